@@ -18,22 +18,59 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fail(command: str, message: str) -> None:
+    print(f"gem {command}: {message}", file=sys.stderr)
+
+
+def _read_move(prompt: str) -> str:
+    """One line of stdin, or a block: a line starting with ``` opens it and the next ``` line closes it
+    (code tasks take a whole program as one move; the fences are part of the move)."""
+    line = input(prompt)
+    if not line.lstrip().startswith("```"):
+        return line
+    lines = [line]
+    while True:
+        line = input("... ")
+        lines.append(line)
+        if line.strip() == "```":
+            return "\n".join(lines)
+
+
+def _needs_boxed(env_id: str) -> bool:
+    return env_id.startswith("game:")  # the game suite's one action convention (envs/game/action_format.py)
+
+
 def _play(args: argparse.Namespace) -> int:
-    """A person plays: the observation is printed, one line of stdin is one action."""
+    """A person plays: the observation is printed, one line of stdin (or a ``` block) is one action."""
     try:
         env = make(args.env_id)
+        observation, _ = env.reset(seed=args.seed)
     except UnknownEnvError as error:
-        print(error, file=sys.stderr)
+        _fail("play", str(error))
         return 2
-    observation, _ = env.reset(seed=args.seed)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as error:  # a missing extra, an offline dataset, no bubblewrap: the message says the fix
+        _fail("play", f"cannot start {args.env_id}: {str(error).splitlines()[0] if str(error) else type(error).__name__}")
+        return 1
     total, turn = 0.0, 0
     print(observation)
+    print("(one line is one move; a line starting with ``` begins a block that a ``` line ends; Ctrl-D quits)")
     while True:
         try:
-            action = input(f"\n[turn {turn + 1}] your move> ")
+            action = _read_move(f"\n[turn {turn + 1}] your move> ")
         except EOFError:
             print(f"\nInput ended after {turn} turns; return so far {total:g}.")
             return 0
+        except KeyboardInterrupt:
+            print(f"\nStopped after {turn} turns; return so far {total:g}.")
+            return 130
+        if _needs_boxed(args.env_id) and "\\boxed{" not in action and not action.startswith("!"):
+            # A hint instead of the env's format penalty; the env itself is unchanged (a "!" sends as typed).
+            print(f"Moves go inside \\boxed{{}}: type \\boxed{{{action.strip() or '...'}}} (or !{action} to send it as it is).")
+            continue
+        if action.startswith("!"):
+            action = action[1:]
         observation, reward, terminated, truncated, info = env.step(action)
         turn += 1
         total += float(reward)
@@ -58,12 +95,11 @@ def build_parser() -> argparse.ArgumentParser:
     play_parser.add_argument("--seed", type=int, default=None, help="seed of the episode (default: random)")
     play_parser.set_defaults(run=_play)
 
-    try:
-        from gem_core.eval.cli import add_eval_parser
-    except ImportError:  # the eval toolkit is optional until its extra is installed
-        pass
-    else:
-        add_eval_parser(commands)
+    # Always listed: without the eval extra, `gem eval` says which extra to install (gem_core.eval.cli
+    # itself imports only the standard library).
+    from gem_core.eval.cli import add_eval_parser
+
+    add_eval_parser(commands)
     return parser
 
 

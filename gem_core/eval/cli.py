@@ -17,8 +17,8 @@ from pathlib import Path
 
 __all__ = ["add_eval_parser", "configure_eval_parser", "run_eval_command"]
 
-#: Signals that stop a run like Ctrl-C does: the partial report is written, the exit code is 128 + N.
-STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+#: Signals that stop a run: the partial report is written, the exit code is 128 + N.
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 EXAMPLES = """examples:
   gem eval --model Qwen/Qwen3-0.6B --env game:GuessTheNumber-v0-easy --env game:Wordle-v0 --episodes 20

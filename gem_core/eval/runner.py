@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import signal
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -238,7 +239,7 @@ def evaluate(
     backend: EpisodeBackend | None = None,
     backend_options: dict[str, Any] | None = None,
     on_episode: Callable[[EpisodeRecord], None] | None = None,
-    stop_signals: Sequence[int] = (),
+    stop_signals: Sequence[int] = (signal.SIGINT,),
     **config: Any,
 ) -> EvalReport:
     """Evaluate a model on ``env_ids`` and return the :class:`EvalReport` (``report.to_dict()`` for JSON).
@@ -248,9 +249,12 @@ def evaluate(
     Other keyword arguments are :class:`EvalConfig` fields (``episodes=``, ``seed=``, ``out_dir=``, ...).
 
     Runs its own event loop; inside one, ``await evaluate_async(backend, EvalConfig(...))`` instead.
-    On Ctrl-C the partial report is written to ``out_dir`` before ``KeyboardInterrupt`` propagates; the
-    signals in ``stop_signals`` (the CLI passes SIGTERM and SIGHUP) do the same and raise
-    :class:`Interrupted`, a ``KeyboardInterrupt`` carrying the signal number. A write error (a full disk)
+    On a signal in ``stop_signals`` (Ctrl-C's SIGINT by default; the CLI adds SIGTERM and SIGHUP) the
+    run is cancelled, the partial report is written to ``out_dir``, and :class:`Interrupted` (a
+    ``KeyboardInterrupt`` carrying the signal number) propagates. They are the event loop's handlers
+    (``loop.add_signal_handler``), not asyncio.run's Python-level SIGINT handler: those write to the
+    loop's wakeup fd, so a signal that the kernel delivers to one of the env threads still wakes the
+    loop at once instead of at its next timer (up to ``--timeout`` later while a request is held). A write error (a full disk)
     raises :class:`~gem_core.eval.episode_log.ReportWriteError` saying what is on disk and where.
     """
     eval_config = EvalConfig(env_ids=[env_ids] if isinstance(env_ids, str) else list(env_ids), **config)
@@ -261,13 +265,17 @@ def evaluate(
     received: list[int] = []
 
     async def run() -> EvalReport:
-        loop, main = asyncio.get_running_loop(), asyncio.current_task()
-        for signum in stop_signals:  # SIGINT is asyncio.run's own: it cancels the run the same way
-            loop.add_signal_handler(signum, lambda signum=signum: (received.append(signum), main.cancel()))
+        loop, main, handled = asyncio.get_running_loop(), asyncio.current_task(), []
+        for signum in stop_signals:
+            try:
+                loop.add_signal_handler(signum, lambda signum=signum: (received.append(signum), main.cancel()))
+            except (RuntimeError, ValueError, NotImplementedError):  # not the main thread, or not here (Windows)
+                continue
+            handled.append(signum)
         try:
             return await evaluate_async(backend, eval_config, on_episode=on_episode)
         finally:
-            for signum in stop_signals:
+            for signum in handled:
                 loop.remove_signal_handler(signum)
             await backend.aclose()
 

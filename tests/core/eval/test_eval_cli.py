@@ -112,6 +112,8 @@ def test_gem_eval_usage_errors_exit_2_with_a_message(tmp_path, capsys):
 
 
 def test_ctrl_c_writes_the_partial_report_and_exits_130(tmp_path, binary_search):
+    """Ctrl-C cancels the request the server holds (SIGINT to exit: 1.4 s at load 10 on 2 cores; 4.4 s
+    with plots, which other tests cover, so they are off here: the 60 s bound is for the exit alone)."""
     def respond(messages):
         return binary_search("\n".join(m["content"] for m in messages))
 
@@ -120,7 +122,7 @@ def test_ctrl_c_writes_the_partial_report_and_exits_130(tmp_path, binary_search)
         process = subprocess.Popen(
             [sys.executable, "-m", "gem_core.eval", "--model", "m", "--base-url", server.base_url,
              "--env", "game:GuessTheNumber-v0-easy", "--episodes", "5", "--max-turns", "1", "--concurrency", "1",
-             "--timeout", "60", "--no-progress", "--out", str(tmp_path)],
+             "--timeout", "60", "--no-progress", "--no-plots", "--out", str(tmp_path)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         try:
