@@ -1,5 +1,8 @@
+import signal
 import subprocess
 import sys
+
+import pytest
 
 from gem_core.cli import main
 
@@ -40,3 +43,79 @@ def test_play_a_whole_game_from_stdin():
 def test_play_unknown_env_suggests_ids(capsys):
     assert main(["play", "game:Wordl-v0"]) == 2
     assert "game:Wordle-v0" in capsys.readouterr().err
+
+
+# -- every error case: one clear line on stderr, no traceback, the right exit code, nothing left behind --
+
+_WITH_BROKEN_ENVS = (
+    "import sys\n"
+    "import gem_core\n"
+    "from gem_core.cli import main\n"
+    "gem_core.list_envs()  # the builtins first\n"
+    "def fail(error):\n"
+    "    def build(**kwargs):\n"
+    "        raise error\n"
+    "    return build\n"
+    "gem_core.register('test:MissingExtra-v0', fail(ImportError(\"rg: envs need reasoning-gym: pip install -e '.[rg]'\")))\n"
+    "gem_core.register('test:Offline-v0', fail(RuntimeError('openai/gsm8k is not cached and the hub is offline')))\n"
+    "gem_core.register('test:NoBwrap-v0', fail(RuntimeError('bubblewrap (bwrap) is not installed: apt-get install bubblewrap')))\n"
+    "sys.exit(main(sys.argv[1:]))\n"
+)
+
+
+def _gem(*argv, cwd, stdin=""):
+    return subprocess.run([sys.executable, "-c", _WITH_BROKEN_ENVS, *argv], input=stdin, capture_output=True,
+                          text=True, timeout=120, cwd=cwd)
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "message"),
+    [
+        (["list", "nothing-matches-this"], 1, "No env id matches"),
+        (["play", "game:Wordl-v0"], 2, "Did you mean 'game:Wordle-v0'"),
+        (["play", "test:MissingExtra-v0"], 1, "pip install -e '.[rg]'"),
+        (["play", "test:Offline-v0"], 1, "not cached"),
+        (["play", "test:NoBwrap-v0"], 1, "apt-get install bubblewrap"),
+        (["eval", "--env", "game:Wordle-v0"], 2, "--model is required"),
+        (["eval", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--env", "game:Wordl-v0", "--out", "o"], 2,
+         "Did you mean 'game:Wordle-v0'"),
+        (["eval", "--model", "runs/none", "--env", "game:Wordl-v0"], 2, "Did you mean 'game:Wordle-v0'"),
+        (["eval", "--compare", "a.json", "b.json"], 2, "--compare"),
+    ],
+)
+def test_cli_errors_are_one_line_with_the_right_exit_code_and_leave_nothing(argv, code, message, tmp_path):
+    done = _gem(*argv, cwd=tmp_path)
+    assert done.returncode == code, done.stderr
+    assert message in done.stderr and "Traceback" not in done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_in_play_exits_130_quietly():
+    proc = subprocess.Popen([sys.executable, "-m", "gem_core.cli", "play", "game:Wordle-v0", "--seed", "0"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        shown = ""
+        while not shown.endswith("your move> "):  # the game waits for input
+            char = proc.stdout.read(1)
+            assert char, proc.stderr.read()
+            shown += char
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert "Stopped after 0 turns" in out
+
+
+def test_a_move_without_boxed_gets_a_hint_not_a_penalty_and_blocks_are_one_move():
+    stdin = "crane\n```\nmy guess:\n\\boxed{5}\n```\n"
+    done = subprocess.run([sys.executable, "-m", "gem_core.cli", "play", "game:GuessTheNumber-v0-easy", "--seed", "0"],
+                          input=stdin, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "Moves go inside \\boxed{}: type \\boxed{crane}" in done.stdout
+    assert "Invalid" not in done.stdout  # the bare word cost no turn and no penalty
+    assert "[turn 2]" in done.stdout and "[turn 3]" not in done.stdout  # the block was one move
+    assert "Input ended after 1 turns" in done.stdout
