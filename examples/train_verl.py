@@ -1,4 +1,4 @@
-"""Train an LLM on a GEM env with verl's stock PPO trainer (needs GPUs and `pip install "verl[vllm]==0.9.1" gem[verl]`).
+"""Train an LLM on a GEM env with verl's stock PPO trainer (needs GPUs and `pip install "verl[vllm]==0.9.1"` and `pip install -e ".[verl]"`).
 
 What this file does, top to bottom:
 1. build the train/validation parquet files (one row per env seed) with gem_adapters.verl.make_dataset;

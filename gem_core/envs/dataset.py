@@ -103,7 +103,7 @@ def _load_uncached(path: str | None, *, split: str, name: str | None, data_files
     try:
         import datasets
     except ImportError as exc:  # pragma: no cover - depends on the install
-        raise ImportError("Dataset-backed envs need the `datasets` package: pip install 'gem[math]' (or datasets).") from exc
+        raise ImportError('Dataset-backed envs need the `datasets` package: pip install -e ".[math]" in the GEM checkout (or pip install datasets).') from exc
     if data_files is not None:
         for file in _iter_files(data_files):
             if not Path(file).exists():

@@ -130,5 +130,5 @@ def _progress_bar(total: int) -> Any:
     try:
         from tqdm.auto import tqdm
     except ImportError as exc:  # pragma: no cover - tqdm ships with the dev and eval extras
-        raise ImportError("progress=True needs tqdm: pip install tqdm") from exc
+        raise ImportError('progress=True needs tqdm: pip install tqdm (or pip install -e ".[eval]" in the GEM checkout)') from exc
     return tqdm(total=total, desc="episodes", unit="ep")

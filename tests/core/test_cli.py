@@ -56,7 +56,7 @@ _WITH_BROKEN_ENVS = (
     "    def build(**kwargs):\n"
     "        raise error\n"
     "    return build\n"
-    "gem_core.register('test:MissingExtra-v0', fail(ImportError(\"rg: envs need reasoning-gym: pip install -e '.[rg]'\")))\n"
+    "gem_core.register('test:MissingExtra-v0', fail(ImportError('rg: envs need reasoning-gym: pip install -e \".[rg]\"')))\n"
     "gem_core.register('test:Offline-v0', fail(RuntimeError('openai/gsm8k is not cached and the hub is offline')))\n"
     "gem_core.register('test:NoBwrap-v0', fail(RuntimeError('bubblewrap (bwrap) is not installed: apt-get install bubblewrap')))\n"
     "sys.exit(main(sys.argv[1:]))\n"
@@ -73,7 +73,7 @@ def _gem(*argv, cwd, stdin=""):
     [
         (["list", "nothing-matches-this"], 1, "No env id matches"),
         (["play", "game:Wordl-v0"], 2, "Did you mean 'game:Wordle-v0'"),
-        (["play", "test:MissingExtra-v0"], 1, "pip install -e '.[rg]'"),
+        (["play", "test:MissingExtra-v0"], 1, 'pip install -e ".[rg]"'),
         (["play", "test:Offline-v0"], 1, "not cached"),
         (["play", "test:NoBwrap-v0"], 1, "apt-get install bubblewrap"),
         (["eval", "--env", "game:Wordle-v0"], 2, "--model is required"),

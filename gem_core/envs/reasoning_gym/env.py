@@ -47,7 +47,7 @@ def load_procedural_dataset(name: str, *, seed: int, size: int, config: dict[str
             try:
                 import reasoning_gym
             except ImportError as exc:  # pragma: no cover - depends on the install
-                raise ImportError("rg: envs need reasoning-gym: pip install 'gem[rg]' (or reasoning-gym).") from exc
+                raise ImportError('rg: envs need reasoning-gym: pip install -e ".[rg]" in the GEM checkout (or pip install reasoning-gym==0.1.25).') from exc
             kwargs = dict(config or {})
             if name == "composite" and not kwargs.get("datasets"):
                 kwargs["datasets"] = _composite_default_specs()
