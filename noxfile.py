@@ -11,8 +11,13 @@ from __future__ import annotations
 import os
 
 import nox
+import nox.virtualenv
+import packaging.version
 
 nox.options.default_venv_backend = "venv"
+# No session uses uv; telling nox so (its module reads these before probing) drops its "uv binary not
+# found" line from every run.
+nox.virtualenv.HAS_UV, nox.virtualenv.UV, nox.virtualenv.UV_VERSION = False, "uv", packaging.version.Version("0")
 nox.options.error_on_missing_interpreters = True
 
 CONSTRAINTS = ("-c", "constraints-cpu.txt")
@@ -47,7 +52,7 @@ def package(session: nox.Session) -> None:
     session.run("python", "-m", "pip", "wheel", "--no-deps", "-q", "-w", dist, ".")
     (wheel,) = [f for f in os.listdir(dist) if f.endswith(".whl")]
     # With the task extras, so every registered env is built from the installed files.
-    session.install(*CONSTRAINTS, os.path.join(dist, wheel) + "[math,code,qa,rg,search]", "pytest")
+    session.install(*CONSTRAINTS, os.path.join(dist, wheel) + "[math,code,qa,rg,search]", "pytest", "pytest-asyncio")  # pytest-asyncio: pyproject sets asyncio_mode
     tests = os.path.abspath("tests/packaging")
     session.chdir(dist)  # away from the checkout, so `import gem_core` cannot find the source tree
     session.run(*PYTEST, "--rootdir", dist, tests, *session.posargs)

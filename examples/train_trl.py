@@ -32,6 +32,7 @@ import argparse
 import dataclasses
 import json
 import os
+import signal
 import sys
 import time
 import typing
@@ -224,7 +225,12 @@ class StepLog:
         self.rollout_func, self.total_steps, self.log_path = rollout_func, total_steps, log_path
         self.rewards: list[float] = []
         self.success: list[float] = []
+        self.stop_requested = False  # set by Ctrl-C: training ends after the step under way
         self._last = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.stop_requested:
+            control.should_training_stop = True
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not logs or "reward" not in logs:
@@ -321,12 +327,25 @@ def main(args: Args) -> dict:
         trainer.remove_callback(printer)
     print(f"Training on {args.env} {json.dumps(env_kwargs)} for {args.steps} steps; each step's full TRL metrics go "
           f"to {log_path}", flush=True)
+    def request_stop(signum, frame):
+        # A flag, not a KeyboardInterrupt: one raised inside a rollout's event loop can be lost in its
+        # cancellation, and one raised in backward leaves the step half done. A second Ctrl-C stops at once.
+        if step_log.stop_requested:
+            raise KeyboardInterrupt
+        step_log.stop_requested = True
+        print("\nCtrl-C: stopping after this step (Ctrl-C again to stop at once).", file=sys.stderr, flush=True)
+
     start, interrupted = time.perf_counter(), False
+    previous_handler = signal.signal(signal.SIGINT, request_stop)
     try:
         trainer.train()
     except KeyboardInterrupt:
         interrupted = True
-        print(f"\nInterrupted after {len(step_log.rewards)} steps; saving what was done.", file=sys.stderr, flush=True)
+    finally:
+        signal.signal(signal.SIGINT, previous_handler)
+    interrupted = interrupted or step_log.stop_requested
+    if interrupted:
+        print(f"Interrupted after {len(step_log.rewards)} steps; saving what was done.", file=sys.stderr, flush=True)
     minutes = (time.perf_counter() - start) / 60
 
     curve = np.array(step_log.rewards)
