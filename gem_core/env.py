@@ -9,19 +9,23 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import copy
 import functools
-from typing import Any, SupportsFloat
+from typing import Any, ClassVar, SupportsFloat
 
 import gymnasium as gym
 from gymnasium import spaces
 
-__all__ = ["Env", "TextSpace", "StepResult", "MAX_TEXT_LENGTH", "ENV_THREADS", "run_in_env_thread"]
+__all__ = ["Env", "TextSpace", "StepResult", "MAX_TEXT_LENGTH", "ENV_THREADS", "run_in_env_thread", "STATE_FORMAT"]
 
 #: Longest observation or action the spaces admit. Actions longer than this are still answered (with a
 #: format penalty), never rejected with an exception: a model's output is untrusted input.
 MAX_TEXT_LENGTH = 1_000_000
 
 StepResult = tuple[str, SupportsFloat, bool, bool, dict[str, Any]]
+
+#: Version tag of :meth:`Env.get_state` snapshots; :meth:`Env.set_state` refuses any other.
+STATE_FORMAT = "gem.env_state/1"
 
 #: Threads that run sync ``step``/``reset`` calls for :meth:`Env.astep`/:meth:`Env.areset`. asyncio's
 #: default executor has ``min(32, cpus + 4)`` threads, so on a 2-core machine only 6 slow steps (tool
@@ -129,3 +133,72 @@ class Env(gym.Env[str, str]):
     def render(self) -> str | None:
         """The current state as text (``render_mode="ansi"``); envs that keep a board override this."""
         return None
+
+    # -- state: save, restore, branch ------------------------------------------------------------
+
+    #: Attributes that are shared resources, not episode state (a dataset every env reads, a tool
+    #: client): :meth:`get_state` leaves them out, :meth:`set_state` leaves them as they are, and
+    #: :meth:`spawn` shares them with the clone.
+    state_excludes: ClassVar[frozenset[str]] = frozenset()
+
+    def _state_attributes(self) -> dict[str, Any]:
+        excluded = set()
+        for cls in type(self).__mro__:
+            excluded.update(getattr(cls, "state_excludes", ()))
+        return {name: value for name, value in vars(self).items() if name not in excluded}
+
+    def get_state(self) -> dict[str, Any]:
+        """A picklable snapshot of the episode so far, RNG included.
+
+        Restoring it (:meth:`set_state`) into an env built with the same arguments continues exactly as
+        this env would: same observations, rewards and terminations for the same actions. Group-based RL
+        and tree search branch from such snapshots mid-episode, not only from a reset seed.
+
+        Raises:
+            TypeError: an attribute cannot be copied (a client, a lock); the env should list it in
+                :attr:`state_excludes`.
+        """
+        attributes = {}
+        for name, value in self._state_attributes().items():
+            try:
+                attributes[name] = copy.deepcopy(value)
+            except Exception as exc:
+                raise TypeError(
+                    f"{type(self).__name__}.get_state() cannot copy attribute {name!r} ({type(value).__name__}: {exc}); "
+                    f"if it is a shared resource rather than episode state, add it to {type(self).__name__}.state_excludes."
+                ) from exc
+        return {"format": STATE_FORMAT, "env": _qualified_name(self), "attributes": attributes}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Continue from a :meth:`get_state` snapshot of an env of the same class.
+
+        Raises:
+            ValueError: the snapshot has another format version or comes from another env class.
+        """
+        _check_state(self, state)
+        for name, value in state["attributes"].items():
+            setattr(self, name, copy.deepcopy(value))
+
+    def spawn(self, same_state: bool = True, *, seed: int | None = None) -> Env:
+        """A new env with this one's configuration (shared resources shared, see :attr:`state_excludes`).
+
+        With ``same_state`` it continues from this env's current state (a branch); otherwise it is reset
+        with ``seed``.
+        """
+        clone = copy.copy(self)
+        clone.set_state(self.get_state())
+        if not same_state:
+            clone.reset(seed=seed)
+        return clone
+
+
+def _qualified_name(obj: Any) -> str:
+    return f"{type(obj).__module__}.{type(obj).__qualname__}"
+
+
+def _check_state(owner: Any, state: Any) -> None:
+    if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+        found = state.get("format") if isinstance(state, dict) else type(state).__name__
+        raise ValueError(f"Not an env state of format {STATE_FORMAT!r} (got {found!r}); take it from get_state().")
+    if state.get("env") != _qualified_name(owner):
+        raise ValueError(f"This state belongs to {state.get('env')!r}, not {_qualified_name(owner)!r}; restore it into an env of that class.")

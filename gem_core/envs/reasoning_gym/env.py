@@ -74,6 +74,8 @@ class ReasoningGymEnv(Env):
     """
 
     terminate_on_format_error = True
+    #: The procedural dataset is fixed by the constructor's arguments (and holds unpicklable generators).
+    state_excludes = frozenset({"dataset"})
 
     def __init__(self, name: str, *, seed: int = 42, size: int = 10_000, config: dict[str, Any] | None = None):
         self.name = name
