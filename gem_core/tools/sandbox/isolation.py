@@ -96,7 +96,8 @@ def python_dirs(python: str) -> list[str]:
     return dirs
 
 
-def site_dirs(python: str) -> list[str]:
+@functools.lru_cache(maxsize=None)
+def site_dirs(python: str) -> tuple[str, ...]:
     """The interpreter's site-packages, put on ``sys.path`` by the worker itself: it starts with ``-S``,
     so no ``.pth`` hook (an editable install's costs ~10 ms and would point into the checkout) runs."""
     if os.path.realpath(python) != os.path.realpath(sys.executable):
@@ -104,11 +105,11 @@ def site_dirs(python: str) -> list[str]:
         try:
             out = subprocess.run([python, "-I", "-c", query], capture_output=True, text=True, timeout=30).stdout
         except (OSError, subprocess.TimeoutExpired):
-            return []
+            return ()
         paths = out.split()
     else:
         paths = [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
-    return list(dict.fromkeys(paths))
+    return tuple(dict.fromkeys(paths))
 
 
 class BwrapLaunch:
