@@ -12,7 +12,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from gem_core.env import Env, StepResult
+from gem_core.env import Env, StepResult, guard_episode_end
 
 __all__ = ["Wrapper"]
 
@@ -22,6 +22,12 @@ class Wrapper(gym.Wrapper[str, str, str, str]):
 
     def __init__(self, env: Env | Wrapper):
         super().__init__(env)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # A wrapper can end an episode the inner env would continue (a turn limit, a tool-call budget),
+        # and must not answer after that end either.
+        super().__init_subclass__(**kwargs)
+        guard_episode_end(cls)
 
     def on_reset(self, observation: str, info: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         """Change what ``reset`` returns; the default passes it through."""
@@ -45,3 +51,6 @@ class Wrapper(gym.Wrapper[str, str, str, str]):
 
     def sample_random_action(self) -> str:
         return self.env.sample_random_action()
+
+
+guard_episode_end(Wrapper)
