@@ -11,12 +11,18 @@ import asyncio
 import concurrent.futures
 import copy
 import functools
+import inspect
+import logging
+import threading
 from typing import Any, ClassVar, SupportsFloat
 
 import gymnasium as gym
 from gymnasium import spaces
 
-__all__ = ["Env", "TextSpace", "StepResult", "MAX_TEXT_LENGTH", "ENV_THREADS", "run_in_env_thread", "STATE_FORMAT"]
+__all__ = [
+    "Env", "TextSpace", "StepResult", "MAX_TEXT_LENGTH", "ENV_THREADS", "run_in_env_thread",
+    "EPISODE_OVER", "episode_over_result", "guard_episode_end", "log_error_once", "STATE_FORMAT",
+]
 
 #: Longest observation or action the spaces admit. Actions longer than this are still answered (with a
 #: format penalty), never rejected with an exception: a model's output is untrusted input.
@@ -57,6 +63,99 @@ class TextSpace(spaces.Text):
         return f"TextSpace(min_length={self.min_length}, max_length={self.max_length})"
 
 
+#: The observation for an action sent after the episode ended (see :func:`guard_episode_end`).
+EPISODE_OVER = "The episode is over; this action was not scored. Call reset() to start a new episode."
+
+logger = logging.getLogger("gem.env")
+_warned: set[tuple[str, str]] = set()
+_warned_lock = threading.Lock()
+
+
+def log_error_once(env: Any, error: str, detail: str = "") -> None:
+    """Log one warning per env id and kind of error that an env turned into a reward.
+
+    A grader that crashes or times out on every answer pays 0 for everything; the warning makes that
+    visible once per ``(env id, error)`` without flooding a training log, and ``info["error"]`` marks
+    every such step for the rollout's metrics.
+    """
+    env_id = getattr(env, "env_id", None) or type(env).__name__
+    key = (str(env_id), error.split(":", 1)[0])
+    with _warned_lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    logger.warning("%s: %s%s (scored as reward 0; further errors of this kind are not logged)", env_id, error, f": {detail}" if detail else "")
+
+
+def episode_over_result() -> StepResult:
+    """What a step after the end of an episode returns: no reward, still terminated, never a re-grade."""
+    return EPISODE_OVER, 0.0, True, False, {"episode_over": True}
+
+
+def _over(self: Any) -> bool:
+    return getattr(self, "_gem_episode_over", False)
+
+
+def _note_end(self: Any, result: StepResult) -> StepResult:
+    if result[2] or result[3]:
+        self._gem_episode_over = True
+    return result
+
+
+def guard_episode_end(cls: type) -> type:
+    """Make the ``step``/``astep``/``reset``/``areset`` that ``cls`` itself defines respect episode ends.
+
+    Once a step returns ``terminated`` or ``truncated``, further steps return
+    :func:`episode_over_result` until the next reset, whatever the subclass's own ``step`` would do
+    (GuessTheNumber paid 1.0 for the right number after "Out of turns"; math envs re-graded). Applied to
+    every subclass of :class:`Env` and of the GEM wrapper, so no env has to remember it.
+    """
+    namespace = vars(cls)
+    if "step" in namespace and not getattr(namespace["step"], "_gem_guarded", False):
+        step = namespace["step"]
+
+        @functools.wraps(step)
+        def guarded_step(self: Any, action: str) -> StepResult:
+            if _over(self):
+                return episode_over_result()
+            return _note_end(self, step(self, action))
+
+        guarded_step._gem_guarded = True  # type: ignore[attr-defined]
+        cls.step = guarded_step  # type: ignore[attr-defined]
+    if "astep" in namespace and inspect.iscoroutinefunction(namespace["astep"]) and not getattr(namespace["astep"], "_gem_guarded", False):
+        astep = namespace["astep"]
+
+        @functools.wraps(astep)
+        async def guarded_astep(self: Any, action: str) -> StepResult:
+            if _over(self):
+                return episode_over_result()
+            return _note_end(self, await astep(self, action))
+
+        guarded_astep._gem_guarded = True  # type: ignore[attr-defined]
+        cls.astep = guarded_astep  # type: ignore[attr-defined]
+    for name in ("reset", "areset"):
+        method = namespace.get(name)
+        if method is None or getattr(method, "_gem_guarded", False):
+            continue
+        if inspect.iscoroutinefunction(method):
+
+            async def guarded_areset(self: Any, *args: Any, _reset: Any = method, **kwargs: Any) -> Any:
+                self._gem_episode_over = False
+                return await _reset(self, *args, **kwargs)
+
+            guarded = functools.wraps(method)(guarded_areset)
+        else:
+
+            def guarded_reset(self: Any, *args: Any, _reset: Any = method, **kwargs: Any) -> Any:
+                self._gem_episode_over = False
+                return _reset(self, *args, **kwargs)
+
+            guarded = functools.wraps(method)(guarded_reset)
+        guarded._gem_guarded = True  # type: ignore[attr-defined]
+        setattr(cls, name, guarded)
+    return cls
+
+
 class Env(gym.Env[str, str]):
     """A multi-turn text environment.
 
@@ -68,6 +167,10 @@ class Env(gym.Env[str, str]):
     A malformed action is part of the game, not a programming error: answer it with
     :meth:`invalid_action`, which returns an observation that says what was expected, the env's
     :attr:`format_penalty` as reward, and ``info["format_error"] = True``.
+
+    An episode that has ended stays ended: a step after ``terminated``/``truncated`` is answered with
+    :data:`EPISODE_OVER`, reward 0 and ``terminated=True`` until :meth:`reset` (see
+    :func:`guard_episode_end`; subclasses get this without doing anything).
     """
 
     metadata: dict[str, Any] = {"render_modes": ["ansi"]}
@@ -82,6 +185,16 @@ class Env(gym.Env[str, str]):
     #: Whether a malformed action ends the episode. Games usually let the agent try again (and count the
     #: turn); single-question tasks end.
     terminate_on_format_error: bool = False
+    #: The longest one ``step`` may take, in seconds, on any action (graders and tool calls included,
+    #: a grading worker's first start-up excluded). Envs that call a grader or a tool declare more.
+    #: The fuzz test holds every registered env to it.
+    max_step_seconds: float = 1.0
+    #: The registry id the env was made from (set by :func:`gem_core.registry.make`); None if built directly.
+    env_id: str | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        guard_episode_end(cls)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         """Start a new episode.

@@ -57,7 +57,9 @@ class EnvSpec:
         return getattr(importlib.import_module(module_name), attr)
 
     def make(self, **overrides: Any) -> Env:
-        return self.load()(**{**self.kwargs, **overrides})
+        env = self.load()(**{**self.kwargs, **overrides})
+        env.unwrapped.env_id = self.id  # names the env in logged warnings (see gem_core.env.log_error_once)
+        return env
 
 
 _REGISTRY: dict[str, EnvSpec] = {}

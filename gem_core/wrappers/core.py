@@ -13,7 +13,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from gem_core.env import STATE_FORMAT, Env, StepResult, _check_state, _qualified_name
+from gem_core.env import STATE_FORMAT, Env, StepResult, _check_state, _qualified_name, guard_episode_end
 
 __all__ = ["Wrapper"]
 
@@ -23,6 +23,12 @@ class Wrapper(gym.Wrapper[str, str, str, str]):
 
     def __init__(self, env: Env | Wrapper):
         super().__init__(env)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # A wrapper can end an episode the inner env would continue (a turn limit, a tool-call budget),
+        # and must not answer after that end either.
+        super().__init_subclass__(**kwargs)
+        guard_episode_end(cls)
 
     def on_reset(self, observation: str, info: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         """Change what ``reset`` returns; the default passes it through."""
@@ -74,3 +80,6 @@ class Wrapper(gym.Wrapper[str, str, str, str]):
         if not same_state:
             clone.reset(seed=seed)
         return clone
+
+
+guard_episode_end(Wrapper)
