@@ -226,3 +226,37 @@ def test_step_timeout_on_a_grouped_process_worker_truncates_only_the_slow_env():
     obs, _, _, truncated, _ = vec.step(["a", "a", "a", "a"])
     assert obs == ("count 2", "start", "count 2", "count 2") and not truncated.any()
     vec.close()
+
+
+def test_a_killed_grouped_worker_ends_the_episodes_of_every_env_it_hosted_and_no_other():
+    import os
+    import signal as signals
+
+    vec = make_vec(FaultyEnv, num_envs=4, backend="process", backend_kwargs={"num_workers": 2})
+    vec.reset()
+    vec.step(["a"] * 4)
+    victim = vec.backend.worker_pids()[1]  # hosts envs 1 and 3
+    os.kill(victim, signals.SIGKILL)
+    obs, _, _, truncated, infos = vec.step({0: "a", 1: "a", 2: "a"})  # env 3 is not stepped now
+    assert truncated.tolist() == [False, True, False, False] and infos["error"][1].startswith("WorkerDied")
+    assert obs[0] == obs[2] == "count 2"
+    # Env 3 lived in the dead worker too: its next step reports the lost episode instead of pretending.
+    obs, _, _, truncated, infos = vec.step(["a"] * 4)
+    assert truncated.tolist() == [False, False, False, True] and infos["error"][3].startswith("WorkerDied")
+    assert obs[1] == "start" and obs[0] == "count 3"
+    vec.close()
+
+
+class UnpicklableInfoEnv(FaultyEnv):
+    def step(self, action: str):
+        obs, reward, terminated, truncated, info = super().step(action)
+        return obs, reward, terminated, truncated, ({"callback": lambda: None} if action == "odd" else info)
+
+
+def test_an_unsendable_answer_in_a_grouped_worker_fails_only_that_env():
+    vec = make_vec(UnpicklableInfoEnv, num_envs=3, backend="process", backend_kwargs={"num_workers": 1})
+    vec.reset()
+    obs, _, _, truncated, infos = vec.step(["a", "odd", "a"])
+    assert truncated.tolist() == [False, True, False] and "cannot be sent" in infos["error"][1]
+    assert obs[0] == obs[2] == "count 1"
+    vec.close()
