@@ -51,7 +51,7 @@ from gem_core.vector.calls import (
 )
 from gem_core.vector.in_process import CLOSE_TIMEOUT
 
-__all__ = ["ProcessBackend", "default_start_method"]
+__all__ = ["ProcessBackend", "default_start_method", "run_hosted_call"]
 
 #: Extra seconds the parent waits past a worker's own step timeouts before it kills the worker.
 _KILL_GRACE = 2.0
@@ -72,7 +72,9 @@ def _on_alarm(signum: int, frame: Any) -> None:
     raise _CallTimedOut()
 
 
-def _call_in_worker(envs: dict[int, Any], builders: Mapping[int, EnvBuilder], index: int, call: EnvCall, step_timeout: float | None) -> tuple[str, Any]:
+def run_hosted_call(envs: dict[int, Any], builders: Mapping[int, EnvBuilder], index: int, call: EnvCall, step_timeout: float | None) -> tuple[str, Any]:
+    """Run ``call`` on hosted env ``index`` (built on first use) and answer ``(status, payload)`` as in the
+    protocol above. With ``step_timeout``, a SIGALRM handler must be installed (main thread only)."""
     timed = step_timeout is not None and not isinstance(call, Call)
     try:
         if envs.get(index) is None:
@@ -126,7 +128,7 @@ def _worker_main(conn: mp.connection.Connection, builders: dict[int, EnvBuilder]
                 break
             if batch is None:
                 break
-            replies = [(i, *_call_in_worker(envs, builders, i, call, step_timeout)) for i, call in batch]
+            replies = [(i, *run_hosted_call(envs, builders, i, call, step_timeout)) for i, call in batch]
             try:
                 conn.send(replies)
             except Exception:  # noqa: BLE001 - find the answers that cannot be pickled
