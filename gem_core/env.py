@@ -20,7 +20,7 @@ import gymnasium as gym
 from gymnasium import spaces
 
 __all__ = [
-    "Env", "TextSpace", "StepResult", "MAX_TEXT_LENGTH", "ENV_THREADS", "run_in_env_thread",
+    "Env", "TextSpace", "StepResult", "MAX_TEXT_LENGTH", "EnvThreadPool", "ENV_THREADS", "run_in_env_thread",
     "EPISODE_OVER", "episode_over_result", "guard_episode_end", "log_error_once", "STATE_FORMAT",
 ]
 
@@ -33,15 +33,57 @@ StepResult = tuple[str, SupportsFloat, bool, bool, dict[str, Any]]
 #: Version tag of :meth:`Env.get_state` snapshots; :meth:`Env.set_state` refuses any other.
 STATE_FORMAT = "gem.env_state/1"
 
-#: Threads that run sync ``step``/``reset`` calls for :meth:`Env.astep`/:meth:`Env.areset`. asyncio's
-#: default executor has ``min(32, cpus + 4)`` threads, so on a 2-core machine only 6 slow steps (tool
-#: calls, graders waiting on I/O) could overlap; episodes run by the hundred, and a waiting thread is cheap.
-ENV_THREADS = concurrent.futures.ThreadPoolExecutor(max_workers=256, thread_name_prefix="gem-env")
+
+class EnvThreadPool:
+    """The threads that run blocking ``step``/``reset`` calls for :meth:`Env.astep`/:meth:`Env.areset`.
+
+    Large (256 threads) on purpose: asyncio's default executor has ``min(32, cpus + 4)`` threads, so on
+    a 2-core machine only 6 slow steps (tool calls, graders waiting on I/O) could overlap, while
+    episodes run by the hundred and a waiting thread is cheap (``bench/concurrency.py`` shows both).
+    The threads start on first use, not at import; :meth:`shutdown` stops them, and a later call
+    starts a fresh pool.
+    """
+
+    def __init__(self, max_workers: int = 256, thread_name_prefix: str = "gem-env"):
+        self.max_workers = max_workers
+        self.thread_name_prefix = thread_name_prefix
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def executor(self) -> concurrent.futures.ThreadPoolExecutor:
+        """The executor, created on first use."""
+        executor = self._executor
+        if executor is None:
+            with self._lock:
+                if self._executor is None:
+                    self._executor = concurrent.futures.ThreadPoolExecutor(self.max_workers, self.thread_name_prefix)
+                executor = self._executor
+        return executor
+
+    @property
+    def started(self) -> bool:
+        return self._executor is not None
+
+    async def run(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        """Run a blocking call in a pool thread without blocking the event loop."""
+        return await asyncio.get_running_loop().run_in_executor(self.executor, functools.partial(fn, *args, **kwargs))
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Stop the threads (after their calls finish when ``wait``)."""
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=wait, cancel_futures=cancel_futures)
+
+
+#: The process-wide pool behind the default :meth:`Env.astep`/:meth:`Env.areset`.
+ENV_THREADS = EnvThreadPool()
 
 
 async def run_in_env_thread(fn: Any, /, *args: Any, **kwargs: Any) -> Any:
     """Run a blocking env call in :data:`ENV_THREADS` without blocking the event loop."""
-    return await asyncio.get_running_loop().run_in_executor(ENV_THREADS, functools.partial(fn, *args, **kwargs))
+    return await ENV_THREADS.run(fn, *args, **kwargs)
 
 
 class TextSpace(spaces.Text):
@@ -185,6 +227,10 @@ class Env(gym.Env[str, str]):
     #: Whether a malformed action ends the episode. Games usually let the agent try again (and count the
     #: turn); single-question tasks end.
     terminate_on_format_error: bool = False
+    #: Whether a step or reset may wait (on I/O, a subprocess, a grader). Envs whose steps are quick
+    #: pure computation (the games) set it False: ``astep``/``areset`` and the vector backends then call
+    #: them inline instead of hopping to a thread, which costs far more than such a step.
+    blocking: bool = True
     #: The longest one ``step`` may take, in seconds, on any action (graders and tool calls included,
     #: a grading worker's first start-up excluded). Envs that call a grader or a tool declare more.
     #: The fuzz test holds every registered env to it.
@@ -224,10 +270,14 @@ class Env(gym.Env[str, str]):
 
     async def areset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         """:meth:`reset` off the event loop, so a slow reset never blocks an async trainer."""
+        if not self.blocking:
+            return self.reset(seed=seed, options=options)
         return await run_in_env_thread(self.reset, seed=seed, options=options)
 
     async def astep(self, action: str) -> StepResult:
         """:meth:`step` off the event loop: tool calls and graders may take seconds."""
+        if not self.blocking:
+            return self.step(action)
         return await run_in_env_thread(self.step, action)
 
     def invalid_action(self, message: str, *, truncated: bool = False, **info: Any) -> StepResult:
