@@ -267,7 +267,7 @@ def _exit_status(code):
 # --------------------------------------------------------------------------------------------------
 # Zygote: one long-lived sandbox whose initialised interpreter forks a fresh call per snippet.
 
-_CLONE_NEWNS, _CLONE_NEWIPC, _CLONE_NEWPID = 0x00020000, 0x08000000, 0x20000000
+_CLONE_NEWNS, _CLONE_NEWIPC, _CLONE_NEWPID, _CLONE_NEWNET = 0x00020000, 0x08000000, 0x20000000, 0x40000000
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 2, 4, 8, 16384, 1 << 18
 _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
 
@@ -378,8 +378,19 @@ def _reap():
             return
 
 
+def _loopback_up():
+    """A call's own network namespace has only ``lo``, down: bring it up (no other interface exists)."""
+    import fcntl
+    import socket
+    import struct
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        flags = struct.unpack("16sH", fcntl.ioctl(probe, 0x8913, struct.pack("16sH14x", b"lo", 0))[:18])[1]
+        fcntl.ioctl(probe, 0x8914, struct.pack("16sH14x", b"lo", flags | 0x1 | 0x40))  # IFF_UP | IFF_RUNNING
+
+
 def _serve_call(libc, fds, seccomp_program):
-    """One call: new mount, PID and IPC namespaces with a fresh /tmp, an init that reports the status,
+    """One call: new mount, PID, IPC and network namespaces with a fresh /tmp, an init that reports the status,
     and the snippet's process with no capabilities (as root: its own uid), under the seccomp filter."""
     request_fd, out_fd, err_fd, status_fd = fds
     os.setsid()
@@ -391,7 +402,8 @@ def _serve_call(libc, fds, seccomp_program):
     os.dup2(err_fd, 2)
     os.close(out_fd)
     os.close(err_fd)
-    _check(libc.unshare(_CLONE_NEWNS | _CLONE_NEWPID | _CLONE_NEWIPC), "unshare")
+    _check(libc.unshare(_CLONE_NEWNS | _CLONE_NEWPID | _CLONE_NEWIPC | _CLONE_NEWNET), "unshare")
+    _loopback_up()
     _mount(libc, None, "/", None, _MS_REC | _MS_PRIVATE, None)
     options = f"size={int(request.pop('tmp_bytes'))},nr_inodes={int(request.pop('tmp_files'))},mode=1777"
     for target in ("/tmp", "/dev/shm"):
@@ -409,8 +421,7 @@ def _serve_call(libc, fds, seccomp_program):
             os.setsid()
             if uid:
                 _drop_privileges(uid)
-            else:
-                _drop_capabilities(libc)
+            _drop_capabilities(libc)  # as root, setuid left the inheritable set: empty it too
             _load_seccomp(libc, seccomp_program)
             _run_snippet(request, report_write, 0)
         os.close(report_write)
