@@ -1,5 +1,6 @@
-"""Warm workers: a pool per mode that keeps sandboxes started so a snippet never waits for start-up, and
-:class:`SandboxPools`, the owner of the process-wide pools behind :func:`run_python`.
+"""Warm sandboxes: a pool per mode (a zygote in bwrap mode, else workers started ahead of time) so a
+snippet never waits for start-up, and :class:`SandboxPools`, the owner of the process-wide pools behind
+:func:`run_python`.
 
 Nothing here runs at import: the first :func:`run_python` creates the default :class:`SandboxPools`
 (and registers its ``close`` to run at exit); a pool starts its refill threads on first use. After a
