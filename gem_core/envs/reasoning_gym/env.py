@@ -97,6 +97,8 @@ class ReasoningGymEnv(Env):
     """
 
     terminate_on_format_error = True
+    #: The procedural dataset is fixed by the constructor's arguments (and holds unpicklable generators).
+    state_excludes = frozenset({"dataset"})
 
     def __init__(
         self,
