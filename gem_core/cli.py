@@ -65,8 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
     play_parser.set_defaults(run=_play)
 
     from gem_core.check import add_check_parser
+    from gem_core.rollout.replay import add_replay_parser
     from gem_core.serve.command import add_serve_parser
 
+    add_replay_parser(commands)
     add_serve_parser(commands)
     add_check_parser(commands)
 
