@@ -15,6 +15,7 @@ import argparse
 import importlib
 import math
 import sys
+import threading
 import time
 import traceback
 import warnings
@@ -114,33 +115,48 @@ def _determinism_check(make_env: Callable[[], Any], seeds: tuple[int, ...] = (0,
     return CheckResult("determinism", True, f"seeds {list(seeds)} replay identically over up to {turns} turns")
 
 
+def _step_within(env: Any, action: str, limit: float) -> tuple[Any, BaseException | None, float] | None:
+    """``(result, error, seconds)`` of ``env.step(action)``, or None if it ran past ``limit`` (then abandoned)."""
+    outcome: list[Any] = []
+
+    def run() -> None:
+        start = time.monotonic()
+        try:
+            outcome.append((env.step(action), None, time.monotonic() - start))
+        except Exception as error:
+            outcome.append((None, error, time.monotonic() - start))
+
+    worker = threading.Thread(target=run, name="gem-check-step", daemon=True)
+    worker.start()
+    worker.join(limit)
+    return outcome[0] if outcome else None
+
+
 def _hostile_check(make_env: Callable[[], Any], step_limit: float) -> CheckResult:
     env = make_env()
-    try:
-        slowest = 0.0
-        for name, action in HOSTILE_ACTIONS.items():
-            env.reset(seed=0)
-            start = time.monotonic()
-            try:
-                result = env.step(action)
-            except Exception as error:
-                where = traceback.extract_tb(error.__traceback__)[-1]
-                return CheckResult(
-                    "hostile actions",
-                    False,
-                    f"the {name} action raised {type(error).__name__}: {error} ({where.filename}:{where.lineno}); "
-                    "answer a malformed action with env.invalid_action(message) instead of raising",
-                )
-            elapsed = time.monotonic() - start
-            slowest = max(slowest, elapsed)
-            problem = _well_formed(result)
-            if problem:
-                return CheckResult("hostile actions", False, f"the {name} action: {problem}")
-            if elapsed > step_limit:
-                return CheckResult("hostile actions", False, f"the {name} action took {elapsed:.1f} s, over the {step_limit:g} s limit; bound parsing and grading")
-        return CheckResult("hostile actions", True, f"{len(HOSTILE_ACTIONS)} hostile actions answered (slowest {slowest:.2f} s)")
-    finally:
-        env.close()
+    slowest = 0.0
+    for name, action in HOSTILE_ACTIONS.items():
+        env.reset(seed=0)
+        outcome = _step_within(env, action, step_limit)
+        if outcome is None:  # the env is still busy in the abandoned thread: do not touch or close it
+            return CheckResult("hostile actions", False, f"the {name} action did not return within {step_limit:g} s; bound parsing and grading")
+        result, error, elapsed = outcome
+        if error is not None:
+            where = traceback.extract_tb(error.__traceback__)[-1]
+            env.close()
+            return CheckResult(
+                "hostile actions",
+                False,
+                f"the {name} action raised {type(error).__name__}: {error} ({where.filename}:{where.lineno}); "
+                "answer a malformed action with env.invalid_action(message) instead of raising",
+            )
+        slowest = max(slowest, elapsed)
+        problem = _well_formed(result)
+        if problem:
+            env.close()
+            return CheckResult("hostile actions", False, f"the {name} action: {problem}")
+    env.close()
+    return CheckResult("hostile actions", True, f"{len(HOSTILE_ACTIONS)} hostile actions answered (slowest {slowest:.2f} s)")
 
 
 def check_env(make_env: Callable[[], Any], *, step_limit: float = 10.0) -> list[CheckResult]:
@@ -175,6 +191,14 @@ def _check(args: argparse.Namespace) -> int:
         print(error, file=sys.stderr)
         return 2
     overrides = {} if args.full_data else dict(env_spec.sample_kwargs)
+    from gem_core.env import Env
+
+    probe = make(args.env_id, **overrides)
+    single_agent = isinstance(probe.unwrapped, Env)
+    probe.close()
+    if not single_agent:
+        print(f"{args.env_id} is not a single-agent gem_core.Env ({type(probe.unwrapped).__name__}); gem check covers single-agent envs.", file=sys.stderr)
+        return 2
     results = check_env(lambda: make(args.env_id, **overrides), step_limit=args.step_limit)
     for result in results:
         print(f"{'PASS' if result.ok else 'FAIL'}  {result.name}: {result.message}")

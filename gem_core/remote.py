@@ -94,7 +94,10 @@ class RemoteEnv(Env):
         import httpx  # noqa: F401  (fail at construction, not at the first step, without the serve extra)
 
         self.url = url.rstrip("/")
+        #: The id the server serves (``env_id`` is the registry's name for this env, set by ``make``).
+        self.served_id = env_id
         self.env_id = env_id
+        self.max_step_seconds = timeout
         self.token = token
         self.timeout = timeout
         self.retries = retries
@@ -120,7 +123,7 @@ class RemoteEnv(Env):
         self._init_transport()
 
     def __repr__(self) -> str:
-        return f"RemoteEnv({self.url!r}, {self.env_id!r})"
+        return f"RemoteEnv({self.url!r}, {self.served_id!r})"
 
     # --- transport -------------------------------------------------------------------------------
 
@@ -172,7 +175,7 @@ class RemoteEnv(Env):
         return data
 
     async def _open_session(self) -> str:
-        data = await self._request("POST", "/sessions", {"env_id": self.env_id})
+        data = await self._request("POST", "/sessions", {"env_id": self.served_id})
         if not isinstance(data.get("session_id"), str):
             raise RemoteEnvError(f"gem serve at {self.url} answered without a session id: {data!r}")
         return data["session_id"]
