@@ -107,12 +107,11 @@ class ChatTemplate:
             # Llama-3.2: `{% if not date_string is defined %}{% set date_string = strftime_now(...) %}`.
             self.chat_template_kwargs.setdefault("date_string", self.frozen_at.strftime("%d %b %Y"))
         self._cache_slot: tuple[dict, tuple] | None = None
-        controls = [
-            str(token.content)
-            for token in (getattr(tokenizer, "added_tokens_decoder", {}) or {}).values()
-            if getattr(token, "special", False) and str(token.content)
-        ]
-        self._controls = re.compile("|".join(map(re.escape, sorted(controls, key=len, reverse=True)))) if controls else None
+        added = [t for t in (getattr(tokenizer, "added_tokens_decoder", {}) or {}).values() if str(t.content)]
+        # Env text is data: no added token spelled in it becomes its id (DeepSeek's <｜User｜> is added but
+        # not special). Model text keeps its non-special added tokens (Qwen's <tool_call>), loses the special ones.
+        self._controls = _alternation(str(t.content) for t in added)
+        self._special_controls = _alternation(str(t.content) for t in added if getattr(t, "special", False))
         self._probe()
 
     # Cache of probed templates, one per (tokenizer, template, system prompt, kwargs): probing renders
@@ -191,7 +190,7 @@ class ChatTemplate:
             self._evict()
             raise ChatTemplateError("The chat template renders the first user turn differently once an assistant turn follows.")
         text = text[len(self._first_turn_plain) :]
-        if self._controls is None or not (self._controls.search(action_text) or self._controls.search(observation)):
+        if not (_found(self._special_controls, action_text) or _found(self._controls, observation)):
             return self._encode(text)
         # Forged control tokens in the action or the observation: find both contents and encode them as text.
         with_placeholder = self._render(
@@ -204,7 +203,7 @@ class ChatTemplate:
             raise ChatTemplateError("Could not locate the observation in the chat template's rendering of a turn.")
         middle = text[len(head) : len(text) - len(tail)]
         return (
-            self._encode(head_glue[0]) + self._encode_plain(head_text) + self._encode(head_glue[1])
+            self._encode(head_glue[0]) + self._encode_plain(head_text, keep_added=True) + self._encode(head_glue[1])
             + self._encode_plain(middle) + self._encode(tail)
         )
 
@@ -226,9 +225,19 @@ class ChatTemplate:
     def _encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
-    def _encode_plain(self, text: str) -> list[int]:
-        """Env or model text: special tokens spelled in it are encoded as the characters they are."""
-        return list(self.tokenizer.encode(text, add_special_tokens=False, split_special_tokens=True))
+    def _encode_plain(self, text: str, *, keep_added: bool = False) -> list[int]:
+        """Env or model text: special tokens spelled in it are encoded as the characters they are
+        (``split_special_tokens``); for env text (``keep_added=False``) non-special added tokens too,
+        by encoding the text in pieces cut one character into each occurrence."""
+        pieces = [text]
+        if not keep_added and self._controls is not None:
+            cuts = [m.start() + 1 for m in self._controls.finditer(text)]
+            pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])]
+        return [
+            int(t)
+            for piece in pieces
+            for t in self.tokenizer.encode(piece, add_special_tokens=False, split_special_tokens=True)
+        ]
 
     def _encode_env_text(self, text: str, content: str, parts: tuple[str, str]) -> list[int]:
         """Encode ``text`` = before + (the template's rendering of ``content``) + after, the content as plain text.
@@ -237,7 +246,7 @@ class ChatTemplate:
         identical to encoding the template's rendering; otherwise the glue is encoded with its control
         ids and the content with ``split_special_tokens``.
         """
-        if self._controls is None or not self._controls.search(content):
+        if not _found(self._controls, content):
             return self._encode(text)
         before, after = parts
         if not (text.startswith(before) and text.endswith(after)) or len(before) + len(after) > len(text):
@@ -341,6 +350,16 @@ class ChatTemplate:
     def __repr__(self) -> str:
         eot = self.tokenizer.convert_ids_to_tokens(self.end_of_turn_ids)
         return f"ChatTemplate(end_of_turn={eot}, system_prompt={self.system_prompt!r}, rewrites_history={self.rewrites_history})"
+
+
+def _alternation(strings: Any) -> re.Pattern | None:
+    """One regex matching any of ``strings`` (longest first), None if there are none."""
+    unique = sorted(set(strings), key=len, reverse=True)
+    return re.compile("|".join(map(re.escape, unique))) if unique else None
+
+
+def _found(pattern: re.Pattern | None, text: str) -> bool:
+    return pattern is not None and pattern.search(text) is not None
 
 
 def _around(text: str, placeholder: str) -> tuple[str, str]:
