@@ -58,6 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
     play_parser.add_argument("--seed", type=int, default=None, help="seed of the episode (default: random)")
     play_parser.set_defaults(run=_play)
 
+    from gem_core.rollout.replay import add_replay_parser
+
+    add_replay_parser(commands)
+
     try:
         from gem_core.eval.cli import add_eval_parser
     except ImportError:  # the eval toolkit is optional until its extra is installed

@@ -57,23 +57,35 @@ class EnvSpec:
         return getattr(importlib.import_module(module_name), attr)
 
     def make(self, **overrides: Any) -> Env:
-        return self.load()(**{**self.kwargs, **overrides})
+        env = self.load()(**{**self.kwargs, **overrides})
+        env.unwrapped.env_id = self.id  # names the env in logged warnings (see gem_core.env.log_error_once)
+        return env
 
 
 _REGISTRY: dict[str, EnvSpec] = {}
 _builtins_loaded = False
+_builtins_loading = False
 _lock = threading.RLock()
 
 
 def _load_builtin_envs() -> None:
-    """Register the shipped envs the first time the registry is read (keeps ``import gem_core`` fast)."""
-    global _builtins_loaded
+    """Register the shipped envs the first time the registry is used (keeps ``import gem_core`` fast).
+
+    :func:`register` calls this too: a user id registered before the builtins would otherwise collide
+    with a shipped id only later, inside the next ``list_envs()``, and break every lookup after it.
+    """
+    global _builtins_loaded, _builtins_loading
     if _builtins_loaded:
         return
     with _lock:
-        if not _builtins_loaded:
+        if _builtins_loaded or _builtins_loading:  # the builtins' own register() calls land here
+            return
+        _builtins_loading = True
+        try:
             importlib.import_module("gem_core.envs")
             _builtins_loaded = True
+        finally:
+            _builtins_loading = False
 
 
 def register(id: str, entry_point: EntryPoint, *, sample_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> EnvSpec:
@@ -83,8 +95,9 @@ def register(id: str, entry_point: EntryPoint, *, sample_kwargs: dict[str, Any] 
     of the hub (see :attr:`EnvSpec.sample_kwargs`).
 
     Raises:
-        ValueError: if the id is malformed or already taken.
+        ValueError: if the id is malformed or already taken (shipped ids included).
     """
+    _load_builtin_envs()
     if not ENV_ID_PATTERN.match(id):
         raise ValueError(
             f"Env id {id!r} is malformed: expected 'category:Name-vN[-variant]', e.g. 'game:GuessTheNumber-v0-hard'."

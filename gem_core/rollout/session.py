@@ -36,10 +36,12 @@ A session owns its env: ``await session.aclose()`` (or ``async with EpisodeSessi
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from gem_core.rollout.chat_template import HISTORY_MODES, ChatTemplate
+from gem_core.rollout.episode_label import EpisodeLabel, parse_label
 from gem_core.rollout.trajectory import TokenTrajectory
 
 __all__ = ["EpisodeSession", "SessionStep"]
@@ -141,6 +143,7 @@ class EpisodeSession:
         self.max_response_tokens = max_response_tokens
         self._token_limit = max_total_tokens  # the tighter of the two bounds, known once the prompt is
         self.env_id = env_id
+        self.label: EpisodeLabel | None = None
         self._started = False
         self._reset_books(seed=None)
 
@@ -192,12 +195,38 @@ class EpisodeSession:
 
     # -- episode --------------------------------------------------------------------------------
 
+    @classmethod
+    def from_label(
+        cls, label: str | Mapping[str, Any] | EpisodeLabel, tokenizer: Any, *, fix_hint: str | None = None, **session_kwargs: Any
+    ) -> EpisodeSession:
+        """The session for one dataset row: the env its label names, made with the label's kwargs.
+
+        Every adapter that receives rows (OpenRLHF's label, RL2's extra_info, verl's extra_info) starts
+        episodes this way, so a bad row fails the same way everywhere. :meth:`start` without a seed then
+        resets with the label's seed.
+
+        Raises:
+            gem_core.rollout.episode_label.LabelError: the label is malformed or names an unknown env
+                (the message ends with ``fix_hint``).
+        """
+        if not isinstance(label, EpisodeLabel):
+            label = parse_label(label, **({} if fix_hint is None else {"fix_hint": fix_hint}))
+        from gem_core.registry import make
+
+        session = cls(make(label.env_id, **label.env_kwargs), tokenizer, env_id=label.env_id, **session_kwargs)
+        session.label = label
+        return session
+
     async def start(self, seed: int | None = None, options: dict | None = None) -> list[int]:
         """Reset the env and return the prompt ids (system prompt, first observation, generation prompt).
+
+        ``seed=None`` on a session made by :meth:`from_label` uses the label's seed.
 
         If the prompt alone leaves no room for one sampled token within ``max_total_tokens``, the
         session is done at once (truncated, zero turns).
         """
+        if seed is None and self.label is not None:
+            seed = self.label.seed
         self._reset_books(seed)
         observation, info = await self.env.areset(seed=seed, options=options)
         self._started = True

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gem_core import Env, list_envs, spec
+from gem_core.env import EPISODE_OVER
 
 ENV_IDS = list_envs()
 
@@ -98,3 +99,70 @@ def test_random_actions_are_well_formed(env_id):
         assert not info.get("format_error"), f"{env_id}: sample_random_action() gave a malformed action {action!r}"
         if terminated or truncated:
             break
+
+
+# ------------------------------------------------------------------------------ after the episode ends
+
+
+def play_to_the_end(env, seed: int = 0, max_steps: int = 5000) -> str:
+    """Random moves until the episode ends; the last action. Unparseable moves also spend turns."""
+    env.reset(seed=seed)
+    for i in range(max_steps):
+        action = env.sample_random_action() if i % 2 == 0 else "no move here"
+        _, _, terminated, truncated, _ = env.step(action)
+        if terminated or truncated:
+            return action
+    raise AssertionError(f"{env}: no end after {max_steps} steps")
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_a_step_after_the_end_is_never_scored(env_id):
+    env = make_sample(env_id)
+    last = play_to_the_end(env)
+    for action in (last, env.sample_random_action(), "\\boxed{1}"):
+        obs, reward, terminated, truncated, info = env.step(action)
+        assert (obs, float(reward), terminated, truncated) == (EPISODE_OVER, 0.0, True, False), env_id
+        assert info.get("episode_over") is True
+    obs, _ = env.reset(seed=1)
+    assert obs != EPISODE_OVER and env.step(env.sample_random_action())[0] != EPISODE_OVER
+
+
+def test_guess_the_number_pays_nothing_after_out_of_turns():
+    from gem_core import make
+
+    env = make("game:GuessTheNumber-v0")
+    env.reset(seed=3)
+    wrong = env.min_number if env.target != env.min_number else env.max_number
+    for _ in range(env.max_turns):
+        obs, _, terminated, truncated, _ = env.step(f"\\boxed{{{wrong}}}")
+    assert truncated and "Out of turns" in obs
+    obs, reward, terminated, _, _ = env.step(f"\\boxed{{{env.target}}}")
+    assert (obs, reward, terminated) == (EPISODE_OVER, 0.0, True)
+
+
+def test_math_env_pays_a_correct_answer_once():
+    from gem_core import make
+
+    env = make("math:Sample")
+    env.reset(seed=0)
+    assert env.step(f"\\boxed{{{env.gold}}}")[1] == 1.0
+    assert env.step(f"\\boxed{{{env.gold}}}")[:3] == (EPISODE_OVER, 0.0, True)
+
+
+def test_async_steps_after_the_end_are_not_scored_either():
+    import asyncio
+
+    from gem_core import make
+
+    async def run():
+        env = make("math:Sample-python")
+        await env.areset(seed=0)
+        gold = env.unwrapped.gold
+        first = await env.astep(f"\\boxed{{{gold}}}")
+        again = await env.astep(f"\\boxed{{{gold}}}")
+        tool_call = await env.astep("<python>print(1)</python>")
+        return first, again, tool_call
+
+    first, again, tool_call = asyncio.run(run())
+    assert first[1] == 1.0
+    assert again[:3] == tool_call[:3] == (EPISODE_OVER, 0.0, True)

@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from gem_core.tools import sandbox
+from gem_core.tools.sandbox import isolation
 from gem_core.tools.sandbox import SandboxConfig, SandboxPool, SandboxResult, SandboxUnavailableError, arun_python, run_python
 
 
@@ -111,15 +112,15 @@ def test_unknown_mode_is_an_error():
 
 
 def test_refuses_to_fall_back_when_bwrap_is_missing(monkeypatch):
-    monkeypatch.setattr(sandbox, "_bwrap_binary", lambda: None)
+    monkeypatch.setattr(isolation, "bwrap_binary", lambda: None)
     monkeypatch.delenv("GEM_SANDBOX", raising=False)
-    sandbox._probe_cached.cache_clear()
+    isolation.probe_cached.cache_clear()
     try:
         with pytest.raises(SandboxUnavailableError, match="apt-get install -y bubblewrap.*mode='process'"):
             run_python("print(1)")
         assert sandbox.available_modes() == ["process"]
     finally:
-        sandbox._probe_cached.cache_clear()
+        isolation.probe_cached.cache_clear()
 
 
 def test_pool_survives_fork(bwrap_mode):
