@@ -153,6 +153,16 @@ class ToolUse(Wrapper):
         except Exception as error:
             return self._crashed(call, error)
 
+    def close(self) -> None:
+        """Close every tool (a tool without ``close`` holds nothing), then the wrapped env."""
+        try:
+            for tool in self.tools.values():
+                close = getattr(tool, "close", None)
+                if close is not None:
+                    close()
+        finally:
+            super().close()
+
     def step(self, action: str) -> StepResult:
         plan = self._plan(action)
         if plan is None:
