@@ -152,19 +152,21 @@ class ChatTemplate:
         text = self._render([*self._base(), _user(observation)], generation_prompt=True)
         return self._encode_env_text(text, observation, self._first_turn_parts)
 
-    def observation_ids(self, observation: str) -> list[int]:
+    def observation_ids(self, observation: str, role: str = "user") -> list[int]:
         """The ids to append after a finished assistant turn (one that ends with :attr:`end_of_turn_ids`).
 
-        They are the text the template puts after end-of-turn, one user turn holding ``observation``,
-        and the generation prompt. Costs one render of a four-message conversation, whatever the turn.
-        Special tokens spelled in ``observation`` are encoded as plain text.
+        They are the text the template puts after end-of-turn, one ``role`` message holding
+        ``observation`` (``"tool"`` for native tool results, rendered as the family's tool role), and the
+        generation prompt. Costs one render of a four-message conversation, whatever the turn. Special
+        tokens spelled in ``observation`` are encoded as plain text.
 
         Raises:
             ChatTemplateError: the template rendered earlier turns differently this time (a
                 nondeterministic global); this template is evicted from the shared cache.
         """
+        glue_parts = self._glue_parts if role == "user" else self._role_glue(role)
         text = self._render(
-            [*self._base(), _user(_USER_A), _assistant(_ASSISTANT_X), _user(observation)], generation_prompt=True
+            [*self._base(), _user(_USER_A), _assistant(_ASSISTANT_X), _message(role, observation)], generation_prompt=True
         )
         if not text.startswith(self._through_first_turn):
             self._evict()
@@ -173,19 +175,21 @@ class ChatTemplate:
                 "(a time-dependent or random template global?); the observation cannot be appended without re-rendering "
                 "history. The template was dropped from the cache and is probed again for the next episode."
             )
-        return self._encode_env_text(text[len(self._through_first_turn) :], observation, self._glue_parts)
+        return self._encode_env_text(text[len(self._through_first_turn) :], observation, glue_parts)
 
     def rendered_prompt_ids(self, observation: str) -> list[int]:
         """``"as_rendered"`` history: [system] + user(observation), without the generation prompt."""
         text = self._render([*self._base(), _user(observation)], generation_prompt=False)
         return self._encode_env_text(text, observation, self._first_turn_plain_parts)
 
-    def rendered_turn_ids(self, action_text: str, observation: str) -> list[int]:
+    def rendered_turn_ids(self, action_text: str, observation: str, role: str = "user") -> list[int]:
         """``"as_rendered"`` history: one finished turn as the template shows it later (the assistant
         message, thinking dropped or content trimmed as the template does, then the user turn), without
         the generation prompt. Appended to :meth:`rendered_prompt_ids` and earlier turns."""
         base = self._base()
-        text = self._render([*base, _user(_USER_A), _assistant(action_text), _user(observation)], generation_prompt=False)
+        text = self._render(
+            [*base, _user(_USER_A), _assistant(action_text), _message(role, observation)], generation_prompt=False
+        )
         if not text.startswith(self._first_turn_plain):
             self._evict()
             raise ChatTemplateError("The chat template renders the first user turn differently once an assistant turn follows.")
@@ -194,11 +198,11 @@ class ChatTemplate:
             return self._encode(text)
         # Forged control tokens in the action or the observation: find both contents and encode them as text.
         with_placeholder = self._render(
-            [*base, _user(_USER_A), _assistant(action_text), _user(_USER_B)], generation_prompt=False
+            [*base, _user(_USER_A), _assistant(action_text), _message(role, _USER_B)], generation_prompt=False
         )[len(self._first_turn_plain) :]
         cut = with_placeholder.find(_USER_B)
         head, tail = with_placeholder[:cut], with_placeholder[cut + len(_USER_B) :]
-        head_glue, head_text = self._split_assistant(head)
+        head_glue, head_text = self._split_assistant(head, role)
         if not (text.startswith(head) and text.endswith(tail)):
             raise ChatTemplateError("Could not locate the observation in the chat template's rendering of a turn.")
         middle = text[len(head) : len(text) - len(tail)]
@@ -253,9 +257,10 @@ class ChatTemplate:
             raise ChatTemplateError(f"Could not locate the env text in the chat template's rendering {_snippet(text)}.")
         return self._encode(before) + self._encode_plain(text[len(before) : len(text) - len(after)]) + self._encode(after)
 
-    def _split_assistant(self, head: str) -> tuple[tuple[str, str], str]:
+    def _split_assistant(self, head: str, role: str) -> tuple[tuple[str, str], str]:
         """``head`` = history header + rendered action + end-of-turn glue: ((header, glue), action)."""
-        header, glue = self._history_header, self._end_text_and_user_head
+        parts = self._glue_parts if role == "user" else self._role_glue(role)
+        header, glue = self._history_header, self._end_text + parts[0]
         if not (head.startswith(header) and head.endswith(glue)):
             raise ChatTemplateError("Could not locate the assistant message in the chat template's rendering of a turn.")
         return (header, glue), head[len(header) : len(head) - len(glue)]
@@ -303,7 +308,9 @@ class ChatTemplate:
         self._first_turn_parts = _around(one, _USER_A)
         self._first_turn_plain_parts = _around(one_plain, _USER_A)
         self._first_turn_plain = one_plain
-        self._end_text_and_user_head = end_text + self._glue_parts[0]
+        self._end_text = end_text
+        self._generation_prompt = generation_prompt
+        self._role_glues: dict[str, tuple[str, str]] = {}
 
         # The glue must not depend on the turn index: a third turn must extend the second verbatim.
         three = self._render(
@@ -333,6 +340,32 @@ class ChatTemplate:
         self.history_header_differs = self._history_header != generation_prompt
         """The history renders an assistant turn with another header than the generation prompt."""
         self.rewrites_history = self.drops_thinking or self.trims_content or self.history_header_differs
+
+    def _role_glue(self, role: str) -> tuple[str, str]:
+        """(before, after) the content of a ``role`` message that follows an assistant turn; probed once per role."""
+        if role in self._role_glues:
+            return self._role_glues[role]
+        base = self._base()
+        two = self._render([*base, _user(_USER_A), _assistant(_ASSISTANT_X), _message(role, _USER_B)], generation_prompt=True)
+        three = self._render(
+            [*base, _user(_USER_A), _assistant(_ASSISTANT_X), _message(role, _USER_B), _assistant(_ASSISTANT_Y), _message(role, _USER_C)],
+            generation_prompt=True,
+        )
+        if not two.startswith(self._through_first_turn) or not two.endswith(self._generation_prompt):
+            raise ChatTemplateError(
+                f"The chat template renders a {role!r} message after an assistant turn in a way that changes the turn "
+                f"before it ({_snippet(two)}); observations cannot be sent as {role!r} messages with this template."
+            )
+        glue = two[len(self._through_first_turn) :]
+        two_plain = two[: len(two) - len(self._generation_prompt)]
+        expected = two_plain + self._history_header + _ASSISTANT_Y + self._end_text + glue.replace(_USER_B, _USER_C)
+        if three != expected:
+            raise ChatTemplateError(
+                f"The chat template renders later {role!r} messages differently from the first one: got "
+                f"{_snippet(three[len(two_plain):])}, expected {_snippet(expected[len(two_plain):])}."
+            )
+        self._role_glues[role] = _around(glue, _USER_B)
+        return self._role_glues[role]
 
     def _end_of_turn(self, after_content: str) -> tuple[list[int], str]:
         """The end-of-turn token: the added token that directly follows an assistant message."""
@@ -376,3 +409,7 @@ def _user(content: str) -> dict[str, str]:
 
 def _assistant(content: str) -> dict[str, str]:
     return {"role": "assistant", "content": content}
+
+
+def _message(role: str, content: str) -> dict[str, str]:
+    return {"role": role, "content": content}

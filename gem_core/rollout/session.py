@@ -325,10 +325,11 @@ class EpisodeSession:
             if self.max_turns is not None and self.num_turns >= self.max_turns:
                 continues, truncated = False, self._truncate("max_turns", info)
             else:
+                role = str(info.get("observation_role", "user"))  # "tool": ToolUse answered native calls
                 try:
-                    observation_ids = self.chat_template.observation_ids(observation)
+                    observation_ids = self.chat_template.observation_ids(observation, role)
                     if self._rendered is not None:
-                        rendered_turn = self.chat_template.rendered_turn_ids(action_text, observation)
+                        rendered_turn = self.chat_template.rendered_turn_ids(action_text, observation, role)
                 except Exception as exc:  # noqa: BLE001 - a template that cannot render this turn ends the episode
                     observation_ids = []
                     info["error"] = f"{type(exc).__name__}: {exc}"
