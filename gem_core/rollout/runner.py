@@ -37,11 +37,15 @@ async def run_episode(
     system_prompt: str | None = None,
     chat_template: ChatTemplate | None = None,
     env_id: str | None = None,
+    history: str = "as_sampled",
+    chat_template_kwargs: dict | None = None,
 ) -> TokenTrajectory:
     """Play one episode of ``env`` with ``policy`` and return its token trajectory.
 
     Each turn the policy gets the context ids and ``sampling`` with ``max_new_tokens`` lowered to what
     ``max_total_tokens`` leaves, and ``stop_token_ids`` filled in (eos and end-of-turn) when None.
+    ``history`` and ``chat_template_kwargs`` go to :class:`EpisodeSession` (e.g. Qwen3 with
+    ``chat_template_kwargs={"enable_thinking": False}``).
     """
     sampling = sampling or SamplingParams()
     session = EpisodeSession(
@@ -53,6 +57,8 @@ async def run_episode(
         max_total_tokens=max_total_tokens,
         max_response_tokens=max_response_tokens,
         env_id=env_id,
+        history=history,
+        chat_template_kwargs=chat_template_kwargs,
     )
     if sampling.stop_token_ids is None:
         stop = list(session.chat_template.end_of_turn_ids)
@@ -104,7 +110,9 @@ async def run_episodes(
     if run_episode_kwargs.get("chat_template") is None:
         # Probe the template once for the whole batch.
         run_episode_kwargs["chat_template"] = ChatTemplate.for_tokenizer(
-            tokenizer, system_prompt=run_episode_kwargs.get("system_prompt")
+            tokenizer,
+            system_prompt=run_episode_kwargs.get("system_prompt"),
+            chat_template_kwargs=run_episode_kwargs.get("chat_template_kwargs"),
         )
     bar = _progress_bar(len(seeds)) if progress else None
     limit = asyncio.Semaphore(concurrency)
