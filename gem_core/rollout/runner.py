@@ -18,7 +18,7 @@ from gem_core.rollout.policy import Policy, SamplingParams
 from gem_core.rollout.session import EpisodeSession
 from gem_core.rollout.trajectory import TokenTrajectory
 
-__all__ = ["EnvFactory", "run_episode", "run_episodes"]
+__all__ = ["EnvFactory", "run_episode", "run_episodes", "run_session"]
 
 #: What :func:`run_episodes` builds envs from: a registered env id, or a function returning a new env.
 EnvFactory = str | Callable[[], Any]
@@ -43,7 +43,6 @@ async def run_episode(
     Each turn the policy gets the context ids and ``sampling`` with ``max_new_tokens`` lowered to what
     ``max_total_tokens`` leaves, and ``stop_token_ids`` filled in (eos and end-of-turn) when None.
     """
-    sampling = sampling or SamplingParams()
     session = EpisodeSession(
         env,
         tokenizer,
@@ -54,10 +53,22 @@ async def run_episode(
         max_response_tokens=max_response_tokens,
         env_id=env_id,
     )
+    return await run_session(session, policy, seed=seed, sampling=sampling)
+
+
+async def run_session(
+    session: EpisodeSession, policy: Policy, *, seed: int | None = None, sampling: SamplingParams | None = None
+) -> TokenTrajectory:
+    """Play the episode of a built session (e.g. :meth:`EpisodeSession.from_label`) with ``policy``.
+
+    The loop of :func:`run_episode`, for adapters that receive dataset rows rather than envs.
+    """
+    sampling = sampling or SamplingParams()
     if sampling.stop_token_ids is None:
         stop = list(session.chat_template.end_of_turn_ids)
-        if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in stop:
-            stop.append(int(tokenizer.eos_token_id))
+        eos = session.tokenizer.eos_token_id
+        if eos is not None and eos not in stop:
+            stop.append(int(eos))
         sampling = dataclasses.replace(sampling, stop_token_ids=stop)
     await session.start(seed=seed)
     while not session.done:
