@@ -1,7 +1,8 @@
 """A TAU-bench-retail-style customer-service env: a small store database, tools, and a scripted customer.
 
 The agent serves one customer per episode. Each turn it either calls one store tool,
-``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` (the Qwen/Hermes native format), and sees
+in the policy model's native format (``call_format``; Qwen/Hermes ``<tool_call>{...}</tool_call>`` by
+default, parsed by :mod:`gem_core.tools.calls`), and sees
 the tool's JSON result, or writes a message to the customer and sees the reply. The customer is a
 scripted simulator with a goal drawn from ``data/tasks.json`` (return, exchange or cancel): it states
 its request, gives its email when asked for identification, confirms when asked, and ends the
@@ -21,17 +22,16 @@ from __future__ import annotations
 import copy
 import functools
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 from gem_core.env import Env, StepResult
+from gem_core.tools.calls import CALL_FORMATS, format_instruction, parse_native_calls
 
 __all__ = ["RetailService", "load_store", "load_tasks", "apply_action", "TOOLS"]
 
 DATA = Path(__file__).with_name("data")
 STOP = "###STOP###"
-_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
 
 #: Tool name -> (argument names, what it does), shown to the agent in the first observation.
 TOOLS: dict[str, tuple[tuple[str, ...], str]] = {
@@ -132,14 +132,22 @@ def _id_list(value: Any) -> list[str]:
 
 
 class RetailService(Env):
-    """See the module docstring. ``max_turns``: agent turns (tool calls and messages) per episode."""
+    """See the module docstring.
+
+    Args:
+        max_turns: agent turns (tool calls and messages) per episode.
+        call_format: the tool-call syntax the agent writes (:data:`gem_core.tools.calls.CALL_FORMATS`:
+            ``"hermes"``, ``"llama3_json"``, ``"deepseek_v3"``, ``"mistral"``), the policy model's native one.
+    """
 
     max_return = 1.0
 
-    def __init__(self, max_turns: int = 20):
+    def __init__(self, max_turns: int = 20, call_format: str = "hermes"):
         if max_turns < 1:
             raise ValueError(f"max_turns must be at least 1, got {max_turns}.")
-        self.max_turns = max_turns
+        if call_format not in CALL_FORMATS:
+            raise ValueError(f"call_format must be one of {sorted(CALL_FORMATS)}, got {call_format!r}.")
+        self.max_turns, self.call_format = max_turns, call_format
         self.tasks = load_tasks()
         self.task: dict[str, Any] = {}
         self.db: dict[str, Any] = {}
@@ -164,7 +172,7 @@ class RetailService(Env):
         return (
             "You are a customer-service agent of an online store. Help the customer using these tools:\n"
             f"{tools}\n"
-            'Call one tool per turn as <tool_call>{"name": "get_order_details", "arguments": {"order_id": "#W1001"}}</tool_call>, '
+            f"Call one tool per turn, e.g. {format_instruction(self.call_format, 'get_order_details', 'order_id')}, "
             "or write a message to the customer. Identify the customer by email before changing anything.\n"
             f"Customer: Hi! {self.task['request']}"
         ), {"task": index % len(self.tasks)}
@@ -190,15 +198,12 @@ class RetailService(Env):
             raise RuntimeError("Call reset() before step().")
         self.turn += 1
         out_of_turns = self.turn >= self.max_turns
-        calls = _TOOL_CALL.findall(action)
+        calls = parse_native_calls(self.call_format, action)
         if calls:
-            try:
-                call = json.loads(calls[-1])
-                name, arguments = call["name"], call.get("arguments", {})
-                if not isinstance(name, str) or not isinstance(arguments, dict):
-                    raise TypeError("name must be a string and arguments an object")
-            except (ValueError, KeyError, TypeError) as exc:
-                message = f'Invalid tool call ({exc}): write <tool_call>{{"name": ..., "arguments": {{...}}}}</tool_call> with valid JSON.'
+            call = calls[-1]
+            name, arguments = call.name, call.arguments
+            if call.error:
+                message = f"Invalid tool call ({call.error}); write it as {format_instruction(self.call_format, 'get_order_details', 'order_id')}."
                 if out_of_turns:
                     return self._end(message, truncated=True)
                 return self.invalid_action(message)

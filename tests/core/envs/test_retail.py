@@ -128,7 +128,7 @@ def test_changes_need_an_identified_customer_who_owns_the_order():
 @pytest.mark.parametrize(
     "action, message",
     [
-        ("<tool_call>{not json}</tool_call>", "Invalid tool call"),
+        ("<tool_call>{not json}</tool_call>", "Invalid tool call (tool call is not valid JSON"),
         ('<tool_call>{"arguments": {}}</tool_call>', "Invalid tool call"),
         ('<tool_call>{"name": 3, "arguments": []}</tool_call>', "Invalid tool call"),
     ],
@@ -175,3 +175,13 @@ async def test_one_episode_through_the_token_runner(tiny_tokenizer):
 
     trajectory = await run_episode(gem_core.make("agent:Retail-v0"), ScriptedPolicy(tiny_tokenizer, next_move), tiny_tokenizer, seed=2)
     assert trajectory.terminated and trajectory.episode_return == 1.0 and trajectory.rewards[-1] == 1.0
+
+
+def test_a_llama_model_calls_the_store_tools_in_its_own_json_format():
+    env = RetailService(call_format="llama3_json")
+    observation, _ = env.reset(options={"task": 0})
+    assert '"parameters"' in observation  # the example call is shown in the model's format
+    observation, *_ = env.step('{"name": "find_user_id_by_email", "parameters": {"email": "ada@example.com"}}')
+    assert observation == 'Tool result: "ada_lovelace_1815"'
+    with pytest.raises(ValueError, match="call_format must be one of"):
+        RetailService(call_format="xml")
