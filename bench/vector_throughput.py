@@ -3,7 +3,12 @@
 Envs:
 - ``cpu``: a toy env whose step does a few milliseconds of pure-Python work (holds the GIL);
 - ``io``: a toy env whose step waits a few milliseconds (sleep, as a tool call or grader would);
-- ``wordle``: ``game:Wordle-v0`` with random guesses (a cheap step: backend overhead dominates).
+- ``wordle``: ``game:Wordle-v0`` with random guesses (a cheap step: backend overhead dominates);
+- ``guess``: ``game:GuessTheNumber-v0`` with random guesses (the cheapest step there is).
+
+Issue 23's target for the cheap games at n=32: thread and async >= 0.8x of sync, process >= 0.5x
+(games declare ``blocking = False``, so thread/async call them inline; the process backend runs its
+envs grouped, one worker per CPU, one pipe round trip per worker and batch).
 
 Each cell steps the vector env for a fixed wall-clock budget and reports env steps per second
 (vector steps x envs stepped). Run: ``python bench/vector_throughput.py`` (about a minute)
@@ -72,10 +77,15 @@ def wordle_actions(num_envs: int, rng: np.random.Generator, words=load_words()) 
     return [f"\\boxed{{{words[i]}}}" for i in rng.integers(len(words), size=num_envs)]
 
 
+def guess_actions(num_envs: int, rng: np.random.Generator) -> list[str]:
+    return [f"\\boxed{{{n}}}" for n in rng.integers(1, 21, size=num_envs)]
+
+
 ENVS = {
     "cpu": (BusyEnv, constant_actions),
     "io": (WaitingEnv, constant_actions),
     "wordle": ("game:Wordle-v0", wordle_actions),
+    "guess": ("game:GuessTheNumber-v0", guess_actions),
 }
 
 
