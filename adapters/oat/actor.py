@@ -79,7 +79,7 @@ class GemCollector:
             env_spec(args.env_id)  # unknown ids fail on the first call with the closest ids
             # Disjoint seed streams per actor, so actors never replay each other's episodes.
             self._gem_seeds = itertools.count(int(getattr(self, "actor_id", 0) or 0) * 10**9)
-        policy = ActorPolicy(self.generate, self.sampling_params)
+        policy = ActorPolicy(self.generate, self.sampling_params, self.tokenizer)
         sampling = SamplingParams(
             max_new_tokens=int(self.sampling_params.max_tokens),
             temperature=float(self.sampling_params.temperature),
