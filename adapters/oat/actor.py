@@ -61,6 +61,9 @@ class GemArgsMixin:
     """Whole-episode token budget (prompt + every turn); each turn is also capped by generate_max_length."""
     system_prompt: str | None = None
     """System message before the first observation."""
+    history: str = "as_sampled"
+    """``as_rendered`` for templates that rewrite earlier turns (Qwen3): each turn's prompt is the history
+    as the template renders it (oat trains one sample per turn, so both modes are exact)."""
 
 
 class GemCollector:
@@ -94,7 +97,7 @@ class GemCollector:
                 run_episodes(
                     args.env_id, policy, self.tokenizer, seeds, concurrency=len(seeds), sampling=sampling,
                     max_turns=getattr(args, "max_turns", None), max_total_tokens=getattr(args, "max_total_tokens", None),
-                    system_prompt=getattr(args, "system_prompt", None),
+                    system_prompt=getattr(args, "system_prompt", None), history=getattr(args, "history", "as_sampled"),
                 )
             )
             for trajectory in batch:

@@ -159,6 +159,21 @@ def test_oats_step_returns_the_core_episodes_as_transitions(played, tokenizer):
     assert info["actor/env_errors_per_episode"] == 0.0
 
 
+def test_history_as_rendered_gives_each_turn_the_history_the_template_renders():
+    qwen3 = make_tokenizer("drop_thinking")  # drops earlier turns' <think> blocks, as Qwen3 does
+    thinking = ["<think>hmm</think>\\boxed{10}", "<think>so</think>\\boxed{5}", "<think>ok</think>\\boxed{15}"] * 3
+    policy = ScriptedPolicy(qwen3, thinking)
+    actor = make_actor(policy, qwen3, num_env=1, rollout_batch_size_per_device=2, history="as_rendered")
+    (episode, *_) = actor.step()
+    core = asyncio.run(run_episode(make(ENV_ID), ScriptedPolicy(qwen3, thinking), qwen3, seed=0, history="as_rendered",
+                                   sampling=SamplingParams(max_new_tokens=64)))
+    expected = core.as_transitions()
+    assert len(episode) == len(expected) > 1
+    assert [t.prompt_ids for t in episode] == [e.context_ids for e in expected]
+    assert [t.response_ids for t in episode] == [e.action_ids for e in expected]
+    assert "hmm" not in qwen3.decode(episode[1].prompt_ids), "the earlier think block is gone, as at inference"
+
+
 def test_learner_turns_the_episodes_into_oats_training_batch(played, tokenizer):
     actor, episodes, _ = played
     args = actor.args
