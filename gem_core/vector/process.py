@@ -1,8 +1,9 @@
 """The ``process`` backend: envs in worker processes, several envs per worker.
 
-Each worker hosts a group of envs (env ``i`` lives in worker ``i % num_workers``; by default one worker
-per CPU) and runs a whole group's calls per message, so a batch costs one pipe round trip per worker,
-not per env.
+Each worker hosts a group of envs (env ``i`` lives in worker ``i % num_workers``) and runs a whole
+group's calls per message, so a batch costs one pipe round trip per worker, not per env. The default
+is one worker per env (waits overlap, a fault touches one env); :func:`~gem_core.vector.make_vec`
+groups envs that declare ``blocking = False`` (the games) over one worker per CPU.
 
 Faults, each ending only the episodes it touches (``truncated`` with ``info["error"]``):
 
@@ -194,7 +195,7 @@ class ProcessBackend:
         env_fns: one builder per env.
         context: a multiprocessing start method (default ``fork`` on Linux, else ``spawn``).
         start_timeout: seconds a worker may take to build its envs.
-        num_workers: worker processes (default: one per CPU, at most one per env).
+        num_workers: worker processes (default: one per env).
         step_timeout: seconds a step or reset may run.
         recycle_after_steps: replace a worker after it has run this many steps (summed over its envs).
         max_worker_memory_mb: replace a worker whose resident memory exceeds this (Linux ``/proc``).
@@ -212,7 +213,7 @@ class ProcessBackend:
     ):
         self._builders = list(env_fns)
         self.num_envs = len(self._builders)
-        count = num_workers or min(self.num_envs, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+        count = num_workers or self.num_envs
         if not 1 <= count <= self.num_envs:
             raise ValueError(f"num_workers must be between 1 and the number of envs ({self.num_envs}), got {num_workers}.")
         if recycle_after_steps is not None and recycle_after_steps < 1:
