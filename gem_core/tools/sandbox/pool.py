@@ -21,9 +21,14 @@ import sys
 import threading
 import time
 
-from gem_core.tools.sandbox.config import FunctionCall, SandboxConfig, SandboxResult, pool_size_from_environment
+from gem_core.tools.sandbox.config import (
+    FunctionCall,
+    SandboxConfig,
+    SandboxResult,
+    SandboxUnavailableError,
+    pool_size_from_environment,
+)
 from gem_core.tools.sandbox.isolation import resolve_mode
-from gem_core.tools.sandbox.config import SandboxUnavailableError
 from gem_core.tools.sandbox.worker import Worker
 from gem_core.tools.sandbox.zygote import Zygote
 
