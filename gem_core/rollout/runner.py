@@ -18,7 +18,7 @@ from gem_core.rollout.policy import Policy, SamplingParams
 from gem_core.rollout.session import EpisodeSession
 from gem_core.rollout.trajectory import TokenTrajectory
 
-__all__ = ["EnvFactory", "run_episode", "run_episodes"]
+__all__ = ["EnvFactory", "run_episode", "run_episodes", "run_session"]
 
 #: What :func:`run_episodes` builds envs from: a registered env id, or a function returning a new env.
 EnvFactory = str | Callable[[], Any]
@@ -37,13 +37,16 @@ async def run_episode(
     system_prompt: str | None = None,
     chat_template: ChatTemplate | None = None,
     env_id: str | None = None,
+    history: str = "as_sampled",
+    chat_template_kwargs: dict | None = None,
 ) -> TokenTrajectory:
     """Play one episode of ``env`` with ``policy`` and return its token trajectory.
 
     Each turn the policy gets the context ids and ``sampling`` with ``max_new_tokens`` lowered to what
     ``max_total_tokens`` leaves, and ``stop_token_ids`` filled in (eos and end-of-turn) when None.
+    ``history`` and ``chat_template_kwargs`` go to :class:`EpisodeSession` (e.g. Qwen3 with
+    ``chat_template_kwargs={"enable_thinking": False}``).
     """
-    sampling = sampling or SamplingParams()
     session = EpisodeSession(
         env,
         tokenizer,
@@ -53,11 +56,25 @@ async def run_episode(
         max_total_tokens=max_total_tokens,
         max_response_tokens=max_response_tokens,
         env_id=env_id,
+        history=history,
+        chat_template_kwargs=chat_template_kwargs,
     )
+    return await run_session(session, policy, seed=seed, sampling=sampling)
+
+
+async def run_session(
+    session: EpisodeSession, policy: Policy, *, seed: int | None = None, sampling: SamplingParams | None = None
+) -> TokenTrajectory:
+    """Play the episode of a built session (e.g. :meth:`EpisodeSession.from_label`) with ``policy``.
+
+    The loop of :func:`run_episode`, for adapters that receive dataset rows rather than envs.
+    """
+    sampling = sampling or SamplingParams()
     if sampling.stop_token_ids is None:
         stop = list(session.chat_template.end_of_turn_ids)
-        if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in stop:
-            stop.append(int(tokenizer.eos_token_id))
+        eos = session.tokenizer.eos_token_id
+        if eos is not None and eos not in stop:
+            stop.append(int(eos))
         sampling = dataclasses.replace(sampling, stop_token_ids=stop)
     await session.start(seed=seed)
     while not session.done:
@@ -104,7 +121,9 @@ async def run_episodes(
     if run_episode_kwargs.get("chat_template") is None:
         # Probe the template once for the whole batch.
         run_episode_kwargs["chat_template"] = ChatTemplate.for_tokenizer(
-            tokenizer, system_prompt=run_episode_kwargs.get("system_prompt")
+            tokenizer,
+            system_prompt=run_episode_kwargs.get("system_prompt"),
+            chat_template_kwargs=run_episode_kwargs.get("chat_template_kwargs"),
         )
     bar = _progress_bar(len(seeds)) if progress else None
     limit = asyncio.Semaphore(concurrency)
