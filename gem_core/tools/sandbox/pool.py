@@ -14,6 +14,7 @@ import asyncio
 import atexit
 import concurrent.futures
 import functools
+import logging
 import math
 import os
 import queue
@@ -34,6 +35,8 @@ from gem_core.tools.sandbox.zygote import Zygote
 
 __all__ = ["SandboxPool", "SandboxPools", "default_pools", "run_python", "arun_python"]
 
+logger = logging.getLogger("gem.tools.sandbox")
+
 
 class SandboxPool:
     """Keeps ``config.pool_size`` workers of one mode started, so a snippet never waits for start-up.
@@ -53,6 +56,7 @@ class SandboxPool:
         self._refillers: list[threading.Thread] = []
         self._starting = 0  # workers being started by the refill threads
         self._zygote: Zygote | None = None
+        self._zygote_failure: str | None = None
 
     @property
     def uses_zygote(self) -> bool:
@@ -173,12 +177,21 @@ class SandboxPool:
             "open_files": self.config.max_open_files,
             "call": None if call is None else {"fn_name": call.fn_name, "args": call.args},
         }
-        if not self.uses_zygote:
-            return self.acquire().run(request, timeout)
-        try:
-            return self.zygote().run(request, timeout)
-        except SandboxUnavailableError:
-            return self.zygote().run(request, timeout)  # it died between two calls: once more, on a new one
+        if self.uses_zygote and self._zygote_failure is None:
+            for attempt in range(2):  # a zygote that died between two calls is replaced once
+                try:
+                    return self.zygote().run(request, timeout)
+                except SandboxUnavailableError as error:
+                    if attempt or (self._zygote is None and not self._closed):
+                        self._give_up_on_zygote(error)
+                        break
+        return self.acquire().run(request, timeout)
+
+    def _give_up_on_zygote(self, error: Exception) -> None:
+        """A zygote cannot run here (its namespaces need more than a sandbox per call): isolate each
+        call in a sandbox of its own instead, with the same guarantees, and say so once."""
+        self._zygote_failure = str(error)
+        logger.warning("The sandbox zygote cannot run here (%s); starting a sandbox per call instead.", error)
 
     def _process_limit(self) -> int:
         if self.mode == "process" and os.geteuid() != 0:
