@@ -308,7 +308,9 @@ class ChatTemplate:
         if at < 0 or not two.startswith(one_plain):
             raise ChatTemplateError(
                 "The chat template is not prefix-stable: rendering [user, assistant, user] does not start with the "
-                f"rendering of [user] ({_snippet(one_plain)} vs {_snippet(two)}), or drops the assistant message."
+                f"rendering of [user] ({_snippet(one_plain)} vs {_snippet(two)}), or drops the assistant message. "
+                "Some templates move the system prompt to the last user turn (Mistral v0.3): then pass "
+                "system_prompt=None and put the instructions in the env's first observation."
             )
         # How the history introduces an assistant message; the sampled tokens follow the generation prompt
         # instead. They differ for Qwen3 without thinking (empty think block only in the generation prompt),

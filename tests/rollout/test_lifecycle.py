@@ -123,11 +123,17 @@ def _tokenizer_with(template):
 
 async def test_template_error_mid_episode_is_a_truncation_and_does_not_poison_the_cache(monkeypatch, scripted_env):
     """A template that stamps the time itself (no date_string to freeze) changes under the episode."""
+    import datetime as dt
+
     import transformers.utils.chat_template_utils as ctu
 
-    from test_model_families import _Clock
+    class _Clock:
+        current = dt.datetime(2026, 3, 14, 23, 59)
 
-    _Clock.current = _Clock.current.replace(hour=23, minute=59)
+        @classmethod
+        def now(cls, tz=None):
+            return cls.current
+
     monkeypatch.setattr(ctu, "datetime", _Clock)
     template = "{{ strftime_now('%H:%M') }}" + make_tokenizer("chatml").chat_template
     tokenizer = _tokenizer_with(template)

@@ -187,3 +187,28 @@ async def test_llama32_episode_goes_on_across_midnight(monkeypatch, scripted_env
     traj = session.trajectory()
     assert traj.terminated and traj.rewards == [0.0, 0.0, 1.0]
     assert "15 Mar" not in tokenizer.decode(traj.prompt_ids + traj.response_ids)  # frozen for the run
+
+
+async def test_trimming_template_keeps_padded_sampled_ids_and_renders_them_trimmed(scripted_env):
+    """Llama 3.1 ``| trim``: the trajectory keeps the padding the model sampled; as_rendered shows it trimmed."""
+    tokenizer = family_tokenizer("llama-3.1")
+    ct = ChatTemplate(tokenizer)
+    assert ct.rewrites_history and ct.trims_content
+    padded = encode(tokenizer, "  \\boxed{7}  \n") + ct.end_of_turn_ids
+    for history in ("as_sampled", "as_rendered"):
+        session = EpisodeSession(scripted_env(rewards=[0.0, 1.0]), tokenizer, chat_template=ct, history=history)
+        await session.start(seed=0)
+        step = await session.step(padded)
+        traj = session.trajectory()
+        assert traj.response_ids[: len(padded)] == padded
+        messages = [{"role": "user", "content": "start 0"}, {"role": "assistant", "content": "  \\boxed{7}  \n"}, {"role": "user", "content": step.observation}]
+        rendered = encode(tokenizer, tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
+        assert (session.context_ids == rendered) == (history == "as_rendered")
+
+
+def test_mistral_with_a_system_prompt_is_refused_with_the_reason():
+    """Mistral v0.3 moves the system prompt into the last user turn: no fixed glue exists."""
+    from gem_core.rollout import ChatTemplateError
+
+    with pytest.raises(ChatTemplateError, match="prefix-stable.*system_prompt=None"):
+        ChatTemplate(family_tokenizer("mistral-v0.3"), system_prompt="Be brief.")
