@@ -42,6 +42,14 @@ def calls_in(call_format: str | None, expression: str) -> str:
         return 'Let me compute.\n<tool_call>\n' + json.dumps({"name": "calc", "arguments": arguments}) + "\n</tool_call>"
     if call_format == "llama3_json":
         return json.dumps({"name": "calc", "parameters": arguments})
+    if call_format == "deepseek_v3":
+        return (
+            "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>calc\n```json\n"
+            + json.dumps(arguments)
+            + "\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
+        )
+    if call_format == "mistral":
+        return "[TOOL_CALLS] " + json.dumps([{"name": "calc", "arguments": arguments}])
     raise AssertionError(call_format)
 
 
@@ -49,7 +57,14 @@ def encode(tokenizer, text):
     return list(tokenizer.encode(text, add_special_tokens=False))
 
 
-CASES = [("qwen2.5", None), ("qwen2.5", "hermes"), ("llama-3.1", "llama3_json"), ("llama-3.1", None)]
+CASES = [
+    ("qwen2.5", None),
+    ("qwen2.5", "hermes"),
+    ("llama-3.1", "llama3_json"),
+    ("llama-3.1", None),
+    ("deepseek-v3", "deepseek_v3"),
+    ("mistral-v0.3", "mistral"),
+]
 
 
 @pytest.mark.parametrize(("family_name", "call_format"), CASES)
@@ -77,6 +92,10 @@ async def test_tool_episode_same_rewards_in_every_call_format(family_name, call_
         assert "<tool_response>\n42\n</tool_response>" in delta
     elif call_format == "llama3_json":
         assert "ipython<|end_header_id|>\n\n42" in delta
+    elif call_format == "deepseek_v3":
+        assert "<｜tool▁output▁begin｜>42<｜tool▁output▁end｜>" in delta
+    elif call_format == "mistral":
+        assert '[TOOL_RESULTS] {"content": 42}[/TOOL_RESULTS]' in delta
     answer_ids = encode(tokenizer, "The answer is 42.") + ct.end_of_turn_ids
     await session.step(answer_ids)
     traj = session.trajectory()
