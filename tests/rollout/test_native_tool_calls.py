@@ -60,10 +60,14 @@ def encode(tokenizer, text):
 CASES = [
     ("qwen2.5", None),
     ("qwen2.5", "hermes"),
+    ("qwen3-thinking", "hermes"),
+    ("qwen3-no-thinking", "hermes"),
+    ("qwen3-2507-thinking", "hermes"),
     ("llama-3.1", "llama3_json"),
     ("llama-3.1", None),
     ("deepseek-v3", "deepseek_v3"),
     ("mistral-v0.3", "mistral"),
+    ("gemma-3", None),
 ]
 
 
@@ -71,7 +75,7 @@ CASES = [
 async def test_tool_episode_same_rewards_in_every_call_format(family_name, call_format, scripted_env):
     family = FAMILIES[family_name]
     tokenizer = family_tokenizer(family_name)
-    ct = ChatTemplate(tokenizer)
+    ct = ChatTemplate(tokenizer, chat_template_kwargs=family.kwargs)
     env = ToolUse(scripted_env(rewards=[1.0]), [CalcTool()], call_format=call_format, add_instructions=False)
     session = EpisodeSession(env, tokenizer, chat_template=ct)
     await session.start(seed=0)
@@ -84,7 +88,7 @@ async def test_tool_episode_same_rewards_in_every_call_format(family_name, call_
     # tool result in the family's tool role for native calls and a user turn for GEM tags.
     role = "tool" if call_format else "user"
     messages = [{"role": "user", "content": "start 0"}, {"role": "assistant", "content": call_action}, {"role": role, "content": "42"}]
-    full = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    full = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **family.kwargs)
     marker = call_action.strip() + family.end_of_turn
     assert step.observation_ids == encode(tokenizer, full[full.rindex(marker) + len(marker) :])
     delta = tokenizer.decode(step.observation_ids)
