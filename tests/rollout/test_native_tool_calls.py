@@ -65,6 +65,7 @@ CASES = [
     ("qwen3-2507-thinking", "hermes"),
     ("llama-3.1", "llama3_json"),
     ("llama-3.1", None),
+    ("llama-3.2", "llama3_json"),
     ("deepseek-v3", "deepseek_v3"),
     ("mistral-v0.3", "mistral"),
     ("gemma-3", None),
