@@ -212,3 +212,25 @@ def test_mistral_with_a_system_prompt_is_refused_with_the_reason():
 
     with pytest.raises(ChatTemplateError, match="prefix-stable.*system_prompt=None"):
         ChatTemplate(family_tokenizer("mistral-v0.3"), system_prompt="Be brief.")
+
+
+async def test_run_episodes_passes_template_kwargs_and_history(scripted_env):
+    """What an adapter does: run_episodes(..., chat_template_kwargs=, history=) reaches every session."""
+    from gem_core.rollout import run_episodes
+    from gem_core.testing import ScriptedPolicy
+
+    tokenizer = family_tokenizer("qwen3-no-thinking")
+    policy = ScriptedPolicy(tokenizer, ["\\boxed{1}", "\\boxed{2}"])
+    trajectories = await run_episodes(
+        lambda: scripted_env(rewards=[0.0, 1.0]),
+        policy,
+        tokenizer,
+        seeds=[0, 1],
+        chat_template_kwargs={"enable_thinking": False},
+        history="as_rendered",
+    )
+    for traj in trajectories:
+        assert traj.history == "as_rendered" and traj.rewards == [0.0, 1.0]
+        assert tokenizer.decode(traj.prompt_ids).endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+        second = tokenizer.decode(traj.as_transitions()[1].context_ids)
+        assert second.count("<think>") == 1  # the earlier turn's empty think block is not in the history
