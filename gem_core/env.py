@@ -14,6 +14,7 @@ import functools
 import inspect
 import logging
 import threading
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, SupportsFloat
 
 import gymnasium as gym
@@ -21,7 +22,8 @@ from gymnasium import spaces
 
 __all__ = [
     "Env", "TextSpace", "StepResult", "MAX_TEXT_LENGTH", "EnvThreadPool", "ENV_THREADS", "run_in_env_thread",
-    "EPISODE_OVER", "episode_over_result", "guard_episode_end", "log_error_once", "STATE_FORMAT",
+    "EPISODE_OVER", "episode_over_result", "guard_episode_end", "log_error_once", "episode_success",
+    "STATE_FORMAT", "StateSnapshots",
 ]
 
 #: Longest observation or action the spaces admit. Actions longer than this are still answered (with a
@@ -129,6 +131,18 @@ def log_error_once(env: Any, error: str, detail: str = "") -> None:
     logger.warning("%s: %s%s (scored as reward 0; further errors of this kind are not logged)", env_id, error, f": {detail}" if detail else "")
 
 
+def episode_success(infos: Sequence[Mapping[str, Any]], episode_return: float, terminated: bool) -> bool:
+    """Whether an episode succeeded: the one definition (wrappers, the session and the eval report).
+
+    The env's own verdict wins: ``info["success"]`` of the last step, where the env reports one (games
+    do, on their last step). Otherwise an episode the env ended (``terminated``, not cut short) with a
+    positive return succeeded: a graded answer that scored.
+    """
+    if infos and "success" in infos[-1]:
+        return bool(infos[-1]["success"])
+    return bool(terminated and episode_return > 0)
+
+
 def episode_over_result() -> StepResult:
     """What a step after the end of an episode returns: no reward, still terminated, never a re-grade."""
     return EPISODE_OVER, 0.0, True, False, {"episode_over": True}
@@ -198,7 +212,67 @@ def guard_episode_end(cls: type) -> type:
     return cls
 
 
-class Env(gym.Env[str, str]):
+class StateSnapshots:
+    """Save, restore and branch an env's episode: the state methods of :class:`Env` and of
+    :class:`gem_core.multi_agent.MultiAgentEnv` (any env whose state lives in its attributes)."""
+
+    #: Attributes that are shared resources, not episode state (a dataset every env reads, a tool
+    #: client): :meth:`get_state` leaves them out, :meth:`set_state` leaves them as they are, and
+    #: :meth:`spawn` shares them with the clone.
+    state_excludes: ClassVar[frozenset[str]] = frozenset()
+
+    def _state_attributes(self) -> dict[str, Any]:
+        excluded = set()
+        for cls in type(self).__mro__:
+            excluded.update(getattr(cls, "state_excludes", ()))
+        return {name: value for name, value in vars(self).items() if name not in excluded}
+
+    def get_state(self) -> dict[str, Any]:
+        """A picklable snapshot of the episode so far, RNG included.
+
+        Restoring it (:meth:`set_state`) into an env built with the same arguments continues exactly as
+        this env would: same observations, rewards and terminations for the same actions. Group-based RL
+        and tree search branch from such snapshots mid-episode, not only from a reset seed.
+
+        Raises:
+            TypeError: an attribute cannot be copied (a client, a lock); the env should list it in
+                :attr:`state_excludes`.
+        """
+        attributes = {}
+        for name, value in self._state_attributes().items():
+            try:
+                attributes[name] = copy.deepcopy(value)
+            except Exception as exc:
+                raise TypeError(
+                    f"{type(self).__name__}.get_state() cannot copy attribute {name!r} ({type(value).__name__}: {exc}); "
+                    f"if it is a shared resource rather than episode state, add it to {type(self).__name__}.state_excludes."
+                ) from exc
+        return {"format": STATE_FORMAT, "env": _qualified_name(self), "attributes": attributes}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Continue from a :meth:`get_state` snapshot of an env of the same class.
+
+        Raises:
+            ValueError: the snapshot has another format version or comes from another env class.
+        """
+        _check_state(self, state)
+        for name, value in state["attributes"].items():
+            setattr(self, name, copy.deepcopy(value))
+
+    def spawn(self, same_state: bool = True, *, seed: int | None = None) -> Env:
+        """A new env with this one's configuration (shared resources shared, see :attr:`state_excludes`).
+
+        With ``same_state`` it continues from this env's current state (a branch); otherwise it is reset
+        with ``seed``.
+        """
+        clone = copy.copy(self)
+        clone.set_state(self.get_state())
+        if not same_state:
+            clone.reset(seed=seed)
+        return clone
+
+
+class Env(StateSnapshots, gym.Env[str, str]):
     """A multi-turn text environment.
 
     Subclasses implement :meth:`reset` (calling ``super().reset(seed=seed)`` first, which seeds
@@ -296,63 +370,6 @@ class Env(gym.Env[str, str]):
     def render(self) -> str | None:
         """The current state as text (``render_mode="ansi"``); envs that keep a board override this."""
         return None
-
-    # -- state: save, restore, branch ------------------------------------------------------------
-
-    #: Attributes that are shared resources, not episode state (a dataset every env reads, a tool
-    #: client): :meth:`get_state` leaves them out, :meth:`set_state` leaves them as they are, and
-    #: :meth:`spawn` shares them with the clone.
-    state_excludes: ClassVar[frozenset[str]] = frozenset()
-
-    def _state_attributes(self) -> dict[str, Any]:
-        excluded = set()
-        for cls in type(self).__mro__:
-            excluded.update(getattr(cls, "state_excludes", ()))
-        return {name: value for name, value in vars(self).items() if name not in excluded}
-
-    def get_state(self) -> dict[str, Any]:
-        """A picklable snapshot of the episode so far, RNG included.
-
-        Restoring it (:meth:`set_state`) into an env built with the same arguments continues exactly as
-        this env would: same observations, rewards and terminations for the same actions. Group-based RL
-        and tree search branch from such snapshots mid-episode, not only from a reset seed.
-
-        Raises:
-            TypeError: an attribute cannot be copied (a client, a lock); the env should list it in
-                :attr:`state_excludes`.
-        """
-        attributes = {}
-        for name, value in self._state_attributes().items():
-            try:
-                attributes[name] = copy.deepcopy(value)
-            except Exception as exc:
-                raise TypeError(
-                    f"{type(self).__name__}.get_state() cannot copy attribute {name!r} ({type(value).__name__}: {exc}); "
-                    f"if it is a shared resource rather than episode state, add it to {type(self).__name__}.state_excludes."
-                ) from exc
-        return {"format": STATE_FORMAT, "env": _qualified_name(self), "attributes": attributes}
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Continue from a :meth:`get_state` snapshot of an env of the same class.
-
-        Raises:
-            ValueError: the snapshot has another format version or comes from another env class.
-        """
-        _check_state(self, state)
-        for name, value in state["attributes"].items():
-            setattr(self, name, copy.deepcopy(value))
-
-    def spawn(self, same_state: bool = True, *, seed: int | None = None) -> Env:
-        """A new env with this one's configuration (shared resources shared, see :attr:`state_excludes`).
-
-        With ``same_state`` it continues from this env's current state (a branch); otherwise it is reset
-        with ``seed``.
-        """
-        clone = copy.copy(self)
-        clone.set_state(self.get_state())
-        if not same_state:
-            clone.reset(seed=seed)
-        return clone
 
 
 def _qualified_name(obj: Any) -> str:

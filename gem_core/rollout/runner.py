@@ -18,7 +18,7 @@ from gem_core.rollout.policy import Policy, SamplingParams
 from gem_core.rollout.session import EpisodeSession
 from gem_core.rollout.trajectory import TokenTrajectory
 
-__all__ = ["EnvFactory", "run_episode", "run_episodes"]
+__all__ = ["EnvFactory", "run_episode", "run_episodes", "run_session"]
 
 #: What :func:`run_episodes` builds envs from: a registered env id, or a function returning a new env.
 EnvFactory = str | Callable[[], Any]
@@ -47,7 +47,6 @@ async def run_episode(
     ``history`` and ``chat_template_kwargs`` go to :class:`EpisodeSession` (e.g. Qwen3 with
     ``chat_template_kwargs={"enable_thinking": False}``).
     """
-    sampling = sampling or SamplingParams()
     session = EpisodeSession(
         env,
         tokenizer,
@@ -60,10 +59,22 @@ async def run_episode(
         history=history,
         chat_template_kwargs=chat_template_kwargs,
     )
+    return await run_session(session, policy, seed=seed, sampling=sampling)
+
+
+async def run_session(
+    session: EpisodeSession, policy: Policy, *, seed: int | None = None, sampling: SamplingParams | None = None
+) -> TokenTrajectory:
+    """Play the episode of a built session (e.g. :meth:`EpisodeSession.from_label`) with ``policy``.
+
+    The loop of :func:`run_episode`, for adapters that receive dataset rows rather than envs.
+    """
+    sampling = sampling or SamplingParams()
     if sampling.stop_token_ids is None:
         stop = list(session.chat_template.end_of_turn_ids)
-        if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in stop:
-            stop.append(int(tokenizer.eos_token_id))
+        eos = session.tokenizer.eos_token_id
+        if eos is not None and eos not in stop:
+            stop.append(int(eos))
         sampling = dataclasses.replace(sampling, stop_token_ids=stop)
     await session.start(seed=seed)
     while not session.done:

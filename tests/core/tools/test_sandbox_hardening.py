@@ -138,3 +138,32 @@ def test_no_descriptor_of_the_host_is_left_open_inside(bwrap_mode):
     result = run_python("import os\nprint(sorted(int(fd) for fd in os.listdir('/proc/self/fd')))", mode=bwrap_mode)
     open_fds = eval(result.stdout)  # noqa: S307 - a list of ints printed by the snippet above
     assert len(open_fds) <= 5, open_fds  # stdio, the report pipe, and listdir's own
+
+
+def test_the_snippet_has_no_capabilities_and_runs_under_seccomp(bwrap_mode):
+    code = "print([l for l in open('/proc/self/status').read().splitlines() if l.startswith(('CapEff', 'CapPrm', 'NoNewPrivs', 'Seccomp:'))])"
+    out = run_python(code, mode=bwrap_mode).stdout
+    for field in ("CapEff:\\t0000000000000000", "CapPrm:\\t0000000000000000", "NoNewPrivs:\\t1", "Seccomp:\\t2"):
+        assert field in out, out
+
+
+def test_concurrent_calls_cannot_reach_each_other(bwrap_mode):
+    """Calls forked from one zygote share its sandbox but not a network, /tmp or process namespace."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    listener = (
+        "import os, socket, time\nopen('/tmp/listener-was-here', 'w').close()\n"
+        "s = socket.socket()\ns.bind(('127.0.0.1', 47123))\ns.listen()\nprint('listening', flush=True)\n"
+        "s.settimeout(3)\ntry:\n    s.accept()\n    print('ACCEPTED')\nexcept OSError:\n    print('nobody came')"
+    )
+    visitor = (
+        "import os, socket, time\ntime.sleep(0.5)\nprint(os.listdir('/tmp'), sorted(os.listdir('/proc'))[:3])\n"
+        "try:\n    socket.create_connection(('127.0.0.1', 47123), timeout=1)\n    print('CONNECTED')\n"
+        "except OSError as error:\n    print('refused', type(error).__name__)"
+    )
+    with ThreadPoolExecutor(2) as executor:
+        first = executor.submit(run_python, listener, timeout=10, mode=bwrap_mode)
+        second = executor.submit(run_python, visitor, timeout=10, mode=bwrap_mode)
+        listened, visited = first.result(), second.result()
+    assert "listening" in listened.stdout and "ACCEPTED" not in listened.stdout
+    assert "refused" in visited.stdout and "listener-was-here" not in visited.stdout, visited
