@@ -173,3 +173,27 @@ class _Env(Env):
 
     def step(self, action):
         return "done", float(action.strip() == "42"), True, False, {}
+
+
+async def test_transformers_response_template_is_preferred_when_the_tokenizer_ships_one(scripted_env):
+    """A tokenizer with a ``response_template`` is parsed by transformers' ``parse_response``: same episode."""
+    import copy
+
+    tokenizer = copy.copy(family_tokenizer("qwen2.5"))
+    tokenizer.response_template = {
+        "start_anchor": "<|im_start|>assistant\n",
+        "fields": {"content": {}, "tool_calls": {"open": "<tool_call>", "close": "</tool_call>", "content": "json", "repeats": True}},
+    }
+    parser = call_format_for(tokenizer)
+    assert callable(parser)
+    [call] = parser(calls_in("hermes", "6*7"))
+    assert (call.name, call.arguments) == ("calc", {"expression": "6*7"})
+    assert "could not be parsed" in parser("<tool_call>{bad</tool_call>")[0].error
+    ct = ChatTemplate(tokenizer)
+    env = ToolUse(scripted_env(rewards=[1.0]), [CalcTool()], call_format=parser, add_instructions=False)
+    session = EpisodeSession(env, tokenizer, chat_template=ct)
+    await session.start(seed=0)
+    step = await session.step(encode(tokenizer, calls_in("hermes", "6*7")) + ct.end_of_turn_ids)
+    assert step.observation == "42" and "<tool_response>\n42\n</tool_response>" in tokenizer.decode(step.observation_ids)
+    await session.step(encode(tokenizer, "42") + ct.end_of_turn_ids)
+    assert session.trajectory().rewards == [0.0, 1.0]
