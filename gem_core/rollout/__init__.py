@@ -17,13 +17,14 @@ from gem_core.rollout.advantages import (
     discounted_returns,
     grpo_advantages,
     return_batch_normalize,
+    same_state_advantages,
     turn_level_gae,
     turn_to_token_advantages,
 )
 from gem_core.rollout.chat_template import HISTORY_MODES, ChatTemplate, ChatTemplateError
 from gem_core.rollout.metrics import trajectory_metrics
 from gem_core.rollout.policy import Generation, Policy, SamplingParams, TransformersPolicy
-from gem_core.rollout.runner import EnvFactory, run_episode, run_episodes
+from gem_core.rollout.runner import EnvFactory, run_branched_episode, run_episode, run_episodes
 from gem_core.rollout.session import EpisodeSession, SessionStep
 from gem_core.rollout.trajectory import SequenceSample, TokenTrajectory, Transition
 
@@ -31,6 +32,8 @@ __all__ = [
     "HISTORY_MODES",
     "ChatTemplate",
     "ChatTemplateError",
+    "run_branched_episode",
+    "same_state_advantages",
     "EnvFactory",
     "EpisodeSession",
     "Generation",

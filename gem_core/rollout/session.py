@@ -35,6 +35,7 @@ A session owns its env: ``await session.aclose()`` (or ``async with EpisodeSessi
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -145,6 +146,7 @@ class EpisodeSession:
         self._token_limit = max_total_tokens  # the tighter of the two bounds, known once the prompt is
         self.env_id = env_id
         self.label: EpisodeLabel | None = None
+        self.fork_turn: int | None = None  # set on branches made by fork()
         self._started = False
         self._reset_books(seed=None)
 
@@ -217,6 +219,36 @@ class EpisodeSession:
         session = cls(make(label.env_id, **label.env_kwargs), tokenizer, env_id=label.env_id, **session_kwargs)
         session.label = label
         return session
+
+    def fork(self, n: int) -> list[EpisodeSession]:
+        """``n`` sessions that continue from this one's current turn: same token prefix, same env state.
+
+        Group-based RL compares several continuations from one state; for a multi-turn env the useful
+        state is mid-episode, not only the reset seed. Each branch gets its own copy of the books (one
+        copy at the fork, never per turn) and an env spawned with ``spawn(same_state=True)``, so the
+        branches and this session evolve independently. ``metrics["fork_turn"]`` of a branch's
+        trajectory says how many turns were shared.
+
+        Raises:
+            RuntimeError: the session has not started, or its env cannot spawn.
+        """
+        if not self._started:
+            raise RuntimeError("Call `await session.start(seed)` before `fork`.")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"fork(n) needs a positive number of branches, got {n!r}.")
+        spawn = getattr(self.env, "spawn", None)
+        if spawn is None:
+            raise RuntimeError(f"{type(self.env).__name__} has no spawn(); only envs with state snapshots can be forked.")
+        shared = {"env", "tokenizer", "chat_template", "label"}
+        books = {name: value for name, value in vars(self).items() if name not in shared}
+        branches = []
+        for _ in range(n):
+            branch = copy.copy(self)
+            branch.__dict__.update(copy.deepcopy(books))
+            branch.env = spawn(same_state=True)
+            branch.fork_turn = self.num_turns
+            branches.append(branch)
+        return branches
 
     async def start(self, seed: int | None = None, options: dict | None = None) -> list[int]:
         """Reset the env and return the prompt ids (system prompt, first observation, generation prompt).
@@ -378,6 +410,7 @@ class EpisodeSession:
             "truncated_by": self._truncated_by,
             "env_errors": sum(1 for i in self._infos if "error" in i),
             "has_logprobs": not self._missing_logprobs,
+            "fork_turn": self.fork_turn,
         }
         return TokenTrajectory(
             prompt_ids=self._ids[: self._prompt_len],
