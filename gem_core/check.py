@@ -12,7 +12,6 @@ Three checks, each with a message that says what broke and how to fix it:
 from __future__ import annotations
 
 import argparse
-import importlib
 import math
 import sys
 import threading
@@ -172,19 +171,13 @@ def check_env(make_env: Callable[[], Any], *, step_limit: float = 10.0) -> list[
 
 
 def _check(args: argparse.Namespace) -> int:
-    from gem_core.registry import UnknownEnvError, make, spec
+    from gem_core.registry import UnknownEnvError, import_env_modules, make, spec
 
-    for module in args.imports:  # the user's module that registers their env
-        try:
-            if module.endswith(".py"):
-                import runpy
-
-                runpy.run_path(module, run_name="gem_check_import")
-            else:
-                importlib.import_module(module)
-        except Exception as error:
-            print(f"gem check: importing {module!r} failed: {type(error).__name__}: {error}", file=sys.stderr)
-            return 2
+    try:
+        import_env_modules(args.imports)  # the user's module that registers their env
+    except Exception as error:
+        print(f"gem check: importing {args.imports} failed: {type(error).__name__}: {error}", file=sys.stderr)
+        return 2
     try:
         env_spec = spec(args.env_id)
     except (UnknownEnvError, ValueError) as error:
