@@ -166,10 +166,13 @@ def _hostile_check(make_env: Callable[[], Any], step_limit: float) -> CheckResul
     return CheckResult("hostile actions", True, f"{len(HOSTILE_ACTIONS)} hostile actions answered (slowest {slowest:.2f} s)")
 
 
-def check_env(make_env: Callable[[], Any], *, step_limit: float = 10.0) -> list[CheckResult]:
-    """Run every contract check on envs built by ``make_env()``; one result per check."""
+def check_env(make_env: Callable[[], Any], *, step_limit: float = 10.0, seeds: tuple[int, ...] = (0, 1)) -> list[CheckResult]:
+    """Run every contract check on envs built by ``make_env()``; one result per check.
+
+    ``seeds``: the episodes replayed twice for determinism (each costs two env builds).
+    """
     results = []
-    for check in (_gymnasium_check, _determinism_check, lambda m: _hostile_check(m, step_limit)):
+    for check in (_gymnasium_check, lambda m: _determinism_check(m, seeds), lambda m: _hostile_check(m, step_limit)):
         try:
             results.append(check(make_env))
         except Exception as error:  # building or resetting the env failed: that check fails, the others run
