@@ -78,6 +78,14 @@ def _install_without_gpu_deps(session: nox.Session, framework: str, *light_deps:
 
 
 @nox.session
+def ray(session: nox.Session) -> None:
+    """The ``ray`` vector backend on a local three-node Ray cluster (loopback only; no torch needed)."""
+    _upgrade_pip(session)
+    session.install(*CONSTRAINTS, "-e", ".[ray,dev]")
+    session.run(*PYTEST, "tests/core/vector/test_ray.py", *session.posargs)
+
+
+@nox.session
 def openrlhf(session: nox.Session) -> None:
     """OpenRLHF's own MultiTurnAgentExecutor driving the GEM agent (openrlhf.utils.agent, no GPU deps)."""
     _install_without_gpu_deps(session, "openrlhf==0.11.2", "aiohttp", "pylatexenc", "transformers==5.15.0")

@@ -14,6 +14,7 @@ import functools
 import inspect
 import logging
 import threading
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, SupportsFloat
 
 import gymnasium as gym
@@ -21,7 +22,8 @@ from gymnasium import spaces
 
 __all__ = [
     "Env", "TextSpace", "StepResult", "MAX_TEXT_LENGTH", "EnvThreadPool", "ENV_THREADS", "run_in_env_thread",
-    "EPISODE_OVER", "episode_over_result", "guard_episode_end", "log_error_once", "STATE_FORMAT", "StateSnapshots",
+    "EPISODE_OVER", "episode_over_result", "guard_episode_end", "log_error_once", "episode_success",
+    "STATE_FORMAT", "StateSnapshots",
 ]
 
 #: Longest observation or action the spaces admit. Actions longer than this are still answered (with a
@@ -127,6 +129,18 @@ def log_error_once(env: Any, error: str, detail: str = "") -> None:
             return
         _warned.add(key)
     logger.warning("%s: %s%s (scored as reward 0; further errors of this kind are not logged)", env_id, error, f": {detail}" if detail else "")
+
+
+def episode_success(infos: Sequence[Mapping[str, Any]], episode_return: float, terminated: bool) -> bool:
+    """Whether an episode succeeded: the one definition (wrappers, the session and the eval report).
+
+    The env's own verdict wins: ``info["success"]`` of the last step, where the env reports one (games
+    do, on their last step). Otherwise an episode the env ended (``terminated``, not cut short) with a
+    positive return succeeded: a graded answer that scored.
+    """
+    if infos and "success" in infos[-1]:
+        return bool(infos[-1]["success"])
+    return bool(terminated and episode_return > 0)
 
 
 def episode_over_result() -> StepResult:

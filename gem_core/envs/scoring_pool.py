@@ -203,8 +203,10 @@ class ScoringPool:
                 answered, reply = worker.call(function, args, timeout)
             except (OSError, EOFError, TimeoutError, ValueError, pickle.PickleError) as exc:  # worker died (e.g. out of memory)
                 worker.kill()
+                logger.debug("scoring worker for %s lost: %s: %s", function, type(exc).__name__, exc)
                 return CallResult(error=f"{type(exc).__name__}: {exc}")
             if not answered:
+                logger.debug("%s overran %ss; killing its worker", function, timeout)
                 worker.kill()
                 self._give_back(self._new_worker())  # starts importing now, ready for the next call
                 return CallResult(timed_out=True, error="timeout")

@@ -47,14 +47,15 @@ def make_vec(
             ``env_kwargs``); the ``process`` backend calls it inside the worker.
         num_envs: number of envs for a single id (default 1); for a list it must be None or its length.
         wrappers: callables ``env -> env`` applied in order to every env after it is built.
-        backend: ``"sync"``, ``"thread"``, ``"process"`` or ``"async"`` (see
+        backend: ``"sync"``, ``"thread"``, ``"process"``, ``"async"`` or ``"ray"`` (see
             :mod:`gem_core.vector.backends`).
         autoreset_mode: a :class:`gymnasium.vector.AutoresetMode` (or its name/value).
         seed: env ``i`` is seeded with ``seed + i`` on the first reset; None for unseeded envs.
         backend_kwargs: backend options: ``max_workers`` (thread); ``num_workers`` (process: worker
             processes, default one per CPU, envs grouped over them), ``context`` (process: a
             multiprocessing start method, default ``fork`` on Linux), ``start_timeout``,
-            ``recycle_after_steps`` and ``max_worker_memory_mb`` (process: worker recycling).
+            ``recycle_after_steps`` and ``max_worker_memory_mb`` (process: worker recycling);
+            ``envs_per_actor``, ``num_cpus``, ``resources``, ``actor_options``, ``address`` (ray).
         step_timeout: seconds a step or reset may run; past it the env's episode is truncated with
             ``info["error"] == "timeout"`` and the env is rebuilt (every backend). None: no limit.
         **env_kwargs: passed to every env's constructor (override the registered defaults).

@@ -21,8 +21,9 @@ BOXED_HINT = "Put your final answer inside \\boxed{}, for example \\boxed{42}."
 #: Real answers (an expression, a list, a short program for ReasoningGym's Brainf*ck tasks) are far shorter.
 MAX_ANSWER_CHARS = 20_000
 
-# One token stream: a box opener (ending in its "{"), or a run of plain braces.
-_BRACE_TOKENS = re.compile(r"\\(?:boxed|fbox)\s*\{|\{+|\}+")
+# One token stream: a box opener (ending in its "{"), or a run of plain braces. Written to start with a
+# character class, which lets the regex engine skip ahead to the next candidate (4x faster on prose).
+_BRACE_TOKENS = re.compile(r"[\\{}](?:(?<=\\)(?:boxed|fbox)\s*\{|(?<=\{)\{*|(?<=\})\}*)")
 _OPEN_TAG = re.compile(r"<answer>", re.IGNORECASE)
 _CLOSE_TAG = re.compile(r"</answer>", re.IGNORECASE)
 

@@ -132,6 +132,20 @@ class ReasoningGymEnv(Env):
         self.entry = _entry(self.dataset, self.index)
         return f"{self.entry['question']}\n\n{ANSWER_HINT}", {"index": self.index, "dataset": self.name}
 
+    def _scoring_dataset_args(self) -> tuple:
+        """What the worker builds to score this entry: the dataset, or for ``composite`` only the
+        sub-dataset the entry came from (building all of them takes ~20 s), made as the composite made it."""
+        if self.name != "composite":
+            return self.dataset_args
+        source = self.entry["metadata"]["source_dataset"]
+        for i, sub_spec in enumerate(self.dataset.config.datasets):
+            if sub_spec.name == source:
+                config = dict(sub_spec.config or {})
+                seed = config.pop("seed", self.dataset.seed + i + 1)
+                size = config.pop("size", self.dataset.size)
+                return (source, seed, size, config)
+        return self.dataset_args
+
     def score(self, answer: str) -> tuple[float, str | None]:
         """``(score, error)``: reasoning-gym's score, or 0 with ``"timeout"`` / the scorer's crash."""
         if self.score_timeout is None:
@@ -140,9 +154,10 @@ class ReasoningGymEnv(Env):
             except Exception as exc:
                 return 0.0, f"scorer crashed: {type(exc).__name__}: {exc}"
         pool = scoring_pool("rg", warm_up="gem_core.envs.reasoning_gym.env:_warm_up_worker")
+        dataset_args = self._scoring_dataset_args()
         result = pool.call(
-            "gem_core.envs.reasoning_gym.env:score_in_worker", *self.dataset_args, self.entry, answer,
-            timeout=self.score_timeout, prepare=("gem_core.envs.reasoning_gym.env:_prepare_worker", self.dataset_args),
+            "gem_core.envs.reasoning_gym.env:score_in_worker", *dataset_args, self.entry, answer,
+            timeout=self.score_timeout, prepare=("gem_core.envs.reasoning_gym.env:_prepare_worker", dataset_args),
         )
         if result.timed_out:
             return 0.0, "timeout"
