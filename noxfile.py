@@ -35,7 +35,7 @@ def _install(session: nox.Session, *requirements: str) -> None:
 @nox.session
 def core(session: nox.Session) -> None:
     """gem_core: envs, registry, wrappers, vector env, tools, rollout, eval."""
-    _install(session, "-e", ".[rollout,eval,search,serve,mcp,math,code,qa,rg,dev]")
+    _install(session, "-e", ".[rollout,eval,search,serve,openenv,mcp,math,code,qa,rg,dev]")
     session.run(*PYTEST, "tests/core", "tests/rollout", *session.posargs)
 
 

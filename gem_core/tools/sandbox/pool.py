@@ -14,6 +14,7 @@ import asyncio
 import atexit
 import concurrent.futures
 import functools
+import logging
 import math
 import os
 import queue
@@ -21,13 +22,20 @@ import sys
 import threading
 import time
 
-from gem_core.tools.sandbox.config import FunctionCall, SandboxConfig, SandboxResult, pool_size_from_environment
+from gem_core.tools.sandbox.config import (
+    FunctionCall,
+    SandboxConfig,
+    SandboxResult,
+    SandboxUnavailableError,
+    pool_size_from_environment,
+)
 from gem_core.tools.sandbox.isolation import resolve_mode
-from gem_core.tools.sandbox.config import SandboxUnavailableError
 from gem_core.tools.sandbox.worker import Worker
 from gem_core.tools.sandbox.zygote import Zygote
 
 __all__ = ["SandboxPool", "SandboxPools", "default_pools", "run_python", "arun_python"]
+
+logger = logging.getLogger("gem.tools.sandbox")
 
 
 class SandboxPool:
@@ -48,6 +56,7 @@ class SandboxPool:
         self._refillers: list[threading.Thread] = []
         self._starting = 0  # workers being started by the refill threads
         self._zygote: Zygote | None = None
+        self._zygote_failure: str | None = None
 
     @property
     def uses_zygote(self) -> bool:
@@ -168,12 +177,21 @@ class SandboxPool:
             "open_files": self.config.max_open_files,
             "call": None if call is None else {"fn_name": call.fn_name, "args": call.args},
         }
-        if not self.uses_zygote:
-            return self.acquire().run(request, timeout)
-        try:
-            return self.zygote().run(request, timeout)
-        except SandboxUnavailableError:
-            return self.zygote().run(request, timeout)  # it died between two calls: once more, on a new one
+        if self.uses_zygote and self._zygote_failure is None:
+            for attempt in range(2):  # a zygote that died between two calls is replaced once
+                try:
+                    return self.zygote().run(request, timeout)
+                except SandboxUnavailableError as error:
+                    if attempt or (self._zygote is None and not self._closed):
+                        self._give_up_on_zygote(error)
+                        break
+        return self.acquire().run(request, timeout)
+
+    def _give_up_on_zygote(self, error: Exception) -> None:
+        """A zygote cannot run here (its namespaces need more than a sandbox per call): isolate each
+        call in a sandbox of its own instead, with the same guarantees, and say so once."""
+        self._zygote_failure = str(error)
+        logger.warning("The sandbox zygote cannot run here (%s); starting a sandbox per call instead.", error)
 
     def _process_limit(self) -> int:
         if self.mode == "process" and os.geteuid() != 0:

@@ -246,3 +246,24 @@ def test_a_called_function_returns_its_value_through_the_supervisor(bwrap_mode):
     assert result.ok and result.returned == "[5]" and result.stdout == "noise\n"
     missing = run_python("x = 1", call=FunctionCall("add", [2, 3]), mode=bwrap_mode)
     assert missing.exit_code == 1 and missing.returned is None and "define a function named add" in missing.stderr
+
+
+def test_a_zygote_that_cannot_start_falls_back_to_a_sandbox_per_call(bwrap_mode, monkeypatch, caplog):
+    from gem_core.tools.sandbox import zygote
+
+    def refuse(self, timeout=60.0):
+        self.close()
+        raise SandboxUnavailableError("no nested namespaces here")
+
+    monkeypatch.setattr(zygote.Zygote, "wait_ready", refuse)
+    pool = SandboxPool(bwrap_mode, SandboxConfig(pool_size=1, preload=()))
+    try:
+        with caplog.at_level("WARNING", logger="gem.tools.sandbox"):
+            first = pool.run("import os\nprint(os.getpid())")
+            second = pool.run("print('again')")
+    finally:
+        pool.close()
+    assert first.ok and second.stdout == "again\n"
+    assert [r.message for r in caplog.records].count(
+        "The sandbox zygote cannot run here (no nested namespaces here); starting a sandbox per call instead."
+    ) == 1
