@@ -44,10 +44,10 @@ def max_return(env) -> float:
     return getattr(env.unwrapped, "max_return", 1.0)
 
 
-def test_suite_registers_twelve_games_with_easy_hard_and_random_variants():
-    assert len(GAMES) == 12, GAMES
+def test_suite_registers_thirteen_games_with_easy_hard_and_random_variants():
+    assert len(GAMES) == 13, GAMES
     for game in GAMES:
-        variants = ("", "-easy", "-hard") if game in ("GuessTheNumber", "Wordle") else ("", "-easy", "-hard", "-random")
+        variants = ("", "-easy", "-hard") if game in ("GuessTheNumber", "Wordle", "WikiGame") else ("", "-easy", "-hard", "-random")
         for variant in variants:
             assert f"game:{game}-v0{variant}" in GAME_IDS
 
