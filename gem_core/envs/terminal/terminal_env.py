@@ -106,6 +106,8 @@ class TerminalEnv(Env):
         command_timeout: wall-clock seconds per command (the checker gets the same).
         memory_mb: memory per command (all its processes together).
         max_output_chars: characters of stdout and of stderr shown per observation (head and tail kept).
+        max_work_mb: most MiB the working directory may hold (past it the command is stopped and the
+            episode ends).
         sandbox: ``"bwrap"`` or ``"process"``; None reads ``$GEM_SANDBOX`` (default bwrap).
         data_dir: a directory of tasks in the shipped layout (default: the shipped tasks).
     """
@@ -123,6 +125,7 @@ class TerminalEnv(Env):
         command_timeout: float = 10.0,
         memory_mb: int = 512,
         max_output_chars: int = 4000,
+        max_work_mb: int = 64,
         sandbox: str | None = None,
         data_dir: str | None = None,
     ):
@@ -133,13 +136,13 @@ class TerminalEnv(Env):
             if unknown or not tasks:
                 raise ValueError(f"tasks={list(tasks)!r}: unknown or empty; choose from {sorted(by_name)}.")
             shipped = tuple(by_name[name] for name in tasks)
-        if max_turns < 1 or command_timeout <= 0 or max_output_chars < 100:
-            raise ValueError("Need max_turns >= 1, command_timeout > 0 and max_output_chars >= 100.")
+        if max_turns < 1 or command_timeout <= 0 or max_output_chars < 100 or max_work_mb < 1:
+            raise ValueError("Need max_turns >= 1, command_timeout > 0, max_output_chars >= 100 and max_work_mb >= 1.")
         self.tasks = shipped
         self.max_turns, self.command_timeout, self.memory_mb = max_turns, float(command_timeout), memory_mb
         self.max_output_chars = max_output_chars
         self.sandbox = resolve_mode(sandbox)  # refuses to run without bubblewrap unless process mode is chosen
-        self.sandbox_config = SandboxConfig()
+        self.sandbox_config = SandboxConfig(max_work_mb=max_work_mb)
         #: A command and the checker each take at most their timeout, plus a sandbox's start-up.
         self.max_step_seconds = self.command_timeout + 5.0
         self.task: TerminalTask | None = None
