@@ -188,7 +188,7 @@ class TerminalEnv(Env):
             return observation + "\nThe working directory is full: the episode ends.", 0.0, True, False, {"success": False, "limit": "disk"}
         info = {"exit_code": result.exit_code, "limit": result.limit}
         if out_of_turns:
-            return observation + f"\nOut of commands: the task was not submitted.", 0.0, False, True, {**info, "success": False}
+            return observation + "\nOut of commands: the task was not submitted.", 0.0, False, True, {**info, "success": False}
         return observation + f"\n(commands left: {self.max_turns - self.turn})", 0.0, False, False, info
 
     def _submit(self) -> StepResult:

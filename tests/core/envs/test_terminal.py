@@ -306,3 +306,15 @@ async def test_one_episode_through_the_token_runner(tiny_tokenizer):
     probe.close()
     trajectory = await run_episode(gem_core.make("terminal:Tasks-v0"), policy, tiny_tokenizer, seed=6)
     assert trajectory.rewards[-1] == 1.0 and trajectory.terminated and trajectory.num_turns == 2
+
+
+def test_gem_play_plays_a_task_from_stdin():
+    import subprocess
+
+    moves = "```bash ls```\n```bash sort -u fruits.txt > unique.txt```\n```bash submit```\n"
+    played = subprocess.run(
+        [sys.executable, "-m", "gem_core.cli", "play", "terminal:Tasks-v0", "--seed", "0"],
+        input=moves, capture_output=True, text=True, timeout=120,
+    )
+    assert played.returncode == 0, played.stderr
+    assert "fruits.txt" in played.stdout and "Episode won after 3 turns with return 1" in played.stdout
