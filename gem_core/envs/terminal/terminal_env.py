@@ -24,12 +24,13 @@ unless ``sandbox="process"`` or ``GEM_SANDBOX=process`` asks for the unisolated 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import re
-import shutil
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -276,21 +277,7 @@ class TerminalEnv(Env):
         if self.work_dir is None or self.work_dir.closed:
             return None
         found: dict[str, tuple[int, bytes | str | None]] = {}
-        for root, dirs, files in os.walk(self.work_dir.path):
-            for name in (*dirs, *files):
-                path = os.path.join(root, name)
-                relative = os.path.relpath(path, self.work_dir.path)
-                info = os.lstat(path)
-                mode = stat.S_IMODE(info.st_mode)
-                if stat.S_ISLNK(info.st_mode):
-                    found[relative] = (mode, os.readlink(path))
-                elif stat.S_ISDIR(info.st_mode):
-                    found[relative] = (mode, None)
-                elif stat.S_ISREG(info.st_mode):
-                    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-                    with os.fdopen(fd, "rb") as file:
-                        found[relative] = (mode, file.read())
-                # anything else (a FIFO, a socket) is not kept
+        _read_tree(self.work_dir.path, "", found)
         return found
 
     def get_state(self) -> dict[str, Any]:
@@ -313,3 +300,41 @@ class TerminalEnv(Env):
         """Delete the working directory."""
         self._close_work_dir()
         super().close()
+
+
+def _read_tree(root: str, relative: str, found: dict[str, tuple[int, bytes | str | None]]) -> None:
+    """Add what lies under ``root/relative`` to ``found``. What a command made unreadable to its owner
+    (``chmod 000``) is read with the owner's permission added for the moment, then set back."""
+    directory = os.path.join(root, relative)
+    with _owner_may(directory, 0o500):
+        names = sorted(os.listdir(directory))
+    for name in names:
+        path, key = os.path.join(directory, name), os.path.join(relative, name)
+        info = os.lstat(path)
+        mode = stat.S_IMODE(info.st_mode)
+        if stat.S_ISLNK(info.st_mode):
+            found[key] = (mode, os.readlink(path))
+        elif stat.S_ISDIR(info.st_mode):
+            found[key] = (mode, None)
+            _read_tree(root, key, found)
+        elif stat.S_ISREG(info.st_mode):
+            with _owner_may(path, 0o400):
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            with os.fdopen(fd, "rb") as file:
+                found[key] = (mode, file.read())
+        # anything else (a FIFO, a socket) is not kept
+
+
+@contextlib.contextmanager
+def _owner_may(path: str, bits: int) -> Iterator[None]:
+    """Run the block with ``bits`` added to ``path``'s mode if the host lacks them (not root), then
+    restore the mode."""
+    mode = stat.S_IMODE(os.lstat(path).st_mode)
+    if os.geteuid() == 0 or mode & bits == bits:
+        yield
+        return
+    os.chmod(path, mode | bits)
+    try:
+        yield
+    finally:
+        os.chmod(path, mode)

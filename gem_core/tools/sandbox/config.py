@@ -128,7 +128,7 @@ class SandboxConfig:
     python: str = sys.executable
     #: A host directory the snippet may change, bound read-write at :attr:`work_mount` and made its
     #: working directory (a shell env's files that last between calls, see :mod:`.shell`); None: only
-    #: the private ``/tmp`` is writable. Needs a sandbox per call (``pool_size=0`` or ``zygote=False``).
+    #: the private ``/tmp`` is writable. Calls with one never go through the zygote (a sandbox each).
     #: Run as root, the call runs as the directory's owner, which must not be root.
     work_dir: str | None = None
     #: Where :attr:`work_dir` appears inside the sandbox (bwrap mode).

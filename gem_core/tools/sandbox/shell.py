@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import sys
 import tempfile
 import weakref
 from dataclasses import replace
@@ -49,7 +50,7 @@ class WorkDir:
         if os.geteuid() == 0:
             uid = _uids.randrange(1_000_000, 2_000_000_000)
             os.chown(self.path, uid, uid)
-        self._finalizer = weakref.finalize(self, shutil.rmtree, self._parent, True)
+        self._finalizer = weakref.finalize(self, _remove_tree, self._parent)
 
     @property
     def closed(self) -> bool:
@@ -70,6 +71,26 @@ class WorkDir:
 
     def __repr__(self) -> str:
         return f"WorkDir({self.path!r}{', closed' if self.closed else ''})"
+
+
+def _remove_tree(path: str) -> None:
+    """``rm -rf path``, also where a command took its own permissions away (``chmod 000 dir``)."""
+
+    def allow_and_retry(function, failed_path, _error):
+        try:
+            os.chmod(os.path.dirname(failed_path), 0o700)
+            if os.path.isdir(failed_path) and not os.path.islink(failed_path):
+                os.chmod(failed_path, 0o700)
+                _remove_tree(failed_path)
+            else:
+                function(failed_path)
+        except OSError:
+            pass
+
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=allow_and_retry)
+    else:
+        shutil.rmtree(path, onerror=allow_and_retry)
 
 
 def run_shell(
