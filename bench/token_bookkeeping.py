@@ -133,8 +133,49 @@ def main() -> None:
     rendered = encode(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
     print(f"with canonically tokenized actions, deltas == re-encoding the whole chat: {canonical == rendered}")
     print(f"ours stays flat (turn {args.turns} within 2x of turn 1): {'yes' if ratio_ours <= 2.0 else 'NO'}")
+    session_rows()
     if not args.no_families:
         family_rows(args.turns, args.repeats)
+
+
+def session_rows(episodes: int = 30) -> None:
+    """``EpisodeSession.step`` on GuessTheNumber (1..1000, 60 turns) with the in-process tokenizer, turns 1 and 50.
+
+    Side by side: the env stepped inline (games declare ``blocking = False``) or through the env thread
+    pool (as every env was before), and the observation delta rendered fresh ("cold") or from the
+    per-template cache of repeated observations ("warm"). Issue 23's target: <= 150 us per turn.
+    """
+    import asyncio
+
+    import gem_core
+    from gem_core.rollout import EpisodeSession
+
+    tokenizer = make_tokenizer("chatml")
+    ct = ChatTemplate.for_tokenizer(tokenizer)
+    action_ids = list(tokenizer.encode("\\boxed{1000}", add_special_tokens=False)) + ct.end_of_turn_ids
+
+    async def measure(blocking: bool, cold: bool) -> tuple[float, float]:
+        env = gem_core.make("game:GuessTheNumber-v0", min_number=1, max_number=1000, max_turns=60)
+        env.unwrapped.blocking = blocking
+        at = {1: [], 50: []}
+        for seed in range(episodes):
+            session = EpisodeSession(env, tokenizer, chat_template=ct)
+            await session.start(seed=seed)
+            for turn in range(1, 51):
+                if cold:
+                    ct._deltas.clear()
+                start = time.perf_counter()
+                await session.step(action_ids)
+                if turn in at:
+                    at[turn].append(time.perf_counter() - start)
+        return statistics.median(at[1]) * 1e6, statistics.median(at[50]) * 1e6
+
+    print("\nEpisodeSession.step on GuessTheNumber (in-process BPE), median us per turn; target <= 150 us:")
+    print(f"{'env call':<24} {'delta':<6} {'turn 1':>8} {'turn 50':>8}")
+    for blocking, cold in ((True, True), (False, True), (False, False)):
+        t1, t50 = asyncio.run(measure(blocking, cold))
+        label = "thread-pool hop" if blocking else "inline (blocking=False)"
+        print(f"{label:<24} {'cold' if cold else 'warm':<6} {t1:>8.1f} {t50:>8.1f}")
 
 
 def family_rows(turns: int, repeats: int) -> None:

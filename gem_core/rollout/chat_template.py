@@ -55,6 +55,9 @@ __all__ = ["HISTORY_MODES", "ChatTemplate", "ChatTemplateError"]
 #: What the policy sees of earlier turns: the sampled ids ("as_sampled") or the template's rendering ("as_rendered").
 HISTORY_MODES = ("as_sampled", "as_rendered")
 
+#: Observation deltas kept per template (cleared when full): repeated env messages cost a dict lookup.
+_DELTA_CACHE_SIZE = 4096
+
 # Placeholders chosen to survive any template filter (no surrounding whitespace, no markup).
 _USER_A, _USER_B, _USER_C = "GEMPROBEUSERAAA", "GEMPROBEUSERBBB", "GEMPROBEUSERCCC"
 _ASSISTANT_X, _ASSISTANT_Y = "GEMPROBEASSISTANTXXX", "GEMPROBEASSISTANTYYY"
@@ -107,6 +110,9 @@ class ChatTemplate:
             # Llama-3.2: `{% if not date_string is defined %}{% set date_string = strftime_now(...) %}`.
             self.chat_template_kwargs.setdefault("date_string", self.frozen_at.strftime("%d %b %Y"))
         self._cache_slot: tuple[dict, tuple] | None = None
+        # The tokenizers backend encodes without transformers' per-call overhead (a third of a delta's cost).
+        self._backend = getattr(tokenizer, "backend_tokenizer", None) if getattr(tokenizer, "is_fast", False) else None
+        self._deltas: dict[tuple[str, str], tuple[int, ...]] = {}  # (role, observation) -> delta, bounded
         added = [t for t in (getattr(tokenizer, "added_tokens_decoder", {}) or {}).values() if str(t.content)]
         # Env text is data: no added token spelled in it becomes its id (DeepSeek's <｜User｜> is added but
         # not special). Model text keeps its non-special added tokens (Qwen's <tool_call>), loses the special ones.
@@ -164,6 +170,9 @@ class ChatTemplate:
             ChatTemplateError: the template rendered earlier turns differently this time (a
                 nondeterministic global); this template is evicted from the shared cache.
         """
+        cached = self._deltas.get((role, observation))
+        if cached is not None:  # envs repeat observations ("Invalid move ..."); a delta depends on nothing else
+            return list(cached)
         glue_parts = self._glue_parts if role == "user" else self._role_glue(role)
         text = self._render(
             [*self._base(), _user(_USER_A), _assistant(_ASSISTANT_X), _message(role, observation)], generation_prompt=True
@@ -175,7 +184,11 @@ class ChatTemplate:
                 "(a time-dependent or random template global?); the observation cannot be appended without re-rendering "
                 "history. The template was dropped from the cache and is probed again for the next episode."
             )
-        return self._encode_env_text(text[len(self._through_first_turn) :], observation, glue_parts)
+        ids = self._encode_env_text(text[len(self._through_first_turn) :], observation, glue_parts)
+        if len(self._deltas) >= _DELTA_CACHE_SIZE:
+            self._deltas.clear()
+        self._deltas[(role, observation)] = tuple(ids)
+        return ids
 
     def rendered_prompt_ids(self, observation: str) -> list[int]:
         """``"as_rendered"`` history: [system] + user(observation), without the generation prompt."""
@@ -227,6 +240,11 @@ class ChatTemplate:
     # -- encoding -------------------------------------------------------------------------------
 
     def _encode(self, text: str) -> list[int]:
+        backend = self._backend
+        if backend is not None:
+            if backend.encode_special_tokens:  # left on by an earlier split_special_tokens=True call
+                backend.encode_special_tokens = False
+            return backend.encode(text, add_special_tokens=False).ids
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
     def _encode_plain(self, text: str, *, keep_added: bool = False) -> list[int]:
@@ -290,7 +308,9 @@ class ChatTemplate:
         if at < 0 or not two.startswith(one_plain):
             raise ChatTemplateError(
                 "The chat template is not prefix-stable: rendering [user, assistant, user] does not start with the "
-                f"rendering of [user] ({_snippet(one_plain)} vs {_snippet(two)}), or drops the assistant message."
+                f"rendering of [user] ({_snippet(one_plain)} vs {_snippet(two)}), or drops the assistant message. "
+                "Some templates move the system prompt to the last user turn (Mistral v0.3): then pass "
+                "system_prompt=None and put the instructions in the env's first observation."
             )
         # How the history introduces an assistant message; the sampled tokens follow the generation prompt
         # instead. They differ for Qwen3 without thinking (empty think block only in the generation prompt),

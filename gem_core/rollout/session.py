@@ -68,7 +68,8 @@ class SessionStep:
     """What one :meth:`EpisodeSession.step` did."""
 
     observation_ids: list[int]
-    """Env tokens appended after the action (loss mask 0); [] when the episode is done."""
+    """Env tokens appended after the action (loss mask 0); [] when the episode is done. With
+    ``history="as_rendered"`` the next context is not the old one plus these: use ``session.context_ids``."""
     observation: str
     """The env's observation text."""
     reward: float

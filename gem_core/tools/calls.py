@@ -12,10 +12,11 @@ chat template in the family's ``tool`` role (``<tool_response>`` for Qwen, ``ipy
   control token that decoding with ``skip_special_tokens`` drops, so a message that is exactly such a
   JSON list is read as calls too.
 
-:func:`call_format_for` picks the format from the tokenizer's chat template (None: GEM tags). These
-are small hand-written parsers: transformers 5's ``parse_response`` needs a ``response_template``
-schema on the tokenizer, which the families' published tokenizers do not all ship yet; where one is
-present, :func:`call_format_for` still names the family format and the same parser applies.
+:func:`call_format_for` picks the parser for a tokenizer: transformers' own response parsing
+(``tokenizer.response_template`` read by ``transformers``' ``parse_response``, transformers >= 5) when the
+tokenizer ships a response template, otherwise the family's format read from its chat template (None:
+GEM tags). The per-family parsers here cover tokenizers without a response template (most published
+ones today).
 """
 
 from __future__ import annotations
@@ -26,7 +27,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CALL_FORMATS", "NativeCall", "call_format_for", "format_instruction", "parse_native_calls"]
+__all__ = [
+    "CALL_FORMATS",
+    "CallParser",
+    "NativeCall",
+    "call_format_for",
+    "format_instruction",
+    "parse_native_calls",
+    "response_template_parser",
+]
 
 
 @dataclass(frozen=True)
@@ -120,8 +129,14 @@ _EXAMPLES = {
 }
 
 
-def parse_native_calls(call_format: str, action: str) -> list[NativeCall]:
-    """The calls in ``action`` written in ``call_format`` (a key of :data:`CALL_FORMATS`)."""
+#: A native-call parser: the action text in, its calls out (what :func:`response_template_parser` returns).
+CallParser = Callable[[str], list[NativeCall]]
+
+
+def parse_native_calls(call_format: str | CallParser, action: str) -> list[NativeCall]:
+    """The calls in ``action`` written in ``call_format`` (a key of :data:`CALL_FORMATS`, or a parser)."""
+    if callable(call_format):
+        return call_format(action)
     try:
         parser = CALL_FORMATS[call_format]
     except KeyError:
@@ -129,13 +144,44 @@ def parse_native_calls(call_format: str, action: str) -> list[NativeCall]:
     return parser(action)
 
 
-def format_instruction(call_format: str, name: str, argument: str) -> str:
+def format_instruction(call_format: str | CallParser, name: str, argument: str) -> str:
     """One line showing how to call tool ``name`` with its main ``argument`` in ``call_format``."""
+    if callable(call_format):
+        return f'your tool-call format, with name "{name}" and arguments {{"{argument}": ...}}'
     return _EXAMPLES[call_format].format(name=name, arg=argument)
 
 
-def call_format_for(tokenizer: Any) -> str | None:
-    """The native call format of the tokenizer's model family, read from its chat template (None: GEM tags)."""
+def response_template_parser(tokenizer: Any) -> CallParser | None:
+    """transformers' response parsing for ``tokenizer`` (its ``response_template``), None if it has none."""
+    spec = getattr(tokenizer, "response_template", None)
+    if spec is None:
+        return None
+    from transformers.utils.chat_parsing.response_parser import parse_response
+
+    anchor = spec.get("start_anchor", "") if isinstance(spec, dict) else ""
+    prefix = anchor[0] if isinstance(anchor, list) else anchor
+
+    def parse(action: str) -> list[NativeCall]:
+        span = (0, len(action))
+        try:
+            message = parse_response(action, spec, prefix=prefix)
+        except ValueError as exc:  # a malformed region (e.g. invalid JSON in a tool call)
+            return [NativeCall("", {}, span, f"tool call could not be parsed: {str(exc).splitlines()[0]}")]
+        calls = []
+        for raw in message.get("tool_calls") or []:
+            function = raw.get("function", raw) if isinstance(raw, dict) else {}
+            calls.append(_load_call(json.dumps(function), span))
+        return calls
+
+    return parse
+
+
+def call_format_for(tokenizer: Any) -> str | CallParser | None:
+    """The tool-call parser for ``tokenizer``: transformers' response parsing when it ships a
+    ``response_template``, else its family's format read from the chat template (None: GEM tags)."""
+    parser = response_template_parser(tokenizer)
+    if parser is not None:
+        return parser
     template = str(getattr(tokenizer, "chat_template", "") or "")
     if "<tool_call>" in template or "<tool_response>" in template:
         return "hermes"

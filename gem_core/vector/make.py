@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -26,6 +27,19 @@ def _build_env(source: str | Callable[..., gym.Env], wrappers: tuple[Wrapper, ..
     for wrap in wrappers:
         env = wrap(env)
     return env
+
+
+def _declares_never_blocking(source: str | Callable[..., gym.Env], wrappers: tuple[Wrapper, ...]) -> bool:
+    """Whether the env class behind ``source`` declares ``blocking = False``, read without building it.
+    A wrapper decides for the env it wraps, so any wrapper counts as blocking."""
+    if wrappers:
+        return False
+    env_class = registry.spec(source).load() if isinstance(source, str) else source
+    return isinstance(env_class, type) and getattr(env_class, "blocking", True) is False
+
+
+def _cpu_count() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def make_vec(
@@ -78,6 +92,12 @@ def make_vec(
             raise TypeError(f"Expected an env id (str) or an env factory (callable), got {source!r}.")
     wrappers = tuple(wrappers)
     env_fns = [functools.partial(_build_env, source, wrappers, dict(env_kwargs)) for source in sources]
+    if backend == "process" and "num_workers" not in (backend_kwargs or {}):
+        # Envs that never wait (the games) are grouped over one worker per CPU: one pipe round trip per
+        # worker and batch instead of per env. Envs that may wait keep a worker each, so their waits
+        # overlap and a fault touches one env only.
+        if all(_declares_never_blocking(source, wrappers) for source in sources):
+            backend_kwargs = {**dict(backend_kwargs or {}), "num_workers": min(len(sources), _cpu_count())}
     return VectorEnv(
         env_fns,
         backend=backend,

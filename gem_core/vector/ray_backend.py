@@ -103,6 +103,7 @@ class RayBackend:
             options["resources"] = dict(resources)
         self._actor_class = ray.remote(_EnvGroup).options(**options)
         self._start_timeout = start_timeout
+        self._asked = f"num_cpus={num_cpus}, resources={dict(resources or {})}"
         self._lock = threading.Lock()
         self._closed = False
         self._stale: dict[int, str] = {}
@@ -120,7 +121,14 @@ class RayBackend:
 
     def _await_ready(self, actors: Any) -> None:
         refs = [self.actors[a].node_id.remote() for a in actors]
-        self._ray.get(refs, timeout=self._start_timeout)
+        try:
+            self._ray.get(refs, timeout=self._start_timeout)
+        except self._ray.exceptions.GetTimeoutError:
+            raise RuntimeError(
+                f"The Ray actors for the envs did not start within start_timeout={self._start_timeout:g} s. Each asks for "
+                f"{self._asked}; the cluster may not have room for {len(refs)} of them: lower num_cpus, raise "
+                "envs_per_actor, or add nodes with those resources."
+            ) from None
 
     def _replace(self, a: int) -> None:
         try:

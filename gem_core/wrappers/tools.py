@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gem_core.env import StepResult
-from gem_core.tools.calls import CALL_FORMATS, format_instruction, parse_native_calls
+from gem_core.tools.calls import CALL_FORMATS, CallParser, format_instruction, parse_native_calls
 from gem_core.tools.tool import Tool, ToolCall, ToolResult
 from gem_core.wrappers.core import Wrapper
 
@@ -61,11 +61,14 @@ class ToolUse(Wrapper):
         add_instructions: append each tool's instruction to the first observation.
         call_format: None (GEM tags, each tool's own syntax) or a native format of
             :data:`gem_core.tools.calls.CALL_FORMATS` (``"hermes"``, ``"llama3_json"``, ``"deepseek_v3"``,
-            ``"mistral"``); pick it from the tokenizer with :func:`gem_core.tools.calls.call_format_for`.
+            ``"mistral"``) or a parser (:func:`gem_core.tools.calls.response_template_parser`); pick it from
+            the tokenizer with :func:`gem_core.tools.calls.call_format_for`.
 
     ``info`` of a tool step holds ``tool_calls`` (one record per call: tool, ok, info) and every step
     holds ``tool_call_count``, the calls made so far in the episode.
     """
+
+    blocking = True  # tool calls wait on subprocesses and servers
 
     def __init__(
         self,
@@ -75,7 +78,7 @@ class ToolUse(Wrapper):
         max_tool_calls: int = 5,
         rewards: ToolRewards | None = None,
         add_instructions: bool = True,
-        call_format: str | None = None,
+        call_format: str | CallParser | None = None,
     ):
         super().__init__(env)
         if not tools:
@@ -85,7 +88,7 @@ class ToolUse(Wrapper):
             raise ValueError(f"ToolUse: tool names must be distinct, got {names}.")
         if max_tool_calls < 0:
             raise ValueError(f"ToolUse(max_tool_calls={max_tool_calls}): expected a number of calls >= 0.")
-        if call_format is not None and call_format not in CALL_FORMATS:
+        if call_format is not None and not callable(call_format) and call_format not in CALL_FORMATS:
             raise ValueError(
                 f"ToolUse(call_format={call_format!r}): expected one of {sorted(CALL_FORMATS)}, or None for GEM tags."
             )
@@ -122,7 +125,7 @@ class ToolUse(Wrapper):
 
     def _from_native(self, call: Any) -> ToolCall:
         if call.error:
-            return ToolCall(call.name or self.call_format or "tool", None, call.span, error=call.error)
+            return ToolCall(call.name or "tool", None, call.span, error=call.error)
         tool = self.tools.get(call.name)
         if tool is None:
             return ToolCall(call.name, None, call.span, error=f"unknown tool {call.name!r}; available: {sorted(self.tools)}")

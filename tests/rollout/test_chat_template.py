@@ -171,3 +171,14 @@ def test_scripted_policy_counts_turns_from_the_prompt(scripted_env):
     second = first + encode(tokenizer, "one") + ct.end_of_turn_ids + ct.observation_ids("b")
     third = second + encode(tokenizer, "two") + ct.end_of_turn_ids + ct.observation_ids("c")
     assert [policy.text_for(p) for p in (first, second, third)] == ["one", "two", "two"]
+
+
+def test_cached_observation_deltas_are_copies_and_equal_a_fresh_render():
+    tokenizer = make_tokenizer("chatml")
+    ct = ChatTemplate(tokenizer)
+    fresh = ChatTemplate(tokenizer)
+    first = ct.observation_ids("Invalid move: expected \\boxed{1}.")
+    first.append(-1)  # the caller owns what it got
+    again = ct.observation_ids("Invalid move: expected \\boxed{1}.")
+    assert again == fresh.observation_ids("Invalid move: expected \\boxed{1}.") and again[-1] != -1
+    assert ct.observation_ids("hi", "tool") != ct.observation_ids("hi")  # the role is part of the key

@@ -50,6 +50,22 @@ class ServerTool(SyncTool):
             ServerTool.live.discard(self)
 
 
+def _live_children() -> int:
+    """Running (not zombie) child processes of this process, read from /proc."""
+    import os
+    from pathlib import Path
+
+    count = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid() and fields[0] != "Z":
+            count += 1
+    return count
+
+
 def test_tools_follow_the_protocol_with_close():
     assert isinstance(ServerTool(), Tool)
     assert callable(Tool.close)
@@ -72,6 +88,7 @@ async def test_hundred_episodes_leave_no_process_or_thread_behind(scripted_env):
     tokenizer = make_tokenizer("chatml")
     policy = ScriptedPolicy(tokenizer, ["<server/>", "done"])
     names_before = {t.name for t in threading.enumerate()}
+    children_before = _live_children()
     trajectories = await run_episodes(
         lambda: ToolUse(scripted_env(rewards=[1.0]), [ServerTool()], add_instructions=False),
         policy,
@@ -81,6 +98,7 @@ async def test_hundred_episodes_leave_no_process_or_thread_behind(scripted_env):
     )
     assert len(trajectories) == 100 and all(t.episode_return == 1.0 and t.num_turns == 2 for t in trajectories)
     assert ServerTool.live == set()  # every tool's process was killed and its thread joined
+    assert _live_children() <= children_before
     # Pool workers (the env pool, the loop's default executor) are reused, bounded and shut down with
     # their owners; anything else still alive after the run is a leak.
     pools = ("gem-env_", "asyncio_", "ThreadPoolExecutor")
@@ -123,11 +141,17 @@ def _tokenizer_with(template):
 
 async def test_template_error_mid_episode_is_a_truncation_and_does_not_poison_the_cache(monkeypatch, scripted_env):
     """A template that stamps the time itself (no date_string to freeze) changes under the episode."""
+    import datetime as dt
+
     import transformers.utils.chat_template_utils as ctu
 
-    from test_model_families import _Clock
+    class _Clock:
+        current = dt.datetime(2026, 3, 14, 23, 59)
 
-    _Clock.current = _Clock.current.replace(hour=23, minute=59)
+        @classmethod
+        def now(cls, tz=None):
+            return cls.current
+
     monkeypatch.setattr(ctu, "datetime", _Clock)
     template = "{{ strftime_now('%H:%M') }}" + make_tokenizer("chatml").chat_template
     tokenizer = _tokenizer_with(template)

@@ -42,6 +42,14 @@ def calls_in(call_format: str | None, expression: str) -> str:
         return 'Let me compute.\n<tool_call>\n' + json.dumps({"name": "calc", "arguments": arguments}) + "\n</tool_call>"
     if call_format == "llama3_json":
         return json.dumps({"name": "calc", "parameters": arguments})
+    if call_format == "deepseek_v3":
+        return (
+            "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>calc\n```json\n"
+            + json.dumps(arguments)
+            + "\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
+        )
+    if call_format == "mistral":
+        return "[TOOL_CALLS] " + json.dumps([{"name": "calc", "arguments": arguments}])
     raise AssertionError(call_format)
 
 
@@ -49,14 +57,26 @@ def encode(tokenizer, text):
     return list(tokenizer.encode(text, add_special_tokens=False))
 
 
-CASES = [("qwen2.5", None), ("qwen2.5", "hermes"), ("llama-3.1", "llama3_json"), ("llama-3.1", None)]
+CASES = [
+    ("qwen2.5", None),
+    ("qwen2.5", "hermes"),
+    ("qwen3-thinking", "hermes"),
+    ("qwen3-no-thinking", "hermes"),
+    ("qwen3-2507-thinking", "hermes"),
+    ("llama-3.1", "llama3_json"),
+    ("llama-3.1", None),
+    ("llama-3.2", "llama3_json"),
+    ("deepseek-v3", "deepseek_v3"),
+    ("mistral-v0.3", "mistral"),
+    ("gemma-3", None),
+]
 
 
 @pytest.mark.parametrize(("family_name", "call_format"), CASES)
 async def test_tool_episode_same_rewards_in_every_call_format(family_name, call_format, scripted_env):
     family = FAMILIES[family_name]
     tokenizer = family_tokenizer(family_name)
-    ct = ChatTemplate(tokenizer)
+    ct = ChatTemplate(tokenizer, chat_template_kwargs=family.kwargs)
     env = ToolUse(scripted_env(rewards=[1.0]), [CalcTool()], call_format=call_format, add_instructions=False)
     session = EpisodeSession(env, tokenizer, chat_template=ct)
     await session.start(seed=0)
@@ -69,7 +89,7 @@ async def test_tool_episode_same_rewards_in_every_call_format(family_name, call_
     # tool result in the family's tool role for native calls and a user turn for GEM tags.
     role = "tool" if call_format else "user"
     messages = [{"role": "user", "content": "start 0"}, {"role": "assistant", "content": call_action}, {"role": role, "content": "42"}]
-    full = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    full = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **family.kwargs)
     marker = call_action.strip() + family.end_of_turn
     assert step.observation_ids == encode(tokenizer, full[full.rindex(marker) + len(marker) :])
     delta = tokenizer.decode(step.observation_ids)
@@ -77,6 +97,10 @@ async def test_tool_episode_same_rewards_in_every_call_format(family_name, call_
         assert "<tool_response>\n42\n</tool_response>" in delta
     elif call_format == "llama3_json":
         assert "ipython<|end_header_id|>\n\n42" in delta
+    elif call_format == "deepseek_v3":
+        assert "<｜tool▁output▁begin｜>42<｜tool▁output▁end｜>" in delta
+    elif call_format == "mistral":
+        assert '[TOOL_RESULTS] {"content": 42}[/TOOL_RESULTS]' in delta
     answer_ids = encode(tokenizer, "The answer is 42.") + ct.end_of_turn_ids
     await session.step(answer_ids)
     traj = session.trajectory()
@@ -149,3 +173,27 @@ class _Env(Env):
 
     def step(self, action):
         return "done", float(action.strip() == "42"), True, False, {}
+
+
+async def test_transformers_response_template_is_preferred_when_the_tokenizer_ships_one(scripted_env):
+    """A tokenizer with a ``response_template`` is parsed by transformers' ``parse_response``: same episode."""
+    import copy
+
+    tokenizer = copy.copy(family_tokenizer("qwen2.5"))
+    tokenizer.response_template = {
+        "start_anchor": "<|im_start|>assistant\n",
+        "fields": {"content": {}, "tool_calls": {"open": "<tool_call>", "close": "</tool_call>", "content": "json", "repeats": True}},
+    }
+    parser = call_format_for(tokenizer)
+    assert callable(parser)
+    [call] = parser(calls_in("hermes", "6*7"))
+    assert (call.name, call.arguments) == ("calc", {"expression": "6*7"})
+    assert "could not be parsed" in parser("<tool_call>{bad</tool_call>")[0].error
+    ct = ChatTemplate(tokenizer)
+    env = ToolUse(scripted_env(rewards=[1.0]), [CalcTool()], call_format=parser, add_instructions=False)
+    session = EpisodeSession(env, tokenizer, chat_template=ct)
+    await session.start(seed=0)
+    step = await session.step(encode(tokenizer, calls_in("hermes", "6*7")) + ct.end_of_turn_ids)
+    assert step.observation == "42" and "<tool_response>\n42\n</tool_response>" in tokenizer.decode(step.observation_ids)
+    await session.step(encode(tokenizer, "42") + ct.end_of_turn_ids)
+    assert session.trajectory().rewards == [0.0, 1.0]
