@@ -288,3 +288,15 @@ def test_minesweeper_placement_check_agrees_with_the_first_version():
         assert verdict == reference_clearable_by_logic(first, mines), (first, mines.astype(int))
         verdicts.append(verdict)
     assert 0 < sum(verdicts) < len(verdicts)  # both verdicts occur, so the comparison means something
+
+
+def test_2048_legal_moves_are_the_moves_whose_slide_changes_the_board():
+    from gem_core.envs.game.game_2048 import DIRECTIONS, slide
+
+    rng = np.random.default_rng(23)
+    env = Game2048(size=4, target=2048)
+    env.reset(seed=0)
+    for _ in range(2000):
+        env.board = rng.choice([0, 0, 0, 2, 2, 4, 8, 16], size=(4, 4))
+        by_sliding = [d for d in DIRECTIONS if not np.array_equal(slide(env.board, d)[0], env.board)]
+        assert env.legal_moves() == by_sliding, env.board
