@@ -302,3 +302,13 @@ def test_2048_legal_moves_are_the_moves_whose_slide_changes_the_board():
         env.board = rng.choice([0, 0, 0, 2, 2, 4, 8, 16], size=(4, 4))
         by_sliding = [d for d in DIRECTIONS if not np.array_equal(slide(env.board, d)[0], env.board)]
         assert env.legal_moves() == by_sliding, env.board
+
+
+def test_mastermind_pegs_match_the_multiset_definition():
+    from collections import Counter
+
+    rng = np.random.default_rng(23)
+    for _ in range(2000):
+        guess, code = (tuple(int(v) for v in rng.integers(1, 9, size=5)) for _ in range(2))
+        black = sum(g == c for g, c in zip(guess, code))
+        assert score_code(guess, code) == (black, sum((Counter(guess) & Counter(code)).values()) - black)
