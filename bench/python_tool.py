@@ -4,7 +4,9 @@ For two snippets (``print(1+1)`` and a small numpy computation) it prints p50/p9
 
 - ``cold python -c``: a fresh unsandboxed interpreter per call (what a naive tool pays);
 - ``sandbox, no pool``: a fresh bubblewrap sandbox per call, started on demand;
-- ``sandbox, warm pool``: the default path of :func:`gem_core.tools.sandbox.run_python`;
+- ``sandbox, warm workers``: sandboxes started ahead of time, one per call (``SandboxConfig(zygote=False)``);
+- ``sandbox, zygote``: the default path of :func:`gem_core.tools.sandbox.run_python` in bwrap mode, one
+  sandbox whose interpreter forks each call into namespaces of its own;
 
 each sequentially and with 8 concurrent callers, and the ratio to the cold subprocess. Each caller
 pauses ``--gap`` seconds between calls, as an agent does while the model writes its next turn (the pool
@@ -13,8 +15,9 @@ refills in that time); ``--gap 0`` measures back-to-back calls, where every call
 First it prints where a worker's start-up goes, each part timed alone (p50 of ``--calls`` runs):
 ``bwrap`` (namespaces, mounts and seccomp around ``/bin/true``), the interpreter with and without
 ``site`` (``-I`` vs ``-I -S``: the ``.pth`` hooks, an editable install's among them, that workers skip),
-a whole worker start (bwrap + interpreter + preloads, until it reports ready), and the per-call part of
-a warm worker (hand over the snippet, the supervisor forks the child that runs it, collect the status).
+a whole worker start (bwrap + interpreter + preloads, until it reports ready), the per-call part of
+a warm worker (hand over the snippet, the supervisor forks the child that runs it, collect the status),
+and a zygote call (three forks, new namespaces and mounts, the snippet, the status).
 
     python bench/python_tool.py [--calls 30] [--concurrency 8] [--gap 0.2] [--mode bwrap]
 """
@@ -112,6 +115,12 @@ def startup_parts(mode: str, calls: int) -> None:
         ("worker start, numpy preloaded", p50_ms(worker_start(("numpy",)), calls)),
         ("warm worker: fork + run print(1+1)", statistics.median(warm_calls[1:]) * 1e3),
     ]
+    if mode == "bwrap":
+        zygote = SandboxPool(mode, SandboxConfig(pool_size=1, preload=()))
+        try:
+            parts.append(("zygote call: forks + run print(1+1)", p50_ms(lambda: zygote.run("print(1+1)"), calls)))
+        finally:
+            zygote.close()
     print(f"{'start-up part':<42} {'p50 ms':>8}")
     for name, value in parts:
         print(f"{name:<42} {value:>8.1f}")
@@ -128,7 +137,8 @@ def main() -> None:
     args = parser.parse_args()
     mode = resolve_mode(args.mode)
 
-    warm = SandboxPool(mode, SandboxConfig(pool_size=args.pool_size))
+    warm = SandboxPool(mode, SandboxConfig(pool_size=args.pool_size, zygote=False))
+    zygote = SandboxPool(mode, SandboxConfig(pool_size=args.pool_size))
     unpooled = SandboxPool(mode, SandboxConfig(pool_size=0, preload=()))
 
     def cold(code: str) -> Callable[[], None]:
@@ -143,7 +153,7 @@ def main() -> None:
 
     print(f"mode={mode} calls={args.calls} concurrency={args.concurrency} gap={args.gap}s pool_size={args.pool_size}")
     startup_parts(mode, args.calls)
-    header = f"{'snippet':<11} {'callers':>7}  {'runner':<20} {'p50 ms':>8} {'p95 ms':>8} {'p50 vs cold':>12}"
+    header = f"{'snippet':<11} {'callers':>7}  {'runner':<22} {'p50 ms':>8} {'p95 ms':>8} {'p50 vs cold':>12} {'calls/s':>8}"
     print(header)
     print("-" * len(header))
     try:
@@ -152,18 +162,26 @@ def main() -> None:
                 rows = [
                     ("cold python -c", cold(code)),
                     ("sandbox, no pool", sandboxed(unpooled, code)),
-                    ("sandbox, warm pool", sandboxed(warm, code)),
+                    ("sandbox, warm workers", sandboxed(warm, code)),
                 ]
+                if mode == "bwrap":
+                    rows.append(("sandbox, zygote", sandboxed(zygote, code)))
                 baseline = None
                 for runner, call in rows:
-                    if runner == "sandbox, warm pool":
+                    if runner == "sandbox, warm workers":
                         time.sleep(2.0)  # let the pool refill between measurements, as between turns
+                    began = time.perf_counter()
                     latencies = measure(call, args.calls, concurrency, args.gap)
+                    rate = args.calls / (time.perf_counter() - began)
                     p50, p95 = statistics.median(latencies), percentile(latencies, 0.95)
                     baseline = baseline or p50
-                    print(f"{name:<11} {concurrency:>7}  {runner:<20} {p50 * 1e3:>8.1f} {p95 * 1e3:>8.1f} {p50 / baseline:>11.2f}x")
+                    print(
+                        f"{name:<11} {concurrency:>7}  {runner:<22} {p50 * 1e3:>8.1f} {p95 * 1e3:>8.1f} "
+                        f"{p50 / baseline:>11.2f}x {rate:>8.1f}"
+                    )
     finally:
         warm.close()
+        zygote.close()
         unpooled.close()
 
 

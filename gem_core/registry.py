@@ -18,7 +18,7 @@ from typing import Any
 
 from gem_core.env import Env
 
-__all__ = ["EnvSpec", "register", "make", "spec", "list_envs", "UnknownEnvError", "ENV_ID_PATTERN"]
+__all__ = ["EnvSpec", "register", "register_alias", "aliases", "make", "spec", "list_envs", "UnknownEnvError", "ENV_ID_PATTERN"]
 
 ENV_ID_PATTERN = re.compile(r"^(?P<category>[a-z][a-z0-9_]*):(?P<name>[A-Za-z0-9_.+\-]+)$")
 
@@ -63,6 +63,21 @@ class EnvSpec:
 
 
 _REGISTRY: dict[str, EnvSpec] = {}
+#: Other names for registered ids (upstream GEM's, mostly); :func:`spec` resolves them silently.
+_ALIASES: dict[str, str] = {}
+
+# Upstream GEM's ids (github.com/axon-rl/gem, gem/envs/__init__.py) that name an env shipped here under
+# another id. Upstream ids with no matching env or dataset loader here (eval:AMC, eval:Minerva,
+# eval:OlympiadBench, eval:CodeContest, code:*, game:WikiGame-*, game:Game2048-v0-extreme-hard,
+# the -random variants of GuessTheNumber and Wordle) are not aliased: `make` names the closest ids.
+UPSTREAM_ALIASES: dict[str, str] = {
+    **{f"game:TowerofHanoi-v0{v}": f"game:TowerOfHanoi-v0{v}" for v in ("", "-easy", "-hard", "-random")},
+    **{f"game:Game2048-v0{v}": f"game:2048-v0{v}" for v in ("", "-easy", "-hard", "-random")},
+    "eval:MATH500": "math:MATH-500",
+    "eval:AIME24": "math:AIME24",
+    "eval:QaOpen": "qa:NaturalQuestions-validation",
+    "math:DeepScaleR40K": "math:DeepScaleR",
+}
 _builtins_loaded = False
 _builtins_loading = False
 _lock = threading.RLock()
@@ -109,9 +124,48 @@ def register(id: str, entry_point: EntryPoint, *, sample_kwargs: dict[str, Any] 
     return env_spec
 
 
-def spec(id: str) -> EnvSpec:
-    """The :class:`EnvSpec` registered under ``id``."""
+def register_alias(alias: str, target: str) -> None:
+    """Make ``alias`` another name for the registered id ``target`` (``gem list --aliases`` shows them).
+
+    Raises:
+        ValueError: if ``alias`` is malformed or already an id or alias.
+    """
+    if not ENV_ID_PATTERN.match(alias):
+        raise ValueError(f"Alias {alias!r} is malformed: expected 'category:Name-vN[-variant]'.")
+    if alias in _REGISTRY or alias in _ALIASES:
+        raise ValueError(f"{alias!r} is already an env id or an alias; pick another name.")
+    _ALIASES[alias] = target
+
+
+def aliases() -> dict[str, str]:
+    """Every alias and the id it names, sorted by alias (upstream GEM's ids included)."""
     _load_builtin_envs()
+    _register_upstream_aliases()
+    return dict(sorted(_ALIASES.items()))
+
+
+def _register_upstream_aliases() -> None:
+    for alias, target in UPSTREAM_ALIASES.items():
+        if alias not in _ALIASES and alias not in _REGISTRY and target in _REGISTRY:
+            _ALIASES[alias] = target
+
+
+def _remote_spec(id: str) -> EnvSpec:
+    """``remote:http://host:port/category:Name``: an env served by ``gem serve`` (see gem_core.remote)."""
+    from gem_core.remote import parse_remote_id
+
+    url, env_id = parse_remote_id(id)
+    return EnvSpec(id=id, entry_point="gem_core.remote:RemoteEnv", kwargs={"url": url, "env_id": env_id})
+
+
+def spec(id: str) -> EnvSpec:
+    """The :class:`EnvSpec` registered under ``id`` (or an alias of it, or a ``remote:URL/ID``)."""
+    if id.startswith("remote:"):
+        return _remote_spec(id)
+    _load_builtin_envs()
+    if id not in _REGISTRY:
+        _register_upstream_aliases()
+        id = _ALIASES.get(id, id)
     try:
         return _REGISTRY[id]
     except KeyError:
@@ -126,6 +180,17 @@ def spec(id: str) -> EnvSpec:
 def make(id: str, **overrides: Any) -> Env:
     """Build the env registered as ``id``; ``overrides`` replace its registered kwargs."""
     return spec(id).make(**overrides)
+
+
+def import_env_modules(modules: list[str]) -> None:
+    """Import modules (dotted names or ``.py`` paths) that register envs: ``gem check/serve --import``."""
+    import runpy
+
+    for module in modules:
+        if module.endswith(".py"):
+            runpy.run_path(module, run_name="gem_env_module")
+        else:
+            importlib.import_module(module)
 
 
 def list_envs(pattern: str | None = None) -> list[str]:

@@ -12,6 +12,8 @@ Backends:
 - ``process``: the envs in worker processes, grouped several per worker (CPU-heavy pure-Python envs).
   A worker that dies is replaced by a fresh one built from the same builders.
 - ``async``: the envs in this process, driven by ``asyncio.gather`` over ``env.astep``/``env.areset``.
+- ``ray``: the envs as Ray actors on a cluster (``pip install "gem[ray]"``; see
+  :mod:`gem_core.vector.ray_backend`).
 
 On ``sync``, ``thread`` and ``async``, envs that declare ``blocking = False`` (the games) are called
 inline, without a thread or task hop. Every backend takes ``step_timeout`` and has a ``close(timeout)``
@@ -20,10 +22,10 @@ that is safe during a batch.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from gem_core.vector.calls import EnvCall
+from gem_core.vector.calls import EnvBuilder, EnvCall
 from gem_core.vector.in_process import AsyncBackend, SyncBackend, ThreadBackend
 from gem_core.vector.process import ProcessBackend
 
@@ -43,9 +45,17 @@ class Backend(Protocol):
     def close(self, timeout: float | None = None) -> None: ...
 
 
-BACKENDS: dict[str, type] = {
+def _ray_backend(env_fns: Sequence[EnvBuilder], **kwargs: Any) -> Backend:
+    # Imported on use: Ray is an optional dependency and slow to import.
+    from gem_core.vector.ray_backend import RayBackend
+
+    return RayBackend(env_fns, **kwargs)
+
+
+BACKENDS: dict[str, Callable[..., Backend]] = {
     "sync": SyncBackend,
     "thread": ThreadBackend,
     "process": ProcessBackend,
     "async": AsyncBackend,
+    "ray": _ray_backend,
 }

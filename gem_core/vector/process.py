@@ -1,8 +1,9 @@
 """The ``process`` backend: envs in worker processes, several envs per worker.
 
-Each worker hosts a group of envs (env ``i`` lives in worker ``i % num_workers``; by default one worker
-per CPU) and runs a whole group's calls per message, so a batch costs one pipe round trip per worker,
-not per env.
+Each worker hosts a group of envs (env ``i`` lives in worker ``i % num_workers``) and runs a whole
+group's calls per message, so a batch costs one pipe round trip per worker, not per env. The default
+is one worker per env (waits overlap, a fault touches one env); :func:`~gem_core.vector.make_vec`
+groups envs that declare ``blocking = False`` (the games) over one worker per CPU.
 
 Faults, each ending only the episodes it touches (``truncated`` with ``info["error"]``):
 
@@ -28,6 +29,7 @@ import multiprocessing as mp
 import multiprocessing.connection
 import os
 import pickle
+import select
 import signal
 import sys
 import threading
@@ -194,7 +196,7 @@ class ProcessBackend:
         env_fns: one builder per env.
         context: a multiprocessing start method (default ``fork`` on Linux, else ``spawn``).
         start_timeout: seconds a worker may take to build its envs.
-        num_workers: worker processes (default: one per CPU, at most one per env).
+        num_workers: worker processes (default: one per env).
         step_timeout: seconds a step or reset may run.
         recycle_after_steps: replace a worker after it has run this many steps (summed over its envs).
         max_worker_memory_mb: replace a worker whose resident memory exceeds this (Linux ``/proc``).
@@ -212,7 +214,7 @@ class ProcessBackend:
     ):
         self._builders = list(env_fns)
         self.num_envs = len(self._builders)
-        count = num_workers or min(self.num_envs, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+        count = num_workers or self.num_envs
         if not 1 <= count <= self.num_envs:
             raise ValueError(f"num_workers must be between 1 and the number of envs ({self.num_envs}), got {num_workers}.")
         if recycle_after_steps is not None and recycle_after_steps < 1:
@@ -350,34 +352,36 @@ class ProcessBackend:
             for w in pending:
                 timed = sum(1 for _, call in sent[w] if not isinstance(call, Call))
                 deadlines[w] = now + self.step_timeout * max(timed, 1) + _KILL_GRACE
+        # A select.poll built once per batch (mp.connection.wait builds a selector on every call).
+        poller = select.poll()
+        owner_of: dict[int, int] = {self._wake_reader.fileno(): -1}
+        for w in pending:
+            worker = self.workers[w]
+            assert worker is not None
+            for fd in (worker.conn.fileno(), worker.process.sentinel):
+                owner_of[fd] = w
+                poller.register(fd, select.POLLIN)
+        poller.register(self._wake_reader.fileno(), select.POLLIN)
         while pending:
-            waitables: dict[Any, int] = {self._wake_reader: -1}
-            for w in pending:
-                worker = self.workers[w]
-                assert worker is not None
-                waitables[worker.conn] = w
-                waitables[worker.process.sentinel] = w
             timeout = None if not deadlines else max(0.0, min(deadlines[w] for w in pending) - time.monotonic())
-            ready = mp.connection.wait(list(waitables), timeout)
-            if self._wake_reader in ready:  # close() gave up waiting
+            ready = {owner_of[fd] for fd, _ in poller.poll(None if timeout is None else timeout * 1000)}
+            if -1 in ready:  # close() gave up waiting
                 for w in pending:
                     for i, _ in sent[w]:
                         results[i] = Failure(CLOSED)
                 return
             for w in [w for w in pending if deadlines and deadlines[w] <= time.monotonic()]:
                 if not self.workers[w].conn.poll():  # type: ignore[union-attr]
-                    pending.discard(w)
+                    ready.discard(w)
+                    self._forget(poller, w, pending)
                     lost_workers[w] = TIMEOUT  # stuck where SIGALRM could not interrupt it: killed
-            for handle in ready:
-                w = waitables[handle]
-                if w not in pending:
-                    continue
+            for w in ready & pending:
                 worker = self.workers[w]
                 assert worker is not None
                 if not worker.conn.poll() and worker.process.is_alive():
                     continue
                 status, payload = self._receive(worker)
-                pending.discard(w)
+                self._forget(poller, w, pending)
                 if status != "ok":
                     lost_workers[w] = self._died(w, payload)
                     continue
@@ -387,7 +391,16 @@ class ProcessBackend:
                     else:
                         results[i] = Failure(value, env_replaced=outcome == "replaced")
 
+    def _forget(self, poller: select.poll, w: int, pending: set[int]) -> None:
+        pending.discard(w)
+        worker = self.workers[w]
+        assert worker is not None
+        for fd in (worker.conn.fileno(), worker.process.sentinel):
+            poller.unregister(fd)
+
     def _maybe_recycle(self, w: int, batch: list[tuple[int, EnvCall]]) -> None:
+        if self._recycle_after_steps is None and self._max_memory_mb is None:
+            return
         worker = self.workers[w]
         assert worker is not None
         worker.steps += sum(1 for _, call in batch if isinstance(call, Step))

@@ -37,7 +37,7 @@ def _parse_autoreset_mode(mode: AutoresetMode | str) -> AutoresetMode:
 
 
 class VectorEnv(gym.vector.VectorEnv):
-    """A batch of text envs run by one backend (``sync``, ``thread``, ``process`` or ``async``).
+    """A batch of text envs run by one backend (``sync``, ``thread``, ``process``, ``async`` or ``ray``).
 
     Usually built with :func:`make_vec`. ``step``/``reset`` block; ``astep``/``areset`` are the same
     operations for code already inside an event loop (native for the ``async`` backend, a worker

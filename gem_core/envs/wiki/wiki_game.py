@@ -91,6 +91,7 @@ class WikiGame(Env):
         graph_file: a link graph in the shipped format (default: the shipped graph).
     """
 
+    blocking = False  # quick pure-Python steps: stepped inline, never via a thread
     max_return = 1.0
 
     def __init__(self, min_distance: int = 2, max_distance: int = 3, max_turns: int = 8, graph_file: str | None = None):

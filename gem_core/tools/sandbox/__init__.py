@@ -10,9 +10,11 @@ Model-written code is hostile until proven otherwise, so a snippet runs:
 - under resource limits: wall time (the host kills the sandbox), CPU time, address space per process,
   memory of all its processes together (:mod:`.accounting`), processes, file size and open files, and
   a cap on the bytes of output read back;
-- in a worker that was started ahead of time (interpreter start-up and ``numpy`` import already paid)
-  and is used for exactly one snippet, then discarded (:mod:`.pool`); the worker's supervisor, which
-  the snippet cannot reach, reports how it ended (:mod:`.worker`, :mod:`.in_sandbox`).
+- forked from a zygote (:mod:`.zygote`): one sandbox per pool whose interpreter (``numpy`` already
+  imported) forks each call into namespaces of its own with a fresh ``/tmp``, so a call costs forks, not
+  a sandbox and an interpreter start; the call's PID 1, which the snippet cannot reach, reports how it
+  ended (:mod:`.in_sandbox`). ``SandboxConfig(zygote=False)`` keeps sandboxes started ahead of time
+  instead, one per snippet (:mod:`.worker`, :mod:`.pool`), as ``process`` mode always does.
 
 When bubblewrap is not usable, :func:`run_python` refuses to run (:class:`SandboxUnavailableError`)
 unless the caller explicitly picks the weaker ``mode="process"`` (or sets ``GEM_SANDBOX=process``): a

@@ -118,7 +118,11 @@ class SandboxConfig:
     #: Modules each worker imports before it is ready (skipped if not installed), so snippets using them
     #: do not pay the import.
     preload: tuple[str, ...] = ("numpy",)
-    #: Workers kept started and waiting.
+    #: Workers kept started and waiting (``process`` mode, or bwrap with ``zygote=False``); 0 starts a
+    #: fresh sandbox for every snippet.
     pool_size: int = 4
+    #: bwrap mode with ``pool_size > 0``: one zygote sandbox forks every call (see
+    #: :mod:`gem_core.tools.sandbox.zygote`) instead of a sandbox started per call.
+    zygote: bool = True
     #: The Python interpreter to run snippets with (default: the current one, with its packages).
     python: str = sys.executable

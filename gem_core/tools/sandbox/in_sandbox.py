@@ -264,5 +264,177 @@ def _exit_status(code):
     return 1
 
 
+# --------------------------------------------------------------------------------------------------
+# Zygote: one long-lived sandbox whose initialised interpreter forks a fresh call per snippet.
+
+_CLONE_NEWNS, _CLONE_NEWIPC, _CLONE_NEWPID, _CLONE_NEWNET = 0x00020000, 0x08000000, 0x20000000, 0x40000000
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 2, 4, 8, 16384, 1 << 18
+_PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
+
+
+def _libc():
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result, what):
+    if result != 0:
+        import ctypes
+
+        code = ctypes.get_errno()
+        raise OSError(code, f"{what}: {os.strerror(code)}")
+
+
+def _mount(libc, source, target, fstype, flags, data):
+    def raw(text):
+        return None if text is None else text.encode()
+
+    _check(libc.mount(raw(source), raw(target), raw(fstype), flags, raw(data)), "mount " + target)
+
+
+def _drop_capabilities(libc):
+    """Empty every capability set (the zygote's CAP_SYS_ADMIN in the sandbox's user namespace)."""
+    import ctypes
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+    _check(libc.capset(ctypes.byref(Header(0x20080522, 0)), (Data * 2)()), "capset")
+
+
+def _load_seccomp(libc, program):
+    """Put this process (and all it starts) under the compiled filter; no way back."""
+    import ctypes
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    buffer = ctypes.create_string_buffer(program, len(program))
+    filter_program = Program(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
+    _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    _check(libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(filter_program), 0, 0), "seccomp")
+
+
+def zygote_main():
+    """argv: ``zygote CONTROL_FD SECCOMP_FD PRELOAD SITE_DIRS``. Reads the seccomp program, imports the
+    preloads, says ``R`` on the control socket, then forks one call per message received (each message
+    carries the call's request, stdout, stderr and status pipes). It never runs snippet code itself."""
+    import socket
+
+    control_fd, seccomp_fd, preload, site_dirs = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+    program = b""
+    while True:
+        chunk = os.read(seccomp_fd, 65536)
+        if not chunk:
+            break
+        program += chunk
+    _close_inherited_fds({control_fd})
+    _prctl(_PR_SET_DUMPABLE, 0)
+    sys.path.extend(filter(None, site_dirs.split(os.pathsep)))
+    for name in filter(None, preload.split(",")):
+        try:
+            __import__(name)
+        except Exception:
+            pass
+    libc = _libc()
+    control = socket.socket(fileno=control_fd)
+    control.sendall(b"R")
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(control, 1, 4)
+        except OSError:
+            break
+        if not message:
+            break  # the host closed the pool
+        _reap()
+        if len(fds) != 4:
+            for fd in fds:
+                os.close(fd)
+            continue
+        pid = os.fork()
+        if pid == 0:
+            try:
+                control.close()  # nothing a call can reach leads back to the zygote
+                _serve_call(libc, fds, program)
+            except BaseException:
+                traceback.print_exc()
+            os._exit(70)
+        for fd in fds:
+            os.close(fd)
+    os._exit(0)
+
+
+def _reap():
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _loopback_up():
+    """A call's own network namespace has only ``lo``, down: bring it up (no other interface exists)."""
+    import fcntl
+    import socket
+    import struct
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        flags = struct.unpack("16sH", fcntl.ioctl(probe, 0x8913, struct.pack("16sH14x", b"lo", 0))[:18])[1]
+        fcntl.ioctl(probe, 0x8914, struct.pack("16sH14x", b"lo", flags | 0x1 | 0x40))  # IFF_UP | IFF_RUNNING
+
+
+def _serve_call(libc, fds, seccomp_program):
+    """One call: new mount, PID, IPC and network namespaces with a fresh /tmp, an init that reports the status,
+    and the snippet's process with no capabilities (as root: its own uid), under the seccomp filter."""
+    request_fd, out_fd, err_fd, status_fd = fds
+    os.setsid()
+    os.write(status_fd, json.dumps({"zpid": os.getpid()}).encode() + b"\n")
+    with os.fdopen(request_fd, "rb") as stream:
+        size = int(stream.readline())
+        request = json.loads(stream.read(size))
+    os.dup2(out_fd, 1)
+    os.dup2(err_fd, 2)
+    os.close(out_fd)
+    os.close(err_fd)
+    _check(libc.unshare(_CLONE_NEWNS | _CLONE_NEWPID | _CLONE_NEWIPC | _CLONE_NEWNET), "unshare")
+    _loopback_up()
+    _mount(libc, None, "/", None, _MS_REC | _MS_PRIVATE, None)
+    options = f"size={int(request.pop('tmp_bytes'))},nr_inodes={int(request.pop('tmp_files'))},mode=1777"
+    for target in ("/tmp", "/dev/shm"):
+        _mount(libc, "tmpfs", target, "tmpfs", _MS_NOSUID | _MS_NODEV, options)
+    uid = int(request.pop("uid", 0))
+    cap = int(request.pop("max_returned_bytes"))
+    init = os.fork()
+    if init == 0:  # PID 1 of the call: when it exits, the kernel kills everything the snippet left
+        _mount(libc, "proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None)
+        report_read, report_write = os.pipe()
+        child = os.fork()
+        if child == 0:
+            os.close(status_fd)
+            os.close(report_read)
+            os.setsid()
+            if uid:
+                _drop_privileges(uid)
+            _drop_capabilities(libc)  # as root, setuid left the inheritable set: empty it too
+            _load_seccomp(libc, seccomp_program)
+            _run_snippet(request, report_write, 0)
+        os.close(report_write)
+        status = _supervise(child, report_read, cap)
+        os.write(status_fd, json.dumps(status).encode() + b"\n")
+        os._exit(0)
+    os.close(status_fd)
+    os.waitpid(init, 0)
+    os._exit(0)
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["zygote"]:
+        zygote_main()
+    else:
+        main()

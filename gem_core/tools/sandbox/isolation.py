@@ -116,10 +116,10 @@ class BwrapLaunch:
     """A bwrap command whose arguments and seccomp program wait in pipes: pass :attr:`fds` to the child
     and call :meth:`close` once it started."""
 
-    def __init__(self, bwrap: str, arguments: list[str], seccomp_program: bytes):
+    def __init__(self, bwrap: str, arguments: list[str], seccomp_program: bytes | None):
         self.fds: list[int] = []
-        seccomp_fd = self._pipe_with(seccomp_program)
-        arguments = [*arguments, "--seccomp", str(seccomp_fd)]
+        if seccomp_program is not None:
+            arguments = [*arguments, "--seccomp", str(self._pipe_with(seccomp_program))]
         args_fd = self._pipe_with(b"".join(a.encode() + b"\0" for a in arguments))
         self.command = [bwrap, "--args", str(args_fd)]
 
@@ -140,18 +140,22 @@ class BwrapLaunch:
         self.fds = []
 
 
-def _arguments(config: SandboxConfig, privileged: bool) -> list[str]:
+def _arguments(config: SandboxConfig, privileged: bool, zygote: bool) -> list[str]:
     """The bwrap arguments that isolate one worker.
 
     Unprivileged, bwrap builds a user namespace and the snippet keeps the caller's uid, mapped: process
     limits then count the sandbox's processes only. As root it skips the user namespace (so the
     worker can run the snippet as a fresh uid that root's exemption from process limits does not cover).
+    A zygote keeps CAP_SYS_ADMIN and CAP_NET_ADMIN to give each call its own mount, PID, IPC and network
+    namespaces; the calls drop them (and load the seccomp filter) before any snippet code runs.
     """
     namespaces = ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if privileged:
         namespaces += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     else:
         namespaces += ["--unshare-user"]
+    if zygote:
+        namespaces += ["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_NET_ADMIN"]
     arguments = [*namespaces, "--die-with-parent", "--new-session", "--hostname", "sandbox"]
     for directory in SYSTEM_DIRS:
         arguments += ["--ro-bind-try", directory, directory]
@@ -181,12 +185,15 @@ def _arguments(config: SandboxConfig, privileged: bool) -> list[str]:
     return arguments
 
 
-def bwrap_launch(config: SandboxConfig, privileged: bool) -> BwrapLaunch:
-    """The bwrap prefix of a worker's command (append the program and its arguments to ``.command``)."""
+def bwrap_launch(config: SandboxConfig, privileged: bool, zygote: bool = False) -> BwrapLaunch:
+    """The bwrap prefix of a worker's command (append the program and its arguments to ``.command``).
+
+    A zygote's sandbox gets no seccomp filter from bwrap: each call loads it itself, after its setup.
+    """
     bwrap = bwrap_binary()
     if bwrap is None:
         raise SandboxUnavailableError("the `bwrap` executable (bubblewrap) is not installed")
-    return BwrapLaunch(bwrap, _arguments(config, privileged), compiled_filter())
+    return BwrapLaunch(bwrap, _arguments(config, privileged, zygote), None if zygote else compiled_filter())
 
 
 def _probe(mode: str, config: SandboxConfig) -> str | None:

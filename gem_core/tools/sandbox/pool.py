@@ -1,5 +1,6 @@
-"""Warm workers: a pool per mode that keeps sandboxes started so a snippet never waits for start-up, and
-:class:`SandboxPools`, the owner of the process-wide pools behind :func:`run_python`.
+"""Warm sandboxes: a pool per mode (a zygote in bwrap mode, else workers started ahead of time) so a
+snippet never waits for start-up, and :class:`SandboxPools`, the owner of the process-wide pools behind
+:func:`run_python`.
 
 Nothing here runs at import: the first :func:`run_python` creates the default :class:`SandboxPools`
 (and registers its ``close`` to run at exit); a pool starts its refill threads on first use. After a
@@ -13,6 +14,7 @@ import asyncio
 import atexit
 import concurrent.futures
 import functools
+import logging
 import math
 import os
 import queue
@@ -20,11 +22,20 @@ import sys
 import threading
 import time
 
-from gem_core.tools.sandbox.config import FunctionCall, SandboxConfig, SandboxResult, pool_size_from_environment
+from gem_core.tools.sandbox.config import (
+    FunctionCall,
+    SandboxConfig,
+    SandboxResult,
+    SandboxUnavailableError,
+    pool_size_from_environment,
+)
 from gem_core.tools.sandbox.isolation import resolve_mode
 from gem_core.tools.sandbox.worker import Worker
+from gem_core.tools.sandbox.zygote import Zygote
 
 __all__ = ["SandboxPool", "SandboxPools", "default_pools", "run_python", "arun_python"]
+
+logger = logging.getLogger("gem.tools.sandbox")
 
 
 class SandboxPool:
@@ -44,8 +55,17 @@ class SandboxPool:
         self._pid = os.getpid()
         self._refillers: list[threading.Thread] = []
         self._starting = 0  # workers being started by the refill threads
+        self._zygote: Zygote | None = None
+        self._zygote_failure: str | None = None
+
+    @property
+    def uses_zygote(self) -> bool:
+        return self.mode == "bwrap" and self.config.zygote and self.config.pool_size > 0
 
     def _after_fork(self) -> None:
+        if self._zygote is not None:
+            self._zygote.forget()
+            self._zygote = None
         while True:
             try:
                 self._ready.get_nowait().forget()
@@ -103,6 +123,22 @@ class SandboxPool:
                 if self._ready.qsize() + self._starting >= self.config.pool_size:
                     self._wanted.clear()
 
+    def zygote(self) -> Zygote:
+        """The pool's zygote, started on first use and again if it died."""
+        if self._pid != os.getpid():
+            self._after_fork()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("This sandbox pool is closed.")
+            if self._zygote is None or not self._zygote.alive():
+                if self._zygote is not None:
+                    self._zygote.close()
+                    self._zygote = None
+                zygote = Zygote(self.config, self.config.preload)
+                zygote.wait_ready()
+                self._zygote = zygote
+            return self._zygote
+
     def acquire(self) -> Worker:
         """A started worker: a waiting one if there is one, else one started now.
 
@@ -141,7 +177,21 @@ class SandboxPool:
             "open_files": self.config.max_open_files,
             "call": None if call is None else {"fn_name": call.fn_name, "args": call.args},
         }
+        if self.uses_zygote and self._zygote_failure is None:
+            for attempt in range(2):  # a zygote that died between two calls is replaced once
+                try:
+                    return self.zygote().run(request, timeout)
+                except SandboxUnavailableError as error:
+                    if attempt or (self._zygote is None and not self._closed):
+                        self._give_up_on_zygote(error)
+                        break
         return self.acquire().run(request, timeout)
+
+    def _give_up_on_zygote(self, error: Exception) -> None:
+        """A zygote cannot run here (its namespaces need more than a sandbox per call): isolate each
+        call in a sandbox of its own instead, with the same guarantees, and say so once."""
+        self._zygote_failure = str(error)
+        logger.warning("The sandbox zygote cannot run here (%s); starting a sandbox per call instead.", error)
 
     def _process_limit(self) -> int:
         if self.mode == "process" and os.geteuid() != 0:
@@ -150,12 +200,16 @@ class SandboxPool:
         return self.config.max_processes
 
     def close(self) -> None:
-        """Stop refilling and kill the waiting workers."""
+        """Stop refilling and kill the waiting workers (and the zygote)."""
         self._closed = True
         self._wanted.set()
         if self._pid != os.getpid():
             self._after_fork()
             return
+        with self._lock:
+            zygote, self._zygote = self._zygote, None
+        if zygote is not None:
+            zygote.close()
         while True:
             try:
                 self._ready.get_nowait().close()

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from gem_core.tools.sandbox.accounting import SandboxMonitor
@@ -130,10 +131,8 @@ class Worker:
     def run(self, request: dict, timeout: float) -> SandboxResult:
         """Hand the snippet over, collect output until it ends, a limit hits or the timeout expires."""
         start = time.monotonic()
-        deadline = start + timeout
         process = self.process
-        config = self.config
-        request = dict(request, max_returned_bytes=config.max_returned_bytes)
+        request = dict(request, max_returned_bytes=self.config.max_returned_bytes)
         payload = json.dumps(request).encode()
         try:
             # Length-prefixed, not ended by EOF: a forked copy of this process may hold the pipe open.
@@ -145,73 +144,122 @@ class Worker:
             process.pid,
             supervisor_depth=2 if self.mode == "bwrap" else 0,
             memory_bytes=int(request["memory_mb"]) * MIB,
-            max_files=config.max_tmp_files if self.mode == "bwrap" else None,
+            max_files=self.config.max_tmp_files if self.mode == "bwrap" else None,
         )
-        output = _OutputCollector(process.stdout.fileno(), process.stderr.fileno(), config.max_output_bytes)
-        status_cap = config.max_returned_bytes * 2 + _STATUS_SLACK  # JSON may escape each byte
-        selector = selectors.DefaultSelector()
-        for fd in output.fds:
-            selector.register(fd, selectors.EVENT_READ)
-        os.set_blocking(self.status_fd, False)
-        selector.register(self.status_fd, selectors.EVENT_READ)
         pidfd = os.pidfd_open(process.pid)
-        selector.register(pidfd, selectors.EVENT_READ)
-        status: dict | None = None
-        status_bytes = bytearray()
-        timed_out = exited = broken = False
-        cap: str | None = None
-        next_sample = start + config.sample_interval
         try:
-            while status is None and not output.over_cap and not exited and not broken and cap is None:
-                now = time.monotonic()
-                if now >= deadline:
-                    timed_out = True
-                    break
-                if now >= next_sample:
-                    cap = monitor.broken_cap()
-                    next_sample = now + config.sample_interval
-                    continue
-                for key, _ in selector.select(min(deadline, next_sample) - now):
-                    if key.fd == pidfd:
-                        exited = True  # ended without a status line (a signal, or bwrap failed)
-                    elif key.fd == self.status_fd:
-                        chunk = _read_some(self.status_fd)
-                        if not chunk:
-                            selector.unregister(self.status_fd)
-                        status_bytes += chunk or b""
-                        if len(status_bytes) > status_cap:
-                            broken = True
-                            break
-                        status = _parse_status(bytes(status_bytes))
-                    elif not output.read(key.fd):
-                        selector.unregister(key.fd)
+            watched = watch(
+                process.stdout.fileno(), process.stderr.fileno(), self.status_fd, pidfd,
+                start + timeout, self.config, lambda _lines: monitor,
+            )
         finally:
-            selector.close()
             os.close(pidfd)
-        # The snippet is done or stopped: take what is already in the pipes, then end the sandbox.
-        for fd in output.fds:
-            output.read(fd, until_empty=True)
         self.kill(monitor.snippet_pids() if self.mode == "process" else [])
+
+        def exit_code_without_status() -> int:
+            code = process.returncode
+            if self.mode == "bwrap" and code > 128:
+                code = -(code - 128)  # bwrap reports death by signal N as 128 + N
+            return code
+
+        result = watched.result(self.mode, start, exit_code_without_status)
+        self.close()
+        return result
+
+
+class Watched:
+    """What :func:`watch` saw of one snippet."""
+
+    def __init__(self, output: _OutputCollector, lines: list[dict], timed_out: bool, cap: str | None):
+        self.output, self.lines, self.timed_out, self.cap = output, lines, timed_out, cap
+        self.status = next((line for line in lines if _is_status(line)), None)
+
+    def result(self, mode: str, start: float, exit_code_without_status: Callable[[], int]) -> SandboxResult:
         returned = None
-        if timed_out:
+        if self.timed_out:
             exit_code, limit = None, "time"
-        elif output.over_cap:
+        elif self.output.over_cap:
             exit_code, limit = None, "output"
-        elif cap is not None:
-            exit_code, limit = None, cap
-        elif status is not None:
-            exit_code, limit = int(status["exit"]), status.get("limit")
-            returned = status.get("returned") if exit_code == 0 and limit is None else None
+        elif self.cap is not None:
+            exit_code, limit = None, self.cap
+        elif self.status is not None:
+            exit_code, limit = int(self.status["exit"]), self.status.get("limit")
+            if limit not in (None, *_LIMITS):
+                limit = None
+            returned = self.status.get("returned") if exit_code == 0 and limit is None else None
+            returned = returned if isinstance(returned, str) else None
             if limit is None and exit_code == -signal.SIGXCPU:
                 limit = "cpu"
         else:
-            exit_code = process.returncode
-            if self.mode == "bwrap" and exit_code > 128:
-                exit_code = -(exit_code - 128)  # bwrap reports death by signal N as 128 + N
+            exit_code = exit_code_without_status()
             limit = "cpu" if exit_code == -signal.SIGXCPU else None
+        output = self.output
         duration = time.monotonic() - start
-        self.close()
-        return SandboxResult(output.text(0), output.text(1), exit_code, timed_out, limit, self.mode, duration, returned)
+        return SandboxResult(output.text(0), output.text(1), exit_code, self.timed_out, limit, mode, duration, returned)
+
+
+def watch(
+    stdout_fd: int,
+    stderr_fd: int,
+    status_fd: int,
+    end_fd: int | None,
+    deadline: float,
+    config: SandboxConfig,
+    monitor_for: Callable[[list[dict]], SandboxMonitor | None],
+) -> Watched:
+    """Read output and status until the status line arrives, ``end_fd`` turns readable (the worker
+    died), the deadline passes, or a cap breaks; ``monitor_for(status lines so far)`` gives the monitor
+    to sample (None until it can be built)."""
+    output = _OutputCollector(stdout_fd, stderr_fd, config.max_output_bytes)
+    status_cap = config.max_returned_bytes * 2 + _STATUS_SLACK  # JSON may escape each byte
+    selector = selectors.DefaultSelector()
+    for fd in output.fds:
+        selector.register(fd, selectors.EVENT_READ)
+    os.set_blocking(status_fd, False)
+    selector.register(status_fd, selectors.EVENT_READ)
+    if end_fd is not None:
+        selector.register(end_fd, selectors.EVENT_READ)
+    status_bytes = bytearray()
+    lines: list[dict] = []
+    timed_out = done = False
+    cap: str | None = None
+    next_sample = time.monotonic() + config.sample_interval
+    try:
+        while not done and not output.over_cap and cap is None:
+            now = time.monotonic()
+            if now >= deadline:
+                timed_out = True
+                break
+            if now >= next_sample:
+                monitor = monitor_for(lines)
+                cap = monitor.broken_cap() if monitor is not None else None
+                next_sample = now + config.sample_interval
+                continue
+            for key, _ in selector.select(min(deadline, next_sample) - now):
+                if key.fd == end_fd:
+                    done = True  # ended without a status line (a signal, or bwrap failed)
+                elif key.fd == status_fd:
+                    chunk = _read_some(status_fd)
+                    if not chunk:
+                        selector.unregister(status_fd)
+                        done = done or chunk == b""
+                    status_bytes += chunk or b""
+                    if len(status_bytes) > status_cap:
+                        done = True  # a supervisor does not say that much: treat it as dead
+                        break
+                    complete, _, rest = bytes(status_bytes).rpartition(b"\n")
+                    if complete:
+                        lines.extend(_parse_lines(complete))
+                        status_bytes = bytearray(rest)
+                        done = done or any(_is_status(line) for line in lines)
+                elif not output.read(key.fd):
+                    selector.unregister(key.fd)
+    finally:
+        selector.close()
+    # The snippet is done or stopped: take what is already in the pipes.
+    for fd in output.fds:
+        output.read(fd, until_empty=True)
+    return Watched(output, lines, timed_out, cap)
 
 
 def _read_some(fd: int) -> bytes | None:
@@ -227,21 +275,21 @@ def _read_some(fd: int) -> bytes | None:
 _LIMITS = ("time", "cpu", "memory", "output", "processes", "file_size", "open_files", "disk")
 
 
-def _parse_status(data: bytes) -> dict | None:
-    """The supervisor's status line, once complete."""
-    if b"\n" not in data:
-        return None
-    try:
-        status = json.loads(data.split(b"\n", 1)[0])
-    except ValueError:
-        return None
-    if not isinstance(status, dict) or not isinstance(status.get("exit"), int):
-        return None
-    if status.get("limit") not in (None, *_LIMITS):
-        status["limit"] = None
-    if not isinstance(status.get("returned"), (str, type(None))):
-        status["returned"] = None
-    return status
+def _parse_lines(data: bytes) -> list[dict]:
+    """The JSON objects among the supervisor's status lines."""
+    found = []
+    for line in data.split(b"\n"):
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            found.append(value)
+    return found
+
+
+def _is_status(line: dict) -> bool:
+    return isinstance(line.get("exit"), int)
 
 
 class _OutputCollector:

@@ -30,6 +30,13 @@ needs_bwrap = pytest.mark.skipif(
     MODE != "bwrap" and not IN_CI, reason="bubblewrap is not usable here (apt-get install -y bubblewrap)"
 )
 
+
+@pytest.fixture
+def bwrap_env_mode() -> str:
+    """The mode hostile programs run in: bubblewrap, or the test fails (it is skipped outside CI above)."""
+    assert MODE == "bwrap", "bubblewrap is not usable here (apt-get install -y bubblewrap)"
+    return MODE
+
 # Reference solutions for the shipped problems, by title.
 SOLUTIONS = {
     "Sum of two integers": "a, b = map(int, input().split())\nprint(a + b)",
@@ -175,7 +182,7 @@ def test_printing_a_fake_call_result_passes_no_test():
 
 
 @needs_bwrap
-def test_reading_the_shipped_answers_scores_nothing():
+def test_reading_the_shipped_answers_scores_nothing(bwrap_env_mode):
     # The program does find the answers where the package's data is on its path (outside the sandbox).
     package_parent = Path(code_envs.__file__).resolve().parents[3]
     done = subprocess.run(
@@ -192,7 +199,7 @@ def test_reading_the_shipped_answers_scores_nothing():
 
 
 @needs_bwrap
-def test_the_result_channel_holds_no_secret_to_steal():
+def test_the_result_channel_holds_no_secret_to_steal(bwrap_env_mode):
     env = make("code:Sample", sandbox_mode=MODE, reward="fraction")
     reset_to(env, "Palindrome check")
     _, reward, _, _, info = env.step(fenced(STEALS_THE_MARKER))
@@ -202,7 +209,7 @@ def test_the_result_channel_holds_no_secret_to_steal():
 @needs_sandbox
 @needs_bwrap
 @pytest.mark.parametrize("name", sorted(HOSTILE))
-def test_hostile_program_scores_zero_and_the_env_keeps_working(env, name):
+def test_hostile_program_scores_zero_and_the_env_keeps_working(env, name, bwrap_env_mode):
     reset_to(env, "Two sum")
     _, reward, terminated, _, info = env.step(fenced(HOSTILE[name]))
     assert reward == 0.0 and terminated and not info["correct"]

@@ -53,6 +53,11 @@ class FaultyEnv(Env):
             raise CustomAbort("abort from the env")
         if action == "hang":
             RELEASE.wait(30)
+        if action == "deaf":  # a hang no signal reaches, as inside a C extension
+            import signal
+
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+            RELEASE.wait(30)
         if action == "leak":
             self.kept.append(bytearray(40 * 2**20))
         self.count += 1
@@ -259,4 +264,16 @@ def test_an_unsendable_answer_in_a_grouped_worker_fails_only_that_env():
     obs, _, _, truncated, infos = vec.step(["a", "odd", "a"])
     assert truncated.tolist() == [False, True, False] and "cannot be sent" in infos["error"][1]
     assert obs[0] == obs[2] == "count 1"
+    vec.close()
+
+
+def test_a_step_that_signals_cannot_interrupt_is_ended_by_killing_its_worker():
+    vec = make_vec(FaultyEnv, num_envs=2, backend="process", step_timeout=0.3, backend_kwargs={"num_workers": 2})
+    vec.reset()
+    pids = vec.backend.worker_pids()
+    obs, _, _, truncated, infos = vec.step(["deaf", "a"])
+    assert truncated.tolist() == [True, False] and infos["error"][0] == "timeout" and obs[1] == "count 1"
+    assert vec.backend.worker_pids()[0] != pids[0] and vec.backend.worker_pids()[1] == pids[1]
+    obs, _, _, truncated, _ = vec.step(["a", "a"])
+    assert obs == ("start", "count 2") and not truncated.any()
     vec.close()

@@ -102,3 +102,14 @@ def test_process_backend_with_one_worker_still_runs_every_env():
     obs, *_ = vec.step(["a"] * 5)
     assert obs == ("ok",) * 5
     vec.close()
+
+
+def test_make_vec_groups_never_blocking_games_per_cpu_and_gives_other_envs_a_worker_each():
+    import os
+
+    games = make_vec("game:GuessTheNumber-v0", num_envs=6, backend="process")
+    assert len(set(games.backend.worker_pids())) == min(6, len(os.sched_getaffinity(0)))
+    games.close()
+    others = make_vec(ThreadRecorder, num_envs=3, backend="process")
+    assert len(set(others.backend.worker_pids())) == 3
+    others.close()
