@@ -110,6 +110,7 @@ class ReasoningGymEnv(Env):
         score_timeout: float | None = 5.0,
     ):
         self.name = name
+        self.env_id = f"rg:{name}"  # also when built without make(): warnings name the dataset
         self.dataset_args = (name, seed, size, config)
         self.dataset = load_procedural_dataset(name, seed=seed, size=size, config=config)
         self.size = len(self.dataset)
@@ -178,7 +179,7 @@ class ReasoningGymEnv(Env):
         info: dict[str, Any] = {"correct": score >= 1.0, "score": score, "answer": answer, "gold": self.entry.get("answer")}
         if error is not None:
             info["error"] = error
-            log_error_once(self, error, f"rg:{self.name} answer {answer[:80]!r}")
+            log_error_once(self, error, f"answer {answer[:80]!r}")
         if self._setup_seconds >= SETUP_REPORTED:
             info["scorer_setup_seconds"] = self._setup_seconds
         return ("Correct." if score >= 1.0 else "Incorrect."), score, True, False, info
