@@ -85,4 +85,16 @@ class TurnCreditGRPOTrainer(GRPOTrainer):
             process_returns=gather_object([flat]), process_index=self.accelerator.process_index,
         )
         output["advantages"] = advantages.to(output["completion_ids"].device)
+        self._log_advantages(advantages, output)
         return output
+
+    def _log_advantages(self, advantages: torch.Tensor, output: dict[str, Any]) -> None:
+        """Replace the stock GRPO advantages TRL logged for this batch (completions table, rich printout)
+        with the ones trained on: each completion's mean advantage over its sampled tokens."""
+        mask = output["completion_mask"].cpu() * output.get("tool_mask", torch.ones_like(output["completion_mask"])).cpu()
+        per_completion = (advantages * mask).sum(1) / mask.sum(1).clamp(min=1)
+        logged = gather_object(per_completion.tolist())
+        logs = self._logs["advantages"]
+        for _ in range(min(len(logged), len(logs))):
+            logs.pop()
+        logs.extend(logged)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gem_adapters.trl.dataset import episode_spec
+from gem_adapters.trl.make_dataset import GEM_KEY, episode_label
 from gem_core.registry import make, spec
 
 __all__ = ["environment_factory", "GemToolEnvironment"]
@@ -38,8 +38,9 @@ class GemToolEnvironment:
 
     def reset(self, **row: Any) -> str | None:
         prompt = row.get("prompt")
-        if isinstance(prompt, list) and prompt and isinstance(prompt[-1], dict) and prompt[-1].get("gem"):
-            env_id, seed, env_kwargs, _ = episode_spec(prompt)
+        if isinstance(prompt, list) and prompt and isinstance(prompt[-1], dict) and prompt[-1].get(GEM_KEY):
+            label, _ = episode_label(prompt)
+            env_id, seed, env_kwargs = label.env_id, label.seed, label.env_kwargs
         elif self.env_id is not None:
             env_id, seed, env_kwargs = self.env_id, row.get("seed"), dict(self.env_kwargs)
         else:

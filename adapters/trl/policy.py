@@ -1,22 +1,25 @@
 """Generation with the trainer's own model: a :class:`gem_core.rollout.Policy` over a ``GRPOTrainer``.
 
 Without vLLM, the trainer's (unwrapped) model samples through the core's ``TransformersPolicy``. With
-``use_vllm=True``, TRL's ``trainer.vllm_generation`` samples; it takes batches (and in server mode is
-a collective call across processes), so :class:`VLLMTrainerPolicy` gathers the turns of all live
-episodes and sends them as one batch per round.
+``use_vllm=True``, TRL's ``trainer.vllm_generation.generate`` samples. In server mode (and colocate
+mode with tensor parallelism) that call is collective: it gathers every rank's prompts, samples them
+together and hands rank ``i`` the slice ``i * len(prompts) .. (i + 1) * len(prompts)``. So every rank
+must call it equally often with equally many prompts, while episodes end at different turns on
+different ranks. :class:`VLLMTrainerPolicy` keeps the ranks in step: before each call the ranks agree
+on the largest batch, each pads its own with a one-token filler prompt, and a rank whose episodes are
+over keeps answering rounds with fillers (:meth:`~VLLMTrainerPolicy.drain`) until every rank is done.
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-from gem_core.rollout import Generation, SamplingParams, TransformersPolicy
+from gem_core.rollout.policy import BatchingPolicy, SamplingParams, TransformersPolicy
 
 __all__ = ["trainer_policy", "VLLMTrainerPolicy"]
 
 
-def trainer_policy(trainer: Any, num_episodes: int) -> Any:
+def trainer_policy(trainer: Any, num_episodes: int) -> BatchingPolicy:
     """The policy a rollout of ``num_episodes`` concurrent episodes should sample from."""
     if getattr(trainer, "use_vllm", False):
         return VLLMTrainerPolicy(trainer, num_episodes)
@@ -24,49 +27,46 @@ def trainer_policy(trainer: Any, num_episodes: int) -> Any:
     return TransformersPolicy(model, trainer.processing_class)
 
 
-class VLLMTrainerPolicy:
-    """Batches one turn of every live episode into a single ``vllm_generation.generate`` call.
+class VLLMTrainerPolicy(BatchingPolicy):
+    """One ``vllm_generation.generate`` call per round of live episodes, the same calls on every rank.
 
-    A round is sent when every live episode waits for tokens, so each rank issues the same sequence of
-    batched calls for the same set of episodes. vLLM samples up to ``max_completion_length`` tokens; a
-    turn keeps the first ``sampling.max_new_tokens`` of them (a prefix of a sample is a sample).
+    vLLM samples up to ``GRPOConfig.max_completion_length`` tokens; the core's batcher keeps each turn's
+    first ``max_new_tokens`` up to its stop token (a prefix of a sample is a sample).
     """
 
     def __init__(self, trainer: Any, num_episodes: int):
-        self.trainer = trainer
-        self.live = num_episodes
-        self._pending: list[tuple[list[int], SamplingParams, asyncio.Future]] = []
+        # Calls stay on the event loop's thread: they are collectives, and every live episode waits anyway.
+        super().__init__(trainer.processing_class, num_episodes=num_episodes, sample_in_thread=False)
+        self.generation = trainer.vllm_generation
+        tokenizer = trainer.processing_class
+        filler = next((t for t in (tokenizer.eos_token_id, tokenizer.pad_token_id) if t is not None), 0)
+        self.filler: list[int] = [int(filler)]
+        """The prompt that pads a rank's batch to the agreed size; its samples are dropped."""
 
-    async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
-        future = asyncio.get_running_loop().create_future()
-        self._pending.append((list(prompt_ids), sampling, future))
-        self._flush_if_round_complete()
-        return await future
+    def sample_batch(self, prompts: list[list[int]], sampling: SamplingParams, max_new_tokens: int) -> list[tuple[list[int], list[float] | None]]:
+        return self._generate(prompts)
 
-    def episode_finished(self) -> None:
-        self.live -= 1
-        self._flush_if_round_complete()
+    def drain(self) -> None:
+        """After this rank's episodes end: take part in the other ranks' rounds until every rank is done."""
+        while self._generate([]):
+            pass
 
-    def _flush_if_round_complete(self) -> None:
-        if not self._pending or len(self._pending) < self.live:
-            return
-        batch, self._pending = self._pending, []
-        try:
-            _, completions, logprobs, _ = self.trainer.vllm_generation.generate(
-                prompts=[ids for ids, _, _ in batch], images=None, num_generations=1
-            )
-        except Exception as error:  # every waiting episode must hear about it, not hang
-            for *_, future in batch:
-                future.set_exception(error)
-            return
-        for (_, sampling, future), ids, lps in zip(batch, completions, logprobs):
-            future.set_result(_cut(list(ids), [lp[0] for lp in lps] if lps is not None else None, sampling))
+    def _generate(self, prompts: list[list[int]]) -> list[tuple[list[int], list[float] | None]]:
+        size = _largest_across_ranks(len(prompts))
+        if size == 0:
+            return []
+        padded = prompts + [self.filler] * (size - len(prompts))
+        _, completions, logprobs, _ = self.generation.generate(prompts=padded, images=None, num_generations=1)
+        if not prompts:
+            return [([], None)]  # a filler round: nothing to hand back, but not the end
+        return [
+            (list(ids), None if lps is None else [lp[0] for lp in lps])
+            for ids, lps in zip(completions[: len(prompts)], (logprobs or [None] * size)[: len(prompts)])
+        ]
 
 
-def _cut(ids: list[int], logprobs: list[float] | None, sampling: SamplingParams) -> Generation:
-    stop = set(sampling.stop_token_ids or ())
-    end = next((i + 1 for i, t in enumerate(ids) if t in stop), len(ids))
-    end = min(end, sampling.max_new_tokens)
-    ids = ids[:end]
-    finish = "stop" if ids and ids[-1] in stop else "length"
-    return Generation(token_ids=ids, logprobs=None if logprobs is None else logprobs[:end], finish_reason=finish)
+def _largest_across_ranks(count: int) -> int:
+    """The largest ``count`` any process passes (a collective: every process must call it)."""
+    from accelerate.utils import gather_object
+
+    return max(gather_object([count]))

@@ -5,7 +5,8 @@ TRL calls ``rollout_func(prompts, trainer)`` with the batch's prompts (each repe
 episode after the prompt: the sampled action tokens (``env_mask`` 1, so they get the gradient) and the
 environment's observation tokens (``env_mask`` 0). Everything else returned reaches TRL's reward
 functions as keyword arguments: ``env_return``, ``turn_rewards``, ``turn_spans``, ``num_turns``,
-``success``; :func:`env_return_reward` is the reward function to pass.
+``success``, ``env_errors``, ``truncated``; :func:`env_return_reward` is the reward function to pass, and
+:func:`log_episode_metrics` the one that also logs the episode statistics to TRL's metrics.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from gem_adapters.trl.dataset import episode_spec
+from gem_adapters.trl.make_dataset import episode_label
 from gem_adapters.trl.policy import trainer_policy
-from gem_core.registry import make
-from gem_core.rollout import ChatTemplate, SamplingParams, TokenTrajectory, run_episode
+from gem_core.rollout import ChatTemplate, EpisodeSession, SamplingParams, TokenTrajectory
+from gem_core.rollout.runner import run_session
 
 __all__ = ["GemRolloutFunc", "env_return_reward", "trajectories_to_rollout"]
 
@@ -52,47 +53,58 @@ class GemRolloutFunc:
             top_p=args.top_p,
             top_k=args.top_k or 0,
         )
-        specs = [episode_spec(p) for p in prompts]
+        episodes = [episode_label(p) for p in prompts]
         policy = trainer_policy(trainer, len(prompts))
-        templates: dict[str | None, ChatTemplate] = {}
+        template_kwargs = dict(getattr(args, "chat_template_kwargs", None) or {})
 
-        async def play(env_id: str, seed: int, env_kwargs: dict, system: str | None) -> TokenTrajectory:
-            if system not in templates:
-                templates[system] = ChatTemplate.for_tokenizer(tokenizer, system_prompt=system)
-            env = make(env_id, **env_kwargs)
+        async def play(label: Any, system: str | None) -> TokenTrajectory:
+            template = ChatTemplate.for_tokenizer(tokenizer, system_prompt=system, chat_template_kwargs=template_kwargs)
+            session = EpisodeSession.from_label(
+                label, tokenizer, chat_template=template, max_turns=self.max_turns,
+                max_response_tokens=args.max_completion_length,
+            )
             try:
-                return await run_episode(
-                    env, policy, tokenizer, seed=seed, max_turns=self.max_turns,
-                    max_response_tokens=args.max_completion_length, sampling=sampling,
-                    chat_template=templates[system], env_id=env_id,
-                )
+                return await run_session(session, policy, sampling=sampling)
             finally:
-                env.close()
-                if hasattr(policy, "episode_finished"):
-                    policy.episode_finished()
+                session.env.close()
+                policy.episode_finished()
 
         async def play_all() -> list[TokenTrajectory]:
             # Every episode of the batch is in flight at once: the policy batches their turns (and
             # the vLLM batcher waits for all live episodes, so none may be held back).
-            return list(await asyncio.gather(*(play(*s) for s in specs)))
+            trajectories = list(await asyncio.gather(*(play(*e) for e in episodes)))
+            if hasattr(policy, "drain"):
+                policy.drain()  # vLLM: stay in step with ranks whose episodes are still running
+            return trajectories
 
         self.last_trajectories = _run(play_all())
-        return trajectories_to_rollout(self.last_trajectories, eos_token_id=tokenizer.eos_token_id)
+        return trajectories_to_rollout(self.last_trajectories, eos_token_id=tokenizer.eos_token_id,
+                                       filler_token_id=_filler_token_id(tokenizer))
 
 
-def trajectories_to_rollout(trajectories: list[TokenTrajectory], *, eos_token_id: int | None) -> dict[str, Any]:
+def trajectories_to_rollout(
+    trajectories: list[TokenTrajectory], *, eos_token_id: int | None, filler_token_id: int | None = None
+) -> dict[str, Any]:
     """TRL's rollout dict from core trajectories (the translation, and nothing else).
 
-    TRL counts a completion that does not end in EOS as truncated, so an episode whose last tokens are
-    not EOS gets one more, masked out of the loss.
+    TRL counts a completion as truncated (``mask_truncated_completions``, ``completions/clipped_ratio``)
+    exactly when its last id is not EOS or pad. So an episode that ended normally gets a masked EOS if
+    its last id is not one, and an episode GEM truncated (turn limit, token budget, env truncation)
+    that happens to end in EOS gets one masked ``filler_token_id`` (a plain-text id) after it.
     """
     out: dict[str, list] = {k: [] for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask")}
     for trajectory in trajectories:
         completion = list(trajectory.response_ids)
         mask = list(trajectory.loss_mask)
         logprobs = list(trajectory.logprobs)
-        if eos_token_id is not None and (not completion or completion[-1] != eos_token_id):
-            completion.append(eos_token_id)
+        ends_in_eos = bool(completion) and completion[-1] == eos_token_id
+        extra = None
+        if not trajectory.truncated and not ends_in_eos:
+            extra = eos_token_id
+        elif trajectory.truncated and ends_in_eos:
+            extra = filler_token_id
+        if extra is not None:
+            completion.append(extra)
             mask.append(0)
             logprobs.append(0.0)
         out["prompt_ids"].append(list(trajectory.prompt_ids))
@@ -104,7 +116,14 @@ def trajectories_to_rollout(trajectories: list[TokenTrajectory], *, eos_token_id
     out["turn_spans"] = [[list(span) for span in t.turn_spans] for t in trajectories]
     out["num_turns"] = [t.num_turns for t in trajectories]
     out["success"] = [bool(t.metrics.get("success", False)) for t in trajectories]
+    out["truncated"] = [bool(t.truncated) for t in trajectories]
+    out["env_errors"] = [int(t.metrics.get("env_errors", 0)) for t in trajectories]
     return out
+
+
+def _filler_token_id(tokenizer: Any) -> int | None:
+    ids = tokenizer.encode("\n", add_special_tokens=False)
+    return ids[0] if ids else None
 
 
 def env_return_reward(completions: list[Any], env_return: list[float], **kwargs: Any) -> list[float]:

@@ -3,16 +3,20 @@
 The episode runner asks a :class:`Policy` for one assistant turn at a time. Anything that can sample
 tokens sits behind this one protocol: verl's server manager, vLLM, SGLang, or a ``transformers`` model
 (:class:`TransformersPolicy`, shipped here because it runs on a CPU in tests).
+
+Backends that sample many prompts in one call (``model.generate``, vLLM) subclass :class:`BatchingPolicy`:
+it gathers the concurrent turns of many episodes into batches and cuts each sample at its stop token
+and budget, so every batching backend flushes and cuts the same way.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Generation", "Policy", "SamplingParams", "TransformersPolicy"]
+__all__ = ["BatchingPolicy", "Generation", "Policy", "SamplingParams", "TransformersPolicy", "cut_at_stop"]
 
 
 @dataclass
@@ -74,15 +78,143 @@ def default_stop_token_ids(tokenizer: Any) -> list[int]:
     return ids
 
 
-class TransformersPolicy:
+def cut_at_stop(token_ids: list[int], logprobs: list[float] | None, stop_ids: list[int], budget: int) -> Generation:
+    """The turn a backend sampled, kept up to and including the first stop id and within ``budget`` ids.
+
+    Batch backends sample past a prompt's own end (padding, or up to a shared token limit); a prefix of a
+    sample is still a sample, so cutting it changes nothing about its distribution.
+    """
+    stop = set(stop_ids)
+    end = min(next((i + 1 for i, t in enumerate(token_ids) if t in stop), len(token_ids)), budget)
+    ids = [int(t) for t in token_ids[:end]]
+    finish = "stop" if ids and ids[-1] in stop else "length"
+    return Generation(token_ids=ids, logprobs=None if logprobs is None else [float(x) for x in logprobs[:end]], finish_reason=finish)
+
+
+@dataclass
+class _Request:
+    prompt_ids: list[int]
+    sampling: SamplingParams
+    future: asyncio.Future = field(repr=False)
+
+
+class BatchingPolicy:
+    """A :class:`Policy` whose backend samples a batch of prompts per call; subclasses implement :meth:`sample_batch`.
+
+    Concurrent ``generate`` calls are served in rounds. A round starts once the event loop has let every
+    ready episode submit its turn; with ``num_episodes`` it waits until every live episode is waiting
+    (call :meth:`episode_finished` when one ends), so the batches of a rollout are the same whatever the
+    envs' timing, which backends with collective calls across processes need. A round's requests go out
+    grouped by sampling settings (temperature, top-p, top-k, stop ids) in chunks of ``max_batch_size``;
+    each sample is cut at its stop id and its own ``max_new_tokens`` by :func:`cut_at_stop`.
+
+    Args:
+        tokenizer: gives the default stop ids (eos and end-of-turn) for requests without ``stop_token_ids``.
+        max_batch_size: most prompts per backend call (None: no limit).
+        num_episodes: the episodes that will call this policy; None starts a round at every event-loop tick.
+        sample_in_thread: run :meth:`sample_batch` in a worker thread, so the loop keeps stepping envs
+            meanwhile (off for backends whose calls must stay on the loop's thread).
+    """
+
+    def __init__(
+        self, tokenizer: Any = None, *, max_batch_size: int | None = None, num_episodes: int | None = None,
+        sample_in_thread: bool = True,
+    ):
+        if max_batch_size is not None and max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be at least 1 (or None), got {max_batch_size}.")
+        self.tokenizer = tokenizer
+        self.max_batch_size = max_batch_size
+        self.live = num_episodes
+        self.sample_in_thread = sample_in_thread
+        self._default_stop_ids: list[int] | None = None
+        self._pending: list[_Request] = []
+        self._serving = False
+
+    def sample_batch(self, prompts: list[list[int]], sampling: SamplingParams, max_new_tokens: int) -> list[tuple[list[int], list[float] | None]]:
+        """Sample up to ``max_new_tokens`` ids for each prompt (blocking); ``(ids, logprobs or None)`` per prompt.
+
+        Ids past a stop token or a request's smaller budget are allowed: :meth:`generate` cuts them.
+        """
+        raise NotImplementedError
+
+    def stop_token_ids(self, sampling: SamplingParams) -> list[int]:
+        if sampling.stop_token_ids is not None:
+            return list(sampling.stop_token_ids)
+        if self._default_stop_ids is None:
+            self._default_stop_ids = default_stop_token_ids(self.tokenizer) if self.tokenizer is not None else []
+        return self._default_stop_ids
+
+    async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
+        if sampling.max_new_tokens <= 0:
+            return Generation(token_ids=[], logprobs=[], finish_reason="length")
+        request = _Request(list(prompt_ids), sampling, asyncio.get_running_loop().create_future())
+        self._pending.append(request)
+        self._schedule()
+        return await request.future
+
+    def episode_finished(self) -> None:
+        """One of ``num_episodes`` will ask for no more turns (a no-op without ``num_episodes``)."""
+        if self.live is not None:
+            self.live -= 1
+            self._schedule()
+
+    def _round_ready(self) -> bool:
+        return bool(self._pending) and (self.live is None or len(self._pending) >= self.live)
+
+    def _schedule(self) -> None:
+        if not self._serving and self._pending:
+            self._serving = True
+            asyncio.get_running_loop().create_task(self._serve_rounds())
+
+    async def _serve_rounds(self) -> None:
+        try:
+            await asyncio.sleep(0)  # let the other ready episodes submit their turn
+            while self._round_ready():
+                requests, self._pending = self._pending, []
+                for batch in self._batches(requests):
+                    await self._serve(batch)
+                await asyncio.sleep(0)
+        finally:
+            self._serving = False
+
+    def _batches(self, requests: list[_Request]) -> list[list[_Request]]:
+        groups: dict[tuple, list[_Request]] = {}
+        for request in requests:
+            groups.setdefault(_batch_key(request.sampling), []).append(request)
+        size = self.max_batch_size or len(requests)
+        return [group[i : i + size] for group in groups.values() for i in range(0, len(group), size)]
+
+    async def _serve(self, batch: list[_Request]) -> None:
+        sampling = batch[0].sampling
+        budget = max(r.sampling.max_new_tokens for r in batch)
+        prompts = [r.prompt_ids for r in batch]
+        try:
+            if self.sample_in_thread:
+                results = await asyncio.to_thread(self.sample_batch, prompts, sampling, budget)
+            else:
+                results = self.sample_batch(prompts, sampling, budget)
+            if len(results) != len(batch):
+                raise RuntimeError(f"{type(self).__name__}.sample_batch returned {len(results)} samples for {len(batch)} prompts.")
+            stop_ids = self.stop_token_ids(sampling)
+            generations = [cut_at_stop(ids, lps, stop_ids, r.sampling.max_new_tokens) for r, (ids, lps) in zip(batch, results)]
+        except Exception as error:  # every waiting episode hears about it; none hangs
+            for request in batch:
+                if not request.future.done():
+                    request.future.set_exception(error)
+            return
+        for request, generation in zip(batch, generations):
+            if not request.future.done():
+                request.future.set_result(generation)
+
+
+class TransformersPolicy(BatchingPolicy):
     """A ``transformers`` causal LM as a :class:`Policy`; works on a CPU.
 
     Concurrent ``generate`` calls (the episodes of :func:`~gem_core.rollout.run_episodes` or of an
     adapter's batch) are gathered into one left-padded ``model.generate`` call, up to
     ``max_batch_size`` prompts: a tiny model on a CPU spends most of a step in per-call overhead, and a
     large one on a GPU wants the batch. ``model.generate`` runs in a worker thread so the event loop
-    keeps stepping other episodes' envs while the model samples. Requests whose sampling settings
-    differ (temperature, top-p, top-k, stop ids) go in separate batches.
+    keeps stepping other episodes' envs while the model samples.
 
     Log-probabilities are those of the sampled tokens under ``softmax(logits / temperature)`` of the raw
     model logits (temperature 1 when greedy). This is the distribution trainers recompute (TRL and verl
@@ -96,61 +228,18 @@ class TransformersPolicy:
         tokenizer: the tokenizer the prompts were made with (gives pad and default stop ids).
         device: where to put the prompt tensors; defaults to ``model.device``.
         max_batch_size: most prompts in one ``model.generate`` call; 1 samples one prompt at a time.
+        num_episodes: see :class:`BatchingPolicy`.
     """
 
-    def __init__(self, model: Any, tokenizer: Any, *, device: Any = None, max_batch_size: int = 64):
+    def __init__(self, model: Any, tokenizer: Any, *, device: Any = None, max_batch_size: int = 64, num_episodes: int | None = None):
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be at least 1, got {max_batch_size}.")
+        super().__init__(tokenizer, max_batch_size=max_batch_size, num_episodes=num_episodes)
         self.model = model
-        self.tokenizer = tokenizer
         self.device = device if device is not None else getattr(model, "device", "cpu")
-        self.max_batch_size = max_batch_size
         self._lock = threading.Lock()
-        self._default_stop_ids: list[int] | None = None
-        self._pending: list[tuple[list[int], SamplingParams, asyncio.Future]] = []
-        self._collecting = False
 
-    def stop_token_ids(self, sampling: SamplingParams) -> list[int]:
-        if sampling.stop_token_ids is not None:
-            return list(sampling.stop_token_ids)
-        if self._default_stop_ids is None:
-            self._default_stop_ids = default_stop_token_ids(self.tokenizer)
-        return self._default_stop_ids
-
-    async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
-        if sampling.max_new_tokens <= 0:
-            return Generation(token_ids=[], logprobs=[], finish_reason="length")
-        future = asyncio.get_running_loop().create_future()
-        self._pending.append((list(prompt_ids), sampling, future))
-        if not self._collecting:
-            self._collecting = True
-            asyncio.get_running_loop().create_task(self._run_batches())
-        return await future
-
-    async def _run_batches(self) -> None:
-        """Let the other ready episodes submit their turn, then sample everything pending, batch by batch."""
-        try:
-            await asyncio.sleep(0)
-            while self._pending:
-                key = _batch_key(self._pending[0][1])
-                batch = [r for r in self._pending if _batch_key(r[1]) == key][: self.max_batch_size]
-                self._pending = [r for r in self._pending if not any(r is b for b in batch)]
-                try:
-                    results = await asyncio.to_thread(self._generate_blocking, [r[0] for r in batch], batch[0][1],
-                                                      [r[1].max_new_tokens for r in batch])
-                except Exception as error:  # every waiting episode hears about it; none hangs
-                    for *_, future in batch:
-                        if not future.done():
-                            future.set_exception(error)
-                    continue
-                for (*_, future), result in zip(batch, results):
-                    if not future.done():
-                        future.set_result(result)
-                await asyncio.sleep(0)
-        finally:
-            self._collecting = False
-
-    def _generate_blocking(self, prompts: list[list[int]], sampling: SamplingParams, budgets: list[int]) -> list[Generation]:
+    def sample_batch(self, prompts: list[list[int]], sampling: SamplingParams, max_new_tokens: int) -> list[tuple[list[int], list[float] | None]]:
         import torch
 
         stop_ids = self.stop_token_ids(sampling)
@@ -159,7 +248,7 @@ class TransformersPolicy:
             pad_id = stop_ids[0] if stop_ids else 0
         greedy = sampling.temperature <= 0
         gen_kwargs: dict[str, Any] = {
-            "max_new_tokens": max(budgets),
+            "max_new_tokens": max_new_tokens,
             "do_sample": not greedy,
             "eos_token_id": stop_ids or None,
             "pad_token_id": pad_id,
@@ -179,17 +268,9 @@ class TransformersPolicy:
             out = self.model.generate(input_ids=input_ids, attention_mask=attention_mask, **gen_kwargs)
         scale = 1.0 if greedy else float(sampling.temperature)
         log_probs = torch.log_softmax(torch.stack(out.logits, dim=1).float() / scale, dim=-1)  # (batch, new, vocab)
-        stop = set(stop_ids)
-        results = []
-        for row, budget in enumerate(budgets):
-            new_ids = out.sequences[row, width:].tolist()
-            # Keep ids up to and including the first stop token (then padding), and within this request's budget.
-            end = min(next((i + 1 for i, t in enumerate(new_ids) if t in stop), len(new_ids)), budget)
-            new_ids = new_ids[:end]
-            picked = log_probs[row, torch.arange(end), torch.tensor(new_ids, dtype=torch.long)] if end else log_probs[row, :0, 0]
-            finish_reason = "stop" if new_ids and new_ids[-1] in stop else "length"
-            results.append(Generation(token_ids=new_ids, logprobs=picked.tolist(), finish_reason=finish_reason))
-        return results
+        new_ids = out.sequences[:, width:]
+        picked = log_probs.gather(2, new_ids.unsqueeze(2)).squeeze(2)  # the pads past a stop are cut by the caller
+        return [(new_ids[row].tolist(), picked[row].tolist()) for row in range(len(prompts))]
 
 
 def _batch_key(sampling: SamplingParams) -> tuple:

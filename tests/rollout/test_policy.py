@@ -120,3 +120,47 @@ async def test_a_failing_model_fails_every_waiting_request(tiny_tokenizer, tiny_
         *(policy.generate([1, 2, 3], SamplingParams(max_new_tokens=2)) for _ in range(3)), return_exceptions=True
     )
     assert all(isinstance(r, RuntimeError) for r in results)
+
+
+class ScriptedBatchPolicy:
+    """A BatchingPolicy backend that answers every prompt with the same ids and records each call's size."""
+
+    def __new__(cls, answer, **kwargs):
+        from gem_core.rollout.policy import BatchingPolicy
+
+        class Scripted(BatchingPolicy):
+            def sample_batch(self, prompts, sampling, max_new_tokens):
+                self.calls.append(len(prompts))
+                return [(list(answer), [-1.0] * len(answer)) for _ in prompts]
+
+        policy = Scripted(**kwargs)
+        policy.calls = []
+        return policy
+
+
+async def test_batching_policy_waits_for_every_live_episode_and_cuts_each_sample_once():
+    """With num_episodes a round goes out only when every live episode waits, however slow their envs are."""
+    import asyncio
+
+    policy = ScriptedBatchPolicy([5, 6, 9, 7, 8], num_episodes=3)
+    sampling = SamplingParams(max_new_tokens=4, stop_token_ids=[9])
+
+    async def episode(turns: int, env_delay: float) -> list[Generation]:
+        out = []
+        for _ in range(turns):
+            out.append(await policy.generate([1, 2], sampling))
+            await asyncio.sleep(env_delay)  # a slow env step would split the round under a tick-based flush
+        policy.episode_finished()
+        return out
+
+    results = await asyncio.gather(episode(1, 0.0), episode(2, 0.05), episode(3, 0.01))
+    assert policy.calls == [3, 2, 1]
+    for generation in (g for run in results for g in run):
+        assert generation.token_ids == [5, 6, 9] and generation.logprobs == [-1.0] * 3
+        assert generation.finish_reason == "stop"
+
+
+async def test_batching_policy_cuts_at_the_request_budget():
+    policy = ScriptedBatchPolicy([5, 6, 7, 8])
+    short = await policy.generate([1], SamplingParams(max_new_tokens=2, stop_token_ids=[9]))
+    assert short.token_ids == [5, 6] and short.finish_reason == "length"

@@ -26,6 +26,9 @@ class RecordingPolicy:
         self.sampled.setdefault(tuple(prompt_ids), []).append(list(generation.token_ids))
         return generation
 
+    def __getattr__(self, name):  # episode_finished and the rest of the batcher's protocol
+        return getattr(self.inner, name)
+
 
 @pytest.fixture
 def recorded(monkeypatch):
@@ -139,14 +142,107 @@ def test_rebn_without_turn_rewards_says_how_to_fix(grpo_config, fresh_model, tin
 
 
 def test_prompt_without_gem_tag_is_rejected_with_the_fix(tiny_tokenizer):
-    from gem_adapters.trl.dataset import episode_spec
+    from gem_adapters.trl.make_dataset import episode_label
 
     with pytest.raises(ValueError, match="make_dataset"):
-        episode_spec([{"role": "user", "content": "Guess a number"}])
+        episode_label([{"role": "user", "content": "Guess a number"}])
+    with pytest.raises(ValueError, match="seed"):  # the core's label check, not a tag of TRL's own
+        episode_label([{"role": "user", "content": "Guess", "gem": '{"env_id": "game:GuessTheNumber-v0"}'}])
 
 
 def test_make_dataset_rejects_unknown_env():
-    from gem_core.registry import UnknownEnvError
-
-    with pytest.raises(UnknownEnvError, match="game:GuessTheNumber-v0"):
+    with pytest.raises(ValueError, match="game:GuessTheNumber-v0"):
         make_dataset("game:GuessTheNumbr-v0", n=2)
+
+
+def test_episodes_gem_truncated_are_masked_by_mask_truncated_completions(grpo_config, fresh_model, tiny_tokenizer):
+    """TRL decides "truncated" from the completion's last id; GEM's truncated episodes must read as such."""
+    rollout = GemRolloutFunc(max_turns=1, max_turn_tokens=8)
+    Trainer = loss_inputs_recorder(GRPOTrainer)
+    trainer = Trainer(
+        model=fresh_model, reward_funcs=env_return_reward, args=grpo_config(max_steps=1, mask_truncated_completions=True),
+        processing_class=tiny_tokenizer, train_dataset=make_dataset("game:GuessTheNumber-v0-hard", n=4, seed=0),
+        rollout_func=rollout,
+    )
+    trainer.train()
+
+    batch = Trainer.seen[-1]
+    rows = batch["completion_ids"].tolist()
+    trajectories = rollout.last_trajectories
+    assert any(t.truncated for t in trajectories), "the turn limit should truncate these episodes"
+    for trajectory in trajectories:
+        row = next(r for r, c in enumerate(rows) if c[: len(trajectory.response_ids)] == trajectory.response_ids)
+        trained = int((batch["completion_mask"][row] * batch["tool_mask"][row]).sum())
+        assert (trained == 0) == trajectory.truncated
+
+
+def test_episode_that_ended_normally_gets_eos_and_a_truncated_one_never_ends_in_eos():
+    from gem_adapters.trl import trajectories_to_rollout
+    from gem_core.rollout import TokenTrajectory
+
+    def trajectory(response, truncated):
+        return TokenTrajectory(prompt_ids=[1], response_ids=response, loss_mask=[1] * len(response),
+                               logprobs=[0.0] * len(response), turn_spans=[(0, len(response))], rewards=[0.0],
+                               terminated=not truncated, truncated=truncated)
+
+    out = trajectories_to_rollout(
+        [trajectory([5, 6], False), trajectory([5, 6], True), trajectory([5, 9], True), trajectory([5, 9], False)],
+        eos_token_id=9, filler_token_id=3,
+    )
+    assert out["completion_ids"] == [[5, 6, 9], [5, 6], [5, 9, 3], [5, 9]]
+    assert out["env_mask"] == [[1, 1, 0], [1, 1], [1, 1, 0], [1, 1]]
+    assert out["truncated"] == [False, True, True, False]
+
+
+def test_turn_credit_trainer_logs_the_advantages_it_trains_on(grpo_config, fresh_model, tiny_tokenizer):
+    class Recorder(TurnCreditGRPOTrainer):
+        def _generate_and_score_completions(self, inputs):
+            output = super()._generate_and_score_completions(inputs)
+            self.logged = list(self._logs["advantages"])[-len(inputs):]
+            self.output = output
+            return output
+
+    trainer = Recorder(
+        model=fresh_model, reward_funcs=env_return_reward, args=grpo_config(max_steps=1), processing_class=tiny_tokenizer,
+        train_dataset=make_dataset(ENV_ID, n=4, seed=3), rollout_func=GemRolloutFunc(max_turn_tokens=12),
+        turn_credit="rebn", gamma=0.9,
+    )
+    trainer.train()
+
+    out = trainer.output
+    mask = (out["completion_mask"] * out["tool_mask"]).float()
+    trained = ((out["advantages"] * mask).sum(1) / mask.sum(1).clamp(min=1)).tolist()
+    assert trainer.logged == pytest.approx(trained, abs=1e-6)
+
+
+QWEN3_STYLE = (  # Qwen3's switch: enable_thinking=False pre-fills an empty think block after the generation prompt
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' }}"
+    "{% if message['role'] == 'assistant' and enable_thinking is defined and enable_thinking is false %}"
+    "{{ '<think>\n\n</think>\n\n' }}{% endif %}"
+    "{{ message['content'] + '<|im_end|>\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}"
+    "{% if enable_thinking is defined and enable_thinking is false %}{{ '<think>\n\n</think>\n\n' }}{% endif %}"
+    "{% endif %}"
+)
+
+
+def test_grpo_config_chat_template_kwargs_reach_the_prompt_ids_of_the_loss(grpo_config, fresh_model):
+    from gem_core.testing import make_tokenizer
+
+    tokenizer = make_tokenizer("chatml")  # a new object each call: its template is ours to change
+    tokenizer.chat_template = QWEN3_STYLE
+    rollout = GemRolloutFunc(max_turn_tokens=8)
+    Trainer = loss_inputs_recorder(GRPOTrainer)
+    trainer = Trainer(
+        model=fresh_model, reward_funcs=env_return_reward,
+        args=grpo_config(max_steps=1, chat_template_kwargs={"enable_thinking": False}),
+        processing_class=tokenizer, train_dataset=make_dataset(ENV_ID, n=2, seed=0), rollout_func=rollout,
+    )
+    trainer.train()
+
+    batch = Trainer.seen[-1]
+    for ids, mask in zip(batch["prompt_ids"].tolist(), batch["prompt_mask"].tolist()):
+        prompt = tokenizer.decode([i for i, m in zip(ids, mask) if m])
+        assert prompt.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n"), prompt[-80:]

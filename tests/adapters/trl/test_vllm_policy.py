@@ -1,9 +1,11 @@
 """The vLLM route of GemRolloutFunc, against TRL's documented ``trainer.vllm_generation.generate``
 contract (vLLM itself does not install on this CPU machine): prompts in, ``(prompt_ids, completion_ids,
-logprobs[B][T][K], logprob_token_ids)`` out, one call per batch."""
+logprobs[B][T][K], logprob_token_ids)`` out, one call per batch. The arguments are checked against the
+real ``VLLMGeneration.generate`` signature; the cross-rank protocol is in test_vllm_protocol.py."""
 
 from __future__ import annotations
 
+import inspect
 from types import SimpleNamespace
 
 from gem_adapters.trl import GemRolloutFunc, make_dataset
@@ -19,7 +21,12 @@ class FakeVLLMGeneration:
         self.end = ChatTemplate.for_tokenizer(tokenizer).end_of_turn_ids
         self.junk = tokenizer.encode(" after the end", add_special_tokens=False)
 
-    def generate(self, prompts, images, num_generations):
+    def generate(self, *args, **kwargs):
+        from trl.generation.vllm_generation import VLLMGeneration
+
+        # The call must fit TRL's real method (test_vllm_protocol.py runs that method across two ranks).
+        bound = inspect.signature(VLLMGeneration.generate).bind(self, *args, **kwargs).arguments
+        prompts, images, num_generations = bound["prompts"], bound["images"], bound["num_generations"]
         assert images is None and num_generations == 1
         self.calls.append(len(prompts))
         completion = self.move + self.end + self.junk

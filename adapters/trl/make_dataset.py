@@ -1,0 +1,85 @@
+"""Prompt datasets for TRL's ``GRPOTrainer`` that pin each prompt to one env, seed and kwargs.
+
+    python -m gem_adapters.trl.make_dataset --env game:Wordle-v0 --n 1000 --out train.jsonl
+
+TRL hands a ``rollout_func`` only the ``"prompt"`` column, already repeated ``num_generations``
+times. So the core's episode label (:class:`~gem_core.rollout.episode_label.EpisodeLabel`: env id,
+seed, kwargs) travels inside the prompt: the last user message carries it as JSON under a ``"gem"``
+key beside ``role`` and ``content``. Chat templates ignore unknown message keys, and every copy of a
+prompt resets its env to the same state, so a GRPO group compares like with like.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gem_core.rollout.episode_label import EpisodeLabel, parse_label
+from gem_core.rollout.episode_rows import EpisodeRow, add_dataset_arguments, episode_rows, rows_from_arguments
+
+__all__ = ["GEM_KEY", "episode_label", "make_dataset", "main"]
+
+GEM_KEY = "gem"
+_FIX = "Build the training dataset with gem_adapters.trl.make_dataset(env_id, n) (TRL passes only the prompt column to rollout_func)."
+
+
+def make_dataset(
+    env_id: str | Sequence[str],
+    n: int,
+    seed: int = 0,
+    *,
+    env_kwargs: Mapping[str, Any] | None = None,
+    system_prompt: str | None = None,
+):
+    """A ``datasets.Dataset`` of ``n`` conversational prompts per env id, seeds ``seed .. seed + n - 1``.
+
+    The user message is the env's first observation for that seed, so TRL's logs show what the model
+    really saw.
+    """
+    rows = episode_rows(env_id, n, seed_start=seed, env_kwargs=env_kwargs, system_prompt=system_prompt)
+    return _to_dataset(list(rows))
+
+
+def _to_dataset(rows: list[EpisodeRow]):
+    from datasets import Dataset
+
+    def prompt(row: EpisodeRow) -> list[dict[str, Any]]:
+        # Every message has the same keys so Arrow can store the column.
+        *system, user = row.messages
+        return [{**m, GEM_KEY: None} for m in system] + [{**user, GEM_KEY: row.label.to_json()}]
+
+    return Dataset.from_list([{"prompt": prompt(row)} for row in rows])
+
+
+def episode_label(prompt: Any) -> tuple[EpisodeLabel, str | None]:
+    """The episode and the system prompt of a prompt made by :func:`make_dataset`.
+
+    Raises:
+        gem_core.rollout.episode_label.LabelError: the prompt carries no (valid) label; the message says how to fix the dataset.
+    """
+    if not isinstance(prompt, list) or not prompt or not isinstance(prompt[-1], dict):
+        raise ValueError(
+            "GEM's rollout_func expects conversational prompts built by gem_adapters.trl.make_dataset "
+            f"(a list of messages); got {type(prompt).__name__}."
+        )
+    tag = prompt[-1].get(GEM_KEY)
+    if not tag:
+        raise ValueError(f"The prompt's last message has no 'gem' key, so the env and seed are unknown. {_FIX}")
+    system = next((m["content"] for m in prompt if m.get("role") == "system"), None)
+    return parse_label(tag, fix_hint=_FIX), system
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = add_dataset_arguments(argparse.ArgumentParser(prog="python -m gem_adapters.trl.make_dataset", description=__doc__.split("\n\n")[0]))
+    args = parser.parse_args(argv)
+    dataset = _to_dataset(rows_from_arguments(args))
+    if args.out.endswith(".parquet"):
+        dataset.to_parquet(args.out)
+    else:
+        dataset.to_json(args.out)  # JSON lines: load_dataset("json", data_files=...)
+    print(f"wrote {len(dataset)} prompts to {args.out}")
+
+
+if __name__ == "__main__":
+    main()

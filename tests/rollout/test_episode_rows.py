@@ -1,0 +1,80 @@
+"""Dataset rows (one episode each) and sessions started from a row's label: the pieces every adapter shares."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+import gem_core
+from gem_core.rollout.episode_label import EpisodeLabel, LabelError
+from gem_core.rollout.episode_rows import add_dataset_arguments, episode_rows, rows_from_arguments
+from gem_core.rollout.session import EpisodeSession
+
+
+def test_rows_carry_consecutive_seeds_and_the_first_observation_of_each():
+    rows = list(episode_rows("game:GuessTheNumber-v0", 3, seed_start=5, system_prompt="be brief"))
+    assert [row.label.seed for row in rows] == [5, 6, 7]
+    assert [row.index for row in rows] == [0, 1, 2]
+    env = gem_core.make("game:GuessTheNumber-v0")
+    for row in rows:
+        observation, _ = env.reset(seed=row.label.seed)
+        assert row.messages == [{"role": "system", "content": "be brief"}, {"role": "user", "content": observation}]
+        assert row.label == EpisodeLabel("game:GuessTheNumber-v0", row.label.seed, {})
+
+
+def test_a_mixture_numbers_rows_across_env_ids_and_can_skip_the_observation():
+    rows = list(episode_rows(["game:GuessTheNumber-v0", "game:Wordle-v0"], 2, with_messages=False))
+    assert [(r.label.env_id, r.label.seed, r.index) for r in rows] == [
+        ("game:GuessTheNumber-v0", 0, 0),
+        ("game:GuessTheNumber-v0", 1, 1),
+        ("game:Wordle-v0", 0, 2),
+        ("game:Wordle-v0", 1, 3),
+    ]
+    assert all(r.messages is None for r in rows)
+
+
+def test_an_unknown_id_anywhere_in_a_mixture_fails_before_any_row():
+    rows = episode_rows(["game:GuessTheNumber-v0", "game:Wordel-v0"], 2)
+    with pytest.raises(LabelError, match="game:Wordle-v0"):
+        next(rows)
+
+
+@pytest.mark.parametrize("n", [0, -1, 1.5, True])
+def test_n_must_be_a_positive_integer(n):
+    with pytest.raises(ValueError, match="positive integer"):
+        list(episode_rows("game:GuessTheNumber-v0", n))
+
+
+def test_the_shared_command_line_reports_bad_options_in_one_line():
+    parser = add_dataset_arguments(argparse.ArgumentParser())
+    args = parser.parse_args(["--env", "game:GuessTheNumber-v0", "--n", "2", "--out", "x", "--env-kwargs", "[1]"])
+    with pytest.raises(SystemExit, match="--env-kwargs must be a JSON object"):
+        rows_from_arguments(args)
+    args = parser.parse_args(["--env", "game:Nope-v0", "--n", "2", "--out", "x"])
+    with pytest.raises(SystemExit, match="Nope"):
+        rows_from_arguments(args)
+    args = parser.parse_args(["--env", "game:GuessTheNumber-v0", "--env", "game:Wordle-v0", "--n", "1", "--out", "x", "--seed-start", "9"])
+    assert [(r.label.env_id, r.label.seed) for r in rows_from_arguments(args, with_messages=False)] == [
+        ("game:GuessTheNumber-v0", 9),
+        ("game:Wordle-v0", 9),
+    ]
+
+
+async def test_a_session_from_a_label_plays_the_episode_the_label_names(tiny_tokenizer):
+    label = '{"env_id": "game:GuessTheNumber-v0", "seed": 3, "env_kwargs": {"max_turns": 2}}'
+    session = EpisodeSession.from_label(label, tiny_tokenizer, max_turns=5)
+    prompt_ids = await session.start()
+    assert session.seed == 3 and session.env_id == "game:GuessTheNumber-v0"
+    assert session.env.unwrapped.max_turns == 2
+    reference = gem_core.make("game:GuessTheNumber-v0", max_turns=2)
+    first_observation, _ = reference.reset(seed=3)
+    assert tiny_tokenizer.decode(prompt_ids).count(first_observation) == 1
+    # An explicit seed still wins over the label's.
+    await session.start(seed=4)
+    assert session.seed == 4
+
+
+def test_a_bad_label_fails_with_the_adapters_fix(tiny_tokenizer):
+    with pytest.raises(LabelError, match="rebuild with make_dataset"):
+        EpisodeSession.from_label('{"seed": 1}', tiny_tokenizer, fix_hint="rebuild with make_dataset")
