@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -126,9 +126,23 @@ def _filler_token_id(tokenizer: Any) -> int | None:
     return ids[0] if ids else None
 
 
-def env_return_reward(completions: list[Any], env_return: list[float], **kwargs: Any) -> list[float]:
-    """TRL reward function: the episode return computed by the env (sum of its per-turn rewards)."""
+def env_return_reward(
+    completions: list[Any], env_return: list[float], log_metric: Callable[[str, float], None] | None = None, **kwargs: Any
+) -> list[float]:
+    """TRL reward function: the episode return computed by the env (sum of its per-turn rewards).
+
+    It also logs the batch's episode statistics (``gem/num_turns``, ``gem/success``, ``gem/truncated``,
+    ``gem/env_errors``) through TRL's ``log_metric``, beside TRL's own metrics: an env that fails
+    shows there instead of training on silent zero rewards.
+    """
+    if log_metric is not None:
+        for key in _EPISODE_METRICS:
+            if key in kwargs:
+                log_metric(f"gem/{key}", sum(float(v) for v in kwargs[key]) / max(len(kwargs[key]), 1))
     return [float(r) for r in env_return]
+
+
+_EPISODE_METRICS = ("num_turns", "success", "truncated", "env_errors")
 
 
 def _run(coroutine: Coroutine[Any, Any, T]) -> T:

@@ -45,14 +45,14 @@ import torch
 from pydantic import PrivateAttr
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput
 
-import gem_core
 from gem_core.rollout.chat_template import ChatTemplate
-from gem_core.rollout.episode_label import parse_label
+from gem_core.rollout.episode_label import EpisodeLabel, LabelError, parse_label
 from gem_core.rollout.policy import Generation, SamplingParams, default_stop_token_ids
+from gem_core.rollout.runner import run_session
 from gem_core.rollout.session import EpisodeSession
 from gem_core.rollout.trajectory import TokenTrajectory
 
-__all__ = ["GemAgentLoop", "GemAgentLoopOutput", "ServerManagerPolicy", "RewardPlacement", "episode_request"]
+__all__ = ["GemAgentLoop", "GemAgentLoopOutput", "ServerManagerPolicy", "RewardPlacement", "episode_label", "episode_metrics"]
 
 #: Where the per-turn rewards go in ``rm_scores``: ``"turn"`` puts each turn's reward on its last
 #: sampled token; ``"episode"`` leaves verl's default (the return on the last response token).
@@ -89,8 +89,17 @@ class ServerManagerPolicy:
         self.request_id = request_id or uuid4().hex
         self.request_kwargs = dict(request_kwargs or {})
         self.num_preempted = 0
+        self.generate_seconds = 0.0
+        """Time spent waiting for the server: verl's ``generate_sequences`` phase of the episode."""
 
     async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
+        started = time.perf_counter()
+        try:
+            return await self._generate(prompt_ids, sampling)
+        finally:
+            self.generate_seconds += time.perf_counter() - started
+
+    async def _generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
         params = {**self.sampling_params, "max_tokens": int(sampling.max_new_tokens)}
         stop_ids = list(sampling.stop_token_ids or [])
         if stop_ids:
@@ -141,34 +150,44 @@ class GemAgentLoopOutput(AgentLoopOutput):
         return output
 
 
-def episode_request(row: Mapping[str, Any]) -> tuple[str, int, dict[str, Any]]:
-    """``(env_id, seed, env_kwargs)`` from a dataset row's ``extra_info``.
+def episode_label(row: Mapping[str, Any]) -> EpisodeLabel:
+    """The episode a dataset row names in its ``extra_info`` (as parquet hands it back).
 
     Raises:
-        ValueError: the row has no ``extra_info``, or it lacks ``env_id`` or ``seed`` or names an unknown
-            env (a :class:`~gem_core.rollout.episode_label.LabelError`, naming the closest ids).
+        gem_core.rollout.episode_label.LabelError: the row has no ``extra_info``, or it lacks ``env_id`` or
+            ``seed``, or names an unknown env (naming the closest ids).
     """
     extra_info = row.get("extra_info")
     if hasattr(extra_info, "item") and not isinstance(extra_info, Mapping):
         extra_info = extra_info.item()  # a 0-d numpy object array
+    fix_hint = f"The episode comes from the row's extra_info['env_id'/'seed']: {_MAKE_DATASET_HINT}."
     if not isinstance(extra_info, Mapping):
-        raise ValueError(
-            f"The dataset row has no extra_info dict (got {type(extra_info).__name__}); GemAgentLoop reads the env id, "
-            f"seed and env kwargs from it: {_MAKE_DATASET_HINT}."
-        )
+        raise LabelError(f"The dataset row has no extra_info dict (got {type(extra_info).__name__}). {fix_hint}")
     fields = dict(extra_info)
     if isinstance(fields.get("env_kwargs"), str):  # make_dataset stores them as JSON (their keys vary by env)
         fields["env_kwargs"] = json.loads(fields["env_kwargs"])
     if isinstance(fields.get("seed"), float) and fields["seed"].is_integer():
         fields["seed"] = int(fields["seed"])  # parquet may hand integers back as floats
-    label = parse_label(fields, fix_hint=f"The episode comes from the row's extra_info['env_id'/'seed']: {_MAKE_DATASET_HINT}.")
-    return label.env_id, label.seed, label.env_kwargs
+    return parse_label(fields, fix_hint=fix_hint)
+
+
+def episode_metrics(trajectory: TokenTrajectory) -> dict[str, float]:
+    """The episode statistics verl logs: numbers under ``extra_fields["reward_extra_info"]`` become
+    ``val-aux/<data_source>/<key>/mean@N`` validation metrics (and go into verl's generation dumps)."""
+    metrics = trajectory.metrics
+    return {
+        "gem_num_turns": float(trajectory.num_turns),
+        "gem_success": float(bool(metrics.get("success", False))),
+        "gem_truncated": float(trajectory.truncated),
+        "gem_env_errors": float(metrics.get("env_errors", 0)),
+        "gem_format_errors": float(metrics.get("format_errors", 0)),
+    }
 
 
 class GemAgentLoop(AgentLoopBase):
     """A verl agent loop that plays one GEM env episode per sample.
 
-    Enable it with an agent loop config (``examples/verl/gem_agent_loop.yaml``) and a dataset whose
+    Enable it with an agent loop config (``python -m gem_adapters.verl.config > gem_agent_loop.yaml``) and a dataset whose
     ``agent_name`` column names it. Keys of that YAML entry besides ``name`` and ``_target_`` arrive
     here as keyword arguments:
 
@@ -192,14 +211,9 @@ class GemAgentLoop(AgentLoopBase):
         **kwargs: Any,
     ):
         # verl picks a token builder by model type for its own ct_* helpers. GEM computes token deltas with
-        # gem_core's ChatTemplate and never uses that builder, so if the family's builder rejects the
-        # tokenizer (verl's Qwen builder wants "\n" to be one token), the generic builder is fine.
-        try:
-            super().__init__(*args, hf_model_type=hf_model_type, **kwargs)
-        except ValueError:
-            if hf_model_type is None:
-                raise
-            super().__init__(*args, hf_model_type=None, **kwargs)
+        # gem_core's ChatTemplate and never calls that builder, so it asks for the generic one: a family's
+        # builder may reject a tokenizer GEM handles (verl's Qwen builder wants "\n" to be one token).
+        super().__init__(*args, hf_model_type=None, **kwargs)
         if reward_placement not in ("turn", "episode"):
             raise ValueError(f"reward_placement must be 'turn' or 'episode', got {reward_placement!r}.")
         if max_tokens_per_turn is not None and max_tokens_per_turn < 1:
@@ -221,52 +235,35 @@ class GemAgentLoop(AgentLoopBase):
         self.stop_token_ids += [t for t in self.chat_template.end_of_turn_ids if t not in self.stop_token_ids]
 
     async def run(self, sampling_params: dict[str, Any], **row: Any) -> AgentLoopOutput:
-        env_id, seed, env_kwargs = episode_request(row)
-        env = gem_core.make(env_id, **env_kwargs)  # the id was checked by episode_request
+        label = episode_label(row)
         # As verl's ToolAgentLoop does: only vLLM's server takes a scheduling priority.
         priority = int(row.get("priority") or 0)
         use_priority = priority != 0 and self.rollout_config.name == "vllm"
         policy = ServerManagerPolicy(
             self.server_manager, sampling_params, request_kwargs={"priority": priority} if use_priority else None
         )
-        try:
-            trajectory, timing = await self._play(env, env_id, seed, policy)
-        finally:
-            env.close()
-        return self._output(trajectory, timing, policy, want_logprobs=bool(sampling_params.get("logprobs")))
-
-    async def _play(
-        self, env: Any, env_id: str, seed: int, policy: ServerManagerPolicy
-    ) -> tuple[TokenTrajectory, dict[str, float]]:
         # Each turn samples at most what is left of response_length; an observation that would not fit
         # ends the episode (truncated).
-        session = EpisodeSession(
-            env, self.tokenizer, chat_template=self.chat_template, max_turns=self.max_turns,
-            max_response_tokens=self.response_length, env_id=env_id,
+        session = EpisodeSession.from_label(
+            label, self.tokenizer, chat_template=self.chat_template, max_turns=self.max_turns,
+            max_response_tokens=self.response_length,
         )
-        timing = {"generate_sequences": 0.0, "tool_calls": 0.0}
         started = time.perf_counter()
-        prompt_ids = await session.start(seed=seed)
-        timing["tool_calls"] += time.perf_counter() - started
-        if len(prompt_ids) > self.prompt_length:
+        try:
+            trajectory = await run_session(
+                session, policy, sampling=SamplingParams(max_new_tokens=self.max_tokens_per_turn, stop_token_ids=self.stop_token_ids)
+            )
+        finally:
+            session.env.close()
+        if len(trajectory.prompt_ids) > self.prompt_length:
             raise ValueError(
-                f"The first observation of {env_id!r} (seed {seed}) is {len(prompt_ids)} tokens with the chat template, more "
-                f"than actor_rollout_ref.rollout.prompt_length={self.prompt_length}; raise data.max_prompt_length "
-                "(rollout.prompt_length follows it) or shorten the system prompt."
+                f"The first observation of {label.env_id!r} (seed {label.seed}) is {len(trajectory.prompt_ids)} tokens with the "
+                f"chat template, more than actor_rollout_ref.rollout.prompt_length={self.prompt_length}; raise "
+                "data.max_prompt_length (rollout.prompt_length follows it) or shorten the system prompt."
             )
-        while not session.done:
-            budget = session.generation_budget(self.max_tokens_per_turn)
-            if budget < 1:
-                break
-            started = time.perf_counter()
-            generation = await policy.generate(
-                session.context_ids, SamplingParams(max_new_tokens=budget, stop_token_ids=self.stop_token_ids)
-            )
-            timing["generate_sequences"] += time.perf_counter() - started
-            started = time.perf_counter()
-            await session.step(generation.token_ids, logprobs=generation.logprobs, finish_reason=generation.finish_reason)
-            timing["tool_calls"] += time.perf_counter() - started
-        return session.trajectory(), timing
+        timing = {"generate_sequences": policy.generate_seconds,
+                  "tool_calls": time.perf_counter() - started - policy.generate_seconds}
+        return self._output(trajectory, timing, policy, want_logprobs=bool(sampling_params.get("logprobs")))
 
     def _output(
         self, trajectory: TokenTrajectory, timing: dict[str, float], policy: ServerManagerPolicy, *, want_logprobs: bool
@@ -277,20 +274,12 @@ class GemAgentLoop(AgentLoopBase):
         if len(trajectory.response_ids) > limit and token_rewards:
             # Never expected (the session's budget stops turns in time); keep the return intact if it happens.
             token_rewards[-1] += sum(trajectory.token_rewards[limit:])
-        metrics = trajectory.metrics
         extra_fields = {
             "turn_scores": [float(r) for r in trajectory.rewards],
             "turn_spans": [[int(min(s, limit)), int(min(e, limit))] for s, e in trajectory.turn_spans],
             "env_id": trajectory.env_id,
             "env_seed": trajectory.seed,
-            "gem_metrics": {
-                "num_turns": int(metrics.get("num_turns", trajectory.num_turns)),
-                "success": bool(metrics.get("success", False)),
-                "format_errors": int(metrics.get("format_errors", 0)),
-                "terminated": bool(trajectory.terminated),
-                "truncated": bool(trajectory.truncated),
-                "truncated_by": metrics.get("truncated_by"),
-            },
+            "reward_extra_info": episode_metrics(trajectory),
         }
         output_cls = GemAgentLoopOutput if self.reward_placement == "turn" else AgentLoopOutput
         output = output_cls(

@@ -174,6 +174,11 @@ def test_episodes_gem_truncated_are_masked_by_mask_truncated_completions(grpo_co
         row = next(r for r, c in enumerate(rows) if c[: len(trajectory.response_ids)] == trajectory.response_ids)
         trained = int((batch["completion_mask"][row] * batch["tool_mask"][row]).sum())
         assert (trained == 0) == trajectory.truncated
+    # The episode statistics reach TRL's logged metrics.
+    logged = next(entry for entry in trainer.state.log_history if "gem/truncated" in entry)
+    assert logged["gem/truncated"] == pytest.approx(np.mean([t.truncated for t in trajectories]))
+    assert logged["gem/num_turns"] == pytest.approx(np.mean([t.num_turns for t in trajectories]))
+    assert logged["gem/env_errors"] == 0 and "gem/success" in logged
 
 
 def test_episode_that_ended_normally_gets_eos_and_a_truncated_one_never_ends_in_eos():
@@ -202,9 +207,17 @@ def test_turn_credit_trainer_logs_the_advantages_it_trains_on(grpo_config, fresh
             self.output = output
             return output
 
+    class VariedTurnRewards(GemRolloutFunc):
+        """A random tiny model earns the same reward every turn; give the turns distinct rewards instead."""
+
+        def __call__(self, prompts, trainer):
+            out = super().__call__(prompts, trainer)
+            out["turn_rewards"] = [[float((3 * i + j) % 4) for j in range(len(r))] for i, r in enumerate(out["turn_rewards"])]
+            return out
+
     trainer = Recorder(
         model=fresh_model, reward_funcs=env_return_reward, args=grpo_config(max_steps=1), processing_class=tiny_tokenizer,
-        train_dataset=make_dataset(ENV_ID, n=4, seed=3), rollout_func=GemRolloutFunc(max_turn_tokens=12),
+        train_dataset=make_dataset(ENV_ID, n=4, seed=3), rollout_func=VariedTurnRewards(max_turn_tokens=12),
         turn_credit="rebn", gamma=0.9,
     )
     trainer.train()
@@ -212,6 +225,7 @@ def test_turn_credit_trainer_logs_the_advantages_it_trains_on(grpo_config, fresh
     out = trainer.output
     mask = (out["completion_mask"] * out["tool_mask"]).float()
     trained = ((out["advantages"] * mask).sum(1) / mask.sum(1).clamp(min=1)).tolist()
+    assert any(abs(a) > 1e-3 for a in trained)
     assert trainer.logged == pytest.approx(trained, abs=1e-6)
 
 

@@ -50,7 +50,7 @@ async def test_worker_style_instantiation_gives_an_agent_loop_base_with_yaml_kwa
     loop = make_agent_loop(model_server, max_turns=3, system_prompt="Play well.")
     assert isinstance(loop, GemAgentLoop) and isinstance(loop, AgentLoopBase)
     assert loop.max_turns == 3 and loop.system_prompt == "Play well."
-    assert loop.max_tokens_per_turn == 256 and loop.reward_placement == "turn"  # from examples/verl/gem_agent_loop.yaml
+    assert loop.max_tokens_per_turn == 256 and loop.reward_placement == "turn"  # from the packaged gem_agent_loop.yaml
     assert loop.response_length == response_length
 
 
@@ -65,7 +65,7 @@ async def test_model_episode_is_token_exact_with_env_tokens_masked(run_loop, mod
     calls, outputs = model_server.calls, model_server.outputs
     spans = spans_of(out.response_mask)
     assert [tuple(s) for s in out.extra_fields["turn_spans"]] == spans
-    assert len(calls) == len(spans) == out.extra_fields["gem_metrics"]["num_turns"] > 1
+    assert len(calls) == len(spans) == out.extra_fields["reward_extra_info"]["gem_num_turns"] > 1
     assert len({c["request_id"] for c in calls}) == 1
     full = out.prompt_ids + out.response_ids
     for (start, end), call, sampled in zip(spans, calls, outputs):
@@ -88,7 +88,7 @@ async def test_response_stays_within_response_length_and_turns_ask_only_for_what
     out = await loop.run(sampling_params, **make_row("game:Wordle-v0", 1))
     server = model_server
     assert len(out.response_ids) <= 40
-    assert out.extra_fields["gem_metrics"]["truncated"]
+    assert out.extra_fields["reward_extra_info"]["gem_truncated"]
     used = 0
     for call, sampled in zip(server.calls, server.outputs):
         assert call["sampling_params"]["max_tokens"] <= 40 - used
@@ -103,7 +103,7 @@ async def test_turn_rewards_land_on_each_turns_last_sampled_token(run_loop, serv
     assert isinstance(out, GemAgentLoopOutput)
     assert out.extra_fields["turn_scores"] == pytest.approx(rewards)
     assert out.reward_score == pytest.approx(sum(rewards))
-    assert out.extra_fields["gem_metrics"]["success"] and out.extra_fields["gem_metrics"]["terminated"]
+    assert out.extra_fields["reward_extra_info"]["gem_success"] == 1.0 and not out.extra_fields["reward_extra_info"]["gem_truncated"]
     rm_scores = out.as_dict()["rm_scores"]  # what verl's default (v1) worker stores for the trainer
     assert rm_scores.shape == (len(out.response_ids),)
     ends = [end - 1 for _, end in spans_of(out.response_mask)]
@@ -205,7 +205,7 @@ async def test_loop_builds_even_when_verls_family_token_builder_rejects_the_toke
     # verl's GLM builder needs GLM's special tokens; GEM never uses verl's builder, so the loop still works.
     loop = make_agent_loop(model_server, max_turns=1, max_tokens_per_turn=4, hf_model_type="glm4_moe")
     out = await loop.run(sampling_params, **make_row("game:Wordle-v0", 0))
-    assert out.extra_fields["gem_metrics"]["num_turns"] == 1
+    assert out.extra_fields["reward_extra_info"]["gem_num_turns"] == 1
 
 
 async def test_each_turn_keeps_verls_sampling_params_and_adds_the_turn_limits(run_loop, model_server, make_row, sampling_params):
