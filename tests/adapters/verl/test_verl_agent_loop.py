@@ -240,3 +240,36 @@ async def test_misaligned_logprobs_from_the_server_are_refused():
     output = TokenOutput(token_ids=[5, 6], log_probs=[-1.0], stop_reason="completed")
     with pytest.raises(ValueError, match="one logprob per sampled token"):
         await ServerManagerPolicy(_FixedServer(output), {}).generate([1], SamplingParams(max_new_tokens=4))
+
+
+QWEN3_STYLE = (  # Qwen3's switch: enable_thinking=False pre-fills an empty think block after the generation prompt
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' }}"
+    "{% if message['role'] == 'assistant' and enable_thinking is defined and enable_thinking is false %}"
+    "{{ '<think>\n\n</think>\n\n' }}{% endif %}"
+    "{{ message['content'] + '<|im_end|>\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}"
+    "{% if enable_thinking is defined and enable_thinking is false %}{{ '<think>\n\n</think>\n\n' }}{% endif %}"
+    "{% endif %}"
+)
+
+
+async def test_data_apply_chat_template_kwargs_reach_the_prompt_ids(make_row, tiny_model, server_for):
+    """verl's `data.apply_chat_template_kwargs` (here Qwen3's enable_thinking=False) shapes the episode's prompt."""
+    from conftest import AGENT_LOOP_YAML, build_agent_loop, compose_trainer_config, verl_sampling_params
+
+    from gem_core.rollout.policy import TransformersPolicy
+    from gem_core.testing import make_tokenizer
+
+    tokenizer = make_tokenizer("chatml")  # a new object each call: its template is ours to change
+    tokenizer.chat_template = QWEN3_STYLE
+    config = compose_trainer_config([
+        "actor_rollout_ref.rollout.name=vllm",
+        f"actor_rollout_ref.rollout.agent.agent_loop_config_path={AGENT_LOOP_YAML}",
+        "+data.apply_chat_template_kwargs.enable_thinking=false",
+    ])
+    loop = build_agent_loop(config, server_for(TransformersPolicy(tiny_model, tokenizer)), tokenizer, max_turns=1,
+                            max_tokens_per_turn=4)
+    out = await loop.run(verl_sampling_params(config), **make_row("game:Wordle-v0", 3))
+    assert tokenizer.decode(out.prompt_ids).endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
