@@ -260,3 +260,23 @@ def test_grpo_config_chat_template_kwargs_reach_the_prompt_ids_of_the_loss(grpo_
     for ids, mask in zip(batch["prompt_ids"].tolist(), batch["prompt_mask"].tolist()):
         prompt = tokenizer.decode([i for i, m in zip(ids, mask) if m])
         assert prompt.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n"), prompt[-80:]
+
+
+def test_make_dataset_command_line_writes_rows_the_rollout_reads(tmp_path):
+    import subprocess
+    import sys
+
+    from datasets import load_dataset
+
+    from gem_adapters.trl.make_dataset import episode_label
+
+    out = tmp_path / "train.jsonl"
+    done = subprocess.run(
+        [sys.executable, "-m", "gem_adapters.trl.make_dataset", "--env", ENV_ID, "--n", "3", "--seed-start", "5", "--out", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = load_dataset("json", data_files=str(out), split="train")
+    labels = [episode_label(row["prompt"])[0] for row in rows]
+    assert [(label.env_id, label.seed) for label in labels] == [(ENV_ID, 5), (ENV_ID, 6), (ENV_ID, 7)]
+    assert [row["prompt"] for row in rows] == make_dataset(ENV_ID, n=3, seed=5)["prompt"]
