@@ -78,8 +78,8 @@ class GemRolloutFunc:
             return trajectories
 
         self.last_trajectories = _run(play_all())
-        return trajectories_to_rollout(self.last_trajectories, eos_token_id=tokenizer.eos_token_id,
-                                       filler_token_id=_filler_token_id(tokenizer))
+        newline = tokenizer.encode("\n", add_special_tokens=False)
+        return trajectories_to_rollout(self.last_trajectories, eos_token_id=tokenizer.eos_token_id, filler_token_id=newline[0] if newline else None)
 
 
 def trajectories_to_rollout(
@@ -98,11 +98,7 @@ def trajectories_to_rollout(
         mask = list(trajectory.loss_mask)
         logprobs = list(trajectory.logprobs)
         ends_in_eos = bool(completion) and completion[-1] == eos_token_id
-        extra = None
-        if not trajectory.truncated and not ends_in_eos:
-            extra = eos_token_id
-        elif trajectory.truncated and ends_in_eos:
-            extra = filler_token_id
+        extra = None if trajectory.truncated != ends_in_eos else filler_token_id if trajectory.truncated else eos_token_id
         if extra is not None:
             completion.append(extra)
             mask.append(0)
@@ -121,11 +117,6 @@ def trajectories_to_rollout(
     return out
 
 
-def _filler_token_id(tokenizer: Any) -> int | None:
-    ids = tokenizer.encode("\n", add_special_tokens=False)
-    return ids[0] if ids else None
-
-
 def env_return_reward(
     completions: list[Any], env_return: list[float], log_metric: Callable[[str, float], None] | None = None, **kwargs: Any
 ) -> list[float]:
@@ -136,13 +127,10 @@ def env_return_reward(
     shows there instead of training on silent zero rewards.
     """
     if log_metric is not None:
-        for key in _EPISODE_METRICS:
+        for key in ("num_turns", "success", "truncated", "env_errors"):
             if key in kwargs:
                 log_metric(f"gem/{key}", sum(float(v) for v in kwargs[key]) / max(len(kwargs[key]), 1))
     return [float(r) for r in env_return]
-
-
-_EPISODE_METRICS = ("num_turns", "success", "truncated", "env_errors")
 
 
 def _run(coroutine: Coroutine[Any, Any, T]) -> T:

@@ -94,12 +94,6 @@ class ServerManagerPolicy:
 
     async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
         started = time.perf_counter()
-        try:
-            return await self._generate(prompt_ids, sampling)
-        finally:
-            self.generate_seconds += time.perf_counter() - started
-
-    async def _generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
         params = {**self.sampling_params, "max_tokens": int(sampling.max_new_tokens)}
         stop_ids = list(sampling.stop_token_ids or [])
         if stop_ids:
@@ -107,8 +101,8 @@ class ServerManagerPolicy:
         output = await self.server_manager.generate(
             request_id=self.request_id, prompt_ids=list(prompt_ids), sampling_params=params, **self.request_kwargs
         )
-        if output.num_preempted:
-            self.num_preempted += int(output.num_preempted)
+        self.generate_seconds += time.perf_counter() - started
+        self.num_preempted += int(output.num_preempted or 0)
         token_ids = [int(t) for t in output.token_ids]
         return Generation(  # refuses log-probs that are not one per token
             token_ids=token_ids,
@@ -231,8 +225,7 @@ class GemAgentLoop(AgentLoopBase):
         )
         # Sent to the server with every turn, so a turn ends at end-of-turn even where the model's own
         # generation config stops only at its eos token.
-        self.stop_token_ids = default_stop_token_ids(self.tokenizer)
-        self.stop_token_ids += [t for t in self.chat_template.end_of_turn_ids if t not in self.stop_token_ids]
+        self.stop_token_ids = list(dict.fromkeys([*default_stop_token_ids(self.tokenizer), *self.chat_template.end_of_turn_ids]))
 
     async def run(self, sampling_params: dict[str, Any], **row: Any) -> AgentLoopOutput:
         label = episode_label(row)
@@ -261,22 +254,17 @@ class GemAgentLoop(AgentLoopBase):
                 f"chat template, more than actor_rollout_ref.rollout.prompt_length={self.prompt_length}; raise "
                 "data.max_prompt_length (rollout.prompt_length follows it) or shorten the system prompt."
             )
-        timing = {"generate_sequences": policy.generate_seconds,
-                  "tool_calls": time.perf_counter() - started - policy.generate_seconds}
-        return self._output(trajectory, timing, policy, want_logprobs=bool(sampling_params.get("logprobs")))
+        metrics = AgentLoopMetrics(  # the env's share of the time is what the server did not take
+            generate_sequences=policy.generate_seconds, num_preempted=policy.num_preempted,
+            tool_calls=time.perf_counter() - started - policy.generate_seconds,
+        )
+        return self._output(trajectory, metrics, want_logprobs=bool(sampling_params.get("logprobs")))
 
-    def _output(
-        self, trajectory: TokenTrajectory, timing: dict[str, float], policy: ServerManagerPolicy, *, want_logprobs: bool
-    ) -> AgentLoopOutput:
-        limit = self.response_length
-        response_ids = trajectory.response_ids[:limit]
-        token_rewards = trajectory.token_rewards[:limit]
-        if len(trajectory.response_ids) > limit and token_rewards:
-            # Never expected (the session's budget stops turns in time); keep the return intact if it happens.
-            token_rewards[-1] += sum(trajectory.token_rewards[limit:])
+    def _output(self, trajectory: TokenTrajectory, metrics: AgentLoopMetrics, *, want_logprobs: bool) -> AgentLoopOutput:
+        # The session's max_response_tokens keeps the response within response_length.
         extra_fields = {
             "turn_scores": [float(r) for r in trajectory.rewards],
-            "turn_spans": [[int(min(s, limit)), int(min(e, limit))] for s, e in trajectory.turn_spans],
+            "turn_spans": [[int(s), int(e)] for s, e in trajectory.turn_spans],
             "env_id": trajectory.env_id,
             "env_seed": trajectory.seed,
             "reward_extra_info": episode_metrics(trajectory),
@@ -284,19 +272,15 @@ class GemAgentLoop(AgentLoopBase):
         output_cls = GemAgentLoopOutput if self.reward_placement == "turn" else AgentLoopOutput
         output = output_cls(
             prompt_ids=list(trajectory.prompt_ids),
-            response_ids=list(response_ids),
-            response_mask=list(trajectory.loss_mask[:limit]),
-            response_logprobs=list(trajectory.logprobs[:limit]) if want_logprobs else None,
+            response_ids=list(trajectory.response_ids),
+            response_mask=list(trajectory.loss_mask),
+            response_logprobs=list(trajectory.logprobs) if want_logprobs else None,
             reward_score=trajectory.episode_return,
             # verl counts chat messages (user and assistant): the first observation, each action, each later observation.
             num_turns=len(trajectory.observations) + trajectory.num_turns,
-            metrics=AgentLoopMetrics(
-                generate_sequences=timing["generate_sequences"],
-                tool_calls=timing["tool_calls"],
-                num_preempted=policy.num_preempted,
-            ),
+            metrics=metrics,
             extra_fields=extra_fields,
         )
         if isinstance(output, GemAgentLoopOutput):
-            output.with_token_rewards(token_rewards)
+            output.with_token_rewards(trajectory.token_rewards)
         return output
