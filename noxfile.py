@@ -35,7 +35,7 @@ def _install(session: nox.Session, *requirements: str) -> None:
 @nox.session
 def core(session: nox.Session) -> None:
     """gem_core: envs, registry, wrappers, vector env, tools, rollout, eval."""
-    _install(session, "-e", ".[rollout,eval,search,mcp,math,code,qa,rg,dev]")
+    _install(session, "-e", ".[rollout,eval,search,serve,openenv,mcp,math,code,qa,rg,dev]")
     session.run(*PYTEST, "tests/core", "tests/rollout", *session.posargs)
 
 
@@ -75,6 +75,14 @@ def _install_without_gpu_deps(session: nox.Session, framework: str, *light_deps:
     session.install(*CONSTRAINTS, "--no-deps", *pip_flags, framework)
     if light_deps:
         session.install(*CONSTRAINTS, *light_deps)
+
+
+@nox.session
+def ray(session: nox.Session) -> None:
+    """The ``ray`` vector backend on a local three-node Ray cluster (loopback only; no torch needed)."""
+    _upgrade_pip(session)
+    session.install(*CONSTRAINTS, "-e", ".[ray,dev]")
+    session.run(*PYTEST, "tests/core/vector/test_ray.py", *session.posargs)
 
 
 @nox.session

@@ -6,9 +6,10 @@ With a 1 s step and T turns, 64 episodes should take about T seconds, not 64 * T
 Two kinds of slow step are measured:
 
 - ``async``: the env overrides ``astep`` with ``await asyncio.sleep`` (an async tool client);
-- ``sync``:  the env's plain ``step`` calls ``time.sleep`` and the default ``Env.astep`` runs it in a
-  worker thread. Threads come from the event loop's default executor, which asyncio sizes to
-  ``min(32, cpu_count + 4)``; the bench also shows it with a 64-thread executor installed.
+- ``sync``:  the env's plain ``step`` calls ``time.sleep`` and ``astep`` runs it in a worker thread,
+  from a pool sized like asyncio's default executor (``min(32, cpu_count + 4)`` threads: 6 on 2 cores)
+  and from GEM's :data:`gem_core.env.ENV_THREADS` (256 threads), which the default ``Env.astep`` uses.
+  The gap between these two rows is why that pool is large.
 
     python bench/concurrency.py [--episodes 64] [--turns 2] [--delay 1.0] [--serial-episodes 4]
 
@@ -22,9 +23,8 @@ import argparse
 import asyncio
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 
-from gem_core.env import Env
+from gem_core.env import ENV_THREADS, Env, EnvThreadPool
 from gem_core.rollout import run_episodes
 from gem_core.testing import ScriptedPolicy, make_tokenizer
 
@@ -32,8 +32,8 @@ from gem_core.testing import ScriptedPolicy, make_tokenizer
 class SlowToolEnv(Env):
     """Each step "calls a tool" that takes ``delay`` seconds; the episode lasts ``turns`` steps."""
 
-    def __init__(self, turns: int, delay: float, mode: str):
-        self.turns, self.delay, self.mode, self.turn = turns, delay, mode, 0
+    def __init__(self, turns: int, delay: float, mode: str, pool: EnvThreadPool = ENV_THREADS):
+        self.turns, self.delay, self.mode, self.pool, self.turn = turns, delay, mode, pool, 0
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
@@ -53,20 +53,18 @@ class SlowToolEnv(Env):
         if self.mode == "async":
             await asyncio.sleep(self.delay)
             return self._answer(action)
-        return await super().astep(action)  # the default: step() in a worker thread
+        return await self.pool.run(self.step, action)  # as the default Env.astep, with a chosen pool
 
     def sample_random_action(self) -> str:
         return "call"
 
 
-async def timed(args, mode: str, episodes: int, concurrency: int, threads: int | None = None) -> float:
-    if threads is not None:
-        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=threads))
+async def timed(args, mode: str, episodes: int, concurrency: int, pool: EnvThreadPool) -> float:
     tokenizer = make_tokenizer("chatml")
     policy = ScriptedPolicy(tokenizer, ["\\boxed{call}"])
     start = time.perf_counter()
     trajs = await run_episodes(
-        lambda: SlowToolEnv(args.turns, args.delay, mode), policy, tokenizer, list(range(episodes)), concurrency=concurrency
+        lambda: SlowToolEnv(args.turns, args.delay, mode, pool), policy, tokenizer, list(range(episodes)), concurrency=concurrency
     )
     elapsed = time.perf_counter() - start
     assert all(t.num_turns == args.turns and t.terminated for t in trajs)
@@ -86,16 +84,19 @@ def main() -> None:
     ideal = t * args.delay
     print(f"{n} episodes x {t} turns, env step = {args.delay:.1f} s; ideal wall time {ideal:.1f} s")
     print(f"{'step kind':<38} {'concurrent (s)':>15} {'serial (s)':>11} {'speed-up':>9} {'per turn (s)':>13}")
+    small_pool = EnvThreadPool(max_workers=default_threads, thread_name_prefix="bench-small")
     rows = [
-        ("async step (asyncio.sleep)", "async", None),
-        (f"sync step, default executor ({default_threads} thr)", "sync", None),
-        (f"sync step, {n}-thread executor", "sync", n),
+        ("async step (asyncio.sleep)", "async", ENV_THREADS),
+        (f"sync step, asyncio-sized pool ({default_threads} thr)", "sync", small_pool),
+        (f"sync step, ENV_THREADS ({ENV_THREADS.max_workers} thr)", "sync", ENV_THREADS),
     ]
-    for label, mode, threads in rows:
-        concurrent = asyncio.run(timed(args, mode, n, concurrency=n, threads=threads))
-        serial_part = asyncio.run(timed(args, mode, args.serial_episodes, concurrency=1, threads=threads))
+    for label, mode, pool in rows:
+        concurrent = asyncio.run(timed(args, mode, n, concurrency=n, pool=pool))
+        serial_part = asyncio.run(timed(args, mode, args.serial_episodes, concurrency=1, pool=pool))
         serial = serial_part * n / args.serial_episodes
         print(f"{label:<38} {concurrent:>15.2f} {serial:>11.1f} {serial / concurrent:>8.1f}x {concurrent / t:>13.2f}")
+    small_pool.shutdown()
+    ENV_THREADS.shutdown()
     if args.serial_episodes != n:
         print(f"(serial times measured on {args.serial_episodes} episodes and scaled to {n})")
 

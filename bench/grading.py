@@ -12,6 +12,9 @@ units, ...); the answers are drawn from templates of the same kinds with a fresh
 math-verify's parse cache does not turn later cells into cache lookups (a policy rarely repeats itself). Rows: cells;
 columns: grades/s and the ratio to ``sync + worker``. Run ``python bench/grading.py`` (about a minute
 on 2 cores) or ``--quick``.
+
+``--extraction`` instead times answer extraction on hostile responses (nested ``\\boxed{``, unclosed
+tags, a megabyte) against the previous rescan-per-opener extractor, side by side.
 """
 
 from __future__ import annotations
@@ -97,12 +100,53 @@ def grades_per_second(backend: str, grading: str, data_file: Path, num_envs: int
         vec.close()
 
 
+def rescanning_extract_boxed(text: str) -> str | None:
+    """The extractor before issue 14 (a rescan per opener): the reference the extraction rows compare to."""
+    import re
+
+    found = None
+    for match in re.finditer(r"\\(?:boxed|fbox)\s*\{", text):
+        depth, start = 1, match.end()
+        for i in range(start, len(text)):
+            if text[i] == "{":
+                depth += 1
+            elif text[i] == "}":
+                depth -= 1
+                if depth == 0:
+                    found = text[start:i].strip()
+                    break
+    return found
+
+
+def extraction_table() -> None:
+    from gem_core.envs.math.answer import extract_boxed
+
+    cases = {
+        "nested \\boxed{ x1000": "\\boxed{" * 1000,
+        "nested \\boxed{ x3000": "\\boxed{" * 3000,
+        "1 MB, one box at the end": "x" * 1_000_000 + "\\boxed{42}",
+        "\\boxed{1} x 50,000": "\\boxed{1}" * 50_000,
+    }
+    print(f"{'response':<26} {'rescanning s':>13} {'one pass s':>11} {'speed-up':>9}")
+    for name, text in cases.items():
+        timings = []
+        for extract in (rescanning_extract_boxed, extract_boxed):
+            start = time.perf_counter()
+            extract(text)
+            timings.append(time.perf_counter() - start)
+        print(f"{name:<26} {timings[0]:>13.4f} {timings[1]:>11.4f} {timings[0] / timings[1]:>8.1f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--num-envs", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=8.0, help="timed budget per cell")
     parser.add_argument("--quick", action="store_true", help="3 s per cell")
+    parser.add_argument("--extraction", action="store_true", help="time answer extraction on hostile responses instead")
     args = parser.parse_args()
+    if args.extraction:
+        extraction_table()
+        return
     seconds = 3.0 if args.quick else args.seconds
     with tempfile.TemporaryDirectory() as tmp:
         data_file = write_table(Path(tmp))

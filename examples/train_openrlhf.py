@@ -18,7 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gem_adapters.openrlhf.make_dataset import write_dataset
+from gem_adapters.openrlhf.make_dataset import make_dataset, write_jsonl
+from prerequisites import require_gpu_stack
 
 HERE = Path(__file__).resolve().parent
 
@@ -28,17 +29,20 @@ parser.add_argument("--env", default="game:GuessTheNumber-v0", help="GEM env id"
 parser.add_argument("--episodes", type=int, default=4096, help="rows in the prompt dataset (one episode each)")
 parser.add_argument("--model", default="Qwen/Qwen3-1.7B", help="HF model name or path")
 parser.add_argument("--gpus", type=int, default=8, help="GPUs on this node (actor, ref and vLLM colocated)")
+parser.add_argument("--vllm-memory", type=float, default=0.6, help="vLLM's share of GPU memory; colocated with DeepSpeed, OpenRLHF's scripts use 0.5-0.75")
 parser.add_argument("--max-len", type=int, default=4096, help="whole-episode token budget (--data.max_len)")
 parser.add_argument("--n-samples", type=int, default=8, help="episodes per prompt row (group baseline)")
 parser.add_argument("--estimator", default="reinforce_baseline", help="--algo.advantage.estimator")
 parser.add_argument("--out", default="runs/openrlhf", help="dataset and checkpoint directory")
 parser.add_argument("--dry-run", action="store_true", help="write the dataset, print the command, do not launch")
 args = parser.parse_args()
+if not args.dry_run:
+    require_gpu_stack("train_openrlhf.py", packages=("openrlhf", "ray", "vllm", "deepspeed"), install='pip install "openrlhf[vllm]==0.11.2"')
 
 # -- setup: the dataset OpenRLHF counts episodes with ----------------------------------------------
 out = Path(args.out)
 dataset = out / "train.jsonl"
-rows = write_dataset(dataset, [args.env], args.episodes)
+rows = write_jsonl(make_dataset(args.env, args.episodes), dataset)
 print(f"wrote {rows} episodes of {args.env} to {dataset}")
 
 # -- launch: the stock trainer with the GEM agent file ---------------------------------------------
@@ -49,7 +53,9 @@ command = [
     "--ref.num_gpus_per_node", str(args.gpus),
     "--vllm.num_engines", str(args.gpus),
     "--vllm.tensor_parallel_size", "1",
-    "--vllm.enable_sleep",
+    "--vllm.gpu_memory_utilization", str(args.vllm_memory),
+    "--vllm.enable_sleep",  # colocated: vLLM and DeepSpeed each sleep (offload) while the other runs
+    "--ds.enable_sleep",
     "--train.colocate_all",
     "--train.agent_func_path", str(HERE / "openrlhf" / "gem_agent.py"),
     "--data.prompt_dataset", str(dataset),

@@ -15,12 +15,16 @@ them per episode, ``gae`` discounts per token with ``adv.gamma``.
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import shlex
 import subprocess
 from pathlib import Path
 
+from gem_adapters.openrlhf.make_dataset import write_jsonl
 from gem_adapters.rl2 import installed_rl2_api
-from gem_adapters.rl2.make_dataset import write_dataset
+from gem_adapters.rl2.make_dataset import make_dataset
+from prerequisites import require_gpu_stack
 
 HERE = Path(__file__).resolve().parent
 
@@ -33,6 +37,8 @@ parser.add_argument("--gpus", type=int, default=8, help="torchrun --nproc_per_no
 parser.add_argument("--max-new-tokens", type=int, default=512, help="per-turn cap (RL2's default null fails)")
 parser.add_argument("--max-length", type=int, default=8192, help="actor.max_length_per_device (>= the env file's max_total_tokens)")
 parser.add_argument("--responses-per-prompt", type=int, default=8, help="episodes per row (group baseline)")
+parser.add_argument("--prompts-per-rollout", type=int, default=64, help="dataset rows per training step")
+parser.add_argument("--total-steps", type=int, default=None, help="RL2 main's trainer.total_steps (default: one pass over the dataset)")
 parser.add_argument("--api", choices=["generate", "reset_step"], default=None, help="RL2 env hook (default: the installed RL2's)")
 parser.add_argument("--out", default="runs/rl2", help="dataset directory")
 parser.add_argument("--dry-run", action="store_true", help="write the dataset, print the command, do not launch")
@@ -42,8 +48,10 @@ args = parser.parse_args()
 api = args.api or installed_rl2_api()
 if api is None:
     raise SystemExit("RL2 is not installed: `pip install rl-square==0.0.2`, or RL2 main from source (pip install -e .).")
+if not args.dry_run:
+    require_gpu_stack("train_rl2.py", packages=("RL2", "sglang"), launcher="torchrun", install="RL2's README lists its GPU packages")
 dataset = Path(args.out) / "train.jsonl"
-print(f"wrote {write_dataset(dataset, [args.env], args.episodes)} episodes of {args.env} to {dataset}")
+print(f"wrote {write_jsonl(make_dataset(args.env, args.episodes), dataset)} episodes of {args.env} to {dataset}")
 
 common = [
     f"actor.model_name={args.model}",
@@ -52,26 +60,28 @@ common = [
     "trainer.project=gem",
     f"trainer.experiment_name=rl2-{args.env.replace(':', '-')}",
 ]
-if api == "generate":  # RL2 main
+if api == "generate":  # RL2 main: no default step count (its scheduler and loop need trainer.total_steps)
     overrides = [
         f"rollout.train.path={dataset}",
         f"rollout.env_path={HERE / 'rl2' / 'gem_env.py'}",
         f"rollout.train.responses_per_prompt={args.responses_per_prompt}",
         f"rollout.train.sampling_params.max_new_tokens={args.max_new_tokens}",
-        "rollout.train.prompts_per_rollout=64",
+        f"rollout.train.prompts_per_rollout={args.prompts_per_rollout}",
+        f"trainer.total_steps={args.total_steps or math.ceil(args.episodes / args.prompts_per_rollout)}",
     ]
-else:  # rl-square 0.0.2
+else:  # rl-square 0.0.2: the env file reads the actor's tokenizer name from GEM_RL2_MODEL
     overrides = [
         f"train_data.path={dataset}",
         f"rollout.env_path={HERE / 'rl2' / 'gem_env_pypi.py'}",
         f"train_data.responses_per_prompt={args.responses_per_prompt}",
         f"rollout.train_sampling_params.max_new_tokens={args.max_new_tokens}",
         "rollout.max_turns=100",  # rl-square's default is 1; the env's own limit ends episodes
-        "train_data.prompts_per_rollout=64",
+        f"train_data.prompts_per_rollout={args.prompts_per_rollout}",
     ]
 
 # -- launch: the stock trainer ----------------------------------------------------------------------
+environment = {"GEM_RL2_MODEL": args.model}
 command = ["torchrun", f"--nproc_per_node={args.gpus}", "-m", "RL2.trainer.ppo", *overrides, *common]
-print(shlex.join(command))
+print(shlex.join([f"{k}={v}" for k, v in environment.items()] + command))
 if not args.dry_run:
-    subprocess.run(command, check=True)
+    subprocess.run(command, check=True, env={**os.environ, **environment})

@@ -10,6 +10,11 @@ from gem_core.registry import UnknownEnvError, list_envs, make
 
 
 def _list(args: argparse.Namespace) -> int:
+    if args.aliases:
+        from gem_core.registry import aliases
+
+        print("\n".join(f"{alias} -> {target}" for alias, target in aliases().items()))
+        return 0
     ids = list_envs(args.pattern)
     if not ids:
         print(f"No env id matches {args.pattern!r}.", file=sys.stderr)
@@ -51,12 +56,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     list_parser = commands.add_parser("list", help="list registered env ids")
     list_parser.add_argument("pattern", nargs="?", default=None, help="glob ('game:*') or substring")
+    list_parser.add_argument("--aliases", action="store_true", help="list other names of ids (upstream GEM's) instead")
     list_parser.set_defaults(run=_list)
 
     play_parser = commands.add_parser("play", help="play an env in the terminal")
     play_parser.add_argument("env_id", help="e.g. game:Wordle-v0")
     play_parser.add_argument("--seed", type=int, default=None, help="seed of the episode (default: random)")
     play_parser.set_defaults(run=_play)
+
+    from gem_core.check import add_check_parser
+    from gem_core.rollout.replay import add_replay_parser
+    from gem_core.serve.command import add_serve_parser
+
+    add_replay_parser(commands)
+    add_serve_parser(commands)
+    add_check_parser(commands)
 
     try:
         from gem_core.eval.cli import add_eval_parser

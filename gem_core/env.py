@@ -9,13 +9,22 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import copy
 import functools
-from typing import Any, SupportsFloat
+import inspect
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, SupportsFloat
 
 import gymnasium as gym
 from gymnasium import spaces
 
-__all__ = ["Env", "TextSpace", "StepResult", "MAX_TEXT_LENGTH", "ENV_THREADS", "run_in_env_thread"]
+__all__ = [
+    "Env", "TextSpace", "StepResult", "MAX_TEXT_LENGTH", "EnvThreadPool", "ENV_THREADS", "run_in_env_thread",
+    "EPISODE_OVER", "episode_over_result", "guard_episode_end", "log_error_once", "episode_success",
+    "STATE_FORMAT", "StateSnapshots",
+]
 
 #: Longest observation or action the spaces admit. Actions longer than this are still answered (with a
 #: format penalty), never rejected with an exception: a model's output is untrusted input.
@@ -23,15 +32,60 @@ MAX_TEXT_LENGTH = 1_000_000
 
 StepResult = tuple[str, SupportsFloat, bool, bool, dict[str, Any]]
 
-#: Threads that run sync ``step``/``reset`` calls for :meth:`Env.astep`/:meth:`Env.areset`. asyncio's
-#: default executor has ``min(32, cpus + 4)`` threads, so on a 2-core machine only 6 slow steps (tool
-#: calls, graders waiting on I/O) could overlap; episodes run by the hundred, and a waiting thread is cheap.
-ENV_THREADS = concurrent.futures.ThreadPoolExecutor(max_workers=256, thread_name_prefix="gem-env")
+#: Version tag of :meth:`Env.get_state` snapshots; :meth:`Env.set_state` refuses any other.
+STATE_FORMAT = "gem.env_state/1"
+
+
+class EnvThreadPool:
+    """The threads that run blocking ``step``/``reset`` calls for :meth:`Env.astep`/:meth:`Env.areset`.
+
+    Large (256 threads) on purpose: asyncio's default executor has ``min(32, cpus + 4)`` threads, so on
+    a 2-core machine only 6 slow steps (tool calls, graders waiting on I/O) could overlap, while
+    episodes run by the hundred and a waiting thread is cheap (``bench/concurrency.py`` shows both).
+    The threads start on first use, not at import; :meth:`shutdown` stops them, and a later call
+    starts a fresh pool.
+    """
+
+    def __init__(self, max_workers: int = 256, thread_name_prefix: str = "gem-env"):
+        self.max_workers = max_workers
+        self.thread_name_prefix = thread_name_prefix
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def executor(self) -> concurrent.futures.ThreadPoolExecutor:
+        """The executor, created on first use."""
+        executor = self._executor
+        if executor is None:
+            with self._lock:
+                if self._executor is None:
+                    self._executor = concurrent.futures.ThreadPoolExecutor(self.max_workers, self.thread_name_prefix)
+                executor = self._executor
+        return executor
+
+    @property
+    def started(self) -> bool:
+        return self._executor is not None
+
+    async def run(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        """Run a blocking call in a pool thread without blocking the event loop."""
+        return await asyncio.get_running_loop().run_in_executor(self.executor, functools.partial(fn, *args, **kwargs))
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Stop the threads (after their calls finish when ``wait``)."""
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=wait, cancel_futures=cancel_futures)
+
+
+#: The process-wide pool behind the default :meth:`Env.astep`/:meth:`Env.areset`.
+ENV_THREADS = EnvThreadPool()
 
 
 async def run_in_env_thread(fn: Any, /, *args: Any, **kwargs: Any) -> Any:
     """Run a blocking env call in :data:`ENV_THREADS` without blocking the event loop."""
-    return await asyncio.get_running_loop().run_in_executor(ENV_THREADS, functools.partial(fn, *args, **kwargs))
+    return await ENV_THREADS.run(fn, *args, **kwargs)
 
 
 class TextSpace(spaces.Text):
@@ -53,7 +107,172 @@ class TextSpace(spaces.Text):
         return f"TextSpace(min_length={self.min_length}, max_length={self.max_length})"
 
 
-class Env(gym.Env[str, str]):
+#: The observation for an action sent after the episode ended (see :func:`guard_episode_end`).
+EPISODE_OVER = "The episode is over; this action was not scored. Call reset() to start a new episode."
+
+logger = logging.getLogger("gem.env")
+_warned: set[tuple[str, str]] = set()
+_warned_lock = threading.Lock()
+
+
+def log_error_once(env: Any, error: str, detail: str = "") -> None:
+    """Log one warning per env id and kind of error that an env turned into a reward.
+
+    A grader that crashes or times out on every answer pays 0 for everything; the warning makes that
+    visible once per ``(env id, error)`` without flooding a training log, and ``info["error"]`` marks
+    every such step for the rollout's metrics.
+    """
+    env_id = getattr(env, "env_id", None) or type(env).__name__
+    key = (str(env_id), error.split(":", 1)[0])
+    with _warned_lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    logger.warning("%s: %s%s (scored as reward 0; further errors of this kind are not logged)", env_id, error, f": {detail}" if detail else "")
+
+
+def episode_success(infos: Sequence[Mapping[str, Any]], episode_return: float, terminated: bool) -> bool:
+    """Whether an episode succeeded: the one definition (wrappers, the session and the eval report).
+
+    The env's own verdict wins: ``info["success"]`` of the last step, where the env reports one (games
+    do, on their last step). Otherwise an episode the env ended (``terminated``, not cut short) with a
+    positive return succeeded: a graded answer that scored.
+    """
+    if infos and "success" in infos[-1]:
+        return bool(infos[-1]["success"])
+    return bool(terminated and episode_return > 0)
+
+
+def episode_over_result() -> StepResult:
+    """What a step after the end of an episode returns: no reward, still terminated, never a re-grade."""
+    return EPISODE_OVER, 0.0, True, False, {"episode_over": True}
+
+
+def _over(self: Any) -> bool:
+    return getattr(self, "_gem_episode_over", False)
+
+
+def _note_end(self: Any, result: StepResult) -> StepResult:
+    if result[2] or result[3]:
+        self._gem_episode_over = True
+    return result
+
+
+def guard_episode_end(cls: type) -> type:
+    """Make the ``step``/``astep``/``reset``/``areset`` that ``cls`` itself defines respect episode ends.
+
+    Once a step returns ``terminated`` or ``truncated``, further steps return
+    :func:`episode_over_result` until the next reset, whatever the subclass's own ``step`` would do
+    (GuessTheNumber paid 1.0 for the right number after "Out of turns"; math envs re-graded). Applied to
+    every subclass of :class:`Env` and of the GEM wrapper, so no env has to remember it.
+    """
+    namespace = vars(cls)
+    if "step" in namespace and not getattr(namespace["step"], "_gem_guarded", False):
+        step = namespace["step"]
+
+        @functools.wraps(step)
+        def guarded_step(self: Any, action: str) -> StepResult:
+            if _over(self):
+                return episode_over_result()
+            return _note_end(self, step(self, action))
+
+        guarded_step._gem_guarded = True  # type: ignore[attr-defined]
+        cls.step = guarded_step  # type: ignore[attr-defined]
+    if "astep" in namespace and inspect.iscoroutinefunction(namespace["astep"]) and not getattr(namespace["astep"], "_gem_guarded", False):
+        astep = namespace["astep"]
+
+        @functools.wraps(astep)
+        async def guarded_astep(self: Any, action: str) -> StepResult:
+            if _over(self):
+                return episode_over_result()
+            return _note_end(self, await astep(self, action))
+
+        guarded_astep._gem_guarded = True  # type: ignore[attr-defined]
+        cls.astep = guarded_astep  # type: ignore[attr-defined]
+    for name in ("reset", "areset"):
+        method = namespace.get(name)
+        if method is None or getattr(method, "_gem_guarded", False):
+            continue
+        if inspect.iscoroutinefunction(method):
+
+            async def guarded_areset(self: Any, *args: Any, _reset: Any = method, **kwargs: Any) -> Any:
+                self._gem_episode_over = False
+                return await _reset(self, *args, **kwargs)
+
+            guarded = functools.wraps(method)(guarded_areset)
+        else:
+
+            def guarded_reset(self: Any, *args: Any, _reset: Any = method, **kwargs: Any) -> Any:
+                self._gem_episode_over = False
+                return _reset(self, *args, **kwargs)
+
+            guarded = functools.wraps(method)(guarded_reset)
+        guarded._gem_guarded = True  # type: ignore[attr-defined]
+        setattr(cls, name, guarded)
+    return cls
+
+
+class StateSnapshots:
+    """Save, restore and branch an env's episode: the state methods of :class:`Env` and of
+    :class:`gem_core.multi_agent.MultiAgentEnv` (any env whose state lives in its attributes)."""
+
+    #: Attributes that are shared resources, not episode state (a dataset every env reads, a tool
+    #: client): :meth:`get_state` leaves them out, :meth:`set_state` leaves them as they are, and
+    #: :meth:`spawn` shares them with the clone.
+    state_excludes: ClassVar[frozenset[str]] = frozenset()
+
+    def _state_attributes(self) -> dict[str, Any]:
+        excluded = set()
+        for cls in type(self).__mro__:
+            excluded.update(getattr(cls, "state_excludes", ()))
+        return {name: value for name, value in vars(self).items() if name not in excluded}
+
+    def get_state(self) -> dict[str, Any]:
+        """A picklable snapshot of the episode so far, RNG included.
+
+        Restoring it (:meth:`set_state`) into an env built with the same arguments continues exactly as
+        this env would: same observations, rewards and terminations for the same actions. Group-based RL
+        and tree search branch from such snapshots mid-episode, not only from a reset seed.
+
+        Raises:
+            TypeError: an attribute cannot be copied (a client, a lock); the env should list it in
+                :attr:`state_excludes`.
+        """
+        attributes = {}
+        for name, value in self._state_attributes().items():
+            try:
+                attributes[name] = copy.deepcopy(value)
+            except Exception as exc:
+                raise TypeError(
+                    f"{type(self).__name__}.get_state() cannot copy attribute {name!r} ({type(value).__name__}: {exc}); "
+                    f"if it is a shared resource rather than episode state, add it to {type(self).__name__}.state_excludes."
+                ) from exc
+        return {"format": STATE_FORMAT, "env": _qualified_name(self), "attributes": attributes}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Continue from a :meth:`get_state` snapshot of an env of the same class.
+
+        Raises:
+            ValueError: the snapshot has another format version or comes from another env class.
+        """
+        _check_state(self, state)
+        for name, value in state["attributes"].items():
+            setattr(self, name, copy.deepcopy(value))
+
+    def spawn(self, same_state: bool = True, *, seed: int | None = None) -> Env:
+        """A new env with this one's configuration (shared resources shared, see :attr:`state_excludes`).
+
+        With ``same_state`` it continues from this env's current state (a branch); otherwise it is reset
+        with ``seed``.
+        """
+        clone = copy.copy(self)
+        clone.set_state(self.get_state())
+        if not same_state:
+            clone.reset(seed=seed)
+        return clone
+
+
+class Env(StateSnapshots, gym.Env[str, str]):
     """A multi-turn text environment.
 
     Subclasses implement :meth:`reset` (calling ``super().reset(seed=seed)`` first, which seeds
@@ -64,6 +283,10 @@ class Env(gym.Env[str, str]):
     A malformed action is part of the game, not a programming error: answer it with
     :meth:`invalid_action`, which returns an observation that says what was expected, the env's
     :attr:`format_penalty` as reward, and ``info["format_error"] = True``.
+
+    An episode that has ended stays ended: a step after ``terminated``/``truncated`` is answered with
+    :data:`EPISODE_OVER`, reward 0 and ``terminated=True`` until :meth:`reset` (see
+    :func:`guard_episode_end`; subclasses get this without doing anything).
     """
 
     metadata: dict[str, Any] = {"render_modes": ["ansi"]}
@@ -78,6 +301,20 @@ class Env(gym.Env[str, str]):
     #: Whether a malformed action ends the episode. Games usually let the agent try again (and count the
     #: turn); single-question tasks end.
     terminate_on_format_error: bool = False
+    #: Whether a step or reset may wait (on I/O, a subprocess, a grader). Envs whose steps are quick
+    #: pure computation (the games) set it False: ``astep``/``areset`` and the vector backends then call
+    #: them inline instead of hopping to a thread, which costs far more than such a step.
+    blocking: bool = True
+    #: The longest one ``step`` may take, in seconds, on any action (graders and tool calls included,
+    #: a grading worker's first start-up excluded). Envs that call a grader or a tool declare more.
+    #: The fuzz test holds every registered env to it.
+    max_step_seconds: float = 1.0
+    #: The registry id the env was made from (set by :func:`gem_core.registry.make`); None if built directly.
+    env_id: str | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        guard_episode_end(cls)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         """Start a new episode.
@@ -107,10 +344,14 @@ class Env(gym.Env[str, str]):
 
     async def areset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         """:meth:`reset` off the event loop, so a slow reset never blocks an async trainer."""
+        if not self.blocking:
+            return self.reset(seed=seed, options=options)
         return await run_in_env_thread(self.reset, seed=seed, options=options)
 
     async def astep(self, action: str) -> StepResult:
         """:meth:`step` off the event loop: tool calls and graders may take seconds."""
+        if not self.blocking:
+            return self.step(action)
         return await run_in_env_thread(self.step, action)
 
     def invalid_action(self, message: str, *, truncated: bool = False, **info: Any) -> StepResult:
@@ -129,3 +370,15 @@ class Env(gym.Env[str, str]):
     def render(self) -> str | None:
         """The current state as text (``render_mode="ansi"``); envs that keep a board override this."""
         return None
+
+
+def _qualified_name(obj: Any) -> str:
+    return f"{type(obj).__module__}.{type(obj).__qualname__}"
+
+
+def _check_state(owner: Any, state: Any) -> None:
+    if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+        found = state.get("format") if isinstance(state, dict) else type(state).__name__
+        raise ValueError(f"Not an env state of format {STATE_FORMAT!r} (got {found!r}); take it from get_state().")
+    if state.get("env") != _qualified_name(owner):
+        raise ValueError(f"This state belongs to {state.get('env')!r}, not {_qualified_name(owner)!r}; restore it into an env of that class.")

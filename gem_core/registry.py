@@ -18,7 +18,7 @@ from typing import Any
 
 from gem_core.env import Env
 
-__all__ = ["EnvSpec", "register", "make", "spec", "list_envs", "UnknownEnvError", "ENV_ID_PATTERN"]
+__all__ = ["EnvSpec", "register", "register_alias", "aliases", "make", "spec", "list_envs", "UnknownEnvError", "ENV_ID_PATTERN"]
 
 ENV_ID_PATTERN = re.compile(r"^(?P<category>[a-z][a-z0-9_]*):(?P<name>[A-Za-z0-9_.+\-]+)$")
 
@@ -57,23 +57,50 @@ class EnvSpec:
         return getattr(importlib.import_module(module_name), attr)
 
     def make(self, **overrides: Any) -> Env:
-        return self.load()(**{**self.kwargs, **overrides})
+        env = self.load()(**{**self.kwargs, **overrides})
+        env.unwrapped.env_id = self.id  # names the env in logged warnings (see gem_core.env.log_error_once)
+        return env
 
 
 _REGISTRY: dict[str, EnvSpec] = {}
+#: Other names for registered ids (upstream GEM's, mostly); :func:`spec` resolves them silently.
+_ALIASES: dict[str, str] = {}
+
+# Upstream GEM's ids (github.com/axon-rl/gem, gem/envs/__init__.py) that name an env shipped here under
+# another id. Upstream ids with no matching env or dataset loader here (eval:AMC, eval:Minerva,
+# eval:OlympiadBench, eval:CodeContest, code:*, game:WikiGame-*, game:Game2048-v0-extreme-hard,
+# the -random variants of GuessTheNumber and Wordle) are not aliased: `make` names the closest ids.
+UPSTREAM_ALIASES: dict[str, str] = {
+    **{f"game:TowerofHanoi-v0{v}": f"game:TowerOfHanoi-v0{v}" for v in ("", "-easy", "-hard", "-random")},
+    **{f"game:Game2048-v0{v}": f"game:2048-v0{v}" for v in ("", "-easy", "-hard", "-random")},
+    "eval:MATH500": "math:MATH-500",
+    "eval:AIME24": "math:AIME24",
+    "eval:QaOpen": "qa:NaturalQuestions-validation",
+    "math:DeepScaleR40K": "math:DeepScaleR",
+}
 _builtins_loaded = False
+_builtins_loading = False
 _lock = threading.RLock()
 
 
 def _load_builtin_envs() -> None:
-    """Register the shipped envs the first time the registry is read (keeps ``import gem_core`` fast)."""
-    global _builtins_loaded
+    """Register the shipped envs the first time the registry is used (keeps ``import gem_core`` fast).
+
+    :func:`register` calls this too: a user id registered before the builtins would otherwise collide
+    with a shipped id only later, inside the next ``list_envs()``, and break every lookup after it.
+    """
+    global _builtins_loaded, _builtins_loading
     if _builtins_loaded:
         return
     with _lock:
-        if not _builtins_loaded:
+        if _builtins_loaded or _builtins_loading:  # the builtins' own register() calls land here
+            return
+        _builtins_loading = True
+        try:
             importlib.import_module("gem_core.envs")
             _builtins_loaded = True
+        finally:
+            _builtins_loading = False
 
 
 def register(id: str, entry_point: EntryPoint, *, sample_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> EnvSpec:
@@ -83,8 +110,9 @@ def register(id: str, entry_point: EntryPoint, *, sample_kwargs: dict[str, Any] 
     of the hub (see :attr:`EnvSpec.sample_kwargs`).
 
     Raises:
-        ValueError: if the id is malformed or already taken.
+        ValueError: if the id is malformed or already taken (shipped ids included).
     """
+    _load_builtin_envs()
     if not ENV_ID_PATTERN.match(id):
         raise ValueError(
             f"Env id {id!r} is malformed: expected 'category:Name-vN[-variant]', e.g. 'game:GuessTheNumber-v0-hard'."
@@ -96,9 +124,48 @@ def register(id: str, entry_point: EntryPoint, *, sample_kwargs: dict[str, Any] 
     return env_spec
 
 
-def spec(id: str) -> EnvSpec:
-    """The :class:`EnvSpec` registered under ``id``."""
+def register_alias(alias: str, target: str) -> None:
+    """Make ``alias`` another name for the registered id ``target`` (``gem list --aliases`` shows them).
+
+    Raises:
+        ValueError: if ``alias`` is malformed or already an id or alias.
+    """
+    if not ENV_ID_PATTERN.match(alias):
+        raise ValueError(f"Alias {alias!r} is malformed: expected 'category:Name-vN[-variant]'.")
+    if alias in _REGISTRY or alias in _ALIASES:
+        raise ValueError(f"{alias!r} is already an env id or an alias; pick another name.")
+    _ALIASES[alias] = target
+
+
+def aliases() -> dict[str, str]:
+    """Every alias and the id it names, sorted by alias (upstream GEM's ids included)."""
     _load_builtin_envs()
+    _register_upstream_aliases()
+    return dict(sorted(_ALIASES.items()))
+
+
+def _register_upstream_aliases() -> None:
+    for alias, target in UPSTREAM_ALIASES.items():
+        if alias not in _ALIASES and alias not in _REGISTRY and target in _REGISTRY:
+            _ALIASES[alias] = target
+
+
+def _remote_spec(id: str) -> EnvSpec:
+    """``remote:http://host:port/category:Name``: an env served by ``gem serve`` (see gem_core.remote)."""
+    from gem_core.remote import parse_remote_id
+
+    url, env_id = parse_remote_id(id)
+    return EnvSpec(id=id, entry_point="gem_core.remote:RemoteEnv", kwargs={"url": url, "env_id": env_id})
+
+
+def spec(id: str) -> EnvSpec:
+    """The :class:`EnvSpec` registered under ``id`` (or an alias of it, or a ``remote:URL/ID``)."""
+    if id.startswith("remote:"):
+        return _remote_spec(id)
+    _load_builtin_envs()
+    if id not in _REGISTRY:
+        _register_upstream_aliases()
+        id = _ALIASES.get(id, id)
     try:
         return _REGISTRY[id]
     except KeyError:
@@ -113,6 +180,17 @@ def spec(id: str) -> EnvSpec:
 def make(id: str, **overrides: Any) -> Env:
     """Build the env registered as ``id``; ``overrides`` replace its registered kwargs."""
     return spec(id).make(**overrides)
+
+
+def import_env_modules(modules: list[str]) -> None:
+    """Import modules (dotted names or ``.py`` paths) that register envs: ``gem check/serve --import``."""
+    import runpy
+
+    for module in modules:
+        if module.endswith(".py"):
+            runpy.run_path(module, run_name="gem_env_module")
+        else:
+            importlib.import_module(module)
 
 
 def list_envs(pattern: str | None = None) -> list[str]:

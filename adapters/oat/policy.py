@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gem_core.rollout import Generation, SamplingParams
+from gem_core.rollout.vllm_output import generation_from_vllm
 
 __all__ = ["ActorPolicy"]
 
@@ -62,8 +63,4 @@ class ActorPolicy:
                 future.set_exception(exc)
             return
         for (_, _, future), output in zip(batch, outputs):
-            completion = output.outputs[0]
-            ids = list(completion.token_ids)
-            logprobs = [float(step[tok].logprob) for step, tok in zip(completion.logprobs, ids)]
-            reason = completion.finish_reason if completion.finish_reason in ("stop", "length") else "abort"
-            future.set_result(Generation(token_ids=ids, logprobs=logprobs, finish_reason=reason))
+            future.set_result(generation_from_vllm(output))

@@ -22,17 +22,20 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
-from gem_core.registry import make as make_env
-from gem_core.rollout import EpisodeSession, Generation
-from gem_core.rollout.episode_label import EpisodeLabel, parse_label
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from gem_core.rollout import ChatTemplate, EpisodeSession, Generation
+from gem_core.rollout.vllm_output import generation_from_vllm
 
 DATASET_HINT = (
     "Build the dataset with `python -m gem_adapters.openrlhf.make_dataset --env ENV_ID --n N --out train.jsonl` "
     "and pass `--data.label_key label`."
 )
 
-SUPPORTED_OPENRLHF = "0.11"
+SUPPORTED_OPENRLHF = SpecifierSet("~=0.11.0")
 _INSTALL_HINT = 'Install the supported version with `pip install -e ".[openrlhf]"` (openrlhf==0.11.2).'
+_EXECUTE_PARAMS = ["self", "prompt", "label", "sampling_params", "max_length", "hf_tokenizer", "llm_engine"]
 
 
 class OpenRLHFVersionError(ImportError):
@@ -49,19 +52,16 @@ def check_openrlhf_version() -> str:
         version = metadata.version("openrlhf")
     except metadata.PackageNotFoundError:
         raise OpenRLHFVersionError(f"OpenRLHF is not installed. {_INSTALL_HINT}") from None
-    if not (version == SUPPORTED_OPENRLHF or version.startswith(SUPPORTED_OPENRLHF + ".")):
-        raise OpenRLHFVersionError(
-            f"gem_adapters.openrlhf implements the agent hook of OpenRLHF {SUPPORTED_OPENRLHF}.x, found {version}. {_INSTALL_HINT}"
-        )
+    if Version(version) not in SUPPORTED_OPENRLHF:
+        raise OpenRLHFVersionError(f"gem_adapters.openrlhf implements the agent hook of OpenRLHF {SUPPORTED_OPENRLHF}, found {version}. {_INSTALL_HINT}")
     try:
-        from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor  # noqa: F401
+        from openrlhf.utils.agent import MultiTurnAgentExecutor
     except ImportError as err:
         raise OpenRLHFVersionError(f"openrlhf.utils.agent has no class-based agent hook ({err}). {_INSTALL_HINT}") from None
     params = list(inspect.signature(MultiTurnAgentExecutor.execute).parameters)
-    expected = ["self", "prompt", "label", "sampling_params", "max_length", "hf_tokenizer", "llm_engine"]
-    if params[: len(expected)] != expected:
+    if params[: len(_EXECUTE_PARAMS)] != _EXECUTE_PARAMS:
         raise OpenRLHFVersionError(
-            f"OpenRLHF {version} changed MultiTurnAgentExecutor.execute to {params}; this adapter expects {expected}. {_INSTALL_HINT}"
+            f"OpenRLHF {version} changed MultiTurnAgentExecutor.execute to {params}; this adapter expects {_EXECUTE_PARAMS}. {_INSTALL_HINT}"
         )
     return version
 
@@ -120,13 +120,7 @@ class _RecordingEngine:
             budget = self._episode.session.generation_budget(budget)
         sampling_params.max_tokens = max(budget, 1)
         output = await self._engine.generate(prompt_token_ids, sampling_params, **kwargs)
-        completion = output.outputs[0]
-        token_ids = list(completion.token_ids)
-        logprobs = None
-        if completion.logprobs is not None:
-            logprobs = [float(step[tok].logprob) for step, tok in zip(completion.logprobs, token_ids)]
-        finish_reason = completion.finish_reason if completion.finish_reason in ("stop", "length") else "abort"
-        self._episode.last_generation = Generation(token_ids=token_ids, logprobs=logprobs, finish_reason=finish_reason)
+        self._episode.last_generation = generation_from_vllm(output)
         return output
 
     def __getattr__(self, name: str) -> Any:
@@ -144,30 +138,25 @@ class GemAgentInstance(AgentInstanceBase):
                 "GemAgentInstance must be run by GemAgentExecutor: in the agent file, define "
                 "`class AgentExecutor(GemAgentExecutor)` (see examples/openrlhf/gem_agent.py)."
             ) from None
-        self.label: EpisodeLabel | None = None
         self.session: EpisodeSession | None = None
 
     async def reset(self, states: dict, **kwargs: Any) -> dict:
-        self.label = parse_label(states["label"], fix_hint=DATASET_HINT)
         config, tokenizer = self._episode.config, self._episode.tokenizer
-        env = make_env(self.label.env_id, **self.label.env_kwargs)
-        self.session = EpisodeSession(
-            env,
-            tokenizer,
-            system_prompt=config.system_prompt,
-            max_turns=config.max_turns,
-            max_total_tokens=self._episode.max_length,
-            env_id=self.label.env_id,
-            **({"chat_template": _chat_template(tokenizer, config)} if config.chat_template_kwargs else {}),
+        template = ChatTemplate.for_tokenizer(tokenizer, system_prompt=config.system_prompt, chat_template_kwargs=config.chat_template_kwargs)
+        self.session = EpisodeSession.from_label(
+            states["label"], tokenizer, fix_hint=DATASET_HINT, chat_template=template,
+            max_turns=config.max_turns, max_total_tokens=self._episode.max_length,
         )
         self._episode.session = self.session
-        prompt_ids = await self.session.start(seed=self.label.seed)
+        prompt_ids = await self.session.start()
         return {"observation": tokenizer.decode(prompt_ids, skip_special_tokens=False), "label": states["label"]}
 
     async def step(self, state_dict: dict, **kwargs: Any) -> dict:
         generation = self._episode.last_generation
         if self.session is None or generation is None:
             raise RuntimeError("step() before reset() or before a generation: GemAgentInstance needs GemAgentExecutor.")
+        if self.session.done:  # the prompt alone filled max_length: OpenRLHF cut it and sampled anyway
+            return {"rewards": torch.tensor(0.0), "scores": 0.0, "environment_feedback": "", "done": True, "extra_logs": self._logs()}
         turn = self.session.num_turns
         after_action = self.session.num_tokens + len(generation.token_ids)
         result = await self.session.step(generation.token_ids, logprobs=generation.logprobs, finish_reason=generation.finish_reason)
@@ -180,14 +169,12 @@ class GemAgentInstance(AgentInstanceBase):
             "scores": float(trajectory.episode_return),
             "environment_feedback": self._episode.tokenizer.decode(feedback_ids, skip_special_tokens=False),
             "done": result.done,
-            "extra_logs": {f"gem/{k}": float(v) for k, v in trajectory.metrics.items() if isinstance(v, (int, float, bool))},
+            "extra_logs": self._logs(),
         }
 
-
-def _chat_template(tokenizer: Any, config: AgentConfig) -> Any:
-    from gem_core.rollout import ChatTemplate
-
-    return ChatTemplate(tokenizer, system_prompt=config.system_prompt, chat_template_kwargs=config.chat_template_kwargs)
+    def _logs(self) -> dict[str, float]:
+        """The core's episode metrics (env errors, truncation, turns, success) for OpenRLHF's ``extra_logs``."""
+        return {f"gem/{k}": float(v) for k, v in self.session.trajectory().metrics.items() if isinstance(v, (int, float, bool))}
 
 
 class GemAgentExecutor(MultiTurnAgentExecutor):
@@ -207,8 +194,13 @@ class GemAgentExecutor(MultiTurnAgentExecutor):
         # Each execute runs in its own task (OpenRLHF gathers them), so the variable is per episode.
         token = _CURRENT_EPISODE.set(episode)
         try:
-            return await super().execute(
+            result = await super().execute(
                 prompt, label, sampling_params, max_length, hf_tokenizer, _RecordingEngine(llm_engine, episode), images=images
             )
         finally:
             _CURRENT_EPISODE.reset(token)
+            if episode.session is not None:
+                episode.session.env.close()
+        # OpenRLHF flags only a last turn cut by max_tokens; an episode the token budget ended is cut too.
+        result["truncated"] = result["truncated"] or episode.session.trajectory().metrics["truncated_by"] == "max_total_tokens"
+        return result

@@ -1,7 +1,7 @@
-"""Write an OpenRLHF prompt dataset whose rows are GEM episodes.
+"""An OpenRLHF prompt dataset whose rows are GEM episodes, from the core's :func:`~gem_core.rollout.episode_rows.episode_rows`.
 
-OpenRLHF needs a prompt dataset to count episodes; the agent replaces each row's prompt with the
-env's first observation, so only the label matters::
+OpenRLHF counts episodes with a prompt dataset; the agent replaces each row's prompt with the env's
+first observation, so only the label matters::
 
     python -m gem_adapters.openrlhf.make_dataset --env game:GuessTheNumber-v0 --n 1024 --out train.jsonl
 
@@ -13,43 +13,36 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gem_core.rollout.episode_label import EpisodeLabel, parse_label
+from gem_core.rollout.episode_rows import EpisodeRow, add_dataset_arguments, episode_rows, rows_from_arguments
 
-__all__ = ["dataset_rows", "write_dataset", "main"]
-
-
-def dataset_rows(env_ids: Sequence[str], n: int, *, first_seed: int = 0, env_kwargs: dict[str, Any] | None = None) -> Iterator[dict[str, str]]:
-    """``n`` rows per env id with seeds ``first_seed, first_seed + 1, ...``; unknown ids fail before anything is written."""
-    labels = [parse_label({"env_id": env_id, "seed": first_seed, "env_kwargs": env_kwargs or {}}) for env_id in env_ids]
-    for label in labels:
-        for seed in range(first_seed, first_seed + n):
-            row = EpisodeLabel(label.env_id, seed, label.env_kwargs)
-            yield {"prompt": f"{row.env_id} seed={seed}", "label": row.to_json()}
+__all__ = ["make_dataset", "write_jsonl", "main"]
 
 
-def write_dataset(path: str | Path, env_ids: Sequence[str], n: int, **kwargs: Any) -> int:
-    """Write the rows of :func:`dataset_rows` as JSON lines; returns how many were written."""
-    rows = list(dataset_rows(env_ids, n, **kwargs))
+def _row(row: EpisodeRow) -> dict[str, str]:
+    return {"prompt": f"{row.label.env_id} seed={row.label.seed}", "label": row.label.to_json()}
+
+
+def make_dataset(env_ids: str | Sequence[str], n: int, *, seed_start: int = 0, env_kwargs: Mapping[str, Any] | None = None) -> list[dict[str, str]]:
+    """``n`` rows per env id, seeds ``seed_start ..``; unknown ids fail before any row is made."""
+    return [_row(row) for row in episode_rows(env_ids, n, seed_start=seed_start, env_kwargs=env_kwargs, with_messages=False)]
+
+
+def write_jsonl(rows: Iterable[Mapping[str, Any]], path: str | Path) -> int:
+    """Write ``rows`` as JSON lines (the format OpenRLHF and RL2 read); returns how many."""
+    lines = [json.dumps(row) + "\n" for row in rows]
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as out:
-        for row in rows:
-            out.write(json.dumps(row) + "\n")
-    return len(rows)
+    Path(path).write_text("".join(lines), encoding="utf-8")
+    return len(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--env", action="append", required=True, help="env id (repeat for a mixture), e.g. game:GuessTheNumber-v0")
-    parser.add_argument("--n", type=int, required=True, help="episodes (rows) per env id")
-    parser.add_argument("--out", required=True, help="output .jsonl path")
-    parser.add_argument("--first-seed", type=int, default=0, help="seed of the first row; rows use consecutive seeds")
-    parser.add_argument("--env-kwargs", type=json.loads, default=None, help='JSON constructor overrides, e.g. \'{"max_turns": 4}\'')
+    parser = add_dataset_arguments(argparse.ArgumentParser(description=__doc__.split("\n\n")[0]))
     args = parser.parse_args(argv)
-    count = write_dataset(args.out, args.env, args.n, first_seed=args.first_seed, env_kwargs=args.env_kwargs)
+    count = write_jsonl([_row(row) for row in rows_from_arguments(args, with_messages=False)], args.out)
     print(f"wrote {count} rows to {args.out}")
 
 

@@ -10,7 +10,6 @@ the other API fails when RL2 loads it, with the file to use instead.
 from __future__ import annotations
 
 import importlib.util
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -80,7 +79,3 @@ def row_label(row: Mapping[str, Any]) -> EpisodeLabel:
 def dataset_row(label: EpisodeLabel) -> dict[str, Any]:
     """A dataset row both APIs read. No ``prompt`` key: rl-square 0.0.2 calls ``reset`` only without one."""
     return {"extra_info": {"label": label.to_json()}}
-
-
-def dump_row(label: EpisodeLabel) -> str:
-    return json.dumps(dataset_row(label))

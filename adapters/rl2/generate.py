@@ -14,25 +14,14 @@ is marked ABORTED, and the next call continues the same turn.
 
 from __future__ import annotations
 
-import uuid
-from dataclasses import dataclass, field
 from typing import Any
 
-from gem_core.registry import make as make_env
 from gem_core.rollout import EpisodeSession
-from gem_adapters.rl2.api import row_label
+from gem_adapters.rl2.episodes import OpenEpisodes
 
 __all__ = ["GenerateEnv"]
 
 _EPISODE_KEY = "gem_episode"
-
-
-@dataclass
-class _OpenEpisode:
-    session: EpisodeSession
-    pending_ids: list[int] = field(default_factory=list)  # sampled before an abort
-    pending_logps: list[float] = field(default_factory=list)
-
 
 def _plain(config_node: Any) -> dict[str, Any]:
     if isinstance(config_node, dict):
@@ -64,11 +53,12 @@ class GenerateEnv:
         system_prompt: system message before the first observation.
         max_turns: end episodes after this many turns (RL2 main has no turn cap of its own).
         max_total_tokens: whole-episode token budget; keep it under ``actor.max_length_per_device``.
+        max_open_episodes: aborted episodes kept for RL2 to continue; past this bound the oldest are closed.
     """
 
-    def __init__(self, *, system_prompt: str | None = None, max_turns: int | None = None, max_total_tokens: int | None = None):
-        self.system_prompt, self.max_turns, self.max_total_tokens = system_prompt, max_turns, max_total_tokens
-        self._episodes: dict[str, _OpenEpisode] = {}
+    def __init__(self, *, system_prompt: str | None = None, max_turns: int | None = None, max_total_tokens: int | None = None,
+                 max_open_episodes: int = 65536):
+        self.episodes = OpenEpisodes(max_open_episodes, system_prompt=system_prompt, max_turns=max_turns, max_total_tokens=max_total_tokens)
 
     async def generate(self, config: Any, tokenizer: Any, router_url: str, sample: Any) -> None:
         status = type(sample).Status
@@ -84,9 +74,12 @@ class GenerateEnv:
         if sample.status == status.ABORTED:
             sample.status = status.RUNNING
         key = sample.sample.get(_EPISODE_KEY)
-        if key is None or key not in self._episodes:
-            key = await self._start(tokenizer, sample)
-        episode = self._episodes[key]
+        episode = self.episodes.get(key)
+        if episode is None:
+            key, episode, prompt_ids = await self.episodes.start(sample.sample, tokenizer)
+            sample.sample[_EPISODE_KEY] = key
+            sample.state_text = tokenizer.decode(prompt_ids, skip_special_tokens=False)
+            self._write_books(sample, episode.session)
         session = episode.session
         stop_ids = sampling_params.pop("stop_token_ids", None) or list(session.chat_template.end_of_turn_ids)
 
@@ -112,37 +105,24 @@ class GenerateEnv:
             episode.pending_ids, episode.pending_logps = [], []
             context_before = session.context_ids
             await session.step(ids, logprobs=logps, finish_reason="length" if finish == "length" else "stop")
-            self._write_books(tokenizer, sample, session, context_before, ids, finish)
+            self._write_books(sample, session)
+            sample.state_text = tokenizer.decode(context_before, skip_special_tokens=False)
+            sample.action_text = tokenizer.decode(ids, skip_special_tokens=False)
+            sample.metrics["response_length"].append(len(ids))
+            sample.metrics["length_clip_ratio"].append(finish == "length")
             if session.done:
                 trajectory = session.trajectory()
                 sample.state_dicts.append(sample.state_dict)
                 sample.metrics["turns"].append(trajectory.num_turns)
                 sample.metrics["rewards"].append(trajectory.episode_return)
+                sample.metrics["env_errors"].append(trajectory.metrics["env_errors"])
+                sample.metrics["truncated"].append(trajectory.truncated)
                 sample.status = status.DONE
-                del self._episodes[key]
+                self.episodes.close(key)
                 return
 
-    async def _start(self, tokenizer: Any, sample: Any) -> str:
-        label = row_label(sample.sample)
-        session = EpisodeSession(
-            make_env(label.env_id, **label.env_kwargs),
-            tokenizer,
-            system_prompt=self.system_prompt,
-            max_turns=self.max_turns,
-            max_total_tokens=self.max_total_tokens,
-            env_id=label.env_id,
-        )
-        prompt_ids = await session.start(seed=label.seed)
-        key = uuid.uuid4().hex
-        sample.sample[_EPISODE_KEY] = key
-        self._episodes[key] = _OpenEpisode(session)
-        sample.state_text = tokenizer.decode(prompt_ids, skip_special_tokens=False)
-        sample.state_dict = {"states": list(prompt_ids), "actions": [0] * len(prompt_ids), "action_mask": [0] * len(prompt_ids),
-                             "logps": [0.0] * len(prompt_ids), "rewards": [0.0] * len(prompt_ids)}
-        return key
-
     @staticmethod
-    def _write_books(tokenizer: Any, sample: Any, session: EpisodeSession, context_before: list[int], action_ids: list[int], finish: str) -> None:
+    def _write_books(sample: Any, session: EpisodeSession) -> None:
         """The session's sequence in RL2's per-token layout (the same sequence keeps growing)."""
         trajectory = session.trajectory()
         n_prompt = len(trajectory.prompt_ids)
@@ -155,7 +135,3 @@ class GenerateEnv:
             "rewards": [0.0] * n_prompt + list(trajectory.token_rewards),
         }
         sample.turn = trajectory.num_turns
-        sample.state_text = tokenizer.decode(context_before, skip_special_tokens=False)
-        sample.action_text = tokenizer.decode(action_ids, skip_special_tokens=False)
-        sample.metrics["response_length"].append(len(action_ids))
-        sample.metrics["length_clip_ratio"].append(finish == "length")

@@ -1,4 +1,4 @@
-"""Write an RL2 dataset (``rollout.train.path`` / ``train_data.path``) whose rows are GEM episodes::
+"""An RL2 dataset (``rollout.train.path`` / ``train_data.path``) whose rows are GEM episodes::
 
     python -m gem_adapters.rl2.make_dataset --env game:GuessTheNumber-v0 --n 1024 --out train.jsonl
 
@@ -9,32 +9,25 @@ resets the env named by the label (no ``prompt`` column, so rl-square 0.0.2 call
 from __future__ import annotations
 
 import argparse
-import json
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from gem_adapters.openrlhf.make_dataset import dataset_rows
-from gem_core.rollout.episode_label import parse_label
-from gem_adapters.rl2.api import dump_row
+from gem_adapters.openrlhf.make_dataset import write_jsonl
+from gem_adapters.rl2.api import dataset_row
+from gem_core.rollout.episode_rows import add_dataset_arguments, episode_rows, rows_from_arguments
+
+__all__ = ["make_dataset", "main"]
 
 
-def write_dataset(path: str | Path, env_ids: Sequence[str], n: int, **kwargs) -> int:
-    """Write ``n`` rows per env id (consecutive seeds); unknown ids fail before anything is written."""
-    lines = [dump_row(parse_label(row["label"])) for row in dataset_rows(env_ids, n, **kwargs)]
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    return len(lines)
+def make_dataset(env_ids: str | Sequence[str], n: int, *, seed_start: int = 0, env_kwargs: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """``n`` rows per env id, seeds ``seed_start ..``; unknown ids fail before any row is made."""
+    return [dataset_row(row.label) for row in episode_rows(env_ids, n, seed_start=seed_start, env_kwargs=env_kwargs, with_messages=False)]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("::")[0])
-    parser.add_argument("--env", action="append", required=True, help="env id (repeat for a mixture)")
-    parser.add_argument("--n", type=int, required=True, help="episodes (rows) per env id")
-    parser.add_argument("--out", required=True, help="output .jsonl path")
-    parser.add_argument("--first-seed", type=int, default=0)
-    parser.add_argument("--env-kwargs", type=json.loads, default=None, help="JSON constructor overrides")
+    parser = add_dataset_arguments(argparse.ArgumentParser(description=__doc__.split("::")[0]))
     args = parser.parse_args(argv)
-    count = write_dataset(args.out, args.env, args.n, first_seed=args.first_seed, env_kwargs=args.env_kwargs)
+    count = write_jsonl([dataset_row(row.label) for row in rows_from_arguments(args, with_messages=False)], args.out)
     print(f"wrote {count} rows to {args.out}")
 
 

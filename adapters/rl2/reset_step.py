@@ -14,13 +14,9 @@ least as high as the env's turn limit.
 
 from __future__ import annotations
 
-import uuid
-from collections import OrderedDict
 from typing import Any
 
-from gem_core.registry import make as make_env
-from gem_core.rollout import EpisodeSession
-from gem_adapters.rl2.api import row_label
+from gem_adapters.rl2.episodes import OpenEpisodes
 
 __all__ = ["ResetStepEnv"]
 
@@ -31,12 +27,13 @@ class ResetStepEnv:
     """``reset``/``step`` coroutines for an rl-square 0.0.2 env file.
 
     Args:
-        tokenizer: the actor's tokenizer, or its name/path (loaded with ``AutoTokenizer`` on first use).
+        tokenizer: the actor's tokenizer, or its name/path (``actor.model_name``; loaded with
+            ``AutoTokenizer`` on first use).
         system_prompt: system message before the first observation.
         max_turns: end episodes after this many turns (keep it <= ``rollout.max_turns``).
         max_total_tokens: whole-episode token budget (keep it under ``actor.max_length_per_device``).
-        max_open_episodes: episodes kept in memory; rl-square drops an episode at ``rollout.max_turns``
-            without telling the env, so the oldest are forgotten past this bound.
+        max_open_episodes: episodes kept open; rl-square drops an episode at ``rollout.max_turns``
+            without telling the env, so past this bound the oldest are closed.
     """
 
     def __init__(
@@ -49,9 +46,7 @@ class ResetStepEnv:
         max_open_episodes: int = 65536,
     ):
         self._tokenizer = tokenizer
-        self.system_prompt, self.max_turns, self.max_total_tokens = system_prompt, max_turns, max_total_tokens
-        self.max_open_episodes = max_open_episodes
-        self._sessions: OrderedDict[str, EpisodeSession] = OrderedDict()
+        self.episodes = OpenEpisodes(max_open_episodes, system_prompt=system_prompt, max_turns=max_turns, max_total_tokens=max_total_tokens)
 
     @property
     def tokenizer(self) -> Any:
@@ -63,39 +58,27 @@ class ResetStepEnv:
 
     async def reset(self, extra_info: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         """Start the episode named by ``extra_info["label"]``; returns the prompt text and the extra_info to pass on."""
-        label = row_label({"extra_info": extra_info})
-        session = EpisodeSession(
-            make_env(label.env_id, **label.env_kwargs),
-            self.tokenizer,
-            system_prompt=self.system_prompt,
-            max_turns=self.max_turns,
-            max_total_tokens=self.max_total_tokens,
-            env_id=label.env_id,
-        )
-        prompt_ids = await session.start(seed=label.seed)
-        key = uuid.uuid4().hex
-        self._sessions[key] = session
-        while len(self._sessions) > self.max_open_episodes:
-            self._sessions.popitem(last=False)
+        key, _, prompt_ids = await self.episodes.start({"extra_info": extra_info}, self.tokenizer)
         return self.tokenizer.decode(prompt_ids, skip_special_tokens=False), {**extra_info, _EPISODE_KEY: key}
 
     async def step(self, state: str, action: str, extra_info: dict[str, Any]) -> dict[str, Any]:
         """One turn: ``reward``, ``score`` (the same), ``done``, ``next_state`` (= state + action + delta) and ``extra_info``."""
         key = extra_info.get(_EPISODE_KEY)
-        session = self._sessions.get(key)
-        if session is None:
+        episode = self.episodes.get(key)
+        if episode is None:
             raise RuntimeError(
                 f"No open GEM episode {key!r}: step() needs the extra_info returned by reset() "
-                f"(or more than max_open_episodes={self.max_open_episodes} episodes were open)."
+                f"(or more than max_open_episodes={self.episodes.max_open} episodes were open)."
             )
+        session = episode.session
         eot_text = self.tokenizer.decode(session.chat_template.end_of_turn_ids, skip_special_tokens=False)
         content = action[: -len(eot_text)] if eot_text and action.endswith(eot_text) else action
         before = session.num_tokens
         result = await session.step(action_text=content, finish_reason="stop")
-        action_len = session.trajectory().turn_spans[-1][1] - session.trajectory().turn_spans[-1][0]
-        feedback = self.tokenizer.decode(session.context_ids[before + action_len :], skip_special_tokens=False)
+        start, end = session.trajectory().turn_spans[-1]
+        feedback = self.tokenizer.decode(session.context_ids[before + end - start :], skip_special_tokens=False)
         if result.done:
-            self._sessions.pop(key, None)
+            self.episodes.close(key)
         return {
             "reward": result.reward,
             "score": result.reward,

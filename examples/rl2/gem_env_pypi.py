@@ -1,15 +1,22 @@
 """rl-square 0.0.2 (PyPI) env file: ``rollout.env_path=examples/rl2/gem_env_pypi.py``.
 
 rl-square imports this file and calls ``reset(extra_info)`` for rows without a prompt, then
-``step(state, action, extra_info)`` up to ``rollout.max_turns`` times (default 1: raise it).
+``step(state, action, extra_info)`` up to ``rollout.max_turns`` times (default 1: raise it). Its hook
+passes no tokenizer, so the actor's model name comes from ``GEM_RL2_MODEL`` (examples/train_rl2.py
+sets it from ``--model``; set it to ``actor.model_name`` when launching RL2 yourself).
 """
+
+import os
 
 from gem_adapters.rl2 import ResetStepEnv, check_rl2_api
 
 check_rl2_api("reset_step")  # fails at start-up, naming the right env file, if RL2 calls generate instead
+MODEL = os.environ.get("GEM_RL2_MODEL")
+if not MODEL:
+    raise RuntimeError("Set GEM_RL2_MODEL to the actor's model (actor.model_name) so the env renders with its chat template.")
 
 _env = ResetStepEnv(
-    tokenizer="Qwen/Qwen2.5-1.5B-Instruct",  # the same model as actor.model_name (loaded on first reset)
+    tokenizer=MODEL,  # loaded on first reset
     system_prompt=None,
     max_turns=None,  # None: the env's own limit; keep rollout.max_turns at least this high
     max_total_tokens=8192,  # keep under actor.max_length_per_device

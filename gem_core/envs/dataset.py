@@ -158,6 +158,8 @@ class DatasetEnv(Env):
     """
 
     terminate_on_format_error = True
+    #: The rows are shared by every env reading the dataset; a snapshot keeps only which row is in play.
+    state_excludes = frozenset({"rows"})
 
     def __init__(
         self,

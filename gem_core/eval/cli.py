@@ -7,13 +7,18 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import re
+import signal
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
 __all__ = ["add_eval_parser", "configure_eval_parser", "run_eval_command"]
+
+#: Signals that stop a run like Ctrl-C does: the partial report is written, the exit code is 128 + N.
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 EXAMPLES = """examples:
   gem eval --model Qwen/Qwen3-0.6B --env game:GuessTheNumber-v0-easy --env game:Wordle-v0 --episodes 20
@@ -47,9 +52,8 @@ def configure_eval_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentP
         help="Root of an OpenAI-compatible API (e.g. http://127.0.0.1:8000/v1 for vLLM); without it --model runs in-process.",
     )
     backend.add_argument("--api-key", default=None, help="Bearer token for --base-url (default: $OPENAI_API_KEY).")
-    backend.add_argument("--timeout", type=float, default=60.0, help="Seconds per HTTP request (default: 60).")
+    backend.add_argument("--timeout", type=float, default=60.0, help="Seconds for one whole HTTP request, first byte to last (default: 60).")
     backend.add_argument("--retries", type=int, default=3, help="Retries per HTTP request on timeouts, 429 and 5xx (default: 3).")
-    backend.add_argument("--backoff", type=float, default=1.0, help="Seconds before the first retry, doubled each time (default: 1).")
     backend.add_argument("--max-in-flight", type=int, default=None, help="HTTP requests open at once (default: --concurrency).")
     backend.add_argument("--device", default=None, help="torch device for an in-process model (default: the policy's choice).")
 
@@ -79,32 +83,64 @@ def _default_out_dir(model: str) -> Path:
     return Path("gem-eval") / f"{slug}-{stamp}"
 
 
+#: How to get what ``gem eval`` imports (the distribution on the package index named ``gem`` is another project).
+INSTALL_HINT = 'pip install -e ".[eval]"'
+
+
+def missing_modules(args: argparse.Namespace) -> list[str]:
+    """The modules this run needs that are not installed (checked before anything loads)."""
+    needed = ["rich"]
+    if not args.compare:
+        needed += ["tqdm", "httpx", "openai"] if args.base_url else ["tqdm", "transformers"]
+        if not args.no_plots:
+            needed.append("matplotlib")
+    return [name for name in needed if importlib.util.find_spec(name) is None]
+
+
+def _fail(message: str) -> None:
+    print(f"gem eval: {message}", file=sys.stderr)
+
+
 def run_eval_command(args: argparse.Namespace) -> int:
-    """Run ``gem eval`` for parsed ``args``; returns the exit code (0 ok, 2 bad usage, 130 interrupted)."""
+    """Run ``gem eval`` for parsed ``args``; returns the exit code: 0 ok, 1 failed episodes or a write error,
+    2 bad usage, 128+N stopped by signal N (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP)."""
+    missing = missing_modules(args)
+    if missing:
+        _fail(f"needs {', '.join(missing)}, from the eval extra: {INSTALL_HINT} (in the GEM checkout).")
+        return 2
+    if not args.compare:
+        if not args.model:
+            _fail("--model is required (a path or hub id, or with --base-url the served name).")
+            return 2
+        if not args.env_ids:
+            _fail("give at least one --env ID (`gem list` shows the ids).")
+            return 2
+        from gem_core.registry import UnknownEnvError, spec
+
+        for env_id in args.env_ids:  # before a model loads or a hub is asked for one
+            try:
+                spec(env_id)
+            except UnknownEnvError as exc:
+                _fail(str(exc))
+                return 2
+
     from rich.console import Console
 
     # Off a terminal (a log, a pipe) rich would squeeze tables into 80 columns.
     console = Console(width=None if sys.stdout.isatty() else 160)
-    errors = Console(stderr=True)
     if args.compare:
         from gem_core.eval.tables import print_comparison
 
         try:
             print_comparison(*args.compare, console=console)
         except (OSError, ValueError) as exc:
-            errors.print(f"[red]gem eval --compare: {exc}[/]")
+            _fail(f"--compare: {exc}")
             return 2
         return 0
-    if not args.model:
-        errors.print("[red]gem eval: --model is required (a path or hub id, or with --base-url the served name).[/]")
-        return 2
-    if not args.env_ids:
-        errors.print("[red]gem eval: give at least one --env ID (`gem list` shows the ids).[/]")
-        return 2
 
+    from gem_core.eval.episode_log import ReportWriteError
     from gem_core.eval.runner import evaluate
     from gem_core.eval.tables import summary_table
-    from gem_core.registry import UnknownEnvError
 
     out_dir = Path(args.out) if args.out else _default_out_dir(args.model)
     backend_options = {}
@@ -113,7 +149,6 @@ def run_eval_command(args: argparse.Namespace) -> int:
             "api_key": args.api_key or os.environ.get("OPENAI_API_KEY"),
             "timeout": args.timeout,
             "max_retries": args.retries,
-            "backoff": args.backoff,
             "max_in_flight": args.max_in_flight or args.concurrency,
         }
     elif args.device:
@@ -124,6 +159,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
             model=args.model,
             base_url=args.base_url,
             backend_options=backend_options,
+            stop_signals=STOP_SIGNALS,
             episodes=args.episodes,
             seed=args.seed,
             concurrency=args.concurrency,
@@ -137,14 +173,23 @@ def run_eval_command(args: argparse.Namespace) -> int:
             plots=not args.no_plots,
             progress=not args.no_progress,
         )
-    except KeyboardInterrupt:
-        errors.print(f"[yellow]Interrupted: the partial report is in {out_dir}/report.json[/]")
-        return 130
-    except (UnknownEnvError, ValueError, OSError) as exc:
-        errors.print(f"[red]gem eval: {exc}[/]")
+    except KeyboardInterrupt as exc:
+        signum = getattr(exc, "signum", signal.SIGINT)
+        print(f"Interrupted ({signal.Signals(signum).name}): the partial report is in {out_dir}/report.json", file=sys.stderr)
+        return 128 + signum
+    except ReportWriteError as exc:
+        _fail(str(exc))
+        return 1
+    except (ValueError, OSError) as exc:
+        _fail(str(exc))
         return 2
     console.print(summary_table(report))
     console.print(f"Report and plots written to {out_dir}/")
+    failed = report.failed_episodes()
+    if failed:
+        _fail(f"{len(failed)} of {report.episodes_finished} episodes failed; the first ({failed[0].env_id}, seed "
+              f"{failed[0].seed}): {failed[0].error}")
+        return 1
     return 0
 
 

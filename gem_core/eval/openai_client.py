@@ -1,24 +1,31 @@
-"""A small async client for the chat API of OpenAI-compatible servers (vLLM, SGLang, hosted APIs).
+"""The chat API of OpenAI-compatible servers (vLLM, SGLang, hosted APIs) through the ``openai`` package.
 
-It adds what an evaluation needs on top of one POST: a timeout per request, retries with exponential
-backoff on timeouts, connection errors, 429 and 5xx answers, and a bound on requests in flight (so a
-large ``--concurrency`` cannot flood a server). When the retries are spent it raises
-:class:`EndpointError`; the evaluation records that on the episode and carries on.
+The ``openai`` client does the HTTP work: retries with exponential backoff and jitter on timeouts,
+connection errors, 408/409/429 and 5xx answers (honouring ``Retry-After``), and error types per failure.
+Two things it does not do are added here:
+
+* **a deadline per request**: httpx's timeouts (and so openai's) bound each read, so a server that
+  trickles one byte a second never trips them; :class:`DeadlineTransport` bounds the whole answer.
+* **a checked reply**: the SDK builds its response objects without validating them, so a server that
+  sends ``"usage": "abc"`` or ``"content": 5`` would surface later as an ``AttributeError``; the reply's
+  JSON is checked here and a malformed one raises :class:`EndpointError` naming the field.
+
+A bound on requests in flight keeps a large ``--concurrency`` from flooding a server. When openai's
+retries are spent this raises :class:`EndpointError`; the evaluation records it on the episode and goes on.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import openai
 
-__all__ = ["ChatEndpoint", "ChatReply", "EndpointError", "RETRYABLE_STATUS"]
-
-#: Answers worth retrying: rate limits and server-side failures. Other 4xx are the request's fault.
-RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
+__all__ = ["ChatEndpoint", "ChatReply", "DeadlineTransport", "EndpointError"]
 
 
 class EndpointError(RuntimeError):
@@ -33,19 +40,47 @@ class ChatReply:
     completion_tokens: int
 
 
+class DeadlineTransport(httpx.AsyncBaseTransport):
+    """Wraps a transport so that the whole answer (headers and body) must arrive within ``seconds``.
+
+    Past the deadline it raises ``httpx.ReadTimeout``, which openai counts as a timeout and retries.
+    """
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, seconds: float):
+        self.inner, self.seconds = inner, seconds
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        async def whole_answer() -> httpx.Response:
+            response = await self.inner.handle_async_request(request)
+            try:
+                await response.aread()  # the body is kept on the response; the client reads it from there
+            finally:
+                await response.aclose()
+            return response
+
+        try:
+            return await asyncio.wait_for(whole_answer(), self.seconds)
+        except asyncio.TimeoutError:
+            raise httpx.ReadTimeout(f"no complete answer within {self.seconds:g} s", request=request) from None
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
 class ChatEndpoint:
-    """``POST {base_url}/chat/completions`` with timeouts, retries and bounded concurrency.
+    """``POST {base_url}/chat/completions`` with a deadline per request, retries and bounded concurrency.
 
     Args:
         base_url: the API root, e.g. ``http://127.0.0.1:8000/v1`` (vLLM's ``vllm serve`` default).
         model: the ``model`` field of each request (the name the server serves).
         api_key: sent as ``Authorization: Bearer``; local servers usually ignore it.
-        timeout: seconds per request (connect, read, write, pool).
-        max_retries: extra attempts after the first, on timeouts, connection errors, 429 and 5xx.
-        backoff: seconds before the first retry; doubles each retry.
+        timeout: seconds for one whole request (connect to last byte); each retry gets its own.
+        max_retries: extra attempts after the first, on timeouts, connection errors, 408/409/429 and 5xx
+            (openai's backoff: about 0.5 s doubling, at most 8 s, or the server's ``Retry-After``).
         max_in_flight: requests open at once; more wait their turn.
         extra_body: merged into every request (e.g. ``{"top_k": 20}`` for vLLM, or
             ``{"chat_template_kwargs": {"enable_thinking": False}}``).
+        transport: the httpx transport under the deadline (tests pass ``httpx.MockTransport``).
     """
 
     def __init__(
@@ -56,7 +91,6 @@ class ChatEndpoint:
         api_key: str | None = None,
         timeout: float = 60.0,
         max_retries: int = 3,
-        backoff: float = 1.0,
         max_in_flight: int = 32,
         extra_body: dict[str, Any] | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
@@ -65,17 +99,20 @@ class ChatEndpoint:
             raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}.")
         if max_retries < 0:
             raise ValueError(f"max_retries must be 0 or more, got {max_retries}.")
+        if timeout <= 0:
+            raise ValueError(f"timeout must be positive, got {timeout}.")
         self.base_url = base_url.rstrip("/")
+        self.url = f"{self.base_url}/chat/completions"
         self.model = model
         self.max_retries = max_retries
-        self.backoff = backoff
         self.extra_body = dict(extra_body or {})
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.AsyncClient(
-            timeout=httpx.Timeout(timeout),
-            headers=headers,
-            limits=httpx.Limits(max_connections=max_in_flight),
-            transport=transport,
+        inner = transport or httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=max_in_flight))
+        self._client = openai.AsyncOpenAI(
+            base_url=self.base_url,
+            api_key=api_key or "EMPTY",  # openai requires a key; local servers ignore it (vLLM's docs use "EMPTY")
+            timeout=timeout,
+            max_retries=max_retries,
+            http_client=httpx.AsyncClient(transport=DeadlineTransport(inner, timeout), timeout=timeout),
         )
         self._in_flight = asyncio.Semaphore(max_in_flight)
 
@@ -90,44 +127,39 @@ class ChatEndpoint:
         seed: int | None = None,
     ) -> ChatReply:
         """One assistant message for ``messages``; raises :class:`EndpointError` when none comes."""
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": list(messages),
-            "max_tokens": max_tokens,
-            "temperature": temperature,
-            "top_p": top_p,
-            # top_k is not in OpenAI's API (vLLM and SGLang accept it): sent only when asked for.
-            **({"top_k": top_k} if top_k > 0 else {}),
-            **({"seed": seed} if seed is not None else {}),
-            **self.extra_body,
-        }
-        url = f"{self.base_url}/chat/completions"
-        last_problem = "no attempt made"
-        for attempt in range(self.max_retries + 1):
-            if attempt:
-                await asyncio.sleep(self.backoff * 2 ** (attempt - 1))
-            try:
-                async with self._in_flight:
-                    response = await self._client.post(url, json=body)
-            except httpx.TimeoutException as exc:
-                last_problem = f"timed out ({type(exc).__name__})"
-                continue
-            except httpx.TransportError as exc:
-                last_problem = f"connection failed ({type(exc).__name__}: {exc})"
-                continue
-            if response.status_code in RETRYABLE_STATUS:
-                last_problem = f"HTTP {response.status_code}: {response.text[:200]}"
-                continue
-            if response.is_error:
-                raise EndpointError(
-                    f"POST {url} answered HTTP {response.status_code}: {response.text[:500]} "
-                    "(not retried: check --model and the request settings)."
+        # top_k is not in OpenAI's API (vLLM and SGLang accept it): sent only when asked for.
+        extra_body = {**({"top_k": top_k} if top_k > 0 else {}), **self.extra_body}
+        attempts = self.max_retries + 1
+        try:
+            async with self._in_flight:
+                raw = await self._client.chat.completions.with_raw_response.create(
+                    model=self.model,
+                    messages=list(messages),
+                    max_tokens=max_tokens,
+                    temperature=temperature,
+                    top_p=top_p,
+                    **({"seed": seed} if seed is not None else {}),
+                    extra_body=extra_body or None,
                 )
-            return _parse_reply(response, url)
-        raise EndpointError(f"POST {url} failed after {self.max_retries + 1} attempts; last: {last_problem}.")
+        except openai.APITimeoutError:
+            raise EndpointError(f"POST {self.url} failed after {attempts} attempts; last: timed out.") from None
+        except openai.APIConnectionError as exc:
+            cause = exc.__cause__ or exc
+            raise EndpointError(
+                f"POST {self.url} failed after {attempts} attempts; last: connection failed "
+                f"({type(cause).__name__}: {cause})."
+            ) from None
+        except openai.APIStatusError as exc:
+            status, text = exc.status_code, exc.response.text[:300]
+            if _retryable(status):
+                raise EndpointError(f"POST {self.url} failed after {attempts} attempts; last: HTTP {status}: {text}") from None
+            raise EndpointError(
+                f"POST {self.url} answered HTTP {status}: {text} (not retried: check --model and the request settings)."
+            ) from None
+        return parse_reply(raw.http_response.text, self.url)
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        await self._client.close()
 
     async def __aenter__(self) -> ChatEndpoint:
         return self
@@ -136,20 +168,41 @@ class ChatEndpoint:
         await self.aclose()
 
 
-def _parse_reply(response: httpx.Response, url: str) -> ChatReply:
+def _retryable(status: int) -> bool:
+    return status in (408, 409, 429) or status >= 500
+
+
+def parse_reply(text: str, url: str) -> ChatReply:
+    """The reply in a chat-completion body, every field checked (a bad one raises :class:`EndpointError`)."""
+
+    def bad(what: str) -> EndpointError:
+        return EndpointError(f"POST {url} answered something that is not a chat completion ({what}): {text[:300]}")
+
     try:
-        data = response.json()
-        choice = data["choices"][0]
-        text = choice["message"].get("content") or ""
-    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
-        raise EndpointError(
-            f"POST {url} answered something that is not a chat completion ({type(exc).__name__}): "
-            f"{response.text[:300]}"
-        ) from None
-    usage = data.get("usage") or {}
-    return ChatReply(
-        text=text,
-        finish_reason=choice.get("finish_reason") or "stop",
-        prompt_tokens=int(usage.get("prompt_tokens") or 0),
-        completion_tokens=int(usage.get("completion_tokens") or 0),
-    )
+        data = json.loads(text)
+    except ValueError:
+        raise bad("not JSON") from None
+    if not isinstance(data, Mapping):
+        raise bad("not a JSON object")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+        raise bad("no choices[0]")
+    message = choices[0].get("message")
+    if not isinstance(message, Mapping):
+        raise bad("choices[0].message is not an object")
+    content = message.get("content")
+    if content is not None and not isinstance(content, str):
+        raise bad(f"choices[0].message.content is {type(content).__name__}, not a string")
+    finish_reason = choices[0].get("finish_reason")
+    if finish_reason is not None and not isinstance(finish_reason, str):
+        raise bad(f"choices[0].finish_reason is {type(finish_reason).__name__}, not a string")
+    usage = data.get("usage")
+    if usage is not None and not isinstance(usage, Mapping):
+        raise bad(f"usage is {type(usage).__name__}, not an object")
+    counts = {}
+    for key in ("prompt_tokens", "completion_tokens"):
+        value = (usage or {}).get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise bad(f"usage.{key} is {value!r}, not a token count")
+        counts[key] = value or 0
+    return ChatReply(text=content or "", finish_reason=finish_reason or "stop", **counts)

@@ -193,6 +193,14 @@ class EvalReport:
         return summarize_env(env_id, self.episodes.get(env_id, []), self.config.get("episodes", 0))
 
     @property
+    def episodes_finished(self) -> int:
+        """Episodes recorded (completed or failed)."""
+        return sum(len(records) for records in self.episodes.values())
+
+    def failed_episodes(self) -> list[EpisodeRecord]:
+        return [r for env_id in self.env_ids for r in self.episodes.get(env_id, []) if r.failed]
+
+    @property
     def summaries(self) -> dict[str, EnvSummary]:
         return {env_id: self.summary(env_id) for env_id in self.env_ids}
 
@@ -244,8 +252,12 @@ class EvalReport:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=2, allow_nan=False, default=_json_default), encoding="utf-8")
-        tmp.replace(path)
+        try:
+            tmp.write_text(json.dumps(self.to_dict(), indent=2, allow_nan=False, default=_json_default), encoding="utf-8")
+            tmp.replace(path)
+        except BaseException:  # a full disk or a signal: no half-written .tmp left behind
+            tmp.unlink(missing_ok=True)
+            raise
         return path
 
     @classmethod

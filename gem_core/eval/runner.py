@@ -5,8 +5,10 @@ policy they hold; the CLI calls the same functions with a model loaded from ``--
 
 Episode ``i`` of every env uses seed ``config.seed + i``, so two models evaluated with the same
 settings play the same episodes. Episodes run concurrently (``config.concurrency`` at once, across
-envs); a failing episode records its error and the others go on. If the run is cancelled (Ctrl-C in
-the CLI), the episodes finished so far are written as a report marked ``interrupted``.
+envs); a failing episode records its error and the others go on. With an ``out_dir``, each finished
+episode is appended to ``episodes.jsonl`` there (fsync'd) and ``report.json`` is rebuilt from that file
+at the end, so a cancelled run (Ctrl-C, SIGTERM in the CLI) is written as a report marked
+``interrupted``, and a full disk loses nothing that was already written.
 """
 
 from __future__ import annotations
@@ -21,11 +23,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gem_core.env import Env
+from gem_core.eval.episode_log import EpisodeLog, ReportWriteError, read_episodes
 from gem_core.eval.progress import EvalProgress
 from gem_core.eval.report import REPORT_FILENAME, EpisodeRecord, EvalReport
 from gem_core.registry import make, spec
 
-__all__ = ["EvalConfig", "EpisodeBackend", "evaluate", "evaluate_async", "make_backend", "write_outputs"]
+__all__ = ["EvalConfig", "EpisodeBackend", "Interrupted", "evaluate", "evaluate_async", "make_backend", "write_outputs"]
 
 
 class EpisodeBackend(Protocol):
@@ -112,6 +115,7 @@ async def evaluate_async(
     )
     progress = EvalProgress(len(config.env_ids) * config.episodes, enabled=config.progress)
     slots = asyncio.Semaphore(config.concurrency)
+    log = EpisodeLog(config.out_dir) if config.out_dir is not None else None
 
     async def play(env_id: str, seed: int) -> None:
         async with slots:
@@ -125,6 +129,8 @@ async def evaluate_async(
             finally:
                 if env is not None:
                     env.close()
+            if log is not None:
+                log.append(record)  # a write error (full disk) stops the run: see below
             records[env_id].append(record)
             progress.update(record)
             if on_episode is not None:
@@ -143,11 +149,24 @@ async def evaluate_async(
         raise
     finally:
         progress.close()
+        report.finished_at = _now()
+        if log is not None:
+            log.close()
+            # The report is what reached the disk: the episodes the log holds.
+            for env_records in records.values():
+                env_records.clear()
+            for record in read_episodes(log.path):
+                records.setdefault(record.env_id, []).append(record)
         for env_records in records.values():
             env_records.sort(key=lambda r: r.seed)
-        report.finished_at = _now()
         if config.out_dir is not None:
-            write_outputs(report, config.out_dir, plots=config.plots)
+            try:
+                write_outputs(report, config.out_dir, plots=config.plots)
+            except OSError as exc:
+                raise ReportWriteError(
+                    f"cannot write {Path(config.out_dir) / REPORT_FILENAME} ({exc.strerror or exc}); the "
+                    f"{report.episodes_finished} finished episodes are in {log.path}"
+                ) from exc
     return report
 
 
@@ -174,7 +193,6 @@ def make_backend(
     api_key: str | None = None,
     timeout: float = 60.0,
     max_retries: int = 3,
-    backoff: float = 1.0,
     max_in_flight: int = 32,
     extra_body: dict[str, Any] | None = None,
     device: str | None = None,
@@ -202,7 +220,6 @@ def make_backend(
             api_key=api_key,
             timeout=timeout,
             max_retries=max_retries,
-            backoff=backoff,
             max_in_flight=max_in_flight,
             extra_body=extra_body,
         )
@@ -221,6 +238,7 @@ def evaluate(
     backend: EpisodeBackend | None = None,
     backend_options: dict[str, Any] | None = None,
     on_episode: Callable[[EpisodeRecord], None] | None = None,
+    stop_signals: Sequence[int] = (),
     **config: Any,
 ) -> EvalReport:
     """Evaluate a model on ``env_ids`` and return the :class:`EvalReport` (``report.to_dict()`` for JSON).
@@ -230,16 +248,40 @@ def evaluate(
     Other keyword arguments are :class:`EvalConfig` fields (``episodes=``, ``seed=``, ``out_dir=``, ...).
 
     Runs its own event loop; inside one, ``await evaluate_async(backend, EvalConfig(...))`` instead.
-    On Ctrl-C the partial report is written to ``out_dir`` before ``KeyboardInterrupt`` propagates.
+    On Ctrl-C the partial report is written to ``out_dir`` before ``KeyboardInterrupt`` propagates; the
+    signals in ``stop_signals`` (the CLI passes SIGTERM and SIGHUP) do the same and raise
+    :class:`Interrupted`, a ``KeyboardInterrupt`` carrying the signal number. A write error (a full disk)
+    raises :class:`~gem_core.eval.episode_log.ReportWriteError` saying what is on disk and where.
     """
     eval_config = EvalConfig(env_ids=[env_ids] if isinstance(env_ids, str) else list(env_ids), **config)
+    for env_id in eval_config.env_ids:
+        spec(env_id)  # an unknown id fails before a model loads (or a hub is asked for one)
     if backend is None:
         backend = make_backend(model, policy=policy, tokenizer=tokenizer, base_url=base_url, **(backend_options or {}))
+    received: list[int] = []
 
     async def run() -> EvalReport:
+        loop, main = asyncio.get_running_loop(), asyncio.current_task()
+        for signum in stop_signals:  # SIGINT is asyncio.run's own: it cancels the run the same way
+            loop.add_signal_handler(signum, lambda signum=signum: (received.append(signum), main.cancel()))
         try:
             return await evaluate_async(backend, eval_config, on_episode=on_episode)
         finally:
+            for signum in stop_signals:
+                loop.remove_signal_handler(signum)
             await backend.aclose()
 
-    return asyncio.run(run())
+    try:
+        return asyncio.run(run())
+    except asyncio.CancelledError:
+        if received:
+            raise Interrupted(received[0]) from None
+        raise
+
+
+class Interrupted(KeyboardInterrupt):
+    """The run was stopped by a signal in ``stop_signals`` (after the partial report was written)."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"stopped by signal {signum}")
+        self.signum = signum

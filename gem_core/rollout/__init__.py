@@ -8,6 +8,7 @@
 - :mod:`~gem_core.rollout.runner`: :func:`run_episode`, :func:`run_episodes` (drive mode).
 - :mod:`~gem_core.rollout.trajectory`: :class:`TokenTrajectory` and its two training views.
 - :mod:`~gem_core.rollout.advantages`: discounted returns, ReBN, GRPO, turn-level GAE.
+- :mod:`~gem_core.rollout.metrics`: :func:`trajectory_metrics`, the batch statistics adapters log.
 
 Importing this package needs numpy only; torch and transformers are imported when a policy samples.
 """
@@ -16,18 +17,23 @@ from gem_core.rollout.advantages import (
     discounted_returns,
     grpo_advantages,
     return_batch_normalize,
+    same_state_advantages,
     turn_level_gae,
     turn_to_token_advantages,
 )
-from gem_core.rollout.chat_template import ChatTemplate, ChatTemplateError
+from gem_core.rollout.chat_template import HISTORY_MODES, ChatTemplate, ChatTemplateError
+from gem_core.rollout.metrics import trajectory_metrics
 from gem_core.rollout.policy import Generation, Policy, SamplingParams, TransformersPolicy
-from gem_core.rollout.runner import EnvFactory, run_episode, run_episodes
+from gem_core.rollout.runner import EnvFactory, run_branched_episode, run_episode, run_episodes
 from gem_core.rollout.session import EpisodeSession, SessionStep
 from gem_core.rollout.trajectory import SequenceSample, TokenTrajectory, Transition
 
 __all__ = [
+    "HISTORY_MODES",
     "ChatTemplate",
     "ChatTemplateError",
+    "run_branched_episode",
+    "same_state_advantages",
     "EnvFactory",
     "EpisodeSession",
     "Generation",
@@ -41,6 +47,7 @@ __all__ = [
     "discounted_returns",
     "grpo_advantages",
     "return_batch_normalize",
+    "trajectory_metrics",
     "run_episode",
     "run_episodes",
     "turn_level_gae",

@@ -21,6 +21,7 @@ __all__ = [
     "discounted_returns",
     "grpo_advantages",
     "return_batch_normalize",
+    "same_state_advantages",
     "turn_level_gae",
     "turn_to_token_advantages",
 ]
@@ -86,6 +87,30 @@ def grpo_advantages(
             std = values.std(ddof=1) if values.size > 1 else 0.0
             centered = centered / (std + eps)
         out[idx] = centered
+    return out
+
+
+def same_state_advantages(
+    branch_rewards: Sequence[ArrayLike], fork_turn: int, gamma: float, *, scale: bool = False, eps: float = 1e-4
+) -> list[np.ndarray]:
+    """Per-turn advantages of a same-state turn group (branches forked at turn ``fork_turn``).
+
+    Every branch acted from the same state at ``fork_turn``, so their discounted returns from there,
+    ``G_fork``, compare like with like: each branch's baseline is the group's mean ``G_fork`` (GRPO's
+    group baseline, :func:`grpo_advantages`, moved from the prompt to a mid-episode state). Turns from
+    the fork on get ``G_fork - mean`` (over the group's std when ``scale``); the shared turns before it
+    get 0, since the group says nothing about them.
+    """
+    if fork_turn < 0:
+        raise ValueError(f"fork_turn must be >= 0, got {fork_turn}.")
+    rewards = [np.asarray(r, dtype=np.float64).reshape(-1) for r in branch_rewards]
+    at_fork = [discounted_returns(r, gamma)[fork_turn] if r.size > fork_turn else 0.0 for r in rewards]
+    advantages = grpo_advantages(at_fork, [0] * len(rewards), eps=eps, scale=scale)
+    out = []
+    for r, advantage in zip(rewards, advantages):
+        per_turn = np.zeros_like(r)
+        per_turn[fork_turn:] = advantage
+        out.append(per_turn)
     return out
 
 

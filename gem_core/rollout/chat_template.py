@@ -9,8 +9,9 @@ across a turn boundary (re-tokenization drift: training becomes off-policy), and
 and learns from the differences:
 
 - ``end_of_turn_ids``: the (added) token the template puts right after an assistant message;
-- that an assistant message in the history is rendered exactly as the generation prompt plus the
-  content plus end-of-turn (so the sampled tokens can stand in for it);
+- where the sampled tokens go: right after the generation prompt (the history may render an assistant
+  turn with another header, e.g. without Qwen3's empty ``<think></think>``; then
+  :attr:`ChatTemplate.rewrites_history` is True);
 - that the text after end-of-turn (e.g. ``"\\n"`` after ``<|im_end|>``) plus a user turn plus the
   generation prompt does not depend on how many turns came before.
 
@@ -18,21 +19,44 @@ Each turn then costs one render of a constant-size message list and one encode o
 (:meth:`ChatTemplate.observation_ids`), whatever the turn index. A template that breaks these
 assumptions is refused with a :class:`ChatTemplateError` that says which one failed.
 
-Templates that rewrite earlier assistant turns (Qwen3-style templates drop the ``<think>`` block of
-every assistant turn before the last user message) are supported: rendering is only used to learn the
-glue, and the trajectory keeps the tokens the policy actually sampled, thinking included. Such a
-trajectory differs from what the template would render for the finished conversation; that is the
-point (it is what the model saw when it sampled). :attr:`ChatTemplate.rewrites_history` tells which
-templates do this.
+Templates that rewrite earlier assistant turns are supported: Qwen3-style templates drop the
+``<think>`` block of every assistant turn before the last user message (and render the history without
+the generation prompt's ``<think>\\n\\n</think>\\n\\n`` or ``<think>\\n``), Mistral- and Llama-3.1-style
+templates ``trim`` the content. The trajectory keeps the tokens the policy actually sampled. Two
+history modes say what the policy sees at the next turn (:data:`HISTORY_MODES`):
+
+- ``"as_sampled"`` (default): the growing sequence itself, one training sequence per episode;
+- ``"as_rendered"``: the conversation as the template renders it (earlier thinking stripped), what the
+  model sees at inference behind a chat API. Earlier turns are then re-rendered once each (constant
+  cost per turn), contexts stop being prefixes of one sequence, and the episode is delivered per turn
+  (:meth:`~gem_core.rollout.trajectory.TokenTrajectory.as_transitions`).
+
+Two more guarantees:
+
+- Time-dependent template globals are frozen once per :class:`ChatTemplate` (one run): a template that
+  reads ``strftime_now`` (Llama-3.2's ``date_string``) gets ``date_string`` fixed at probe time, so an
+  episode that crosses midnight renders the same system block. A mismatch found later (another
+  nondeterministic global) raises :class:`ChatTemplateError` and evicts this template from the
+  :meth:`ChatTemplate.for_tokenizer` cache, so the next episode re-probes.
+- Env text is data: special tokens spelled in an observation (``<|im_end|>`` in a tool output) are
+  encoded as plain text (``split_special_tokens``), while the template's glue keeps its control ids.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 import weakref
+from datetime import datetime
 from typing import Any
 
-__all__ = ["ChatTemplate", "ChatTemplateError"]
+__all__ = ["HISTORY_MODES", "ChatTemplate", "ChatTemplateError"]
+
+#: What the policy sees of earlier turns: the sampled ids ("as_sampled") or the template's rendering ("as_rendered").
+HISTORY_MODES = ("as_sampled", "as_rendered")
+
+#: Observation deltas kept per template (cleared when full): repeated env messages cost a dict lookup.
+_DELTA_CACHE_SIZE = 4096
 
 # Placeholders chosen to survive any template filter (no surrounding whitespace, no markup).
 _USER_A, _USER_B, _USER_C = "GEMPROBEUSERAAA", "GEMPROBEUSERBBB", "GEMPROBEUSERCCC"
@@ -55,7 +79,9 @@ class ChatTemplate:
         tokenizer: a ``transformers`` tokenizer with a chat template.
         system_prompt: a system message placed before the first user turn (None: the template's
             default, if it has one).
-        chat_template_kwargs: extra variables for the template (e.g. ``{"enable_thinking": False}``).
+        chat_template_kwargs: extra variables for the template (e.g. ``{"enable_thinking": False}``),
+            the same dict a trainer passes to ``apply_chat_template`` (TRL's ``chat_template_kwargs``,
+            verl's ``apply_chat_template_kwargs``).
 
     Raises:
         ChatTemplateError: the template cannot be extended turn by turn; the message says why.
@@ -64,9 +90,10 @@ class ChatTemplate:
     end_of_turn_ids: list[int]
     """What the assistant emits to end its turn (e.g. ``[<|im_end|>]``)."""
     generation_prompt_ids: list[int]
-    """The ids the generation prompt adds (e.g. ``<|im_start|>assistant\\n``); [] if none."""
+    """The ids the generation prompt adds (e.g. ``<|im_start|>assistant\n``); [] if none."""
     rewrites_history: bool
-    """True if rendering a longer conversation changes earlier assistant turns (e.g. drops thinking)."""
+    """True if rendering a longer conversation shows earlier assistant turns otherwise than sampled: it
+    drops thinking, renders a header other than the generation prompt, or trims the content."""
 
     def __init__(self, tokenizer: Any, *, system_prompt: str | None = None, chat_template_kwargs: dict | None = None):
         if not getattr(tokenizer, "chat_template", None):
@@ -77,6 +104,20 @@ class ChatTemplate:
         self.tokenizer = tokenizer
         self.system_prompt = system_prompt
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        self.frozen_at = datetime.now()
+        """When the time-dependent globals were frozen (see the module docstring)."""
+        if "strftime_now" in str(tokenizer.chat_template):
+            # Llama-3.2: `{% if not date_string is defined %}{% set date_string = strftime_now(...) %}`.
+            self.chat_template_kwargs.setdefault("date_string", self.frozen_at.strftime("%d %b %Y"))
+        self._cache_slot: tuple[dict, tuple] | None = None
+        # The tokenizers backend encodes without transformers' per-call overhead (a third of a delta's cost).
+        self._backend = getattr(tokenizer, "backend_tokenizer", None) if getattr(tokenizer, "is_fast", False) else None
+        self._deltas: dict[tuple[str, str], tuple[int, ...]] = {}  # (role, observation) -> delta, bounded
+        added = [t for t in (getattr(tokenizer, "added_tokens_decoder", {}) or {}).values() if str(t.content)]
+        # Env text is data: no added token spelled in it becomes its id (DeepSeek's <｜User｜> is added but
+        # not special). Model text keeps its non-special added tokens (Qwen's <tool_call>), loses the special ones.
+        self._controls = _alternation(str(t.content) for t in added)
+        self._special_controls = _alternation(str(t.content) for t in added if getattr(t, "special", False))
         self._probe()
 
     # Cache of probed templates, one per (tokenizer, template, system prompt, kwargs): probing renders
@@ -97,30 +138,91 @@ class ChatTemplate:
                 cls._cache[id(tokenizer)] = entry
             per_tokenizer = entry[1]
             if key not in per_tokenizer:
-                per_tokenizer[key] = cls(tokenizer, system_prompt=system_prompt, chat_template_kwargs=chat_template_kwargs)
+                template = cls(tokenizer, system_prompt=system_prompt, chat_template_kwargs=chat_template_kwargs)
+                template._cache_slot = (per_tokenizer, key)
+                per_tokenizer[key] = template
             return per_tokenizer[key]
+
+    def _evict(self) -> None:
+        """Drop this template from the shared cache: what it learned no longer holds (see module docstring)."""
+        if self._cache_slot is not None:
+            per_tokenizer, key = self._cache_slot
+            with self._cache_lock:
+                if per_tokenizer.get(key) is self:
+                    del per_tokenizer[key]
 
     # -- public deltas -------------------------------------------------------------------------
 
     def initial_ids(self, observation: str) -> list[int]:
         """[system] + user(observation) + generation prompt: the episode's prompt ids."""
-        return self._encode(self._render([*self._base(), _user(observation)], generation_prompt=True))
+        text = self._render([*self._base(), _user(observation)], generation_prompt=True)
+        return self._encode_env_text(text, observation, self._first_turn_parts)
 
-    def observation_ids(self, observation: str) -> list[int]:
+    def observation_ids(self, observation: str, role: str = "user") -> list[int]:
         """The ids to append after a finished assistant turn (one that ends with :attr:`end_of_turn_ids`).
 
-        They are the text the template puts after end-of-turn, one user turn holding ``observation``,
-        and the generation prompt. Costs one render of a four-message conversation, whatever the turn.
+        They are the text the template puts after end-of-turn, one ``role`` message holding
+        ``observation`` (``"tool"`` for native tool results, rendered as the family's tool role), and the
+        generation prompt. Costs one render of a four-message conversation, whatever the turn. Special
+        tokens spelled in ``observation`` are encoded as plain text.
+
+        Raises:
+            ChatTemplateError: the template rendered earlier turns differently this time (a
+                nondeterministic global); this template is evicted from the shared cache.
         """
+        cached = self._deltas.get((role, observation))
+        if cached is not None:  # envs repeat observations ("Invalid move ..."); a delta depends on nothing else
+            return list(cached)
+        glue_parts = self._glue_parts if role == "user" else self._role_glue(role)
         text = self._render(
-            [*self._base(), _user(_USER_A), _assistant(_ASSISTANT_X), _user(observation)], generation_prompt=True
+            [*self._base(), _user(_USER_A), _assistant(_ASSISTANT_X), _message(role, observation)], generation_prompt=True
         )
         if not text.startswith(self._through_first_turn):
+            self._evict()
             raise ChatTemplateError(
-                f"The chat template renders the earlier turns differently when the user message is {_snippet(observation)}; "
-                "the observation cannot be appended without re-rendering history."
+                f"The chat template renders the earlier turns differently when the user message is {_snippet(observation)} "
+                "(a time-dependent or random template global?); the observation cannot be appended without re-rendering "
+                "history. The template was dropped from the cache and is probed again for the next episode."
             )
-        return self._encode(text[len(self._through_first_turn) :])
+        ids = self._encode_env_text(text[len(self._through_first_turn) :], observation, glue_parts)
+        if len(self._deltas) >= _DELTA_CACHE_SIZE:
+            self._deltas.clear()
+        self._deltas[(role, observation)] = tuple(ids)
+        return ids
+
+    def rendered_prompt_ids(self, observation: str) -> list[int]:
+        """``"as_rendered"`` history: [system] + user(observation), without the generation prompt."""
+        text = self._render([*self._base(), _user(observation)], generation_prompt=False)
+        return self._encode_env_text(text, observation, self._first_turn_plain_parts)
+
+    def rendered_turn_ids(self, action_text: str, observation: str, role: str = "user") -> list[int]:
+        """``"as_rendered"`` history: one finished turn as the template shows it later (the assistant
+        message, thinking dropped or content trimmed as the template does, then the user turn), without
+        the generation prompt. Appended to :meth:`rendered_prompt_ids` and earlier turns."""
+        base = self._base()
+        text = self._render(
+            [*base, _user(_USER_A), _assistant(action_text), _message(role, observation)], generation_prompt=False
+        )
+        if not text.startswith(self._first_turn_plain):
+            self._evict()
+            raise ChatTemplateError("The chat template renders the first user turn differently once an assistant turn follows.")
+        text = text[len(self._first_turn_plain) :]
+        if not (_found(self._special_controls, action_text) or _found(self._controls, observation)):
+            return self._encode(text)
+        # Forged control tokens in the action or the observation: find both contents and encode them as text.
+        with_placeholder = self._render(
+            [*base, _user(_USER_A), _assistant(action_text), _message(role, _USER_B)], generation_prompt=False
+        )[len(self._first_turn_plain) :]
+        cut = with_placeholder.find(_USER_B)
+        head, tail = with_placeholder[:cut], with_placeholder[cut + len(_USER_B) :]
+        head_glue, head_text = self._split_assistant(head, role)
+        if not (text.startswith(head) and text.endswith(tail)):
+            raise ChatTemplateError("Could not locate the observation in the chat template's rendering of a turn.")
+        middle = text[len(head) : len(text) - len(tail)]
+        return (
+            self._encode(head_glue[0]) + self._encode_plain(head_text, keep_added=True) + self._encode(head_glue[1])
+            + self._encode_plain(middle) + self._encode(tail)
+        )
 
     def close_turn_ids(self) -> list[int]:
         """Tokens that close an assistant turn cut by the length limit (appended with loss mask 0)."""
@@ -131,70 +233,159 @@ class ChatTemplate:
         n = len(self.end_of_turn_ids)
         return len(action_ids) >= n and list(action_ids[-n:]) == self.end_of_turn_ids
 
-    def render_conversation(self, messages: list[dict[str, str]], *, generation_prompt: bool = False) -> str:
+    def render_conversation(self, messages: list[dict[str, Any]], *, generation_prompt: bool = False) -> str:
         """The template's own text for ``messages`` (with this template's system prompt and kwargs)."""
         return self._render([*self._base(), *messages], generation_prompt=generation_prompt)
+
+    # -- encoding -------------------------------------------------------------------------------
+
+    def _encode(self, text: str) -> list[int]:
+        backend = self._backend
+        if backend is not None:
+            if backend.encode_special_tokens:  # left on by an earlier split_special_tokens=True call
+                backend.encode_special_tokens = False
+            return backend.encode(text, add_special_tokens=False).ids
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def _encode_plain(self, text: str, *, keep_added: bool = False) -> list[int]:
+        """Env or model text: special tokens spelled in it are encoded as the characters they are
+        (``split_special_tokens``); for env text (``keep_added=False``) non-special added tokens too,
+        by encoding the text in pieces cut one character into each occurrence."""
+        pieces = [text]
+        if not keep_added and self._controls is not None:
+            cuts = [m.start() + 1 for m in self._controls.finditer(text)]
+            pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])]
+        return [
+            int(t)
+            for piece in pieces
+            for t in self.tokenizer.encode(piece, add_special_tokens=False, split_special_tokens=True)
+        ]
+
+    def _encode_env_text(self, text: str, content: str, parts: tuple[str, str]) -> list[int]:
+        """Encode ``text`` = before + (the template's rendering of ``content``) + after, the content as plain text.
+
+        Without a control token spelled in ``content`` (the common case) this is one encode of ``text``,
+        identical to encoding the template's rendering; otherwise the glue is encoded with its control
+        ids and the content with ``split_special_tokens``.
+        """
+        if not _found(self._controls, content):
+            return self._encode(text)
+        before, after = parts
+        if not (text.startswith(before) and text.endswith(after)) or len(before) + len(after) > len(text):
+            raise ChatTemplateError(f"Could not locate the env text in the chat template's rendering {_snippet(text)}.")
+        return self._encode(before) + self._encode_plain(text[len(before) : len(text) - len(after)]) + self._encode(after)
+
+    def _split_assistant(self, head: str, role: str) -> tuple[tuple[str, str], str]:
+        """``head`` = history header + rendered action + end-of-turn glue: ((header, glue), action)."""
+        parts = self._glue_parts if role == "user" else self._role_glue(role)
+        header, glue = self._history_header, self._end_text + parts[0]
+        if not (head.startswith(header) and head.endswith(glue)):
+            raise ChatTemplateError("Could not locate the assistant message in the chat template's rendering of a turn.")
+        return (header, glue), head[len(header) : len(head) - len(glue)]
 
     # -- probing --------------------------------------------------------------------------------
 
     def _base(self) -> list[dict[str, str]]:
         return [{"role": "system", "content": self.system_prompt}] if self.system_prompt is not None else []
 
-    def _render(self, messages: list[dict[str, str]], *, generation_prompt: bool) -> str:
+    def _render(self, messages: list[dict[str, Any]], *, generation_prompt: bool) -> str:
         return self.tokenizer.apply_chat_template(
             messages, tokenize=False, add_generation_prompt=generation_prompt, **self.chat_template_kwargs
         )
 
-    def _encode(self, text: str) -> list[int]:
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
-
     def _probe(self) -> None:
         base = self._base()
         one = self._render([*base, _user(_USER_A)], generation_prompt=True)
+        one_plain = self._render([*base, _user(_USER_A)], generation_prompt=False)
+        if not one.startswith(one_plain):
+            raise ChatTemplateError(
+                "The chat template's generation prompt does not extend the conversation "
+                f"({_snippet(one_plain)} vs {_snippet(one)})."
+            )
+        generation_prompt = one[len(one_plain) :]
         two = self._render([*base, _user(_USER_A), _assistant(_ASSISTANT_X), _user(_USER_B)], generation_prompt=True)
-        if not two.startswith(one):
+        at = two.find(_ASSISTANT_X)
+        if at < 0 or not two.startswith(one_plain):
             raise ChatTemplateError(
                 "The chat template is not prefix-stable: rendering [user, assistant, user] does not start with the "
-                f"rendering of [user] + generation prompt ({_snippet(one)} vs {_snippet(two)}). The generation prompt "
-                "differs from how the template renders an assistant turn in the history (e.g. a thinking switch "
-                "such as enable_thinking=False adds an empty <think></think> only to the generation prompt); pass "
-                "chat_template_kwargs that make them agree, or use a template that does."
+                f"rendering of [user] ({_snippet(one_plain)} vs {_snippet(two)}), or drops the assistant message. "
+                "Some templates move the system prompt to the last user turn (Mistral v0.3): then pass "
+                "system_prompt=None and put the instructions in the env's first observation."
             )
-        after_prompt = two[len(one) :]
-        if not after_prompt.startswith(_ASSISTANT_X):
-            raise ChatTemplateError(
-                "The chat template adds text between the generation prompt and an assistant message in the history "
-                f"({_snippet(after_prompt)}), so the sampled tokens cannot stand for that message."
-            )
-        after_content = after_prompt[len(_ASSISTANT_X) :]
+        # How the history introduces an assistant message; the sampled tokens follow the generation prompt
+        # instead. They differ for Qwen3 without thinking (empty think block only in the generation prompt),
+        # Qwen3-2507 thinking (`<think>\n` only there) and Mistral (" " before the content, no prompt).
+        self._history_header = two[len(one_plain) : at]
+        after_content = two[at + len(_ASSISTANT_X) :]
         self.end_of_turn_ids, end_text = self._end_of_turn(after_content)
-        self._through_first_turn = one + _ASSISTANT_X + end_text
+        self._through_first_turn = two[: at + len(_ASSISTANT_X)] + end_text
         glue_b = two[len(self._through_first_turn) :]
-        if _USER_B not in glue_b:
-            raise ChatTemplateError(f"Could not find the user message in the chat template's rendering {_snippet(two)}.")
+        if _USER_B not in glue_b or not glue_b.endswith(generation_prompt):
+            raise ChatTemplateError(
+                f"Could not find the user message and the generation prompt in the chat template's rendering {_snippet(two)}."
+            )
+        self._glue_parts = _around(glue_b, _USER_B)
+        self._first_turn_parts = _around(one, _USER_A)
+        self._first_turn_plain_parts = _around(one_plain, _USER_A)
+        self._first_turn_plain = one_plain
+        self._end_text = end_text
+        self._generation_prompt = generation_prompt
+        self._role_glues: dict[str, tuple[str, str]] = {}
 
         # The glue must not depend on the turn index: a third turn must extend the second verbatim.
         three = self._render(
             [*base, _user(_USER_A), _assistant(_ASSISTANT_X), _user(_USER_B), _assistant(_ASSISTANT_Y), _user(_USER_C)],
             generation_prompt=True,
         )
-        expected = two + _ASSISTANT_Y + end_text + glue_b.replace(_USER_B, _USER_C)
+        two_plain = two[: len(two) - len(generation_prompt)]
+        expected = two_plain + self._history_header + _ASSISTANT_Y + end_text + glue_b.replace(_USER_B, _USER_C)
         if three != expected:
             raise ChatTemplateError(
                 "The chat template renders later turns differently from the second one (it depends on the turn index "
-                f"or rewrites earlier turns without thinking): got {_snippet(three[len(two):])}, expected "
-                f"{_snippet(expected[len(two):])}."
+                f"or rewrites earlier turns without thinking): got {_snippet(three[len(two_plain):])}, expected "
+                f"{_snippet(expected[len(two_plain):])}."
             )
 
-        with_gen = one
-        without_gen = self._render([*base, _user(_USER_A)], generation_prompt=False)
-        self.generation_prompt_ids = (
-            self._encode(with_gen[len(without_gen) :]) if with_gen.startswith(without_gen) and with_gen != without_gen else []
-        )
+        self.generation_prompt_ids = self._encode(generation_prompt) if generation_prompt else []
         thinking = self._render(
             [*base, _user(_USER_A), _assistant(_THINKING + _ASSISTANT_X), _user(_USER_B)], generation_prompt=True
         )
-        self.rewrites_history = _THINKING not in thinking
+        padded = self._render(
+            [*base, _user(_USER_A), _assistant(f"  {_ASSISTANT_X}  "), _user(_USER_B)], generation_prompt=True
+        )
+        self.drops_thinking = _THINKING not in thinking
+        """Earlier assistant turns lose their ``<think>`` block in the template's rendering."""
+        self.trims_content = f"  {_ASSISTANT_X}  " not in padded
+        """The template strips whitespace around assistant content (``| trim``)."""
+        self.history_header_differs = self._history_header != generation_prompt
+        """The history renders an assistant turn with another header than the generation prompt."""
+        self.rewrites_history = self.drops_thinking or self.trims_content or self.history_header_differs
+
+    def _role_glue(self, role: str) -> tuple[str, str]:
+        """(before, after) the content of a ``role`` message that follows an assistant turn; probed once per role."""
+        if role in self._role_glues:
+            return self._role_glues[role]
+        base = self._base()
+        two = self._render([*base, _user(_USER_A), _assistant(_ASSISTANT_X), _message(role, _USER_B)], generation_prompt=True)
+        three = self._render(
+            [*base, _user(_USER_A), _assistant(_ASSISTANT_X), _message(role, _USER_B), _assistant(_ASSISTANT_Y), _message(role, _USER_C)],
+            generation_prompt=True,
+        )
+        if not two.startswith(self._through_first_turn) or not two.endswith(self._generation_prompt):
+            raise ChatTemplateError(
+                f"The chat template renders a {role!r} message after an assistant turn in a way that changes the turn "
+                f"before it ({_snippet(two)}); observations cannot be sent as {role!r} messages with this template."
+            )
+        glue = two[len(self._through_first_turn) :]
+        two_plain = two[: len(two) - len(self._generation_prompt)]
+        expected = two_plain + self._history_header + _ASSISTANT_Y + self._end_text + glue.replace(_USER_B, _USER_C)
+        if three != expected:
+            raise ChatTemplateError(
+                f"The chat template renders later {role!r} messages differently from the first one: got "
+                f"{_snippet(three[len(two_plain):])}, expected {_snippet(expected[len(two_plain):])}."
+            )
+        self._role_glues[role] = _around(glue, _USER_B)
+        return self._role_glues[role]
 
     def _end_of_turn(self, after_content: str) -> tuple[list[int], str]:
         """The end-of-turn token: the added token that directly follows an assistant message."""
@@ -214,9 +405,31 @@ class ChatTemplate:
         return f"ChatTemplate(end_of_turn={eot}, system_prompt={self.system_prompt!r}, rewrites_history={self.rewrites_history})"
 
 
+def _alternation(strings: Any) -> re.Pattern | None:
+    """One regex matching any of ``strings`` (longest first), None if there are none."""
+    unique = sorted(set(strings), key=len, reverse=True)
+    return re.compile("|".join(map(re.escape, unique))) if unique else None
+
+
+def _found(pattern: re.Pattern | None, text: str) -> bool:
+    return pattern is not None and pattern.search(text) is not None
+
+
+def _around(text: str, placeholder: str) -> tuple[str, str]:
+    """(before, after) the one occurrence of ``placeholder`` in ``text``."""
+    at = text.find(placeholder)
+    if at < 0:
+        raise ChatTemplateError(f"The chat template drops a user message: {_snippet(text)}.")
+    return text[:at], text[at + len(placeholder) :]
+
+
 def _user(content: str) -> dict[str, str]:
     return {"role": "user", "content": content}
 
 
 def _assistant(content: str) -> dict[str, str]:
     return {"role": "assistant", "content": content}
+
+
+def _message(role: str, content: str) -> dict[str, str]:
+    return {"role": role, "content": content}

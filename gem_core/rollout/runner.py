@@ -18,7 +18,7 @@ from gem_core.rollout.policy import Policy, SamplingParams
 from gem_core.rollout.session import EpisodeSession
 from gem_core.rollout.trajectory import TokenTrajectory
 
-__all__ = ["EnvFactory", "run_episode", "run_episodes", "run_session"]
+__all__ = ["EnvFactory", "run_episode", "run_episodes", "run_session", "run_branched_episode"]
 
 #: What :func:`run_episodes` builds envs from: a registered env id, or a function returning a new env.
 EnvFactory = str | Callable[[], Any]
@@ -37,11 +37,15 @@ async def run_episode(
     system_prompt: str | None = None,
     chat_template: ChatTemplate | None = None,
     env_id: str | None = None,
+    history: str = "as_sampled",
+    chat_template_kwargs: dict | None = None,
 ) -> TokenTrajectory:
     """Play one episode of ``env`` with ``policy`` and return its token trajectory.
 
     Each turn the policy gets the context ids and ``sampling`` with ``max_new_tokens`` lowered to what
     ``max_total_tokens`` leaves, and ``stop_token_ids`` filled in (eos and end-of-turn) when None.
+    ``history`` and ``chat_template_kwargs`` go to :class:`EpisodeSession` (e.g. Qwen3 with
+    ``chat_template_kwargs={"enable_thinking": False}``).
     """
     session = EpisodeSession(
         env,
@@ -52,6 +56,8 @@ async def run_episode(
         max_total_tokens=max_total_tokens,
         max_response_tokens=max_response_tokens,
         env_id=env_id,
+        history=history,
+        chat_template_kwargs=chat_template_kwargs,
     )
     return await run_session(session, policy, seed=seed, sampling=sampling)
 
@@ -63,6 +69,13 @@ async def run_session(
 
     The loop of :func:`run_episode`, for adapters that receive dataset rows rather than envs.
     """
+    sampling = _with_stop_tokens(session, sampling)
+    await session.start(seed=seed)
+    await _play(session, policy, sampling)
+    return session.trajectory()
+
+
+def _with_stop_tokens(session: EpisodeSession, sampling: SamplingParams | None) -> SamplingParams:
     sampling = sampling or SamplingParams()
     if sampling.stop_token_ids is None:
         stop = list(session.chat_template.end_of_turn_ids)
@@ -70,14 +83,52 @@ async def run_session(
         if eos is not None and eos not in stop:
             stop.append(int(eos))
         sampling = dataclasses.replace(sampling, stop_token_ids=stop)
-    await session.start(seed=seed)
-    while not session.done:
+    return sampling
+
+
+async def _play(session: EpisodeSession, policy: Policy, sampling: SamplingParams, *, until_turn: int | None = None) -> None:
+    """Sample and step turns until the episode is done (or ``until_turn`` turns have been played)."""
+    while not session.done and (until_turn is None or session.num_turns < until_turn):
         turn_sampling = dataclasses.replace(sampling, max_new_tokens=session.generation_budget(sampling.max_new_tokens))
         generation = await policy.generate(session.context_ids, turn_sampling)
         await session.step(
             generation.token_ids, logprobs=generation.logprobs, finish_reason=generation.finish_reason
         )
-    return session.trajectory()
+
+
+async def run_branched_episode(
+    env: Any,
+    policy: Policy,
+    tokenizer: Any,
+    *,
+    branch_turn: int,
+    num_branches: int,
+    seed: int | None = None,
+    sampling: SamplingParams | None = None,
+    **session_kwargs: Any,
+) -> list[TokenTrajectory]:
+    """A same-state turn group: play ``branch_turn`` turns once, then ``num_branches`` continuations
+    from that very state (:meth:`EpisodeSession.fork`), played concurrently.
+
+    The branches share the first ``branch_turn`` turns token for token and differ only after them, so
+    their returns from the fork turn compare actions taken in one state
+    (:func:`gem_core.rollout.advantages.same_state_advantages`). If the episode ends before
+    ``branch_turn``, that one trajectory is returned. ``session_kwargs`` go to :class:`EpisodeSession`.
+    """
+    if branch_turn < 0:
+        raise ValueError(f"branch_turn must be >= 0, got {branch_turn}.")
+    session = EpisodeSession(env, tokenizer, **session_kwargs)
+    sampling = _with_stop_tokens(session, sampling)
+    await session.start(seed=seed)
+    await _play(session, policy, sampling, until_turn=branch_turn)
+    if session.done:
+        return [session.trajectory()]
+    branches = session.fork(num_branches)
+    await asyncio.gather(*(_play(branch, policy, sampling) for branch in branches))
+    trajectories = [branch.trajectory() for branch in branches]
+    for branch in branches:
+        await branch.aclose()
+    return trajectories
 
 
 async def run_episodes(
@@ -115,7 +166,9 @@ async def run_episodes(
     if run_episode_kwargs.get("chat_template") is None:
         # Probe the template once for the whole batch.
         run_episode_kwargs["chat_template"] = ChatTemplate.for_tokenizer(
-            tokenizer, system_prompt=run_episode_kwargs.get("system_prompt")
+            tokenizer,
+            system_prompt=run_episode_kwargs.get("system_prompt"),
+            chat_template_kwargs=run_episode_kwargs.get("chat_template_kwargs"),
         )
     bar = _progress_bar(len(seeds)) if progress else None
     limit = asyncio.Semaphore(concurrency)

@@ -18,22 +18,49 @@ turns; ``max_total_tokens`` bounds ``len(prompt_ids + response_ids)``: :meth:`ge
 leaves room to close a cut turn, an action longer than the budget is clipped, and an observation that
 would not leave room for one more token truncates the episode instead of being appended.
 
-An exception raised by the env's step ends the episode as truncated with ``info["error"]`` (one broken
-tool call must not crash a run of thousands of episodes). A turn whose generation was aborted is kept
-in the books but not sent to the env, and ends the episode as truncated.
+An exception raised by the env's step, or by the chat template while appending the observation,
+ends the episode as truncated with ``info["error"]`` (one broken tool call must not crash a run of
+thousands of episodes); it is logged once per env id on the ``gem.rollout`` logger. A turn whose
+generation was aborted is kept in the books but not sent to the env, and ends the episode as truncated.
+
+History modes (``history=``, see :data:`~gem_core.rollout.chat_template.HISTORY_MODES`): with
+``"as_sampled"`` the policy's next context is the growing sequence; with ``"as_rendered"`` it is the
+conversation as the chat template renders it (earlier thinking stripped), rebuilt one turn at a time,
+and the trajectory records each turn's context for
+:meth:`~gem_core.rollout.trajectory.TokenTrajectory.as_transitions`. Token limits always count the
+as-sampled sequence.
+
+A session owns its env: ``await session.aclose()`` (or ``async with EpisodeSession(...)``) closes it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import copy
+import logging
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from gem_core.rollout.chat_template import ChatTemplate
+from gem_core.rollout.chat_template import HISTORY_MODES, ChatTemplate
 from gem_core.rollout.episode_label import EpisodeLabel, parse_label
 from gem_core.rollout.trajectory import TokenTrajectory
 
 __all__ = ["EpisodeSession", "SessionStep"]
+
+logger = logging.getLogger("gem.rollout")
+_warned_env_ids: set[str | None] = set()
+
+
+def _warn_once(env_id: str | None, error: str) -> None:
+    """Log the first error per env id: errors become truncations (reward 0) and must not pass unseen."""
+    if env_id not in _warned_env_ids:
+        _warned_env_ids.add(env_id)
+        logger.warning(
+            "Episode of env %r ended by an error (truncated, reward 0; later errors of this env are counted in "
+            "trajectory_metrics()['env_errors'] but not logged): %s",
+            env_id,
+            error,
+        )
 
 
 @dataclass
@@ -41,7 +68,8 @@ class SessionStep:
     """What one :meth:`EpisodeSession.step` did."""
 
     observation_ids: list[int]
-    """Env tokens appended after the action (loss mask 0); [] when the episode is done."""
+    """Env tokens appended after the action (loss mask 0); [] when the episode is done. With
+    ``history="as_rendered"`` the next context is not the old one plus these: use ``session.context_ids``."""
     observation: str
     """The env's observation text."""
     reward: float
@@ -66,6 +94,9 @@ class EpisodeSession:
         max_response_tokens: bound on ``len(response_ids)`` (all turns, env tokens included), the form
             trainers state their budget in (TRL's ``max_completion_length``, verl's ``response_length``).
         env_id: recorded in the trajectory.
+        history: ``"as_sampled"`` (default) or ``"as_rendered"``, see the module docstring.
+        chat_template_kwargs: template variables (e.g. ``{"enable_thinking": False}``), only when
+            ``chat_template`` is None; adapters pass their framework's own kwargs here.
     """
 
     def __init__(
@@ -79,7 +110,19 @@ class EpisodeSession:
         max_total_tokens: int | None = None,
         max_response_tokens: int | None = None,
         env_id: str | None = None,
+        history: str = "as_sampled",
+        chat_template_kwargs: dict | None = None,
     ):
+        if history not in HISTORY_MODES:
+            raise ValueError(f"history={history!r}: expected one of {HISTORY_MODES}.")
+        if chat_template is not None and chat_template_kwargs and chat_template.chat_template_kwargs != {
+            **chat_template.chat_template_kwargs,
+            **chat_template_kwargs,
+        }:
+            raise ValueError(
+                "Pass chat_template_kwargs to ChatTemplate(tokenizer, chat_template_kwargs=...) when you also pass "
+                f"chat_template; got {chat_template_kwargs!r} but the template has {chat_template.chat_template_kwargs!r}."
+            )
         if chat_template is not None and system_prompt is not None and chat_template.system_prompt != system_prompt:
             raise ValueError(
                 "Pass the system prompt to ChatTemplate(tokenizer, system_prompt=...) when you also pass chat_template; "
@@ -93,13 +136,17 @@ class EpisodeSession:
             raise ValueError(f"max_response_tokens must be positive (or None), got {max_response_tokens}.")
         self.env = env
         self.tokenizer = tokenizer
-        self.chat_template = chat_template or ChatTemplate.for_tokenizer(tokenizer, system_prompt=system_prompt)
+        self.chat_template = chat_template or ChatTemplate.for_tokenizer(
+            tokenizer, system_prompt=system_prompt, chat_template_kwargs=chat_template_kwargs
+        )
+        self.history = history
         self.max_turns = max_turns
         self.max_total_tokens = max_total_tokens
         self.max_response_tokens = max_response_tokens
         self._token_limit = max_total_tokens  # the tighter of the two bounds, known once the prompt is
         self.env_id = env_id
         self.label: EpisodeLabel | None = None
+        self.fork_turn: int | None = None  # set on branches made by fork()
         self._started = False
         self._reset_books(seed=None)
 
@@ -120,12 +167,17 @@ class EpisodeSession:
         self._truncated_by: str | None = None
         self._final_observation: str | None = None
         self._missing_logprobs = False
+        self._rendered: list[int] | None = None  # "as_rendered": the conversation as the template shows it
+        self._rendered_context_ends: list[int] = []
 
     # -- state ----------------------------------------------------------------------------------
 
     @property
     def context_ids(self) -> list[int]:
-        """Prompt + response so far: what the policy sees next (a copy)."""
+        """What the policy sees next (a copy): prompt + response so far, or with ``history="as_rendered"``
+        the template's rendering of the conversation plus the generation prompt."""
+        if self._rendered is not None:
+            return self._rendered + self.chat_template.generation_prompt_ids
         return list(self._ids)
 
     @property
@@ -168,6 +220,36 @@ class EpisodeSession:
         session.label = label
         return session
 
+    def fork(self, n: int) -> list[EpisodeSession]:
+        """``n`` sessions that continue from this one's current turn: same token prefix, same env state.
+
+        Group-based RL compares several continuations from one state; for a multi-turn env the useful
+        state is mid-episode, not only the reset seed. Each branch gets its own copy of the books (one
+        copy at the fork, never per turn) and an env spawned with ``spawn(same_state=True)``, so the
+        branches and this session evolve independently. ``metrics["fork_turn"]`` of a branch's
+        trajectory says how many turns were shared.
+
+        Raises:
+            RuntimeError: the session has not started, or its env cannot spawn.
+        """
+        if not self._started:
+            raise RuntimeError("Call `await session.start(seed)` before `fork`.")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"fork(n) needs a positive number of branches, got {n!r}.")
+        spawn = getattr(self.env, "spawn", None)
+        if spawn is None:
+            raise RuntimeError(f"{type(self.env).__name__} has no spawn(); only envs with state snapshots can be forked.")
+        shared = {"env", "tokenizer", "chat_template", "label"}
+        books = {name: value for name, value in vars(self).items() if name not in shared}
+        branches = []
+        for _ in range(n):
+            branch = copy.copy(self)
+            branch.__dict__.update(copy.deepcopy(books))
+            branch.env = spawn(same_state=True)
+            branch.fork_turn = self.num_turns
+            branches.append(branch)
+        return branches
+
     async def start(self, seed: int | None = None, options: dict | None = None) -> list[int]:
         """Reset the env and return the prompt ids (system prompt, first observation, generation prompt).
 
@@ -182,6 +264,8 @@ class EpisodeSession:
         observation, info = await self.env.areset(seed=seed, options=options)
         self._started = True
         self._ids = self.chat_template.initial_ids(observation)
+        if self.history == "as_rendered":
+            self._rendered = self.chat_template.rendered_prompt_ids(observation)
         self._prompt_len = len(self._ids)
         limits = [] if self.max_total_tokens is None else [self.max_total_tokens]
         if self.max_response_tokens is not None:
@@ -241,6 +325,8 @@ class EpisodeSession:
             action_text = self.tokenizer.decode(content, skip_special_tokens=True)
 
         start = len(self._ids) - self._prompt_len
+        if self._rendered is not None:
+            self._rendered_context_ends.append(len(self._rendered))
         self._append(ids, mask=1, logprobs=lps)
         self._turn_spans.append((start, start + len(ids)))
         if not closed:
@@ -259,6 +345,7 @@ class EpisodeSession:
                 observation, reward, terminated, truncated = "", 0.0, False, True
                 info = {"error": f"{type(exc).__name__}: {exc}"}
                 self._truncate("error", info)
+                _warn_once(self.env_id, info["error"])
         if clipped:
             info["action_clipped"] = True
         terminated, truncated = bool(terminated), bool(truncated)
@@ -271,7 +358,17 @@ class EpisodeSession:
             if self.max_turns is not None and self.num_turns >= self.max_turns:
                 continues, truncated = False, self._truncate("max_turns", info)
             else:
-                observation_ids = self.chat_template.observation_ids(observation)
+                role = str(info.get("observation_role", "user"))  # "tool": ToolUse answered native calls
+                try:
+                    observation_ids = self.chat_template.observation_ids(observation, role)
+                    if self._rendered is not None:
+                        rendered_turn = self.chat_template.rendered_turn_ids(action_text, observation, role)
+                except Exception as exc:  # noqa: BLE001 - a template that cannot render this turn ends the episode
+                    observation_ids = []
+                    info["error"] = f"{type(exc).__name__}: {exc}"
+                    continues, truncated = False, self._truncate("error", info)
+                    _warn_once(self.env_id, info["error"])
+            if continues:
                 if self._token_limit is not None and (
                     len(self._ids) + len(observation_ids) + 1 + len(self.chat_template.close_turn_ids())
                     > self._token_limit
@@ -281,6 +378,8 @@ class EpisodeSession:
         if continues:
             self._append(observation_ids, mask=0)
             self._observations.append(observation)
+            if self._rendered is not None:
+                self._rendered.extend(rendered_turn)
         else:
             self._final_observation = observation
             self._terminated = self._terminated or terminated
@@ -311,6 +410,7 @@ class EpisodeSession:
             "truncated_by": self._truncated_by,
             "env_errors": sum(1 for i in self._infos if "error" in i),
             "has_logprobs": not self._missing_logprobs,
+            "fork_turn": self.fork_turn,
         }
         return TokenTrajectory(
             prompt_ids=self._ids[: self._prompt_len],
@@ -328,7 +428,25 @@ class EpisodeSession:
             infos=[dict(i) for i in self._infos],
             metrics=metrics,
             final_observation=self._final_observation,
+            history=self.history,
+            rendered_ids=None if self._rendered is None else list(self._rendered),
+            rendered_context_ends=list(self._rendered_context_ends),
+            generation_prompt_ids=list(self.chat_template.generation_prompt_ids) if self._rendered is not None else [],
         )
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close the env (its tools, servers and processes). Safe to call twice."""
+        env, self.env = self.env, None
+        if env is not None:
+            env.close()
+
+    async def __aenter__(self) -> EpisodeSession:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     # -- helpers --------------------------------------------------------------------------------
 

@@ -11,8 +11,12 @@ verbatim (never decoded and re-encoded), so log-probabilities recomputed by a tr
   Batch Normalization (:func:`gem_core.rollout.advantages.return_batch_normalize`).
 
 With a template that rewrites earlier turns (drops thinking), ``prompt_ids + response_ids`` holds the
-tokens as sampled, thinking included: the context the policy really saw at each turn is
-``Transition.context_ids``, which is a prefix of the sequence.
+tokens as sampled, thinking included. With ``history="as_sampled"`` (default) that sequence is what the
+policy saw, and ``Transition.context_ids`` is a prefix of it. With ``history="as_rendered"`` the policy
+saw the template's rendering of the conversation (earlier thinking stripped): each turn's context is
+``rendered_ids[:rendered_context_ends[t]] + generation_prompt_ids``, the episode is trained per turn
+through :meth:`TokenTrajectory.as_transitions`, and :meth:`TokenTrajectory.as_sequence` refuses (its
+single sequence would not be what the policy conditioned on).
 """
 
 from __future__ import annotations
@@ -89,6 +93,14 @@ class TokenTrajectory:
     """Episode statistics: num_turns, format_errors, success, num_tokens, ..."""
     final_observation: str | None = None
     """The env's last observation (not shown to the policy when the episode ended)."""
+    history: str = "as_sampled"
+    """What the policy saw of earlier turns: ``"as_sampled"`` or ``"as_rendered"`` (module docstring)."""
+    rendered_ids: list[int] | None = None
+    """``"as_rendered"``: the conversation as the template renders it, without a generation prompt."""
+    rendered_context_ends: list[int] = field(default_factory=list)
+    """``"as_rendered"``: per turn, how much of ``rendered_ids`` the policy saw before sampling."""
+    generation_prompt_ids: list[int] = field(default_factory=list)
+    """``"as_rendered"``: appended to each turn's rendered context (the template's generation prompt)."""
 
     def __post_init__(self) -> None:
         n = len(self.response_ids)
@@ -99,6 +111,10 @@ class TokenTrajectory:
             )
         if len(self.turn_spans) != len(self.rewards):
             raise ValueError(f"{len(self.turn_spans)} turn spans but {len(self.rewards)} rewards; need one per turn.")
+        if self.history == "as_rendered" and (
+            self.rendered_ids is None or len(self.rendered_context_ends) != len(self.turn_spans)
+        ):
+            raise ValueError("An as_rendered trajectory needs rendered_ids and one rendered context end per turn.")
 
     @property
     def num_turns(self) -> int:
@@ -130,6 +146,11 @@ class TokenTrajectory:
 
     def as_sequence(self) -> SequenceSample:
         """The whole episode as one sample."""
+        if self.history == "as_rendered":
+            raise ValueError(
+                "This trajectory was played with history='as_rendered': the policy saw each turn's rendered context, "
+                "not one growing sequence. Train it per turn with as_transitions(), or play with history='as_sampled'."
+            )
         return SequenceSample(
             prompt_ids=list(self.prompt_ids),
             response_ids=list(self.response_ids),
@@ -145,9 +166,13 @@ class TokenTrajectory:
         ended = self.terminated or self.truncated
         out = []
         for turn, ((start, end), reward) in enumerate(zip(self.turn_spans, self.rewards)):
+            if self.rendered_ids is not None:
+                context = self.rendered_ids[: self.rendered_context_ends[turn]] + self.generation_prompt_ids
+            else:
+                context = list(self.prompt_ids) + self.response_ids[:start]
             out.append(
                 Transition(
-                    context_ids=list(self.prompt_ids) + self.response_ids[:start],
+                    context_ids=context,
                     action_ids=self.response_ids[start:end],
                     action_logprobs=self.logprobs[start:end],
                     reward=float(reward),

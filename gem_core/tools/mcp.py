@@ -7,6 +7,10 @@ list (names, descriptions, argument schemas) is rendered into the instruction.
 fastmcp's client is async and a session belongs to one event loop, so the tool keeps one session open
 on a private event-loop thread: sync callers wait on it, async callers await it, and the server process
 (for stdio) starts once, not per call.
+
+A server that cannot start or that dies is the model's observation, never an exception: a failed start
+is torn down completely (loop thread stopped, server process ended) before the call answers with a tool
+error, and a call whose session broke reconnects a bounded number of times.
 """
 
 from __future__ import annotations
@@ -83,17 +87,19 @@ class MCPTool:
         timeout: seconds per tool call.
         connect_timeout: seconds to start the server and list its tools.
         max_chars: observation length kept from a result.
+        reconnects: new sessions tried for one call whose session broke (the server died or hung up).
     """
 
     name = "mcp"
 
-    def __init__(self, server: Any, *, timeout: float = 30.0, connect_timeout: float = 60.0, max_chars: int = 4000):
+    def __init__(self, server: Any, *, timeout: float = 30.0, connect_timeout: float = 60.0, max_chars: int = 4000, reconnects: int = 2):
         import fastmcp  # noqa: F401  (fail at setup, not mid-episode, when the extra is missing)
 
         self.server = server
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self.max_chars = max_chars
+        self.reconnects = reconnects
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -103,12 +109,13 @@ class MCPTool:
 
     # The session lives on a private loop; pickling (process backends) sends the configuration only.
     def __getstate__(self) -> dict[str, Any]:
-        return {key: getattr(self, key) for key in ("server", "timeout", "connect_timeout", "max_chars")}
+        return {key: getattr(self, key) for key in ("server", "timeout", "connect_timeout", "max_chars", "reconnects")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state.pop("server"), **state)
 
     def _start(self) -> None:
+        """Open the session if none is open; on failure nothing is left running and the error propagates."""
         if self._pid != os.getpid():
             # A forked copy: the session and its loop thread stayed in the parent. Start our own.
             self._lock, self._pid = threading.Lock(), os.getpid()
@@ -120,11 +127,12 @@ class MCPTool:
             thread = threading.Thread(target=loop.run_forever, name="gem-mcp-client", daemon=True)
             thread.start()
             try:
-                client, tools = asyncio.run_coroutine_threadsafe(self._connect(), loop).result(self.connect_timeout)
+                # _connect bounds itself and cleans up after a failure; the outer wait is a safety margin.
+                future = asyncio.run_coroutine_threadsafe(self._connect(), loop)
+                client, tools = future.result(self.connect_timeout + 15)
             except BaseException:
-                loop.call_soon_threadsafe(loop.stop)
-                thread.join(5)
-                loop.close()
+                future.cancel()
+                _stop_loop(loop, thread)
                 raise
             self._loop, self._thread, self._client, self._tools = loop, thread, client, tools
 
@@ -132,11 +140,17 @@ class MCPTool:
         from fastmcp import Client
 
         client = Client(_client_source(self.server), timeout=self.timeout)
-        await client.__aenter__()
+
+        async def open_and_list() -> Any:
+            await client.__aenter__()
+            return await client.list_tools()
+
         try:
-            listed = await client.list_tools()
-        except BaseException:
-            await client.__aexit__(None, None, None)
+            listed = await asyncio.wait_for(open_and_list(), self.connect_timeout)
+        except BaseException as error:
+            await _shutdown_client(client)
+            if _is_timeout(error):
+                raise TimeoutError(f"the MCP server did not start and list its tools within {self.connect_timeout:g} s") from None
             raise
         tools = [
             {
@@ -169,7 +183,7 @@ class MCPTool:
         return parse_tool_calls(action, self.name)
 
     def _unknown(self, call: ToolCall) -> ToolResult | None:
-        names = [tool["name"] for tool in self.tools]
+        names = [tool["name"] for tool in self._tools]
         if call.content["name"] in names:
             return None
         observation = f"<tool_response>Unknown tool {call.content['name']!r}; available tools: {', '.join(names)}.</tool_response>"
@@ -179,14 +193,13 @@ class MCPTool:
         return await self._client.call_tool(name, arguments, raise_on_error=False, timeout=self.timeout)
 
     def _submit(self, call: ToolCall) -> concurrent.futures.Future:
-        self._start()
         assert self._loop is not None
         return asyncio.run_coroutine_threadsafe(self._call(call.content["name"], call.content["arguments"]), self._loop)
 
     def _answer(self, call: ToolCall, result: Any = None, error: BaseException | None = None) -> ToolResult:
         info: dict[str, Any] = {"tool_name": call.content["name"]}
         if error is not None:
-            reason = "timed out" if isinstance(error, (TimeoutError, concurrent.futures.TimeoutError)) else f"{type(error).__name__}: {error}"
+            reason = _reason(error)
             info["error"] = reason
             return ToolResult(f"<tool_response>The call to {call.content['name']!r} failed: {reason}</tool_response>", False, info)
         text = _result_text(result)
@@ -196,47 +209,90 @@ class MCPTool:
         info["is_error"] = not ok
         return ToolResult(f"<tool_response>{text}</tool_response>", ok, info)
 
+    def _start_failed(self, call: ToolCall, error: BaseException) -> ToolResult:
+        reason = f"the MCP server could not be reached: {_reason(error)}"
+        return ToolResult(f"<tool_response>The call to {call.content['name']!r} failed: {reason}</tool_response>", False, {"tool_name": call.content["name"], "error": reason})
+
     def execute(self, call: ToolCall) -> ToolResult:
-        unknown = self._unknown(call)
-        if unknown is not None:
-            return unknown
-        try:
-            result = self._submit(call).result(self.timeout + 5)
-        except Exception as error:
-            return self._answer(call, error=error)
-        return self._answer(call, result)
+        for attempt in range(self.reconnects + 1):
+            try:
+                self._start()
+            except Exception as error:
+                return self._start_failed(call, error)
+            unknown = self._unknown(call)
+            if unknown is not None:
+                return unknown
+            try:
+                return self._answer(call, self._submit(call).result(self.timeout + 5))
+            except Exception as error:
+                if _is_timeout(error) or attempt == self.reconnects:
+                    return self._answer(call, error=error)
+                self._drop_session()  # the session broke (the server died): the next attempt opens a new one
+        raise AssertionError("unreachable")
 
     async def aexecute(self, call: ToolCall) -> ToolResult:
-        if self._client is None or self._pid != os.getpid():
-            await asyncio.to_thread(self._start)  # starting the server must not block the caller's loop
-        unknown = self._unknown(call)
-        if unknown is not None:
-            return unknown
-        try:
-            result = await asyncio.wait_for(asyncio.wrap_future(self._submit(call)), self.timeout + 5)
-        except Exception as error:
-            return self._answer(call, error=error)
-        return self._answer(call, result)
-
-    async def _disconnect(self) -> None:
-        await self._client.__aexit__(None, None, None)
-        close = getattr(self._client, "close", None)  # also stops a kept-alive stdio server process
-        if close is not None:
-            await close()
-
-    def close(self) -> None:
-        """End the session (and the stdio server process) and stop the private loop."""
-        if self._pid != os.getpid():
-            return  # the session belongs to the parent process
-        with self._lock:
-            if self._client is None or self._loop is None:
-                return
+        for attempt in range(self.reconnects + 1):
             try:
-                asyncio.run_coroutine_threadsafe(self._disconnect(), self._loop).result(10)
+                await asyncio.to_thread(self._start)  # starting the server must not block the caller's loop
+            except Exception as error:
+                return self._start_failed(call, error)
+            unknown = self._unknown(call)
+            if unknown is not None:
+                return unknown
+            try:
+                result = await asyncio.wait_for(asyncio.wrap_future(self._submit(call)), self.timeout + 5)
+                return self._answer(call, result)
+            except Exception as error:
+                if _is_timeout(error) or attempt == self.reconnects:
+                    return self._answer(call, error=error)
+                await asyncio.to_thread(self._drop_session)
+        raise AssertionError("unreachable")
+
+    def _drop_session(self) -> None:
+        """End the session (and the stdio server process) and stop the private loop."""
+        with self._lock:
+            if self._loop is None:
+                return
+            loop, thread, client = self._loop, self._thread, self._client
+            self._client = self._loop = self._thread = None
+        if client is not None:
+            try:
+                asyncio.run_coroutine_threadsafe(_shutdown_client(client), loop).result(15)
             except Exception:
                 pass
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            if self._thread is not None:
-                self._thread.join(5)
-            self._loop.close()
-            self._client = self._loop = self._thread = None
+        _stop_loop(loop, thread)
+
+    def close(self) -> None:
+        """End the session (and the stdio server process) and stop the private loop; safe to call twice."""
+        if self._pid != os.getpid():
+            return  # the session belongs to the parent process
+        self._drop_session()
+
+
+def _is_timeout(error: BaseException) -> bool:
+    return isinstance(error, (TimeoutError, concurrent.futures.TimeoutError, asyncio.TimeoutError))
+
+
+def _reason(error: BaseException) -> str:
+    return "timed out" if _is_timeout(error) and not str(error) else f"{type(error).__name__}: {error}"
+
+
+async def _shutdown_client(client: Any) -> None:
+    """Leave the session and stop a kept-alive stdio server process, whatever state the client is in."""
+    for step in ("__aexit__", "close"):
+        method = getattr(client, step, None)
+        if method is None:
+            continue
+        try:
+            await asyncio.wait_for(method(None, None, None) if step == "__aexit__" else method(), 10)
+        except BaseException:  # a half-open session may fail to exit; the next step still runs
+            pass
+
+
+def _stop_loop(loop: asyncio.AbstractEventLoop, thread: threading.Thread | None) -> None:
+    if not loop.is_closed():
+        loop.call_soon_threadsafe(loop.stop)
+    if thread is not None:
+        thread.join(10)
+    if not loop.is_closed() and (thread is None or not thread.is_alive()):
+        loop.close()

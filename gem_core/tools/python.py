@@ -81,7 +81,7 @@ class PythonTool:
 
     Args:
         timeout: wall-clock seconds per program.
-        memory_mb: address-space limit per program, in MiB.
+        memory_mb: memory limit per program (each process, and all of its processes together), in MiB.
         mode: sandbox mode, ``"bwrap"`` (default) or ``"process"`` (weaker, must be chosen explicitly);
             None reads ``$GEM_SANDBOX``. Checked here, so a machine without the sandbox fails at setup
             instead of mid-training.

@@ -2,16 +2,17 @@
 
 It talks to a retrieval server of the Search-R1 family over HTTP (``POST /retrieve``): the BM25 server
 that ships with GEM (``gem-retrieval-server``) or an existing dense-retrieval server. Network trouble
-never raises: after its retries the tool answers with an observation saying the search failed.
+never raises: within its deadline the tool retries (:mod:`gem_core.http_call`), then answers with an
+observation saying the search failed. The server's answer is untrusted: its size is capped, its shape
+checked, and the observation cut to ``max_chars``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import re
-import time
 from typing import Any
 
+from gem_core.http_call import CallFailed, Reply, arequest, run_sync
 from gem_core.tools.tool import ToolCall, ToolResult
 
 __all__ = ["SearchTool", "format_passages"]
@@ -19,15 +20,29 @@ __all__ = ["SearchTool", "format_passages"]
 _SEARCH_PATTERN = re.compile(r"<search>(.*?)</search>", re.DOTALL)
 
 
+def _contents(item: Any) -> str | None:
+    """The passage text of one hit (``{"document": {...}, "score": s}`` or a bare document), or None."""
+    document = item.get("document", item) if isinstance(item, dict) else None
+    if isinstance(document, dict) and isinstance(document.get("contents"), str):
+        return document["contents"]
+    return None
+
+
 def format_passages(documents: list[Any]) -> str:
-    """Passages as Search-R1 shows them: ``Doc 1(Title: ...) text``, one per line."""
+    """Passages as Search-R1 shows them: ``Doc 1(Title: ...) text``, one per line (malformed hits skipped)."""
     lines = []
-    for number, item in enumerate(documents, 1):
-        document = item.get("document", item) if isinstance(item, dict) else item
-        contents = str(document.get("contents", "")) if isinstance(document, dict) else str(document)
+    for item in documents:
+        contents = _contents(item)
+        if contents is None:
+            continue
         title, _, text = contents.partition("\n")
-        lines.append(f"Doc {number}(Title: {title.strip().strip(chr(34))}) {text.strip()}")
+        lines.append(f"Doc {len(lines) + 1}(Title: {title.strip().strip(chr(34))}) {text.strip()}")
     return "\n".join(lines)
+
+
+def _clean_query(query: str) -> str:
+    # A lone surrogate (possible in decoded model output) cannot be encoded as UTF-8 by the server either.
+    return query.encode("utf-8", "replace").decode("utf-8")
 
 
 class SearchTool:
@@ -36,23 +51,39 @@ class SearchTool:
     Args:
         url: the server's retrieve endpoint.
         topk: passages per query.
-        timeout: seconds per HTTP attempt.
-        retries: further attempts after a failed one (connection errors, timeouts, 5xx answers).
+        timeout: seconds for the whole call, retries included.
+        retries: further attempts after a failed one (connection errors, 5xx answers) while time remains.
         backoff: seconds before the first retry, doubled for each next one.
+        max_chars: the longest observation; longer passages are cut with a note.
+        max_response_bytes: the largest server answer read; a larger one is a failed search.
     """
 
     name = "search"
 
-    def __init__(self, url: str = "http://127.0.0.1:8000/retrieve", *, topk: int = 3, timeout: float = 5.0, retries: int = 2, backoff: float = 0.2):
+    def __init__(
+        self,
+        url: str = "http://127.0.0.1:8000/retrieve",
+        *,
+        topk: int = 3,
+        timeout: float = 5.0,
+        retries: int = 2,
+        backoff: float = 0.2,
+        max_chars: int = 4000,
+        max_response_bytes: int = 2 << 20,
+    ):
         import httpx  # noqa: F401  (fail at setup, not at the first call, when the extra is missing)
 
         if topk < 1:
             raise ValueError(f"SearchTool(topk={topk}): expected at least 1 passage per query.")
+        if max_chars < 1:
+            raise ValueError(f"SearchTool(max_chars={max_chars}): expected a positive observation length.")
         self.url = url
         self.topk = topk
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
+        self.max_chars = max_chars
+        self.max_response_bytes = max_response_bytes
 
     @property
     def instruction(self) -> str:
@@ -64,22 +95,25 @@ class SearchTool:
     def parse(self, action: str) -> list[ToolCall]:
         calls = []
         for match in _SEARCH_PATTERN.finditer(action):
-            query = match.group(1).strip()
+            query = _clean_query(match.group(1).strip())
             error = None if query else "the query is empty: write <search>what to look up</search>"
             calls.append(ToolCall(tool=self.name, content=query, span=match.span(), error=error))
         return calls
 
-    def _payload(self, query: str) -> dict[str, Any]:
-        return {"queries": [query], "topk": self.topk, "return_scores": True}
-
-    def _answer(self, query: str, response: Any) -> ToolResult:
+    def _answer(self, query: str, reply: Reply) -> ToolResult:
+        if reply.status != 200:
+            return self._failure(query, f"the server at {self.url} answered HTTP {reply.status}: {reply.text[:200]}")
         try:
-            data = response.json()
-            documents = data["result"][0]
-        except (ValueError, KeyError, IndexError, TypeError):
-            return self._failure(query, f"the server at {self.url} answered with an unexpected body: {response.text[:200]!r}")
+            result = reply.json()["result"]
+        except (ValueError, RecursionError, KeyError, TypeError):
+            result = None
+        if not isinstance(result, list) or not result or not isinstance(result[0], list):
+            return self._failure(query, f"the server at {self.url} answered with an unexpected body: {reply.text[:200]!r}")
+        documents = result[0]
         scores = [item.get("score") for item in documents if isinstance(item, dict) and "document" in item]
         body = format_passages(documents) or "No passages found."
+        if len(body) > self.max_chars:
+            body = body[: self.max_chars] + f"\n... [{len(body) - self.max_chars} characters cut]"
         return ToolResult(f"<information>{body}</information>", True, {"query": query, "scores": scores, "n": len(documents)})
 
     def _failure(self, query: str, reason: str) -> ToolResult:
@@ -89,62 +123,24 @@ class SearchTool:
             {"query": query, "error": reason},
         )
 
-    @staticmethod
-    def _retryable(response: Any) -> bool:
-        return response.status_code >= 500
-
-    def _describe(self, error: Exception) -> str:
-        import httpx
-
-        if isinstance(error, httpx.TimeoutException):
-            return f"the retrieval server at {self.url} did not answer within {self.timeout:g} s"
-        if isinstance(error, httpx.TransportError):
-            return f"the retrieval server at {self.url} is unreachable ({type(error).__name__})"
-        return f"{type(error).__name__}: {error}"
-
-    def _judge(self, call: ToolCall, response: Any) -> ToolResult | str:
-        """The tool's result for a server response, or (a string) why the request is worth retrying."""
-        if self._retryable(response):
-            return f"the server at {self.url} answered HTTP {response.status_code}"
-        if response.status_code != 200:
-            return self._failure(call.content, f"the server at {self.url} answered HTTP {response.status_code}: {response.text[:200]}")
-        return self._answer(call.content, response)
+    async def aexecute(self, call: ToolCall) -> ToolResult:
+        query = _clean_query(call.content)
+        try:
+            reply = await arequest(
+                "POST",
+                self.url,
+                payload={"queries": [query], "topk": self.topk, "return_scores": True},
+                timeout=self.timeout,
+                retries=self.retries,
+                backoff=self.backoff,
+                max_bytes=self.max_response_bytes,
+            )
+        except CallFailed as error:
+            return self._failure(query, f"the retrieval server: {error.reason}")
+        return self._answer(query, reply)
 
     def execute(self, call: ToolCall) -> ToolResult:
-        import httpx
+        return run_sync(lambda: self.aexecute(call))
 
-        reason = "no attempt made"
-        for attempt in range(self.retries + 1):
-            if attempt:
-                time.sleep(self.backoff * 2 ** (attempt - 1))
-            try:
-                response = httpx.post(self.url, json=self._payload(call.content), timeout=self.timeout)
-            except httpx.HTTPError as error:
-                reason = self._describe(error)
-                continue
-            outcome = self._judge(call, response)
-            if isinstance(outcome, str):
-                reason = outcome
-                continue
-            return outcome
-        return self._failure(call.content, reason)
-
-    async def aexecute(self, call: ToolCall) -> ToolResult:
-        import httpx
-
-        reason = "no attempt made"
-        async with httpx.AsyncClient(timeout=self.timeout) as client:
-            for attempt in range(self.retries + 1):
-                if attempt:
-                    await asyncio.sleep(self.backoff * 2 ** (attempt - 1))
-                try:
-                    response = await client.post(self.url, json=self._payload(call.content))
-                except httpx.HTTPError as error:
-                    reason = self._describe(error)
-                    continue
-                outcome = self._judge(call, response)
-                if isinstance(outcome, str):
-                    reason = outcome
-                    continue
-                return outcome
-        return self._failure(call.content, reason)
+    def close(self) -> None:
+        """Nothing to release: each call opens and closes its own connection."""

@@ -67,6 +67,11 @@ class Tool(Protocol):
         """:meth:`execute` without blocking the event loop."""
         ...
 
+    def close(self) -> None:
+        """Release what the tool holds (server processes, pools, loop threads); safe to call twice.
+        :meth:`gem_core.wrappers.tools.ToolUse.close` calls it when its env is closed."""
+        ...
+
 
 class SyncTool:
     """Base for tools whose work is naturally blocking: ``aexecute`` runs ``execute`` in a thread."""
@@ -85,3 +90,6 @@ class SyncTool:
 
     async def aexecute(self, call: ToolCall) -> ToolResult:
         return await asyncio.to_thread(self.execute, call)
+
+    def close(self) -> None:
+        """Nothing to release by default."""

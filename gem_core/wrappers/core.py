@@ -8,11 +8,12 @@ is written once and an async trainer still never blocks on the inner env.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import gymnasium as gym
 
-from gem_core.env import Env, StepResult
+from gem_core.env import STATE_FORMAT, Env, StepResult, _check_state, _qualified_name, guard_episode_end
 
 __all__ = ["Wrapper"]
 
@@ -22,6 +23,12 @@ class Wrapper(gym.Wrapper[str, str, str, str]):
 
     def __init__(self, env: Env | Wrapper):
         super().__init__(env)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # A wrapper can end an episode the inner env would continue (a turn limit, a tool-call budget),
+        # and must not answer after that end either.
+        super().__init_subclass__(**kwargs)
+        guard_episode_end(cls)
 
     def on_reset(self, observation: str, info: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         """Change what ``reset`` returns; the default passes it through."""
@@ -45,3 +52,40 @@ class Wrapper(gym.Wrapper[str, str, str, str]):
 
     def sample_random_action(self) -> str:
         return self.env.sample_random_action()
+
+    @property
+    def blocking(self) -> bool:
+        """Whether a step may wait: as the inner env, unless the wrapper itself waits (tool wrappers
+        declare ``blocking = True``), so a wrapped game is still stepped inline by the vector env."""
+        return getattr(self.env, "blocking", True)
+
+    # -- state (see Env.get_state) ---------------------------------------------------------------
+
+    #: Wrapper attributes that are resources, not episode state (tool clients); shared by spawned clones.
+    state_excludes: frozenset[str] = frozenset()
+    #: gymnasium's own bookkeeping, rebuilt from the inner env.
+    _gym_attributes = frozenset({"env", "_action_space", "_observation_space", "_metadata", "_cached_spec", "_reward_range"})
+
+    def get_state(self) -> dict[str, Any]:
+        """The wrapper's own episode state (counters, history) and the inner env's state."""
+        excluded = self._gym_attributes | set().union(*(getattr(c, "state_excludes", ()) for c in type(self).__mro__))
+        own = {name: copy.deepcopy(value) for name, value in vars(self).items() if name not in excluded}
+        return {"format": STATE_FORMAT, "env": _qualified_name(self), "attributes": own, "inner": self.env.get_state()}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        _check_state(self, state)
+        for name, value in state["attributes"].items():
+            setattr(self, name, copy.deepcopy(value))
+        self.env.set_state(state["inner"])
+
+    def spawn(self, same_state: bool = True, *, seed: int | None = None) -> Wrapper:
+        """A copy of the whole wrapper stack (see :meth:`Env.spawn`)."""
+        clone = copy.copy(self)
+        clone.env = self.env.spawn(same_state=True)
+        clone.set_state(self.get_state())
+        if not same_state:
+            clone.reset(seed=seed)
+        return clone
+
+
+guard_episode_end(Wrapper)

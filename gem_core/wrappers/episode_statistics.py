@@ -1,46 +1,81 @@
-"""Report an episode's return, length and success in ``info["episode"]`` when it ends."""
+"""Report an episode's return, length and time in ``info["episode"]`` when it ends, as gymnasium does.
+
+gymnasium's :class:`~gymnasium.wrappers.RecordEpisodeStatistics` does the bookkeeping (``r``, ``l``,
+``t`` and the ``return_queue``/``length_queue``/``time_queue`` deques), so any gymnasium logger reads
+these episodes. On top, a language agent is judged by ``success`` (:func:`gem_core.env.episode_success`,
+the one definition) and ``format_errors`` (turns answered with a format penalty).
+
+gymnasium's wrapper has no async path; the async methods hand it the inner env's awaited result to
+book, so ``astep``/``areset`` give the same statistics without blocking the event loop.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from gem_core.env import StepResult
+from gymnasium.wrappers import RecordEpisodeStatistics
+
+from gem_core.env import StepResult, episode_success
 from gem_core.wrappers.core import Wrapper
 
 __all__ = ["EpisodeStatistics"]
 
 
-class EpisodeStatistics(Wrapper):
-    """Like gymnasium's ``RecordEpisodeStatistics``, with the fields a language agent is judged by.
+class _Replay(Wrapper):
+    """Below gymnasium's wrapper in the MRO: returns a result already awaited instead of calling the env."""
 
-    On the step that ends an episode, ``info["episode"]`` holds ``return`` (sum of rewards), ``length``
-    (turns), ``success`` (the env's ``info["success"]`` if it reports one, else whether the return is
-    positive) and ``format_errors`` (turns answered with a format penalty).
+    _replay_step: StepResult | None = None
+    _replay_reset: tuple[str, dict[str, Any]] | None = None
+
+    def step(self, action: str) -> StepResult:
+        if self._replay_step is not None:
+            result, self._replay_step = self._replay_step, None
+            return result
+        return super().step(action)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        if self._replay_reset is not None:
+            result, self._replay_reset = self._replay_reset, None
+            return result
+        return super().reset(seed=seed, options=options)
+
+
+class EpisodeStatistics(RecordEpisodeStatistics, _Replay):
+    """On the step that ends an episode, ``info["episode"]`` holds gymnasium's ``r`` (sum of rewards),
+    ``l`` (turns) and ``t`` (seconds since reset), plus ``success`` and ``format_errors``.
+
+    Args:
+        env: the env to record.
+        buffer_length: episodes kept in ``return_queue``/``length_queue``/``time_queue``.
     """
 
-    def __init__(self, env):
-        super().__init__(env)
-        self.episode_return = 0.0
-        self.episode_length = 0
+    def __init__(self, env, buffer_length: int = 100):
+        RecordEpisodeStatistics.__init__(self, env, buffer_length=buffer_length)
         self.format_errors = 0
 
-    def on_reset(self, observation: str, info: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        self.episode_return, self.episode_length, self.format_errors = 0.0, 0, 0
-        return observation, info
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        self.format_errors = 0
+        return RecordEpisodeStatistics.reset(self, seed=seed, options=options)
 
-    def on_step(self, action: str, result: StepResult) -> StepResult:
-        observation, reward, terminated, truncated, info = result
-        self.episode_return += float(reward)
-        self.episode_length += 1
+    def step(self, action: str) -> StepResult:
+        observation, reward, terminated, truncated, info = RecordEpisodeStatistics.step(self, action)
         self.format_errors += bool(info.get("format_error"))
-        if terminated or truncated:
+        if "episode" in info:
+            stats = info["episode"]
             info = {
                 **info,
                 "episode": {
-                    "return": self.episode_return,
-                    "length": self.episode_length,
-                    "success": bool(info.get("success", self.episode_return > 0)),
+                    **stats,
+                    "success": episode_success([info], float(stats["r"]), terminated),
                     "format_errors": self.format_errors,
                 },
             }
         return observation, reward, terminated, truncated, info
+
+    async def areset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        self._replay_reset = await self.env.areset(seed=seed, options=options)
+        return self.reset(seed=seed, options=options)
+
+    async def astep(self, action: str) -> StepResult:
+        self._replay_step = await self.env.astep(action)
+        return self.step(action)

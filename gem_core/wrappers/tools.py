@@ -4,6 +4,12 @@ With :class:`ToolUse` any env becomes an agentic task. Each action is searched f
 tools (code to run, a query, an MCP tool call). If there are any, they run in order of appearance, their
 outputs joined are the observation and the episode goes on without the env seeing the action. An action
 without a tool call goes to the env unchanged: that is the agent's answer or move.
+
+Calls are GEM's tags by default (each tool parses its own, e.g. ``<python>...</python>``). With
+``call_format=`` (see :mod:`gem_core.tools.calls`, or ``call_format_for(tokenizer)``) they are the model
+family's native calls instead (``<tool_call>{"name": "python", "arguments": {"code": ...}}</tool_call>``),
+matched to tools by name, and tool results are marked ``info["observation_role"] = "tool"`` so that
+:class:`~gem_core.rollout.session.EpisodeSession` renders them in the template's own tool role.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gem_core.env import StepResult
+from gem_core.tools.calls import CALL_FORMATS, CallParser, format_instruction, parse_native_calls
 from gem_core.tools.tool import Tool, ToolCall, ToolResult
 from gem_core.wrappers.core import Wrapper
 
@@ -37,6 +44,11 @@ class ToolRewards:
         return self.per_call + (self.per_success if result.ok else self.per_error)
 
 
+def _argument_name(tool: Tool) -> str:
+    """The argument a native call passes to ``tool`` (shown in the instructions)."""
+    return getattr(tool, "argument_name", None) or {"python": "code", "search": "query"}.get(tool.name, "input")
+
+
 class ToolUse(Wrapper):
     """Wraps an env with tools.
 
@@ -47,10 +59,16 @@ class ToolUse(Wrapper):
             as it is (tool calls in it are not run) and ``info["tool_call_limit_reached"]`` is set.
         rewards: per-call rewards (:class:`ToolRewards`); default none.
         add_instructions: append each tool's instruction to the first observation.
+        call_format: None (GEM tags, each tool's own syntax) or a native format of
+            :data:`gem_core.tools.calls.CALL_FORMATS` (``"hermes"``, ``"llama3_json"``, ``"deepseek_v3"``,
+            ``"mistral"``) or a parser (:func:`gem_core.tools.calls.response_template_parser`); pick it from
+            the tokenizer with :func:`gem_core.tools.calls.call_format_for`.
 
     ``info`` of a tool step holds ``tool_calls`` (one record per call: tool, ok, info) and every step
     holds ``tool_call_count``, the calls made so far in the episode.
     """
+
+    blocking = True  # tool calls wait on subprocesses and servers
 
     def __init__(
         self,
@@ -60,6 +78,7 @@ class ToolUse(Wrapper):
         max_tool_calls: int = 5,
         rewards: ToolRewards | None = None,
         add_instructions: bool = True,
+        call_format: str | CallParser | None = None,
     ):
         super().__init__(env)
         if not tools:
@@ -69,6 +88,11 @@ class ToolUse(Wrapper):
             raise ValueError(f"ToolUse: tool names must be distinct, got {names}.")
         if max_tool_calls < 0:
             raise ValueError(f"ToolUse(max_tool_calls={max_tool_calls}): expected a number of calls >= 0.")
+        if call_format is not None and not callable(call_format) and call_format not in CALL_FORMATS:
+            raise ValueError(
+                f"ToolUse(call_format={call_format!r}): expected one of {sorted(CALL_FORMATS)}, or None for GEM tags."
+            )
+        self.call_format = call_format
         self.tools = {tool.name: tool for tool in tools}
         self.max_tool_calls = max_tool_calls
         self.rewards = rewards or ToolRewards()
@@ -77,6 +101,9 @@ class ToolUse(Wrapper):
 
     @property
     def instructions(self) -> str:
+        if self.call_format is not None:
+            lines = [f"- {name}: " + format_instruction(self.call_format, name, _argument_name(tool)) for name, tool in self.tools.items()]
+            return "You can call these tools; to call one, write:\n" + "\n".join(lines)
         return "\n\n".join(text for text in (tool.instruction for tool in self.tools.values()) if text)
 
     def on_reset(self, observation: str, info: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -87,12 +114,29 @@ class ToolUse(Wrapper):
 
     def find_calls(self, action: str) -> list[ToolCall]:
         """All tool calls in ``action`` in order of appearance; a call overlapping an earlier one is dropped."""
+        if self.call_format is not None:
+            return [self._from_native(call) for call in parse_native_calls(self.call_format, action)]
         calls = sorted((call for tool in self.tools.values() for call in tool.parse(action)), key=lambda c: c.span)
         kept: list[ToolCall] = []
         for call in calls:
             if not kept or call.span[0] >= kept[-1].span[1]:
                 kept.append(call)
         return kept
+
+    def _from_native(self, call: Any) -> ToolCall:
+        if call.error:
+            return ToolCall(call.name or "tool", None, call.span, error=call.error)
+        tool = self.tools.get(call.name)
+        if tool is None:
+            return ToolCall(call.name, None, call.span, error=f"unknown tool {call.name!r}; available: {sorted(self.tools)}")
+        convert = getattr(tool, "content_from_arguments", None)
+        if convert is not None:
+            content = convert(call.arguments)
+        elif len(call.arguments) == 1:
+            content = next(iter(call.arguments.values()))  # python's code, search's query
+        else:
+            content = dict(call.arguments)
+        return ToolCall(tool.name, content, call.span)
 
     def _plan(self, action: str) -> tuple[list[ToolCall], bool] | None:
         """The calls to run now and whether some were dropped for the limit; None to pass the action on."""
@@ -119,6 +163,8 @@ class ToolUse(Wrapper):
             ],
             "tool_call_count": self.tool_call_count,
         }
+        if self.call_format is not None:
+            info["observation_role"] = "tool"
         return observation, reward, False, False, info
 
     def _passed_on(self, action: str, result: StepResult) -> StepResult:
@@ -152,6 +198,16 @@ class ToolUse(Wrapper):
             return await self.tools[call.tool].aexecute(call)
         except Exception as error:
             return self._crashed(call, error)
+
+    def close(self) -> None:
+        """Close every tool (a tool without ``close`` holds nothing), then the wrapped env."""
+        try:
+            for tool in self.tools.values():
+                close = getattr(tool, "close", None)
+                if close is not None:
+                    close()
+        finally:
+            super().close()
 
     def step(self, action: str) -> StepResult:
         plan = self._plan(action)

@@ -65,3 +65,24 @@ def test_import_gem_core_stays_light():
     code = "import sys, gem_core; gem_core.list_envs(); print(sorted(m for m in ('torch', 'transformers', 'datasets') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_registering_a_shipped_id_before_the_registry_is_read_fails_at_once_and_breaks_nothing():
+    """Registering first used to load the builtins later, inside list_envs(), which then raised on the clash."""
+    import subprocess
+    import sys
+
+    code = (
+        "import gem_core\n"
+        "try:\n"
+        "    gem_core.register('math:GSM8K', 'gem_core.envs.game.wordle:Wordle')\n"
+        "except ValueError as err:\n"
+        "    assert 'already registered' in str(err), err\n"
+        "else:\n"
+        "    raise SystemExit('a shipped id was taken over')\n"
+        "gem_core.register('mine:Custom-v0', 'gem_core.envs.game.wordle:Wordle')\n"
+        "ids = gem_core.list_envs()\n"
+        "assert 'math:GSM8K' in ids and 'mine:Custom-v0' in ids and 'game:Wordle-v0' in ids\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr

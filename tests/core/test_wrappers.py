@@ -2,7 +2,7 @@ import asyncio
 
 import pytest
 
-from gem_core import make
+from gem_core import make, spec
 from gem_core.wrappers import EpisodeStatistics, ObservationFormat, TurnLimit
 
 
@@ -33,7 +33,34 @@ def test_episode_statistics_reports_on_the_final_step():
     assert "episode" not in info
     _, reward, terminated, _, info = env.step(f"\\boxed{{{target}}}")
     assert terminated and reward == 1.0
-    assert info["episode"] == {"return": pytest.approx(0.9), "length": 2, "success": True, "format_errors": 1}
+    stats = info["episode"]
+    assert (stats["r"], stats["l"], stats["success"], stats["format_errors"]) == (pytest.approx(0.9), 2, True, 1)
+    assert 0 <= stats["t"] < 60 and list(env.return_queue) == [pytest.approx(0.9)] and env.episode_count == 1
+
+
+def test_episode_statistics_are_gymnasiums_on_the_async_path_too():
+    import asyncio
+
+    async def run():
+        env = EpisodeStatistics(guess_env())
+        await env.areset(seed=1)
+        await env.astep("no box")
+        result = await env.astep(f"\\boxed{{{env.unwrapped.target}}}")
+        await env.areset(seed=2)
+        return env, result
+
+    env, (_, _, terminated, _, info) = asyncio.run(run())
+    assert terminated and (info["episode"]["l"], info["episode"]["format_errors"]) == (2, 1)
+    assert env.episode_count == 1 and env.episode_lengths == 0
+
+
+def test_success_has_one_definition():
+    from gem_core.env import episode_success
+
+    assert episode_success([{"success": False}], 1.0, True) is False  # the env's verdict wins
+    assert episode_success([{}], 1.0, True) is True
+    assert episode_success([{}], 1.0, False) is False  # cut short is not a success
+    assert episode_success([], 0.0, True) is False
 
 
 @pytest.mark.parametrize(
@@ -75,4 +102,16 @@ def test_wrappers_keep_async_and_random_actions():
         return await env.astep("\\boxed{0}")
 
     *_, truncated, info = asyncio.run(play())
-    assert truncated and info["episode"]["length"] == 2
+    assert truncated and info["episode"]["l"] == 2
+
+
+def test_a_wrapped_game_is_still_non_blocking_but_a_tool_wrapper_blocks():
+    """The vector env steps non-blocking envs inline; a wrapper must not hide that, nor hide a tool's waits."""
+    from gem_core.tools.python import PythonTool
+    from gem_core.wrappers import ToolUse
+
+    game = make("game:GuessTheNumber-v0")
+    assert game.blocking is False
+    assert TurnLimit(ObservationFormat(game, "history"), max_turns=3).blocking is False
+    assert ToolUse(make("game:GuessTheNumber-v0"), [PythonTool()]).blocking is True
+    assert ObservationFormat(make("math:Sample", **spec("math:Sample").sample_kwargs), "raw").blocking is True

@@ -57,7 +57,7 @@ def test_deltas_reproduce_the_template_token_for_token(name, tokenizer_for):
     messages.append({"role": "user", "content": "Correct!"})
     ids += ct.observation_ids("Correct!")
     rendered = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    if ct.rewrites_history:
+    if ct.drops_thinking:
         assert "so 15" not in rendered  # the template dropped the earlier thinking ...
         assert "so 15" in tokenizer.decode(ids)  # ... the trajectory keeps what was sampled
     else:
@@ -83,13 +83,17 @@ async def test_sampled_ids_are_kept_where_re_encoding_drifts(name, tokenizer_for
     assert traj.actions == [text, text]
 
 
-def test_rewrites_history_is_detected_only_for_the_thinking_template():
-    assert {name: ChatTemplate(make_tokenizer(name)).rewrites_history for name in CHAT_TEMPLATES} == {
+def test_rewrites_history_reports_dropped_thinking_and_trimmed_content():
+    """llama3 trims content: a whitespace-padded action renders otherwise than sampled, and it says so."""
+    probed = {name: ChatTemplate(make_tokenizer(name)) for name in CHAT_TEMPLATES}
+    assert {name: ct.rewrites_history for name, ct in probed.items()} == {
         "chatml": False,
-        "llama3": False,
+        "llama3": True,
         "system_default": False,
         "drop_thinking": True,
     }
+    assert probed["llama3"].trims_content and not probed["llama3"].drops_thinking
+    assert probed["drop_thinking"].drops_thinking and not probed["drop_thinking"].trims_content
 
 
 def test_system_prompt_goes_first_and_replaces_the_default():
@@ -137,14 +141,20 @@ def test_template_that_numbers_turns_is_refused():
         ChatTemplate(_tokenizer_with(numbered))
 
 
-def test_generation_prompt_unlike_history_is_refused():
-    # A Qwen3-style thinking switch: the empty think block only appears in the generation prompt.
+def test_generation_prompt_unlike_history_is_accepted_as_a_rewrite():
+    """A Qwen3-style thinking switch: the empty think block only appears in the generation prompt.
+
+    Refused before (issue 15); now the sampled tokens follow the generation prompt and the template
+    reports that it rewrites history."""
     template = CHAT_TEMPLATES["chatml"].replace(
         "'<|im_start|>assistant\n'", "'<|im_start|>assistant\n<think>\n\n</think>\n\n'"
     )
     assert template != CHAT_TEMPLATES["chatml"]
-    with pytest.raises(ChatTemplateError, match="generation prompt"):
-        ChatTemplate(_tokenizer_with(template))
+    tokenizer = _tokenizer_with(template)
+    ct = ChatTemplate(tokenizer)
+    assert ct.rewrites_history and ct.history_header_differs
+    assert tokenizer.decode(ct.generation_prompt_ids) == "<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    assert tokenizer.decode(ct.observation_ids("hi")).endswith("user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n")
 
 
 def test_missing_chat_template_is_refused():
@@ -161,3 +171,14 @@ def test_scripted_policy_counts_turns_from_the_prompt(scripted_env):
     second = first + encode(tokenizer, "one") + ct.end_of_turn_ids + ct.observation_ids("b")
     third = second + encode(tokenizer, "two") + ct.end_of_turn_ids + ct.observation_ids("c")
     assert [policy.text_for(p) for p in (first, second, third)] == ["one", "two", "two"]
+
+
+def test_cached_observation_deltas_are_copies_and_equal_a_fresh_render():
+    tokenizer = make_tokenizer("chatml")
+    ct = ChatTemplate(tokenizer)
+    fresh = ChatTemplate(tokenizer)
+    first = ct.observation_ids("Invalid move: expected \\boxed{1}.")
+    first.append(-1)  # the caller owns what it got
+    again = ct.observation_ids("Invalid move: expected \\boxed{1}.")
+    assert again == fresh.observation_ids("Invalid move: expected \\boxed{1}.") and again[-1] != -1
+    assert ct.observation_ids("hi", "tool") != ct.observation_ids("hi")  # the role is part of the key

@@ -116,6 +116,8 @@ def generate_layout(rng: np.random.Generator, count: int, clues: tuple[tuple[str
 
 
 class Crosswords(Env):
+    blocking = False  # a quick pure-Python step: called inline, never via a thread
+
     max_return = 1.0
 
     def __init__(self, words: int = 5, max_turns: int = 10):

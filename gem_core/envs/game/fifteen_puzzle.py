@@ -35,6 +35,8 @@ def solved_board(size: int) -> np.ndarray:
 
 
 class FifteenPuzzle(Env):
+    blocking = False  # a quick pure-Python step: called inline, never via a thread
+
     max_return = 1.0
 
     def __init__(self, size: int = 3, scramble_moves: int = 30, max_turns: int = 60):

@@ -64,6 +64,8 @@ def slide(board: np.ndarray, direction: str) -> tuple[np.ndarray, int]:
 
 
 class Game2048(Env):
+    blocking = False  # a quick pure-Python step: called inline, never via a thread
+
     max_return = 1.0
 
     def __init__(self, size: int = 4, target: int = 256, max_turns: int = 350):

@@ -14,6 +14,8 @@ from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
 
 
 class GuessTheNumber(Env):
+    blocking = False  # a quick pure-Python step: called inline, never via a thread
+
     max_return = 1.0
 
     def __init__(self, min_number: int = 1, max_number: int = 20, max_turns: int = 8):

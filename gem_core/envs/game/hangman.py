@@ -27,6 +27,8 @@ ALPHABET = "abcdefghijklmnopqrstuvwxyz"
 
 
 class Hangman(Env):
+    blocking = False  # a quick pure-Python step: called inline, never via a thread
+
     max_return = 1.0
 
     def __init__(self, lives: int = 6, max_turns: int = 26, word_length: int = 5, words: tuple[str, ...] | None = None):

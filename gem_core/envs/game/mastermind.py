@@ -30,6 +30,8 @@ def score_code(guess: tuple[int, ...], code: tuple[int, ...]) -> tuple[int, int]
 
 
 class Mastermind(Env):
+    blocking = False  # a quick pure-Python step: called inline, never via a thread
+
     max_return = 1.0
 
     def __init__(self, code_length: int = 4, num_colors: int = 6, max_turns: int = 10):

@@ -109,6 +109,8 @@ def clearable_by_logic(first: Cell, mines: np.ndarray) -> bool:
 
 
 class Minesweeper(Env):
+    blocking = False  # a quick pure-Python step: called inline, never via a thread
+
     max_return = 1.0
 
     def __init__(self, rows: int = 8, cols: int = 8, mines: int = 10, max_turns: int = 80, placement_attempts: int = 300):

@@ -17,6 +17,8 @@ from gem_core.env import Env, StepResult
 
 
 class RandomDifficulty(Env):
+    blocking = False  # a quick pure-Python step: called inline, never via a thread
+
     def __init__(self, game: str, levels: Sequence[dict[str, Any]]):
         """``game`` is ``"package.module:Class"``; ``levels`` are constructor kwargs, one dict per level."""
         if not levels:

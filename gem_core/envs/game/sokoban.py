@@ -50,6 +50,8 @@ def _connected(floor: np.ndarray) -> bool:
 
 
 class Sokoban(Env):
+    blocking = False  # a quick pure-Python step: called inline, never via a thread
+
     max_return = 1.0
 
     def __init__(self, height: int = 6, width: int = 6, boxes: int = 2, inner_walls: int = 3, reverse_steps: int = 25, max_turns: int = 60):

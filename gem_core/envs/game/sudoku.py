@@ -78,6 +78,8 @@ def random_full_grid(rng: np.random.Generator, box_rows: int, box_cols: int) -> 
 
 
 class Sudoku(Env):
+    blocking = False  # a quick pure-Python step: called inline, never via a thread
+
     max_return = 1.0
 
     def __init__(self, box_rows: int = 3, box_cols: int = 3, blanks: int = 30, max_turns: int = 45):

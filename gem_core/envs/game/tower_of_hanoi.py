@@ -26,6 +26,8 @@ _MOVE = re.compile(r"^([ABC])\s*(?:->|to|,|\s)\s*([ABC])$", re.IGNORECASE)
 
 
 class TowerOfHanoi(Env):
+    blocking = False  # a quick pure-Python step: called inline, never via a thread
+
     max_return = 1.0
 
     def __init__(self, disks: int = 4, max_turns: int = 20):

@@ -31,6 +31,8 @@ ALL_DIRECTIONS = ((0, 1), (1, 0), (1, 1), (-1, 1), (0, -1), (-1, 0), (-1, -1), (
 
 
 class WordSearch(Env):
+    blocking = False  # a quick pure-Python step: called inline, never via a thread
+
     max_return = 1.0
 
     def __init__(self, size: int = 8, words: int = 5, directions: int = 3, max_turns: int = 10):

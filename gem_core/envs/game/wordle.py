@@ -44,6 +44,8 @@ def score_guess(guess: str, target: str) -> str:
 
 
 class Wordle(Env):
+    blocking = False  # a quick pure-Python step: called inline, never via a thread
+
     max_return = 1.0
 
     def __init__(self, word_length: int = 5, max_turns: int = 6, words: tuple[str, ...] | None = None):

@@ -1,7 +1,8 @@
 """One math question per episode; the answer goes in ``\\boxed{}`` and is graded by math-verify.
 
-Rewards: 1.0 for a correct answer, 0.0 for a wrong one (including one whose grading ran out of time),
-the format penalty for a response with no complete ``\\boxed{}``. Every episode is one step.
+Rewards: 1.0 for a correct answer, 0.0 for a wrong one (including one whose grading ran out of time or
+crashed: then ``info["error"]`` says which, and the first such step per env id logs a warning), the
+format penalty for a response with no complete ``\\boxed{}``. Every episode is one step.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gem_core.env import StepResult
+from gem_core.env import StepResult, log_error_once
 from gem_core.envs.dataset import DataFiles, DatasetEnv
 from gem_core.envs.math.answer import BOXED_HINT, extract_boxed
 from gem_core.envs.math.grading import grade
@@ -77,6 +78,11 @@ class MathEnv(DatasetEnv):
         self.question = ""
         self.gold = ""
 
+    @property
+    def max_step_seconds(self) -> float:  # type: ignore[override]
+        """The grading limit plus the worker round trip (infinite when grading in-process)."""
+        return float("inf") if self.grade_timeout is None else self.grade_timeout + 2.0
+
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         """Draw a question; ``options={"index": i}`` picks row ``i`` instead."""
         row = self.draw_row(seed, options)
@@ -92,6 +98,9 @@ class MathEnv(DatasetEnv):
             return self.invalid_action("No final answer found: put it inside \\boxed{}, e.g. \\boxed{42}.", gold=self.gold)
         result = grade(answer, self.gold, self.grade_timeout)
         info = {"correct": result.correct, "answer": answer, "gold": self.gold, "grading_timed_out": result.timed_out}
+        if result.error is not None:
+            info["error"] = result.error
+            log_error_once(self, result.error, f"answer {answer[:80]!r}")
         feedback = "Correct." if result.correct else "Incorrect."
         return feedback, 1.0 if result.correct else 0.0, True, False, info
 

@@ -2,13 +2,13 @@
 
 Checking equivalence goes through math-verify (LaTeX → SymPy). A pathological answer such as
 ``9^{9^{9^{9}}}`` makes SymPy compute for minutes, and math-verify's own timeouts use ``signal.alarm``,
-which works only in the main thread: useless under a thread-pool vector env or an event loop. So grading
-runs in small persistent worker processes (``python -m gem_core.envs.math.grading``, one JSON line per
-request): the caller waits up to ``timeout`` seconds, and on expiry kills that worker, starts a fresh one
-in the background, and scores the answer as wrong. Workers are plain subprocesses, not
-``multiprocessing`` children, so they neither re-import the user's ``__main__`` nor fork a threaded
-parent.
+which works only in the main thread. So grading runs in a :class:`~gem_core.envs.scoring_pool.ScoringPool`
+whose workers have math-verify imported and warm: the caller waits up to ``timeout`` seconds, and on
+expiry the worker is killed and replaced, and the answer scored wrong.
 
+Exact numbers are compared exactly before any of that: two integers are equal only digit for digit
+(a relative tolerance would call ``100000000000000000001`` and ``100000000000000000000`` equal), and a
+repeating decimal (``0.\\overline{3}``, ``0.(3)``, ``0.\\bar{3}``) is the fraction it denotes.
 When math-verify is not installed, or cannot parse either side, a normalized string / number comparison
 decides (:func:`normalized_equal`).
 """
@@ -16,19 +16,16 @@ decides (:func:`normalized_equal`).
 from __future__ import annotations
 
 import atexit
-import json
 import os
 import re
-import select
-import subprocess
-import sys
 import threading
-import time
 import warnings
 from dataclasses import dataclass
-from pathlib import Path
+from fractions import Fraction
 
-__all__ = ["grade_inline", "normalized_equal", "GradeResult", "GraderPool", "default_grader", "grade"]
+from gem_core.envs.scoring_pool import ScoringPool
+
+__all__ = ["grade_inline", "normalized_equal", "exact_verdict", "GradeResult", "GraderPool", "default_grader", "grade"]
 
 
 # --------------------------------------------------------------------------------------------- grading
@@ -50,14 +47,93 @@ def _normalize(answer: str) -> str:
     return s
 
 
+_INTEGER = re.compile(r"[+-]?\d+")
+_FINITE_DECIMAL = re.compile(r"(?P<sign>[+-]?)(?P<whole>\d*)\.(?P<fixed>\d+)")
+_REPEATING_DECIMAL = re.compile(
+    r"(?P<sign>[+-]?)(?P<whole>\d*)\.(?P<fixed>\d*)"
+    r"(?:\\overline\{(?P<a>\d+)\}|\\bar\{(?P<b>\d+)\}|\\dot\{(?P<c>\d)\}|\((?P<d>\d+)\))"
+)
+_FRACTION = re.compile(r"(?P<sign>[+-]?)(?:\\frac\{(?P<p>\d+)\}\{(?P<q>\d+)\}|(?P<p2>\d+)/(?P<q2>\d+))")
+#: Digits beyond which a number is not turned into a Fraction (Python refuses int() past 4300 digits).
+_MAX_EXACT_DIGITS = 4000
+
+
+def _integer_digits(s: str) -> tuple[bool, str] | None:
+    """``(negative, digits without leading zeros)`` if ``s`` is an integer, else None."""
+    if not _INTEGER.fullmatch(s):
+        return None
+    digits = s.lstrip("+-").lstrip("0") or "0"
+    return (s.startswith("-") and digits != "0", digits)
+
+
+def _repeating_value(s: str) -> Fraction | None:
+    """The fraction a repeating decimal denotes (``0.1\\overline{6}`` -> 1/6), else None."""
+    match = _REPEATING_DECIMAL.fullmatch(s)
+    if match is None or len(s) > _MAX_EXACT_DIGITS:
+        return None
+    whole, fixed = match["whole"] or "0", match["fixed"]
+    period = next(g for g in (match["a"], match["b"], match["c"], match["d"]) if g)
+    value = int(whole) + Fraction(int(fixed + period) - int(fixed or "0"), 10 ** len(fixed) * (10 ** len(period) - 1))
+    return -value if match["sign"] == "-" else value
+
+
+def _exact_value(s: str) -> Fraction | None:
+    """An integer, finite decimal, repeating decimal or integer fraction as a Fraction; else None."""
+    if len(s) > _MAX_EXACT_DIGITS:
+        return None
+    if _INTEGER.fullmatch(s):
+        return Fraction(int(s))
+    if _FINITE_DECIMAL.fullmatch(s):
+        return Fraction(s)
+    match = _FRACTION.fullmatch(s)
+    if match is not None:
+        p, q = int(match["p"] or match["p2"]), int(match["q"] or match["q2"])
+        if q == 0:
+            return None
+        return -Fraction(p, q) if match["sign"] == "-" else Fraction(p, q)
+    return _repeating_value(s)
+
+
+def exact_verdict(prediction: str, gold: str) -> bool | None:
+    """The verdict where exact arithmetic decides it, else None (left to tolerance and math-verify).
+
+    Two integers are compared digit for digit. A repeating decimal on either side is compared exactly
+    with an integer, decimal, fraction or repeating decimal on the other.
+    """
+    p, g = _normalize(prediction), _normalize(gold)
+    p_int, g_int = _integer_digits(p), _integer_digits(g)
+    if p_int is not None and g_int is not None:
+        return p_int == g_int
+    if _REPEATING_DECIMAL.fullmatch(p) or _REPEATING_DECIMAL.fullmatch(g):
+        p_value, g_value = _exact_value(p), _exact_value(g)
+        if p_value is not None and g_value is not None:
+            return p_value == g_value
+    return None
+
+
+def _expand_repeating(answer: str) -> str:
+    """A repeating decimal rewritten as ``\\frac{p}{q}``, which math-verify reads; anything else unchanged."""
+    value = _repeating_value(_normalize(answer))
+    if value is None:
+        return answer
+    sign = "-" if value < 0 else ""
+    return f"{sign}\\frac{{{abs(value.numerator)}}}{{{value.denominator}}}"
+
+
 def normalized_equal(prediction: str, gold: str) -> bool:
-    """Equal after light normalization (spaces, ``$``, ``\\text{}``, ``\\dfrac``, thousands commas), or equal as numbers."""
+    """Equal after light normalization (spaces, ``$``, ``\\text{}``, ``\\dfrac``, thousands commas), or equal
+    as numbers: exactly for integers and repeating decimals, within 1e-9 relative for decimals."""
+    verdict = exact_verdict(prediction, gold)
+    if verdict is not None:
+        return verdict
     p, g = _normalize(prediction), _normalize(gold)
     if p == g:
         return True
+    if len(p) > _MAX_EXACT_DIGITS or len(g) > _MAX_EXACT_DIGITS:
+        return False
     try:
         return abs(float(p) - float(g)) <= 1e-9 * max(1.0, abs(float(g)))
-    except ValueError:
+    except (ValueError, OverflowError):
         return False
 
 
@@ -82,8 +158,12 @@ def grade_inline(prediction: str, gold: str) -> bool:
     Use :func:`grade` (or a :class:`GraderPool`) wherever the answer is untrusted.
     """
     prediction = _strip_choice_label(prediction, gold)
+    verdict = exact_verdict(prediction, gold)
+    if verdict is not None:
+        return verdict
     if normalized_equal(prediction, gold):
         return True
+    prediction, gold = _expand_repeating(prediction), _expand_repeating(gold)
     try:
         from math_verify import parse, verify
     except ImportError:
@@ -105,135 +185,37 @@ def grade_inline(prediction: str, gold: str) -> bool:
 
 @dataclass(frozen=True)
 class GradeResult:
-    """A verdict; ``timed_out`` marks answers that were cut off (and scored wrong)."""
+    """A verdict; ``timed_out`` marks answers that were cut off (and scored wrong), ``error`` says why a
+    grade failed (``"timeout"``, or the grader's crash)."""
 
     correct: bool
     timed_out: bool = False
     error: str | None = None
 
 
-class _Worker:
-    """One grading subprocess speaking JSON lines over its stdin/stdout."""
-
-    def __init__(self, memory_mb: int | None):
-        env = dict(os.environ)
-        # the worker imports gem_core the way this process did, installed or from a checkout
-        package_root = str(Path(__file__).resolve().parents[3])
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
-        if memory_mb:
-            env["GEM_GRADER_MEMORY_MB"] = str(memory_mb)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gem_core.envs.math.grading"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env,
-            close_fds=True,
-        )
-        self.ready = False
-
-    def _readline(self, timeout: float) -> str | None:
-        assert self.proc.stdout is not None
-        readable, _, _ = select.select([self.proc.stdout], [], [], max(timeout, 0.0))
-        if not readable:
-            return None
-        line = self.proc.stdout.readline()
-        if not line:
-            raise EOFError("grading worker exited")
-        return line.decode()
-
-    def wait_ready(self, timeout: float) -> None:
-        if self.ready:
-            return
-        line = self._readline(timeout)
-        if line is None or line.strip() != "ready":
-            raise TimeoutError(f"grading worker did not start within {timeout:.0f}s")
-        self.ready = True
-
-    def grade(self, prediction: str, gold: str, timeout: float) -> bool | None:
-        """The verdict, or ``None`` if the worker did not answer in time."""
-        assert self.proc.stdin is not None
-        self.proc.stdin.write((json.dumps([prediction, gold]) + "\n").encode())
-        self.proc.stdin.flush()
-        line = self._readline(timeout)
-        return None if line is None else bool(json.loads(line))
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:  # pragma: no cover
-            pass
-        for stream in (self.proc.stdin, self.proc.stdout):
-            if stream is not None:
-                stream.close()
+def _warm_up() -> None:
+    """Import (and warm) math-verify before a worker says ready, so start-up is not billed to a grade."""
+    grade_inline("1", "1.0")
+    grade_inline("\\frac{1}{2}", "0.5")
 
 
-class GraderPool:
-    """Persistent grading workers shared by every env of a process; at most ``max_workers`` at once.
-
-    A caller borrows an idle worker (starting one if none is idle), so grading from N threads runs on up
-    to N cores. A worker that overruns ``timeout`` is killed and replaced by a freshly started one before
-    the call returns, so the next grade does not pay for the hang.
-    """
+class GraderPool(ScoringPool):
+    """Grading workers with math-verify loaded (see :class:`~gem_core.envs.scoring_pool.ScoringPool`)."""
 
     def __init__(self, max_workers: int | None = None, *, memory_mb: int | None = 2048, startup_timeout: float = 120.0):
-        self.max_workers = max_workers or max(1, os.cpu_count() or 1)
-        self.memory_mb = memory_mb
-        self.startup_timeout = startup_timeout
-        self._idle: list[_Worker] = []
-        self._lock = threading.Lock()
-        self._slots = threading.BoundedSemaphore(self.max_workers)
-        self._pid = os.getpid()
-        self._closed = False
-
-    def _borrow(self) -> _Worker:
-        with self._lock:
-            if self._idle:
-                return self._idle.pop()
-        return _Worker(self.memory_mb)
-
-    def _give_back(self, worker: _Worker) -> None:
-        with self._lock:
-            if not self._closed:
-                self._idle.append(worker)
-                return
-        worker.kill()
+        super().__init__(
+            max_workers, memory_mb=memory_mb, startup_timeout=startup_timeout,
+            warm_up="gem_core.envs.math.grading:_warm_up",
+        )
 
     def grade(self, prediction: str, gold: str, timeout: float = 5.0) -> GradeResult:
         """Grade with a deadline of ``timeout`` seconds (worker start-up excluded)."""
-        with self._slots:
-            worker = self._borrow()
-            try:
-                worker.wait_ready(self.startup_timeout)
-                verdict = worker.grade(prediction, gold, timeout)
-            except (OSError, EOFError, TimeoutError, ValueError) as exc:  # worker died (e.g. out of memory)
-                worker.kill()
-                return GradeResult(False, error=f"{type(exc).__name__}: {exc}")
-            if verdict is None:
-                worker.kill()
-                self._give_back(_Worker(self.memory_mb))  # starts importing now, ready for the next grade
-                return GradeResult(False, timed_out=True, error=f"grading took longer than {timeout}s")
-            self._give_back(worker)
-            return GradeResult(verdict)
-
-    def warm_up(self, n: int = 1) -> None:
-        """Start ``n`` workers now (e.g. before a benchmark) so the first grades do not wait for start-up."""
-        workers = [_Worker(self.memory_mb) for _ in range(min(n, self.max_workers))]
-        for worker in workers:
-            worker.wait_ready(self.startup_timeout)
-            self._give_back(worker)
-
-    def close(self) -> None:
-        """Stop every idle worker (a worker in use is stopped when its grade returns to a closed pool)."""
-        with self._lock:
-            workers, self._idle = self._idle, []
-            self._closed = True
-        if os.getpid() != self._pid:  # a forked child must not touch the parent's workers
-            return
-        for worker in workers:
-            worker.kill()
+        result = self.call("gem_core.envs.math.grading:grade_inline", prediction, gold, timeout=timeout)
+        if result.timed_out:
+            return GradeResult(False, timed_out=True, error="timeout")
+        if result.error is not None:
+            return GradeResult(False, error=result.error)
+        return GradeResult(bool(result.value))
 
 
 _default_pool: GraderPool | None = None
@@ -259,58 +241,9 @@ def grade(prediction: str, gold: str, timeout: float | None = 5.0) -> GradeResul
     """Grade ``prediction`` against ``gold``; ``timeout=None`` grades in this process without a limit."""
     if timeout is None:
         return GradeResult(grade_inline(prediction, gold))
-    if normalized_equal(prediction, gold):  # the common case needs no worker round trip
+    verdict = exact_verdict(_strip_choice_label(prediction, gold), gold)
+    if verdict is not None:  # exact numbers need no worker round trip
+        return GradeResult(verdict)
+    if normalized_equal(prediction, gold):  # nor does the common case
         return GradeResult(True)
     return default_grader().grade(prediction, gold, timeout)
-
-
-# ------------------------------------------------------------------------------- the worker's main loop
-
-
-def _exit_when_orphaned(poll_seconds: float = 1.0) -> None:
-    """Stop this worker if its parent dies mid-grade (stdin EOF is only seen between grades)."""
-    parent = os.getppid()
-
-    def watch() -> None:
-        while True:
-            time.sleep(poll_seconds)
-            if os.getppid() != parent:
-                os._exit(1)
-
-    threading.Thread(target=watch, name="orphan-watch", daemon=True).start()
-
-
-def _serve() -> None:
-    """Answer ``[prediction, gold]`` lines with ``true``/``false`` lines until stdin closes."""
-    _exit_when_orphaned()
-    memory_mb = os.environ.get("GEM_GRADER_MEMORY_MB")
-    if memory_mb:
-        try:
-            import resource
-
-            limit = int(memory_mb) * 1024 * 1024
-            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-        except (ImportError, ValueError, OSError):  # pragma: no cover - non-POSIX or a lower hard limit
-            pass
-    try:  # import (and warm) math-verify before saying ready, so start-up is not billed to the first grade
-        grade_inline("1", "1.0")
-        grade_inline("\\frac{1}{2}", "0.5")
-    except Exception:  # pragma: no cover
-        pass
-    out = sys.stdout
-    out.write("ready\n")
-    out.flush()
-    for line in sys.stdin:
-        try:
-            prediction, gold = json.loads(line)
-            verdict = grade_inline(str(prediction), str(gold))
-        except MemoryError:
-            verdict = False
-        except Exception:
-            verdict = False
-        out.write("true\n" if verdict else "false\n")
-        out.flush()
-
-
-if __name__ == "__main__":
-    _serve()

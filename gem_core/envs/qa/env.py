@@ -2,7 +2,9 @@
 
 Rewards: by default 1.0 for an exact match with any gold answer after SQuAD normalization, else 0.0;
 ``reward="f1"`` gives the best token F1 instead. Both scores are always in ``info`` (``exact_match``,
-``f1``). A response without an answer gets the format penalty. One step per episode; the ``-search``
+``f1``). A response without an answer gets the format penalty. Scoring runs in a killable worker with a
+time limit, like every grader: a timeout or crash scores 0 with ``info["error"]`` set and one logged
+warning per env id. One step per episode; the ``-search``
 ids wrap this env with the search tool, so the agent may search first.
 """
 
@@ -12,10 +14,11 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from gem_core.env import StepResult
+from gem_core.env import StepResult, log_error_once
 from gem_core.envs.dataset import DataFiles, DatasetEnv
 from gem_core.envs.math.answer import extract_final_answer
-from gem_core.envs.qa.scoring import best_exact_match, best_f1
+from gem_core.envs.qa.scoring import score_answer
+from gem_core.envs.scoring_pool import scoring_pool
 
 __all__ = ["QAEnv", "gold_answers"]
 
@@ -59,6 +62,8 @@ class QAEnv(DatasetEnv):
         question_field, answer_field: the columns holding the question and the gold answer(s).
         reward: ``"em"`` (1.0 on exact match) or ``"f1"`` (best token F1).
         prompt_suffix: appended to every question (the answer-format instruction).
+        score_timeout: seconds scoring may take before the answer counts as wrong; ``None`` scores
+            in-process with no limit (only for trusted answers).
     """
 
 
@@ -73,6 +78,7 @@ class QAEnv(DatasetEnv):
         answer_field: str = "answer",
         reward: str = "em",
         prompt_suffix: str = "\n\n" + ANSWER_HINT,
+        score_timeout: float | None = 5.0,
     ):
         if reward not in ("em", "f1"):
             raise ValueError(f"reward must be 'em' (exact match) or 'f1', got {reward!r}.")
@@ -82,6 +88,7 @@ class QAEnv(DatasetEnv):
         )
         self.question_field, self.answer_field, self.reward = question_field, answer_field, reward
         self.prompt_suffix = prompt_suffix
+        self.score_timeout = score_timeout
         self.question = ""
         self.golds: list[str] = []
 
@@ -98,10 +105,31 @@ class QAEnv(DatasetEnv):
         answer = extract_final_answer(action) if isinstance(action, str) else None
         if not answer:
             return self.invalid_action("No final answer found: " + ANSWER_HINT, golds=self.golds)
-        em, f1 = best_exact_match(answer, self.golds), best_f1(answer, self.golds)
+        (em, f1), error = self.score(answer)
         reward = float(em) if self.reward == "em" else f1
-        info = {"exact_match": em, "f1": f1, "correct": em, "answer": answer, "golds": self.golds}
+        info: dict[str, Any] = {"exact_match": em, "f1": f1, "correct": em, "answer": answer, "golds": self.golds}
+        if error is not None:
+            info["error"] = error
+            log_error_once(self, error, f"answer {answer[:80]!r}")
         return ("Correct." if em else "Incorrect."), reward, True, False, info
+
+    @property
+    def max_step_seconds(self) -> float:  # type: ignore[override]
+        """The scoring limit plus the worker round trip (infinite when scoring in-process)."""
+        return float("inf") if self.score_timeout is None else self.score_timeout + 2.0
+
+    def score(self, answer: str) -> tuple[tuple[bool, float], str | None]:
+        """``((exact match, F1), error)``; on a timeout or crash ``((False, 0.0), error)``."""
+        if self.score_timeout is None:
+            return score_answer(answer, self.golds), None
+        result = scoring_pool("qa").call(
+            "gem_core.envs.qa.scoring:score_answer", answer, self.golds, timeout=self.score_timeout
+        )
+        if result.timed_out:
+            return (False, 0.0), "timeout"
+        if result.error is not None:
+            return (False, 0.0), f"scorer crashed: {result.error}"
+        return result.value, None
 
     def sample_random_action(self) -> str:
         words = self.question.split() or ["unknown"]

@@ -12,7 +12,7 @@ import string
 from collections import Counter
 from collections.abc import Iterable
 
-__all__ = ["normalize_answer", "exact_match", "f1_score", "best_exact_match", "best_f1"]
+__all__ = ["normalize_answer", "exact_match", "f1_score", "best_exact_match", "best_f1", "score_answer"]
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = set(string.punctuation)
@@ -50,3 +50,8 @@ def best_exact_match(prediction: str, golds: Iterable[str]) -> bool:
 
 def best_f1(prediction: str, golds: Iterable[str]) -> float:
     return max((f1_score(prediction, gold) for gold in golds), default=0.0)
+
+
+def score_answer(prediction: str, golds: list[str]) -> tuple[bool, float]:
+    """``(exact match, token F1)`` against the best gold (what a scoring worker computes for a QA step)."""
+    return best_exact_match(prediction, golds), best_f1(prediction, golds)

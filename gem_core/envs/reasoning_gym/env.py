@@ -5,6 +5,11 @@ puzzle, so the env draws an index with ``self.np_random`` and needs no download.
 dataset's ``score_answer`` (1.0 for a correct answer; some tasks give partial credit below 1.0, e.g. a
 legal but unfinished Rush Hour solution). A response without ``<answer>...</answer>`` or ``\\boxed{}``
 gets the format penalty.
+
+Scorers evaluate what the model wrote (``10**10**10`` as an n-queens answer ran for minutes,
+``1e999999`` for 40-85 s), so scoring runs in a killable worker of the ``"rg"``
+:func:`~gem_core.envs.scoring_pool.scoring_pool` with a time limit; a timeout or a scorer crash scores 0
+with ``info["error"]`` set and one logged warning per env id.
 """
 
 from __future__ import annotations
@@ -15,8 +20,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from gem_core.env import Env, StepResult
+from gem_core.env import Env, StepResult, log_error_once
 from gem_core.envs.math.answer import extract_final_answer
+from gem_core.envs.scoring_pool import scoring_pool
 
 __all__ = ["ReasoningGymEnv", "load_procedural_dataset"]
 
@@ -62,6 +68,21 @@ def _entry(dataset: Any, index: int) -> dict[str, Any]:
     return getter(index) if getter is not None else dataset[index]
 
 
+def _warm_up_worker() -> None:
+    """Import reasoning-gym before a scoring worker says ready (the import takes seconds)."""
+    import reasoning_gym  # noqa: F401
+
+
+def _prepare_worker(name: str, seed: int, size: int, config: dict[str, Any] | None) -> None:
+    load_procedural_dataset(name, seed=seed, size=size, config=config)
+
+
+def score_in_worker(name: str, seed: int, size: int, config: dict[str, Any] | None, entry: dict[str, Any], answer: str) -> float:
+    """The dataset's score for ``answer`` (runs in a scoring worker, where the dataset is cached)."""
+    dataset = load_procedural_dataset(name, seed=seed, size=size, config=config)
+    return float(dataset.score_answer(answer=answer, entry=entry))
+
+
 class ReasoningGymEnv(Env):
     """A reasoning-gym task.
 
@@ -71,16 +92,35 @@ class ReasoningGymEnv(Env):
             one of them.
         size: how many puzzles the dataset holds.
         config: extra fields of the dataset's config dataclass (difficulty ranges and so on).
+        score_timeout: seconds the scorer may take before the answer counts as wrong; ``None`` scores
+            in-process with no limit (only for trusted answers).
     """
 
     terminate_on_format_error = True
+    #: The procedural dataset is fixed by the constructor's arguments (and holds unpicklable generators).
+    state_excludes = frozenset({"dataset"})
 
-    def __init__(self, name: str, *, seed: int = 42, size: int = 10_000, config: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        name: str,
+        *,
+        seed: int = 42,
+        size: int = 10_000,
+        config: dict[str, Any] | None = None,
+        score_timeout: float | None = 5.0,
+    ):
         self.name = name
+        self.dataset_args = (name, seed, size, config)
         self.dataset = load_procedural_dataset(name, seed=seed, size=size, config=config)
         self.size = len(self.dataset)
+        self.score_timeout = score_timeout
         self.index: int | None = None
         self.entry: dict[str, Any] = {}
+
+    @property
+    def max_step_seconds(self) -> float:  # type: ignore[override]
+        """The scorer's limit plus the worker round trip (infinite when scoring in-process)."""
+        return float("inf") if self.score_timeout is None else self.score_timeout + 2.0
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         """Draw a puzzle; ``options={"index": i}`` picks puzzle ``i`` instead."""
@@ -92,12 +132,38 @@ class ReasoningGymEnv(Env):
         self.entry = _entry(self.dataset, self.index)
         return f"{self.entry['question']}\n\n{ANSWER_HINT}", {"index": self.index, "dataset": self.name}
 
-    def score(self, answer: str | None) -> float:
-        """reasoning-gym's score for ``answer``; a scorer crash on a strange answer counts as 0."""
-        try:
-            return float(self.dataset.score_answer(answer=answer, entry=self.entry))
-        except Exception:
-            return 0.0
+    def _scoring_dataset_args(self) -> tuple:
+        """What the worker builds to score this entry: the dataset, or for ``composite`` only the
+        sub-dataset the entry came from (building all of them takes ~20 s), made as the composite made it."""
+        if self.name != "composite":
+            return self.dataset_args
+        source = self.entry["metadata"]["source_dataset"]
+        for i, sub_spec in enumerate(self.dataset.config.datasets):
+            if sub_spec.name == source:
+                config = dict(sub_spec.config or {})
+                seed = config.pop("seed", self.dataset.seed + i + 1)
+                size = config.pop("size", self.dataset.size)
+                return (source, seed, size, config)
+        return self.dataset_args
+
+    def score(self, answer: str) -> tuple[float, str | None]:
+        """``(score, error)``: reasoning-gym's score, or 0 with ``"timeout"`` / the scorer's crash."""
+        if self.score_timeout is None:
+            try:
+                return float(self.dataset.score_answer(answer=answer, entry=self.entry)), None
+            except Exception as exc:
+                return 0.0, f"scorer crashed: {type(exc).__name__}: {exc}"
+        pool = scoring_pool("rg", warm_up="gem_core.envs.reasoning_gym.env:_warm_up_worker")
+        dataset_args = self._scoring_dataset_args()
+        result = pool.call(
+            "gem_core.envs.reasoning_gym.env:score_in_worker", *dataset_args, self.entry, answer,
+            timeout=self.score_timeout, prepare=("gem_core.envs.reasoning_gym.env:_prepare_worker", dataset_args),
+        )
+        if result.timed_out:
+            return 0.0, "timeout"
+        if result.error is not None:
+            return 0.0, f"scorer crashed: {result.error}"
+        return float(result.value), None
 
     def step(self, action: str) -> StepResult:
         if self.index is None:
@@ -105,8 +171,11 @@ class ReasoningGymEnv(Env):
         answer = extract_final_answer(action) if isinstance(action, str) else None
         if answer is None:
             return self.invalid_action("No final answer found. " + ANSWER_HINT)
-        score = self.score(answer)
-        info = {"correct": score >= 1.0, "score": score, "answer": answer, "gold": self.entry.get("answer")}
+        score, error = self.score(answer)
+        info: dict[str, Any] = {"correct": score >= 1.0, "score": score, "answer": answer, "gold": self.entry.get("answer")}
+        if error is not None:
+            info["error"] = error
+            log_error_once(self, error, f"rg:{self.name} answer {answer[:80]!r}")
         return ("Correct." if score >= 1.0 else "Incorrect."), score, True, False, info
 
     def sample_random_action(self) -> str:

@@ -1,4 +1,4 @@
-"""The HTTP side of the retrieval server (standard library ``http.server``: no web framework needed).
+"""The HTTP side of the retrieval server: a Starlette app under uvicorn.
 
 Protocol (the Search-R1 family's, so clients of either side interoperate):
 
@@ -6,6 +6,11 @@ Protocol (the Search-R1 family's, so clients of either side interoperate):
   answers ``{"result": [[{"document": {"id", "contents", ...}, "score": float}, ...], ...]}`` with one
   list per query, best first; without ``return_scores`` each inner list holds the documents alone.
 - ``GET /health`` answers ``{"status": "ok", "documents": N}``.
+
+Every request is bounded: the body's size and the time to send it, the number of queries, ``topk``
+and the size of the answer. A request outside them gets a 4xx with a message (uvicorn's HTTP parser
+answers 400 to a malformed request line or ``Content-Length``). Idle and stalled connections cost a
+socket, not a thread; the listen backlog is large enough for many clients connecting at once.
 """
 
 from __future__ import annotations
@@ -13,80 +18,92 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from typing import Any
 
+from gem_core.serve.asgi import RequestError, listening_socket, read_json
 from gem_core.tools.retrieval_server.index import BM25Index, load_corpus, shipped_corpus_path
 
-__all__ = ["RetrievalServer", "main", "parse_request"]
-
-_MAX_BODY = 10 * 1024 * 1024
+__all__ = ["Limits", "create_app", "main", "parse_request"]
 
 
-def parse_request(body: Any, default_topk: int) -> tuple[list[str], int, bool]:
-    """Validate a ``/retrieve`` body; raises ValueError with a message for the client."""
+@dataclass(frozen=True)
+class Limits:
+    """What one request may ask of the server."""
+
+    #: Largest request body in bytes.
+    max_body_bytes: int = 1 << 20
+    #: Seconds a client has to send its body.
+    body_timeout: float = 10.0
+    #: Queries per request.
+    max_queries: int = 256
+    #: Passages per query.
+    max_topk: int = 50
+    #: Largest answer in bytes; a request that would exceed it gets 413.
+    max_response_bytes: int = 8 << 20
+
+
+def parse_request(body: Any, default_topk: int, limits: Limits = Limits()) -> tuple[list[str], int, bool]:
+    """Validate a ``/retrieve`` body; raises ValueError (a :class:`RequestError`) with a message for the client."""
     if not isinstance(body, dict):
-        raise ValueError('expected a JSON object like {"queries": ["..."], "topk": 3, "return_scores": true}')
+        raise RequestError(422, 'expected a JSON object like {"queries": ["..."], "topk": 3, "return_scores": true}')
     queries = body.get("queries")
     if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
-        raise ValueError('"queries" must be a list of strings')
+        raise RequestError(422, '"queries" must be a list of strings')
+    if len(queries) > limits.max_queries:
+        raise RequestError(413, f'{len(queries)} queries in one request; send at most {limits.max_queries} per request')
     topk = body.get("topk") or default_topk  # like Search-R1: a missing, null or 0 topk means the default
     if not isinstance(topk, int) or isinstance(topk, bool) or topk < 1:
-        raise ValueError('"topk" must be a positive integer')
+        raise RequestError(422, '"topk" must be a positive integer')
+    if topk > limits.max_topk:
+        raise RequestError(422, f'"topk" is {topk}; at most {limits.max_topk} passages per query')
     return queries, topk, bool(body.get("return_scores", False))
 
 
-class RetrievalServer(ThreadingHTTPServer):
-    """An HTTP server answering ``/retrieve`` from a :class:`BM25Index`."""
-
-    daemon_threads = True
-
-    def __init__(self, address: tuple[str, int], index: BM25Index, default_topk: int = 3):
-        self.index = index
-        self.default_topk = default_topk
-        super().__init__(address, _Handler)
+def _clean(text: str) -> str:
+    # A lone surrogate arrives as a JSON escape; it cannot be tokenized or encoded back as UTF-8.
+    return text.encode("utf-8", "replace").decode("utf-8")
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: RetrievalServer
-    protocol_version = "HTTP/1.1"
+def create_app(index: BM25Index, default_topk: int = 3, limits: Limits = Limits()) -> Any:
+    """The Starlette app answering ``/retrieve`` and ``/health`` from ``index``."""
+    from starlette.applications import Starlette
+    from starlette.concurrency import run_in_threadpool
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
 
-    def log_message(self, format: str, *args: Any) -> None:  # keep the console for errors only
-        pass
+    def reply(status: int, payload: Any) -> Response:
+        return Response(json.dumps(payload, ensure_ascii=True), status, media_type="application/json")
 
-    def _send(self, status: int, payload: Any) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self) -> None:
-        if self.path.rstrip("/") == "/health":
-            self._send(200, {"status": "ok", "documents": len(self.server.index.documents)})
-        else:
-            self._send(404, {"detail": f"no route {self.path}; use POST /retrieve or GET /health"})
-
-    def do_POST(self) -> None:
-        if self.path.rstrip("/") != "/retrieve":
-            self._send(404, {"detail": f"no route {self.path}; use POST /retrieve"})
-            return
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > _MAX_BODY:
-            self._send(413, {"detail": f"request body over {_MAX_BODY} bytes"})
-            return
+    async def retrieve(request: Request) -> Response:
         try:
-            queries, topk, return_scores = parse_request(json.loads(self.rfile.read(length) or b"null"), self.server.default_topk)
-        except ValueError as error:  # JSONDecodeError is a ValueError
-            self._send(422, {"detail": str(error)})
-            return
-        hits = self.server.index.search(queries, topk)
+            body = await read_json(request, max_bytes=limits.max_body_bytes, timeout=limits.body_timeout)
+            queries, topk, return_scores = parse_request(body, default_topk, limits)
+        except RequestError as error:
+            return reply(error.status, {"detail": str(error)})
+        hits = await run_in_threadpool(index.search, [_clean(q) for q in queries], topk)
         if return_scores:
             result = [[{"document": doc, "score": score} for doc, score in row] for row in hits]
         else:
             result = [[doc for doc, _ in row] for row in hits]
-        self._send(200, {"result": result})
+        data = json.dumps({"result": result}, ensure_ascii=True)
+        if len(data) > limits.max_response_bytes:
+            detail = f"the answer would be {len(data)} bytes, over {limits.max_response_bytes}; ask fewer queries or a smaller topk"
+            return reply(413, {"detail": detail})
+        return Response(data, 200, media_type="application/json")
+
+    async def health(request: Request) -> Response:
+        return reply(200, {"status": "ok", "documents": len(index.documents)})
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return reply(404, {"detail": f"no route {request.method} {request.url.path}; use POST /retrieve or GET /health"})
+
+    async def wrong_method(request: Request, exc: Exception) -> Response:
+        return reply(405, {"detail": f"{request.method} is not allowed on {request.url.path}; use POST /retrieve or GET /health"})
+
+    routes = [Route("/retrieve", retrieve, methods=["POST"]), Route("/health", health, methods=["GET"])]
+    return Starlette(routes=routes, exception_handlers={404: not_found, 405: wrong_method})
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -99,20 +116,30 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
     parser.add_argument("--port", type=int, default=8000, help="port (0 picks a free one; the chosen port is printed)")
     parser.add_argument("--topk", type=int, default=3, help="passages per query when a request gives no topk")
+    parser.add_argument("--max-queries", type=int, default=Limits.max_queries, help="queries per request")
+    parser.add_argument("--max-topk", type=int, default=Limits.max_topk, help="passages per query a request may ask for")
     args = parser.parse_args(argv)
+    try:
+        import uvicorn
+    except ImportError:
+        parser.exit(2, "gem-retrieval-server: needs uvicorn and starlette: pip install 'gem[search]'\n")
     try:
         index = BM25Index(load_corpus(args.corpus))
     except (OSError, ValueError) as error:
         parser.exit(2, f"gem-retrieval-server: cannot load the corpus: {error}\n")
-    server = RetrievalServer((args.host, args.port), index, default_topk=args.topk)
-    host, port = server.server_address[:2]
+    limits = Limits(max_queries=args.max_queries, max_topk=args.max_topk)
+    sock = listening_socket(args.host, args.port)
+    host, port = sock.getsockname()[:2]
+    config = uvicorn.Config(
+        create_app(index, args.topk, limits), log_level="warning", timeout_keep_alive=5, backlog=2048, access_log=False
+    )
     print(f"gem-retrieval-server: {len(index.documents)} documents, listening on http://{host}:{port}/retrieve", flush=True)
     try:
-        server.serve_forever()
+        uvicorn.Server(config).run(sockets=[sock])
     except KeyboardInterrupt:
         pass
     finally:
-        server.server_close()
+        sock.close()
 
 
 if __name__ == "__main__":

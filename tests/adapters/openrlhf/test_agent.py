@@ -7,6 +7,7 @@ GPU dependencies); the engine is the documented stand-in from ``conftest.py``.
 from __future__ import annotations
 
 import asyncio
+import copy
 import importlib.util
 import inspect
 from pathlib import Path
@@ -193,4 +194,56 @@ def test_any_actions_give_the_core_tokens_and_rewards(tokenizer, engine_for, vll
     assert result["reward"] == pytest.approx(core.episode_return)
     start, end = core.turn_spans[-1]
     last_turn_cut = core.response_ids[end - 1] != tokenizer.convert_tokens_to_ids("<|im_end|>")
-    assert result["truncated"] == last_turn_cut
+    assert result["truncated"] == (last_turn_cut or core.metrics["truncated_by"] == "max_total_tokens")
+
+
+async def test_episode_ended_by_the_token_budget_is_truncated_though_its_last_turn_stopped(tokenizer, execute):
+    policy = ScriptedPolicy(tokenizer, ACTIONS)
+    full = await run_episode(make(ENV_ID), policy, tokenizer, seed=0)
+    # Room for the first turn, not for the observation after it.
+    budget = len(full.prompt_ids) + full.turn_spans[0][1] + 2
+    core = await run_episode(make(ENV_ID), policy, tokenizer, seed=0, max_total_tokens=budget)
+    assert core.metrics["truncated_by"] == "max_total_tokens" and core.num_turns == 1
+    assert core.response_ids[core.turn_spans[-1][1] - 1] == tokenizer.convert_tokens_to_ids("<|im_end|>"), "the turn stopped"
+
+    result = await execute(GemAgentExecutor(), policy, 0, max_length=budget)
+    assert result["observation_tokens"] == core.prompt_ids + core.response_ids
+    assert result["truncated"] is True
+    assert result["extra_logs"]["gem/truncated"] == 1.0
+
+
+async def test_every_episode_closes_its_env(tokenizer, execute, open_envs):
+    policy = ScriptedPolicy(tokenizer, ACTIONS)
+    executor = GemAgentExecutor()
+    await asyncio.gather(*(execute(executor, policy, seed) for seed in range(20)))
+    await execute(executor, policy, 3, max_length=40)  # ended by the token budget
+    with pytest.raises(LabelError):
+        await execute(executor, policy, 0, label='{"env_id": "game:GuessTheNumbr-v0", "seed": 0}')
+    assert open_envs.made >= 21
+    assert open_envs.open == 0
+
+
+_QWEN3_STYLE = (  # Qwen3's switch: enable_thinking=False pre-fills an empty think block after the generation prompt
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' }}"
+    "{% if message['role'] == 'assistant' and enable_thinking is defined and not enable_thinking %}{{ '<think>\n\n</think>\n\n' }}{% endif %}"
+    "{{ message['content'] + '<|im_end|>\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}"
+    "{% if enable_thinking is defined and not enable_thinking %}{{ '<think>\n\n</think>\n\n' }}{% endif %}{% endif %}"
+)
+
+
+@pytest.mark.parametrize("kwargs", [{"enable_thinking": False}, {}])
+async def test_chat_template_kwargs_reach_the_prompt_ids(tokenizer, engine_for, vllm_sampling_params, kwargs):
+    qwen3 = copy.deepcopy(tokenizer)
+    qwen3.chat_template = _QWEN3_STYLE
+
+    class NoThinking(GemAgentExecutor):
+        config = AgentConfig(chat_template_kwargs=kwargs)
+
+    policy = ScriptedPolicy(qwen3, ACTIONS)
+    result = await NoThinking().execute("p", EpisodeLabel(ENV_ID, 0).to_json(), vllm_sampling_params(), MAX_LENGTH, qwen3, engine_for(policy))
+    prompt_len = result["action_ranges"][0][0]
+    prompt = qwen3.decode(result["observation_tokens"][:prompt_len], skip_special_tokens=False)
+    assert prompt.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n") == bool(kwargs)

@@ -1,4 +1,4 @@
-"""gem_adapters.openrlhf.make_dataset and the label format it writes (no OpenRLHF needed)."""
+"""gem_adapters.openrlhf.make_dataset: the rows (the core's episode rows in OpenRLHF's columns) and the CLI (no OpenRLHF needed)."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ import json
 
 import pytest
 
+from gem_adapters.openrlhf.make_dataset import main, make_dataset
 from gem_core.rollout.episode_label import LabelError, parse_label
-from gem_adapters.openrlhf.make_dataset import main
 
 
 def test_rows_name_each_env_with_consecutive_seeds(tmp_path, capsys):
     out = tmp_path / "train.jsonl"
-    main(["--env", "game:GuessTheNumber-v0", "--env", "game:Wordle-v0", "--n", "3", "--out", str(out), "--first-seed", "10"])
+    main(["--env", "game:GuessTheNumber-v0", "--env", "game:Wordle-v0", "--n", "3", "--out", str(out), "--seed-start", "10"])
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     labels = [parse_label(row["label"]) for row in rows]
     assert [(lab.env_id, lab.seed) for lab in labels] == [
@@ -23,14 +23,18 @@ def test_rows_name_each_env_with_consecutive_seeds(tmp_path, capsys):
     assert "wrote 6 rows" in capsys.readouterr().out
 
 
-def test_env_kwargs_round_trip(tmp_path):
+def test_the_function_gives_the_rows_the_cli_writes(tmp_path):
     out = tmp_path / "train.jsonl"
-    main(["--env", "game:GuessTheNumber-v0", "--n", "1", "--out", str(out), "--env-kwargs", '{"max_turns": 3}'])
-    assert parse_label(json.loads(out.read_text())["label"]).env_kwargs == {"max_turns": 3}
+    main(["--env", "game:GuessTheNumber-v0", "--n", "2", "--out", str(out), "--env-kwargs", '{"max_turns": 3}'])
+    rows = make_dataset("game:GuessTheNumber-v0", 2, env_kwargs={"max_turns": 3})
+    assert [json.loads(line) for line in out.read_text().splitlines()] == rows
+    assert parse_label(rows[0]["label"]).env_kwargs == {"max_turns": 3}
 
 
 def test_unknown_env_fails_before_writing(tmp_path):
     out = tmp_path / "train.jsonl"
-    with pytest.raises(LabelError, match="Did you mean"):
+    with pytest.raises(SystemExit, match="Did you mean"):
         main(["--env", "game:NoSuchGame-v0", "--n", "2", "--out", str(out)])
     assert not out.exists()
+    with pytest.raises(LabelError, match="Did you mean"):
+        make_dataset(["game:GuessTheNumber-v0", "game:NoSuchGame-v0"], 2)

@@ -1,9 +1,9 @@
 """gem_adapters.rl2.generate against RL2 main's documented ``generate(config, tokenizer, router_url, sample)`` contract.
 
-RL2 main is not on PyPI, so ``Sample`` below is a test-local minimal stand-in for
-``RL2.datasets.Sample`` (the fields and ``Status`` values RL2's rollout worker and
-``SampleGroup.to_all_tensor_dicts_and_metrics`` read), and the router is the fake SGLang router
-from ``conftest.py``.
+RL2 main is not on the package registry (the ``RL2``/``rl-square`` 0.0.2 there has the older
+reset/step hook), so its ``RL2.datasets.rl.Sample`` cannot be imported: ``Sample`` below is a
+stand-in with the fields and ``Status`` values of RL2 main's dataclass (checked by hand against a
+source snapshot, not in CI), and the router is the fake SGLang router from ``conftest.py``.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ async def _run(env: GenerateEnv, tokenizer, url: str, sample: Sample) -> None:
 
 
 @pytest.mark.parametrize("abort_first", [False, True])
-async def test_generate_writes_the_core_episode_into_the_sample(tokenizer, fake_router, abort_first):
+async def test_generate_writes_the_core_episode_into_the_sample(tokenizer, fake_router, abort_first, open_envs):
     policy = ScriptedPolicy(tokenizer, ACTIONS)
     core = await run_episode(make(ENV_ID), policy, tokenizer, seed=2, sampling=None)
     sample = Sample(sample=dataset_row(EpisodeLabel(ENV_ID, 2)))
@@ -79,6 +79,8 @@ async def test_generate_writes_the_core_episode_into_the_sample(tokenizer, fake_
     assert seq["rewards"] == pytest.approx([0.0] * n_prompt + core.token_rewards)
     assert sample.metrics["turns"] == [core.num_turns]
     assert sample.metrics["rewards"] == pytest.approx([core.episode_return])
+    assert sample.metrics["env_errors"] == [0] and sample.metrics["truncated"] == [core.truncated]
+    assert open_envs.made == 1 and open_envs.open == 0, "the finished episode's env is closed"
     assert len(requests) == core.num_turns + int(abort_first)
     assert all(r["return_logprob"] and r["sampling_params"]["no_stop_trim"] for r in requests)
 
@@ -111,3 +113,14 @@ async def test_unset_max_new_tokens_names_the_config_key(tokenizer):
 async def test_bad_rows_fail_before_any_request(tokenizer, row, message):
     with pytest.raises(LabelError, match=message):
         await GenerateEnv().generate(_config(), tokenizer, "http://127.0.0.1:9", Sample(sample=row))
+
+
+async def test_aborted_episodes_rl2_abandons_are_closed_past_the_bound(tokenizer, fake_router, open_envs):
+    policy = ScriptedPolicy(tokenizer, ACTIONS)
+    env = GenerateEnv(max_open_episodes=1)
+    abandoned = Sample(sample=dataset_row(EpisodeLabel(ENV_ID, 0)))
+    async with fake_router(policy, abort_first=True) as (url, _):
+        await env.generate(_config(), tokenizer, url, abandoned)
+        assert abandoned.status == Sample.Status.ABORTED and open_envs.open == 1
+        await _run(env, tokenizer, url, Sample(sample=dataset_row(EpisodeLabel(ENV_ID, 1))))
+    assert open_envs.made == 2 and open_envs.open == 0 and len(env.episodes) == 0

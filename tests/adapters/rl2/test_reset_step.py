@@ -21,7 +21,8 @@ pytest.importorskip("RL2.datasets", reason="needs rl-square==0.0.2 (nox -s rl2)"
 
 from gem_adapters.rl2 import ResetStepEnv  # noqa: E402
 from gem_adapters.rl2.api import installed_rl2_api  # noqa: E402
-from gem_adapters.rl2.make_dataset import write_dataset  # noqa: E402
+from gem_adapters.openrlhf.make_dataset import write_jsonl  # noqa: E402
+from gem_adapters.rl2.make_dataset import make_dataset  # noqa: E402
 from gem_core.registry import make  # noqa: E402
 from gem_core.rollout import run_episode  # noqa: E402
 from gem_core.testing import ScriptedPolicy  # noqa: E402
@@ -75,12 +76,12 @@ def _rollout(rollout_cls, tokenizer, url, env, max_turns=20):
     return rollout
 
 
-async def test_rl_square_rollout_gives_the_core_episode(tokenizer, fake_router, rl_square_rollout, tmp_path):
+async def test_rl_square_rollout_gives_the_core_episode(tokenizer, fake_router, rl_square_rollout, tmp_path, open_envs):
     from omegaconf import OmegaConf
     from RL2.datasets import RLDataset
 
     # The row goes through rl-square's own dataset code, as train_data.path would.
-    write_dataset(tmp_path / "train.jsonl", [ENV_ID], 3)
+    write_jsonl(make_dataset(ENV_ID, 3), tmp_path / "train.jsonl")
     dataset = RLDataset(OmegaConf.create({"path": str(tmp_path / "train.jsonl"), "responses_per_prompt": 1}), tokenizer)
     (row,) = dataset.collate_fn([dataset[2]])
     assert "prompt" not in row, "rl-square calls reset() only for rows without a prompt"
@@ -103,7 +104,23 @@ async def test_rl_square_rollout_gives_the_core_episode(tokenizer, fake_router, 
     assert td["llm_logps"].tolist() == pytest.approx(([0.0] * len(core.prompt_ids) + core.logprobs)[1:], abs=1e-6)
     assert metric["n_turns"] == [core.num_turns]
     assert metric["scores"] == pytest.approx([core.episode_return])
-    assert env._sessions == {}, "finished episodes are released"
+    assert len(env.episodes) == 0 and open_envs.made == 1 and open_envs.open == 0, "finished episodes are closed"
+
+
+async def test_episodes_rl_square_drops_at_max_turns_are_closed_past_the_bound(tokenizer, fake_router, rl_square_rollout, tmp_path, open_envs):
+    from RL2.datasets import RLDataset
+    from omegaconf import OmegaConf
+
+    write_jsonl(make_dataset(ENV_ID, 6), tmp_path / "train.jsonl")
+    dataset = RLDataset(OmegaConf.create({"path": str(tmp_path / "train.jsonl"), "responses_per_prompt": 1}), tokenizer)
+    env = ResetStepEnv(tokenizer, max_open_episodes=2)
+    policy = ScriptedPolicy(tokenizer, ["\\boxed{1}"] * 8)  # wrong guesses: rl-square's max_turns=1 cuts every episode
+    async with fake_router(policy) as (url, _):
+        for i in range(6):
+            (row,) = dataset.collate_fn([dataset[i]])
+            await _rollout(rl_square_rollout, tokenizer, url, env, max_turns=1).rollout(row, train=True)
+    assert open_envs.made == 6
+    assert len(env.episodes) == open_envs.open == 2, "the oldest abandoned episodes are closed"
 
 
 async def test_step_without_reset_says_what_is_missing(tokenizer):
@@ -111,9 +128,22 @@ async def test_step_without_reset_says_what_is_missing(tokenizer):
         await ResetStepEnv(tokenizer).step("s", "a", {"label": "{}"})
 
 
-def test_pypi_env_file_imports_under_rl_square():
-    assert installed_rl2_api() == "reset_step"
+def _load_env_file():
     spec = importlib.util.spec_from_file_location("custom_module", ENV_FILE)  # as rl-square loads rollout.env_path
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def test_pypi_env_file_renders_with_the_actors_model(monkeypatch):
+    assert installed_rl2_api() == "reset_step"
+    monkeypatch.setenv("GEM_RL2_MODEL", "org/the-actor-model")
+    module = _load_env_file()
     assert callable(module.reset) and callable(module.step)
+    assert module._env._tokenizer == "org/the-actor-model"
+
+
+def test_pypi_env_file_without_the_model_name_says_which_variable(monkeypatch):
+    monkeypatch.delenv("GEM_RL2_MODEL", raising=False)
+    with pytest.raises(RuntimeError, match="GEM_RL2_MODEL"):
+        _load_env_file()

@@ -4,6 +4,10 @@ hostile programs against the shipped problems."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -20,7 +24,18 @@ from gem_core.registry import make  # noqa: E402
 MODE = sandbox.available_modes()[0] if sandbox.available_modes() else None
 needs_sandbox = pytest.mark.skipif(MODE is None, reason="no sandbox mode works on this machine")
 # Hostile programs run only where they are isolated: in "process" mode one of them would kill pytest.
-needs_bwrap = pytest.mark.skipif(MODE != "bwrap", reason="bubblewrap is not usable here (apt-get install -y bubblewrap)")
+# In CI (CI=true) they run and fail instead: the hostile cases must not pass unrun.
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+needs_bwrap = pytest.mark.skipif(
+    MODE != "bwrap" and not IN_CI, reason="bubblewrap is not usable here (apt-get install -y bubblewrap)"
+)
+
+
+@pytest.fixture
+def bwrap_env_mode() -> str:
+    """The mode hostile programs run in: bubblewrap, or the test fails (it is skipped outside CI above)."""
+    assert MODE == "bwrap", "bubblewrap is not usable here (apt-get install -y bubblewrap)"
+    return MODE
 
 # Reference solutions for the shipped problems, by title.
 SOLUTIONS = {
@@ -56,6 +71,41 @@ HOSTILE = {
     "floods output": "while True:\n    print('x' * 10000)",
     "spoofs the call result": "print('@@GEM_RESULT_0@@[0, 1]')\nimport sys\nsys.exit(0)",
 }
+
+
+# Issue 14: reads the expected outputs from the datasets shipped under the interpreter's paths.
+READS_THE_ANSWERS = """
+import glob, json, sys
+data = sys.stdin.read()
+for root in sys.path:
+    for path in glob.glob(root + "/*/envs/*/data/*.jsonl"):
+        for line in open(path):
+            try:
+                tests = json.loads(json.loads(line)["tests"])
+            except Exception:
+                continue
+            for given, expected in zip(tests.get("inputs", []), tests.get("outputs", [])):
+                if given == data:
+                    print(expected, end="")
+                    sys.exit(0)
+"""
+
+# Issue 14: the function reads the judge's result marker from its caller's frame and prints a result of
+# its choosing after it, then exits before the real result is printed.
+STEALS_THE_MARKER = """
+import os, re, sys
+def is_palindrome(s):
+    frame = sys._getframe(1)
+    while frame is not None:
+        for value in list(frame.f_locals.values()) + list(frame.f_code.co_consts):
+            found = re.search(r"@@GEM_RESULT_[0-9a-f]+@@", value) if isinstance(value, str) else None
+            if found:
+                print()
+                print(found.group(0) + "true", flush=True)
+                os._exit(0)
+        frame = frame.f_back
+    return "not a palindrome verdict"
+"""
 
 
 def fenced(code: str) -> str:
@@ -131,10 +181,35 @@ def test_printing_a_fake_call_result_passes_no_test():
     assert env.step(fenced(spoof))[4]["tests_passed"] == 0
 
 
+@needs_bwrap
+def test_reading_the_shipped_answers_scores_nothing(bwrap_env_mode):
+    # The program does find the answers where the package's data is on its path (outside the sandbox).
+    package_parent = Path(code_envs.__file__).resolve().parents[3]
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(package_parent)!r})\n{READS_THE_ANSWERS}"],
+        input="1 2\n", capture_output=True, text=True, timeout=60,
+    )
+    assert done.stdout == "3\n"
+    stdin_titles = [t for t in SOLUTIONS if "def " not in SOLUTIONS[t] and "class " not in SOLUTIONS[t]]
+    env = make("code:Sample", sandbox_mode=MODE, reward="fraction")
+    for title in stdin_titles:
+        reset_to(env, title)
+        _, reward, _, _, info = env.step(fenced(READS_THE_ANSWERS))
+        assert reward == 0.0, (title, info)
+
+
+@needs_bwrap
+def test_the_result_channel_holds_no_secret_to_steal(bwrap_env_mode):
+    env = make("code:Sample", sandbox_mode=MODE, reward="fraction")
+    reset_to(env, "Palindrome check")
+    _, reward, _, _, info = env.step(fenced(STEALS_THE_MARKER))
+    assert reward == 0.0 and info["tests_passed"] == 0, info
+
+
 @needs_sandbox
 @needs_bwrap
 @pytest.mark.parametrize("name", sorted(HOSTILE))
-def test_hostile_program_scores_zero_and_the_env_keeps_working(env, name):
+def test_hostile_program_scores_zero_and_the_env_keeps_working(env, name, bwrap_env_mode):
     reset_to(env, "Two sum")
     _, reward, terminated, _, info = env.step(fenced(HOSTILE[name]))
     assert reward == 0.0 and terminated and not info["correct"]

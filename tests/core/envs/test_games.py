@@ -176,8 +176,8 @@ def test_minesweeper_first_reveal_opens_a_safe_neighbourhood(seed):
 
 def test_minesweeper_revealing_a_mine_ends_the_episode_without_reward():
     env = Minesweeper(rows=5, cols=5, mines=3)
-    env.reset(seed=0)
-    env.step("\\boxed{3 3}")
+    env.reset(seed=1)  # with seed 0 the first reveal clears the board, and the episode is over
+    assert not env.step("\\boxed{3 3}")[2]
     r, c = np.argwhere(env.mines)[0]
     _, reward, terminated, _, info = env.step(f"\\boxed{{reveal {r + 1} {c + 1}}}")
     assert terminated and reward == 0.0 and info["success"] is False

@@ -247,3 +247,49 @@ def test_closing_a_pool_stops_its_workers():
     workers = list(graders._idle)
     graders.close()
     assert workers and all(worker.proc.poll() is not None for worker in workers)
+
+
+@pytest.mark.parametrize(
+    ("prediction", "gold", "expected"),
+    [
+        ("100000000000000000001", "100000000000000000000", False),  # a relative tolerance called these equal
+        ("100000000000000000000", "100000000000000000000", True),
+        ("-12", "12", False),
+        ("007", "7", True),
+        ("1,000,000", "1000000", True),
+        ("9" * 5000, "9" * 4999 + "8", False),  # past int()'s digit limit, still exact
+    ],
+)
+def test_integers_are_compared_exactly(prediction, gold, expected):
+    assert normalized_equal(prediction, gold) is expected
+    assert grade(prediction, gold, timeout=30.0).correct is expected
+    assert grade(prediction, gold, timeout=None).correct is expected
+
+
+@pytest.mark.parametrize(
+    ("prediction", "gold", "expected"),
+    [
+        ("0.\\overline{3}", "\\frac{1}{3}", True),
+        ("\\frac{1}{3}", "0.\\overline{3}", True),
+        ("0.\\overline{6}", "\\frac{2}{3}", True),
+        ("0.1\\overline{6}", "\\frac{1}{6}", True),
+        ("0.\\overline{142857}", "\\frac{1}{7}", True),
+        ("1.\\overline{3}", "\\frac{4}{3}", True),
+        ("-0.\\overline{3}", "-\\frac{1}{3}", True),
+        ("0.(3)", "1/3", True),
+        ("0.\\bar{3}", "\\frac{1}{3}", True),
+        ("0.\\overline{9}", "1", True),
+        ("0.\\overline{3}", "0.333", False),
+        ("0.\\overline{3}", "\\frac{1}{4}", False),
+        ("0.\\overline{12}", "\\frac{12}{99}", True),
+        ("$0.\\overline{3}$", "\\dfrac{1}{3}", True),
+    ],
+)
+def test_repeating_decimals_are_the_fractions_they_denote(prediction, gold, expected):
+    assert grade(prediction, gold, timeout=30.0).correct is expected
+    assert grade(prediction, gold, timeout=None).correct is expected
+
+
+def test_repeating_decimal_against_an_expression_goes_to_math_verify(pool):
+    assert pool.grade("0.\\overline{3}", "\\frac{2}{6}", timeout=30.0).correct
+    assert pool.grade("0.\\overline{3}", "\\sqrt{1/9}", timeout=30.0).correct

@@ -72,7 +72,7 @@ def test_a_failing_server_fails_episodes_not_the_run_and_keeps_completed_ones(bi
     with OpenAITestServer(respond=respond, fault=fault, healthy_requests=4) as server:
         report = evaluate(
             EASY, model="flaky", base_url=server.base_url, episodes=5, max_turns=2, concurrency=1,
-            backend_options={"max_retries": 1, "backoff": 0.0, **options}, progress=False, out_dir=str(tmp_path),
+            backend_options={"max_retries": 1, **options}, progress=False, out_dir=str(tmp_path),
         )
         faults = server.stats.faults
     records = report.episodes[EASY]

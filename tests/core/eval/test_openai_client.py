@@ -19,7 +19,6 @@ def _completion(text="hi", finish="stop", usage=True):
 
 
 def _endpoint(handler, **kwargs):
-    kwargs.setdefault("backoff", 0.0)
     return ChatEndpoint("http://testserver/v1/", "m", transport=httpx.MockTransport(handler), **kwargs)
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
 from gem_core.tools import sandbox
+from gem_core.tools.sandbox import isolation
 from retrieval_server_process import RetrievalServerProcess
 
 # The tests import `toy_env`, and spawned vector-env workers must import it by name too: keep this folder
@@ -18,9 +20,13 @@ if str(Path(__file__).parent) not in sys.path:
 
 @pytest.fixture(scope="session")
 def bwrap_mode() -> str:
-    """``"bwrap"``, or skip the test where bubblewrap cannot run (the hostile suite needs it)."""
+    """``"bwrap"``, or skip the test where bubblewrap cannot run (the hostile suite needs it); in CI
+    (``CI=true``) a missing bubblewrap fails the test instead, so the hostile suite cannot pass unrun."""
     if "bwrap" not in sandbox.available_modes():
-        pytest.skip("bubblewrap is not usable here (apt-get install -y bubblewrap)")
+        reason = f"bubblewrap is not usable here (apt-get install -y bubblewrap): {isolation.probe_cached('bwrap', sys.executable)}"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(reason)
+        pytest.skip(reason)
     return "bwrap"
 
 

@@ -128,3 +128,86 @@ def test_forked_worker_process_opens_its_own_session(stdio_tool):
         vec.close()
     observation = stdio_tool.execute(parse_tool_calls('<tool_call>{"name": "reverse", "arguments": {"text": "ok"}}</tool_call>')[0]).observation
     assert observation == "<tool_response>ko</tool_response>"  # the parent's session is intact
+
+
+# --- lifecycle: failed starts, a dying server, close() (issue 14 item 10, issue 13 item 3) ----------
+
+
+def _children() -> list[int]:
+    """Live (non-zombie) child processes of this test process, read from /proc."""
+    import os
+
+    children = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid() and fields[0] != "Z":
+            children.append(int(entry))
+    return children
+
+
+def _mcp_threads() -> set[int]:
+    """Loop threads of MCP tools (the module's shared tool has one: compare before and after)."""
+    import threading
+
+    return {t.ident for t in threading.enumerate() if t.name == "gem-mcp-client"}
+
+
+def _settle(check, seconds: float = 10.0):
+    """``check()`` once it is falsy, or its last value after ``seconds`` (processes take a moment to exit)."""
+    deadline = time.monotonic() + seconds
+    while (value := check()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return value
+
+
+def test_failed_starts_leave_no_process_or_thread_and_are_tool_errors(tmp_path):
+    slow = tmp_path / "slow_server.py"
+    slow.write_text(f"import time\ntime.sleep(60)\nexec(open({str(SERVER)!r}).read())\n")
+    before, threads_before = set(_children()), _mcp_threads()
+    tool = MCPTool(str(slow), connect_timeout=1, timeout=5)
+    (call,) = parse_tool_calls('<tool_call>{"name": "add", "arguments": {"a": 1, "b": 2}}</tool_call>')
+    for _ in range(3):
+        answer = tool.execute(call)
+        assert not answer.ok and "could not be reached" in answer.observation and "1 s" in answer.observation
+    tool.close()
+    assert _settle(lambda: set(_children()) - before) == set()
+    assert _mcp_threads() - threads_before == set()
+
+
+async def test_failed_start_async_is_a_tool_error(tmp_path):
+    crash = tmp_path / "crash_server.py"
+    crash.write_text("import sys\nsys.exit(3)\n")
+    before, threads_before = set(_children()), _mcp_threads()
+    tool = MCPTool(str(crash), connect_timeout=10, timeout=5)
+    answer = await tool.aexecute(parse_tool_calls('<tool_call>{"name": "add", "arguments": {}}</tool_call>')[0])
+    assert not answer.ok and "could not be reached" in answer.observation
+    tool.close()
+    assert _settle(lambda: set(_children()) - before) == set()
+    assert _mcp_threads() - threads_before == set()
+
+
+def test_reconnects_after_the_server_dies_and_close_ends_everything():
+    import os
+    import signal
+
+    before, threads_before = set(_children()), _mcp_threads()
+    tool = MCPTool(str(SERVER), timeout=20)
+    (call,) = parse_tool_calls('<tool_call>{"name": "add", "arguments": {"a": 2, "b": 3}}</tool_call>')
+    assert tool.execute(call).observation == "<tool_response>5</tool_response>"
+    (server,) = set(_children()) - before
+    os.kill(server, signal.SIGKILL)
+    assert _settle(lambda: server in _children()) is False
+    answer = tool.execute(call)
+    assert answer.ok and answer.observation == "<tool_response>5</tool_response>"
+    (restarted,) = set(_children()) - before
+    assert restarted != server
+    tool.close()
+    tool.close()  # twice is fine
+    assert _settle(lambda: set(_children()) - before) == set()
+    assert _mcp_threads() - threads_before == set()

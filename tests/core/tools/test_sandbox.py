@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
 from gem_core.tools import sandbox
-from gem_core.tools.sandbox import SandboxConfig, SandboxPool, SandboxResult, SandboxUnavailableError, arun_python, run_python
+from gem_core.tools.sandbox import isolation
+from gem_core.tools.sandbox import (
+    FunctionCall,
+    SandboxConfig,
+    SandboxPool,
+    SandboxPools,
+    SandboxResult,
+    SandboxUnavailableError,
+    arun_python,
+    run_python,
+)
 
 
 def test_result_carries_stdout_stderr_exit_code_and_mode(bwrap_mode):
@@ -111,15 +122,15 @@ def test_unknown_mode_is_an_error():
 
 
 def test_refuses_to_fall_back_when_bwrap_is_missing(monkeypatch):
-    monkeypatch.setattr(sandbox, "_bwrap_binary", lambda: None)
+    monkeypatch.setattr(isolation, "bwrap_binary", lambda: None)
     monkeypatch.delenv("GEM_SANDBOX", raising=False)
-    sandbox._probe_cached.cache_clear()
+    isolation.probe_cached.cache_clear()
     try:
         with pytest.raises(SandboxUnavailableError, match="apt-get install -y bubblewrap.*mode='process'"):
             run_python("print(1)")
         assert sandbox.available_modes() == ["process"]
     finally:
-        sandbox._probe_cached.cache_clear()
+        isolation.probe_cached.cache_clear()
 
 
 def test_pool_survives_fork(bwrap_mode):
@@ -128,7 +139,7 @@ def test_pool_survives_fork(bwrap_mode):
     import os
     import time
 
-    pool = SandboxPool(bwrap_mode, SandboxConfig(pool_size=2, preload=()))
+    pool = SandboxPool(bwrap_mode, SandboxConfig(pool_size=2, preload=(), zygote=False))
     try:
         assert pool.run("print('parent')").stdout == "parent\n"
         for _ in range(600):  # wait until the pool is full: the parent's next snippet runs in a worker from before the fork
@@ -156,3 +167,103 @@ def test_pool_survives_fork(bwrap_mode):
             os.close(fd)
     finally:
         pool.close()
+
+
+def test_zygote_pool_survives_fork(bwrap_mode):
+    """A forked child starts a zygote of its own; the parent's keeps serving the parent meanwhile."""
+    import os
+
+    pool = SandboxPool(bwrap_mode, SandboxConfig(pool_size=1, preload=()))
+    try:
+        assert pool.run("print('parent')").stdout == "parent\n"
+        parents_zygote = pool.zygote()
+        results_read, results_write = os.pipe()
+        go_read, go_write = os.pipe()
+        child = os.fork()
+        if child == 0:  # pragma: no cover - runs in the child
+            try:
+                os.read(go_read, 1)
+                os.write(results_write, pool.run("print('child')").stdout.encode())
+            finally:
+                os._exit(0)
+        os.close(results_write)
+        parent = pool.run("print('parent again')", timeout=10)
+        os.write(go_write, b"x")
+        os.waitpid(child, 0)
+        assert os.read(results_read, 100) == b"child\n"
+        assert not parent.timed_out and parent.stdout == "parent again\n"
+        assert pool.zygote() is parents_zygote and parents_zygote.alive()
+        for fd in (results_read, go_read, go_write):
+            os.close(fd)
+    finally:
+        pool.close()
+
+
+def test_importing_the_sandbox_starts_nothing():
+    """Issue 13: no pools, threads, atexit handlers or environment reads at import."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import atexit, os, threading\n"
+        "import gem_core\n"  # the rest of the package is not under test here
+        "before = atexit._ncallbacks()\n"
+        "os.environ['GEM_SANDBOX_POOL'] = 'not a number'\n"  # read at import, this would raise
+        "import gem_core.tools.sandbox as sandbox\n"
+        "from gem_core.tools.sandbox import pool\n"
+        "print(threading.active_count(), atexit._ncallbacks() - before, pool._default is None)"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["1", "0", "True"], done.stderr
+
+
+def test_pools_are_closed_explicitly_and_kill_their_workers(bwrap_mode):
+    pools = SandboxPools(pool_size=1)
+    assert pools.pool(bwrap_mode).run("print(5)").stdout == "5\n"
+    zygote = pools.pool(bwrap_mode).zygote()
+    pools.close()
+    assert zygote.process.returncode is not None  # killed, not left to the interpreter's exit
+    workers = SandboxPool("process", SandboxConfig(pool_size=1, preload=()))
+    assert workers.run("print(6)").stdout == "6\n"
+    for _ in range(600):  # the pool refills one worker in the background
+        if workers._ready.qsize() == 1:
+            break
+        time.sleep(0.05)
+    (waiting,) = list(workers._ready.queue)
+    workers.close()
+    assert waiting.process.returncode is not None and workers._ready.qsize() == 0
+
+
+def test_a_bad_pool_size_names_the_variable(monkeypatch):
+    monkeypatch.setenv("GEM_SANDBOX_POOL", "many")
+    with pytest.raises(ValueError, match="GEM_SANDBOX_POOL"):
+        SandboxPools()
+
+
+def test_a_called_function_returns_its_value_through_the_supervisor(bwrap_mode):
+    code = "class Solution:\n    def add(self, a, b):\n        print('noise')\n        return [a + b]"
+    result = run_python(code, call=FunctionCall("add", [2, 3]), mode=bwrap_mode)
+    assert result.ok and result.returned == "[5]" and result.stdout == "noise\n"
+    missing = run_python("x = 1", call=FunctionCall("add", [2, 3]), mode=bwrap_mode)
+    assert missing.exit_code == 1 and missing.returned is None and "define a function named add" in missing.stderr
+
+
+def test_a_zygote_that_cannot_start_falls_back_to_a_sandbox_per_call(bwrap_mode, monkeypatch, caplog):
+    from gem_core.tools.sandbox import zygote
+
+    def refuse(self, timeout=60.0):
+        self.close()
+        raise SandboxUnavailableError("no nested namespaces here")
+
+    monkeypatch.setattr(zygote.Zygote, "wait_ready", refuse)
+    pool = SandboxPool(bwrap_mode, SandboxConfig(pool_size=1, preload=()))
+    try:
+        with caplog.at_level("WARNING", logger="gem.tools.sandbox"):
+            first = pool.run("import os\nprint(os.getpid())")
+            second = pool.run("print('again')")
+    finally:
+        pool.close()
+    assert first.ok and second.stdout == "again\n"
+    assert [r.message for r in caplog.records].count(
+        "The sandbox zygote cannot run here (no nested namespaces here); starting a sandbox per call instead."
+    ) == 1

@@ -79,8 +79,8 @@ def test_server_without_scores_returns_bare_documents(retrieval_server):
     assert len(hits) == 3 and title_of(hits[0]) == "Mozart" and "score" not in hits[0]
 
 
-def test_server_answers_bad_requests_with_422_and_health(retrieval_server):
-    assert httpx.post(retrieval_server.url, content=b"{oops", timeout=10).status_code == 422
+def test_server_answers_bad_requests_with_4xx_and_health(retrieval_server):
+    assert httpx.post(retrieval_server.url, content=b"{oops", timeout=10).status_code == 400
     assert httpx.post(retrieval_server.url, json={"queries": "x"}, timeout=10).status_code == 422
     health = httpx.get(retrieval_server.url.replace("/retrieve", "/health"), timeout=10).json()
     assert health["status"] == "ok" and health["documents"] >= 100
@@ -130,3 +130,207 @@ async def test_server_down_async_observation():
     tool = SearchTool("http://127.0.0.1:9/retrieve", retries=1, backoff=0.01, timeout=1)
     answer = await tool.aexecute(tool.parse("<search>x</search>")[0])
     assert not answer.ok and "Search failed" in answer.observation
+
+
+# --- hostile requests and answers (issue 14 item 9) -------------------------------------------------
+
+
+def _raw_exchange(url: str, request: bytes, timeout: float = 10.0) -> bytes:
+    """Send raw bytes to the server of ``url``; everything it answers before closing (or ``timeout``)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    with socket.create_connection((parts.hostname, parts.port), timeout=timeout) as sock:
+        sock.sendall(request)
+        answer = b""
+        try:
+            while chunk := sock.recv(65536):
+                answer += chunk
+                if b"\r\n\r\n" in answer:
+                    head, _, body = answer.partition(b"\r\n\r\n")
+                    length = [int(h.split(b":")[1]) for h in head.split(b"\r\n") if h.lower().startswith(b"content-length:")]
+                    if length and len(body) >= length[0]:
+                        break
+        except TimeoutError:
+            pass
+    return answer
+
+
+def _post_raw(body: bytes, content_length: str) -> bytes:
+    return (
+        b"POST /retrieve HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        + f"Content-Length: {content_length}\r\nConnection: close\r\n\r\n".encode()
+        + body
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "request_bytes", "status"),
+    [
+        ("nested JSON", _post_raw(b"[" * 100_000, "100000"), b"400"),
+        ("Content-Length abc", _post_raw(b"{}", "abc"), b"400"),
+        ("negative Content-Length", _post_raw(b"{}", "-5"), b"400"),
+        ("100k queries", _post_raw(json.dumps({"queries": ["q"] * 100_000}).encode(), str(len(json.dumps({"queries": ["q"] * 100_000})))), b"413"),
+        ("huge topk", _post_raw(b'{"queries": ["q"], "topk": 1000000}', "35"), b"422"),
+        ("body over the limit", _post_raw(b"", str(50 << 20)), b"413"),
+    ],
+)
+def test_malformed_requests_get_a_4xx_and_the_server_stays_up(retrieval_server, name, request_bytes, status):
+    answer = _raw_exchange(retrieval_server.url, request_bytes)
+    assert answer.split(b" ", 2)[1:2] == [status], (name, answer[:300])
+    health = httpx.get(retrieval_server.url.replace("/retrieve", "/health"), timeout=10)
+    assert health.status_code == 200
+
+
+def test_stalled_connections_do_not_block_other_clients(retrieval_server):
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(retrieval_server.url)
+    stalled = []
+    try:
+        for _ in range(300):  # each sends half a request and then nothing
+            sock = socket.create_connection((parts.hostname, parts.port), timeout=5)
+            sock.sendall(b"POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+            stalled.append(sock)
+        response = httpx.post(retrieval_server.url, json={"queries": ["Mozart opera"]}, timeout=10)
+        assert response.status_code == 200 and title_of(response.json()["result"][0][0]) == "Mozart"
+    finally:
+        for sock in stalled:
+            sock.close()
+
+
+async def test_2000_requests_at_32_concurrent_without_an_error(retrieval_server):
+    """Every request on a fresh connection, so the listen backlog is exercised (it was 5: 0.4% resets)."""
+    import asyncio
+
+    queries = [q for q, _ in RANKING_CASES]
+    failures: list[str] = []
+    count = iter(range(2000))
+    limits = httpx.Limits(max_keepalive_connections=0, max_connections=32)
+    async with httpx.AsyncClient(timeout=30, limits=limits) as client:
+
+        async def worker() -> None:
+            for n in count:
+                try:
+                    response = await client.post(retrieval_server.url, json={"queries": [queries[n % len(queries)]], "topk": 1})
+                    if response.status_code != 200 or len(response.json()["result"]) != 1:
+                        failures.append(f"{n}: HTTP {response.status_code}")
+                except httpx.HTTPError as error:
+                    failures.append(f"{n}: {type(error).__name__} {error}")
+
+        await asyncio.gather(*(worker() for _ in range(32)))
+    assert failures == []
+
+
+@pytest.fixture
+def fake_server():
+    """A loopback server answering every connection with ``answer(request_bytes, socket)``."""
+    import socketserver
+    import threading
+
+    servers = []
+
+    def start(answer) -> str:
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self) -> None:
+                self.request.settimeout(30)
+                data = b""
+                try:
+                    while b"\r\n\r\n" not in data:
+                        data += self.request.recv(65536)
+                    answer(data, self.request)
+                except OSError:
+                    pass
+
+        server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}/retrieve"
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def _http_answer(body: bytes) -> bytes:
+    return b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body
+
+
+@pytest.mark.parametrize("body", [b'{"result": [1]}', b'{"result": 1}', b'{"result": [[1, null, {"document": 3}]]}', b"[" * 50_000, b'"x"'])
+def test_malformed_server_answers_are_failed_searches(fake_server, body):
+    url = fake_server(lambda request, sock: sock.sendall(_http_answer(body)))
+    tool = SearchTool(url, retries=0, timeout=5)
+    answer = tool.execute(tool.parse("<search>x</search>")[0])
+    assert isinstance(answer.observation, str) and len(answer.observation) < 1000
+    if body.startswith(b'{"result": [['):
+        assert answer.ok and "No passages found." in answer.observation
+    else:
+        assert not answer.ok and "unexpected body" in answer.observation
+
+
+def test_a_50mb_answer_is_not_an_observation(fake_server):
+    passage = {"document": {"id": "1", "contents": '"Big"\n' + "x" * (50 << 20)}, "score": 1.0}
+    body = json.dumps({"result": [[passage]]}).encode()
+    url = fake_server(lambda request, sock: sock.sendall(_http_answer(body)))
+    answer = SearchTool(url, retries=0, timeout=20).execute(ToolCallFor("x"))
+    assert not answer.ok and len(answer.observation) < 1000 and "bytes" in answer.observation
+
+
+def test_a_long_passage_is_cut_to_max_chars(fake_server):
+    passage = {"document": {"id": "1", "contents": '"Long"\n' + "y" * 100_000}, "score": 1.0}
+    url = fake_server(lambda request, sock: sock.sendall(_http_answer(json.dumps({"result": [[passage]]}).encode())))
+    answer = SearchTool(url, retries=0, max_chars=500).execute(ToolCallFor("x"))
+    assert answer.ok and len(answer.observation) < 600 and "characters cut" in answer.observation
+
+
+def test_a_trickling_server_is_cut_off_at_the_whole_call_timeout(fake_server):
+    """1 byte per second never trips a per-read timeout; the call must still end at its 3 s deadline."""
+    import time
+
+    def trickle(request, sock):
+        for byte in _http_answer(b'{"result": [[]]}'):
+            sock.sendall(bytes([byte]))
+            time.sleep(1.0)
+
+    url = fake_server(trickle)
+    start = time.monotonic()
+    answer = SearchTool(url, timeout=3, retries=2).execute(ToolCallFor("x"))
+    elapsed = time.monotonic() - start
+    assert not answer.ok and "within 3 s" in answer.observation
+    assert elapsed < 5, elapsed
+
+
+async def test_a_trickling_server_async(fake_server):
+    import time
+
+    def trickle(request, sock):
+        for byte in _http_answer(b'{"result": [[]]}'):
+            sock.sendall(bytes([byte]))
+            time.sleep(1.0)
+
+    start = time.monotonic()
+    answer = await SearchTool(fake_server(trickle), timeout=2, retries=1).aexecute(ToolCallFor("x"))
+    assert not answer.ok and time.monotonic() - start < 4
+
+
+def test_a_surrogate_in_the_query_is_searched(retrieval_server):
+    tool = SearchTool(retrieval_server.url, topk=1)
+    answer = tool.execute(ToolCallFor("capital city of Australia \ud800"))
+    assert answer.ok and "Title: Canberra" in answer.observation
+    (call,) = tool.parse("<search>\udfff Mozart</search>")
+    assert tool.execute(call).ok
+
+
+def test_surrogates_reaching_the_server_directly_are_answered(retrieval_server):
+    response = httpx.post(retrieval_server.url, content=b'{"queries": ["\\ud800 Mozart"]}', timeout=10)
+    assert response.status_code == 200 and title_of(response.json()["result"][0][0]) == "Mozart"
+
+
+def ToolCallFor(query: str):
+    from gem_core.tools.tool import ToolCall
+
+    return ToolCall(tool="search", content=query, span=(0, 0))

@@ -1,0 +1,60 @@
+"""The episodes an RL2 env file has open, keyed by the id it writes into RL2's sample.
+
+RL2 calls the env file per turn and never says when it drops an episode (rl-square stops at
+``rollout.max_turns``, RL2 main may abandon an aborted sample), so the oldest open episodes are
+closed past a bound. Every episode's env is closed when it ends or is evicted: envs can hold tool
+servers and sandboxes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from gem_core.rollout import EpisodeSession
+from gem_adapters.rl2.api import row_label
+
+__all__ = ["OpenEpisode", "OpenEpisodes"]
+
+
+@dataclass
+class OpenEpisode:
+    session: EpisodeSession
+    pending_ids: list[int] = field(default_factory=list)
+    """Ids sampled before an abort (RL2 main's partial rollout), continued by the next call."""
+    pending_logps: list[float] = field(default_factory=list)
+
+
+class OpenEpisodes:
+    """Sessions started from RL2 dataset rows, at most ``max_open`` at a time (oldest closed first)."""
+
+    def __init__(self, max_open: int, **session_kwargs: Any):
+        if max_open < 1:
+            raise ValueError(f"max_open_episodes must be at least 1, got {max_open}.")
+        self.max_open = max_open
+        self._session_kwargs = session_kwargs
+        self._open: OrderedDict[str, OpenEpisode] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def get(self, key: str | None) -> OpenEpisode | None:
+        return self._open.get(key) if key is not None else None
+
+    async def start(self, row: dict[str, Any], tokenizer: Any) -> tuple[str, OpenEpisode, list[int]]:
+        """Start the episode a dataset row names: its key, the open episode and the prompt ids."""
+        session = EpisodeSession.from_label(row_label(row), tokenizer, **self._session_kwargs)
+        prompt_ids = await session.start()
+        key = uuid.uuid4().hex
+        self._open[key] = episode = OpenEpisode(session)
+        while len(self._open) > self.max_open:
+            self.close(next(iter(self._open)))
+        return key, episode, prompt_ids
+
+    def close(self, key: str) -> None:
+        """Forget the episode and close its env (a no-op for an unknown key)."""
+        episode = self._open.pop(key, None)
+        if episode is not None:
+            episode.session.env.close()

@@ -1,0 +1,226 @@
+"""``gem check ENV_ID``: the contract checks a GEM env must pass, for shipped envs and users' own.
+
+Three checks, each with a message that says what broke and how to fix it:
+
+- **gymnasium**: gymnasium's own ``check_env`` (reset/step signatures, seeding, spaces).
+- **determinism**: two instances, the same seed and the same actions give the same transcript.
+- **hostile actions**: empty, huge, binary, unpaired-surrogate, deeply nested and prompt-like actions
+  each return a well-formed step (text observation, finite reward, bool flags, dict info) within
+  ``step_limit`` seconds (after one untimed well-formed step, which starts any grading worker);
+  raising is a failure, because a malformed action must be an observation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import threading
+import time
+import traceback
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["CheckResult", "check_env", "HOSTILE_ACTIONS", "add_check_parser"]
+
+HOSTILE_ACTIONS: dict[str, str] = {
+    "empty": "",
+    "whitespace": " \n\t ",
+    "1 MB of text": "a" * 1_000_000,
+    "nested boxed": "\\boxed{" * 10_000,
+    "huge number": "\\boxed{" + "9" * 5_000 + "}",
+    "power tower": "\\boxed{10**10**10**10}",
+    "unpaired surrogate": "\\boxed{\ud800}",
+    "control characters": "\x00\x1b[2J\x07",
+    "deep JSON": "[" * 50_000,
+    "special tokens": "<|im_end|><|endoftext|></s>",
+}
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One check's verdict; ``message`` says what failed (or what passed)."""
+
+    name: str
+    ok: bool
+    message: str
+
+
+def _well_formed(result: Any) -> str | None:
+    """Why ``result`` is not a gymnasium step tuple of a text env, or None."""
+    if not isinstance(result, tuple) or len(result) != 5:
+        return f"step returned {type(result).__name__} of length {len(result) if isinstance(result, tuple) else '-'}; expected (observation, reward, terminated, truncated, info)"
+    observation, reward, terminated, truncated, info = result
+    if not isinstance(observation, str):
+        return f"the observation is {type(observation).__name__}, not str"
+    try:
+        if not math.isfinite(float(reward)):
+            return f"the reward {reward!r} is not finite"
+    except (TypeError, ValueError):
+        return f"the reward {reward!r} is not a number"
+    if not isinstance(terminated, (bool,)) or not isinstance(truncated, (bool,)):
+        return f"terminated/truncated must be bool, got {type(terminated).__name__}/{type(truncated).__name__}"
+    if not isinstance(info, dict):
+        return f"info is {type(info).__name__}, not dict"
+    return None
+
+
+def _gymnasium_check(make_env: Callable[[], Any]) -> CheckResult:
+    from gymnasium.utils.env_checker import check_env as gymnasium_check_env
+
+    env = make_env()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            gymnasium_check_env(env.unwrapped, skip_render_check=True)
+    except Exception as error:
+        return CheckResult("gymnasium", False, f"gymnasium's check_env failed: {type(error).__name__}: {error}")
+    finally:
+        env.close()
+    return CheckResult("gymnasium", True, "gymnasium's check_env passed")
+
+
+def _transcript(make_env: Callable[[], Any], seed: int, turns: int) -> list[Any]:
+    env = make_env()
+    try:
+        observation, info = env.reset(seed=seed)
+        transcript: list[Any] = [observation]
+        for _ in range(turns):
+            action = env.sample_random_action()
+            observation, reward, terminated, truncated, _ = env.step(action)
+            transcript.append((action, observation, float(reward), terminated, truncated))
+            if terminated or truncated:
+                break
+        return transcript
+    finally:
+        env.close()
+
+
+def _determinism_check(make_env: Callable[[], Any], seeds: tuple[int, ...] = (0, 1), turns: int = 8) -> CheckResult:
+    for seed in seeds:
+        try:
+            first, second = _transcript(make_env, seed, turns), _transcript(make_env, seed, turns)
+        except Exception as error:
+            return CheckResult("determinism", False, f"playing seed {seed} raised {type(error).__name__}: {error}")
+        if first != second:
+            turn = next(i for i, (a, b) in enumerate(zip(first, second)) if a != b) if any(a != b for a, b in zip(first, second)) else min(len(first), len(second))
+            return CheckResult(
+                "determinism",
+                False,
+                f"two episodes with seed {seed} and the same actions differ at turn {turn}: draw all randomness from "
+                "self.np_random (seeded by super().reset(seed=seed)), never from `random`, numpy's global state or the clock",
+            )
+    return CheckResult("determinism", True, f"seeds {list(seeds)} replay identically over up to {turns} turns")
+
+
+def _step_within(env: Any, action: str, limit: float) -> tuple[Any, BaseException | None, float] | None:
+    """``(result, error, seconds)`` of ``env.step(action)``, or None if it ran past ``limit`` (then abandoned)."""
+    outcome: list[Any] = []
+
+    def run() -> None:
+        start = time.monotonic()
+        try:
+            outcome.append((env.step(action), None, time.monotonic() - start))
+        except Exception as error:
+            outcome.append((None, error, time.monotonic() - start))
+
+    worker = threading.Thread(target=run, name="gem-check-step", daemon=True)
+    worker.start()
+    worker.join(limit)
+    return outcome[0] if outcome else None
+
+
+def _hostile_check(make_env: Callable[[], Any], step_limit: float) -> CheckResult:
+    env = make_env()
+    # One well-formed step first, untimed: a grader's worker starts on first use and may take seconds.
+    env.reset(seed=0)
+    if _step_within(env, env.sample_random_action(), max(step_limit, 120.0)) is None:
+        return CheckResult("hostile actions", False, "a well-formed first step did not return within 120 s")
+    declared = getattr(env.unwrapped, "max_step_seconds", None)
+    if isinstance(declared, (int, float)) and math.isfinite(declared):
+        step_limit = max(step_limit, 2 * declared)  # an env that grades under a timeout declares it; allow a loaded machine 2x
+    slowest = 0.0
+    for name, action in HOSTILE_ACTIONS.items():
+        env.reset(seed=0)
+        outcome = _step_within(env, action, step_limit)
+        if outcome is None:  # the env is still busy in the abandoned thread: do not touch or close it
+            return CheckResult("hostile actions", False, f"the {name} action did not return within {step_limit:g} s; bound parsing and grading")
+        result, error, elapsed = outcome
+        if error is not None:
+            where = traceback.extract_tb(error.__traceback__)[-1]
+            env.close()
+            return CheckResult(
+                "hostile actions",
+                False,
+                f"the {name} action raised {type(error).__name__}: {error} ({where.filename}:{where.lineno}); "
+                "answer a malformed action with env.invalid_action(message) instead of raising",
+            )
+        slowest = max(slowest, elapsed)
+        problem = _well_formed(result)
+        if problem:
+            env.close()
+            return CheckResult("hostile actions", False, f"the {name} action: {problem}")
+    env.close()
+    return CheckResult("hostile actions", True, f"{len(HOSTILE_ACTIONS)} hostile actions answered (slowest {slowest:.2f} s)")
+
+
+def check_env(make_env: Callable[[], Any], *, step_limit: float = 10.0, seeds: tuple[int, ...] = (0, 1)) -> list[CheckResult]:
+    """Run every contract check on envs built by ``make_env()``; one result per check.
+
+    ``seeds``: the episodes replayed twice for determinism (each costs two env builds).
+    """
+    results = []
+    for check in (_gymnasium_check, lambda m: _determinism_check(m, seeds), lambda m: _hostile_check(m, step_limit)):
+        try:
+            results.append(check(make_env))
+        except Exception as error:  # building or resetting the env failed: that check fails, the others run
+            name = {0: "gymnasium", 1: "determinism", 2: "hostile actions"}[len(results)]
+            results.append(CheckResult(name, False, f"{type(error).__name__}: {error}"))
+    return results
+
+
+def _check(args: argparse.Namespace) -> int:
+    from gem_core.registry import UnknownEnvError, import_env_modules, make, spec
+
+    try:
+        import_env_modules(args.imports)  # the user's module that registers their env
+    except Exception as error:
+        print(f"gem check: importing {args.imports} failed: {type(error).__name__}: {error}", file=sys.stderr)
+        return 2
+    try:
+        env_spec = spec(args.env_id)
+    except (UnknownEnvError, ValueError) as error:
+        print(error, file=sys.stderr)
+        return 2
+    overrides = {} if args.full_data else dict(env_spec.sample_kwargs)
+    from gem_core.env import Env
+
+    probe = make(args.env_id, **overrides)
+    single_agent = isinstance(probe.unwrapped, Env)
+    probe.close()
+    if not single_agent:
+        print(f"{args.env_id} is not a single-agent gem_core.Env ({type(probe.unwrapped).__name__}); gem check covers single-agent envs.", file=sys.stderr)
+        return 2
+    results = check_env(lambda: make(args.env_id, **overrides), step_limit=args.step_limit)
+    for result in results:
+        print(f"{'PASS' if result.ok else 'FAIL'}  {result.name}: {result.message}")
+    failed = [r.name for r in results if not r.ok]
+    print(f"{args.env_id}: " + (f"{len(failed)} check(s) failed ({', '.join(failed)})" if failed else "all checks passed"))
+    return 1 if failed else 0
+
+
+def add_check_parser(commands: argparse._SubParsersAction) -> None:
+    """Register ``gem check`` on the ``gem`` command's subparsers."""
+    parser = commands.add_parser(
+        "check", help="run the env contract checks (gymnasium, determinism, hostile actions)", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("env_id", help="a registered env id (register yours first: see examples/register_new_env.py)")
+    parser.add_argument(
+        "--import", dest="imports", action="append", default=[], metavar="MODULE",
+        help="a module or .py file to import first (the one that registers your env); repeatable",
+    )
+    parser.add_argument("--step-limit", type=float, default=10.0, help="seconds a hostile step may take")
+    parser.add_argument("--full-data", action="store_true", help="load the env's full dataset instead of its shipped sample")
+    parser.set_defaults(run=_check)

@@ -1,0 +1,128 @@
+"""Password, a cooperative word game for two seats with different roles.
+
+The ``clue_giver`` sees a secret word and gives one-word clues; the ``guesser`` sees only the clues and
+guesses. Each round is a clue then a guess; a right guess pays +1 to both seats (the game is
+cooperative, so the seats' rewards are equal); after ``max_rounds`` wrong guesses the game ends with 0.
+A clue that is not one word, or contains the secret word, costs the clue giver the format penalty and
+it tries again (``max_invalid`` such clues in a row end the game, truncated). A guess without
+``\\boxed{}`` costs the guesser the penalty and counts as a wrong guess.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from gem_core.envs.game.action_format import extract_boxed
+from gem_core.multi_agent import MultiAgentEnv, MultiStepResult
+
+__all__ = ["Password", "load_words"]
+
+WORDS_FILE = Path(__file__).with_name("data") / "password_words.tsv"
+
+
+@functools.lru_cache(maxsize=4)
+def load_words(path: str | Path = WORDS_FILE) -> dict[str, tuple[str, ...]]:
+    """``{secret word: clues}`` from a ``word<TAB>clue; clue; ...`` file."""
+    words = {}
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.startswith("#"):
+            word, clues = line.split("\t")
+            words[word.strip().lower()] = tuple(c.strip().lower() for c in clues.split(";") if c.strip())
+    return words
+
+
+class Password(MultiAgentEnv):
+    agents = ("clue_giver", "guesser")
+
+    def __init__(self, max_rounds: int = 3, max_invalid: int = 3, words_file: str | None = None):
+        if max_rounds < 1 or max_invalid < 1:
+            raise ValueError(f"max_rounds and max_invalid must be at least 1, got {max_rounds} and {max_invalid}.")
+        self.max_rounds, self.max_invalid = max_rounds, max_invalid
+        self.words = sorted(load_words(words_file or WORDS_FILE))
+        self.secret = ""
+        self.clues: list[str] = []
+        self.round = 0
+        self.invalid = 0
+        self.to_move: str | None = None
+
+    state_excludes = frozenset({"words"})
+
+    def _giver_prompt(self, before: str = "") -> str:
+        given = f" Clues so far: {', '.join(self.clues)}; the guesses were wrong." if self.clues else ""
+        return (
+            f"{before}You give clues in Password. The secret word is '{self.secret}'.{given} "
+            f"Give one one-word clue (not the word itself) inside \\boxed{{}}. Round {self.round + 1} of {self.max_rounds}."
+        )
+
+    def _guesser_prompt(self) -> str:
+        return (
+            f"You guess in Password. Clues so far: {', '.join(self.clues)}. "
+            f"Guess the secret word inside \\boxed{{}}. Round {self.round + 1} of {self.max_rounds}."
+        )
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        self.secret = self.words[int(self.np_random.integers(len(self.words)))]
+        self.clues, self.round, self.invalid = [], 0, 0
+        self.to_move = "clue_giver"
+        return {"clue_giver": self._giver_prompt()}, {}
+
+    def acting_agents(self) -> tuple[str, ...]:
+        return (self.to_move,) if self.to_move else ()
+
+    def _end(self, reward: float, text: str, *, truncated: bool = False) -> MultiStepResult:
+        self.to_move = None
+        everyone = dict.fromkeys(self.agents)
+        return (
+            {a: text for a in everyone},
+            {a: reward for a in everyone},
+            {a: not truncated for a in everyone},
+            {a: truncated for a in everyone},
+            {a: {"success": reward > 0, "secret": self.secret} for a in everyone},
+        )
+
+    def step(self, actions: Mapping[str, str]) -> MultiStepResult:  # type: ignore[override]
+        if self.to_move is None:
+            raise RuntimeError("Call reset() before step(); the game is over.")
+        agent = self.to_move
+        if set(actions) != {agent}:
+            raise ValueError(f"It is {agent!r}'s move; step() needs exactly {{{agent!r}: action}}, got {sorted(actions)}.")
+        text = (extract_boxed(actions[agent]) or "").strip().lower()
+        if agent == "clue_giver":
+            if not text or len(text.split()) != 1 or self.secret in text:
+                self.invalid += 1
+                if self.invalid >= self.max_invalid:
+                    return self._end(0.0, f"{self.max_invalid} invalid clues in a row; the word was '{self.secret}'.", truncated=True)
+                why = "the clue contains the secret word" if text and self.secret in text else "expected one word inside \\boxed{}"
+                return {agent: self._giver_prompt(f"Invalid clue ({why}). ")}, {agent: self.format_penalty}, {}, {}, {agent: {"format_error": True}}
+            self.invalid = 0
+            self.clues.append(text)
+            self.to_move = "guesser"
+            return {"guesser": self._guesser_prompt()}, {}, {}, {}, {}
+        rewards = {} if text else {"guesser": self.format_penalty}
+        if text == self.secret:
+            return self._end(1.0, f"Correct: the word was '{self.secret}'.")
+        self.round += 1
+        if self.round >= self.max_rounds:
+            result = self._end(0.0, f"Out of rounds; the word was '{self.secret}'.")
+            result[1]["guesser"] += rewards.get("guesser", 0.0)
+            return result
+        self.to_move = "clue_giver"
+        infos = {"guesser": {"format_error": True}} if not text else {}
+        return (
+            {"clue_giver": self._giver_prompt(f"The guess '{text}' was wrong. "), "guesser": f"Wrong: '{text}' is not the word."},
+            rewards,
+            {},
+            {},
+            infos,
+        )
+
+    def sample_random_action(self, agent: str) -> str:
+        word = self.words[int(self.np_random.integers(len(self.words)))]
+        if agent == "clue_giver":
+            clues = load_words(WORDS_FILE).get(word, ("hint",))
+            return f"\\boxed{{{clues[0]}}}"
+        return f"\\boxed{{{word}}}"

@@ -1,0 +1,320 @@
+"""Run a grader or scorer on an untrusted answer with a hard time limit that recovers by itself.
+
+Graders parse what a model wrote: SymPy on ``9^{9^{9^{9}}}`` or reasoning-gym on ``10**10**10`` computes
+for minutes. Timeouts built on ``signal.alarm`` work only in the main thread, useless under a
+thread-pool vector env or an event loop, and a thread cannot be stopped. So scoring runs in small
+persistent worker processes (``python -m gem_core.envs.scoring_pool``): the caller sends
+``(function, args)`` and waits up to ``timeout`` seconds; on expiry it kills that worker, starts a fresh
+one in the background, and reports a timeout. Workers are plain subprocesses, not ``multiprocessing``
+children, so they neither re-import the user's ``__main__`` nor fork a threaded parent.
+
+The function is named by ``"package.module:function"`` and imported in the worker; arguments and the
+result travel pickled over the worker's stdin/stdout (both ends are this package, the untrusted answer
+is only ever a string argument). A ``prepare`` call (building a dataset, say) may run first under the
+start-up time limit, so a slow first build is not billed as the answer's time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import importlib
+import logging
+import os
+import pickle
+import select
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ScoringPool", "CallResult", "scoring_pool"]
+
+logger = logging.getLogger("gem.envs.scoring_pool")
+
+_HEADER = struct.Struct("!Q")
+
+
+@dataclass(frozen=True)
+class CallResult:
+    """What a bounded call returned: ``value`` on success; ``timed_out`` or ``error`` otherwise."""
+
+    value: Any = None
+    timed_out: bool = False
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.timed_out and self.error is None
+
+
+def _resolve(reference: str) -> Callable[..., Any]:
+    module_name, _, attr = reference.partition(":")
+    return getattr(importlib.import_module(module_name), attr)
+
+
+def _write_frame(stream: Any, payload: Any) -> None:
+    data = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_HEADER.pack(len(data)) + data)
+    stream.flush()
+
+
+class _Worker:
+    """One scoring subprocess speaking length-prefixed pickles over its stdin/stdout."""
+
+    def __init__(self, memory_mb: int | None, warm_up: str | None):
+        env = dict(os.environ)
+        # the worker imports gem_core the way this process did, installed or from a checkout
+        package_root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+        command = [sys.executable, "-m", "gem_core.envs.scoring_pool"]
+        if memory_mb:
+            command += ["--memory-mb", str(memory_mb)]
+        if warm_up:
+            command += ["--warm-up", warm_up]
+        self.proc = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, close_fds=True
+        )
+        self.ready = False
+        self._buffer = b""
+
+    def _read_exactly(self, n: int, deadline: float) -> bytes | None:
+        """``n`` bytes from the worker, or ``None`` when ``deadline`` passes first."""
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        while len(self._buffer) < n:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+                return None
+            chunk = os.read(fd, max(n - len(self._buffer), 65536))
+            if not chunk:
+                raise EOFError("scoring worker exited")
+            self._buffer += chunk
+        data, self._buffer = self._buffer[:n], self._buffer[n:]
+        return data
+
+    def _read_frame(self, timeout: float) -> tuple[bool, Any]:
+        deadline = time.monotonic() + max(timeout, 0.0)
+        header = self._read_exactly(_HEADER.size, deadline)
+        if header is None:
+            return False, None
+        body = self._read_exactly(_HEADER.unpack(header)[0], deadline)
+        return (False, None) if body is None else (True, pickle.loads(body))
+
+    def wait_ready(self, timeout: float) -> None:
+        if self.ready:
+            return
+        answered, message = self._read_frame(timeout)
+        if not answered or message != "ready":
+            raise TimeoutError(f"scoring worker did not start within {timeout:.0f}s")
+        self.ready = True
+
+    def call(self, function: str, args: tuple, timeout: float) -> tuple[bool, Any]:
+        """``(answered, (status, value))``; ``answered`` is False if the worker overran ``timeout``."""
+        assert self.proc.stdin is not None
+        _write_frame(self.proc.stdin, (function, args))
+        return self._read_frame(timeout)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # pragma: no cover
+            pass
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None:
+                stream.close()
+
+
+class ScoringPool:
+    """Persistent scoring workers; at most ``max_workers`` busy at once.
+
+    A caller borrows an idle worker (starting one if none is idle), so scoring from N threads runs on up
+    to N cores. A worker that overruns its time limit is killed and a fresh one is started before the
+    call returns, so the next call does not pay for the hang.
+
+    Args:
+        max_workers: workers busy at once (default: one per CPU).
+        memory_mb: address-space limit of each worker (a blown-up expression fails, not the host).
+        startup_timeout: seconds a worker may take to start, and a ``prepare`` call to run.
+        warm_up: ``"module:function"`` each worker calls before it says ready (imports, caches).
+    """
+
+    def __init__(
+        self,
+        max_workers: int | None = None,
+        *,
+        memory_mb: int | None = 2048,
+        startup_timeout: float = 120.0,
+        warm_up: str | None = None,
+    ):
+        self.max_workers = max_workers or max(1, os.cpu_count() or 1)
+        self.memory_mb = memory_mb
+        self.startup_timeout = startup_timeout
+        self.warm_up_function = warm_up
+        self._idle: list[_Worker] = []
+        self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(self.max_workers)
+        self._pid = os.getpid()
+        self._closed = False
+
+    def _new_worker(self) -> _Worker:
+        return _Worker(self.memory_mb, self.warm_up_function)
+
+    def _borrow(self) -> _Worker:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        return self._new_worker()
+
+    def _give_back(self, worker: _Worker) -> None:
+        with self._lock:
+            if not self._closed:
+                self._idle.append(worker)
+                return
+        worker.kill()
+
+    def call(
+        self,
+        function: str,
+        *args: Any,
+        timeout: float,
+        prepare: tuple[str, tuple] | None = None,
+    ) -> CallResult:
+        """Run ``function(*args)`` in a worker with a deadline of ``timeout`` seconds (start-up excluded).
+
+        ``prepare`` is ``("module:function", args)`` run first under ``startup_timeout`` (its result
+        is dropped); use it for per-process caches the scorer needs.
+        """
+        with self._slots:
+            worker = self._borrow()
+            try:
+                worker.wait_ready(self.startup_timeout)
+                if prepare is not None:
+                    answered, (status, value) = worker.call(prepare[0], tuple(prepare[1]), self.startup_timeout)
+                    if not answered:
+                        raise TimeoutError(f"preparing {prepare[0]} took longer than {self.startup_timeout}s")
+                answered, reply = worker.call(function, args, timeout)
+            except (OSError, EOFError, TimeoutError, ValueError, pickle.PickleError) as exc:  # worker died (e.g. out of memory)
+                worker.kill()
+                logger.debug("scoring worker for %s lost: %s: %s", function, type(exc).__name__, exc)
+                return CallResult(error=f"{type(exc).__name__}: {exc}")
+            if not answered:
+                logger.debug("%s overran %ss; killing its worker", function, timeout)
+                worker.kill()
+                self._give_back(self._new_worker())  # starts importing now, ready for the next call
+                return CallResult(timed_out=True, error="timeout")
+            self._give_back(worker)
+            status, value = reply
+            return CallResult(value=value) if status == "ok" else CallResult(error=value)
+
+    def warm_up(self, n: int = 1) -> None:
+        """Start ``n`` workers now (e.g. before a benchmark) so the first calls do not wait for start-up."""
+        workers = [self._new_worker() for _ in range(min(n, self.max_workers))]
+        for worker in workers:
+            worker.wait_ready(self.startup_timeout)
+            self._give_back(worker)
+
+    def close(self) -> None:
+        """Stop every idle worker (a worker in use is stopped when its call returns to a closed pool)."""
+        with self._lock:
+            workers, self._idle = self._idle, []
+            self._closed = True
+        if os.getpid() != self._pid:  # a forked child must not touch the parent's workers
+            return
+        for worker in workers:
+            worker.kill()
+
+
+_pools: dict[str, ScoringPool] = {}
+_pools_lock = threading.Lock()
+
+
+def scoring_pool(name: str, **kwargs: Any) -> ScoringPool:
+    """The process-wide pool called ``name`` ("math", "qa", "rg"), created on first use with ``kwargs``.
+
+    One pool per kind of scorer, so a worker warmed for math-verify is not spent on reasoning-gym. A
+    forked child gets its own pools.
+    """
+    with _pools_lock:
+        pool = _pools.get(name)
+        if pool is None or pool._pid != os.getpid():
+            pool = _pools[name] = ScoringPool(**kwargs)
+        return pool
+
+
+@atexit.register
+def _close_pools() -> None:
+    for pool in list(_pools.values()):
+        if pool._pid == os.getpid():
+            pool.close()
+
+
+# ------------------------------------------------------------------------------- the worker's main loop
+
+
+def _exit_when_orphaned(poll_seconds: float = 1.0) -> None:
+    """Stop this worker if its parent dies mid-call (stdin EOF is only seen between calls)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(poll_seconds)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="orphan-watch", daemon=True).start()
+
+
+def _read_request(stream: Any) -> Any:
+    header = stream.read(_HEADER.size)
+    if len(header) < _HEADER.size:
+        return None
+    return pickle.loads(stream.read(_HEADER.unpack(header)[0]))
+
+
+def _serve(argv: list[str] | None = None) -> None:
+    """Answer ``(function, args)`` frames with ``("ok", value)`` or ``("error", message)`` until stdin closes."""
+    parser = argparse.ArgumentParser(prog="python -m gem_core.envs.scoring_pool")
+    parser.add_argument("--memory-mb", type=int, default=None)
+    parser.add_argument("--warm-up", default=None)
+    options = parser.parse_args(argv)
+    _exit_when_orphaned()
+    if options.memory_mb:
+        try:
+            import resource
+
+            limit = options.memory_mb * 1024 * 1024
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        except (ImportError, ValueError, OSError):  # pragma: no cover - non-POSIX or a lower hard limit
+            pass
+    # The replies get a private copy of fd 1; a scorer that prints writes to /dev/null, not the protocol.
+    stdout = os.fdopen(os.dup(1), "wb")
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    sys.stdout = open(devnull, "w", closefd=False)
+    stdin = sys.stdin.buffer
+    if options.warm_up:  # imports and caches before saying ready, so start-up is not billed to a call
+        try:
+            _resolve(options.warm_up)()
+        except Exception:  # pragma: no cover - a failed warm-up shows up as errors on the calls
+            pass
+    _write_frame(stdout, "ready")
+    while (request := _read_request(stdin)) is not None:
+        try:
+            function, args = request
+            reply: tuple[str, Any] = ("ok", _resolve(function)(*args))
+            pickle.dumps(reply)
+        except BaseException as exc:  # MemoryError, RecursionError, a scorer's own bug: all are verdicts
+            reply = ("error", f"{type(exc).__name__}: {exc}"[:2000])
+        _write_frame(stdout, reply)
+
+
+if __name__ == "__main__":
+    _serve()

@@ -1,0 +1,278 @@
+"""A GEM env that lives behind ``gem serve``: :class:`RemoteEnv`, a :class:`gem_core.Env` like any other.
+
+``make("remote:http://127.0.0.1:8765/game:Wordle-v0")`` builds one, so every adapter, the vector env
+and ``gem eval`` use remote envs unchanged. Each call has one deadline for the whole exchange and
+bounded retries (:mod:`gem_core.http_call`); a step is never retried once sent (it must not run twice).
+A step that cannot reach the server ends the episode as a truncation with ``info["error"]``; the next
+:meth:`RemoteEnv.reset` opens a new session (after a server restart too).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from gem_core.env import Env, StepResult
+from gem_core.http_call import CallFailed, arequest, async_client
+
+__all__ = ["RemoteEnv", "RemoteEnvError", "parse_remote_id", "REMOTE_PREFIX"]
+
+REMOTE_PREFIX = "remote:"
+T = TypeVar("T")
+
+
+class RemoteEnvError(ConnectionError):
+    """The server refused a request (``status``) or could not be reached; the message says why."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+def parse_remote_id(remote_id: str) -> tuple[str, str]:
+    """``"remote:http://host:port/game:Wordle-v0"`` → ``("http://host:port", "game:Wordle-v0")``."""
+    from gem_core.registry import ENV_ID_PATTERN
+
+    address = remote_id.removeprefix(REMOTE_PREFIX)
+    url, _, env_id = address.rpartition("/")
+    if not url.startswith(("http://", "https://")) or not ENV_ID_PATTERN.match(env_id):
+        raise ValueError(
+            f"Remote env id {remote_id!r} is malformed: expected 'remote:http://HOST:PORT/category:Name', "
+            "e.g. 'remote:http://127.0.0.1:8765/game:Wordle-v0' (the server runs `gem serve game:Wordle-v0`)."
+        )
+    return url, env_id
+
+
+class _LoopThread:
+    """A private event loop on a daemon thread: the sync methods run the async ones here, on one client."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="gem-remote-env", daemon=True)
+        self.thread.start()
+
+    def run(self, make_coroutine: Callable[[], Awaitable[T]]) -> T:
+        async def call() -> T:
+            return await make_coroutine()
+
+        return asyncio.run_coroutine_threadsafe(call(), self.loop).result()
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        if not self.thread.is_alive():
+            self.loop.close()
+
+
+class RemoteEnv(Env):
+    """An env served by ``gem serve``, one server session per instance.
+
+    Args:
+        url: the server's base address, e.g. ``http://127.0.0.1:8765``.
+        env_id: the id the server serves (checked when the session opens).
+        token: the server's ``--token``, sent as ``Authorization: Bearer``.
+        timeout: seconds for each whole call (retries included).
+        retries: further attempts after a connection error or a 5xx (steps: connection errors only).
+        backoff: seconds before the first retry, doubled for each next one.
+        max_response_bytes: the largest answer accepted.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        env_id: str,
+        *,
+        token: str | None = None,
+        timeout: float = 30.0,
+        retries: int = 2,
+        backoff: float = 0.2,
+        max_response_bytes: int = 8 << 20,
+    ):
+        import httpx  # noqa: F401  (fail at construction, not at the first step, without the serve extra)
+
+        self.url = url.rstrip("/")
+        #: The id the server serves (``env_id`` is the registry's name for this env, set by ``make``).
+        self.served_id = env_id
+        self.env_id = env_id
+        self.max_step_seconds = timeout
+        self.token = token
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+        self.max_response_bytes = max_response_bytes
+        self._session_id: str | None = None
+        self._init_transport()
+
+    def _init_transport(self) -> None:
+        self._pid = os.getpid()
+        self._loop_thread: _LoopThread | None = None
+        self._clients: dict[int, tuple[asyncio.AbstractEventLoop, Any]] = {}
+        self._transport_lock = threading.Lock()
+
+    # Connections and the private loop stay in this process; a copy (process backends) opens its own.
+    def __getstate__(self) -> dict[str, Any]:
+        state = {k: v for k, v in self.__dict__.items() if not k.startswith("_") or k == "_session_id"}
+        state["_session_id"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._init_transport()
+
+    def __repr__(self) -> str:
+        return f"RemoteEnv({self.url!r}, {self.served_id!r})"
+
+    # --- transport -------------------------------------------------------------------------------
+
+    def _client(self) -> Any:
+        """This event loop's ``httpx.AsyncClient`` (a client's connections belong to one loop)."""
+        import httpx
+
+        loop = asyncio.get_running_loop()
+        entry = self._clients.get(id(loop))
+        if entry is None or entry[0] is not loop:
+            entry = (loop, async_client(self.timeout, limits=httpx.Limits(max_connections=4)))
+            self._clients[id(loop)] = entry
+        return entry[1]
+
+    def _sync(self, make_coroutine: Callable[[], Awaitable[T]]) -> T:
+        if self._pid != os.getpid():
+            self._init_transport()
+        with self._transport_lock:
+            if self._loop_thread is None:
+                self._loop_thread = _LoopThread()
+        return self._loop_thread.run(make_coroutine)
+
+    async def _request(self, method: str, path: str, payload: Any = None, *, idempotent: bool = True) -> dict[str, Any]:
+        headers = {"authorization": f"Bearer {self.token}"} if self.token else {}
+        try:
+            reply = await arequest(
+                method,
+                self.url + path,
+                payload=payload,
+                headers=headers,
+                timeout=self.timeout,
+                retries=self.retries,
+                backoff=self.backoff,
+                max_bytes=self.max_response_bytes,
+                client=self._client(),
+                idempotent=idempotent,
+            )
+        except CallFailed as error:
+            raise RemoteEnvError(f"gem serve at {self.url}: {error.reason}") from None
+        try:
+            data = reply.json()
+        except (ValueError, RecursionError):
+            data = None
+        if reply.status >= 400:
+            detail = data.get("detail") if isinstance(data, dict) else reply.text[:300]
+            raise RemoteEnvError(f"gem serve at {self.url} answered HTTP {reply.status}: {detail}", reply.status)
+        if not isinstance(data, dict):
+            raise RemoteEnvError(f"gem serve at {self.url} answered with a body that is not a JSON object: {reply.text[:300]!r}")
+        return data
+
+    async def _open_session(self) -> str:
+        data = await self._request("POST", "/sessions", {"env_id": self.served_id})
+        if not isinstance(data.get("session_id"), str):
+            raise RemoteEnvError(f"gem serve at {self.url} answered without a session id: {data!r}")
+        return data["session_id"]
+
+    # --- the env API -----------------------------------------------------------------------------
+
+    async def areset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """Start an episode on the server (opening a session first if none is open).
+
+        Raises:
+            RemoteEnvError: the server cannot be reached or refuses (a reset has no result to fall back on).
+        """
+        super().reset(seed=seed)
+        for attempt in range(2):
+            if self._session_id is None:
+                self._session_id = await self._open_session()
+            try:
+                data = await self._request("POST", f"/sessions/{self._session_id}/reset", {"seed": seed, "options": options})
+            except RemoteEnvError as error:
+                if error.status == 404 and attempt == 0:  # reaped or the server restarted: open a new session
+                    self._session_id = None
+                    continue
+                raise
+            observation, info = data.get("observation"), data.get("info")
+            if not isinstance(observation, str) or not isinstance(info, dict):
+                raise RemoteEnvError(f"gem serve at {self.url}: a reset answer needs 'observation' (str) and 'info' (object), got {str(data)[:300]}")
+            return observation, info
+        raise AssertionError("unreachable")
+
+    async def astep(self, action: str) -> StepResult:
+        """One step on the server; a failure is a truncation with ``info["error"]``, never an exception."""
+        if self._session_id is None:
+            return "", 0.0, False, True, {"error": "no remote session: call reset() first (or the last one ended in an error)"}
+        if not isinstance(action, str):
+            return "", 0.0, False, True, {"error": f"actions are text; got {type(action).__name__}"}
+        try:
+            data = await self._request("POST", f"/sessions/{self._session_id}/step", {"action": action}, idempotent=False)
+        except RemoteEnvError as error:
+            if error.status is None or error.status in (404, 500, 504) or error.status >= 500:
+                self._session_id = None  # the session is gone or its env in an unknown state
+            return "", 0.0, False, True, {"error": str(error)}
+        try:
+            observation, reward, terminated, truncated, info = (data[k] for k in ("observation", "reward", "terminated", "truncated", "info"))
+            if not isinstance(observation, str) or not isinstance(info, dict) or not isinstance(terminated, bool) or not isinstance(truncated, bool):
+                raise TypeError
+            reward = float(reward)
+        except (KeyError, TypeError, ValueError):
+            self._session_id = None
+            return "", 0.0, False, True, {"error": f"gem serve at {self.url}: malformed step answer {str(data)[:300]}"}
+        return observation, reward, terminated, truncated, info
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        return self._sync(lambda: self.areset(seed=seed, options=options))
+
+    def step(self, action: str) -> StepResult:
+        return self._sync(lambda: self.astep(action))
+
+    def sample_random_action(self) -> str:
+        """The served env's random well-formed action (needs an open session: call reset first)."""
+        if self._session_id is None:
+            raise RemoteEnvError("no remote session: call reset() before sample_random_action()")
+
+        async def sample() -> str:
+            data = await self._request("POST", f"/sessions/{self._session_id}/sample", {})
+            if not isinstance(data.get("action"), str):
+                raise RemoteEnvError(f"gem serve at {self.url}: malformed sample answer {str(data)[:300]}")
+            return data["action"]
+
+        return self._sync(sample)
+
+    async def aclose(self) -> None:
+        """End the server session (best effort) and close this loop's connections."""
+        session_id, self._session_id = self._session_id, None
+        if session_id is not None:
+            try:
+                await arequest("DELETE", f"{self.url}/sessions/{session_id}", timeout=min(self.timeout, 5), retries=0,
+                               headers={"authorization": f"Bearer {self.token}"} if self.token else {}, client=self._client())
+            except CallFailed:
+                pass
+        loop = asyncio.get_running_loop()
+        entry = self._clients.pop(id(loop), None)
+        if entry is not None:
+            await entry[1].aclose()
+
+    def close(self) -> None:
+        """End the server session (best effort), close connections and stop the private loop thread."""
+        if self._pid != os.getpid():
+            return
+        if self._loop_thread is not None:
+            try:
+                self._loop_thread.run(self.aclose)
+            except Exception:
+                pass
+            self._loop_thread.stop()
+            self._loop_thread = None
+        elif self._session_id is not None:
+            from gem_core.http_call import run_sync
+
+            run_sync(self.aclose)
+        super().close()

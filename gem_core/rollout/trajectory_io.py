@@ -1,0 +1,161 @@
+"""Trajectories on disk: a lossless JSONL record per episode, and the SFT / preference views TRL reads.
+
+Stored rollouts outlive the run that made them: a grader bug is fixed by re-scoring the stored actions
+(:mod:`gem_core.rollout.replay`) instead of paying for inference again, and good episodes become
+supervised or preference data. One line per :class:`TokenTrajectory`, every field kept (ids, mask,
+logprobs, spans, rewards, texts, infos), plus the env label needed to rebuild the env.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from gem_core.rollout.trajectory import TokenTrajectory
+
+__all__ = [
+    "TRAJECTORY_FORMAT",
+    "trajectory_to_record",
+    "trajectory_from_record",
+    "write_trajectories",
+    "read_trajectories",
+    "sft_records",
+    "preference_pairs",
+]
+
+TRAJECTORY_FORMAT = "gem.trajectory/1"
+_FIELDS = {f.name for f in dataclasses.fields(TokenTrajectory)}
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready copy of an info value: numpy scalars/arrays become Python, anything else its repr."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if hasattr(value, "tolist"):  # numpy scalar or array
+        return _plain(value.tolist())
+    return repr(value)
+
+
+def trajectory_to_record(trajectory: TokenTrajectory, *, env_kwargs: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """One JSON-ready dict; ``env_kwargs`` (the env's constructor overrides) make it replayable."""
+    record = {name: getattr(trajectory, name) for name in _FIELDS}
+    record["turn_spans"] = [list(span) for span in trajectory.turn_spans]
+    record["infos"] = _plain(trajectory.infos)
+    record["metrics"] = _plain(trajectory.metrics)
+    return {"format": TRAJECTORY_FORMAT, "env_kwargs": dict(env_kwargs or {}), **record}
+
+
+def trajectory_from_record(record: Mapping[str, Any]) -> TokenTrajectory:
+    """The trajectory a :func:`trajectory_to_record` dict holds.
+
+    Raises:
+        ValueError: not a trajectory record of this format version.
+    """
+    if record.get("format") != TRAJECTORY_FORMAT:
+        raise ValueError(f"Not a {TRAJECTORY_FORMAT!r} record (format={record.get('format')!r}); write it with write_trajectories().")
+    fields = {name: record[name] for name in _FIELDS if name in record}
+    fields["turn_spans"] = [tuple(span) for span in fields.get("turn_spans", [])]
+    return TokenTrajectory(**fields)
+
+
+def write_trajectories(
+    path: str | os.PathLike,
+    trajectories: Iterable[TokenTrajectory],
+    *,
+    env_kwargs: Mapping[str, Any] | None = None,
+    append: bool = False,
+) -> int:
+    """Write (or append) one JSON line per trajectory, flushed to disk; returns how many were written."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    count = 0
+    with path.open("a" if append else "w", encoding="utf-8") as out:
+        for trajectory in trajectories:
+            out.write(json.dumps(trajectory_to_record(trajectory, env_kwargs=env_kwargs), ensure_ascii=False) + "\n")
+            count += 1
+        out.flush()
+        os.fsync(out.fileno())
+    return count
+
+
+def read_records(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
+    """The raw records of a trajectory file (blank lines skipped); a bad line names its number."""
+    with Path(path).open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{number} is not a JSON line ({exc}).") from None
+
+
+def read_trajectories(path: str | os.PathLike) -> list[TokenTrajectory]:
+    """Every trajectory in a file written by :func:`write_trajectories`."""
+    return [trajectory_from_record(record) for record in read_records(path)]
+
+
+def _messages(trajectory: TokenTrajectory, turns: int | None = None) -> list[dict[str, str]]:
+    """The episode as chat messages: observation, action, observation, ... (``turns`` actions at most)."""
+    actions = trajectory.actions if turns is None else trajectory.actions[:turns]
+    messages = []
+    for turn, action in enumerate(actions):
+        if turn < len(trajectory.observations):
+            messages.append({"role": "user", "content": trajectory.observations[turn]})
+        messages.append({"role": "assistant", "content": action})
+    return messages
+
+
+def sft_records(trajectories: Iterable[TokenTrajectory], *, min_return: float | None = None) -> list[dict[str, Any]]:
+    """``{"messages": [...]}`` rows (TRL's ``SFTTrainer`` conversational format) of the episodes that
+    returned at least ``min_return`` (all of them when None)."""
+    return [
+        {"messages": _messages(t)}
+        for t in trajectories
+        if t.actions and (min_return is None or t.episode_return >= min_return)
+    ]
+
+
+def preference_pairs(trajectories: Iterable[TokenTrajectory]) -> list[dict[str, Any]]:
+    """``{"prompt", "chosen", "rejected"}`` rows (TRL's ``DPOTrainer`` conversational format).
+
+    Episodes of the same env id and seed start from the same state; within each such group the best
+    and the worst return make one pair at their first differing action (the shared turns are the
+    prompt). Groups whose returns are all equal give no pair.
+    """
+    groups: dict[tuple[Any, Any], list[TokenTrajectory]] = defaultdict(list)
+    for t in trajectories:
+        if t.actions and t.seed is not None:
+            groups[(t.env_id, t.seed)].append(t)
+    pairs = []
+    for group in groups.values():
+        best = max(group, key=lambda t: t.episode_return)
+        worst = min(group, key=lambda t: t.episode_return)
+        if best.episode_return == worst.episode_return:
+            continue
+        split = 0
+        while split < min(len(best.actions), len(worst.actions)) and best.actions[split] == worst.actions[split]:
+            split += 1
+        if split >= min(len(best.actions), len(worst.actions)):
+            continue  # one episode's actions are a prefix of the other's: no single differing turn
+        prompt = _messages(best, split) + [{"role": "user", "content": best.observations[split]}]
+        pairs.append(
+            {
+                "prompt": prompt,
+                "chosen": [{"role": "assistant", "content": best.actions[split]}],
+                "rejected": [{"role": "assistant", "content": worst.actions[split]}],
+            }
+        )
+    return pairs

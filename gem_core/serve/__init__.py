@@ -1,0 +1,29 @@
+"""``gem serve``: any registered env as a service, one env instance per session, over HTTP and WebSocket.
+
+:func:`gem_core.serve.app.create_app` builds the ASGI app (Starlette, run by uvicorn);
+:class:`gem_core.remote.RemoteEnv` is the matching client. Importing this package stays light: the web
+stack loads when a server is built.
+
+HTTP protocol (JSON bodies; ``Authorization: Bearer TOKEN`` on every request when the server has one):
+
+- ``POST /sessions`` ``{"env_id": ID}`` → ``{"session_id": S}``: a new env instance (429 past ``max_sessions``)
+- ``POST /sessions/S/reset`` ``{"seed": int|null, "options": {}|null}`` → ``{"observation", "info"}``
+- ``POST /sessions/S/step`` ``{"action": str}`` → ``{"observation", "reward", "terminated", "truncated", "info"}``
+- ``POST /sessions/S/sample`` → ``{"action"}``: the env's random well-formed action
+- ``DELETE /sessions/S`` ends the session; idle sessions are reaped after ``idle_timeout`` seconds
+- ``GET /health`` → ``{"status": "ok", "env_id", "sessions"}``
+
+WebSocket ``/ws``: the connection is one session; send ``{"op": "reset"|"step"|"sample", ...}`` with the
+same fields as above and read one JSON answer per message (``{"error", "status"}`` for a bad one; the
+connection stays open). Bad requests get a 4xx and a message, never a dead server.
+"""
+
+__all__ = ["create_app"]
+
+
+def __getattr__(name: str):
+    if name == "create_app":
+        from gem_core.serve.app import create_app
+
+        return create_app
+    raise AttributeError(f"module 'gem_core.serve' has no attribute {name!r}")

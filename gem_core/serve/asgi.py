@@ -1,0 +1,90 @@
+"""ASGI plumbing shared by ``gem serve`` and the retrieval server: bounded JSON bodies and the listening socket.
+
+A request body is read under a byte cap and a time limit (uvicorn bounds neither), and parsed so
+that absurd nesting is a 400, not a traceback. The socket is bound before uvicorn starts, so a server
+on port 0 can print the port it got.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from typing import Any
+
+__all__ = ["RequestError", "read_json", "listening_socket", "json_bytes"]
+
+
+class RequestError(ValueError):
+    """A request the server refuses; ``status`` is the HTTP status to answer with, the message says why."""
+
+    def __init__(self, status: int, detail: str):
+        super().__init__(detail)
+        self.status = status
+
+
+async def _read_body(receive: Any, max_bytes: int) -> bytes:
+    body = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise RequestError(400, "the client disconnected before sending its body")
+        body += message.get("body", b"")
+        if len(body) > max_bytes:
+            raise RequestError(413, f"request body over {max_bytes} bytes")
+        if not message.get("more_body", False):
+            return bytes(body)
+
+
+async def read_json(request: Any, *, max_bytes: int, timeout: float, empty: Any = None) -> Any:
+    """The request's JSON body (``empty`` when there is none); raises :class:`RequestError` with a 4xx."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+        raise RequestError(413, f"request body over {max_bytes} bytes")
+    try:
+        raw = await asyncio.wait_for(_read_body(request.receive, max_bytes), timeout)
+    except asyncio.TimeoutError:
+        raise RequestError(408, f"the request body took over {timeout:g} s to arrive") from None
+    return parse_json(raw, empty=empty)
+
+
+def parse_json(raw: bytes | str, *, empty: Any = None) -> Any:
+    """``raw`` parsed as JSON; raises :class:`RequestError` (400) for invalid or absurdly nested JSON."""
+    if not raw:
+        return empty
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as error:
+        raise RequestError(400, f"the body is not valid JSON ({type(error).__name__})") from None
+
+
+def _jsonable(value: Any) -> Any:
+    item = getattr(value, "item", None)  # numpy scalars
+    if callable(item):
+        try:
+            return item()
+        except (TypeError, ValueError):
+            pass
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist):
+        return tolist()
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    return repr(value)
+
+
+def json_bytes(payload: Any) -> bytes:
+    """``payload`` as ASCII JSON: numpy values become numbers, anything else unknown its ``repr``."""
+    return json.dumps(payload, ensure_ascii=True, default=_jsonable).encode("ascii")
+
+
+def listening_socket(host: str, port: int, backlog: int = 2048) -> socket.socket:
+    """A bound, listening TCP socket (port 0 picks a free one), so the chosen port is known before serving."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # proto=IPPROTO_TCP, not 0: asyncio disables Nagle's algorithm only on sockets that say they are TCP,
+    # and with it on, uvicorn's separate header and body writes wait ~40 ms for a delayed ACK.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(backlog)
+    return sock

@@ -1,0 +1,83 @@
+"""``gem serve ENV_ID``: the command line of the env server (parsing, then uvicorn on a bound socket)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from gem_core.serve.app import ServeConfig
+
+__all__ = ["add_serve_parser"]
+
+
+def _serve(args: argparse.Namespace) -> int:
+    try:
+        import uvicorn
+
+        from gem_core.serve.app import create_app
+    except ImportError as error:
+        print(f"gem serve needs the serve extra ({error.name} is missing): pip install 'gem[serve]'", file=sys.stderr)
+        return 2
+    from gem_core.registry import UnknownEnvError, import_env_modules
+    from gem_core.serve.asgi import listening_socket
+
+    try:
+        import_env_modules(args.imports)
+    except Exception as error:
+        print(f"gem serve: importing {args.imports} failed: {type(error).__name__}: {error}", file=sys.stderr)
+        return 2
+    config = ServeConfig(
+        max_sessions=args.max_sessions,
+        idle_timeout=args.idle_timeout,
+        max_body_bytes=args.max_body_bytes,
+        step_timeout=args.step_timeout,
+        token=args.token,
+    )
+    try:
+        app = create_app(args.env_id, config)
+    except UnknownEnvError as error:
+        print(error, file=sys.stderr)
+        return 2
+    try:
+        sock = listening_socket(args.host, args.port)
+    except OSError as error:
+        print(f"gem serve: cannot listen on {args.host}:{args.port}: {error}", file=sys.stderr)
+        return 2
+    host, port = sock.getsockname()[:2]
+    if host not in ("127.0.0.1", "::1", "localhost") and not args.token:
+        print("gem serve: warning: listening beyond loopback without --token; anyone who reaches the port can use it", file=sys.stderr)
+    uvicorn_config = uvicorn.Config(
+        app, log_level="warning", access_log=False, timeout_keep_alive=30, backlog=2048, ws_max_size=args.max_body_bytes
+    )
+    print(f"gem serve: {args.env_id} at http://{host}:{port} (WebSocket ws://{host}:{port}/ws)", flush=True)
+    try:
+        uvicorn.Server(uvicorn_config).run(sockets=[sock])
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sock.close()
+    return 0
+
+
+def add_serve_parser(commands: argparse._SubParsersAction) -> None:
+    """Register ``gem serve`` on the ``gem`` command's subparsers."""
+    defaults = ServeConfig()
+    parser = commands.add_parser(
+        "serve",
+        help="serve an env over HTTP and WebSocket (one env per session)",
+        description="Serve ENV_ID over HTTP and WebSocket, one env instance per session; gem_core.remote.RemoteEnv "
+        "(or make('remote:http://HOST:PORT/ENV_ID')) is the client. Protocol: see gem_core/serve/__init__.py.",
+    )
+    parser.add_argument("env_id", help="a registered env id, e.g. game:Wordle-v0")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
+    parser.add_argument("--port", type=int, default=8765, help="port (0 picks a free one; the chosen port is printed)")
+    parser.add_argument("--max-sessions", type=int, default=defaults.max_sessions, help="sessions held at once")
+    parser.add_argument("--idle-timeout", type=float, default=defaults.idle_timeout, help="seconds before an idle session is ended")
+    parser.add_argument("--step-timeout", type=float, default=defaults.step_timeout, help="seconds one reset or step may take")
+    parser.add_argument("--max-body-bytes", type=int, default=defaults.max_body_bytes, help="largest request or message")
+    parser.add_argument(
+        "--import", dest="imports", action="append", default=[], metavar="MODULE",
+        help="a module or .py file to import first (one that registers your env); repeatable",
+    )
+    parser.add_argument("--token", default=None, help="require 'Authorization: Bearer TOKEN' on every request")
+    parser.set_defaults(run=_serve)

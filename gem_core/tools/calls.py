@@ -1,0 +1,194 @@
+"""Native tool-call formats: the call syntax each model family was post-trained on, one parser each.
+
+:class:`~gem_core.wrappers.tools.ToolUse` finds GEM's own tags (``<python>...</python>``) by default.
+Given ``call_format=`` it instead reads the family's native calls, and its answers are rendered by the
+chat template in the family's ``tool`` role (``<tool_response>`` for Qwen, ``ipython`` for Llama 3.1):
+
+- ``"hermes"`` (Qwen2.5, Qwen3, Hermes): ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``, any number;
+- ``"llama3_json"`` (Llama 3.1/3.2): the whole message is ``{"name": ..., "parameters": {...}}``
+  (optionally after ``<|python_tag|>``);
+- ``"deepseek_v3"``: ``<｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\\n```json\\n{...}\\n```<｜tool▁call▁end｜>``;
+- ``"mistral"`` (v0.3): ``[TOOL_CALLS] [{"name": ..., "arguments": {...}}, ...]``. ``[TOOL_CALLS]`` is a
+  control token that decoding with ``skip_special_tokens`` drops, so a message that is exactly such a
+  JSON list is read as calls too.
+
+:func:`call_format_for` picks the parser for a tokenizer: transformers' own response parsing
+(``tokenizer.response_template`` read by ``transformers``' ``parse_response``, transformers >= 5) when the
+tokenizer ships a response template, otherwise the family's format read from its chat template (None:
+GEM tags). The per-family parsers here cover tokenizers without a response template (most published
+ones today).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "CALL_FORMATS",
+    "CallParser",
+    "NativeCall",
+    "call_format_for",
+    "format_instruction",
+    "parse_native_calls",
+    "response_template_parser",
+]
+
+
+@dataclass(frozen=True)
+class NativeCall:
+    """One native tool call: the tool's name, its arguments, where it is in the action, or why it is malformed."""
+
+    name: str
+    arguments: dict[str, Any]
+    span: tuple[int, int]
+    error: str | None = None
+
+
+def _load_call(text: str, span: tuple[int, int], arguments_key: str = "arguments") -> NativeCall:
+    try:
+        payload = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return NativeCall("", {}, span, f"tool call is not valid JSON ({exc.msg} at char {exc.pos})")
+    if not isinstance(payload, dict) or not isinstance(payload.get("name"), str):
+        return NativeCall("", {}, span, 'tool call must be a JSON object with a "name" string')
+    arguments = payload.get(arguments_key, payload.get("arguments", payload.get("parameters", {})))
+    if isinstance(arguments, str):  # some models emit the arguments as a JSON string
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError:
+            pass
+    if not isinstance(arguments, dict):
+        return NativeCall(payload["name"], {}, span, f'"{arguments_key}" must be a JSON object')
+    return NativeCall(payload["name"], arguments, span)
+
+
+_HERMES = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+
+
+def _parse_hermes(action: str) -> list[NativeCall]:
+    return [_load_call(m.group(1), m.span()) for m in _HERMES.finditer(action)]
+
+
+def _parse_llama3_json(action: str) -> list[NativeCall]:
+    start = action.find("<|python_tag|>")
+    start = start + len("<|python_tag|>") if start >= 0 else 0
+    body = action[start:].strip()
+    if not (body.startswith("{") and body.endswith("}")):
+        return []
+    call = _load_call(body, (start, len(action)), arguments_key="parameters")
+    return [call] if call.name or '"name"' in body else []
+
+
+_DEEPSEEK = re.compile(
+    r"<｜tool▁call▁begin｜>\s*(?:function)?\s*<｜tool▁sep｜>\s*([^\n]+?)\s*\n\s*```(?:json)?\s*(.*?)\s*```\s*<｜tool▁call▁end｜>",
+    re.DOTALL,
+)
+
+
+def _parse_deepseek_v3(action: str) -> list[NativeCall]:
+    out = []
+    for m in _DEEPSEEK.finditer(action):
+        call = _load_call(json.dumps({"name": m.group(1)})[:-1] + ', "arguments": ' + m.group(2) + "}", m.span())
+        out.append(call)
+    return out
+
+
+def _parse_mistral(action: str) -> list[NativeCall]:
+    start = action.find("[TOOL_CALLS]")
+    body = action[start + len("[TOOL_CALLS]") :] if start >= 0 else action
+    stripped = body.strip()
+    if not stripped.startswith("[") or (start < 0 and not stripped.endswith("]")):
+        return []
+    span = (max(start, 0), len(action))
+    try:
+        payload = json.loads(stripped)
+    except json.JSONDecodeError as exc:
+        return [NativeCall("", {}, span, f"tool call list is not valid JSON ({exc.msg})")] if start >= 0 else []
+    if not isinstance(payload, list) or not all(isinstance(c, dict) and "name" in c for c in payload):
+        return [NativeCall("", {}, span, 'expected a JSON list of {"name", "arguments"} objects')] if start >= 0 else []
+    return [_load_call(json.dumps(c), span) for c in payload]
+
+
+#: Parser per native format name.
+CALL_FORMATS: dict[str, Callable[[str], list[NativeCall]]] = {
+    "hermes": _parse_hermes,
+    "llama3_json": _parse_llama3_json,
+    "deepseek_v3": _parse_deepseek_v3,
+    "mistral": _parse_mistral,
+}
+
+_EXAMPLES = {
+    "hermes": '<tool_call>\n{{"name": "{name}", "arguments": {{"{arg}": ...}}}}\n</tool_call>',
+    "llama3_json": '{{"name": "{name}", "parameters": {{"{arg}": ...}}}} (as the whole message)',
+    "deepseek_v3": "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>{name}\n```json\n{{\"{arg}\": ...}}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    "mistral": '[TOOL_CALLS] [{{"name": "{name}", "arguments": {{"{arg}": ...}}}}]',
+}
+
+
+#: A native-call parser: the action text in, its calls out (what :func:`response_template_parser` returns).
+CallParser = Callable[[str], list[NativeCall]]
+
+
+def parse_native_calls(call_format: str | CallParser, action: str) -> list[NativeCall]:
+    """The calls in ``action`` written in ``call_format`` (a key of :data:`CALL_FORMATS`, or a parser)."""
+    if callable(call_format):
+        return call_format(action)
+    try:
+        parser = CALL_FORMATS[call_format]
+    except KeyError:
+        raise ValueError(f"call_format={call_format!r}: expected one of {sorted(CALL_FORMATS)} (or None for GEM tags).") from None
+    return parser(action)
+
+
+def format_instruction(call_format: str | CallParser, name: str, argument: str) -> str:
+    """One line showing how to call tool ``name`` with its main ``argument`` in ``call_format``."""
+    if callable(call_format):
+        return f'your tool-call format, with name "{name}" and arguments {{"{argument}": ...}}'
+    return _EXAMPLES[call_format].format(name=name, arg=argument)
+
+
+def response_template_parser(tokenizer: Any) -> CallParser | None:
+    """transformers' response parsing for ``tokenizer`` (its ``response_template``), None if it has none."""
+    spec = getattr(tokenizer, "response_template", None)
+    if spec is None:
+        return None
+    from transformers.utils.chat_parsing.response_parser import parse_response
+
+    anchor = spec.get("start_anchor", "") if isinstance(spec, dict) else ""
+    prefix = anchor[0] if isinstance(anchor, list) else anchor
+
+    def parse(action: str) -> list[NativeCall]:
+        span = (0, len(action))
+        try:
+            message = parse_response(action, spec, prefix=prefix)
+        except ValueError as exc:  # a malformed region (e.g. invalid JSON in a tool call)
+            return [NativeCall("", {}, span, f"tool call could not be parsed: {str(exc).splitlines()[0]}")]
+        calls = []
+        for raw in message.get("tool_calls") or []:
+            function = raw.get("function", raw) if isinstance(raw, dict) else {}
+            calls.append(_load_call(json.dumps(function), span))
+        return calls
+
+    return parse
+
+
+def call_format_for(tokenizer: Any) -> str | CallParser | None:
+    """The tool-call parser for ``tokenizer``: transformers' response parsing when it ships a
+    ``response_template``, else its family's format read from the chat template (None: GEM tags)."""
+    parser = response_template_parser(tokenizer)
+    if parser is not None:
+        return parser
+    template = str(getattr(tokenizer, "chat_template", "") or "")
+    if "<tool_call>" in template or "<tool_response>" in template:
+        return "hermes"
+    if "tool▁call▁begin" in template or "tool▁outputs▁begin" in template:
+        return "deepseek_v3"
+    if "[TOOL_CALLS]" in template or "[TOOL_RESULTS]" in template:
+        return "mistral"
+    if "ipython" in template or "<|python_tag|>" in template:
+        return "llama3_json"
+    return None

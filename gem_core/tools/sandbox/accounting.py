@@ -1,0 +1,121 @@
+"""Limits for the whole sandbox, enforced by the host: memory summed over the snippet's process tree,
+and the number of files in its private ``/tmp`` and ``/dev/shm``.
+
+Per-process limits (``RLIMIT_AS``) let a snippet multiply its memory by forking, and a tmpfs's size cap
+does not count inodes (300k empty files cost 300 MiB of host kernel memory). The kernel's tool for a
+group limit is a cgroup, but cgroup v2 is not delegated everywhere (this project's CI machine has only
+v1), so the host samples instead, every ``SandboxConfig.sample_interval`` seconds:
+
+- memory: the resident anonymous memory of every process the snippet started, found through
+  ``/proc/PID/task/TID/children`` from the worker down (the worker's supervisor, which never runs
+  snippet code, is not counted). Each sample sums ``RssAnon`` (cheap, but a page shared copy-on-write
+  after a fork counts in every process sharing it); only when that sum is over the cap is the precise
+  figure read, ``Pss_Anon`` from ``smaps_rollup`` (shared pages split among their sharers), and the
+  cap is judged on it;
+- files: inodes in use on the sandbox's ``/tmp`` and ``/dev/shm``, from ``statvfs`` through
+  ``/proc/PID/root``.
+
+Past a cap the host kills the sandbox and reports ``limit="memory"`` or ``"disk"``. What sampling cannot
+do: stop a burst between two samples (a snippet can touch memory at a few GiB/s, so it may overshoot by
+that rate times the interval before it dies), or see memory that is not anonymous (tmpfs pages, capped
+by the tmpfs size instead).
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["process_tree", "anonymous_memory", "SandboxMonitor"]
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/children", "rb") as file:
+                found.extend(int(child) for child in file.read().split())
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def process_tree(root: int) -> list[tuple[int, int]]:
+    """``(pid, depth)`` of ``root`` (depth 0) and every process below it."""
+    tree, frontier = [(root, 0)], [(root, 0)]
+    while frontier:
+        pid, depth = frontier.pop()
+        for child in _children(pid):
+            tree.append((child, depth + 1))
+            frontier.append((child, depth + 1))
+    return tree
+
+
+def _field_kib(path: str, name: bytes) -> int | None:
+    try:
+        with open(path, "rb") as file:
+            for line in file:
+                if line.startswith(name):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def anonymous_memory(pid: int, proportional: bool = False) -> int:
+    """Resident anonymous memory of ``pid`` in bytes (0 if it is gone); ``proportional`` splits pages
+    shared with other processes among them (slower: the kernel walks the page tables)."""
+    if proportional:
+        value = _field_kib(f"/proc/{pid}/smaps_rollup", b"Pss_Anon:")
+        if value is not None:
+            return value
+    return _field_kib(f"/proc/{pid}/status", b"RssAnon:") or 0
+
+
+def _inodes_in_use(path: str) -> int:
+    try:
+        stats = os.statvfs(path)
+    except OSError:
+        return 0
+    return max(0, stats.f_files - stats.f_ffree)
+
+
+class SandboxMonitor:
+    """Samples one worker's tree and says which whole-sandbox cap it broke, if any.
+
+    Args:
+        root: the host pid of the worker process (bwrap, or the supervisor in process mode).
+        supervisor_depth: how far below ``root`` the supervisor sits (2 under bwrap: bwrap, the
+            namespace's init, the supervisor; 0 in process mode). Processes below it are the snippet's.
+        memory_bytes: the memory cap for all of the snippet's processes together.
+        max_files: the inode cap for the private ``/tmp`` and ``/dev/shm`` (None: not checked).
+    """
+
+    def __init__(self, root: int, supervisor_depth: int, memory_bytes: int, max_files: int | None):
+        self.root, self.supervisor_depth = root, supervisor_depth
+        self.memory_bytes, self.max_files = memory_bytes, max_files
+        self.peak_memory = 0
+
+    def snippet_pids(self) -> list[int]:
+        return [pid for pid, depth in process_tree(self.root) if depth > self.supervisor_depth]
+
+    def broken_cap(self) -> str | None:
+        """``"memory"``, ``"disk"`` or None."""
+        tree = process_tree(self.root)
+        snippet = [pid for pid, depth in tree if depth > self.supervisor_depth]
+        used = sum(anonymous_memory(pid) for pid in snippet)
+        if used > self.memory_bytes:
+            used = sum(anonymous_memory(pid, proportional=True) for pid in snippet)
+        self.peak_memory = max(self.peak_memory, used)
+        if used > self.memory_bytes:
+            return "memory"
+        if self.max_files is not None:
+            inside = [pid for pid, depth in tree if depth == self.supervisor_depth]
+            if inside:
+                root = f"/proc/{inside[0]}/root"
+                if _inodes_in_use(root + "/tmp") + _inodes_in_use(root + "/dev/shm") > self.max_files:
+                    return "disk"
+        return None

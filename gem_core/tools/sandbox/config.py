@@ -1,0 +1,128 @@
+"""What the sandbox is asked to do and what it answers: settings, results, the modes, and the one place
+that reads the sandbox's environment variables."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "MODES",
+    "SandboxConfig",
+    "SandboxResult",
+    "SandboxUnavailableError",
+    "FunctionCall",
+    "mode_from_environment",
+    "pool_size_from_environment",
+]
+
+#: Isolation modes, strongest first.
+MODES = ("bwrap", "process")
+
+MIB = 1024 * 1024
+
+
+class SandboxUnavailableError(RuntimeError):
+    """The requested isolation mode cannot run on this machine; the message says how to fix it."""
+
+
+def mode_from_environment() -> str | None:
+    """``$GEM_SANDBOX``: the mode a user picked for every sandbox of this process (None if unset).
+
+    The only place that reads it; :func:`gem_core.tools.sandbox.resolve_mode` calls it when no mode is given.
+    """
+    return os.environ.get("GEM_SANDBOX") or None
+
+
+def pool_size_from_environment(default: int = 4) -> int:
+    """``$GEM_SANDBOX_POOL``: warm workers kept per pool (``default`` if unset)."""
+    value = os.environ.get("GEM_SANDBOX_POOL")
+    if value is None:
+        return default
+    try:
+        return max(0, int(value))
+    except ValueError:
+        raise ValueError(f"GEM_SANDBOX_POOL must be a whole number of workers, got {value!r}.") from None
+
+
+@dataclass(frozen=True)
+class FunctionCall:
+    """Call ``fn_name`` (a top-level function, or a method of ``Solution`` as in LeetCode) after the
+    snippet ran, with ``args`` (a list: positional arguments; anything else: the one argument).
+
+    The return value comes back JSON-encoded in :attr:`SandboxResult.returned`, through the worker's
+    supervisor, not through the snippet's stdout.
+    """
+
+    fn_name: str
+    args: Any = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SandboxResult:
+    """What one snippet did.
+
+    Attributes:
+        stdout: its standard output (decoded as UTF-8, cut at the output cap).
+        stderr: its standard error (likewise).
+        exit_code: the exit status; a negative number ``-N`` when signal ``N`` killed it; ``None`` when
+            the host stopped it (timeout, output, memory or disk cap).
+        timed_out: the wall-clock timeout expired and the host killed the sandbox.
+        limit: which limit stopped the run: ``"time"``, ``"cpu"``, ``"memory"``, ``"output"``,
+            ``"processes"``, ``"file_size"``, ``"open_files"``, ``"disk"``; ``None`` if none did.
+        mode: the isolation mode that ran it (``"bwrap"`` or ``"process"``).
+        duration: wall-clock seconds from handing the snippet to the worker to its end.
+        returned: for a :class:`FunctionCall`, the JSON text of the value the function returned
+            (None if it was not called or did not return).
+    """
+
+    stdout: str
+    stderr: str
+    exit_code: int | None
+    timed_out: bool
+    limit: str | None
+    mode: str
+    duration: float
+    returned: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """The snippet ran to completion with exit status 0 and hit no limit."""
+        return self.exit_code == 0 and not self.timed_out and self.limit is None
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """Limits and settings of the sandbox that do not change per call."""
+
+    #: Most processes (and threads) the snippet may have at once, itself included.
+    max_processes: int = 32
+    #: Largest file the snippet may write, in MiB.
+    max_file_mb: int = 16
+    #: Most open file descriptors.
+    max_open_files: int = 64
+    #: Size of the private ``/tmp`` (and ``/dev/shm``) in MiB (bwrap mode).
+    tmp_mb: int = 64
+    #: Most files and directories in the private ``/tmp`` and ``/dev/shm`` together (bwrap mode): every
+    #: inode costs host kernel memory that the size cap does not count.
+    max_tmp_files: int = 10_000
+    #: Bytes of stdout plus stderr read back before the run is stopped with ``limit="output"``.
+    max_output_bytes: int = 1 * MIB
+    #: Largest JSON return value of a :class:`FunctionCall` accepted back, in bytes.
+    max_returned_bytes: int = 1 * MIB
+    #: Seconds between two samples of the sandbox's memory and ``/tmp`` use by the host (the caps are
+    #: enforced by sampling: a burst faster than this may overshoot before it is killed).
+    sample_interval: float = 0.01
+    #: Modules each worker imports before it is ready (skipped if not installed), so snippets using them
+    #: do not pay the import.
+    preload: tuple[str, ...] = ("numpy",)
+    #: Workers kept started and waiting (``process`` mode, or bwrap with ``zygote=False``); 0 starts a
+    #: fresh sandbox for every snippet.
+    pool_size: int = 4
+    #: bwrap mode with ``pool_size > 0``: one zygote sandbox forks every call (see
+    #: :mod:`gem_core.tools.sandbox.zygote`) instead of a sandbox started per call.
+    zygote: bool = True
+    #: The Python interpreter to run snippets with (default: the current one, with its packages).
+    python: str = sys.executable

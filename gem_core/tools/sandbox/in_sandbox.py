@@ -1,0 +1,440 @@
+"""The program a sandbox worker runs: a supervisor that waits for one snippet and a child that runs it.
+
+This file is never imported by the host. :mod:`gem_core.tools.sandbox.worker` passes its source to
+``python -I -S -c`` inside the sandbox, where the project's files are not visible, so it uses the
+standard library only. Protocol, all over pipes the host created:
+
+1. argv: ``STATUS_FD DROP_TO_UID PRELOAD SITE_DIRS`` (``DROP_TO_UID`` is 0 for "keep the uid";
+   ``PRELOAD`` a comma-separated list of modules to import before the worker reports ready;
+   ``SITE_DIRS`` the interpreter's site-packages, joined by ``os.pathsep``: ``-S`` skips ``site``).
+2. The supervisor writes ``R`` on the status fd once ready, then reads one request from stdin: a line
+   with its length in bytes, then that many bytes of JSON:
+   ``{"code", "stdin", "memory_mb", "cpu_seconds", "file_mb", "processes", "open_files", "call"?,
+   "max_returned_bytes"}``.
+3. It forks the child that runs the snippet. The child never holds the status fd: it is closed in the
+   child before any of the snippet's code runs, the supervisor is not dumpable (no ``/proc/PID/mem``,
+   no ``/proc/PID/fd``), the seccomp filter forbids ``ptrace``, and as root the child runs as a uid of
+   its own. So the only way the snippet can speak to the host is its output and its exit status.
+4. The child applies the resource limits, runs the code as ``__main__`` (then, for a call request, the
+   named function), and writes one JSON line ``{"limit"?, "returned"?}`` to its report pipe; the
+   supervisor reads at most ``max_returned_bytes`` of it, waits for the child and writes
+   ``{"exit": STATUS, "limit"?, "returned"?}`` to the status fd, with ``STATUS`` what ``waitpid``
+   says (``-N`` for death by signal ``N``), never what the snippet claims.
+
+The worker runs exactly one snippet and is discarded.
+"""
+
+import errno
+import io
+import json
+import os
+import resource
+import select
+import sys
+import traceback
+
+_PR_SET_DUMPABLE = 4
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _prctl(option, value):
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+    except Exception:
+        pass
+
+
+def _drop_privileges(uid):
+    """When the host runs as root, run the snippet as an unprivileged uid of its own.
+
+    RLIMIT_NPROC is not enforced for root, and a uid used by nothing else gives the snippet its own
+    process count and no power over the supervisor.
+    """
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
+
+
+def _limit(kind, soft, hard=None):
+    hard = soft if hard is None else hard
+    try:
+        resource.setrlimit(kind, (soft, hard))
+    except (ValueError, OSError):
+        # The host's hard limit may be lower than asked: use the lowest allowed.
+        _, current_hard = resource.getrlimit(kind)
+        if current_hard != resource.RLIM_INFINITY:
+            resource.setrlimit(kind, (min(soft, current_hard), current_hard))
+
+
+def _apply_limits(request):
+    mib = 1024 * 1024
+    _limit(resource.RLIMIT_CORE, 0)
+    _limit(resource.RLIMIT_AS, int(request["memory_mb"]) * mib)
+    cpu = int(request["cpu_seconds"])
+    _limit(resource.RLIMIT_CPU, cpu, cpu + 1)
+    _limit(resource.RLIMIT_FSIZE, int(request["file_mb"]) * mib)
+    _limit(resource.RLIMIT_NOFILE, int(request["open_files"]))
+    _limit(resource.RLIMIT_NPROC, int(request["processes"]))
+
+
+def _install_stdin(data):
+    """Give the snippet ``data`` as its stdin, on fd 0 too so child processes see it."""
+    fd = os.memfd_create("stdin")
+    os.write(fd, data.encode("utf-8", "replace"))
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.dup2(fd, 0)
+    os.close(fd)
+    sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8", errors="replace")
+
+
+def _limit_hit(error):
+    """The resource limit an exception reports, if any."""
+    if isinstance(error, MemoryError):
+        return "memory"
+    if isinstance(error, RuntimeError) and "new thread" in str(error):
+        return "processes"
+    if isinstance(error, OSError):
+        return {
+            errno.EAGAIN: "processes",
+            errno.EFBIG: "file_size",
+            errno.ENOSPC: "disk",
+            errno.EMFILE: "open_files",
+            errno.ENOMEM: "memory",
+        }.get(error.errno)
+    return None
+
+
+def _close_inherited_fds(keep):
+    """Close every descriptor but stdio and ``keep`` (bwrap's argument pipes may still be open)."""
+    for fd in range(3, 1024):
+        if fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def main():
+    status_fd, drop_to_uid, preload = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+    site_dirs = sys.argv[4] if len(sys.argv) > 4 else ""
+    _close_inherited_fds({status_fd})
+    _prctl(_PR_SET_DUMPABLE, 0)
+    # Orphans of the snippet (daemons) become the supervisor's, so the host finds them in its tree.
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    sys.path.extend(filter(None, site_dirs.split(os.pathsep)))
+    for name in filter(None, preload.split(",")):
+        try:
+            __import__(name)
+        except Exception:
+            pass
+    os.write(status_fd, b"R")
+    os.set_inheritable(status_fd, False)
+
+    size = int(sys.stdin.buffer.readline())
+    request = json.loads(sys.stdin.buffer.read(size))
+    report_read, report_write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        # Nothing the snippet can reach may lead back to the status fd.
+        os.close(status_fd)
+        os.close(report_read)
+        del request["max_returned_bytes"]
+        _run_snippet(request, report_write, drop_to_uid)  # never returns
+    os.close(report_write)
+    status = _supervise(child, report_read, int(request["max_returned_bytes"]))
+    os.write(status_fd, json.dumps(status).encode() + b"\n")
+    os._exit(0)
+
+
+def _supervise(child, report_read, cap):
+    """Collect the child's report (at most ``cap`` bytes) while waiting for it; the status to send."""
+    report = bytearray()
+    pidfd = os.pidfd_open(child)
+    waiting = [report_read, pidfd]
+    exited = False
+    while not exited:
+        readable, _, _ = select.select(waiting, [], [])
+        if report_read in readable:
+            chunk = os.read(report_read, 65536)
+            if not chunk:
+                waiting.remove(report_read)
+            elif len(report) <= cap:
+                report += chunk[: cap + 1 - len(report)]
+        if pidfd in readable:
+            exited = True
+    os.set_blocking(report_read, False)
+    try:
+        while len(report) <= cap:
+            chunk = os.read(report_read, 65536)
+            if not chunk:
+                break
+            report += chunk[: cap + 1 - len(report)]
+    except BlockingIOError:
+        pass  # a process the child started still holds the pipe: what it wrote so far is all we take
+    _, wait_status = os.waitpid(child, 0)
+    status = {"exit": os.waitstatus_to_exitcode(wait_status)}
+    if len(report) > cap:
+        status["limit"] = "output"
+        return status
+    try:
+        claims = json.loads(bytes(report).split(b"\n", 1)[0]) if report else {}
+    except ValueError:
+        claims = {}
+    if isinstance(claims, dict):
+        if isinstance(claims.get("limit"), str):
+            status["limit"] = claims["limit"][:20]
+        if isinstance(claims.get("returned"), str):
+            status["returned"] = claims["returned"]
+    return status
+
+
+def _run_snippet(request, report_fd, drop_to_uid):
+    if drop_to_uid:
+        _drop_privileges(drop_to_uid)
+    _prctl(_PR_SET_DUMPABLE, 1)  # its own /proc files stay its own (subprocess reads /proc/self/fd)
+    _install_stdin(request["stdin"])
+    sys.stdout.reconfigure(line_buffering=True)
+    sys.argv = ["<sandbox>"]
+    namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+    call = request.get("call")
+    _apply_limits(request)
+    report = {}
+    exit_status = 0
+    try:
+        exec(compile(request.pop("code"), "<sandbox>", "exec"), namespace)
+        if call is not None:
+            report["returned"] = json.dumps(_call(namespace, call["fn_name"], call["args"]), default=repr)
+        _finish_like_python()
+    except SystemExit as stop:
+        exit_status = _exit_status(stop.code)
+    except BaseException as error:  # the snippet's own exception: report it like python would
+        exit_status = 1
+        report.pop("returned", None)
+        limit = _limit_hit(error)
+        if limit:
+            report["limit"] = limit
+        try:
+            traceback.print_exception(type(error), error, error.__traceback__.tb_next)
+        except BaseException:
+            pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+    try:
+        os.write(report_fd, json.dumps(report).encode() + b"\n")
+    except OSError:
+        pass
+    os._exit(exit_status)
+
+
+def _call(namespace, fn_name, args):
+    function = namespace.get(fn_name)
+    if function is None and "Solution" in namespace:
+        function = getattr(namespace["Solution"](), fn_name, None)
+    if function is None:
+        raise NameError("define a function named " + fn_name)
+    return function(*args) if isinstance(args, list) else function(args)
+
+
+def _finish_like_python():
+    """What the interpreter does at a normal exit: wait for non-daemon threads, run atexit handlers."""
+    threading = sys.modules.get("threading")
+    if threading is not None:
+        for thread in threading.enumerate():
+            if thread is not threading.main_thread() and not thread.daemon:
+                thread.join()
+    atexit = sys.modules.get("atexit")
+    if atexit is not None:
+        atexit._run_exitfuncs()
+
+
+def _exit_status(code):
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    try:
+        print(code, file=sys.stderr)
+    except BaseException:
+        pass
+    return 1
+
+
+# --------------------------------------------------------------------------------------------------
+# Zygote: one long-lived sandbox whose initialised interpreter forks a fresh call per snippet.
+
+_CLONE_NEWNS, _CLONE_NEWIPC, _CLONE_NEWPID, _CLONE_NEWNET = 0x00020000, 0x08000000, 0x20000000, 0x40000000
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 2, 4, 8, 16384, 1 << 18
+_PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
+
+
+def _libc():
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result, what):
+    if result != 0:
+        import ctypes
+
+        code = ctypes.get_errno()
+        raise OSError(code, f"{what}: {os.strerror(code)}")
+
+
+def _mount(libc, source, target, fstype, flags, data):
+    def raw(text):
+        return None if text is None else text.encode()
+
+    _check(libc.mount(raw(source), raw(target), raw(fstype), flags, raw(data)), "mount " + target)
+
+
+def _drop_capabilities(libc):
+    """Empty every capability set (the zygote's CAP_SYS_ADMIN in the sandbox's user namespace)."""
+    import ctypes
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+    _check(libc.capset(ctypes.byref(Header(0x20080522, 0)), (Data * 2)()), "capset")
+
+
+def _load_seccomp(libc, program):
+    """Put this process (and all it starts) under the compiled filter; no way back."""
+    import ctypes
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    buffer = ctypes.create_string_buffer(program, len(program))
+    filter_program = Program(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
+    _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    _check(libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(filter_program), 0, 0), "seccomp")
+
+
+def zygote_main():
+    """argv: ``zygote CONTROL_FD SECCOMP_FD PRELOAD SITE_DIRS``. Reads the seccomp program, imports the
+    preloads, says ``R`` on the control socket, then forks one call per message received (each message
+    carries the call's request, stdout, stderr and status pipes). It never runs snippet code itself."""
+    import socket
+
+    control_fd, seccomp_fd, preload, site_dirs = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+    program = b""
+    while True:
+        chunk = os.read(seccomp_fd, 65536)
+        if not chunk:
+            break
+        program += chunk
+    _close_inherited_fds({control_fd})
+    _prctl(_PR_SET_DUMPABLE, 0)
+    sys.path.extend(filter(None, site_dirs.split(os.pathsep)))
+    for name in filter(None, preload.split(",")):
+        try:
+            __import__(name)
+        except Exception:
+            pass
+    libc = _libc()
+    control = socket.socket(fileno=control_fd)
+    control.sendall(b"R")
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(control, 1, 4)
+        except OSError:
+            break
+        if not message:
+            break  # the host closed the pool
+        _reap()
+        if len(fds) != 4:
+            for fd in fds:
+                os.close(fd)
+            continue
+        pid = os.fork()
+        if pid == 0:
+            try:
+                control.close()  # nothing a call can reach leads back to the zygote
+                _serve_call(libc, fds, program)
+            except BaseException:
+                traceback.print_exc()
+            os._exit(70)
+        for fd in fds:
+            os.close(fd)
+    os._exit(0)
+
+
+def _reap():
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _loopback_up():
+    """A call's own network namespace has only ``lo``, down: bring it up (no other interface exists)."""
+    import fcntl
+    import socket
+    import struct
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        flags = struct.unpack("16sH", fcntl.ioctl(probe, 0x8913, struct.pack("16sH14x", b"lo", 0))[:18])[1]
+        fcntl.ioctl(probe, 0x8914, struct.pack("16sH14x", b"lo", flags | 0x1 | 0x40))  # IFF_UP | IFF_RUNNING
+
+
+def _serve_call(libc, fds, seccomp_program):
+    """One call: new mount, PID, IPC and network namespaces with a fresh /tmp, an init that reports the status,
+    and the snippet's process with no capabilities (as root: its own uid), under the seccomp filter."""
+    request_fd, out_fd, err_fd, status_fd = fds
+    os.setsid()
+    os.write(status_fd, json.dumps({"zpid": os.getpid()}).encode() + b"\n")
+    with os.fdopen(request_fd, "rb") as stream:
+        size = int(stream.readline())
+        request = json.loads(stream.read(size))
+    os.dup2(out_fd, 1)
+    os.dup2(err_fd, 2)
+    os.close(out_fd)
+    os.close(err_fd)
+    _check(libc.unshare(_CLONE_NEWNS | _CLONE_NEWPID | _CLONE_NEWIPC | _CLONE_NEWNET), "unshare")
+    _loopback_up()
+    _mount(libc, None, "/", None, _MS_REC | _MS_PRIVATE, None)
+    options = f"size={int(request.pop('tmp_bytes'))},nr_inodes={int(request.pop('tmp_files'))},mode=1777"
+    for target in ("/tmp", "/dev/shm"):
+        _mount(libc, "tmpfs", target, "tmpfs", _MS_NOSUID | _MS_NODEV, options)
+    uid = int(request.pop("uid", 0))
+    cap = int(request.pop("max_returned_bytes"))
+    init = os.fork()
+    if init == 0:  # PID 1 of the call: when it exits, the kernel kills everything the snippet left
+        _mount(libc, "proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None)
+        report_read, report_write = os.pipe()
+        child = os.fork()
+        if child == 0:
+            os.close(status_fd)
+            os.close(report_read)
+            os.setsid()
+            if uid:
+                _drop_privileges(uid)
+            _drop_capabilities(libc)  # as root, setuid left the inheritable set: empty it too
+            _load_seccomp(libc, seccomp_program)
+            _run_snippet(request, report_write, 0)
+        os.close(report_write)
+        status = _supervise(child, report_read, cap)
+        os.write(status_fd, json.dumps(status).encode() + b"\n")
+        os._exit(0)
+    os.close(status_fd)
+    os.waitpid(init, 0)
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["zygote"]:
+        zygote_main()
+    else:
+        main()

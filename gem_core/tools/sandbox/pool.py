@@ -1,0 +1,337 @@
+"""Warm sandboxes: a pool per mode (a zygote in bwrap mode, else workers started ahead of time) so a
+snippet never waits for start-up, and :class:`SandboxPools`, the owner of the process-wide pools behind
+:func:`run_python`.
+
+Nothing here runs at import: the first :func:`run_python` creates the default :class:`SandboxPools`
+(and registers its ``close`` to run at exit); a pool starts its refill threads on first use. After a
+fork the child notices (its pid changed) the next time it uses a pool and starts workers of its own; the
+parent's belong to the parent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import functools
+import logging
+import math
+import os
+import queue
+import sys
+import threading
+import time
+
+from gem_core.tools.sandbox.config import (
+    FunctionCall,
+    SandboxConfig,
+    SandboxResult,
+    SandboxUnavailableError,
+    pool_size_from_environment,
+)
+from gem_core.tools.sandbox.isolation import resolve_mode
+from gem_core.tools.sandbox.worker import Worker
+from gem_core.tools.sandbox.zygote import Zygote
+
+__all__ = ["SandboxPool", "SandboxPools", "default_pools", "run_python", "arun_python"]
+
+logger = logging.getLogger("gem.tools.sandbox")
+
+
+class SandboxPool:
+    """Keeps ``config.pool_size`` workers of one mode started, so a snippet never waits for start-up.
+
+    Each worker runs one snippet and is discarded; background threads start replacements. Safe to use
+    from many threads. Call :meth:`close` when done (it kills the waiting workers).
+    """
+
+    def __init__(self, mode: str, config: SandboxConfig | None = None):
+        self.mode = mode
+        self.config = config or SandboxConfig()
+        self._ready: queue.Queue[Worker] = queue.Queue()
+        self._lock = threading.Lock()
+        self._wanted = threading.Event()
+        self._closed = False
+        self._pid = os.getpid()
+        self._refillers: list[threading.Thread] = []
+        self._starting = 0  # workers being started by the refill threads
+        self._zygote: Zygote | None = None
+        self._zygote_failure: str | None = None
+
+    @property
+    def uses_zygote(self) -> bool:
+        return self.mode == "bwrap" and self.config.zygote and self.config.pool_size > 0
+
+    def _after_fork(self) -> None:
+        if self._zygote is not None:
+            self._zygote.forget()
+            self._zygote = None
+        while True:
+            try:
+                self._ready.get_nowait().forget()
+            except queue.Empty:
+                break
+        self._pid = os.getpid()
+        self._refillers = []
+        self._starting = 0
+        self._lock = threading.Lock()
+        self._wanted = threading.Event()
+
+    def _ensure_refillers(self) -> None:
+        if self._pid != os.getpid():
+            self._after_fork()
+        if self.config.pool_size <= 0:
+            return
+        with self._lock:
+            self._refillers = [t for t in self._refillers if t.is_alive()]
+            # Start workers in parallel where there are cores for it (one at a time on a small machine).
+            wanted = max(1, min(self.config.pool_size, (os.cpu_count() or 2) // 2))
+            while len(self._refillers) < wanted:
+                thread = threading.Thread(target=self._refill_loop, name="gem-sandbox-pool", daemon=True)
+                thread.start()
+                self._refillers.append(thread)
+        self._wanted.set()
+
+    def _claim_start(self) -> bool:
+        """Reserve the start of one more worker if the pool is short of ``pool_size``."""
+        with self._lock:
+            if self._closed or self._ready.qsize() + self._starting >= self.config.pool_size:
+                return False
+            self._starting += 1
+            return True
+
+    def _refill_loop(self) -> None:
+        while not self._closed:
+            self._wanted.wait(timeout=1.0)
+            while self._claim_start():
+                try:
+                    worker = Worker(self.mode, self.config, self.config.preload)
+                    worker.wait_ready()
+                except Exception:
+                    worker = None
+                    time.sleep(1.0)  # a failing sandbox is reported by acquire(); do not spin
+                finally:
+                    with self._lock:
+                        self._starting -= 1
+                if worker is None:
+                    break
+                if self._closed:
+                    worker.close()
+                    return
+                self._ready.put(worker)
+            with self._lock:
+                if self._ready.qsize() + self._starting >= self.config.pool_size:
+                    self._wanted.clear()
+
+    def zygote(self) -> Zygote:
+        """The pool's zygote, started on first use and again if it died."""
+        if self._pid != os.getpid():
+            self._after_fork()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("This sandbox pool is closed.")
+            if self._zygote is None or not self._zygote.alive():
+                if self._zygote is not None:
+                    self._zygote.close()
+                    self._zygote = None
+                zygote = Zygote(self.config, self.config.preload)
+                zygote.wait_ready()
+                self._zygote = zygote
+            return self._zygote
+
+    def acquire(self) -> Worker:
+        """A started worker: a waiting one if there is one, else one started now.
+
+        A worker started on demand skips the preloads: the caller is waiting, and most snippets do not
+        need them.
+        """
+        self._ensure_refillers()
+        while True:
+            try:
+                worker = self._ready.get_nowait()
+            except queue.Empty:
+                break
+            if worker.alive():
+                self._wanted.set()
+                return worker
+            worker.close()
+        worker = Worker(self.mode, self.config)
+        worker.wait_ready()
+        return worker
+
+    def run(
+        self, code: str, *, stdin: str = "", timeout: float = 5.0, memory_mb: int = 512, call: FunctionCall | None = None
+    ) -> SandboxResult:
+        """Run ``code`` in a fresh worker of this pool (see :func:`run_python`)."""
+        if timeout <= 0:
+            raise ValueError(f"timeout must be positive seconds, got {timeout}.")
+        if memory_mb < 16:
+            raise ValueError(f"memory_mb must be at least 16 (MiB), got {memory_mb}.")
+        request = {
+            "code": code,
+            "stdin": stdin,
+            "memory_mb": memory_mb,
+            "cpu_seconds": math.ceil(timeout) + 1,
+            "file_mb": self.config.max_file_mb,
+            "processes": self._process_limit(),
+            "open_files": self.config.max_open_files,
+            "call": None if call is None else {"fn_name": call.fn_name, "args": call.args},
+        }
+        if self.uses_zygote and self._zygote_failure is None:
+            for attempt in range(2):  # a zygote that died between two calls is replaced once
+                try:
+                    return self.zygote().run(request, timeout)
+                except SandboxUnavailableError as error:
+                    if attempt or (self._zygote is None and not self._closed):
+                        self._give_up_on_zygote(error)
+                        break
+        return self.acquire().run(request, timeout)
+
+    def _give_up_on_zygote(self, error: Exception) -> None:
+        """A zygote cannot run here (its namespaces need more than a sandbox per call): isolate each
+        call in a sandbox of its own instead, with the same guarantees, and say so once."""
+        self._zygote_failure = str(error)
+        logger.warning("The sandbox zygote cannot run here (%s); starting a sandbox per call instead.", error)
+
+    def _process_limit(self) -> int:
+        if self.mode == "process" and os.geteuid() != 0:
+            # Without a user namespace the limit counts every process of this user, not just the snippet's.
+            return _processes_of_current_user() + self.config.max_processes
+        return self.config.max_processes
+
+    def close(self) -> None:
+        """Stop refilling and kill the waiting workers (and the zygote)."""
+        self._closed = True
+        self._wanted.set()
+        if self._pid != os.getpid():
+            self._after_fork()
+            return
+        with self._lock:
+            zygote, self._zygote = self._zygote, None
+        if zygote is not None:
+            zygote.close()
+        while True:
+            try:
+                self._ready.get_nowait().close()
+            except queue.Empty:
+                break
+
+
+def _processes_of_current_user() -> int:
+    uid, count = os.getuid(), 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                count += len(os.listdir(f"/proc/{entry.name}/task")) if entry.stat().st_uid == uid else 0
+            except OSError:
+                continue
+    return count
+
+
+class SandboxPools:
+    """One :class:`SandboxPool` per mode and interpreter, created when first asked for, and the thread
+    executor async callers wait in; :meth:`close` shuts all of it down.
+
+    Args:
+        pool_size: warm workers per pool (default: ``$GEM_SANDBOX_POOL``, else 4).
+    """
+
+    def __init__(self, pool_size: int | None = None):
+        self.pool_size = pool_size_from_environment() if pool_size is None else pool_size
+        self._pools: dict[tuple[str, str], SandboxPool] = {}
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+
+    def _check_fork(self) -> None:
+        if self._pid != os.getpid():  # a forked child: the lock may have been held by a parent's thread
+            self._lock = threading.Lock()
+            self._executor = None
+            self._pid = os.getpid()
+
+    def pool(self, mode: str | None = None) -> SandboxPool:
+        """The pool for ``mode`` (resolved by :func:`~gem_core.tools.sandbox.resolve_mode`)."""
+        resolved = resolve_mode(mode)
+        self._check_fork()
+        key = (resolved, sys.executable)
+        with self._lock:
+            pool = self._pools.get(key)
+            if pool is None:
+                pool = self._pools[key] = SandboxPool(resolved, SandboxConfig(pool_size=self.pool_size))
+            return pool
+
+    def executor(self) -> concurrent.futures.ThreadPoolExecutor:
+        # A dedicated executor: the loop's default one has few threads and other work may fill it.
+        self._check_fork()
+        with self._lock:
+            if self._executor is None:
+                self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix="gem-sandbox")
+            return self._executor
+
+    def close(self) -> None:
+        """Kill every waiting worker and stop the executor (running snippets finish first)."""
+        self._check_fork()
+        with self._lock:
+            pools, self._pools = list(self._pools.values()), {}
+            executor, self._executor = self._executor, None
+        for pool in pools:
+            pool.close()
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
+
+
+_default: SandboxPools | None = None
+_default_lock = threading.Lock()
+
+
+def default_pools() -> SandboxPools:
+    """The process-wide :class:`SandboxPools` behind :func:`run_python`, created on first use."""
+    global _default
+    if _default is None:
+        with _default_lock:
+            if _default is None:
+                _default = SandboxPools()
+                atexit.register(_default.close)
+    return _default
+
+
+def run_python(
+    code: str,
+    *,
+    stdin: str = "",
+    timeout: float = 5.0,
+    memory_mb: int = 512,
+    mode: str | None = None,
+    call: FunctionCall | None = None,
+) -> SandboxResult:
+    """Run a Python snippet in the sandbox and return what it did. Never raises for the snippet's sake.
+
+    Args:
+        code: the program, run as ``__main__``.
+        stdin: text the program reads on standard input.
+        timeout: wall-clock seconds before the sandbox is killed (``timed_out=True``, ``limit="time"``).
+        memory_mb: memory limit in MiB, for each process (address space) and for all of the snippet's
+            processes together (resident memory, sampled by the host).
+        mode: ``"bwrap"`` (default) or ``"process"``; None reads ``$GEM_SANDBOX``.
+        call: a function to call after the program ran; its return value comes back in
+            :attr:`SandboxResult.returned`.
+
+    Raises:
+        SandboxUnavailableError: the mode cannot run on this machine (see :func:`resolve_mode`).
+    """
+    return default_pools().pool(mode).run(code, stdin=stdin, timeout=timeout, memory_mb=memory_mb, call=call)
+
+
+async def arun_python(
+    code: str,
+    *,
+    stdin: str = "",
+    timeout: float = 5.0,
+    memory_mb: int = 512,
+    mode: str | None = None,
+    call: FunctionCall | None = None,
+) -> SandboxResult:
+    """:func:`run_python` for async callers: waits in a thread, never blocks the event loop."""
+    loop = asyncio.get_running_loop()
+    run = functools.partial(run_python, code, stdin=stdin, timeout=timeout, memory_mb=memory_mb, mode=mode, call=call)
+    return await loop.run_in_executor(default_pools().executor(), run)

@@ -1,0 +1,127 @@
+"""The per-env calls a backend runs, and what comes back when one does not return a result.
+
+:class:`~gem_core.vector.vector_env.VectorEnv` decides which call each env gets (:class:`Reset`,
+:class:`Step` or :class:`Call`); a backend runs a batch of them and answers, per env, the call's result
+or a :class:`Failure`. Keeping episodes out of the backends is what makes every backend produce the
+same episodes.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+
+from gem_core.env import run_in_env_thread
+
+__all__ = [
+    "EnvBuilder",
+    "Reset",
+    "Step",
+    "Call",
+    "EnvCall",
+    "Failure",
+    "TIMEOUT",
+    "CLOSED",
+    "describe_exception",
+    "run_call",
+    "arun_call",
+    "never_blocks",
+    "check_step_timeout",
+]
+
+#: Builds one sub-env of a vector env. For the ``process`` backend it runs inside the worker, so with a
+#: ``spawn`` or ``forkserver`` context it must be picklable (a module-level function, class or
+#: ``functools.partial``).
+EnvBuilder = Callable[[], gym.Env]
+
+#: ``info["error"]`` of a call that ran past ``step_timeout``.
+TIMEOUT = "timeout"
+#: ``info["error"]`` of a call cut off because the vector env was closed while it ran.
+CLOSED = "closed: the vector env was closed while this call was running"
+
+
+@dataclass(frozen=True)
+class Reset:
+    seed: int | None = None
+    options: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Step:
+    action: Any
+
+
+@dataclass(frozen=True)
+class Call:
+    """Call the env's method ``name`` (or read the attribute if it is not callable)."""
+
+    name: str
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+EnvCall = Reset | Step | Call
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A call that did not return: ``error`` names the exception (or is :data:`TIMEOUT`/:data:`CLOSED`);
+    ``env_replaced`` is true when the env was rebuilt from its builder (its worker died or was recycled,
+    or its call timed out), so its RNG and episode state are gone."""
+
+    error: str
+    env_replaced: bool = False
+
+
+def describe_exception(exc: BaseException) -> str:
+    return "".join(traceback.format_exception_only(type(exc), exc)).strip()
+
+
+def run_call(env: gym.Env, call: EnvCall) -> Any:
+    """Perform one call on an in-process env (shared by every backend, including the workers)."""
+    if isinstance(call, Step):
+        return env.step(call.action)
+    if isinstance(call, Reset):
+        return env.reset(seed=call.seed, options=call.options)
+    if isinstance(call, Call):
+        attr = getattr(env, call.name)
+        return attr(*call.args, **call.kwargs) if callable(attr) else attr
+    raise TypeError(f"Unknown env call {call!r}; expected Reset, Step or Call.")
+
+
+def _has_own(env: gym.Env, name: str) -> bool:
+    # A gymnasium Wrapper that is not GEM-aware has no astep; calling the inner env's astep would skip
+    # the wrapper, so only use astep/areset when the outermost object defines them.
+    return callable(getattr(type(env), name, None))
+
+
+async def arun_call(env: gym.Env, call: EnvCall) -> Any:
+    """:func:`run_call` for an event loop: ``astep``/``areset`` when the env has them, else a thread."""
+    if isinstance(call, Step) and _has_own(env, "astep"):
+        return await env.astep(call.action)
+    if isinstance(call, Reset) and _has_own(env, "areset"):
+        return await env.areset(seed=call.seed, options=call.options)
+    if isinstance(call, Call):
+        return run_call(env, call)
+    return await run_in_env_thread(run_call, env, call)
+
+
+def never_blocks(env: gym.Env) -> bool:
+    """Whether the env declares (``blocking = False``) that its steps and resets never wait: such an
+    env is stepped inline, without a hop to a thread or an event-loop task.
+
+    Only the outermost object is asked. A gymnasium wrapper does not forward attributes, so a wrapped
+    env counts as blocking unless the wrapper itself declares ``blocking = False``; a wrapper that adds
+    tool calls to a game is therefore never mistaken for the game.
+    """
+    return getattr(env, "blocking", True) is False
+
+
+def check_step_timeout(step_timeout: float | None) -> float | None:
+    if step_timeout is not None and not step_timeout > 0:
+        raise ValueError(f"step_timeout must be a positive number of seconds or None, got {step_timeout!r}.")
+    return step_timeout

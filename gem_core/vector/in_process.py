@@ -1,0 +1,376 @@
+"""Backends whose envs live in this process: ``sync``, ``thread`` and ``async``.
+
+Envs that declare ``blocking = False`` (the games) are stepped inline in the caller's thread on every
+one of these backends: a hop to a pool thread or an event-loop task costs far more than such a step.
+
+``step_timeout``: a step or reset that has not returned after that many seconds comes back as a
+:class:`~gem_core.vector.calls.Failure` with error :data:`~gem_core.vector.calls.TIMEOUT`; the env is
+dropped (a Python thread cannot be stopped, so the call is left to finish on its own and the env is
+closed when it does) and rebuilt from its builder before its next call. To be timed, a call runs in a
+thread even on the ``sync`` backend and for non-blocking envs.
+
+``close()`` is safe at any time, from any thread: calls in flight get ``timeout`` seconds to finish
+(default :data:`CLOSE_TIMEOUT`), then the batch returns with :data:`~gem_core.vector.calls.CLOSED`
+failures for the rest. On the ``sync`` backend the call running in the caller's thread cannot be cut
+off; the envs after it in the batch are not called.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import gymnasium as gym
+
+from gem_core.vector.calls import (
+    CLOSED,
+    TIMEOUT,
+    Call,
+    EnvBuilder,
+    EnvCall,
+    Failure,
+    arun_call,
+    check_step_timeout,
+    describe_exception,
+    never_blocks,
+    run_call,
+)
+
+__all__ = ["SyncBackend", "ThreadBackend", "AsyncBackend", "CLOSE_TIMEOUT"]
+
+#: Seconds ``close()`` lets calls in flight finish before cutting them off.
+CLOSE_TIMEOUT = 5.0
+
+
+def _as_failure(exc: BaseException) -> Failure:
+    """An env's exception as a result. ``KeyboardInterrupt`` is the user's, not the env's: it propagates.
+    ``SystemExit`` and other ``BaseException``s from an env are env errors like any other."""
+    if isinstance(exc, KeyboardInterrupt):
+        raise exc
+    return Failure(describe_exception(exc))
+
+
+class _BatchWaiter:
+    """Counts the calls of one batch still running; wakes the waiting thread when all are done or
+    when ``close()`` aborts the batch."""
+
+    def __init__(self, count: int):
+        self._left = count
+        self._done = threading.Event()
+        self._lock = threading.Lock()
+        self.aborted = False
+        if count == 0:
+            self._done.set()
+
+    def one_done(self, _: Any = None) -> None:
+        with self._lock:
+            self._left -= 1
+            if self._left == 0:
+                self._done.set()
+
+    def abort(self) -> None:
+        self.aborted = True
+        self._done.set()
+
+    def wait(self, timeout: float | None) -> None:
+        self._done.wait(timeout)
+
+
+class _InProcessBackend:
+    """Envs built in this process; subclasses choose how calls are scheduled."""
+
+    def __init__(self, env_fns: Sequence[EnvBuilder], step_timeout: float | None = None):
+        self.step_timeout = check_step_timeout(step_timeout)
+        self._builders = list(env_fns)
+        self.envs: list[gym.Env | None] = []
+        try:
+            for build in self._builders:
+                self.envs.append(build())
+        except BaseException:
+            self._close_envs()
+            raise
+        self.num_envs = len(self.envs)
+        self._inline = [never_blocks(env) for env in self.envs]
+        self._batch_lock = threading.Lock()  # one batch at a time; close() waits on it
+        self._closing = False
+        self._closed = False
+        self._in_use: set[int] = set()  # envs with a call running (maybe abandoned after a timeout)
+        self._env_lock = threading.Lock()
+        self._waiter: _BatchWaiter | None = None
+        # The previous env objects whose timed-out calls are still running, closed when they return.
+        self._pool: ThreadPoolExecutor | None = None
+
+    # --- env lifecycle ------------------------------------------------------------------------------
+
+    def _env(self, index: int) -> gym.Env:
+        env = self.envs[index]
+        if env is None:  # dropped after a timeout: build a fresh one
+            env = self.envs[index] = self._builders[index]()
+        return env
+
+    def _drop_env(self, index: int, future: Future | None) -> None:
+        """Forget env ``index`` (its call timed out); close it once that call returns."""
+        old, self.envs[index] = self.envs[index], None
+        if old is not None:
+            if future is None or future.done():
+                _close_quietly(old)
+            else:
+                future.add_done_callback(lambda _: _close_quietly(old))
+
+    def _close_envs(self) -> None:
+        for i, env in enumerate(self.envs):
+            with self._env_lock:
+                busy = i in self._in_use
+            if env is not None and not busy:
+                _close_quietly(env)
+                self.envs[i] = None
+
+    # --- running calls ------------------------------------------------------------------------------
+
+    def _timed(self, call: EnvCall) -> bool:
+        return self.step_timeout is not None and not isinstance(call, Call)
+
+    def _run_one(self, index: int, call: EnvCall) -> Any:
+        with self._env_lock:
+            if self._closing:
+                return Failure(CLOSED)
+            self._in_use.add(index)
+        try:
+            env = self._env(index)
+            return run_call(env, call)
+        except BaseException as exc:  # an env's bug must not take the other envs down
+            return _as_failure(exc)
+        finally:
+            with self._env_lock:
+                self._in_use.discard(index)
+                closing_now = self._closed and self.envs[index] is not None
+            if closing_now:  # close() ran while this call was in flight: it left this env to us
+                _close_quietly(self.envs[index])
+                self.envs[index] = None
+
+    def _executor(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self._max_threads(), thread_name_prefix="gem-vector")
+        return self._pool
+
+    def _max_threads(self) -> int:
+        return self.num_envs
+
+    def _run_in_threads(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]:
+        """Run ``calls`` concurrently in the pool; timed calls not done by the deadline are abandoned."""
+        waiter = self._waiter = _BatchWaiter(len(calls))
+        pool = self._executor()
+        futures: dict[int, Future] = {}
+        for i, call in calls.items():
+            futures[i] = pool.submit(self._run_one, i, call)
+            futures[i].add_done_callback(waiter.one_done)
+        timed = any(self._timed(call) for call in calls.values())
+        deadline = time.monotonic() + self.step_timeout if timed and self.step_timeout else None
+        waiter.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        self._waiter = None
+        results: dict[int, Any] = {}
+        abandoned = False
+        for i, future in futures.items():
+            if future.done() and not future.cancelled():
+                results[i] = future.result()
+            elif waiter.aborted:
+                future.cancel()
+                results[i] = Failure(CLOSED)
+            else:
+                results[i] = Failure(TIMEOUT, env_replaced=True)
+                self._drop_env(i, future)
+                abandoned = True
+        if abandoned:
+            # The timed-out calls hold pool threads; later batches get a fresh pool of full size.
+            self._pool = None
+            pool.shutdown(wait=False)
+        return results
+
+    def run(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]:
+        with self._batch_lock:
+            self._check_open()
+            return self._run(calls)
+
+    def _run(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]:
+        raise NotImplementedError
+
+    async def arun(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]:
+        return await asyncio.to_thread(self.run, calls)
+
+    def _check_open(self) -> None:
+        if self._closed or self._closing:
+            raise RuntimeError("This vector env is closed; make a new one with make_vec(...).")
+
+    # --- closing ------------------------------------------------------------------------------------
+
+    def close(self, timeout: float | None = None) -> None:
+        """Close the envs; calls in flight get ``timeout`` seconds (default :data:`CLOSE_TIMEOUT`)."""
+        if self._closed:
+            return
+        with self._env_lock:
+            self._closing = True
+        grace = CLOSE_TIMEOUT if timeout is None else timeout
+        got_lock = self._batch_lock.acquire(timeout=grace)
+        if not got_lock:
+            self._abort_batch()
+            # A batch running inline in another thread (sync) cannot be cut off: do not wait for it.
+            got_lock = self._batch_lock.acquire(timeout=1.0)
+        try:
+            with self._env_lock:
+                self._closed = True
+            self._shutdown()
+            self._close_envs()
+        finally:
+            if got_lock:
+                self._batch_lock.release()
+
+    def _abort_batch(self) -> None:
+        waiter = self._waiter
+        if waiter is not None:
+            waiter.abort()
+
+    def _shutdown(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+
+def _close_quietly(env: gym.Env) -> None:
+    try:
+        env.close()
+    except Exception:  # noqa: BLE001 - closing is best effort; the env is being dropped
+        pass
+
+
+class SyncBackend(_InProcessBackend):
+    """Calls the envs one after another in the caller's thread (with ``step_timeout``: one at a time
+    in a helper thread, so a call can be given up on)."""
+
+    def _max_threads(self) -> int:
+        return 1
+
+    def _run(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]:
+        results: dict[int, Any] = {}
+        for i, call in calls.items():
+            if self._timed(call):
+                results.update(self._run_in_threads({i: call}))
+            else:
+                results[i] = self._run_one(i, call)
+        return results
+
+
+class ThreadBackend(_InProcessBackend):
+    """Calls the envs concurrently from a thread pool (``max_workers`` threads, default one per env);
+    envs declaring ``blocking = False`` are called inline instead."""
+
+    def __init__(self, env_fns: Sequence[EnvBuilder], max_workers: int | None = None, step_timeout: float | None = None):
+        super().__init__(env_fns, step_timeout=step_timeout)
+        self._max_workers = max_workers
+
+    def _max_threads(self) -> int:
+        return self._max_workers or self.num_envs
+
+    def _run(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]:
+        inline = {i: c for i, c in calls.items() if not self._timed(c) and (self._inline[i] or isinstance(c, Call))}
+        pooled = {i: c for i, c in calls.items() if i not in inline}
+        if len(pooled) == 1 and not self._timed(next(iter(pooled.values()))):
+            inline.update(pooled)  # one blocking call: nothing to overlap it with
+            pooled = {}
+        results = {i: self._run_one(i, c) for i, c in inline.items()}
+        if pooled:
+            results.update(self._run_in_threads(pooled))
+        return {i: results[i] for i in calls}
+
+
+class AsyncBackend(_InProcessBackend):
+    """Drives the envs with ``asyncio.gather`` over ``astep``/``areset`` (envs declaring
+    ``blocking = False`` are called inline).
+
+    :meth:`run` (used by ``VectorEnv.step``) runs the batch on a private event loop that lives as long
+    as the backend; from inside a running loop use ``await vec.astep(...)`` instead.
+    """
+
+    def __init__(self, env_fns: Sequence[EnvBuilder], step_timeout: float | None = None):
+        super().__init__(env_fns, step_timeout=step_timeout)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: list[asyncio.Task] = []
+
+    async def _arun_one(self, index: int, call: EnvCall) -> Any:
+        with self._env_lock:
+            if self._closing:
+                return Failure(CLOSED)
+            self._in_use.add(index)
+        try:
+            env = self._env(index)
+            if not self._timed(call):
+                return await arun_call(env, call)
+            task = asyncio.ensure_future(arun_call(env, call))
+            done, _ = await asyncio.wait({task}, timeout=self.step_timeout)
+            if task in done:
+                return task.result()
+            task.cancel()  # a native astep stops here; a step in a thread finishes on its own
+            self.envs[index] = None  # rebuilt before its next call
+            return Failure(TIMEOUT, env_replaced=True)
+        except asyncio.CancelledError:
+            if self._closing:
+                return Failure(CLOSED)
+            raise
+        except BaseException as exc:
+            return _as_failure(exc)
+        finally:
+            with self._env_lock:
+                self._in_use.discard(index)
+
+    def _inline_calls(self, calls: Mapping[int, EnvCall]) -> dict[int, EnvCall]:
+        return {i: c for i, c in calls.items() if isinstance(c, Call) or (self._inline[i] and not self._timed(c))}
+
+    async def _arun(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]:
+        inline = self._inline_calls(calls)
+        results = {i: self._run_one(i, c) for i, c in inline.items()}
+        rest = [i for i in calls if i not in inline]
+        if rest:
+            self._tasks = [asyncio.ensure_future(self._arun_one(i, calls[i])) for i in rest]
+            try:
+                results.update(zip(rest, await asyncio.gather(*self._tasks)))
+            finally:
+                self._tasks = []
+        return {i: results[i] for i in calls}
+
+    async def arun(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]:
+        self._check_open()
+        return await self._arun(calls)
+
+    def _run(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]:
+        if len(self._inline_calls(calls)) == len(calls):
+            return {i: self._run_one(i, c) for i, c in calls.items()}  # no event loop needed
+        if _loop_is_running():
+            raise RuntimeError(
+                "VectorEnv.step()/reset() with backend='async' was called from a running event loop; "
+                "use `await vec.astep(actions)` / `await vec.areset()` there instead."
+            )
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        return self._loop.run_until_complete(self._arun(calls))
+
+    def _abort_batch(self) -> None:
+        loop = self._loop
+        if loop is not None and loop.is_running():
+            loop.call_soon_threadsafe(lambda: [task.cancel() for task in self._tasks])
+
+    def _shutdown(self) -> None:
+        loop, self._loop = self._loop, None
+        if loop is not None and not loop.is_running() and not loop.is_closed():
+            loop.close()
+        super()._shutdown()
+
+
+def _loop_is_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True

@@ -1,0 +1,108 @@
+"""Building a vector env from env ids or factories: :func:`make_vec`."""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import gymnasium as gym
+from gymnasium.vector import AutoresetMode
+
+from gem_core import registry
+from gem_core.vector.vector_env import VectorEnv
+
+__all__ = ["make_vec", "Wrapper"]
+
+#: A wrapper: any callable that takes an env and returns an env (a ``gymnasium.Wrapper`` class qualifies).
+Wrapper = Callable[[gym.Env], gym.Env]
+
+
+
+
+def _build_env(source: str | Callable[..., gym.Env], wrappers: tuple[Wrapper, ...], env_kwargs: dict[str, Any]) -> gym.Env:
+    """Build one sub-env (module-level so the process backend can pickle it)."""
+    env = registry.make(source, **env_kwargs) if isinstance(source, str) else source(**env_kwargs)
+    for wrap in wrappers:
+        env = wrap(env)
+    return env
+
+
+def _declares_never_blocking(source: str | Callable[..., gym.Env], wrappers: tuple[Wrapper, ...]) -> bool:
+    """Whether the env class behind ``source`` declares ``blocking = False``, read without building it.
+    A wrapper decides for the env it wraps, so any wrapper counts as blocking."""
+    if wrappers:
+        return False
+    env_class = registry.spec(source).load() if isinstance(source, str) else source
+    return isinstance(env_class, type) and getattr(env_class, "blocking", True) is False
+
+
+def _cpu_count() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def make_vec(
+    env_id_or_ids: str | Callable[..., gym.Env] | Sequence[str | Callable[..., gym.Env]],
+    num_envs: int | None = None,
+    wrappers: Sequence[Wrapper] = (),
+    backend: str = "sync",
+    autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+    seed: int | None = 0,
+    backend_kwargs: Mapping[str, Any] | None = None,
+    step_timeout: float | None = None,
+    **env_kwargs: Any,
+) -> VectorEnv:
+    """Build a :class:`VectorEnv`.
+
+    Args:
+        env_id_or_ids: one env id (``"game:Wordle-v0"``) copied ``num_envs`` times, or a list with one
+            id per env. An env class or factory callable may stand in for an id (called with
+            ``env_kwargs``); the ``process`` backend calls it inside the worker.
+        num_envs: number of envs for a single id (default 1); for a list it must be None or its length.
+        wrappers: callables ``env -> env`` applied in order to every env after it is built.
+        backend: ``"sync"``, ``"thread"``, ``"process"``, ``"async"`` or ``"ray"`` (see
+            :mod:`gem_core.vector.backends`).
+        autoreset_mode: a :class:`gymnasium.vector.AutoresetMode` (or its name/value).
+        seed: env ``i`` is seeded with ``seed + i`` on the first reset; None for unseeded envs.
+        backend_kwargs: backend options: ``max_workers`` (thread); ``num_workers`` (process: worker
+            processes, default one per CPU, envs grouped over them), ``context`` (process: a
+            multiprocessing start method, default ``fork`` on Linux), ``start_timeout``,
+            ``recycle_after_steps`` and ``max_worker_memory_mb`` (process: worker recycling);
+            ``envs_per_actor``, ``num_cpus``, ``resources``, ``actor_options``, ``address`` (ray).
+        step_timeout: seconds a step or reset may run; past it the env's episode is truncated with
+            ``info["error"] == "timeout"`` and the env is rebuilt (every backend). None: no limit.
+        **env_kwargs: passed to every env's constructor (override the registered defaults).
+    """
+    if isinstance(env_id_or_ids, str) or callable(env_id_or_ids):
+        count = 1 if num_envs is None else num_envs
+        if count < 1:
+            raise ValueError(f"num_envs must be at least 1, got {num_envs}.")
+        sources = [env_id_or_ids] * count
+    else:
+        sources = list(env_id_or_ids)
+        if num_envs is not None and num_envs != len(sources):
+            raise ValueError(
+                f"num_envs={num_envs} but {len(sources)} env ids were given; leave num_envs=None with a list of ids."
+            )
+    for source in sources:
+        if isinstance(source, str):
+            registry.spec(source)  # fail here, with the closest ids, rather than in a worker
+        elif not callable(source):
+            raise TypeError(f"Expected an env id (str) or an env factory (callable), got {source!r}.")
+    wrappers = tuple(wrappers)
+    env_fns = [functools.partial(_build_env, source, wrappers, dict(env_kwargs)) for source in sources]
+    if backend == "process" and "num_workers" not in (backend_kwargs or {}):
+        # Envs that never wait (the games) are grouped over one worker per CPU: one pipe round trip per
+        # worker and batch instead of per env. Envs that may wait keep a worker each, so their waits
+        # overlap and a fault touches one env only.
+        if all(_declares_never_blocking(source, wrappers) for source in sources):
+            backend_kwargs = {**dict(backend_kwargs or {}), "num_workers": min(len(sources), _cpu_count())}
+    return VectorEnv(
+        env_fns,
+        backend=backend,
+        autoreset_mode=autoreset_mode,
+        seed=seed,
+        backend_kwargs=backend_kwargs,
+        step_timeout=step_timeout,
+    )

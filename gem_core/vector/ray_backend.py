@@ -1,0 +1,220 @@
+"""The ``ray`` backend: envs as Ray actors, so env work spreads over the nodes of a Ray cluster.
+
+Each actor hosts a group of envs (``envs_per_actor``, default 1) and runs a group's calls per remote
+call. Actors ask for ``num_cpus`` and custom ``resources`` (e.g. ``{"gem_env": 1}`` to pin envs to CPU
+nodes that advertise that resource); ``actor_options`` passes any other ``ActorClass.options`` (a
+scheduling strategy, a runtime env).
+
+Faults end only the episodes they touch (``truncated`` with ``info["error"]``), as on the other
+backends: an env that raises fails its call; an actor lost with its node (or killed) is replaced by a
+fresh one, wherever the cluster has room, and its envs' calls come back as ``ActorDied`` failures; a
+call past ``step_timeout`` is given up on, its actor killed and replaced (``info["error"] ==
+"timeout"`` for its envs). ``close()`` is safe at any time.
+
+Ray is started here only if it is not running: ``address`` (or ``RAY_ADDRESS``, read by Ray itself)
+joins an existing cluster; without one, a local single-node Ray is started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gem_core.vector.calls import CLOSED, TIMEOUT, EnvBuilder, EnvCall, Failure, Step, check_step_timeout, describe_exception
+from gem_core.vector.in_process import CLOSE_TIMEOUT
+
+__all__ = ["RayBackend"]
+
+#: How often a waiting batch checks whether close() wants it to stop.
+_POLL_SECONDS = 0.2
+
+
+class _EnvGroup:
+    """The actor: a group of envs living in one Ray worker process."""
+
+    def __init__(self, builders: dict[int, EnvBuilder]):
+        self.builders = builders
+        self.envs: dict[int, Any] = {i: build() for i, build in builders.items()}
+
+    def run(self, batch: list[tuple[int, EnvCall]]) -> list[tuple[int, str, Any]]:
+        from gem_core.vector.process import run_hosted_call
+
+        return [(i, *run_hosted_call(self.envs, self.builders, i, call, None)) for i, call in batch]
+
+    def node_id(self) -> str:
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
+    def close(self) -> None:
+        for env in self.envs.values():
+            try:
+                if env is not None:
+                    env.close()
+            except Exception:  # noqa: BLE001 - closing is best effort
+                pass
+
+
+class RayBackend:
+    """Envs as Ray actors (see the module docstring).
+
+    Args:
+        env_fns: one builder per env (pickled to the actors with Ray's cloudpickle).
+        envs_per_actor: envs hosted by one actor (env ``i`` lives in actor ``i // envs_per_actor``).
+        num_cpus: CPUs each actor reserves (fractions allowed).
+        resources: custom resources each actor reserves, e.g. ``{"gem_env": 1}``.
+        actor_options: other ``ActorClass.options(...)`` keywords.
+        address: a cluster to join when Ray is not initialized yet (None: Ray's default).
+        step_timeout: seconds a batch's calls may run on one actor.
+        start_timeout: seconds the actors may take to build their envs.
+    """
+
+    def __init__(
+        self,
+        env_fns: Sequence[EnvBuilder],
+        envs_per_actor: int = 1,
+        num_cpus: float = 1.0,
+        resources: Mapping[str, float] | None = None,
+        actor_options: Mapping[str, Any] | None = None,
+        address: str | None = None,
+        step_timeout: float | None = None,
+        start_timeout: float = 120.0,
+    ):
+        try:
+            import ray
+        except ImportError as exc:  # pragma: no cover - depends on the install
+            raise ImportError('backend="ray" needs Ray: pip install "gem[ray]"') from exc
+        if envs_per_actor < 1:
+            raise ValueError(f"envs_per_actor must be at least 1, got {envs_per_actor}.")
+        self._ray = ray
+        if not ray.is_initialized():
+            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        self._builders = list(env_fns)
+        self.num_envs = len(self._builders)
+        self.step_timeout = check_step_timeout(step_timeout)
+        count = -(-self.num_envs // envs_per_actor)
+        self._owner = [i // envs_per_actor for i in range(self.num_envs)]
+        self._hosted = [[i for i in range(self.num_envs) if self._owner[i] == a] for a in range(count)]
+        options = {"num_cpus": num_cpus, "max_restarts": 0, "max_task_retries": 0, **dict(actor_options or {})}
+        if resources:
+            options["resources"] = dict(resources)
+        self._actor_class = ray.remote(_EnvGroup).options(**options)
+        self._start_timeout = start_timeout
+        self._asked = f"num_cpus={num_cpus}, resources={dict(resources or {})}"
+        self._lock = threading.Lock()
+        self._closed = False
+        self._stale: dict[int, str] = {}
+        self.actors: list[Any] = [None] * count
+        try:
+            for a in range(count):
+                self.actors[a] = self._start(a)
+            self._await_ready(range(count))
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, a: int) -> Any:
+        return self._actor_class.remote({i: self._builders[i] for i in self._hosted[a]})
+
+    def _await_ready(self, actors: Any) -> None:
+        refs = [self.actors[a].node_id.remote() for a in actors]
+        try:
+            self._ray.get(refs, timeout=self._start_timeout)
+        except self._ray.exceptions.GetTimeoutError:
+            raise RuntimeError(
+                f"The Ray actors for the envs did not start within start_timeout={self._start_timeout:g} s. Each asks for "
+                f"{self._asked}; the cluster may not have room for {len(refs)} of them: lower num_cpus, raise "
+                "envs_per_actor, or add nodes with those resources."
+            ) from None
+
+    def _replace(self, a: int) -> None:
+        try:
+            self._ray.kill(self.actors[a], no_restart=True)
+        except Exception:  # noqa: BLE001 - already gone with its node
+            pass
+        self.actors[a] = self._start(a)
+        self._await_ready([a])
+
+    def run(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("This vector env is closed; make a new one with make_vec(...).")
+            return self._run(calls)
+
+    async def arun(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]:
+        return await asyncio.to_thread(self.run, calls)
+
+    def _run(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]:
+        ray = self._ray
+        results: dict[int, Any] = {}
+        per_actor: dict[int, list[tuple[int, EnvCall]]] = {}
+        for i, call in calls.items():
+            lost = self._stale.pop(i, None)
+            if lost is not None and isinstance(call, Step):
+                results[i] = Failure(lost, env_replaced=True)
+            else:
+                per_actor.setdefault(self._owner[i], []).append((i, call))
+        refs = {self.actors[a].run.remote(batch): a for a, batch in per_actor.items()}
+        deadline = None if self.step_timeout is None else time.monotonic() + self.step_timeout
+        pending = list(refs)
+        while pending and not self._closed:
+            wait = _POLL_SECONDS if deadline is None else min(_POLL_SECONDS, max(0.0, deadline - time.monotonic()))
+            _, pending = ray.wait(pending, num_returns=len(pending), timeout=wait)
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+        lost_actors: dict[int, str] = {}
+        for ref, a in refs.items():
+            if ref in pending:
+                lost_actors[a] = CLOSED if self._closed else TIMEOUT
+                continue
+            try:
+                replies = ray.get(ref)
+            except ray.exceptions.RayActorError as exc:
+                lost_actors[a] = f"ActorDied: the Ray actor of envs {self._hosted[a]} was lost ({type(exc).__name__}); it was replaced by a fresh one."
+                continue
+            except Exception as exc:  # noqa: BLE001 - e.g. a result that cannot be unpickled
+                lost_actors[a] = f"the actor's answer could not be received: {describe_exception(exc)}"
+                continue
+            for i, outcome, value in replies:
+                results[i] = value if outcome == "ok" else Failure(value, env_replaced=outcome == "replaced")
+        for a, error in lost_actors.items():
+            for i, _ in per_actor[a]:
+                results[i] = Failure(error, env_replaced=not self._closed)
+            if not self._closed:
+                self._replace(a)
+                for i in self._hosted[a]:
+                    if i not in calls:
+                        self._stale[i] = error
+        return {i: results[i] for i in calls}
+
+    def actor_node_ids(self) -> list[str]:
+        """The Ray node id hosting each env, by env index."""
+        ids = self._ray.get([actor.node_id.remote() for actor in self.actors])
+        return [ids[self._owner[i]] for i in range(self.num_envs)]
+
+    def close(self, timeout: float | None = None) -> None:
+        """Kill the actors; a batch in flight gets ``timeout`` seconds (default :data:`CLOSE_TIMEOUT`)."""
+        if self._closed:
+            return
+        got_lock = self._lock.acquire(timeout=CLOSE_TIMEOUT if timeout is None else timeout)
+        self._closed = True  # a batch still waiting returns its unfinished envs as closed
+        if not got_lock:
+            self._lock.acquire()
+        try:
+            for actor in self.actors:
+                if actor is None:
+                    continue
+                try:
+                    self._ray.get(actor.close.remote(), timeout=1.0)
+                except Exception:  # noqa: BLE001 - the actor may be busy or gone
+                    pass
+                try:
+                    self._ray.kill(actor, no_restart=True)
+                except Exception:  # noqa: BLE001
+                    pass
+            self.actors = [None] * len(self.actors)
+        finally:
+            self._lock.release()

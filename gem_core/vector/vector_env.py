@@ -1,0 +1,353 @@
+"""The vector env itself: which call each sub-env gets, and how the answers become one batch.
+
+Autoreset, seeding, errors and subsets are decided here, identically for every backend; a backend only
+runs calls (see :mod:`gem_core.vector.calls`). The semantics are described in :mod:`gem_core.vector`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode
+
+from gem_core.vector.backends import BACKENDS, Backend
+from gem_core.vector.calls import Call, EnvBuilder, EnvCall, Failure, Reset, Step, check_step_timeout
+
+__all__ = ["VectorEnv", "Actions"]
+
+#: Actions for :meth:`VectorEnv.step`: one per env (a list/tuple of length ``num_envs``), or a dict
+#: ``{env_index: action}`` to step only some envs.
+Actions = Sequence[Any] | Mapping[int, Any]
+
+
+def _parse_autoreset_mode(mode: AutoresetMode | str) -> AutoresetMode:
+    if isinstance(mode, AutoresetMode):
+        return mode
+    for member in AutoresetMode:
+        if mode in (member.value, member.name) or str(mode).upper().replace("-", "_") == member.name:
+            return member
+    raise ValueError(
+        f"Unknown autoreset_mode {mode!r}; use gymnasium.vector.AutoresetMode.NEXT_STEP, SAME_STEP or DISABLED "
+        f"(or their values {[m.value for m in AutoresetMode]})."
+    )
+
+
+class VectorEnv(gym.vector.VectorEnv):
+    """A batch of text envs run by one backend (``sync``, ``thread``, ``process``, ``async`` or ``ray``).
+
+    Usually built with :func:`make_vec`. ``step``/``reset`` block; ``astep``/``areset`` are the same
+    operations for code already inside an event loop (native for the ``async`` backend, a worker
+    thread for the others).
+
+    Stepping a subset: ``step({2: "a", 5: "b"})`` steps envs 2 and 5 only. The envs left out are not
+    called at all: their obs entry repeats their previous obs, their reward is 0, ``terminated`` and
+    ``truncated`` are False, and their ``_key`` info masks are False. A pending autoreset of an env left
+    out waits until the env is next given an action.
+    """
+
+    def __init__(
+        self,
+        env_fns: Sequence[EnvBuilder],
+        backend: str = "sync",
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        seed: int | None = 0,
+        backend_kwargs: Mapping[str, Any] | None = None,
+        step_timeout: float | None = None,
+    ):
+        if not env_fns:
+            raise ValueError("A VectorEnv needs at least one env; pass num_envs >= 1 or a non-empty list of ids.")
+        if backend not in BACKENDS:
+            raise ValueError(f"Unknown backend {backend!r}; choose one of {sorted(BACKENDS)}.")
+        self.autoreset_mode = _parse_autoreset_mode(autoreset_mode)
+        self.backend_name = backend
+        kwargs = dict(backend_kwargs or {})
+        if step_timeout is not None:
+            kwargs["step_timeout"] = check_step_timeout(step_timeout)
+        self.backend: Backend = BACKENDS[backend](list(env_fns), **kwargs)
+        self.num_envs = len(env_fns)
+        self.seed = seed
+        try:
+            self._set_spaces()
+        except BaseException:
+            self.backend.close()
+            raise
+
+        self._obs: list[Any] = [None] * self.num_envs
+        self._needs_reset = np.zeros(self.num_envs, dtype=np.bool_)
+        self._next_seeds: list[int | None] = [None if seed is None else seed + i for i in range(self.num_envs)]
+        self._replacements = [0] * self.num_envs
+        self._was_reset = False
+
+    def _set_spaces(self) -> None:
+        """Spaces, metadata and render mode, read from the envs (which may live in worker processes)."""
+        every_env = dict.fromkeys(range(self.num_envs))
+        obs_spaces = self._call_each(every_env, "observation_space")
+        action_spaces = self._call_each(every_env, "action_space")
+        self.single_observation_space = obs_spaces[0]
+        self.single_action_space = action_spaces[0]
+        if all(s == obs_spaces[0] for s in obs_spaces):
+            self.observation_space = gym.vector.utils.batch_space(obs_spaces[0], self.num_envs)
+        else:
+            self.observation_space = spaces.Tuple(obs_spaces)
+        if all(s == action_spaces[0] for s in action_spaces):
+            self.action_space = gym.vector.utils.batch_space(action_spaces[0], self.num_envs)
+        else:
+            self.action_space = spaces.Tuple(action_spaces)
+        # A bare callable wrapper may not forward these two; they are informative only.
+        metadata, render_mode = self.backend.run({0: Call("metadata")})[0], self.backend.run({0: Call("render_mode")})[0]
+        self.metadata = {**(metadata if isinstance(metadata, Mapping) else {}), "autoreset_mode": self.autoreset_mode}
+        self.render_mode = None if isinstance(render_mode, Failure) else render_mode
+
+    # ---------------------------------------------------------------------------------------------
+    # reset
+
+    def reset(
+        self, *, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """Reset every env (or those in ``options["reset_mask"]``, a bool array of shape ``(num_envs,)``).
+
+        Args:
+            seed: ``None`` uses the seeds from :func:`make_vec` on the first reset (``seed + i``) and
+                continues each env's RNG afterwards; an int ``s`` seeds env ``i`` with ``s + i``; a list
+                gives one seed (or None) per env.
+            options: passed to every env's ``reset`` (without ``reset_mask``).
+
+        Returns:
+            ``(observations, infos)``: a tuple of ``num_envs`` observations (envs outside the mask keep
+            their current obs) and the batched infos of the envs that were reset.
+
+        Raises:
+            RuntimeError: if an env's reset raises (naming the env and the error).
+        """
+        calls = self._plan_reset(seed, options)
+        return self._record_reset(calls, self.backend.run(calls))
+
+    async def areset(
+        self, *, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """:meth:`reset` for a running event loop."""
+        calls = self._plan_reset(seed, options)
+        return self._record_reset(calls, await self.backend.arun(calls))
+
+    def _plan_reset(self, seed: int | Sequence[int | None] | None, options: dict[str, Any] | None) -> dict[int, Reset]:
+        self._check_open()
+        super().reset(seed=seed if isinstance(seed, int) else None)
+        options = dict(options) if options else None
+        mask = np.ones(self.num_envs, dtype=np.bool_)
+        if options is not None and "reset_mask" in options:
+            mask = np.asarray(options.pop("reset_mask"))
+            if mask.shape != (self.num_envs,) or mask.dtype != np.bool_ or not mask.any():
+                raise ValueError(
+                    f"options['reset_mask'] must be a bool numpy array of shape ({self.num_envs},) with at least one "
+                    f"True entry, got {mask!r}."
+                )
+            options = options or None
+        if seed is None:
+            seeds: list[int | None] = [self._take_seed(i) if mask[i] else None for i in range(self.num_envs)]
+        elif isinstance(seed, (int, np.integer)):
+            seeds = [int(seed) + i for i in range(self.num_envs)]
+        else:
+            seeds = list(seed)
+            if len(seeds) != self.num_envs:
+                raise ValueError(f"seed as a list needs one entry per env ({self.num_envs}), got {len(seeds)}.")
+        return {i: Reset(seed=seeds[i], options=options) for i in range(self.num_envs) if mask[i]}
+
+    def _record_reset(self, calls: Mapping[int, Reset], outcomes: Mapping[int, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        infos: dict[str, Any] = {}
+        errors = []
+        for i in calls:
+            outcome = outcomes[i]
+            if isinstance(outcome, Failure):
+                self._note_failure(i, outcome)
+                self._needs_reset[i] = True
+                errors.append(f"env {i}: {outcome.error}")
+                continue
+            self._obs[i], info = outcome
+            self._needs_reset[i] = False
+            infos = self._add_info(infos, info, i)
+        if errors:
+            raise RuntimeError("Resetting the vector env failed for " + "; ".join(errors))
+        self._was_reset = True
+        return tuple(self._obs), infos
+
+    # ---------------------------------------------------------------------------------------------
+    # step
+
+    def step(self, actions: Actions) -> tuple[tuple[Any, ...], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Step the envs given actions (all of them for a list, the keys of a dict).
+
+        Returns:
+            ``(observations, rewards, terminated, truncated, infos)``: a tuple of ``num_envs``
+            observations, float64/bool arrays of shape ``(num_envs,)`` and batched infos; see the module
+            docstring for episode ends, errors and envs not given an action.
+        """
+        batch = _StepBatch(self.num_envs)
+        calls = self._plan_step(actions)
+        resets = self._record_step(calls, self.backend.run(calls), batch)
+        if resets:
+            self._record_same_step_resets(resets, self.backend.run(resets), batch)
+        return self._finish(batch)
+
+    async def astep(self, actions: Actions) -> tuple[tuple[Any, ...], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """:meth:`step` for a running event loop (the ``async`` backend gathers ``env.astep`` calls)."""
+        batch = _StepBatch(self.num_envs)
+        calls = self._plan_step(actions)
+        resets = self._record_step(calls, await self.backend.arun(calls), batch)
+        if resets:
+            self._record_same_step_resets(resets, await self.backend.arun(resets), batch)
+        return self._finish(batch)
+
+    def _select(self, actions: Actions) -> dict[int, Any]:
+        if isinstance(actions, Mapping):
+            chosen = {}
+            for key, action in actions.items():
+                if not isinstance(key, (int, np.integer)) or not 0 <= key < self.num_envs:
+                    raise KeyError(f"Action key {key!r} is not an env index in [0, {self.num_envs}).")
+                chosen[int(key)] = action
+            return chosen
+        if isinstance(actions, (str, bytes)) or not isinstance(actions, (Sequence, np.ndarray)):
+            raise TypeError(
+                f"step() takes one action per env (a list/tuple of length {self.num_envs}) or a dict "
+                f"{{env_index: action}}, got {type(actions).__name__}."
+            )
+        if len(actions) != self.num_envs:
+            raise ValueError(
+                f"step() got {len(actions)} actions for {self.num_envs} envs; pass one per env, or a dict "
+                "{env_index: action} to step only some envs."
+            )
+        return dict(enumerate(actions))
+
+    def _plan_step(self, actions: Actions) -> dict[int, EnvCall]:
+        self._check_open()
+        if not self._was_reset:
+            raise RuntimeError("Call reset() before step().")
+        calls: dict[int, EnvCall] = {}
+        for i, action in self._select(actions).items():
+            if not self._needs_reset[i]:
+                calls[i] = Step(action)
+            elif self.autoreset_mode == AutoresetMode.DISABLED:
+                raise ValueError(
+                    f"Env {i}'s episode has ended and autoreset_mode is DISABLED: reset it first with "
+                    f"vec.reset(options={{'reset_mask': mask}}) where mask[{i}] is True, or leave it out of the actions."
+                )
+            else:  # NEXT_STEP autoreset (or a SAME_STEP reset that failed and is retried)
+                calls[i] = Reset(seed=self._take_seed(i))
+        return calls
+
+    def _record_step(self, calls: Mapping[int, EnvCall], outcomes: Mapping[int, Any], batch: _StepBatch) -> dict[int, Reset]:
+        """Fold the step outcomes into ``batch``; return the resets SAME_STEP mode must run now."""
+        resets: dict[int, Reset] = {}
+        for i, call in calls.items():
+            outcome = outcomes[i]
+            if isinstance(call, Reset):  # a next-step autoreset
+                if isinstance(outcome, Failure):
+                    self._note_failure(i, outcome)
+                    batch.truncated[i] = True
+                    batch.add_info(self, {"error": outcome.error}, i)
+                else:
+                    self._obs[i], info = outcome
+                    self._needs_reset[i] = False
+                    batch.add_info(self, info, i)
+                continue
+            if isinstance(outcome, Failure):
+                self._note_failure(i, outcome)
+                obs, reward, terminated, truncated, info = self._obs[i], 0.0, False, True, {"error": outcome.error}
+            else:
+                obs, reward, terminated, truncated, info = outcome
+            self._obs[i] = obs
+            batch.rewards[i], batch.terminated[i], batch.truncated[i] = reward, terminated, truncated
+            ended = bool(terminated or truncated)
+            if ended and self.autoreset_mode == AutoresetMode.SAME_STEP:
+                batch.add_info(self, {"final_obs": obs, "final_info": info}, i)
+                resets[i] = Reset(seed=self._take_seed(i))
+            else:
+                batch.add_info(self, info, i)
+                self._needs_reset[i] = ended
+        return resets
+
+    def _record_same_step_resets(self, resets: Mapping[int, Reset], outcomes: Mapping[int, Any], batch: _StepBatch) -> None:
+        for i in resets:
+            outcome = outcomes[i]
+            if isinstance(outcome, Failure):
+                # The final obs stays the obs; the next step of this env retries the reset.
+                self._note_failure(i, outcome)
+                self._needs_reset[i] = True
+                batch.add_info(self, {"error": outcome.error}, i)
+            else:
+                self._obs[i], info = outcome
+                self._needs_reset[i] = False
+                batch.add_info(self, info, i)
+
+    def _finish(self, batch: _StepBatch) -> tuple[tuple[Any, ...], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        return tuple(self._obs), batch.rewards, batch.terminated, batch.truncated, batch.infos
+
+    # ---------------------------------------------------------------------------------------------
+    # seeds, failures, attributes
+
+    def _take_seed(self, index: int) -> int | None:
+        seed, self._next_seeds[index] = self._next_seeds[index], None
+        return seed
+
+    def _note_failure(self, index: int, failure: Failure) -> None:
+        if failure.env_replaced:
+            # A fresh env has a fresh, unseeded RNG: give its next reset a seed derived from the vector
+            # env's seed so runs with a worker crash stay reproducible.
+            self._replacements[index] += 1
+            if self.seed is not None:
+                entropy = [self.seed, index, self._replacements[index]]
+                self._next_seeds[index] = int(np.random.SeedSequence(entropy).generate_state(1)[0])
+
+    def _call_each(self, indices: Mapping[int, Any], name: str, *args: Any, **kwargs: Any) -> list[Any]:
+        outcomes = self.backend.run({i: Call(name, args, kwargs) for i in indices})
+        failed = {i: o.error for i, o in outcomes.items() if isinstance(o, Failure)}
+        if failed:
+            raise RuntimeError(f"Calling {name!r} on the envs failed: {failed}")
+        return [outcomes[i] for i in indices]
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Call method ``name`` on every env (or read the attribute if it is not callable).
+
+        ``vec.call("sample_random_action")`` gives one random action per env, from each env's RNG.
+        """
+        self._check_open()
+        return tuple(self._call_each(dict.fromkeys(range(self.num_envs)), name, *args, **kwargs))
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        """Attribute ``name`` of every env."""
+        return self.call(name)
+
+    def render(self) -> tuple[Any, ...]:
+        """Every env's ``render()`` output."""
+        return self.call("render")
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise RuntimeError("This vector env is closed; build a new one with make_vec(...).")
+
+    def close_extras(self, timeout: float | None = None, **kwargs: Any) -> None:
+        """Close every env and stop the backend's threads, event loop or worker processes.
+
+        Safe at any time, from any thread: a step in flight gets ``timeout`` seconds to finish (default
+        5), then returns with its unfinished envs truncated and ``info["error"]`` starting with "closed".
+        """
+        self.backend.close(timeout=timeout)
+
+    def __repr__(self) -> str:
+        return f"VectorEnv(num_envs={self.num_envs}, backend={self.backend_name!r}, autoreset_mode={self.autoreset_mode.name})"
+
+
+class _StepBatch:
+    """The arrays one step returns, filled env by env."""
+
+    def __init__(self, num_envs: int):
+        self.rewards = np.zeros(num_envs, dtype=np.float64)
+        self.terminated = np.zeros(num_envs, dtype=np.bool_)
+        self.truncated = np.zeros(num_envs, dtype=np.bool_)
+        self.infos: dict[str, Any] = {}
+
+    def add_info(self, vec: VectorEnv, info: dict[str, Any], index: int) -> None:
+        self.infos = vec._add_info(self.infos, info, index)

@@ -1,0 +1,109 @@
+"""examples/train_trl.py as a newcomer meets it: bad arguments fail at once (before torch loads, one
+line, nothing written), `--env` fits every game, the tiny tokenizer makes other games' moves learnable,
+and Ctrl-C keeps the metrics and the curve of the steps done."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_learning import EXAMPLE, load_example
+
+import gem_core
+
+# Runs the example as `python examples/train_trl.py ARGS` and reports whether torch was imported.
+_RUN_AND_REPORT_TORCH = (
+    "import runpy, sys\n"
+    "sys.argv = sys.argv[1:]\n"
+    "try:\n"
+    "    runpy.run_path(sys.argv[0], run_name='__main__')\n"
+    "finally:\n"
+    "    print('torch imported' if 'torch' in sys.modules else 'torch not imported')\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--bogus", "1"], "unrecognized arguments: --bogus 1"),
+        (["--steps", "many"], "invalid int value"),
+        (["--env", "game:Wordle-v9"], "Did you mean 'game:Wordle-v0'"),
+        (["--env", "game:Wordle-v0", "--env_kwargs", '{"min_number": 1}'], "pass only those names"),
+        (["--env_kwargs", "{not json"], "--env_kwargs is not JSON"),
+        (["--turn_credit", "gae"], "--turn_credit must be"),
+    ],
+)
+def test_bad_arguments_fail_before_torch_loads_with_one_line_and_nothing_written(argv, message, tmp_path):
+    out = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-c", _RUN_AND_REPORT_TORCH, str(EXAMPLE), *argv, "--out", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr and "Traceback" not in done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert done.stdout.strip() == "torch not imported"
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("env_id", gem_core.list_envs("game:*"))
+def test_every_game_gets_env_kwargs_that_fit_it(env_id):
+    example = load_example()
+    env_kwargs = example.check_args(example.Args(env=env_id))
+    assert env_kwargs == (example.DEFAULT_ENV_KWARGS if env_id == example.DEFAULT_ENV else {})
+
+
+def test_the_tiny_tokenizer_makes_mastermind_moves_single_tokens_with_distinct_rewards():
+    """Every token the tiny model can write as a one-token turn, played as the first move of a game."""
+    example = load_example()
+    env_id = "game:Mastermind-v0-easy"
+    _, tokenizer, max_turn_tokens, _ = example.tiny_model_and_tokenizer(env_id, {}, seed=0, max_completion_length=None)
+    assert max_turn_tokens == 1
+    env, rewards = gem_core.make(env_id), []
+    for token_id in range(len(tokenizer)):
+        env.reset(seed=0)
+        _, reward, *_ = env.step(tokenizer.decode([token_id]))
+        rewards.append(reward)
+    rewards = np.array(rewards)
+    legal = rewards[rewards != rewards.min()]
+    assert len(legal) >= 4**3 // 2  # most of the 64 codes are tokens (those random play met)
+    assert np.unique(legal).size > 1  # and moves differ in what they earn: something to learn
+
+
+@pytest.mark.slow
+def test_ctrl_c_keeps_the_metrics_and_the_curve_of_the_steps_done(tmp_path):
+    out = tmp_path / "run"
+    process = subprocess.Popen(
+        [sys.executable, str(EXAMPLE), "--steps", "50", "--prompts_per_step", "2", "--num_generations", "4",
+         "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    log = out / "log.jsonl"
+    try:
+        deadline = time.monotonic() + 600  # a guard against a hang, not a speed check
+        while process.poll() is None and time.monotonic() < deadline:
+            if log.exists() and len(log.read_text().splitlines()) >= 2:
+                break
+            time.sleep(0.2)
+        assert process.poll() is None, process.communicate()
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=300)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr and "Interrupted after" in stderr
+    metrics = json.loads((out / "metrics.json").read_text())
+    logged = [json.loads(line) for line in log.read_text().splitlines()]
+    assert metrics["interrupted"] is True and 2 <= metrics["steps"] < 50
+    assert metrics["reward_per_step"] == pytest.approx([line["reward"] for line in logged])
+    assert len(metrics["success_per_step"]) == metrics["steps"]
+    assert (out / "reward_curve.png").stat().st_size > 10_000
+    step_lines = [line for line in stdout.splitlines() if line.startswith("step ")]
+    assert len(step_lines) == metrics["steps"] and all("return" in line and "success" in line for line in step_lines)
+    assert "{'loss'" not in stdout  # TRL's per-step dict goes to log.jsonl, not the console
+    assert Path(out / "metrics.json").exists()

@@ -1,0 +1,150 @@
+"""``gem check`` and upstream GEM id aliases: the contract checks pass on shipped envs and fail, naming
+the cause, on an env that breaks determinism or raises on a malformed action."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from gem_core import Env, list_envs, make, spec
+from gem_core.check import check_env
+from gem_core.cli import main
+from gem_core.registry import aliases
+
+
+class Coin(Env):
+    """A well-behaved one-turn env: guess the seeded coin."""
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.side = str(self.np_random.choice(["heads", "tails"]))
+        return "Heads or tails? Answer in \\boxed{}.", {}
+
+    def step(self, action):
+        if not isinstance(action, str) or "\\boxed{" not in action:
+            return self.invalid_action("Answer in \\boxed{heads} or \\boxed{tails}.")
+        guess = action.split("\\boxed{", 1)[1].split("}", 1)[0]
+        return f"It was {self.side}.", float(guess == self.side), True, False, {}
+
+    def sample_random_action(self):
+        return "\\boxed{" + str(self.np_random.choice(["heads", "tails"])) + "}"
+
+
+class UnseededCoin(Coin):
+    """Breaks determinism: draws from the process-wide `random`."""
+
+    def reset(self, *, seed=None, options=None):
+        observation, info = super().reset(seed=seed)
+        self.side = random.choice(["heads", "tails"]) + str(random.random())
+        return observation + f" ({self.side})", info
+
+
+class FragileCoin(Coin):
+    """Raises on a malformed action instead of answering it."""
+
+    def step(self, action):
+        if "\\boxed{" not in action:
+            raise ValueError("no box")
+        return super().step(action)
+
+
+def results(env_class) -> dict[str, tuple[bool, str]]:
+    return {r.name: (r.ok, r.message) for r in check_env(env_class)}
+
+
+def test_a_correct_env_passes_every_check():
+    assert {name: ok for name, (ok, _) in results(Coin).items()} == {"gymnasium": True, "determinism": True, "hostile actions": True}
+
+
+def test_nondeterminism_is_reported_with_the_fix():
+    ok, message = results(UnseededCoin)["determinism"]
+    assert not ok and "seed 0" in message and "self.np_random" in message
+
+
+def test_raising_on_a_malformed_action_is_reported_with_the_fix():
+    ok, message = results(FragileCoin)["hostile actions"]
+    assert not ok and "raised ValueError: no box" in message and "invalid_action" in message
+
+
+# One id per category and loader: the whole list runs in the slow test below.
+SHIPPED = ["game:GuessTheNumber-v0", "game:Wordle-v0-easy", "game:Sokoban-v0-easy", "game:2048-v0-random", "math:Sample", "qa:Sample", "code:Sample", "rg:letter_counting"]
+
+
+def shipped_overrides(env_id: str) -> dict:
+    """The shipped sample data, and for code envs the sandbox mode this machine has (bwrap may be missing)."""
+    overrides = dict(spec(env_id).sample_kwargs)
+    if env_id.startswith("code:") or env_id.endswith("-python"):
+        from gem_core.tools import sandbox
+
+        if not sandbox.available_modes():
+            pytest.skip("no sandbox mode works here")
+        overrides["sandbox_mode"] = sandbox.available_modes()[0]
+    return overrides
+
+
+@pytest.mark.parametrize("env_id", SHIPPED)
+def test_shipped_envs_pass(env_id):
+    pytest.importorskip("datasets")
+    overrides = shipped_overrides(env_id)
+    failed = [r for r in check_env(lambda: make(env_id, **overrides)) if not r.ok]
+    assert failed == []
+
+
+def _every_shipped_id_but_most_rg() -> list[str]:
+    """Every single-agent id, with one ReasoningGym id in ten: building the 106 rg datasets took most of
+    this test's 7 minutes, and tests/core/test_env_contract.py already holds every rg id to the same
+    checks (gymnasium's checker, same seed same episode, hostile actions)."""
+    ids = [i for i in list_envs() if not i.startswith("multi:")]  # multi-agent: another contract
+    rg = [i for i in ids if i.startswith("rg:")]
+    return [i for i in ids if not i.startswith("rg:")] + rg[::10]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env_id", _every_shipped_id_but_most_rg())
+def test_every_shipped_env_passes(env_id):
+    """One determinism seed here (building some envs costs seconds); the fast test above uses two."""
+    pytest.importorskip("datasets")
+    overrides = shipped_overrides(env_id)
+    failed = [r for r in check_env(lambda: make(env_id, **overrides), seeds=(0,)) if not r.ok]
+    assert failed == []
+
+
+def test_gem_check_command_on_a_user_module(tmp_path, capsys):
+    module = tmp_path / "my_envs.py"
+    module.write_text(textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(tmp_path)!r})
+        from gem_core import register
+        register("user:Fragile-v0", "test_check_envs:FragileCoin")
+        register("user:Coin-v0", "test_check_envs:Coin")
+    """))
+    (tmp_path / "test_check_envs.py").write_text(open(__file__).read())
+    assert main(["check", "user:Coin-v0", "--import", str(module)]) == 0
+    assert main(["check", "user:Fragile-v0"]) == 1
+    out = capsys.readouterr().out
+    assert "user:Coin-v0: all checks passed" in out
+    assert "FAIL  hostile actions: the empty action raised ValueError: no box" in out
+    assert main(["check", "user:Nope-v0"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("alias", "target"),
+    [("game:TowerofHanoi-v0-easy", "game:TowerOfHanoi-v0-easy"), ("game:Game2048-v0-easy", "game:2048-v0-easy"), ("eval:MATH500", "math:MATH-500")],
+)
+def test_upstream_ids_are_aliases(alias, target):
+    assert aliases()[alias] == target
+    assert spec(alias) is spec(target)
+    assert alias not in list_envs()
+
+
+def test_upstream_game_alias_plays_the_same_episode():
+    assert make("game:TowerofHanoi-v0-easy").reset(seed=3) == make("game:TowerOfHanoi-v0-easy").reset(seed=3)
+
+
+def test_gem_list_aliases():
+    out = subprocess.run([sys.executable, "-m", "gem_core.cli", "list", "--aliases"], capture_output=True, text=True, check=True).stdout
+    assert "game:TowerofHanoi-v0-easy -> game:TowerOfHanoi-v0-easy" in out

@@ -1,0 +1,180 @@
+"""Reproducers of issue 14's attacks on the bubblewrap sandbox: forged results, a flooded status channel,
+memory multiplied by forking, a /tmp full of inodes, kernel interfaces a snippet must not have, and host
+paths shown to the snippet. Each ran successfully against the sandbox before the fix."""
+
+from __future__ import annotations
+
+import platform
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from gem_core.tools.sandbox import SandboxConfig, SandboxPool, isolation, run_python
+
+@pytest.fixture(scope="module", params=["zygote", "sandbox per call"])
+def sandbox_run(request, bwrap_mode):
+    """Each attack against both bwrap paths: calls forked from a zygote, and a sandbox started per call."""
+    if request.param == "zygote":
+        yield lambda code, **limits: run_python(code, mode=bwrap_mode, **limits)
+        return
+    pool = SandboxPool(bwrap_mode, SandboxConfig(pool_size=1, zygote=False))
+    yield lambda code, **limits: pool.run(code, **limits)
+    pool.close()
+
+
+FORGE_STATUS = """
+import os, sys
+fds = set(range(3, 64))
+frame = sys._getframe()
+while frame is not None:  # the worker's own frames: any descriptor it keeps in a local
+    fds.update(v for k, v in frame.f_locals.items() if "fd" in k and isinstance(v, int))
+    frame = frame.f_back
+for fd in sorted(fds):
+    try:
+        os.write(fd, b'\\n{"exit": 0}\\n')
+    except OSError:
+        pass
+raise ValueError("forged")
+"""
+
+
+def test_a_status_written_by_the_snippet_is_not_believed(sandbox_run):
+    result = sandbox_run(FORGE_STATUS)
+    assert result.exit_code == 1 and not result.ok
+    assert "ValueError: forged" in result.stderr
+
+
+def test_flooding_every_descriptor_costs_the_host_no_memory(sandbox_run):
+    flood = (
+        "import os\nfor fd in range(3, 64):\n    try:\n        for _ in range(100):\n"
+        "            os.write(fd, b'x' * 1_000_000)\n    except OSError:\n        pass\nraise ValueError('flooded')"
+    )
+    tracemalloc.start()
+    try:
+        result = sandbox_run(flood, timeout=10)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert not result.ok and not result.timed_out and result.exit_code != 0
+    assert peak < 16 * 1024 * 1024, f"the host buffered {peak / 2**20:.0f} MiB of the flood"
+
+
+def test_three_forked_children_share_one_memory_cap(sandbox_run):
+    # 400 MiB each: a worker's interpreter already maps ~100 MiB, so 450 MiB would hit the per-process
+    # address-space limit (also 512 MiB) first.
+    trio = (
+        "import os, time\n"
+        "for _ in range(3):\n"
+        "    if os.fork() == 0:\n"
+        "        block = bytearray(400 * 1024 * 1024)\n"
+        "        block[::4096] = b'x' * len(range(0, len(block), 4096))  # touch every page\n"
+        "        print('holding', flush=True)\n"
+        "        time.sleep(30)\n"
+        "        os._exit(0)\n"
+        "for _ in range(3):\n"
+        "    os.wait()\n"
+        "print('all three held 400 MiB')"
+    )
+    result = sandbox_run(trio, memory_mb=512, timeout=20)
+    assert result.limit == "memory" and not result.timed_out, result
+    assert "all three" not in result.stdout and result.stdout.count("holding") < 3
+
+
+def test_one_process_under_the_cap_is_left_alone(sandbox_run):
+    code = "block = bytearray(300 * 1024 * 1024)\nblock[::4096] = b'x' * len(range(0, len(block), 4096))\nprint('ok')"
+    assert sandbox_run(code, memory_mb=512, timeout=20).stdout == "ok\n"
+
+
+def test_a_tmp_full_of_empty_files_is_stopped(sandbox_run):
+    code = (
+        "import os\nfor n in range(300_000):\n    open(f'/tmp/f{n}', 'w').close()\n"
+        "print('created', len(os.listdir('/tmp')))"
+    )
+    result = sandbox_run(code, timeout=60)
+    assert result.limit == "disk" and "created" not in result.stdout, result
+
+
+LIBC = "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+
+
+def test_ptrace_is_denied(sandbox_run):
+    code = LIBC + "print(libc.ptrace(0, 0, 0, 0), ctypes.get_errno())"  # PTRACE_TRACEME
+    assert sandbox_run(code).stdout == "-1 1\n"  # EPERM
+
+
+x86_64_only = pytest.mark.skipif(platform.machine() != "x86_64", reason="raw syscall numbers of x86_64")
+
+
+@x86_64_only
+def test_new_namespaces_are_denied(sandbox_run):
+    code = LIBC + (
+        "for flag in (0x10000000, 0x00020000, 0x40000000):  # user, mount, network\n"
+        "    print(libc.unshare(flag), ctypes.get_errno())\n"
+        "print(libc.syscall(56, 0x10000000 | 17, 0, 0, 0, 0), ctypes.get_errno())  # clone(CLONE_NEWUSER|SIGCHLD)"
+    )
+    assert sandbox_run(code).stdout == "-1 1\n" * 4
+
+
+@x86_64_only
+def test_mount_keyctl_and_bpf_are_denied(sandbox_run):
+    code = LIBC + (
+        "print(libc.mount(b'none', b'/tmp', b'tmpfs', 0, None), ctypes.get_errno())\n"
+        "print(libc.syscall(250, 0, 0, 0, 0, 0), ctypes.get_errno())  # keyctl\n"
+        "print(libc.syscall(321, 0, 0, 0), ctypes.get_errno())  # bpf"
+    )
+    assert sandbox_run(code).stdout == "-1 1\n" * 3
+
+
+def test_no_host_path_in_the_sandbox_init_command_line(sandbox_run):
+    result = sandbox_run("print(open('/proc/1/cmdline').read().replace(chr(0), ' '))")
+    assert result.ok
+    for flag in ("--ro-bind", "--tmpfs", "--setenv"):
+        assert flag not in result.stdout
+    for hidden in isolation.hidden_dirs():
+        assert f" {hidden} " not in result.stdout
+
+
+def test_gem_package_data_is_not_visible(sandbox_run):
+    import gem_core
+
+    package = Path(gem_core.__file__).resolve().parent
+    code = f"import os\ntry:\n    print(os.listdir({str(package)!r}))\nexcept OSError as error:\n    print(type(error).__name__)"
+    result = sandbox_run(code)
+    assert "envs" not in result.stdout and "data" not in result.stdout, result
+    assert package in isolation.hidden_dirs()
+
+
+def test_no_descriptor_of_the_host_is_left_open_inside(sandbox_run):
+    result = sandbox_run("import os\nprint(sorted(int(fd) for fd in os.listdir('/proc/self/fd')))")
+    open_fds = eval(result.stdout)  # noqa: S307 - a list of ints printed by the snippet above
+    assert len(open_fds) <= 5, open_fds  # stdio, the report pipe, and listdir's own
+
+
+def test_the_snippet_has_no_capabilities_and_runs_under_seccomp(sandbox_run):
+    code = "print([l for l in open('/proc/self/status').read().splitlines() if l.startswith(('CapEff', 'CapPrm', 'NoNewPrivs', 'Seccomp:'))])"
+    out = sandbox_run(code).stdout
+    for field in ("CapEff:\\t0000000000000000", "CapPrm:\\t0000000000000000", "NoNewPrivs:\\t1", "Seccomp:\\t2"):
+        assert field in out, out
+
+
+def test_concurrent_calls_cannot_reach_each_other(sandbox_run):
+    """Calls forked from one zygote share its sandbox but not a network, /tmp or process namespace."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    listener = (
+        "import os, socket, time\nopen('/tmp/listener-was-here', 'w').close()\n"
+        "s = socket.socket()\ns.bind(('127.0.0.1', 47123))\ns.listen()\nprint('listening', flush=True)\n"
+        "s.settimeout(3)\ntry:\n    s.accept()\n    print('ACCEPTED')\nexcept OSError:\n    print('nobody came')"
+    )
+    visitor = (
+        "import os, socket, time\ntime.sleep(0.5)\nprint(os.listdir('/tmp'), sorted(os.listdir('/proc'))[:3])\n"
+        "try:\n    socket.create_connection(('127.0.0.1', 47123), timeout=1)\n    print('CONNECTED')\n"
+        "except OSError as error:\n    print('refused', type(error).__name__)"
+    )
+    with ThreadPoolExecutor(2) as executor:
+        first = executor.submit(sandbox_run, listener, timeout=10)
+        second = executor.submit(sandbox_run, visitor, timeout=10)
+        listened, visited = first.result(), second.result()
+    assert "listening" in listened.stdout and "ACCEPTED" not in listened.stdout
+    assert "refused" in visited.stdout and "listener-was-here" not in visited.stdout, visited

@@ -1,0 +1,128 @@
+"""Trajectories to and from JSONL, `gem replay` re-scoring, and the SFT / preference exports."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import gem_core
+from gem_core.envs.game.guess_the_number import GuessTheNumber
+from gem_core.rollout import run_episodes
+from gem_core.rollout.trajectory_io import (
+    preference_pairs,
+    read_trajectories,
+    sft_records,
+    trajectory_to_record,
+    write_trajectories,
+)
+from gem_core.testing import ScriptedPolicy
+
+GUESSES = ["\\boxed{10}", "\\boxed{5}", "\\boxed{15}", "\\boxed{3}", "\\boxed{7}"]
+
+
+@pytest.fixture(scope="module")
+def trajectories(tiny_tokenizer):
+    import asyncio
+
+    policy = ScriptedPolicy(tiny_tokenizer, GUESSES + ["not a move"])
+    return asyncio.run(run_episodes("game:GuessTheNumber-v0", policy, tiny_tokenizer, seeds=range(12)))
+
+
+def test_the_jsonl_round_trip_is_lossless(tmp_path, trajectories):
+    path = tmp_path / "episodes.jsonl"
+    assert write_trajectories(path, trajectories) == len(trajectories)
+    loaded = read_trajectories(path)
+    assert loaded == trajectories  # every field, ids, logprobs, spans (as tuples), infos, metrics
+    assert [trajectory_to_record(t) for t in loaded] == [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_record_of_another_format_is_refused(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"format": "something/else"}\n')
+    with pytest.raises(ValueError, match="gem.trajectory/1"):
+        read_trajectories(path)
+
+
+class LenientGuessTheNumber(GuessTheNumber):
+    """A "grader change": guesses one off the target now also win."""
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        guess = self.guesses[-1] if self.guesses and not info.get("format_error") else None
+        if not terminated and guess is not None and abs(guess - self.target) == 1:
+            return "Close enough!", 1.0, True, False, {"success": True}
+        return obs, reward, terminated, truncated, info
+
+
+def _gem(*args):
+    return subprocess.run([sys.executable, "-m", "gem_core.cli", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_gem_replay_reports_exactly_the_turns_a_grader_change_rescored(tmp_path, trajectories, monkeypatch, capsys):
+    from gem_core import registry
+    from gem_core.cli import main
+
+    path = tmp_path / "episodes.jsonl"
+    write_trajectories(path, trajectories)
+    unchanged = _gem("replay", str(path))  # the real command, as a user runs it
+    assert unchanged.returncode == 0, unchanged.stderr
+    assert f"{len(trajectories)} episodes replayed, 0 turns changed." in unchanged.stdout
+
+    # The same episodes under the lenient grader, computed independently of `gem replay`.
+    expected = []
+    for episode, trajectory in enumerate(trajectories):
+        env = LenientGuessTheNumber()
+        env.reset(seed=trajectory.seed)
+        for turn, action in enumerate(trajectory.actions):
+            _, reward, terminated, truncated, _ = env.step(action)
+            if float(reward) != trajectory.rewards[turn]:
+                expected.append(f"episode {episode} turn {turn}: reward {trajectory.rewards[turn]:+g} -> {float(reward):+g}")
+            if terminated or truncated:
+                break
+    assert expected, "the lenient grader must change some turns for this test to mean anything"
+
+    # A grader fix in the registry: the recorded env id now builds the lenient class.
+    registry.list_envs()
+    monkeypatch.setitem(registry._REGISTRY, "game:GuessTheNumber-v0", registry.EnvSpec("game:GuessTheNumber-v0", LenientGuessTheNumber))
+    assert main(["replay", str(path)]) == 1
+    reported = [line for line in capsys.readouterr().out.splitlines() if line.startswith("episode ")]
+    assert [line.split(" (")[0] for line in reported] == expected
+
+
+def test_gem_replay_says_what_is_wrong_with_a_bad_file(tmp_path):
+    missing = _gem("replay", str(tmp_path / "nope.jsonl"))
+    assert missing.returncode == 2 and "No such file" in missing.stderr and "Traceback" not in missing.stderr
+    (tmp_path / "junk.jsonl").write_text("{not json\n")
+    junk = _gem("replay", str(tmp_path / "junk.jsonl"))
+    assert junk.returncode == 2 and "junk.jsonl:1 is not a JSON line" in junk.stderr
+
+
+def test_sft_rows_are_the_episodes_as_messages(trajectories):
+    winners = [t for t in trajectories if t.episode_return >= 1.0]
+    rows = sft_records(trajectories, min_return=1.0)
+    assert len(rows) == len(winners) > 0
+    for row, t in zip(rows, winners):
+        roles = [m["role"] for m in row["messages"]]
+        assert roles == ["user", "assistant"] * t.num_turns
+        assert [m["content"] for m in row["messages"] if m["role"] == "assistant"] == t.actions
+        assert row["messages"][0]["content"] == t.observations[0]
+
+
+def test_preference_pairs_split_same_seed_episodes_at_their_first_different_move(tiny_tokenizer):
+    import asyncio
+
+    good = ScriptedPolicy(tiny_tokenizer, ["\\boxed{10}", "\\boxed{5}", "\\boxed{15}"])
+    bad = ScriptedPolicy(tiny_tokenizer, ["\\boxed{10}", "nonsense"])
+    env = gem_core.make("game:GuessTheNumber-v0")
+    seeds = [s for s in range(40) if (env.reset(seed=s), env.target)[1] == 15][:2]
+    assert seeds, "need a seed whose number is 15"
+    runs = [asyncio.run(run_episodes("game:GuessTheNumber-v0", p, tiny_tokenizer, seeds=seeds, max_turns=3)) for p in (good, bad)]
+    pairs = preference_pairs(runs[0] + runs[1])
+    assert len(pairs) == len(seeds)
+    for pair in pairs:
+        assert [m["role"] for m in pair["prompt"]] == ["user", "assistant", "user"]
+        assert pair["prompt"][1]["content"] == "\\boxed{10}"
+        assert pair["chosen"][0]["content"] == "\\boxed{5}" and pair["rejected"][0]["content"] == "nonsense"
