@@ -47,12 +47,13 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 
 from gem_core.rollout.chat_template import ChatTemplate
 from gem_core.rollout.episode_label import EpisodeLabel, LabelError, parse_label
+from gem_core.rollout.metrics import trajectory_metrics
 from gem_core.rollout.policy import Generation, SamplingParams, default_stop_token_ids
 from gem_core.rollout.runner import run_session
 from gem_core.rollout.session import EpisodeSession
 from gem_core.rollout.trajectory import TokenTrajectory
 
-__all__ = ["GemAgentLoop", "GemAgentLoopOutput", "ServerManagerPolicy", "RewardPlacement", "episode_label", "episode_metrics"]
+__all__ = ["GemAgentLoop", "GemAgentLoopOutput", "ServerManagerPolicy", "RewardPlacement", "episode_label"]
 
 #: Where the per-turn rewards go in ``rm_scores``: ``"turn"`` puts each turn's reward on its last
 #: sampled token; ``"episode"`` leaves verl's default (the return on the last response token).
@@ -165,19 +166,6 @@ def episode_label(row: Mapping[str, Any]) -> EpisodeLabel:
     return parse_label(fields, fix_hint=fix_hint)
 
 
-def episode_metrics(trajectory: TokenTrajectory) -> dict[str, float]:
-    """The episode statistics verl logs: numbers under ``extra_fields["reward_extra_info"]`` become
-    ``val-aux/<data_source>/<key>/mean@N`` validation metrics (and go into verl's generation dumps)."""
-    metrics = trajectory.metrics
-    return {
-        "gem_num_turns": float(trajectory.num_turns),
-        "gem_success": float(bool(metrics.get("success", False))),
-        "gem_truncated": float(trajectory.truncated),
-        "gem_env_errors": float(metrics.get("env_errors", 0)),
-        "gem_format_errors": float(metrics.get("format_errors", 0)),
-    }
-
-
 class GemAgentLoop(AgentLoopBase):
     """A verl agent loop that plays one GEM env episode per sample.
 
@@ -247,7 +235,7 @@ class GemAgentLoop(AgentLoopBase):
                 session, policy, sampling=SamplingParams(max_new_tokens=self.max_tokens_per_turn, stop_token_ids=self.stop_token_ids)
             )
         finally:
-            session.env.close()
+            await session.aclose()
         if len(trajectory.prompt_ids) > self.prompt_length:
             raise ValueError(
                 f"The first observation of {label.env_id!r} (seed {label.seed}) is {len(trajectory.prompt_ids)} tokens with the "
@@ -267,7 +255,8 @@ class GemAgentLoop(AgentLoopBase):
             "turn_spans": [[int(s), int(e)] for s, e in trajectory.turn_spans],
             "env_id": trajectory.env_id,
             "env_seed": trajectory.seed,
-            "reward_extra_info": episode_metrics(trajectory),
+            # verl logs numbers under reward_extra_info as val-aux/<data_source>/<key>/mean@N (and dumps them).
+            "reward_extra_info": trajectory_metrics([trajectory], prefix="gem_"),
         }
         output_cls = GemAgentLoopOutput if self.reward_placement == "turn" else AgentLoopOutput
         output = output_cls(

@@ -177,7 +177,7 @@ def test_episodes_gem_truncated_are_masked_by_mask_truncated_completions(grpo_co
     # The episode statistics reach TRL's logged metrics.
     logged = next(entry for entry in trainer.state.log_history if "gem/truncated" in entry)
     assert logged["gem/truncated"] == pytest.approx(np.mean([t.truncated for t in trajectories]))
-    assert logged["gem/num_turns"] == pytest.approx(np.mean([t.num_turns for t in trajectories]))
+    assert logged["gem/turns"] == pytest.approx(np.mean([t.num_turns for t in trajectories]))
     assert logged["gem/env_errors"] == 0 and "gem/success" in logged
 
 
