@@ -65,7 +65,7 @@ async def test_model_episode_is_token_exact_with_env_tokens_masked(run_loop, mod
     calls, outputs = model_server.calls, model_server.outputs
     spans = spans_of(out.response_mask)
     assert [tuple(s) for s in out.extra_fields["turn_spans"]] == spans
-    assert len(calls) == len(spans) == out.extra_fields["reward_extra_info"]["gem_num_turns"] > 1
+    assert len(calls) == len(spans) == out.extra_fields["reward_extra_info"]["gem_turns"] > 1
     assert len({c["request_id"] for c in calls}) == 1
     full = out.prompt_ids + out.response_ids
     for (start, end), call, sampled in zip(spans, calls, outputs):
@@ -205,7 +205,7 @@ async def test_loop_builds_even_when_verls_family_token_builder_rejects_the_toke
     # verl's GLM builder needs GLM's special tokens; GEM never uses verl's builder, so the loop still works.
     loop = make_agent_loop(model_server, max_turns=1, max_tokens_per_turn=4, hf_model_type="glm4_moe")
     out = await loop.run(sampling_params, **make_row("game:Wordle-v0", 0))
-    assert out.extra_fields["reward_extra_info"]["gem_num_turns"] == 1
+    assert out.extra_fields["reward_extra_info"]["gem_turns"] == 1
 
 
 async def test_each_turn_keeps_verls_sampling_params_and_adds_the_turn_limits(run_loop, model_server, make_row, sampling_params):
