@@ -520,7 +520,7 @@ def word_search_solver(env: Env) -> Policy:
 
 def wiki_game_solver(env: Env) -> Policy:
     """Clicks along a shortest path of the shipped link graph (its map), reading the page it is on from the text."""
-    from gem_core.envs.wiki.wiki_game import load_link_graph
+    from gem_core.envs.game.wiki_game import load_link_graph
 
     graph = load_link_graph()
     target = env.target  # named in the first observation; the solver is made right after reset
