@@ -327,6 +327,7 @@ def main(args: Args) -> dict:
         trainer.remove_callback(printer)
     print(f"Training on {args.env} {json.dumps(env_kwargs)} for {args.steps} steps; each step's full TRL metrics go "
           f"to {log_path}", flush=True)
+
     def request_stop(signum, frame):
         # A flag, not a KeyboardInterrupt: one raised inside a rollout's event loop can be lost in its
         # cancellation, and one raised in backward leaves the step half done. A second Ctrl-C stops at once.
