@@ -21,6 +21,7 @@ __all__ = ["add_eval_parser", "configure_eval_parser", "run_eval_command"]
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 EXAMPLES = """examples:
+  gem eval --model runs/trl/model --env game:GuessTheNumber-v0 --max-new-tokens 1   # after examples/train_trl.py --save_model
   gem eval --model Qwen/Qwen3-0.6B --env game:GuessTheNumber-v0-easy --env game:Wordle-v0 --episodes 20
   gem eval --model Qwen/Qwen3-8B --base-url http://127.0.0.1:8000/v1 --env game:Wordle-v0 --concurrency 64
   gem eval --compare runs/a/report.json runs/b/report.json
