@@ -92,7 +92,6 @@ class WikiGame(TurnBasedGame):
         graph_file: a link graph in the shipped format (default: the shipped graph).
     """
 
-
     def __init__(self, min_distance: int = 2, max_distance: int = 3, max_turns: int = 8, graph_file: str | None = None):
         if not 1 <= min_distance <= max_distance:
             raise ValueError(f"Need 1 <= min_distance <= max_distance, got {min_distance} and {max_distance}.")
