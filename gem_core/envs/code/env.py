@@ -51,7 +51,6 @@ class CodeEnv(DatasetEnv):
         sandbox_mode: ``"bwrap"``, ``"process"`` or ``None`` (``$GEM_SANDBOX``, else bwrap).
     """
 
-
     def __init__(
         self,
         dataset_path: str | None = None,
