@@ -79,6 +79,12 @@ def hidden_dirs() -> list[Path]:
     return dirs
 
 
+def _is_current_interpreter(python: str) -> bool:
+    """The path names this process's interpreter. Paths are compared unresolved: two virtualenvs of one
+    base interpreter link to the same binary but have different prefixes and packages."""
+    return os.path.abspath(python) == os.path.abspath(sys.executable)
+
+
 def python_dirs(python: str) -> list[str]:
     """Directories the interpreter needs (its prefixes), except ones that would expose the home directory.
 
@@ -86,9 +92,10 @@ def python_dirs(python: str) -> list[str]:
     virtualenv inside it, GEM installed in site-packages): :func:`bwrap_launch` covers it with an empty tmpfs.
     """
     candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
-    if os.path.realpath(python) != os.path.realpath(sys.executable):
+    if not _is_current_interpreter(python):
         real = Path(os.path.realpath(python))
-        candidates = {str(Path(python).resolve().parent.parent), str(real.parent.parent)}
+        # The virtualenv the path names (its bin/python is a link into the base interpreter) and the base.
+        candidates = {str(Path(python).absolute().parent.parent), str(real.parent.parent)}
     home = Path.home().resolve()
     dirs = []
     for candidate in sorted(candidates):
@@ -103,7 +110,7 @@ def python_dirs(python: str) -> list[str]:
 def site_dirs(python: str) -> tuple[str, ...]:
     """The interpreter's site-packages, put on ``sys.path`` by the worker itself: it starts with ``-S``,
     so no ``.pth`` hook (an editable install's costs ~10 ms and would point into the checkout) runs."""
-    if os.path.realpath(python) != os.path.realpath(sys.executable):
+    if not _is_current_interpreter(python):
         query = "import sysconfig; print(sysconfig.get_paths()['purelib']); print(sysconfig.get_paths()['platlib'])"
         try:
             out = subprocess.run([python, "-I", "-c", query], capture_output=True, text=True, timeout=30).stdout

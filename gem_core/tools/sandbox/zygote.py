@@ -98,9 +98,9 @@ class Zygote:
             byte = b""
         self.control.settimeout(None)
         if byte != b"R":
-            self.close()
             self._stderr.seek(0)
             stderr = self._stderr.read().decode(errors="replace")
+            self.close()
             raise SandboxUnavailableError(f"A sandbox zygote failed to start: {stderr.strip()[-1000:] or 'no output'}")
 
     def alive(self) -> bool:

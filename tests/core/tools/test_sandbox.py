@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 
 import pytest
@@ -267,3 +268,29 @@ def test_a_zygote_that_cannot_start_falls_back_to_a_sandbox_per_call(bwrap_mode,
     assert [r.message for r in caplog.records].count(
         "The sandbox zygote cannot run here (no nested namespaces here); starting a sandbox per call instead."
     ) == 1
+
+
+@pytest.mark.parametrize("zygote", [True, False], ids=["zygote", "sandbox-per-call"])
+def test_an_interpreter_in_a_virtualenv_under_tmp_can_start_children(bwrap_mode, zygote):
+    """A CI clone under /tmp has its virtualenv there: each call's fresh /tmp must not hide it (it did,
+    on the zygote path: ``sys.executable`` was missing inside, so ``subprocess`` of it failed)."""
+    import subprocess as host_subprocess
+    import tempfile
+
+    from gem_core.tools.sandbox import SandboxConfig, SandboxPool
+
+    with tempfile.TemporaryDirectory(dir="/tmp") as root:
+        venv = f"{root}/venv"
+        host_subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True, timeout=120)
+        pool = SandboxPool(bwrap_mode, SandboxConfig(python=f"{venv}/bin/python", pool_size=1, zygote=zygote, preload=()))
+        try:
+            result = pool.run(
+                "import os, subprocess, sys\n"
+                "print(sys.executable, os.path.exists(sys.executable))\n"
+                "print(subprocess.run([sys.executable, '-c', 'print(6 * 7)'], capture_output=True, text=True).stdout.strip())\n"
+                "try:\n    open(os.path.join(os.path.dirname(os.path.dirname(sys.executable)), 'planted'), 'w')\nexcept OSError:\n    print('read-only')\n",
+                timeout=20,
+            )
+        finally:
+            pool.close()
+        assert result.stdout.splitlines() == [f"{venv}/bin/python True", "42", "read-only"], result
