@@ -25,13 +25,18 @@ or one env at a time with ``RayEnv("game:Wordle-v0")``, which starts (and closes
 from __future__ import annotations
 
 import itertools
+import json
+import os
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from gem_core.env import Env, StepResult
 
-__all__ = ["RayEnv", "RayEnvPool", "connect_ray"]
+__all__ = ["RayEnv", "RayEnvPool", "connect_ray", "default_env_pool", "make_env", "ENV_BACKENDS", "pool_options_from_environment"]
+
+#: Where :func:`make_env` builds an env: ``"local"`` (in this process) or ``"ray"`` (in a Ray actor).
+ENV_BACKENDS = ("local", "ray")
 
 #: What a :class:`RayEnv` builds in its actor: a registered env id or a function returning a new env.
 EnvSpec = str | Callable[[], Any]
@@ -341,3 +346,57 @@ class RayEnv(Env):
         self.pool._release(self._slot)
         if self._owns_pool:
             self.pool.close()
+
+
+def pool_options_from_environment() -> dict[str, Any]:
+    """The options of :func:`default_env_pool` from ``$GEM_RAY_ENV_ACTORS`` (actors, default 2),
+    ``$GEM_RAY_ENV_CPUS`` (CPUs per actor, default 1) and ``$GEM_RAY_ENV_RESOURCES`` (JSON, e.g.
+    ``{"gem_env": 1}``); the one place that reads them."""
+    options: dict[str, Any] = {}
+    for variable, key, kind in (("GEM_RAY_ENV_ACTORS", "num_actors", int), ("GEM_RAY_ENV_CPUS", "num_cpus", float)):
+        value = os.environ.get(variable)
+        if value:
+            try:
+                options[key] = kind(value)
+            except ValueError:
+                raise ValueError(f"{variable} must be a number ({key}), got {value!r}.") from None
+    value = os.environ.get("GEM_RAY_ENV_RESOURCES")
+    if value:
+        try:
+            resources = json.loads(value)
+        except ValueError:
+            resources = None
+        if not isinstance(resources, dict):
+            raise ValueError(f'GEM_RAY_ENV_RESOURCES must be a JSON object such as {{"gem_env": 1}}, got {value!r}.')
+        options["resources"] = resources
+    options.setdefault("num_actors", 2)
+    return options
+
+
+_default_pool: RayEnvPool | None = None
+_default_lock = threading.Lock()
+
+
+def default_env_pool() -> RayEnvPool:
+    """This process's :class:`RayEnvPool`, made on first use with :func:`pool_options_from_environment`."""
+    global _default_pool
+    with _default_lock:
+        if _default_pool is None or _default_pool.closed:
+            _default_pool = RayEnvPool(**pool_options_from_environment())
+        return _default_pool
+
+
+def make_env(env_id: str, backend: str = "local", **env_kwargs: Any) -> Any:
+    """``gem_core.make(env_id, **env_kwargs)`` here (``backend="local"``) or in :func:`default_env_pool`'s
+    actors (``"ray"``): the one switch an adapter needs to move its envs onto a Ray cluster.
+
+    Raises:
+        ValueError: an unknown backend (the message lists the choices).
+    """
+    if backend == "local":
+        from gem_core.registry import make
+
+        return make(env_id, **env_kwargs)
+    if backend == "ray":
+        return default_env_pool().make(env_id, **env_kwargs)
+    raise ValueError(f"env_backend={backend!r} is not an env backend; choose one of {ENV_BACKENDS}.")

@@ -160,3 +160,28 @@ def test_a_node_lost_mid_step_truncates_only_its_episodes(ray_cluster):
     assert env.reset(seed=3) == SlowGuess().reset(seed=3)
     assert set(pool.actor_node_ids()) == {ray_cluster.sandbox_node.node_id}
     pool.close()
+
+
+def test_make_env_switches_a_registered_env_onto_the_default_pool(ray_cluster, monkeypatch):
+    from gem_core import make
+    from gem_core.vector import ray_env
+
+    monkeypatch.setenv("GEM_RAY_ENV_ACTORS", "1")
+    monkeypatch.setenv("GEM_RAY_ENV_CPUS", "0")
+    monkeypatch.setenv("GEM_RAY_ENV_RESOURCES", '{"%s": 1}' % ENV_RESOURCE)
+    env = ray_env.make_env("game:GuessTheNumber-v0", backend="ray")
+    try:
+        assert isinstance(env, RayEnv)
+        local = make("game:GuessTheNumber-v0")
+        assert env.reset(seed=4) == local.reset(seed=4)
+        assert env.step("\\boxed{5}") == local.step("\\boxed{5}")
+        assert env.node_id() != ray.get_runtime_context().get_node_id()  # not the driver's (head) node
+    finally:
+        env.close()
+        ray_env.default_env_pool().close()
+    assert not isinstance(ray_env.make_env("game:GuessTheNumber-v0"), RayEnv)
+    with pytest.raises(ValueError, match="env_backend='slurm'"):
+        ray_env.make_env("game:GuessTheNumber-v0", backend="slurm")
+    monkeypatch.setenv("GEM_RAY_ENV_RESOURCES", "gem_env")
+    with pytest.raises(ValueError, match="GEM_RAY_ENV_RESOURCES"):
+        ray_env.pool_options_from_environment()
