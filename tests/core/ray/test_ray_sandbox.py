@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,22 @@ def test_the_code_env_grades_on_the_labelled_node(ray_cluster, tmp_path, monkeyp
 def test_no_labelled_node_is_a_clear_error(ray_cluster):
     with pytest.raises(SandboxUnavailableError, match="gem_sandbox_nowhere"):
         RaySandboxPool("gem_sandbox_nowhere")
+
+
+def test_a_call_on_a_node_that_dies_runs_again_on_another_labelled_node(ray_cluster):
+    from concurrent.futures import ThreadPoolExecutor
+
+    doomed = ray_cluster.cluster.add_node(num_cpus=1, resources={"gem_sandbox": 2}, node_ip_address="127.0.0.1")
+    ray_cluster.cluster.wait_for_nodes()
+    pool = RaySandboxPool()
+    assert set(pool.node_ids()) == {ray_cluster.sandbox_node.node_id, doomed.node_id}
+    slow = "import time\ntime.sleep(3)\nprint('done')"
+    with ThreadPoolExecutor(2) as executor:
+        calls = [executor.submit(pool.run_python, slow, timeout=30) for _ in range(2)]  # one per node
+        time.sleep(1.5)
+        assert pool.calls_per_node()[doomed.node_id] == 1  # one call is running on the doomed node
+        ray_cluster.cluster.remove_node(doomed)
+        results = [call.result(timeout=120) for call in calls]
+    assert [r.stdout for r in results] == ["done\n", "done\n"]
+    assert {r.node for r in results} == {ray_cluster.sandbox_node.node_id}
+    assert pool.node_ids() == [ray_cluster.sandbox_node.node_id]
