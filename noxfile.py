@@ -82,7 +82,7 @@ def ray(session: nox.Session) -> None:
     """Envs, the episode runner and the sandbox on a local three-node Ray cluster (loopback only; no
     torch needed: the runner's tests use the tiny tokenizer, which needs only transformers' tokenizers)."""
     _upgrade_pip(session)
-    session.install(*CONSTRAINTS, "-e", ".[ray,code,dev]", "transformers>=4.56", "tokenizers>=0.20", "jinja2")
+    session.install(*CONSTRAINTS, "-e", ".[ray,code,math,dev]", "transformers>=4.56", "tokenizers>=0.20", "jinja2")
     session.run(*PYTEST, "tests/core/vector/test_ray.py", "tests/core/ray", *session.posargs)
 
 

@@ -108,3 +108,13 @@ def test_a_call_on_a_node_that_dies_runs_again_on_another_labelled_node(ray_clus
     assert [r.stdout for r in results] == ["done\n", "done\n"]
     assert {r.node for r in results} == {ray_cluster.sandbox_node.node_id}
     assert pool.node_ids() == [ray_cluster.sandbox_node.node_id]
+
+
+def test_math_grades_run_on_the_labelled_node(ray_cluster):
+    pytest.importorskip("math_verify")
+    pool = RaySandboxPool()
+    before = pool.calls_per_node()
+    verdicts = [pool.grade_math(prediction, "\\frac{1}{2}") for prediction in ("0.5", "\\frac{2}{4}", "\\frac{1}{3}")]
+    assert [v.correct for v in verdicts] == [True, True, False]
+    after = pool.calls_per_node()
+    assert {node: after[node] - before.get(node, 0) for node in after} == {ray_cluster.sandbox_node.node_id: 3}
