@@ -24,6 +24,7 @@ or one env at a time with ``RayEnv("game:Wordle-v0")``, which starts (and closes
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 import os
@@ -89,6 +90,9 @@ class _EnvHost:
 
     def call(self, key: int, name: str, args: tuple, kwargs: dict[str, Any]) -> Any:
         return getattr(self._env(key), name)(*args, **kwargs)
+
+    def spawn(self, key: int, new_key: int, same_state: bool, seed: int | None) -> None:
+        self.envs[new_key] = self._env(key).spawn(same_state, seed=seed)
 
     def close(self, key: int) -> None:
         env = self.envs.pop(key, None)
@@ -174,11 +178,12 @@ class RayEnvPool:
         """A function returning a new :class:`RayEnv` per call, the ``env_fn`` of :func:`run_episodes`."""
         return lambda: self.make(env, **env_kwargs)
 
-    def _assign(self) -> tuple[int, Any]:
+    def _assign(self, slot: int | None = None) -> tuple[int, Any]:
         with self._lock:
             if self.closed:
                 raise RuntimeError("This RayEnvPool is closed; make a new one.")
-            slot = min(self._load, key=self._load.__getitem__)
+            if slot is None:
+                slot = min(self._load, key=self._load.__getitem__)
             self._load[slot] += 1
             return slot, self.actors[slot]
 
@@ -329,6 +334,18 @@ class RayEnv(Env):
 
     def sample_random_action(self) -> str:
         return self.call("sample_random_action")
+
+    def spawn(self, same_state: bool = True, *, seed: int | None = None) -> RayEnv:
+        """A new env on the same actor, made by the hosted env's own :meth:`~gem_core.Env.spawn` (a branch
+        of this episode with ``same_state``, else a fresh episode reset with ``seed``); what
+        :meth:`EpisodeSession.fork <gem_core.rollout.EpisodeSession.fork>` calls."""
+        clone = copy.copy(self)
+        clone._owns_pool, clone._closed = False, False
+        clone._key = self.pool.next_key()
+        clone._slot, clone._actor = self.pool._assign(self._slot)
+        self._get(self._actor.spawn.remote(self._key, clone._key, same_state, seed))
+        clone._built = True
+        return clone
 
     def node_id(self) -> str:
         """The Ray node this env's actor runs on."""

@@ -185,3 +185,17 @@ def test_make_env_switches_a_registered_env_onto_the_default_pool(ray_cluster, m
     monkeypatch.setenv("GEM_RAY_ENV_RESOURCES", "gem_env")
     with pytest.raises(ValueError, match="GEM_RAY_ENV_RESOURCES"):
         ray_env.pool_options_from_environment()
+
+
+async def test_forked_sessions_branch_the_remote_env_like_a_local_one(ray_cluster):
+    from gem_core.rollout import run_branched_episode
+
+    tokenizer = make_tokenizer()
+    with RayEnvPool(**POOL_OPTIONS) as pool:
+        runs = []
+        for env in (SlowGuess(), pool.make(SlowGuess)):
+            branches = await run_branched_episode(
+                env, policy_for(tokenizer), tokenizer, branch_turn=1, num_branches=3, seed=7, max_turns=TURNS
+            )
+            runs.append([comparable(t) for t in branches])
+        assert len(runs[1]) == 3 and runs[0] == runs[1]
