@@ -12,8 +12,6 @@ import pytest
 # Keep every Ray address on loopback: on Linux Ray otherwise rewrites 127.0.0.1 to the machine's
 # outward address. Read when Ray is imported, and inherited by the nodes the cluster starts.
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-ray = pytest.importorskip("ray")
-cluster_utils = pytest.importorskip("ray.cluster_utils")
 
 #: Envs run only on the worker nodes, which advertise this resource; the head keeps the driver.
 ENV_RESOURCE = "gem_env_test"
@@ -28,6 +26,8 @@ class RayCluster:
 
 @pytest.fixture(scope="session")
 def ray_cluster():
+    ray = pytest.importorskip("ray")  # here, not at import: a conftest cannot skip (the core session has no Ray)
+    cluster_utils = pytest.importorskip("ray.cluster_utils")
     # The actors unpickle test envs by value: test modules are not importable in Ray's workers.
     here = os.path.dirname(os.path.abspath(__file__))
     for module in list(sys.modules.values()):
