@@ -35,7 +35,7 @@ def _install(session: nox.Session, *requirements: str) -> None:
 @nox.session
 def core(session: nox.Session) -> None:
     """gem_core: envs, registry, wrappers, vector env, tools, rollout, eval."""
-    _install(session, "-e", ".[rollout,eval,search,serve,mcp,math,code,qa,rg,dev]")
+    _install(session, "-e", ".[rollout,eval,search,serve,openenv,mcp,math,code,qa,rg,dev]")
     session.run(*PYTEST, "tests/core", "tests/rollout", *session.posargs)
 
 
@@ -102,9 +102,17 @@ def rl2(session: nox.Session) -> None:
     session.run(*PYTEST, "tests/adapters/rl2", *session.posargs)
 
 
+# oat's own modules import these (pure Python, or CPU wheels); its GPU packages are stubbed in tests/adapters/oat.
+OAT_LIGHT_DEPS = ("datasets", "pandas", "peft", "einops", "dm-tree", "tyro", "msgspec", "httpx", "openai", "scipy", "rich", "Levenshtein")
+
+
 @nox.session
 def oat(session: nox.Session) -> None:
-    """oat: transitions as real oat.types (oat-llm declares Python < 3.11 and GPU packages)."""
-    _install_without_gpu_deps(session, "oat-llm==0.2.4", pip_flags=("--ignore-requires-python",))
+    """oat's real PPOMultiTurnActor.step, learner data code and MultiTurnTransitionDataset, its GPU modules stubbed.
+
+    oat-llm declares Python < 3.11 but runs here on 3.11: the only CPU torch wheel on this machine is
+    cp311 (a Python 3.10 torch would be PyPI's multi-GB CUDA build).
+    """
+    _install_without_gpu_deps(session, "oat-llm==0.2.4", *OAT_LIGHT_DEPS, pip_flags=("--ignore-requires-python",))
     session.run("python", "-c", "import oat.types")
     session.run(*PYTEST, "tests/adapters/oat", *session.posargs)

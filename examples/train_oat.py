@@ -6,39 +6,68 @@ or the discounted return (``--gamma``). Needs Python 3.10, GPUs and ``pip instal
 
     python examples/train_oat.py --env_id game:GuessTheNumber-v0 --pretrain Qwen/Qwen3-1.7B-Base \
         --gpus 8 --collocate --vllm_sleep --gamma 0.9 --generate_max_length 1024 --rollout_batch_size_per_device 16
+
+The flags are oat's ``PPOArgs`` (``--help`` lists them where oat is installed) plus the env fields of
+``gem_adapters.oat.GemArgsMixin``: ``--env_id``, ``--num_env``, ``--max_turns``, ``--max_total_tokens``,
+``--system_prompt``. The training length is oat's ``--max_train`` (prompts, i.e. actor steps x batch).
 """
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from dataclasses import dataclass
 
-import launchpad as lp
-from oat.algorithms.ppo import PPOArgs
-from oat.args import default_args_validation, get_default_args
-from oat.interface import get_program
+from prerequisites import require_gpu_stack
 
-from gem_adapters.oat import GemArgsMixin, actor_class, learner_class
+GPU_PACKAGES = ("oat", "vllm", "launchpad", "deepspeed")
+INSTALL = 'pip install -e ".[oat]" on Python 3.10'
 
 
-# -- arguments: oat's PPO flags plus the env fields (env_id, num_env, max_turns, max_total_tokens, system_prompt)
-@dataclass
-class Args(GemArgsMixin, PPOArgs):
-    gamma: float = 0.9  # per-turn discount: credit moves to the turns that led to the reward
-    whiten_adv: bool = True  # normalize per-turn advantages over the batch (ReBN-style)
+def args_class() -> type:
+    """oat's PPO flags plus the env fields (imports oat, which imports vLLM and launchpad)."""
+    from oat.algorithms.ppo import PPOArgs
+
+    from gem_adapters.oat import GemArgsMixin
+
+    @dataclass
+    class Args(GemArgsMixin, PPOArgs):
+        gamma: float = 0.9  # per-turn discount: credit moves to the turns that led to the reward
+        whiten_adv: bool = True  # normalize per-turn advantages over the batch (ReBN-style)
+
+    return Args
 
 
-def main(args: Args) -> None:
-    # -- setup: the env replaces oat's prompt dataset and oracle
+def training_args() -> object:
+    """oat's args from the command line (``sys.argv``), with the env in place of the prompt dataset and oracle."""
+    from oat.args import default_args_validation, get_default_args
+
+    args = get_default_args(args_class())
     args.algo = "PPO"
     args.oracle = ""
     args.prompt_data = ""
     args.rollout_batch_size = args.rollout_batch_size_per_device * args.gpus
-    args = default_args_validation(args)
+    return default_args_validation(args)
 
+
+def main() -> None:
+    import launchpad as lp
+    from oat.interface import get_program
+
+    from gem_adapters.oat import actor_class, learner_class
+
+    args = training_args()
     # -- launch: oat's own program (plasma IPC, vLLM actors, DeepSpeed learners)
     program, local_resources = get_program(args, learner_cls=learner_class(), actor_cls=actor_class())
     lp.launch(program, launch_type=args.launch_type, local_resources=local_resources, terminal="current_terminal")
 
 
 if __name__ == "__main__":
-    main(get_default_args(Args))
+    wants_help = any(a in ("-h", "--help") for a in sys.argv[1:])
+    if wants_help and any(importlib.util.find_spec(name) is None for name in GPU_PACKAGES):
+        print(__doc__)
+        print(f"oat's own flags are listed once its packages are installed ({INSTALL}).")
+        raise SystemExit(0)
+    if not wants_help:
+        require_gpu_stack("train_oat.py", packages=GPU_PACKAGES, install=INSTALL)
+    main()

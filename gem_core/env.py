@@ -306,8 +306,9 @@ class Env(StateSnapshots, gym.Env[str, str]):
     #: them inline instead of hopping to a thread, which costs far more than such a step.
     blocking: bool = True
     #: The longest one ``step`` may take, in seconds, on any action (graders and tool calls included,
-    #: a grading worker's first start-up excluded). Envs that call a grader or a tool declare more.
-    #: The fuzz test holds every registered env to it.
+    #: a scoring worker's start-up and dataset build excluded: those are bounded by the worker pool's
+    #: start-up limit and reported as ``info["scorer_setup_seconds"]``). Envs that call a grader or a
+    #: tool declare more. The fuzz test holds every registered env to it.
     max_step_seconds: float = 1.0
     #: The registry id the env was made from (set by :func:`gem_core.registry.make`); None if built directly.
     env_id: str | None = None

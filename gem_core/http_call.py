@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-__all__ = ["Reply", "CallFailed", "arequest", "request", "run_sync", "async_client"]
+__all__ = ["Reply", "CallFailed", "arequest", "run_sync", "async_client"]
 
 T = TypeVar("T")
 
@@ -174,8 +174,3 @@ def run_sync(make_coroutine: Callable[[], Coroutine[Any, Any, T] | Awaitable[T]]
         return asyncio.run(make_coroutine())  # type: ignore[arg-type]
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="gem-http") as pool:
         return pool.submit(lambda: asyncio.run(make_coroutine())).result()  # type: ignore[arg-type]
-
-
-def request(method: str, url: str, **kwargs: Any) -> Reply:
-    """:func:`arequest` from sync code (same arguments; ``client`` must be left out)."""
-    return run_sync(lambda: arequest(method, url, **kwargs))

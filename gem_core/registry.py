@@ -182,6 +182,17 @@ def make(id: str, **overrides: Any) -> Env:
     return spec(id).make(**overrides)
 
 
+def import_env_modules(modules: list[str]) -> None:
+    """Import modules (dotted names or ``.py`` paths) that register envs: ``gem check/serve --import``."""
+    import runpy
+
+    for module in modules:
+        if module.endswith(".py"):
+            runpy.run_path(module, run_name="gem_env_module")
+        else:
+            importlib.import_module(module)
+
+
 def list_envs(pattern: str | None = None) -> list[str]:
     """Registered ids, sorted; ``pattern`` is a glob (``"game:*"``) or a plain substring."""
     _load_builtin_envs()

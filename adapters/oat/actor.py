@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 from gem_core.registry import spec as env_spec
 from gem_core.rollout import SamplingParams, run_episodes
@@ -24,7 +28,7 @@ from gem_adapters.oat.transitions import oat_transitions
 
 __all__ = ["GemArgsMixin", "GemCollector", "OatVersionError", "actor_class", "learner_class", "check_oat_version"]
 
-SUPPORTED_OAT = "0.2"
+SUPPORTED_OAT = SpecifierSet(">=0.2.2,<0.3")
 _INSTALL_HINT = 'Install the supported version with `pip install -e ".[oat]"` (oat-llm==0.2.4, Python 3.10).'
 
 
@@ -38,9 +42,8 @@ def check_oat_version() -> str:
         version = metadata.version("oat-llm")
     except metadata.PackageNotFoundError:
         raise OatVersionError(f"oat-llm is not installed. {_INSTALL_HINT}") from None
-    parts = version.split(".")
-    if not (version.startswith(SUPPORTED_OAT + ".") and len(parts) >= 3 and parts[2].isdigit() and int(parts[2]) >= 2):
-        raise OatVersionError(f"gem_adapters.oat needs oat-llm >=0.2.2,<0.3 (PPOMultiTurnActor), found {version}. {_INSTALL_HINT}")
+    if Version(version) not in SUPPORTED_OAT:
+        raise OatVersionError(f"gem_adapters.oat needs oat-llm {SUPPORTED_OAT} (PPOMultiTurnActor), found {version}. {_INSTALL_HINT}")
     return version
 
 
@@ -58,6 +61,9 @@ class GemArgsMixin:
     """Whole-episode token budget (prompt + every turn); each turn is also capped by generate_max_length."""
     system_prompt: str | None = None
     """System message before the first observation."""
+    history: str = "as_sampled"
+    """``as_rendered`` for templates that rewrite earlier turns (Qwen3): each turn's prompt is the history
+    as the template renders it (oat trains one sample per turn, so both modes are exact)."""
 
 
 class GemCollector:
@@ -76,7 +82,7 @@ class GemCollector:
             env_spec(args.env_id)  # unknown ids fail on the first call with the closest ids
             # Disjoint seed streams per actor, so actors never replay each other's episodes.
             self._gem_seeds = itertools.count(int(getattr(self, "actor_id", 0) or 0) * 10**9)
-        policy = ActorPolicy(self.generate, self.sampling_params)
+        policy = ActorPolicy(self.generate, self.sampling_params, self.tokenizer)
         sampling = SamplingParams(
             max_new_tokens=int(self.sampling_params.max_tokens),
             temperature=float(self.sampling_params.temperature),
@@ -91,17 +97,19 @@ class GemCollector:
                 run_episodes(
                     args.env_id, policy, self.tokenizer, seeds, concurrency=len(seeds), sampling=sampling,
                     max_turns=getattr(args, "max_turns", None), max_total_tokens=getattr(args, "max_total_tokens", None),
-                    system_prompt=getattr(args, "system_prompt", None),
+                    system_prompt=getattr(args, "system_prompt", None), history=getattr(args, "history", "as_sampled"),
                 )
             )
             for trajectory in batch:
                 if trajectory.num_turns:
                     trajectories.append(trajectory)
                     episodes.append(oat_transitions(trajectory, self.tokenizer))
-        metrics = {
+        count = max(len(trajectories), 1)
+        metrics = {  # oat's step averages these into every transition's info, which its learner logs
             "actor/num_episodes": len(episodes),
-            "actor/format_errors_per_episode": sum(t.metrics["format_errors"] for t in trajectories) / max(len(trajectories), 1),
-            "actor/truncated_fraction": sum(t.truncated for t in trajectories) / max(len(trajectories), 1),
+            "actor/format_errors_per_episode": sum(t.metrics["format_errors"] for t in trajectories) / count,
+            "actor/env_errors_per_episode": sum(t.metrics["env_errors"] for t in trajectories) / count,
+            "actor/truncated_fraction": sum(t.truncated for t in trajectories) / count,
         }
         return episodes, metrics
 
@@ -114,11 +122,27 @@ def actor_class(base: type | None = None) -> type:
     return type("GemActor", (GemCollector, base), {"__doc__": "oat's multi-turn actor playing GEM envs."})
 
 
+class _EnvPrompts(Sequence):
+    """``length`` empty prompt rows, none stored: oat's loop needs a dataset to iterate, the env gives the prompts."""
+
+    def __init__(self, length: int):
+        self._length = length
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, index: int) -> tuple[str, str, str]:
+        if not -self._length <= index < self._length:
+            raise IndexError(index)
+        return ("", "", "")
+
+
 def learner_class(base: type | None = None) -> type:
     """``GemLearner``: oat's ``PPOMultiTurnLearner`` fed by the env instead of a prompt dataset.
 
     oat's run loop iterates a prompt dataloader and hands each batch to ``actor.step``, which the
-    multi-turn actor ignores; an endless dataset of empty prompts keeps the loop going.
+    multi-turn actor ignores. The dataset has ``max_train`` rows (oat's budget of prompts, which also
+    sets its learning-rate schedule), each an empty prompt that is never stored.
     """
     if base is None:
         check_oat_version()
@@ -127,10 +151,11 @@ def learner_class(base: type | None = None) -> type:
     def prepare_data(self, strategy: Any, tokenizer: Any) -> None:
         from torch.utils.data import DataLoader
 
-        empty = [("", "", "")] * (10**8)
-        self.prompts_dataset, self.eval_prompts_dataset = empty, empty[:1]
+        args = strategy.args
+        self.prompts_dataset = _EnvPrompts(max(int(args.max_train), int(args.rollout_batch_size)))
+        self.eval_prompts_dataset = _EnvPrompts(1)
         self.prompts_dataloader = strategy.setup_dataloader(
-            self.prompts_dataset, strategy.args.rollout_batch_size_per_device, pin_memory=True, shuffle=False
+            self.prompts_dataset, args.rollout_batch_size_per_device, pin_memory=True, shuffle=False
         )
         self.eval_prompts_dataloader = DataLoader(self.eval_prompts_dataset, batch_size=1)
 

@@ -200,7 +200,7 @@ class GemAgentExecutor(MultiTurnAgentExecutor):
         finally:
             _CURRENT_EPISODE.reset(token)
             if episode.session is not None:
-                episode.session.env.close()
+                await episode.session.aclose()
         # OpenRLHF flags only a last turn cut by max_tokens; an episode the token budget ended is cut too.
         result["truncated"] = result["truncated"] or episode.session.trajectory().metrics["truncated_by"] == "max_total_tokens"
         return result

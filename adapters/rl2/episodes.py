@@ -50,11 +50,11 @@ class OpenEpisodes:
         key = uuid.uuid4().hex
         self._open[key] = episode = OpenEpisode(session)
         while len(self._open) > self.max_open:
-            self.close(next(iter(self._open)))
+            await self.close(next(iter(self._open)))
         return key, episode, prompt_ids
 
-    def close(self, key: str) -> None:
+    async def close(self, key: str) -> None:
         """Forget the episode and close its env (a no-op for an unknown key)."""
         episode = self._open.pop(key, None)
         if episode is not None:
-            episode.session.env.close()
+            await episode.session.aclose()

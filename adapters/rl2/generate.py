@@ -118,7 +118,7 @@ class GenerateEnv:
                 sample.metrics["env_errors"].append(trajectory.metrics["env_errors"])
                 sample.metrics["truncated"].append(trajectory.truncated)
                 sample.status = status.DONE
-                self.episodes.close(key)
+                await self.episodes.close(key)
                 return
 
     @staticmethod

@@ -78,7 +78,7 @@ class ResetStepEnv:
         start, end = session.trajectory().turn_spans[-1]
         feedback = self.tokenizer.decode(session.context_ids[before + end - start :], skip_special_tokens=False)
         if result.done:
-            self.episodes.close(key)
+            await self.episodes.close(key)
         return {
             "reward": result.reward,
             "score": result.reward,

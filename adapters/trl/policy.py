@@ -38,6 +38,8 @@ class VLLMTrainerPolicy(BatchingPolicy):
         # Calls stay on the event loop's thread: they are collectives, and every live episode waits anyway.
         super().__init__(trainer.processing_class, num_episodes=num_episodes, sample_in_thread=False)
         self.generation = trainer.vllm_generation
+        # Colocated vLLM without tensor parallelism samples each rank's prompts on its own: no collective.
+        self.collective = getattr(self.generation, "mode", "server") == "server" or getattr(self.generation, "tensor_parallel_size", 1) > 1
         tokenizer = trainer.processing_class
         filler = next((t for t in (tokenizer.eos_token_id, tokenizer.pad_token_id) if t is not None), 0)
         self.filler: list[int] = [int(filler)]
@@ -48,11 +50,11 @@ class VLLMTrainerPolicy(BatchingPolicy):
 
     def drain(self) -> None:
         """After this rank's episodes end: take part in the other ranks' rounds until every rank is done."""
-        while self._generate([]):
+        while self.collective and self._generate([]):
             pass
 
     def _generate(self, prompts: list[list[int]]) -> list[tuple[list[int], list[float] | None]]:
-        size = _largest_across_ranks(len(prompts))
+        size = _largest_across_ranks(len(prompts)) if self.collective else len(prompts)
         if size == 0:
             return []
         padded = prompts + [self.filler] * (size - len(prompts))

@@ -5,21 +5,22 @@ TRL calls ``rollout_func(prompts, trainer)`` with the batch's prompts (each repe
 episode after the prompt: the sampled action tokens (``env_mask`` 1, so they get the gradient) and the
 environment's observation tokens (``env_mask`` 0). Everything else returned reaches TRL's reward
 functions as keyword arguments: ``env_return``, ``turn_rewards``, ``turn_spans``, ``num_turns``,
-``success``, ``env_errors``, ``truncated``; :func:`env_return_reward` is the reward function to pass, and
-:func:`log_episode_metrics` the one that also logs the episode statistics to TRL's metrics.
+``success``, ``env_errors``, ``truncated`` and the trajectories themselves (``gem_trajectory``);
+:func:`env_return_reward` is the reward function to pass (it also logs the episode statistics).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from gem_adapters.trl.make_dataset import episode_label
 from gem_adapters.trl.policy import trainer_policy
-from gem_core.rollout import ChatTemplate, EpisodeSession, SamplingParams, TokenTrajectory
+from gem_core.rollout import EpisodeSession, SamplingParams, TokenTrajectory
+from gem_core.rollout.metrics import trajectory_metrics
 from gem_core.rollout.runner import run_session
 
 __all__ = ["GemRolloutFunc", "env_return_reward", "trajectories_to_rollout"]
@@ -58,15 +59,14 @@ class GemRolloutFunc:
         template_kwargs = dict(getattr(args, "chat_template_kwargs", None) or {})
 
         async def play(label: Any, system: str | None) -> TokenTrajectory:
-            template = ChatTemplate.for_tokenizer(tokenizer, system_prompt=system, chat_template_kwargs=template_kwargs)
             session = EpisodeSession.from_label(
-                label, tokenizer, chat_template=template, max_turns=self.max_turns,
+                label, tokenizer, system_prompt=system, chat_template_kwargs=template_kwargs, max_turns=self.max_turns,
                 max_response_tokens=args.max_completion_length,
             )
             try:
                 return await run_session(session, policy, sampling=sampling)
             finally:
-                session.env.close()
+                await session.aclose()
                 policy.episode_finished()
 
         async def play_all() -> list[TokenTrajectory]:
@@ -78,8 +78,8 @@ class GemRolloutFunc:
             return trajectories
 
         self.last_trajectories = _run(play_all())
-        return trajectories_to_rollout(self.last_trajectories, eos_token_id=tokenizer.eos_token_id,
-                                       filler_token_id=_filler_token_id(tokenizer))
+        newline = tokenizer.encode("\n", add_special_tokens=False)
+        return trajectories_to_rollout(self.last_trajectories, eos_token_id=tokenizer.eos_token_id, filler_token_id=newline[0] if newline else None)
 
 
 def trajectories_to_rollout(
@@ -98,11 +98,7 @@ def trajectories_to_rollout(
         mask = list(trajectory.loss_mask)
         logprobs = list(trajectory.logprobs)
         ends_in_eos = bool(completion) and completion[-1] == eos_token_id
-        extra = None
-        if not trajectory.truncated and not ends_in_eos:
-            extra = eos_token_id
-        elif trajectory.truncated and ends_in_eos:
-            extra = filler_token_id
+        extra = None if trajectory.truncated != ends_in_eos else filler_token_id if trajectory.truncated else eos_token_id
         if extra is not None:
             completion.append(extra)
             mask.append(0)
@@ -118,16 +114,23 @@ def trajectories_to_rollout(
     out["success"] = [bool(t.metrics.get("success", False)) for t in trajectories]
     out["truncated"] = [bool(t.truncated) for t in trajectories]
     out["env_errors"] = [int(t.metrics.get("env_errors", 0)) for t in trajectories]
+    out["gem_trajectory"] = list(trajectories)  # for env_return_reward's metrics
     return out
 
 
-def _filler_token_id(tokenizer: Any) -> int | None:
-    ids = tokenizer.encode("\n", add_special_tokens=False)
-    return ids[0] if ids else None
+def env_return_reward(
+    completions: list[Any], env_return: list[float], log_metric: Callable[[str, float], None] | None = None,
+    gem_trajectory: list[TokenTrajectory] | None = None, **kwargs: Any,
+) -> list[float]:
+    """TRL reward function: the episode return computed by the env (sum of its per-turn rewards).
 
-
-def env_return_reward(completions: list[Any], env_return: list[float], **kwargs: Any) -> list[float]:
-    """TRL reward function: the episode return computed by the env (sum of its per-turn rewards)."""
+    It also logs the core's :func:`~gem_core.rollout.metrics.trajectory_metrics` of the batch (``gem/turns``,
+    ``gem/success``, ``gem/truncated``, ``gem/env_errors``, ...) through TRL's ``log_metric``, beside TRL's
+    own metrics: an env that fails shows there instead of training on silent zero rewards.
+    """
+    if log_metric is not None and gem_trajectory:
+        for name, value in trajectory_metrics(gem_trajectory).items():
+            log_metric(name, value)
     return [float(r) for r in env_return]
 
 

@@ -2,10 +2,12 @@
 
 - :class:`gem_adapters.verl.agent_loop.GemAgentLoop`: verl ``AgentLoopBase`` subclass (enable it through
   ``actor_rollout_ref.rollout.agent.agent_loop_config_path``; see ``README.md`` here);
-- ``python -m gem_adapters.verl.make_dataset``: the parquet verl's ``RLHFDataset`` reads;
+- :func:`make_dataset` (rows) and ``python -m gem_adapters.verl.make_dataset`` (parquet): what verl's
+  ``RLHFDataset`` reads;
+- ``python -m gem_adapters.verl.config > gem_agent_loop.yaml``: the agent-loop config, shipped in the package;
 - :mod:`gem_adapters.verl.advantage`: ``algorithm.adv_estimator=gem_rebn``.
 
-Names are imported lazily: ``make_dataset`` runs without importing verl's agent-loop stack.
+The agent loop and estimator are imported lazily: ``make_dataset`` runs without importing verl's agent-loop stack.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["GemAgentLoop", "GemAgentLoopOutput", "ServerManagerPolicy", "ESTIMATOR_NAME", "compute_rebn_advantage"]
+from gem_adapters.verl.make_dataset import make_dataset  # the function; the module is its CLI
+
+__all__ = ["make_dataset", "GemAgentLoop", "GemAgentLoopOutput", "ServerManagerPolicy", "ESTIMATOR_NAME", "compute_rebn_advantage"]
 
 _LOCATIONS = {
     "GemAgentLoop": "agent_loop",

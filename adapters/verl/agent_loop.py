@@ -45,14 +45,15 @@ import torch
 from pydantic import PrivateAttr
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput
 
-import gem_core
 from gem_core.rollout.chat_template import ChatTemplate
-from gem_core.rollout.episode_label import parse_label
+from gem_core.rollout.episode_label import EpisodeLabel, LabelError, parse_label
+from gem_core.rollout.metrics import trajectory_metrics
 from gem_core.rollout.policy import Generation, SamplingParams, default_stop_token_ids
+from gem_core.rollout.runner import run_session
 from gem_core.rollout.session import EpisodeSession
 from gem_core.rollout.trajectory import TokenTrajectory
 
-__all__ = ["GemAgentLoop", "GemAgentLoopOutput", "ServerManagerPolicy", "RewardPlacement", "episode_request"]
+__all__ = ["GemAgentLoop", "GemAgentLoopOutput", "ServerManagerPolicy", "RewardPlacement", "episode_label"]
 
 #: Where the per-turn rewards go in ``rm_scores``: ``"turn"`` puts each turn's reward on its last
 #: sampled token; ``"episode"`` leaves verl's default (the return on the last response token).
@@ -89,8 +90,11 @@ class ServerManagerPolicy:
         self.request_id = request_id or uuid4().hex
         self.request_kwargs = dict(request_kwargs or {})
         self.num_preempted = 0
+        self.generate_seconds = 0.0
+        """Time spent waiting for the server: verl's ``generate_sequences`` phase of the episode."""
 
     async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
+        started = time.perf_counter()
         params = {**self.sampling_params, "max_tokens": int(sampling.max_new_tokens)}
         stop_ids = list(sampling.stop_token_ids or [])
         if stop_ids:
@@ -98,8 +102,8 @@ class ServerManagerPolicy:
         output = await self.server_manager.generate(
             request_id=self.request_id, prompt_ids=list(prompt_ids), sampling_params=params, **self.request_kwargs
         )
-        if output.num_preempted:
-            self.num_preempted += int(output.num_preempted)
+        self.generate_seconds += time.perf_counter() - started
+        self.num_preempted += int(output.num_preempted or 0)
         token_ids = [int(t) for t in output.token_ids]
         return Generation(  # refuses log-probs that are not one per token
             token_ids=token_ids,
@@ -141,34 +145,31 @@ class GemAgentLoopOutput(AgentLoopOutput):
         return output
 
 
-def episode_request(row: Mapping[str, Any]) -> tuple[str, int, dict[str, Any]]:
-    """``(env_id, seed, env_kwargs)`` from a dataset row's ``extra_info``.
+def episode_label(row: Mapping[str, Any]) -> EpisodeLabel:
+    """The episode a dataset row names in its ``extra_info`` (as parquet hands it back).
 
     Raises:
-        ValueError: the row has no ``extra_info``, or it lacks ``env_id`` or ``seed`` or names an unknown
-            env (a :class:`~gem_core.rollout.episode_label.LabelError`, naming the closest ids).
+        gem_core.rollout.episode_label.LabelError: the row has no ``extra_info``, or it lacks ``env_id`` or
+            ``seed``, or names an unknown env (naming the closest ids).
     """
     extra_info = row.get("extra_info")
     if hasattr(extra_info, "item") and not isinstance(extra_info, Mapping):
         extra_info = extra_info.item()  # a 0-d numpy object array
+    fix_hint = f"The episode comes from the row's extra_info['env_id'/'seed']: {_MAKE_DATASET_HINT}."
     if not isinstance(extra_info, Mapping):
-        raise ValueError(
-            f"The dataset row has no extra_info dict (got {type(extra_info).__name__}); GemAgentLoop reads the env id, "
-            f"seed and env kwargs from it: {_MAKE_DATASET_HINT}."
-        )
+        raise LabelError(f"The dataset row has no extra_info dict (got {type(extra_info).__name__}). {fix_hint}")
     fields = dict(extra_info)
     if isinstance(fields.get("env_kwargs"), str):  # make_dataset stores them as JSON (their keys vary by env)
         fields["env_kwargs"] = json.loads(fields["env_kwargs"])
     if isinstance(fields.get("seed"), float) and fields["seed"].is_integer():
         fields["seed"] = int(fields["seed"])  # parquet may hand integers back as floats
-    label = parse_label(fields, fix_hint=f"The episode comes from the row's extra_info['env_id'/'seed']: {_MAKE_DATASET_HINT}.")
-    return label.env_id, label.seed, label.env_kwargs
+    return parse_label(fields, fix_hint=fix_hint)
 
 
 class GemAgentLoop(AgentLoopBase):
     """A verl agent loop that plays one GEM env episode per sample.
 
-    Enable it with an agent loop config (``examples/verl/gem_agent_loop.yaml``) and a dataset whose
+    Enable it with an agent loop config (``python -m gem_adapters.verl.config > gem_agent_loop.yaml``) and a dataset whose
     ``agent_name`` column names it. Keys of that YAML entry besides ``name`` and ``_target_`` arrive
     here as keyword arguments:
 
@@ -192,14 +193,9 @@ class GemAgentLoop(AgentLoopBase):
         **kwargs: Any,
     ):
         # verl picks a token builder by model type for its own ct_* helpers. GEM computes token deltas with
-        # gem_core's ChatTemplate and never uses that builder, so if the family's builder rejects the
-        # tokenizer (verl's Qwen builder wants "\n" to be one token), the generic builder is fine.
-        try:
-            super().__init__(*args, hf_model_type=hf_model_type, **kwargs)
-        except ValueError:
-            if hf_model_type is None:
-                raise
-            super().__init__(*args, hf_model_type=None, **kwargs)
+        # gem_core's ChatTemplate and never calls that builder, so it asks for the generic one: a family's
+        # builder may reject a tokenizer GEM handles (verl's Qwen builder wants "\n" to be one token).
+        super().__init__(*args, hf_model_type=None, **kwargs)
         if reward_placement not in ("turn", "episode"):
             raise ValueError(f"reward_placement must be 'turn' or 'episode', got {reward_placement!r}.")
         if max_tokens_per_turn is not None and max_tokens_per_turn < 1:
@@ -217,97 +213,63 @@ class GemAgentLoop(AgentLoopBase):
         )
         # Sent to the server with every turn, so a turn ends at end-of-turn even where the model's own
         # generation config stops only at its eos token.
-        self.stop_token_ids = default_stop_token_ids(self.tokenizer)
-        self.stop_token_ids += [t for t in self.chat_template.end_of_turn_ids if t not in self.stop_token_ids]
+        self.stop_token_ids = list(dict.fromkeys([*default_stop_token_ids(self.tokenizer), *self.chat_template.end_of_turn_ids]))
 
     async def run(self, sampling_params: dict[str, Any], **row: Any) -> AgentLoopOutput:
-        env_id, seed, env_kwargs = episode_request(row)
-        env = gem_core.make(env_id, **env_kwargs)  # the id was checked by episode_request
+        label = episode_label(row)
         # As verl's ToolAgentLoop does: only vLLM's server takes a scheduling priority.
         priority = int(row.get("priority") or 0)
         use_priority = priority != 0 and self.rollout_config.name == "vllm"
         policy = ServerManagerPolicy(
             self.server_manager, sampling_params, request_kwargs={"priority": priority} if use_priority else None
         )
-        try:
-            trajectory, timing = await self._play(env, env_id, seed, policy)
-        finally:
-            env.close()
-        return self._output(trajectory, timing, policy, want_logprobs=bool(sampling_params.get("logprobs")))
-
-    async def _play(
-        self, env: Any, env_id: str, seed: int, policy: ServerManagerPolicy
-    ) -> tuple[TokenTrajectory, dict[str, float]]:
         # Each turn samples at most what is left of response_length; an observation that would not fit
         # ends the episode (truncated).
-        session = EpisodeSession(
-            env, self.tokenizer, chat_template=self.chat_template, max_turns=self.max_turns,
-            max_response_tokens=self.response_length, env_id=env_id,
+        session = EpisodeSession.from_label(
+            label, self.tokenizer, chat_template=self.chat_template, max_turns=self.max_turns,
+            max_response_tokens=self.response_length,
         )
-        timing = {"generate_sequences": 0.0, "tool_calls": 0.0}
         started = time.perf_counter()
-        prompt_ids = await session.start(seed=seed)
-        timing["tool_calls"] += time.perf_counter() - started
-        if len(prompt_ids) > self.prompt_length:
+        try:
+            trajectory = await run_session(
+                session, policy, sampling=SamplingParams(max_new_tokens=self.max_tokens_per_turn, stop_token_ids=self.stop_token_ids)
+            )
+        finally:
+            await session.aclose()
+        if len(trajectory.prompt_ids) > self.prompt_length:
             raise ValueError(
-                f"The first observation of {env_id!r} (seed {seed}) is {len(prompt_ids)} tokens with the chat template, more "
-                f"than actor_rollout_ref.rollout.prompt_length={self.prompt_length}; raise data.max_prompt_length "
-                "(rollout.prompt_length follows it) or shorten the system prompt."
+                f"The first observation of {label.env_id!r} (seed {label.seed}) is {len(trajectory.prompt_ids)} tokens with the "
+                f"chat template, more than actor_rollout_ref.rollout.prompt_length={self.prompt_length}; raise "
+                "data.max_prompt_length (rollout.prompt_length follows it) or shorten the system prompt."
             )
-        while not session.done:
-            budget = session.generation_budget(self.max_tokens_per_turn)
-            if budget < 1:
-                break
-            started = time.perf_counter()
-            generation = await policy.generate(
-                session.context_ids, SamplingParams(max_new_tokens=budget, stop_token_ids=self.stop_token_ids)
-            )
-            timing["generate_sequences"] += time.perf_counter() - started
-            started = time.perf_counter()
-            await session.step(generation.token_ids, logprobs=generation.logprobs, finish_reason=generation.finish_reason)
-            timing["tool_calls"] += time.perf_counter() - started
-        return session.trajectory(), timing
+        metrics = AgentLoopMetrics(  # the env's share of the time is what the server did not take
+            generate_sequences=policy.generate_seconds, num_preempted=policy.num_preempted,
+            tool_calls=time.perf_counter() - started - policy.generate_seconds,
+        )
+        return self._output(trajectory, metrics, want_logprobs=bool(sampling_params.get("logprobs")))
 
-    def _output(
-        self, trajectory: TokenTrajectory, timing: dict[str, float], policy: ServerManagerPolicy, *, want_logprobs: bool
-    ) -> AgentLoopOutput:
-        limit = self.response_length
-        response_ids = trajectory.response_ids[:limit]
-        token_rewards = trajectory.token_rewards[:limit]
-        if len(trajectory.response_ids) > limit and token_rewards:
-            # Never expected (the session's budget stops turns in time); keep the return intact if it happens.
-            token_rewards[-1] += sum(trajectory.token_rewards[limit:])
-        metrics = trajectory.metrics
+    def _output(self, trajectory: TokenTrajectory, metrics: AgentLoopMetrics, *, want_logprobs: bool) -> AgentLoopOutput:
+        # The session's max_response_tokens keeps the response within response_length.
         extra_fields = {
             "turn_scores": [float(r) for r in trajectory.rewards],
-            "turn_spans": [[int(min(s, limit)), int(min(e, limit))] for s, e in trajectory.turn_spans],
+            "turn_spans": [[int(s), int(e)] for s, e in trajectory.turn_spans],
             "env_id": trajectory.env_id,
             "env_seed": trajectory.seed,
-            "gem_metrics": {
-                "num_turns": int(metrics.get("num_turns", trajectory.num_turns)),
-                "success": bool(metrics.get("success", False)),
-                "format_errors": int(metrics.get("format_errors", 0)),
-                "terminated": bool(trajectory.terminated),
-                "truncated": bool(trajectory.truncated),
-                "truncated_by": metrics.get("truncated_by"),
-            },
+            # verl logs numbers under reward_extra_info as val-aux/<data_source>/<key>/mean@N (and dumps them).
+            "reward_extra_info": trajectory_metrics([trajectory], prefix="gem_"),
         }
         output_cls = GemAgentLoopOutput if self.reward_placement == "turn" else AgentLoopOutput
         output = output_cls(
             prompt_ids=list(trajectory.prompt_ids),
-            response_ids=list(response_ids),
-            response_mask=list(trajectory.loss_mask[:limit]),
-            response_logprobs=list(trajectory.logprobs[:limit]) if want_logprobs else None,
+            response_ids=list(trajectory.response_ids),
+            response_mask=list(trajectory.loss_mask),
+            response_logprobs=list(trajectory.logprobs) if want_logprobs else None,
             reward_score=trajectory.episode_return,
             # verl counts chat messages (user and assistant): the first observation, each action, each later observation.
             num_turns=len(trajectory.observations) + trajectory.num_turns,
-            metrics=AgentLoopMetrics(
-                generate_sequences=timing["generate_sequences"],
-                tool_calls=timing["tool_calls"],
-                num_preempted=policy.num_preempted,
-            ),
+            metrics=metrics,
             extra_fields=extra_fields,
         )
         if isinstance(output, GemAgentLoopOutput):
-            output.with_token_rewards(token_rewards)
+            output.with_token_rewards(trajectory.token_rewards)
         return output

@@ -33,11 +33,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ScoringPool", "CallResult", "scoring_pool"]
+__all__ = ["ScoringPool", "CallResult", "scoring_pool", "SETUP_REPORTED"]
 
 logger = logging.getLogger("gem.envs.scoring_pool")
 
 _HEADER = struct.Struct("!Q")
+
+#: Envs put ``info["scorer_setup_seconds"]`` on a step whose scoring first waited this long for a
+#: worker to start or a dataset to be built there: time outside the step's declared limit, made visible.
+SETUP_REPORTED = 0.05
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,9 @@ class CallResult:
     value: Any = None
     timed_out: bool = False
     error: str | None = None
+    #: Seconds spent before the call proper: waiting for a starting worker and running ``prepare``.
+    #: Not covered by the call's time limit (it is bounded by ``startup_timeout`` instead).
+    setup_seconds: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -194,25 +201,30 @@ class ScoringPool:
         """
         with self._slots:
             worker = self._borrow()
+            setup_start = time.monotonic()
+            setup = 0.0
             try:
                 worker.wait_ready(self.startup_timeout)
                 if prepare is not None:
                     answered, (status, value) = worker.call(prepare[0], tuple(prepare[1]), self.startup_timeout)
                     if not answered:
                         raise TimeoutError(f"preparing {prepare[0]} took longer than {self.startup_timeout}s")
+                setup = time.monotonic() - setup_start
                 answered, reply = worker.call(function, args, timeout)
             except (OSError, EOFError, TimeoutError, ValueError, pickle.PickleError) as exc:  # worker died (e.g. out of memory)
                 worker.kill()
                 logger.debug("scoring worker for %s lost: %s: %s", function, type(exc).__name__, exc)
-                return CallResult(error=f"{type(exc).__name__}: {exc}")
+                return CallResult(error=f"{type(exc).__name__}: {exc}", setup_seconds=time.monotonic() - setup_start)
             if not answered:
                 logger.debug("%s overran %ss; killing its worker", function, timeout)
                 worker.kill()
                 self._give_back(self._new_worker())  # starts importing now, ready for the next call
-                return CallResult(timed_out=True, error="timeout")
+                return CallResult(timed_out=True, error="timeout", setup_seconds=setup)
             self._give_back(worker)
             status, value = reply
-            return CallResult(value=value) if status == "ok" else CallResult(error=value)
+            if status == "ok":
+                return CallResult(value=value, setup_seconds=setup)
+            return CallResult(error=value, setup_seconds=setup)
 
     def warm_up(self, n: int = 1) -> None:
         """Start ``n`` workers now (e.g. before a benchmark) so the first calls do not wait for start-up."""

@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from gem_core.env import episode_success
+
 __all__ = [
     "EpisodeRecord",
     "EnvSummary",
@@ -92,11 +94,6 @@ class EpisodeRecord:
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
-def episode_success(infos: Sequence[Mapping[str, Any]], episode_return: float, terminated: bool) -> bool:
-    """The success convention of this module (see the module docstring)."""
-    if infos and "success" in infos[-1]:
-        return bool(infos[-1]["success"])
-    return bool(terminated and episode_return > 0)
 
 
 def bootstrap_mean_ci(

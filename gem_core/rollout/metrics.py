@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from gem_core.env import episode_success
 from gem_core.rollout.trajectory import TokenTrajectory
 
 __all__ = ["trajectory_metrics"]
@@ -19,7 +20,7 @@ def trajectory_metrics(trajectories: Sequence[TokenTrajectory], *, prefix: str =
 
     Keys: ``episodes``, ``env_errors`` (episodes ended by an error, a rate), ``env_error_turns`` (their
     total), ``truncated``, ``terminated``, ``turns`` (mean), ``success`` (rate; an episode succeeds when
-    any step's info says ``success``), ``format_errors`` (mean per episode), ``return`` (mean).
+    the session's verdict, :func:`gem_core.env.episode_success`), ``format_errors`` (mean per episode), ``return`` (mean).
     """
     n = len(trajectories)
     if n == 0:
@@ -32,7 +33,7 @@ def trajectory_metrics(trajectories: Sequence[TokenTrajectory], *, prefix: str =
         "truncated": sum(1 for t in trajectories if t.truncated) / n,
         "terminated": sum(1 for t in trajectories if t.terminated) / n,
         "turns": sum(t.num_turns for t in trajectories) / n,
-        "success": sum(1 for t in trajectories if any(bool(i.get("success")) for i in t.infos)) / n,
+        "success": sum(1 for t in trajectories if episode_success(t.infos, t.episode_return, t.terminated)) / n,
         "format_errors": sum(sum(1 for i in t.infos if i.get("format_error")) for t in trajectories) / n,
         "return": sum(t.episode_return for t in trajectories) / n,
     }

@@ -41,6 +41,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gem_core.env import episode_success
 from gem_core.rollout.chat_template import HISTORY_MODES, ChatTemplate
 from gem_core.rollout.episode_label import EpisodeLabel, parse_label
 from gem_core.rollout.trajectory import TokenTrajectory
@@ -403,7 +404,7 @@ class EpisodeSession:
             "num_tokens": len(self._ids),
             "num_sampled_tokens": num_sampled,
             "format_errors": sum(1 for i in self._infos if i.get("format_error")),
-            "success": any(bool(i.get("success")) for i in self._infos),
+            "success": episode_success(self._infos, sum(self._rewards), self._terminated),
             "episode_return": float(sum(self._rewards)),
             "terminated": self._terminated,
             "truncated": self._truncated,

@@ -18,9 +18,14 @@ def _serve(args: argparse.Namespace) -> int:
     except ImportError as error:
         print(f"gem serve needs the serve extra ({error.name} is missing): pip install 'gem[serve]'", file=sys.stderr)
         return 2
-    from gem_core.registry import UnknownEnvError
+    from gem_core.registry import UnknownEnvError, import_env_modules
     from gem_core.serve.asgi import listening_socket
 
+    try:
+        import_env_modules(args.imports)
+    except Exception as error:
+        print(f"gem serve: importing {args.imports} failed: {type(error).__name__}: {error}", file=sys.stderr)
+        return 2
     config = ServeConfig(
         max_sessions=args.max_sessions,
         idle_timeout=args.idle_timeout,
@@ -70,5 +75,9 @@ def add_serve_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--idle-timeout", type=float, default=defaults.idle_timeout, help="seconds before an idle session is ended")
     parser.add_argument("--step-timeout", type=float, default=defaults.step_timeout, help="seconds one reset or step may take")
     parser.add_argument("--max-body-bytes", type=int, default=defaults.max_body_bytes, help="largest request or message")
+    parser.add_argument(
+        "--import", dest="imports", action="append", default=[], metavar="MODULE",
+        help="a module or .py file to import first (one that registers your env); repeatable",
+    )
     parser.add_argument("--token", default=None, help="require 'Authorization: Bearer TOKEN' on every request")
     parser.set_defaults(run=_serve)

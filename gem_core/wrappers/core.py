@@ -53,6 +53,12 @@ class Wrapper(gym.Wrapper[str, str, str, str]):
     def sample_random_action(self) -> str:
         return self.env.sample_random_action()
 
+    @property
+    def blocking(self) -> bool:
+        """Whether a step may wait: as the inner env, unless the wrapper itself waits (tool wrappers
+        declare ``blocking = True``), so a wrapped game is still stepped inline by the vector env."""
+        return getattr(self.env, "blocking", True)
+
     # -- state (see Env.get_state) ---------------------------------------------------------------
 
     #: Wrapper attributes that are resources, not episode state (tool clients); shared by spawned clones.

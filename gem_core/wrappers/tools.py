@@ -68,6 +68,8 @@ class ToolUse(Wrapper):
     holds ``tool_call_count``, the calls made so far in the episode.
     """
 
+    blocking = True  # tool calls wait on subprocesses and servers
+
     def __init__(
         self,
         env,

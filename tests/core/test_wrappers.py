@@ -2,7 +2,7 @@ import asyncio
 
 import pytest
 
-from gem_core import make
+from gem_core import make, spec
 from gem_core.wrappers import EpisodeStatistics, ObservationFormat, TurnLimit
 
 
@@ -103,3 +103,15 @@ def test_wrappers_keep_async_and_random_actions():
 
     *_, truncated, info = asyncio.run(play())
     assert truncated and info["episode"]["l"] == 2
+
+
+def test_a_wrapped_game_is_still_non_blocking_but_a_tool_wrapper_blocks():
+    """The vector env steps non-blocking envs inline; a wrapper must not hide that, nor hide a tool's waits."""
+    from gem_core.tools.python import PythonTool
+    from gem_core.wrappers import ToolUse
+
+    game = make("game:GuessTheNumber-v0")
+    assert game.blocking is False
+    assert TurnLimit(ObservationFormat(game, "history"), max_turns=3).blocking is False
+    assert ToolUse(make("game:GuessTheNumber-v0"), [PythonTool()]).blocking is True
+    assert ObservationFormat(make("math:Sample", **spec("math:Sample").sample_kwargs), "raw").blocking is True

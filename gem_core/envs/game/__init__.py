@@ -78,3 +78,8 @@ for _name, (_entry, _variants) in _LEVELS.items():
         game=f"{_GAMES}.{_entry}",
         levels=list(_variants.values()),
     )
+
+# WikiGame: click from page to page on the shipped offline link graph (difficulty = shortest-path length).
+register("game:WikiGame-v0", f"{_GAMES}.wiki_game:WikiGame", min_distance=2, max_distance=3, max_turns=8)
+register("game:WikiGame-v0-easy", f"{_GAMES}.wiki_game:WikiGame", min_distance=1, max_distance=2, max_turns=6)
+register("game:WikiGame-v0-hard", f"{_GAMES}.wiki_game:WikiGame", min_distance=4, max_distance=6, max_turns=12)

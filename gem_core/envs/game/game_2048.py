@@ -46,6 +46,14 @@ def slide_row_left(row: list[int]) -> tuple[list[int], int]:
     return merged + [0] * (len(row) - len(merged)), points
 
 
+def _line_changes(line: list[int]) -> bool:
+    """Whether sliding ``line`` towards its start moves a tile (a gap before one) or merges two."""
+    tiles = [v for v in line if v]
+    if tiles != line[: len(tiles)]:
+        return True
+    return any(a == b for a, b in zip(tiles, tiles[1:]))
+
+
 def slide(board: np.ndarray, direction: str) -> tuple[np.ndarray, int]:
     """The board after sliding in ``direction`` (no new tile), and the points scored."""
     grid = board.tolist()
@@ -87,7 +95,15 @@ class Game2048(Env):
         return max(0.0, (math.log2(int(self.board.max())) - 2) / (math.log2(self.target) - 2))
 
     def legal_moves(self) -> list[str]:
-        return [d for d in DIRECTIONS if not np.array_equal(slide(self.board, d)[0], self.board)]
+        """The directions that change the board, in :data:`DIRECTIONS` order.
+
+        Decided per line without sliding (called up to three times a step): a line read towards the
+        side it slides to changes iff a tile has a gap before it or two equal tiles meet.
+        """
+        rows = self.board.tolist()
+        cols = [list(col) for col in zip(*rows)]
+        lines = {"up": cols, "down": [col[::-1] for col in cols], "left": rows, "right": [row[::-1] for row in rows]}
+        return [d for d in DIRECTIONS if any(_line_changes(line) for line in lines[d])]
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)

@@ -15,7 +15,6 @@ Variants (registered in :mod:`gem_core.envs.game`): ``-easy`` 3 positions x 4 co
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 from gem_core.env import Env, StepResult
@@ -25,7 +24,7 @@ from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
 def score_code(guess: tuple[int, ...], code: tuple[int, ...]) -> tuple[int, int]:
     """``(black, white)`` pegs for ``guess`` against ``code``."""
     black = sum(g == c for g, c in zip(guess, code))
-    common = sum((Counter(guess) & Counter(code)).values())
+    common = sum(min(guess.count(colour), code.count(colour)) for colour in set(code))  # multiset overlap
     return black, common - black
 
 

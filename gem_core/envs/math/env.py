@@ -14,6 +14,7 @@ from gem_core.env import StepResult, log_error_once
 from gem_core.envs.dataset import DataFiles, DatasetEnv
 from gem_core.envs.math.answer import BOXED_HINT, extract_boxed
 from gem_core.envs.math.grading import grade
+from gem_core.envs.scoring_pool import SETUP_REPORTED
 
 __all__ = ["MathEnv", "gold_from_field"]
 
@@ -101,6 +102,8 @@ class MathEnv(DatasetEnv):
         if result.error is not None:
             info["error"] = result.error
             log_error_once(self, result.error, f"answer {answer[:80]!r}")
+        if result.setup_seconds >= SETUP_REPORTED:
+            info["scorer_setup_seconds"] = result.setup_seconds
         feedback = "Correct." if result.correct else "Incorrect."
         return feedback, 1.0 if result.correct else 0.0, True, False, info
 

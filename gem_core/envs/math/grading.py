@@ -191,6 +191,8 @@ class GradeResult:
     correct: bool
     timed_out: bool = False
     error: str | None = None
+    #: Seconds spent starting a grading worker before the grade (outside the grade's time limit).
+    setup_seconds: float = 0.0
 
 
 def _warm_up() -> None:
@@ -212,10 +214,10 @@ class GraderPool(ScoringPool):
         """Grade with a deadline of ``timeout`` seconds (worker start-up excluded)."""
         result = self.call("gem_core.envs.math.grading:grade_inline", prediction, gold, timeout=timeout)
         if result.timed_out:
-            return GradeResult(False, timed_out=True, error="timeout")
+            return GradeResult(False, timed_out=True, error="timeout", setup_seconds=result.setup_seconds)
         if result.error is not None:
-            return GradeResult(False, error=result.error)
-        return GradeResult(bool(result.value))
+            return GradeResult(False, error=result.error, setup_seconds=result.setup_seconds)
+        return GradeResult(bool(result.value), setup_seconds=result.setup_seconds)
 
 
 _default_pool: GraderPool | None = None

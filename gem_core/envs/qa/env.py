@@ -18,7 +18,7 @@ from gem_core.env import StepResult, log_error_once
 from gem_core.envs.dataset import DataFiles, DatasetEnv
 from gem_core.envs.math.answer import extract_final_answer
 from gem_core.envs.qa.scoring import score_answer
-from gem_core.envs.scoring_pool import scoring_pool
+from gem_core.envs.scoring_pool import SETUP_REPORTED, scoring_pool
 
 __all__ = ["QAEnv", "gold_answers"]
 
@@ -89,6 +89,7 @@ class QAEnv(DatasetEnv):
         self.question_field, self.answer_field, self.reward = question_field, answer_field, reward
         self.prompt_suffix = prompt_suffix
         self.score_timeout = score_timeout
+        self._setup_seconds = 0.0
         self.question = ""
         self.golds: list[str] = []
 
@@ -111,6 +112,8 @@ class QAEnv(DatasetEnv):
         if error is not None:
             info["error"] = error
             log_error_once(self, error, f"answer {answer[:80]!r}")
+        if self._setup_seconds >= SETUP_REPORTED:
+            info["scorer_setup_seconds"] = self._setup_seconds
         return ("Correct." if em else "Incorrect."), reward, True, False, info
 
     @property
@@ -120,11 +123,13 @@ class QAEnv(DatasetEnv):
 
     def score(self, answer: str) -> tuple[tuple[bool, float], str | None]:
         """``((exact match, F1), error)``; on a timeout or crash ``((False, 0.0), error)``."""
+        self._setup_seconds = 0.0
         if self.score_timeout is None:
             return score_answer(answer, self.golds), None
         result = scoring_pool("qa").call(
             "gem_core.envs.qa.scoring:score_answer", answer, self.golds, timeout=self.score_timeout
         )
+        self._setup_seconds = result.setup_seconds
         if result.timed_out:
             return (False, 0.0), "timeout"
         if result.error is not None:

@@ -22,7 +22,7 @@ from typing import Any
 
 from gem_core.env import Env, StepResult, log_error_once
 from gem_core.envs.math.answer import extract_final_answer
-from gem_core.envs.scoring_pool import scoring_pool
+from gem_core.envs.scoring_pool import SETUP_REPORTED, scoring_pool
 
 __all__ = ["ReasoningGymEnv", "load_procedural_dataset"]
 
@@ -110,12 +110,14 @@ class ReasoningGymEnv(Env):
         score_timeout: float | None = 5.0,
     ):
         self.name = name
+        self.env_id = f"rg:{name}"  # also when built without make(): warnings name the dataset
         self.dataset_args = (name, seed, size, config)
         self.dataset = load_procedural_dataset(name, seed=seed, size=size, config=config)
         self.size = len(self.dataset)
         self.score_timeout = score_timeout
         self.index: int | None = None
         self.entry: dict[str, Any] = {}
+        self._setup_seconds = 0.0
 
     @property
     def max_step_seconds(self) -> float:  # type: ignore[override]
@@ -148,6 +150,7 @@ class ReasoningGymEnv(Env):
 
     def score(self, answer: str) -> tuple[float, str | None]:
         """``(score, error)``: reasoning-gym's score, or 0 with ``"timeout"`` / the scorer's crash."""
+        self._setup_seconds = 0.0
         if self.score_timeout is None:
             try:
                 return float(self.dataset.score_answer(answer=answer, entry=self.entry)), None
@@ -159,6 +162,7 @@ class ReasoningGymEnv(Env):
             "gem_core.envs.reasoning_gym.env:score_in_worker", *dataset_args, self.entry, answer,
             timeout=self.score_timeout, prepare=("gem_core.envs.reasoning_gym.env:_prepare_worker", dataset_args),
         )
+        self._setup_seconds = result.setup_seconds
         if result.timed_out:
             return 0.0, "timeout"
         if result.error is not None:
@@ -175,7 +179,9 @@ class ReasoningGymEnv(Env):
         info: dict[str, Any] = {"correct": score >= 1.0, "score": score, "answer": answer, "gold": self.entry.get("answer")}
         if error is not None:
             info["error"] = error
-            log_error_once(self, error, f"rg:{self.name} answer {answer[:80]!r}")
+            log_error_once(self, error, f"answer {answer[:80]!r}")
+        if self._setup_seconds >= SETUP_REPORTED:
+            info["scorer_setup_seconds"] = self._setup_seconds
         return ("Correct." if score >= 1.0 else "Incorrect."), score, True, False, info
 
     def sample_random_action(self) -> str:

@@ -140,6 +140,7 @@ class RetailService(Env):
             ``"hermes"``, ``"llama3_json"``, ``"deepseek_v3"``, ``"mistral"``), the policy model's native one.
     """
 
+    blocking = False  # quick pure-Python steps: stepped inline, never via a thread
     max_return = 1.0
 
     def __init__(self, max_turns: int = 20, call_format: str = "hermes"):

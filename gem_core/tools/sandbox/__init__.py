@@ -16,6 +16,9 @@ Model-written code is hostile until proven otherwise, so a snippet runs:
   ended (:mod:`.in_sandbox`). ``SandboxConfig(zygote=False)`` keeps sandboxes started ahead of time
   instead, one per snippet (:mod:`.worker`, :mod:`.pool`), as ``process`` mode always does.
 
+Shell commands with a host working directory of their own (a terminal env's workspace, bound read-write
+at ``/workspace``): :func:`run_shell` and :class:`WorkDir` in :mod:`.shell`.
+
 When bubblewrap is not usable, :func:`run_python` refuses to run (:class:`SandboxUnavailableError`)
 unless the caller explicitly picks the weaker ``mode="process"`` (or sets ``GEM_SANDBOX=process``): a
 plain child process with the same resource limits, scrubbed environment and a temporary working
@@ -35,6 +38,7 @@ from gem_core.tools.sandbox.config import (
 )
 from gem_core.tools.sandbox.isolation import available_modes, resolve_mode
 from gem_core.tools.sandbox.pool import SandboxPool, SandboxPools, arun_python, default_pools, run_python
+from gem_core.tools.sandbox.shell import WorkDir, run_shell
 
 __all__ = [
     "SandboxResult",
@@ -44,6 +48,8 @@ __all__ = [
     "SandboxPools",
     "FunctionCall",
     "run_python",
+    "run_shell",
+    "WorkDir",
     "arun_python",
     "default_pools",
     "resolve_mode",

@@ -13,7 +13,9 @@ v1), so the host samples instead, every ``SandboxConfig.sample_interval`` second
   figure read, ``Pss_Anon`` from ``smaps_rollup`` (shared pages split among their sharers), and the
   cap is judged on it;
 - files: inodes in use on the sandbox's ``/tmp`` and ``/dev/shm``, from ``statvfs`` through
-  ``/proc/PID/root``.
+  ``/proc/PID/root``;
+- the working directory (``SandboxConfig.work_dir``, a host directory): bytes and entries under it,
+  walked every tenth sample (a ``statvfs`` would measure the host's whole file system).
 
 Past a cap the host kills the sandbox and reports ``limit="memory"`` or ``"disk"``. What sampling cannot
 do: stop a burst between two samples (a snippet can touch memory at a few GiB/s, so it may overshoot by
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["process_tree", "anonymous_memory", "SandboxMonitor"]
+__all__ = ["process_tree", "anonymous_memory", "SandboxMonitor", "work_dir_over"]
 
 
 def _children(pid: int) -> list[int]:
@@ -94,10 +96,24 @@ class SandboxMonitor:
         max_files: the inode cap for the private ``/tmp`` and ``/dev/shm`` (None: not checked).
     """
 
-    def __init__(self, root: int, supervisor_depth: int, memory_bytes: int, max_files: int | None):
+    #: Samples between two walks of the working directory (a walk costs more than a memory sample).
+    WORK_DIR_EVERY = 10
+
+    def __init__(
+        self,
+        root: int,
+        supervisor_depth: int,
+        memory_bytes: int,
+        max_files: int | None,
+        work_dir: str | None = None,
+        work_bytes: int = 0,
+        work_files: int = 0,
+    ):
         self.root, self.supervisor_depth = root, supervisor_depth
         self.memory_bytes, self.max_files = memory_bytes, max_files
+        self.work_dir, self.work_bytes, self.work_files = work_dir, work_bytes, work_files
         self.peak_memory = 0
+        self._samples = 0
 
     def snippet_pids(self) -> list[int]:
         return [pid for pid, depth in process_tree(self.root) if depth > self.supervisor_depth]
@@ -118,4 +134,32 @@ class SandboxMonitor:
                 root = f"/proc/{inside[0]}/root"
                 if _inodes_in_use(root + "/tmp") + _inodes_in_use(root + "/dev/shm") > self.max_files:
                     return "disk"
+        self._samples += 1
+        if self.work_dir is not None and self._samples % self.WORK_DIR_EVERY == 1:
+            if work_dir_over(self.work_dir, self.work_bytes, self.work_files):
+                return "disk"
         return None
+
+
+def work_dir_over(path: str, max_bytes: int, max_files: int) -> bool:
+    """Whether the tree under ``path`` takes more than ``max_bytes`` (allocated blocks) or holds more than
+    ``max_files`` entries; the walk stops as soon as it knows, and never follows a symbolic link."""
+    used, count, pending = 0, 0, [path]
+    while pending:
+        try:
+            entries = os.scandir(pending.pop())
+        except OSError:
+            continue
+        with entries:
+            for entry in entries:
+                count += 1
+                try:
+                    stats = entry.stat(follow_symlinks=False)
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(entry.path)
+                except OSError:
+                    continue
+                used += stats.st_blocks * 512
+                if used > max_bytes or count > max_files:
+                    return True
+    return False

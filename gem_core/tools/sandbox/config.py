@@ -154,3 +154,14 @@ class SandboxConfig:
     zygote: bool = True
     #: The Python interpreter to run snippets with (default: the current one, with its packages).
     python: str = sys.executable
+    #: A host directory the snippet may change, bound read-write at :attr:`work_mount` and made its
+    #: working directory (a shell env's files that last between calls, see :mod:`.shell`); None: only
+    #: the private ``/tmp`` is writable. Calls with one never go through the zygote (a sandbox each).
+    #: Run as root, the call runs as the directory's owner, which must not be root.
+    work_dir: str | None = None
+    #: Where :attr:`work_dir` appears inside the sandbox (bwrap mode).
+    work_mount: str = "/workspace"
+    #: Most MiB the files under :attr:`work_dir` may take together, and most files and directories:
+    #: sampled by the host like memory (past either the call is killed with ``limit="disk"``).
+    max_work_mb: int = 64
+    max_work_files: int = 10_000

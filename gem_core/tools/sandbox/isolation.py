@@ -7,6 +7,9 @@ expected outputs of the code tests, so a snippet that could read them could scor
 (issue 14). Those directories are covered by empty, read-only, size-capped tmpfs mounts where they lie
 inside the interpreter's tree.
 
+A shell env's working directory (``SandboxConfig.work_dir``) is the one host directory a sandbox may
+write to: bound read-write at ``SandboxConfig.work_mount``, under the same walls otherwise.
+
 bubblewrap's own arguments (which name host paths) reach it through a pipe (``--args FD``), not its
 command line, so ``/proc/1/cmdline`` inside shows none of them; the seccomp program arrives the same
 way (``--seccomp FD``, see :mod:`.syscall_filter`).
@@ -179,7 +182,20 @@ def _arguments(config: SandboxConfig, privileged: bool, zygote: bool) -> list[st
         if any(_is_within(hidden, Path(d)) and hidden != Path(d) for d in interpreter_dirs) and hidden.is_dir():
             # Inside the interpreter's tree: shown as an empty, read-only directory.
             arguments += ["--size", "4096", "--perms", "0555", "--tmpfs", str(hidden), "--remount-ro", str(hidden)]
-    arguments += ["--chdir", "/tmp", "--clearenv"]
+    working_directory = "/tmp"
+    if config.work_dir is not None:
+        mount = Path(config.work_mount)
+        if not mount.is_absolute() or mount == Path("/") or any(
+            _is_within(Path(d), mount) or _is_within(mount, Path(d)) for d in (*interpreter_dirs, *SYSTEM_DIRS, "/tmp", "/proc", "/dev")
+        ):
+            raise ValueError(
+                f"SandboxConfig.work_mount={config.work_mount!r} would cover or sit inside a directory the sandbox "
+                "needs; pick an absolute path of its own, such as '/workspace'."
+            )
+        # Bound last, so nothing bound after it can cover it; read-write, nosuid and nodev (bwrap's default).
+        arguments += ["--bind", str(Path(config.work_dir).resolve()), str(mount)]
+        working_directory = str(mount)
+    arguments += ["--chdir", working_directory, "--clearenv"]
     for key, value in ENV.items():
         arguments += ["--setenv", key, value]
     return arguments

@@ -61,7 +61,8 @@ class SandboxPool:
 
     @property
     def uses_zygote(self) -> bool:
-        return self.mode == "bwrap" and self.config.zygote and self.config.pool_size > 0
+        # A zygote cannot bind a host working directory it does not see: those calls get a sandbox each.
+        return self.mode == "bwrap" and self.config.zygote and self.config.pool_size > 0 and self.config.work_dir is None
 
     def _after_fork(self) -> None:
         if self._zygote is not None:

@@ -32,6 +32,20 @@ _uids = random.SystemRandom()  # not the global generator: seeding it must not r
 _STATUS_SLACK = 4096
 
 
+def _work_dir_owner(work_dir: str | None) -> int:
+    """The uid a call with a working directory runs as when the host is root: the directory's owner, so
+    the files of one episode stay writable from call to call (0 when there is no working directory)."""
+    if work_dir is None:
+        return 0
+    owner = os.stat(work_dir).st_uid
+    if owner == 0:
+        raise ValueError(
+            f"SandboxConfig.work_dir {work_dir!r} is owned by root: the sandbox would run as root. Create it "
+            "with gem_core.tools.sandbox.shell.WorkDir, which gives it an unprivileged owner of its own."
+        )
+    return owner
+
+
 class Worker:
     """One started sandbox waiting for its snippet."""
 
@@ -48,13 +62,13 @@ class Worker:
             launch = bwrap_launch(config, privileged)
             prefix, pass_fds, cwd = launch.command, (status_write, *launch.fds), "/"
             if privileged:
-                drop_to_uid = _uids.randrange(1_000_000, 2_000_000_000)
+                drop_to_uid = _work_dir_owner(config.work_dir) or _uids.randrange(1_000_000, 2_000_000_000)
         else:
             self.workdir = tempfile.mkdtemp(prefix="gem-sandbox-")
-            prefix, pass_fds, cwd = [], (status_write,), self.workdir
+            prefix, pass_fds, cwd = [], (status_write,), config.work_dir or self.workdir
         paths = os.pathsep.join(site_dirs(config.python))
         program = [config.python, "-I", "-S", "-B", "-c", _PROGRAM, str(status_write), str(drop_to_uid), ",".join(preload), paths]
-        env = dict(ENV, HOME=cwd) if mode == "process" else {}
+        env = dict(ENV, HOME=self.workdir) if mode == "process" else {}
         try:
             self.process = subprocess.Popen(
                 [*prefix, *program],
@@ -145,6 +159,9 @@ class Worker:
             supervisor_depth=2 if self.mode == "bwrap" else 0,
             memory_bytes=int(request["memory_mb"]) * MIB,
             max_files=self.config.max_tmp_files if self.mode == "bwrap" else None,
+            work_dir=self.config.work_dir,
+            work_bytes=self.config.max_work_mb * MIB,
+            work_files=self.config.max_work_files,
         )
         pidfd = os.pidfd_open(process.pid)
         try:

@@ -1,48 +1,50 @@
-"""gem_adapters.oat: transitions built with the real ``oat.types.Transition``; the actor's
-``collect_experience`` checked against oat's documented contract.
+"""gem_adapters.oat run by oat's own classes: ``PPOMultiTurnActor.step``, the learner's
+``process_feedback_data`` and ``prepare_data``, and ``MultiTurnTransitionDataset.collate_fn``.
 
-oat-llm 0.2.4 needs Python < 3.11, vLLM and launchpad, so ``oat.algorithms.ppo_multiturn`` does not
-import here. ``StandInMultiTurnActor`` is a stand-in for ``PPOMultiTurnActor`` with what
-``ActorBase.init`` provides (``args``, ``tokenizer``, ``sampling_params``, ``actor_id`` and a batched
-``generate(prompt_ids_list, sampling_params) -> list[RequestOutput]``, here backed by a gem_core
-policy and returning vLLM-like stand-ins) and a ``step`` that does what oat's does with the episodes
-(means over episodes, ``transition.info.update``).
+The modules oat imports that cannot be installed here (vLLM, DeepSpeed, launchpad, pyarrow.plasma)
+are stand-ins (``conftest.py``); oat's classes are the real ones. What ``ActorBase.init`` would set up
+with a GPU is set by hand: ``self.llm`` is a stand-in for ``vllm.LLM`` (its ``generate`` samples from a
+gem_core policy and returns vLLM-shaped outputs) and ``self.ipc_client`` for oat's plasma client (it
+hands the episodes back instead of writing them to shared memory). The learner is built without its
+``__init__`` (which starts DeepSpeed) but runs oat's own data code, with a one-process gloo group for
+``DistributedSampler``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
-from dataclasses import dataclass, field
+import tracemalloc
+from collections import defaultdict, deque
+from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
+import torch.distributed as dist
 
-oat_types = pytest.importorskip("oat.types", reason="needs oat-llm==0.2.4 (nox -s oat)")
+from oat.algorithms.ppo import PPOArgs
+from oat.algorithms.ppo_multiturn import MultiTurnTransitionDataset, PPOMultiTurnActor, PPOMultiTurnLearner
+from oat.types import Transition
+from oat.utils.deepspeed import DeepspeedStrategy
 
-from gem_adapters.oat import actor as actor_module  # noqa: E402
-from gem_adapters.oat import actor_class, oat_transitions  # noqa: E402
-from gem_adapters.oat.actor import OatVersionError  # noqa: E402
-from gem_core.registry import UnknownEnvError, make  # noqa: E402
-from gem_core.rollout import SamplingParams, run_episode  # noqa: E402
-from gem_core.testing import ScriptedPolicy, make_tokenizer  # noqa: E402
+from gem_adapters.oat import GemArgsMixin, actor_class, learner_class, oat_transitions
+from gem_adapters.oat import actor as actor_module
+from gem_adapters.oat.actor import OatVersionError
+from gem_core.registry import UnknownEnvError, make
+from gem_core.rollout import SamplingParams, discounted_returns, run_episode
+from gem_core.testing import ScriptedPolicy, make_tokenizer
+
+from vllm import SamplingParams as VllmSamplingParams  # the stand-in from conftest.py where vLLM is missing
 
 ENV_ID = "game:GuessTheNumber-v0"
 ACTIONS = ["no idea", "\\boxed{10}", "\\boxed{5}", "\\boxed{15}", "\\boxed{3}", "\\boxed{17}"]
 
 
 @dataclass
-class StandInSamplingParams:
-    """The ``vllm.SamplingParams`` fields the adapter reads and sets."""
-
-    max_tokens: int = 64
-    temperature: float = 1.0
-    top_p: float = 1.0
-    n: int = 1
-    logprobs: int | None = None
-    stop_token_ids: list[int] = field(default_factory=list)
+class Args(GemArgsMixin, PPOArgs):
+    """What examples/train_oat.py builds: oat's PPO flags plus the env fields."""
 
 
 @dataclass
@@ -50,33 +52,30 @@ class _Logprob:
     logprob: float
 
 
-class StandInMultiTurnActor:
-    """Stand-in for oat's ``PPOMultiTurnActor`` after ``init`` (see the module docstring)."""
+class StandInLLM:
+    """``vllm.LLM.generate(prompt_token_ids=..., sampling_params=[...])`` backed by a gem_core policy."""
 
-    def __init__(self, policy, tokenizer, **args: Any):
-        self.policy, self.tokenizer, self.actor_id = policy, tokenizer, 0
-        self.args = SimpleNamespace(**{"env_id": ENV_ID, "num_env": 3, "rollout_batch_size_per_device": 8, **args})
-        self.sampling_params = StandInSamplingParams()
-        self.generate_calls: list[int] = []
+    def __init__(self, policy: Any):
+        self.policy, self.batch_sizes = policy, []
 
-    def generate(self, prompts: list[list[int]], sampling_params: list[StandInSamplingParams]) -> list[Any]:
-        self.generate_calls.append(len(prompts))
+    def generate(self, prompt_token_ids, sampling_params, lora_request=None, use_tqdm=False):
+        self.batch_sizes.append(len(prompt_token_ids))
         outputs = []
-        for prompt, params in zip(prompts, sampling_params):
+        for prompt, params in zip(prompt_token_ids, sampling_params, strict=True):
             assert params.logprobs == 1 and params.n == 1
-            gen = asyncio.run(self.policy.generate(prompt, SamplingParams(max_new_tokens=params.max_tokens, stop_token_ids=params.stop_token_ids)))
+            sampling = SamplingParams(max_new_tokens=params.max_tokens, stop_token_ids=params.stop_token_ids)
+            gen = asyncio.run(self.policy.generate(prompt, sampling))
             completion = SimpleNamespace(token_ids=gen.token_ids, finish_reason=gen.finish_reason,
                                          logprobs=[{t: _Logprob(lp)} for t, lp in zip(gen.token_ids, gen.logprobs)])
             outputs.append(SimpleNamespace(prompt_token_ids=prompt, outputs=[completion]))
         return outputs
 
-    def step(self) -> list[list[Any]]:
-        episodes, info = self.collect_experience()
-        info["actor/mean_episode_return"] = np.mean([sum(t.rewards for t in ep) for ep in episodes])
-        for episode in episodes:
-            for transition in episode:
-                transition.info.update(**info)
-        return episodes
+
+class _ReturnIPC:
+    """oat's PlasmaShmClient stand-in: ``serialize_ipc`` hands the object back."""
+
+    def serialize_ipc(self, data: Any) -> Any:
+        return data
 
 
 @pytest.fixture(scope="module")
@@ -84,23 +83,133 @@ def tokenizer():
     return make_tokenizer("chatml")
 
 
-def test_collect_experience_returns_the_core_episodes_as_oat_transitions(tokenizer):
-    policy = ScriptedPolicy(tokenizer, ACTIONS)
-    actor = actor_class(StandInMultiTurnActor)(policy, tokenizer)
-    episodes = actor.step()
+def make_args(**overrides: Any) -> Args:
+    args = Args(env_id=ENV_ID, num_env=3, rollout_batch_size_per_device=8, rollout_batch_size=8, max_train=64, gamma=0.9)
+    for key, value in overrides.items():
+        setattr(args, key, value)
+    return args
 
+
+def make_actor(policy: Any, tokenizer: Any, **overrides: Any) -> Any:
+    cls = actor_class()
+    actor = cls(ipc_server=None, vllm_args={}, args=make_args(**overrides))  # oat's ActorBase.__init__
+    # What ActorBase.init sets once vLLM has loaded the model:
+    actor.actor_id, actor.tokenizer, actor.use_lora_req = 0, tokenizer, False
+    actor.sampling_params = VllmSamplingParams(max_tokens=64)
+    actor.llm, actor.ipc_client = StandInLLM(policy), _ReturnIPC()
+    return actor
+
+
+@pytest.fixture(scope="module")
+def played(tokenizer):
+    """The episodes oat's own ``PPOMultiTurnActor.step`` returns, and the policy that played them."""
+    policy = ScriptedPolicy(tokenizer, ACTIONS)
+    actor = make_actor(policy, tokenizer)
+    return actor, actor.step(), policy
+
+
+@pytest.fixture(scope="module")
+def gloo():
+    """A one-process gloo group: oat's dataloaders use DistributedSampler."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def make_learner(args: Args) -> Any:
+    cls = learner_class()
+    learner = cls.__new__(cls)  # __init__ starts DeepSpeed; oat's data code below only needs these fields
+    learner.args, learner.critic, learner.query_step = args, None, 0
+    learner.pi_buffer, learner.all_buffer = deque(), deque()
+    return learner
+
+
+def test_gem_classes_are_oats_multi_turn_classes():
+    assert issubclass(actor_class(), PPOMultiTurnActor)
+    assert issubclass(learner_class(), PPOMultiTurnLearner)
+
+
+def test_oats_step_returns_the_core_episodes_as_transitions(played, tokenizer):
+    actor, episodes, policy = played
     assert sum(len(e) for e in episodes) >= actor.args.rollout_batch_size_per_device
-    assert max(actor.generate_calls) == actor.args.num_env, "concurrent episodes' turns go to vLLM as one batch"
+    # Turns requested in the same event-loop pass go to vLLM together (how many depends on when envs answer).
+    assert 1 < max(actor.llm.batch_sizes) <= actor.args.num_env
+    returns, truncated = [], []
     for seed, episode in enumerate(episodes):  # actor 0 plays seeds 0, 1, 2, ...
         core = asyncio.run(run_episode(make(ENV_ID), policy, tokenizer, seed=seed, sampling=SamplingParams(max_new_tokens=64)))
-        assert all(isinstance(t, oat_types.Transition) for t in episode)
+        returns.append(core.episode_return)
+        truncated.append(core.truncated)
+        assert all(isinstance(t, Transition) for t in episode)
         assert [t.done for t in episode] == [False] * (len(episode) - 1) + [True]
         for t, expected in zip(episode, core.as_transitions(), strict=True):
             assert t.prompt_ids == expected.context_ids
             assert t.response_ids == expected.action_ids
             assert t.response_logprobs == pytest.approx(expected.action_logprobs)
             assert t.rewards == expected.reward
-            assert "actor/mean_episode_return" in t.info
+    # oat's step wrote its episode statistics (computed from the adapter's transitions) into every transition.
+    info = episodes[0][0].info
+    assert info["actor/mean_episode_return"] == pytest.approx(np.mean(returns))
+    assert info["actor/num_episodes"] == len(episodes)
+    assert info["actor/truncated_fraction"] == pytest.approx(np.mean(truncated))
+    assert info["actor/env_errors_per_episode"] == 0.0
+
+
+def test_history_as_rendered_gives_each_turn_the_history_the_template_renders():
+    qwen3 = make_tokenizer("drop_thinking")  # drops earlier turns' <think> blocks, as Qwen3 does
+    thinking = ["<think>hmm</think>\\boxed{10}", "<think>so</think>\\boxed{5}", "<think>ok</think>\\boxed{15}"] * 3
+    policy = ScriptedPolicy(qwen3, thinking)
+    actor = make_actor(policy, qwen3, num_env=1, rollout_batch_size_per_device=2, history="as_rendered")
+    (episode, *_) = actor.step()
+    core = asyncio.run(run_episode(make(ENV_ID), ScriptedPolicy(qwen3, thinking), qwen3, seed=0, history="as_rendered",
+                                   sampling=SamplingParams(max_new_tokens=64)))
+    expected = core.as_transitions()
+    assert len(episode) == len(expected) > 1
+    assert [t.prompt_ids for t in episode] == [e.context_ids for e in expected]
+    assert [t.response_ids for t in episode] == [e.action_ids for e in expected]
+    assert "hmm" not in qwen3.decode(episode[1].prompt_ids), "the earlier think block is gone, as at inference"
+
+
+def test_learner_turns_the_episodes_into_oats_training_batch(played, tokenizer):
+    actor, episodes, _ = played
+    args = actor.args
+    learner = make_learner(args)
+    learner.process_feedback_data(copy.deepcopy(episodes))  # oat's: per-turn returns, flatten, subsample
+    buffer = list(learner.pi_buffer)
+    assert len(buffer) == min(args.rollout_batch_size_per_device, sum(len(e) for e in episodes))
+
+    expected = defaultdict(list)  # (prompt ids, response ids) -> discounted returns of that turn (seeds can share a turn)
+    for episode in episodes:
+        for t, ret in zip(episode, discounted_returns([t.rewards for t in episode], args.gamma)):
+            expected[(tuple(t.prompt_ids), tuple(t.response_ids))].append(ret)
+    strategy = DeepspeedStrategy(args=SimpleNamespace(dry_run=False))
+    strategy.is_rank_0 = lambda: True  # no process group needed to build the dataset
+    dataset = MultiTurnTransitionDataset(buffer, tokenizer, strategy)
+    batch = dataset.collate_fn([dataset[i] for i in range(len(dataset))])
+    for row, t, lens, advantage in zip(batch["input_ids"], buffer, batch["prompt_ids_lens"], batch["advantages"]):
+        ids = t.prompt_ids + t.response_ids
+        assert row[: len(ids)].tolist() == ids and lens == len(t.prompt_ids)
+        assert any(advantage == pytest.approx(r) for r in expected[(tuple(t.prompt_ids), tuple(t.response_ids))])  # REINFORCE
+
+
+def test_learner_prompt_data_is_oats_budget_and_stores_nothing(gloo, tokenizer):
+    args = make_args(max_train=50_000, rollout_batch_size=16, rollout_batch_size_per_device=16)  # oat's default budget
+    learner = make_learner(args)
+    tracemalloc.start()
+    try:
+        learner.prepare_data(DeepspeedStrategy(args=args), tokenizer)
+        assert len(learner.prompts_dataset) == args.max_train, "oat sizes its learning-rate schedule by this length"
+        processed, raw, refs = next(iter(learner.prompts_dataloader))  # DistributedSampler lists the indices
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(learner.prompts_dataloader) == args.max_train // 16
+    assert len(processed) == len(raw) == len(refs) == 16
+    assert peak < 16 * 2**20, f"prepare_data and the first batch allocated {peak / 2**20:.0f} MiB"
 
 
 def test_transitions_mark_format_errors_and_cut_turns(tokenizer):
@@ -126,9 +235,9 @@ def test_unfinished_or_logprob_free_episodes_are_refused(tokenizer):
 
 
 def test_unknown_env_id_fails_on_the_first_collection(tokenizer):
-    actor = actor_class(StandInMultiTurnActor)(ScriptedPolicy(tokenizer, ACTIONS), tokenizer, env_id="game:GuessTheNumbr-v0")
+    actor = make_actor(ScriptedPolicy(tokenizer, ACTIONS), tokenizer, env_id="game:GuessTheNumbr-v0")
     with pytest.raises(UnknownEnvError, match="GuessTheNumber-v0"):
-        actor.collect_experience()
+        actor.step()
 
 
 @pytest.mark.parametrize("version", ["0.1.4", "0.2.1", "0.3.0"])

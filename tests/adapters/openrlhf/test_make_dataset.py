@@ -26,6 +26,9 @@ def test_rows_name_each_env_with_consecutive_seeds(tmp_path, capsys):
 def test_the_function_gives_the_rows_the_cli_writes(tmp_path):
     out = tmp_path / "train.jsonl"
     main(["--env", "game:GuessTheNumber-v0", "--n", "2", "--out", str(out), "--env-kwargs", '{"max_turns": 3}'])
+    import gem_adapters.openrlhf
+
+    assert gem_adapters.openrlhf.make_dataset is make_dataset, "one shape: gem_adapters.<fw>.make_dataset(...) is the function"
     rows = make_dataset("game:GuessTheNumber-v0", 2, env_kwargs={"max_turns": 3})
     assert [json.loads(line) for line in out.read_text().splitlines()] == rows
     assert parse_label(rows[0]["label"]).env_kwargs == {"max_turns": 3}

@@ -39,6 +39,8 @@ def test_dataset_rows_have_no_prompt_and_name_their_episode(tmp_path):
     out = tmp_path / "train.jsonl"
     main(["--env", "game:GuessTheNumber-v0", "--n", "2", "--out", str(out)])
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert rows == make_dataset("game:GuessTheNumber-v0", 2)
+    import gem_adapters.rl2
+
+    assert gem_adapters.rl2.make_dataset is make_dataset and rows == make_dataset("game:GuessTheNumber-v0", 2)
     assert all("prompt" not in row for row in rows)
     assert [(row_label(r).env_id, row_label(r).seed) for r in rows] == [("game:GuessTheNumber-v0", 0), ("game:GuessTheNumber-v0", 1)]

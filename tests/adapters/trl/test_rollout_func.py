@@ -174,6 +174,11 @@ def test_episodes_gem_truncated_are_masked_by_mask_truncated_completions(grpo_co
         row = next(r for r, c in enumerate(rows) if c[: len(trajectory.response_ids)] == trajectory.response_ids)
         trained = int((batch["completion_mask"][row] * batch["tool_mask"][row]).sum())
         assert (trained == 0) == trajectory.truncated
+    # The episode statistics reach TRL's logged metrics.
+    logged = next(entry for entry in trainer.state.log_history if "gem/truncated" in entry)
+    assert logged["gem/truncated"] == pytest.approx(np.mean([t.truncated for t in trajectories]))
+    assert logged["gem/turns"] == pytest.approx(np.mean([t.num_turns for t in trajectories]))
+    assert logged["gem/env_errors"] == 0 and "gem/success" in logged
 
 
 def test_episode_that_ended_normally_gets_eos_and_a_truncated_one_never_ends_in_eos():
@@ -202,9 +207,17 @@ def test_turn_credit_trainer_logs_the_advantages_it_trains_on(grpo_config, fresh
             self.output = output
             return output
 
+    class VariedTurnRewards(GemRolloutFunc):
+        """A random tiny model earns the same reward every turn; give the turns distinct rewards instead."""
+
+        def __call__(self, prompts, trainer):
+            out = super().__call__(prompts, trainer)
+            out["turn_rewards"] = [[float((3 * i + j) % 4) for j in range(len(r))] for i, r in enumerate(out["turn_rewards"])]
+            return out
+
     trainer = Recorder(
         model=fresh_model, reward_funcs=env_return_reward, args=grpo_config(max_steps=1), processing_class=tiny_tokenizer,
-        train_dataset=make_dataset(ENV_ID, n=4, seed=3), rollout_func=GemRolloutFunc(max_turn_tokens=12),
+        train_dataset=make_dataset(ENV_ID, n=4, seed=3), rollout_func=VariedTurnRewards(max_turn_tokens=12),
         turn_credit="rebn", gamma=0.9,
     )
     trainer.train()
@@ -212,6 +225,7 @@ def test_turn_credit_trainer_logs_the_advantages_it_trains_on(grpo_config, fresh
     out = trainer.output
     mask = (out["completion_mask"] * out["tool_mask"]).float()
     trained = ((out["advantages"] * mask).sum(1) / mask.sum(1).clamp(min=1)).tolist()
+    assert any(abs(a) > 1e-3 for a in trained)
     assert trainer.logged == pytest.approx(trained, abs=1e-6)
 
 
@@ -246,3 +260,23 @@ def test_grpo_config_chat_template_kwargs_reach_the_prompt_ids_of_the_loss(grpo_
     for ids, mask in zip(batch["prompt_ids"].tolist(), batch["prompt_mask"].tolist()):
         prompt = tokenizer.decode([i for i, m in zip(ids, mask) if m])
         assert prompt.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n"), prompt[-80:]
+
+
+def test_make_dataset_command_line_writes_rows_the_rollout_reads(tmp_path):
+    import subprocess
+    import sys
+
+    from datasets import load_dataset
+
+    from gem_adapters.trl.make_dataset import episode_label
+
+    out = tmp_path / "train.jsonl"
+    done = subprocess.run(
+        [sys.executable, "-m", "gem_adapters.trl.make_dataset", "--env", ENV_ID, "--n", "3", "--seed-start", "5", "--out", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = load_dataset("json", data_files=str(out), split="train")
+    labels = [episode_label(row["prompt"])[0] for row in rows]
+    assert [(label.env_id, label.seed) for label in labels] == [(ENV_ID, 5), (ENV_ID, 6), (ENV_ID, 7)]
+    assert [row["prompt"] for row in rows] == make_dataset(ENV_ID, n=3, seed=5)["prompt"]

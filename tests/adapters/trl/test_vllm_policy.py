@@ -55,3 +55,21 @@ def test_turns_of_all_live_episodes_go_out_as_one_batch_and_are_cut_at_the_stop(
             assert logprobs[start:end] == [-0.5] * (end - start)
             assert all(m == 1 for m in mask[start:end])
     assert out["env_return"] == [t.episode_return for t in trajectories]
+
+
+def test_colocated_vllm_without_tensor_parallelism_skips_the_cross_rank_agreement(tiny_tokenizer, monkeypatch):
+    import gem_adapters.trl.policy as policy_module
+
+    def no_collective(count):
+        raise AssertionError("colocate mode with tensor_parallel_size=1 is not a collective call")
+
+    monkeypatch.setattr(policy_module, "_largest_across_ranks", no_collective)
+    generation = FakeVLLMGeneration(tiny_tokenizer)
+    generation.mode, generation.tensor_parallel_size = "colocate", 1
+    trainer = SimpleNamespace(
+        use_vllm=True, vllm_generation=generation, processing_class=tiny_tokenizer,
+        args=SimpleNamespace(temperature=1.0, top_p=1.0, top_k=0, max_completion_length=400),
+    )
+    dataset = make_dataset("game:GuessTheNumber-v0-easy", n=2, seed=0)
+    GemRolloutFunc(max_turn_tokens=16)([row["prompt"] for row in dataset], trainer)
+    assert generation.calls and generation.calls[0] == 2

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 # verl is imported inside the fixtures: without it, each test module skips itself (pytest.importorskip).
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-AGENT_LOOP_YAML = REPO_ROOT / "examples" / "verl" / "gem_agent_loop.yaml"
+AGENT_LOOP_YAML = REPO_ROOT / "adapters" / "verl" / "gem_agent_loop.yaml"
 
 PROMPT_LENGTH = 256
 RESPONSE_LENGTH = 160
@@ -153,11 +153,11 @@ def build_agent_loop(
 
 def dataset_row(env_id: str, seed: int, *, env_kwargs: str = "{}", index: int = 0) -> dict[str, Any]:
     """The kwargs ``run`` receives for one sample (as the worker passes a row of the dataset)."""
-    from gem_adapters.verl.make_dataset import build_rows
+    from gem_adapters.verl.make_dataset import make_dataset
 
     import numpy as np
 
-    row = build_rows(env_id, 1, seed_start=seed)[0]
+    row = make_dataset(env_id, 1, seed_start=seed)[0]
     row["extra_info"]["env_kwargs"] = env_kwargs
     row["extra_info"]["index"] = index
     return {

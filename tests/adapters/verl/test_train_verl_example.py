@@ -4,6 +4,7 @@ config composition and validation (the GPU run itself cannot happen here)."""
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 
@@ -71,3 +72,23 @@ def test_dry_run_writes_disjoint_train_and_validation_seeds(train_verl, tmp_path
 def test_unknown_flags_are_refused(train_verl, tmp_path):
     with pytest.raises(SystemExit):
         dry_run(train_verl, tmp_path, "--epochs", "3")
+
+
+def run_example(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(EXAMPLE), *args], capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+def test_help_works_without_gpus(tmp_path):
+    done = run_example("--help", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "--adv_estimator" in done.stdout and "--dry_run" in done.stdout
+
+
+def test_without_gpus_or_rollout_engine_it_says_what_is_missing_in_one_line(tmp_path):
+    """This machine has no CUDA and no vLLM: the example must stop before writing data or starting Ray."""
+    done = run_example("--n-train", "2", "--n-val", "1", "--data-dir", str(tmp_path / "data"), cwd=tmp_path)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "train_verl.py needs" in lines[0] and ("vllm" in lines[0] or "CUDA" in lines[0])
+    assert not (tmp_path / "data").exists()

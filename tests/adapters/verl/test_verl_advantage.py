@@ -133,11 +133,11 @@ def test_gem_declares_the_verl_plugin_entry_point():
     from importlib.metadata import entry_points
 
     values = {ep.value for ep in entry_points(group="verl.plugins")}
-    if not values & {"gem_adapters.verl.advantage", "gem_adapters.verl.advantage:compute_rebn_advantage"}:
-        pytest.skip(
-            "the installed gem has no `verl.plugins` entry point; pyproject.toml needs "
-            '[project.entry-points."verl.plugins"] gem_rebn = "gem_adapters.verl.advantage" (then reinstall)'
-        )
+    # A missing entry point is the regression this test exists for: it fails, never skips.
+    assert values & {"gem_adapters.verl.advantage", "gem_adapters.verl.advantage:compute_rebn_advantage"}, (
+        "the installed gem has no `verl.plugins` entry point, so verl's Ray workers never register gem_rebn; "
+        'pyproject.toml needs [project.entry-points."verl.plugins"] gem_rebn = "gem_adapters.verl.advantage" (then reinstall)'
+    )
     code = "import verl\nfrom verl.trainer.ppo.core_algos import get_adv_estimator_fn\nprint(get_adv_estimator_fn('gem_rebn').__module__)"
     env = {k: v for k, v in os.environ.items() if k not in ("VERL_USE_EXTERNAL_MODULES", "VERL_USE_EXTERNAL_PLUGINS")}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)

@@ -50,7 +50,7 @@ async def test_worker_style_instantiation_gives_an_agent_loop_base_with_yaml_kwa
     loop = make_agent_loop(model_server, max_turns=3, system_prompt="Play well.")
     assert isinstance(loop, GemAgentLoop) and isinstance(loop, AgentLoopBase)
     assert loop.max_turns == 3 and loop.system_prompt == "Play well."
-    assert loop.max_tokens_per_turn == 256 and loop.reward_placement == "turn"  # from examples/verl/gem_agent_loop.yaml
+    assert loop.max_tokens_per_turn == 256 and loop.reward_placement == "turn"  # from the packaged gem_agent_loop.yaml
     assert loop.response_length == response_length
 
 
@@ -65,7 +65,7 @@ async def test_model_episode_is_token_exact_with_env_tokens_masked(run_loop, mod
     calls, outputs = model_server.calls, model_server.outputs
     spans = spans_of(out.response_mask)
     assert [tuple(s) for s in out.extra_fields["turn_spans"]] == spans
-    assert len(calls) == len(spans) == out.extra_fields["gem_metrics"]["num_turns"] > 1
+    assert len(calls) == len(spans) == out.extra_fields["reward_extra_info"]["gem_turns"] > 1
     assert len({c["request_id"] for c in calls}) == 1
     full = out.prompt_ids + out.response_ids
     for (start, end), call, sampled in zip(spans, calls, outputs):
@@ -88,7 +88,7 @@ async def test_response_stays_within_response_length_and_turns_ask_only_for_what
     out = await loop.run(sampling_params, **make_row("game:Wordle-v0", 1))
     server = model_server
     assert len(out.response_ids) <= 40
-    assert out.extra_fields["gem_metrics"]["truncated"]
+    assert out.extra_fields["reward_extra_info"]["gem_truncated"]
     used = 0
     for call, sampled in zip(server.calls, server.outputs):
         assert call["sampling_params"]["max_tokens"] <= 40 - used
@@ -103,7 +103,7 @@ async def test_turn_rewards_land_on_each_turns_last_sampled_token(run_loop, serv
     assert isinstance(out, GemAgentLoopOutput)
     assert out.extra_fields["turn_scores"] == pytest.approx(rewards)
     assert out.reward_score == pytest.approx(sum(rewards))
-    assert out.extra_fields["gem_metrics"]["success"] and out.extra_fields["gem_metrics"]["terminated"]
+    assert out.extra_fields["reward_extra_info"]["gem_success"] == 1.0 and not out.extra_fields["reward_extra_info"]["gem_truncated"]
     rm_scores = out.as_dict()["rm_scores"]  # what verl's default (v1) worker stores for the trainer
     assert rm_scores.shape == (len(out.response_ids),)
     ends = [end - 1 for _, end in spans_of(out.response_mask)]
@@ -205,7 +205,7 @@ async def test_loop_builds_even_when_verls_family_token_builder_rejects_the_toke
     # verl's GLM builder needs GLM's special tokens; GEM never uses verl's builder, so the loop still works.
     loop = make_agent_loop(model_server, max_turns=1, max_tokens_per_turn=4, hf_model_type="glm4_moe")
     out = await loop.run(sampling_params, **make_row("game:Wordle-v0", 0))
-    assert out.extra_fields["gem_metrics"]["num_turns"] == 1
+    assert out.extra_fields["reward_extra_info"]["gem_turns"] == 1
 
 
 async def test_each_turn_keeps_verls_sampling_params_and_adds_the_turn_limits(run_loop, model_server, make_row, sampling_params):
@@ -240,3 +240,36 @@ async def test_misaligned_logprobs_from_the_server_are_refused():
     output = TokenOutput(token_ids=[5, 6], log_probs=[-1.0], stop_reason="completed")
     with pytest.raises(ValueError, match="one logprob per sampled token"):
         await ServerManagerPolicy(_FixedServer(output), {}).generate([1], SamplingParams(max_new_tokens=4))
+
+
+QWEN3_STYLE = (  # Qwen3's switch: enable_thinking=False pre-fills an empty think block after the generation prompt
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' }}"
+    "{% if message['role'] == 'assistant' and enable_thinking is defined and enable_thinking is false %}"
+    "{{ '<think>\n\n</think>\n\n' }}{% endif %}"
+    "{{ message['content'] + '<|im_end|>\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}"
+    "{% if enable_thinking is defined and enable_thinking is false %}{{ '<think>\n\n</think>\n\n' }}{% endif %}"
+    "{% endif %}"
+)
+
+
+async def test_data_apply_chat_template_kwargs_reach_the_prompt_ids(make_row, tiny_model, server_for):
+    """verl's `data.apply_chat_template_kwargs` (here Qwen3's enable_thinking=False) shapes the episode's prompt."""
+    from conftest import AGENT_LOOP_YAML, build_agent_loop, compose_trainer_config, verl_sampling_params
+
+    from gem_core.rollout.policy import TransformersPolicy
+    from gem_core.testing import make_tokenizer
+
+    tokenizer = make_tokenizer("chatml")  # a new object each call: its template is ours to change
+    tokenizer.chat_template = QWEN3_STYLE
+    config = compose_trainer_config([
+        "actor_rollout_ref.rollout.name=vllm",
+        f"actor_rollout_ref.rollout.agent.agent_loop_config_path={AGENT_LOOP_YAML}",
+        "+data.apply_chat_template_kwargs.enable_thinking=false",
+    ])
+    loop = build_agent_loop(config, server_for(TransformersPolicy(tiny_model, tokenizer)), tokenizer, max_turns=1,
+                            max_tokens_per_turn=4)
+    out = await loop.run(verl_sampling_params(config), **make_row("game:Wordle-v0", 3))
+    assert tokenizer.decode(out.prompt_ids).endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")

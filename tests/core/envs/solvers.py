@@ -518,6 +518,20 @@ def word_search_solver(env: Env) -> Policy:
     return act
 
 
+def wiki_game_solver(env: Env) -> Policy:
+    """Clicks along a shortest path of the shipped link graph (its map), reading the page it is on from the text."""
+    from gem_core.envs.game.wiki_game import load_link_graph
+
+    graph = load_link_graph()
+    target = env.target  # named in the first observation; the solver is made right after reset
+
+    def act(obs: str) -> str:
+        page = re.findall(r"You are on '([^']+)'", obs)[-1]
+        return boxed(graph.shortest_path(page, target)[1])
+
+    return act
+
+
 SOLVERS: dict[str, Callable[[Env], Policy]] = {
     "GuessTheNumber": guess_the_number_solver,
     "Wordle": wordle_solver,
@@ -531,6 +545,7 @@ SOLVERS: dict[str, Callable[[Env], Policy]] = {
     "Sokoban": sokoban_solver,
     "Crosswords": crosswords_solver,
     "WordSearch": word_search_solver,
+    "WikiGame": wiki_game_solver,
 }
 
 

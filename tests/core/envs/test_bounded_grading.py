@@ -156,3 +156,14 @@ def test_reasoning_gym_hostile_answers_return_within_the_limit(name, answer):
     env.reset(seed=0)
     _, reward, _, _, info = env.step(f"<answer>{env.entry['answer']}</answer>")
     assert reward == 1.0 and "error" not in info
+
+
+def test_worker_start_up_is_reported_apart_from_the_call():
+    scoring = ScoringPool(max_workers=1)
+    try:
+        first = scoring.call("math:factorial", 3, timeout=30)
+        second = scoring.call("math:factorial", 3, timeout=30)
+    finally:
+        scoring.close()
+    assert first.value == second.value == 6
+    assert first.setup_seconds > second.setup_seconds  # the first call waited for the interpreter to start

@@ -17,6 +17,8 @@ from gem_core.registry import list_envs, make
 
 from .solvers import game_name, make_solver, play
 
+#: The suite of gem_core.envs.game; other packages may register game:* ids with their own tests and
+#: solvers (game:WikiGame, tests/core/envs/test_wiki_game.py).
 GAME_IDS = list_envs("game:*")
 GAMES = sorted({game_name(i) for i in GAME_IDS})
 #: The solver plays seeds 0, 1, 2, ... until it has won REQUIRED_WINS episodes (the issue asks for 20),
@@ -44,10 +46,10 @@ def max_return(env) -> float:
     return getattr(env.unwrapped, "max_return", 1.0)
 
 
-def test_suite_registers_twelve_games_with_easy_hard_and_random_variants():
-    assert len(GAMES) == 12, GAMES
+def test_suite_registers_thirteen_games_with_easy_hard_and_random_variants():
+    assert len(GAMES) == 13, GAMES
     for game in GAMES:
-        variants = ("", "-easy", "-hard") if game in ("GuessTheNumber", "Wordle") else ("", "-easy", "-hard", "-random")
+        variants = ("", "-easy", "-hard") if game in ("GuessTheNumber", "Wordle", "WikiGame") else ("", "-easy", "-hard", "-random")
         for variant in variants:
             assert f"game:{game}-v0{variant}" in GAME_IDS
 
@@ -229,3 +231,84 @@ def test_crossword_words_cross_and_come_from_the_clue_list():
     assert len(set(cells)) < len(cells), "every word after the first crosses another"
     assert all(clues[e.word] == e.clue for e in env.entries)
     assert len({e.name for e in env.entries}) == 6
+
+
+def reference_clearable_by_logic(first, mines) -> bool:
+    """The first version of Minesweeper's placement check (numpy scalar indexing), the oracle for the fast one."""
+    from gem_core.envs.game.minesweeper import count_adjacent_mines, flood_reveal, neighbours
+
+    rows, cols = mines.shape
+    counts = count_adjacent_mines(mines)
+    revealed = np.zeros_like(mines, dtype=bool)
+    flood_reveal(first, counts, mines, revealed)
+    known_mines: set = set()
+    total_safe = mines.size - int(mines.sum())
+    while int(revealed.sum()) < total_safe:
+        constraints = []
+        for r, c in zip(*np.nonzero(revealed)):
+            unknown = frozenset(n for n in neighbours((r, c), rows, cols) if not revealed[n] and n not in known_mines)
+            if unknown:
+                need = int(counts[r, c]) - sum(n in known_mines for n in neighbours((r, c), rows, cols))
+                constraints.append((unknown, need))
+        unknown_all = frozenset(zip(*np.nonzero(~revealed))) - known_mines
+        constraints.append((unknown_all, int(mines.sum()) - len(known_mines)))
+        safe, new_mines = set(), set()
+        for cells, need in constraints:
+            if need == 0:
+                safe |= cells
+            elif need == len(cells):
+                new_mines |= cells
+        if not safe and not new_mines:
+            for a_cells, a_need in constraints:
+                for b_cells, b_need in constraints:
+                    if a_cells < b_cells:
+                        rest, rest_need = b_cells - a_cells, b_need - a_need
+                        if rest_need == 0:
+                            safe |= rest
+                        elif rest_need == len(rest):
+                            new_mines |= rest
+        if not safe and not new_mines:
+            return False
+        known_mines |= new_mines
+        for cell in safe:
+            flood_reveal(cell, counts, mines, revealed)
+    return True
+
+
+def test_minesweeper_placement_check_agrees_with_the_first_version():
+    from gem_core.envs.game.minesweeper import clearable_by_logic, neighbours
+
+    rng = np.random.default_rng(23)
+    verdicts = []
+    for rows, cols, count in [(5, 5, 3), (8, 8, 10), (10, 10, 18), (8, 8, 12), (6, 9, 8)] * 40:
+        first = (int(rng.integers(rows)), int(rng.integers(cols)))
+        banned = set(neighbours(first, rows, cols)) | {first}
+        allowed = [i for i in range(rows * cols) if divmod(i, cols) not in banned]
+        mines = np.zeros((rows, cols), dtype=bool)
+        mines.flat[rng.choice(allowed, size=count, replace=False)] = True
+        verdict = clearable_by_logic(first, mines)
+        assert verdict == reference_clearable_by_logic(first, mines), (first, mines.astype(int))
+        verdicts.append(verdict)
+    assert 0 < sum(verdicts) < len(verdicts)  # both verdicts occur, so the comparison means something
+
+
+def test_2048_legal_moves_are_the_moves_whose_slide_changes_the_board():
+    from gem_core.envs.game.game_2048 import DIRECTIONS, slide
+
+    rng = np.random.default_rng(23)
+    env = Game2048(size=4, target=2048)
+    env.reset(seed=0)
+    for _ in range(2000):
+        env.board = rng.choice([0, 0, 0, 2, 2, 4, 8, 16], size=(4, 4))
+        by_sliding = [d for d in DIRECTIONS if not np.array_equal(slide(env.board, d)[0], env.board)]
+        assert env.legal_moves() == by_sliding, env.board
+
+
+def test_mastermind_pegs_match_the_multiset_definition():
+    from collections import Counter
+
+    rng = np.random.default_rng(23)
+    for _ in range(2000):
+        guess, code = (tuple(int(v) for v in rng.integers(1, 9, size=5)) for _ in range(2))
+        black = sum(g == c for g, c in zip(guess, code))
+        assert score_code(guess, code) == (black, sum((Counter(guess) & Counter(code)).values()) - black)

@@ -11,7 +11,7 @@ import re
 import pytest
 
 import gem_core
-from gem_core.envs.wiki.wiki_game import WikiGame, load_link_graph
+from gem_core.envs.game.wiki_game import WikiGame, load_link_graph
 
 IDS = ["game:WikiGame-v0-easy", "game:WikiGame-v0", "game:WikiGame-v0-hard"]
 

@@ -198,3 +198,19 @@ def test_websocket_session(guess_server):
         ws.send(json.dumps({"op": "step", "action": "\\boxed{7}"}))
         keys = ("observation", "reward", "terminated", "truncated", "info")
         assert _normal(json.loads(ws.recv(10))) == _normal(dict(zip(keys, local.step("\\boxed{7}"))))
+
+
+def test_a_users_env_served_with_import(start_server):
+    """The README's registering example, served and played remotely like a local copy."""
+    import runpy
+    from pathlib import Path
+
+    example = Path(__file__).parents[3] / "examples" / "register_new_env.py"
+    server = start_server("custom:CountDown-v0", "--import", str(example))
+    namespace = runpy.run_path(str(example), run_name="example")  # registers nothing twice: a fresh class
+    local = namespace["CountDown"]()
+    env = make(f"remote:{server.url}/custom:CountDown-v0", timeout=10)
+    assert env.reset(seed=4) == local.reset(seed=4)
+    for action in ["\\boxed{1}", "oops", local.sample_random_action()]:
+        assert _normal(env.step(action)) == _normal(local.step(action))
+    env.close()

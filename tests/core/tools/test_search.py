@@ -227,7 +227,6 @@ async def test_2000_requests_at_32_concurrent_without_an_error(retrieval_server)
 @pytest.fixture
 def fake_server():
     """A loopback server answering every connection with ``answer(request_bytes, socket)``."""
-    import socket
     import socketserver
     import threading
 
@@ -255,7 +254,6 @@ def fake_server():
     for server in servers:
         server.shutdown()
         server.server_close()
-    del socket
 
 
 def _http_answer(body: bytes) -> bytes:

@@ -2,7 +2,7 @@
 
 Each turn the agent sees the current page (title, summary, its outgoing links) and the target, and
 answers with the title of one link in ``\\boxed{}``. The link graph ships with the package
-(``data/links.tsv``, about 125 pages), so the game plays without a network; pass ``graph_file=`` to
+(``data/wiki_links.tsv``, about 125 pages), so the game plays without a network; pass ``graph_file=`` to
 play on a bigger export in the same format. Episodes are drawn so that the target is reachable in
 exactly ``min_distance .. max_distance`` clicks (breadth-first distances over the graph).
 
@@ -24,7 +24,7 @@ from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
 
 __all__ = ["LinkGraph", "WikiGame", "load_link_graph"]
 
-DEFAULT_GRAPH = Path(__file__).with_name("data") / "links.tsv"
+DEFAULT_GRAPH = Path(__file__).with_name("data") / "wiki_links.tsv"
 
 
 @dataclass(frozen=True)
@@ -91,6 +91,7 @@ class WikiGame(Env):
         graph_file: a link graph in the shipped format (default: the shipped graph).
     """
 
+    blocking = False  # quick pure-Python steps: stepped inline, never via a thread
     max_return = 1.0
 
     def __init__(self, min_distance: int = 2, max_distance: int = 3, max_turns: int = 8, graph_file: str | None = None):

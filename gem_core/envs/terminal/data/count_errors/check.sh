@@ -1,0 +1,1 @@
+test -f error_count.txt && [ "$(tr -d ' \n' < error_count.txt)" = "32" ]

@@ -1,0 +1,1 @@
+awk '$3 == "ERROR"' app.log | wc -l > error_count.txt

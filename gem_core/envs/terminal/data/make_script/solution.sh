@@ -1,0 +1,1 @@
+printf '#!/bin/sh\necho "Hello, $1!"\n' > greet.sh && chmod +x greet.sh

@@ -1,0 +1,16 @@
+cat > /tmp/expected.ini <<'INI'
+[server]
+host=0.0.0.0
+port=8080
+debug=false
+
+[worker]
+threads=4
+debug=false
+debug_level=3
+
+[client]
+# debug=true is the default for development
+timeout=30
+INI
+cmp -s app.ini /tmp/expected.ini

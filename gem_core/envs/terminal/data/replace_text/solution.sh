@@ -1,0 +1,1 @@
+sed -i 's/^debug=true$/debug=false/' app.ini

@@ -1,0 +1,1 @@
+sort -u fruits.txt > unique.txt

@@ -1,0 +1,148 @@
+"""OpenEnv interop both ways, through the ``openenv`` package's own classes (``pip install 'gem[openenv]'``).
+
+- :func:`openenv_app` serves a GEM env with OpenEnv's own server (``create_fastapi_app`` over
+  :class:`GemEnvironment`), so OpenEnv's clients (``GenericEnvClient``, typed ``EnvClient`` subclasses)
+  drive it: actions are ``{"text": ...}``, observations carry ``text``, ``reward``, ``done``,
+  ``truncated`` and ``info``.
+- :class:`OpenEnvEnv` is a :class:`gem_core.Env` over an OpenEnv ``Environment``: text actions are
+  put in one field of the env's ``Action`` model (a validation error is a malformed action, not an
+  exception), and the observation's text is one field (or the observation as JSON). Register it under
+  an id and every adapter, ``run_episode`` and ``gem eval`` use it.
+
+What does not map: OpenEnv has no ``truncated`` (GEM's is sent as an observation field and folded into
+``done``), no ``info`` (sent as an observation field; an OpenEnv observation's ``metadata`` becomes
+GEM's ``info``), and no ``sample_random_action`` (pass ``sample_action=`` to :class:`OpenEnvEnv`).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from openenv.core.env_server import Action, Environment, Observation, State, create_fastapi_app
+from pydantic import Field, ValidationError
+
+from gem_core.env import Env, StepResult
+from gem_core.serve.asgi import json_bytes
+
+__all__ = ["TextAction", "TextObservation", "GemEnvironment", "openenv_app", "OpenEnvEnv"]
+
+
+class TextAction(Action):
+    """A GEM action: the model's text."""
+
+    text: str = Field(description="the model's action text")
+
+
+class TextObservation(Observation):
+    """A GEM step as an OpenEnv observation (``done`` is ``terminated or truncated``)."""
+
+    text: str = Field(default="", description="what the agent reads next")
+    truncated: bool = Field(default=False, description="the episode was cut short (turn limit, error)")
+    info: dict[str, Any] = Field(default_factory=dict, description="the env's info dict, as JSON")
+
+
+def _jsonable(info: dict[str, Any]) -> dict[str, Any]:
+    return json.loads(json_bytes(info))
+
+
+class GemEnvironment(Environment[TextAction, TextObservation, State]):
+    """One GEM env as an OpenEnv ``Environment`` (one instance per OpenEnv session)."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self, make_env: Callable[[], Env]):
+        super().__init__()
+        self.env = make_env()
+        self._state = State(episode_id=None, step_count=0)
+
+    def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> TextObservation:
+        observation, info = self.env.reset(seed=seed, options=kwargs.get("options"))
+        self._state = State(episode_id=episode_id or uuid.uuid4().hex, step_count=0)
+        return TextObservation(text=observation, info=_jsonable(info), done=False, reward=None)
+
+    def step(self, action: TextAction, timeout_s: float | None = None, **kwargs: Any) -> TextObservation:
+        observation, reward, terminated, truncated, info = self.env.step(action.text)
+        self._state.step_count += 1
+        return TextObservation(
+            text=observation, reward=float(reward), done=bool(terminated or truncated), truncated=bool(truncated), info=_jsonable(info)
+        )
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def openenv_app(env_id: str, *, max_concurrent_envs: int = 64, **make_kwargs: Any) -> Any:
+    """OpenEnv's FastAPI app serving the GEM env ``env_id`` (run it with uvicorn)."""
+    from gem_core.registry import make, spec
+
+    spec(env_id)  # an unknown id fails here, naming the closest ids
+    return create_fastapi_app(
+        lambda: GemEnvironment(lambda: make(env_id, **make_kwargs)), TextAction, TextObservation, max_concurrent_envs=max_concurrent_envs
+    )
+
+
+class OpenEnvEnv(Env):
+    """An OpenEnv ``Environment`` as a GEM env.
+
+    Args:
+        environment: the OpenEnv environment, or a callable that builds one.
+        action_cls: its ``Action`` model.
+        action_field: the field of ``action_cls`` that receives the action text.
+        observation_field: the observation field shown as text; None shows the observation (without
+            ``done``, ``reward`` and ``metadata``) as JSON, or its only string field.
+        sample_action: ``f(np_random) -> str``, a well-formed random action (OpenEnv has none).
+    """
+
+    def __init__(
+        self,
+        environment: Environment | Callable[[], Environment],
+        action_cls: type[Action],
+        *,
+        action_field: str = "text",
+        observation_field: str | None = None,
+        sample_action: Callable[[np.random.Generator], str] | None = None,
+    ):
+        self.environment = environment if isinstance(environment, Environment) else environment()
+        if action_field not in action_cls.model_fields:
+            raise ValueError(f"OpenEnvEnv(action_field={action_field!r}): {action_cls.__name__} has fields {list(action_cls.model_fields)}; name the one that takes the text.")
+        self.action_cls, self.action_field = action_cls, action_field
+        self.observation_field = observation_field
+        self._sample_action = sample_action
+
+    def _text(self, observation: Observation) -> str:
+        if self.observation_field is not None:
+            return str(getattr(observation, self.observation_field))
+        fields = observation.model_dump(exclude={"done", "reward", "metadata"})
+        strings = [v for v in fields.values() if isinstance(v, str)]
+        return strings[0] if len(fields) == 1 and strings else json.dumps(fields, default=str)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        observation = self.environment.reset(seed=seed, **(options or {}))
+        return self._text(observation), dict(observation.metadata)
+
+    def step(self, action: str) -> StepResult:
+        try:
+            typed = self.action_cls(**{self.action_field: action})
+        except ValidationError as error:
+            return self.invalid_action(f"The action was not accepted: {error.errors()[0].get('msg', error)}.")
+        observation = self.environment.step(typed)
+        reward = 0.0 if observation.reward is None else float(observation.reward)
+        return self._text(observation), reward, bool(observation.done), False, dict(observation.metadata)
+
+    def sample_random_action(self) -> str:
+        if self._sample_action is None:
+            raise NotImplementedError("OpenEnv environments have no random action; pass OpenEnvEnv(sample_action=...)")
+        return self._sample_action(self.np_random)
+
+    def close(self) -> None:
+        self.environment.close()
+        super().close()
