@@ -17,9 +17,12 @@ replacement wherever the cluster has room, and the env's next ``reset`` builds i
 Use it through a factory::
 
     pool = RayEnvPool(num_actors=4, resources={"gem_env": 1})
-    trajectories = await run_episodes(pool.factory("code:CodeContests"), policy, tokenizer, seeds)
+    trajectories = await run_episodes(pool.factory("code:CodeContest"), policy, tokenizer, seeds)
 
 or one env at a time with ``RayEnv("game:Wordle-v0")``, which starts (and closes) an actor of its own.
+Adapters that start episodes from dataset rows (:meth:`EpisodeSession.from_label
+<gem_core.rollout.EpisodeSession.from_label>`: verl, OpenRLHF, RL2) build their envs with
+:func:`make_env`, so ``GEM_ENV_BACKEND=ray`` in the job's Ray runtime env moves them all to actors.
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ from typing import Any
 
 from gem_core.env import Env, StepResult
 
-__all__ = ["RayEnv", "RayEnvPool", "connect_ray", "default_env_pool", "make_env", "ENV_BACKENDS", "pool_options_from_environment"]
+__all__ = ["RayEnv", "RayEnvPool", "connect_ray", "default_env_pool", "make_env", "ENV_BACKENDS", "pool_options_from_environment",
+           "env_backend_from_environment"]
 
 #: Where :func:`make_env` builds an env: ``"local"`` (in this process) or ``"ray"`` (in a Ray actor).
 ENV_BACKENDS = ("local", "ray")
@@ -403,17 +407,27 @@ def default_env_pool() -> RayEnvPool:
         return _default_pool
 
 
-def make_env(env_id: str, backend: str = "local", **env_kwargs: Any) -> Any:
-    """``gem_core.make(env_id, **env_kwargs)`` here (``backend="local"``) or in :func:`default_env_pool`'s
-    actors (``"ray"``): the one switch an adapter needs to move its envs onto a Ray cluster.
+def env_backend_from_environment() -> str:
+    """``$GEM_ENV_BACKEND`` (``"local"`` if unset): where :func:`make_env` builds envs when not told; the
+    one place that reads it, so a whole job switches with one variable in its Ray runtime env."""
+    return os.environ.get("GEM_ENV_BACKEND") or "local"
+
+
+def make_env(env_id: str, env_backend: str | None = None, **env_kwargs: Any) -> Any:
+    """``gem_core.make(env_id, **env_kwargs)`` here (``env_backend="local"``) or in :func:`default_env_pool`'s
+    actors (``"ray"``); None reads :func:`env_backend_from_environment`. The one switch that moves the
+    envs of every adapter that starts episodes from dataset rows (:meth:`EpisodeSession.from_label
+    <gem_core.rollout.EpisodeSession.from_label>`) onto a Ray cluster.
 
     Raises:
         ValueError: an unknown backend (the message lists the choices).
     """
-    if backend == "local":
+    chosen = env_backend or env_backend_from_environment()
+    if chosen == "local":
         from gem_core.registry import make
 
         return make(env_id, **env_kwargs)
-    if backend == "ray":
+    if chosen == "ray":
         return default_env_pool().make(env_id, **env_kwargs)
-    raise ValueError(f"env_backend={backend!r} is not an env backend; choose one of {ENV_BACKENDS}.")
+    source = "env_backend" if env_backend else "GEM_ENV_BACKEND"
+    raise ValueError(f"{source}={chosen!r} is not an env backend; choose one of {ENV_BACKENDS}.")

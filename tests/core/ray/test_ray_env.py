@@ -169,7 +169,7 @@ def test_make_env_switches_a_registered_env_onto_the_default_pool(ray_cluster, m
     monkeypatch.setenv("GEM_RAY_ENV_ACTORS", "1")
     monkeypatch.setenv("GEM_RAY_ENV_CPUS", "0")
     monkeypatch.setenv("GEM_RAY_ENV_RESOURCES", '{"%s": 1}' % ENV_RESOURCE)
-    env = ray_env.make_env("game:GuessTheNumber-v0", backend="ray")
+    env = ray_env.make_env("game:GuessTheNumber-v0", "ray")
     try:
         assert isinstance(env, RayEnv)
         local = make("game:GuessTheNumber-v0")
@@ -181,7 +181,7 @@ def test_make_env_switches_a_registered_env_onto_the_default_pool(ray_cluster, m
         ray_env.default_env_pool().close()
     assert not isinstance(ray_env.make_env("game:GuessTheNumber-v0"), RayEnv)
     with pytest.raises(ValueError, match="env_backend='slurm'"):
-        ray_env.make_env("game:GuessTheNumber-v0", backend="slurm")
+        ray_env.make_env("game:GuessTheNumber-v0", "slurm")
     monkeypatch.setenv("GEM_RAY_ENV_RESOURCES", "gem_env")
     with pytest.raises(ValueError, match="GEM_RAY_ENV_RESOURCES"):
         ray_env.pool_options_from_environment()
@@ -199,3 +199,28 @@ async def test_forked_sessions_branch_the_remote_env_like_a_local_one(ray_cluste
             )
             runs.append([comparable(t) for t in branches])
         assert len(runs[1]) == 3 and runs[0] == runs[1]
+
+
+async def test_gem_env_backend_moves_the_envs_of_dataset_rows_to_ray(ray_cluster, monkeypatch):
+    """What the verl, OpenRLHF and RL2 adapters call (EpisodeSession.from_label): one variable switches."""
+    from gem_core.rollout import EpisodeSession
+    from gem_core.rollout.runner import run_session
+    from gem_core.vector import ray_env
+
+    tokenizer = make_tokenizer()
+    label = {"env_id": "game:GuessTheNumber-v0", "seed": 9, "env_kwargs": {}}
+    policy = ScriptedPolicy(tokenizer, ["\\boxed{5}", "\\boxed{7}", "\\boxed{3}"])
+    trajectories = []
+    for backend in ("local", "ray"):
+        monkeypatch.setenv("GEM_ENV_BACKEND", backend)
+        monkeypatch.setenv("GEM_RAY_ENV_RESOURCES", '{"%s": 1}' % ENV_RESOURCE)
+        monkeypatch.setenv("GEM_RAY_ENV_CPUS", "0")
+        session = EpisodeSession.from_label(label, tokenizer, max_turns=3)
+        assert isinstance(session.env, RayEnv) == (backend == "ray")
+        trajectories.append(comparable(await run_session(session, policy)))
+        await session.aclose()
+    ray_env.default_env_pool().close()
+    assert trajectories[0] == trajectories[1]
+    monkeypatch.setenv("GEM_ENV_BACKEND", "slurm")
+    with pytest.raises(ValueError, match="GEM_ENV_BACKEND='slurm'"):
+        EpisodeSession.from_label(label, tokenizer)
