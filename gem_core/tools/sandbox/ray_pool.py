@@ -12,8 +12,9 @@ is bounded by the sandbox's own limits.
 
 Calls go to the actor with the fewest calls in flight from this process. A node that dies takes its
 actor with it: its calls in flight are run again on another labelled node (a snippet has no effect
-outside its sandbox, so running it twice is harmless), and the pool looks for labelled nodes again.
-With no labelled node alive, a call raises :class:`~gem_core.tools.sandbox.SandboxUnavailableError`.
+outside its sandbox, so running it twice is harmless). The pool looks for labelled nodes every
+:data:`REFRESH_SECONDS` in the background (new nodes join), and at once when none of its actors is left;
+with no labelled node alive, a call raises :class:`~gem_core.tools.sandbox.SandboxUnavailableError`.
 
 Switch it on with ``GEM_SANDBOX_BACKEND=ray`` (every :func:`~gem_core.tools.sandbox.run_python` of the
 process), or per tool/env: ``PythonTool(sandbox_backend="ray")``, ``make("code:...", sandbox_backend="ray")``.
@@ -21,17 +22,23 @@ process), or per tool/env: ``PythonTool(sandbox_backend="ray")``, ``make("code:.
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from typing import Any
 
 from gem_core.tools.sandbox.config import FunctionCall, SandboxResult, SandboxUnavailableError, ray_resource_from_environment
 
 __all__ = ["RaySandboxPool", "default_ray_pool", "ACTOR_SHARE", "NAMESPACE"]
 
+logger = logging.getLogger("gem.tools.sandbox")
+
 #: The amount of the label each node's actor reserves (it only has to land on the node).
 ACTOR_SHARE = 0.001
 #: Nodes a call is tried on before it gives up (each try after a node was lost).
 ATTEMPTS = 3
+#: Seconds between two looks for labelled nodes (new ones join the pool; the look runs in the background).
+REFRESH_SECONDS = 30.0
 #: The Ray namespace of the per-node actors (shared by every job process that joins it).
 NAMESPACE = "gem"
 
@@ -88,6 +95,7 @@ class RaySandboxPool:
         self._lock = threading.Lock()
         self._actors: dict[str, Any] = {}  # node id -> actor
         self._in_flight: dict[str, int] = {}
+        self._refreshed, self._refreshing = 0.0, False
         self._refresh()
 
     def _labelled_nodes(self) -> dict[str, float]:
@@ -97,11 +105,12 @@ class RaySandboxPool:
             if node.get("Alive") and node.get("Resources", {}).get(self.resource, 0) > 0
         }
 
-    def _refresh(self) -> None:
-        """Find the labelled nodes and get (or start) each one's actor."""
+    def _refresh(self, exclude: frozenset[str] = frozenset()) -> None:
+        """Find the labelled nodes (but ``exclude``, nodes whose actor was just lost and that Ray may not
+        know are dead yet) and get, or start, each one's actor; keep those that answer in time."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        nodes = self._labelled_nodes()
+        nodes = {node: slots for node, slots in self._labelled_nodes().items() if node not in exclude}
         if not nodes:
             raise SandboxUnavailableError(
                 f"No live Ray node advertises the resource {self.resource!r}, so there is nowhere to run sandboxes "
@@ -124,15 +133,36 @@ class RaySandboxPool:
                 )
                 .remote()
             )
-        try:
-            self._ray.get([actor.stats.remote() for actor in actors.values()], timeout=self.start_timeout)
-        except self._ray.exceptions.GetTimeoutError:
+        probes = {actor.stats.remote(): node for node, actor in actors.items()}
+        ready, _ = self._ray.wait(list(probes), num_returns=len(probes), timeout=self.start_timeout)
+        answered = {probes[ref] for ref in ready}
+        if not answered:
             raise SandboxUnavailableError(
                 f"The sandbox actors on the nodes labelled {self.resource!r} did not start within {self.start_timeout:g} s."
-            ) from None
+            )
         with self._lock:
-            self._actors = actors
-            self._in_flight = {node: self._in_flight.get(node, 0) for node in actors}
+            self._actors = {node: actor for node, actor in actors.items() if node in answered}
+            self._in_flight = {node: self._in_flight.get(node, 0) for node in self._actors}
+            self._refreshed = time.monotonic()
+
+    def _refresh_in_background(self) -> None:
+        """Every :data:`REFRESH_SECONDS`, look for new (or returned) labelled nodes without holding up calls."""
+        with self._lock:
+            if self._refreshing or time.monotonic() - self._refreshed < REFRESH_SECONDS:
+                return
+            self._refreshing = True
+
+        def refresh() -> None:
+            try:
+                self._refresh()
+            except Exception:  # noqa: BLE001 - the current actors keep serving; the next call retries
+                logger.warning("Looking for gem sandbox nodes failed; keeping the known ones.", exc_info=True)
+            finally:
+                with self._lock:
+                    self._refreshing = False
+                    self._refreshed = time.monotonic()
+
+        threading.Thread(target=refresh, name="gem-sandbox-nodes", daemon=True).start()
 
     def _pick(self, avoid: set[str]) -> tuple[str, Any]:
         with self._lock:
@@ -146,11 +176,13 @@ class RaySandboxPool:
             if node in self._in_flight:
                 self._in_flight[node] -= 1
 
-    def _lost(self, node: str) -> None:
+    def _lost(self, node: str, tried: set[str]) -> None:
         with self._lock:
             self._actors.pop(node, None)
             self._in_flight.pop(node, None)
-        self._refresh()
+            if self._actors:
+                return  # calls go on with the others; a later background refresh finds nodes that return
+        self._refresh(exclude=frozenset(tried))
 
     def run_python(
         self, code: str, *, stdin: str = "", timeout: float = 5.0, memory_mb: int = 512, mode: str | None = None, call: FunctionCall | None = None
@@ -169,6 +201,7 @@ class RaySandboxPool:
         return self._call("grade_math", prediction, gold, timeout)
 
     def _call(self, method: str, *args: Any) -> Any:
+        self._refresh_in_background()
         tried: set[str] = set()
         for _ in range(ATTEMPTS):
             node, actor = self._pick(tried)
@@ -176,7 +209,7 @@ class RaySandboxPool:
                 return self._ray.get(getattr(actor, method).remote(*args))
             except self._ray.exceptions.RayActorError:
                 tried.add(node)
-                self._lost(node)
+                self._lost(node, tried)
             except self._ray.exceptions.RayTaskError as exc:  # e.g. a bad timeout: the local pool's own error
                 raise exc.as_instanceof_cause() from None
             finally:
@@ -186,6 +219,7 @@ class RaySandboxPool:
     async def _acall(self, method: str, *args: Any) -> Any:
         import asyncio
 
+        self._refresh_in_background()
         tried: set[str] = set()
         for _ in range(ATTEMPTS):
             node, actor = self._pick(tried)
@@ -193,7 +227,7 @@ class RaySandboxPool:
                 return await getattr(actor, method).remote(*args)
             except self._ray.exceptions.RayActorError:
                 tried.add(node)
-                await asyncio.to_thread(self._lost, node)
+                await asyncio.to_thread(self._lost, node, tried)
             except self._ray.exceptions.RayTaskError as exc:
                 raise exc.as_instanceof_cause() from None
             finally:
