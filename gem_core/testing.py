@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "CHAT_TEMPLATES",
+    "EnvLifecycles",
     "PREFIX_STABLE_TEMPLATES",
     "SPECIAL_TOKENS",
     "ScriptedPolicy",
@@ -280,3 +281,41 @@ class ScriptedPolicy:
         if len(ids) > sampling.max_new_tokens:
             ids, finish_reason = ids[: sampling.max_new_tokens], "length"
         return Generation(token_ids=ids, logprobs=[self.logprob_of(t) for t in ids], finish_reason=finish_reason)
+
+
+class EnvLifecycles:
+    """Counts the envs :func:`gem_core.registry.make` built while installed, and how many are still open.
+
+    Adapters must close every env they open (an MCP env leaks a server process otherwise); a test
+    installs this, runs episodes through the framework's own code, and checks :attr:`open` is 0.
+    """
+
+    def __init__(self) -> None:
+        self.made = 0
+        self._open: set[int] = set()
+
+    @property
+    def open(self) -> int:
+        return len(self._open)
+
+    def install(self, monkeypatch: Any) -> EnvLifecycles:
+        """Wrap ``gem_core.registry.make`` with pytest's ``monkeypatch`` (undone after the test)."""
+        import gem_core.registry as registry
+
+        real_make = registry.make
+
+        def make(*args: Any, **kwargs: Any) -> Any:
+            env = real_make(*args, **kwargs)
+            self.made += 1
+            self._open.add(id(env))
+            real_close = env.close
+
+            def close() -> None:
+                self._open.discard(id(env))
+                real_close()
+
+            env.close = close
+            return env
+
+        monkeypatch.setattr(registry, "make", make)
+        return self

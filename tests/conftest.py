@@ -24,7 +24,7 @@ def retrieval_server():
     """The retrieval server over the shipped corpus, for one test module (tools and QA tests)."""
     pytest.importorskip("bm25s")
     pytest.importorskip("httpx")
-    from retrieval_server_process import RetrievalServerProcess
+    from server_process import RetrievalServerProcess
 
     server = RetrievalServerProcess()
     yield server

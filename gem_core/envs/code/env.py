@@ -53,7 +53,6 @@ class CodeEnv(DatasetEnv):
             :mod:`gem_core.tools.sandbox.ray_pool`); None reads ``$GEM_SANDBOX_BACKEND`` (default local).
     """
 
-
     def __init__(
         self,
         dataset_path: str | None = None,

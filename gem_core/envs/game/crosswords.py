@@ -25,8 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from gem_core.env import Env, StepResult
+from gem_core.env import StepResult
 from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
+from gem_core.envs.game.turn_based import TurnBasedGame
 
 _MOVE = re.compile(r"^(\d{1,6})\s*-?\s*(across|down|a|d)\s*[:=\-]?\s*([a-z]+)$", re.IGNORECASE)
 ACROSS, DOWN = (0, 1), (1, 0)
@@ -115,11 +116,7 @@ def generate_layout(rng: np.random.Generator, count: int, clues: tuple[tuple[str
     return sorted(entries, key=lambda e: (e.direction != ACROSS, e.number))
 
 
-class Crosswords(Env):
-    blocking = False  # a quick pure-Python step: called inline, never via a thread
-
-    max_return = 1.0
-
+class Crosswords(TurnBasedGame):
     def __init__(self, words: int = 5, max_turns: int = 10):
         if words < 1 or max_turns < 1:
             raise ValueError(f"words and max_turns must be at least 1, got {words} and {max_turns}.")
@@ -142,10 +139,7 @@ class Crosswords(Env):
         return obs, {"max_turns": self.max_turns}
 
     def step(self, action: str) -> StepResult:
-        if not self.entries:
-            raise RuntimeError("Call reset() before step().")
-        self.turn += 1
-        out_of_turns = self.turn >= self.max_turns
+        out_of_turns = self.take_turn()
         match = _MOVE.match(extract_boxed(action) or "")
         entry, problem = None, None
         if match is None:

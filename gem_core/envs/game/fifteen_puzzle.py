@@ -18,8 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from gem_core.env import Env, StepResult
+from gem_core.env import StepResult
 from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
+from gem_core.envs.game.turn_based import TurnBasedGame
 
 
 def manhattan(board: np.ndarray) -> int:
@@ -34,11 +35,7 @@ def solved_board(size: int) -> np.ndarray:
     return np.append(np.arange(1, size * size), 0).reshape(size, size)
 
 
-class FifteenPuzzle(Env):
-    blocking = False  # a quick pure-Python step: called inline, never via a thread
-
-    max_return = 1.0
-
+class FifteenPuzzle(TurnBasedGame):
     def __init__(self, size: int = 3, scramble_moves: int = 30, max_turns: int = 60):
         if size < 2 or scramble_moves < 1 or max_turns < 1:
             raise ValueError(f"size must be at least 2 and scramble_moves, max_turns at least 1, got {size}, {scramble_moves}, {max_turns}.")
@@ -84,10 +81,7 @@ class FifteenPuzzle(Env):
         return obs, {"max_turns": self.max_turns}
 
     def step(self, action: str) -> StepResult:
-        if not self.started:
-            raise RuntimeError("Call reset() before step().")
-        self.turn += 1
-        out_of_turns = self.turn >= self.max_turns
+        out_of_turns = self.take_turn()
         move = extract_boxed(action) or ""
         movable = self.movable_tiles()
         if not (move.isascii() and move.isdigit() and len(move) <= 6 and int(move) in movable):

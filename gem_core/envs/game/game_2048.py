@@ -25,8 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from gem_core.env import Env, StepResult
+from gem_core.env import StepResult
 from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
+from gem_core.envs.game.turn_based import TurnBasedGame
 
 DIRECTIONS = ("up", "down", "left", "right")
 
@@ -71,11 +72,7 @@ def slide(board: np.ndarray, direction: str) -> tuple[np.ndarray, int]:
     return np.array(grid, dtype=board.dtype), sum(points)
 
 
-class Game2048(Env):
-    blocking = False  # a quick pure-Python step: called inline, never via a thread
-
-    max_return = 1.0
-
+class Game2048(TurnBasedGame):
     def __init__(self, size: int = 4, target: int = 256, max_turns: int = 350):
         if size < 2 or target < 8 or target & (target - 1):
             raise ValueError(f"size must be at least 2 and target a power of two of at least 8, got {size} and {target}.")
@@ -120,10 +117,7 @@ class Game2048(Env):
         return obs, {"max_turns": self.max_turns}
 
     def step(self, action: str) -> StepResult:
-        if not self.started:
-            raise RuntimeError("Call reset() before step().")
-        self.turn += 1
-        out_of_turns = self.turn >= self.max_turns
+        out_of_turns = self.take_turn()
         move = (extract_boxed(action) or "").lower()
         direction = next((d for d in DIRECTIONS if move in (d, d[0])), None)
         legal = self.legal_moves()

@@ -9,15 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from gem_core.env import Env, StepResult
+from gem_core.env import StepResult
 from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
+from gem_core.envs.game.turn_based import TurnBasedGame
 
 
-class GuessTheNumber(Env):
-    blocking = False  # a quick pure-Python step: called inline, never via a thread
-
-    max_return = 1.0
-
+class GuessTheNumber(TurnBasedGame):
     def __init__(self, min_number: int = 1, max_number: int = 20, max_turns: int = 8):
         if min_number >= max_number:
             raise ValueError(f"min_number ({min_number}) must be below max_number ({max_number}).")
@@ -41,10 +38,7 @@ class GuessTheNumber(Env):
         return obs, {"max_turns": self.max_turns}
 
     def step(self, action: str) -> StepResult:
-        if self.target is None:
-            raise RuntimeError("Call reset() before step().")
-        self.turn += 1
-        out_of_turns = self.turn >= self.max_turns
+        out_of_turns = self.take_turn()
         move = extract_boxed(action)
         try:
             guess = int(move) if move is not None else None

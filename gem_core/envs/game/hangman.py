@@ -19,18 +19,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from gem_core.env import Env, StepResult
+from gem_core.env import StepResult
 from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
+from gem_core.envs.game.turn_based import TurnBasedGame
 from gem_core.envs.game.wordle import load_words
 
 ALPHABET = "abcdefghijklmnopqrstuvwxyz"
 
 
-class Hangman(Env):
-    blocking = False  # a quick pure-Python step: called inline, never via a thread
-
-    max_return = 1.0
-
+class Hangman(TurnBasedGame):
     def __init__(self, lives: int = 6, max_turns: int = 26, word_length: int = 5, words: tuple[str, ...] | None = None):
         self.words = words or load_words(word_length)
         if not self.words:
@@ -59,10 +56,7 @@ class Hangman(Env):
         return obs, {"max_turns": self.max_turns}
 
     def step(self, action: str) -> StepResult:
-        if self.word is None:
-            raise RuntimeError("Call reset() before step().")
-        self.turn += 1
-        out_of_turns = self.turn >= self.max_turns
+        out_of_turns = self.take_turn()
         move = (extract_boxed(action) or "").lower()
         well_formed = move.isascii() and move.isalpha() and len(move) in (1, len(self.word))
         if not well_formed or move in self.guessed:

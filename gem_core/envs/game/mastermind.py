@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gem_core.env import Env, StepResult
+from gem_core.env import StepResult
 from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
+from gem_core.envs.game.turn_based import TurnBasedGame
 
 
 def score_code(guess: tuple[int, ...], code: tuple[int, ...]) -> tuple[int, int]:
@@ -28,11 +29,7 @@ def score_code(guess: tuple[int, ...], code: tuple[int, ...]) -> tuple[int, int]
     return black, common - black
 
 
-class Mastermind(Env):
-    blocking = False  # a quick pure-Python step: called inline, never via a thread
-
-    max_return = 1.0
-
+class Mastermind(TurnBasedGame):
     def __init__(self, code_length: int = 4, num_colors: int = 6, max_turns: int = 10):
         if not 1 <= num_colors <= 9:
             raise ValueError(f"num_colors must be between 1 and 9 (one digit per colour), got {num_colors}.")
@@ -67,10 +64,7 @@ class Mastermind(Env):
         return guess if all(1 <= d <= self.num_colors for d in guess) else None
 
     def step(self, action: str) -> StepResult:
-        if self.code is None:
-            raise RuntimeError("Call reset() before step().")
-        self.turn += 1
-        out_of_turns = self.turn >= self.max_turns
+        out_of_turns = self.take_turn()
         guess = self._parse(extract_boxed(action))
         if guess is None:
             return self.invalid_action(

@@ -27,8 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from gem_core.env import Env, StepResult
+from gem_core.env import StepResult
 from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
+from gem_core.envs.game.turn_based import TurnBasedGame
 
 _MOVE = re.compile(r"^(?:(reveal|flag|r|f)\s+)?(\d{1,6})\s*[ ,]\s*(\d{1,6})$", re.IGNORECASE)
 
@@ -135,11 +136,7 @@ def clearable_by_logic(first: Cell, mines: np.ndarray) -> bool:
     return True
 
 
-class Minesweeper(Env):
-    blocking = False  # a quick pure-Python step: called inline, never via a thread
-
-    max_return = 1.0
-
+class Minesweeper(TurnBasedGame):
     def __init__(self, rows: int = 8, cols: int = 8, mines: int = 10, max_turns: int = 80, placement_attempts: int = 300):
         if not 0 < mines <= rows * cols - 9:
             raise ValueError(f"mines must be between 1 and rows*cols-9 = {rows * cols - 9} (the first reveal's 3x3 is kept free), got {mines}.")
@@ -181,10 +178,7 @@ class Minesweeper(Env):
         self.mines, self.counts, self.placed = mines, count_adjacent_mines(mines), True
 
     def step(self, action: str) -> StepResult:
-        if not self.started:
-            raise RuntimeError("Call reset() before step().")
-        self.turn += 1
-        out_of_turns = self.turn >= self.max_turns
+        out_of_turns = self.take_turn()
         match = _MOVE.match(extract_boxed(action) or "")
         cell = (int(match[2]) - 1, int(match[3]) - 1) if match else None
         problem = None

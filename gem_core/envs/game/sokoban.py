@@ -29,8 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from gem_core.env import Env, StepResult
+from gem_core.env import StepResult
 from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
+from gem_core.envs.game.turn_based import TurnBasedGame
 
 MOVES = {"up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1)}
 Cell = tuple[int, int]
@@ -49,11 +50,7 @@ def _connected(floor: np.ndarray) -> bool:
     return len(seen) == len(cells)
 
 
-class Sokoban(Env):
-    blocking = False  # a quick pure-Python step: called inline, never via a thread
-
-    max_return = 1.0
-
+class Sokoban(TurnBasedGame):
     def __init__(self, height: int = 6, width: int = 6, boxes: int = 2, inner_walls: int = 3, reverse_steps: int = 25, max_turns: int = 60):
         if height * width < 2 * boxes + inner_walls + 2:
             raise ValueError(f"A {height}x{width} room is too small for {boxes} boxes and {inner_walls} inner walls.")
@@ -128,10 +125,7 @@ class Sokoban(Env):
         return obs, {"max_turns": self.max_turns}
 
     def step(self, action: str) -> StepResult:
-        if not self.started:
-            raise RuntimeError("Call reset() before step().")
-        self.turn += 1
-        out_of_turns = self.turn >= self.max_turns
+        out_of_turns = self.take_turn()
         move = (extract_boxed(action) or "").lower()
         direction = next((d for d in MOVES if move in (d, d[0])), None)
         problem = None

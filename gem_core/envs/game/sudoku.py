@@ -20,8 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from gem_core.env import Env, StepResult
+from gem_core.env import StepResult
 from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
+from gem_core.envs.game.turn_based import TurnBasedGame
 
 _MOVE = re.compile(r"^(\d{1,6})\s*[ ,]\s*(\d{1,6})\s*[ ,]\s*(\d{1,6})$")
 
@@ -77,11 +78,7 @@ def random_full_grid(rng: np.random.Generator, box_rows: int, box_cols: int) -> 
     return grid
 
 
-class Sudoku(Env):
-    blocking = False  # a quick pure-Python step: called inline, never via a thread
-
-    max_return = 1.0
-
+class Sudoku(TurnBasedGame):
     def __init__(self, box_rows: int = 3, box_cols: int = 3, blanks: int = 30, max_turns: int = 45):
         size = box_rows * box_cols
         if not 1 <= blanks < size * size:
@@ -121,10 +118,7 @@ class Sudoku(Env):
         return obs, {"max_turns": self.max_turns}
 
     def step(self, action: str) -> StepResult:
-        if not self.started:
-            raise RuntimeError("Call reset() before step().")
-        self.turn += 1
-        out_of_turns = self.turn >= self.max_turns
+        out_of_turns = self.take_turn()
         match = _MOVE.match(extract_boxed(action) or "")
         problem = None
         if match is None:

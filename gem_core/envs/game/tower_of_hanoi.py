@@ -18,18 +18,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gem_core.env import Env, StepResult
+from gem_core.env import StepResult
 from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
+from gem_core.envs.game.turn_based import TurnBasedGame
 
 PEGS = "ABC"
 _MOVE = re.compile(r"^([ABC])\s*(?:->|to|,|\s)\s*([ABC])$", re.IGNORECASE)
 
 
-class TowerOfHanoi(Env):
-    blocking = False  # a quick pure-Python step: called inline, never via a thread
-
-    max_return = 1.0
-
+class TowerOfHanoi(TurnBasedGame):
     def __init__(self, disks: int = 4, max_turns: int = 20):
         if disks < 1 or max_turns < 1:
             raise ValueError(f"disks and max_turns must be at least 1, got {disks} and {max_turns}.")
@@ -61,10 +58,7 @@ class TowerOfHanoi(Env):
         return obs, {"max_turns": self.max_turns}
 
     def step(self, action: str) -> StepResult:
-        if not self.pegs:
-            raise RuntimeError("Call reset() before step().")
-        self.turn += 1
-        out_of_turns = self.turn >= self.max_turns
+        out_of_turns = self.take_turn()
         match = _MOVE.match(extract_boxed(action) or "")
         problem = None
         if match is None:

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gem_core.env import Env, StepResult
+from gem_core.env import StepResult
 from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
+from gem_core.envs.game.turn_based import TurnBasedGame
 
 __all__ = ["LinkGraph", "WikiGame", "load_link_graph"]
 
@@ -82,7 +83,7 @@ def load_link_graph(path: str | Path = DEFAULT_GRAPH) -> LinkGraph:
     return LinkGraph(summaries=summaries, links=links)
 
 
-class WikiGame(Env):
+class WikiGame(TurnBasedGame):
     """Reach ``target`` from ``start`` by clicking links. See the module docstring.
 
     Args:
@@ -90,9 +91,6 @@ class WikiGame(Env):
         max_turns: clicks allowed (the episode is truncated after the last).
         graph_file: a link graph in the shipped format (default: the shipped graph).
     """
-
-    blocking = False  # quick pure-Python steps: stepped inline, never via a thread
-    max_return = 1.0
 
     def __init__(self, min_distance: int = 2, max_distance: int = 3, max_turns: int = 8, graph_file: str | None = None):
         if not 1 <= min_distance <= max_distance:
@@ -131,10 +129,7 @@ class WikiGame(Env):
         return intro + self._page_text(), {"start": self.start, "target": self.target}
 
     def step(self, action: str) -> StepResult:
-        if not self.page:
-            raise RuntimeError("Call reset() before step().")
-        self.turn += 1
-        out_of_turns = self.turn >= self.max_turns
+        out_of_turns = self.take_turn()
         choice = extract_boxed(action)
         # Titles are matched without regard to case: the model's capitalisation is not the skill tested.
         by_name = {link.casefold(): link for link in self.graph.links[self.page]}

@@ -22,19 +22,16 @@ from typing import Any
 
 import numpy as np
 
-from gem_core.env import Env, StepResult
+from gem_core.env import StepResult
 from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
+from gem_core.envs.game.turn_based import TurnBasedGame
 from gem_core.envs.game.wordle import load_words
 
 _MOVE = re.compile(r"^(\d{1,6})[\s,]+(\d{1,6})[\s,]+(\d{1,6})[\s,]+(\d{1,6})$")
 ALL_DIRECTIONS = ((0, 1), (1, 0), (1, 1), (-1, 1), (0, -1), (-1, 0), (-1, -1), (1, -1))
 
 
-class WordSearch(Env):
-    blocking = False  # a quick pure-Python step: called inline, never via a thread
-
-    max_return = 1.0
-
+class WordSearch(TurnBasedGame):
     def __init__(self, size: int = 8, words: int = 5, directions: int = 3, max_turns: int = 10):
         """``directions`` is how many of :data:`ALL_DIRECTIONS` are used: 2 (right, down), 3 (+ down-right
         diagonal), 4 (+ up-right diagonal) ... 8 (every direction, backwards too)."""
@@ -92,10 +89,7 @@ class WordSearch(Env):
         return "".join(str(self.grid[r1 + dr * k, c1 + dc * k]) for k in range(steps + 1))
 
     def step(self, action: str) -> StepResult:
-        if not self.words:
-            raise RuntimeError("Call reset() before step().")
-        self.turn += 1
-        out_of_turns = self.turn >= self.max_turns
+        out_of_turns = self.take_turn()
         match = _MOVE.match(extract_boxed(action) or "")
         text = self._read_line(*(int(x) - 1 for x in match.groups())) if match else None
         problem = None

@@ -16,8 +16,9 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from gem_core.env import Env, StepResult
+from gem_core.env import StepResult
 from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
+from gem_core.envs.game.turn_based import TurnBasedGame
 
 
 @cache
@@ -43,11 +44,7 @@ def score_guess(guess: str, target: str) -> str:
     return "".join(feedback)
 
 
-class Wordle(Env):
-    blocking = False  # a quick pure-Python step: called inline, never via a thread
-
-    max_return = 1.0
-
+class Wordle(TurnBasedGame):
     def __init__(self, word_length: int = 5, max_turns: int = 6, words: tuple[str, ...] | None = None):
         self.words = words or load_words(word_length)
         if not self.words:
@@ -70,10 +67,7 @@ class Wordle(Env):
         return obs, {"max_turns": self.max_turns}
 
     def step(self, action: str) -> StepResult:
-        if self.target is None:
-            raise RuntimeError("Call reset() before step().")
-        self.turn += 1
-        out_of_turns = self.turn >= self.max_turns
+        out_of_turns = self.take_turn()
         move = extract_boxed(action)
         guess = move.lower() if move is not None else ""
         if len(guess) != self.word_length or not guess.isascii() or not guess.isalpha():

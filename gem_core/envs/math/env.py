@@ -54,7 +54,6 @@ class MathEnv(DatasetEnv):
         prompt_suffix: appended to every question (the answer-format instruction).
     """
 
-
     def __init__(
         self,
         dataset_path: str | None = None,

@@ -66,7 +66,6 @@ class QAEnv(DatasetEnv):
             in-process with no limit (only for trusted answers).
     """
 
-
     def __init__(
         self,
         dataset_path: str | None = None,

@@ -268,7 +268,8 @@ def _exit_status(code):
 # Zygote: one long-lived sandbox whose initialised interpreter forks a fresh call per snippet.
 
 _CLONE_NEWNS, _CLONE_NEWIPC, _CLONE_NEWPID, _CLONE_NEWNET = 0x00020000, 0x08000000, 0x20000000, 0x40000000
-_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 2, 4, 8, 16384, 1 << 18
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT, _MS_BIND = 1, 2, 4, 8, 32, 4096
+_MS_REC, _MS_PRIVATE = 16384, 1 << 18
 _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
 
 
@@ -389,6 +390,26 @@ def _loopback_up():
         fcntl.ioctl(probe, 0x8914, struct.pack("16sH14x", b"lo", flags | 0x1 | 0x40))  # IFF_UP | IFF_RUNNING
 
 
+def _interpreter_dirs_under(root):
+    """The running interpreter's directories that lie below ``root`` (outermost first, no duplicates):
+    its prefixes and the virtualenv ``sys.executable`` belongs to (started with ``-I``, the interpreter
+    reports the base prefix, but the snippet's child processes run ``sys.executable``)."""
+    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix)}
+    prefixes.add(os.path.dirname(os.path.dirname(os.path.abspath(sys.executable))))
+    inside = sorted(p for p in prefixes if p.startswith(root.rstrip("/") + "/"))
+    return [p for p in inside if not any(p != q and p.startswith(q + "/") for q in inside)]
+
+
+def _make_traversable(directory, root):
+    """Create ``directory`` below ``root`` with parents the snippet's uid can pass through (0755)."""
+    path = root
+    for part in os.path.relpath(directory, root).split(os.sep):
+        path = os.path.join(path, part)
+        if not os.path.isdir(path):
+            os.mkdir(path)
+            os.chmod(path, 0o755)
+
+
 def _serve_call(libc, fds, seccomp_program):
     """One call: new mount, PID, IPC and network namespaces with a fresh /tmp, an init that reports the status,
     and the snippet's process with no capabilities (as root: its own uid), under the seccomp filter."""
@@ -406,8 +427,16 @@ def _serve_call(libc, fds, seccomp_program):
     _loopback_up()
     _mount(libc, None, "/", None, _MS_REC | _MS_PRIVATE, None)
     options = f"size={int(request.pop('tmp_bytes'))},nr_inodes={int(request.pop('tmp_files'))},mode=1777"
+    # The interpreter may live under /tmp (a virtualenv in a checkout there): hold its directories
+    # before the fresh /tmp covers them, and bind them back read-only on top of it.
+    keep = [(d, os.open(d, os.O_PATH | os.O_DIRECTORY)) for d in _interpreter_dirs_under("/tmp")]
     for target in ("/tmp", "/dev/shm"):
         _mount(libc, "tmpfs", target, "tmpfs", _MS_NOSUID | _MS_NODEV, options)
+    for directory, fd in keep:
+        _make_traversable(directory, "/tmp")
+        _mount(libc, f"/proc/self/fd/{fd}", directory, None, _MS_BIND | _MS_REC, None)
+        _mount(libc, None, directory, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV, None)
+        os.close(fd)
     uid = int(request.pop("uid", 0))
     cap = int(request.pop("max_returned_bytes"))
     init = os.fork()

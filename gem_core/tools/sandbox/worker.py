@@ -46,6 +46,20 @@ def _work_dir_owner(work_dir: str | None) -> int:
     return owner
 
 
+def kill_group(process: subprocess.Popen) -> None:
+    """SIGKILL a sandbox's process group and the process itself, then reap it (bwrap takes its PID
+    namespace down with it)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        process.kill()
+    except ProcessLookupError:
+        pass
+    process.wait()
+
+
 class Worker:
     """One started sandbox waiting for its snippet."""
 
@@ -110,15 +124,7 @@ class Worker:
                 os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            self.process.kill()
-        except ProcessLookupError:
-            pass
-        self.process.wait()
+        kill_group(self.process)
 
     def close(self) -> None:
         self.kill()

@@ -32,7 +32,7 @@ from gem_core.tools.sandbox.accounting import SandboxMonitor, process_tree
 from gem_core.tools.sandbox.config import MIB, SandboxConfig, SandboxResult, SandboxUnavailableError
 from gem_core.tools.sandbox.isolation import bwrap_launch, site_dirs
 from gem_core.tools.sandbox.syscall_filter import compiled_filter
-from gem_core.tools.sandbox.worker import watch
+from gem_core.tools.sandbox.worker import kill_group, watch
 
 __all__ = ["Zygote"]
 
@@ -108,15 +108,7 @@ class Zygote:
 
     def close(self) -> None:
         """Kill the zygote's sandbox (calls still running die with it)."""
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            self.process.kill()
-        except ProcessLookupError:
-            pass
-        self.process.wait()
+        kill_group(self.process)
         self.control.close()
         self._stderr.close()
 

@@ -74,34 +74,9 @@ def fake_router(tokenizer):
     return serve
 
 
-class _EnvCount:
-    def __init__(self):
-        self.made, self._open = 0, set()
-
-    @property
-    def open(self) -> int:
-        return len(self._open)
-
-
 @pytest.fixture
 def open_envs(monkeypatch):
     """Counts envs ``gem_core.registry.make`` built and how many are not closed yet."""
-    import gem_core.registry as registry
+    from gem_core.testing import EnvLifecycles
 
-    count, real_make = _EnvCount(), registry.make
-
-    def make(*args, **kwargs):
-        env = real_make(*args, **kwargs)
-        count.made += 1
-        count._open.add(id(env))
-        real_close = env.close
-
-        def close():
-            count._open.discard(id(env))
-            real_close()
-
-        env.close = close
-        return env
-
-    monkeypatch.setattr(registry, "make", make)
-    return count
+    return EnvLifecycles().install(monkeypatch)

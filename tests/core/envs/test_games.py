@@ -312,3 +312,18 @@ def test_mastermind_pegs_match_the_multiset_definition():
         guess, code = (tuple(int(v) for v in rng.integers(1, 9, size=5)) for _ in range(2))
         black = sum(g == c for g, c in zip(guess, code))
         assert score_code(guess, code) == (black, sum((Counter(guess) & Counter(code)).values()) - black)
+
+
+@pytest.mark.parametrize("game", GAMES)
+def test_every_game_counts_its_turns_in_the_shared_base(game):
+    """One place counts turns (issue 13: limits have one home): each game is a TurnBasedGame, and a
+    step before reset says what to do."""
+    from gem_core.envs.game.turn_based import TurnBasedGame
+
+    env = make(f"game:{game}-v0")
+    assert isinstance(env.unwrapped, TurnBasedGame) and env.unwrapped.blocking is False
+    with pytest.raises(RuntimeError, match="Call reset"):
+        env.step("\\boxed{1}")
+    env.reset(seed=0)
+    env.step(env.sample_random_action())
+    assert env.unwrapped.turn == 1

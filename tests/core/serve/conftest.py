@@ -2,49 +2,8 @@
 
 from __future__ import annotations
 
-import re
-import subprocess
-import sys
-
 import pytest
-
-
-class ServeProcess:
-    """``gem serve ENV_ID --port PORT ...`` in a child process; ``url`` is its base address."""
-
-    def __init__(self, env_id: str, *args: str, port: int = 0):
-        self.env_id, self.args = env_id, args
-        command = [sys.executable, "-m", "gem_core.cli", "serve", env_id, "--port", str(port), *args]
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = self.process.stdout.readline()
-        match = re.search(r"at (http://\S+)", line)
-        if not match:
-            self.stop()
-            raise RuntimeError(f"gem serve did not start: {line!r} {self.process.stderr.read()!r}")
-        self.url = match.group(1)
-        self.port = int(self.url.rsplit(":", 1)[1])
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def kill(self) -> None:
-        self.process.kill()
-        self.process.wait(10)
-
-    def restart(self) -> "ServeProcess":
-        """A new server on the same port (the old one must be dead)."""
-        return ServeProcess(self.env_id, *self.args, port=self.port)
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        for stream in (self.process.stdout, self.process.stderr):
-            stream.close()
+from server_process import ServeProcess
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 
 from gem_core.tools import sandbox
 from gem_core.tools.sandbox import isolation
-from retrieval_server_process import RetrievalServerProcess
+from server_process import RetrievalServerProcess
 
 # The tests import `toy_env`, and spawned vector-env workers must import it by name too: keep this folder
 # on sys.path whatever pytest's import mode.
