@@ -84,10 +84,11 @@ def _install_without_gpu_deps(session: nox.Session, framework: str, *light_deps:
 
 @nox.session
 def ray(session: nox.Session) -> None:
-    """The ``ray`` vector backend on a local three-node Ray cluster (loopback only; no torch needed)."""
+    """Envs, the episode runner and the sandbox on a local three-node Ray cluster (loopback only; no
+    torch needed: the runner's tests use the tiny tokenizer, which needs only transformers' tokenizers)."""
     _upgrade_pip(session)
-    session.install(*CONSTRAINTS, "-e", ".[ray,dev]")
-    session.run(*PYTEST, "tests/core/vector/test_ray.py", *session.posargs)
+    session.install(*CONSTRAINTS, "-e", ".[ray,code,math,dev]", "transformers>=4.56", "tokenizers>=0.20", "jinja2")
+    session.run(*PYTEST, "tests/core/vector/test_ray.py", "tests/core/ray", *session.posargs)
 
 
 @nox.session

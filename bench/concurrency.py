@@ -10,8 +10,11 @@ Two kinds of slow step are measured:
   from a pool sized like asyncio's default executor (``min(32, cpu_count + 4)`` threads: 6 on 2 cores)
   and from GEM's :data:`gem_core.env.ENV_THREADS` (256 threads), which the default ``Env.astep`` uses.
   The gap between these two rows is why that pool is large.
+- ``ray``: the same sync step in Ray actors (:class:`gem_core.vector.ray_env.RayEnvPool`, 2 actors on a
+  local Ray started on loopback), the episode awaiting each actor call; skipped without Ray (``--no-ray``
+  skips it too).
 
-    python bench/concurrency.py [--episodes 64] [--turns 2] [--delay 1.0] [--serial-episodes 4]
+    python bench/concurrency.py [--episodes 64] [--turns 2] [--delay 1.0] [--serial-episodes 4] [--no-ray]
 
 The serial time is measured on ``--serial-episodes`` episodes (concurrency 1) and scaled to
 ``--episodes`` (it is linear by construction); pass ``--serial-episodes 64`` to measure all of it.
@@ -23,7 +26,9 @@ import argparse
 import asyncio
 import os
 import time
+from typing import Any
 
+import gem_core.env as gem_env
 from gem_core.env import ENV_THREADS, Env, EnvThreadPool
 from gem_core.rollout import run_episodes
 from gem_core.testing import ScriptedPolicy, make_tokenizer
@@ -32,8 +37,9 @@ from gem_core.testing import ScriptedPolicy, make_tokenizer
 class SlowToolEnv(Env):
     """Each step "calls a tool" that takes ``delay`` seconds; the episode lasts ``turns`` steps."""
 
-    def __init__(self, turns: int, delay: float, mode: str, pool: EnvThreadPool = ENV_THREADS):
-        self.turns, self.delay, self.mode, self.pool, self.turn = turns, delay, mode, pool, 0
+    def __init__(self, turns: int, delay: float, mode: str, pool: EnvThreadPool | None = None):
+        # No pool object in the defaults: a Ray actor receives this class pickled by value.
+        self.turns, self.delay, self.mode, self.pool, self.turn = turns, delay, mode, pool or gem_env.ENV_THREADS, 0
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
@@ -59,13 +65,15 @@ class SlowToolEnv(Env):
         return "call"
 
 
-async def timed(args, mode: str, episodes: int, concurrency: int, pool: EnvThreadPool) -> float:
+async def timed(args, mode: str, episodes: int, concurrency: int, pool: Any) -> float:
     tokenizer = make_tokenizer("chatml")
     policy = ScriptedPolicy(tokenizer, ["\\boxed{call}"])
+    if mode == "ray":  # pool is a RayEnvPool
+        factory = pool.factory(SlowToolEnv, turns=args.turns, delay=args.delay, mode="sync")
+    else:
+        factory = lambda: SlowToolEnv(args.turns, args.delay, mode, pool)  # noqa: E731
     start = time.perf_counter()
-    trajs = await run_episodes(
-        lambda: SlowToolEnv(args.turns, args.delay, mode, pool), policy, tokenizer, list(range(episodes)), concurrency=concurrency
-    )
+    trajs = await run_episodes(factory, policy, tokenizer, list(range(episodes)), concurrency=concurrency)
     elapsed = time.perf_counter() - start
     assert all(t.num_turns == args.turns and t.terminated for t in trajs)
     return elapsed
@@ -77,6 +85,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=2)
     parser.add_argument("--delay", type=float, default=1.0, help="seconds per env step")
     parser.add_argument("--serial-episodes", type=int, default=4)
+    parser.add_argument("--no-ray", action="store_true", help="skip the Ray row")
     args = parser.parse_args()
 
     n, t = args.episodes, args.turns
@@ -90,15 +99,36 @@ def main() -> None:
         (f"sync step, asyncio-sized pool ({default_threads} thr)", "sync", small_pool),
         (f"sync step, ENV_THREADS ({ENV_THREADS.max_workers} thr)", "sync", ENV_THREADS),
     ]
+    ray_pool = None if args.no_ray else _ray_pool(n)
+    if ray_pool is not None:
+        rows.append(("ray actors (2, sync step in threads)", "ray", ray_pool))
     for label, mode, pool in rows:
+        if mode == "ray":
+            asyncio.run(timed(args, mode, 2, concurrency=2, pool=pool))  # the actors import gem_core once
         concurrent = asyncio.run(timed(args, mode, n, concurrency=n, pool=pool))
         serial_part = asyncio.run(timed(args, mode, args.serial_episodes, concurrency=1, pool=pool))
         serial = serial_part * n / args.serial_episodes
         print(f"{label:<38} {concurrent:>15.2f} {serial:>11.1f} {serial / concurrent:>8.1f}x {concurrent / t:>13.2f}")
     small_pool.shutdown()
     ENV_THREADS.shutdown()
+    if ray_pool is not None:
+        ray_pool.close()
     if args.serial_episodes != n:
         print(f"(serial times measured on {args.serial_episodes} episodes and scaled to {n})")
+
+
+def _ray_pool(episodes: int) -> Any:
+    """Two env actors on a local Ray kept on loopback, or None without Ray."""
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    try:
+        import ray
+    except ImportError:
+        print("(ray is not installed: no ray row; pip install -e '.[ray]')")
+        return None
+    from gem_core.vector.ray_env import RayEnvPool
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
+    return RayEnvPool(num_actors=2, num_cpus=0, max_envs_per_actor=episodes)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,13 @@ a whole worker start (bwrap + interpreter + preloads, until it reports ready), t
 a warm worker (hand over the snippet, the supervisor forks the child that runs it, collect the status),
 and a zygote call (three forks, new namespaces and mounts, the snippet, the status).
 
-    python bench/python_tool.py [--calls 30] [--concurrency 8] [--gap 0.2] [--mode bwrap]
+Then (``--ray``, needs ``pip install -e '.[ray]'``) the same snippet through Ray: a local Ray on
+loopback whose node advertises ``gem_sandbox``, calls made with ``sandbox_backend="ray"``
+(:mod:`gem_core.tools.sandbox.ray_pool`) next to the local zygote, as a ratio; and the sandbox's
+throughput per core: back-to-back calls (no gap) from ``2 x cores`` callers, calls/s divided by the
+cores, locally and through Ray. That figure sizes a cluster (README, "Scaling out").
+
+    python bench/python_tool.py [--calls 30] [--concurrency 8] [--gap 0.2] [--mode bwrap] [--ray]
 """
 
 from __future__ import annotations
@@ -134,8 +140,13 @@ def main() -> None:
     parser.add_argument("--gap", type=float, default=0.2, help="seconds each caller waits between calls")
     parser.add_argument("--mode", default=None, help="sandbox mode (default: $GEM_SANDBOX or bwrap)")
     parser.add_argument("--pool-size", type=int, default=8, help="warm workers kept by the pool")
+    parser.add_argument("--ray", action="store_true", help="also measure sandbox calls through Ray")
+    parser.add_argument("--only-ray", action="store_true", help="measure only the Ray rows")
     args = parser.parse_args()
     mode = resolve_mode(args.mode)
+    if args.only_ray:
+        ray_rows(args, mode)
+        return
 
     warm = SandboxPool(mode, SandboxConfig(pool_size=args.pool_size, zygote=False))
     zygote = SandboxPool(mode, SandboxConfig(pool_size=args.pool_size))
@@ -183,6 +194,52 @@ def main() -> None:
         warm.close()
         zygote.close()
         unpooled.close()
+    if args.ray:
+        ray_rows(args, mode)
+
+
+def ray_rows(args: argparse.Namespace, mode: str) -> None:
+    """print(1+1) through a Ray sandbox actor next to the local zygote, and calls/s per core of both."""
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # keep Ray on loopback
+    import ray
+
+    from gem_core.tools.sandbox import default_pools, run_python
+
+    cores = os.cpu_count() or 1
+    ray.init(
+        num_cpus=cores, resources={"gem_sandbox": 4 * cores}, include_dashboard=False, log_to_driver=False,
+        _node_ip_address="127.0.0.1",
+    )
+    code = SNIPPETS["print(1+1)"]
+
+    def via(backend: str) -> Callable[[], None]:
+        def call() -> None:
+            result = run_python(code, timeout=30, mode=mode, backend=backend)
+            assert result.ok, result
+
+        return call
+
+    print()
+    header = f"{'through':<8} {'callers':>7} {'gap s':>6} {'p50 ms':>8} {'p95 ms':>8} {'p50 vs local':>13} {'calls/s':>8} {'calls/s/core':>13}"
+    print(header)
+    print("-" * len(header))
+    try:
+        for concurrency, gap in ((1, args.gap), (args.concurrency, args.gap), (2 * cores, 0.0)):
+            baseline = None
+            for backend in ("local", "ray"):
+                began = time.perf_counter()
+                latencies = measure(via(backend), args.calls, concurrency, gap)
+                rate = args.calls / (time.perf_counter() - began)
+                p50, p95 = statistics.median(latencies), percentile(latencies, 0.95)
+                baseline = baseline or p50
+                print(
+                    f"{backend:<8} {concurrency:>7} {gap:>6.1f} {p50 * 1e3:>8.1f} {p95 * 1e3:>8.1f} {p50 / baseline:>12.2f}x "
+                    f"{rate:>8.1f} {rate / cores:>13.1f}"
+                )
+    finally:
+        default_pools().close()
+        ray.shutdown()
+    print(f"({cores} cores; Ray's actor runs the node's own zygote, so the ray rows add one actor call per snippet)")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from gem_core.tools.sandbox import SandboxResult, arun_python, resolve_mode, run_python
+from gem_core.tools.sandbox.config import mode_from_environment, resolve_backend
 from gem_core.tools.tool import ToolCall, ToolResult
 
 __all__ = ["PythonTool", "find_python_block", "format_sandbox_result"]
@@ -86,14 +87,21 @@ class PythonTool:
             None reads ``$GEM_SANDBOX``. Checked here, so a machine without the sandbox fails at setup
             instead of mid-training.
         max_chars: observation length kept from stdout (start and end).
+        sandbox_backend: ``"local"`` or ``"ray"`` (programs run on Ray nodes labelled ``gem_sandbox``,
+            :mod:`gem_core.tools.sandbox.ray_pool`); None reads ``$GEM_SANDBOX_BACKEND`` (default local).
     """
 
     name = "python"
 
-    def __init__(self, *, timeout: float = 5.0, memory_mb: int = 512, mode: str | None = None, max_chars: int = 4000):
+    def __init__(
+        self, *, timeout: float = 5.0, memory_mb: int = 512, mode: str | None = None, max_chars: int = 4000,
+        sandbox_backend: str | None = None,
+    ):
         self.timeout = timeout
         self.memory_mb = memory_mb
-        self.mode = resolve_mode(mode)
+        self.backend = resolve_backend(sandbox_backend)
+        # On Ray the sandbox nodes check the mode; this machine (a GPU node) need not have bubblewrap.
+        self.mode = resolve_mode(mode) if self.backend == "local" else (mode or mode_from_environment())
         self.max_chars = max_chars
 
     @property
@@ -117,11 +125,15 @@ class PythonTool:
             "limit": result.limit,
             "duration": result.duration,
         }
+        if result.node is not None:
+            info["sandbox_node"] = result.node
         return ToolResult(observation, result.ok, info)
 
     def execute(self, call: ToolCall) -> ToolResult:
-        return self._result(run_python(call.content, timeout=self.timeout, memory_mb=self.memory_mb, mode=self.mode))
+        return self._result(run_python(call.content, timeout=self.timeout, memory_mb=self.memory_mb, mode=self.mode, backend=self.backend))
 
     async def aexecute(self, call: ToolCall) -> ToolResult:
-        result = await arun_python(call.content, timeout=self.timeout, memory_mb=self.memory_mb, mode=self.mode)
+        result = await arun_python(
+            call.content, timeout=self.timeout, memory_mb=self.memory_mb, mode=self.mode, backend=self.backend
+        )
         return self._result(result)

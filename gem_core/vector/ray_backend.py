@@ -83,15 +83,11 @@ class RayBackend:
         step_timeout: float | None = None,
         start_timeout: float = 120.0,
     ):
-        try:
-            import ray
-        except ImportError as exc:  # pragma: no cover - depends on the install
-            raise ImportError('backend="ray" needs Ray: pip install "gem[ray]"') from exc
         if envs_per_actor < 1:
             raise ValueError(f"envs_per_actor must be at least 1, got {envs_per_actor}.")
-        self._ray = ray
-        if not ray.is_initialized():
-            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        from gem_core.vector.ray_env import connect_ray
+
+        self._ray = ray = connect_ray(address)
         self._builders = list(env_fns)
         self.num_envs = len(self._builders)
         self.step_timeout = check_step_timeout(step_timeout)

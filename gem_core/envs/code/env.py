@@ -49,6 +49,8 @@ class CodeEnv(DatasetEnv):
         max_tests: judge at most this many tests per problem (the first ones).
         timeout, memory_mb: sandbox limits per test run.
         sandbox_mode: ``"bwrap"``, ``"process"`` or ``None`` (``$GEM_SANDBOX``, else bwrap).
+        sandbox_backend: ``"local"`` or ``"ray"`` (tests run on Ray nodes labelled ``gem_sandbox``,
+            :mod:`gem_core.tools.sandbox.ray_pool`); None reads ``$GEM_SANDBOX_BACKEND`` (default local).
     """
 
     def __init__(
@@ -66,6 +68,7 @@ class CodeEnv(DatasetEnv):
         timeout: float = 5.0,
         memory_mb: int = 512,
         sandbox_mode: str | None = None,
+        sandbox_backend: str | None = None,
     ):
         if reward not in ("all", "fraction"):
             raise ValueError(f"reward must be 'all' (every test passes) or 'fraction', got {reward!r}.")
@@ -76,8 +79,11 @@ class CodeEnv(DatasetEnv):
             fields={"question_field": question_field, "tests_field": tests_field},
         )
         from gem_core.tools.sandbox import resolve_mode  # fail at construction if no sandbox can run
+        from gem_core.tools.sandbox.config import mode_from_environment, resolve_backend
 
-        self.sandbox_mode = resolve_mode(sandbox_mode)
+        self.sandbox_backend = resolve_backend(sandbox_backend)
+        # On Ray the sandbox nodes check the mode; this machine need not have bubblewrap.
+        self.sandbox_mode = resolve_mode(sandbox_mode) if self.sandbox_backend == "local" else (sandbox_mode or mode_from_environment())
         self.question_field, self.tests_field, self.fn_name_field = question_field, tests_field, fn_name_field
         self.reward, self.max_tests, self.timeout, self.memory_mb = reward, max_tests, timeout, memory_mb
         self.problem = ""
@@ -106,6 +112,7 @@ class CodeEnv(DatasetEnv):
             memory_mb=self.memory_mb,
             mode=self.sandbox_mode,
             stop_on_failure=self.reward == "all",
+            backend=self.sandbox_backend,
         )
         reward = float(report.all_passed) if self.reward == "all" else report.passed / max(report.total, 1)
         failures = [o for o in report.outcomes if not o.passed]

@@ -76,8 +76,12 @@ def judge(
     memory_mb: int = 512,
     mode: str | None = None,
     stop_on_failure: bool = True,
+    backend: str | None = None,
 ) -> JudgeReport:
-    """Run ``code`` on each test in the sandbox; with ``stop_on_failure`` the first failure ends judging."""
+    """Run ``code`` on each test in the sandbox; with ``stop_on_failure`` the first failure ends judging.
+
+    ``backend="ray"`` runs the tests on Ray nodes labelled ``gem_sandbox`` (see :func:`run_python`).
+    """
     from gem_core.tools.sandbox import FunctionCall, run_python
 
     outcomes: list[TestOutcome] = []
@@ -86,7 +90,7 @@ def judge(
             call, stdin = FunctionCall(test.fn_name, test.input), ""
         else:
             call, stdin = None, _stdin(test)
-        result = run_python(code, stdin=stdin, timeout=timeout, memory_mb=memory_mb, mode=mode, call=call)
+        result = run_python(code, stdin=stdin, timeout=timeout, memory_mb=memory_mb, mode=mode, call=call, backend=backend)
         outcome = _outcome(result, test)
         outcomes.append(outcome)
         if stop_on_failure and not outcome.passed:

@@ -16,6 +16,9 @@ __all__ = [
     "FunctionCall",
     "mode_from_environment",
     "pool_size_from_environment",
+    "BACKENDS",
+    "resolve_backend",
+    "ray_resource_from_environment",
 ]
 
 #: Isolation modes, strongest first.
@@ -34,6 +37,29 @@ def mode_from_environment() -> str | None:
     The only place that reads it; :func:`gem_core.tools.sandbox.resolve_mode` calls it when no mode is given.
     """
     return os.environ.get("GEM_SANDBOX") or None
+
+
+#: Where snippets run: ``"local"`` (this machine's pools) or ``"ray"`` (actors on labelled Ray nodes,
+#: :mod:`gem_core.tools.sandbox.ray_pool`).
+BACKENDS = ("local", "ray")
+
+
+def resolve_backend(backend: str | None = None) -> str:
+    """``backend``, else ``$GEM_SANDBOX_BACKEND``, else ``"local"``; the only place that reads the variable.
+
+    Raises:
+        ValueError: an unknown backend (the message names the variable and the choices).
+    """
+    chosen = backend or os.environ.get("GEM_SANDBOX_BACKEND") or "local"
+    if chosen not in BACKENDS:
+        source = "sandbox_backend" if backend else "GEM_SANDBOX_BACKEND"
+        raise ValueError(f"{source}={chosen!r} is not a sandbox backend; choose one of {BACKENDS}.")
+    return chosen
+
+
+def ray_resource_from_environment(default: str = "gem_sandbox") -> str:
+    """``$GEM_SANDBOX_RAY_RESOURCE``: the custom resource that marks the Ray nodes sandboxes run on."""
+    return os.environ.get("GEM_SANDBOX_RAY_RESOURCE") or default
 
 
 def pool_size_from_environment(default: int = 4) -> int:
@@ -76,6 +102,7 @@ class SandboxResult:
         duration: wall-clock seconds from handing the snippet to the worker to its end.
         returned: for a :class:`FunctionCall`, the JSON text of the value the function returned
             (None if it was not called or did not return).
+        node: the Ray node id that ran it (``sandbox_backend="ray"``); None when it ran locally.
     """
 
     stdout: str
@@ -86,6 +113,7 @@ class SandboxResult:
     mode: str
     duration: float
     returned: str | None = None
+    node: str | None = None
 
     @property
     def ok(self) -> bool:

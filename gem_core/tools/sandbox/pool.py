@@ -28,6 +28,7 @@ from gem_core.tools.sandbox.config import (
     SandboxResult,
     SandboxUnavailableError,
     pool_size_from_environment,
+    resolve_backend,
 )
 from gem_core.tools.sandbox.isolation import resolve_mode
 from gem_core.tools.sandbox.worker import Worker
@@ -304,6 +305,7 @@ def run_python(
     memory_mb: int = 512,
     mode: str | None = None,
     call: FunctionCall | None = None,
+    backend: str | None = None,
 ) -> SandboxResult:
     """Run a Python snippet in the sandbox and return what it did. Never raises for the snippet's sake.
 
@@ -316,10 +318,16 @@ def run_python(
         mode: ``"bwrap"`` (default) or ``"process"``; None reads ``$GEM_SANDBOX``.
         call: a function to call after the program ran; its return value comes back in
             :attr:`SandboxResult.returned`.
+        backend: ``"local"`` or ``"ray"`` (a labelled Ray node runs it, :mod:`.ray_pool`); None reads
+            ``$GEM_SANDBOX_BACKEND`` (default local).
 
     Raises:
         SandboxUnavailableError: the mode cannot run on this machine (see :func:`resolve_mode`).
     """
+    if resolve_backend(backend) == "ray":
+        from gem_core.tools.sandbox.ray_pool import default_ray_pool
+
+        return default_ray_pool().run_python(code, stdin=stdin, timeout=timeout, memory_mb=memory_mb, mode=mode, call=call)
     return default_pools().pool(mode).run(code, stdin=stdin, timeout=timeout, memory_mb=memory_mb, call=call)
 
 
@@ -331,8 +339,14 @@ async def arun_python(
     memory_mb: int = 512,
     mode: str | None = None,
     call: FunctionCall | None = None,
+    backend: str | None = None,
 ) -> SandboxResult:
-    """:func:`run_python` for async callers: waits in a thread, never blocks the event loop."""
+    """:func:`run_python` for async callers: waits in a thread (or on the Ray actor), never blocks the event loop."""
+    if resolve_backend(backend) == "ray":
+        from gem_core.tools.sandbox.ray_pool import default_ray_pool
+
+        pool = await asyncio.to_thread(default_ray_pool)  # the first call finds the nodes
+        return await pool.arun_python(code, stdin=stdin, timeout=timeout, memory_mb=memory_mb, mode=mode, call=call)
     loop = asyncio.get_running_loop()
     run = functools.partial(run_python, code, stdin=stdin, timeout=timeout, memory_mb=memory_mb, mode=mode, call=call)
     return await loop.run_in_executor(default_pools().executor(), run)
