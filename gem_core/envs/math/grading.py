@@ -239,8 +239,12 @@ def _close_default_pool() -> None:
         _default_pool.close()
 
 
-def grade(prediction: str, gold: str, timeout: float | None = 5.0) -> GradeResult:
-    """Grade ``prediction`` against ``gold``; ``timeout=None`` grades in this process without a limit."""
+def grade(prediction: str, gold: str, timeout: float | None = 5.0, *, backend: str | None = None) -> GradeResult:
+    """Grade ``prediction`` against ``gold``; ``timeout=None`` grades in this process without a limit.
+
+    ``backend="ray"`` (or ``$GEM_SANDBOX_BACKEND=ray``) sends what needs a grading worker to a Ray node
+    labelled ``gem_sandbox`` (:mod:`gem_core.tools.sandbox.ray_pool`), where it runs in that node's pool.
+    """
     if timeout is None:
         return GradeResult(grade_inline(prediction, gold))
     verdict = exact_verdict(_strip_choice_label(prediction, gold), gold)
@@ -248,4 +252,10 @@ def grade(prediction: str, gold: str, timeout: float | None = 5.0) -> GradeResul
         return GradeResult(verdict)
     if normalized_equal(prediction, gold):  # nor does the common case
         return GradeResult(True)
+    from gem_core.tools.sandbox.config import resolve_backend
+
+    if resolve_backend(backend) == "ray":
+        from gem_core.tools.sandbox.ray_pool import default_ray_pool
+
+        return default_ray_pool().grade_math(prediction, gold, timeout)
     return default_grader().grade(prediction, gold, timeout)

@@ -118,3 +118,16 @@ def test_math_grades_run_on_the_labelled_node(ray_cluster):
     assert [v.correct for v in verdicts] == [True, True, False]
     after = pool.calls_per_node()
     assert {node: after[node] - before.get(node, 0) for node in after} == {ray_cluster.sandbox_node.node_id: 3}
+
+
+def test_the_math_env_grades_on_the_labelled_node_with_the_switch(ray_sandbox):
+    """GEM_SANDBOX_BACKEND=ray (set by the fixture) also routes math grading that needs a worker."""
+    pytest.importorskip("math_verify")
+    from gem_core.envs.math.grading import grade
+
+    pool = RaySandboxPool()
+    before = pool.calls_per_node()
+    assert grade("(x+1)^2", "x^2+2x+1").correct  # symbolic: needs math-verify in a grading worker
+    assert grade("3", "3").correct  # exact numbers are graded here, without a round trip
+    after = pool.calls_per_node()
+    assert {node: after[node] - before.get(node, 0) for node in after} == {ray_sandbox.sandbox_node.node_id: 1}
