@@ -1,4 +1,4 @@
-"""OpenEnv interop both ways, through the ``openenv`` package's own classes (``pip install 'gem[openenv]'``).
+"""OpenEnv interop both ways, through the ``openenv`` package's own classes (``pip install -e ".[openenv]"``).
 
 - :func:`openenv_app` serves a GEM env with OpenEnv's own server (``create_fastapi_app`` over
   :class:`GemEnvironment`), so OpenEnv's clients (``GenericEnvClient``, typed ``EnvClient`` subclasses)

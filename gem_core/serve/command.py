@@ -16,7 +16,7 @@ def _serve(args: argparse.Namespace) -> int:
 
         from gem_core.serve.app import create_app
     except ImportError as error:
-        print(f"gem serve needs the serve extra ({error.name} is missing): pip install 'gem[serve]'", file=sys.stderr)
+        print(f'gem serve needs the serve extra ({error.name} is missing): pip install -e ".[serve]"', file=sys.stderr)
         return 2
     from gem_core.registry import UnknownEnvError, import_env_modules
     from gem_core.serve.asgi import listening_socket

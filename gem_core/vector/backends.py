@@ -12,7 +12,7 @@ Backends:
 - ``process``: the envs in worker processes, grouped several per worker (CPU-heavy pure-Python envs).
   A worker that dies is replaced by a fresh one built from the same builders.
 - ``async``: the envs in this process, driven by ``asyncio.gather`` over ``env.astep``/``env.areset``.
-- ``ray``: the envs as Ray actors on a cluster (``pip install "gem[ray]"``; see
+- ``ray``: the envs as Ray actors on a cluster (``pip install -e ".[ray]"``; see
   :mod:`gem_core.vector.ray_backend`).
 
 On ``sync``, ``thread`` and ``async``, envs that declare ``blocking = False`` (the games) are called

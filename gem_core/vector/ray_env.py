@@ -56,7 +56,7 @@ def connect_ray(address: str | None = None) -> Any:
     try:
         import ray
     except ImportError as exc:  # pragma: no cover - depends on the install
-        raise ImportError('Envs on Ray need Ray: pip install "gem[ray]"') from exc
+        raise ImportError('Envs on Ray need Ray: pip install -e ".[ray]"') from exc
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
     return ray

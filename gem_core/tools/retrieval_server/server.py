@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         import uvicorn
     except ImportError:
-        parser.exit(2, "gem-retrieval-server: needs uvicorn and starlette: pip install 'gem[search]'\n")
+        parser.exit(2, "gem-retrieval-server: needs uvicorn and starlette: pip install -e \".[search]\"\n")
     try:
         index = BM25Index(load_corpus(args.corpus))
     except (OSError, ValueError) as error:
