@@ -29,9 +29,11 @@ def _fail(command: str, message: str) -> None:
 
 def _read_move(prompt: str) -> str:
     """One line of stdin, or a block: a line starting with ``` opens it and the next ``` line closes it
-    (code tasks take a whole program as one move; the fences are part of the move)."""
+    (code tasks take a whole program as one move; the fences are part of the move). A line that opens and
+    closes its fence (```bash ls```) is a whole move by itself."""
     line = input(prompt)
-    if not line.lstrip().startswith("```"):
+    stripped = line.strip()
+    if not stripped.startswith("```") or (len(stripped) > 6 and stripped.endswith("```")):
         return line
     lines = [line]
     while True:
@@ -60,7 +62,7 @@ def _play(args: argparse.Namespace) -> int:
         return 1
     total, turn = 0.0, 0
     print(observation)
-    print("(one line is one move; a line starting with ``` begins a block that a ``` line ends; Ctrl-D quits)")
+    print("(one line is one move; a line starting with ``` begins a block that a ``` line ends, unless it ends with ``` itself; Ctrl-D quits)")
     while True:
         try:
             action = _read_move(f"\n[turn {turn + 1}] your move> ")
