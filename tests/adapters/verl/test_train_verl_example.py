@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-pytest.importorskip("verl.experimental.agent_loop", reason="the verl adapter tests need `pip install -e ".[verl]"`")
+pytest.importorskip("verl.experimental.agent_loop", reason='the verl adapter tests need `pip install -e ".[verl]"`')
 
 from verl.trainer.ppo.utils import need_critic, need_reference_policy
 from verl.utils.config import validate_config

@@ -12,7 +12,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-pytest.importorskip("verl.experimental.agent_loop", reason="the verl adapter tests need `pip install -e ".[verl]"`")
+pytest.importorskip("verl.experimental.agent_loop", reason='the verl adapter tests need `pip install -e ".[verl]"`')
 
 from verl.protocol import DataProto
 from verl.trainer.config import AlgoConfig

@@ -11,7 +11,7 @@ import pytest
 
 from gem_core.rollout.episode_label import LabelError
 
-pytest.importorskip("verl.experimental.agent_loop", reason="the verl adapter tests need `pip install -e ".[verl]"`")
+pytest.importorskip("verl.experimental.agent_loop", reason='the verl adapter tests need `pip install -e ".[verl]"`')
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput
 from verl.workers.rollout.replica import TokenOutput

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-pytest.importorskip("verl.experimental.agent_loop", reason="the verl adapter tests need `pip install -e ".[verl]"`")
+pytest.importorskip("verl.experimental.agent_loop", reason='the verl adapter tests need `pip install -e ".[verl]"`')
 
 from verl.protocol import DataProto
 from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
