@@ -8,8 +8,10 @@ same episodes.
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +20,7 @@ import gymnasium as gym
 from gem_core.env import run_in_env_thread
 
 __all__ = [
+    "OneBatchAtATime",
     "EnvBuilder",
     "Reset",
     "Step",
@@ -125,3 +128,24 @@ def check_step_timeout(step_timeout: float | None) -> float | None:
     if step_timeout is not None and not step_timeout > 0:
         raise ValueError(f"step_timeout must be a positive number of seconds or None, got {step_timeout!r}.")
     return step_timeout
+
+
+class OneBatchAtATime:
+    """``run``/``arun`` for backends whose workers take one batch at a time (processes, Ray actors):
+    batches are serialised by ``self._lock`` and refused once ``self._closed``; subclasses implement
+    ``_run(calls)``."""
+
+    _lock: threading.Lock
+    _closed: bool
+
+    def run(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("This vector env is closed; make a new one with make_vec(...).")
+            return self._run(calls)
+
+    async def arun(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]:
+        return await asyncio.to_thread(self.run, calls)
+
+    def _run(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]:
+        raise NotImplementedError

@@ -24,7 +24,6 @@ Faults, each ending only the episodes it touches (``truncated`` with ``info["err
 
 from __future__ import annotations
 
-import asyncio
 import multiprocessing as mp
 import multiprocessing.connection
 import os
@@ -40,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gem_core.vector.calls import (
+    OneBatchAtATime,
     CLOSED,
     TIMEOUT,
     Call,
@@ -189,7 +189,7 @@ def _resident_mb(pid: int) -> float | None:
         return None
 
 
-class ProcessBackend:
+class ProcessBackend(OneBatchAtATime):
     """Envs in worker processes (see the module docstring for faults, timeouts and recycling).
 
     Args:
@@ -281,15 +281,6 @@ class ProcessBackend:
         self._await_ready(w)
 
     # --- batches ------------------------------------------------------------------------------------
-
-    def run(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]:
-        with self._lock:
-            if self._closed:
-                raise RuntimeError("This vector env is closed; make a new one with make_vec(...).")
-            return self._run(calls)
-
-    async def arun(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]:
-        return await asyncio.to_thread(self.run, calls)
 
     def _run(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]:
         results: dict[int, Any] = {}

@@ -17,13 +17,12 @@ joins an existing cluster; without one, a local single-node Ray is started.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gem_core.vector.calls import CLOSED, TIMEOUT, EnvBuilder, EnvCall, Failure, Step, check_step_timeout, describe_exception
+from gem_core.vector.calls import CLOSED, OneBatchAtATime, TIMEOUT, EnvBuilder, EnvCall, Failure, Step, check_step_timeout, describe_exception
 from gem_core.vector.in_process import CLOSE_TIMEOUT
 
 __all__ = ["RayBackend"]
@@ -58,7 +57,7 @@ class _EnvGroup:
                 pass
 
 
-class RayBackend:
+class RayBackend(OneBatchAtATime):
     """Envs as Ray actors (see the module docstring).
 
     Args:
@@ -133,15 +132,6 @@ class RayBackend:
             pass
         self.actors[a] = self._start(a)
         self._await_ready([a])
-
-    def run(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]:
-        with self._lock:
-            if self._closed:
-                raise RuntimeError("This vector env is closed; make a new one with make_vec(...).")
-            return self._run(calls)
-
-    async def arun(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]:
-        return await asyncio.to_thread(self.run, calls)
 
     def _run(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]:
         ray = self._ray
