@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "CHAT_TEMPLATES",
+    "QWEN3_THINKING_SWITCH",
     "EnvLifecycles",
     "PREFIX_STABLE_TEMPLATES",
     "SPECIAL_TOKENS",
@@ -36,6 +37,20 @@ __all__ = [
     "make_model",
     "make_tokenizer",
 ]
+
+#: Qwen3's thinking switch in a ChatML template: ``enable_thinking=False`` (a chat-template kwarg every
+#: adapter must pass through) pre-fills an empty think block after the generation prompt.
+QWEN3_THINKING_SWITCH = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' }}"
+    "{% if message['role'] == 'assistant' and enable_thinking is defined and enable_thinking is false %}"
+    "{{ '<think>\n\n</think>\n\n' }}{% endif %}"
+    "{{ message['content'] + '<|im_end|>\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}"
+    "{% if enable_thinking is defined and enable_thinking is false %}{{ '<think>\n\n</think>\n\n' }}{% endif %}"
+    "{% endif %}"
+)
 
 # Chat templates in the styles of the common families. Written here, not downloaded, so tests pin them.
 _CHATML = (

@@ -22,6 +22,7 @@ from openrlhf.utils.agent import AgentExecutorBase, AgentInstanceBase, MultiTurn
 
 from gem_adapters.openrlhf import agent as agent_module
 from gem_adapters.openrlhf.agent import AgentConfig, GemAgentExecutor, GemAgentInstance, OpenRLHFVersionError
+from gem_core.testing import QWEN3_THINKING_SWITCH
 from gem_core.rollout.episode_label import EpisodeLabel, LabelError
 from gem_core.registry import make
 from gem_core.rollout import run_episode
@@ -223,21 +224,12 @@ async def test_every_episode_closes_its_env(tokenizer, execute, open_envs):
     assert open_envs.open == 0
 
 
-_QWEN3_STYLE = (  # Qwen3's switch: enable_thinking=False pre-fills an empty think block after the generation prompt
-    "{% for message in messages %}"
-    "{{ '<|im_start|>' + message['role'] + '\n' }}"
-    "{% if message['role'] == 'assistant' and enable_thinking is defined and not enable_thinking %}{{ '<think>\n\n</think>\n\n' }}{% endif %}"
-    "{{ message['content'] + '<|im_end|>\n' }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}"
-    "{% if enable_thinking is defined and not enable_thinking %}{{ '<think>\n\n</think>\n\n' }}{% endif %}{% endif %}"
-)
 
 
 @pytest.mark.parametrize("kwargs", [{"enable_thinking": False}, {}])
 async def test_chat_template_kwargs_reach_the_prompt_ids(tokenizer, engine_for, vllm_sampling_params, kwargs):
     qwen3 = copy.deepcopy(tokenizer)
-    qwen3.chat_template = _QWEN3_STYLE
+    qwen3.chat_template = QWEN3_THINKING_SWITCH
 
     class NoThinking(GemAgentExecutor):
         config = AgentConfig(chat_template_kwargs=kwargs)

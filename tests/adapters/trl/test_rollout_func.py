@@ -9,6 +9,7 @@ from trl import GRPOTrainer
 
 import gem_adapters.trl.rollout as rollout_module
 from gem_adapters.trl import GemRolloutFunc, TurnCreditGRPOTrainer, env_return_reward, make_dataset
+from gem_core.testing import QWEN3_THINKING_SWITCH
 from gem_core.rollout import discounted_returns, return_batch_normalize
 
 ENV_ID = "game:GuessTheNumber-v0-easy"
@@ -229,24 +230,13 @@ def test_turn_credit_trainer_logs_the_advantages_it_trains_on(grpo_config, fresh
     assert trainer.logged == pytest.approx(trained, abs=1e-6)
 
 
-QWEN3_STYLE = (  # Qwen3's switch: enable_thinking=False pre-fills an empty think block after the generation prompt
-    "{% for message in messages %}"
-    "{{ '<|im_start|>' + message['role'] + '\n' }}"
-    "{% if message['role'] == 'assistant' and enable_thinking is defined and enable_thinking is false %}"
-    "{{ '<think>\n\n</think>\n\n' }}{% endif %}"
-    "{{ message['content'] + '<|im_end|>\n' }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}"
-    "{% if enable_thinking is defined and enable_thinking is false %}{{ '<think>\n\n</think>\n\n' }}{% endif %}"
-    "{% endif %}"
-)
 
 
 def test_grpo_config_chat_template_kwargs_reach_the_prompt_ids_of_the_loss(grpo_config, fresh_model):
     from gem_core.testing import make_tokenizer
 
     tokenizer = make_tokenizer("chatml")  # a new object each call: its template is ours to change
-    tokenizer.chat_template = QWEN3_STYLE
+    tokenizer.chat_template = QWEN3_THINKING_SWITCH
     rollout = GemRolloutFunc(max_turn_tokens=8)
     Trainer = loss_inputs_recorder(GRPOTrainer)
     trainer = Trainer(

@@ -9,6 +9,7 @@ import threading
 import numpy as np
 import pytest
 
+from gem_core.testing import QWEN3_THINKING_SWITCH
 from gem_core.rollout.episode_label import LabelError
 
 pytest.importorskip("verl.experimental.agent_loop", reason='the verl adapter tests need `pip install -e ".[verl]"`')
@@ -242,17 +243,6 @@ async def test_misaligned_logprobs_from_the_server_are_refused():
         await ServerManagerPolicy(_FixedServer(output), {}).generate([1], SamplingParams(max_new_tokens=4))
 
 
-QWEN3_STYLE = (  # Qwen3's switch: enable_thinking=False pre-fills an empty think block after the generation prompt
-    "{% for message in messages %}"
-    "{{ '<|im_start|>' + message['role'] + '\n' }}"
-    "{% if message['role'] == 'assistant' and enable_thinking is defined and enable_thinking is false %}"
-    "{{ '<think>\n\n</think>\n\n' }}{% endif %}"
-    "{{ message['content'] + '<|im_end|>\n' }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}"
-    "{% if enable_thinking is defined and enable_thinking is false %}{{ '<think>\n\n</think>\n\n' }}{% endif %}"
-    "{% endif %}"
-)
 
 
 async def test_data_apply_chat_template_kwargs_reach_the_prompt_ids(make_row, tiny_model, server_for):
@@ -263,7 +253,7 @@ async def test_data_apply_chat_template_kwargs_reach_the_prompt_ids(make_row, ti
     from gem_core.testing import make_tokenizer
 
     tokenizer = make_tokenizer("chatml")  # a new object each call: its template is ours to change
-    tokenizer.chat_template = QWEN3_STYLE
+    tokenizer.chat_template = QWEN3_THINKING_SWITCH
     config = compose_trainer_config([
         "actor_rollout_ref.rollout.name=vllm",
         f"actor_rollout_ref.rollout.agent.agent_loop_config_path={AGENT_LOOP_YAML}",
