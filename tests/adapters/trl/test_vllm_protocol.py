@@ -25,6 +25,8 @@ import pytest
 WORKER = textwrap.dedent(
     r'''
     import json, os, sys
+
+    import torch.distributed
     from types import SimpleNamespace
 
     from accelerate import Accelerator
@@ -87,7 +89,12 @@ WORKER = textwrap.dedent(
         "turns": [t.num_turns for t in rollout.last_trajectories],
         "turns_ok": turns_ok,
         "server_calls": getattr(getattr(generation, "vllm_client", None), "calls", None),
-    }))
+    }), flush=True)
+    # Tear the gloo group down before the interpreter does: left to interpreter shutdown, gloo's threads
+    # are sometimes still joinable and libstdc++ aborts the rank ("terminate called without an active
+    # exception", exit -6) after its work is done. TRL's trainer does the same at the end of training.
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
     '''
 )
 
