@@ -1,7 +1,7 @@
 """Train on a GEM env with OpenRLHF 0.11 (multi-turn agent hook), in one file.
 
 OpenRLHF runs its own loop (vLLM engines, Ray, DeepSpeed); GEM plugs in through
-``--train.agent_func_path examples/openrlhf/gem_agent.py``. This script writes the prompt dataset
+``--train.agent_func_path`` (the agent file shipped in ``gem_adapters``). This script writes the prompt dataset
 (one row per episode, env id and seed in the label) and launches the stock trainer::
 
     python examples/train_openrlhf.py --env game:GuessTheNumber-v0 --model Qwen/Qwen3-1.7B --gpus 8
@@ -18,10 +18,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from gem_adapters.files import shipped_path
 from gem_adapters.openrlhf.make_dataset import make_dataset, write_jsonl
 from prerequisites import require_gpu_stack
 
-HERE = Path(__file__).resolve().parent
 
 # -- arguments -------------------------------------------------------------------------------------
 parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -34,6 +34,7 @@ parser.add_argument("--max-len", type=int, default=4096, help="whole-episode tok
 parser.add_argument("--n-samples", type=int, default=8, help="episodes per prompt row (group baseline)")
 parser.add_argument("--estimator", default="reinforce_baseline", help="--algo.advantage.estimator")
 parser.add_argument("--out", default="runs/openrlhf", help="dataset and checkpoint directory")
+parser.add_argument("--agent-file", default=None, help="your edited agent file (default: the shipped one; `python -m gem_adapters.files openrlhf-agent > gem_agent.py` copies it)")
 parser.add_argument("--dry-run", action="store_true", help="write the dataset, print the command, do not launch")
 args = parser.parse_args()
 if not args.dry_run:
@@ -57,7 +58,7 @@ command = [
     "--vllm.enable_sleep",  # colocated: vLLM and DeepSpeed each sleep (offload) while the other runs
     "--ds.enable_sleep",
     "--train.colocate_all",
-    "--train.agent_func_path", str(HERE / "openrlhf" / "gem_agent.py"),
+    "--train.agent_func_path", str(args.agent_file or shipped_path("openrlhf-agent")),
     "--data.prompt_dataset", str(dataset),
     "--data.input_key", "prompt",
     "--data.label_key", "label",

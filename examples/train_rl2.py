@@ -21,12 +21,12 @@ import shlex
 import subprocess
 from pathlib import Path
 
+from gem_adapters.files import shipped_path
 from gem_adapters.openrlhf.make_dataset import write_jsonl
 from gem_adapters.rl2 import installed_rl2_api
 from gem_adapters.rl2.make_dataset import make_dataset
 from prerequisites import require_gpu_stack
 
-HERE = Path(__file__).resolve().parent
 
 # -- arguments -------------------------------------------------------------------------------------
 parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -63,7 +63,7 @@ common = [
 if api == "generate":  # RL2 main: no default step count (its scheduler and loop need trainer.total_steps)
     overrides = [
         f"rollout.train.path={dataset}",
-        f"rollout.env_path={HERE / 'rl2' / 'gem_env.py'}",
+        f"rollout.env_path={shipped_path('rl2-generate')}",
         f"rollout.train.responses_per_prompt={args.responses_per_prompt}",
         f"rollout.train.sampling_params.max_new_tokens={args.max_new_tokens}",
         f"rollout.train.prompts_per_rollout={args.prompts_per_rollout}",
@@ -72,7 +72,7 @@ if api == "generate":  # RL2 main: no default step count (its scheduler and loop
 else:  # rl-square 0.0.2: the env file reads the actor's tokenizer name from GEM_RL2_MODEL
     overrides = [
         f"train_data.path={dataset}",
-        f"rollout.env_path={HERE / 'rl2' / 'gem_env_pypi.py'}",
+        f"rollout.env_path={shipped_path('rl2-reset-step')}",
         f"train_data.responses_per_prompt={args.responses_per_prompt}",
         f"rollout.train_sampling_params.max_new_tokens={args.max_new_tokens}",
         "rollout.max_turns=100",  # rl-square's default is 1; the env's own limit ends episodes

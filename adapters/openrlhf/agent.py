@@ -136,7 +136,7 @@ class GemAgentInstance(AgentInstanceBase):
         except LookupError:
             raise RuntimeError(
                 "GemAgentInstance must be run by GemAgentExecutor: in the agent file, define "
-                "`class AgentExecutor(GemAgentExecutor)` (see examples/openrlhf/gem_agent.py)."
+                "`class AgentExecutor(GemAgentExecutor)` (`python -m gem_adapters.files openrlhf-agent` prints one)."
             ) from None
         self.session: EpisodeSession | None = None
 

@@ -20,7 +20,7 @@ __all__ = ["RL2VersionError", "installed_rl2_api", "check_rl2_api", "row_label",
 
 RL2Api = Literal["generate", "reset_step"]
 
-_ENV_FILES = {"generate": "examples/rl2/gem_env.py", "reset_step": "examples/rl2/gem_env_pypi.py"}
+_ENV_FILES = {"generate": "rl2-generate", "reset_step": "rl2-reset-step"}  # names in gem_adapters.files
 
 
 class RL2VersionError(ImportError):
@@ -55,12 +55,13 @@ def check_rl2_api(expected: RL2Api) -> None:
     if found is None:
         raise RL2VersionError(
             "Could not find RL2's env hook: install RL2 from source (git clone ChenmienTan/RL2 && pip install -e .) "
-            "for `rollout.env_path=examples/rl2/gem_env.py`, or `pip install rl-square==0.0.2` for examples/rl2/gem_env_pypi.py."
+            "for the env file `python -m gem_adapters.files rl2-generate --path`, or `pip install rl-square==0.0.2` "
+            "for `python -m gem_adapters.files rl2-reset-step --path`."
         )
     if found != expected:
         raise RL2VersionError(
             f"The installed RL2 calls the {found!r} env hook but this env file implements {expected!r}: "
-            f"set rollout.env_path={_ENV_FILES[found]} instead."
+            f"set rollout.env_path=$(python -m gem_adapters.files {_ENV_FILES[found]} --path) instead."
         )
 
 

@@ -2,17 +2,18 @@
 
     python -m gem_adapters.verl.config > gem_agent_loop.yaml
 
-then pass ``actor_rollout_ref.rollout.agent.agent_loop_config_path=gem_agent_loop.yaml`` to verl.
+then pass ``actor_rollout_ref.rollout.agent.agent_loop_config_path=gem_agent_loop.yaml`` to verl
+(``python -m gem_adapters.files`` lists this and the other frameworks' files).
 """
 
 from __future__ import annotations
 
-from importlib.resources import files
+from gem_adapters.files import shipped_file
 
 __all__ = ["AGENT_LOOP_YAML", "agent_loop_yaml"]
 
 #: The file inside the installed package (a path verl can read directly when the package is not zipped).
-AGENT_LOOP_YAML = files("gem_adapters.verl") / "gem_agent_loop.yaml"
+AGENT_LOOP_YAML = shipped_file("verl-agent-loop")
 
 
 def agent_loop_yaml() -> str:

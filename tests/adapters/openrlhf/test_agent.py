@@ -10,7 +10,6 @@ import asyncio
 import copy
 import importlib.util
 import inspect
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -20,6 +19,7 @@ pytest.importorskip("openrlhf.utils.agent", reason="needs openrlhf==0.11.2 (nox 
 
 from openrlhf.utils.agent import AgentExecutorBase, AgentInstanceBase, MultiTurnAgentExecutor
 
+from gem_adapters.files import shipped_path
 from gem_adapters.openrlhf import agent as agent_module
 from gem_adapters.openrlhf.agent import AgentConfig, GemAgentExecutor, GemAgentInstance, OpenRLHFVersionError
 from gem_core.testing import QWEN3_THINKING_SWITCH
@@ -30,7 +30,7 @@ from gem_core.rollout.policy import SamplingParams, TransformersPolicy
 from gem_core.testing import ScriptedPolicy, make_model
 
 
-AGENT_FILE = Path(__file__).parents[3] / "examples" / "openrlhf" / "gem_agent.py"
+AGENT_FILE = shipped_path("openrlhf-agent")
 ENV_ID = "game:GuessTheNumber-v0"
 # Invalid format, then three guesses: gives format penalties and 0/1 rewards over several turns.
 ACTIONS = ["I think it is 7", "\\boxed{10}", "\\boxed{5}", "\\boxed{15}", "\\boxed{3}", "\\boxed{17}"]

@@ -25,7 +25,7 @@ def test_rl_square_sources_select_the_reset_step_hook():
     assert "self.env.reset(" in rollout and "self.env.step(" in rollout, "rl-square's loop calls reset/step"
     assert api.installed_rl2_api() == "reset_step"
     check_rl2_api("reset_step")
-    with pytest.raises(RL2VersionError, match="rollout.env_path=examples/rl2/gem_env_pypi.py"):
+    with pytest.raises(RL2VersionError, match=r"rollout.env_path=\$\(python -m gem_adapters.files rl2-reset-step --path\)"):
         check_rl2_api("generate")
 
 

@@ -19,6 +19,7 @@ import pytest
 
 pytest.importorskip("RL2.datasets", reason="needs rl-square==0.0.2 (nox -s rl2)")
 
+from gem_adapters.files import shipped_path  # noqa: E402
 from gem_adapters.rl2 import ResetStepEnv  # noqa: E402
 from gem_adapters.rl2.api import installed_rl2_api  # noqa: E402
 from gem_adapters.openrlhf.make_dataset import write_jsonl  # noqa: E402
@@ -29,7 +30,7 @@ from gem_core.testing import ScriptedPolicy  # noqa: E402
 
 ENV_ID = "game:GuessTheNumber-v0"
 ACTIONS = ["no idea", "\\boxed{10}", "\\boxed{5}", "\\boxed{15}", "\\boxed{3}", "\\boxed{17}"]
-ENV_FILE = Path(__file__).parents[3] / "examples" / "rl2" / "gem_env_pypi.py"
+ENV_FILE = shipped_path("rl2-reset-step")
 
 
 @pytest.fixture

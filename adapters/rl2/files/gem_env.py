@@ -1,4 +1,6 @@
-"""RL2 (main, installed from source) env file: ``rollout.env_path=examples/rl2/gem_env.py``.
+"""RL2 (main, installed from source) env file: ``rollout.env_path=$(python -m gem_adapters.files rl2-generate --path)``.
+
+To change the fields, copy it first: ``python -m gem_adapters.files rl2-generate > gem_env.py``.
 
 RL2 imports this file in its rollout worker and awaits ``generate(config, tokenizer, router_url,
 sample)`` per sample; each dataset row names its GEM env and seed (``python -m

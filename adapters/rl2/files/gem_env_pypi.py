@@ -1,4 +1,6 @@
-"""rl-square 0.0.2 (PyPI) env file: ``rollout.env_path=examples/rl2/gem_env_pypi.py``.
+"""rl-square 0.0.2 (PyPI) env file: ``rollout.env_path=$(python -m gem_adapters.files rl2-reset-step --path)``.
+
+To change the fields, copy it first: ``python -m gem_adapters.files rl2-reset-step > gem_env.py``.
 
 rl-square imports this file and calls ``reset(extra_info)`` for rows without a prompt, then
 ``step(state, action, extra_info)`` up to ``rollout.max_turns`` times (default 1: raise it). Its hook

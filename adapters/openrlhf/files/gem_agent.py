@@ -1,4 +1,6 @@
-"""The agent file for OpenRLHF: pass it as ``--train.agent_func_path examples/openrlhf/gem_agent.py``.
+"""The agent file for OpenRLHF: ``--train.agent_func_path $(python -m gem_adapters.files openrlhf-agent --path)``.
+
+To change the fields, copy it first: ``python -m gem_adapters.files openrlhf-agent > gem_agent.py``.
 
 OpenRLHF imports this file in every vLLM engine actor and builds ``AgentExecutor()`` with no
 arguments. Each dataset row's label names the env and seed (see ``gem_adapters.openrlhf.make_dataset``);
