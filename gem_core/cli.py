@@ -121,7 +121,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.run(args)
+    try:
+        return args.run(args)
+    except KeyboardInterrupt:  # Ctrl-C in any command that does not handle it itself: no traceback
+        print(f"\ngem {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -119,3 +119,18 @@ def test_a_move_without_boxed_gets_a_hint_not_a_penalty_and_blocks_are_one_move(
     assert "Invalid" not in done.stdout  # the bare word cost no turn and no penalty
     assert "[turn 2]" in done.stdout and "[turn 3]" not in done.stdout  # the block was one move
     assert "Input ended after 1 turns" in done.stdout
+
+
+def test_ctrl_c_in_any_command_exits_130_with_one_line(monkeypatch, tmp_path, capsys):
+    """Commands without their own Ctrl-C handling (replay over a long file, list, check) end like play does."""
+    import gem_core.rollout.replay as replay
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(replay, "_replay_file", interrupted)
+    stored = tmp_path / "episodes.jsonl"
+    stored.write_text("")
+    assert main(["replay", str(stored)]) == 130
+    err = capsys.readouterr().err
+    assert err.strip() == "gem replay: interrupted"
