@@ -287,7 +287,8 @@ class TransformersPolicy(BatchingPolicy):
                                       device=self.device)
         if images and any(images):
             gen_kwargs.update(self._image_inputs(input_ids, [image for row in images for image in row]))
-        vision_ids = [getattr(self.model.config, k, None) for k in ("image_token_id", "video_token_id")]
+        config = getattr(self.model, "config", None)
+        vision_ids = [getattr(config, k, None) for k in ("image_token_id", "video_token_id")]
         if any(t is not None for t in vision_ids):
             # A sampled placeholder would claim image features that do not exist (the trainer's forward fails).
             gen_kwargs["suppress_tokens"] = [int(t) for t in vision_ids if t is not None]
