@@ -74,9 +74,8 @@ def test_grpo_trains_a_tiny_vlm_on_chart_qa_with_the_pixels_in_the_loss(grpo_con
         (image,) = trajectory.images
         assert image.turn == 0 and trajectory.prompt_ids[image.start : image.start + image.num_tokens] == [pad] * image.num_tokens
     # The rows' image tokens in the loss's M-RoPE mask sit exactly where the prompt's placeholders are.
-    if "mm_token_type_ids" in batch:
-        ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
-        assert torch.equal(batch["mm_token_type_ids"].bool(), ids == pad)
+    ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
+    assert torch.equal(batch["mm_token_type_ids"].bool(), ids == pad)
     changed = [name for name, value in model.state_dict().items() if not torch.equal(value, before[name])]
     assert any(name.startswith("model.visual") or "visual" in name for name in changed), "the vision tower got no update"
     assert any("language_model" in name or "embed_tokens" in name for name in changed)
