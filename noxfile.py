@@ -40,7 +40,7 @@ def _install(session: nox.Session, *requirements: str) -> None:
 @nox.session
 def core(session: nox.Session) -> None:
     """gem_core: envs, registry, wrappers, vector env, tools, rollout, eval."""
-    _install(session, "-e", ".[rollout,eval,search,serve,openenv,mcp,math,code,qa,rg,dev]")
+    _install(session, "-e", ".[rollout,eval,search,serve,openenv,mcp,math,code,qa,rg,vision,dev]")
     session.run(*PYTEST, "tests/core", "tests/rollout", *session.posargs)
 
 
@@ -52,7 +52,7 @@ def package(session: nox.Session) -> None:
     session.run("python", "-m", "pip", "wheel", "--no-deps", "-q", "-w", dist, ".")
     (wheel,) = [f for f in os.listdir(dist) if f.endswith(".whl")]
     # With the task extras, so every registered env is built from the installed files.
-    session.install(*CONSTRAINTS, os.path.join(dist, wheel) + "[math,code,qa,rg,search]", "pytest", "pytest-asyncio")  # pytest-asyncio: pyproject sets asyncio_mode
+    session.install(*CONSTRAINTS, os.path.join(dist, wheel) + "[math,code,qa,rg,search,vision]", "pytest", "pytest-asyncio")  # pytest-asyncio: pyproject sets asyncio_mode
     tests = os.path.abspath("tests/packaging")
     session.chdir(dist)  # away from the checkout, so `import gem_core` cannot find the source tree
     session.run(*PYTEST, "--rootdir", dist, tests, *session.posargs)

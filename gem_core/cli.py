@@ -6,6 +6,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from typing import Any
+
+from gem_core.multi_agent import MultiAgentEnv
 from gem_core.registry import UnknownEnvError, list_envs, make
 
 
@@ -44,7 +47,57 @@ def _read_move(prompt: str) -> str:
 
 
 def _needs_boxed(env_id: str) -> bool:
-    return env_id.startswith("game:")  # the game suite's one action convention (envs/game/action_format.py)
+    # The one action convention of the game suite and the self-play games (envs/game/action_format.py).
+    return env_id.startswith(("game:", "multi:"))
+
+
+def _read_action(env_id: str, prompt: str) -> str:
+    """One move from stdin; a move without ``\\boxed{}`` where the env needs one gets a hint instead."""
+    while True:
+        action = _read_move(prompt)
+        if _needs_boxed(env_id) and "\\boxed{" not in action and not action.startswith("!"):
+            # A hint instead of the env's format penalty; the env itself is unchanged (a "!" sends as typed).
+            print(f"Moves go inside \\boxed{{}}: type \\boxed{{{action.strip() or '...'}}} (or !{action} to send it as it is).")
+            continue
+        return action[1:] if action.startswith("!") else action
+
+
+def _play_seats(args: argparse.Namespace, env: Any, observations: dict[str, str]) -> int:
+    """A self-play game: the person takes one seat, the other seats move at random (the env's own sampler)."""
+    seat = args.seat or env.agents[0]
+    if seat not in env.agents:
+        _fail("play", f"--seat {seat!r} is not a seat of {args.env_id}; choose one of {', '.join(env.agents)}.")
+        return 2
+    total, turn = 0.0, 0
+    print(f"You play seat {seat!r}; the other seats ({', '.join(a for a in env.agents if a != seat)}) move at random.")
+    if seat in observations:
+        print(observations[seat])
+    while env.acting_agents():
+        actions = {}
+        for agent in env.acting_agents():
+            if agent != seat:
+                actions[agent] = env.sample_random_action(agent)
+                continue
+            try:
+                actions[agent] = _read_action(args.env_id, f"\n[turn {turn + 1}] your move> ")
+            except EOFError:
+                print(f"\nInput ended after {turn} turns; return so far {total:g}.")
+                return 0
+            except KeyboardInterrupt:
+                print(f"\nStopped after {turn} turns; return so far {total:g}.")
+                return 130
+        observations, rewards, terminations, truncations, infos = env.step(actions)
+        if seat in actions:
+            turn += 1
+        total += float(rewards.get(seat, 0.0))
+        if seat in observations:
+            print(observations[seat])
+        if rewards.get(seat):
+            print(f"(reward {float(rewards[seat]):+g}, return {total:g})")
+        if terminations.get(seat) or truncations.get(seat):
+            break
+    print(f"\nGame over after {turn} of your moves; your return {total:g}.")
+    return 0
 
 
 def _play(args: argparse.Namespace) -> int:
@@ -52,6 +105,8 @@ def _play(args: argparse.Namespace) -> int:
     try:
         env = make(args.env_id)
         observation, _ = env.reset(seed=args.seed)
+        if isinstance(env.unwrapped, MultiAgentEnv):
+            return _play_seats(args, env.unwrapped, observation)
     except UnknownEnvError as error:
         _fail("play", str(error))
         return 2
@@ -65,19 +120,13 @@ def _play(args: argparse.Namespace) -> int:
     print("(one line is one move; a line starting with ``` begins a block that a ``` line ends, unless it ends with ``` itself; Ctrl-D quits)")
     while True:
         try:
-            action = _read_move(f"\n[turn {turn + 1}] your move> ")
+            action = _read_action(args.env_id, f"\n[turn {turn + 1}] your move> ")
         except EOFError:
             print(f"\nInput ended after {turn} turns; return so far {total:g}.")
             return 0
         except KeyboardInterrupt:
             print(f"\nStopped after {turn} turns; return so far {total:g}.")
             return 130
-        if _needs_boxed(args.env_id) and "\\boxed{" not in action and not action.startswith("!"):
-            # A hint instead of the env's format penalty; the env itself is unchanged (a "!" sends as typed).
-            print(f"Moves go inside \\boxed{{}}: type \\boxed{{{action.strip() or '...'}}} (or !{action} to send it as it is).")
-            continue
-        if action.startswith("!"):
-            action = action[1:]
         observation, reward, terminated, truncated, info = env.step(action)
         turn += 1
         total += float(reward)
@@ -101,6 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     play_parser = commands.add_parser("play", help="play an env in the terminal")
     play_parser.add_argument("env_id", help="e.g. game:Wordle-v0")
     play_parser.add_argument("--seed", type=int, default=None, help="seed of the episode (default: random)")
+    play_parser.add_argument("--seat", default=None, help="multi-agent games (multi:*): the seat you play (default: the first); the others move at random")
     play_parser.set_defaults(run=_play)
 
     from gem_core.check import add_check_parser

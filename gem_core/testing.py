@@ -34,8 +34,12 @@ __all__ = [
     "PREFIX_STABLE_TEMPLATES",
     "SPECIAL_TOKENS",
     "ScriptedPolicy",
+    "QWEN2_VL_TEMPLATE",
+    "VISION_TOKENS",
     "make_model",
     "make_tokenizer",
+    "make_vision_model",
+    "make_vision_processor",
 ]
 
 #: Qwen3's thinking switch in a ChatML template: ``enable_thinking=False`` (a chat-template kwarg every
@@ -242,6 +246,81 @@ def make_model(tokenizer: PreTrainedTokenizerFast, *, seed: int = 0) -> PreTrain
         # Keep the tokenizer alive with the model so its id() is not reused by another object.
         _models[key] = (tokenizer, model)
         return model
+
+
+#: Qwen2-VL's chat template, reduced to what the tests use: content is a string or a list of image and
+#: text items (every role), an image renders as ``<|vision_start|><|image_pad|><|vision_end|>``.
+QWEN2_VL_TEMPLATE = (
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' }}"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for item in message['content'] %}"
+    "{% if item['type'] == 'image' or 'image' in item %}{{ '<|vision_start|><|image_pad|><|vision_end|>' }}"
+    "{% elif item['type'] == 'text' %}{{ item['text'] }}{% endif %}"
+    "{% endfor %}{% endif %}{{ '<|im_end|>\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+#: The vision tokens Qwen2-VL's tokenizer adds (special), in the order they are added here.
+VISION_TOKENS = ["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
+
+
+def make_vision_processor(*, min_pixels: int = 28 * 28 * 4, max_pixels: int = 28 * 28 * 16) -> Any:
+    """A ``Qwen2VLProcessor`` built in-process: a Qwen2-VL image processor (PIL backend, 14-pixel patches,
+    2x2 merge) and a fresh copy of the tiny ChatML tokenizer with the vision tokens added, both with
+    :data:`QWEN2_VL_TEMPLATE`, left padding (as TRL loads processors). A chart of 112x84 pixels becomes
+    60 patches and 15 ``<|image_pad|>`` ids.
+
+    A new processor per call (the tokenizer gains tokens): build one per test module. Without
+    torchvision, transformers cannot check a video processor, so this processor has none (the
+    subclass only drops the ``video_processor`` argument; images go through Qwen2VLProcessor's own code).
+    """
+    from transformers import Qwen2VLImageProcessorPil, Qwen2VLProcessor
+    from transformers.processing_utils import ProcessorMixin
+
+    class ImageOnlyQwen2VLProcessor(Qwen2VLProcessor):
+        def __init__(self, image_processor: Any = None, tokenizer: Any = None, chat_template: str | None = None, **kwargs: Any):
+            self.image_token, self.video_token = "<|image_pad|>", "<|video_pad|>"
+            self.image_token_id = tokenizer.convert_tokens_to_ids(self.image_token)
+            self.video_token_id = tokenizer.convert_tokens_to_ids(self.video_token)
+            ProcessorMixin.__init__(self, image_processor, tokenizer, chat_template=chat_template)
+
+    tokenizer = make_tokenizer.__wrapped__("chatml")  # a copy of its own: it gains the vision tokens
+    tokenizer.add_special_tokens({"additional_special_tokens": list(VISION_TOKENS)})
+    tokenizer.chat_template = QWEN2_VL_TEMPLATE
+    tokenizer.padding_side = "left"
+    image_processor = Qwen2VLImageProcessorPil(min_pixels=min_pixels, max_pixels=max_pixels)
+    return ImageOnlyQwen2VLProcessor(image_processor=image_processor, tokenizer=tokenizer, chat_template=QWEN2_VL_TEMPLATE)
+
+
+def make_vision_model(processor: Any, *, seed: int = 0) -> PreTrainedModel:
+    """A tiny random-weight ``Qwen2VLForConditionalGeneration`` for ``processor`` (text: hidden 64, 2
+    layers; vision: 1 block of width 32). Weights depend only on ``seed``; a new model per call, in eval mode."""
+    import torch
+    from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration
+
+    tokenizer = processor.tokenizer
+    ids = {token: tokenizer.convert_tokens_to_ids(token) for token in VISION_TOKENS}
+    config = Qwen2VLConfig(
+        text_config=dict(
+            vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, max_position_embeddings=4096, rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]},
+            bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+        ),
+        vision_config=dict(
+            depth=1, embed_dim=32, hidden_size=64, num_heads=2, mlp_ratio=2, patch_size=14, spatial_merge_size=2,
+            temporal_patch_size=2, in_channels=3,
+        ),
+        image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
+        tie_word_embeddings=True,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = Qwen2VLForConditionalGeneration(config)
+    model.eval()
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.bos_token_id = tokenizer.bos_token_id
+    return model
 
 
 class ScriptedPolicy:

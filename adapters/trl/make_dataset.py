@@ -35,7 +35,7 @@ def make_dataset(
     """A ``datasets.Dataset`` of ``n`` conversational prompts per env id, seeds ``seed .. seed + n - 1``.
 
     The user message is the env's first observation for that seed, so TRL's logs show what the model
-    really saw.
+    really saw. A vision env's first images go in an ``images`` column (TRL's VLM dataset format).
     """
     rows = episode_rows(env_id, n, seed_start=seed, env_kwargs=env_kwargs, system_prompt=system_prompt)
     return _to_dataset(list(rows))
@@ -49,7 +49,12 @@ def _to_dataset(rows: list[EpisodeRow]):
         *system, user = row.messages
         return [{**m, GEM_KEY: None} for m in system] + [{**user, GEM_KEY: row.label.to_json()}]
 
-    return Dataset.from_list([{"prompt": prompt(row)} for row in rows])
+    columns = [{"prompt": prompt(row)} for row in rows]
+    if any(row.images for row in rows):
+        # TRL's VLM path: an "images" column beside the prompt (it places them before the first user text).
+        for column, row in zip(columns, rows):
+            column["images"] = list(row.images or [])
+    return Dataset.from_list(columns)
 
 
 def episode_label(prompt: Any) -> tuple[EpisodeLabel, str | None]:
@@ -66,8 +71,15 @@ def episode_label(prompt: Any) -> tuple[EpisodeLabel, str | None]:
     tag = prompt[-1].get(GEM_KEY)
     if not tag:
         raise ValueError(f"The prompt's last message has no 'gem' key, so the env and seed are unknown. {_FIX}")
-    system = next((m["content"] for m in prompt if m.get("role") == "system"), None)
+    system = next((_text(m["content"]) for m in prompt if m.get("role") == "system"), None)
     return parse_label(tag, fix_hint=_FIX), system
+
+
+def _text(content: Any) -> str:
+    """A message's text: TRL's VLM path turns string contents into lists of typed items."""
+    if isinstance(content, list):
+        return "".join(str(item.get("text", "")) for item in content if isinstance(item, dict) and item.get("type") == "text")
+    return content
 
 
 def main(argv: list[str] | None = None) -> None:

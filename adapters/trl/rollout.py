@@ -7,6 +7,12 @@ environment's observation tokens (``env_mask`` 0). Everything else returned reac
 functions as keyword arguments: ``env_return``, ``turn_rewards``, ``turn_spans``, ``num_turns``,
 ``success``, ``env_errors``, ``truncated`` and the trajectories themselves (``gem_trajectory``);
 :func:`env_return_reward` is the reward function to pass (it also logs the episode statistics).
+
+Vision envs (``vision:*``) train a VLM with its processor as ``processing_class`` and a dataset from
+:func:`~gem_adapters.trl.make_dataset`, which then has an ``images`` column: TRL's real VLM path turns
+those into ``pixel_values``/``image_grid_thw`` for the loss, and the episode's prompt ids hold exactly
+the processor's placeholders for them (the prompt is the env's first observation with its images).
+Images shown after the first turn are refused with an error (TRL takes images only for the prompt).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from gem_adapters.trl.policy import trainer_policy
 from gem_core.rollout import EpisodeSession, SamplingParams, TokenTrajectory
 from gem_core.rollout.metrics import trajectory_metrics
 from gem_core.rollout.runner import run_session
+from gem_core.rollout.vision import text_tokenizer
 
 __all__ = ["GemRolloutFunc", "env_return_reward", "trajectories_to_rollout"]
 
@@ -46,7 +53,9 @@ class GemRolloutFunc:
     """The trajectories of the most recent call, for logging and inspection."""
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
-        tokenizer = trainer.processing_class
+        # A vision model's processor plays vision envs (its tokenizer does the text).
+        processing_class = trainer.processing_class
+        tokenizer = text_tokenizer(processing_class)
         args = trainer.args
         sampling = SamplingParams(
             max_new_tokens=self.max_turn_tokens,
@@ -60,7 +69,7 @@ class GemRolloutFunc:
 
         async def play(label: Any, system: str | None) -> TokenTrajectory:
             session = EpisodeSession.from_label(
-                label, tokenizer, system_prompt=system, chat_template_kwargs=template_kwargs, max_turns=self.max_turns,
+                label, processing_class, system_prompt=system, chat_template_kwargs=template_kwargs, max_turns=self.max_turns,
                 max_response_tokens=args.max_completion_length,
             )
             try:
@@ -94,6 +103,12 @@ def trajectories_to_rollout(
     """
     out: dict[str, list] = {k: [] for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask")}
     for trajectory in trajectories:
+        if any(image.turn > 0 for image in trajectory.images):
+            # TRL recomputes pixel inputs from the dataset's "images" column, i.e. for the prompt only.
+            raise ValueError(
+                f"{trajectory.env_id} showed an image after the first turn; TRL's rollout_func path feeds the model only the "
+                "prompt's images (the dataset's 'images' column). Use an env that shows its images in the first observation."
+            )
         completion = list(trajectory.response_ids)
         mask = list(trajectory.loss_mask)
         logprobs = list(trajectory.logprobs)

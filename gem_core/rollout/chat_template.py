@@ -112,7 +112,7 @@ class ChatTemplate:
         self._cache_slot: tuple[dict, tuple] | None = None
         # The tokenizers backend encodes without transformers' per-call overhead (a third of a delta's cost).
         self._backend = getattr(tokenizer, "backend_tokenizer", None) if getattr(tokenizer, "is_fast", False) else None
-        self._deltas: dict[tuple[str, str], tuple[int, ...]] = {}  # (role, observation) -> delta, bounded
+        self._deltas: dict[tuple[str, str, int], tuple[int, ...]] = {}  # (role, observation, images) -> delta, bounded
         added = [t for t in (getattr(tokenizer, "added_tokens_decoder", {}) or {}).values() if str(t.content)]
         # Env text is data: no added token spelled in it becomes its id (DeepSeek's <｜User｜> is added but
         # not special). Model text keeps its non-special added tokens (Qwen's <tool_call>), loses the special ones.
@@ -153,30 +153,44 @@ class ChatTemplate:
 
     # -- public deltas -------------------------------------------------------------------------
 
-    def initial_ids(self, observation: str) -> list[int]:
-        """[system] + user(observation) + generation prompt: the episode's prompt ids."""
-        text = self._render([*self._base(), _user(observation)], generation_prompt=True)
-        return self._encode_env_text(text, observation, self._first_turn_parts)
+    def initial_ids(self, observation: str, images: int = 0) -> list[int]:
+        """[system] + user(observation) + generation prompt: the episode's prompt ids.
 
-    def observation_ids(self, observation: str, role: str = "user") -> list[int]:
+        With ``images`` > 0 the user message holds that many ``{"type": "image"}`` items before the text,
+        each rendered by the template as its vision markers with one image placeholder id
+        (:class:`gem_core.rollout.vision.ImageEncoder` widens them to the processor's count).
+        """
+        messages = [*self._base(), _user(observation, images)]
+        text = self._render_images(messages, generation_prompt=True) if images else self._render(messages, generation_prompt=True)
+        parts = self._first_turn_parts
+        if images and _found(self._controls, observation):
+            parts = _around(self._render_images([*self._base(), _user(_USER_A, images)], generation_prompt=True), _USER_A)
+        return self._encode_env_text(text, observation, parts)
+
+    def observation_ids(self, observation: str, role: str = "user", images: int = 0) -> list[int]:
         """The ids to append after a finished assistant turn (one that ends with :attr:`end_of_turn_ids`).
 
         They are the text the template puts after end-of-turn, one ``role`` message holding
         ``observation`` (``"tool"`` for native tool results, rendered as the family's tool role), and the
         generation prompt. Costs one render of a four-message conversation, whatever the turn. Special
-        tokens spelled in ``observation`` are encoded as plain text.
+        tokens spelled in ``observation`` are encoded as plain text. ``images`` as in :meth:`initial_ids`.
 
         Raises:
             ChatTemplateError: the template rendered earlier turns differently this time (a
                 nondeterministic global); this template is evicted from the shared cache.
         """
-        cached = self._deltas.get((role, observation))
+        cached = self._deltas.get((role, observation, images))
         if cached is not None:  # envs repeat observations ("Invalid move ..."); a delta depends on nothing else
             return list(cached)
         glue_parts = self._glue_parts if role == "user" else self._role_glue(role)
-        text = self._render(
-            [*self._base(), _user(_USER_A), _assistant(_ASSISTANT_X), _message(role, observation)], generation_prompt=True
-        )
+        history = [*self._base(), _user(_USER_A), _assistant(_ASSISTANT_X)]
+        if images:
+            text = self._render_images([*history, _message(role, observation, images)], generation_prompt=True)
+            if _found(self._controls, observation):
+                rendered = self._render_images([*history, _message(role, _USER_B, images)], generation_prompt=True)
+                glue_parts = _around(rendered[len(self._through_first_turn) :], _USER_B)
+        else:
+            text = self._render([*history, _message(role, observation)], generation_prompt=True)
         if not text.startswith(self._through_first_turn):
             self._evict()
             raise ChatTemplateError(
@@ -187,7 +201,7 @@ class ChatTemplate:
         ids = self._encode_env_text(text[len(self._through_first_turn) :], observation, glue_parts)
         if len(self._deltas) >= _DELTA_CACHE_SIZE:
             self._deltas.clear()
-        self._deltas[(role, observation)] = tuple(ids)
+        self._deltas[(role, observation, images)] = tuple(ids)
         return ids
 
     def rendered_prompt_ids(self, observation: str) -> list[int]:
@@ -292,6 +306,17 @@ class ChatTemplate:
         return self.tokenizer.apply_chat_template(
             messages, tokenize=False, add_generation_prompt=generation_prompt, **self.chat_template_kwargs
         )
+
+    def _render_images(self, messages: list[dict[str, Any]], *, generation_prompt: bool) -> str:
+        """:meth:`_render` for messages with image items: a template that cannot render them says so."""
+        try:
+            return self._render(messages, generation_prompt=generation_prompt)
+        except Exception as exc:  # jinja: `'...' + message['content']` on a list
+            raise ChatTemplateError(
+                "The chat template cannot render a user turn with images (content as a list of {'type': 'image'} and "
+                f"{{'type': 'text'}} items): {type(exc).__name__}: {exc}. Use the vision model's own chat template "
+                "(its processor's), which renders image items as the model's vision markers."
+            ) from exc
 
     def _probe(self) -> None:
         base = self._base()
@@ -423,13 +448,15 @@ def _around(text: str, placeholder: str) -> tuple[str, str]:
     return text[:at], text[at + len(placeholder) :]
 
 
-def _user(content: str) -> dict[str, str]:
-    return {"role": "user", "content": content}
+def _user(content: str, images: int = 0) -> dict[str, Any]:
+    return _message("user", content, images)
 
 
 def _assistant(content: str) -> dict[str, str]:
     return {"role": "assistant", "content": content}
 
 
-def _message(role: str, content: str) -> dict[str, str]:
+def _message(role: str, content: str, images: int = 0) -> dict[str, Any]:
+    if images:  # the images first, then the text: TRL's prepare_multimodal_messages and Qwen2-VL's examples
+        return {"role": role, "content": [*({"type": "image"} for _ in range(images)), {"type": "text", "text": content}]}
     return {"role": role, "content": content}

@@ -30,6 +30,8 @@ class EpisodeRow:
     """Position in the dataset (0-based, over all env ids)."""
     messages: list[dict[str, str]] | None = None
     """System message (if any) and the env's first observation for this seed as a user message."""
+    images: list[Any] | None = None
+    """The images of the first observation (a vision env's ``info["images"]``), shown before its text."""
 
 
 def episode_rows(
@@ -63,13 +65,14 @@ def episode_rows(
         try:
             for seed in range(seed_start, seed_start + n):
                 label = EpisodeLabel(first.env_id, seed, dict(first.env_kwargs))
-                messages = None
+                messages, images = None, None
                 if env is not None:
-                    observation, _ = env.reset(seed=seed)
+                    observation, info = env.reset(seed=seed)
+                    images = list(info.get("images") or []) or None
                     messages = ([{"role": "system", "content": system_prompt}] if system_prompt else []) + [
                         {"role": "user", "content": observation}
                     ]
-                yield EpisodeRow(label=label, index=index, messages=messages)
+                yield EpisodeRow(label=label, index=index, messages=messages, images=images)
                 index += 1
         finally:
             if env is not None:

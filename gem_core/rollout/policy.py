@@ -16,6 +16,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from gem_core.rollout.vision import text_tokenizer
+
 __all__ = ["BatchingPolicy", "Generation", "Policy", "SamplingParams", "TransformersPolicy", "cut_at_stop"]
 
 
@@ -96,6 +98,7 @@ class _Request:
     prompt_ids: list[int]
     sampling: SamplingParams
     future: asyncio.Future = field(repr=False)
+    images: list | None = None
 
 
 class BatchingPolicy:
@@ -122,7 +125,7 @@ class BatchingPolicy:
     ):
         if max_batch_size is not None and max_batch_size < 1:
             raise ValueError(f"max_batch_size must be at least 1 (or None), got {max_batch_size}.")
-        self.tokenizer = tokenizer
+        self.tokenizer = text_tokenizer(tokenizer)  # a vision model's processor: its tokenizer
         self.max_batch_size = max_batch_size
         self.live = num_episodes
         self.sample_in_thread = sample_in_thread
@@ -144,10 +147,17 @@ class BatchingPolicy:
             self._default_stop_ids = default_stop_token_ids(self.tokenizer) if self.tokenizer is not None else []
         return self._default_stop_ids
 
-    async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
+    #: Whether :meth:`sample_batch` takes ``images=`` (the runner then passes a vision context's images).
+    accepts_images = False
+
+    async def generate(self, prompt_ids: list[int], sampling: SamplingParams, *, images: list | None = None) -> Generation:
+        """Sample one turn; ``images`` (:class:`~gem_core.rollout.vision.TrajectoryImage`, in order) are the
+        images whose placeholder ids ``prompt_ids`` holds, for backends with :attr:`accepts_images`."""
         if sampling.max_new_tokens <= 0:
             return Generation(token_ids=[], logprobs=[], finish_reason="length")
-        request = _Request(list(prompt_ids), sampling, asyncio.get_running_loop().create_future())
+        if images and not self.accepts_images:
+            raise ValueError(f"{type(self).__name__} cannot take image inputs; use a backend with accepts_images=True.")
+        request = _Request(list(prompt_ids), sampling, asyncio.get_running_loop().create_future(), list(images or []) or None)
         self._pending.append(request)
         self._schedule()
         return await request.future
@@ -188,11 +198,13 @@ class BatchingPolicy:
         sampling = batch[0].sampling
         budget = max(r.sampling.max_new_tokens for r in batch)
         prompts = [r.prompt_ids for r in batch]
+        # Only a batch with images passes `images=`, so backends written for text keep their signature.
+        extra = {"images": [r.images or [] for r in batch]} if any(r.images for r in batch) else {}
         try:
             if self.sample_in_thread:
-                results = await asyncio.to_thread(self.sample_batch, prompts, sampling, budget)
+                results = await asyncio.to_thread(self.sample_batch, prompts, sampling, budget, **extra)
             else:
-                results = self.sample_batch(prompts, sampling, budget)
+                results = self.sample_batch(prompts, sampling, budget, **extra)
             if len(results) != len(batch):
                 raise RuntimeError(f"{type(self).__name__}.sample_batch returned {len(results)} samples for {len(batch)} prompts.")
             stop_ids = self.stop_token_ids(sampling)
@@ -208,7 +220,7 @@ class BatchingPolicy:
 
 
 class TransformersPolicy(BatchingPolicy):
-    """A ``transformers`` causal LM as a :class:`Policy`; works on a CPU.
+    """A ``transformers`` causal LM, or a vision-language model with its processor, as a :class:`Policy`; works on a CPU.
 
     Concurrent ``generate`` calls (the episodes of :func:`~gem_core.rollout.run_episodes` or of an
     adapter's batch) are gathered into one left-padded ``model.generate`` call, up to
@@ -223,9 +235,14 @@ class TransformersPolicy(BatchingPolicy):
 
     Sampling uses torch's global RNG: seed it with ``torch.manual_seed`` for a reproducible run.
 
+    A vision-language model (Qwen2-VL style: ``model.config.image_token_id``) gets each prompt's images
+    as ``pixel_values``/``image_grid_thw`` (concatenated over the batch in order) and
+    ``mm_token_type_ids`` marking the image placeholders.
+
     Args:
         model: a ``PreTrainedModel`` with a language-modelling head.
-        tokenizer: the tokenizer the prompts were made with (gives pad and default stop ids).
+        tokenizer: the tokenizer the prompts were made with (gives pad and default stop ids), or a
+            vision model's processor.
         device: where to put the prompt tensors; defaults to ``model.device``.
         max_batch_size: most prompts in one ``model.generate`` call; 1 samples one prompt at a time.
         num_episodes: see :class:`BatchingPolicy`.
@@ -239,7 +256,11 @@ class TransformersPolicy(BatchingPolicy):
         self.device = device if device is not None else getattr(model, "device", "cpu")
         self._lock = threading.Lock()
 
-    def sample_batch(self, prompts: list[list[int]], sampling: SamplingParams, max_new_tokens: int) -> list[tuple[list[int], list[float] | None]]:
+    accepts_images = True
+
+    def sample_batch(
+        self, prompts: list[list[int]], sampling: SamplingParams, max_new_tokens: int, images: list[list] | None = None
+    ) -> list[tuple[list[int], list[float] | None]]:
         import torch
 
         stop_ids = self.stop_token_ids(sampling)
@@ -264,6 +285,13 @@ class TransformersPolicy(BatchingPolicy):
         input_ids = torch.tensor([[pad_id] * (width - len(p)) + p for p in prompts], dtype=torch.long, device=self.device)
         attention_mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], dtype=torch.long,
                                       device=self.device)
+        if images and any(images):
+            gen_kwargs.update(self._image_inputs(input_ids, [image for row in images for image in row]))
+        config = getattr(self.model, "config", None)
+        vision_ids = [getattr(config, k, None) for k in ("image_token_id", "video_token_id")]
+        if any(t is not None for t in vision_ids):
+            # A sampled placeholder would claim image features that do not exist (the trainer's forward fails).
+            gen_kwargs["suppress_tokens"] = [int(t) for t in vision_ids if t is not None]
         with self._lock, torch.no_grad():
             out = self.model.generate(input_ids=input_ids, attention_mask=attention_mask, **gen_kwargs)
         scale = 1.0 if greedy else float(sampling.temperature)
@@ -271,6 +299,19 @@ class TransformersPolicy(BatchingPolicy):
         new_ids = out.sequences[:, width:]
         picked = log_probs.gather(2, new_ids.unsqueeze(2)).squeeze(2)  # the pads past a stop are cut by the caller
         return [(new_ids[row].tolist(), picked[row].tolist()) for row in range(len(prompts))]
+
+
+    def _image_inputs(self, input_ids: Any, images: list) -> dict[str, Any]:
+        from gem_core.rollout.vision import multimodal_inputs
+
+        image_token_id = getattr(self.model.config, "image_token_id", None)
+        if image_token_id is None:
+            raise ValueError(f"{type(self.model).__name__} has no config.image_token_id: it is not a vision-language model.")
+        inputs = multimodal_inputs(images)
+        inputs["pixel_values"] = inputs["pixel_values"].to(device=self.device, dtype=self.model.dtype)
+        inputs["image_grid_thw"] = inputs["image_grid_thw"].to(self.device)
+        inputs["mm_token_type_ids"] = (input_ids == image_token_id).long()  # M-RoPE: where the image tokens are
+        return inputs
 
 
 def _batch_key(sampling: SamplingParams) -> tuple:

@@ -90,7 +90,12 @@ async def _play(session: EpisodeSession, policy: Policy, sampling: SamplingParam
     """Sample and step turns until the episode is done (or ``until_turn`` turns have been played)."""
     while not session.done and (until_turn is None or session.num_turns < until_turn):
         turn_sampling = dataclasses.replace(sampling, max_new_tokens=session.generation_budget(sampling.max_new_tokens))
-        generation = await policy.generate(session.context_ids, turn_sampling)
+        # A policy that declares `accepts_images` gets the context's images beside the ids; others play blind.
+        images = session.images if getattr(policy, "accepts_images", False) else None
+        if images:
+            generation = await policy.generate(session.context_ids, turn_sampling, images=images)
+        else:
+            generation = await policy.generate(session.context_ids, turn_sampling)
         await session.step(
             generation.token_ids, logprobs=generation.logprobs, finish_reason=generation.finish_reason
         )

@@ -45,6 +45,7 @@ from gem_core.env import episode_success
 from gem_core.rollout.chat_template import HISTORY_MODES, ChatTemplate
 from gem_core.rollout.episode_label import EpisodeLabel, parse_label
 from gem_core.rollout.trajectory import TokenTrajectory
+from gem_core.rollout.vision import ImageEncoder, TrajectoryImage, is_processor, text_tokenizer
 
 __all__ = ["EpisodeSession", "SessionStep"]
 
@@ -87,7 +88,8 @@ class EpisodeSession:
 
     Args:
         env: a :class:`gem_core.Env` (its ``areset``/``astep`` are used, so a slow step never blocks the loop).
-        tokenizer: the policy's tokenizer.
+        tokenizer: the policy's tokenizer, or a vision model's processor (then envs may show images,
+            see :mod:`gem_core.rollout.vision`).
         chat_template: the deltas to use; default: :meth:`ChatTemplate.for_tokenizer` (probed once per tokenizer).
         system_prompt: a system message before the first user turn (only when ``chat_template`` is None).
         max_turns: truncate the episode after this many turns.
@@ -136,6 +138,11 @@ class EpisodeSession:
         if max_response_tokens is not None and max_response_tokens < 1:
             raise ValueError(f"max_response_tokens must be positive (or None), got {max_response_tokens}.")
         self.env = env
+        # A vision model's processor goes where the tokenizer goes: its tokenizer does the text, its
+        # image processor the images (gem_core.rollout.vision).
+        self.processor = tokenizer if is_processor(tokenizer) else None
+        self.image_encoder = ImageEncoder(tokenizer) if self.processor is not None else None
+        tokenizer = text_tokenizer(tokenizer)
         self.tokenizer = tokenizer
         self.chat_template = chat_template or ChatTemplate.for_tokenizer(
             tokenizer, system_prompt=system_prompt, chat_template_kwargs=chat_template_kwargs
@@ -170,6 +177,7 @@ class EpisodeSession:
         self._missing_logprobs = False
         self._rendered: list[int] | None = None  # "as_rendered": the conversation as the template shows it
         self._rendered_context_ends: list[int] = []
+        self._images: list[TrajectoryImage] = []
 
     # -- state ----------------------------------------------------------------------------------
 
@@ -180,6 +188,11 @@ class EpisodeSession:
         if self._rendered is not None:
             return self._rendered + self.chat_template.generation_prompt_ids
         return list(self._ids)
+
+    @property
+    def images(self) -> list[TrajectoryImage]:
+        """The images in :attr:`context_ids` so far, in order (a copy); a vision policy gets them beside the ids."""
+        return list(self._images)
 
     @property
     def num_tokens(self) -> int:
@@ -240,7 +253,7 @@ class EpisodeSession:
         spawn = getattr(self.env, "spawn", None)
         if spawn is None:
             raise RuntimeError(f"{type(self.env).__name__} has no spawn(); only envs with state snapshots can be forked.")
-        shared = {"env", "tokenizer", "chat_template", "label"}
+        shared = {"env", "tokenizer", "processor", "image_encoder", "chat_template", "label"}
         books = {name: value for name, value in vars(self).items() if name not in shared}
         branches = []
         for _ in range(n):
@@ -263,8 +276,12 @@ class EpisodeSession:
             seed = self.label.seed
         self._reset_books(seed)
         observation, info = await self.env.areset(seed=seed, options=options)
+        info = dict(info)
+        encoded = self._encode_images(info)
         self._started = True
-        self._ids = self.chat_template.initial_ids(observation)
+        self._ids = self.chat_template.initial_ids(observation, images=len(encoded))
+        if encoded:
+            self._ids = self._place_images(self._ids, encoded, turn=0, offset=0)
         if self.history == "as_rendered":
             self._rendered = self.chat_template.rendered_prompt_ids(observation)
         self._prompt_len = len(self._ids)
@@ -337,13 +354,15 @@ class EpisodeSession:
         if finish_reason == "abort":
             # The backend gave up on this turn (request cancelled): keep the tokens, do not act on them.
             observation, reward, terminated, truncated, info = "", 0.0, False, True, {}
+            images = None
             self._truncate("abort", info)
         else:
             try:
                 observation, reward, terminated, truncated, info = await self.env.astep(action_text)
                 reward, info = float(reward), dict(info)
+                images = info.pop("images", None)
             except Exception as exc:  # noqa: BLE001 - a broken env step ends this episode, not the run
-                observation, reward, terminated, truncated = "", 0.0, False, True
+                observation, reward, terminated, truncated, images = "", 0.0, False, True, None
                 info = {"error": f"{type(exc).__name__}: {exc}"}
                 self._truncate("error", info)
                 _warn_once(self.env_id, info["error"])
@@ -361,11 +380,15 @@ class EpisodeSession:
             else:
                 role = str(info.get("observation_role", "user"))  # "tool": ToolUse answered native calls
                 try:
-                    observation_ids = self.chat_template.observation_ids(observation, role)
+                    encoded = self._encode_images({"images": images} if images else {})
+                    info.update({"num_images": len(encoded)} if encoded else {})
+                    observation_ids = self.chat_template.observation_ids(observation, role, images=len(encoded))
+                    if encoded:
+                        observation_ids = self._place_images(observation_ids, encoded, turn=self.num_turns, offset=len(self._ids))
                     if self._rendered is not None:
                         rendered_turn = self.chat_template.rendered_turn_ids(action_text, observation, role)
                 except Exception as exc:  # noqa: BLE001 - a template that cannot render this turn ends the episode
-                    observation_ids = []
+                    observation_ids, encoded = [], []
                     info["error"] = f"{type(exc).__name__}: {exc}"
                     continues, truncated = False, self._truncate("error", info)
                     _warn_once(self.env_id, info["error"])
@@ -382,6 +405,7 @@ class EpisodeSession:
             if self._rendered is not None:
                 self._rendered.extend(rendered_turn)
         else:
+            self._images = [i for i in self._images if i.start < len(self._ids)]  # a turn's images go with its ids
             self._final_observation = observation
             self._terminated = self._terminated or terminated
             self._truncated = self._truncated or truncated
@@ -433,6 +457,7 @@ class EpisodeSession:
             rendered_ids=None if self._rendered is None else list(self._rendered),
             rendered_context_ends=list(self._rendered_context_ends),
             generation_prompt_ids=list(self.chat_template.generation_prompt_ids) if self._rendered is not None else [],
+            images=list(self._images),
         )
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -458,6 +483,30 @@ class EpisodeSession:
         ids = list(self.tokenizer.encode(action_text, add_special_tokens=False))
         if finish_reason == "stop":
             ids += self.chat_template.end_of_turn_ids
+        return ids
+
+    def _encode_images(self, info: dict[str, Any]) -> list[tuple[Any, tuple[int, int, int], int]]:
+        """Pixel inputs of the images an env put in ``info["images"]`` (removed from ``info``: the
+        trajectory keeps pixels, not PIL objects, and ``info["num_images"]`` says how many there were)."""
+        images = info.pop("images", None)
+        if not images:
+            return []
+        info["num_images"] = len(images)
+        if self.image_encoder is None:
+            raise ValueError(
+                f"The env {self.env_id or type(self.env).__name__} shows images, but the session was given a tokenizer; "
+                "pass the vision model's processor (e.g. AutoProcessor.from_pretrained(...)) where the tokenizer goes."
+            )
+        if self.history == "as_rendered":
+            raise ValueError("history='as_rendered' does not support image observations yet; use history='as_sampled'.")
+        return self.image_encoder.encode(images)
+
+    def _place_images(self, ids: list[int], encoded: list, *, turn: int, offset: int) -> list[int]:
+        """Widen the placeholders of a turn's ids and record where each image starts in the episode."""
+        assert self.image_encoder is not None
+        ids, starts = self.image_encoder.expand(ids, encoded)
+        for (pixels, grid, count), start in zip(encoded, starts):
+            self._images.append(TrajectoryImage(turn=turn, start=offset + start, num_tokens=count, grid_thw=grid, pixel_values=pixels))
         return ids
 
     def _append(self, ids: list[int], *, mask: int, logprobs: list[float] | None = None) -> None:

@@ -101,6 +101,11 @@ class TokenTrajectory:
     """``"as_rendered"``: per turn, how much of ``rendered_ids`` the policy saw before sampling."""
     generation_prompt_ids: list[int] = field(default_factory=list)
     """``"as_rendered"``: appended to each turn's rendered context (the template's generation prompt)."""
+    images: list[Any] = field(default_factory=list)
+    """Image observations (:class:`gem_core.rollout.vision.TrajectoryImage`), in sequence order: each
+    with its turn, where its placeholder ids start in ``prompt_ids + response_ids``, and its pixel inputs
+    (:func:`gem_core.rollout.vision.multimodal_inputs` turns them into the model's ``pixel_values`` and
+    ``image_grid_thw``). Empty for text-only episodes."""
 
     def __post_init__(self) -> None:
         n = len(self.response_ids)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gem_core.rollout.trajectory import TokenTrajectory
+from gem_core.rollout.vision import TrajectoryImage
 
 __all__ = [
     "TRAJECTORY_FORMAT",
@@ -54,6 +55,8 @@ def trajectory_to_record(trajectory: TokenTrajectory, *, env_kwargs: Mapping[str
     record["turn_spans"] = [list(span) for span in trajectory.turn_spans]
     record["infos"] = _plain(trajectory.infos)
     record["metrics"] = _plain(trajectory.metrics)
+    # Where the images sit, not their pixels (megabytes per episode): replaying the seed gives them back.
+    record["images"] = [{"turn": i.turn, "start": i.start, "num_tokens": i.num_tokens, "grid_thw": list(i.grid_thw)} for i in trajectory.images]
     return {"format": TRAJECTORY_FORMAT, "env_kwargs": dict(env_kwargs or {}), **record}
 
 
@@ -67,6 +70,10 @@ def trajectory_from_record(record: Mapping[str, Any]) -> TokenTrajectory:
         raise ValueError(f"Not a {TRAJECTORY_FORMAT!r} record (format={record.get('format')!r}); write it with write_trajectories().")
     fields = {name: record[name] for name in _FIELDS if name in record}
     fields["turn_spans"] = [tuple(span) for span in fields.get("turn_spans", [])]
+    fields["images"] = [
+        TrajectoryImage(turn=i["turn"], start=i["start"], num_tokens=i["num_tokens"], grid_thw=tuple(i["grid_thw"]))
+        for i in fields.get("images", [])
+    ]
     return TokenTrajectory(**fields)
 
 

@@ -134,3 +134,19 @@ def test_ctrl_c_in_any_command_exits_130_with_one_line(monkeypatch, tmp_path, ca
     assert main(["replay", str(stored)]) == 130
     err = capsys.readouterr().err
     assert err.strip() == "gem replay: interrupted"
+
+
+def test_play_a_self_play_game_against_random_seats():
+    """`gem play multi:TicTacToe-v0`: the person takes seat x, seat o moves at random, the game ends."""
+    # Every cell in order: occupied ones are answered with the format penalty and a retry, so the game always ends.
+    moves = "".join(f"\\boxed{{{cell}}}\n" for cell in [5, 1, 2, 3, 4, 6, 7, 8, 9] * 3)
+    done = subprocess.run([sys.executable, "-m", "gem_core.cli", "play", "multi:TicTacToe-v0", "--seed", "0", "--seat", "x"],
+                          input=moves, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "You play seat 'x'" in done.stdout and "Game over after" in done.stdout
+    assert "Input ended" not in done.stdout
+
+
+def test_play_names_the_seats_of_a_self_play_game(capsys):
+    assert main(["play", "multi:TicTacToe-v0", "--seat", "z"]) == 2
+    assert "choose one of x, o" in capsys.readouterr().err
