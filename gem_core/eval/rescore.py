@@ -17,7 +17,7 @@ from typing import Any
 
 from gem_core.env import episode_success
 from gem_core.eval.episode_log import EPISODES_FILENAME, read_episodes
-from gem_core.eval.report import EpisodeRecord, EvalReport
+from gem_core.eval.report import REPORT_FILENAME, EpisodeRecord, EvalReport
 from gem_core.eval.resume import RUN_FILENAME, read_run_header
 from gem_core.registry import make
 from gem_core.rollout.replay import replay_actions
@@ -43,6 +43,8 @@ def load_run(path: str | Path) -> EvalReport:
         planned = len(header.env_ids) * header.config.get("episodes", 0) * report.samples
         report.interrupted = report.episodes_finished < planned
         return report
+    if path.is_dir() and not (path / REPORT_FILENAME).is_file():
+        raise ValueError(f"{path} holds no gem eval run (no {REPORT_FILENAME}, nor {RUN_FILENAME} with {EPISODES_FILENAME}).")
     return EvalReport.load(path)
 
 
