@@ -236,7 +236,7 @@ class EvalReport:
     finished_at: str | None = None
     #: When ``--resume`` continued this run (one time per resume).
     resumed_at: list[str] = field(default_factory=list)
-    #: Set by ``--rescore``: the source report and every turn whose reward changed.
+    #: Set by ``--rescore``: the source report and every episode whose reward, success or end changed.
     rescore: dict[str, Any] | None = None
 
     @property

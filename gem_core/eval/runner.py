@@ -4,8 +4,9 @@ Training scripts call :func:`evaluate` (or :func:`evaluate_async` inside an even
 policy they hold; the CLI calls the same functions with a model loaded from ``--model``.
 
 Episode ``i`` of every env uses seed ``config.seed + i`` (``config.samples`` episodes per seed, for
-pass@k), so two models evaluated with the same settings play the same episodes. Episodes run concurrently (``config.concurrency`` at once, across
-envs); a failing episode records its error and the others go on. With an ``out_dir``, each finished
+pass@k), so two models evaluated with the same settings play the same episodes. Episodes run
+concurrently (``config.concurrency`` at once, across envs); a failing episode records its error and
+the others go on. With an ``out_dir``, each finished
 episode is appended to ``episodes.jsonl`` there (fsync'd) and ``report.json`` is rebuilt from that file
 at the end, so a cancelled run (Ctrl-C, SIGTERM in the CLI) is written as a report marked
 ``interrupted``, and a full disk loses nothing that was already written. ``run.json`` there holds the
@@ -123,22 +124,13 @@ async def evaluate_async(
         episodes=records,
         started_at=_now(),
     )
-    planned = [(env_id, config.seed + i, s) for env_id in config.env_ids for i in range(config.episodes) for s in range(config.samples)]
-    log = None
-    if config.out_dir is not None:
-        if config.resume:
-            header = read_run_header(config.out_dir)
-            check_resume(header, model=report.model, backend=report.backend, env_ids=report.env_ids, settings=report.config)
-            report.started_at, report.resumed_at = header.started_at, [*header.resumed_at, report.started_at]
-        try:
-            write_run_header(config.out_dir, report)
-        except OSError as exc:
-            raise ReportWriteError(f"cannot write the run's settings to {config.out_dir}: {exc.strerror or exc}") from exc
-        log = EpisodeLog(config.out_dir, resume=config.resume)
-        unknown = {r.key for r in log.records} - set(planned)
-        if unknown:
-            log.close()
-            raise ValueError(f"{log.path} holds episodes this run does not ask for, e.g. (env, seed, sample) = {min(unknown)}.")
+    planned = [
+        (env_id, config.seed + i, sample)
+        for env_id in config.env_ids
+        for i in range(config.episodes)
+        for sample in range(config.samples)
+    ]
+    log = _open_run(config, report, planned) if config.out_dir is not None else None
     done = {r.key for r in log.records} if log is not None else set()
     progress = EvalProgress(len(planned), enabled=config.progress, done=log.records if log is not None else ())
     slots = asyncio.Semaphore(config.concurrency)
@@ -192,6 +184,26 @@ async def evaluate_async(
                     f"{report.episodes_finished} finished episodes are in {log.path}"
                 ) from exc
     return report
+
+
+def _open_run(config: EvalConfig, report: EvalReport, planned: list[tuple[str, int, int]]) -> EpisodeLog:
+    """Write the run's ``run.json`` and open its episode log; with ``config.resume``, first check that the
+    run in ``out_dir`` asked for the same episodes, and take its start time and finished episodes."""
+    assert config.out_dir is not None
+    if config.resume:
+        header = read_run_header(config.out_dir)
+        check_resume(header, model=report.model, backend=report.backend, env_ids=report.env_ids, settings=report.config)
+        report.started_at, report.resumed_at = header.started_at, [*header.resumed_at, report.started_at]
+    try:
+        write_run_header(config.out_dir, report)
+    except OSError as exc:
+        raise ReportWriteError(f"cannot write the run's settings to {config.out_dir}: {exc.strerror or exc}") from exc
+    log = EpisodeLog(config.out_dir, resume=config.resume)
+    unknown = {r.key for r in log.records} - set(planned)
+    if unknown:
+        log.close()
+        raise ValueError(f"{log.path} holds episodes this run does not ask for, e.g. (env, seed, sample) = {min(unknown)}.")
+    return log
 
 
 def write_outputs(report: EvalReport, out_dir: str | Path, *, plots: bool = True) -> list[Path]:
