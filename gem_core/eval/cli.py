@@ -14,8 +14,12 @@ import signal
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["add_eval_parser", "configure_eval_parser", "run_eval_command"]
+if TYPE_CHECKING:
+    from gem_core.eval.resume import RunHeader
+
+__all__ = ["add_eval_parser", "configure_eval_parser", "fill_run_flags", "run_eval_command"]
 
 #: Signals that stop a run: the partial report is written, the exit code is 128 + N.
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
@@ -24,38 +28,73 @@ EXAMPLES = """examples:
   gem eval --model runs/trl/model --env game:GuessTheNumber-v0 --max-new-tokens 1   # after examples/train_trl.py --save_model
   gem eval --model Qwen/Qwen3-0.6B --env game:GuessTheNumber-v0-easy --env game:Wordle-v0 --episodes 20
   gem eval --model Qwen/Qwen3-8B --base-url http://127.0.0.1:8000/v1 --env game:Wordle-v0 --concurrency 64
+  gem eval --model Qwen/Qwen3-0.6B --env math:GSM8K --episodes 50 --samples 8 --out runs/gsm8k   # pass@1..8
+  gem eval --resume runs/gsm8k          # after a crash or a kill: play only the missing episodes
+  gem eval --rescore runs/gsm8k         # after a grader fix: re-grade the stored transcripts
   gem eval --compare runs/a/report.json runs/b/report.json
 """
+
+S = argparse.SUPPRESS  # for the run's settings: a flag not given is absent, so --resume can take the run's value
+
+#: Defaults of the flags a resumed run takes from the run it continues when they are not given.
+RUN_FLAG_DEFAULTS: dict[str, object] = {
+    "model": None,
+    "episodes": 10,
+    "seed": 0,
+    "samples": 1,
+    "concurrency": 8,
+    "max_turns": None,
+    "max_new_tokens": 256,
+    "temperature": 1.0,
+    "top_p": 1.0,
+    "top_k": 0,
+    "system_prompt": None,
+    "base_url": None,
+    "timeout": 60.0,
+    "retries": 3,
+    "max_in_flight": None,
+}
+#: Where a run's backend settings keep the value of a flag.
+_BACKEND_SETTING = {"base_url": "base_url", "timeout": "timeout", "retries": "max_retries", "max_in_flight": "max_in_flight"}
 
 
 def configure_eval_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the ``gem eval`` arguments to ``parser``."""
     what = parser.add_argument_group("what to evaluate")
-    what.add_argument("--model", help="A transformers model (local path or hub id), or with --base-url the served model name.")
+    what.add_argument("--model", default=S, help="A transformers model (local path or hub id), or with --base-url the served model name.")
     what.add_argument("--env", dest="env_ids", action="append", metavar="ID", default=[], help="Env id; repeat for several envs.")
-    what.add_argument("--episodes", type=int, default=10, help="Episodes per env (default: 10).")
-    what.add_argument("--seed", type=int, default=0, help="Episode i of every env uses seed SEED+i (default: 0).")
-    what.add_argument("--concurrency", type=int, default=8, help="Episodes played at once (default: 8).")
+    what.add_argument("--episodes", type=int, default=S, help="Episodes (seeds) per env (default: 10).")
+    what.add_argument("--seed", type=int, default=S, help="Episode i of every env uses seed SEED+i (default: 0).")
+    what.add_argument("--samples", type=int, default=S, metavar="K",
+                      help="Episodes per seed; the report adds pass@k (unbiased estimator) and mean@k (default: 1).")
+    what.add_argument("--concurrency", type=int, default=S, help="Episodes played at once (default: 8).")
     what.add_argument("--out", metavar="DIR", help="Directory for report.json and the plots (default: gem-eval/<model>-<time>).")
-    what.add_argument("--compare", nargs=2, metavar=("A", "B"), help="Print two reports side by side instead of evaluating.")
+
+    other = parser.add_argument_group("instead of a new run")
+    other.add_argument("--resume", metavar="DIR", help="Continue the interrupted run in DIR (its --out): play only the episodes "
+                       "missing from DIR/episodes.jsonl. Settings not given are the run's; given ones must match it.")
+    other.add_argument("--rescore", metavar="DIR", help="Re-grade the transcripts of the run in DIR against the current envs (no "
+                       "model calls); writes the updated report to --out (default: DIR/rescored) and lists the changed episodes.")
+    other.add_argument("--compare", nargs=2, metavar=("A", "B"), help="Print two reports side by side.")
 
     episode = parser.add_argument_group("episodes and sampling")
-    episode.add_argument("--max-turns", type=int, default=None, help="Cut episodes after this many turns (default: the env's limit).")
-    episode.add_argument("--max-new-tokens", type=int, default=256, help="Tokens per turn (default: 256).")
-    episode.add_argument("--temperature", type=float, default=1.0)
-    episode.add_argument("--top-p", type=float, default=1.0)
-    episode.add_argument("--top-k", type=int, default=0, help="0 turns top-k off.")
-    episode.add_argument("--system-prompt", default=None)
+    episode.add_argument("--max-turns", type=int, default=S, help="Cut episodes after this many turns (default: the env's limit).")
+    episode.add_argument("--max-new-tokens", type=int, default=S, help="Tokens per turn (default: 256).")
+    episode.add_argument("--temperature", type=float, default=S, help="(default: 1.0)")
+    episode.add_argument("--top-p", type=float, default=S, help="(default: 1.0)")
+    episode.add_argument("--top-k", type=int, default=S, help="0 turns top-k off (default: 0).")
+    episode.add_argument("--system-prompt", default=S)
 
     backend = parser.add_argument_group("model backend")
     backend.add_argument(
         "--base-url",
+        default=S,
         help="Root of an OpenAI-compatible API (e.g. http://127.0.0.1:8000/v1 for vLLM); without it --model runs in-process.",
     )
     backend.add_argument("--api-key", default=None, help="Bearer token for --base-url (default: $OPENAI_API_KEY).")
-    backend.add_argument("--timeout", type=float, default=60.0, help="Seconds for one whole HTTP request, first byte to last (default: 60).")
-    backend.add_argument("--retries", type=int, default=3, help="Retries per HTTP request on timeouts, 429 and 5xx (default: 3).")
-    backend.add_argument("--max-in-flight", type=int, default=None, help="HTTP requests open at once (default: --concurrency).")
+    backend.add_argument("--timeout", type=float, default=S, help="Seconds for one whole HTTP request, first byte to last (default: 60).")
+    backend.add_argument("--retries", type=int, default=S, help="Retries per HTTP request on timeouts, 429 and 5xx (default: 3).")
+    backend.add_argument("--max-in-flight", type=int, default=S, help="HTTP requests open at once (default: --concurrency).")
     backend.add_argument("--device", default=None, help="torch device for an in-process model (default: the policy's choice).")
 
     output = parser.add_argument_group("output")
@@ -91,25 +130,73 @@ INSTALL_HINT = 'pip install -e ".[eval]"'
 def missing_modules(args: argparse.Namespace) -> list[str]:
     """The modules this run needs that are not installed (checked before anything loads)."""
     needed = ["rich"]
-    if not args.compare:
+    if args.rescore:
+        needed += [] if args.no_plots else ["matplotlib"]
+    elif not args.compare:
         needed += ["tqdm", "httpx", "openai"] if args.base_url else ["tqdm", "transformers"]
         if not args.no_plots:
             needed.append("matplotlib")
     return [name for name in needed if importlib.util.find_spec(name) is None]
 
 
+def fill_run_flags(args: argparse.Namespace, header: RunHeader | None = None) -> None:
+    """Give each run flag that was not on the command line its value: the resumed run's (``header``), else
+    the default."""
+    stored: dict[str, object] = {}
+    if header is not None:
+        settings = header.config.get("backend_settings") or {}
+        stored = {"model": header.model, **{k: header.config[k] for k in RUN_FLAG_DEFAULTS if k in header.config}}
+        stored.update({flag: settings[key] for flag, key in _BACKEND_SETTING.items() if key in settings})
+        if not args.env_ids:
+            args.env_ids = list(header.env_ids)
+    for dest, default in RUN_FLAG_DEFAULTS.items():
+        if not hasattr(args, dest):
+            setattr(args, dest, stored.get(dest, default))
+
+
+def _flag(setting: str) -> str:
+    """The command-line flag of an :class:`EvalConfig` setting."""
+    return {"env_ids": "--env", "backend": "--base-url"}.get(setting, "--" + setting.replace("_", "-"))
+
+
 def _fail(message: str) -> None:
     print(f"gem eval: {message}", file=sys.stderr)
+
+
+def _start(args: argparse.Namespace) -> int | None:
+    """Check the flags that pick the command, read a resumed run's settings; an exit code on bad usage."""
+    chosen = [flag for flag in ("resume", "rescore", "compare") if getattr(args, flag)]
+    if len(chosen) > 1:
+        _fail(f"--{chosen[0]} and --{chosen[1]} cannot be combined; run them one at a time.")
+        return 2
+    header = None
+    if args.resume:
+        if args.out and Path(args.out).resolve() != Path(args.resume).resolve():
+            _fail(f"--resume {args.resume} writes into that folder; drop --out {args.out}.")
+            return 2
+        from gem_core.eval.resume import read_run_header
+
+        try:
+            header = read_run_header(args.resume)
+        except (OSError, ValueError) as exc:
+            _fail(f"--resume: {exc}")
+            return 2
+        args.out = args.resume
+    fill_run_flags(args, header)
+    return None
 
 
 def run_eval_command(args: argparse.Namespace) -> int:
     """Run ``gem eval`` for parsed ``args``; returns the exit code: 0 ok, 1 failed episodes or a write error,
     2 bad usage, 128+N stopped by signal N (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP)."""
+    code = _start(args)
+    if code is not None:
+        return code
     missing = missing_modules(args)
     if missing:
         _fail(f"needs {', '.join(missing)}, from the eval extra: {INSTALL_HINT} (in the GEM checkout).")
         return 2
-    if not args.compare:
+    if not args.compare and not args.rescore:
         if not args.model:
             _fail("--model is required (a path or hub id, or with --base-url the served name).")
             return 2
@@ -138,8 +225,11 @@ def run_eval_command(args: argparse.Namespace) -> int:
             _fail(f"--compare: {exc}")
             return 2
         return 0
+    if args.rescore:
+        return _rescore(args, console)
 
     from gem_core.eval.episode_log import ReportWriteError
+    from gem_core.eval.resume import ResumeMismatch
     from gem_core.eval.runner import evaluate
     from gem_core.eval.tables import summary_table
 
@@ -163,6 +253,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
             stop_signals=STOP_SIGNALS,
             episodes=args.episodes,
             seed=args.seed,
+            samples=args.samples,
             concurrency=args.concurrency,
             max_turns=args.max_turns,
             max_new_tokens=args.max_new_tokens,
@@ -173,14 +264,25 @@ def run_eval_command(args: argparse.Namespace) -> int:
             out_dir=str(out_dir),
             plots=not args.no_plots,
             progress=not args.no_progress,
+            resume=bool(args.resume),
         )
     except KeyboardInterrupt as exc:
         signum = getattr(exc, "signum", signal.SIGINT)
-        print(f"Interrupted ({signal.Signals(signum).name}): the partial report is in {out_dir}/report.json", file=sys.stderr)
+        print(f"Interrupted ({signal.Signals(signum).name}): the partial report is in {out_dir}/report.json; "
+              f"continue with: gem eval --resume {out_dir}", file=sys.stderr)
         return 128 + signum
     except ReportWriteError as exc:
         _fail(str(exc))
         return 1
+    except ResumeMismatch as exc:
+        flag = _flag(exc.setting)
+        if exc.setting == "backend":
+            _fail(f"--resume {out_dir}: that run used the {exc.stored} backend, this one {exc.requested}; "
+                  f"{'drop --base-url' if exc.stored == 'transformers' else 'give its --base-url'} to resume it.")
+        else:
+            _fail(f"--resume {out_dir}: {flag} is {exc.requested!r} but the run there used {exc.stored!r}; drop {flag} "
+                  "to take the run's value, or start a new run with another --out.")
+        return 2
     except (ValueError, OSError) as exc:
         _fail(str(exc))
         return 2
@@ -191,6 +293,41 @@ def run_eval_command(args: argparse.Namespace) -> int:
         _fail(f"{len(failed)} of {report.episodes_finished} episodes failed; the first ({failed[0].env_id}, seed "
               f"{failed[0].seed}): {failed[0].error}")
         return 1
+    return 0
+
+
+def _rescore(args: argparse.Namespace, console: Any) -> int:
+    """``--rescore DIR``: re-grade the run's transcripts, write the new report, list what changed."""
+    from gem_core.eval.rescore import load_run, rescore_report
+    from gem_core.eval.runner import write_outputs
+    from gem_core.eval.tables import summary_table
+
+    source = Path(args.rescore)
+    try:
+        report = load_run(source)
+        rescored = rescore_report(report, source=source)
+    except (OSError, ValueError, KeyError) as exc:  # no run there, a bad file, an env id no longer registered
+        _fail(f"--rescore: {exc}")
+        return 2
+    out_dir = Path(args.out) if args.out else (source if source.is_dir() else source.parent) / "rescored"
+    try:
+        write_outputs(rescored, out_dir, plots=not args.no_plots)
+    except OSError as exc:
+        _fail(f"cannot write the re-scored report to {out_dir}: {exc.strerror or exc}")
+        return 1
+    console.print(summary_table(rescored))
+    changed = rescored.rescore["changed"]
+    for episode in changed:
+        sample = f" sample {episode['sample']}" if rescored.samples > 1 else ""
+        (old_return, new_return), (old_success, new_success) = episode["return"], episode["success"]
+        console.print(f"{episode['env_id']} seed {episode['seed']}{sample}: return {old_return:+g} -> {new_return:+g}, "
+                      f"success {old_success} -> {new_success}", markup=False, highlight=False)
+        for turn in episode["turns"]:
+            note = f" ({turn['note']})" if turn["note"] != "reward" else ""
+            console.print(f"  turn {turn['turn']}: reward {turn['stored_reward']:+g} -> {turn['replayed_reward']:+g}{note}",
+                          markup=False, highlight=False)
+    console.print(f"{rescored.rescore['episodes_rescored']} episodes re-scored, {len(changed)} changed; "
+                  f"report written to {out_dir}/", markup=False, highlight=False)
     return 0
 
 

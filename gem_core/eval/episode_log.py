@@ -2,7 +2,8 @@
 
 The report is rebuilt from this file at the end, so what a crash, a signal or a full disk leaves
 behind is exactly the episodes that were already safe on disk. A line cut short by a crash mid-write is
-skipped when the file is read back.
+skipped when the file is read back, and dropped from the file when a run resumes (``--resume``), so the
+next append starts on a line of its own.
 """
 
 from __future__ import annotations
@@ -23,16 +24,30 @@ class ReportWriteError(OSError):
 
 
 class EpisodeLog:
-    """Appends episode records to ``out_dir/episodes.jsonl`` (a new file per run)."""
+    """Appends episode records to ``out_dir/episodes.jsonl``: a new file per run, or with ``resume`` the
+    file of an interrupted run, cleaned of a cut-short last line and of repeated episodes (``records``
+    holds what it kept)."""
 
-    def __init__(self, out_dir: str | Path):
+    def __init__(self, out_dir: str | Path, *, resume: bool = False):
         self.path = Path(out_dir) / EPISODES_FILENAME
         self.written = 0
+        self.records: list[EpisodeRecord] = []
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(self.path, "w", encoding="utf-8")
+            if resume and self.path.exists():
+                self.records = _unique(read_episodes(self.path))
+                self._rewrite(self.records)
+            self._file = open(self.path, "a" if resume else "w", encoding="utf-8")
         except OSError as exc:
-            raise ReportWriteError(f"cannot create {self.path}: {exc.strerror or exc}") from exc
+            raise ReportWriteError(f"cannot open {self.path}: {exc.strerror or exc}") from exc
+
+    def _rewrite(self, records: list[EpisodeRecord]) -> None:
+        tmp = self.path.with_suffix(".jsonl.tmp")
+        with open(tmp, "w", encoding="utf-8") as out:
+            out.writelines(json.dumps(r.to_dict(), allow_nan=False) + "\n" for r in records)
+            out.flush()
+            os.fsync(out.fileno())
+        tmp.replace(self.path)
 
     def append(self, record: EpisodeRecord) -> None:
         """Write one record and force it to disk; raises :class:`ReportWriteError` on failure."""
@@ -52,6 +67,14 @@ class EpisodeLog:
             self._file.close()
         except OSError:  # the data that could be written was fsync'd already
             pass
+
+
+def _unique(records: list[EpisodeRecord]) -> list[EpisodeRecord]:
+    """The first record of each episode (a hand-merged log may repeat one)."""
+    kept: dict[tuple[str, int, int], EpisodeRecord] = {}
+    for record in records:
+        kept.setdefault(record.key, record)
+    return list(kept.values())
 
 
 def read_episodes(path: str | Path) -> list[EpisodeRecord]:

@@ -19,7 +19,8 @@ DISTRIBUTION_PLOT = "return_distribution.png"
 
 
 def plot_report(report: EvalReport, out_dir: str | Path) -> list[Path]:
-    """Write the summary plot (success rate and mean return per env) and the return distribution."""
+    """Write the summary plot (success rate and mean return per env; with ``samples`` > 1, pass@k and mean@k
+    too) and the return distribution."""
     from matplotlib.figure import Figure  # Figure.savefig renders with Agg for .png
 
     out_dir = Path(out_dir)
@@ -30,8 +31,10 @@ def plot_report(report: EvalReport, out_dir: str | Path) -> list[Path]:
     width = max(6.0, 1.6 * len(env_ids) + 2.5)
     title = f"{report.model} ({report.backend})" + (" - interrupted" if report.interrupted else "")
 
-    fig = Figure(figsize=(2 * width, 4.5), layout="constrained")
-    ax_success, ax_return = fig.subplots(1, 2)
+    sampled = report.samples > 1
+    fig = Figure(figsize=((3 if sampled else 2) * width, 4.5), layout="constrained")
+    axes = fig.subplots(1, 3 if sampled else 2)
+    ax_success, ax_return = axes[0], axes[1]
     success = [summaries[e].success_rate for e in env_ids]
     bars = ax_success.bar(positions, [s if s is not None else 0.0 for s in success], width=0.6, color="tab:green")
     for bar, value, env_id in zip(bars, success, env_ids):
@@ -56,7 +59,9 @@ def plot_report(report: EvalReport, out_dir: str | Path) -> list[Path]:
     ax_return.set_ylim(*_padded_limits([*(heights - lower), *(heights + upper)]))
     ax_return.set_ylabel("mean return")
     ax_return.set_title(f"Mean return per env ({CI_LEVEL:.0%} bootstrap CI)")
-    for ax in (ax_success, ax_return):
+    if sampled:
+        _plot_pass_at_k(axes[2], report, env_ids, positions)
+    for ax in axes:
         ax.set_xticks(positions, env_ids, rotation=15, ha="right")
     fig.suptitle(title)
     summary_path = out_dir / SUMMARY_PLOT
@@ -86,6 +91,23 @@ def plot_report(report: EvalReport, out_dir: str | Path) -> list[Path]:
     distribution_path = out_dir / DISTRIBUTION_PLOT
     fig.savefig(distribution_path, dpi=100)
     return [summary_path, distribution_path]
+
+
+def _plot_pass_at_k(ax, report: EvalReport, env_ids: list[str], positions: np.ndarray) -> None:
+    """Grouped bars per env: pass@1, pass@2, ..., pass@k, and mean@k hatched."""
+    summaries = report.summaries
+    ks = list(summaries[env_ids[0]].pass_at_k) if env_ids else []
+    series = [(f"pass@{k}", [summaries[e].pass_at_k.get(k) for e in env_ids]) for k in ks]
+    series.append((f"mean@{report.samples}", [summaries[e].mean_at_k for e in env_ids]))
+    width = 0.8 / len(series)
+    for i, (label, values) in enumerate(series):
+        offsets = positions - 0.4 + width * (i + 0.5)
+        heights = [v if v is not None else 0.0 for v in values]
+        ax.bar(offsets, heights, width=width, label=label, hatch="//" if label.startswith("mean") else None)
+    ax.set_ylim(0, 1.15)
+    ax.set_ylabel("rate")
+    ax.set_title(f"pass@k (unbiased estimator) and mean@k, {report.samples} samples per seed")
+    ax.legend(fontsize=7, ncols=min(len(series), 4), loc="upper left")
 
 
 def _padded_limits(values: list[float]) -> tuple[float, float]:

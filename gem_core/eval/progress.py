@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 
 from tqdm.auto import tqdm
 
@@ -14,11 +15,16 @@ __all__ = ["EvalProgress"]
 class EvalProgress:
     """One tqdm bar over all episodes of all envs; the postfix shows the live success rate per env."""
 
-    def __init__(self, total: int, *, enabled: bool = True, description: str = "gem eval"):
+    def __init__(
+        self, total: int, *, enabled: bool = True, description: str = "gem eval", done: Iterable[EpisodeRecord] = ()
+    ):
+        """``done``: episodes finished before (a resumed run), counted from the start."""
         self._bar = tqdm(total=total, desc=description, unit="ep", disable=not enabled, file=sys.stderr, dynamic_ncols=True)
         self._successes: dict[str, int] = {}
         self._completed: dict[str, int] = {}
         self._failed = 0
+        for record in done:
+            self.update(record)
 
     def update(self, record: EpisodeRecord) -> None:
         if record.failed:

@@ -14,6 +14,11 @@ Conventions (the same for every backend):
 * **failed episodes** (the backend raised, e.g. a timeout after all retries) keep their partial
   transcript and the error, and are left out of every rate and mean: an infrastructure failure says
   nothing about the model. ``episodes_failed`` counts them.
+* **pass@k and mean@k** (``--samples n``: ``n`` episodes per seed): for each seed with ``c`` successes
+  among its ``n`` completed samples, pass@k is the unbiased estimator of Chen et al. (2021),
+  ``1 - C(n-c, k) / C(n, k)`` (the chance that ``k`` of the ``n`` samples drawn without replacement hold a
+  success), averaged over the seeds that have at least ``k`` completed samples. mean@k is the mean over
+  seeds of each seed's success rate over its samples (the average accuracy; it equals pass@1).
 * **confidence interval** of the mean return: a percentile bootstrap (``CI_RESAMPLES`` resamples of the
   episode returns, fixed RNG seed, so the same episodes give the same interval). It needs no normality
   assumption, which matters for the bounded, often bimodal returns of games.
@@ -37,6 +42,8 @@ __all__ = [
     "EnvSummary",
     "EvalReport",
     "bootstrap_mean_ci",
+    "pass_at_k",
+    "pass_at_k_values",
     "episode_success",
     "summarize_env",
     "REPORT_FILENAME",
@@ -57,6 +64,8 @@ class EpisodeRecord:
 
     env_id: str
     seed: int
+    #: Which of the ``samples`` episodes of this seed (``--samples``), from 0.
+    sample: int = 0
     rewards: list[float] = field(default_factory=list)
     success: bool = False
     format_errors: int = 0
@@ -81,6 +90,11 @@ class EpisodeRecord:
     def failed(self) -> bool:
         return self.error is not None
 
+    @property
+    def key(self) -> tuple[str, int, int]:
+        """``(env_id, seed, sample)``: which episode of the run this is (unique within a run)."""
+        return self.env_id, self.seed, self.sample
+
     def to_dict(self) -> dict[str, Any]:
         record = asdict(self)
         # Derived numbers are written too, so a reader of the JSON need not recompute them.
@@ -92,8 +106,6 @@ class EpisodeRecord:
     def from_dict(cls, data: Mapping[str, Any]) -> EpisodeRecord:
         names = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in data.items() if k in names})
-
-
 
 
 def bootstrap_mean_ci(
@@ -112,6 +124,28 @@ def bootstrap_mean_ci(
     return float(low), float(high)
 
 
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k of one problem with ``c`` successes in ``n`` samples (Chen et al., 2021).
+
+    ``1 - C(n-c, k) / C(n, k)`` computed as ``1 - prod_{i=n-c+1..n} (1 - k/i)``: the binomials overflow a
+    float for a few hundred samples, the product of ``c`` factors in (0, 1] does not.
+    """
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass_at_k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}.")
+    if n - c < k:  # every k-subset holds a success
+        return 1.0
+    return 1.0 - float(np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
+
+
+def pass_at_k_values(samples: int) -> list[int]:
+    """The k reported for ``samples`` samples per seed: the powers of two below it, and ``samples``."""
+    ks, k = [], 1
+    while k < samples:
+        ks.append(k)
+        k *= 2
+    return [*ks, samples]
+
+
 @dataclass
 class EnvSummary:
     """Aggregate numbers for one env; rates and means cover completed episodes only."""
@@ -127,6 +161,11 @@ class EnvSummary:
     format_error_rate: float | None
     prompt_tokens: int
     completion_tokens: int
+    #: Episodes per seed (``--samples``).
+    samples: int = 1
+    #: ``{"1": pass@1, "2": pass@2, ..., str(samples): pass@samples}``; ``None`` where no seed has k completed samples.
+    pass_at_k: dict[str, float | None] = field(default_factory=dict)
+    mean_at_k: float | None = None
 
     @property
     def total_tokens(self) -> int:
@@ -152,9 +191,16 @@ def _mean(values: Iterable[float]) -> float | None:
     return float(np.mean(values)) if values else None
 
 
-def summarize_env(env_id: str, records: Sequence[EpisodeRecord], episodes_requested: int) -> EnvSummary:
-    """The :class:`EnvSummary` of ``records`` (all from ``env_id``)."""
+def summarize_env(env_id: str, records: Sequence[EpisodeRecord], episodes_requested: int, samples: int = 1) -> EnvSummary:
+    """The :class:`EnvSummary` of ``records`` (all from ``env_id``, ``samples`` per seed)."""
     completed = [r for r in records if not r.failed]
+    by_seed: dict[int, list[bool]] = {}
+    for r in completed:
+        by_seed.setdefault(r.seed, []).append(r.success)
+    pass_at = {}
+    for k in pass_at_k_values(samples):
+        estimates = [pass_at_k(len(wins), sum(wins), k) for wins in by_seed.values() if len(wins) >= k]
+        pass_at[str(k)] = _mean(estimates)
     total_turns = sum(r.turns for r in completed)
     returns = [r.episode_return for r in completed]
     return EnvSummary(
@@ -170,6 +216,9 @@ def summarize_env(env_id: str, records: Sequence[EpisodeRecord], episodes_reques
         # Tokens are spent by failed episodes too, so they count here.
         prompt_tokens=sum(r.prompt_tokens for r in records),
         completion_tokens=sum(r.completion_tokens for r in records),
+        samples=samples,
+        pass_at_k=pass_at,
+        mean_at_k=_mean(float(np.mean(wins)) for wins in by_seed.values()),
     )
 
 
@@ -185,9 +234,19 @@ class EvalReport:
     interrupted: bool = False
     started_at: str | None = None
     finished_at: str | None = None
+    #: When ``--resume`` continued this run (one time per resume).
+    resumed_at: list[str] = field(default_factory=list)
+    #: Set by ``--rescore``: the source report and every episode whose reward, success or end changed.
+    rescore: dict[str, Any] | None = None
+
+    @property
+    def samples(self) -> int:
+        return int(self.config.get("samples", 1))
 
     def summary(self, env_id: str) -> EnvSummary:
-        return summarize_env(env_id, self.episodes.get(env_id, []), self.config.get("episodes", 0))
+        return summarize_env(
+            env_id, self.episodes.get(env_id, []), self.config.get("episodes", 0) * self.samples, self.samples
+        )
 
     @property
     def episodes_finished(self) -> int:
@@ -202,6 +261,11 @@ class EvalReport:
         return {env_id: self.summary(env_id) for env_id in self.env_ids}
 
     def to_dict(self) -> dict[str, Any]:
+        extra: dict[str, Any] = {}
+        if self.resumed_at:
+            extra["resumed_at"] = list(self.resumed_at)
+        if self.rescore is not None:
+            extra["rescore"] = self.rescore
         return {
             "format_version": REPORT_FORMAT_VERSION,
             "model": self.model,
@@ -215,7 +279,10 @@ class EvalReport:
                 "success": "info['success'] of the last step, else terminated with a positive return",
                 "format_error_rate": "format-error turns / turns, completed episodes",
                 "failed_episodes": "kept with their error; excluded from rates and means",
+                "pass_at_k": "unbiased estimator 1 - C(n-c,k)/C(n,k) per seed (Chen et al. 2021), mean over seeds",
+                "mean_at_k": "per-seed success rate over its samples, mean over seeds",
             },
+            **extra,
             "envs": {
                 env_id: {
                     "summary": self.summary(env_id).to_dict(),
@@ -242,6 +309,8 @@ class EvalReport:
             interrupted=bool(data.get("interrupted", False)),
             started_at=data.get("started_at"),
             finished_at=data.get("finished_at"),
+            resumed_at=list(data.get("resumed_at", [])),
+            rescore=data.get("rescore"),
         )
 
     def save(self, path: str | Path) -> Path:

@@ -3,12 +3,15 @@
 Training scripts call :func:`evaluate` (or :func:`evaluate_async` inside an event loop) with the
 policy they hold; the CLI calls the same functions with a model loaded from ``--model``.
 
-Episode ``i`` of every env uses seed ``config.seed + i``, so two models evaluated with the same
-settings play the same episodes. Episodes run concurrently (``config.concurrency`` at once, across
-envs); a failing episode records its error and the others go on. With an ``out_dir``, each finished
+Episode ``i`` of every env uses seed ``config.seed + i`` (``config.samples`` episodes per seed, for
+pass@k), so two models evaluated with the same settings play the same episodes. Episodes run
+concurrently (``config.concurrency`` at once, across envs); a failing episode records its error and
+the others go on. With an ``out_dir``, each finished
 episode is appended to ``episodes.jsonl`` there (fsync'd) and ``report.json`` is rebuilt from that file
 at the end, so a cancelled run (Ctrl-C, SIGTERM in the CLI) is written as a report marked
-``interrupted``, and a full disk loses nothing that was already written.
+``interrupted``, and a full disk loses nothing that was already written. ``run.json`` there holds the
+run's settings, so ``config.resume`` continues a run that was stopped in any way (even SIGKILL): it
+plays only the episodes missing from ``episodes.jsonl`` (:mod:`gem_core.eval.resume`).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from gem_core.env import Env
 from gem_core.eval.episode_log import EpisodeLog, ReportWriteError, read_episodes
 from gem_core.eval.progress import EvalProgress
 from gem_core.eval.report import REPORT_FILENAME, EpisodeRecord, EvalReport
+from gem_core.eval.resume import check_resume, read_run_header, write_run_header
 from gem_core.registry import make, spec
 
 __all__ = ["EvalConfig", "EpisodeBackend", "Interrupted", "evaluate", "evaluate_async", "make_backend", "write_outputs"]
@@ -53,8 +57,9 @@ class EvalConfig:
     """What to evaluate and how. Every field has a default but ``env_ids``."""
 
     env_ids: list[str] = field(default_factory=list, metadata={"help": "Env ids to evaluate, e.g. game:Wordle-v0."})
-    episodes: int = field(default=10, metadata={"help": "Episodes per env."})
+    episodes: int = field(default=10, metadata={"help": "Episodes (seeds) per env."})
     seed: int = field(default=0, metadata={"help": "Episode i of every env uses seed `seed + i`."})
+    samples: int = field(default=1, metadata={"help": "Episodes per seed; the report gives pass@k and mean@k over them."})
     concurrency: int = field(default=8, metadata={"help": "Episodes played at once (across all envs)."})
     max_turns: int | None = field(default=None, metadata={"help": "Cut episodes after this many turns (None: the env's own limit)."})
     max_new_tokens: int = field(default=256, metadata={"help": "Tokens the model may generate per turn."})
@@ -65,6 +70,7 @@ class EvalConfig:
     out_dir: str | None = field(default=None, metadata={"help": "Where report.json and the plots go (None: nothing is written)."})
     plots: bool = field(default=True, metadata={"help": "Write PNG plots next to the report."})
     progress: bool = field(default=True, metadata={"help": "Show a live progress bar on stderr."})
+    resume: bool = field(default=False, metadata={"help": "Continue the interrupted run in out_dir: play only its missing episodes."})
 
     def __post_init__(self) -> None:
         if isinstance(self.env_ids, str):
@@ -72,6 +78,10 @@ class EvalConfig:
         self.env_ids = list(dict.fromkeys(self.env_ids))  # a repeated id would be evaluated once
         if self.episodes < 1:
             raise ValueError(f"episodes must be at least 1, got {self.episodes}.")
+        if self.samples < 1:
+            raise ValueError(f"samples must be at least 1, got {self.samples}.")
+        if self.resume and self.out_dir is None:
+            raise ValueError("resume=True needs out_dir: the folder of the run to continue.")
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {self.concurrency}.")
         if self.max_turns is not None and self.max_turns < 1:
@@ -79,7 +89,7 @@ class EvalConfig:
 
     def run_settings(self) -> dict[str, Any]:
         """The fields that shape the episodes (what a report needs to be reproduced)."""
-        skip = {"env_ids", "out_dir", "plots", "progress"}
+        skip = {"env_ids", "out_dir", "plots", "progress", "resume"}
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in skip}
 
 
@@ -114,13 +124,20 @@ async def evaluate_async(
         episodes=records,
         started_at=_now(),
     )
-    progress = EvalProgress(len(config.env_ids) * config.episodes, enabled=config.progress)
+    planned = [
+        (env_id, config.seed + i, sample)
+        for env_id in config.env_ids
+        for i in range(config.episodes)
+        for sample in range(config.samples)
+    ]
+    log = _open_run(config, report, planned) if config.out_dir is not None else None
+    done = {r.key for r in log.records} if log is not None else set()
+    progress = EvalProgress(len(planned), enabled=config.progress, done=log.records if log is not None else ())
     slots = asyncio.Semaphore(config.concurrency)
-    log = EpisodeLog(config.out_dir) if config.out_dir is not None else None
 
-    async def play(env_id: str, seed: int) -> None:
+    async def play(env_id: str, seed: int, sample: int) -> None:
         async with slots:
-            record = EpisodeRecord(env_id=env_id, seed=seed)
+            record = EpisodeRecord(env_id=env_id, seed=seed, sample=sample)
             env = None
             try:
                 env = make(env_id)
@@ -137,9 +154,7 @@ async def evaluate_async(
             if on_episode is not None:
                 on_episode(record)
 
-    tasks = [
-        asyncio.create_task(play(env_id, config.seed + i)) for env_id in config.env_ids for i in range(config.episodes)
-    ]
+    tasks = [asyncio.create_task(play(*key)) for key in planned if key not in done]
     try:
         await asyncio.gather(*tasks)
     except BaseException:
@@ -159,7 +174,7 @@ async def evaluate_async(
             for record in read_episodes(log.path):
                 records.setdefault(record.env_id, []).append(record)
         for env_records in records.values():
-            env_records.sort(key=lambda r: r.seed)
+            env_records.sort(key=lambda r: (r.seed, r.sample))
         if config.out_dir is not None:
             try:
                 write_outputs(report, config.out_dir, plots=config.plots)
@@ -169,6 +184,26 @@ async def evaluate_async(
                     f"{report.episodes_finished} finished episodes are in {log.path}"
                 ) from exc
     return report
+
+
+def _open_run(config: EvalConfig, report: EvalReport, planned: list[tuple[str, int, int]]) -> EpisodeLog:
+    """Write the run's ``run.json`` and open its episode log; with ``config.resume``, first check that the
+    run in ``out_dir`` asked for the same episodes, and take its start time and finished episodes."""
+    assert config.out_dir is not None
+    if config.resume:
+        header = read_run_header(config.out_dir)
+        check_resume(header, model=report.model, backend=report.backend, env_ids=report.env_ids, settings=report.config)
+        report.started_at, report.resumed_at = header.started_at, [*header.resumed_at, report.started_at]
+    try:
+        write_run_header(config.out_dir, report)
+    except OSError as exc:
+        raise ReportWriteError(f"cannot write the run's settings to {config.out_dir}: {exc.strerror or exc}") from exc
+    log = EpisodeLog(config.out_dir, resume=config.resume)
+    unknown = {r.key for r in log.records} - set(planned)
+    if unknown:
+        log.close()
+        raise ValueError(f"{log.path} holds episodes this run does not ask for, e.g. (env, seed, sample) = {min(unknown)}.")
+    return log
 
 
 def write_outputs(report: EvalReport, out_dir: str | Path, *, plots: bool = True) -> list[Path]:

@@ -14,13 +14,26 @@ from gem_core.eval.report import CI_LEVEL, EnvSummary, EvalReport
 __all__ = ["summary_table", "comparison_table", "print_comparison"]
 
 # (column title, value of a summary, how to print it, higher is better?)
-_METRICS: list[tuple[str, Callable[[EnvSummary], float | None], str, bool | None]] = [
+Metric = tuple[str, Callable[[EnvSummary], float | None], str, bool | None]
+_METRICS: list[Metric] = [
     ("success", lambda s: s.success_rate, "{:.1%}", True),
     ("mean return", lambda s: s.mean_return, "{:.3f}", True),
     ("mean turns", lambda s: s.mean_turns, "{:.2f}", None),
     ("format errors", lambda s: s.format_error_rate, "{:.1%}", False),
     ("tokens", lambda s: s.total_tokens, "{:,}", None),
 ]
+
+
+def _metrics(samples: int) -> list[Metric]:
+    """The columns for a run with ``samples`` episodes per seed: pass@1 and pass@k, mean@k after success."""
+    if samples <= 1:
+        return _METRICS
+    sampled: list[Metric] = [
+        ("pass@1", lambda s: s.pass_at_k.get("1"), "{:.1%}", True),
+        (f"pass@{samples}", lambda s: s.pass_at_k.get(str(samples)), "{:.1%}", True),
+        (f"mean@{samples}", lambda s: s.mean_at_k, "{:.1%}", True),
+    ]
+    return [_METRICS[0], *sampled, *_METRICS[1:]]
 
 
 def _cell(summary: EnvSummary | None, value: float | None, fmt: str, with_ci: bool) -> str:
@@ -51,11 +64,12 @@ def summary_table(report: EvalReport) -> Table:
     table = Table(title=title, box=box.SIMPLE_HEAD)
     table.add_column("env", style="bold", no_wrap=True)
     table.add_column("ok/failed", justify="right", no_wrap=True)
-    for title, _, _, _ in _METRICS:
+    metrics = _metrics(report.samples)
+    for title, _, _, _ in metrics:
         table.add_column(f"{title} [{CI_LEVEL:.0%} CI]" if title == "mean return" else title, justify="right", no_wrap=True)
     for env_id, s in report.summaries.items():
         failed = f"[red]{s.episodes_failed}[/]" if s.episodes_failed else "0"
-        cells = [_cell(s, metric(s), fmt, title == "mean return") for title, metric, fmt, _ in _METRICS]
+        cells = [_cell(s, metric(s), fmt, title == "mean return") for title, metric, fmt, _ in metrics]
         table.add_row(env_id, f"{s.episodes_completed}/{failed}", *cells)
     return table
 
@@ -69,6 +83,7 @@ def comparison_table(a: EvalReport, b: EvalReport, *, label_a: str = "A", label_
     table.add_column(label_b, justify="right", no_wrap=True)
     table.add_column(f"Δ ({label_b} - {label_a})", justify="right", no_wrap=True)
     summaries_a, summaries_b = a.summaries, b.summaries
+    metrics = _metrics(a.samples if a.samples == b.samples else 1)  # pass@k of different k do not compare
     for env_id in dict.fromkeys([*a.env_ids, *b.env_ids]):
         sa, sb = summaries_a.get(env_id), summaries_b.get(env_id)
         table.add_row(
@@ -77,7 +92,7 @@ def comparison_table(a: EvalReport, b: EvalReport, *, label_a: str = "A", label_
             *(f"{s.episodes_completed} ok, {s.episodes_failed} failed" if s is not None else "-" for s in (sa, sb)),
             "",
         )
-        for title, metric, fmt, better in _METRICS:
+        for title, metric, fmt, better in metrics:
             va = metric(sa) if sa is not None else None
             vb = metric(sb) if sb is not None else None
             with_ci = title == "mean return"

@@ -12,13 +12,14 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gem_core.rollout.trajectory import TokenTrajectory
 from gem_core.rollout.trajectory_io import read_records, trajectory_from_record
 
-__all__ = ["TurnChange", "replay_trajectory", "add_replay_parser"]
+__all__ = ["Replay", "TurnChange", "replay_actions", "replay_trajectory", "add_replay_parser"]
 
 
 @dataclass(frozen=True)
@@ -32,27 +33,49 @@ class TurnChange:
     note: str = ""
 
 
-def replay_trajectory(trajectory: TokenTrajectory, env: Any, *, episode: int = 0) -> tuple[list[float], list[TurnChange]]:
-    """Reset ``env`` with the trajectory's seed, step its recorded actions; returns the replayed rewards
-    and the turns whose reward (or end of episode) changed."""
-    env.reset(seed=trajectory.seed)
-    rewards: list[float] = []
-    changes: list[TurnChange] = []
-    for turn, action in enumerate(trajectory.actions):
-        _, reward, terminated, truncated, _ = env.step(action)
-        rewards.append(float(reward))
-        stored = float(trajectory.rewards[turn]) if turn < len(trajectory.rewards) else float("nan")
-        last = turn == len(trajectory.actions) - 1
+@dataclass
+class Replay:
+    """What the env did when stepped through recorded actions."""
+
+    rewards: list[float]
+    infos: list[dict[str, Any]]
+    terminated: bool
+    truncated: bool
+    #: The turns whose reward (or end of episode) differs from the stored episode's.
+    changes: list[TurnChange]
+
+
+def replay_actions(
+    env: Any, seed: int | None, actions: Sequence[str], stored_rewards: Sequence[float], *, episode: int = 0
+) -> Replay:
+    """Reset ``env`` with ``seed``, step ``actions`` until the episode ends, and compare each turn's reward
+    with ``stored_rewards``. The engine of ``gem replay`` and of ``gem eval --rescore``."""
+    env.reset(seed=seed)
+    replay = Replay(rewards=[], infos=[], terminated=False, truncated=False, changes=[])
+    for turn, action in enumerate(actions):
+        _, reward, terminated, truncated, info = env.step(action)
+        replay.rewards.append(float(reward))
+        replay.infos.append(dict(info))
+        stored = float(stored_rewards[turn]) if turn < len(stored_rewards) else float("nan")
+        last = turn == len(actions) - 1
         notes = []
         if not math.isclose(stored, float(reward), rel_tol=0.0, abs_tol=1e-9):
             notes.append("reward")
         if (terminated or truncated) and not last:
             notes.append("the episode now ends here")
         if notes:
-            changes.append(TurnChange(episode, turn, stored, float(reward), ", ".join(notes)))
+            replay.changes.append(TurnChange(episode, turn, stored, float(reward), ", ".join(notes)))
         if terminated or truncated:
+            replay.terminated, replay.truncated = bool(terminated), bool(truncated)
             break
-    return rewards, changes
+    return replay
+
+
+def replay_trajectory(trajectory: TokenTrajectory, env: Any, *, episode: int = 0) -> tuple[list[float], list[TurnChange]]:
+    """Reset ``env`` with the trajectory's seed, step its recorded actions; returns the replayed rewards
+    and the turns whose reward (or end of episode) changed."""
+    replay = replay_actions(env, trajectory.seed, trajectory.actions, trajectory.rewards, episode=episode)
+    return replay.rewards, replay.changes
 
 
 def _replay_file(path: str, env_kwargs_override: dict[str, Any] | None) -> tuple[int, list[TurnChange]]:

@@ -39,13 +39,14 @@ async def run_episode(
     env_id: str | None = None,
     history: str = "as_sampled",
     chat_template_kwargs: dict | None = None,
+    record_env_states: bool = False,
 ) -> TokenTrajectory:
     """Play one episode of ``env`` with ``policy`` and return its token trajectory.
 
     Each turn the policy gets the context ids and ``sampling`` with ``max_new_tokens`` lowered to what
     ``max_total_tokens`` leaves, and ``stop_token_ids`` filled in (eos and end-of-turn) when None.
-    ``history`` and ``chat_template_kwargs`` go to :class:`EpisodeSession` (e.g. Qwen3 with
-    ``chat_template_kwargs={"enable_thinking": False}``).
+    ``history``, ``chat_template_kwargs`` and ``record_env_states`` go to :class:`EpisodeSession` (e.g.
+    Qwen3 with ``chat_template_kwargs={"enable_thinking": False}``).
     """
     session = EpisodeSession(
         env,
@@ -58,6 +59,7 @@ async def run_episode(
         env_id=env_id,
         history=history,
         chat_template_kwargs=chat_template_kwargs,
+        record_env_states=record_env_states,
     )
     return await run_session(session, policy, seed=seed, sampling=sampling)
 

@@ -46,6 +46,7 @@ from gem_core.rollout.chat_template import HISTORY_MODES, ChatTemplate
 from gem_core.rollout.episode_label import EpisodeLabel, parse_label
 from gem_core.rollout.trajectory import TokenTrajectory
 from gem_core.rollout.vision import ImageEncoder, TrajectoryImage, is_processor, text_tokenizer
+from gem_core.rollout.trajectory_io import encode_env_state
 
 __all__ = ["EpisodeSession", "SessionStep"]
 
@@ -100,6 +101,9 @@ class EpisodeSession:
         history: ``"as_sampled"`` (default) or ``"as_rendered"``, see the module docstring.
         chat_template_kwargs: template variables (e.g. ``{"enable_thinking": False}``), only when
             ``chat_template`` is None; adapters pass their framework's own kwargs here.
+        record_env_states: keep the env's state before each turn's action in the trajectory
+            (``TokenTrajectory.env_states``), so a stored episode can be branched at any turn; costs a
+            copy and a pickle of the state per turn.
     """
 
     def __init__(
@@ -115,6 +119,7 @@ class EpisodeSession:
         env_id: str | None = None,
         history: str = "as_sampled",
         chat_template_kwargs: dict | None = None,
+        record_env_states: bool = False,
     ):
         if history not in HISTORY_MODES:
             raise ValueError(f"history={history!r}: expected one of {HISTORY_MODES}.")
@@ -137,6 +142,12 @@ class EpisodeSession:
             raise ValueError(f"max_total_tokens must be positive (or None), got {max_total_tokens}.")
         if max_response_tokens is not None and max_response_tokens < 1:
             raise ValueError(f"max_response_tokens must be positive (or None), got {max_response_tokens}.")
+        if record_env_states and not callable(getattr(env, "get_state", None)):
+            raise ValueError(
+                f"record_env_states=True needs an env with get_state(); {type(env).__name__} has none (an env served "
+                "elsewhere keeps its state there). Record without states, or run the env in-process."
+            )
+        self.record_env_states = record_env_states
         self.env = env
         # A vision model's processor goes where the tokenizer goes: its tokenizer does the text, its
         # image processor the images (gem_core.rollout.vision).
@@ -178,6 +189,7 @@ class EpisodeSession:
         self._rendered: list[int] | None = None  # "as_rendered": the conversation as the template shows it
         self._rendered_context_ends: list[int] = []
         self._images: list[TrajectoryImage] = []
+        self._env_states: list[str] = []
 
     # -- state ----------------------------------------------------------------------------------
 
@@ -350,6 +362,8 @@ class EpisodeSession:
         if not closed:
             self._append(self.chat_template.close_turn_ids(), mask=0)
         self._actions.append(action_text)
+        if self.record_env_states:
+            self._env_states.append(encode_env_state(self.env.get_state()))
 
         if finish_reason == "abort":
             # The backend gave up on this turn (request cancelled): keep the tokens, do not act on them.
@@ -458,6 +472,7 @@ class EpisodeSession:
             rendered_context_ends=list(self._rendered_context_ends),
             generation_prompt_ids=list(self.chat_template.generation_prompt_ids) if self._rendered is not None else [],
             images=list(self._images),
+            env_states=list(self._env_states),
         )
 
     # -- lifecycle ------------------------------------------------------------------------------

@@ -106,6 +106,10 @@ class TokenTrajectory:
     with its turn, where its placeholder ids start in ``prompt_ids + response_ids``, and its pixel inputs
     (:func:`gem_core.rollout.vision.multimodal_inputs` turns them into the model's ``pixel_values`` and
     ``image_grid_thw``). Empty for text-only episodes."""
+    env_states: list[str] = field(default_factory=list)
+    """With ``record_env_states=True``: per turn, the env's :meth:`~gem_core.env.Env.get_state` before that
+    turn's action, encoded as text by :func:`gem_core.rollout.trajectory_io.encode_env_state` (a stored
+    episode can branch at any turn). Empty otherwise."""
 
     def __post_init__(self) -> None:
         n = len(self.response_ids)
@@ -116,6 +120,8 @@ class TokenTrajectory:
             )
         if len(self.turn_spans) != len(self.rewards):
             raise ValueError(f"{len(self.turn_spans)} turn spans but {len(self.rewards)} rewards; need one per turn.")
+        if self.env_states and len(self.env_states) != len(self.turn_spans):
+            raise ValueError(f"{len(self.env_states)} env states but {len(self.turn_spans)} turns; need one per turn (or none).")
         if self.history == "as_rendered" and (
             self.rendered_ids is None or len(self.rendered_context_ends) != len(self.turn_spans)
         ):

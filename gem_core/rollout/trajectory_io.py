@@ -3,15 +3,24 @@
 Stored rollouts outlive the run that made them: a grader bug is fixed by re-scoring the stored actions
 (:mod:`gem_core.rollout.replay`) instead of paying for inference again, and good episodes become
 supervised or preference data. One line per :class:`TokenTrajectory`, every field kept (ids, mask,
-logprobs, spans, rewards, texts, infos), plus the env label needed to rebuild the env.
+logprobs, spans, rewards, texts, infos, and the env state before each turn when the episode recorded it),
+plus the env label needed to rebuild the env. Files written before env states existed read the same,
+with no states.
+
+An env state is Python objects (an RNG, a board), so it is stored as a pickle (zlib-compressed, base64
+text). Reading a file never unpickles: :func:`decode_env_state` does, on request, and like any pickle
+it must only be given files you trust (a pickle can run code).
 """
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 import math
 import os
+import pickle
+import zlib
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -26,12 +35,24 @@ __all__ = [
     "trajectory_from_record",
     "write_trajectories",
     "read_trajectories",
+    "encode_env_state",
+    "decode_env_state",
     "sft_records",
     "preference_pairs",
 ]
 
 TRAJECTORY_FORMAT = "gem.trajectory/1"
 _FIELDS = {f.name for f in dataclasses.fields(TokenTrajectory)}
+
+
+def encode_env_state(state: Mapping[str, Any]) -> str:
+    """An :meth:`Env.get_state <gem_core.env.Env.get_state>` snapshot as JSON-safe text (pickle, zlib, base64)."""
+    return base64.b64encode(zlib.compress(pickle.dumps(dict(state), protocol=pickle.HIGHEST_PROTOCOL))).decode("ascii")
+
+
+def decode_env_state(text: str) -> dict[str, Any]:
+    """The snapshot :func:`encode_env_state` encoded, for ``env.set_state``. Only for files you trust: it unpickles."""
+    return pickle.loads(zlib.decompress(base64.b64decode(text.encode("ascii"))))  # noqa: S301 - documented trust
 
 
 def _plain(value: Any) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import gem_core
 from gem_core.envs.game.guess_the_number import GuessTheNumber
 from gem_core.rollout import run_episodes
 from gem_core.rollout.trajectory_io import (
+    decode_env_state,
     preference_pairs,
     read_trajectories,
     sft_records,
@@ -28,7 +30,9 @@ def trajectories(tiny_tokenizer):
     import asyncio
 
     policy = ScriptedPolicy(tiny_tokenizer, GUESSES + ["not a move"])
-    return asyncio.run(run_episodes("game:GuessTheNumber-v0", policy, tiny_tokenizer, seeds=range(12)))
+    return asyncio.run(
+        run_episodes("game:GuessTheNumber-v0", policy, tiny_tokenizer, seeds=range(12), record_env_states=True)
+    )
 
 
 def test_the_jsonl_round_trip_is_lossless(tmp_path, trajectories):
@@ -37,6 +41,42 @@ def test_the_jsonl_round_trip_is_lossless(tmp_path, trajectories):
     loaded = read_trajectories(path)
     assert loaded == trajectories  # every field, ids, logprobs, spans (as tuples), infos, metrics
     assert [trajectory_to_record(t) for t in loaded] == [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_the_stored_env_state_of_a_turn_restores_the_env_there(tmp_path, trajectories):
+    path = tmp_path / "episodes.jsonl"
+    write_trajectories(path, trajectories)
+    replayed = 0
+    for t in read_trajectories(path):
+        assert len(t.env_states) == t.num_turns
+        for turn in range(t.num_turns):
+            env = gem_core.make(t.env_id)  # a fresh env, never reset: the state alone puts it at this turn
+            env.set_state(decode_env_state(t.env_states[turn]))
+            observation, reward, terminated, truncated, _ = env.step(t.actions[turn])
+            assert reward == t.rewards[turn]
+            last = turn == t.num_turns - 1
+            assert observation == (t.final_observation if last else t.observations[turn + 1])
+            assert (terminated, truncated) == ((t.terminated, t.truncated) if last else (False, False))
+            replayed += 1
+    assert replayed > len(trajectories)  # multi-turn episodes, not only first turns
+
+
+def test_a_file_written_before_env_states_existed_reads_with_none(tmp_path, trajectories):
+    record = trajectory_to_record(trajectories[0])
+    del record["env_states"]
+    path = tmp_path / "old.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    (loaded,) = read_trajectories(path)
+    assert loaded.env_states == [] and loaded.actions == trajectories[0].actions
+    assert dataclasses.replace(loaded, env_states=trajectories[0].env_states) == trajectories[0]
+
+
+def test_without_record_env_states_no_state_is_kept(tiny_tokenizer):
+    import asyncio
+
+    policy = ScriptedPolicy(tiny_tokenizer, GUESSES)
+    (t,) = asyncio.run(run_episodes("game:GuessTheNumber-v0", policy, tiny_tokenizer, seeds=[0], max_turns=2))
+    assert t.env_states == [] and "env_states" in trajectory_to_record(t)
 
 
 def test_a_record_of_another_format_is_refused(tmp_path):
@@ -126,3 +166,14 @@ def test_preference_pairs_split_same_seed_episodes_at_their_first_different_move
         assert [m["role"] for m in pair["prompt"]] == ["user", "assistant", "user"]
         assert pair["prompt"][1]["content"] == "\\boxed{10}"
         assert pair["chosen"][0]["content"] == "\\boxed{5}" and pair["rejected"][0]["content"] == "nonsense"
+
+
+def test_recording_env_states_of_an_env_without_get_state_is_refused_up_front(tiny_tokenizer):
+    from gem_core.rollout.session import EpisodeSession
+
+    class Stateless:  # e.g. an env behind an HTTP server: its state lives there
+        def close(self):
+            pass
+
+    with pytest.raises(ValueError, match="record_env_states=True needs an env with get_state"):
+        EpisodeSession(Stateless(), tiny_tokenizer, record_env_states=True)

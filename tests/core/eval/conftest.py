@@ -36,6 +36,6 @@ def binary_search_move(conversation: str) -> str:
     return f"I guess \\boxed{{{(low + high) // 2}}}"
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def binary_search():
     return binary_search_move

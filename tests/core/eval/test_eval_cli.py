@@ -141,3 +141,31 @@ def test_ctrl_c_writes_the_partial_report_and_exits_130(tmp_path, binary_search)
     assert report["interrupted"] is True
     episodes = report["envs"]["game:GuessTheNumber-v0-easy"]["episodes"]
     assert [e["seed"] for e in episodes] == [0, 1] and not any(e["error"] for e in episodes)
+
+
+def test_gem_eval_samples_reports_pass_at_k_in_the_json_and_the_table(tmp_path, binary_search, capsys):
+    """Every second episode gets a player that never answers in the game's format, so with one episode
+    at a time each seed's two samples are one win and one loss: pass@1 = mean@2 = 1/2, pass@2 = 1."""
+    starts = []
+
+    def respond(messages):
+        if len(messages) == 1:
+            starts.append(1)
+        if len(starts) % 2 == 0:
+            return "no idea"
+        return binary_search("\n".join(m["content"] for m in messages))
+
+    with OpenAITestServer(respond=respond) as server:
+        code = main(["--model", "m", "--base-url", server.base_url, "--env", "game:GuessTheNumber-v0-easy",
+                     "--episodes", "3", "--samples", "2", "--max-turns", "5", "--concurrency", "1", "--no-progress",
+                     "--out", str(tmp_path)])
+    assert code == 0
+    report = json.loads((tmp_path / "report.json").read_text())
+    env = report["envs"]["game:GuessTheNumber-v0-easy"]
+    assert [(e["seed"], e["sample"]) for e in env["episodes"]] == [(s, i) for s in range(3) for i in range(2)]
+    assert [e["success"] for e in env["episodes"]] == [True, False] * 3
+    summary = env["summary"]
+    assert summary["pass_at_k"] == {"1": pytest.approx(0.5), "2": pytest.approx(1.0)}
+    assert summary["mean_at_k"] == pytest.approx(0.5) and summary["episodes_requested"] == 6
+    out = capsys.readouterr().out
+    assert "pass@2" in out and "mean@2" in out and "100.0%" in out

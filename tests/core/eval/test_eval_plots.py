@@ -30,3 +30,15 @@ def test_plots_are_valid_pngs_even_with_an_env_that_has_no_finished_episode(tmp_
         assert image.ndim == 3 and image.shape[0] > 200 and image.shape[1] > 300
         assert image[..., :3].std() > 0
 
+
+
+def test_with_samples_the_summary_plot_gets_a_pass_at_k_panel(tmp_path):
+    report = _report()
+    plain = matplotlib.image.imread(plot_report(report, tmp_path / "plain")[0])
+    report.config["samples"] = 3
+    report.episodes["game:A-v0"] = [
+        EpisodeRecord(env_id="game:A-v0", seed=i // 3, sample=i % 3, rewards=[float(i % 2)], success=bool(i % 2))
+        for i in range(12)
+    ]
+    sampled = matplotlib.image.imread(plot_report(report, tmp_path / "sampled")[0])
+    assert sampled.shape[1] > plain.shape[1] * 1.3  # a third panel

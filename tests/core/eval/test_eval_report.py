@@ -97,3 +97,56 @@ def test_loading_something_else_says_what_was_expected(tmp_path):
     path.write_text(json.dumps({"hello": 1}))
     with pytest.raises(ValueError, match="Not a gem eval report"):
         EvalReport.load(path)
+
+
+def test_pass_at_k_matches_the_binomial_formula_by_hand():
+    from gem_core.eval.report import pass_at_k
+
+    # n=5 samples, c=2 correct: pass@k = 1 - C(5-2, k) / C(5, k)
+    assert pass_at_k(5, 2, 1) == pytest.approx(2 / 5)  # 1 - C(3,1)/C(5,1) = 1 - 3/5
+    assert pass_at_k(5, 2, 2) == pytest.approx(0.7)  # 1 - C(3,2)/C(5,2) = 1 - 3/10
+    assert pass_at_k(5, 2, 3) == pytest.approx(0.9)  # 1 - C(3,3)/C(5,3) = 1 - 1/10
+    assert pass_at_k(5, 2, 4) == 1.0  # C(3,4) = 0: every 4 of the 5 hold a correct one
+    assert pass_at_k(5, 0, 5) == 0.0 and pass_at_k(5, 5, 1) == 1.0
+    with pytest.raises(ValueError, match="k <= n"):
+        pass_at_k(3, 1, 4)
+
+
+def test_pass_at_k_stays_exact_where_the_binomials_overflow_a_float():
+    import math
+    from fractions import Fraction
+
+    from gem_core.eval.report import pass_at_k
+
+    n, c, k = 2000, 7, 500  # C(2000, 500) has ~490 digits: far beyond a float
+    exact = 1 - Fraction(math.comb(n - c, k), math.comb(n, k))
+    assert pass_at_k(n, c, k) == pytest.approx(float(exact), rel=1e-12)
+
+
+def test_pass_at_k_and_mean_at_k_of_an_env_by_hand():
+    """Three seeds with 4 samples each (a failed sample is left out: seed 2 has 3 completed).
+
+    seed 0: c=1 of n=4; seed 1: c=2 of n=4; seed 2: c=0 of n=3.
+    pass@1 = mean(1/4, 2/4, 0/3) = 0.25
+    pass@2 = mean(1 - C(3,2)/C(4,2), 1 - C(2,2)/C(4,2), 1 - C(3,2)/C(3,2)) = mean(1 - 3/6, 1 - 1/6, 0) = 4/9
+    pass@4 = mean over the seeds with 4 completed samples = mean(1 - C(3,4)/C(4,4), 1 - C(2,4)/C(4,4)) = 1.0
+    mean@4 = mean(1/4, 2/4, 0/3) = 0.25
+    """
+    wins = {0: [True, False, False, False], 1: [False, True, True, False], 2: [False, False, False]}
+    records = [
+        EpisodeRecord(env_id="game:X-v0", seed=seed, sample=i, rewards=[float(w)], success=w, terminated=True)
+        for seed, results in wins.items() for i, w in enumerate(results)
+    ]
+    records.append(EpisodeRecord(env_id="game:X-v0", seed=2, sample=3, error="EndpointError: HTTP 500"))
+    summary = summarize_env("game:X-v0", records, episodes_requested=12, samples=4)
+    assert list(summary.pass_at_k) == ["1", "2", "4"]
+    assert summary.pass_at_k["1"] == pytest.approx(0.25)
+    assert summary.pass_at_k["2"] == pytest.approx(4 / 9)
+    assert summary.pass_at_k["4"] == pytest.approx(1.0)
+    assert summary.mean_at_k == pytest.approx(0.25)
+    report = EvalReport(model="m", backend="test", config={"episodes": 3, "samples": 4}, env_ids=["game:X-v0"],
+                        episodes={"game:X-v0": records})
+    saved = json.loads(json.dumps(report.to_dict()))["envs"]["game:X-v0"]["summary"]
+    assert saved["pass_at_k"] == {"1": pytest.approx(0.25), "2": pytest.approx(4 / 9), "4": 1.0}
+    assert saved["episodes_requested"] == 12 and saved["samples"] == 4
+    assert EvalReport.from_dict(report.to_dict()).summary("game:X-v0") == summary

@@ -98,7 +98,7 @@ def test_a_full_disk_at_the_report_leaves_no_tmp_file_and_the_cli_says_where_the
     assert err.count("\n") == 1 and "Traceback" not in err
     assert "No space left on device" in err and str(tmp_path / EPISODES_FILENAME) in err
     assert len(_lines(tmp_path / EPISODES_FILENAME)) == 3
-    assert sorted(p.name for p in tmp_path.iterdir()) == [EPISODES_FILENAME]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [EPISODES_FILENAME, "run.json"]  # no report.json, no .tmp
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])

@@ -1,0 +1,110 @@
+"""Re-grade a ``gem eval`` run from its stored transcripts: ``gem eval --rescore DIR``.
+
+A grader fix changes rewards, not what the model said. Each episode's transcript holds the model's
+actions, and the same seed gives the same episode, so stepping those actions through the current env
+(:func:`gem_core.rollout.replay.replay_actions`, the engine of ``gem replay``) re-scores the run
+without calling the model. The transcript is kept as the model saw it; rewards, success, format errors
+and the end of the episode are the current env's. Failed episodes (a backend error) are kept as they
+were: they have no verdict to re-check.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from gem_core.env import episode_success
+from gem_core.eval.episode_log import EPISODES_FILENAME, read_episodes
+from gem_core.eval.report import REPORT_FILENAME, EpisodeRecord, EvalReport
+from gem_core.eval.resume import RUN_FILENAME, read_run_header
+from gem_core.registry import make
+from gem_core.rollout.replay import replay_actions
+from gem_core.wrappers import TurnLimit
+
+__all__ = ["load_run", "rescore_report", "rescore_record"]
+
+
+def load_run(path: str | Path) -> EvalReport:
+    """The report of a run: a ``report.json`` file, or a run folder (its ``run.json`` and
+    ``episodes.jsonl`` when present, which hold every finished episode even after a SIGKILL; else its
+    ``report.json``)."""
+    path = Path(path)
+    if path.is_dir() and (path / RUN_FILENAME).is_file() and (path / EPISODES_FILENAME).is_file():
+        header = read_run_header(path)
+        episodes: dict[str, list[EpisodeRecord]] = {env_id: [] for env_id in header.env_ids}
+        for record in read_episodes(path / EPISODES_FILENAME):
+            episodes.setdefault(record.env_id, []).append(record)
+        for records in episodes.values():
+            records.sort(key=lambda r: (r.seed, r.sample))
+        report = EvalReport(header.model, header.backend, header.config, header.env_ids, episodes,
+                            started_at=header.started_at, resumed_at=header.resumed_at)
+        planned = len(header.env_ids) * header.config.get("episodes", 0) * report.samples
+        report.interrupted = report.episodes_finished < planned
+        return report
+    if path.is_dir() and not (path / REPORT_FILENAME).is_file():
+        raise ValueError(f"{path} holds no gem eval run (no {REPORT_FILENAME}, nor {RUN_FILENAME} with {EPISODES_FILENAME}).")
+    return EvalReport.load(path)
+
+
+def rescore_record(record: EpisodeRecord, env: Any, *, max_turns: int | None = None) -> tuple[EpisodeRecord, list[dict[str, Any]]]:
+    """``record`` re-graded by ``env`` (reset with its seed, stepped with its transcript's actions), and
+    the turns whose reward or end changed (``{"turn", "stored_reward", "replayed_reward", "note"}``)."""
+    if record.failed:
+        return record, []
+    if max_turns is not None:
+        env = TurnLimit(env, max_turns)  # the eval's turn cut, as its backends apply it
+    actions = [m["content"] for m in record.transcript if m.get("role") == "assistant"]
+    replay = replay_actions(env, record.seed, actions, record.rewards)
+    rescored = dataclasses.replace(
+        record,
+        rewards=replay.rewards,
+        terminated=replay.terminated,
+        truncated=replay.truncated,
+        format_errors=sum(bool(info.get("format_error")) for info in replay.infos),
+        success=episode_success(replay.infos, sum(replay.rewards), replay.terminated),
+    )
+    changes = [
+        {"turn": c.turn, "stored_reward": c.stored_reward, "replayed_reward": c.replayed_reward, "note": c.note}
+        for c in replay.changes
+    ]
+    return rescored, changes
+
+
+def rescore_report(report: EvalReport, *, source: str | Path | None = None) -> EvalReport:
+    """A copy of ``report`` re-graded by the current envs; ``rescore`` in it lists every changed episode."""
+    max_turns = report.config.get("max_turns")
+    envs: dict[str, Any] = {}
+    changed: list[dict[str, Any]] = []
+    episodes: dict[str, list[EpisodeRecord]] = {}
+    try:
+        for env_id in report.env_ids:
+            episodes[env_id] = []
+            for record in report.episodes.get(env_id, []):
+                if not record.failed and env_id not in envs:
+                    envs[env_id] = make(env_id)
+                rescored, turns = rescore_record(record, envs.get(env_id), max_turns=max_turns)
+                episodes[env_id].append(rescored)
+                if turns or rescored.success != record.success or rescored.terminated != record.terminated:
+                    changed.append({
+                        "env_id": env_id,
+                        "seed": record.seed,
+                        "sample": record.sample,
+                        "return": [record.episode_return, rescored.episode_return],
+                        "success": [record.success, rescored.success],
+                        "turns": turns,
+                    })
+    finally:
+        for env in envs.values():
+            env.close()
+    return dataclasses.replace(
+        report,
+        episodes=episodes,
+        rescore={
+            "from": str(source) if source is not None else None,
+            "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "episodes_rescored": sum(not r.failed for records in episodes.values() for r in records),
+            "changed": changed,
+        },
+    )

@@ -1,0 +1,126 @@
+"""Continue an interrupted ``gem eval`` run from what it left on disk.
+
+A run writes ``run.json`` (model, backend, env ids, settings) before its first episode and appends each
+finished episode to ``episodes.jsonl`` (:mod:`gem_core.eval.episode_log`). Neither needs the process
+to end cleanly, so even after a SIGKILL or a power cut the folder says what was asked for and what is
+done. Resuming plays exactly the episodes that are missing; a resumed run that asks for other episodes
+(another env, seed, episode count, model or sampling setting) is refused, since its report would mix
+two experiments.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gem_core.eval.report import REPORT_FILENAME, EvalReport
+
+__all__ = ["RUN_FILENAME", "EPISODE_SETTINGS", "RunHeader", "ResumeMismatch", "read_run_header", "write_run_header", "check_resume"]
+
+RUN_FILENAME = "run.json"
+RUN_FORMAT = "gem.eval_run/1"
+
+#: The settings that decide which episodes are played and how; a resumed run must ask for the same.
+#: (``concurrency`` and the backend's transport settings may change: they do not change an episode.)
+EPISODE_SETTINGS = ("episodes", "seed", "samples", "max_turns", "max_new_tokens", "temperature", "top_p", "top_k", "system_prompt")
+#: Defaults of settings that older runs did not record.
+_SETTING_DEFAULTS = {"samples": 1}
+
+
+class ResumeMismatch(ValueError):
+    """A resumed run asks for other episodes than the run it continues; ``setting`` names what differs."""
+
+    def __init__(self, setting: str, stored: Any, requested: Any, path: Path):
+        super().__init__(
+            f"{setting}={requested!r} differs from the interrupted run's {stored!r} ({path}); resume with the "
+            f"same {setting}, or start a new run in another folder."
+        )
+        self.setting, self.stored, self.requested = setting, stored, requested
+
+
+@dataclass
+class RunHeader:
+    """What a run folder says was asked for."""
+
+    model: str
+    backend: str
+    env_ids: list[str]
+    config: dict[str, Any]
+    started_at: str | None = None
+    resumed_at: list[str] = field(default_factory=list)
+    path: Path = Path(RUN_FILENAME)
+
+    @classmethod
+    def of_report(cls, report: EvalReport, path: Path) -> RunHeader:
+        return cls(report.model, report.backend, list(report.env_ids), dict(report.config), report.started_at, list(report.resumed_at), path)
+
+
+def write_run_header(out_dir: str | Path, report: EvalReport) -> Path:
+    """Write ``out_dir/run.json`` from ``report``'s header, atomically and fsync'd (before any episode runs)."""
+    path = Path(out_dir) / RUN_FILENAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {
+        "format": RUN_FORMAT,
+        "model": report.model,
+        "backend": report.backend,
+        "env_ids": list(report.env_ids),
+        "config": report.config,
+        "started_at": report.started_at,
+        "resumed_at": list(report.resumed_at),
+    }
+    tmp = path.with_suffix(".json.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as out:
+            out.write(json.dumps(data, indent=2, allow_nan=False))
+            out.flush()
+            os.fsync(out.fileno())
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def read_run_header(out_dir: str | Path) -> RunHeader:
+    """The header of the run in ``out_dir``: its ``run.json``, or the ``report.json`` of a run made before
+    ``run.json`` existed.
+
+    Raises:
+        ValueError: the folder holds no ``gem eval`` run.
+    """
+    out_dir = Path(out_dir)
+    path = out_dir / RUN_FILENAME
+    if path.is_file():
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("format") != RUN_FORMAT:
+            raise ValueError(f"{path} is not a gem eval run file (format={data.get('format')!r}, expected {RUN_FORMAT!r}).")
+        return RunHeader(
+            model=data["model"],
+            backend=data["backend"],
+            env_ids=list(data["env_ids"]),
+            config=dict(data["config"]),
+            started_at=data.get("started_at"),
+            resumed_at=list(data.get("resumed_at", [])),
+            path=path,
+        )
+    if (out_dir / REPORT_FILENAME).is_file():
+        return RunHeader.of_report(EvalReport.load(out_dir / REPORT_FILENAME), out_dir / REPORT_FILENAME)
+    raise ValueError(f"{out_dir} holds no gem eval run to resume (no {RUN_FILENAME} or {REPORT_FILENAME}); pass the --out folder of that run.")
+
+
+def check_resume(header: RunHeader, *, model: str, backend: str, env_ids: Sequence[str], settings: Mapping[str, Any]) -> None:
+    """Raise :class:`ResumeMismatch` naming the first setting in which the resumed run differs."""
+    if backend != header.backend:
+        raise ResumeMismatch("backend", header.backend, backend, header.path)
+    if model != header.model:
+        raise ResumeMismatch("model", header.model, model, header.path)
+    if list(env_ids) != list(header.env_ids):
+        raise ResumeMismatch("env_ids", list(header.env_ids), list(env_ids), header.path)
+    for name in EPISODE_SETTINGS:
+        stored = header.config.get(name, _SETTING_DEFAULTS.get(name))
+        if settings.get(name) != stored:
+            raise ResumeMismatch(name, stored, settings.get(name), header.path)

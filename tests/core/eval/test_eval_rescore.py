@@ -1,0 +1,108 @@
+"""`gem eval --rescore DIR`: the stored transcripts re-graded by the current env, without the model; the
+new report lists exactly the episodes a grader change affected."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from openai_test_server import OpenAITestServer
+
+from gem_core.envs.game.guess_the_number import GuessTheNumber
+from gem_core.eval.cli import main
+
+EASY = "game:GuessTheNumber-v0-easy"
+
+
+class OneOffGuessTheNumber(GuessTheNumber):
+    """A "grader change": a guess one off the number wins too."""
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        guess = self.guesses[-1] if self.guesses and not info.get("format_error") else None
+        if not terminated and guess is not None and abs(guess - self.target) == 1:
+            return "Close enough!", 1.0, True, False, {"success": True}
+        return obs, reward, terminated, truncated, info
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory, binary_search):
+    out = tmp_path_factory.mktemp("run")
+    with OpenAITestServer(respond=lambda messages: binary_search("\n".join(m["content"] for m in messages))) as server:
+        assert main(["--model", "m", "--base-url", server.base_url, "--env", EASY, "--episodes", "8", "--max-turns", "2",
+                     "--no-progress", "--no-plots", "--out", str(out)]) == 0
+    return out
+
+
+def _strip(report):
+    return {k: v for k, v in report.items() if k not in ("rescore", "started_at", "finished_at")}
+
+
+def test_rescore_with_an_unchanged_grader_changes_nothing(run_dir, tmp_path, capsys):
+    assert main(["--rescore", str(run_dir), "--out", str(tmp_path), "--no-plots"]) == 0
+    assert "8 episodes re-scored, 0 changed" in capsys.readouterr().out
+    rescored = json.loads((tmp_path / "report.json").read_text())
+    assert rescored["rescore"]["changed"] == [] and rescored["rescore"]["from"] == str(run_dir)
+    assert _strip(rescored) == _strip(json.loads((run_dir / "report.json").read_text()))
+
+
+def test_rescore_after_a_grader_change_reports_exactly_the_changed_episodes(run_dir, monkeypatch, capsys):
+    from gem_core import registry
+
+    original = json.loads((run_dir / "report.json").read_text())
+    kwargs = registry.spec(EASY).kwargs
+
+    # What the changed grader says, computed here from the transcripts without gem eval's code.
+    expected = {}
+    for episode in original["envs"][EASY]["episodes"]:
+        env = OneOffGuessTheNumber(**kwargs)
+        env.reset(seed=episode["seed"])
+        actions = [m["content"] for m in episode["transcript"] if m["role"] == "assistant"]
+        rewards = []
+        for turn, action in enumerate(actions):
+            _, reward, terminated, truncated, _ = env.step(action)
+            rewards.append(reward)
+            if terminated or truncated or turn + 1 == 2:  # --max-turns 2
+                break
+        if rewards != episode["rewards"]:
+            expected[episode["seed"]] = rewards
+    assert expected, "the changed grader must change some episodes for this test to mean anything"
+    assert len(expected) < 8, "and leave some alone"
+
+    monkeypatch.setitem(registry._REGISTRY, EASY, registry.EnvSpec(EASY, OneOffGuessTheNumber, kwargs=dict(kwargs)))
+    assert main(["--rescore", str(run_dir), "--no-plots"]) == 0
+    out = capsys.readouterr().out
+    assert f"8 episodes re-scored, {len(expected)} changed" in out
+    for seed in expected:
+        assert f"{EASY} seed {seed}: return" in out
+
+    rescored = json.loads((run_dir / "rescored" / "report.json").read_text())
+    assert sorted(c["seed"] for c in rescored["rescore"]["changed"]) == sorted(expected)
+    episodes = {e["seed"]: e for e in rescored["envs"][EASY]["episodes"]}
+    for seed, rewards in expected.items():
+        assert episodes[seed]["rewards"] == rewards and episodes[seed]["success"] is True
+        assert episodes[seed]["transcript"] == original["envs"][EASY]["episodes"][seed]["transcript"]  # as the model saw it
+    summary = rescored["envs"][EASY]["summary"]
+    assert summary["success_rate"] == pytest.approx(sum(e["success"] for e in episodes.values()) / 8)
+    assert summary["success_rate"] > original["envs"][EASY]["summary"]["success_rate"]
+    assert json.loads((run_dir / "report.json").read_text()) == original  # the source run is left alone
+
+
+def test_rescore_of_a_killed_run_reads_its_episode_log(run_dir, tmp_path, capsys):
+    import shutil
+
+    killed = tmp_path / "killed"
+    shutil.copytree(run_dir, killed)
+    (killed / "report.json").unlink()  # what a SIGKILL leaves: run.json and episodes.jsonl
+    lines = (killed / "episodes.jsonl").read_text().splitlines(keepends=True)
+    (killed / "episodes.jsonl").write_text("".join(lines[:5]))
+    assert main(["--rescore", str(killed), "--no-plots"]) == 0
+    assert "5 episodes re-scored, 0 changed" in capsys.readouterr().out
+    rescored = json.loads((killed / "rescored" / "report.json").read_text())
+    assert rescored["interrupted"] is True and len(rescored["envs"][EASY]["episodes"]) == 5
+
+
+def test_rescore_says_what_is_wrong_with_the_folder(tmp_path, capsys):
+    assert main(["--rescore", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gem eval: --rescore:") and "holds no gem eval run" in err and err.count("\n") == 1
