@@ -226,6 +226,8 @@ class Zygote:
             pid = call.started(start + timeout)
             if pid is not None:
                 pidfd = _pidfd_of_waiting_call(pid, call.status)
+                if pidfd is None:
+                    raise SandboxUnavailableError("A call forked by the sandbox zygote ended before it got its snippet.")
                 writer = call.hand_over(payload)
             self._top_up()
             if pid is None:
