@@ -11,9 +11,10 @@ Model-written code is hostile until proven otherwise, so a snippet runs:
   memory of all its processes together (:mod:`.accounting`), processes, file size and open files, and
   a cap on the bytes of output read back;
 - forked from a zygote (:mod:`.zygote`): one sandbox per pool whose interpreter (``numpy`` already
-  imported) forks each call into namespaces of its own with a fresh ``/tmp``, so a call costs forks, not
-  a sandbox and an interpreter start; the call's PID 1, which the snippet cannot reach, reports how it
-  ended (:mod:`.in_sandbox`). ``SandboxConfig(zygote=False)`` keeps sandboxes started ahead of time
+  imported) forks calls ahead of time, each into namespaces of its own with a fresh ``/tmp``, its
+  capabilities dropped and seccomp loaded before it waits for a snippet; so a call costs handing the
+  snippet over, not a sandbox, an interpreter start or a fork (the zygote forks the replacement while the
+  snippet runs); the call's PID 1, which the snippet cannot reach, reports how it ended (:mod:`.in_sandbox`). ``SandboxConfig(zygote=False)`` keeps sandboxes started ahead of time
   instead, one per snippet (:mod:`.worker`, :mod:`.pool`), as ``process`` mode always does.
 
 Shell commands with a host working directory of their own (a terminal env's workspace, bound read-write

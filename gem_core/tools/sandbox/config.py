@@ -146,8 +146,8 @@ class SandboxConfig:
     #: Modules each worker imports before it is ready (skipped if not installed), so snippets using them
     #: do not pay the import.
     preload: tuple[str, ...] = ("numpy",)
-    #: Workers kept started and waiting (``process`` mode, or bwrap with ``zygote=False``); 0 starts a
-    #: fresh sandbox for every snippet.
+    #: Workers kept started and waiting (``process`` mode, or bwrap with ``zygote=False``), or with the
+    #: zygote, calls it keeps forked and waiting for a snippet; 0 starts a fresh sandbox for every snippet.
     pool_size: int = 4
     #: bwrap mode with ``pool_size > 0``: one zygote sandbox forks every call (see
     #: :mod:`gem_core.tools.sandbox.zygote`) instead of a sandbox started per call.

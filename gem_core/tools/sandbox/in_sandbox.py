@@ -265,18 +265,14 @@ def _exit_status(code):
 
 
 # --------------------------------------------------------------------------------------------------
-# Zygote: one long-lived sandbox whose initialised interpreter forks a fresh call per snippet.
+# Zygote: one long-lived sandbox whose initialised interpreter forks calls ahead of time. Each waits,
+# fully set up, for the snippet the host hands it.
 
 _CLONE_NEWNS, _CLONE_NEWIPC, _CLONE_NEWPID, _CLONE_NEWNET = 0x00020000, 0x08000000, 0x20000000, 0x40000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT, _MS_BIND = 1, 2, 4, 8, 32, 4096
 _MS_REC, _MS_PRIVATE = 16384, 1 << 18
 _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
-
-
-def _libc():
-    import ctypes
-
-    return ctypes.CDLL(None, use_errno=True)
+_FIRST_UID, _UIDS = 1_000_000, 1_999_000_000
 
 
 def _check(result, what):
@@ -287,46 +283,62 @@ def _check(result, what):
         raise OSError(code, f"{what}: {os.strerror(code)}")
 
 
-def _mount(libc, source, target, fstype, flags, data):
-    def raw(text):
-        return None if text is None else text.encode()
+class _Kernel:
+    """The system calls a call's setup makes through ``ctypes``, with their arguments built once in the
+    zygote (building ``ctypes`` structures costs more than the calls): every call inherits them."""
 
-    _check(libc.mount(raw(source), raw(target), raw(fstype), flags, raw(data)), "mount " + target)
+    def __init__(self, seccomp_program):
+        import ctypes
 
+        class Header(ctypes.Structure):
+            _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
 
-def _drop_capabilities(libc):
-    """Empty every capability set (the zygote's CAP_SYS_ADMIN in the sandbox's user namespace)."""
-    import ctypes
+        class Data(ctypes.Structure):
+            _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
-    class Header(ctypes.Structure):
-        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+        class Program(ctypes.Structure):
+            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
-    class Data(ctypes.Structure):
-        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self._no_capabilities = (ctypes.byref(Header(0x20080522, 0)), (Data * 2)())  # version 3: two sets
+        self._filter_buffer = ctypes.create_string_buffer(seccomp_program, len(seccomp_program))
+        self._filter = ctypes.byref(Program(len(seccomp_program) // 8, ctypes.cast(self._filter_buffer, ctypes.c_void_p)))
 
-    _check(libc.capset(ctypes.byref(Header(0x20080522, 0)), (Data * 2)()), "capset")
+    def unshare(self, flags):
+        _check(self.libc.unshare(flags), "unshare")
 
+    def setns(self, fd, flags):
+        _check(self.libc.setns(fd, flags), "setns")
 
-def _load_seccomp(libc, program):
-    """Put this process (and all it starts) under the compiled filter; no way back."""
-    import ctypes
+    def mount(self, source, target, fstype, flags, data):
+        def raw(text):
+            return None if text is None else text.encode()
 
-    class Program(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+        _check(self.libc.mount(raw(source), raw(target), raw(fstype), flags, raw(data)), "mount " + target)
 
-    buffer = ctypes.create_string_buffer(program, len(program))
-    filter_program = Program(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
-    _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
-    _check(libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(filter_program), 0, 0), "seccomp")
+    def drop_capabilities(self):
+        """Empty every capability set (the zygote's CAP_SYS_ADMIN in the sandbox's user namespace)."""
+        _check(self.libc.capset(*self._no_capabilities), "capset")
+
+    def load_seccomp(self):
+        """Put this process (and all it starts) under the compiled filter; no way back."""
+        _check(self.libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+        _check(self.libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, self._filter, 0, 0), "seccomp")
 
 
 def zygote_main():
-    """argv: ``zygote CONTROL_FD SECCOMP_FD PRELOAD SITE_DIRS``. Reads the seccomp program, imports the
-    preloads, says ``R`` on the control socket, then forks one call per message received (each message
-    carries the call's request, stdout, stderr and status pipes). It never runs snippet code itself."""
+    """argv: ``zygote CONTROL_FD SECCOMP_FD PRELOAD SITE_DIRS TMP_BYTES TMP_FILES MAX_RETURNED_BYTES
+    OWN_UIDS``. Reads the seccomp program, imports the preloads, says ``R`` on the control socket, then
+    forks one call per message received (each message carries the call's request pipe, stdout, stderr
+    and status socket). It never runs snippet code itself, and never reads a request."""
+    import fcntl  # noqa: F401 - imported once here, not in every call (_loopback_up)
+    import gc
     import socket
+    import struct  # noqa: F401 - likewise
 
     control_fd, seccomp_fd, preload, site_dirs = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+    limits = {"tmp_bytes": int(sys.argv[6]), "tmp_files": int(sys.argv[7]), "cap": int(sys.argv[8])}
+    own_uids = sys.argv[9] == "1"
     program = b""
     while True:
         chunk = os.read(seccomp_fd, 65536)
@@ -341,8 +353,12 @@ def zygote_main():
             __import__(name)
         except Exception:
             pass
-    libc = _libc()
+    kernel = _Kernel(program)
+    own_pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
     control = socket.socket(fileno=control_fd)
+    # Everything allocated so far is shared with every call: keep the calls' collections from touching
+    # (and so copying) those pages.
+    gc.freeze()
     control.sendall(b"R")
     while True:
         try:
@@ -356,14 +372,20 @@ def zygote_main():
             for fd in fds:
                 os.close(fd)
             continue
+        uid = _FIRST_UID + int.from_bytes(os.urandom(4), "little") % _UIDS if own_uids else 0
+        # The next child is PID 1 of a PID namespace of its own; the zygote's own children go back to
+        # the zygote's namespace right after (a failure of either ends the zygote: the host notices).
+        kernel.unshare(_CLONE_NEWPID)
         pid = os.fork()
         if pid == 0:
             try:
+                os.close(own_pid_namespace)
                 control.close()  # nothing a call can reach leads back to the zygote
-                _serve_call(libc, fds, program)
+                _serve_call(kernel, fds, limits, uid)
             except BaseException:
                 traceback.print_exc()
             os._exit(70)
+        kernel.setns(own_pid_namespace, _CLONE_NEWPID)
         for fd in fds:
             os.close(fd)
     os._exit(0)
@@ -410,55 +432,84 @@ def _make_traversable(directory, root):
             os.chmod(path, 0o755)
 
 
-def _serve_call(libc, fds, seccomp_program):
-    """One call: new mount, PID, IPC and network namespaces with a fresh /tmp, an init that reports the status,
-    and the snippet's process with no capabilities (as root: its own uid), under the seccomp filter."""
+def _read_request(fd):
+    """One length-prefixed request from the host (``b"%d\\n" % len`` then the JSON); None at end of file."""
+    data = bytearray()
+    while b"\n" not in data:
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return None
+        data += chunk
+    size, _, data = bytes(data).partition(b"\n")
+    data, size = bytearray(data), int(size)
+    while len(data) < size:
+        chunk = os.read(fd, size - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return json.loads(bytes(data[:size]))
+
+
+def _keep_only_fds(keep):
+    """Close every descriptor but ``keep`` (``close_range``: one system call, not one per number)."""
+    low = 0
+    for fd in sorted(keep):
+        if fd > low:
+            os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, 1 << 20)
+
+
+def _serve_call(kernel, fds, limits, uid):
+    """One call, forked ahead of its snippet, as PID 1 of a PID namespace of its own: new mount, IPC and
+    network namespaces with a fresh /tmp, then the snippet's process, which drops every capability (as
+    root: switches to ``uid``), loads the seccomp filter and only then waits for the host's request.
+    This process says ``R`` on the status socket once that process waits (the host learns this process's
+    PID from the message's credentials), supervises it and reports how it ended."""
     request_fd, out_fd, err_fd, status_fd = fds
     os.setsid()
-    os.write(status_fd, json.dumps({"zpid": os.getpid()}).encode() + b"\n")
-    with os.fdopen(request_fd, "rb") as stream:
-        size = int(stream.readline())
-        request = json.loads(stream.read(size))
     os.dup2(out_fd, 1)
     os.dup2(err_fd, 2)
     os.close(out_fd)
     os.close(err_fd)
-    _check(libc.unshare(_CLONE_NEWNS | _CLONE_NEWPID | _CLONE_NEWIPC | _CLONE_NEWNET), "unshare")
+    kernel.unshare(_CLONE_NEWNS | _CLONE_NEWIPC | _CLONE_NEWNET)
     _loopback_up()
-    _mount(libc, None, "/", None, _MS_REC | _MS_PRIVATE, None)
-    options = f"size={int(request.pop('tmp_bytes'))},nr_inodes={int(request.pop('tmp_files'))},mode=1777"
+    kernel.mount(None, "/", None, _MS_REC | _MS_PRIVATE, None)
+    options = f"size={limits['tmp_bytes']},nr_inodes={limits['tmp_files']},mode=1777"
     # The interpreter may live under /tmp (a virtualenv in a checkout there): hold its directories
     # before the fresh /tmp covers them, and bind them back read-only on top of it.
     keep = [(d, os.open(d, os.O_PATH | os.O_DIRECTORY)) for d in _interpreter_dirs_under("/tmp")]
     for target in ("/tmp", "/dev/shm"):
-        _mount(libc, "tmpfs", target, "tmpfs", _MS_NOSUID | _MS_NODEV, options)
+        kernel.mount("tmpfs", target, "tmpfs", _MS_NOSUID | _MS_NODEV, options)
     for directory, fd in keep:
         _make_traversable(directory, "/tmp")
-        _mount(libc, f"/proc/self/fd/{fd}", directory, None, _MS_BIND | _MS_REC, None)
-        _mount(libc, None, directory, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV, None)
+        kernel.mount(f"/proc/self/fd/{fd}", directory, None, _MS_BIND | _MS_REC, None)
+        kernel.mount(None, directory, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV, None)
         os.close(fd)
-    uid = int(request.pop("uid", 0))
-    cap = int(request.pop("max_returned_bytes"))
-    init = os.fork()
-    if init == 0:  # PID 1 of the call: when it exits, the kernel kills everything the snippet left
-        _mount(libc, "proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None)
-        report_read, report_write = os.pipe()
-        child = os.fork()
-        if child == 0:
-            os.close(status_fd)
-            os.close(report_read)
-            os.setsid()
-            if uid:
-                _drop_privileges(uid)
-            _drop_capabilities(libc)  # as root, setuid left the inheritable set: empty it too
-            _load_seccomp(libc, seccomp_program)
-            _run_snippet(request, report_write, 0)
-        os.close(report_write)
-        status = _supervise(child, report_read, cap)
-        os.write(status_fd, json.dumps(status).encode() + b"\n")
-        os._exit(0)
-    os.close(status_fd)
-    os.waitpid(init, 0)
+    # This process is PID 1 here: when it exits, the kernel kills everything the snippet left.
+    kernel.mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None)
+    report_read, report_write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(status_fd)
+        os.close(report_read)
+        os.setsid()
+        if uid:
+            _drop_privileges(uid)
+        kernel.drop_capabilities()  # as root, setuid left the inheritable set: empty it too
+        kernel.load_seccomp()
+        os.write(report_write, b"R")
+        request = _read_request(request_fd)
+        if request is None:
+            os._exit(0)  # the host closed the pool
+        _keep_only_fds({0, 1, 2, report_write})
+        _run_snippet(request, report_write, 0)
+    os.close(report_write)
+    os.close(request_fd)
+    if os.read(report_read, 1) == b"R":  # the snippet's process is ready (else it died setting up)
+        os.write(status_fd, b"R")
+    status = _supervise(child, report_read, limits["cap"])
+    os.write(status_fd, json.dumps(status).encode() + b"\n")
     os._exit(0)
 
 

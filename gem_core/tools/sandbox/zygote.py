@@ -1,34 +1,40 @@
-"""A zygote: one bubblewrap sandbox, built once, whose initialised interpreter forks a fresh call per snippet.
+"""A zygote: one bubblewrap sandbox, built once, whose initialised interpreter forks calls ahead of time.
 
 Starting a sandbox per snippet costs a bubblewrap start plus an interpreter start (and numpy's import);
-under back-to-back calls that is the whole cost (issue 23). A zygote pays it once. For each call it
-forks a process that makes new mount, PID, IPC and network namespaces (concurrent calls cannot
-reach each other, not even over loopback), mounts a fresh ``/tmp`` and ``/dev/shm``
-(size and inode caps enforced by the kernel), and forks the call's PID 1, which forks the snippet's
-process. That process drops every capability (as root: switches to a uid of its own), loads the seccomp
-filter, applies the resource limits, and only then runs the snippet. When the call's PID 1 exits, the
-kernel kills everything the snippet left behind. The zygote itself never runs snippet code, holds no
-call's pipes after the fork, and its control socket is closed in every call.
+under back-to-back calls that is the whole cost (issue 23). A zygote pays it once, and keeps
+``SandboxConfig.pool_size`` calls forked and waiting, so a snippet is only handed over. Each call is
+forked as PID 1 of a PID namespace of its own; it makes new mount, IPC and network namespaces
+(concurrent calls cannot reach each other, not even over loopback), mounts a fresh ``/tmp`` and
+``/dev/shm`` (size and inode caps enforced by the kernel), and forks the snippet's process, which drops
+every capability (as root: switches to a uid of its own), loads the seccomp filter, and only then waits
+for its request; resource limits are applied when it arrives. When the call's PID 1 exits, or the host
+kills it, the kernel kills everything the snippet left behind. The zygote never runs snippet code,
+never sees a request, holds no call's descriptors after the fork, and its control socket is closed in
+every call. Taking a waiting call sends the zygote the order for its replacement, so the refill runs in
+the zygote while the snippet runs.
 
-Each call's request and pipes (stdout, stderr, status) travel over a Unix socket (``SCM_RIGHTS``); the
-host maps the call's process to its own PID (``NSpid``) to sample its memory and to kill it at the
-timeout.
+A call's request pipe, stdout, stderr and status socket travel to the zygote over a Unix socket
+(``SCM_RIGHTS``). The call's PID 1 says it is ready on the status socket; the kernel attaches its PID,
+translated into the host's PID namespace (``SCM_CREDENTIALS``), so the host samples the call's memory
+and kills it without searching the process tree.
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import os
-import random
+import select
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-from gem_core.tools.sandbox.accounting import SandboxMonitor, process_tree
+from gem_core.tools.sandbox.accounting import SandboxMonitor
 from gem_core.tools.sandbox.config import MIB, SandboxConfig, SandboxResult, SandboxUnavailableError
 from gem_core.tools.sandbox.isolation import bwrap_launch, site_dirs
 from gem_core.tools.sandbox.syscall_filter import compiled_filter
@@ -37,18 +43,84 @@ from gem_core.tools.sandbox.worker import kill_group, watch
 __all__ = ["Zygote"]
 
 _PROGRAM = Path(__file__).with_name("in_sandbox.py").read_text(encoding="utf-8")
-_uids = random.SystemRandom()
+_CREDENTIALS = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
 
-def _namespace_pids(pid: int) -> list[int]:
-    try:
-        with open(f"/proc/{pid}/status", "rb") as file:
-            for line in file:
-                if line.startswith(b"NSpid:"):
-                    return [int(value) for value in line.split()[1:]]
-    except (OSError, ValueError):
-        pass
-    return []
+class _ForkedCall:
+    """The host's ends of one call the zygote forked ahead of time: its request pipe, stdout, stderr and
+    status socket (the kernel tells who wrote on it)."""
+
+    def __init__(self, control: socket.socket, send_lock: threading.Lock):
+        request_read, self.request = os.pipe()
+        self.stdout, stdout_write = os.pipe()
+        self.stderr, stderr_write = os.pipe()
+        self.status, status_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.status.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        theirs = [request_read, stdout_write, stderr_write, status_theirs.fileno()]
+        try:
+            with send_lock:
+                socket.send_fds(control, [b"C"], theirs)
+        except OSError as error:
+            self.close()
+            raise SandboxUnavailableError(f"The sandbox zygote is gone: {error}") from error
+        finally:
+            for fd in theirs[:3]:
+                os.close(fd)
+            status_theirs.close()
+
+    def started(self, deadline: float) -> int | None:
+        """Wait until the call is ready for its snippet; its PID 1's host PID. None if the deadline passed.
+
+        Raises:
+            SandboxUnavailableError: the call ended before it was ready (the zygote died, or the call's
+                setup failed: the message carries its stderr).
+        """
+        readable, _, _ = select.select([self.status], [], [], max(0.0, deadline - time.monotonic()))
+        if not readable:
+            return None
+        try:
+            data, ancillary, _, _ = self.status.recvmsg(1, socket.CMSG_SPACE(_CREDENTIALS.size))
+        except OSError:
+            data, ancillary = b"", []
+        pid = next(
+            (_CREDENTIALS.unpack(payload[: _CREDENTIALS.size])[0] for level, kind, payload in ancillary
+             if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS),
+            None,
+        )
+        if data != b"R" or not pid:
+            os.set_blocking(self.stderr, False)
+            try:
+                stderr = os.read(self.stderr, 65536).decode(errors="replace")
+            except OSError:
+                stderr = ""
+            raise SandboxUnavailableError(f"A call forked by the sandbox zygote did not start: {stderr.strip()[-1000:] or 'no output'}")
+        return pid
+
+    def hand_over(self, payload: bytes) -> threading.Thread | None:
+        """Write the length-prefixed request; a thread finishes what the pipe does not take at once."""
+        data = memoryview(b"%d\n" % len(payload) + payload)
+        os.set_blocking(self.request, False)
+        try:
+            data = data[os.write(self.request, data):]
+        except BlockingIOError:
+            pass
+        except OSError:
+            data = data[:0]  # the call died before reading: its status says so
+        fd, self.request = self.request, -1
+        if not data:
+            os.close(fd)
+            return None
+        os.set_blocking(fd, True)
+        writer = threading.Thread(target=_write_all, args=(fd, data), daemon=True)
+        writer.start()
+        return writer
+
+    def close(self) -> None:
+        for fd in (self.request, self.stdout, self.stderr):
+            if fd >= 0:
+                os.close(fd)
+        self.request = self.stdout = self.stderr = -1
+        self.status.close()
 
 
 class Zygote:
@@ -69,6 +141,8 @@ class Zygote:
         program = [
             config.python, "-I", "-S", "-B", "-c", _PROGRAM, "zygote",
             str(zygote_end.fileno()), str(seccomp_read), ",".join(preload), paths,
+            str(config.tmp_mb * MIB), str(config.max_tmp_files), str(config.max_returned_bytes),
+            "1" if self.privileged else "0",
         ]
         try:
             self.process = subprocess.Popen(
@@ -87,10 +161,11 @@ class Zygote:
             launch.close()
         self.control = host_end
         self._send_lock = threading.Lock()
-        self._pid = os.getpid()
+        self._forked: collections.deque[_ForkedCall] = collections.deque()
+        self._forked_lock = threading.Lock()
 
     def wait_ready(self, timeout: float = 60.0) -> None:
-        """Block until the zygote has started (and preloaded its modules)."""
+        """Block until the zygote has started (and preloaded its modules), then have it fork calls ahead."""
         self.control.settimeout(timeout)
         try:
             byte = self.control.recv(1)
@@ -102,113 +177,99 @@ class Zygote:
             stderr = self._stderr.read().decode(errors="replace")
             self.close()
             raise SandboxUnavailableError(f"A sandbox zygote failed to start: {stderr.strip()[-1000:] or 'no output'}")
+        self._top_up()
 
     def alive(self) -> bool:
         return self.process.poll() is None
 
+    def _top_up(self) -> None:
+        """Order forks until ``pool_size`` calls wait (the zygote forks them while the caller goes on)."""
+        with self._forked_lock:
+            while len(self._forked) < self.config.pool_size:
+                self._forked.append(_ForkedCall(self.control, self._send_lock))
+
+    def _take(self) -> _ForkedCall:
+        with self._forked_lock:
+            if self._forked:
+                return self._forked.popleft()
+        return _ForkedCall(self.control, self._send_lock)
+
+    def _drop_forked(self) -> None:
+        with self._forked_lock:
+            forked, self._forked = list(self._forked), collections.deque()
+        for call in forked:
+            call.close()
+
     def close(self) -> None:
-        """Kill the zygote's sandbox (calls still running die with it)."""
+        """Kill the zygote's sandbox (calls still running, and calls waiting, die with it)."""
         kill_group(self.process)
+        self._drop_forked()
         self.control.close()
         self._stderr.close()
 
     def forget(self) -> None:
         """Drop this handle without touching the process (it belongs to the parent after a fork)."""
+        self._drop_forked()
         self.control.close()
         self._stderr.close()
         self.process.returncode = 0
 
-    def _call_pid(self, zygote_pid: int) -> int | None:
-        """The host PID of the call whose PID inside the zygote's sandbox is ``zygote_pid``."""
-        for pid, depth in process_tree(self.process.pid):
-            namespace_pids = _namespace_pids(pid)
-            if len(namespace_pids) == 2 and namespace_pids[1] == zygote_pid and depth >= 2:
-                return pid
-        return None
-
     def run(self, request: dict, timeout: float) -> SandboxResult:
-        """Fork a call for the snippet, collect its output and status, kill what is left of it."""
+        """Hand the snippet to a call forked ahead of time, collect its output and status, kill what is left."""
         start = time.monotonic()
         config = self.config
-        request = dict(
-            request,
-            max_returned_bytes=config.max_returned_bytes,
-            tmp_bytes=config.tmp_mb * MIB,
-            tmp_files=config.max_tmp_files,
-            uid=_uids.randrange(1_000_000, 2_000_000_000) if self.privileged else 0,
-        )
         payload = json.dumps(request).encode()
-        request_read, request_write = os.pipe()
-        out_read, out_write = os.pipe()
-        err_read, err_write = os.pipe()
-        status_read, status_write = os.pipe()
-        theirs = (request_read, out_write, err_write, status_write)
+        call = self._take()
+        writer = None
+        pidfd = None
         try:
-            with self._send_lock:
-                socket.send_fds(self.control, [b"C"], list(theirs))
-        except OSError as error:
-            for fd in (*theirs, request_write, out_read, err_read, status_read):
-                os.close(fd)
-            raise SandboxUnavailableError(f"The sandbox zygote is gone: {error}") from error
-        for fd in theirs:
-            os.close(fd)
-        writer = threading.Thread(target=_write_all, args=(request_write, b"%d\n" % len(payload) + payload), daemon=True)
-        writer.start()
-        call: dict[str, int | None] = {"host_pid": None, "pidfd": None}
-        memory_bytes = int(request["memory_mb"]) * MIB
-
-        def monitor_for(lines: list[dict]) -> SandboxMonitor | None:
-            if call["host_pid"] is None:
-                zygote_pid = next((line["zpid"] for line in lines if isinstance(line.get("zpid"), int)), None)
-                host_pid = None if zygote_pid is None else self._call_pid(zygote_pid)
-                if host_pid is None:
-                    return None
-                try:
-                    # Held until the call is killed: the zygote reaps the call's process only later, so
-                    # its PID cannot go to another process in between.
-                    call["pidfd"] = os.pidfd_open(host_pid)
-                except OSError:
-                    return None
-                call["host_pid"] = host_pid
-            # Below the call's process: its PID 1 (depth 1), then the snippet's processes.
-            return SandboxMonitor(call["host_pid"], supervisor_depth=1, memory_bytes=memory_bytes, max_files=None)
-
-        try:
-            watched = watch(out_read, err_read, status_read, None, start + timeout, config, monitor_for)
-            if call["host_pid"] is None:
-                monitor_for(watched.lines)
+            pid = call.started(start + timeout)
+            if pid is not None:
+                pidfd = _pidfd_of_waiting_call(pid, call.status)
+                if pidfd is None:
+                    raise SandboxUnavailableError("A call forked by the sandbox zygote ended before it got its snippet.")
+                writer = call.hand_over(payload)
+            self._top_up()
+            if pid is None:
+                return SandboxResult("", "", None, True, "time", self.mode, time.monotonic() - start)
+            # Below the call's PID 1: the snippet's processes.
+            monitor = SandboxMonitor(pid, supervisor_depth=0, memory_bytes=int(request["memory_mb"]) * MIB, max_files=None)
+            watched = watch(call.stdout, call.stderr, call.status.fileno(), None, start + timeout, config, lambda _lines: monitor)
         finally:
-            self._kill_call(call["host_pid"], call["pidfd"])
-            for fd in (out_read, err_read, status_read):
-                os.close(fd)
-            writer.join(timeout=1.0)
+            if pidfd is not None:
+                try:  # the call's PID 1: the kernel then kills its whole PID namespace
+                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                os.close(pidfd)
+            call.close()
+            if writer is not None:
+                writer.join(timeout=1.0)
         return watched.result(self.mode, start, lambda: 70)
 
-    def _kill_call(self, host_pid: int | None, pidfd: int | None) -> None:
-        """SIGKILL the call's PID 1 and the call's process: the kernel then kills its whole PID namespace."""
-        if host_pid is None or pidfd is None:
-            return
-        try:
-            for pid, depth in process_tree(host_pid):
-                if depth == 1:
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except (ProcessLookupError, PermissionError):
-                        pass
-            try:
-                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        finally:
-            os.close(pidfd)
 
+def _pidfd_of_waiting_call(pid: int, status: socket.socket) -> int | None:
+    """A pidfd for the call's PID 1, or None if it already ended (its PID may then name another process).
 
-def _write_all(fd: int, data: bytes) -> None:
+    The call was handed nothing yet, so it writes nothing more and holds its status socket until it
+    exits: no data and no end of file on the socket after the pidfd was opened means the PID was still
+    the call's when it was.
+    """
     try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
+        pidfd = os.pidfd_open(pid)
+    except OSError:
+        return None
+    readable, _, _ = select.select([status], [], [], 0)
+    if readable:
+        os.close(pidfd)
+        return None
+    return pidfd
+
+
+def _write_all(fd: int, data: memoryview) -> None:
+    try:
+        while data:
+            data = data[os.write(fd, data):]
     except OSError:
         pass  # the call died before reading its request: its status says so
     finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 
@@ -294,3 +295,100 @@ def test_an_interpreter_in_a_virtualenv_under_tmp_can_start_children(bwrap_mode,
         finally:
             pool.close()
         assert result.stdout.splitlines() == [f"{venv}/bin/python True", "42", "read-only"], result
+
+
+def _calls_of(zygote) -> list[int]:
+    """Host PIDs of the calls a zygote forked (its children), waiting or running; not the ended ones it
+    has yet to reap."""
+    from gem_core.tools.sandbox.accounting import process_tree
+
+    def ended(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/stat") as file:
+                return file.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+        except OSError:
+            return True
+
+    return [pid for pid, depth in process_tree(zygote.process.pid) if depth == 3 and not ended(pid)]
+
+
+def zygote_interpreter_pid(zygote) -> int:
+    """The zygote's interpreter: the deepest process of the sandbox before any call (bwrap, its init, then it)."""
+    from gem_core.tools.sandbox.accounting import process_tree
+
+    return next(pid for pid, depth in process_tree(zygote.process.pid) if depth == 2)
+
+
+def test_a_zygote_keeps_calls_forked_ahead_and_uses_each_once(bwrap_mode):
+    """Issue 23: a snippet is handed to a call that was forked, isolated and dropped its privileges before
+    it came; taking one orders its replacement, and no call ever runs two snippets."""
+    pool = SandboxPool(bwrap_mode, SandboxConfig(pool_size=2, preload=()))
+    try:
+        code = "import os\nprint(os.getpid(), os.getppid(), os.path.exists('/tmp/mark'))\nopen('/tmp/mark', 'w').close()"
+        first = pool.run(code)
+        zygote = pool.zygote()
+        for _ in range(100):  # the replacement is forked while the caller goes on
+            if len(_calls_of(zygote)) == 2:
+                break
+            time.sleep(0.05)
+        waiting = _calls_of(zygote)
+        assert len(zygote._forked) == 2 and len(waiting) == 2
+        second = pool.run(code)
+        # A call's snippet is PID 2 under the call's own PID 1, and /tmp is its own.
+        assert first.stdout == second.stdout == "2 1 False\n", (first, second)
+        for _ in range(100):  # the call that ran it is killed (and reaped) right after
+            if set(waiting) - set(_calls_of(zygote)):
+                break
+            time.sleep(0.05)
+        assert set(waiting) - set(_calls_of(zygote)), "the snippet did not run in a call forked ahead of it"
+    finally:
+        pool.close()
+
+
+def test_closing_a_pool_kills_the_calls_waiting_for_a_snippet(bwrap_mode):
+    from gem_core.tools.sandbox.accounting import process_tree
+
+    pool = SandboxPool(bwrap_mode, SandboxConfig(pool_size=3, preload=()))
+    assert pool.run("print(1)").ok
+    zygote = pool.zygote()
+    for _ in range(100):
+        if len(_calls_of(zygote)) == 3:
+            break
+        time.sleep(0.05)
+    everything = [pid for pid, _ in process_tree(zygote.process.pid)]
+    assert len(everything) >= 3 + 2 * 3  # bwrap, its init, the zygote, and each call's PID 1 and snippet process
+    pool.close()
+    left = everything
+    for _ in range(100):
+        left = [pid for pid in everything if os.path.exists(f"/proc/{pid}")]
+        if not left:
+            break
+        time.sleep(0.05)
+    assert not left
+
+
+def test_a_killed_zygote_is_replaced_and_its_waiting_calls_are_not_used(bwrap_mode):
+    import signal
+
+    pool = SandboxPool(bwrap_mode, SandboxConfig(pool_size=2, preload=()))
+    try:
+        assert pool.run("print(1)").ok
+        first = pool.zygote()
+        os.kill(zygote_interpreter_pid(first), signal.SIGKILL)  # the calls waiting in its sandbox die with it
+        first.process.wait(timeout=30)
+        result = pool.run("print('after')")
+        assert result.ok and result.stdout == "after\n", result
+        assert pool.zygote() is not first and pool.zygote().alive()
+    finally:
+        pool.close()
+
+
+def test_a_waiting_call_cannot_be_handed_a_snippet_by_another_call(bwrap_mode):
+    """The calls waiting for their snippets sit in PID namespaces of their own: a snippet sees only its
+    own PID 1 and itself, so it can neither read nor write another call's request."""
+    pool = SandboxPool(bwrap_mode, SandboxConfig(pool_size=3, preload=()))
+    try:
+        result = pool.run("import os\nprint(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))")
+    finally:
+        pool.close()
+    assert result.stdout == "[1, 2]\n", result
