@@ -233,9 +233,31 @@ def test_crossword_words_cross_and_come_from_the_clue_list():
     assert len({e.name for e in env.entries}) == 6
 
 
+def count_adjacent_mines(mines):
+    """For each cell, how many of its neighbours are mines (the first version's counting)."""
+    padded = np.pad(mines.astype(int), 1)
+    rows, cols = mines.shape
+    return sum(padded[1 + dr : 1 + dr + rows, 1 + dc : 1 + dc + cols] for dr in (-1, 0, 1) for dc in (-1, 0, 1) if dr or dc)
+
+
+def flood_reveal(start, counts, mines, revealed) -> None:
+    """Reveal ``start`` and, through zeros, its region, in place (the first version's flood)."""
+    from gem_core.envs.game.minesweeper import neighbours
+
+    rows, cols = counts.shape
+    stack = [start]
+    while stack:
+        cell = stack.pop()
+        if revealed[cell] or mines[cell]:
+            continue
+        revealed[cell] = True
+        if counts[cell] == 0:
+            stack.extend(n for n in neighbours(cell, rows, cols) if not revealed[n])
+
+
 def reference_clearable_by_logic(first, mines) -> bool:
     """The first version of Minesweeper's placement check (numpy scalar indexing), the oracle for the fast one."""
-    from gem_core.envs.game.minesweeper import count_adjacent_mines, flood_reveal, neighbours
+    from gem_core.envs.game.minesweeper import neighbours
 
     rows, cols = mines.shape
     counts = count_adjacent_mines(mines)
