@@ -115,7 +115,7 @@ class FifteenPuzzle(TurnBasedGame):
 
     def sample_random_action(self) -> str:
         movable = self.movable_tiles()
-        return f"\\boxed{{{movable[int(self.np_random.integers(len(movable)))]}}}"
+        return f"\\boxed{{{movable[self.random_index(len(movable))]}}}"
 
     def render(self) -> str:
         """The board, one row per line, ``0`` for the gap."""

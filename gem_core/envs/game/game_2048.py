@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -33,11 +34,16 @@ from gem_core.envs.game.turn_based import TurnBasedGame
 DIRECTIONS = ("up", "down", "left", "right")
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def slide_row_left(row: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
-    """One row slid left with merges; returns the new row and the points scored.
+def slide_row_left(row: Sequence[int]) -> tuple[list[int], int]:
+    """One row slid left with merges; returns the new row and the points scored."""
+    slid, points = _slide_line(tuple(row))
+    return list(slid), points
 
-    Cached: a game sees few distinct rows, and every step slides and tests all of them."""
+
+@functools.lru_cache(maxsize=1 << 16)
+def _slide_line(row: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
+    """:func:`slide_row_left` on a tuple, cached: a game sees few distinct rows, and every step slides
+    and tests all of them."""
     tiles = [v for v in row if v]
     merged, points, i = [], 0, 0
     while i < len(tiles):
@@ -54,14 +60,14 @@ def slide_row_left(row: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
 @functools.lru_cache(maxsize=1 << 16)
 def _line_moves(line: tuple[int, ...]) -> tuple[bool, bool]:
     """Whether sliding ``line`` towards its start, and towards its end, moves or merges a tile."""
-    return slide_row_left(line)[0] != line, slide_row_left(line[::-1])[0] != line[::-1]
+    return _slide_line(line)[0] != line, _slide_line(line[::-1])[0] != line[::-1]
 
 
 def _slide_rows(rows: tuple[tuple[int, ...], ...], direction: str) -> tuple[tuple[tuple[int, ...], ...], int]:
     # Read each line from the side the tiles slide towards, slide it "left", write it back.
     lines = tuple(zip(*rows)) if direction in ("up", "down") else rows
     backwards = direction in ("right", "down")
-    slid = [slide_row_left(line[::-1] if backwards else line) for line in lines]
+    slid = [_slide_line(line[::-1] if backwards else line) for line in lines]
     out = tuple(line[::-1] if backwards else line for line, _ in slid)
     return (tuple(zip(*out)) if direction in ("up", "down") else out), sum(points for _, points in slid)
 
@@ -167,7 +173,7 @@ class Game2048(TurnBasedGame):
     def sample_random_action(self) -> str:
         """A uniformly random move among those that change the board."""
         moves = self.legal_moves() or list(DIRECTIONS)
-        return f"\\boxed{{{moves[int(self.np_random.integers(len(moves)))]}}}"
+        return f"\\boxed{{{moves[self.random_index(len(moves))]}}}"
 
     def render(self) -> str:
         """The grid, ``.`` for an empty cell, then the score."""

@@ -86,7 +86,8 @@ class Mastermind(TurnBasedGame):
         return f"{board}\nGuesses left: {self.max_turns - self.turn}.", reward, False, False, {}
 
     def sample_random_action(self) -> str:
-        digits = self.np_random.integers(1, self.num_colors + 1, size=self.code_length).tolist()
+        n = self.num_colors
+        digits = [min(int(x * n), n - 1) + 1 for x in self.np_random.random(self.code_length).tolist()]  # one draw call
         return f"\\boxed{{{' '.join(map(str, digits))}}}"
 
     def render(self) -> str:

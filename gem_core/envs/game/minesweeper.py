@@ -286,7 +286,7 @@ class Minesweeper(TurnBasedGame):
         return f"{feedback} Turns left: {self.max_turns - self.turn}.\n{self.render()}", reward, False, False, {}
 
     def sample_random_action(self) -> str:
-        r, c = divmod(self._hidden[int(self.np_random.integers(len(self._hidden)))], self.cols)
+        r, c = divmod(self._hidden[self.random_index(len(self._hidden))], self.cols)
         return f"\\boxed{{reveal {r + 1} {c + 1}}}"
 
     def render(self) -> str:

@@ -93,7 +93,7 @@ class TowerOfHanoi(TurnBasedGame):
     def sample_random_action(self) -> str:
         """A uniformly random legal move."""
         moves = _legal_moves(self._key())
-        src, dst = moves[int(self.np_random.integers(len(moves)))]
+        src, dst = moves[self.random_index(len(moves))]
         return f"\\boxed{{{src} {dst}}}"
 
     def render(self) -> str:
