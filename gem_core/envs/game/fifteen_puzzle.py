@@ -58,6 +58,8 @@ class FifteenPuzzle(TurnBasedGame):
     def board(self, value: Any) -> None:
         self._tiles = [int(v) for v in np.asarray(value).ravel()]
         self._gap = self._tiles.index(0)
+        width = len(str(self.size * self.size - 1))
+        self._cells = [f"{v:>{width}}" for v in self._tiles]  # the rendered tiles, updated per move
         self._distance = manhattan(np.asarray(value))
 
     def _home_distance(self, tile: int, index: int) -> int:
@@ -70,7 +72,9 @@ class FifteenPuzzle(TurnBasedGame):
     def _slide(self, tile: int) -> None:
         spot = self._tiles.index(tile)
         self._distance += self._home_distance(tile, self._gap) - self._home_distance(tile, spot)
-        self._tiles[self._gap], self._tiles[spot], self._gap = tile, 0, spot
+        self._tiles[self._gap], self._tiles[spot] = tile, 0
+        self._cells[self._gap], self._cells[spot] = self._cells[spot], self._cells[self._gap]
+        self._gap = spot
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
@@ -119,8 +123,7 @@ class FifteenPuzzle(TurnBasedGame):
 
     def render(self) -> str:
         """The board, one row per line, ``0`` for the gap."""
-        width, size = len(str(self.size * self.size - 1)), self.size
-        cells = [f"{v:>{width}}" for v in self._tiles]
+        size, cells = self.size, self._cells
         return "\n".join(" ".join(cells[r * size : (r + 1) * size]) for r in range(size))
 
 
