@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -46,7 +47,7 @@ def neighbours(cell: Cell, rows: int, cols: int) -> list[Cell]:
     ]
 
 
-def _bits(mask: int):
+def _bits(mask: int) -> Iterator[int]:
     """The indices of the set bits of ``mask``, lowest first."""
     while mask:
         low = mask & -mask
@@ -110,6 +111,7 @@ def bit_grid(rows: int, cols: int) -> BitGrid:
 
 
 def mines_to_bits(mines: np.ndarray) -> int:
+    """A boolean board as a bit board (bit ``row * cols + col``)."""
     return int.from_bytes(np.packbits(mines.ravel(), bitorder="little").tobytes(), "little")
 
 
@@ -201,15 +203,12 @@ class Minesweeper(TurnBasedGame):
     @property
     def revealed(self) -> np.ndarray:
         """Which cells are open (a copy)."""
-        return self._bool_board(self._revealed_bits)
+        return grid_bits_to_array(self._revealed_bits, self.rows, self.cols)
 
     @property
     def flags(self) -> np.ndarray:
         """Which hidden cells carry a flag (a copy)."""
-        return self._bool_board(self._flag_bits & ~self._revealed_bits)
-
-    def _bool_board(self, bits: int) -> np.ndarray:
-        return np.array([bits >> i & 1 for i in range(self.rows * self.cols)], dtype=bool).reshape(self.rows, self.cols)
+        return grid_bits_to_array(self._flag_bits & ~self._revealed_bits, self.rows, self.cols)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
