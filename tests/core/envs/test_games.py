@@ -349,3 +349,28 @@ def test_every_game_counts_its_turns_in_the_shared_base(game):
     env.reset(seed=0)
     env.step(env.sample_random_action())
     assert env.unwrapped.turn == 1
+
+
+def test_fifteen_puzzle_kept_distance_and_render_follow_the_board():
+    from gem_core.envs.game.fifteen_puzzle import FifteenPuzzle, manhattan
+
+    env = FifteenPuzzle(size=4, scramble_moves=40, max_turns=200)
+    env.reset(seed=3)
+    for _ in range(150):
+        *_, terminated, truncated, _ = env.step(env.sample_random_action())
+        assert env._distance == manhattan(env.board)
+        assert env.render() == "\n".join(" ".join(f"{v:>2}" for v in row) for row in env.board.tolist())
+        if terminated or truncated:
+            break
+
+
+def test_minesweeper_board_views_follow_the_moves():
+    env = Minesweeper(rows=8, cols=8, mines=10)
+    env.reset(seed=4)
+    env.step("\\boxed{reveal 4 4}")
+    board = [line.split()[1:] for line in env.render().splitlines()[1:]]
+    opened = np.array([[ch not in "#F" for ch in row] for row in board])
+    assert (env.revealed == opened).all() and not (env.revealed & env.mines).any()
+    r, c = np.argwhere(~env.revealed)[0]
+    env.step(f"\\boxed{{flag {r + 1} {c + 1}}}")
+    assert env.flags[r, c] and env.flags.sum() == 1
