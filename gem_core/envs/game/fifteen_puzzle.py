@@ -14,6 +14,7 @@ Variants: ``-easy`` 3x3 scrambled by 10 slides, 30 turns; ``-v0`` 3x3 by 30 slid
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -46,31 +47,46 @@ class FifteenPuzzle(TurnBasedGame):
         self.best_progress = 0.0
         self.started = False
 
-    def _gap(self) -> tuple[int, int]:
-        # Every tile is positive, so the gap is the minimum: one C call instead of a mask and argwhere.
-        return divmod(int(self.board.argmin()), self.size)
+    # The board is a flat list of tiles with the gap's index and the Manhattan distance kept up to date
+    # (a move changes one tile's distance); ``board`` shows it as an array and accepts one.
+    @property
+    def board(self) -> np.ndarray:
+        """The grid, ``0`` for the gap (a copy; assign an array to change it)."""
+        return np.array(self._tiles).reshape(self.size, self.size)
+
+    @board.setter
+    def board(self, value: Any) -> None:
+        self._tiles = [int(v) for v in np.asarray(value).ravel()]
+        self._gap = self._tiles.index(0)
+        width = len(str(self.size * self.size - 1))
+        self._cells = [f"{v:>{width}}" for v in self._tiles]  # the rendered tiles, updated per move
+        self._distance = manhattan(np.asarray(value))
+
+    def _home_distance(self, tile: int, index: int) -> int:
+        return abs(index // self.size - (tile - 1) // self.size) + abs(index % self.size - (tile - 1) % self.size)
 
     def movable_tiles(self) -> list[int]:
         """Tiles next to the gap (the legal moves)."""
-        r, c = self._gap()
-        spots = [(r + dr, c + dc) for dr, dc in ((-1, 0), (1, 0), (0, -1), (0, 1))]
-        return sorted(int(self.board[p]) for p in spots if 0 <= p[0] < self.size and 0 <= p[1] < self.size)
+        return sorted(self._tiles[i] for i in _around(self._gap, self.size))
 
     def _slide(self, tile: int) -> None:
-        gap, spot = self._gap(), divmod(int((self.board == tile).argmax()), self.size)
-        self.board[gap], self.board[spot] = tile, 0
+        spot = self._tiles.index(tile)
+        self._distance += self._home_distance(tile, self._gap) - self._home_distance(tile, spot)
+        self._tiles[self._gap], self._tiles[spot] = tile, 0
+        self._cells[self._gap], self._cells[spot] = self._cells[spot], self._cells[self._gap]
+        self._gap = spot
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         self.board = solved_board(self.size)
         previous, slides = None, 0
-        while slides < self.scramble_moves or manhattan(self.board) == 0:
+        while slides < self.scramble_moves or self._distance == 0:
             choices = [t for t in self.movable_tiles() if t != previous]
             previous = choices[int(self.np_random.integers(len(choices)))]
             self._slide(previous)
             slides += 1
         self.turn, self.best_progress, self.started = 0, 0.0, True
-        self.start_distance = manhattan(self.board)
+        self.start_distance = self._distance
         obs = (
             f"Let's play the sliding puzzle on a {self.size}x{self.size} board. Slide tiles into the gap (0) until the "
             f"tiles read 1 to {self.size * self.size - 1} row by row with the gap in the bottom-right corner. Each turn "
@@ -91,7 +107,7 @@ class FifteenPuzzle(TurnBasedGame):
                 truncated=out_of_turns,
             )
         self._slide(int(move))
-        distance = manhattan(self.board)
+        distance = self._distance
         progress = 1.0 - distance / self.start_distance
         reward = max(0.0, progress - self.best_progress)
         self.best_progress = max(self.best_progress, progress)
@@ -103,9 +119,16 @@ class FifteenPuzzle(TurnBasedGame):
 
     def sample_random_action(self) -> str:
         movable = self.movable_tiles()
-        return f"\\boxed{{{movable[int(self.np_random.integers(len(movable)))]}}}"
+        return f"\\boxed{{{movable[self.random_index(len(movable))]}}}"
 
     def render(self) -> str:
         """The board, one row per line, ``0`` for the gap."""
-        width = len(str(self.size * self.size - 1))
-        return "\n".join(" ".join(f"{int(v):>{width}}" for v in row) for row in self.board)
+        size, cells = self.size, self._cells
+        return "\n".join(" ".join(cells[r * size : (r + 1) * size]) for r in range(size))
+
+
+@functools.cache
+def _around(index: int, size: int) -> tuple[int, ...]:
+    """The cells next to ``index`` (up, down, left, right) on a ``size x size`` board."""
+    r, c = divmod(index, size)
+    return tuple(nr * size + nc for nr, nc in ((r - 1, c), (r + 1, c), (r, c - 1), (r, c + 1)) if 0 <= nr < size and 0 <= nc < size)

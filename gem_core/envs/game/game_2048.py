@@ -20,7 +20,9 @@ turns.
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -32,8 +34,16 @@ from gem_core.envs.game.turn_based import TurnBasedGame
 DIRECTIONS = ("up", "down", "left", "right")
 
 
-def slide_row_left(row: list[int]) -> tuple[list[int], int]:
+def slide_row_left(row: Sequence[int]) -> tuple[list[int], int]:
     """One row slid left with merges; returns the new row and the points scored."""
+    slid, points = _slide_line(tuple(row))
+    return list(slid), points
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _slide_line(row: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
+    """:func:`slide_row_left` on a tuple, cached: a game sees few distinct rows, and every step slides
+    and tests all of them."""
     tiles = [v for v in row if v]
     merged, points, i = [], 0, 0
     while i < len(tiles):
@@ -44,32 +54,28 @@ def slide_row_left(row: list[int]) -> tuple[list[int], int]:
         else:
             merged.append(tiles[i])
             i += 1
-    return merged + [0] * (len(row) - len(merged)), points
+    return tuple(merged + [0] * (len(row) - len(merged))), points
 
 
-def _line_changes(line: list[int]) -> bool:
-    """Whether sliding ``line`` towards its start moves a tile (a gap before one) or merges two."""
-    tiles = [v for v in line if v]
-    if tiles != line[: len(tiles)]:
-        return True
-    return any(a == b for a, b in zip(tiles, tiles[1:]))
+@functools.lru_cache(maxsize=1 << 16)
+def _line_moves(line: tuple[int, ...]) -> tuple[bool, bool]:
+    """Whether sliding ``line`` towards its start, and towards its end, moves or merges a tile."""
+    return _slide_line(line)[0] != line, _slide_line(line[::-1])[0] != line[::-1]
+
+
+def _slide_rows(rows: tuple[tuple[int, ...], ...], direction: str) -> tuple[tuple[tuple[int, ...], ...], int]:
+    # Read each line from the side the tiles slide towards, slide it "left", write it back.
+    lines = tuple(zip(*rows)) if direction in ("up", "down") else rows
+    backwards = direction in ("right", "down")
+    slid = [_slide_line(line[::-1] if backwards else line) for line in lines]
+    out = tuple(line[::-1] if backwards else line for line, _ in slid)
+    return (tuple(zip(*out)) if direction in ("up", "down") else out), sum(points for _, points in slid)
 
 
 def slide(board: np.ndarray, direction: str) -> tuple[np.ndarray, int]:
     """The board after sliding in ``direction`` (no new tile), and the points scored."""
-    grid = board.tolist()
-    # Read each line from the side the tiles slide towards, slide it "left", write it back.
-    if direction in ("up", "down"):
-        grid = [list(col) for col in zip(*grid)]
-    if direction in ("right", "down"):
-        grid = [row[::-1] for row in grid]
-    lines, points = zip(*(slide_row_left(row) for row in grid))
-    grid = list(lines)
-    if direction in ("right", "down"):
-        grid = [row[::-1] for row in grid]
-    if direction in ("up", "down"):
-        grid = [list(col) for col in zip(*grid)]
-    return np.array(grid, dtype=board.dtype), sum(points)
+    rows, points = _slide_rows(tuple(map(tuple, board.tolist())), direction)
+    return np.array(rows, dtype=board.dtype), points
 
 
 class Game2048(TurnBasedGame):
@@ -83,24 +89,45 @@ class Game2048(TurnBasedGame):
         self.best_progress = 0.0
         self.started = False
 
+    # The board is kept as a tuple of row tuples (hashable, so line results are cached, and cheap to
+    # read); ``board`` shows it as an array and accepts one.
+    @property
+    def board(self) -> np.ndarray:
+        """The grid (a copy; assign an array to change it)."""
+        return np.array(self._rows, dtype=int)
+
+    @board.setter
+    def board(self, value: Any) -> None:
+        self._set_rows(tuple(map(tuple, np.asarray(value, dtype=int).tolist())))
+
+    def _set_rows(self, rows: tuple[tuple[int, ...], ...]) -> None:
+        self._rows = rows
+        self._legal: list[str] | None = None
+
     def _spawn(self) -> None:
-        empty = np.flatnonzero(self.board == 0)
-        cell = int(empty[int(self.np_random.integers(len(empty)))])
-        self.board.flat[cell] = 2 if self.np_random.random() < 0.9 else 4
+        flat = [v for row in self._rows for v in row]
+        empty = [i for i, v in enumerate(flat) if v == 0]
+        cell = empty[int(self.np_random.integers(len(empty)))]
+        flat[cell] = 2 if self.np_random.random() < 0.9 else 4
+        self._set_rows(tuple(tuple(flat[r * self.size : (r + 1) * self.size]) for r in range(self.size)))
+
+    def _largest(self) -> int:
+        return max(max(row) for row in self._rows)
 
     def _progress(self) -> float:
-        return max(0.0, (math.log2(int(self.board.max())) - 2) / (math.log2(self.target) - 2))
+        return max(0.0, (math.log2(self._largest()) - 2) / (math.log2(self.target) - 2))
 
     def legal_moves(self) -> list[str]:
-        """The directions that change the board, in :data:`DIRECTIONS` order.
-
-        Decided per line without sliding (called up to three times a step): a line read towards the
-        side it slides to changes iff a tile has a gap before it or two equal tiles meet.
-        """
-        rows = self.board.tolist()
-        cols = [list(col) for col in zip(*rows)]
-        lines = {"up": cols, "down": [col[::-1] for col in cols], "left": rows, "right": [row[::-1] for row in rows]}
-        return [d for d in DIRECTIONS if any(_line_changes(line) for line in lines[d])]
+        """The directions that change the board, in :data:`DIRECTIONS` order (computed once per board)."""
+        if self._legal is None:
+            rows = [_line_moves(row) for row in self._rows]
+            cols = [_line_moves(col) for col in zip(*self._rows)]
+            found = {
+                "up": any(c[0] for c in cols), "down": any(c[1] for c in cols),
+                "left": any(r[0] for r in rows), "right": any(r[1] for r in rows),
+            }
+            self._legal = [d for d in DIRECTIONS if found[d]]
+        return list(self._legal)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
@@ -119,7 +146,7 @@ class Game2048(TurnBasedGame):
     def step(self, action: str) -> StepResult:
         out_of_turns = self.take_turn()
         move = (extract_boxed(action) or "").lower()
-        direction = next((d for d in DIRECTIONS if move in (d, d[0])), None)
+        direction = _MOVES.get(move)
         legal = self.legal_moves()
         if direction not in legal:
             problem = "that move changes nothing" if direction else "expected up, down, left or right inside \\boxed{}"
@@ -128,13 +155,14 @@ class Game2048(TurnBasedGame):
                 f"Turns left: {self.max_turns - self.turn}.\n{self.render()}",
                 truncated=out_of_turns,
             )
-        self.board, points = slide(self.board, direction)
+        rows, points = _slide_rows(self._rows, direction)
+        self._set_rows(rows)
         self.score += points
         self._spawn()
         progress = self._progress()
         reward = max(0.0, progress - self.best_progress)
         self.best_progress = max(self.best_progress, progress)
-        if self.board.max() >= self.target:
+        if self._largest() >= self.target:
             return f"{self.render()}\nYou made {self.target}!", reward, True, False, {"success": True}
         if not self.legal_moves():
             return f"{self.render()}\nNo moves left.", reward, True, False, {"success": False}
@@ -145,10 +173,19 @@ class Game2048(TurnBasedGame):
     def sample_random_action(self) -> str:
         """A uniformly random move among those that change the board."""
         moves = self.legal_moves() or list(DIRECTIONS)
-        return f"\\boxed{{{moves[int(self.np_random.integers(len(moves)))]}}}"
+        return f"\\boxed{{{moves[self.random_index(len(moves))]}}}"
 
     def render(self) -> str:
         """The grid, ``.`` for an empty cell, then the score."""
         width = max(len(str(self.target)), 4)
-        rows = [" ".join(f"{(str(v) if v else '.'):>{width}}" for v in row) for row in self.board]
+        rows = [_render_row(row, width) for row in self._rows]
         return "\n".join(rows + [f"Score: {self.score}"])
+
+
+#: Each move's accepted spellings (``\\boxed{up}`` or ``\\boxed{u}``).
+_MOVES = {spelling: d for d in DIRECTIONS for spelling in (d, d[0])}
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _render_row(row: tuple[int, ...], width: int) -> str:
+    return " ".join(f"{(str(v) if v else '.'):>{width}}" for v in row)

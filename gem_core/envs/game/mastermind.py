@@ -40,11 +40,13 @@ class Mastermind(TurnBasedGame):
         self.turn = 0
         self.best_black = 0
         self.history: list[tuple[tuple[int, ...], int, int]] = []
+        self._lines: list[str] = []  # the rendered history, one line per guess, grown as guesses come
+        self._colours = "".join(str(d) for d in range(1, num_colors + 1))
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         self.code = tuple(int(d) for d in self.np_random.integers(1, self.num_colors + 1, size=self.code_length))
-        self.turn, self.best_black, self.history = 0, 0, []
+        self.turn, self.best_black, self.history, self._lines = 0, 0, [], []
         example = " ".join(str(1 + i % self.num_colors) for i in range(self.code_length))
         obs = (
             f"Let's play Mastermind. I hide a code of {self.code_length} digits, each from 1 to {self.num_colors} "
@@ -58,10 +60,9 @@ class Mastermind(TurnBasedGame):
         if move is None:
             return None
         digits = move.replace(" ", "").replace(",", "")
-        if len(digits) != self.code_length or not digits.isascii() or not digits.isdigit():
+        if len(digits) != self.code_length or digits.strip(self._colours):  # a character that is no colour
             return None
-        guess = tuple(int(d) for d in digits)
-        return guess if all(1 <= d <= self.num_colors for d in guess) else None
+        return tuple(map(int, digits))
 
     def step(self, action: str) -> StepResult:
         out_of_turns = self.take_turn()
@@ -74,20 +75,20 @@ class Mastermind(TurnBasedGame):
             )
         black, white = score_code(guess, self.code)
         self.history.append((guess, black, white))
+        self._lines.append(f"{' '.join(map(str, guess))}   black={black} white={white}")
         reward = max(0, black - self.best_black) / self.code_length
         self.best_black = max(self.best_black, black)
         board = self.render()
-        secret = " ".join(map(str, self.code))
         if black == self.code_length:
-            return f"{board}\nCracked! The code was {secret}.", reward, True, False, {"success": True}
+            return f"{board}\nCracked! The code was {' '.join(map(str, self.code))}.", reward, True, False, {"success": True}
         if out_of_turns:
-            return f"{board}\nOut of guesses: the code was {secret}.", reward, False, True, {"success": False}
+            return f"{board}\nOut of guesses: the code was {' '.join(map(str, self.code))}.", reward, False, True, {"success": False}
         return f"{board}\nGuesses left: {self.max_turns - self.turn}.", reward, False, False, {}
 
     def sample_random_action(self) -> str:
-        digits = self.np_random.integers(1, self.num_colors + 1, size=self.code_length)
-        return f"\\boxed{{{' '.join(str(int(d)) for d in digits)}}}"
+        n = self.num_colors
+        digits = [min(int(x * n), n - 1) + 1 for x in self.np_random.random(self.code_length).tolist()]  # one draw call
+        return f"\\boxed{{{' '.join(map(str, digits))}}}"
 
     def render(self) -> str:
-        lines = [f"{' '.join(map(str, g))}   black={b} white={w}" for g, b, w in self.history]
-        return "\n".join(lines) or "(no guesses yet)"
+        return "\n".join(self._lines) or "(no guesses yet)"

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -46,28 +47,72 @@ def neighbours(cell: Cell, rows: int, cols: int) -> list[Cell]:
     ]
 
 
-def count_adjacent_mines(mines: np.ndarray) -> np.ndarray:
-    """For each cell, how many of its neighbours are mines."""
-    padded = np.pad(mines.astype(int), 1)
-    rows, cols = mines.shape
-    return sum(
-        padded[1 + dr : 1 + dr + rows, 1 + dc : 1 + dc + cols] for dr in (-1, 0, 1) for dc in (-1, 0, 1) if dr or dc
-    )
+def _bits(mask: int) -> Iterator[int]:
+    """The indices of the set bits of ``mask``, lowest first."""
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
 
 
-def flood_reveal(start: Cell, counts: np.ndarray, mines: np.ndarray, revealed: np.ndarray) -> int:
-    """Reveal ``start`` (and, through zeros, its region) in place; returns how many cells opened."""
-    rows, cols = counts.shape
-    opened, stack = 0, [start]
-    while stack:
-        cell = stack.pop()
-        if revealed[cell] or mines[cell]:
-            continue
-        revealed[cell] = True
-        opened += 1
-        if counts[cell] == 0:
-            stack.extend(n for n in neighbours(cell, rows, cols) if not revealed[n])
-    return opened
+class BitGrid:
+    """A ``rows x cols`` board as Python ints, one bit per cell (bit ``row * cols + col``).
+
+    Whole-board steps (the 3x3 neighbourhood of a set of cells, every cell's count of mines around it)
+    are a few shifts and bitwise operations on one integer instead of a Python loop over cells: the
+    placement check at the first reveal runs once per draw, and it dominates the cost of the short
+    episodes a random policy plays.
+    """
+
+    def __init__(self, rows: int, cols: int):
+        self.rows, self.cols, self.size = rows, cols, rows * cols
+        self.full = (1 << self.size) - 1
+        first_col = sum(1 << (r * cols) for r in range(rows))
+        # a cell's left neighbour exists unless it is in the first column, its right one unless in the last
+        self.has_left, self.has_right = self.full & ~first_col, self.full & ~(first_col << (cols - 1))
+        self.neighbours = [sum(1 << n for n in _flat_neighbours(rows, cols)[i]) for i in range(self.size)]
+        self.header = "   " + " ".join(f"{c + 1:>2}" for c in range(cols))
+        self.row_labels = [f"{r + 1:>2} " for r in range(rows)]
+
+    def around(self, cells: int) -> int:
+        """``cells`` and every cell next to one of them (the 3x3 blocks around them)."""
+        row = cells | ((cells << 1) & self.has_left) | ((cells >> 1) & self.has_right)
+        return (row | (row << self.cols) | (row >> self.cols)) & self.full
+
+    def box_counts(self, cells: int) -> tuple[int, int, int, int]:
+        """Every cell's number of ``cells`` in its 3x3 block (0-9) as four bit planes (bit-sliced binary).
+
+        For a cell outside ``cells`` that is the number of its neighbours in ``cells``."""
+        a, b, c = (cells << 1) & self.has_left, cells, (cells >> 1) & self.has_right
+        h0, h1 = a ^ b ^ c, (a & b) | (c & (a | b))  # each row's three cells: a 2-bit sum
+        w, full = self.cols, self.full
+        x0, y0, z0, x1, y1, z1 = h0, (h0 << w) & full, h0 >> w, h1, (h1 << w) & full, h1 >> w
+        s0, carry0 = x0 ^ y0 ^ z0, (x0 & y0) | (z0 & (x0 | y0))  # three rows: add the 2-bit sums
+        t, carry1 = x1 ^ y1 ^ z1, (x1 & y1) | (z1 & (x1 | y1))
+        carry2 = t & carry0
+        return s0, t ^ carry0, carry1 ^ carry2, carry1 & carry2
+
+    def equal(self, a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> int:
+        """The cells whose counts agree in ``a`` and ``b``."""
+        return self.full & ~((a[0] ^ b[0]) | (a[1] ^ b[1]) | (a[2] ^ b[2]) | (a[3] ^ b[3]))
+
+    def flood(self, start: int, revealed: int, zeros: int) -> int:
+        """``revealed`` plus the safe cells ``start`` and, through cells with no mine around, their regions."""
+        new = start & ~revealed
+        while new:
+            revealed |= new
+            new = self.around(new & zeros) & ~revealed  # a zero's neighbours are never mines
+        return revealed
+
+
+@functools.cache
+def bit_grid(rows: int, cols: int) -> BitGrid:
+    return BitGrid(rows, cols)
+
+
+def mines_to_bits(mines: np.ndarray) -> int:
+    """A boolean board as a bit board (bit ``row * cols + col``)."""
+    return int.from_bytes(np.packbits(mines.ravel(), bitorder="little").tobytes(), "little")
 
 
 @functools.cache
@@ -77,63 +122,61 @@ def _flat_neighbours(rows: int, cols: int) -> tuple[tuple[int, ...], ...]:
 
 
 def clearable_by_logic(first: Cell, mines: np.ndarray) -> bool:
-    """Whether a player who reasons (single-cell and subset rules, mine count) clears the board from ``first``.
-
-    Runs on flat cell indices, Python sets and precomputed neighbour lists rather than numpy scalar
-    indexing: it is called for every placement draw at the first reveal (once 7-11 ms per draw on the
-    hard board). The rules and so the verdicts are those of the first version (``test_games`` checks
-    them against it on random boards).
-    """
+    """Whether a player who reasons (single-cell and subset rules, mine count) clears the board from ``first``."""
     rows, cols = mines.shape
-    mine_cells = set(np.flatnonzero(mines).tolist())
-    around = _flat_neighbours(rows, cols)
-    counts = count_adjacent_mines(mines).ravel().tolist()
-    revealed: set[int] = set()
+    return _clearable(bit_grid(rows, cols), first[0] * cols + first[1], mines_to_bits(mines))
 
-    def reveal(start: int) -> None:
-        stack = [start]
-        while stack:
-            cell = stack.pop()
-            if cell in revealed or cell in mine_cells:
-                continue
-            revealed.add(cell)
-            if counts[cell] == 0:
-                stack.extend(n for n in around[cell] if n not in revealed)
 
-    reveal(first[0] * cols + first[1])
-    known_mines: set[int] = set()
-    total_safe, total_mines = rows * cols - len(mine_cells), len(mine_cells)
-    while len(revealed) < total_safe:
-        constraints: dict[frozenset[int], int] = {}
-        for cell in revealed:
-            unknown = frozenset(n for n in around[cell] if n not in revealed and n not in known_mines)
-            if unknown:
-                constraints[unknown] = counts[cell] - sum(n in known_mines for n in around[cell])
-        unknown_all = frozenset(i for i in range(rows * cols) if i not in revealed and i not in known_mines)
-        constraints[unknown_all] = total_mines - len(known_mines)
-        safe: set[int] = set()
-        new_mines: set[int] = set()
-        for cells, need in constraints.items():
-            if need == 0:
-                safe |= cells
-            elif need == len(cells):
-                new_mines |= cells
-        if not safe and not new_mines:
-            items = sorted(constraints.items(), key=lambda item: len(item[0]))
-            for i, (a_cells, a_need) in enumerate(items):
-                for b_cells, b_need in items[i + 1 :]:
-                    if a_cells < b_cells:
-                        rest, rest_need = b_cells - a_cells, b_need - a_need
-                        if rest_need == 0:
-                            safe |= rest
-                        elif rest_need == len(rest):
-                            new_mines |= rest
-        if not safe and not new_mines:
-            return False
-        known_mines |= new_mines
-        for cell in safe:
-            reveal(cell)
+def _clearable(grid: BitGrid, first: int, mines: int) -> bool:
+    """:func:`clearable_by_logic` on bit boards.
+
+    The rules only ever add knowledge and stay true as knowledge grows, so applying them in any order
+    reaches the same end; the single-cell rule runs on every cell at once through bit-sliced neighbour
+    counts, and the subset rule (pairs of constraints) only when that rule finds nothing, as in the
+    first version (``test_games`` checks the verdicts against it on random boards).
+    """
+    mine_counts = grid.box_counts(mines)
+    zeros = grid.full & ~mines & ~(mine_counts[0] | mine_counts[1] | mine_counts[2] | mine_counts[3])
+    all_safe, total_mines = grid.full & ~mines, mines.bit_count()
+    revealed, known = grid.flood(1 << first, 0, zeros), 0
+    while revealed != all_safe:
+        unknown = grid.full & ~revealed & ~known
+        left = total_mines - known.bit_count()
+        # A revealed cell whose mines are all known: its unknown neighbours are safe; one whose unknown
+        # neighbours are exactly its missing mines: they are mines. (A revealed cell is neither a mine nor
+        # unknown, so its 3x3 counts are its neighbour counts.)
+        safe = grid.around(revealed & grid.equal(mine_counts, grid.box_counts(known))) & unknown
+        found = grid.around(revealed & grid.equal(mine_counts, grid.box_counts(known | unknown))) & unknown
+        if left == 0:
+            safe |= unknown
+        elif left == unknown.bit_count():
+            found |= unknown
+        if not safe and not found:
+            safe, found = _subset_rule(grid, revealed, known, unknown, mines, left)
+            if not safe and not found:
+                return False
+        known |= found
+        revealed = grid.flood(safe, revealed, zeros)
     return True
+
+
+def _subset_rule(grid: BitGrid, revealed: int, known: int, unknown: int, mines: int, left: int) -> tuple[int, int]:
+    """Safe cells and mines that follow from one constraint's cells lying inside another's."""
+    constraints = {unknown: left}
+    for cell in _bits(revealed & grid.around(unknown)):
+        around = grid.neighbours[cell]
+        constraints[around & unknown] = (around & mines).bit_count() - (around & known).bit_count()
+    items = sorted(constraints.items(), key=lambda item: item[0].bit_count())  # a proper subset comes first
+    safe = found = 0
+    for i, (a_cells, a_need) in enumerate(items):
+        for b_cells, b_need in items[i + 1 :]:
+            if a_cells & b_cells == a_cells and a_cells != b_cells:
+                rest, rest_need = b_cells & ~a_cells, b_need - a_need
+                if rest_need == 0:
+                    safe |= rest
+                elif rest_need == rest.bit_count():
+                    found |= rest
+    return safe, found
 
 
 class Minesweeper(TurnBasedGame):
@@ -143,19 +186,34 @@ class Minesweeper(TurnBasedGame):
         self.rows, self.cols, self.num_mines, self.max_turns = rows, cols, mines, max_turns
         self.placement_attempts = placement_attempts
         self.mines = np.zeros((rows, cols), dtype=bool)
-        self.counts = np.zeros((rows, cols), dtype=int)
-        self.revealed = np.zeros((rows, cols), dtype=bool)
-        self.flags = np.zeros((rows, cols), dtype=bool)
         self.placed = False
         self.turn = 0
         self.started = False
         self.exploded: Cell | None = None
+        self._new_board()
+
+    def _new_board(self) -> None:
+        # The board lives in bit masks (one bit per cell) and the rendered cells, updated as they change:
+        # a step touches a few cells, so it never walks the whole board.
+        self._mine_bits = self._revealed_bits = self._flag_bits = self._zero_bits = 0
+        self._counts: list[int] = []
+        self._cells = [" #"] * (self.rows * self.cols)
+        self._hidden = list(range(self.rows * self.cols))
+
+    @property
+    def revealed(self) -> np.ndarray:
+        """Which cells are open (a copy)."""
+        return grid_bits_to_array(self._revealed_bits, self.rows, self.cols)
+
+    @property
+    def flags(self) -> np.ndarray:
+        """Which hidden cells carry a flag (a copy)."""
+        return grid_bits_to_array(self._flag_bits & ~self._revealed_bits, self.rows, self.cols)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
-        shape = (self.rows, self.cols)
-        self.mines, self.counts = np.zeros(shape, dtype=bool), np.zeros(shape, dtype=int)
-        self.revealed, self.flags = np.zeros(shape, dtype=bool), np.zeros(shape, dtype=bool)
+        self.mines = np.zeros((self.rows, self.cols), dtype=bool)
+        self._new_board()
         self.placed, self.turn, self.started, self.exploded = False, 0, True, None
         obs = (
             f"Let's play Minesweeper on a {self.rows}x{self.cols} grid with {self.num_mines} hidden mines. "
@@ -168,14 +226,19 @@ class Minesweeper(TurnBasedGame):
         return obs, {"max_turns": self.max_turns}
 
     def _place_mines(self, first: Cell) -> None:
-        banned = set(neighbours(first, self.rows, self.cols)) | {first}
-        allowed = [i for i in range(self.rows * self.cols) if divmod(i, self.cols) not in banned]
+        grid = bit_grid(self.rows, self.cols)
+        start = first[0] * self.cols + first[1]
+        banned = set(_flat_neighbours(self.rows, self.cols)[start]) | {start}
+        allowed = [i for i in range(grid.size) if i not in banned]
         for _ in range(self.placement_attempts):
-            mines = np.zeros((self.rows, self.cols), dtype=bool)
-            mines.flat[self.np_random.choice(allowed, size=self.num_mines, replace=False)] = True
-            if clearable_by_logic(first, mines):
+            bits = sum(1 << int(i) for i in self.np_random.choice(allowed, size=self.num_mines, replace=False))
+            if _clearable(grid, start, bits):
                 break
-        self.mines, self.counts, self.placed = mines, count_adjacent_mines(mines), True
+        counts = grid.box_counts(bits)
+        self._mine_bits, self.placed = bits, True
+        self._counts = [(around & bits).bit_count() for around in grid.neighbours]
+        self._zero_bits = grid.full & ~bits & ~(counts[0] | counts[1] | counts[2] | counts[3])
+        self.mines = grid_bits_to_array(bits, self.rows, self.cols)
 
     def step(self, action: str) -> StepResult:
         out_of_turns = self.take_turn()
@@ -186,47 +249,54 @@ class Minesweeper(TurnBasedGame):
             problem = "expected \\boxed{reveal ROW COL} or \\boxed{flag ROW COL}"
         elif not (0 <= cell[0] < self.rows and 0 <= cell[1] < self.cols):
             problem = f"rows go from 1 to {self.rows} and columns from 1 to {self.cols}"
-        elif self.revealed[cell]:
+        elif self._revealed_bits >> (cell[0] * self.cols + cell[1]) & 1:
             problem = f"cell {cell[0] + 1} {cell[1] + 1} is already revealed"
         if problem is not None:
             return self.invalid_action(f"Invalid move: {problem}. Turns left: {self.max_turns - self.turn}.\n{self.render()}", truncated=out_of_turns)
         assert cell is not None and match is not None
+        index = cell[0] * self.cols + cell[1]
+        bit = 1 << index
         if (match[1] or "").lower() in ("flag", "f"):
-            self.flags[cell] = not self.flags[cell]
-            return self._after_move(f"Flag {'set' if self.flags[cell] else 'removed'}.", 0.0, out_of_turns)
+            self._flag_bits ^= bit
+            flagged = bool(self._flag_bits & bit)
+            self._cells[index] = " F" if flagged else " #"
+            return self._after_move(f"Flag {'set' if flagged else 'removed'}.", 0.0, out_of_turns)
         if not self.placed:
             self._place_mines(cell)
-        if self.mines[cell]:
+        if self._mine_bits & bit:
             self.exploded = cell
+            self._cells[index] = " *"
             return f"Boom! {cell[0] + 1} {cell[1] + 1} was a mine.\n{self.render()}", 0.0, True, False, {"success": False}
-        self.flags[cell] = False
-        opened = flood_reveal(cell, self.counts, self.mines, self.revealed)
-        return self._after_move(f"Opened {opened} cell(s).", opened / (self.mines.size - self.num_mines), out_of_turns)
+        self._flag_bits &= ~bit
+        before = self._revealed_bits
+        self._revealed_bits = bit_grid(self.rows, self.cols).flood(bit, before, self._zero_bits)
+        opened = 0
+        for i in _bits(self._revealed_bits & ~before):
+            self._cells[i] = f"{self._counts[i]:>2}" if self._counts[i] else " ."
+            self._hidden.remove(i)
+            opened += 1
+        return self._after_move(f"Opened {opened} cell(s).", opened / (self.rows * self.cols - self.num_mines), out_of_turns)
 
     def _after_move(self, feedback: str, reward: float, out_of_turns: bool) -> StepResult:
-        if self.placed and int(self.revealed.sum()) == self.mines.size - self.num_mines:
+        if self.placed and self._revealed_bits.bit_count() == self.rows * self.cols - self.num_mines:
             return f"{feedback}\n{self.render()}\nCleared! Every safe cell is open.", reward, True, False, {"success": True}
         if out_of_turns:
             return f"{feedback}\n{self.render()}\nOut of turns.", reward, False, True, {"success": False}
         return f"{feedback} Turns left: {self.max_turns - self.turn}.\n{self.render()}", reward, False, False, {}
 
     def sample_random_action(self) -> str:
-        hidden = np.flatnonzero(~self.revealed)
-        r, c = divmod(int(hidden[int(self.np_random.integers(len(hidden)))]), self.cols)
+        r, c = divmod(self._hidden[self.random_index(len(self._hidden))], self.cols)
         return f"\\boxed{{reveal {r + 1} {c + 1}}}"
 
     def render(self) -> str:
         """The board: ``#`` hidden, ``F`` flagged, a digit for an open cell (``.`` for 0), ``*`` the mine hit."""
-        header = "   " + " ".join(f"{c + 1:>2}" for c in range(self.cols))
-        rows = []
-        for r in range(self.rows):
-            cells = []
-            for c in range(self.cols):
-                if self.exploded == (r, c):
-                    cells.append("*")
-                elif self.revealed[r, c]:
-                    cells.append(str(self.counts[r, c]) if self.counts[r, c] else ".")
-                else:
-                    cells.append("F" if self.flags[r, c] else "#")
-            rows.append(f"{r + 1:>2} " + " ".join(f"{ch:>2}" for ch in cells))
-        return "\n".join([header, *rows])
+        grid, cells, cols = bit_grid(self.rows, self.cols), self._cells, self.cols
+        rows = [label + " ".join(cells[r * cols : (r + 1) * cols]) for r, label in enumerate(grid.row_labels)]
+        return "\n".join([grid.header, *rows])
+
+
+def grid_bits_to_array(bits: int, rows: int, cols: int) -> np.ndarray:
+    """A bit board as a ``rows x cols`` boolean array."""
+    size = rows * cols
+    packed = np.frombuffer(bits.to_bytes((size + 7) // 8, "little"), dtype=np.uint8)
+    return np.unpackbits(packed, count=size, bitorder="little").astype(bool).reshape(rows, cols)

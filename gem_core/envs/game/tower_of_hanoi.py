@@ -15,6 +15,7 @@ optimum is ``2**n - 1`` moves).
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -83,20 +84,32 @@ class TowerOfHanoi(TurnBasedGame):
             return f"{self.render()}\nOut of turns.", reward, False, True, {"success": False}
         return f"{self.render()}\nTurns left: {self.max_turns - self.turn}.", reward, False, False, {}
 
+    def _key(self) -> tuple[tuple[int, ...], ...]:
+        return tuple(self.pegs["A"]), tuple(self.pegs["B"]), tuple(self.pegs["C"])
+
     def legal_moves(self) -> list[tuple[str, str]]:
-        return [
-            (src, dst)
-            for src in PEGS
-            for dst in PEGS
-            if src != dst and self.pegs[src] and (not self.pegs[dst] or self.pegs[dst][-1] > self.pegs[src][-1])
-        ]
+        return list(_legal_moves(self._key()))
 
     def sample_random_action(self) -> str:
         """A uniformly random legal move."""
-        moves = self.legal_moves()
-        src, dst = moves[int(self.np_random.integers(len(moves)))]
+        moves = _legal_moves(self._key())
+        src, dst = moves[self.random_index(len(moves))]
         return f"\\boxed{{{src} {dst}}}"
 
     def render(self) -> str:
         """One line per peg, disks bottom to top."""
-        return "\n".join(f"{peg}: {' '.join(map(str, self.pegs[peg])) or '-'}" for peg in PEGS)
+        return _render(self._key())
+
+
+# A game has at most 3**disks positions, and a step renders one and lists its moves: both are cached.
+@functools.lru_cache(maxsize=1 << 14)
+def _legal_moves(pegs: tuple[tuple[int, ...], ...]) -> tuple[tuple[str, str], ...]:
+    tops = dict(zip(PEGS, (peg[-1] if peg else None for peg in pegs)))
+    return tuple(
+        (src, dst) for src in PEGS for dst in PEGS if src != dst and tops[src] and (not tops[dst] or tops[dst] > tops[src])
+    )
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _render(pegs: tuple[tuple[int, ...], ...]) -> str:
+    return "\n".join(f"{name}: {' '.join(map(str, peg)) or '-'}" for name, peg in zip(PEGS, pegs))

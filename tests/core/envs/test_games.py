@@ -233,9 +233,31 @@ def test_crossword_words_cross_and_come_from_the_clue_list():
     assert len({e.name for e in env.entries}) == 6
 
 
+def count_adjacent_mines(mines):
+    """For each cell, how many of its neighbours are mines (the first version's counting)."""
+    padded = np.pad(mines.astype(int), 1)
+    rows, cols = mines.shape
+    return sum(padded[1 + dr : 1 + dr + rows, 1 + dc : 1 + dc + cols] for dr in (-1, 0, 1) for dc in (-1, 0, 1) if dr or dc)
+
+
+def flood_reveal(start, counts, mines, revealed) -> None:
+    """Reveal ``start`` and, through zeros, its region, in place (the first version's flood)."""
+    from gem_core.envs.game.minesweeper import neighbours
+
+    rows, cols = counts.shape
+    stack = [start]
+    while stack:
+        cell = stack.pop()
+        if revealed[cell] or mines[cell]:
+            continue
+        revealed[cell] = True
+        if counts[cell] == 0:
+            stack.extend(n for n in neighbours(cell, rows, cols) if not revealed[n])
+
+
 def reference_clearable_by_logic(first, mines) -> bool:
     """The first version of Minesweeper's placement check (numpy scalar indexing), the oracle for the fast one."""
-    from gem_core.envs.game.minesweeper import count_adjacent_mines, flood_reveal, neighbours
+    from gem_core.envs.game.minesweeper import neighbours
 
     rows, cols = mines.shape
     counts = count_adjacent_mines(mines)
@@ -327,3 +349,28 @@ def test_every_game_counts_its_turns_in_the_shared_base(game):
     env.reset(seed=0)
     env.step(env.sample_random_action())
     assert env.unwrapped.turn == 1
+
+
+def test_fifteen_puzzle_kept_distance_and_render_follow_the_board():
+    from gem_core.envs.game.fifteen_puzzle import FifteenPuzzle, manhattan
+
+    env = FifteenPuzzle(size=4, scramble_moves=40, max_turns=200)
+    env.reset(seed=3)
+    for _ in range(150):
+        *_, terminated, truncated, _ = env.step(env.sample_random_action())
+        assert env._distance == manhattan(env.board)
+        assert env.render() == "\n".join(" ".join(f"{v:>2}" for v in row) for row in env.board.tolist())
+        if terminated or truncated:
+            break
+
+
+def test_minesweeper_board_views_follow_the_moves():
+    env = Minesweeper(rows=8, cols=8, mines=10)
+    env.reset(seed=4)
+    env.step("\\boxed{reveal 4 4}")
+    board = [line.split()[1:] for line in env.render().splitlines()[1:]]
+    opened = np.array([[ch not in "#F" for ch in row] for row in board])
+    assert (env.revealed == opened).all() and not (env.revealed & env.mines).any()
+    r, c = np.argwhere(~env.revealed)[0]
+    env.step(f"\\boxed{{flag {r + 1} {c + 1}}}")
+    assert env.flags[r, c] and env.flags.sum() == 1
