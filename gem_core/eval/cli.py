@@ -40,7 +40,7 @@ def configure_eval_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentP
     what.add_argument("--compare", nargs=2, metavar=("A", "B"), help="Print two reports side by side instead of evaluating.")
 
     episode = parser.add_argument_group("episodes and sampling")
-    episode.add_argument("--max-turns", type=int, default=None, help="Cut episodes after this many turns (default: the env's limit).")
+    episode.add_argument("--max-turns", type=int, default=None, help="Turns per episode, replacing the env's own limit (default: the env's limit).")
     episode.add_argument("--max-new-tokens", type=int, default=256, help="Tokens per turn (default: 256).")
     episode.add_argument("--temperature", type=float, default=1.0)
     episode.add_argument("--top-p", type=float, default=1.0)

@@ -147,7 +147,6 @@ class Minesweeper(TurnBasedGame):
         self.revealed = np.zeros((rows, cols), dtype=bool)
         self.flags = np.zeros((rows, cols), dtype=bool)
         self.placed = False
-        self.turn = 0
         self.started = False
         self.exploded: Cell | None = None
 
@@ -156,7 +155,7 @@ class Minesweeper(TurnBasedGame):
         shape = (self.rows, self.cols)
         self.mines, self.counts = np.zeros(shape, dtype=bool), np.zeros(shape, dtype=int)
         self.revealed, self.flags = np.zeros(shape, dtype=bool), np.zeros(shape, dtype=bool)
-        self.placed, self.turn, self.started, self.exploded = False, 0, True, None
+        self.placed, self.started, self.exploded = False, True, None
         obs = (
             f"Let's play Minesweeper on a {self.rows}x{self.cols} grid with {self.num_mines} hidden mines. "
             "Reveal every safe cell without revealing a mine. A revealed cell shows how many of its 8 neighbours are "
