@@ -14,13 +14,14 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any, TypeVar
 
 from gem_adapters.trl.make_dataset import episode_label
 from gem_adapters.trl.policy import trainer_policy
 from gem_core.rollout import EpisodeSession, SamplingParams, TokenTrajectory
 from gem_core.rollout.metrics import trajectory_metrics
+from gem_core.renamed import renamed_argument
 from gem_core.rollout.runner import run_session
 
 __all__ = ["GemRolloutFunc", "env_return_reward", "trajectories_to_rollout"]
@@ -40,16 +41,23 @@ class GemRolloutFunc:
 
     max_turns: int | None = None
     """Turn cap on top of the env's own limit (the episode is truncated there)."""
-    max_turn_tokens: int = 256
-    """Most tokens sampled in one turn."""
+    max_new_tokens: int = 256
+    """Most tokens sampled in one turn (the core's name, :attr:`gem_core.rollout.SamplingParams.max_new_tokens`)."""
     last_trajectories: list[TokenTrajectory] = field(default_factory=list, repr=False)
     """The trajectories of the most recent call, for logging and inspection."""
+    max_turn_tokens: InitVar[int | None] = None
+    """Deprecated name of :attr:`max_new_tokens` (a ``FutureWarning`` says so)."""
+
+    def __post_init__(self, max_turn_tokens: int | None) -> None:
+        self.max_new_tokens = renamed_argument(
+            type(self).__name__, "max_turn_tokens", "max_new_tokens", max_turn_tokens, self.max_new_tokens, new_default=256
+        )
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
         tokenizer = trainer.processing_class
         args = trainer.args
         sampling = SamplingParams(
-            max_new_tokens=self.max_turn_tokens,
+            max_new_tokens=self.max_new_tokens,
             temperature=args.temperature,
             top_p=args.top_p,
             top_k=args.top_k or 0,
