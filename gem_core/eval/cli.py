@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import os
 import re
 import signal
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
+
+from gem_core.settings import environment_value
 
 __all__ = ["add_eval_parser", "configure_eval_parser", "run_eval_command"]
 
@@ -147,7 +148,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
     backend_options = {}
     if args.base_url:
         backend_options = {
-            "api_key": args.api_key or os.environ.get("OPENAI_API_KEY"),
+            "api_key": args.api_key or environment_value("OPENAI_API_KEY"),
             "timeout": args.timeout,
             "max_retries": args.retries,
             "max_in_flight": args.max_in_flight or args.concurrency,
