@@ -49,9 +49,7 @@ class GemRolloutFunc:
     """Deprecated name of :attr:`max_new_tokens` (a ``FutureWarning`` says so)."""
 
     def __post_init__(self, max_turn_tokens: int | None) -> None:
-        self.max_new_tokens = renamed_argument(
-            type(self).__name__, "max_turn_tokens", "max_new_tokens", max_turn_tokens, self.max_new_tokens, new_default=256
-        )
+        self.max_new_tokens = renamed_argument("GemRolloutFunc", "max_turn_tokens", "max_new_tokens", max_turn_tokens, self.max_new_tokens, new_default=256)
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
         tokenizer = trainer.processing_class
