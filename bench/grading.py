@@ -32,7 +32,7 @@ import gem_core.envs.math  # noqa: F401  (registers math:* even before gem_core.
 from gem_core.vector import make_vec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "core" / "envs"))
-from math_grading_table import GRADING_TABLE  # noqa: E402
+from math_grading_table import GRADING_TABLE, reference_extract_boxed  # noqa: E402
 
 CELLS = [
     ("sync", "worker"),
@@ -100,24 +100,6 @@ def grades_per_second(backend: str, grading: str, data_file: Path, num_envs: int
         vec.close()
 
 
-def rescanning_extract_boxed(text: str) -> str | None:
-    """The extractor before issue 14 (a rescan per opener): the reference the extraction rows compare to."""
-    import re
-
-    found = None
-    for match in re.finditer(r"\\(?:boxed|fbox)\s*\{", text):
-        depth, start = 1, match.end()
-        for i in range(start, len(text)):
-            if text[i] == "{":
-                depth += 1
-            elif text[i] == "}":
-                depth -= 1
-                if depth == 0:
-                    found = text[start:i].strip()
-                    break
-    return found
-
-
 def extraction_table() -> None:
     from gem_core.envs.math.answer import extract_boxed
 
@@ -130,7 +112,7 @@ def extraction_table() -> None:
     print(f"{'response':<26} {'rescanning s':>13} {'one pass s':>11} {'speed-up':>9}")
     for name, text in cases.items():
         timings = []
-        for extract in (rescanning_extract_boxed, extract_boxed):
+        for extract in (reference_extract_boxed, extract_boxed):
             start = time.perf_counter()
             extract(text)
             timings.append(time.perf_counter() - start)

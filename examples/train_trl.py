@@ -15,7 +15,7 @@ random play a token of its own, so the tiny model can learn any game whose moves
 The same file trains a real model on a GPU:
 
     python examples/train_trl.py --model Qwen/Qwen3-0.6B --env game:Wordle-v0 \
-        --use_vllm --steps 500 --max_turn_tokens 512 --max_completion_length 4096
+        --use_vllm --steps 500 --max_new_tokens 512 --max_completion_length 4096
 
 How GEM plugs into TRL (the only GEM-specific lines):
 - `make_dataset(env_id, n)` writes the env id and seed into each prompt, so every copy of a prompt in
@@ -44,6 +44,7 @@ import numpy as np
 
 import gem_core
 from gem_core.registry import UnknownEnvError
+from gem_core.renamed import renamed_argument
 
 DEFAULT_ENV = "game:GuessTheNumber-v0"
 #: The main job's own setting (1-4 in three guesses: small enough to learn on a CPU); only for DEFAULT_ENV.
@@ -67,11 +68,12 @@ class Args:
     num_generations: int = field(default=8, metadata={"help": "episodes per prompt (one GRPO group)"})
     prompts_per_step: int = field(default=8, metadata={"help": "distinct episode starts per step"})
     learning_rate: float = field(default=3e-3, metadata={"help": "AdamW learning rate"})
-    max_turn_tokens: int | None = field(
+    max_new_tokens: int | None = field(
         default=None,
         metadata={"help": "most tokens the model writes per turn (default: the longest move in tokens for the tiny "
                           "model, whose moves are single tokens; 256 with --model)"},
     )
+    max_turn_tokens: int | None = field(default=None, metadata={"help": "deprecated name of --max_new_tokens"})
     max_completion_length: int | None = field(
         default=None,
         metadata={"help": "most tokens per episode after the prompt (default: fitted to the env's random episodes "
@@ -126,7 +128,11 @@ def check_args(args: Args) -> dict:
             raise UsageError(f"--{name} must be at least 1, got {getattr(args, name)}")
     if args.num_generations < 2:
         raise UsageError("--num_generations must be at least 2 (GRPO compares the episodes of a group)")
-    for name in ("max_turn_tokens", "max_completion_length"):
+    try:
+        args.max_new_tokens = renamed_argument("train_trl.py", "--max_turn_tokens", "--max_new_tokens", args.max_turn_tokens, args.max_new_tokens)
+    except TypeError as error:
+        raise UsageError(str(error)) from None
+    for name in ("max_new_tokens", "max_completion_length"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise UsageError(f"--{name} must be at least 1, got {getattr(args, name)}")
     return env_kwargs_for(args)
@@ -155,7 +161,7 @@ def tiny_model_and_tokenizer(env_id: str, env_kwargs: dict, seed: int, max_compl
     Every distinct well-formed move seen in random play (``\\boxed{3}``, ``\\boxed{1 2 4}``) is a token of its
     own, so one sampled token is one legal move and the model learns which moves pay; a byte-level
     fragment of a move would always be malformed and earn only the format penalty.
-    Returns ``(model, tokenizer, max_turn_tokens, max_completion_length)``.
+    Returns ``(model, tokenizer, max_new_tokens, max_completion_length)``.
     """
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -186,11 +192,11 @@ def tiny_model_and_tokenizer(env_id: str, env_kwargs: dict, seed: int, max_compl
     def length(text: str) -> int:
         return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
-    max_turn_tokens = max(length(move) for move in distinct_moves)
+    max_new_tokens = max(length(move) for move in distinct_moves)
     turn_overhead = length("<|im_end|>\n<|im_start|>user\n<|im_end|>\n<|im_start|>assistant\n")
     if max_completion_length is None:  # the longest random episode, with room for longer error messages
         longest = max(
-            sum(max_turn_tokens + 1 + length(obs) + turn_overhead for obs in observations[1:])
+            sum(max_new_tokens + 1 + length(obs) + turn_overhead for obs in observations[1:])
             for observations, _ in played
         )
         max_completion_length = int(1.5 * longest) + 16
@@ -200,7 +206,7 @@ def tiny_model_and_tokenizer(env_id: str, env_kwargs: dict, seed: int, max_compl
                          num_attention_heads=4, num_key_value_heads=2,
                          max_position_embeddings=max(512, longest_prompt + max_completion_length + 8),
                          eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
-    return Qwen2ForCausalLM(config), tokenizer, max_turn_tokens, max_completion_length
+    return Qwen2ForCausalLM(config), tokenizer, max_new_tokens, max_completion_length
 
 
 def random_move_return(env_id: str, env_kwargs: dict, episodes: int = 2000) -> float:
@@ -268,13 +274,13 @@ def main(args: Args) -> dict:
     from gem_adapters.trl import GemRolloutFunc, TurnCreditGRPOTrainer, env_return_reward, make_dataset
 
     torch.manual_seed(args.seed)
-    max_turn_tokens, max_completion_length = args.max_turn_tokens, args.max_completion_length
+    max_new_tokens, max_completion_length = args.max_new_tokens, args.max_completion_length
     initial_model_dir = None
     if args.model is None:
         model, tokenizer, fitted_turn_tokens, max_completion_length = tiny_model_and_tokenizer(
             args.env, env_kwargs, args.seed, max_completion_length
         )
-        max_turn_tokens = max_turn_tokens or fitted_turn_tokens
+        max_new_tokens = max_new_tokens or fitted_turn_tokens
         if args.beta > 0:  # TRL loads the KL reference model from a path: keep the initial weights on disk
             initial_model_dir = os.path.join(args.out, "initial_model")
             model.save_pretrained(initial_model_dir)
@@ -283,7 +289,7 @@ def main(args: Args) -> dict:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         model, tokenizer = AutoModelForCausalLM.from_pretrained(args.model), AutoTokenizer.from_pretrained(args.model)
-        max_turn_tokens, max_completion_length = max_turn_tokens or 256, max_completion_length or 1024
+        max_new_tokens, max_completion_length = max_new_tokens or 256, max_completion_length or 1024
     on_cpu = not torch.cuda.is_available()
 
     config = GRPOConfig(
@@ -307,7 +313,7 @@ def main(args: Args) -> dict:
         seed=args.seed,
         data_seed=args.seed,
     )
-    rollout_func = GemRolloutFunc(max_turn_tokens=max_turn_tokens)
+    rollout_func = GemRolloutFunc(max_new_tokens=max_new_tokens)
     os.makedirs(args.out, exist_ok=True)
     log_path = os.path.join(args.out, "log.jsonl")
     open(log_path, "w").close()
@@ -359,7 +365,7 @@ def main(args: Args) -> dict:
         "steps": len(curve),
         "interrupted": interrupted,
         "minutes": round(minutes, 2),
-        "max_turn_tokens": max_turn_tokens,
+        "max_new_tokens": max_new_tokens,
         "max_completion_length": max_completion_length,
         "first_20pct_reward": float(curve[:fifth].mean()) if len(curve) else None,
         "last_20pct_reward": float(curve[-fifth:].mean()) if len(curve) else None,

@@ -3,6 +3,12 @@
 Ids read ``category:Name-vN[-variant]`` (``game:GuessTheNumber-v0-hard``, ``math:GSM8K``,
 ``rg:letter_counting``). Entry points are ``"module:Class"`` strings imported on first use, so
 registering hundreds of envs costs nothing and ``import gem_core`` never pulls in heavy libraries.
+
+Turn limits live in one place, the spec, as gymnasium's ``max_episode_steps`` does: ``register(...,
+max_turns=N)`` records it and ``make(id, max_turns=M)`` replaces it for one env. An env whose
+constructor takes ``max_turns`` (the games, the terminal env) counts its own turns, because its messages
+say how many are left, so ``make`` hands it the limit; any other env is wrapped in
+:class:`~gem_core.wrappers.TurnLimit`, gymnasium's ``TimeLimit`` for text envs.
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import importlib
+import inspect
 import re
 import threading
 from collections.abc import Callable
@@ -42,6 +49,8 @@ class EnvSpec:
     #: Overrides that point a dataset-backed env at the small sample shipped with the package, so tests,
     #: demos and ``gem play`` work offline. Empty for envs that need no data.
     sample_kwargs: dict[str, Any] = field(default_factory=dict)
+    #: Turns an episode may take (None: no limit beyond the env's own rules); ``make`` applies it.
+    max_turns: int | None = None
 
     @property
     def category(self) -> str:
@@ -56,10 +65,41 @@ class EnvSpec:
             raise ValueError(f"Entry point {self.entry_point!r} of {self.id!r} must read 'package.module:Class'.")
         return getattr(importlib.import_module(module_name), attr)
 
-    def make(self, **overrides: Any) -> Env:
-        env = self.load()(**{**self.kwargs, **overrides})
+    def make(self, *, max_turns: int | None = None, **overrides: Any) -> Env:
+        """Build the env with ``overrides`` over the registered kwargs, limited to ``max_turns`` turns
+        (None: :attr:`max_turns`), see the module docstring for where the limit is counted.
+
+        Raises:
+            ValueError: ``max_turns`` is not a positive whole number.
+        """
+        limit = self.max_turns if max_turns is None else _check_max_turns(max_turns, f"make({self.id!r})")
+        factory = self.load()
+        kwargs = {**self.kwargs, **overrides}
+        counts_own = limit is not None and _takes_max_turns(factory)
+        if counts_own:
+            kwargs["max_turns"] = limit
+        env = factory(**kwargs)
         env.unwrapped.env_id = self.id  # names the env in logged warnings (see gem_core.env.log_error_once)
+        if limit is not None and not counts_own:
+            from gem_core.wrappers.turn_limit import TurnLimit
+
+            env = TurnLimit(env, limit)
         return env
+
+
+def _check_max_turns(max_turns: Any, where: str) -> int | None:
+    if max_turns is not None and (isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1):
+        raise ValueError(f"{where}: max_turns={max_turns!r} must be a positive whole number of turns, or None.")
+    return max_turns
+
+
+def _takes_max_turns(factory: Callable[..., Any]) -> bool:
+    """Whether ``factory`` names a ``max_turns`` parameter (an env that counts its own turns)."""
+    try:
+        parameter = inspect.signature(factory).parameters.get("max_turns")
+    except (TypeError, ValueError):  # a builtin or C callable without a signature
+        return False
+    return parameter is not None and parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
 
 
 _REGISTRY: dict[str, EnvSpec] = {}
@@ -103,14 +143,23 @@ def _load_builtin_envs() -> None:
             _builtins_loading = False
 
 
-def register(id: str, entry_point: EntryPoint, *, sample_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> EnvSpec:
+def register(
+    id: str,
+    entry_point: EntryPoint,
+    *,
+    max_turns: int | None = None,
+    sample_kwargs: dict[str, Any] | None = None,
+    **kwargs: Any,
+) -> EnvSpec:
     """Register an env under ``id``; ``kwargs`` become the constructor defaults.
 
+    ``max_turns`` is the episode's turn limit (:attr:`EnvSpec.max_turns`, applied by :func:`make`).
     ``sample_kwargs`` are the overrides that make a dataset-backed env load its shipped sample instead
     of the hub (see :attr:`EnvSpec.sample_kwargs`).
 
     Raises:
-        ValueError: if the id is malformed or already taken (shipped ids included).
+        ValueError: if the id is malformed or already taken (shipped ids included), or ``max_turns``
+            is not a positive whole number.
     """
     _load_builtin_envs()
     if not ENV_ID_PATTERN.match(id):
@@ -119,7 +168,10 @@ def register(id: str, entry_point: EntryPoint, *, sample_kwargs: dict[str, Any] 
         )
     if id in _REGISTRY:
         raise ValueError(f"Env id {id!r} is already registered (entry point {_REGISTRY[id].entry_point!r}); pick another id.")
-    env_spec = EnvSpec(id=id, entry_point=entry_point, kwargs=dict(kwargs), sample_kwargs=dict(sample_kwargs or {}))
+    _check_max_turns(max_turns, f"register({id!r})")
+    env_spec = EnvSpec(
+        id=id, entry_point=entry_point, kwargs=dict(kwargs), sample_kwargs=dict(sample_kwargs or {}), max_turns=max_turns
+    )
     _REGISTRY[id] = env_spec
     return env_spec
 
@@ -177,9 +229,10 @@ def spec(id: str) -> EnvSpec:
         raise UnknownEnvError(f"No env registered as {id!r}.{hint} `gem list` shows every id.") from None
 
 
-def make(id: str, **overrides: Any) -> Env:
-    """Build the env registered as ``id``; ``overrides`` replace its registered kwargs."""
-    return spec(id).make(**overrides)
+def make(id: str, *, max_turns: int | None = None, **overrides: Any) -> Env:
+    """Build the env registered as ``id``; ``overrides`` replace its registered kwargs and ``max_turns``
+    its registered turn limit (as ``max_episode_steps`` in ``gymnasium.make``)."""
+    return spec(id).make(max_turns=max_turns, **overrides)
 
 
 def import_env_modules(modules: list[str]) -> None:

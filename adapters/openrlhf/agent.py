@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import contextvars
 import inspect
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from importlib import metadata
 from typing import Any
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from gem_core.renamed import renamed_argument
 from gem_core.rollout import ChatTemplate, EpisodeSession, Generation
 from gem_core.rollout.vllm_output import generation_from_vllm
 
@@ -82,12 +83,17 @@ class AgentConfig:
     """System message put before the first observation (None: the chat template's default)."""
     max_turns: int | None = None
     """End episodes after this many turns (None: the env's own limit)."""
-    max_new_tokens_per_turn: int | None = None
+    max_new_tokens: int | None = None
     """Cap on one turn's tokens. OpenRLHF sets ``max_tokens`` to the whole remaining budget every turn."""
     reward_gamma: float = 1.0
     """Discount of the per-turn rewards OpenRLHF sums: 1.0 gives the episode return, below 1 the discounted return."""
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     """Extra arguments for the tokenizer's chat template (e.g. ``{"enable_thinking": False}``)."""
+    max_new_tokens_per_turn: InitVar[int | None] = None
+    """Deprecated name of :attr:`max_new_tokens` (a ``FutureWarning`` says so)."""
+
+    def __post_init__(self, max_new_tokens_per_turn: int | None) -> None:
+        self.max_new_tokens = renamed_argument("AgentConfig", "max_new_tokens_per_turn", "max_new_tokens", max_new_tokens_per_turn, self.max_new_tokens)
 
 
 @dataclass
@@ -113,7 +119,7 @@ class _RecordingEngine:
     async def generate(self, prompt_token_ids: list[int], sampling_params: Any, **kwargs: Any) -> Any:
         # OpenRLHF passes a deep copy, so changing it affects this call only.
         budget = sampling_params.max_tokens or self._episode.max_length
-        cap = self._episode.config.max_new_tokens_per_turn
+        cap = self._episode.config.max_new_tokens
         if cap is not None:
             budget = min(budget, cap)
         if self._episode.session is not None:  # room for a closing end-of-turn, as the core's runner leaves

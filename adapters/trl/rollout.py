@@ -20,13 +20,14 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any, TypeVar
 
 from gem_adapters.trl.make_dataset import episode_label
 from gem_adapters.trl.policy import trainer_policy
 from gem_core.rollout import EpisodeSession, SamplingParams, TokenTrajectory
 from gem_core.rollout.metrics import trajectory_metrics
+from gem_core.renamed import renamed_argument
 from gem_core.rollout.runner import run_session
 from gem_core.rollout.vision import text_tokenizer
 
@@ -47,10 +48,15 @@ class GemRolloutFunc:
 
     max_turns: int | None = None
     """Turn cap on top of the env's own limit (the episode is truncated there)."""
-    max_turn_tokens: int = 256
-    """Most tokens sampled in one turn."""
+    max_new_tokens: int = 256
+    """Most tokens sampled in one turn (the core's name, :attr:`gem_core.rollout.SamplingParams.max_new_tokens`)."""
     last_trajectories: list[TokenTrajectory] = field(default_factory=list, repr=False)
     """The trajectories of the most recent call, for logging and inspection."""
+    max_turn_tokens: InitVar[int | None] = None
+    """Deprecated name of :attr:`max_new_tokens` (a ``FutureWarning`` says so)."""
+
+    def __post_init__(self, max_turn_tokens: int | None) -> None:
+        self.max_new_tokens = renamed_argument("GemRolloutFunc", "max_turn_tokens", "max_new_tokens", max_turn_tokens, self.max_new_tokens, new_default=256)
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
         # A vision model's processor plays vision envs (its tokenizer does the text).
@@ -58,7 +64,7 @@ class GemRolloutFunc:
         tokenizer = text_tokenizer(processing_class)
         args = trainer.args
         sampling = SamplingParams(
-            max_new_tokens=self.max_turn_tokens,
+            max_new_tokens=self.max_new_tokens,
             temperature=args.temperature,
             top_p=args.top_p,
             top_k=args.top_k or 0,

@@ -45,6 +45,7 @@ import torch
 from pydantic import PrivateAttr
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput
 
+from gem_core.renamed import renamed_argument
 from gem_core.rollout.chat_template import ChatTemplate
 from gem_core.rollout.episode_label import EpisodeLabel, LabelError, parse_label
 from gem_core.rollout.metrics import trajectory_metrics
@@ -176,7 +177,8 @@ class GemAgentLoop(AgentLoopBase):
     Args:
         max_turns: truncate an episode after this many turns (None: the env decides).
         system_prompt: a system message before the first observation (None: the template's default).
-        max_tokens_per_turn: most tokens sampled per turn (None: whatever the response budget leaves).
+        max_new_tokens: most tokens sampled per turn (None: whatever the response budget leaves);
+            ``max_tokens_per_turn``, its old name, still works with a ``FutureWarning``.
         reward_placement: ``"turn"`` (each turn's reward on its last sampled token in ``rm_scores``) or
             ``"episode"`` (verl's default: the episode return on the last token).
         The remaining arguments are those verl's ``AgentLoopWorker`` passes (see ``AgentLoopBase``).
@@ -187,6 +189,7 @@ class GemAgentLoop(AgentLoopBase):
         *args: Any,
         max_turns: int | None = None,
         system_prompt: str | None = None,
+        max_new_tokens: int | None = None,
         max_tokens_per_turn: int | None = None,
         reward_placement: RewardPlacement = "turn",
         hf_model_type: str | None = None,
@@ -198,14 +201,15 @@ class GemAgentLoop(AgentLoopBase):
         super().__init__(*args, hf_model_type=None, **kwargs)
         if reward_placement not in ("turn", "episode"):
             raise ValueError(f"reward_placement must be 'turn' or 'episode', got {reward_placement!r}.")
-        if max_tokens_per_turn is not None and max_tokens_per_turn < 1:
-            raise ValueError(f"max_tokens_per_turn must be at least 1 (or null), got {max_tokens_per_turn}.")
+        max_new_tokens = renamed_argument(type(self).__name__, "max_tokens_per_turn", "max_new_tokens", max_tokens_per_turn, max_new_tokens)
+        if max_new_tokens is not None and max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be at least 1 (or null), got {max_new_tokens}.")
         self.max_turns = max_turns
         self.system_prompt = system_prompt
         self.reward_placement: RewardPlacement = reward_placement
         self.prompt_length = int(self.rollout_config.prompt_length)
         self.response_length = int(self.rollout_config.response_length)
-        self.max_tokens_per_turn = int(max_tokens_per_turn or self.response_length)
+        self.max_new_tokens = int(max_new_tokens or self.response_length)
         self.chat_template = ChatTemplate.for_tokenizer(
             self.tokenizer,
             system_prompt=system_prompt,
@@ -232,7 +236,7 @@ class GemAgentLoop(AgentLoopBase):
         started = time.perf_counter()
         try:
             trajectory = await run_session(
-                session, policy, sampling=SamplingParams(max_new_tokens=self.max_tokens_per_turn, stop_token_ids=self.stop_token_ids)
+                session, policy, sampling=SamplingParams(max_new_tokens=self.max_new_tokens, stop_token_ids=self.stop_token_ids)
             )
         finally:
             await session.aclose()

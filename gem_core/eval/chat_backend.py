@@ -7,8 +7,8 @@ from text (a reply may tokenize differently than it was sampled, and templates t
 reasoning do so here too). For evaluation that is what a deployed model sees anyway; for training
 data, use the token-level runner.
 
-The loop reuses the env pieces of the core: the env's async ``areset``/``astep`` and the
-:class:`~gem_core.wrappers.TurnLimit` wrapper for ``max_turns``.
+The loop reuses the env pieces of the core: the env's async ``areset``/``astep``; the turn limit is
+the env's own, set by :func:`gem_core.make` (``max_turns``) as for every backend.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 from gem_core.env import Env
 from gem_core.eval.openai_client import ChatEndpoint
 from gem_core.eval.report import EpisodeRecord, episode_success
-from gem_core.wrappers import TurnLimit
 
 if TYPE_CHECKING:
     from gem_core.eval.runner import EvalConfig
@@ -61,8 +60,6 @@ class ChatBackend:
 
     async def run_episode(self, env: Env, env_id: str, seed: int, config: EvalConfig, record: EpisodeRecord) -> None:
         """Play one episode; ``record`` is filled as the episode goes, so a failure keeps what was played."""
-        if config.max_turns is not None:
-            env = TurnLimit(env, config.max_turns)
         observation, _ = await env.areset(seed=seed)
         messages = [{"role": "system", "content": config.system_prompt}] if config.system_prompt else []
         messages.append({"role": "user", "content": observation})

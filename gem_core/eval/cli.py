@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import os
 import re
 import signal
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from gem_core.settings import environment_value
 
 if TYPE_CHECKING:
     from gem_core.eval.resume import RunHeader
@@ -78,7 +79,7 @@ def configure_eval_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentP
     other.add_argument("--compare", nargs=2, metavar=("A", "B"), help="Print two reports side by side.")
 
     episode = parser.add_argument_group("episodes and sampling")
-    episode.add_argument("--max-turns", type=int, default=S, help="Cut episodes after this many turns (default: the env's limit).")
+    episode.add_argument("--max-turns", type=int, default=S, help="Turns per episode, replacing the env's own limit (default: the env's limit).")
     episode.add_argument("--max-new-tokens", type=int, default=S, help="Tokens per turn (default: 256).")
     episode.add_argument("--temperature", type=float, default=S, help="(default: 1.0)")
     episode.add_argument("--top-p", type=float, default=S, help="(default: 1.0)")
@@ -237,7 +238,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
     backend_options = {}
     if args.base_url:
         backend_options = {
-            "api_key": args.api_key or os.environ.get("OPENAI_API_KEY"),
+            "api_key": args.api_key or environment_value("OPENAI_API_KEY"),
             "timeout": args.timeout,
             "max_retries": args.retries,
             "max_in_flight": args.max_in_flight or args.concurrency,

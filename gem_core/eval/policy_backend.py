@@ -66,7 +66,6 @@ class PolicyBackend:
             self.policy,
             self.tokenizer,
             seed=seed,
-            max_turns=config.max_turns,
             sampling=sampling,
             system_prompt=config.system_prompt,
             env_id=env_id,

@@ -61,7 +61,7 @@ class EvalConfig:
     seed: int = field(default=0, metadata={"help": "Episode i of every env uses seed `seed + i`."})
     samples: int = field(default=1, metadata={"help": "Episodes per seed; the report gives pass@k and mean@k over them."})
     concurrency: int = field(default=8, metadata={"help": "Episodes played at once (across all envs)."})
-    max_turns: int | None = field(default=None, metadata={"help": "Cut episodes after this many turns (None: the env's own limit)."})
+    max_turns: int | None = field(default=None, metadata={"help": "Turns per episode, replacing the env's registered limit as make(id, max_turns=) does (None: the registered limit)."})
     max_new_tokens: int = field(default=256, metadata={"help": "Tokens the model may generate per turn."})
     temperature: float = field(default=1.0, metadata={"help": "Sampling temperature."})
     top_p: float = field(default=1.0, metadata={"help": "Nucleus sampling threshold."})
@@ -140,7 +140,7 @@ async def evaluate_async(
             record = EpisodeRecord(env_id=env_id, seed=seed, sample=sample)
             env = None
             try:
-                env = make(env_id)
+                env = make(env_id, max_turns=config.max_turns)  # the one turn limit, whatever the backend
                 await backend.run_episode(env, env_id, seed, config, record)
             except Exception as exc:  # a failed episode is data for the report, never a crash
                 record.error = f"{type(exc).__name__}: {exc}"

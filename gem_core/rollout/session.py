@@ -13,8 +13,10 @@ Per turn, the session appends to the response:
 3. unless the episode ended: :meth:`ChatTemplate.observation_ids` of the env's answer (the template's
    text after end-of-turn, the user turn, the generation prompt), loss mask 0.
 
-Nothing already in the sequence is ever re-encoded. Limits: ``max_turns`` truncates after that many
-turns; ``max_total_tokens`` bounds ``len(prompt_ids + response_ids)``: :meth:`generation_budget`
+Nothing already in the sequence is ever re-encoded. Limits: ``max_turns`` is the trainer's turn budget
+(verl's ``max_assistant_turns``, RL2's ``rollout.max_turns``) and truncates after that many turns; the
+env's own limit, part of the task (a game tells the player how many turns are left), is its spec's,
+set by ``gem_core.make(id, max_turns=)``; the lower of the two ends the episode. ``max_total_tokens`` bounds ``len(prompt_ids + response_ids)``: :meth:`generation_budget`
 leaves room to close a cut turn, an action longer than the budget is clipped, and an observation that
 would not leave room for one more token truncates the episode instead of being appended.
 

@@ -30,12 +30,12 @@ from __future__ import annotations
 import copy
 import itertools
 import json
-import os
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from gem_core.env import Env, StepResult
+from gem_core.settings import environment_value
 
 __all__ = ["RayEnv", "RayEnvPool", "connect_ray", "default_env_pool", "make_env", "ENV_BACKENDS", "pool_options_from_environment",
            "env_backend_from_environment"]
@@ -375,13 +375,13 @@ def pool_options_from_environment() -> dict[str, Any]:
     ``{"gem_env": 1}``); the one place that reads them."""
     options: dict[str, Any] = {}
     for variable, key, kind in (("GEM_RAY_ENV_ACTORS", "num_actors", int), ("GEM_RAY_ENV_CPUS", "num_cpus", float)):
-        value = os.environ.get(variable)
+        value = environment_value(variable)
         if value:
             try:
                 options[key] = kind(value)
             except ValueError:
                 raise ValueError(f"{variable} must be a number ({key}), got {value!r}.") from None
-    value = os.environ.get("GEM_RAY_ENV_RESOURCES")
+    value = environment_value("GEM_RAY_ENV_RESOURCES")
     if value:
         try:
             resources = json.loads(value)
@@ -410,7 +410,7 @@ def default_env_pool() -> RayEnvPool:
 def env_backend_from_environment() -> str:
     """``$GEM_ENV_BACKEND`` (``"local"`` if unset): where :func:`make_env` builds envs when not told; the
     one place that reads it, so a whole job switches with one variable in its Ray runtime env."""
-    return os.environ.get("GEM_ENV_BACKEND") or "local"
+    return environment_value("GEM_ENV_BACKEND") or "local"
 
 
 def make_env(env_id: str, env_backend: str | None = None, **env_kwargs: Any) -> Any:

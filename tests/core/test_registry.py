@@ -86,3 +86,53 @@ def test_registering_a_shipped_id_before_the_registry_is_read_fails_at_once_and_
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
+
+
+class Steps(Env):
+    """Never ends by itself: only a turn limit stops it."""
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return "go", {}
+
+    def step(self, action):
+        return "again", 0.0, False, False, {}
+
+
+def test_registered_max_turns_is_the_specs_and_make_applies_it_as_gymnasium_does():
+    register("test:Steps-v0", Steps, max_turns=3)
+    assert spec("test:Steps-v0").max_turns == 3 and spec("test:Steps-v0").kwargs == {}
+    env = make("test:Steps-v0")  # Steps takes no max_turns: a TurnLimit counts for it
+    env.reset(seed=0)
+    results = [env.step("x") for _ in range(3)]
+    assert [r[3] for r in results] == [False, False, True] and results[-1][4]["turn_limit_reached"]
+    env = make("test:Steps-v0", max_turns=5)  # the override replaces the registered limit
+    env.reset(seed=0)
+    assert [env.step("x")[3] for _ in range(5)] == [False] * 4 + [True]
+    register("test:Dummy-v1", Dummy)
+    assert type(make("test:Dummy-v1")) is Dummy  # no limit registered: no wrapper
+
+
+def test_a_game_counts_its_own_turns_with_the_limit_make_gives_it():
+    assert spec("game:GuessTheNumber-v0-easy").max_turns == 6 and "max_turns" not in spec("game:GuessTheNumber-v0-easy").kwargs
+    game = make("game:GuessTheNumber-v0-easy", max_turns=2)
+    assert type(game).__name__ == "GuessTheNumber" and game.max_turns == 2  # not wrapped: the game says how many are left
+    observation, _ = game.reset(seed=0)
+    assert "at most 2 turns" in observation
+    assert [game.step("\\boxed{0}")[3] for _ in range(2)] == [False, True]
+
+
+def test_a_random_level_game_plays_every_level_with_the_override():
+    env = make("game:Mastermind-v0-random", max_turns=2)
+    assert type(env).__name__ == "RandomDifficulty"
+    for seed in range(4):
+        env.reset(seed=seed)
+        assert env.max_turns == 2
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True, "3"])
+def test_a_bad_turn_limit_names_the_key(bad):
+    with pytest.raises(ValueError, match="max_turns"):
+        make("game:GuessTheNumber-v0", max_turns=bad)
+    with pytest.raises(ValueError, match="max_turns"):
+        register("test:Bad-v0", Steps, max_turns=bad)

@@ -14,6 +14,6 @@ class AgentExecutor(GemAgentExecutor):
     config = AgentConfig(
         system_prompt=None,  # None: the chat template's default system message
         max_turns=None,  # None: the env's own turn limit
-        max_new_tokens_per_turn=512,  # OpenRLHF otherwise lets one turn use the whole --data.max_len budget
+        max_new_tokens=512,  # OpenRLHF otherwise lets one turn use the whole --data.max_len budget
         reward_gamma=1.0,  # < 1: OpenRLHF's summed reward becomes the discounted return
     )

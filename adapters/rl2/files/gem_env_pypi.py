@@ -8,12 +8,11 @@ passes no tokenizer, so the actor's model name comes from ``GEM_RL2_MODEL`` (exa
 sets it from ``--model``; set it to ``actor.model_name`` when launching RL2 yourself).
 """
 
-import os
-
 from gem_adapters.rl2 import ResetStepEnv, check_rl2_api
+from gem_core.settings import environment_value
 
 check_rl2_api("reset_step")  # fails at start-up, naming the right env file, if RL2 calls generate instead
-MODEL = os.environ.get("GEM_RL2_MODEL")
+MODEL = environment_value("GEM_RL2_MODEL")
 if not MODEL:
     raise RuntimeError("Set GEM_RL2_MODEL to the actor's model (actor.model_name) so the env renders with its chat template.")
 

@@ -123,12 +123,11 @@ class Crosswords(TurnBasedGame):
         self.num_words, self.max_turns = words, max_turns
         self.entries: list[Entry] = []
         self.solved: set[str] = set()
-        self.turn = 0
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         self.entries = generate_layout(self.np_random, self.num_words, load_clues())
-        self.solved, self.turn = set(), 0
+        self.solved = set()
         obs = (
             f"Let's solve a crossword with {self.num_words} words. Answer one clue per turn as \\boxed{{NUMBER across: WORD}} "
             f"or \\boxed{{NUMBER down: WORD}}. Solved words are written into the grid (# is not part of the puzzle, _ is "

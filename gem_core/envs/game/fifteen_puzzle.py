@@ -42,7 +42,6 @@ class FifteenPuzzle(TurnBasedGame):
             raise ValueError(f"size must be at least 2 and scramble_moves, max_turns at least 1, got {size}, {scramble_moves}, {max_turns}.")
         self.size, self.scramble_moves, self.max_turns = size, scramble_moves, max_turns
         self.board = solved_board(size)
-        self.turn = 0
         self.start_distance = 1
         self.best_progress = 0.0
         self.started = False
@@ -85,7 +84,7 @@ class FifteenPuzzle(TurnBasedGame):
             previous = choices[int(self.np_random.integers(len(choices)))]
             self._slide(previous)
             slides += 1
-        self.turn, self.best_progress, self.started = 0, 0.0, True
+        self.best_progress, self.started = 0.0, True
         self.start_distance = self._distance
         obs = (
             f"Let's play the sliding puzzle on a {self.size}x{self.size} board. Slide tiles into the gap (0) until the "

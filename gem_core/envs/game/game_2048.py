@@ -85,7 +85,6 @@ class Game2048(TurnBasedGame):
         self.size, self.target, self.max_turns = size, target, max_turns
         self.board = np.zeros((size, size), dtype=int)
         self.score = 0
-        self.turn = 0
         self.best_progress = 0.0
         self.started = False
 
@@ -134,7 +133,7 @@ class Game2048(TurnBasedGame):
         self.board = np.zeros((self.size, self.size), dtype=int)
         self._spawn()
         self._spawn()
-        self.score, self.turn, self.started = 0, 0, True
+        self.score, self.started = 0, True
         self.best_progress = self._progress()
         obs = (
             f"Let's play 2048 on a {self.size}x{self.size} grid. Each turn slide all tiles up, down, left or right; two "

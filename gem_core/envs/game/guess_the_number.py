@@ -22,13 +22,11 @@ class GuessTheNumber(TurnBasedGame):
             raise ValueError(f"max_turns must be at least 1, got {max_turns}.")
         self.min_number, self.max_number, self.max_turns = min_number, max_number, max_turns
         self.target: int | None = None
-        self.turn = 0
         self.guesses: list[int] = []
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         self.target = int(self.np_random.integers(self.min_number, self.max_number + 1))
-        self.turn = 0
         self.guesses = []
         obs = (
             f"I am thinking of an integer between {self.min_number} and {self.max_number} (inclusive). "

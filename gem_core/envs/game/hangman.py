@@ -36,7 +36,6 @@ class Hangman(TurnBasedGame):
             raise ValueError(f"lives and max_turns must be at least 1, got {lives} and {max_turns}.")
         self.lives, self.max_turns = lives, max_turns
         self.word: str | None = None
-        self.turn = 0
         self.lives_left = lives
         self.guessed: list[str] = []
         self.revealed: list[bool] = []
@@ -44,7 +43,7 @@ class Hangman(TurnBasedGame):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         self.word = self.words[int(self.np_random.integers(len(self.words)))]
-        self.turn, self.lives_left, self.guessed = 0, self.lives, []
+        self.lives_left, self.guessed = self.lives, []
         self.revealed = [False] * len(self.word)
         obs = (
             f"Let's play Hangman. Find the hidden {len(self.word)}-letter English word. Each turn guess one letter "

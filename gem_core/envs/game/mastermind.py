@@ -37,7 +37,6 @@ class Mastermind(TurnBasedGame):
             raise ValueError(f"code_length and max_turns must be at least 1, got {code_length} and {max_turns}.")
         self.code_length, self.num_colors, self.max_turns = code_length, num_colors, max_turns
         self.code: tuple[int, ...] | None = None
-        self.turn = 0
         self.best_black = 0
         self.history: list[tuple[tuple[int, ...], int, int]] = []
         self._lines: list[str] = []  # the rendered history, one line per guess, grown as guesses come
@@ -46,7 +45,7 @@ class Mastermind(TurnBasedGame):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         self.code = tuple(int(d) for d in self.np_random.integers(1, self.num_colors + 1, size=self.code_length))
-        self.turn, self.best_black, self.history, self._lines = 0, 0, [], []
+        self.best_black, self.history, self._lines = 0, [], []
         example = " ".join(str(1 + i % self.num_colors) for i in range(self.code_length))
         obs = (
             f"Let's play Mastermind. I hide a code of {self.code_length} digits, each from 1 to {self.num_colors} "

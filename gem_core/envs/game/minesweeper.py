@@ -187,7 +187,6 @@ class Minesweeper(TurnBasedGame):
         self.placement_attempts = placement_attempts
         self.mines = np.zeros((rows, cols), dtype=bool)
         self.placed = False
-        self.turn = 0
         self.started = False
         self.exploded: Cell | None = None
         self._new_board()
@@ -214,7 +213,7 @@ class Minesweeper(TurnBasedGame):
         super().reset(seed=seed)
         self.mines = np.zeros((self.rows, self.cols), dtype=bool)
         self._new_board()
-        self.placed, self.turn, self.started, self.exploded = False, 0, True, None
+        self.placed, self.started, self.exploded = False, True, None
         obs = (
             f"Let's play Minesweeper on a {self.rows}x{self.cols} grid with {self.num_mines} hidden mines. "
             "Reveal every safe cell without revealing a mine. A revealed cell shows how many of its 8 neighbours are "

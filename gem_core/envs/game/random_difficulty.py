@@ -19,13 +19,14 @@ from gem_core.env import Env, StepResult
 class RandomDifficulty(Env):
     blocking = False  # a quick pure-Python step: called inline, never via a thread
 
-    def __init__(self, game: str, levels: Sequence[dict[str, Any]]):
-        """``game`` is ``"package.module:Class"``; ``levels`` are constructor kwargs, one dict per level."""
+    def __init__(self, game: str, levels: Sequence[dict[str, Any]], max_turns: int | None = None):
+        """``game`` is ``"package.module:Class"``; ``levels`` are constructor kwargs, one dict per level;
+        ``max_turns`` (from ``make(id, max_turns=N)``) replaces every level's own limit."""
         if not levels:
             raise ValueError("RandomDifficulty needs at least one level (a dict of the game's constructor kwargs).")
         module_name, _, class_name = game.partition(":")
         self.game_class = getattr(importlib.import_module(module_name), class_name)
-        self.levels = [dict(level) for level in levels]
+        self.levels = [dict(level) if max_turns is None else {**level, "max_turns": max_turns} for level in levels]
         self.max_return: float = getattr(self.game_class, "max_return", 1.0)
         self._games: dict[int, Env] = {}
         self.level: int | None = None

@@ -62,7 +62,6 @@ class Sokoban(TurnBasedGame):
         self.goals: frozenset[Cell] = frozenset()
         self.boxes: set[Cell] = set()
         self.player: Cell = (1, 1)
-        self.turn = 0
         self.start_on_goal = 0
         self.best_progress = 0.0
         self.started = False
@@ -114,7 +113,7 @@ class Sokoban(TurnBasedGame):
             if self.boxes != self.goals and self._displacement() >= 2 * self.num_boxes:
                 break
         self.start_on_goal = len(self.boxes & self.goals)
-        self.turn, self.best_progress, self.started = 0, 0.0, True
+        self.best_progress, self.started = 0.0, True
         obs = (
             f"Let's play Sokoban. Push every box ($) onto a goal (.) by walking the player (@). You can push one box at "
             f"a time by walking into it, never pull. Symbols: # wall, - floor, . goal, $ box, * box on a goal, @ player, "

@@ -89,7 +89,6 @@ class Sudoku(TurnBasedGame):
         self.given = np.zeros((size, size), dtype=bool)
         self.grid = np.zeros((size, size), dtype=int)
         self.credited = np.zeros((size, size), dtype=bool)
-        self.turn = 0
         self.started = False
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
@@ -108,7 +107,7 @@ class Sudoku(TurnBasedGame):
                 puzzle[r, c] = self.solution[r, c]
         self.grid, self.given = puzzle, puzzle != 0
         self.credited = np.zeros_like(self.given)
-        self.turn, self.started = 0, True
+        self.started = True
         obs = (
             f"Let's play Sudoku on a {self.size}x{self.size} grid with {self.box_rows}x{self.box_cols} boxes. Fill every "
             f"empty cell (.) so each row, column and box holds each digit 1-{self.size} exactly once. Each turn write one "

@@ -33,7 +33,6 @@ class TowerOfHanoi(TurnBasedGame):
             raise ValueError(f"disks and max_turns must be at least 1, got {disks} and {max_turns}.")
         self.disks, self.max_turns = disks, max_turns
         self.pegs: dict[str, list[int]] = {}
-        self.turn = 0
         self.best_settled = 0
 
     def settled(self) -> int:
@@ -48,7 +47,7 @@ class TowerOfHanoi(TurnBasedGame):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         self.pegs = {"A": list(range(self.disks, 0, -1)), "B": [], "C": []}
-        self.turn, self.best_settled = 0, 0
+        self.best_settled = 0
         obs = (
             f"Let's play Tower of Hanoi. Peg A holds {self.disks} disks, largest (size {self.disks}) at the bottom. Move "
             f"the whole tower to peg C, one top disk at a time, never putting a disk on a smaller one. A move is "

@@ -2,7 +2,8 @@
 
 Every game allows at most ``max_turns`` moves; a move costs a turn whether or not it is valid, and the
 last turn ends the episode (truncated, unless that move won). The game's own messages say how many
-turns are left, so the count lives on the game rather than in a wrapper.
+turns are left, so the count lives on the game rather than in a wrapper; the limit itself is the
+registered spec's (``register(..., max_turns=N)``), which ``gem_core.make`` hands to the constructor.
 """
 
 from __future__ import annotations

@@ -109,7 +109,6 @@ class WikiGame(TurnBasedGame):
             raise ValueError(f"No page pair of the graph is {min_distance}-{max_distance} clicks apart; widen the range.")
         self.start = self.target = self.page = ""
         self.path: list[str] = []
-        self.turn = 0
 
     #: The graph and the list of playable pairs are fixed by the constructor; a snapshot keeps the page.
     state_excludes = frozenset({"graph", "pairs"})
@@ -121,7 +120,7 @@ class WikiGame(TurnBasedGame):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         self.start, self.target = self.pairs[int(self.np_random.integers(len(self.pairs)))]
-        self.page, self.path, self.turn = self.start, [self.start], 0
+        self.page, self.path = self.start, [self.start]
         intro = (
             f"WikiGame: get from '{self.start}' to '{self.target}' by following links, in at most {self.max_turns} clicks. "
             f"Each turn, pick one link of the current page. {BOXED_HINT % self.graph.links[self.page][0]}\n"

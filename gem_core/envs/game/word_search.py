@@ -43,7 +43,6 @@ class WordSearch(TurnBasedGame):
         self.grid = np.full((size, size), "", dtype="<U1")
         self.words: list[str] = []
         self.found: set[str] = set()
-        self.turn = 0
 
     def _place(self, word: str, grid: np.ndarray) -> bool:
         options = []
@@ -69,7 +68,7 @@ class WordSearch(TurnBasedGame):
                 break
         empty = grid == ""
         grid[empty] = [chr(97 + int(i)) for i in self.np_random.integers(26, size=int(empty.sum()))]
-        self.grid, self.words, self.found, self.turn = grid, sorted(words), set(), 0
+        self.grid, self.words, self.found = grid, sorted(words), set()
         obs = (
             f"Let's play Word Search. Find these {self.num_words} words hidden in the {self.size}x{self.size} grid, "
             f"written in a straight line (across, down or diagonally{', also backwards' if len(self.directions) > 4 else ''}). "

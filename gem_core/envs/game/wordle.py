@@ -51,14 +51,13 @@ class Wordle(TurnBasedGame):
             raise ValueError(f"No {word_length}-letter words in the word list; use word_length=5 or pass words=.")
         self.word_length, self.max_turns = word_length, max_turns
         self.target: str | None = None
-        self.turn = 0
         self.history: list[tuple[str, str]] = []
         self.greens: set[int] = set()
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         self.target = self.words[int(self.np_random.integers(len(self.words)))]
-        self.turn, self.history, self.greens = 0, [], set()
+        self.history, self.greens = [], set()
         obs = (
             f"Let's play Wordle. Find the hidden {self.word_length}-letter English word in at most {self.max_turns} guesses. "
             "After each guess you get one mark per letter: G = right letter, right place; Y = in the word, wrong place; "

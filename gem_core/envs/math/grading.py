@@ -15,15 +15,12 @@ decides (:func:`normalized_equal`).
 
 from __future__ import annotations
 
-import atexit
-import os
 import re
-import threading
 import warnings
 from dataclasses import dataclass
 from fractions import Fraction
 
-from gem_core.envs.scoring_pool import ScoringPool
+from gem_core.envs.scoring_pool import ScoringPool, scoring_pool
 
 __all__ = ["grade_inline", "normalized_equal", "exact_verdict", "GradeResult", "GraderPool", "default_grader", "grade"]
 
@@ -220,23 +217,10 @@ class GraderPool(ScoringPool):
         return GradeResult(bool(result.value), setup_seconds=result.setup_seconds)
 
 
-_default_pool: GraderPool | None = None
-_default_lock = threading.Lock()
-
-
 def default_grader() -> GraderPool:
-    """The process-wide pool (a forked child gets its own)."""
-    global _default_pool
-    with _default_lock:
-        if _default_pool is None or _default_pool._pid != os.getpid():
-            _default_pool = GraderPool()
-        return _default_pool
-
-
-@atexit.register
-def _close_default_pool() -> None:
-    if _default_pool is not None and _default_pool._pid == os.getpid():
-        _default_pool.close()
+    """The process-wide grading pool, :func:`~gem_core.envs.scoring_pool.scoring_pool` ``"math"`` (a forked
+    child gets its own)."""
+    return scoring_pool("math", GraderPool)  # type: ignore[return-value]
 
 
 def grade(prediction: str, gold: str, timeout: float | None = 5.0, *, backend: str | None = None) -> GradeResult:

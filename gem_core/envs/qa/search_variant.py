@@ -7,10 +7,10 @@ Start the shipped BM25 server with ``gem-retrieval-server --corpus FILE`` (or us
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from gem_core.envs.qa.env import QAEnv
+from gem_core.settings import environment_value
 
 __all__ = ["make_qa_with_search", "DEFAULT_SEARCH_URL"]
 
@@ -37,6 +37,6 @@ def make_qa_with_search(
     from gem_core.tools.search import SearchTool
     from gem_core.wrappers.tools import ToolUse
 
-    url = search_url or os.environ.get("GEM_SEARCH_URL") or DEFAULT_SEARCH_URL
+    url = search_url or environment_value("GEM_SEARCH_URL") or DEFAULT_SEARCH_URL
     tool = SearchTool(url, topk=topk, timeout=search_timeout)
     return ToolUse(QAEnv(**env_kwargs), [tool], max_tool_calls=max_tool_calls)

@@ -3,10 +3,11 @@ that reads the sandbox's environment variables."""
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass, field
 from typing import Any
+
+from gem_core.settings import environment_value
 
 __all__ = [
     "MODES",
@@ -36,7 +37,7 @@ def mode_from_environment() -> str | None:
 
     The only place that reads it; :func:`gem_core.tools.sandbox.resolve_mode` calls it when no mode is given.
     """
-    return os.environ.get("GEM_SANDBOX") or None
+    return environment_value("GEM_SANDBOX")
 
 
 #: Where snippets run: ``"local"`` (this machine's pools) or ``"ray"`` (actors on labelled Ray nodes,
@@ -50,7 +51,7 @@ def resolve_backend(backend: str | None = None) -> str:
     Raises:
         ValueError: an unknown backend (the message names the variable and the choices).
     """
-    chosen = backend or os.environ.get("GEM_SANDBOX_BACKEND") or "local"
+    chosen = backend or environment_value("GEM_SANDBOX_BACKEND") or "local"
     if chosen not in BACKENDS:
         source = "sandbox_backend" if backend else "GEM_SANDBOX_BACKEND"
         raise ValueError(f"{source}={chosen!r} is not a sandbox backend; choose one of {BACKENDS}.")
@@ -59,12 +60,12 @@ def resolve_backend(backend: str | None = None) -> str:
 
 def ray_resource_from_environment(default: str = "gem_sandbox") -> str:
     """``$GEM_SANDBOX_RAY_RESOURCE``: the custom resource that marks the Ray nodes sandboxes run on."""
-    return os.environ.get("GEM_SANDBOX_RAY_RESOURCE") or default
+    return environment_value("GEM_SANDBOX_RAY_RESOURCE") or default
 
 
 def pool_size_from_environment(default: int = 4) -> int:
     """``$GEM_SANDBOX_POOL``: warm workers kept per pool (``default`` if unset)."""
-    value = os.environ.get("GEM_SANDBOX_POOL")
+    value = environment_value("GEM_SANDBOX_POOL")
     if value is None:
         return default
     try:

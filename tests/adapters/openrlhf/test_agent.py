@@ -101,7 +101,7 @@ async def test_tiny_model_episode_respects_the_per_turn_cap_and_masks_only_sampl
     cap = 12
 
     class Capped(GemAgentExecutor):
-        config = AgentConfig(max_new_tokens_per_turn=cap, max_turns=3)
+        config = AgentConfig(max_new_tokens=cap, max_turns=3)
 
     policy = TransformersPolicy(make_model(tokenizer), tokenizer)
     engine = engine_for(policy)
@@ -180,7 +180,7 @@ def test_any_actions_give_the_core_tokens_and_rewards(tokenizer, engine_for, vll
     cap = 24  # long hostile actions are cut: the closing end-of-turn must come back as env feedback (mask 0)
 
     class Capped(GemAgentExecutor):
-        config = AgentConfig(max_new_tokens_per_turn=cap)
+        config = AgentConfig(max_new_tokens=cap)
 
     async def both():
         core = await run_episode(make(env_id), policy, tokenizer, seed=seed, max_total_tokens=MAX_LENGTH, sampling=SamplingParams(max_new_tokens=cap))
@@ -239,3 +239,8 @@ async def test_chat_template_kwargs_reach_the_prompt_ids(tokenizer, engine_for, 
     prompt_len = result["action_ranges"][0][0]
     prompt = qwen3.decode(result["observation_tokens"][:prompt_len], skip_special_tokens=False)
     assert prompt.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n") == bool(kwargs)
+
+
+def test_the_old_max_new_tokens_per_turn_key_still_sets_the_per_turn_cap_and_says_the_new_name():
+    with pytest.warns(FutureWarning, match="max_new_tokens_per_turn is renamed max_new_tokens"):
+        assert AgentConfig(max_new_tokens_per_turn=12).max_new_tokens == 12

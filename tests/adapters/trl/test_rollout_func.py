@@ -63,7 +63,7 @@ def test_rollout_func_tokens_masks_and_rewards_reach_the_loss(grpo_config, fresh
         received.append({"env_return": list(env_return), "turn_rewards": [list(t) for t in turn_rewards]})
         return env_return_reward(completions, env_return)
 
-    rollout = GemRolloutFunc(max_turn_tokens=12)
+    rollout = GemRolloutFunc(max_new_tokens=12)
     Trainer = loss_inputs_recorder(GRPOTrainer)
     trainer = Trainer(
         model=fresh_model, reward_funcs=reward, args=grpo_config(), processing_class=tiny_tokenizer,
@@ -102,7 +102,7 @@ def test_rollout_func_tokens_masks_and_rewards_reach_the_loss(grpo_config, fresh
 
 
 def test_rebn_trainer_feeds_per_turn_advantages_to_the_loss(grpo_config, fresh_model, tiny_tokenizer):
-    rollout = GemRolloutFunc(max_turn_tokens=12)
+    rollout = GemRolloutFunc(max_new_tokens=12)
     Trainer = loss_inputs_recorder(TurnCreditGRPOTrainer)
     gamma = 0.9
     trainer = Trainer(
@@ -158,7 +158,7 @@ def test_make_dataset_rejects_unknown_env():
 
 def test_episodes_gem_truncated_are_masked_by_mask_truncated_completions(grpo_config, fresh_model, tiny_tokenizer):
     """TRL decides "truncated" from the completion's last id; GEM's truncated episodes must read as such."""
-    rollout = GemRolloutFunc(max_turns=1, max_turn_tokens=8)
+    rollout = GemRolloutFunc(max_turns=1, max_new_tokens=8)
     Trainer = loss_inputs_recorder(GRPOTrainer)
     trainer = Trainer(
         model=fresh_model, reward_funcs=env_return_reward, args=grpo_config(max_steps=1, mask_truncated_completions=True),
@@ -218,7 +218,7 @@ def test_turn_credit_trainer_logs_the_advantages_it_trains_on(grpo_config, fresh
 
     trainer = Recorder(
         model=fresh_model, reward_funcs=env_return_reward, args=grpo_config(max_steps=1), processing_class=tiny_tokenizer,
-        train_dataset=make_dataset(ENV_ID, n=4, seed=3), rollout_func=VariedTurnRewards(max_turn_tokens=12),
+        train_dataset=make_dataset(ENV_ID, n=4, seed=3), rollout_func=VariedTurnRewards(max_new_tokens=12),
         turn_credit="rebn", gamma=0.9,
     )
     trainer.train()
@@ -237,7 +237,7 @@ def test_grpo_config_chat_template_kwargs_reach_the_prompt_ids_of_the_loss(grpo_
 
     tokenizer = make_tokenizer("chatml")  # a new object each call: its template is ours to change
     tokenizer.chat_template = QWEN3_THINKING_SWITCH
-    rollout = GemRolloutFunc(max_turn_tokens=8)
+    rollout = GemRolloutFunc(max_new_tokens=8)
     Trainer = loss_inputs_recorder(GRPOTrainer)
     trainer = Trainer(
         model=fresh_model, reward_funcs=env_return_reward,
@@ -270,3 +270,10 @@ def test_make_dataset_command_line_writes_rows_the_rollout_reads(tmp_path):
     labels = [episode_label(row["prompt"])[0] for row in rows]
     assert [(label.env_id, label.seed) for label in labels] == [(ENV_ID, 5), (ENV_ID, 6), (ENV_ID, 7)]
     assert [row["prompt"] for row in rows] == make_dataset(ENV_ID, n=3, seed=5)["prompt"]
+
+
+def test_the_old_max_turn_tokens_argument_still_sets_the_per_turn_cap_and_says_the_new_name():
+    with pytest.warns(FutureWarning, match="max_turn_tokens is renamed max_new_tokens"):
+        assert GemRolloutFunc(max_turn_tokens=12).max_new_tokens == 12
+    with pytest.raises(TypeError, match="pass only max_new_tokens"):
+        GemRolloutFunc(max_turn_tokens=12, max_new_tokens=16)

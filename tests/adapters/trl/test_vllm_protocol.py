@@ -76,7 +76,7 @@ WORKER = textwrap.dedent(
     # Same batch size on both ranks (TRL's per-device batch), but rank 1's episodes last longer.
     dataset = make_dataset("game:GuessTheNumber-v0-hard", n=2, seed=10 * rank)
     prompts = [row["prompt"] for row in dataset for _ in range(2)]
-    rollout = GemRolloutFunc(max_turns=1 + 2 * rank, max_turn_tokens=16)
+    rollout = GemRolloutFunc(max_turns=1 + 2 * rank, max_new_tokens=16)
     rollout(prompts, trainer)
     accelerator.wait_for_everyone()
 

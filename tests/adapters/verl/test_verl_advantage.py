@@ -79,7 +79,7 @@ async def loop_outputs(make_agent_loop, server_for, model_server, tiny_tokenizer
         server = server_for(ScriptedPolicy(tiny_tokenizer, _wordle_actions(seed, script)))
         outputs.append(await make_agent_loop(server, max_turns=3).run(sampling_params, **make_row("game:Wordle-v0", seed)))
     for seed in (6, 7):
-        loop = make_agent_loop(model_server, max_turns=3, max_tokens_per_turn=10)
+        loop = make_agent_loop(model_server, max_turns=3, max_new_tokens=10)
         outputs.append(await loop.run(sampling_params, **make_row("game:Wordle-v0", seed)))
     return outputs
 

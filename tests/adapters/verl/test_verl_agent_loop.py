@@ -51,12 +51,12 @@ async def test_worker_style_instantiation_gives_an_agent_loop_base_with_yaml_kwa
     loop = make_agent_loop(model_server, max_turns=3, system_prompt="Play well.")
     assert isinstance(loop, GemAgentLoop) and isinstance(loop, AgentLoopBase)
     assert loop.max_turns == 3 and loop.system_prompt == "Play well."
-    assert loop.max_tokens_per_turn == 256 and loop.reward_placement == "turn"  # from the packaged gem_agent_loop.yaml
+    assert loop.max_new_tokens == 256 and loop.reward_placement == "turn"  # from the packaged gem_agent_loop.yaml
     assert loop.response_length == response_length
 
 
 async def test_model_episode_is_token_exact_with_env_tokens_masked(run_loop, model_server, make_row, tiny_tokenizer, response_length):
-    out = await run_loop(model_server, make_row("game:Wordle-v0", 7), max_tokens_per_turn=12)
+    out = await run_loop(model_server, make_row("game:Wordle-v0", 7), max_new_tokens=12)
 
     AgentLoopOutput.model_validate(out.model_dump())  # verl's own schema
     n = len(out.response_ids)
@@ -85,7 +85,7 @@ async def test_response_stays_within_response_length_and_turns_ask_only_for_what
     make_trainer_config, make_agent_loop, model_server, make_row, sampling_params
 ):
     config = make_trainer_config(response_length=40)
-    loop = make_agent_loop(model_server, config, max_tokens_per_turn=30)
+    loop = make_agent_loop(model_server, config, max_new_tokens=30)
     out = await loop.run(sampling_params, **make_row("game:Wordle-v0", 1))
     server = model_server
     assert len(out.response_ids) <= 40
@@ -125,7 +125,7 @@ async def test_episode_placement_keeps_verls_last_token_return(run_loop, server_
 
 
 async def test_no_logprobs_when_verl_does_not_ask(run_loop, model_server, make_row, sampling_params, make_agent_loop):
-    loop = make_agent_loop(model_server, max_turns=2, max_tokens_per_turn=8)
+    loop = make_agent_loop(model_server, max_turns=2, max_new_tokens=8)
     out = await loop.run({**sampling_params, "logprobs": False}, **make_row("game:Wordle-v0", 2))
     assert out.response_logprobs is None
     AgentLoopOutput.model_validate(out.model_dump())
@@ -134,7 +134,7 @@ async def test_no_logprobs_when_verl_does_not_ask(run_loop, model_server, make_r
 async def test_concurrent_samples_share_the_loop_with_one_request_id_each(make_agent_loop, model_server, make_row, sampling_params):
     rows = [make_row("game:Wordle-v0", seed, index=seed) for seed in range(3)]
     outs = await asyncio.gather(
-        *(make_agent_loop(model_server, max_turns=2, max_tokens_per_turn=8).run(sampling_params, **row) for row in rows)
+        *(make_agent_loop(model_server, max_turns=2, max_new_tokens=8).run(sampling_params, **row) for row in rows)
     )
     assert len({c["request_id"] for c in model_server.calls}) == 3
     # verl's priority reaches the vLLM server (as in ToolAgentLoop, 0 is not sent).
@@ -204,13 +204,13 @@ async def test_bad_reward_placement_in_yaml_fails_at_construction(make_agent_loo
 
 async def test_loop_builds_even_when_verls_family_token_builder_rejects_the_tokenizer(make_agent_loop, model_server, make_row, sampling_params):
     # verl's GLM builder needs GLM's special tokens; GEM never uses verl's builder, so the loop still works.
-    loop = make_agent_loop(model_server, max_turns=1, max_tokens_per_turn=4, hf_model_type="glm4_moe")
+    loop = make_agent_loop(model_server, max_turns=1, max_new_tokens=4, hf_model_type="glm4_moe")
     out = await loop.run(sampling_params, **make_row("game:Wordle-v0", 0))
     assert out.extra_fields["reward_extra_info"]["gem_turns"] == 1
 
 
 async def test_each_turn_keeps_verls_sampling_params_and_adds_the_turn_limits(run_loop, model_server, make_row, sampling_params):
-    await run_loop(model_server, make_row("game:Wordle-v0", 4), max_turns=2, max_tokens_per_turn=9)
+    await run_loop(model_server, make_row("game:Wordle-v0", 4), max_turns=2, max_new_tokens=9)
     eot = ChatTemplate.for_tokenizer(model_server.policy.tokenizer).end_of_turn_ids
     for call in model_server.calls:
         params = call["sampling_params"]
@@ -260,6 +260,12 @@ async def test_data_apply_chat_template_kwargs_reach_the_prompt_ids(make_row, ti
         "+data.apply_chat_template_kwargs.enable_thinking=false",
     ])
     loop = build_agent_loop(config, server_for(TransformersPolicy(tiny_model, tokenizer)), tokenizer, max_turns=1,
-                            max_tokens_per_turn=4)
+                            max_new_tokens=4)
     out = await loop.run(verl_sampling_params(config), **make_row("game:Wordle-v0", 3))
     assert tokenizer.decode(out.prompt_ids).endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+
+
+async def test_an_old_yaml_with_max_tokens_per_turn_still_sets_the_per_turn_cap_and_says_the_new_key(make_agent_loop, model_server):
+    with pytest.warns(FutureWarning, match="max_tokens_per_turn is renamed max_new_tokens"):
+        loop = make_agent_loop(model_server, max_new_tokens=None, max_tokens_per_turn=9)
+    assert loop.max_new_tokens == 9

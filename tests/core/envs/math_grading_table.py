@@ -1,4 +1,7 @@
-"""Labelled (response, gold, correct) triples for the math grader; shared by the test and bench/grading.py."""
+"""Labelled (response, gold, correct) triples for the math grader, and the previous ``\\boxed{}`` extractor as
+an oracle; shared by the tests and bench/grading.py."""
+
+import re
 
 # (model response, gold answer as in the dataset, whether the response is right)
 GRADING_TABLE: list[tuple[str, str, bool]] = [
@@ -79,3 +82,20 @@ GRADING_TABLE: list[tuple[str, str, bool]] = [
     ("\\boxed{\\frac{1}{0}}", "27", False),
     ("\\boxed{)(}{}", "27", False),
 ]
+
+
+def reference_extract_boxed(text: str) -> str | None:
+    """The previous extractor (a rescan per opener, quadratic): the oracle for the semantics and the
+    reference the bench's extraction rows compare to."""
+    found = None
+    for match in re.finditer(r"\\(?:boxed|fbox)\s*\{", text):
+        depth, start = 1, match.end()
+        for i in range(start, len(text)):
+            if text[i] == "{":
+                depth += 1
+            elif text[i] == "}":
+                depth -= 1
+                if depth == 0:
+                    found = text[start:i].strip()
+                    break
+    return found

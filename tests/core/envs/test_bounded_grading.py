@@ -5,7 +5,9 @@ next step still working. The hostile answers are the issue's reproducers."""
 from __future__ import annotations
 
 import logging
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -13,23 +15,8 @@ from hypothesis import given, settings, strategies as st
 from gem_core.envs.math.answer import MAX_ANSWER_CHARS, extract_boxed, extract_final_answer, extract_tagged
 from gem_core.envs.scoring_pool import ScoringPool
 
-
-def reference_extract_boxed(text: str) -> str | None:
-    """The previous extractor (a rescan per opener, quadratic), kept as the oracle for the semantics."""
-    import re
-
-    found = None
-    for match in re.finditer(r"\\(?:boxed|fbox)\s*\{", text):
-        depth, start = 1, match.end()
-        for i in range(start, len(text)):
-            if text[i] == "{":
-                depth += 1
-            elif text[i] == "}":
-                depth -= 1
-                if depth == 0:
-                    found = text[start:i].strip()
-                    break
-    return found
+sys.path.insert(0, str(Path(__file__).parent))
+from math_grading_table import reference_extract_boxed  # noqa: E402
 
 
 BOX_PIECES = st.lists(st.sampled_from(["\\boxed{", "\\fbox {", "{", "}", "}}", "1", " ", "\\frac", "x"]), max_size=40)

@@ -103,3 +103,17 @@ async def test_cancelling_a_run_writes_the_partial_report(tiny_tokenizer, search
     assert partial.interrupted
     assert [r.seed for r in partial.episodes[EASY]] == [0, 1]
     assert partial.summary(EASY).episodes_completed == 2 and (tmp_path / "success_and_return.png").exists()
+
+
+@pytest.mark.parametrize("max_turns", [2, 9])
+def test_both_backends_play_the_turn_limit_the_env_is_made_with(tiny_tokenizer, max_turns):
+    """One home for the limit: ``make(env_id, max_turns=)``, also above the registered 6 turns, and the
+    game's own first message states it (a wrapper cutting a 6-turn game short would not)."""
+    wrong = ScriptedPolicy(tiny_tokenizer, lambda prompt_ids: "\\boxed{0}")
+    by_policy = evaluate(EASY, policy=wrong, tokenizer=tiny_tokenizer, episodes=2, max_turns=max_turns, progress=False)
+    with OpenAITestServer(respond=lambda messages: "\\boxed{0}") as server:
+        by_http = evaluate(EASY, model="w", base_url=server.base_url, episodes=2, max_turns=max_turns, progress=False)
+    for report in (by_policy, by_http):
+        records = report.episodes[EASY]
+        assert [(r.turns, r.truncated, r.success) for r in records] == [(max_turns, True, False)] * 2
+        assert f"at most {max_turns} turns" in records[0].transcript[0]["content"]
