@@ -62,6 +62,18 @@ def _read_action(env_id: str, prompt: str) -> str:
         return action[1:] if action.startswith("!") else action
 
 
+def _next_move(env_id: str, turn: int, total: float) -> str | int:
+    """The person's next move, or the exit code once input ends (0) or Ctrl-C stops the game (130)."""
+    try:
+        return _read_action(env_id, f"\n[turn {turn + 1}] your move> ")
+    except EOFError:
+        print(f"\nInput ended after {turn} turns; return so far {total:g}.")
+        return 0
+    except KeyboardInterrupt:
+        print(f"\nStopped after {turn} turns; return so far {total:g}.")
+        return 130
+
+
 def _play_seats(args: argparse.Namespace, env: Any, observations: dict[str, str]) -> int:
     """A self-play game: the person takes one seat, the other seats move at random (the env's own sampler)."""
     seat = args.seat or env.agents[0]
@@ -78,14 +90,10 @@ def _play_seats(args: argparse.Namespace, env: Any, observations: dict[str, str]
             if agent != seat:
                 actions[agent] = env.sample_random_action(agent)
                 continue
-            try:
-                actions[agent] = _read_action(args.env_id, f"\n[turn {turn + 1}] your move> ")
-            except EOFError:
-                print(f"\nInput ended after {turn} turns; return so far {total:g}.")
-                return 0
-            except KeyboardInterrupt:
-                print(f"\nStopped after {turn} turns; return so far {total:g}.")
-                return 130
+            move = _next_move(args.env_id, turn, total)
+            if isinstance(move, int):
+                return move
+            actions[agent] = move
         observations, rewards, terminations, truncations, infos = env.step(actions)
         if seat in actions:
             turn += 1
@@ -119,14 +127,9 @@ def _play(args: argparse.Namespace) -> int:
     print(observation)
     print("(one line is one move; a line starting with ``` begins a block that a ``` line ends, unless it ends with ``` itself; Ctrl-D quits)")
     while True:
-        try:
-            action = _read_action(args.env_id, f"\n[turn {turn + 1}] your move> ")
-        except EOFError:
-            print(f"\nInput ended after {turn} turns; return so far {total:g}.")
-            return 0
-        except KeyboardInterrupt:
-            print(f"\nStopped after {turn} turns; return so far {total:g}.")
-            return 130
+        action = _next_move(args.env_id, turn, total)
+        if isinstance(action, int):
+            return action
         observation, reward, terminated, truncated, info = env.step(action)
         turn += 1
         total += float(reward)

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import gem_core
-from gem_core.envs.game.guess_the_number import GuessTheNumber
+from changed_graders import OneOffGuessTheNumber
 from gem_core.rollout import run_episodes
 from gem_core.rollout.trajectory_io import (
     decode_env_state,
@@ -86,16 +86,6 @@ def test_a_record_of_another_format_is_refused(tmp_path):
         read_trajectories(path)
 
 
-class LenientGuessTheNumber(GuessTheNumber):
-    """A "grader change": guesses one off the target now also win."""
-
-    def step(self, action):
-        obs, reward, terminated, truncated, info = super().step(action)
-        guess = self.guesses[-1] if self.guesses and not info.get("format_error") else None
-        if not terminated and guess is not None and abs(guess - self.target) == 1:
-            return "Close enough!", 1.0, True, False, {"success": True}
-        return obs, reward, terminated, truncated, info
-
 
 def _gem(*args):
     return subprocess.run([sys.executable, "-m", "gem_core.cli", *args], capture_output=True, text=True, timeout=300)
@@ -114,7 +104,7 @@ def test_gem_replay_reports_exactly_the_turns_a_grader_change_rescored(tmp_path,
     # The same episodes under the lenient grader, computed independently of `gem replay`.
     expected = []
     for episode, trajectory in enumerate(trajectories):
-        env = LenientGuessTheNumber()
+        env = OneOffGuessTheNumber()
         env.reset(seed=trajectory.seed)
         for turn, action in enumerate(trajectory.actions):
             _, reward, terminated, truncated, _ = env.step(action)
@@ -126,7 +116,7 @@ def test_gem_replay_reports_exactly_the_turns_a_grader_change_rescored(tmp_path,
 
     # A grader fix in the registry: the recorded env id now builds the lenient class.
     registry.list_envs()
-    monkeypatch.setitem(registry._REGISTRY, "game:GuessTheNumber-v0", registry.EnvSpec("game:GuessTheNumber-v0", LenientGuessTheNumber))
+    monkeypatch.setitem(registry._REGISTRY, "game:GuessTheNumber-v0", registry.EnvSpec("game:GuessTheNumber-v0", OneOffGuessTheNumber))
     assert main(["replay", str(path)]) == 1
     reported = [line for line in capsys.readouterr().out.splitlines() if line.startswith("episode ")]
     assert [line.split(" (")[0] for line in reported] == expected

@@ -8,21 +8,11 @@ import json
 import pytest
 from openai_test_server import OpenAITestServer
 
-from gem_core.envs.game.guess_the_number import GuessTheNumber
+from changed_graders import OneOffGuessTheNumber
 from gem_core.eval.cli import main
 
 EASY = "game:GuessTheNumber-v0-easy"
 
-
-class OneOffGuessTheNumber(GuessTheNumber):
-    """A "grader change": a guess one off the number wins too."""
-
-    def step(self, action):
-        obs, reward, terminated, truncated, info = super().step(action)
-        guess = self.guesses[-1] if self.guesses and not info.get("format_error") else None
-        if not terminated and guess is not None and abs(guess - self.target) == 1:
-            return "Close enough!", 1.0, True, False, {"success": True}
-        return obs, reward, terminated, truncated, info
 
 
 @pytest.fixture(scope="module")
