@@ -106,6 +106,13 @@ class MCPTool:
         self._tools: list[dict[str, Any]] = []
         self._pid = os.getpid()
 
+    @property
+    def max_call_seconds(self) -> float:
+        """The longest one call may take, reconnects included: each attempt may start the server
+        (``connect_timeout`` and the start's safety margin), run the call (``timeout`` and its margin) and
+        end a broken session (15 s). Large: a slow MCP server is the server's owner's to bound."""
+        return (self.reconnects + 1) * (self.connect_timeout + 15 + self.timeout + 5 + 15)
+
     # The session lives on a private loop; pickling (process backends) sends the configuration only.
     def __getstate__(self) -> dict[str, Any]:
         return {key: getattr(self, key) for key in ("server", "timeout", "connect_timeout", "max_chars", "reconnects")}

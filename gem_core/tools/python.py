@@ -94,6 +94,8 @@ class PythonTool:
     """
 
     name = "python"
+    #: Only the first block of an action runs (:func:`find_python_block`).
+    max_calls_per_action = 1
 
     def __init__(
         self, *, timeout: float = 5.0, memory_mb: int = 512, mode: str | None = None, max_chars: int = 4000,
@@ -105,6 +107,12 @@ class PythonTool:
         # On Ray the sandbox nodes check the mode; this machine (a GPU node) need not have bubblewrap.
         self.mode = resolve_mode(mode) if self.backend == "local" else (mode or mode_from_environment())
         self.max_chars = max_chars
+
+    @property
+    def max_call_seconds(self) -> float:
+        """The longest one call may take: the program's timeout plus the sandbox's start and report
+        (:attr:`gem_core.env.Env.max_step_seconds` of a tool env is built from it)."""
+        return self.timeout + 2.0
 
     @property
     def instruction(self) -> str:

@@ -85,6 +85,12 @@ class SearchTool:
         self.max_response_bytes = max_response_bytes
 
     @property
+    def max_call_seconds(self) -> float:
+        """The longest one query may take: ``timeout`` covers the whole call, retries included; one
+        second more for reading and checking the answer."""
+        return self.timeout + 1.0
+
+    @property
     def instruction(self) -> str:
         return (
             "You can search a knowledge base: write <search>your query</search>. The best matching passages "
