@@ -178,3 +178,104 @@ def test_concurrent_calls_cannot_reach_each_other(sandbox_run):
         listened, visited = first.result(), second.result()
     assert "listening" in listened.stdout and "ACCEPTED" not in listened.stdout
     assert "refused" in visited.stdout and "listener-was-here" not in visited.stdout, visited
+
+
+# ---------------------------------------------------------------- re-attack: a hostile user's checklist
+# Each known escape tried once more from inside, as a user of the sandbox would (issue 14's re-probe).
+
+
+def test_ptrace_and_memory_reads_of_the_sandbox_init_and_parent_are_denied(sandbox_run):
+    code = LIBC + (
+        "for pid in sorted({1, os.getppid()}):\n"
+        "    print(libc.ptrace(16, pid, 0, 0), ctypes.get_errno())  # PTRACE_ATTACH\n"
+        "    print(libc.ptrace(0x4206, pid, 0, 0), ctypes.get_errno())  # PTRACE_SEIZE\n"
+        "print(libc.syscall(310, 1, 0, 0, 0, 0, 0), ctypes.get_errno())  # process_vm_readv(1, ...)"
+    )
+    out = sandbox_run(code).stdout.splitlines()
+    assert out and set(out) == {"-1 1"}, out  # EPERM each
+
+
+def test_io_uring_is_denied(sandbox_run):
+    # Its queued operations run in the kernel without passing the seccomp filter; bare io_uring_setup
+    # answered EFAULT (reachable) before it was denied. 425 is io_uring_setup on every architecture.
+    assert sandbox_run(LIBC + "print(libc.syscall(425, 1, 0), ctypes.get_errno())").stdout == "-1 1\n"
+
+
+def test_the_sandbox_init_is_opaque_and_no_host_process_is_visible(sandbox_run):
+    code = (
+        "import os\n"
+        "print(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()) <= [1, 2, 3])\n"
+        "for path in ('/proc/1/environ', '/proc/1/root/', '/proc/1/fd', '/proc/1/mem', f'/proc/{os.getppid()}/environ'):\n"
+        "    try:\n"
+        "        (os.listdir if path.endswith(('/', 'fd')) else lambda p: open(p, 'rb').read(1))(path)\n"
+        "        print('READ', path)\n"
+        "    except OSError as error:\n"
+        "        print('refused', type(error).__name__)\n"
+    )
+    out = sandbox_run(code).stdout
+    assert out.startswith("True\n") and "READ" not in out and out.count("refused") == 5, out
+
+
+def test_no_gem_module_or_dataset_is_reachable_from_sys_path(sandbox_run):
+    code = (
+        "import glob, sys\n"
+        "found = [p for root in sys.path for pattern in ('/*/envs/*/data/*', '/gem_core*', '/gem_adapters*', '/*/tools/retrieval_server/data/*')\n"
+        "         for p in glob.glob(root + pattern)]\n"
+        "print(found)\n"
+        "try:\n"
+        "    import gem_core\n"
+        "    print('IMPORTED', gem_core.__file__)\n"
+        "except ImportError:\n"
+        "    print('no gem_core')"
+    )
+    out = sandbox_run(code).stdout
+    assert out == "[]\nno gem_core\n", out
+
+
+def test_a_host_unix_socket_is_unreachable(sandbox_run, tmp_path):
+    """Abstract UNIX sockets belong to the network namespace and path ones to the file system: a host
+    service on either (an X server, a Docker or D-Bus socket) must be out of reach."""
+    import socket
+    import uuid
+
+    abstract, on_disk = socket.socket(socket.AF_UNIX), socket.socket(socket.AF_UNIX)
+    name = f"\0gem-hostile-{uuid.uuid4().hex}"
+    path = tmp_path / "service.sock"
+    abstract.bind(name)
+    on_disk.bind(str(path))
+    for listener in (abstract, on_disk):
+        listener.listen()
+        listener.setblocking(False)
+    code = (
+        "import socket\n"
+        f"for address in ({name!r}, {str(path)!r}):\n"
+        "    try:\n"
+        "        socket.socket(socket.AF_UNIX).connect(address)\n"
+        "        print('CONNECTED')\n"
+        "    except OSError as error:\n"
+        "        print('refused', type(error).__name__)"
+    )
+    try:
+        out = sandbox_run(code).stdout
+        for listener in (abstract, on_disk):
+            with pytest.raises(BlockingIOError):
+                listener.accept()
+    finally:
+        abstract.close()
+        on_disk.close()
+    assert "CONNECTED" not in out and out.count("refused") == 2, out
+
+
+def test_nothing_is_writable_but_the_private_tmp(sandbox_run):
+    code = (
+        "import os, sys\n"
+        "for root in ['/', '/etc', '/usr', '/dev', '/proc/sys/kernel', sys.prefix, sys.base_prefix, *sys.path]:\n"
+        "    try:\n"
+        "        open(os.path.join(root, 'gem-escaped'), 'w').close()\n"
+        "        print('WROTE', root)\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "open('/tmp/ok', 'w').close()\n"
+        "print('tmp writable')"
+    )
+    assert sandbox_run(code).stdout == "tmp writable\n"
