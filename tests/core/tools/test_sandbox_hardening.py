@@ -279,3 +279,15 @@ def test_nothing_is_writable_but_the_private_tmp(sandbox_run):
         "print('tmp writable')"
     )
     assert sandbox_run(code).stdout == "tmp writable\n"
+
+
+def test_memory_in_memfd_files_counts_toward_the_cap(sandbox_run):
+    # Written with write() and never mapped, memfd pages are in no RSS: 928 MiB stayed held under a
+    # 256 MiB cap (58 files of 16 MiB, RLIMIT_FSIZE each), and forked copies would multiply it.
+    code = (
+        "import os, time\nfds = []\nchunk = b'x' * (1 << 20)\n"
+        "for i in range(58):\n    fd = os.memfd_create(f'm{i}')\n    for _ in range(16):\n        os.write(fd, chunk)\n    fds.append(fd)\n"
+        "print('held', flush=True)\ntime.sleep(5)"
+    )
+    result = sandbox_run(code, memory_mb=256, timeout=20)
+    assert result.limit == "memory" and "held" not in result.stdout, result
