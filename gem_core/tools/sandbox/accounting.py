@@ -3,8 +3,8 @@ and the number of files in its private ``/tmp`` and ``/dev/shm``.
 
 Per-process limits (``RLIMIT_AS``) let a snippet multiply its memory by forking, and a tmpfs's size cap
 does not count inodes (300k empty files cost 300 MiB of host kernel memory). The kernel's tool for a
-group limit is a cgroup, but cgroup v2 is not delegated everywhere (this project's CI machine has only
-v1), so the host samples instead, every ``SandboxConfig.sample_interval`` seconds:
+group limit is a cgroup, but cgroup v2 is not delegated everywhere (this project's CI machine has no
+v2 memory controller), so the host samples instead, every ``SandboxConfig.sample_interval`` seconds:
 
 - memory: the resident anonymous memory of every process the snippet started, found through
   ``/proc/PID/task/TID/children`` from the worker down (the worker's supervisor, which never runs
