@@ -18,7 +18,6 @@ from gem_core.tools.tool import ToolCall, ToolResult
 __all__ = ["SearchTool", "format_passages"]
 
 
-
 def _contents(item: Any) -> str | None:
     """The passage text of one hit (``{"document": {...}, "score": s}`` or a bare document), or None."""
     document = item.get("document", item) if isinstance(item, dict) else None
