@@ -138,7 +138,10 @@ def _hostile_check(make_env: Callable[[], Any], step_limit: float) -> CheckResul
     env.reset(seed=0)
     if _step_within(env, env.sample_random_action(), max(step_limit, 120.0)) is None:
         return CheckResult("hostile actions", False, "a well-formed first step did not return within 120 s")
-    declared = getattr(env.unwrapped, "max_step_seconds", None)
+    try:
+        declared = env.get_wrapper_attr("max_step_seconds")  # a tool wrapper declares its calls' time
+    except AttributeError:
+        declared = None
     if isinstance(declared, (int, float)) and math.isfinite(declared):
         step_limit = max(step_limit, 2 * declared)  # an env that grades under a timeout declares it; allow a loaded machine 2x
     slowest = 0.0

@@ -22,10 +22,11 @@ ones today).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from gem_core.tools.tags import tag_spans
 
 __all__ = [
     "CALL_FORMATS",
@@ -66,11 +67,8 @@ def _load_call(text: str, span: tuple[int, int], arguments_key: str = "arguments
     return NativeCall(payload["name"], arguments, span)
 
 
-_HERMES = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
-
-
 def _parse_hermes(action: str) -> list[NativeCall]:
-    return [_load_call(m.group(1), m.span()) for m in _HERMES.finditer(action)]
+    return [_load_call(t.body(action).strip(), (t.start, t.end)) for t in tag_spans(action, "<tool_call>", "</tool_call>")]
 
 
 def _parse_llama3_json(action: str) -> list[NativeCall]:
@@ -83,17 +81,30 @@ def _parse_llama3_json(action: str) -> list[NativeCall]:
     return [call] if call.name or '"name"' in body else []
 
 
-_DEEPSEEK = re.compile(
-    r"<｜tool▁call▁begin｜>\s*(?:function)?\s*<｜tool▁sep｜>\s*([^\n]+?)\s*\n\s*```(?:json)?\s*(.*?)\s*```\s*<｜tool▁call▁end｜>",
-    re.DOTALL,
-)
+_DEEPSEEK_BEGIN, _DEEPSEEK_SEP, _DEEPSEEK_END = "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>"
+
+
+def _deepseek_name_and_arguments(body: str) -> tuple[str, str] | None:
+    """``[function]<sep>NAME\n```json\nARGUMENTS\n````` split with string operations: the regex it
+    replaces backtracked quadratically over long runs of openers or whitespace."""
+    head, sep, tail = body.partition(_DEEPSEEK_SEP)
+    if not sep or head.strip() not in ("", "function"):
+        return None
+    name, newline, rest = tail.lstrip().partition("\n")
+    name, fence = name.rstrip(), rest.strip()
+    if not newline or not name or len(fence) < 6 or not (fence.startswith("```") and fence.endswith("```")):
+        return None
+    arguments = fence[3:-3]
+    return name, (arguments[4:] if arguments.startswith("json") else arguments).strip()
 
 
 def _parse_deepseek_v3(action: str) -> list[NativeCall]:
     out = []
-    for m in _DEEPSEEK.finditer(action):
-        call = _load_call(json.dumps({"name": m.group(1)})[:-1] + ', "arguments": ' + m.group(2) + "}", m.span())
-        out.append(call)
+    for found in tag_spans(action, _DEEPSEEK_BEGIN, _DEEPSEEK_END):
+        parts = _deepseek_name_and_arguments(found.body(action))
+        if parts is not None:
+            name, arguments = parts
+            out.append(_load_call(json.dumps({"name": name})[:-1] + ', "arguments": ' + arguments + "}", (found.start, found.end)))
     return out
 
 

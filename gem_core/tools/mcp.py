@@ -19,25 +19,24 @@ import asyncio
 import concurrent.futures
 import json
 import os
-import re
 import threading
 from pathlib import Path
 from typing import Any
 
+from gem_core.tools.tags import tag_spans
 from gem_core.tools.tool import ToolCall, ToolResult
 
 __all__ = ["MCPTool", "parse_tool_calls"]
 
-_CALL_PATTERN = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 _CALL_FORMAT = '<tool_call>{"name": "TOOL", "arguments": {...}}</tool_call>'
 
 
 def parse_tool_calls(action: str, tool: str = "mcp") -> list[ToolCall]:
     """Every ``<tool_call>`` block of ``action``; a malformed one becomes a call with ``error`` set."""
     calls = []
-    for match in _CALL_PATTERN.finditer(action):
-        content, error = _parse_call_body(match.group(1))
-        calls.append(ToolCall(tool=tool, content=content, span=match.span(), error=error))
+    for found in tag_spans(action, "<tool_call>", "</tool_call>"):
+        content, error = _parse_call_body(found.body(action))
+        calls.append(ToolCall(tool=tool, content=content, span=(found.start, found.end), error=error))
     return calls
 
 
@@ -106,6 +105,13 @@ class MCPTool:
         self._client: Any = None
         self._tools: list[dict[str, Any]] = []
         self._pid = os.getpid()
+
+    @property
+    def max_call_seconds(self) -> float:
+        """The longest one call may take, reconnects included: each attempt may start the server
+        (``connect_timeout`` and the start's safety margin), run the call (``timeout`` and its margin) and
+        end a broken session (15 s). Large: a slow MCP server is the server's owner's to bound."""
+        return (self.reconnects + 1) * (self.connect_timeout + 15 + self.timeout + 5 + 15)
 
     # The session lives on a private loop; pickling (process backends) sends the configuration only.
     def __getstate__(self) -> dict[str, Any]:

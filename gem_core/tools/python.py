@@ -11,14 +11,14 @@ import re
 
 from gem_core.tools.sandbox import SandboxResult, arun_python, resolve_mode, run_python
 from gem_core.tools.sandbox.config import mode_from_environment, resolve_backend
+from gem_core.tools.tags import tag_spans
 from gem_core.tools.tool import ToolCall, ToolResult
 
 __all__ = ["PythonTool", "find_python_block", "format_sandbox_result"]
 
-_BLOCK_PATTERNS = (
-    re.compile(r"<python>(.*?)</python>", re.DOTALL),
-    re.compile(r"```(?:python|py)[ \t]*\n(.*?)```", re.DOTALL),
-)
+# A fence's opener holds the closer (```), so this pattern cannot rescan far; <python> tags are found
+# by :func:`tag_spans` in one pass (a regex would rescan from every unclosed opener).
+_FENCED = re.compile(r"```(?:python|py)[ \t]*\n(.*?)```", re.DOTALL)
 
 _LIMIT_MESSAGES = {
     "time": "the program ran longer than {timeout:g} s and was stopped",
@@ -34,18 +34,20 @@ _LIMIT_MESSAGES = {
 
 def find_python_block(action: str) -> ToolCall | None:
     """The first complete Python block in ``action``, or None."""
-    first: re.Match[str] | None = None
-    for pattern in _BLOCK_PATTERNS:
-        match = pattern.search(action)
-        if match and (first is None or match.start() < first.start()):
-            first = match
-    if first is None:
+    found: list[tuple[tuple[int, int], str]] = []
+    tagged = next(tag_spans(action, "<python>", "</python>"), None)
+    if tagged is not None:
+        found.append(((tagged.start, tagged.end), tagged.body(action)))
+    fenced = _FENCED.search(action)
+    if fenced is not None:
+        found.append((fenced.span(), fenced.group(1)))
+    if not found:
         return None
-    code = first.group(1)
-    fenced = _BLOCK_PATTERNS[1].search(code)
-    if fenced and code.strip().startswith("```"):  # <python>```python ... ```</python>
-        code = fenced.group(1)
-    return ToolCall(tool="python", content=code, span=first.span())
+    span, code = min(found, key=lambda item: item[0][0])
+    inner = _FENCED.search(code)
+    if inner and code.strip().startswith("```"):  # <python>```python ... ```</python>
+        code = inner.group(1)
+    return ToolCall(tool="python", content=code, span=span)
 
 
 def _clip(text: str, limit: int) -> str:
@@ -92,6 +94,8 @@ class PythonTool:
     """
 
     name = "python"
+    #: Only the first block of an action runs (:func:`find_python_block`).
+    max_calls_per_action = 1
 
     def __init__(
         self, *, timeout: float = 5.0, memory_mb: int = 512, mode: str | None = None, max_chars: int = 4000,
@@ -103,6 +107,12 @@ class PythonTool:
         # On Ray the sandbox nodes check the mode; this machine (a GPU node) need not have bubblewrap.
         self.mode = resolve_mode(mode) if self.backend == "local" else (mode or mode_from_environment())
         self.max_chars = max_chars
+
+    @property
+    def max_call_seconds(self) -> float:
+        """The longest one call may take: the program's timeout plus the sandbox's start and report
+        (:attr:`gem_core.env.Env.max_step_seconds` of a tool env is built from it)."""
+        return self.timeout + 2.0
 
     @property
     def instruction(self) -> str:

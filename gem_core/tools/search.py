@@ -9,15 +9,13 @@ checked, and the observation cut to ``max_chars``.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from gem_core.http_call import CallFailed, Reply, arequest, run_sync
+from gem_core.tools.tags import tag_spans
 from gem_core.tools.tool import ToolCall, ToolResult
 
 __all__ = ["SearchTool", "format_passages"]
-
-_SEARCH_PATTERN = re.compile(r"<search>(.*?)</search>", re.DOTALL)
 
 
 def _contents(item: Any) -> str | None:
@@ -86,6 +84,12 @@ class SearchTool:
         self.max_response_bytes = max_response_bytes
 
     @property
+    def max_call_seconds(self) -> float:
+        """The longest one query may take: ``timeout`` covers the whole call, retries included; one
+        second more for reading and checking the answer."""
+        return self.timeout + 1.0
+
+    @property
     def instruction(self) -> str:
         return (
             "You can search a knowledge base: write <search>your query</search>. The best matching passages "
@@ -94,10 +98,10 @@ class SearchTool:
 
     def parse(self, action: str) -> list[ToolCall]:
         calls = []
-        for match in _SEARCH_PATTERN.finditer(action):
-            query = _clean_query(match.group(1).strip())
+        for found in tag_spans(action, "<search>", "</search>"):
+            query = _clean_query(found.body(action).strip())
             error = None if query else "the query is empty: write <search>what to look up</search>"
-            calls.append(ToolCall(tool=self.name, content=query, span=match.span(), error=error))
+            calls.append(ToolCall(tool=self.name, content=query, span=(found.start, found.end), error=error))
         return calls
 
     def _answer(self, query: str, reply: Reply) -> ToolResult:

@@ -106,6 +106,16 @@ class ToolUse(Wrapper):
             return "You can call these tools; to call one, write:\n" + "\n".join(lines)
         return "\n\n".join(text for text in (tool.instruction for tool in self.tools.values()) if text)
 
+    @property
+    def max_step_seconds(self) -> float:
+        """The longest one step may take: the wrapped env's step, or the calls one action may make,
+        each as long as the slowest tool declares (``max_call_seconds``; unbounded if a tool declares
+        none). A tool that runs at most one call per action says so with ``max_calls_per_action``."""
+        slowest_call = max(getattr(tool, "max_call_seconds", float("inf")) for tool in self.tools.values())
+        per_action = sum(getattr(tool, "max_calls_per_action", self.max_tool_calls) for tool in self.tools.values())
+        inner = self.env.get_wrapper_attr("max_step_seconds")
+        return max(inner, min(self.max_tool_calls, per_action) * slowest_call)
+
     def on_reset(self, observation: str, info: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         self.tool_call_count = 0
         if self.add_instructions and self.instructions:

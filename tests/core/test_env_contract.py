@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import math
 import warnings
+from pathlib import Path
 
 import pytest
 from gymnasium.utils.env_checker import check_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from collections.abc import Sequence
 
 from gem_core import Env, list_envs, spec
 from gem_core.env import EPISODE_OVER
@@ -189,9 +192,12 @@ _NASTY = ["\\boxed{10**10**10}", "\\boxed{1e999999}", "\\boxed{9^{9^{9^{9}}}}", 
           "\\boxed{NaN}", "\\boxed{-0}", "\\boxed{}", "\\boxed{\x00}", "\\boxed{\u202e1}", "\\boxed{😀}"]  # fmt: skip
 
 
-def hostile_action(rng, env) -> str:
+def hostile_action(rng, env, attacks: Sequence[str] = ()) -> str:
     """A move drawn to hurt: mostly legal-looking, then mutated, random code points (control chars
-    and lone surrogates included), nesting, megabyte strings, numbers that explode in a parser."""
+    and lone surrogates included), nesting, megabyte strings, numbers that explode in a parser; with
+    ``attacks`` (a tool env's hostile calls), one of those a third of the time."""
+    if attacks and rng.random() < 0.33:
+        return attacks[int(rng.integers(len(attacks)))]
     kind = rng.random()
     if kind < 0.45:
         return env.sample_random_action()
@@ -210,17 +216,19 @@ def hostile_action(rng, env) -> str:
     return _HUGE[int(rng.integers(len(_HUGE)))]
 
 
-def fuzz(env, rng, *, steps: int | None = None, seconds: float | None = None) -> tuple[int, float]:
+def fuzz(env, rng, *, steps: int | None = None, seconds: float | None = None, attacks: Sequence[str] = ()) -> tuple[int, float]:
     """Hostile steps until ``steps`` or ``seconds`` run out; ``(steps taken, slowest step)``. Every step
-    must answer (no exception) within the env's declared ``max_step_seconds``, less the worker start-up
-    or dataset build it reports in ``info["scorer_setup_seconds"]`` (outside the declared limit)."""
+    must answer (no exception) within the env's declared ``max_step_seconds`` (the outermost wrapper's
+    declaration: a tool wrapper adds its calls' time), less the worker start-up or dataset build it
+    reports in ``info["scorer_setup_seconds"]`` (outside the declared limit). ``attacks`` are each
+    played once first, whatever the time, then drawn among the random actions."""
     import time
 
-    limit = env.unwrapped.max_step_seconds
+    limit = env.get_wrapper_attr("max_step_seconds")
     env.reset(seed=int(rng.integers(2**31)))
     taken, slowest, stop_at = 0, 0.0, time.monotonic() + (seconds or float("inf"))
-    while (steps is None or taken < steps) and time.monotonic() < stop_at:
-        action = hostile_action(rng, env)
+    while (steps is None or taken < steps) and (time.monotonic() < stop_at or taken < len(attacks)):
+        action = attacks[taken] if taken < len(attacks) else hostile_action(rng, env, attacks)
         start = time.perf_counter()
         obs, reward, terminated, truncated, info = env.step(action)
         elapsed = time.perf_counter() - start - info.get("scorer_setup_seconds", 0.0)
@@ -273,12 +281,122 @@ def test_fuzz_graded_envs_for_a_bounded_time(env_id):
     assert taken > 0
 
 
+# ------------------------------------------------------------------------- code and tool envs
+
+#: Seconds of hostile actions per code or tool env, after each of its attacks below was played once
+#: (about 15-40 steps here; a hostile program runs to its timeout, 1 s in these tests).
+FUZZ_SECONDS_PER_TOOL_ENV = 3.0
+#: Tool and code envs fuzzed on every run, one per tool and judge (MCP has no registered id: it wraps
+#: ``math:Sample`` below); the rest of the ids run under -m slow.
+FUZZ_TOOL_IDS = ["code:Sample", "math:Sample-python", "qa:Sample-search"]
+TOOL_TIMEOUT = 1.0
+
+#: Programs a hostile model runs through the Python tool or submits to a code judge.
+HOSTILE_PROGRAMS = [
+    "while True:\n    pass",
+    "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass",
+    "chunks = []\nwhile True:\n    chunks.append(bytearray(64 * 1024 * 1024))",
+    "import sys\nwhile True:\n    sys.stdout.write('x' * 1_000_000)",
+    "import os\nfor n in range(100_000):\n    open(f'/tmp/{n}', 'w').close()",
+    "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nos.kill(-1, signal.SIGKILL)",
+    "import sys\nsys.setrecursionlimit(10**6)\ndef f(): return f()\nf()",
+    "import time\nprint('sleeping', flush=True)\ntime.sleep(60)",
+    "import os, sys\nos.write(3, b'{\"exit\": 0}\\n')\nsys.stdout.close()\nos.close(1)\nraise SystemExit(0)",
+    "print(open('/proc/1/cmdline').read(), open('/etc/hostname').read())",
+    "x = " + "(" * 10_000 + ")" * 10_000,
+]
+_FLOODS = ["<python>" * 100_000, "```python\n" * 100_000, "<search>" * 100_000, "<tool_call>" * 100_000, "<tool_call>{" * 80_000]
+TOOL_ATTACKS = {
+    "python": [f"<python>\n{code}\n</python>" for code in HOSTILE_PROGRAMS] + ["<python></python>", "<python>\x00</python>", *_FLOODS],
+    "code": [f"```python\n{code}\n```" for code in HOSTILE_PROGRAMS] + ["```python\n\x00\n```", *_FLOODS],
+    "search": [
+        "<search>" + "paris " * 200_000 + "</search>",
+        "<search>\ud800\udfff</search>",
+        "<search>   </search>",
+        "<search>capital</search>" * 50,
+        "<search>" + "\x00" * 1000 + "</search>",
+        "<search>" + "{" * 100_000 + "</search>",
+        *_FLOODS,
+    ],
+    "mcp": [
+        '<tool_call>{"name": "add", "arguments": {"a": 1, "b": 2}}</tool_call>',
+        '<tool_call>{"name": "add", "arguments": {"a": "x", "b": [1]}}</tool_call>',
+        '<tool_call>{"name": "fail", "arguments": {"reason": "boom"}}</tool_call>',
+        '<tool_call>{"name": "no_such_tool", "arguments": {}}</tool_call>',
+        '<tool_call>{"name": "reverse", "arguments": {"text": "' + "x" * 1_000_000 + '"}}</tool_call>',
+        "<tool_call>" + "[" * 100_000 + "</tool_call>",
+        "<tool_call>{not json}</tool_call>" * 20,
+        '<tool_call>{"name": "add", "arguments": "{\\"a\\": 1e999999, \\"b\\": 1}"}</tool_call>',
+        *_FLOODS,
+    ],
+}
+#: One harmless call per tool, played (untimed) before the fuzz: it starts the sandbox zygote, the
+#: grading worker or the MCP server, whose start-up is not a step's time.
+WARM_UP = {
+    "python": "<python>print(1)</python>",
+    "code": "```python\nprint(1)\n```",
+    "search": "<search>capital of france</search>",
+    "mcp": '<tool_call>{"name": "add", "arguments": {"a": 1, "b": 1}}</tool_call>',
+}
+
+
+def tool_of(env_id: str) -> str:
+    if spec(env_id).category == "code":
+        return "code"
+    return "python" if env_id.endswith("-python") else "search"
+
+
+def make_tool_env(env_id: str, search_url: str):
+    """The sample env of ``env_id`` with 1 s tool and judge timeouts (so that an attack costs 1 s)."""
+    kind = tool_of(env_id)
+    overrides = {
+        "code": {"timeout": TOOL_TIMEOUT},
+        "python": {"python_timeout": TOOL_TIMEOUT},
+        "search": {"search_url": search_url, "search_timeout": TOOL_TIMEOUT},
+    }[kind]
+    env_spec = spec(env_id)
+    return env_spec.make(**{**env_spec.sample_kwargs, **overrides}), kind
+
+
+def fuzz_tool_env(env, kind: str) -> int:
+    import numpy as np
+
+    env.reset(seed=0)
+    env.step(WARM_UP[kind])
+    try:
+        taken, _ = fuzz(env, np.random.default_rng(14), seconds=FUZZ_SECONDS_PER_TOOL_ENV, attacks=TOOL_ATTACKS[kind])
+    finally:
+        env.close()
+    return taken
+
+
+@pytest.mark.parametrize("env_id", FUZZ_TOOL_IDS)
+def test_fuzz_code_and_tool_envs_for_a_bounded_time(env_id, retrieval_server):
+    env, kind = make_tool_env(env_id, retrieval_server.url)
+    assert fuzz_tool_env(env, kind) >= len(TOOL_ATTACKS[kind])
+
+
+def test_fuzz_an_mcp_wrapped_env_for_a_bounded_time():
+    pytest.importorskip("fastmcp")
+    from gem_core.tools.mcp import MCPTool
+    from gem_core.wrappers.tools import ToolUse
+
+    server = Path(__file__).parent / "tools" / "mcp_server.py"
+    env = ToolUse(make_sample("math:Sample"), [MCPTool(str(server), timeout=TOOL_TIMEOUT, connect_timeout=30)], max_tool_calls=3)
+    assert fuzz_tool_env(env, "mcp") >= len(TOOL_ATTACKS["mcp"])
+
+
+OTHER_IDS = [i for i in ENV_IDS if not i.startswith("game:") and i not in FUZZ_GRADED_IDS + FUZZ_TOOL_IDS]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("env_id", [i for i in ENV_IDS if not i.startswith("game:") and i not in FUZZ_GRADED_IDS])
-def test_fuzz_every_other_env_for_a_bounded_time(env_id):
+@pytest.mark.parametrize("env_id", OTHER_IDS)
+def test_fuzz_every_other_env_for_a_bounded_time(env_id, retrieval_server):
     import numpy as np
 
     if spec(env_id).category == "code" or env_id.endswith(("-python", "-search")):
-        pytest.skip("code and tool envs declare no step limit of their own yet (the sandbox's and the tools' owners)")
+        env, kind = make_tool_env(env_id, retrieval_server.url)
+        assert fuzz_tool_env(env, kind) >= len(TOOL_ATTACKS[kind])
+        return
     taken, _ = fuzz(_warmed(env_id), np.random.default_rng(14), seconds=FUZZ_SECONDS_PER_GRADED_ENV)
     assert taken > 0

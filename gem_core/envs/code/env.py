@@ -89,6 +89,12 @@ class CodeEnv(DatasetEnv):
         self.problem = ""
         self.tests: list[TestCase] = []
 
+    @property
+    def max_step_seconds(self) -> float:  # type: ignore[override]
+        """Every test run to its timeout, each with the sandbox's start and report (tests run one after
+        another)."""
+        return self.max_tests * (self.timeout + 2.0)
+
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         """Draw a problem; ``options={"index": i}`` picks row ``i`` instead."""
         row = self.draw_row(seed, options)

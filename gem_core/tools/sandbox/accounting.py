@@ -3,8 +3,8 @@ and the number of files in its private ``/tmp`` and ``/dev/shm``.
 
 Per-process limits (``RLIMIT_AS``) let a snippet multiply its memory by forking, and a tmpfs's size cap
 does not count inodes (300k empty files cost 300 MiB of host kernel memory). The kernel's tool for a
-group limit is a cgroup, but cgroup v2 is not delegated everywhere (this project's CI machine has only
-v1), so the host samples instead, every ``SandboxConfig.sample_interval`` seconds:
+group limit is a cgroup, but cgroup v2 is not delegated everywhere (this project's CI machine has no
+v2 memory controller), so the host samples instead, every ``SandboxConfig.sample_interval`` seconds:
 
 - memory: the resident anonymous memory of every process the snippet started, found through
   ``/proc/PID/task/TID/children`` from the worker down (the worker's supervisor, which never runs
@@ -12,6 +12,10 @@ v1), so the host samples instead, every ``SandboxConfig.sample_interval`` second
   after a fork counts in every process sharing it); only when that sum is over the cap is the precise
   figure read, ``Pss_Anon`` from ``smaps_rollup`` (shared pages split among their sharers), and the
   cap is judged on it;
+- shared memory the snippet holds: ``RssShmem`` (``Pss_Shmem`` when judging), and the blocks of every
+  ``memfd`` file its processes hold open, counted once each. Written with ``write()`` and never mapped,
+  a memfd's pages are in no process's RSS: 58 memfds of 16 MiB (``RLIMIT_FSIZE`` each) held 928 MiB
+  under a 256 MiB cap, per process, before they were counted;
 - files: inodes in use on the sandbox's ``/tmp`` and ``/dev/shm``, from ``statvfs`` through
   ``/proc/PID/root``;
 - the working directory (``SandboxConfig.work_dir``, a host directory): bytes and entries under it,
@@ -27,7 +31,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["process_tree", "anonymous_memory", "SandboxMonitor", "work_dir_over"]
+__all__ = ["process_tree", "anonymous_memory", "held_memfd_bytes", "SandboxMonitor", "work_dir_over"]
 
 
 def _children(pid: int) -> list[int]:
@@ -56,25 +60,54 @@ def process_tree(root: int) -> list[tuple[int, int]]:
     return tree
 
 
-def _field_kib(path: str, name: bytes) -> int | None:
+def _fields_bytes(path: str, names: tuple[bytes, ...]) -> int | None:
+    """The sum of the ``kB`` fields ``names`` of a /proc file, in bytes; None if it cannot be read or
+    holds none of them."""
+    total, found = 0, False
     try:
         with open(path, "rb") as file:
             for line in file:
-                if line.startswith(name):
-                    return int(line.split()[1]) * 1024
+                if line.startswith(names):
+                    total += int(line.split()[1]) * 1024
+                    found = True
     except (OSError, ValueError, IndexError):
-        pass
-    return None
+        return None
+    return total if found else None
 
 
 def anonymous_memory(pid: int, proportional: bool = False) -> int:
-    """Resident anonymous memory of ``pid`` in bytes (0 if it is gone); ``proportional`` splits pages
-    shared with other processes among them (slower: the kernel walks the page tables)."""
+    """Resident anonymous and shared (shmem, memfd, tmpfs) memory ``pid`` maps, in bytes (0 if it is
+    gone); ``proportional`` splits pages shared with other processes among them (slower: the kernel
+    walks the page tables)."""
     if proportional:
-        value = _field_kib(f"/proc/{pid}/smaps_rollup", b"Pss_Anon:")
+        value = _fields_bytes(f"/proc/{pid}/smaps_rollup", (b"Pss_Anon:", b"Pss_Shmem:"))
         if value is not None:
             return value
-    return _field_kib(f"/proc/{pid}/status", b"RssAnon:") or 0
+    return _fields_bytes(f"/proc/{pid}/status", (b"RssAnon:", b"RssShmem:")) or 0
+
+
+def held_memfd_bytes(pids: list[int]) -> int:
+    """Bytes allocated to the ``memfd`` files that ``pids`` hold open, each file once: memory that no
+    RSS shows until it is mapped and touched."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            path = f"/proc/{pid}/fd/{fd}"
+            try:
+                if not os.readlink(path).startswith("/memfd:"):
+                    continue
+                stats = os.stat(path)
+            except OSError:
+                continue
+            if (stats.st_dev, stats.st_ino) not in seen:
+                seen.add((stats.st_dev, stats.st_ino))
+                total += stats.st_blocks * 512
+    return total
 
 
 def _inodes_in_use(path: str) -> int:
@@ -122,9 +155,10 @@ class SandboxMonitor:
         """``"memory"``, ``"disk"`` or None."""
         tree = process_tree(self.root)
         snippet = [pid for pid, depth in tree if depth > self.supervisor_depth]
-        used = sum(anonymous_memory(pid) for pid in snippet)
+        held = held_memfd_bytes(snippet)
+        used = held + sum(anonymous_memory(pid) for pid in snippet)
         if used > self.memory_bytes:
-            used = sum(anonymous_memory(pid, proportional=True) for pid in snippet)
+            used = held + sum(anonymous_memory(pid, proportional=True) for pid in snippet)
         self.peak_memory = max(self.peak_memory, used)
         if used > self.memory_bytes:
             return "memory"

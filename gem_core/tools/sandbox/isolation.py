@@ -202,6 +202,9 @@ def _arguments(config: SandboxConfig, privileged: bool, zygote: bool) -> list[st
         # Bound last, so nothing bound after it can cover it; read-write, nosuid and nodev (bwrap's default).
         arguments += ["--bind", str(Path(config.work_dir).resolve()), str(mount)]
         working_directory = str(mount)
+    # Last, once every mount point exists: bubblewrap's root is a tmpfs without a size cap, writable by
+    # the snippet when run unprivileged (the uid owns it) and shared by every call of a zygote.
+    arguments += ["--remount-ro", "/"]
     arguments += ["--chdir", working_directory, "--clearenv"]
     for key, value in ENV.items():
         arguments += ["--setenv", key, value]

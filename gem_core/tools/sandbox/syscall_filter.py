@@ -4,7 +4,8 @@ Namespaces and resource limits keep a snippet away from the host's files, networ
 filter takes away the kernel interfaces that would let it attack those walls or the sandbox's own
 supervisor: debugging other processes (``ptrace``, ``process_vm_*``), new namespaces (``unshare``,
 ``setns``, ``clone`` with a namespace flag), mounting, the kernel keyring, BPF, perf events,
-``userfaultfd``, module loading and other administration calls. Everything else is allowed: ordinary
+``userfaultfd``, ``io_uring`` (a large kernel surface whose queued operations seccomp never sees), module
+loading and other administration calls. Everything else is allowed: ordinary
 programs (numpy, subprocess, threads) run unchanged. Denied calls fail with ``EPERM``; ``clone3`` fails
 with ``ENOSYS`` (its flags sit behind a pointer the filter cannot read), so the C library falls back to
 ``clone``, whose flags it can.
@@ -29,6 +30,7 @@ DENIED_SYSCALLS = (
     "fspick", "mount_setattr",
     "keyctl", "add_key", "request_key",
     "bpf", "perf_event_open", "userfaultfd",
+    "io_uring_setup", "io_uring_enter", "io_uring_register",
     "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load",
     "open_by_handle_at", "name_to_handle_at",
     "acct", "swapon", "swapoff", "reboot", "syslog", "iopl", "ioperm", "quotactl", "lookup_dcookie",

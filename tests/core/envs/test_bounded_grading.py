@@ -154,3 +154,45 @@ def test_worker_start_up_is_reported_apart_from_the_call():
         scoring.close()
     assert first.value == second.value == 6
     assert first.setup_seconds > second.setup_seconds  # the first call waited for the interpreter to start
+
+
+# ------------------------------------------------------------------- every grader, every hostile answer
+
+#: Issue 14's hostile answers: nesting that was quadratic to extract, numbers that explode in a parser or
+#: a scorer, and a megabyte of action (over the extraction cap, and inside a box).
+HOSTILE_ANSWERS = {
+    "nested boxes": "\\boxed{" * 10_000 + "1",
+    "tower": "\\boxed{10**10**10}",
+    "huge float": "\\boxed{1e999999}",
+    "power tower": "<answer>9^{9^{9^{9}}}</answer>",
+    "1 MB action": "x" * 1_000_000,
+    "1 MB answer": "\\boxed{" + "9" * 999_990 + "}",
+}
+GRADED = {
+    "math:Sample": ("grade_timeout", lambda env: f"\\boxed{{{env.gold}}}"),
+    "qa:Sample": ("score_timeout", lambda env: f"\\boxed{{{env.golds[0]}}}"),
+    "rg:n_queens": ("score_timeout", lambda env: f"<answer>{env.entry['answer']}</answer>"),
+    "rg:basic_arithmetic": ("score_timeout", lambda env: f"<answer>{env.entry['answer']}</answer>"),
+}
+
+
+@pytest.mark.parametrize("env_id", sorted(GRADED))
+def test_hostile_answers_score_zero_within_the_declared_limit_and_the_next_episode_works(env_id):
+    pytest.importorskip({"math": "math_verify", "qa": "datasets", "rg": "reasoning_gym"}[env_id.split(":")[0]])
+    from gem_core.registry import make
+
+    timeout_key, correct = GRADED[env_id]
+    env = make(env_id, **{timeout_key: 1.0})
+    env.reset(seed=0)
+    env.step("\\boxed{0}")  # worker start-up and dataset build happen here, outside the timed steps
+    for name, answer in HOSTILE_ANSWERS.items():
+        env.reset(seed=0)
+        (_, reward, terminated, _, info), seconds = timed(env.step, answer)
+        assert seconds <= env.max_step_seconds, f"{env_id} {name}: {seconds:.1f} s"
+        # Not paid as correct (reasoning-gym's own scorers give some tasks' wrong numbers partial credit,
+        # 0.1-0.125 on basic_arithmetic; every other grader gives 0).
+        assert not info.get("correct") and terminated, (name, reward, info)
+        assert reward < 1.0 if env_id.startswith("rg:") else reward <= 0.0, (name, reward, info)
+        assert info.get("error") in (None, "timeout"), (name, info)  # a clean 0, or the timeout said so
+    env.reset(seed=0)
+    assert env.step(correct(env.unwrapped))[1] == 1.0

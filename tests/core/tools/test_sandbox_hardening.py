@@ -4,6 +4,7 @@ paths shown to the snippet. Each ran successfully against the sandbox before the
 
 from __future__ import annotations
 
+import os
 import platform
 import tracemalloc
 from pathlib import Path
@@ -11,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from gem_core.tools.sandbox import SandboxConfig, SandboxPool, isolation, run_python
+
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
 
 @pytest.fixture(scope="module", params=["zygote", "sandbox per call"])
 def sandbox_run(request, bwrap_mode):
@@ -178,3 +181,126 @@ def test_concurrent_calls_cannot_reach_each_other(sandbox_run):
         listened, visited = first.result(), second.result()
     assert "listening" in listened.stdout and "ACCEPTED" not in listened.stdout
     assert "refused" in visited.stdout and "listener-was-here" not in visited.stdout, visited
+
+
+# ---------------------------------------------------------------- re-attack: a hostile user's checklist
+# Each known escape tried once more from inside, as a user of the sandbox would (issue 14's re-probe).
+
+
+def test_ptrace_and_memory_reads_of_the_sandbox_init_and_parent_are_denied(sandbox_run):
+    code = LIBC + (
+        "for pid in sorted({1, os.getppid()}):\n"
+        "    print(libc.ptrace(16, pid, 0, 0), ctypes.get_errno())  # PTRACE_ATTACH\n"
+        "    print(libc.ptrace(0x4206, pid, 0, 0), ctypes.get_errno())  # PTRACE_SEIZE\n"
+        "print(libc.syscall(310, 1, 0, 0, 0, 0, 0), ctypes.get_errno())  # process_vm_readv(1, ...)"
+    )
+    out = sandbox_run(code).stdout.splitlines()
+    assert out and set(out) == {"-1 1"}, out  # EPERM each
+
+
+def test_io_uring_is_denied(sandbox_run):
+    # Its queued operations run in the kernel without passing the seccomp filter; bare io_uring_setup
+    # answered EFAULT (reachable) before it was denied. 425 is io_uring_setup on every architecture.
+    assert sandbox_run(LIBC + "print(libc.syscall(425, 1, 0), ctypes.get_errno())").stdout == "-1 1\n"
+
+
+def test_the_sandbox_init_shows_nothing_of_the_host_and_no_host_process_is_visible(sandbox_run, monkeypatch):
+    """Run unprivileged with a sandbox per call, PID 1 is bubblewrap's init under the snippet's own uid,
+    so its /proc entries are readable: they must hold nothing of the host's (environment, paths)."""
+    canary = "gem-canary-" + os.urandom(8).hex()
+    monkeypatch.setenv("GEM_HOSTILE_CANARY", canary)  # a secret in the caller's environment
+    code = (
+        "import os\n"
+        "print(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()) <= [1, 2, 3])\n"
+        "for pid in sorted({1, os.getppid()}):\n"
+        "    for name in ('environ', 'cmdline', 'root/', 'cwd/', 'fd'):\n"
+        "        path = f'/proc/{pid}/{name}'\n"
+        "        try:\n"
+        "            print(path, os.listdir(path) if name.endswith(('/', 'fd')) else open(path, 'rb').read().replace(bytes(1), b' ')[:2000])\n"
+        "        except OSError as error:\n"
+        "            print(path, 'refused', type(error).__name__)\n"
+    )
+    out = sandbox_run(code).stdout
+    assert out.startswith("True\n"), out
+    # (The home directory may hold the interpreter, which the sandbox shows: not a secret here.)
+    for secret in (canary, str(PROJECT_ROOT), os.getcwd(), "--ro-bind"):
+        assert secret not in out, (secret, out)
+
+
+def test_no_gem_module_or_dataset_is_reachable_from_sys_path(sandbox_run):
+    code = (
+        "import glob, sys\n"
+        "found = [p for root in sys.path for pattern in ('/*/envs/*/data/*', '/gem_core*', '/gem_adapters*', '/*/tools/retrieval_server/data/*')\n"
+        "         for p in glob.glob(root + pattern)]\n"
+        "print(found)\n"
+        "try:\n"
+        "    import gem_core\n"
+        "    print('IMPORTED', gem_core.__file__)\n"
+        "except ImportError:\n"
+        "    print('no gem_core')"
+    )
+    out = sandbox_run(code).stdout
+    assert out == "[]\nno gem_core\n", out
+
+
+def test_a_host_unix_socket_is_unreachable(sandbox_run, tmp_path):
+    """Abstract UNIX sockets belong to the network namespace and path ones to the file system: a host
+    service on either (an X server, a Docker or D-Bus socket) must be out of reach."""
+    import socket
+    import uuid
+
+    abstract, on_disk = socket.socket(socket.AF_UNIX), socket.socket(socket.AF_UNIX)
+    name = f"\0gem-hostile-{uuid.uuid4().hex}"
+    path = tmp_path / "service.sock"
+    abstract.bind(name)
+    on_disk.bind(str(path))
+    for listener in (abstract, on_disk):
+        listener.listen()
+        listener.setblocking(False)
+    code = (
+        "import socket\n"
+        f"for address in ({name!r}, {str(path)!r}):\n"
+        "    try:\n"
+        "        socket.socket(socket.AF_UNIX).connect(address)\n"
+        "        print('CONNECTED')\n"
+        "    except OSError as error:\n"
+        "        print('refused', type(error).__name__)"
+    )
+    try:
+        out = sandbox_run(code).stdout
+        for listener in (abstract, on_disk):
+            with pytest.raises(BlockingIOError):
+                listener.accept()
+    finally:
+        abstract.close()
+        on_disk.close()
+    assert "CONNECTED" not in out and out.count("refused") == 2, out
+
+
+def test_nothing_is_writable_but_the_private_tmp(sandbox_run):
+    """Run unprivileged, bubblewrap's root tmpfs (no size cap) belonged to the snippet's uid: it could
+    write there without limit, and under a zygote the next call found the files (now remounted read-only)."""
+    code = (
+        "import os, sys\n"
+        "for root in ['/', '/etc', '/usr', '/dev', '/proc/sys/kernel', sys.prefix, sys.base_prefix, *sys.path]:\n"
+        "    try:\n"
+        "        open(os.path.join(root, 'gem-escaped'), 'w').close()\n"
+        "        print('WROTE', root)\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "open('/tmp/ok', 'w').close()\n"
+        "print('tmp writable')"
+    )
+    assert sandbox_run(code).stdout == "tmp writable\n"
+
+
+def test_memory_in_memfd_files_counts_toward_the_cap(sandbox_run):
+    # Written with write() and never mapped, memfd pages are in no RSS: 928 MiB stayed held under a
+    # 256 MiB cap (58 files of 16 MiB, RLIMIT_FSIZE each), and forked copies would multiply it.
+    code = (
+        "import os, time\nfds = []\nchunk = b'x' * (1 << 20)\n"
+        "for i in range(58):\n    fd = os.memfd_create(f'm{i}')\n    for _ in range(16):\n        os.write(fd, chunk)\n    fds.append(fd)\n"
+        "print('held', flush=True)\ntime.sleep(5)"
+    )
+    result = sandbox_run(code, memory_mb=256, timeout=20)
+    assert result.limit == "memory" and "held" not in result.stdout, result
