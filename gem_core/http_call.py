@@ -12,17 +12,14 @@ The search tool and :class:`gem_core.remote.RemoteEnv` share this one retry loop
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import functools
 import json
 import ssl
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
-__all__ = ["Reply", "CallFailed", "arequest", "run_sync", "async_client"]
-
-T = TypeVar("T")
+__all__ = ["Reply", "CallFailed", "arequest", "async_client"]
 
 
 @dataclass(frozen=True)
@@ -165,12 +162,3 @@ async def arequest(
         if own_client:
             await client.aclose()
 
-
-def run_sync(make_coroutine: Callable[[], Coroutine[Any, Any, T] | Awaitable[T]]) -> T:
-    """Run a coroutine to completion from sync code, also when this thread already runs an event loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(make_coroutine())  # type: ignore[arg-type]
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="gem-http") as pool:
-        return pool.submit(lambda: asyncio.run(make_coroutine())).result()  # type: ignore[arg-type]

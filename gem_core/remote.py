@@ -272,7 +272,7 @@ class RemoteEnv(Env):
             self._loop_thread.stop()
             self._loop_thread = None
         elif self._session_id is not None:
-            from gem_core.http_call import run_sync
+            from gem_core.sync_bridge import run_sync
 
             run_sync(self.aclose)
         super().close()

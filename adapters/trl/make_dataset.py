@@ -17,6 +17,7 @@ from typing import Any
 
 from gem_core.rollout.episode_label import EpisodeLabel, parse_label
 from gem_core.rollout.episode_rows import EpisodeRow, add_dataset_arguments, episode_rows, rows_from_arguments
+from gem_core.rollout.vision import message_text
 
 __all__ = ["GEM_KEY", "episode_label", "make_dataset", "main"]
 
@@ -49,12 +50,9 @@ def _to_dataset(rows: list[EpisodeRow]):
         *system, user = row.messages
         return [{**m, GEM_KEY: None} for m in system] + [{**user, GEM_KEY: row.label.to_json()}]
 
-    columns = [{"prompt": prompt(row)} for row in rows]
-    if any(row.images for row in rows):
-        # TRL's VLM path: an "images" column beside the prompt (it places them before the first user text).
-        for column, row in zip(columns, rows):
-            column["images"] = list(row.images or [])
-    return Dataset.from_list(columns)
+    # A vision env's rows: TRL's VLM "images" column beside the prompt (it puts them before the first user text).
+    images = any(row.images for row in rows)
+    return Dataset.from_list([{"prompt": prompt(row), **({"images": list(row.images or [])} if images else {})} for row in rows])
 
 
 def episode_label(prompt: Any) -> tuple[EpisodeLabel, str | None]:
@@ -71,15 +69,8 @@ def episode_label(prompt: Any) -> tuple[EpisodeLabel, str | None]:
     tag = prompt[-1].get(GEM_KEY)
     if not tag:
         raise ValueError(f"The prompt's last message has no 'gem' key, so the env and seed are unknown. {_FIX}")
-    system = next((_text(m["content"]) for m in prompt if m.get("role") == "system"), None)
+    system = next((message_text(m["content"]) for m in prompt if m.get("role") == "system"), None)
     return parse_label(tag, fix_hint=_FIX), system
-
-
-def _text(content: Any) -> str:
-    """A message's text: TRL's VLM path turns string contents into lists of typed items."""
-    if isinstance(content, list):
-        return "".join(str(item.get("text", "")) for item in content if isinstance(item, dict) and item.get("type") == "text")
-    return content
 
 
 def main(argv: list[str] | None = None) -> None:

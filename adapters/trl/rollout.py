@@ -18,22 +18,20 @@ Images shown after the first turn are refused with an error (TRL takes images on
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import InitVar, dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from gem_adapters.trl.make_dataset import episode_label
 from gem_adapters.trl.policy import trainer_policy
 from gem_core.rollout import EpisodeSession, SamplingParams, TokenTrajectory
-from gem_core.rollout.metrics import trajectory_metrics
 from gem_core.renamed import renamed_argument
+from gem_core.rollout.metrics import trajectory_metrics
 from gem_core.rollout.runner import run_session
-from gem_core.rollout.vision import text_tokenizer
+from gem_core.rollout.vision import require_prompt_images_only, text_tokenizer
+from gem_core.sync_bridge import run_sync
 
 __all__ = ["GemRolloutFunc", "env_return_reward", "trajectories_to_rollout"]
-
-T = TypeVar("T")
 
 
 @dataclass
@@ -92,7 +90,7 @@ class GemRolloutFunc:
                 policy.drain()  # vLLM: stay in step with ranks whose episodes are still running
             return trajectories
 
-        self.last_trajectories = _run(play_all())
+        self.last_trajectories = run_sync(play_all)
         newline = tokenizer.encode("\n", add_special_tokens=False)
         return trajectories_to_rollout(self.last_trajectories, eos_token_id=tokenizer.eos_token_id, filler_token_id=newline[0] if newline else None)
 
@@ -109,12 +107,7 @@ def trajectories_to_rollout(
     """
     out: dict[str, list] = {k: [] for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask")}
     for trajectory in trajectories:
-        if any(image.turn > 0 for image in trajectory.images):
-            # TRL recomputes pixel inputs from the dataset's "images" column, i.e. for the prompt only.
-            raise ValueError(
-                f"{trajectory.env_id} showed an image after the first turn; TRL's rollout_func path feeds the model only the "
-                "prompt's images (the dataset's 'images' column). Use an env that shows its images in the first observation."
-            )
+        require_prompt_images_only(trajectory, "TRL's rollout_func path")
         completion = list(trajectory.response_ids)
         mask = list(trajectory.loss_mask)
         logprobs = list(trajectory.logprobs)
@@ -154,12 +147,3 @@ def env_return_reward(
             log_metric(name, value)
     return [float(r) for r in env_return]
 
-
-def _run(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine from sync code, also when the caller already runs an event loop (notebooks)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ImageEncoder", "TrajectoryImage", "is_processor", "multimodal_inputs", "text_tokenizer"]
+__all__ = ["ImageEncoder", "TrajectoryImage", "is_processor", "message_text", "multimodal_inputs", "require_prompt_images_only", "text_tokenizer"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,28 @@ def is_processor(obj: Any) -> bool:
 def text_tokenizer(obj: Any) -> Any:
     """The tokenizer of a processor, or ``obj`` itself when it is a tokenizer."""
     return obj.tokenizer if is_processor(obj) else obj
+
+
+def message_text(content: Any) -> str:
+    """A chat message's text, whether its content is a string or a list of typed items (the multimodal
+    format, in which trainers such as TRL rewrite string contents)."""
+    if isinstance(content, list):
+        return "".join(str(item.get("text", "")) for item in content if isinstance(item, dict) and item.get("type") == "text")
+    return content
+
+
+def require_prompt_images_only(trajectory: Any, framework: str) -> None:
+    """Raise when an episode showed images after its first observation to a framework that feeds the
+    model only the prompt's images (it recomputes pixel inputs from its dataset).
+
+    Raises:
+        ValueError: naming the env and what to use instead.
+    """
+    if any(image.turn > 0 for image in trajectory.images):
+        raise ValueError(
+            f"{trajectory.env_id} showed an image after the first turn; {framework} feeds the model only the prompt's "
+            "images (its dataset's 'images' column). Use an env that shows its images in the first observation."
+        )
 
 
 class ImageEncoder:

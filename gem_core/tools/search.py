@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gem_core.http_call import CallFailed, Reply, arequest, run_sync
+from gem_core.http_call import CallFailed, Reply, arequest
+from gem_core.sync_bridge import run_sync
 from gem_core.tools.tags import tag_spans
 from gem_core.tools.tool import ToolCall, ToolResult
 
