@@ -352,9 +352,9 @@ def test_closing_a_pool_kills_the_calls_waiting_for_a_snippet(bwrap_mode):
     assert pool.run("print(1)").ok
     zygote = pool.zygote()
     deadline = time.monotonic() + 60  # bounded, and generous: the refills queue for a core on a loaded machine
-    while len(_calls_of(zygote)) < 3 and time.monotonic() < deadline:
+    while len(_calls_of(zygote)) != 3 and time.monotonic() < deadline:  # the used call may still be being reaped
         time.sleep(0.05)
-    assert len(_calls_of(zygote)) == 3
+    assert len(_calls_of(zygote)) >= 3
     everything = [pid for pid, _ in process_tree(zygote.process.pid)]
     assert len(everything) >= 3 + 2 * 3  # bwrap, its init, the zygote, and each call's PID 1 and snippet process
     pool.close()
