@@ -45,6 +45,7 @@ import numpy as np
 import gem_core
 from gem_core.registry import UnknownEnvError
 from gem_core.renamed import renamed_argument
+from gem_core.rollout.episode_rows import env_kwargs_option
 
 DEFAULT_ENV = "game:GuessTheNumber-v0"
 #: The main job's own setting (1-4 in three guesses: small enough to learn on a CPU); only for DEFAULT_ENV.
@@ -98,11 +99,9 @@ def env_kwargs_for(args: Args) -> dict:
         env_kwargs = dict(DEFAULT_ENV_KWARGS) if args.env == DEFAULT_ENV else {}
     else:
         try:
-            env_kwargs = json.loads(args.env_kwargs)
-        except json.JSONDecodeError as error:
-            raise UsageError(f"--env_kwargs is not JSON ({error}); e.g. --env_kwargs '{{\"max_turns\": 5}}'") from None
-        if not isinstance(env_kwargs, dict):
-            raise UsageError(f"--env_kwargs must be a JSON object, got {args.env_kwargs!r}; e.g. --env_kwargs '{{}}'")
+            env_kwargs = env_kwargs_option(args.env_kwargs, "--env_kwargs")
+        except ValueError as error:
+            raise UsageError(str(error)) from None
     try:
         registered = gem_core.spec(args.env).kwargs
     except UnknownEnvError as error:

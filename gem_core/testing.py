@@ -210,6 +210,20 @@ _models: dict[tuple[int, int], tuple[Any, Any]] = {}
 _models_lock = threading.Lock()
 
 
+def _seeded_eval_model(model_class: Any, config: Any, tokenizer: Any, seed: int) -> PreTrainedModel:
+    """``model_class(config)`` with weights from ``seed`` alone (the global torch RNG is left as it was),
+    in eval mode, generating up to ``tokenizer``'s end-of-sequence and padding with its pad token."""
+    import torch
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = model_class(config)
+    model.eval()
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    return model
+
+
 def make_model(tokenizer: PreTrainedTokenizerFast, *, seed: int = 0) -> PreTrainedModel:
     """A tiny random-weight ``Qwen2ForCausalLM`` (hidden 64, 2 layers, 4 heads) for ``tokenizer``.
 
@@ -221,7 +235,6 @@ def make_model(tokenizer: PreTrainedTokenizerFast, *, seed: int = 0) -> PreTrain
     with _models_lock:
         if key in _models:
             return _models[key][1]
-        import torch
         from transformers import Qwen2Config, Qwen2ForCausalLM
 
         config = Qwen2Config(
@@ -237,12 +250,7 @@ def make_model(tokenizer: PreTrainedTokenizerFast, *, seed: int = 0) -> PreTrain
             eos_token_id=tokenizer.eos_token_id,
             pad_token_id=tokenizer.pad_token_id,
         )
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            model = Qwen2ForCausalLM(config)
-        model.eval()
-        model.generation_config.pad_token_id = tokenizer.pad_token_id
-        model.generation_config.eos_token_id = tokenizer.eos_token_id
+        model = _seeded_eval_model(Qwen2ForCausalLM, config, tokenizer, seed)
         # Keep the tokenizer alive with the model so its id() is not reused by another object.
         _models[key] = (tokenizer, model)
         return model
@@ -294,7 +302,6 @@ def make_vision_processor(*, min_pixels: int = 28 * 28 * 4, max_pixels: int = 28
 def make_vision_model(processor: Any, *, seed: int = 0) -> PreTrainedModel:
     """A tiny random-weight ``Qwen2VLForConditionalGeneration`` for ``processor`` (text: hidden 64, 2
     layers; vision: 1 block of width 32). Weights depend only on ``seed``; a new model per call, in eval mode."""
-    import torch
     from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration
 
     tokenizer = processor.tokenizer
@@ -313,12 +320,7 @@ def make_vision_model(processor: Any, *, seed: int = 0) -> PreTrainedModel:
         vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
         tie_word_embeddings=True,
     )
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = Qwen2VLForConditionalGeneration(config)
-    model.eval()
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model = _seeded_eval_model(Qwen2VLForConditionalGeneration, config, tokenizer, seed)
     model.generation_config.bos_token_id = tokenizer.bos_token_id
     return model
 

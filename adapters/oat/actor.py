@@ -15,14 +15,13 @@ import asyncio
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Any
 
 from packaging.specifiers import SpecifierSet
-from packaging.version import Version
 
 from gem_core.registry import spec as env_spec
 from gem_core.rollout import SamplingParams, run_episodes
+from gem_adapters.framework_version import require_version
 from gem_adapters.oat.policy import ActorPolicy
 from gem_adapters.oat.transitions import oat_transitions
 
@@ -38,13 +37,9 @@ class OatVersionError(ImportError):
 
 def check_oat_version() -> str:
     """Fail at start-up unless oat-llm 0.2.x (with ``oat.algorithms.ppo_multiturn``) is installed."""
-    try:
-        version = metadata.version("oat-llm")
-    except metadata.PackageNotFoundError:
-        raise OatVersionError(f"oat-llm is not installed. {_INSTALL_HINT}") from None
-    if Version(version) not in SUPPORTED_OAT:
-        raise OatVersionError(f"gem_adapters.oat needs oat-llm {SUPPORTED_OAT} (PPOMultiTurnActor), found {version}. {_INSTALL_HINT}")
-    return version
+    return require_version(
+        "oat-llm", SUPPORTED_OAT, OatVersionError, adapter="gem_adapters.oat", feature="PPOMultiTurnActor", hint=_INSTALL_HINT
+    )
 
 
 @dataclass

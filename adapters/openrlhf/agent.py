@@ -19,12 +19,11 @@ from __future__ import annotations
 import contextvars
 import inspect
 from dataclasses import InitVar, dataclass, field
-from importlib import metadata
 from typing import Any
 
 from packaging.specifiers import SpecifierSet
-from packaging.version import Version
 
+from gem_adapters.framework_version import require_version
 from gem_core.renamed import renamed_argument
 from gem_core.rollout import ChatTemplate, EpisodeSession, Generation
 from gem_core.rollout.vllm_output import generation_from_vllm
@@ -49,12 +48,10 @@ def check_openrlhf_version() -> str:
     Checks the version and the hook itself: 0.8.0-0.8.6 had a function API, and a future release
     may change ``execute``'s signature, which would otherwise fail only mid-rollout.
     """
-    try:
-        version = metadata.version("openrlhf")
-    except metadata.PackageNotFoundError:
-        raise OpenRLHFVersionError(f"OpenRLHF is not installed. {_INSTALL_HINT}") from None
-    if Version(version) not in SUPPORTED_OPENRLHF:
-        raise OpenRLHFVersionError(f"gem_adapters.openrlhf implements the agent hook of OpenRLHF {SUPPORTED_OPENRLHF}, found {version}. {_INSTALL_HINT}")
+    version = require_version(
+        "openrlhf", SUPPORTED_OPENRLHF, OpenRLHFVersionError, adapter="gem_adapters.openrlhf", feature="the class-based agent hook",
+        hint=_INSTALL_HINT,
+    )
     try:
         from openrlhf.utils.agent import MultiTurnAgentExecutor
     except ImportError as err:

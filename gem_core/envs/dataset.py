@@ -20,7 +20,7 @@ from gem_core.env import Env
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
 
-__all__ = ["load_rows", "DatasetEnv", "DatasetUnavailableError", "clear_cache", "DataFiles"]
+__all__ = ["load_rows", "DatasetEnv", "DatasetUnavailableError", "clear_cache", "DataFiles", "register_hub_datasets"]
 
 #: One local file, several files, or a ``datasets``-style ``{split: files}`` mapping.
 DataFiles = str | os.PathLike | Sequence[str | os.PathLike] | dict[str, Any]
@@ -189,3 +189,35 @@ class DatasetEnv(Env):
         else:
             self.index = int(self.np_random.integers(len(self.rows)))
         return self.rows[self.index]
+
+
+def register_hub_datasets(
+    category: str,
+    entry_points: dict[str, str],
+    sample_kwargs: dict[str, Any],
+    hub_datasets: dict[str, tuple[Any, ...]],
+    columns: Sequence[str],
+) -> None:
+    """Register ``<category>:Sample`` (the shipped rows) and one id per hub dataset, in every variant.
+
+    Each dataset env package (math, QA, code) keeps a table ``name -> (hub id, config, split, *columns)``;
+    this turns a row into the env's keyword arguments, so the table stays the only thing a package writes.
+
+    Args:
+        category: the id's prefix, e.g. ``"math"``.
+        entry_points: id suffix -> entry point, e.g. ``{"": "...:MathEnv", "-python": "...:make_math_with_python"}``.
+        sample_kwargs: the shipped set's kwargs: ``<category>:Sample``'s own, and every id's ``sample_kwargs``.
+        hub_datasets: id name -> (hub id, config, split, then one value per name in ``columns``).
+        columns: the env's keyword names for the rest of each row, e.g. ``("question_field", "answer_field")``.
+    """
+    from gem_core.registry import register
+
+    keys = ("dataset_path", "dataset_name", "split", *columns)
+    kwargs_by_name = {"Sample": sample_kwargs}
+    for name, row in hub_datasets.items():
+        if len(row) != len(keys):
+            raise ValueError(f"{category}:{name}: expected a row of {keys}, got {row!r}.")
+        kwargs_by_name[name] = dict(zip(keys, row))
+    for name, kwargs in kwargs_by_name.items():
+        for suffix, entry_point in entry_points.items():
+            register(f"{category}:{name}{suffix}", entry_point, sample_kwargs=sample_kwargs, **kwargs)

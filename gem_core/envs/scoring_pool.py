@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ScoringPool", "CallResult", "scoring_pool", "SETUP_REPORTED"]
+__all__ = ["ScoringPool", "CallResult", "scoring_pool", "SETUP_REPORTED", "report_scoring"]
 
 logger = logging.getLogger("gem.envs.scoring_pool")
 
@@ -50,6 +50,18 @@ _HEADER = struct.Struct("!Q")
 #: Envs put ``info["scorer_setup_seconds"]`` on a step whose scoring first waited this long for a
 #: worker to start or a dataset to be built there: time outside the step's declared limit, made visible.
 SETUP_REPORTED = 0.05
+
+
+def report_scoring(env: Any, info: dict[str, Any], answer: str, error: str | None, setup_seconds: float) -> None:
+    """Put a scoring's trouble into a step's ``info``: ``error`` (warned once per env id, since the
+    answer was paid 0 for it) and ``scorer_setup_seconds`` when the worker's setup took long."""
+    from gem_core.env import log_error_once
+
+    if error is not None:
+        info["error"] = error
+        log_error_once(env, error, f"answer {answer[:80]!r}")
+    if setup_seconds >= SETUP_REPORTED:
+        info["scorer_setup_seconds"] = setup_seconds
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from typing import Any
 
 from gem_core.rollout.episode_label import EpisodeLabel, parse_label
 
-__all__ = ["EpisodeRow", "episode_rows", "add_dataset_arguments", "rows_from_arguments"]
+__all__ = ["EpisodeRow", "episode_rows", "add_dataset_arguments", "rows_from_arguments", "env_kwargs_option"]
 
 
 @dataclass(frozen=True)
@@ -96,14 +96,25 @@ def add_dataset_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentP
     return parser
 
 
+def env_kwargs_option(text: str, option: str = "--env-kwargs") -> dict[str, Any]:
+    """The env kwargs a command line option holds as JSON; ValueError naming ``option`` and an example if
+    ``text`` is not a JSON object (every command that takes env kwargs reads them the same way)."""
+    example = f"e.g. {option} '{{\"max_turns\": 8}}'"
+    try:
+        env_kwargs = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{option} is not JSON ({exc}): it must be a JSON object, {example}") from None
+    if not isinstance(env_kwargs, dict):
+        raise ValueError(f"{option} must be a JSON object, got {text!r}; {example}")
+    return env_kwargs
+
+
 def rows_from_arguments(args: argparse.Namespace, *, with_messages: bool = True) -> list[EpisodeRow]:
     """The rows :func:`add_dataset_arguments`' options ask for; a bad option exits with one line naming it."""
     try:
-        env_kwargs = json.loads(args.env_kwargs)
-    except json.JSONDecodeError as exc:
-        raise SystemExit(f"--env-kwargs must be a JSON object, e.g. '{{\"max_turns\": 8}}'; got {args.env_kwargs!r} ({exc}).") from None
-    if not isinstance(env_kwargs, dict):
-        raise SystemExit(f"--env-kwargs must be a JSON object, got {args.env_kwargs!r}.")
+        env_kwargs = env_kwargs_option(args.env_kwargs)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
     try:
         return list(
             episode_rows(

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gem_core.rollout.episode_rows import env_kwargs_option
 from gem_core.rollout.trajectory import TokenTrajectory
 from gem_core.rollout.trajectory_io import read_records, trajectory_from_record
 
@@ -100,7 +101,7 @@ def _replay_file(path: str, env_kwargs_override: dict[str, Any] | None) -> tuple
 
 def _run(args: argparse.Namespace) -> int:
     try:
-        overrides = None if args.env_kwargs is None else json.loads(args.env_kwargs)
+        overrides = None if args.env_kwargs is None else env_kwargs_option(args.env_kwargs)
         episodes, changes = _replay_file(args.file, overrides)
     except (OSError, ValueError, KeyError) as exc:  # unreadable file, bad record, unknown env id
         print(f"gem replay: {exc}", file=sys.stderr)

@@ -23,6 +23,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from gem_core.http_call import run_sync
 from gem_core.tools.tags import tag_spans
 from gem_core.tools.tool import ToolCall, ToolResult
 
@@ -220,21 +221,8 @@ class MCPTool:
         return ToolResult(f"<tool_response>The call to {call.content['name']!r} failed: {reason}</tool_response>", False, {"tool_name": call.content["name"], "error": reason})
 
     def execute(self, call: ToolCall) -> ToolResult:
-        for attempt in range(self.reconnects + 1):
-            try:
-                self._start()
-            except Exception as error:
-                return self._start_failed(call, error)
-            unknown = self._unknown(call)
-            if unknown is not None:
-                return unknown
-            try:
-                return self._answer(call, self._submit(call).result(self.timeout + 5))
-            except Exception as error:
-                if _is_timeout(error) or attempt == self.reconnects:
-                    return self._answer(call, error=error)
-                self._drop_session()  # the session broke (the server died): the next attempt opens a new one
-        raise AssertionError("unreachable")
+        """:meth:`aexecute` for sync callers (the session lives on the private loop, so any loop can wait on it)."""
+        return run_sync(lambda: self.aexecute(call))
 
     async def aexecute(self, call: ToolCall) -> ToolResult:
         for attempt in range(self.reconnects + 1):
@@ -251,7 +239,7 @@ class MCPTool:
             except Exception as error:
                 if _is_timeout(error) or attempt == self.reconnects:
                     return self._answer(call, error=error)
-                await asyncio.to_thread(self._drop_session)
+                await asyncio.to_thread(self._drop_session)  # the session broke (the server died): the next attempt opens a new one
         raise AssertionError("unreachable")
 
     def _drop_session(self) -> None:

@@ -134,11 +134,17 @@ class _InProcessBackend:
     def _timed(self, call: EnvCall) -> bool:
         return self.step_timeout is not None and not isinstance(call, Call)
 
-    def _run_one(self, index: int, call: EnvCall) -> Any:
+    def _claim(self, index: int) -> bool:
+        """Mark env ``index`` busy (``close`` leaves a busy env to its call); False once closing began."""
         with self._env_lock:
             if self._closing:
-                return Failure(CLOSED)
+                return False
             self._in_use.add(index)
+            return True
+
+    def _run_one(self, index: int, call: EnvCall) -> Any:
+        if not self._claim(index):
+            return Failure(CLOSED)
         try:
             env = self._env(index)
             return run_call(env, call)
@@ -300,10 +306,8 @@ class AsyncBackend(_InProcessBackend):
         self._tasks: list[asyncio.Task] = []
 
     async def _arun_one(self, index: int, call: EnvCall) -> Any:
-        with self._env_lock:
-            if self._closing:
-                return Failure(CLOSED)
-            self._in_use.add(index)
+        if not self._claim(index):
+            return Failure(CLOSED)
         try:
             env = self._env(index)
             if not self._timed(call):

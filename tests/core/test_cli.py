@@ -150,3 +150,11 @@ def test_play_a_self_play_game_against_random_seats():
 def test_play_names_the_seats_of_a_self_play_game(capsys):
     assert main(["play", "multi:TicTacToe-v0", "--seat", "z"]) == 2
     assert "choose one of x, o" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("env_kwargs", ["[1]", "{not json"])
+def test_replay_with_env_kwargs_that_are_no_json_object_exits_2_naming_the_option(tmp_path, capsys, env_kwargs):
+    stored = tmp_path / "episodes.jsonl"
+    stored.write_text("")
+    assert main(["replay", str(stored), "--env-kwargs", env_kwargs]) == 2
+    assert "--env-kwargs" in capsys.readouterr().err

@@ -8,7 +8,7 @@ set shipped in ``data/sample.jsonl`` and works offline; every id's ``sample_kwar
 
 from pathlib import Path
 
-from gem_core.registry import register
+from gem_core.envs.dataset import register_hub_datasets
 
 _ENV = "gem_core.envs.code.env:CodeEnv"
 SAMPLE_FILE = str(Path(__file__).parent / "data" / "sample.jsonl")
@@ -23,15 +23,4 @@ HUB_DATASETS: dict[str, tuple[str, str | None, str, str, str]] = {
     "TACO": ("likaixin/TACO-verified", None, "train", "question", "input_output"),
 }
 
-register("code:Sample", _ENV, sample_kwargs=SAMPLE_KWARGS, **SAMPLE_KWARGS)
-for _name, (_path, _config, _split, _question, _tests) in HUB_DATASETS.items():
-    register(
-        f"code:{_name}",
-        _ENV,
-        dataset_path=_path,
-        dataset_name=_config,
-        split=_split,
-        question_field=_question,
-        tests_field=_tests,
-        sample_kwargs=SAMPLE_KWARGS,
-    )
+register_hub_datasets("code", {"": _ENV}, SAMPLE_KWARGS, HUB_DATASETS, ("question_field", "tests_field"))

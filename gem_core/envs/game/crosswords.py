@@ -153,7 +153,7 @@ class Crosswords(TurnBasedGame):
             elif len(match[3]) != len(entry.word):
                 problem = f"{name} has {len(entry.word)} letters, '{match[3]}' has {len(match[3])}"
         if problem is not None or entry is None or match is None:
-            return self.invalid_action(f"Invalid move: {problem}. Turns left: {self.max_turns - self.turn}.\n{self.render()}", truncated=out_of_turns)
+            return self.invalid_move(problem, out_of_turns)
         reward = 0.0
         if match[3].lower() == entry.word:
             self.solved.add(entry.name)
@@ -161,11 +161,7 @@ class Crosswords(TurnBasedGame):
             feedback = f"Right: {entry.name} is {entry.word}."
         else:
             feedback = f"'{match[3].lower()}' is not right for {entry.name}."
-        if len(self.solved) == self.num_words:
-            return f"{feedback}\n{self.render()}\nSolved!", reward, True, False, {"success": True}
-        if out_of_turns:
-            return f"{feedback}\n{self.render()}\nOut of turns.", reward, False, True, {"success": False}
-        return f"{feedback} Turns left: {self.max_turns - self.turn}.\n{self.render()}", reward, False, False, {}
+        return self.end_turn(reward, out_of_turns, won=len(self.solved) == self.num_words, feedback=feedback)
 
     def sample_random_action(self) -> str:
         open_entries = [e for e in self.entries if e.name not in self.solved] or self.entries

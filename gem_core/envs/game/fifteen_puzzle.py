@@ -110,11 +110,7 @@ class FifteenPuzzle(TurnBasedGame):
         progress = 1.0 - distance / self.start_distance
         reward = max(0.0, progress - self.best_progress)
         self.best_progress = max(self.best_progress, progress)
-        if distance == 0:
-            return f"{self.render()}\nSolved!", reward, True, False, {"success": True}
-        if out_of_turns:
-            return f"{self.render()}\nOut of turns.", reward, False, True, {"success": False}
-        return f"{self.render()}\nTurns left: {self.max_turns - self.turn}.", reward, False, False, {}
+        return self.end_turn(reward, out_of_turns, won=distance == 0)
 
     def sample_random_action(self) -> str:
         movable = self.movable_tiles()

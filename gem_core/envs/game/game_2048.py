@@ -161,13 +161,10 @@ class Game2048(TurnBasedGame):
         progress = self._progress()
         reward = max(0.0, progress - self.best_progress)
         self.best_progress = max(self.best_progress, progress)
-        if self._largest() >= self.target:
-            return f"{self.render()}\nYou made {self.target}!", reward, True, False, {"success": True}
-        if not self.legal_moves():
+        won = self._largest() >= self.target
+        if not won and not self.legal_moves():
             return f"{self.render()}\nNo moves left.", reward, True, False, {"success": False}
-        if out_of_turns:
-            return f"{self.render()}\nOut of turns.", reward, False, True, {"success": False}
-        return f"{self.render()}\nTurns left: {self.max_turns - self.turn}.", reward, False, False, {}
+        return self.end_turn(reward, out_of_turns, won=won, win_message=f"You made {self.target}!")
 
     def sample_random_action(self) -> str:
         """A uniformly random move among those that change the board."""

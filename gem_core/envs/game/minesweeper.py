@@ -251,7 +251,7 @@ class Minesweeper(TurnBasedGame):
         elif self._revealed_bits >> (cell[0] * self.cols + cell[1]) & 1:
             problem = f"cell {cell[0] + 1} {cell[1] + 1} is already revealed"
         if problem is not None:
-            return self.invalid_action(f"Invalid move: {problem}. Turns left: {self.max_turns - self.turn}.\n{self.render()}", truncated=out_of_turns)
+            return self.invalid_move(problem, out_of_turns)
         assert cell is not None and match is not None
         index = cell[0] * self.cols + cell[1]
         bit = 1 << index
@@ -277,11 +277,8 @@ class Minesweeper(TurnBasedGame):
         return self._after_move(f"Opened {opened} cell(s).", opened / (self.rows * self.cols - self.num_mines), out_of_turns)
 
     def _after_move(self, feedback: str, reward: float, out_of_turns: bool) -> StepResult:
-        if self.placed and self._revealed_bits.bit_count() == self.rows * self.cols - self.num_mines:
-            return f"{feedback}\n{self.render()}\nCleared! Every safe cell is open.", reward, True, False, {"success": True}
-        if out_of_turns:
-            return f"{feedback}\n{self.render()}\nOut of turns.", reward, False, True, {"success": False}
-        return f"{feedback} Turns left: {self.max_turns - self.turn}.\n{self.render()}", reward, False, False, {}
+        cleared = self.placed and self._revealed_bits.bit_count() == self.rows * self.cols - self.num_mines
+        return self.end_turn(reward, out_of_turns, won=cleared, win_message="Cleared! Every safe cell is open.", feedback=feedback)
 
     def sample_random_action(self) -> str:
         r, c = divmod(self._hidden[self.random_index(len(self._hidden))], self.cols)

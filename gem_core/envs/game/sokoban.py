@@ -139,7 +139,7 @@ class Sokoban(TurnBasedGame):
             elif ahead in self.boxes and (not self.floor[beyond] or beyond in self.boxes):
                 problem = f"the box {direction} of you cannot be pushed"
         if problem is not None:
-            return self.invalid_action(f"Invalid move: {problem}. Turns left: {self.max_turns - self.turn}.\n{self.render()}", truncated=out_of_turns)
+            return self.invalid_move(problem, out_of_turns)
         if ahead in self.boxes:
             self.boxes.remove(ahead)
             self.boxes.add(beyond)
@@ -148,11 +148,7 @@ class Sokoban(TurnBasedGame):
         progress = max(0.0, (on_goal - self.start_on_goal) / max(1, self.num_boxes - self.start_on_goal))
         reward = max(0.0, progress - self.best_progress)
         self.best_progress = max(self.best_progress, progress)
-        if on_goal == self.num_boxes:
-            return f"{self.render()}\nSolved!", reward, True, False, {"success": True}
-        if out_of_turns:
-            return f"{self.render()}\nOut of turns.", reward, False, True, {"success": False}
-        return f"{self.render()}\nTurns left: {self.max_turns - self.turn}.", reward, False, False, {}
+        return self.end_turn(reward, out_of_turns, won=on_goal == self.num_boxes)
 
     def legal_moves(self) -> list[str]:
         """Directions the player can walk or push in."""

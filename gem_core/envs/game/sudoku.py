@@ -135,17 +135,13 @@ class Sudoku(TurnBasedGame):
                     self.grid[r, c] = previous
                     problem = f"{d} already appears in row {r + 1}, column {c + 1} or their box"
         if problem is not None:
-            return self.invalid_action(f"Invalid move: {problem}. Turns left: {self.max_turns - self.turn}.\n{self.render()}", truncated=out_of_turns)
+            return self.invalid_move(problem, out_of_turns)
         self.grid[r, c] = d
         reward = 0.0
         if d == self.solution[r, c] and not self.credited[r, c]:
             self.credited[r, c] = True
             reward = 1.0 / int((~self.given).sum())
-        if (self.grid == self.solution).all():
-            return f"{self.render()}\nSolved!", reward, True, False, {"success": True}
-        if out_of_turns:
-            return f"{self.render()}\nOut of turns.", reward, False, True, {"success": False}
-        return f"{self.render()}\nTurns left: {self.max_turns - self.turn}.", reward, False, False, {}
+        return self.end_turn(reward, out_of_turns, won=(self.grid == self.solution).all())
 
     def sample_random_action(self) -> str:
         """A random digit that breaks no rule in a random open cell (may still be wrong)."""

@@ -72,16 +72,12 @@ class TowerOfHanoi(TurnBasedGame):
             elif self.pegs[dst] and self.pegs[dst][-1] < self.pegs[src][-1]:
                 problem = f"disk {self.pegs[src][-1]} cannot go on the smaller disk {self.pegs[dst][-1]}"
         if problem is not None:
-            return self.invalid_action(f"Invalid move: {problem}. Turns left: {self.max_turns - self.turn}.\n{self.render()}", truncated=out_of_turns)
+            return self.invalid_move(problem, out_of_turns)
         self.pegs[dst].append(self.pegs[src].pop())
         settled = self.settled()
         reward = max(0, settled - self.best_settled) / self.disks
         self.best_settled = max(self.best_settled, settled)
-        if settled == self.disks:
-            return f"{self.render()}\nSolved!", reward, True, False, {"success": True}
-        if out_of_turns:
-            return f"{self.render()}\nOut of turns.", reward, False, True, {"success": False}
-        return f"{self.render()}\nTurns left: {self.max_turns - self.turn}.", reward, False, False, {}
+        return self.end_turn(reward, out_of_turns, won=settled == self.disks)
 
     def _key(self) -> tuple[tuple[int, ...], ...]:
         return tuple(self.pegs["A"]), tuple(self.pegs["B"]), tuple(self.pegs["C"])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gem_core.env import Env
+from gem_core.env import Env, StepResult
 
 __all__ = ["TurnBasedGame"]
 
@@ -50,3 +50,20 @@ class TurnBasedGame(Env):
             raise RuntimeError("Call reset() before step().")
         self.turn += 1
         return self.turn >= self.max_turns
+
+    def invalid_move(self, problem: str, out_of_turns: bool) -> StepResult:
+        """A move the rules reject: it costs its turn, scores the env's invalid-action penalty, says what was
+        wrong, and ends the episode (truncated) when it was the last turn."""
+        return self.invalid_action(f"Invalid move: {problem}. Turns left: {self.max_turns - self.turn}.\n{self.render()}", truncated=out_of_turns)
+
+    def end_turn(self, reward: float, out_of_turns: bool, *, won: bool, win_message: str = "Solved!", feedback: str = "") -> StepResult:
+        """A valid move's result: a win ends the episode (``success``), the last turn truncates it, otherwise
+        the game goes on and the observation says how many turns are left. ``feedback`` comes first."""
+        lead = f"{feedback}\n" if feedback else ""
+        if won:
+            return f"{lead}{self.render()}\n{win_message}", reward, True, False, {"success": True}
+        if out_of_turns:
+            return f"{lead}{self.render()}\nOut of turns.", reward, False, True, {"success": False}
+        if feedback:
+            return f"{feedback} Turns left: {self.max_turns - self.turn}.\n{self.render()}", reward, False, False, {}
+        return f"{self.render()}\nTurns left: {self.max_turns - self.turn}.", reward, False, False, {}

@@ -99,7 +99,7 @@ class WordSearch(TurnBasedGame):
         elif text in self.found:
             problem = f"'{text}' is already found"
         if problem is not None:
-            return self.invalid_action(f"Invalid move: {problem}. Turns left: {self.max_turns - self.turn}.\n{self.render()}", truncated=out_of_turns)
+            return self.invalid_move(problem, out_of_turns)
         reward = 0.0
         if text in self.words:
             self.found.add(text)
@@ -107,11 +107,7 @@ class WordSearch(TurnBasedGame):
             feedback = f"Found '{text}'!"
         else:
             feedback = f"'{text}' is not on the list."
-        if len(self.found) == self.num_words:
-            return f"{feedback}\n{self.render()}\nAll words found!", reward, True, False, {"success": True}
-        if out_of_turns:
-            return f"{feedback}\n{self.render()}\nOut of turns.", reward, False, True, {"success": False}
-        return f"{feedback} Turns left: {self.max_turns - self.turn}.\n{self.render()}", reward, False, False, {}
+        return self.end_turn(reward, out_of_turns, won=len(self.found) == self.num_words, win_message="All words found!", feedback=feedback)
 
     def sample_random_action(self) -> str:
         while True:  # a straight line of 2 to 5 squares inside the grid

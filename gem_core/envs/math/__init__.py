@@ -12,7 +12,7 @@ Every id reads its hub dataset through ``datasets`` (needs the network once, the
 
 from pathlib import Path
 
-from gem_core.registry import register
+from gem_core.envs.dataset import register_hub_datasets
 
 _ENV = "gem_core.envs.math.env:MathEnv"
 _ENV_WITH_PYTHON = "gem_core.envs.math.python_variant:make_math_with_python"
@@ -31,17 +31,7 @@ HUB_DATASETS: dict[str, tuple[str, str | None, str, str, str, str]] = {
     "AIME24": ("HuggingFaceH4/aime_2024", None, "train", "problem", "answer", "plain"),
 }
 
-_DATASET_KWARGS = {"Sample": SAMPLE_KWARGS}
-for _name, (_path, _config, _split, _question, _answer, _format) in HUB_DATASETS.items():
-    _DATASET_KWARGS[_name] = {
-        "dataset_path": _path,
-        "dataset_name": _config,
-        "split": _split,
-        "question_field": _question,
-        "answer_field": _answer,
-        "answer_format": _format,
-    }
-
-for _name, _kwargs in _DATASET_KWARGS.items():
-    register(f"math:{_name}", _ENV, sample_kwargs=SAMPLE_KWARGS, **_kwargs)
-    register(f"math:{_name}-python", _ENV_WITH_PYTHON, sample_kwargs=SAMPLE_KWARGS, **_kwargs)
+register_hub_datasets(
+    "math", {"": _ENV, "-python": _ENV_WITH_PYTHON}, SAMPLE_KWARGS, HUB_DATASETS,
+    ("question_field", "answer_field", "answer_format"),
+)

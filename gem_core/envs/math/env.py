@@ -10,11 +10,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gem_core.env import StepResult, log_error_once
+from gem_core.env import StepResult
 from gem_core.envs.dataset import DataFiles, DatasetEnv
 from gem_core.envs.math.answer import BOXED_HINT, extract_boxed
 from gem_core.envs.math.grading import grade
-from gem_core.envs.scoring_pool import SETUP_REPORTED
+from gem_core.envs.scoring_pool import report_scoring
 
 __all__ = ["MathEnv", "gold_from_field"]
 
@@ -98,11 +98,7 @@ class MathEnv(DatasetEnv):
             return self.invalid_action("No final answer found: put it inside \\boxed{}, e.g. \\boxed{42}.", gold=self.gold)
         result = grade(answer, self.gold, self.grade_timeout)
         info = {"correct": result.correct, "answer": answer, "gold": self.gold, "grading_timed_out": result.timed_out}
-        if result.error is not None:
-            info["error"] = result.error
-            log_error_once(self, result.error, f"answer {answer[:80]!r}")
-        if result.setup_seconds >= SETUP_REPORTED:
-            info["scorer_setup_seconds"] = result.setup_seconds
+        report_scoring(self, info, answer, result.error, result.setup_seconds)
         feedback = "Correct." if result.correct else "Incorrect."
         return feedback, 1.0 if result.correct else 0.0, True, False, info
 

@@ -12,7 +12,7 @@ set shipped in ``data/sample.jsonl`` and works offline; every id's ``sample_kwar
 
 from pathlib import Path
 
-from gem_core.registry import register
+from gem_core.envs.dataset import register_hub_datasets
 
 _ENV = "gem_core.envs.qa.env:QAEnv"
 _ENV_WITH_SEARCH = "gem_core.envs.qa.search_variant:make_qa_with_search"
@@ -31,16 +31,6 @@ HUB_DATASETS: dict[str, tuple[str, str | None, str, str, str]] = {
     "NQ-HotpotQA": ("PeterJinGo/nq_hotpotqa_train", None, "train", "question", "golden_answers"),
 }
 
-_DATASET_KWARGS = {"Sample": SAMPLE_KWARGS}
-for _name, (_path, _config, _split, _question, _answer) in HUB_DATASETS.items():
-    _DATASET_KWARGS[_name] = {
-        "dataset_path": _path,
-        "dataset_name": _config,
-        "split": _split,
-        "question_field": _question,
-        "answer_field": _answer,
-    }
-
-for _name, _kwargs in _DATASET_KWARGS.items():
-    register(f"qa:{_name}", _ENV, sample_kwargs=SAMPLE_KWARGS, **_kwargs)
-    register(f"qa:{_name}-search", _ENV_WITH_SEARCH, sample_kwargs=SAMPLE_KWARGS, **_kwargs)
+register_hub_datasets(
+    "qa", {"": _ENV, "-search": _ENV_WITH_SEARCH}, SAMPLE_KWARGS, HUB_DATASETS, ("question_field", "answer_field")
+)

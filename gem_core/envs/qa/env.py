@@ -14,11 +14,11 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from gem_core.env import StepResult, log_error_once
+from gem_core.env import StepResult
 from gem_core.envs.dataset import DataFiles, DatasetEnv
 from gem_core.envs.math.answer import extract_final_answer
 from gem_core.envs.qa.scoring import score_answer
-from gem_core.envs.scoring_pool import SETUP_REPORTED, scoring_pool
+from gem_core.envs.scoring_pool import report_scoring, scoring_pool
 
 __all__ = ["QAEnv", "gold_answers"]
 
@@ -108,11 +108,7 @@ class QAEnv(DatasetEnv):
         (em, f1), error = self.score(answer)
         reward = float(em) if self.reward == "em" else f1
         info: dict[str, Any] = {"exact_match": em, "f1": f1, "correct": em, "answer": answer, "golds": self.golds}
-        if error is not None:
-            info["error"] = error
-            log_error_once(self, error, f"answer {answer[:80]!r}")
-        if self._setup_seconds >= SETUP_REPORTED:
-            info["scorer_setup_seconds"] = self._setup_seconds
+        report_scoring(self, info, answer, error, self._setup_seconds)
         return ("Correct." if em else "Incorrect."), reward, True, False, info
 
     @property

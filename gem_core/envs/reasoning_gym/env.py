@@ -20,9 +20,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from gem_core.env import Env, StepResult, log_error_once
+from gem_core.env import Env, StepResult
 from gem_core.envs.math.answer import extract_final_answer
-from gem_core.envs.scoring_pool import SETUP_REPORTED, scoring_pool
+from gem_core.envs.scoring_pool import report_scoring, scoring_pool
 
 __all__ = ["ReasoningGymEnv", "load_procedural_dataset"]
 
@@ -177,11 +177,7 @@ class ReasoningGymEnv(Env):
             return self.invalid_action("No final answer found. " + ANSWER_HINT)
         score, error = self.score(answer)
         info: dict[str, Any] = {"correct": score >= 1.0, "score": score, "answer": answer, "gold": self.entry.get("answer")}
-        if error is not None:
-            info["error"] = error
-            log_error_once(self, error, f"answer {answer[:80]!r}")
-        if self._setup_seconds >= SETUP_REPORTED:
-            info["scorer_setup_seconds"] = self._setup_seconds
+        report_scoring(self, info, answer, error, self._setup_seconds)
         return ("Correct." if score >= 1.0 else "Incorrect."), score, True, False, info
 
     def sample_random_action(self) -> str:

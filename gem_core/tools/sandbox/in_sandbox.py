@@ -116,6 +116,17 @@ def _close_inherited_fds(keep):
                 pass
 
 
+def _preload(site_dirs, preload):
+    """Add the host's site directories and import the preloads before the snippet runs, so every snippet
+    starts with them loaded; a preload that fails to import is the snippet's affair, not the worker's."""
+    sys.path.extend(filter(None, site_dirs.split(os.pathsep)))
+    for name in filter(None, preload.split(",")):
+        try:
+            __import__(name)
+        except Exception:
+            pass
+
+
 def main():
     status_fd, drop_to_uid, preload = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
     site_dirs = sys.argv[4] if len(sys.argv) > 4 else ""
@@ -123,12 +134,7 @@ def main():
     _prctl(_PR_SET_DUMPABLE, 0)
     # Orphans of the snippet (daemons) become the supervisor's, so the host finds them in its tree.
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
-    sys.path.extend(filter(None, site_dirs.split(os.pathsep)))
-    for name in filter(None, preload.split(",")):
-        try:
-            __import__(name)
-        except Exception:
-            pass
+    _preload(site_dirs, preload)
     os.write(status_fd, b"R")
     os.set_inheritable(status_fd, False)
 
@@ -347,12 +353,7 @@ def zygote_main():
         program += chunk
     _close_inherited_fds({control_fd})
     _prctl(_PR_SET_DUMPABLE, 0)
-    sys.path.extend(filter(None, site_dirs.split(os.pathsep)))
-    for name in filter(None, preload.split(",")):
-        try:
-            __import__(name)
-        except Exception:
-            pass
+    _preload(site_dirs, preload)
     kernel = _Kernel(program)
     own_pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
     control = socket.socket(fileno=control_fd)

@@ -29,6 +29,7 @@ from oat.algorithms.ppo_multiturn import MultiTurnTransitionDataset, PPOMultiTur
 from oat.types import Transition
 from oat.utils.deepspeed import DeepspeedStrategy
 
+from gem_adapters import framework_version
 from gem_adapters.oat import GemArgsMixin, actor_class, learner_class, oat_transitions
 from gem_adapters.oat import actor as actor_module
 from gem_adapters.oat.actor import OatVersionError
@@ -242,7 +243,7 @@ def test_unknown_env_id_fails_on_the_first_collection(tokenizer):
 
 @pytest.mark.parametrize("version", ["0.1.4", "0.2.1", "0.3.0"])
 def test_oat_without_the_multi_turn_hook_fails_with_the_install_line(monkeypatch, version):
-    monkeypatch.setattr(actor_module.metadata, "version", lambda name: version)
+    monkeypatch.setattr(framework_version.metadata, "version", lambda name: version)
     with pytest.raises(OatVersionError, match=r'pip install -e "\.\[oat\]"'):
         actor_module.check_oat_version()
 

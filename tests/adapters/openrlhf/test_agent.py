@@ -19,6 +19,7 @@ pytest.importorskip("openrlhf.utils.agent", reason="needs openrlhf==0.11.2 (nox 
 
 from openrlhf.utils.agent import AgentExecutorBase, AgentInstanceBase, MultiTurnAgentExecutor
 
+from gem_adapters import framework_version
 from gem_adapters.files import shipped_path
 from gem_adapters.openrlhf import agent as agent_module
 from gem_adapters.openrlhf.agent import AgentConfig, GemAgentExecutor, GemAgentInstance, OpenRLHFVersionError
@@ -140,7 +141,7 @@ def test_instance_outside_the_gem_executor_says_how_to_define_the_agent_file():
 
 
 def test_other_openrlhf_version_fails_at_import_with_the_install_line(monkeypatch):
-    monkeypatch.setattr(agent_module.metadata, "version", lambda name: "0.8.6")
+    monkeypatch.setattr(framework_version.metadata, "version", lambda name: "0.8.6")
     with pytest.raises(OpenRLHFVersionError, match=r'pip install -e "\.\[openrlhf\]"'):
         agent_module.check_openrlhf_version()
 

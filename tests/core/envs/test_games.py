@@ -12,6 +12,7 @@ from gem_core.envs.game.game_2048 import Game2048, slide_row_left
 from gem_core.envs.game.mastermind import score_code
 from gem_core.envs.game.minesweeper import Minesweeper
 from gem_core.envs.game.sudoku import Sudoku, count_solutions
+from gem_core.envs.game.turn_based import TurnBasedGame
 from gem_core.envs.game.word_search import WordSearch
 from gem_core.registry import list_envs, make
 
@@ -374,3 +375,38 @@ def test_minesweeper_board_views_follow_the_moves():
     r, c = np.argwhere(~env.revealed)[0]
     env.step(f"\\boxed{{flag {r + 1} {c + 1}}}")
     assert env.flags[r, c] and env.flags.sum() == 1
+
+
+class _Board(TurnBasedGame):
+    max_turns = 2
+
+    def render(self) -> str:
+        return "BOARD"
+
+
+@pytest.mark.parametrize(
+    ("feedback", "won", "last_turn", "expected"),
+    [
+        ("", True, False, ("BOARD\nSolved!", True, False, {"success": True})),
+        ("", False, True, ("BOARD\nOut of turns.", False, True, {"success": False})),
+        ("", False, False, ("BOARD\nTurns left: 1.", False, False, {})),
+        ("Hit.", True, True, ("Hit.\nBOARD\nSolved!", True, False, {"success": True})),
+        ("Hit.", False, True, ("Hit.\nBOARD\nOut of turns.", False, True, {"success": False})),
+        ("Hit.", False, False, ("Hit. Turns left: 1.\nBOARD", False, False, {})),
+    ],
+)
+def test_a_turn_ends_in_a_win_before_the_last_turn_and_otherwise_counts_down(feedback, won, last_turn, expected):
+    game = _Board()
+    game.reset(seed=0)
+    game.take_turn()
+    obs, reward, terminated, truncated, info = game.end_turn(0.5, last_turn, won=won, feedback=feedback)
+    assert (obs, terminated, truncated, info) == expected and reward == 0.5
+
+
+def test_a_rejected_move_costs_its_turn_and_says_why():
+    game = _Board()
+    game.reset(seed=0)
+    obs, _, terminated, truncated, _ = game.invalid_move("no such cell", game.take_turn())
+    assert obs == "Invalid move: no such cell. Turns left: 1.\nBOARD" and not terminated and not truncated
+    *_, truncated, _ = game.invalid_move("no such cell", game.take_turn())
+    assert truncated
