@@ -131,51 +131,83 @@ def _clearable(grid: BitGrid, first: int, mines: int) -> bool:
     """:func:`clearable_by_logic` on bit boards.
 
     The rules only ever add knowledge and stay true as knowledge grows, so applying them in any order
-    reaches the same end; the single-cell rule runs on every cell at once through bit-sliced neighbour
-    counts, and the subset rule (pairs of constraints) only when that rule finds nothing, as in the
-    first version (``test_games`` checks the verdicts against it on random boards).
+    reaches the same end (``test_games`` checks the verdicts against the first version on random boards).
+    Knowing the board makes each rule a few whole-board bit operations, because every deduction is
+    sound: the known mines are mines and the opened cells are safe. A revealed cell's count equals its
+    known mines exactly when no unknown mine is next to it (then its unknown neighbours are safe), and
+    its unknown neighbours are exactly its missing mines when no hidden safe cell is next to it (then
+    they are mines). The 3x3 spread (:meth:`BitGrid.around`) is written out in the loop: it runs about
+    forty times per check, and the check runs about 2.5 times per episode of a random policy.
     """
-    mine_counts = grid.box_counts(mines)
-    zeros = grid.full & ~mines & ~(mine_counts[0] | mine_counts[1] | mine_counts[2] | mine_counts[3])
-    all_safe, total_mines = grid.full & ~mines, mines.bit_count()
-    revealed, known = grid.flood(1 << first, 0, zeros), 0
-    while revealed != all_safe:
-        unknown = grid.full & ~revealed & ~known
-        left = total_mines - known.bit_count()
-        # A revealed cell whose mines are all known: its unknown neighbours are safe; one whose unknown
-        # neighbours are exactly its missing mines: they are mines. (A revealed cell is neither a mine nor
-        # unknown, so its 3x3 counts are its neighbour counts.)
-        safe = grid.around(revealed & grid.equal(mine_counts, grid.box_counts(known))) & unknown
-        found = grid.around(revealed & grid.equal(mine_counts, grid.box_counts(known | unknown))) & unknown
-        if left == 0:
-            safe |= unknown
-        elif left == unknown.bit_count():
-            found |= unknown
-        if not safe and not found:
-            safe, found = _subset_rule(grid, revealed, known, unknown, mines, left)
-            if not safe and not found:
+    full, width, has_left, has_right = grid.full, grid.cols, grid.has_left, grid.has_right
+    safe_cells = full & ~mines
+    spread = mines | ((mines << 1) & has_left) | ((mines >> 1) & has_right)
+    zeros = safe_cells & ~(spread | (spread << width) | (spread >> width))
+    revealed = known = 0
+    new = 1 << first
+    while True:
+        while new:  # open the new safe cells and, through cells with no mine around, their regions
+            revealed |= new
+            spread = new & zeros
+            spread |= ((spread << 1) & has_left) | ((spread >> 1) & has_right)
+            new = (spread | (spread << width) | (spread >> width)) & full & ~revealed
+        hidden_safe = safe_cells & ~revealed
+        unknown_mines = mines & ~known
+        if not hidden_safe or not unknown_mines:  # all open, or the mine count says the rest is safe
+            return True
+        # revealed cells with no unknown mine around: their hidden neighbours are safe
+        spread = unknown_mines | ((unknown_mines << 1) & has_left) | ((unknown_mines >> 1) & has_right)
+        spread = revealed & ~(spread | (spread << width) | (spread >> width))
+        spread |= ((spread << 1) & has_left) | ((spread >> 1) & has_right)
+        new = (spread | (spread << width) | (spread >> width)) & hidden_safe
+        # revealed cells with no hidden safe cell around: their unknown neighbours are mines
+        spread = hidden_safe | ((hidden_safe << 1) & has_left) | ((hidden_safe >> 1) & has_right)
+        spread = revealed & ~(spread | (spread << width) | (spread >> width))
+        spread |= ((spread << 1) & has_left) | ((spread >> 1) & has_right)
+        found = (spread | (spread << width) | (spread >> width)) & unknown_mines
+        if not new and not found:
+            new, found = _subset_rule(grid, revealed, hidden_safe, unknown_mines)
+            if not new and not found:
                 return False
         known |= found
-        revealed = grid.flood(safe, revealed, zeros)
-    return True
 
 
-def _subset_rule(grid: BitGrid, revealed: int, known: int, unknown: int, mines: int, left: int) -> tuple[int, int]:
-    """Safe cells and mines that follow from one constraint's cells lying inside another's."""
-    constraints = {unknown: left}
-    for cell in _bits(revealed & grid.around(unknown)):
-        around = grid.neighbours[cell]
-        constraints[around & unknown] = (around & mines).bit_count() - (around & known).bit_count()
-    items = sorted(constraints.items(), key=lambda item: item[0].bit_count())  # a proper subset comes first
+def _subset_rule(grid: BitGrid, revealed: int, hidden_safe: int, unknown_mines: int) -> tuple[int, int]:
+    """Safe cells and mines that follow from one constraint's cells lying inside another's.
+
+    The constraints are each revealed cell's unknown neighbours and the mine count over all unknown
+    cells. When ``A`` lies inside ``B`` the cells of ``B`` outside ``A`` hold ``need(B) - need(A)``
+    mines, which (the deductions being sound) is the number of mines among them: they are safe when
+    that is none and mines when it is all. The first pairs that deduce anything are enough (the order
+    of deductions does not change the verdict); the mine count's pairs are tried first, being cheap.
+    """
+    unknown = hidden_safe | unknown_mines
+    neighbours, cells = grid.neighbours, set()
+    frontier = revealed & grid.around(unknown)
+    while frontier:
+        low = frontier & -frontier
+        cells.add(neighbours[low.bit_length() - 1] & unknown)
+        frontier ^= low
     safe = found = 0
-    for i, (a_cells, a_need) in enumerate(items):
-        for b_cells, b_need in items[i + 1 :]:
-            if a_cells & b_cells == a_cells and a_cells != b_cells:
-                rest, rest_need = b_cells & ~a_cells, b_need - a_need
-                if rest_need == 0:
+    for inside in cells:  # a revealed cell's unknown neighbours inside all the unknown cells
+        rest = unknown & ~inside
+        if rest and not rest & unknown_mines:
+            safe |= rest
+        elif rest and not rest & hidden_safe:
+            found |= rest
+    if safe or found:
+        return safe, found
+    ordered = sorted(cells, key=int.bit_count)  # a proper subset comes before its superset
+    for i, inside in enumerate(ordered):
+        for outside in ordered[i + 1 :]:
+            if inside & outside == inside:
+                rest = outside & ~inside
+                if not rest & unknown_mines:
                     safe |= rest
-                elif rest_need == rest.bit_count():
+                elif not rest & hidden_safe:
                     found |= rest
+        if safe or found:
+            break
     return safe, found
 
 
