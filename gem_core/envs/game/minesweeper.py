@@ -58,9 +58,9 @@ def _bits(mask: int) -> Iterator[int]:
 class BitGrid:
     """A ``rows x cols`` board as Python ints, one bit per cell (bit ``row * cols + col``).
 
-    Whole-board steps (the 3x3 neighbourhood of a set of cells, every cell's count of mines around it)
-    are a few shifts and bitwise operations on one integer instead of a Python loop over cells: the
-    placement check at the first reveal runs once per draw, and it dominates the cost of the short
+    Whole-board steps (the 3x3 neighbourhood of a set of cells, the flood through cells with no mine
+    around) are a few shifts and bitwise operations on one integer instead of a Python loop over cells:
+    the placement check at the first reveal runs once per draw, and it dominates the cost of the short
     episodes a random policy plays.
     """
 
@@ -70,31 +70,22 @@ class BitGrid:
         first_col = sum(1 << (r * cols) for r in range(rows))
         # a cell's left neighbour exists unless it is in the first column, its right one unless in the last
         self.has_left, self.has_right = self.full & ~first_col, self.full & ~(first_col << (cols - 1))
-        self.neighbours = [sum(1 << n for n in _flat_neighbours(rows, cols)[i]) for i in range(self.size)]
+        self.neighbours = [self.around(1 << i) & ~(1 << i) for i in range(self.size)]  # each cell's eight (or fewer)
         self.header = "   " + " ".join(f"{c + 1:>2}" for c in range(cols))
         self.row_labels = [f"{r + 1:>2} " for r in range(rows)]
+        self._allowed: dict[int, tuple[int, ...]] = {}
 
     def around(self, cells: int) -> int:
         """``cells`` and every cell next to one of them (the 3x3 blocks around them)."""
         row = cells | ((cells << 1) & self.has_left) | ((cells >> 1) & self.has_right)
         return (row | (row << self.cols) | (row >> self.cols)) & self.full
 
-    def box_counts(self, cells: int) -> tuple[int, int, int, int]:
-        """Every cell's number of ``cells`` in its 3x3 block (0-9) as four bit planes (bit-sliced binary).
-
-        For a cell outside ``cells`` that is the number of its neighbours in ``cells``."""
-        a, b, c = (cells << 1) & self.has_left, cells, (cells >> 1) & self.has_right
-        h0, h1 = a ^ b ^ c, (a & b) | (c & (a | b))  # each row's three cells: a 2-bit sum
-        w, full = self.cols, self.full
-        x0, y0, z0, x1, y1, z1 = h0, (h0 << w) & full, h0 >> w, h1, (h1 << w) & full, h1 >> w
-        s0, carry0 = x0 ^ y0 ^ z0, (x0 & y0) | (z0 & (x0 | y0))  # three rows: add the 2-bit sums
-        t, carry1 = x1 ^ y1 ^ z1, (x1 & y1) | (z1 & (x1 | y1))
-        carry2 = t & carry0
-        return s0, t ^ carry0, carry1 ^ carry2, carry1 & carry2
-
-    def equal(self, a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> int:
-        """The cells whose counts agree in ``a`` and ``b``."""
-        return self.full & ~((a[0] ^ b[0]) | (a[1] ^ b[1]) | (a[2] ^ b[2]) | (a[3] ^ b[3]))
+    def allowed_mines(self, first: int) -> tuple[int, ...]:
+        """The cells a mine may take when ``first`` is the first reveal (all but its 3x3), as single-bit masks."""
+        if first not in self._allowed:
+            free = self.around(1 << first)
+            self._allowed[first] = tuple(1 << i for i in range(self.size) if not free >> i & 1)
+        return self._allowed[first]
 
     def flood(self, start: int, revealed: int, zeros: int) -> int:
         """``revealed`` plus the safe cells ``start`` and, through cells with no mine around, their regions."""
@@ -113,12 +104,6 @@ def bit_grid(rows: int, cols: int) -> BitGrid:
 def mines_to_bits(mines: np.ndarray) -> int:
     """A boolean board as a bit board (bit ``row * cols + col``)."""
     return int.from_bytes(np.packbits(mines.ravel(), bitorder="little").tobytes(), "little")
-
-
-@functools.cache
-def _flat_neighbours(rows: int, cols: int) -> tuple[tuple[int, ...], ...]:
-    """The neighbours of every cell as flat indices (``row * cols + col``)."""
-    return tuple(tuple(r * cols + c for r, c in neighbours(divmod(i, cols), rows, cols)) for i in range(rows * cols))
 
 
 def clearable_by_logic(first: Cell, mines: np.ndarray) -> bool:
@@ -217,19 +202,24 @@ class Minesweeper(TurnBasedGame):
             raise ValueError(f"mines must be between 1 and rows*cols-9 = {rows * cols - 9} (the first reveal's 3x3 is kept free), got {mines}.")
         self.rows, self.cols, self.num_mines, self.max_turns = rows, cols, mines, max_turns
         self.placement_attempts = placement_attempts
-        self.mines = np.zeros((rows, cols), dtype=bool)
         self.placed = False
         self.started = False
         self.exploded: Cell | None = None
         self._new_board()
 
     def _new_board(self) -> None:
-        # The board lives in bit masks (one bit per cell) and the rendered cells, updated as they change:
-        # a step touches a few cells, so it never walks the whole board.
+        # The board lives in bit masks (one bit per cell) and the rendered cells and rows, updated as they
+        # change: a step touches a few cells, so it never walks the whole board.
         self._mine_bits = self._revealed_bits = self._flag_bits = self._zero_bits = 0
-        self._counts: list[int] = []
         self._cells = [" #"] * (self.rows * self.cols)
+        self._rows = [label + " ".join(self._cells[: self.cols]) for label in bit_grid(self.rows, self.cols).row_labels]
+        self._stale_rows = 0  # bit r: row r's text is out of date
         self._hidden = list(range(self.rows * self.cols))
+
+    @property
+    def mines(self) -> np.ndarray:
+        """Where the mines are (a copy; all False until the first reveal places them)."""
+        return grid_bits_to_array(self._mine_bits, self.rows, self.cols)
 
     @property
     def revealed(self) -> np.ndarray:
@@ -243,7 +233,6 @@ class Minesweeper(TurnBasedGame):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
-        self.mines = np.zeros((self.rows, self.cols), dtype=bool)
         self._new_board()
         self.placed, self.started, self.exploded = False, True, None
         obs = (
@@ -259,17 +248,15 @@ class Minesweeper(TurnBasedGame):
     def _place_mines(self, first: Cell) -> None:
         grid = bit_grid(self.rows, self.cols)
         start = first[0] * self.cols + first[1]
-        banned = set(_flat_neighbours(self.rows, self.cols)[start]) | {start}
-        allowed = [i for i in range(grid.size) if i not in banned]
+        allowed = grid.allowed_mines(start)
+        draw, pick, size = self.np_random.choice, allowed.__getitem__, self.num_mines
         for _ in range(self.placement_attempts):
-            bits = sum(1 << int(i) for i in self.np_random.choice(allowed, size=self.num_mines, replace=False))
+            # the same draw as ``choice(allowed, ...)`` (the same boards per seed), without a list-to-array copy
+            bits = sum(map(pick, draw(len(allowed), size=size, replace=False).tolist()))
             if _clearable(grid, start, bits):
                 break
-        counts = grid.box_counts(bits)
         self._mine_bits, self.placed = bits, True
-        self._counts = [(around & bits).bit_count() for around in grid.neighbours]
-        self._zero_bits = grid.full & ~bits & ~(counts[0] | counts[1] | counts[2] | counts[3])
-        self.mines = grid_bits_to_array(bits, self.rows, self.cols)
+        self._zero_bits = grid.full & ~bits & ~grid.around(bits)
 
     def step(self, action: str) -> StepResult:
         out_of_turns = self.take_turn()
@@ -290,22 +277,26 @@ class Minesweeper(TurnBasedGame):
         if (match[1] or "").lower() in ("flag", "f"):
             self._flag_bits ^= bit
             flagged = bool(self._flag_bits & bit)
-            self._cells[index] = " F" if flagged else " #"
+            self._set_cell(index, " F" if flagged else " #")
             return self._after_move(f"Flag {'set' if flagged else 'removed'}.", 0.0, out_of_turns)
         if not self.placed:
             self._place_mines(cell)
         if self._mine_bits & bit:
             self.exploded = cell
-            self._cells[index] = " *"
+            self._set_cell(index, " *")
             return f"Boom! {cell[0] + 1} {cell[1] + 1} was a mine.\n{self.render()}", 0.0, True, False, {"success": False}
         self._flag_bits &= ~bit
-        before = self._revealed_bits
-        self._revealed_bits = bit_grid(self.rows, self.cols).flood(bit, before, self._zero_bits)
-        opened = 0
-        for i in _bits(self._revealed_bits & ~before):
-            self._cells[i] = f"{self._counts[i]:>2}" if self._counts[i] else " ."
-            self._hidden.remove(i)
+        grid, before = bit_grid(self.rows, self.cols), self._revealed_bits
+        self._revealed_bits = revealed = grid.flood(bit, before, self._zero_bits)
+        opened, neighbours, mines = 0, grid.neighbours, self._mine_bits
+        for i in _bits(revealed & ~before):
+            count = (neighbours[i] & mines).bit_count()
+            self._set_cell(i, f"{count:>2}" if count else " .")
             opened += 1
+        if opened == 1:
+            self._hidden.remove(index)
+        else:
+            self._hidden = [i for i in self._hidden if not revealed >> i & 1]
         return self._after_move(f"Opened {opened} cell(s).", opened / (self.rows * self.cols - self.num_mines), out_of_turns)
 
     def _after_move(self, feedback: str, reward: float, out_of_turns: bool) -> StepResult:
@@ -319,10 +310,18 @@ class Minesweeper(TurnBasedGame):
         r, c = divmod(self._hidden[self.random_index(len(self._hidden))], self.cols)
         return f"\\boxed{{reveal {r + 1} {c + 1}}}"
 
+    def _set_cell(self, index: int, text: str) -> None:
+        self._cells[index] = text
+        self._stale_rows |= 1 << (index // self.cols)
+
     def render(self) -> str:
         """The board: ``#`` hidden, ``F`` flagged, a digit for an open cell (``.`` for 0), ``*`` the mine hit."""
-        grid, cells, cols = bit_grid(self.rows, self.cols), self._cells, self.cols
-        rows = [label + " ".join(cells[r * cols : (r + 1) * cols]) for r, label in enumerate(grid.row_labels)]
+        grid, rows = bit_grid(self.rows, self.cols), self._rows
+        if self._stale_rows:  # rebuild only the rows whose cells changed since the last render
+            cells, cols = self._cells, self.cols
+            for r in _bits(self._stale_rows):
+                rows[r] = grid.row_labels[r] + " ".join(cells[r * cols : (r + 1) * cols])
+            self._stale_rows = 0
         return "\n".join([grid.header, *rows])
 
 
