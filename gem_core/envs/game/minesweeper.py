@@ -73,6 +73,7 @@ class BitGrid:
         self.neighbours = [self.around(1 << i) & ~(1 << i) for i in range(self.size)]  # each cell's eight (or fewer)
         self.header = "   " + " ".join(f"{c + 1:>2}" for c in range(cols))
         self.row_labels = [f"{r + 1:>2} " for r in range(rows)]
+        self.hidden_rows = [label + " ".join([" #"] * cols) for label in self.row_labels]  # a fresh board's rows
         self._allowed: dict[int, tuple[int, ...]] = {}
 
     def around(self, cells: int) -> int:
@@ -166,6 +167,9 @@ def _subset_rule(grid: BitGrid, revealed: int, hidden_safe: int, unknown_mines: 
     that is none and mines when it is all. The first pairs that deduce anything are enough (the order
     of deductions does not change the verdict); the mine count's pairs are tried first, being cheap.
     """
+    safe, found = _neighbour_pairs(grid, revealed, hidden_safe, unknown_mines)
+    if safe or found:
+        return safe, found
     unknown = hidden_safe | unknown_mines
     neighbours, cells = grid.neighbours, set()
     frontier = revealed & grid.around(unknown)
@@ -196,6 +200,61 @@ def _subset_rule(grid: BitGrid, revealed: int, hidden_safe: int, unknown_mines: 
     return safe, found
 
 
+def _neighbour_pairs(grid, revealed, hidden_safe, unknown_mines):
+    full, w, has_left, has_right = grid.full, grid.cols, grid.has_left, grid.has_right
+    has_right2 = has_right & (has_right >> 1)
+    safe = found = 0
+    # side by side: a and b = a + 1 both revealed; a's own column c-1, b's own column c+2
+    pairs = revealed & (revealed >> 1) & has_right
+    if pairs:
+        vs = hidden_safe | (hidden_safe << w) | (hidden_safe >> w)
+        vm = unknown_mines | (unknown_mines << w) | (unknown_mines >> w)
+        ls, lm = (vs << 1) & has_left, (vm << 1) & has_left
+        rs, rm = (vs >> 2) & has_right2, (vm >> 2) & has_right2
+        a_in_b, b_in_a = pairs & ~(ls | lm), pairs & ~(rs | rm)
+        x = (a_in_b & rs & ~rm) << 2
+        safe |= x | (x << w) | (x >> w)
+        x = (a_in_b & rm & ~rs) << 2
+        found |= x | (x << w) | (x >> w)
+        x = (b_in_a & ls & ~lm) >> 1
+        safe |= x | (x << w) | (x >> w)
+        x = (b_in_a & lm & ~ls) >> 1
+        found |= x | (x << w) | (x >> w)
+    # one above the other: a and b = a + w; a's own row r-1, b's own row r+2
+    pairs = revealed & (revealed >> w)
+    if pairs:
+        hs = hidden_safe | ((hidden_safe << 1) & has_left) | ((hidden_safe >> 1) & has_right)
+        hm = unknown_mines | ((unknown_mines << 1) & has_left) | ((unknown_mines >> 1) & has_right)
+        ts, tm = (hs << w) & full, (hm << w) & full
+        bs, bm = hs >> (2 * w), hm >> (2 * w)
+        a_in_b, b_in_a = pairs & ~(ts | tm), pairs & ~(bs | bm)
+        x = (a_in_b & bs & ~bm) << (2 * w)
+        safe |= x | ((x << 1) & has_left) | ((x >> 1) & has_right)
+        x = (a_in_b & bm & ~bs) << (2 * w)
+        found |= x | ((x << 1) & has_left) | ((x >> 1) & has_right)
+        x = (b_in_a & ts & ~tm) >> w
+        safe |= x | ((x << 1) & has_left) | ((x >> 1) & has_right)
+        x = (b_in_a & tm & ~ts) >> w
+        found |= x | ((x << 1) & has_left) | ((x >> 1) & has_right)
+    return safe & hidden_safe, found & unknown_mines
+
+
+#: an open cell's text by its number of mines around
+_OPEN_CELL = [" ."] + [f"{n:>2}" for n in range(1, 9)]
+
+
+@functools.cache
+def _rules(rows: int, cols: int, mines: int, max_turns: int) -> str:
+    """The first observation's text before the board (the same for every episode of a configuration)."""
+    return (
+        f"Let's play Minesweeper on a {rows}x{cols} grid with {mines} hidden mines. "
+        "Reveal every safe cell without revealing a mine. A revealed cell shows how many of its 8 neighbours are "
+        "mines (revealing a 0 opens its neighbours). Your first reveal is always safe. Moves: \\boxed{reveal ROW COL} "
+        "or \\boxed{flag ROW COL} (flags are notes for you), rows and columns from 1. "
+        f"You have at most {max_turns} turns. " + BOXED_HINT % f"reveal {(rows + 1) // 2} {(cols + 1) // 2}"
+    )
+
+
 class Minesweeper(TurnBasedGame):
     def __init__(self, rows: int = 8, cols: int = 8, mines: int = 10, max_turns: int = 80, placement_attempts: int = 300):
         if not 0 < mines <= rows * cols - 9:
@@ -212,7 +271,7 @@ class Minesweeper(TurnBasedGame):
         # change: a step touches a few cells, so it never walks the whole board.
         self._mine_bits = self._revealed_bits = self._flag_bits = self._zero_bits = 0
         self._cells = [" #"] * (self.rows * self.cols)
-        self._rows = [label + " ".join(self._cells[: self.cols]) for label in bit_grid(self.rows, self.cols).row_labels]
+        self._rows = bit_grid(self.rows, self.cols).hidden_rows.copy()
         self._stale_rows = 0  # bit r: row r's text is out of date
         self._hidden = list(range(self.rows * self.cols))
 
@@ -235,15 +294,7 @@ class Minesweeper(TurnBasedGame):
         super().reset(seed=seed)
         self._new_board()
         self.placed, self.started, self.exploded = False, True, None
-        obs = (
-            f"Let's play Minesweeper on a {self.rows}x{self.cols} grid with {self.num_mines} hidden mines. "
-            "Reveal every safe cell without revealing a mine. A revealed cell shows how many of its 8 neighbours are "
-            "mines (revealing a 0 opens its neighbours). Your first reveal is always safe. Moves: \\boxed{reveal ROW COL} "
-            "or \\boxed{flag ROW COL} (flags are notes for you), rows and columns from 1. "
-            f"You have at most {self.max_turns} turns. " + BOXED_HINT % f"reveal {(self.rows + 1) // 2} {(self.cols + 1) // 2}"
-            + f"\n{self.render()}"
-        )
-        return obs, {"max_turns": self.max_turns}
+        return f"{_rules(self.rows, self.cols, self.num_mines, self.max_turns)}\n{self.render()}", {"max_turns": self.max_turns}
 
     def _place_mines(self, first: Cell) -> None:
         grid = bit_grid(self.rows, self.cols)
@@ -288,11 +339,12 @@ class Minesweeper(TurnBasedGame):
         self._flag_bits &= ~bit
         grid, before = bit_grid(self.rows, self.cols), self._revealed_bits
         self._revealed_bits = revealed = grid.flood(bit, before, self._zero_bits)
-        opened, neighbours, mines = 0, grid.neighbours, self._mine_bits
-        for i in _bits(revealed & ~before):
-            count = (neighbours[i] & mines).bit_count()
-            self._set_cell(i, f"{count:>2}" if count else " .")
-            opened += 1
+        opened = revealed & ~before
+        cells, neighbours, mines, cols, stale = self._cells, grid.neighbours, self._mine_bits, self.cols, self._stale_rows
+        for i in _bits(opened):
+            cells[i] = _OPEN_CELL[(neighbours[i] & mines).bit_count()]
+            stale |= 1 << (i // cols)
+        self._stale_rows, opened = stale, opened.bit_count()
         if opened == 1:
             self._hidden.remove(index)
         else:
