@@ -56,36 +56,39 @@ def _bits(mask: int) -> Iterator[int]:
 
 
 class BitGrid:
-    """A ``rows x cols`` board as Python ints, one bit per cell (bit ``row * cols + col``).
+    """A ``rows x cols`` board as Python ints, one bit per cell: bit ``row * width + col``, where each row
+    is followed by two guard bits that stay clear (``width = cols + 2``).
 
     Whole-board steps (the 3x3 neighbourhood of a set of cells, the flood through cells with no mine
-    around) are a few shifts and bitwise operations on one integer instead of a Python loop over cells:
-    the placement check at the first reveal runs once per draw, and it dominates the cost of the short
-    episodes a random policy plays.
+    around) are a few shifts and bitwise operations on one integer instead of a Python loop over cells.
+    The guard bits catch what a shift by one or two columns pushes past a row's end, so the shifts need
+    no per-column masks; the placement check at the first reveal, which runs once per draw and dominates
+    the short episodes a random policy plays, is mostly such shifts.
     """
 
     def __init__(self, rows: int, cols: int):
-        self.rows, self.cols, self.size = rows, cols, rows * cols
-        self.full = (1 << self.size) - 1
-        first_col = sum(1 << (r * cols) for r in range(rows))
-        # a cell's left neighbour exists unless it is in the first column, its right one unless in the last
-        self.has_left, self.has_right = self.full & ~first_col, self.full & ~(first_col << (cols - 1))
-        self.neighbours = [self.around(1 << i) & ~(1 << i) for i in range(self.size)]  # each cell's eight (or fewer)
+        self.rows, self.cols, self.width = rows, cols, cols + 2
+        self.full = sum(((1 << cols) - 1) << (r * self.width) for r in range(rows))  # every cell, no guard bit
+        self.cells = [r * self.width + c for r in range(rows) for c in range(cols)]  # the cells' bits, row by row
+        self.neighbours = [self.around(1 << i) & ~(1 << i) if self.full >> i & 1 else 0 for i in range(rows * self.width)]
         self.header = "   " + " ".join(f"{c + 1:>2}" for c in range(cols))
         self.row_labels = [f"{r + 1:>2} " for r in range(rows)]
         self.hidden_rows = [label + " ".join([" #"] * cols) for label in self.row_labels]  # a fresh board's rows
         self._allowed: dict[int, tuple[int, ...]] = {}
 
+    def index(self, cell: Cell) -> int:
+        return cell[0] * self.width + cell[1]
+
     def around(self, cells: int) -> int:
-        """``cells`` and every cell next to one of them (the 3x3 blocks around them)."""
-        row = cells | ((cells << 1) & self.has_left) | ((cells >> 1) & self.has_right)
-        return (row | (row << self.cols) | (row >> self.cols)) & self.full
+        """``cells`` (no guard bits) and every cell next to one of them (the 3x3 blocks around them)."""
+        row = cells | (cells << 1) | (cells >> 1)
+        return (row | (row << self.width) | (row >> self.width)) & self.full
 
     def allowed_mines(self, first: int) -> tuple[int, ...]:
         """The cells a mine may take when ``first`` is the first reveal (all but its 3x3), as single-bit masks."""
         if first not in self._allowed:
             free = self.around(1 << first)
-            self._allowed[first] = tuple(1 << i for i in range(self.size) if not free >> i & 1)
+            self._allowed[first] = tuple(1 << i for i in self.cells if not free >> i & 1)
         return self._allowed[first]
 
     def flood(self, start: int, revealed: int, zeros: int) -> int:
@@ -96,21 +99,29 @@ class BitGrid:
             new = self.around(new & zeros) & ~revealed  # a zero's neighbours are never mines
         return revealed
 
+    def to_bits(self, cells: np.ndarray) -> int:
+        """A ``rows x cols`` boolean array as a bit board."""
+        padded = np.zeros((self.rows, self.width), dtype=bool)
+        padded[:, : self.cols] = cells
+        return int.from_bytes(np.packbits(padded.ravel(), bitorder="little").tobytes(), "little")
+
+    def to_array(self, bits: int) -> np.ndarray:
+        """A bit board as a ``rows x cols`` boolean array (a copy)."""
+        size = self.rows * self.width
+        packed = np.frombuffer(bits.to_bytes((size + 7) // 8, "little"), dtype=np.uint8)
+        cells = np.unpackbits(packed, count=size, bitorder="little").astype(bool).reshape(self.rows, self.width)
+        return cells[:, : self.cols].copy()
+
 
 @functools.cache
 def bit_grid(rows: int, cols: int) -> BitGrid:
     return BitGrid(rows, cols)
 
 
-def mines_to_bits(mines: np.ndarray) -> int:
-    """A boolean board as a bit board (bit ``row * cols + col``)."""
-    return int.from_bytes(np.packbits(mines.ravel(), bitorder="little").tobytes(), "little")
-
-
 def clearable_by_logic(first: Cell, mines: np.ndarray) -> bool:
     """Whether a player who reasons (single-cell and subset rules, mine count) clears the board from ``first``."""
-    rows, cols = mines.shape
-    return _clearable(bit_grid(rows, cols), first[0] * cols + first[1], mines_to_bits(mines))
+    grid = bit_grid(*mines.shape)
+    return _clearable(grid, grid.index(first), grid.to_bits(mines))
 
 
 def _clearable(grid: BitGrid, first: int, mines: int) -> bool:
@@ -120,14 +131,18 @@ def _clearable(grid: BitGrid, first: int, mines: int) -> bool:
     reaches the same end (``test_games`` checks the verdicts against the first version on random boards).
     Knowing the board makes each rule a few whole-board bit operations, because every deduction is
     sound: the known mines are mines and the opened cells are safe. A revealed cell's count equals its
-    known mines exactly when no unknown mine is next to it (then its unknown neighbours are safe), and
+    known mines exactly when no unknown mine is next to it (then its hidden neighbours are safe), and
     its unknown neighbours are exactly its missing mines when no hidden safe cell is next to it (then
-    they are mines). The 3x3 spread (:meth:`BitGrid.around`) is written out in the loop: it runs about
-    forty times per check, and the check runs about 2.5 times per episode of a random policy.
+    they are mines). Both rules spread a set to the 3x3 blocks, keep the revealed cells outside it and
+    spread those again, so they run together on two boards laid side by side in one integer (the
+    unknown mines low, the hidden safe cells ``gap`` bits up, a guard row between them); the spreads
+    are written out because they run about twenty times per check, and the check about 2.5 times per
+    episode of a random policy.
     """
-    full, width, has_left, has_right = grid.full, grid.cols, grid.has_left, grid.has_right
+    full, width = grid.full, grid.width
+    gap = (grid.rows + 1) * width
     safe_cells = full & ~mines
-    spread = mines | ((mines << 1) & has_left) | ((mines >> 1) & has_right)
+    spread = mines | (mines << 1) | (mines >> 1)
     zeros = safe_cells & ~(spread | (spread << width) | (spread >> width))
     revealed = known = 0
     new = 1 << first
@@ -135,22 +150,20 @@ def _clearable(grid: BitGrid, first: int, mines: int) -> bool:
         while new:  # open the new safe cells and, through cells with no mine around, their regions
             revealed |= new
             spread = new & zeros
-            spread |= ((spread << 1) & has_left) | ((spread >> 1) & has_right)
-            new = (spread | (spread << width) | (spread >> width)) & full & ~revealed
+            spread |= (spread << 1) | (spread >> 1)
+            new = (spread | (spread << width) | (spread >> width)) & safe_cells & ~revealed
         hidden_safe = safe_cells & ~revealed
         unknown_mines = mines & ~known
         if not hidden_safe or not unknown_mines:  # all open, or the mine count says the rest is safe
             return True
-        # revealed cells with no unknown mine around: their hidden neighbours are safe
-        spread = unknown_mines | ((unknown_mines << 1) & has_left) | ((unknown_mines >> 1) & has_right)
-        spread = revealed & ~(spread | (spread << width) | (spread >> width))
-        spread |= ((spread << 1) & has_left) | ((spread >> 1) & has_right)
-        new = (spread | (spread << width) | (spread >> width)) & hidden_safe
-        # revealed cells with no hidden safe cell around: their unknown neighbours are mines
-        spread = hidden_safe | ((hidden_safe << 1) & has_left) | ((hidden_safe >> 1) & has_right)
-        spread = revealed & ~(spread | (spread << width) | (spread >> width))
-        spread |= ((spread << 1) & has_left) | ((spread >> 1) & has_right)
-        found = (spread | (spread << width) | (spread >> width)) & unknown_mines
+        spread = unknown_mines | (hidden_safe << gap)
+        spread |= (spread << 1) | (spread >> 1)
+        both_revealed = revealed | (revealed << gap)
+        spread = both_revealed & ~(spread | (spread << width) | (spread >> width))
+        spread |= (spread << 1) | (spread >> 1)
+        spread |= (spread << width) | (spread >> width)
+        new = spread & hidden_safe  # next to a revealed cell with no unknown mine around
+        found = (spread >> gap) & unknown_mines  # next to a revealed cell with no hidden safe cell around
         if not new and not found:
             new, found = _subset_rule(grid, revealed, hidden_safe, unknown_mines)
             if not new and not found:
@@ -165,7 +178,8 @@ def _subset_rule(grid: BitGrid, revealed: int, hidden_safe: int, unknown_mines: 
     cells. When ``A`` lies inside ``B`` the cells of ``B`` outside ``A`` hold ``need(B) - need(A)``
     mines, which (the deductions being sound) is the number of mines among them: they are safe when
     that is none and mines when it is all. The first pairs that deduce anything are enough (the order
-    of deductions does not change the verdict); the mine count's pairs are tried first, being cheap.
+    of deductions does not change the verdict): pairs of side-by-side cells first (as bit operations,
+    they give most deductions), then the mine count's pairs, then all the others.
     """
     safe, found = _neighbour_pairs(grid, revealed, hidden_safe, unknown_mines)
     if safe or found:
@@ -177,7 +191,6 @@ def _subset_rule(grid: BitGrid, revealed: int, hidden_safe: int, unknown_mines: 
         low = frontier & -frontier
         cells.add(neighbours[low.bit_length() - 1] & unknown)
         frontier ^= low
-    safe = found = 0
     for inside in cells:  # a revealed cell's unknown neighbours inside all the unknown cells
         rest = unknown & ~inside
         if rest and not rest & unknown_mines:
@@ -200,42 +213,53 @@ def _subset_rule(grid: BitGrid, revealed: int, hidden_safe: int, unknown_mines: 
     return safe, found
 
 
-def _neighbour_pairs(grid, revealed, hidden_safe, unknown_mines):
-    full, w, has_left, has_right = grid.full, grid.cols, grid.has_left, grid.has_right
-    has_right2 = has_right & (has_right >> 1)
+def _neighbour_pairs(grid: BitGrid, revealed: int, hidden_safe: int, unknown_mines: int) -> tuple[int, int]:
+    """The subset rule for revealed cells ``a`` and ``b`` side by side, on all such pairs at once.
+
+    For ``b`` right of ``a`` the cells next to ``a`` but not ``b`` are column ``c-1`` of rows ``r-1..r+1``
+    and those next to ``b`` but not ``a`` column ``c+2``: ``a``'s unknown neighbours lie inside ``b``'s
+    when its own column has no unknown cell, and then ``b``'s own column is safe if it holds no unknown
+    mine (and mines if it holds no hidden safe cell); the same the other way round, and for ``b`` below ``a``.
+    """
+    width = grid.width
     safe = found = 0
-    # side by side: a and b = a + 1 both revealed; a's own column c-1, b's own column c+2
-    pairs = revealed & (revealed >> 1) & has_right
+    pairs = revealed & (revealed >> 1)  # a and a + 1 revealed
     if pairs:
-        vs = hidden_safe | (hidden_safe << w) | (hidden_safe >> w)
-        vm = unknown_mines | (unknown_mines << w) | (unknown_mines >> w)
-        ls, lm = (vs << 1) & has_left, (vm << 1) & has_left
-        rs, rm = (vs >> 2) & has_right2, (vm >> 2) & has_right2
-        a_in_b, b_in_a = pairs & ~(ls | lm), pairs & ~(rs | rm)
-        x = (a_in_b & rs & ~rm) << 2
-        safe |= x | (x << w) | (x >> w)
-        x = (a_in_b & rm & ~rs) << 2
-        found |= x | (x << w) | (x >> w)
-        x = (b_in_a & ls & ~lm) >> 1
-        safe |= x | (x << w) | (x >> w)
-        x = (b_in_a & lm & ~ls) >> 1
-        found |= x | (x << w) | (x >> w)
-    # one above the other: a and b = a + w; a's own row r-1, b's own row r+2
-    pairs = revealed & (revealed >> w)
+        near_safe = hidden_safe | (hidden_safe << width) | (hidden_safe >> width)
+        near_mine = unknown_mines | (unknown_mines << width) | (unknown_mines >> width)
+        left_safe, left_mine, right_safe, right_mine = near_safe << 1, near_mine << 1, near_safe >> 2, near_mine >> 2
+        a_in_b, b_in_a = pairs & ~(left_safe | left_mine), pairs & ~(right_safe | right_mine)
+        for rest, is_safe in (
+            ((a_in_b & right_safe & ~right_mine) << 2, True),
+            ((a_in_b & right_mine & ~right_safe) << 2, False),
+            ((b_in_a & left_safe & ~left_mine) >> 1, True),
+            ((b_in_a & left_mine & ~left_safe) >> 1, False),
+        ):
+            if rest:
+                rest |= (rest << width) | (rest >> width)
+                if is_safe:
+                    safe |= rest
+                else:
+                    found |= rest
+    pairs = revealed & (revealed >> width)  # a and a + width (the cell below) revealed
     if pairs:
-        hs = hidden_safe | ((hidden_safe << 1) & has_left) | ((hidden_safe >> 1) & has_right)
-        hm = unknown_mines | ((unknown_mines << 1) & has_left) | ((unknown_mines >> 1) & has_right)
-        ts, tm = (hs << w) & full, (hm << w) & full
-        bs, bm = hs >> (2 * w), hm >> (2 * w)
-        a_in_b, b_in_a = pairs & ~(ts | tm), pairs & ~(bs | bm)
-        x = (a_in_b & bs & ~bm) << (2 * w)
-        safe |= x | ((x << 1) & has_left) | ((x >> 1) & has_right)
-        x = (a_in_b & bm & ~bs) << (2 * w)
-        found |= x | ((x << 1) & has_left) | ((x >> 1) & has_right)
-        x = (b_in_a & ts & ~tm) >> w
-        safe |= x | ((x << 1) & has_left) | ((x >> 1) & has_right)
-        x = (b_in_a & tm & ~ts) >> w
-        found |= x | ((x << 1) & has_left) | ((x >> 1) & has_right)
+        near_safe = hidden_safe | (hidden_safe << 1) | (hidden_safe >> 1)
+        near_mine = unknown_mines | (unknown_mines << 1) | (unknown_mines >> 1)
+        up_safe, up_mine = near_safe << width, near_mine << width
+        down_safe, down_mine = near_safe >> (2 * width), near_mine >> (2 * width)
+        a_in_b, b_in_a = pairs & ~(up_safe | up_mine), pairs & ~(down_safe | down_mine)
+        for rest, is_safe in (
+            ((a_in_b & down_safe & ~down_mine) << (2 * width), True),
+            ((a_in_b & down_mine & ~down_safe) << (2 * width), False),
+            ((b_in_a & up_safe & ~up_mine) >> width, True),
+            ((b_in_a & up_mine & ~up_safe) >> width, False),
+        ):
+            if rest:
+                rest |= (rest << 1) | (rest >> 1)
+                if is_safe:
+                    safe |= rest
+                else:
+                    found |= rest
     return safe & hidden_safe, found & unknown_mines
 
 
@@ -269,26 +293,27 @@ class Minesweeper(TurnBasedGame):
     def _new_board(self) -> None:
         # The board lives in bit masks (one bit per cell) and the rendered cells and rows, updated as they
         # change: a step touches a few cells, so it never walks the whole board.
+        grid = bit_grid(self.rows, self.cols)
         self._mine_bits = self._revealed_bits = self._flag_bits = self._zero_bits = 0
-        self._cells = [" #"] * (self.rows * self.cols)
-        self._rows = bit_grid(self.rows, self.cols).hidden_rows.copy()
+        self._cells = [" #"] * (self.rows * grid.width)  # by bit index (the guard bits' entries unused)
+        self._rows = grid.hidden_rows.copy()
         self._stale_rows = 0  # bit r: row r's text is out of date
-        self._hidden = list(range(self.rows * self.cols))
+        self._hidden = grid.cells.copy()  # the hidden cells' bit indices, in order
 
     @property
     def mines(self) -> np.ndarray:
         """Where the mines are (a copy; all False until the first reveal places them)."""
-        return grid_bits_to_array(self._mine_bits, self.rows, self.cols)
+        return bit_grid(self.rows, self.cols).to_array(self._mine_bits)
 
     @property
     def revealed(self) -> np.ndarray:
         """Which cells are open (a copy)."""
-        return grid_bits_to_array(self._revealed_bits, self.rows, self.cols)
+        return bit_grid(self.rows, self.cols).to_array(self._revealed_bits)
 
     @property
     def flags(self) -> np.ndarray:
         """Which hidden cells carry a flag (a copy)."""
-        return grid_bits_to_array(self._flag_bits & ~self._revealed_bits, self.rows, self.cols)
+        return bit_grid(self.rows, self.cols).to_array(self._flag_bits & ~self._revealed_bits)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
@@ -298,7 +323,7 @@ class Minesweeper(TurnBasedGame):
 
     def _place_mines(self, first: Cell) -> None:
         grid = bit_grid(self.rows, self.cols)
-        start = first[0] * self.cols + first[1]
+        start = grid.index(first)
         allowed = grid.allowed_mines(start)
         draw, pick, size = self.np_random.choice, allowed.__getitem__, self.num_mines
         for _ in range(self.placement_attempts):
@@ -318,12 +343,13 @@ class Minesweeper(TurnBasedGame):
             problem = "expected \\boxed{reveal ROW COL} or \\boxed{flag ROW COL}"
         elif not (0 <= cell[0] < self.rows and 0 <= cell[1] < self.cols):
             problem = f"rows go from 1 to {self.rows} and columns from 1 to {self.cols}"
-        elif self._revealed_bits >> (cell[0] * self.cols + cell[1]) & 1:
+        elif self._revealed_bits >> bit_grid(self.rows, self.cols).index(cell) & 1:
             problem = f"cell {cell[0] + 1} {cell[1] + 1} is already revealed"
         if problem is not None:
             return self.invalid_action(f"Invalid move: {problem}. Turns left: {self.max_turns - self.turn}.\n{self.render()}", truncated=out_of_turns)
         assert cell is not None and match is not None
-        index = cell[0] * self.cols + cell[1]
+        grid = bit_grid(self.rows, self.cols)
+        index = grid.index(cell)
         bit = 1 << index
         if (match[1] or "").lower() in ("flag", "f"):
             self._flag_bits ^= bit
@@ -337,13 +363,13 @@ class Minesweeper(TurnBasedGame):
             self._set_cell(index, " *")
             return f"Boom! {cell[0] + 1} {cell[1] + 1} was a mine.\n{self.render()}", 0.0, True, False, {"success": False}
         self._flag_bits &= ~bit
-        grid, before = bit_grid(self.rows, self.cols), self._revealed_bits
+        before = self._revealed_bits
         self._revealed_bits = revealed = grid.flood(bit, before, self._zero_bits)
         opened = revealed & ~before
-        cells, neighbours, mines, cols, stale = self._cells, grid.neighbours, self._mine_bits, self.cols, self._stale_rows
+        cells, neighbours, mines, width, stale = self._cells, grid.neighbours, self._mine_bits, grid.width, self._stale_rows
         for i in _bits(opened):
             cells[i] = _OPEN_CELL[(neighbours[i] & mines).bit_count()]
-            stale |= 1 << (i // cols)
+            stale |= 1 << (i // width)
         self._stale_rows, opened = stale, opened.bit_count()
         if opened == 1:
             self._hidden.remove(index)
@@ -359,26 +385,20 @@ class Minesweeper(TurnBasedGame):
         return f"{feedback} Turns left: {self.max_turns - self.turn}.\n{self.render()}", reward, False, False, {}
 
     def sample_random_action(self) -> str:
-        r, c = divmod(self._hidden[self.random_index(len(self._hidden))], self.cols)
+        r, c = divmod(self._hidden[self.random_index(len(self._hidden))], bit_grid(self.rows, self.cols).width)
         return f"\\boxed{{reveal {r + 1} {c + 1}}}"
 
     def _set_cell(self, index: int, text: str) -> None:
         self._cells[index] = text
-        self._stale_rows |= 1 << (index // self.cols)
+        self._stale_rows |= 1 << (index // bit_grid(self.rows, self.cols).width)
 
     def render(self) -> str:
         """The board: ``#`` hidden, ``F`` flagged, a digit for an open cell (``.`` for 0), ``*`` the mine hit."""
         grid, rows = bit_grid(self.rows, self.cols), self._rows
         if self._stale_rows:  # rebuild only the rows whose cells changed since the last render
-            cells, cols = self._cells, self.cols
+            cells, cols, width = self._cells, self.cols, grid.width
             for r in _bits(self._stale_rows):
-                rows[r] = grid.row_labels[r] + " ".join(cells[r * cols : (r + 1) * cols])
+                rows[r] = grid.row_labels[r] + " ".join(cells[r * width : r * width + cols])
             self._stale_rows = 0
         return "\n".join([grid.header, *rows])
 
-
-def grid_bits_to_array(bits: int, rows: int, cols: int) -> np.ndarray:
-    """A bit board as a ``rows x cols`` boolean array."""
-    size = rows * cols
-    packed = np.frombuffer(bits.to_bytes((size + 7) // 8, "little"), dtype=np.uint8)
-    return np.unpackbits(packed, count=size, bitorder="little").astype(bool).reshape(rows, cols)
