@@ -293,7 +293,7 @@ class Minesweeper(TurnBasedGame):
     def _new_board(self) -> None:
         # The board lives in bit masks (one bit per cell) and the rendered cells and rows, updated as they
         # change: a step touches a few cells, so it never walks the whole board.
-        grid = bit_grid(self.rows, self.cols)
+        self._grid = grid = bit_grid(self.rows, self.cols)
         self._mine_bits = self._revealed_bits = self._flag_bits = self._zero_bits = 0
         self._cells = [" #"] * (self.rows * grid.width)  # by bit index (the guard bits' entries unused)
         self._rows = grid.hidden_rows.copy()
@@ -303,17 +303,17 @@ class Minesweeper(TurnBasedGame):
     @property
     def mines(self) -> np.ndarray:
         """Where the mines are (a copy; all False until the first reveal places them)."""
-        return bit_grid(self.rows, self.cols).to_array(self._mine_bits)
+        return self._grid.to_array(self._mine_bits)
 
     @property
     def revealed(self) -> np.ndarray:
         """Which cells are open (a copy)."""
-        return bit_grid(self.rows, self.cols).to_array(self._revealed_bits)
+        return self._grid.to_array(self._revealed_bits)
 
     @property
     def flags(self) -> np.ndarray:
         """Which hidden cells carry a flag (a copy)."""
-        return bit_grid(self.rows, self.cols).to_array(self._flag_bits & ~self._revealed_bits)
+        return self._grid.to_array(self._flag_bits & ~self._revealed_bits)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
@@ -322,7 +322,7 @@ class Minesweeper(TurnBasedGame):
         return f"{_rules(self.rows, self.cols, self.num_mines, self.max_turns)}\n{self.render()}", {"max_turns": self.max_turns}
 
     def _place_mines(self, first: Cell) -> None:
-        grid = bit_grid(self.rows, self.cols)
+        grid = self._grid
         start = grid.index(first)
         allowed = grid.allowed_mines(start)
         draw, pick, size = self.np_random.choice, allowed.__getitem__, self.num_mines
@@ -343,12 +343,12 @@ class Minesweeper(TurnBasedGame):
             problem = "expected \\boxed{reveal ROW COL} or \\boxed{flag ROW COL}"
         elif not (0 <= cell[0] < self.rows and 0 <= cell[1] < self.cols):
             problem = f"rows go from 1 to {self.rows} and columns from 1 to {self.cols}"
-        elif self._revealed_bits >> bit_grid(self.rows, self.cols).index(cell) & 1:
+        elif self._revealed_bits >> self._grid.index(cell) & 1:
             problem = f"cell {cell[0] + 1} {cell[1] + 1} is already revealed"
         if problem is not None:
             return self.invalid_action(f"Invalid move: {problem}. Turns left: {self.max_turns - self.turn}.\n{self.render()}", truncated=out_of_turns)
         assert cell is not None and match is not None
-        grid = bit_grid(self.rows, self.cols)
+        grid = self._grid
         index = grid.index(cell)
         bit = 1 << index
         if (match[1] or "").lower() in ("flag", "f"):
@@ -385,16 +385,16 @@ class Minesweeper(TurnBasedGame):
         return f"{feedback} Turns left: {self.max_turns - self.turn}.\n{self.render()}", reward, False, False, {}
 
     def sample_random_action(self) -> str:
-        r, c = divmod(self._hidden[self.random_index(len(self._hidden))], bit_grid(self.rows, self.cols).width)
+        r, c = divmod(self._hidden[self.random_index(len(self._hidden))], self._grid.width)
         return f"\\boxed{{reveal {r + 1} {c + 1}}}"
 
     def _set_cell(self, index: int, text: str) -> None:
         self._cells[index] = text
-        self._stale_rows |= 1 << (index // bit_grid(self.rows, self.cols).width)
+        self._stale_rows |= 1 << (index // self._grid.width)
 
     def render(self) -> str:
         """The board: ``#`` hidden, ``F`` flagged, a digit for an open cell (``.`` for 0), ``*`` the mine hit."""
-        grid, rows = bit_grid(self.rows, self.cols), self._rows
+        grid, rows = self._grid, self._rows
         if self._stale_rows:  # rebuild only the rows whose cells changed since the last render
             cells, cols, width = self._cells, self.cols, grid.width
             for r in _bits(self._stale_rows):
