@@ -365,11 +365,14 @@ class Minesweeper(TurnBasedGame):
         self._flag_bits &= ~bit
         before = self._revealed_bits
         self._revealed_bits = revealed = grid.flood(bit, before, self._zero_bits)
-        opened = revealed & ~before
+        opened = rest = revealed & ~before
         cells, neighbours, mines, width, stale = self._cells, grid.neighbours, self._mine_bits, grid.width, self._stale_rows
-        for i in _bits(opened):
+        while rest:  # the opened cells, lowest first (written out: the first reveal opens dozens)
+            low = rest & -rest
+            i = low.bit_length() - 1
             cells[i] = _OPEN_CELL[(neighbours[i] & mines).bit_count()]
             stale |= 1 << (i // width)
+            rest ^= low
         self._stale_rows, opened = stale, opened.bit_count()
         if opened == 1:
             self._hidden.remove(index)
