@@ -108,7 +108,9 @@ class Rates:
         return (self.elapsed - self.reset_time) / max(self.steps - self.episodes, 1) * 1e6
 
     def __add__(self, other: Rates) -> Rates:
-        return Rates(self.steps + other.steps, self.episodes + other.episodes, self.elapsed + other.elapsed, self.reset_time + other.reset_time)
+        return Rates(
+            self.steps + other.steps, self.episodes + other.episodes, self.elapsed + other.elapsed, self.reset_time + other.reset_time
+        )
 
 
 def measure(env_id: str, seconds: float, **overrides) -> Rates:
