@@ -16,6 +16,13 @@ ours, so both see the same machine load; the ratio is ours / GEM's from that one
 its own random policy (GEM's TowerofHanoi has none: random ``\\boxed{X Y}`` moves over its pegs).
 Without ``--gem-python`` the GEM column holds the figures measured in issue 23 on this machine,
 quoted as constants and labelled as such.
+
+Steps/s including resets weighs a game's reset against its steps by its episode length, and the two
+random policies play episodes of different lengths (GEM's Minesweeper policy also reveals open cells
+and flags, so its episodes run longer; ours places the mines at the first reveal and redraws them
+until the board can be cleared by logic). The last columns separate the parts: mean steps per
+episode, mean reset time, and mean step time with the action's sampling (the first reveal's mine
+placement is in the step time).
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import time
+from dataclasses import dataclass
 
 from gem_core.registry import make
 
@@ -36,7 +44,7 @@ GAMES = [
 ]
 
 #: The loop GEM's games run in the reference interpreter: one "env_id seconds" request per line on
-#: stdin, one steps/s figure per line on stdout (the same protocol as :func:`steps_per_second`).
+#: stdin, one :class:`Rates` line per request on stdout (the same loop as :func:`measure`).
 GEM_RUNNER = r"""
 import random, sys, time, warnings
 warnings.filterwarnings("ignore")
@@ -55,35 +63,75 @@ for line in sys.stdin:
         sample = hanoi_move
     env.reset(seed=0)
     steps = episode = 0
-    start = time.perf_counter()
+    reset_time = 0.0
+    clock = time.perf_counter
+    start = clock()
     deadline = start + float(seconds)
-    while time.perf_counter() < deadline:
+    while clock() < deadline:
         for _ in range(100):
             _, _, terminated, truncated, _ = env.step(sample())
             steps += 1
             if terminated or truncated:
                 episode += 1
+                begin = clock()
                 env.reset(seed=episode)
+                reset_time += clock() - begin
                 steps += 1
-    print(steps / (time.perf_counter() - start), flush=True)
+    elapsed = clock() - start
+    print(steps, episode, elapsed, reset_time, flush=True)
 """
 
 
-def steps_per_second(env_id: str, seconds: float, **overrides) -> float:
+@dataclass
+class Rates:
+    """One timed run: steps (resets included) and episodes ended, total and reset seconds."""
+
+    steps: int
+    episodes: int
+    elapsed: float
+    reset_time: float
+
+    @property
+    def per_second(self) -> float:
+        return self.steps / self.elapsed
+
+    @property
+    def episode_length(self) -> float:
+        return (self.steps - self.episodes) / max(self.episodes, 1)
+
+    @property
+    def reset_us(self) -> float:
+        return self.reset_time / max(self.episodes, 1) * 1e6
+
+    @property
+    def step_us(self) -> float:
+        return (self.elapsed - self.reset_time) / max(self.steps - self.episodes, 1) * 1e6
+
+    def __add__(self, other: Rates) -> Rates:
+        return Rates(
+            self.steps + other.steps, self.episodes + other.episodes, self.elapsed + other.elapsed, self.reset_time + other.reset_time
+        )
+
+
+def measure(env_id: str, seconds: float, **overrides) -> Rates:
     env = make(env_id, **overrides)
     env.reset(seed=0)
-    steps, episode = 0, 0
-    start = time.perf_counter()
+    steps = episode = 0
+    reset_time = 0.0
+    clock = time.perf_counter
+    start = clock()
     deadline = start + seconds
-    while time.perf_counter() < deadline:
+    while clock() < deadline:
         for _ in range(100):
             _, _, terminated, truncated, _ = env.step(env.sample_random_action())
             steps += 1
             if terminated or truncated:
                 episode += 1
+                begin = clock()
                 env.reset(seed=episode)
+                reset_time += clock() - begin
                 steps += 1
-    return steps / (time.perf_counter() - start)
+    return Rates(steps, episode, clock() - start, reset_time)
 
 
 class GemReference:
@@ -94,10 +142,11 @@ class GemReference:
         if self.proc.stdout.readline().strip() != "ready":
             raise RuntimeError(f"{python} could not import gem (pip install gem-llm==0.1.0 there).")
 
-    def steps_per_second(self, gem_id: str, seconds: float) -> float:
+    def measure(self, gem_id: str, seconds: float) -> Rates:
         self.proc.stdin.write(f"{gem_id} {seconds}\n")
         self.proc.stdin.flush()
-        return float(self.proc.stdout.readline())
+        steps, episodes, elapsed, reset_time = self.proc.stdout.readline().split()
+        return Rates(int(steps), int(episodes), float(elapsed), float(reset_time))
 
     def close(self) -> None:
         self.proc.stdin.close()
@@ -108,24 +157,37 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=3.0, help="timed budget per row and side")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per row (with --gem-python)")
+    parser.add_argument("--games", nargs="*", help="only the ids containing one of these (e.g. Minesweeper)")
     parser.add_argument("--gem-python", help="an interpreter with gem-llm installed: measure GEM side by side")
     args = parser.parse_args()
     gem = GemReference(args.gem_python) if args.gem_python else None
     reference = "GEM measured side by side" if gem else "GEM figures quoted from issue 23 (GEM not run)"
     print(f"random policy, steps/s incl. resets, {args.seconds:g} s per row and side; {reference}")
-    print(f"{'game':<28} {'settings':<9} {'ours':>10} {'GEM':>10} {'ours/GEM':>9}")
+    print("then ours / GEM's: steps per episode, reset µs, step µs (with sampling the action)")
+    print(f"{'game':<28} {'settings':<9} {'ours':>10} {'GEM':>10} {'ours/GEM':>9} {'ep. length':>12} {'reset µs':>13} {'step µs':>13}")
     try:
         for env_id, gem_kwargs, gem_id, quoted in GAMES:
+            if args.games and not any(name in env_id for name in args.games):
+                continue
+            gem_rates = None
             if gem:  # alternate short rounds, so a load spike hits both sides alike
-                ours_gem_settings = gem_rate = 0.0
+                ours_gem_settings = gem_rates = Rates(0, 0, 0.0, 0.0)
                 for _ in range(args.rounds):
-                    ours_gem_settings += steps_per_second(env_id, args.seconds / args.rounds, **gem_kwargs) / args.rounds
-                    gem_rate += gem.steps_per_second(gem_id, args.seconds / args.rounds) / args.rounds
+                    ours_gem_settings += measure(env_id, args.seconds / args.rounds, **gem_kwargs)
+                    gem_rates += gem.measure(gem_id, args.seconds / args.rounds)
+                gem_rate = gem_rates.per_second
             else:
-                ours_gem_settings, gem_rate = steps_per_second(env_id, args.seconds, **gem_kwargs), float(quoted)
-            ours_own = steps_per_second(env_id, args.seconds)
-            for label, rate in (("ours", ours_own), ("GEM's", ours_gem_settings)):
-                print(f"{env_id:<28} {label:<9} {rate:>10.0f} {gem_rate:>10.0f} {rate / gem_rate:>8.2f}x", flush=True)
+                ours_gem_settings, gem_rate = measure(env_id, args.seconds, **gem_kwargs), float(quoted)
+            ours_own = measure(env_id, args.seconds)
+            for label, rates in (("ours", ours_own), ("GEM's", ours_gem_settings)):
+                parts = ""
+                if gem_rates is not None and label == "GEM's":
+                    parts = (
+                        f" {rates.episode_length:>5.1f}/{gem_rates.episode_length:<6.1f}"
+                        f" {rates.reset_us:>6.1f}/{gem_rates.reset_us:<6.1f} {rates.step_us:>6.1f}/{gem_rates.step_us:<6.1f}"
+                    )
+                rate = rates.per_second
+                print(f"{env_id:<28} {label:<9} {rate:>10.0f} {gem_rate:>10.0f} {rate / gem_rate:>8.2f}x{parts}", flush=True)
     finally:
         if gem:
             gem.close()

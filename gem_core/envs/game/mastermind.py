@@ -15,6 +15,8 @@ Variants (registered in :mod:`gem_core.envs.game`): ``-easy`` 3 positions x 4 co
 
 from __future__ import annotations
 
+import functools
+from operator import eq
 from typing import Any
 
 from gem_core.env import StepResult
@@ -24,9 +26,22 @@ from gem_core.envs.game.turn_based import TurnBasedGame
 
 def score_code(guess: tuple[int, ...], code: tuple[int, ...]) -> tuple[int, int]:
     """``(black, white)`` pegs for ``guess`` against ``code``."""
-    black = sum(g == c for g, c in zip(guess, code))
-    common = sum(min(guess.count(colour), code.count(colour)) for colour in set(code))  # multiset overlap
+    colours = set(code)
+    black = sum(map(eq, guess, code))  # (map over C functions: this runs on every step)
+    common = sum(map(min, map(guess.count, colours), map(code.count, colours)))  # multiset overlap
     return black, common - black
+
+
+@functools.cache
+def _rules(code_length: int, num_colors: int, max_turns: int) -> str:
+    """The first observation (the same for every episode of a configuration)."""
+    example = " ".join(str(1 + i % num_colors) for i in range(code_length))
+    return (
+        f"Let's play Mastermind. I hide a code of {code_length} digits, each from 1 to {num_colors} "
+        f"(digits may repeat). Crack it in at most {max_turns} guesses. After each guess I say how many "
+        "digits are right and in the right place (black) and how many more are in the code but in another "
+        "place (white). " + BOXED_HINT % example
+    )
 
 
 class Mastermind(TurnBasedGame):
@@ -44,37 +59,32 @@ class Mastermind(TurnBasedGame):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
-        self.code = tuple(int(d) for d in self.np_random.integers(1, self.num_colors + 1, size=self.code_length))
+        self.code = tuple(self.np_random.integers(1, self.num_colors + 1, size=self.code_length).tolist())
         self.best_black, self.history, self._lines = 0, [], []
-        example = " ".join(str(1 + i % self.num_colors) for i in range(self.code_length))
-        obs = (
-            f"Let's play Mastermind. I hide a code of {self.code_length} digits, each from 1 to {self.num_colors} "
-            f"(digits may repeat). Crack it in at most {self.max_turns} guesses. After each guess I say how many "
-            "digits are right and in the right place (black) and how many more are in the code but in another "
-            "place (white). " + BOXED_HINT % example
-        )
-        return obs, {"max_turns": self.max_turns}
+        return _rules(self.code_length, self.num_colors, self.max_turns), {"max_turns": self.max_turns}
 
-    def _parse(self, move: str | None) -> tuple[int, ...] | None:
+    def _parse(self, move: str | None) -> str | None:
+        """The guess's digits as a string, or None when it is no guess."""
         if move is None:
             return None
         digits = move.replace(" ", "").replace(",", "")
         if len(digits) != self.code_length or digits.strip(self._colours):  # a character that is no colour
             return None
-        return tuple(map(int, digits))
+        return digits
 
     def step(self, action: str) -> StepResult:
         out_of_turns = self.take_turn()
-        guess = self._parse(extract_boxed(action))
-        if guess is None:
+        digits = self._parse(extract_boxed(action))
+        if digits is None:
             return self.invalid_action(
                 f"Invalid guess: expected {self.code_length} digits from 1 to {self.num_colors} inside \\boxed{{}}, "
                 f"e.g. \\boxed{{{' '.join(['1'] * self.code_length)}}}. Guesses left: {self.max_turns - self.turn}.",
                 truncated=out_of_turns,
             )
+        guess = tuple(map(int, digits))
         black, white = score_code(guess, self.code)
         self.history.append((guess, black, white))
-        self._lines.append(f"{' '.join(map(str, guess))}   black={black} white={white}")
+        self._lines.append(f"{' '.join(digits)}   black={black} white={white}")
         reward = max(0, black - self.best_black) / self.code_length
         self.best_black = max(self.best_black, black)
         board = self.render()
@@ -85,9 +95,9 @@ class Mastermind(TurnBasedGame):
         return f"{board}\nGuesses left: {self.max_turns - self.turn}.", reward, False, False, {}
 
     def sample_random_action(self) -> str:
-        n = self.num_colors
-        digits = [min(int(x * n), n - 1) + 1 for x in self.np_random.random(self.code_length).tolist()]  # one draw call
-        return f"\\boxed{{{' '.join(map(str, digits))}}}"
+        n, colours = self.num_colors, self._colours
+        digits = [colours[min(int(x * n), n - 1)] for x in self.np_random.random(self.code_length).tolist()]  # one draw call
+        return f"\\boxed{{{' '.join(digits)}}}"
 
     def render(self) -> str:
         return "\n".join(self._lines) or "(no guesses yet)"

@@ -56,45 +56,40 @@ def _bits(mask: int) -> Iterator[int]:
 
 
 class BitGrid:
-    """A ``rows x cols`` board as Python ints, one bit per cell (bit ``row * cols + col``).
+    """A ``rows x cols`` board as Python ints, one bit per cell: bit ``row * width + col``, where each row
+    is followed by two guard bits that stay clear (``width = cols + 2``).
 
-    Whole-board steps (the 3x3 neighbourhood of a set of cells, every cell's count of mines around it)
-    are a few shifts and bitwise operations on one integer instead of a Python loop over cells: the
-    placement check at the first reveal runs once per draw, and it dominates the cost of the short
-    episodes a random policy plays.
+    Whole-board steps (the 3x3 neighbourhood of a set of cells, the flood through cells with no mine
+    around) are a few shifts and bitwise operations on one integer instead of a Python loop over cells.
+    The guard bits catch what a shift by one or two columns pushes past a row's end, so the shifts need
+    no per-column masks; the placement check at the first reveal, which runs once per draw and dominates
+    the short episodes a random policy plays, is mostly such shifts.
     """
 
     def __init__(self, rows: int, cols: int):
-        self.rows, self.cols, self.size = rows, cols, rows * cols
-        self.full = (1 << self.size) - 1
-        first_col = sum(1 << (r * cols) for r in range(rows))
-        # a cell's left neighbour exists unless it is in the first column, its right one unless in the last
-        self.has_left, self.has_right = self.full & ~first_col, self.full & ~(first_col << (cols - 1))
-        self.neighbours = [sum(1 << n for n in _flat_neighbours(rows, cols)[i]) for i in range(self.size)]
+        self.rows, self.cols, self.width = rows, cols, cols + 2
+        self.full = sum(((1 << cols) - 1) << (r * self.width) for r in range(rows))  # every cell, no guard bit
+        self.cells = [r * self.width + c for r in range(rows) for c in range(cols)]  # the cells' bits, row by row
+        self.neighbours = [self.around(1 << i) & ~(1 << i) if self.full >> i & 1 else 0 for i in range(rows * self.width)]
         self.header = "   " + " ".join(f"{c + 1:>2}" for c in range(cols))
         self.row_labels = [f"{r + 1:>2} " for r in range(rows)]
+        self.hidden_rows = [label + " ".join([" #"] * cols) for label in self.row_labels]  # a fresh board's rows
+        self._allowed: dict[int, tuple[int, ...]] = {}
+
+    def index(self, cell: Cell) -> int:
+        return cell[0] * self.width + cell[1]
 
     def around(self, cells: int) -> int:
-        """``cells`` and every cell next to one of them (the 3x3 blocks around them)."""
-        row = cells | ((cells << 1) & self.has_left) | ((cells >> 1) & self.has_right)
-        return (row | (row << self.cols) | (row >> self.cols)) & self.full
+        """``cells`` (no guard bits) and every cell next to one of them (the 3x3 blocks around them)."""
+        row = cells | (cells << 1) | (cells >> 1)
+        return (row | (row << self.width) | (row >> self.width)) & self.full
 
-    def box_counts(self, cells: int) -> tuple[int, int, int, int]:
-        """Every cell's number of ``cells`` in its 3x3 block (0-9) as four bit planes (bit-sliced binary).
-
-        For a cell outside ``cells`` that is the number of its neighbours in ``cells``."""
-        a, b, c = (cells << 1) & self.has_left, cells, (cells >> 1) & self.has_right
-        h0, h1 = a ^ b ^ c, (a & b) | (c & (a | b))  # each row's three cells: a 2-bit sum
-        w, full = self.cols, self.full
-        x0, y0, z0, x1, y1, z1 = h0, (h0 << w) & full, h0 >> w, h1, (h1 << w) & full, h1 >> w
-        s0, carry0 = x0 ^ y0 ^ z0, (x0 & y0) | (z0 & (x0 | y0))  # three rows: add the 2-bit sums
-        t, carry1 = x1 ^ y1 ^ z1, (x1 & y1) | (z1 & (x1 | y1))
-        carry2 = t & carry0
-        return s0, t ^ carry0, carry1 ^ carry2, carry1 & carry2
-
-    def equal(self, a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> int:
-        """The cells whose counts agree in ``a`` and ``b``."""
-        return self.full & ~((a[0] ^ b[0]) | (a[1] ^ b[1]) | (a[2] ^ b[2]) | (a[3] ^ b[3]))
+    def allowed_mines(self, first: int) -> tuple[int, ...]:
+        """The cells a mine may take when ``first`` is the first reveal (all but its 3x3), as single-bit masks."""
+        if first not in self._allowed:
+            free = self.around(1 << first)
+            self._allowed[first] = tuple(1 << i for i in self.cells if not free >> i & 1)
+        return self._allowed[first]
 
     def flood(self, start: int, revealed: int, zeros: int) -> int:
         """``revealed`` plus the safe cells ``start`` and, through cells with no mine around, their regions."""
@@ -104,79 +99,184 @@ class BitGrid:
             new = self.around(new & zeros) & ~revealed  # a zero's neighbours are never mines
         return revealed
 
+    def to_bits(self, cells: np.ndarray) -> int:
+        """A ``rows x cols`` boolean array as a bit board."""
+        padded = np.zeros((self.rows, self.width), dtype=bool)
+        padded[:, : self.cols] = cells
+        return int.from_bytes(np.packbits(padded.ravel(), bitorder="little").tobytes(), "little")
+
+    def to_array(self, bits: int) -> np.ndarray:
+        """A bit board as a ``rows x cols`` boolean array (a copy)."""
+        size = self.rows * self.width
+        packed = np.frombuffer(bits.to_bytes((size + 7) // 8, "little"), dtype=np.uint8)
+        cells = np.unpackbits(packed, count=size, bitorder="little").astype(bool).reshape(self.rows, self.width)
+        return cells[:, : self.cols].copy()
+
 
 @functools.cache
 def bit_grid(rows: int, cols: int) -> BitGrid:
     return BitGrid(rows, cols)
 
 
-def mines_to_bits(mines: np.ndarray) -> int:
-    """A boolean board as a bit board (bit ``row * cols + col``)."""
-    return int.from_bytes(np.packbits(mines.ravel(), bitorder="little").tobytes(), "little")
-
-
-@functools.cache
-def _flat_neighbours(rows: int, cols: int) -> tuple[tuple[int, ...], ...]:
-    """The neighbours of every cell as flat indices (``row * cols + col``)."""
-    return tuple(tuple(r * cols + c for r, c in neighbours(divmod(i, cols), rows, cols)) for i in range(rows * cols))
-
-
 def clearable_by_logic(first: Cell, mines: np.ndarray) -> bool:
     """Whether a player who reasons (single-cell and subset rules, mine count) clears the board from ``first``."""
-    rows, cols = mines.shape
-    return _clearable(bit_grid(rows, cols), first[0] * cols + first[1], mines_to_bits(mines))
+    grid = bit_grid(*mines.shape)
+    return _clearable(grid, grid.index(first), grid.to_bits(mines))
 
 
 def _clearable(grid: BitGrid, first: int, mines: int) -> bool:
     """:func:`clearable_by_logic` on bit boards.
 
     The rules only ever add knowledge and stay true as knowledge grows, so applying them in any order
-    reaches the same end; the single-cell rule runs on every cell at once through bit-sliced neighbour
-    counts, and the subset rule (pairs of constraints) only when that rule finds nothing, as in the
-    first version (``test_games`` checks the verdicts against it on random boards).
+    reaches the same end (``test_games`` checks the verdicts against the first version on random boards).
+    Knowing the board makes each rule a few whole-board bit operations, because every deduction is
+    sound: the known mines are mines and the opened cells are safe. A revealed cell's count equals its
+    known mines exactly when no unknown mine is next to it (then its hidden neighbours are safe), and
+    its unknown neighbours are exactly its missing mines when no hidden safe cell is next to it (then
+    they are mines). Both rules spread a set to the 3x3 blocks, keep the revealed cells outside it and
+    spread those again, so they run together on two boards laid side by side in one integer (the
+    unknown mines low, the hidden safe cells ``gap`` bits up, a guard row between them); the spreads
+    are written out because they run about twenty times per check, and the check about 2.5 times per
+    episode of a random policy.
     """
-    mine_counts = grid.box_counts(mines)
-    zeros = grid.full & ~mines & ~(mine_counts[0] | mine_counts[1] | mine_counts[2] | mine_counts[3])
-    all_safe, total_mines = grid.full & ~mines, mines.bit_count()
-    revealed, known = grid.flood(1 << first, 0, zeros), 0
-    while revealed != all_safe:
-        unknown = grid.full & ~revealed & ~known
-        left = total_mines - known.bit_count()
-        # A revealed cell whose mines are all known: its unknown neighbours are safe; one whose unknown
-        # neighbours are exactly its missing mines: they are mines. (A revealed cell is neither a mine nor
-        # unknown, so its 3x3 counts are its neighbour counts.)
-        safe = grid.around(revealed & grid.equal(mine_counts, grid.box_counts(known))) & unknown
-        found = grid.around(revealed & grid.equal(mine_counts, grid.box_counts(known | unknown))) & unknown
-        if left == 0:
-            safe |= unknown
-        elif left == unknown.bit_count():
-            found |= unknown
-        if not safe and not found:
-            safe, found = _subset_rule(grid, revealed, known, unknown, mines, left)
-            if not safe and not found:
+    full, width = grid.full, grid.width
+    gap = (grid.rows + 1) * width
+    safe_cells = full & ~mines
+    spread = mines | (mines << 1) | (mines >> 1)
+    zeros = safe_cells & ~(spread | (spread << width) | (spread >> width))
+    revealed = known = 0
+    new = 1 << first
+    while True:
+        while new:  # open the new safe cells and, through cells with no mine around, their regions
+            revealed |= new
+            spread = new & zeros
+            spread |= (spread << 1) | (spread >> 1)
+            new = (spread | (spread << width) | (spread >> width)) & safe_cells & ~revealed
+        hidden_safe = safe_cells & ~revealed
+        unknown_mines = mines & ~known
+        if not hidden_safe or not unknown_mines:  # all open, or the mine count says the rest is safe
+            return True
+        spread = unknown_mines | (hidden_safe << gap)
+        spread |= (spread << 1) | (spread >> 1)
+        both_revealed = revealed | (revealed << gap)
+        spread = both_revealed & ~(spread | (spread << width) | (spread >> width))
+        spread |= (spread << 1) | (spread >> 1)
+        spread |= (spread << width) | (spread >> width)
+        new = spread & hidden_safe  # next to a revealed cell with no unknown mine around
+        found = (spread >> gap) & unknown_mines  # next to a revealed cell with no hidden safe cell around
+        if not new and not found:
+            new, found = _subset_rule(grid, revealed, hidden_safe, unknown_mines)
+            if not new and not found:
                 return False
         known |= found
-        revealed = grid.flood(safe, revealed, zeros)
-    return True
 
 
-def _subset_rule(grid: BitGrid, revealed: int, known: int, unknown: int, mines: int, left: int) -> tuple[int, int]:
-    """Safe cells and mines that follow from one constraint's cells lying inside another's."""
-    constraints = {unknown: left}
-    for cell in _bits(revealed & grid.around(unknown)):
-        around = grid.neighbours[cell]
-        constraints[around & unknown] = (around & mines).bit_count() - (around & known).bit_count()
-    items = sorted(constraints.items(), key=lambda item: item[0].bit_count())  # a proper subset comes first
-    safe = found = 0
-    for i, (a_cells, a_need) in enumerate(items):
-        for b_cells, b_need in items[i + 1 :]:
-            if a_cells & b_cells == a_cells and a_cells != b_cells:
-                rest, rest_need = b_cells & ~a_cells, b_need - a_need
-                if rest_need == 0:
+def _subset_rule(grid: BitGrid, revealed: int, hidden_safe: int, unknown_mines: int) -> tuple[int, int]:
+    """Safe cells and mines that follow from one constraint's cells lying inside another's.
+
+    The constraints are each revealed cell's unknown neighbours and the mine count over all unknown
+    cells. When ``A`` lies inside ``B`` the cells of ``B`` outside ``A`` hold ``need(B) - need(A)``
+    mines, which (the deductions being sound) is the number of mines among them: they are safe when
+    that is none and mines when it is all. The first pairs that deduce anything are enough (the order
+    of deductions does not change the verdict): pairs of side-by-side cells first (as bit operations,
+    they give most deductions), then the mine count's pairs, then all the others.
+    """
+    safe, found = _neighbour_pairs(grid, revealed, hidden_safe, unknown_mines)
+    if safe or found:
+        return safe, found
+    unknown = hidden_safe | unknown_mines
+    neighbours, cells = grid.neighbours, set()
+    frontier = revealed & grid.around(unknown)
+    while frontier:
+        low = frontier & -frontier
+        cells.add(neighbours[low.bit_length() - 1] & unknown)
+        frontier ^= low
+    for inside in cells:  # a revealed cell's unknown neighbours inside all the unknown cells
+        rest = unknown & ~inside
+        if rest and not rest & unknown_mines:
+            safe |= rest
+        elif rest and not rest & hidden_safe:
+            found |= rest
+    if safe or found:
+        return safe, found
+    ordered = sorted(cells, key=int.bit_count)  # a proper subset comes before its superset
+    for i, inside in enumerate(ordered):
+        for outside in ordered[i + 1 :]:
+            if inside & outside == inside:
+                rest = outside & ~inside
+                if not rest & unknown_mines:
                     safe |= rest
-                elif rest_need == rest.bit_count():
+                elif not rest & hidden_safe:
                     found |= rest
+        if safe or found:
+            break
     return safe, found
+
+
+def _neighbour_pairs(grid: BitGrid, revealed: int, hidden_safe: int, unknown_mines: int) -> tuple[int, int]:
+    """The subset rule for revealed cells ``a`` and ``b`` side by side, on all such pairs at once.
+
+    For ``b`` right of ``a`` the cells next to ``a`` but not ``b`` are column ``c-1`` of rows ``r-1..r+1``
+    and those next to ``b`` but not ``a`` column ``c+2``: ``a``'s unknown neighbours lie inside ``b``'s
+    when its own column has no unknown cell, and then ``b``'s own column is safe if it holds no unknown
+    mine (and mines if it holds no hidden safe cell); the same the other way round, and for ``b`` below ``a``.
+    """
+    width = grid.width
+    safe = found = 0
+    pairs = revealed & (revealed >> 1)  # a and a + 1 revealed
+    if pairs:
+        near_safe = hidden_safe | (hidden_safe << width) | (hidden_safe >> width)
+        near_mine = unknown_mines | (unknown_mines << width) | (unknown_mines >> width)
+        left_safe, left_mine, right_safe, right_mine = near_safe << 1, near_mine << 1, near_safe >> 2, near_mine >> 2
+        a_in_b, b_in_a = pairs & ~(left_safe | left_mine), pairs & ~(right_safe | right_mine)
+        for rest, is_safe in (
+            ((a_in_b & right_safe & ~right_mine) << 2, True),
+            ((a_in_b & right_mine & ~right_safe) << 2, False),
+            ((b_in_a & left_safe & ~left_mine) >> 1, True),
+            ((b_in_a & left_mine & ~left_safe) >> 1, False),
+        ):
+            if rest:
+                rest |= (rest << width) | (rest >> width)
+                if is_safe:
+                    safe |= rest
+                else:
+                    found |= rest
+    pairs = revealed & (revealed >> width)  # a and a + width (the cell below) revealed
+    if pairs:
+        near_safe = hidden_safe | (hidden_safe << 1) | (hidden_safe >> 1)
+        near_mine = unknown_mines | (unknown_mines << 1) | (unknown_mines >> 1)
+        up_safe, up_mine = near_safe << width, near_mine << width
+        down_safe, down_mine = near_safe >> (2 * width), near_mine >> (2 * width)
+        a_in_b, b_in_a = pairs & ~(up_safe | up_mine), pairs & ~(down_safe | down_mine)
+        for rest, is_safe in (
+            ((a_in_b & down_safe & ~down_mine) << (2 * width), True),
+            ((a_in_b & down_mine & ~down_safe) << (2 * width), False),
+            ((b_in_a & up_safe & ~up_mine) >> width, True),
+            ((b_in_a & up_mine & ~up_safe) >> width, False),
+        ):
+            if rest:
+                rest |= (rest << 1) | (rest >> 1)
+                if is_safe:
+                    safe |= rest
+                else:
+                    found |= rest
+    return safe & hidden_safe, found & unknown_mines
+
+
+#: an open cell's text by its number of mines around
+_OPEN_CELL = [" ."] + [f"{n:>2}" for n in range(1, 9)]
+
+
+@functools.cache
+def _rules(rows: int, cols: int, mines: int, max_turns: int) -> str:
+    """The first observation's text before the board (the same for every episode of a configuration)."""
+    return (
+        f"Let's play Minesweeper on a {rows}x{cols} grid with {mines} hidden mines. "
+        "Reveal every safe cell without revealing a mine. A revealed cell shows how many of its 8 neighbours are "
+        "mines (revealing a 0 opens its neighbours). Your first reveal is always safe. Moves: \\boxed{reveal ROW COL} "
+        "or \\boxed{flag ROW COL} (flags are notes for you), rows and columns from 1. "
+        f"You have at most {max_turns} turns. " + BOXED_HINT % f"reveal {(rows + 1) // 2} {(cols + 1) // 2}"
+    )
 
 
 class Minesweeper(TurnBasedGame):
@@ -185,59 +285,54 @@ class Minesweeper(TurnBasedGame):
             raise ValueError(f"mines must be between 1 and rows*cols-9 = {rows * cols - 9} (the first reveal's 3x3 is kept free), got {mines}.")
         self.rows, self.cols, self.num_mines, self.max_turns = rows, cols, mines, max_turns
         self.placement_attempts = placement_attempts
-        self.mines = np.zeros((rows, cols), dtype=bool)
         self.placed = False
         self.started = False
         self.exploded: Cell | None = None
         self._new_board()
 
     def _new_board(self) -> None:
-        # The board lives in bit masks (one bit per cell) and the rendered cells, updated as they change:
-        # a step touches a few cells, so it never walks the whole board.
+        # The board lives in bit masks (one bit per cell) and the rendered cells and rows, updated as they
+        # change: a step touches a few cells, so it never walks the whole board.
+        self._grid = grid = bit_grid(self.rows, self.cols)
         self._mine_bits = self._revealed_bits = self._flag_bits = self._zero_bits = 0
-        self._counts: list[int] = []
-        self._cells = [" #"] * (self.rows * self.cols)
-        self._hidden = list(range(self.rows * self.cols))
+        self._cells = [" #"] * (self.rows * grid.width)  # by bit index (the guard bits' entries unused)
+        self._rows = grid.hidden_rows.copy()
+        self._stale_rows = 0  # bit r: row r's text is out of date
+        self._hidden = grid.cells.copy()  # the hidden cells' bit indices, in order
+
+    @property
+    def mines(self) -> np.ndarray:
+        """Where the mines are (a copy; all False until the first reveal places them)."""
+        return self._grid.to_array(self._mine_bits)
 
     @property
     def revealed(self) -> np.ndarray:
         """Which cells are open (a copy)."""
-        return grid_bits_to_array(self._revealed_bits, self.rows, self.cols)
+        return self._grid.to_array(self._revealed_bits)
 
     @property
     def flags(self) -> np.ndarray:
         """Which hidden cells carry a flag (a copy)."""
-        return grid_bits_to_array(self._flag_bits & ~self._revealed_bits, self.rows, self.cols)
+        return self._grid.to_array(self._flag_bits & ~self._revealed_bits)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
-        self.mines = np.zeros((self.rows, self.cols), dtype=bool)
         self._new_board()
         self.placed, self.started, self.exploded = False, True, None
-        obs = (
-            f"Let's play Minesweeper on a {self.rows}x{self.cols} grid with {self.num_mines} hidden mines. "
-            "Reveal every safe cell without revealing a mine. A revealed cell shows how many of its 8 neighbours are "
-            "mines (revealing a 0 opens its neighbours). Your first reveal is always safe. Moves: \\boxed{reveal ROW COL} "
-            "or \\boxed{flag ROW COL} (flags are notes for you), rows and columns from 1. "
-            f"You have at most {self.max_turns} turns. " + BOXED_HINT % f"reveal {(self.rows + 1) // 2} {(self.cols + 1) // 2}"
-            + f"\n{self.render()}"
-        )
-        return obs, {"max_turns": self.max_turns}
+        return f"{_rules(self.rows, self.cols, self.num_mines, self.max_turns)}\n{self.render()}", {"max_turns": self.max_turns}
 
     def _place_mines(self, first: Cell) -> None:
-        grid = bit_grid(self.rows, self.cols)
-        start = first[0] * self.cols + first[1]
-        banned = set(_flat_neighbours(self.rows, self.cols)[start]) | {start}
-        allowed = [i for i in range(grid.size) if i not in banned]
+        grid = self._grid
+        start = grid.index(first)
+        allowed = grid.allowed_mines(start)
+        draw, pick, size = self.np_random.choice, allowed.__getitem__, self.num_mines
         for _ in range(self.placement_attempts):
-            bits = sum(1 << int(i) for i in self.np_random.choice(allowed, size=self.num_mines, replace=False))
+            # the same draw as ``choice(allowed, ...)`` (the same boards per seed), without a list-to-array copy
+            bits = sum(map(pick, draw(len(allowed), size=size, replace=False).tolist()))
             if _clearable(grid, start, bits):
                 break
-        counts = grid.box_counts(bits)
         self._mine_bits, self.placed = bits, True
-        self._counts = [(around & bits).bit_count() for around in grid.neighbours]
-        self._zero_bits = grid.full & ~bits & ~(counts[0] | counts[1] | counts[2] | counts[3])
-        self.mines = grid_bits_to_array(bits, self.rows, self.cols)
+        self._zero_bits = grid.full & ~bits & ~grid.around(bits)
 
     def step(self, action: str) -> StepResult:
         out_of_turns = self.take_turn()
@@ -248,32 +343,41 @@ class Minesweeper(TurnBasedGame):
             problem = "expected \\boxed{reveal ROW COL} or \\boxed{flag ROW COL}"
         elif not (0 <= cell[0] < self.rows and 0 <= cell[1] < self.cols):
             problem = f"rows go from 1 to {self.rows} and columns from 1 to {self.cols}"
-        elif self._revealed_bits >> (cell[0] * self.cols + cell[1]) & 1:
+        elif self._revealed_bits >> self._grid.index(cell) & 1:
             problem = f"cell {cell[0] + 1} {cell[1] + 1} is already revealed"
         if problem is not None:
             return self.invalid_move(problem, out_of_turns)
         assert cell is not None and match is not None
-        index = cell[0] * self.cols + cell[1]
+        grid = self._grid
+        index = grid.index(cell)
         bit = 1 << index
         if (match[1] or "").lower() in ("flag", "f"):
             self._flag_bits ^= bit
             flagged = bool(self._flag_bits & bit)
-            self._cells[index] = " F" if flagged else " #"
+            self._set_cell(index, " F" if flagged else " #")
             return self._after_move(f"Flag {'set' if flagged else 'removed'}.", 0.0, out_of_turns)
         if not self.placed:
             self._place_mines(cell)
         if self._mine_bits & bit:
             self.exploded = cell
-            self._cells[index] = " *"
+            self._set_cell(index, " *")
             return f"Boom! {cell[0] + 1} {cell[1] + 1} was a mine.\n{self.render()}", 0.0, True, False, {"success": False}
         self._flag_bits &= ~bit
         before = self._revealed_bits
-        self._revealed_bits = bit_grid(self.rows, self.cols).flood(bit, before, self._zero_bits)
-        opened = 0
-        for i in _bits(self._revealed_bits & ~before):
-            self._cells[i] = f"{self._counts[i]:>2}" if self._counts[i] else " ."
-            self._hidden.remove(i)
-            opened += 1
+        self._revealed_bits = revealed = grid.flood(bit, before, self._zero_bits)
+        opened = rest = revealed & ~before
+        cells, neighbours, mines, width, stale = self._cells, grid.neighbours, self._mine_bits, grid.width, self._stale_rows
+        while rest:  # the opened cells, lowest first (written out: the first reveal opens dozens)
+            low = rest & -rest
+            i = low.bit_length() - 1
+            cells[i] = _OPEN_CELL[(neighbours[i] & mines).bit_count()]
+            stale |= 1 << (i // width)
+            rest ^= low
+        self._stale_rows, opened = stale, opened.bit_count()
+        if opened == 1:
+            self._hidden.remove(index)
+        else:
+            self._hidden = [i for i in self._hidden if not revealed >> i & 1]
         return self._after_move(f"Opened {opened} cell(s).", opened / (self.rows * self.cols - self.num_mines), out_of_turns)
 
     def _after_move(self, feedback: str, reward: float, out_of_turns: bool) -> StepResult:
@@ -281,18 +385,20 @@ class Minesweeper(TurnBasedGame):
         return self.end_turn(reward, out_of_turns, won=cleared, win_message="Cleared! Every safe cell is open.", feedback=feedback)
 
     def sample_random_action(self) -> str:
-        r, c = divmod(self._hidden[self.random_index(len(self._hidden))], self.cols)
+        r, c = divmod(self._hidden[self.random_index(len(self._hidden))], self._grid.width)
         return f"\\boxed{{reveal {r + 1} {c + 1}}}"
+
+    def _set_cell(self, index: int, text: str) -> None:
+        self._cells[index] = text
+        self._stale_rows |= 1 << (index // self._grid.width)
 
     def render(self) -> str:
         """The board: ``#`` hidden, ``F`` flagged, a digit for an open cell (``.`` for 0), ``*`` the mine hit."""
-        grid, cells, cols = bit_grid(self.rows, self.cols), self._cells, self.cols
-        rows = [label + " ".join(cells[r * cols : (r + 1) * cols]) for r, label in enumerate(grid.row_labels)]
+        grid, rows = self._grid, self._rows
+        if self._stale_rows:  # rebuild only the rows whose cells changed since the last render
+            cells, cols, width = self._cells, self.cols, grid.width
+            for r in _bits(self._stale_rows):
+                rows[r] = grid.row_labels[r] + " ".join(cells[r * width : r * width + cols])
+            self._stale_rows = 0
         return "\n".join([grid.header, *rows])
 
-
-def grid_bits_to_array(bits: int, rows: int, cols: int) -> np.ndarray:
-    """A bit board as a ``rows x cols`` boolean array."""
-    size = rows * cols
-    packed = np.frombuffer(bits.to_bytes((size + 7) // 8, "little"), dtype=np.uint8)
-    return np.unpackbits(packed, count=size, bitorder="little").astype(bool).reshape(rows, cols)

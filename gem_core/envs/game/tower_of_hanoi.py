@@ -37,25 +37,13 @@ class TowerOfHanoi(TurnBasedGame):
 
     def settled(self) -> int:
         """How many of the largest disks sit, in order, at the bottom of peg C."""
-        count = 0
-        for want, have in zip(range(self.disks, 0, -1), self.pegs["C"]):
-            if want != have:
-                break
-            count += 1
-        return count
+        return _settled(tuple(self.pegs["C"]), self.disks)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         self.pegs = {"A": list(range(self.disks, 0, -1)), "B": [], "C": []}
         self.best_settled = 0
-        obs = (
-            f"Let's play Tower of Hanoi. Peg A holds {self.disks} disks, largest (size {self.disks}) at the bottom. Move "
-            f"the whole tower to peg C, one top disk at a time, never putting a disk on a smaller one. A move is "
-            f"\\boxed{{FROM TO}} with pegs A, B, C. You have at most {self.max_turns} turns. "
-            + BOXED_HINT % "A C"
-            + f"\n{self.render()}"
-        )
-        return obs, {"max_turns": self.max_turns}
+        return f"{_rules(self.disks, self.max_turns)}\n{self.render()}", {"max_turns": self.max_turns}
 
     def step(self, action: str) -> StepResult:
         out_of_turns = self.take_turn()
@@ -74,7 +62,8 @@ class TowerOfHanoi(TurnBasedGame):
         if problem is not None:
             return self.invalid_move(problem, out_of_turns)
         self.pegs[dst].append(self.pegs[src].pop())
-        settled = self.settled()
+        key = self._key()
+        settled = _settled(key[2], self.disks)
         reward = max(0, settled - self.best_settled) / self.disks
         self.best_settled = max(self.best_settled, settled)
         return self.end_turn(reward, out_of_turns, won=settled == self.disks)
@@ -96,7 +85,28 @@ class TowerOfHanoi(TurnBasedGame):
         return _render(self._key())
 
 
-# A game has at most 3**disks positions, and a step renders one and lists its moves: both are cached.
+@functools.cache
+def _rules(disks: int, max_turns: int) -> str:
+    """The first observation's text before the pegs (the same for every episode of a configuration)."""
+    return (
+        f"Let's play Tower of Hanoi. Peg A holds {disks} disks, largest (size {disks}) at the bottom. Move "
+        f"the whole tower to peg C, one top disk at a time, never putting a disk on a smaller one. A move is "
+        f"\\boxed{{FROM TO}} with pegs A, B, C. You have at most {max_turns} turns. " + BOXED_HINT % "A C"
+    )
+
+
+# A game has at most 3**disks positions, and a step renders one, lists its moves and scores its peg C:
+# all three are cached.
+@functools.lru_cache(maxsize=1 << 14)
+def _settled(peg_c: tuple[int, ...], disks: int) -> int:
+    count = 0
+    for want, have in zip(range(disks, 0, -1), peg_c):
+        if want != have:
+            break
+        count += 1
+    return count
+
+
 @functools.lru_cache(maxsize=1 << 14)
 def _legal_moves(pegs: tuple[tuple[int, ...], ...]) -> tuple[tuple[str, str], ...]:
     tops = dict(zip(PEGS, (peg[-1] if peg else None for peg in pegs)))

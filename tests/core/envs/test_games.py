@@ -177,6 +177,36 @@ def test_minesweeper_first_reveal_opens_a_safe_neighbourhood(seed):
     assert env.mines.sum() == 10
 
 
+#: The mines (flat ``row * cols + col``) that seeds 0-3 give after a first reveal at row 3, column 4,
+#: recorded before the placement check was rewritten for speed (bit boards with guard bits, both
+#: single-cell rules in one spread, early exit in the subset rule): same seed, same board.
+RECORDED_BOARDS = {
+    (8, 8, 12): [
+        [0, 2, 3, 9, 15, 17, 32, 37, 44, 46, 52, 59],
+        [1, 7, 15, 22, 29, 32, 43, 50, 53, 55, 57, 63],
+        [4, 5, 14, 17, 23, 25, 31, 40, 45, 48, 49, 52],
+        [2, 3, 4, 8, 14, 23, 32, 38, 44, 48, 52, 56],
+    ],
+    (10, 10, 18): [
+        [0, 2, 6, 10, 28, 40, 41, 43, 46, 49, 50, 53, 63, 64, 65, 77, 91, 95],
+        [1, 5, 8, 9, 18, 26, 28, 35, 38, 47, 49, 50, 69, 74, 76, 93, 96, 98],
+        [4, 7, 8, 19, 25, 28, 31, 36, 41, 45, 58, 59, 70, 73, 77, 86, 93, 94],
+        [3, 6, 7, 16, 17, 21, 29, 36, 45, 50, 56, 62, 69, 71, 72, 75, 78, 97],
+    ],
+    (5, 5, 3): [[11, 15, 20], [5, 11, 15], [1, 3, 20], [1, 2, 20]],
+}
+
+
+@pytest.mark.parametrize("size", sorted(RECORDED_BOARDS))
+def test_minesweeper_seeds_keep_their_boards(size):
+    rows, cols, mines = size
+    for seed, expected in enumerate(RECORDED_BOARDS[size]):
+        env = Minesweeper(rows=rows, cols=cols, mines=mines)
+        env.reset(seed=seed)
+        env.step("\\boxed{reveal 3 4}")
+        assert np.flatnonzero(env.mines).tolist() == expected, seed
+
+
 def test_minesweeper_revealing_a_mine_ends_the_episode_without_reward():
     env = Minesweeper(rows=5, cols=5, mines=3)
     env.reset(seed=1)  # with seed 0 the first reveal clears the board, and the episode is over
