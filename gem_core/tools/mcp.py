@@ -23,7 +23,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from gem_core.http_call import run_sync
+from gem_core.sync_bridge import run_sync
 from gem_core.tools.tags import tag_spans
 from gem_core.tools.tool import ToolCall, ToolResult
 
