@@ -323,11 +323,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--envs", nargs="+", choices=list(ENVS), default=list(ENVS))
     parser.add_argument("--estimators", nargs="+", choices=list(ESTIMATORS), default=list(ESTIMATORS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--steps", type=int, default=100, help="optimizer steps per run")
+    parser.add_argument("--steps", type=int, default=50, help="optimizer steps per run")
     parser.add_argument("--gamma", type=float, default=0.9, help="discount over turns (reinforce and rebn)")
     parser.add_argument("--learning_rate", type=float, default=3e-3, help="the main job's AdamW learning rate")
     parser.add_argument("--num_generations", type=int, default=8, help="episodes per prompt (GRPO's group)")
-    parser.add_argument("--prompts_per_step", type=int, default=8, help="distinct episode starts per step")
+    parser.add_argument("--prompts_per_step", type=int, default=4,
+                        help="distinct episode starts per step (the main job: 8; 4 halves a step's cost)")
     parser.add_argument("--window", type=int, default=10, help="moving-average window for the plots and the threshold")
     parser.add_argument("--jobs", type=int, default=2, help="runs in parallel (one torch thread each); 1 = in this process")
     parser.add_argument("--out", default="bench/learning/results")
@@ -349,9 +350,10 @@ def main(argv: list[str] | None = None) -> dict:
             raise SystemExit(f"compare.py: error: --{name} is too small ({getattr(args, name)})")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    # Seed by seed: a comparison stopped early (and continued with --resume) has whole seeds of every cell.
     specs = [RunSpec(env, estimator, seed, args.steps, args.gamma, args.learning_rate, args.num_generations,
                      args.prompts_per_step)
-             for env in args.envs for estimator in args.estimators for seed in args.seeds]
+             for seed in args.seeds for env in args.envs for estimator in args.estimators]
     started = time.perf_counter()
     runs, loads = train_all(specs, out, args.jobs, args.resume)
     wall_minutes = (time.perf_counter() - started) / 60
