@@ -61,8 +61,9 @@ ENVS: dict[str, EnvSetting] = {
     "guess": EnvSetting("game:GuessTheNumber-v0", {"min_number": 1, "max_number": 4, "max_turns": 3}),
     # Dense: each turn earns the rise of the best black-peg count / 3.
     "mastermind": EnvSetting("game:Mastermind-v0-easy", {"max_turns": 5}),
-    # Dense: each turn earns the rise of the disks in final place / 2; illegal moves cost the format penalty.
-    "hanoi": EnvSetting("game:TowerOfHanoi-v0-easy", {"disks": 2, "max_turns": 5}),
+    # Dense: each turn earns the letters it reveals / 5; a letter guessed twice costs the format penalty.
+    # (TowerOfHanoi with 2 disks was tried first and dropped: see bench/learning/results/README.md.)
+    "hangman": EnvSetting("game:Hangman-v0-easy", {"max_turns": 6}),
 }
 #: name -> ``turn_credit`` of TurnCreditGRPOTrainer.
 ESTIMATORS: dict[str, str] = {"reinforce": "reinforce", "rebn": "rebn", "grpo": "episode"}
@@ -191,7 +192,15 @@ def train_all(specs: list[RunSpec], out: Path, jobs: int, resume: bool) -> tuple
                 for future in concurrent.futures.as_completed(futures):
                     results[futures[future]] = future.result()
         loads = progress.loads + [os.getloadavg()[0]]
+    for spec, metrics in results.items():  # TRL logs the policy's token entropy each step: collapse shows there
+        metrics["entropy_per_step"] = logged_values(out / "runs" / spec.name / "log.jsonl", "entropy")
     return [results[spec] for spec in specs], loads
+
+
+def logged_values(log_path: Path, key: str) -> list[float]:
+    """One value per step of ``key`` from a run's ``log.jsonl`` (TRL's metrics as train_trl.py writes them)."""
+    with open(log_path) as f:
+        return [float(json.loads(line)[key]) for line in f if line.strip()]
 
 
 # ------------------------------------------------------------------------------------------ summary
@@ -240,15 +249,17 @@ def summarize(runs: list[dict], window: int) -> dict:
                             "threshold": random_return + 0.5 * (best - random_return), "estimators": {}}
         curve = np.asarray(run["reward_per_step"], dtype=float)
         fifth = max(1, len(curve) // 5)
-        cell = summary[env]["estimators"].setdefault(estimator, {"seeds": [], "final": [], "auc": [], "steps_to_threshold": [], "minutes": []})
+        cell = summary[env]["estimators"].setdefault(
+            estimator, {"seeds": [], "final": [], "auc": [], "steps_to_threshold": [], "final_entropy": [], "minutes": []})
         cell["seeds"].append(spec["seed"])
         cell["final"].append(float(curve[-fifth:].mean()))
         cell["auc"].append(float(curve.mean()))
         cell["steps_to_threshold"].append(steps_to_reach(curve, summary[env]["threshold"], window))
+        cell["final_entropy"].append(float(np.mean(run["entropy_per_step"][-fifth:])))
         cell["minutes"].append(run["minutes"])
     for env_summary in summary.values():
         for cell in env_summary["estimators"].values():
-            for key in ("final", "auc"):
+            for key in ("final", "auc", "final_entropy"):
                 cell[f"{key}_mean"] = float(np.mean(cell[key]))
                 cell[f"{key}_std"] = float(np.std(cell[key]))
     return summary
@@ -265,18 +276,21 @@ def markdown_table(summary: dict, steps: int, window: int) -> str:
             f"threshold (random + 50% of the gap) {env_summary['threshold']:.3f}; {steps} steps, "
             f"threshold on the {window}-step moving average.",
             "",
-            "| estimator | final return (last 20%) | AUC (mean return) | steps to threshold (per seed) | final per seed | minutes per run |",
-            "|---|---|---|---|---|---|",
+            "| estimator | final return (last 20%) | AUC (mean return) | steps to threshold (per seed) | final per seed "
+            "| entropy (last 20%) | minutes per run |",
+            "|---|---|---|---|---|---|---|",
         ]
         for estimator, cell in env_summary["estimators"].items():
             reached = " / ".join("-" if s is None else str(s) for s in cell["steps_to_threshold"])
             per_seed = " / ".join(f"{v:.3f}" for v in cell["final"])
             lines.append(
                 f"| {estimator} | {cell['final_mean']:.3f} ± {cell['final_std']:.3f} | {cell['auc_mean']:.3f} ± "
-                f"{cell['auc_std']:.3f} | {reached} | {per_seed} | {np.mean(cell['minutes']):.1f} |"
+                f"{cell['auc_std']:.3f} | {reached} | {per_seed} | {cell['final_entropy_mean']:.2f} | "
+                f"{np.mean(cell['minutes']):.1f} |"
             )
         lines.append("")
-    lines.append("± is the standard deviation over seeds; '-' = not reached within the run.")
+    lines.append("± is the standard deviation over seeds; '-' = not reached within the run; entropy is TRL's mean "
+                 "token entropy of the policy (nats) over the sampled tokens, mean over seeds.")
     return "\n".join(lines) + "\n"
 
 
@@ -286,18 +300,22 @@ def plot_env(env: str, runs: list[dict], env_summary: dict, window: int, path: P
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    fig, (ax, ax_entropy) = plt.subplots(2, 1, figsize=(7, 6), sharex=True, gridspec_kw={"height_ratios": [2.2, 1]})
     for color, estimator in zip(("tab:gray", "tab:blue", "tab:orange", "tab:green"), env_summary["estimators"]):
-        curves = np.array([moving_average(np.asarray(r["reward_per_step"]), window)
-                           for r in runs if r["spec"]["estimator"] == estimator])
+        mine = [r for r in runs if r["spec"]["estimator"] == estimator]
+        curves = np.array([moving_average(np.asarray(r["reward_per_step"]), window) for r in mine])
         steps = np.arange(1, curves.shape[1] + 1)
         mean, std = curves.mean(0), curves.std(0)
         ax.plot(steps, mean, color=color, label=f"{estimator} ({len(curves)} seeds)")
         ax.fill_between(steps, mean - std, mean + std, color=color, alpha=0.2, linewidth=0)
+        entropy = np.array([r["entropy_per_step"] for r in mine])
+        ax_entropy.plot(steps, entropy.mean(0), color=color)
+        ax_entropy.fill_between(steps, entropy.min(0), entropy.max(0), color=color, alpha=0.15, linewidth=0)
     ax.axhline(env_summary["random_return"], color="tab:red", linestyle="--", label="random moves")
     ax.axhline(env_summary["threshold"], color="tab:red", linestyle=":", label="random + 50% of gap")
-    ax.set_xlabel("training step")
-    ax.set_ylabel(f"episode return ({window}-step moving average)")
+    ax_entropy.set_xlabel("training step")
+    ax_entropy.set_ylabel("policy entropy\n(mean, min-max)", fontsize=8)
+    ax.set_ylabel(f"episode return ({window}-step moving average)", fontsize=9)
     ax.set_title(f"{ENVS[env].env_id} {json.dumps(ENVS[env].env_kwargs)}\nmean ± std over seeds", fontsize=9)
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
@@ -371,7 +389,8 @@ def main(argv: list[str] | None = None) -> dict:
         "wall_minutes": round(wall_minutes, 2),
         "summary": summary,
         "runs": [{"spec": r["spec"], "minutes": r["minutes"], "random_move_reward": r["random_move_reward"],
-                  "reward_per_step": r["reward_per_step"], "success_per_step": r["success_per_step"]} for r in runs],
+                  "reward_per_step": r["reward_per_step"], "success_per_step": r["success_per_step"],
+                  "entropy_per_step": r["entropy_per_step"]} for r in runs],
     }
     (out / "results.json").write_text(json.dumps(report, indent=1))
     (out / "results.md").write_text(table)

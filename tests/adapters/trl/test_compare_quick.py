@@ -29,7 +29,7 @@ def test_compare_quick_writes_a_table_a_plot_and_json_that_agree(tmp_path):
     runs = report["runs"]
     assert sorted(r["spec"]["estimator"] for r in runs) == ["grpo", "rebn", "reinforce"]
     assert all(r["spec"]["env"] == "guess" and r["spec"]["seed"] == 0 for r in runs)
-    assert all(len(r["reward_per_step"]) == report["config"]["steps"] == 3 for r in runs)
+    assert all(len(r["reward_per_step"]) == len(r["entropy_per_step"]) == report["config"]["steps"] == 3 for r in runs)
     # Each table row restates its run's curve: final = mean of the last 20% of steps, AUC = mean of all.
     for run in runs:
         curve = np.array(run["reward_per_step"])
