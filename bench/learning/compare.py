@@ -169,9 +169,9 @@ class Progress:
                 self._last_sample = time.monotonic()
 
 
-def train_all(specs: list[RunSpec], out: Path, jobs: int, resume: bool) -> tuple[list[dict], list[float]]:
-    """Every run's metrics, in the order of ``specs`` (reused ones where ``resume`` allows), and the
-    1-minute load averages sampled while they ran."""
+def train_all(specs: list[RunSpec], out: Path, jobs: int, resume: bool) -> tuple[list[dict], list[float], int]:
+    """Every run's metrics, in the order of ``specs`` (reused ones where ``resume`` allows), the
+    1-minute load averages sampled while they ran, and how many runs were trained (not reused)."""
     results: dict[RunSpec, dict] = {}
     for spec in specs:
         if resume and (metrics := reusable(out / "runs" / spec.name / "metrics.json", spec)):
@@ -194,7 +194,20 @@ def train_all(specs: list[RunSpec], out: Path, jobs: int, resume: bool) -> tuple
         loads = progress.loads + [os.getloadavg()[0]]
     for spec, metrics in results.items():  # TRL logs the policy's token entropy each step: collapse shows there
         metrics["entropy_per_step"] = logged_values(out / "runs" / spec.name / "log.jsonl", "entropy")
-    return [results[spec] for spec in specs], loads
+    return [results[spec] for spec in specs], loads, len(todo)
+
+
+def previous_sessions(path: Path, config: dict) -> list[dict]:
+    """The sessions recorded in an earlier ``results.json`` of the same config (none if it differs)."""
+    try:
+        earlier = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    if earlier.get("config") != config:
+        return []
+    if "sessions" not in earlier and "machine" in earlier:  # written before sessions were kept: one session
+        return [{k: earlier[k] for k in ("command", "wall_minutes", "machine") if k in earlier}]
+    return earlier.get("sessions", [])
 
 
 def logged_values(log_path: Path, key: str) -> list[float]:
@@ -373,7 +386,7 @@ def main(argv: list[str] | None = None) -> dict:
                      args.prompts_per_step)
              for seed in args.seeds for env in args.envs for estimator in args.estimators]
     started = time.perf_counter()
-    runs, loads = train_all(specs, out, args.jobs, args.resume)
+    runs, loads, trained = train_all(specs, out, args.jobs, args.resume)
     wall_minutes = (time.perf_counter() - started) / 60
 
     summary = summarize(runs, args.window)
@@ -382,11 +395,18 @@ def main(argv: list[str] | None = None) -> dict:
         plot_env(env, [r for r in runs if r["spec"]["env"] == env], env_summary, args.window, out / f"{env}.png")
     config = {k: v for k, v in vars(args).items() if k not in ("out", "resume")}
     config["envs_settings"] = {env: asdict(ENVS[env]) for env in args.envs}
-    report = {
+    session = {
         "command": "python bench/learning/compare.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "config": config,
-        "machine": machine_state(loads, args.jobs),
+        "finished_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
         "wall_minutes": round(wall_minutes, 2),
+        "runs_trained": trained,
+        "machine": machine_state(loads, args.jobs),
+    }
+    report = {
+        "config": config,
+        # Every invocation that wrote this folder, oldest first: a --resume that only re-summarizes keeps the
+        # timings and load of the sessions that trained.
+        "sessions": previous_sessions(out / "results.json", config) + [session],
         "summary": summary,
         "runs": [{"spec": r["spec"], "minutes": r["minutes"], "random_move_reward": r["random_move_reward"],
                   "reward_per_step": r["reward_per_step"], "success_per_step": r["success_per_step"],
@@ -395,8 +415,9 @@ def main(argv: list[str] | None = None) -> dict:
     (out / "results.json").write_text(json.dumps(report, indent=1))
     (out / "results.md").write_text(table)
     print(table)
-    print(f"{len(runs)} runs in {wall_minutes:.1f} min (load {report['machine']['load_1min_mean']:.1f} mean); "
-          f"wrote {out}/results.md, results.json and one PNG per env", flush=True)
+    print(f"{len(runs)} runs ({trained} trained, {len(runs) - trained} reused) in {wall_minutes:.1f} min "
+          f"(load {session['machine']['load_1min_mean']:.1f} mean); wrote {out}/results.md, results.json and one PNG per env",
+          flush=True)
     return report
 
 

@@ -40,7 +40,8 @@ def test_compare_quick_writes_a_table_a_plot_and_json_that_agree(tmp_path):
         assert all(-1.0 <= r <= 1.0 for r in curve)  # a GuessTheNumber return: -0.1 per bad move, 1 for the win
     summary = report["summary"]["guess"]
     assert 0.4 < summary["random_return"] < 0.7 and summary["max_return"] == 1.0
-    assert report["machine"]["cpus"] >= 1 and "load_1min_mean" in report["machine"]
+    (session,) = report["sessions"]
+    assert session["runs_trained"] == 3 and session["machine"]["cpus"] >= 1 and "load_1min_mean" in session["machine"]
 
     # Re-run from scratch elsewhere: the same seeds give the same curves (what the committed results rely on).
     again = subprocess.run([sys.executable, str(COMPARE), "--quick", "--out", str(tmp_path / "again")],
