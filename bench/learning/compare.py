@@ -330,7 +330,7 @@ def plot_env(env: str, runs: list[dict], env_summary: dict, window: int, path: P
     ax_entropy.set_ylabel("policy entropy\n(mean, min-max)", fontsize=8)
     ax.set_ylabel(f"episode return ({window}-step moving average)", fontsize=9)
     ax.set_title(f"{ENVS[env].env_id} {json.dumps(ENVS[env].env_kwargs)}\nmean ± std over seeds", fontsize=9)
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
