@@ -203,11 +203,7 @@ def previous_sessions(path: Path, config: dict) -> list[dict]:
         earlier = json.loads(path.read_text())
     except (OSError, ValueError):
         return []
-    if earlier.get("config") != config:
-        return []
-    if "sessions" not in earlier and "machine" in earlier:  # written before sessions were kept: one session
-        return [{k: earlier[k] for k in ("command", "wall_minutes", "machine") if k in earlier}]
-    return earlier.get("sessions", [])
+    return earlier.get("sessions", []) if earlier.get("config") == config else []
 
 
 def logged_values(log_path: Path, key: str) -> list[float]:
@@ -393,7 +389,7 @@ def main(argv: list[str] | None = None) -> dict:
     table = markdown_table(summary, args.steps, args.window)
     for env, env_summary in summary.items():
         plot_env(env, [r for r in runs if r["spec"]["env"] == env], env_summary, args.window, out / f"{env}.png")
-    config = {k: v for k, v in vars(args).items() if k not in ("out", "resume")}
+    config = {k: v for k, v in vars(args).items() if k not in ("out", "resume", "jobs")}  # what sets the numbers
     config["envs_settings"] = {env: asdict(ENVS[env]) for env in args.envs}
     session = {
         "command": "python bench/learning/compare.py " + " ".join(argv if argv is not None else sys.argv[1:]),
