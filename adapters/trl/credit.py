@@ -44,12 +44,12 @@ def per_turn_token_advantages(
     if normalize:
         parts = process_returns if process_returns is not None else [flat]
         offset = sum(len(part) for part in parts[:process_index])
-        normalized = return_batch_normalize([g for part in parts for g in part])[offset : offset + len(flat)]
+        per_turn = return_batch_normalize([g for part in parts for g in part])[offset : offset + len(flat)]
     else:
-        normalized = np.asarray(flat, dtype=np.float64)
+        per_turn = np.asarray(flat, dtype=np.float64)
     rows, k = [], 0
     for row_returns, spans in zip(turn_returns, turn_spans):
-        rows.append(turn_to_token_advantages(normalized[k : k + len(row_returns)], [tuple(s) for s in spans], length))
+        rows.append(turn_to_token_advantages(per_turn[k : k + len(row_returns)], [tuple(s) for s in spans], length))
         k += len(row_returns)
     return torch.tensor(np.stack(rows), dtype=torch.float32)
 
