@@ -80,8 +80,11 @@ class Args:
         metadata={"help": "most tokens per episode after the prompt (default: fitted to the env's random episodes "
                           "for the tiny model; 1024 with --model)"},
     )
-    turn_credit: str = field(default="rebn", metadata={"help": "'rebn' (per-turn ReBN) or 'episode' (GRPO)"})
-    gamma: float = field(default=0.9, metadata={"help": "discount over turns for ReBN"})
+    turn_credit: str = field(
+        default="rebn",
+        metadata={"help": "'rebn' (per-turn ReBN), 'reinforce' (per-turn returns, no baseline) or 'episode' (GRPO)"},
+    )
+    gamma: float = field(default=0.9, metadata={"help": "discount over turns for 'rebn' and 'reinforce'"})
     temperature: float = field(default=1.0, metadata={"help": "sampling temperature"})
     beta: float = field(default=0.0, metadata={"help": "KL penalty to the initial model (keeps the policy from collapsing)"})
     seed: int = field(default=0, metadata={"help": "seed of the model init, the sampling and the episodes"})
@@ -120,8 +123,8 @@ def env_kwargs_for(args: Args) -> dict:
 
 def check_args(args: Args) -> dict:
     """Everything that can be wrong with the arguments, before torch loads; returns the env kwargs."""
-    if args.turn_credit not in ("rebn", "episode"):
-        raise UsageError(f"--turn_credit must be 'rebn' or 'episode', got {args.turn_credit!r}")
+    if args.turn_credit not in ("rebn", "reinforce", "episode"):
+        raise UsageError(f"--turn_credit must be 'rebn', 'reinforce' or 'episode', got {args.turn_credit!r}")
     for name in ("steps", "num_generations", "prompts_per_step"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name} must be at least 1, got {getattr(args, name)}")

@@ -1,4 +1,4 @@
-"""Per-turn credit inside TRL: REINFORCE with Return Batch Normalization over turns.
+"""Per-turn credit inside TRL: REINFORCE over turns, with or without Return Batch Normalization.
 
 GRPO gives every token of a completion the same advantage, the group-normalized episode return. In a
 multi-turn episode that blames the good early move for the late blunder. ``GRPOTrainer`` accepts
@@ -9,7 +9,9 @@ and leaves TRL's loss, clipping, logging and optimizer untouched.
 
 With ``turn_credit="rebn"`` each turn's discounted return ``G_t = r_t + gamma * G_{t+1}`` is normalized
 over all turns of the batch (across processes), and every sampled token of turn ``t`` gets that value;
-environment tokens are masked out of the loss anyway. ``turn_credit="episode"`` keeps stock GRPO.
+environment tokens are masked out of the loss anyway. ``turn_credit="reinforce"`` puts the raw ``G_t``
+there (vanilla REINFORCE: no baseline, no normalization), the reference ReBN is measured against
+(``bench/learning/compare.py``). ``turn_credit="episode"`` keeps stock GRPO.
 """
 
 from __future__ import annotations
@@ -25,26 +27,29 @@ from gem_core.rollout.advantages import discounted_returns, return_batch_normali
 
 __all__ = ["TurnCreditGRPOTrainer", "per_turn_token_advantages"]
 
-TurnCredit = Literal["episode", "rebn"]
+TurnCredit = Literal["episode", "rebn", "reinforce"]
 
 
 def per_turn_token_advantages(
     turn_returns: list[list[float]], turn_spans: list[list[list[int]]], length: int,
-    *, process_returns: list[list[float]] | None = None, process_index: int = 0,
+    *, process_returns: list[list[float]] | None = None, process_index: int = 0, normalize: bool = True,
 ) -> torch.Tensor:
     """``(len(turn_returns), length)`` advantages: ReBN of per-turn returns, placed on each turn's tokens.
 
     ``process_returns`` holds every process's flat list of per-turn returns (in process order): the
     normalization runs over that whole population, as the batch is split across processes. By default
-    the batch is this process's alone.
+    the batch is this process's alone. ``normalize=False`` places the returns as they are (vanilla REINFORCE).
     """
     flat = [float(g) for row in turn_returns for g in row]
-    parts = process_returns if process_returns is not None else [flat]
-    offset = sum(len(part) for part in parts[:process_index])
-    normalized = return_batch_normalize([g for part in parts for g in part])[offset : offset + len(flat)]
+    if normalize:
+        parts = process_returns if process_returns is not None else [flat]
+        offset = sum(len(part) for part in parts[:process_index])
+        per_turn = return_batch_normalize([g for part in parts for g in part])[offset : offset + len(flat)]
+    else:
+        per_turn = np.asarray(flat, dtype=np.float64)
     rows, k = [], 0
     for row_returns, spans in zip(turn_returns, turn_spans):
-        rows.append(turn_to_token_advantages(normalized[k : k + len(row_returns)], [tuple(s) for s in spans], length))
+        rows.append(turn_to_token_advantages(per_turn[k : k + len(row_returns)], [tuple(s) for s in spans], length))
         k += len(row_returns)
     return torch.tensor(np.stack(rows), dtype=torch.float32)
 
@@ -53,15 +58,19 @@ class TurnCreditGRPOTrainer(GRPOTrainer):
     """``trl.GRPOTrainer`` whose advantages are per turn (see the module docstring).
 
     Args:
-        turn_credit: ``"rebn"`` (per-turn ReBN) or ``"episode"`` (stock GRPO on the episode return).
-        gamma: discount over turns for ``"rebn"``.
+        turn_credit: ``"rebn"`` (per-turn ReBN), ``"reinforce"`` (per-turn returns, no baseline) or
+            ``"episode"`` (stock GRPO on the episode return).
+        gamma: discount over turns for ``"rebn"`` and ``"reinforce"``.
         *args, **kwargs: ``GRPOTrainer``'s; ``rollout_func`` must be a
             :class:`~gem_adapters.trl.GemRolloutFunc` (it provides ``turn_rewards`` and ``turn_spans``).
     """
 
     def __init__(self, *args: Any, turn_credit: TurnCredit = "rebn", gamma: float = 1.0, **kwargs: Any):
-        if turn_credit not in ("episode", "rebn"):
-            raise ValueError(f"turn_credit={turn_credit!r}: expected 'rebn' (per-turn ReBN) or 'episode' (stock GRPO).")
+        if turn_credit not in ("episode", "rebn", "reinforce"):
+            raise ValueError(
+                f"turn_credit={turn_credit!r}: expected 'rebn' (per-turn ReBN), 'reinforce' (per-turn returns, "
+                "no baseline) or 'episode' (stock GRPO)."
+            )
         if not 0.0 <= gamma <= 1.0:
             raise ValueError(f"gamma={gamma}: a discount must lie in [0, 1].")
         super().__init__(*args, **kwargs)
@@ -75,7 +84,7 @@ class TurnCreditGRPOTrainer(GRPOTrainer):
         # TRL merged the rollout's extra fields into each input row before scoring.
         if any("turn_rewards" not in row or "turn_spans" not in row for row in inputs):
             raise ValueError(
-                "turn_credit='rebn' needs per-turn rewards and spans from the rollout: pass "
+                f"turn_credit={self.turn_credit!r} needs per-turn rewards and spans from the rollout: pass "
                 "rollout_func=gem_adapters.trl.GemRolloutFunc(...) to the trainer, or use turn_credit='episode'."
             )
         turn_returns = [discounted_returns(row["turn_rewards"], self.gamma).tolist() for row in inputs]
@@ -83,6 +92,7 @@ class TurnCreditGRPOTrainer(GRPOTrainer):
         advantages = per_turn_token_advantages(
             turn_returns, [row["turn_spans"] for row in inputs], output["completion_ids"].shape[1],
             process_returns=gather_object([flat]), process_index=self.accelerator.process_index,
+            normalize=self.turn_credit == "rebn",
         )
         output["advantages"] = advantages.to(output["completion_ids"].device)
         self._log_advantages(advantages, output)

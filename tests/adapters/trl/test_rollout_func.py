@@ -101,13 +101,15 @@ def test_rollout_func_tokens_masks_and_rewards_reach_the_loss(grpo_config, fresh
     assert all(np.isclose(sum(r), g) for r, g in zip(last["turn_rewards"], last["env_return"]))
 
 
-def test_rebn_trainer_feeds_per_turn_advantages_to_the_loss(grpo_config, fresh_model, tiny_tokenizer):
+@pytest.mark.parametrize("turn_credit", ["rebn", "reinforce"])
+def test_turn_credit_trainer_feeds_per_turn_advantages_to_the_loss(turn_credit, grpo_config, fresh_model, tiny_tokenizer):
+    """ReBN: the batch-normalized discounted returns; vanilla REINFORCE: the discounted returns as they are."""
     rollout = GemRolloutFunc(max_new_tokens=12)
     Trainer = loss_inputs_recorder(TurnCreditGRPOTrainer)
     gamma = 0.9
     trainer = Trainer(
         model=fresh_model, reward_funcs=env_return_reward, args=grpo_config(max_steps=1), processing_class=tiny_tokenizer,
-        train_dataset=make_dataset(ENV_ID, n=4, seed=3), rollout_func=rollout, turn_credit="rebn", gamma=gamma,
+        train_dataset=make_dataset(ENV_ID, n=4, seed=3), rollout_func=rollout, turn_credit=turn_credit, gamma=gamma,
     )
     trainer.train()
 
@@ -115,9 +117,10 @@ def test_rebn_trainer_feeds_per_turn_advantages_to_the_loss(grpo_config, fresh_m
     rows = Trainer.seen[-1]["completion_ids"].tolist()
     trajectories = rollout.last_trajectories
     assert advantages.dim() == 2 and advantages.shape[0] == len(trajectories)
-    expected_turns = return_batch_normalize(
-        np.concatenate([discounted_returns(t.rewards, gamma) for t in trajectories])
-    )
+    expected_turns = np.concatenate([discounted_returns(t.rewards, gamma) for t in trajectories])
+    if turn_credit == "rebn":
+        expected_turns = return_batch_normalize(expected_turns)
+    assert np.any(expected_turns != 0), "a batch of zero returns cannot tell the two credits apart"
     k = 0
     for trajectory in trajectories:
         row = next(r for r, c in enumerate(rows) if c[: len(trajectory.response_ids)] == trajectory.response_ids)

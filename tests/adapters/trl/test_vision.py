@@ -57,7 +57,7 @@ def test_grpo_trains_a_tiny_vlm_on_chart_qa_with_the_pixels_in_the_loss(grpo_con
         # varies with the sampled text gives the loss a gradient, which must then reach the vision tower.
         return [float(sum(map(ord, str(c))) % 5) for c in completions]
 
-    rollout = GemRolloutFunc(max_turn_tokens=8)
+    rollout = GemRolloutFunc(max_new_tokens=8)
     trainer = Recorder(
         model=model, reward_funcs=[env_return_reward, spread], args=grpo_config(max_completion_length=48, max_steps=2),
         processing_class=processor, train_dataset=make_dataset(ENV_ID, n=8, seed=0), rollout_func=rollout,

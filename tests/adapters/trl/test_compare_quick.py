@@ -1,0 +1,53 @@
+"""``bench/learning/compare.py --quick`` as CI runs it: the estimator comparison's whole path on one env,
+one seed and three steps, in a subprocess as a user starts it; outputs that agree with each other, and a
+re-run with the same seeds gives the same curves."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+COMPARE = Path(__file__).resolve().parents[3] / "bench" / "learning" / "compare.py"
+
+
+def test_compare_quick_writes_a_table_a_plot_and_json_that_agree(tmp_path):
+    out = tmp_path / "quick"
+    done = subprocess.run([sys.executable, str(COMPARE), "--quick", "--out", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    report = json.loads((out / "results.json").read_text())
+    assert (out / "guess.png").stat().st_size > 10_000
+    table = (out / "results.md").read_text()
+    assert table in done.stdout  # what is written is what was printed
+
+    runs = report["runs"]
+    assert sorted(r["spec"]["estimator"] for r in runs) == ["grpo", "rebn", "reinforce"]
+    assert all(r["spec"]["env"] == "guess" and r["spec"]["seed"] == 0 for r in runs)
+    assert all(len(r["reward_per_step"]) == len(r["entropy_per_step"]) == report["config"]["steps"] == 3 for r in runs)
+    # Each table row restates its run's curve: final = mean of the last 20% of steps, AUC = mean of all.
+    for run in runs:
+        curve = np.array(run["reward_per_step"])
+        row = re.search(rf"^\| {run['spec']['estimator']} \| ([-\d.]+) ± [\d.]+ \| ([-\d.]+) ±", table, re.M)
+        assert row, table
+        assert float(row[1]) == round(curve[-max(1, len(curve) // 5):].mean(), 3)
+        assert float(row[2]) == round(curve.mean(), 3)
+        assert all(-1.0 <= r <= 1.0 for r in curve)  # a GuessTheNumber return: -0.1 per bad move, 1 for the win
+    summary = report["summary"]["guess"]
+    assert 0.4 < summary["random_return"] < 0.7 and summary["max_return"] == 1.0
+    (session,) = report["sessions"]
+    assert session["runs_trained"] == 3 and session["machine"]["cpus"] >= 1 and "load_1min_mean" in session["machine"]
+
+    # Re-run from scratch elsewhere: the same seeds give the same curves (what the committed results rely on).
+    again = subprocess.run([sys.executable, str(COMPARE), "--quick", "--out", str(tmp_path / "again")],
+                           capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    rerun = json.loads((tmp_path / "again" / "results.json").read_text())["runs"]
+    for first, second in zip(runs, rerun):
+        assert first["spec"] == second["spec"]
+        assert np.allclose(first["reward_per_step"], second["reward_per_step"], atol=1e-6)
