@@ -28,6 +28,7 @@ placement is in the step time).
 from __future__ import annotations
 
 import argparse
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass
@@ -160,6 +161,8 @@ def main() -> None:
     parser.add_argument("--games", nargs="*", help="only the ids containing one of these (e.g. Minesweeper)")
     parser.add_argument("--gem-python", help="an interpreter with gem-llm installed: measure GEM side by side")
     args = parser.parse_args()
+    if args.gem_python and not shutil.which(args.gem_python):
+        parser.error(f"--gem-python {args.gem_python}: no such interpreter (make one: python -m venv /tmp/gem-ref && /tmp/gem-ref/bin/pip install gem-llm==0.1.0)")
     gem = GemReference(args.gem_python) if args.gem_python else None
     reference = "GEM measured side by side" if gem else "GEM figures quoted from issue 23 (GEM not run)"
     print(f"random policy, steps/s incl. resets, {args.seconds:g} s per row and side; {reference}")
