@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -291,7 +291,7 @@ class EpisodeSession:
         self._reset_books(seed)
         observation, info = await self.env.areset(seed=seed, options=options)
         info = dict(info)
-        encoded = self._encode_images(info)
+        encoded = self._encode_images(info.pop("images", None), info)
         self._started = True
         self._ids = self.chat_template.initial_ids(observation, images=len(encoded))
         if encoded:
@@ -396,8 +396,7 @@ class EpisodeSession:
             else:
                 role = str(info.get("observation_role", "user"))  # "tool": ToolUse answered native calls
                 try:
-                    encoded = self._encode_images({"images": images} if images else {})
-                    info.update({"num_images": len(encoded)} if encoded else {})
+                    encoded = self._encode_images(images, info)
                     observation_ids = self.chat_template.observation_ids(observation, role, images=len(encoded))
                     if encoded:
                         observation_ids = self._place_images(observation_ids, encoded, turn=self.num_turns, offset=len(self._ids))
@@ -502,13 +501,11 @@ class EpisodeSession:
             ids += self.chat_template.end_of_turn_ids
         return ids
 
-    def _encode_images(self, info: dict[str, Any]) -> list[tuple[Any, tuple[int, int, int], int]]:
-        """Pixel inputs of the images an env put in ``info["images"]`` (removed from ``info``: the
-        trajectory keeps pixels, not PIL objects, and ``info["num_images"]`` says how many there were)."""
-        images = info.pop("images", None)
+    def _encode_images(self, images: Sequence[Any] | None, info: dict[str, Any]) -> list[tuple[Any, tuple[int, int, int], int]]:
+        """Pixel inputs of the images an env put in ``info["images"]`` (taken out of the info by the caller:
+        the trajectory keeps pixels, not PIL objects; ``info["num_images"]`` says how many there were)."""
         if not images:
             return []
-        info["num_images"] = len(images)
         if self.image_encoder is None:
             raise ValueError(
                 f"The env {self.env_id or type(self.env).__name__} shows images, but the session was given a tokenizer; "
@@ -516,7 +513,9 @@ class EpisodeSession:
             )
         if self.history == "as_rendered":
             raise ValueError("history='as_rendered' does not support image observations yet; use history='as_sampled'.")
-        return self.image_encoder.encode(images)
+        encoded = self.image_encoder.encode(images)
+        info["num_images"] = len(encoded)
+        return encoded
 
     def _place_images(self, ids: list[int], encoded: list, *, turn: int, offset: int) -> list[int]:
         """Widen the placeholders of a turn's ids and record where each image starts in the episode."""
