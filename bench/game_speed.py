@@ -44,30 +44,16 @@ GAMES = [
     ("game:TowerOfHanoi-v0-hard", dict(disks=5, max_turns=35), "game:TowerofHanoi-v0-hard", 280_000),
 ]
 
-#: The loop GEM's games run in the reference interpreter: one "env_id seconds" request per line on
-#: stdin, one :class:`Rates` line per request on stdout (the same loop as :func:`measure`).
-GEM_RUNNER = r"""
-import random, sys, time, warnings
-warnings.filterwarnings("ignore")
-import gem
-envs = {}
-def hanoi_move():
-    return "\\boxed{%s %s}" % (random.choice("ABC"), random.choice("ABC"))
-print("ready", flush=True)
-for line in sys.stdin:
-    env_id, seconds = line.split()
-    env = envs.get(env_id) or envs.setdefault(env_id, gem.make(env_id))
-    try:
-        sample = env.sample_random_action
-        sample()
-    except NotImplementedError:
-        sample = hanoi_move
+#: The timed loop both sides run, ours in this process and GEM's in the reference interpreter: one
+#: source, so neither side's loop costs less. Returns (steps incl. resets, episodes, seconds, reset seconds).
+TIMED_LOOP = r"""
+def timed_loop(env, sample, seconds):
     env.reset(seed=0)
     steps = episode = 0
     reset_time = 0.0
     clock = time.perf_counter
     start = clock()
-    deadline = start + float(seconds)
+    deadline = start + seconds
     while clock() < deadline:
         for _ in range(100):
             _, _, terminated, truncated, _ = env.step(sample())
@@ -78,8 +64,29 @@ for line in sys.stdin:
                 env.reset(seed=episode)
                 reset_time += clock() - begin
                 steps += 1
-    elapsed = clock() - start
-    print(steps, episode, elapsed, reset_time, flush=True)
+    return steps, episode, clock() - start, reset_time
+"""
+exec(TIMED_LOOP)  # defines timed_loop here
+
+#: GEM's side: one "env_id seconds" request per line on stdin, one :class:`Rates` line per request on stdout.
+GEM_RUNNER = r"""
+import random, sys, time, warnings
+warnings.filterwarnings("ignore")
+import gem
+envs = {}
+def hanoi_move():
+    return "\\boxed{%s %s}" % (random.choice("ABC"), random.choice("ABC"))
+""" + TIMED_LOOP + r"""
+print("ready", flush=True)
+for line in sys.stdin:
+    env_id, seconds = line.split()
+    env = envs.get(env_id) or envs.setdefault(env_id, gem.make(env_id))
+    try:
+        sample = env.sample_random_action
+        sample()
+    except NotImplementedError:
+        sample = hanoi_move
+    print(*timed_loop(env, sample, float(seconds)), flush=True)
 """
 
 
@@ -116,23 +123,7 @@ class Rates:
 
 def measure(env_id: str, seconds: float, **overrides) -> Rates:
     env = make(env_id, **overrides)
-    env.reset(seed=0)
-    steps = episode = 0
-    reset_time = 0.0
-    clock = time.perf_counter
-    start = clock()
-    deadline = start + seconds
-    while clock() < deadline:
-        for _ in range(100):
-            _, _, terminated, truncated, _ = env.step(env.sample_random_action())
-            steps += 1
-            if terminated or truncated:
-                episode += 1
-                begin = clock()
-                env.reset(seed=episode)
-                reset_time += clock() - begin
-                steps += 1
-    return Rates(steps, episode, clock() - start, reset_time)
+    return Rates(*timed_loop(env, env.sample_random_action, seconds))  # noqa: F821 - defined by exec(TIMED_LOOP)
 
 
 class GemReference:
