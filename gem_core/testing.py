@@ -18,8 +18,12 @@ module is cheap.
 from __future__ import annotations
 
 import functools
+import importlib.util
+import sys
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from gem_core.rollout.policy import Generation, SamplingParams
@@ -40,7 +44,19 @@ __all__ = [
     "make_tokenizer",
     "make_vision_model",
     "make_vision_processor",
+    "load_script",
 ]
+
+def load_script(path: str | Path, name: str) -> ModuleType:
+    """A script (e.g. ``examples/train_trl.py``) imported as the module ``name``, so tests and benches use
+    its code as is instead of copying it. It stays in ``sys.modules``: dataclasses defined in it resolve
+    their annotations through their module."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
 
 #: Qwen3's thinking switch in a ChatML template: ``enable_thinking=False`` (a chat-template kwarg every
 #: adapter must pass through) pre-fills an empty think block after the generation prompt.

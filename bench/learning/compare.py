@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import contextlib
-import importlib.util
 import json
 import multiprocessing
 import os
@@ -43,6 +42,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+
+from gem_core.testing import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "train_trl.py"
@@ -89,11 +90,7 @@ class RunSpec:
 
 def load_example():
     """``examples/train_trl.py`` as a module: the main job's recipe is used as is, not copied."""
-    spec = importlib.util.spec_from_file_location("train_trl", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["train_trl"] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script(EXAMPLE, "train_trl")
 
 
 def run_one(spec: RunSpec, out: str) -> dict:

@@ -10,12 +10,12 @@ Not every seed beats random moves on its own: seed 0 settles early on a fixed gu
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+
+from gem_core.testing import load_script
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "train_trl.py"
 SEEDS = (0, 1, 2)
@@ -24,11 +24,7 @@ MIN_MARGIN_OVER_RANDOM = 0.05
 
 
 def load_example():
-    spec = importlib.util.spec_from_file_location("train_trl", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["train_trl"] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script(EXAMPLE, "train_trl")
 
 
 @pytest.fixture(scope="module")
