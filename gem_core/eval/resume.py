@@ -95,18 +95,25 @@ def read_run_header(out_dir: str | Path) -> RunHeader:
     out_dir = Path(out_dir)
     path = out_dir / RUN_FILENAME
     if path.is_file():
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if data.get("format") != RUN_FORMAT:
-            raise ValueError(f"{path} is not a gem eval run file (format={data.get('format')!r}, expected {RUN_FORMAT!r}).")
-        return RunHeader(
-            model=data["model"],
-            backend=data["backend"],
-            env_ids=list(data["env_ids"]),
-            config=dict(data["config"]),
-            started_at=data.get("started_at"),
-            resumed_at=list(data.get("resumed_at", [])),
-            path=path,
-        )
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path} is not valid JSON ({exc}).") from None
+        found = data.get("format") if isinstance(data, dict) else type(data).__name__
+        if found != RUN_FORMAT:
+            raise ValueError(f"{path} is not a gem eval run file (format={found!r}, expected {RUN_FORMAT!r}).")
+        try:
+            return RunHeader(
+                model=data["model"],
+                backend=data["backend"],
+                env_ids=list(data["env_ids"]),
+                config=dict(data["config"]),
+                started_at=data.get("started_at"),
+                resumed_at=list(data.get("resumed_at", [])),
+                path=path,
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"{path} is damaged: {type(exc).__name__}: {exc}.") from None
     if (out_dir / REPORT_FILENAME).is_file():
         return RunHeader.of_report(EvalReport.load(out_dir / REPORT_FILENAME), out_dir / REPORT_FILENAME)
     raise ValueError(f"{out_dir} holds no gem eval run to resume (no {RUN_FILENAME} or {REPORT_FILENAME}); pass the --out folder of that run.")

@@ -177,3 +177,11 @@ def test_resume_says_what_is_wrong_with_the_folder(tmp_path, capsys):
     assert "drop --out" in capsys.readouterr().err
     assert main(["--resume", str(tmp_path), "--rescore", str(tmp_path)]) == 2
     assert "cannot be combined" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content", ["{broken", "[1]", '{"format": "gem.eval_run/1"}'])
+def test_a_damaged_run_file_is_one_line_naming_the_file(tmp_path, capsys, content):
+    (tmp_path / "run.json").write_text(content)
+    assert main(["--resume", str(tmp_path), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(tmp_path / "run.json") in err, err
