@@ -148,16 +148,6 @@ def episode_over_result() -> StepResult:
     return EPISODE_OVER, 0.0, True, False, {"episode_over": True}
 
 
-def _over(self: Any) -> bool:
-    return getattr(self, "_gem_episode_over", False)
-
-
-def _note_end(self: Any, result: StepResult) -> StepResult:
-    if result[2] or result[3]:
-        self._gem_episode_over = True
-    return result
-
-
 def guard_episode_end(cls: type) -> type:
     """Make the ``step``/``astep``/``reset``/``areset`` that ``cls`` itself defines respect episode ends.
 
@@ -172,9 +162,14 @@ def guard_episode_end(cls: type) -> type:
 
         @functools.wraps(step)
         def guarded_step(self: Any, action: str) -> StepResult:
-            if _over(self):
+            # Inline, not helper calls: this runs on every step of every env, and the cheapest games
+            # step in a few microseconds.
+            if getattr(self, "_gem_episode_over", False):
                 return episode_over_result()
-            return _note_end(self, step(self, action))
+            result = step(self, action)
+            if result[2] or result[3]:
+                self._gem_episode_over = True
+            return result
 
         guarded_step._gem_guarded = True  # type: ignore[attr-defined]
         cls.step = guarded_step  # type: ignore[attr-defined]
@@ -183,9 +178,12 @@ def guard_episode_end(cls: type) -> type:
 
         @functools.wraps(astep)
         async def guarded_astep(self: Any, action: str) -> StepResult:
-            if _over(self):
+            if getattr(self, "_gem_episode_over", False):
                 return episode_over_result()
-            return _note_end(self, await astep(self, action))
+            result = await astep(self, action)
+            if result[2] or result[3]:
+                self._gem_episode_over = True
+            return result
 
         guarded_astep._gem_guarded = True  # type: ignore[attr-defined]
         cls.astep = guarded_astep  # type: ignore[attr-defined]

@@ -34,6 +34,9 @@ class TowerOfHanoi(TurnBasedGame):
         self.disks, self.max_turns = disks, max_turns
         self.pegs: dict[str, list[int]] = {}
         self.best_settled = 0
+        # The pegs as a hashable tuple, rebuilt once per move: the cached helpers below key on it, and a
+        # step plus its random action read it three times.
+        self._pegs_key: tuple[tuple[int, ...], ...] = ((), (), ())
 
     def settled(self) -> int:
         """How many of the largest disks sit, in order, at the bottom of peg C."""
@@ -43,6 +46,7 @@ class TowerOfHanoi(TurnBasedGame):
         super().reset(seed=seed)
         self.pegs = {"A": list(range(self.disks, 0, -1)), "B": [], "C": []}
         self.best_settled = 0
+        self._pegs_key = self._key()
         return f"{_rules(self.disks, self.max_turns)}\n{self.render()}", {"max_turns": self.max_turns}
 
     def step(self, action: str) -> StepResult:
@@ -62,27 +66,29 @@ class TowerOfHanoi(TurnBasedGame):
         if problem is not None:
             return self.invalid_move(problem, out_of_turns)
         self.pegs[dst].append(self.pegs[src].pop())
-        key = self._key()
+        self._pegs_key = key = self._key()
         settled = _settled(key[2], self.disks)
-        reward = max(0, settled - self.best_settled) / self.disks
-        self.best_settled = max(self.best_settled, settled)
+        reward = 0.0
+        if settled > self.best_settled:
+            reward = (settled - self.best_settled) / self.disks
+            self.best_settled = settled
         return self.end_turn(reward, out_of_turns, won=settled == self.disks)
 
     def _key(self) -> tuple[tuple[int, ...], ...]:
         return tuple(self.pegs["A"]), tuple(self.pegs["B"]), tuple(self.pegs["C"])
 
     def legal_moves(self) -> list[tuple[str, str]]:
-        return list(_legal_moves(self._key()))
+        return list(_legal_moves(self._pegs_key))
 
     def sample_random_action(self) -> str:
         """A uniformly random legal move."""
-        moves = _legal_moves(self._key())
+        moves = _legal_moves(self._pegs_key)
         src, dst = moves[self.random_index(len(moves))]
         return f"\\boxed{{{src} {dst}}}"
 
     def render(self) -> str:
         """One line per peg, disks bottom to top."""
-        return _render(self._key())
+        return _render(self._pegs_key)
 
 
 @functools.cache
