@@ -82,9 +82,10 @@ class Args:
     )
     turn_credit: str = field(
         default="rebn",
-        metadata={"help": "'rebn' (per-turn ReBN), 'reinforce' (per-turn returns, no baseline) or 'episode' (GRPO)"},
+        metadata={"help": "'rebn' (per-turn ReBN), 'reinforce' (per-turn returns, no baseline), 'baseline' "
+                          "(per-turn returns minus the batch mean) or 'episode' (GRPO)"},
     )
-    gamma: float = field(default=0.9, metadata={"help": "discount over turns for 'rebn' and 'reinforce'"})
+    gamma: float = field(default=0.9, metadata={"help": "discount over turns for the per-turn credits"})
     temperature: float = field(default=1.0, metadata={"help": "sampling temperature"})
     beta: float = field(default=0.0, metadata={"help": "KL penalty to the initial model (keeps the policy from collapsing)"})
     seed: int = field(default=0, metadata={"help": "seed of the model init, the sampling and the episodes"})
@@ -123,8 +124,8 @@ def env_kwargs_for(args: Args) -> dict:
 
 def check_args(args: Args) -> dict:
     """Everything that can be wrong with the arguments, before torch loads; returns the env kwargs."""
-    if args.turn_credit not in ("rebn", "reinforce", "episode"):
-        raise UsageError(f"--turn_credit must be 'rebn', 'reinforce' or 'episode', got {args.turn_credit!r}")
+    if args.turn_credit not in ("rebn", "reinforce", "baseline", "episode"):
+        raise UsageError(f"--turn_credit must be 'rebn', 'reinforce', 'baseline' or 'episode', got {args.turn_credit!r}")
     for name in ("steps", "num_generations", "prompts_per_step"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name} must be at least 1, got {getattr(args, name)}")

@@ -11,7 +11,8 @@ With ``turn_credit="rebn"`` each turn's discounted return ``G_t = r_t + gamma * 
 over all turns of the batch (across processes), and every sampled token of turn ``t`` gets that value;
 environment tokens are masked out of the loss anyway. ``turn_credit="reinforce"`` puts the raw ``G_t``
 there (vanilla REINFORCE: no baseline, no normalization), the reference ReBN is measured against
-(``bench/learning/compare.py``). ``turn_credit="episode"`` keeps stock GRPO.
+(``bench/learning/compare.py``); ``turn_credit="baseline"`` subtracts the batch mean but does not divide
+by the std (ReBN without its scaling, an ablation). ``turn_credit="episode"`` keeps stock GRPO.
 """
 
 from __future__ import annotations
@@ -27,24 +28,26 @@ from gem_core.rollout.advantages import discounted_returns, return_batch_normali
 
 __all__ = ["TurnCreditGRPOTrainer", "per_turn_token_advantages"]
 
-TurnCredit = Literal["episode", "rebn", "reinforce"]
+TurnCredit = Literal["episode", "rebn", "reinforce", "baseline"]
 
 
 def per_turn_token_advantages(
     turn_returns: list[list[float]], turn_spans: list[list[list[int]]], length: int,
     *, process_returns: list[list[float]] | None = None, process_index: int = 0, normalize: bool = True,
+    scale: bool = True,
 ) -> torch.Tensor:
     """``(len(turn_returns), length)`` advantages: ReBN of per-turn returns, placed on each turn's tokens.
 
     ``process_returns`` holds every process's flat list of per-turn returns (in process order): the
     normalization runs over that whole population, as the batch is split across processes. By default
-    the batch is this process's alone. ``normalize=False`` places the returns as they are (vanilla REINFORCE).
+    the batch is this process's alone. ``normalize=False`` places the returns as they are (vanilla REINFORCE);
+    ``scale=False`` subtracts the batch mean only.
     """
     flat = [float(g) for row in turn_returns for g in row]
     if normalize:
         parts = process_returns if process_returns is not None else [flat]
         offset = sum(len(part) for part in parts[:process_index])
-        per_turn = return_batch_normalize([g for part in parts for g in part])[offset : offset + len(flat)]
+        per_turn = return_batch_normalize([g for part in parts for g in part], scale=scale)[offset : offset + len(flat)]
     else:
         per_turn = np.asarray(flat, dtype=np.float64)
     rows, k = [], 0
@@ -58,18 +61,19 @@ class TurnCreditGRPOTrainer(GRPOTrainer):
     """``trl.GRPOTrainer`` whose advantages are per turn (see the module docstring).
 
     Args:
-        turn_credit: ``"rebn"`` (per-turn ReBN), ``"reinforce"`` (per-turn returns, no baseline) or
-            ``"episode"`` (stock GRPO on the episode return).
-        gamma: discount over turns for ``"rebn"`` and ``"reinforce"``.
+        turn_credit: ``"rebn"`` (per-turn ReBN), ``"reinforce"`` (per-turn returns, no baseline),
+            ``"baseline"`` (per-turn returns minus the batch mean) or ``"episode"`` (stock GRPO on the
+            episode return).
+        gamma: discount over turns for the per-turn credits.
         *args, **kwargs: ``GRPOTrainer``'s; ``rollout_func`` must be a
             :class:`~gem_adapters.trl.GemRolloutFunc` (it provides ``turn_rewards`` and ``turn_spans``).
     """
 
     def __init__(self, *args: Any, turn_credit: TurnCredit = "rebn", gamma: float = 1.0, **kwargs: Any):
-        if turn_credit not in ("episode", "rebn", "reinforce"):
+        if turn_credit not in ("episode", "rebn", "reinforce", "baseline"):
             raise ValueError(
                 f"turn_credit={turn_credit!r}: expected 'rebn' (per-turn ReBN), 'reinforce' (per-turn returns, "
-                "no baseline) or 'episode' (stock GRPO)."
+                "no baseline), 'baseline' (per-turn returns minus the batch mean) or 'episode' (stock GRPO)."
             )
         if not 0.0 <= gamma <= 1.0:
             raise ValueError(f"gamma={gamma}: a discount must lie in [0, 1].")
@@ -92,7 +96,7 @@ class TurnCreditGRPOTrainer(GRPOTrainer):
         advantages = per_turn_token_advantages(
             turn_returns, [row["turn_spans"] for row in inputs], output["completion_ids"].shape[1],
             process_returns=gather_object([flat]), process_index=self.accelerator.process_index,
-            normalize=self.turn_credit == "rebn",
+            normalize=self.turn_credit != "reinforce", scale=self.turn_credit == "rebn",
         )
         output["advantages"] = advantages.to(output["completion_ids"].device)
         self._log_advantages(advantages, output)

@@ -66,8 +66,10 @@ ENVS: dict[str, EnvSetting] = {
     # (TowerOfHanoi with 2 disks was tried first and dropped: see bench/learning/results/README.md.)
     "hangman": EnvSetting("game:Hangman-v0-easy", {"max_turns": 6}),
 }
-#: name -> ``turn_credit`` of TurnCreditGRPOTrainer.
-ESTIMATORS: dict[str, str] = {"reinforce": "reinforce", "rebn": "rebn", "grpo": "episode"}
+#: name -> ``turn_credit`` of TurnCreditGRPOTrainer. ``baseline`` (per-turn returns minus the batch mean,
+#: ReBN without the division by the std) is an ablation, run only when named in ``--estimators``.
+ESTIMATORS: dict[str, str] = {"reinforce": "reinforce", "rebn": "rebn", "grpo": "episode", "baseline": "baseline"}
+PAPER_ESTIMATORS = ["reinforce", "rebn", "grpo"]
 
 
 @dataclass(frozen=True)
@@ -345,7 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--envs", nargs="+", choices=list(ENVS), default=list(ENVS))
-    parser.add_argument("--estimators", nargs="+", choices=list(ESTIMATORS), default=list(ESTIMATORS))
+    parser.add_argument("--estimators", nargs="+", choices=list(ESTIMATORS), default=PAPER_ESTIMATORS)
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=50, help="optimizer steps per run")
     parser.add_argument("--gamma", type=float, default=0.9, help="discount over turns (reinforce and rebn)")

@@ -47,17 +47,20 @@ def discounted_returns(rewards: ArrayLike, gamma: float) -> np.ndarray:
     return out
 
 
-def return_batch_normalize(returns: ArrayLike, eps: float = 1e-8) -> np.ndarray:
+def return_batch_normalize(returns: ArrayLike, eps: float = 1e-8, scale: bool = True) -> np.ndarray:
     """Return Batch Normalization: ``(G - mean(G)) / (std(G) + eps)`` over a flat batch of transitions.
 
     ``std`` is the population standard deviation (``ddof=0``) of the whole batch, pooled across
     episodes. Degenerate batches give zeros: a single transition, and a batch whose returns are all
-    equal (std 0), carry no signal about which action was better, so no update.
+    equal (std 0), carry no signal about which action was better, so no update. ``scale=False`` keeps
+    only the baseline, ``G - mean(G)`` (as ``grpo_advantages``' ``scale``): the ablation that tells the
+    baseline's effect from the division's.
     """
     g = np.asarray(returns, dtype=np.float64).reshape(-1)
     if g.size <= 1 or np.all(g == g[0]):
         return np.zeros_like(g)
-    return (g - g.mean()) / (g.std() + eps)
+    centered = g - g.mean()
+    return centered / (g.std() + eps) if scale else centered
 
 
 def grpo_advantages(

@@ -70,6 +70,11 @@ def test_return_batch_normalize_eps_is_added_to_the_std():
     np.testing.assert_allclose(return_batch_normalize([0.0, 2.0], eps=1.0), [-0.5, 0.5])
 
 
+def test_return_batch_normalize_without_scale_only_subtracts_the_mean():
+    np.testing.assert_allclose(return_batch_normalize([1.0, 2.0, 6.0], scale=False), [-2.0, -1.0, 3.0])
+    np.testing.assert_array_equal(return_batch_normalize([0.5, 0.5], scale=False), [0.0, 0.0])
+
+
 def test_return_batch_normalize_single_transition_is_zero():
     np.testing.assert_array_equal(return_batch_normalize([5.0]), [0.0])
 

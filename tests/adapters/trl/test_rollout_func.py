@@ -101,9 +101,10 @@ def test_rollout_func_tokens_masks_and_rewards_reach_the_loss(grpo_config, fresh
     assert all(np.isclose(sum(r), g) for r, g in zip(last["turn_rewards"], last["env_return"]))
 
 
-@pytest.mark.parametrize("turn_credit", ["rebn", "reinforce"])
+@pytest.mark.parametrize("turn_credit", ["rebn", "reinforce", "baseline"])
 def test_turn_credit_trainer_feeds_per_turn_advantages_to_the_loss(turn_credit, grpo_config, fresh_model, tiny_tokenizer):
-    """ReBN: the batch-normalized discounted returns; vanilla REINFORCE: the discounted returns as they are."""
+    """ReBN: the batch-normalized discounted returns; vanilla REINFORCE: the discounted returns as they are;
+    baseline: the discounted returns minus their batch mean."""
     rollout = GemRolloutFunc(max_new_tokens=12)
     Trainer = loss_inputs_recorder(TurnCreditGRPOTrainer)
     gamma = 0.9
@@ -120,6 +121,8 @@ def test_turn_credit_trainer_feeds_per_turn_advantages_to_the_loss(turn_credit, 
     expected_turns = np.concatenate([discounted_returns(t.rewards, gamma) for t in trajectories])
     if turn_credit == "rebn":
         expected_turns = return_batch_normalize(expected_turns)
+    elif turn_credit == "baseline":
+        expected_turns = expected_turns - expected_turns.mean()
     assert np.any(expected_turns != 0), "a batch of zero returns cannot tell the two credits apart"
     k = 0
     for trajectory in trajectories:
