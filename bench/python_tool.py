@@ -214,7 +214,8 @@ def back_to_back(mode: str, calls: int, concurrency: int, pool_size: int) -> Non
     rows = []
     try:
         sandboxed()
-        interpreter = next(pid for pid, depth in process_tree(zygote.zygote().process.pid) if depth == 2)
+        # bwrap, its init, the interpreter that made the zygote's PID namespace, then the zygote
+        interpreter = next(pid for pid, depth in process_tree(zygote.zygote().process.pid) if depth == 3)
         for runner, call, cpu in (
             ("cold python -c (GEM's way)", cold, _children_cpu_seconds),
             ("sandbox, zygote", sandboxed, lambda: _cpu_seconds(interpreter)),

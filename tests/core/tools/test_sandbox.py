@@ -309,14 +309,15 @@ def _calls_of(zygote) -> list[int]:
         except OSError:
             return True
 
-    return [pid for pid, depth in process_tree(zygote.process.pid) if depth == 3 and not ended(pid)]
+    return [pid for pid, depth in process_tree(zygote.process.pid) if depth == 4 and not ended(pid)]
 
 
 def zygote_interpreter_pid(zygote) -> int:
-    """The zygote's interpreter: the deepest process of the sandbox before any call (bwrap, its init, then it)."""
+    """The zygote's interpreter: the deepest process of the sandbox before any call (bwrap, its init, the
+    interpreter that made the zygote's PID namespace and waits for it, then the zygote)."""
     from gem_core.tools.sandbox.accounting import process_tree
 
-    return next(pid for pid, depth in process_tree(zygote.process.pid) if depth == 2)
+    return next(pid for pid, depth in process_tree(zygote.process.pid) if depth == 3)
 
 
 def test_a_zygote_keeps_calls_forked_ahead_and_uses_each_once(bwrap_mode):
@@ -356,7 +357,7 @@ def test_closing_a_pool_kills_the_calls_waiting_for_a_snippet(bwrap_mode):
         time.sleep(0.05)
     assert len(_calls_of(zygote)) >= 3
     everything = [pid for pid, _ in process_tree(zygote.process.pid)]
-    assert len(everything) >= 3 + 2 * 3  # bwrap, its init, the zygote, and each call's PID 1 and snippet process
+    assert len(everything) >= 4 + 2 * 3  # bwrap, its init, the zygote (two processes), each call's PID 1 and snippet
     pool.close()
     deadline = time.monotonic() + 60
     left = everything

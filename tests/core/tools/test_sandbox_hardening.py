@@ -184,6 +184,31 @@ def test_concurrent_calls_cannot_reach_each_other(sandbox_run):
     assert "refused" in visited.stdout and "listener-was-here" not in visited.stdout, visited
 
 
+def test_a_reused_network_namespace_holds_nothing_of_the_call_before(bwrap_mode):
+    """A call gets the network namespace of a call that ended (making one costs a seventh of a call). A
+    listener the earlier call left behind, held by a detached child, must be gone for the call after."""
+    leaver = (
+        "import os, socket, time\nprint(os.readlink('/proc/self/ns/net'))\n"
+        "s = socket.socket()\ns.bind(('127.0.0.1', 47124))\ns.listen()\n"
+        "if os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\n"
+    )
+    visitor = (
+        "import os, socket\nprint(os.readlink('/proc/self/ns/net'))\n"
+        "try:\n    socket.create_connection(('127.0.0.1', 47124), timeout=1)\n    print('CONNECTED')\n"
+        "except OSError as error:\n    print('refused', type(error).__name__)"
+    )
+    pool = SandboxPool(bwrap_mode, SandboxConfig(pool_size=1))
+    try:
+        left = pool.run(leaver, timeout=10)
+        assert left.ok, left
+        namespace = left.stdout.split()[0]
+        visits = [pool.run(visitor, timeout=10).stdout.split(maxsplit=1) for _ in range(4)]
+    finally:
+        pool.close()
+    assert all(outcome.startswith("refused") for _, outcome in visits), visits
+    assert any(seen == namespace for seen, _ in visits), f"no later call reused {namespace}: {visits}"
+
+
 # ---------------------------------------------------------------- re-attack: a hostile user's checklist
 # Each known escape tried once more from inside, as a user of the sandbox would (issue 14's re-probe).
 
