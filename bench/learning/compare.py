@@ -84,6 +84,7 @@ class RunSpec:
     learning_rate: float
     num_generations: int
     prompts_per_step: int
+    beta: float = 0.0
 
     @property
     def name(self) -> str:
@@ -106,7 +107,7 @@ def run_one(spec: RunSpec, out: str) -> dict:
     args = example.Args(
         env=setting.env_id, env_kwargs=json.dumps(setting.env_kwargs), steps=spec.steps, seed=spec.seed,
         turn_credit=ESTIMATORS[spec.estimator], gamma=spec.gamma, learning_rate=spec.learning_rate,
-        num_generations=spec.num_generations, prompts_per_step=spec.prompts_per_step, out=out,
+        num_generations=spec.num_generations, prompts_per_step=spec.prompts_per_step, beta=spec.beta, out=out,
     )
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "stdout.txt"), "w") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
@@ -355,6 +356,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--num_generations", type=int, default=8, help="episodes per prompt (GRPO's group)")
     parser.add_argument("--prompts_per_step", type=int, default=4,
                         help="distinct episode starts per step (the main job: 8; 4 halves a step's cost)")
+    parser.add_argument("--beta", type=float, default=0.0,
+                        help="KL penalty to the initial model, for every estimator alike (the random initial "
+                             "policy is near uniform: this holds entropy up)")
     parser.add_argument("--window", type=int, default=10, help="moving-average window for the plots and the threshold")
     parser.add_argument("--jobs", type=int, default=2, help="runs in parallel (one torch thread each); 1 = in this process")
     parser.add_argument("--out", default="bench/learning/results")
@@ -378,7 +382,7 @@ def main(argv: list[str] | None = None) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     # Seed by seed: a comparison stopped early (and continued with --resume) has whole seeds of every cell.
     specs = [RunSpec(env, estimator, seed, args.steps, args.gamma, args.learning_rate, args.num_generations,
-                     args.prompts_per_step)
+                     args.prompts_per_step, args.beta)
              for seed in args.seeds for env in args.envs for estimator in args.estimators]
     started = time.perf_counter()
     runs, loads, trained = train_all(specs, out, args.jobs, args.resume)
