@@ -38,7 +38,7 @@ import platform
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -124,8 +124,11 @@ def reusable(path: Path, spec: RunSpec) -> dict | None:
         metrics = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    if metrics.get("spec") != asdict(spec) or metrics.get("interrupted") or metrics.get("steps") != spec.steps:
+    # A run saved before a setting existed ran at that setting's default.
+    defaults = {f.name: f.default for f in fields(RunSpec) if f.default is not MISSING}
+    if {**defaults, **metrics.get("spec", {})} != asdict(spec) or metrics.get("interrupted") or metrics.get("steps") != spec.steps:
         return None
+    metrics["spec"] = asdict(spec)
     return metrics
 
 
