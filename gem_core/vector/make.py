@@ -38,6 +38,11 @@ def _declares_never_blocking(source: str | Callable[..., gym.Env], wrappers: tup
     return isinstance(env_class, type) and getattr(env_class, "blocking", True) is False
 
 
+#: How long the process backend polls before sleeping, for envs that never block (see ``Spinner``): a few
+#: batches of the cheapest games, and far below what a sleeping wait costs.
+NEVER_BLOCKING_SPIN_SECONDS = 200e-6
+
+
 def _cpu_count() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
@@ -66,7 +71,9 @@ def make_vec(
         autoreset_mode: a :class:`gymnasium.vector.AutoresetMode` (or its name/value).
         seed: env ``i`` is seeded with ``seed + i`` on the first reset; None for unseeded envs.
         backend_kwargs: backend options: ``max_workers`` (thread); ``num_workers`` (process: worker
-            processes, default one per CPU, envs grouped over them), ``context`` (process: a
+            processes; default one per env, and for envs that declare ``blocking = False`` one per CPU
+            but one, envs grouped over them), ``spin_seconds`` (process: see
+            :class:`~gem_core.vector.process.Spinner`), ``context`` (process: a
             multiprocessing start method, default ``fork`` on Linux), ``start_timeout``,
             ``recycle_after_steps`` and ``max_worker_memory_mb`` (process: worker recycling);
             ``envs_per_actor``, ``num_cpus``, ``resources``, ``actor_options``, ``address`` (ray).
@@ -92,12 +99,15 @@ def make_vec(
             raise TypeError(f"Expected an env id (str) or an env factory (callable), got {source!r}.")
     wrappers = tuple(wrappers)
     env_fns = [functools.partial(_build_env, source, wrappers, dict(env_kwargs)) for source in sources]
-    if backend == "process" and "num_workers" not in (backend_kwargs or {}):
-        # Envs that never wait (the games) are grouped over one worker per CPU: one pipe round trip per
-        # worker and batch instead of per env. Envs that may wait keep a worker each, so their waits
-        # overlap and a fault touches one env only.
-        if all(_declares_never_blocking(source, wrappers) for source in sources):
-            backend_kwargs = {**dict(backend_kwargs or {}), "num_workers": min(len(sources), _cpu_count())}
+    if backend == "process" and all(_declares_never_blocking(source, wrappers) for source in sources):
+        # Envs that never wait (the games) step in microseconds: they are grouped over one worker per CPU
+        # but one (one pipe round trip per worker and batch instead of per env), and parent and workers
+        # poll for each other briefly instead of sleeping, the parent on the CPU left to it. Envs that
+        # may wait keep a worker each, so their waits overlap and a fault touches one env only.
+        backend_kwargs = {
+            "num_workers": min(len(sources), max(1, _cpu_count() - 1)), "spin_seconds": NEVER_BLOCKING_SPIN_SECONDS,
+            **dict(backend_kwargs or {}),
+        }
     return VectorEnv(
         env_fns,
         backend=backend,

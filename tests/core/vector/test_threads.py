@@ -105,11 +105,37 @@ def test_process_backend_with_one_worker_still_runs_every_env():
 
 
 def test_make_vec_groups_never_blocking_games_per_cpu_and_gives_other_envs_a_worker_each():
+    """Games: one worker per CPU but one (the parent polls on the CPU left), polling briefly; other envs:
+    a worker each, sleeping while they wait."""
     import os
 
     games = make_vec("game:GuessTheNumber-v0", num_envs=6, backend="process")
-    assert len(set(games.backend.worker_pids())) == min(6, len(os.sched_getaffinity(0)))
+    assert len(set(games.backend.worker_pids())) == min(6, max(1, len(os.sched_getaffinity(0)) - 1))
+    assert games.backend._spin_seconds > 0
     games.close()
     others = make_vec(ThreadRecorder, num_envs=3, backend="process")
     assert len(set(others.backend.worker_pids())) == 3
+    assert others.backend._spin_seconds == 0
     others.close()
+    chosen = make_vec("game:GuessTheNumber-v0", num_envs=4, backend="process", backend_kwargs={"num_workers": 4, "spin_seconds": 0})
+    assert len(set(chosen.backend.worker_pids())) == 4 and chosen.backend._spin_seconds == 0
+    chosen.close()
+
+
+def test_a_spinner_returns_what_polling_found_and_pauses_after_three_misses(monkeypatch):
+    from gem_core.vector import process
+
+    spinner = process.Spinner(0.001)
+    answers = iter([[], [], [(5, 1)]])
+    assert spinner.wait(lambda: next(answers)) == [(5, 1)]
+    polls = []
+    for _ in range(process.Spinner.MISSES_BEFORE_PAUSE):
+        assert not spinner.wait(lambda: polls.append(1))
+    before = len(polls)
+    assert not spinner.wait(lambda: polls.append(1)) and len(polls) == before, "paused: no polling for a while"
+    monkeypatch.setattr(process.Spinner, "PAUSE_SECONDS", 0.0)
+    spinner = process.Spinner(0.001)
+    for _ in range(process.Spinner.MISSES_BEFORE_PAUSE):
+        spinner.wait(lambda: None)
+    assert spinner.wait(lambda: "ready") == "ready", "polls again once the pause is over"
+    assert process.Spinner(0).wait(lambda: "ready") is None, "0 s: sleep at once, never poll"
