@@ -51,3 +51,20 @@ def test_compare_quick_writes_a_table_a_plot_and_json_that_agree(tmp_path):
     for first, second in zip(runs, rerun):
         assert first["spec"] == second["spec"]
         assert np.allclose(first["reward_per_step"], second["reward_per_step"], atol=1e-6)
+
+
+def test_resume_reuses_a_run_saved_before_a_setting_existed_only_at_its_default(tmp_path):
+    """``--resume`` must not retrain the committed runs because ``beta`` was added to the spec later,
+    nor reuse them for a run that sets it."""
+    from dataclasses import asdict
+
+    from gem_core.testing import load_script
+
+    compare = load_script(COMPARE, "compare_under_test")
+    spec = compare.RunSpec("guess", "rebn", 0, 3, 0.9, 3e-3, 4, 2)
+    saved = {k: v for k, v in asdict(spec).items() if k != "beta"}
+    metrics = tmp_path / "metrics.json"
+    metrics.write_text(json.dumps({"spec": saved, "steps": 3, "reward_per_step": [0.0, 0.1, 0.2]}))
+    reused = compare.reusable(metrics, spec)
+    assert reused is not None and reused["spec"] == asdict(spec)
+    assert compare.reusable(metrics, compare.RunSpec("guess", "rebn", 0, 3, 0.9, 3e-3, 4, 2, beta=0.04)) is None
