@@ -298,8 +298,9 @@ def test_an_interpreter_in_a_virtualenv_under_tmp_can_start_children(bwrap_mode,
 
 
 def _calls_of(zygote) -> list[int]:
-    """Host PIDs of the calls a zygote forked (its children), waiting or running; not the ended ones it
-    has yet to reap."""
+    """Host PIDs of the calls a zygote forked (its children with their snippet's process below them),
+    waiting or running; not the ended ones it has yet to reap, nor a helper that is making a network
+    namespace for the next call."""
     from gem_core.tools.sandbox.accounting import process_tree
 
     def ended(pid: int) -> bool:
@@ -309,7 +310,7 @@ def _calls_of(zygote) -> list[int]:
         except OSError:
             return True
 
-    return [pid for pid, depth in process_tree(zygote.process.pid) if depth == 4 and not ended(pid)]
+    return [pid for pid, depth in process_tree(zygote.process.pid) if depth == 4 and not ended(pid) and len(process_tree(pid)) > 1]
 
 
 def zygote_interpreter_pid(zygote) -> int:
