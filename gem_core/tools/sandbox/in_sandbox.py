@@ -31,6 +31,7 @@ import os
 import resource
 import select
 import sys
+import time
 import traceback
 
 _PR_SET_DUMPABLE = 4
@@ -154,12 +155,17 @@ def main():
     os._exit(0)
 
 
-def _supervise(child, report_read, cap):
-    """Collect the child's report (at most ``cap`` bytes) while waiting for it; the status to send."""
+def _supervise(child, report_read, cap, early=False):
+    """Collect the child's report (at most ``cap`` bytes) while waiting for it; the status to send.
+
+    With ``early`` (a call's PID 1, whose own exit then ends everything the snippet left), the status goes
+    out as soon as the kernel has begun the child's exit with the wait status its report claims
+    (:func:`_exiting_with`), not once the exit is over."""
     report = bytearray()
     pidfd = os.pidfd_open(child)
     waiting = [report_read, pidfd]
     exited = False
+    wait_status = None
     while not exited:
         readable, _, _ = select.select(waiting, [], [])
         if report_read in readable:
@@ -168,18 +174,23 @@ def _supervise(child, report_read, cap):
                 waiting.remove(report_read)
             elif len(report) <= cap:
                 report += chunk[: cap + 1 - len(report)]
+                if early and report.endswith(b"\n"):
+                    wait_status = _exiting_with(child, _claimed_wait_status(report))
+                    if wait_status is not None:
+                        break
         if pidfd in readable:
             exited = True
-    os.set_blocking(report_read, False)
-    try:
-        while len(report) <= cap:
-            chunk = os.read(report_read, 65536)
-            if not chunk:
-                break
-            report += chunk[: cap + 1 - len(report)]
-    except BlockingIOError:
-        pass  # a process the child started still holds the pipe: what it wrote so far is all we take
-    _, wait_status = os.waitpid(child, 0)
+    if wait_status is None:
+        os.set_blocking(report_read, False)
+        try:
+            while len(report) <= cap:
+                chunk = os.read(report_read, 65536)
+                if not chunk:
+                    break
+                report += chunk[: cap + 1 - len(report)]
+        except BlockingIOError:
+            pass  # a process the child started still holds the pipe: what it wrote so far is all we take
+        _, wait_status = os.waitpid(child, 0)
     status = {"exit": os.waitstatus_to_exitcode(wait_status)}
     if len(report) > cap:
         status["limit"] = "output"
@@ -194,6 +205,46 @@ def _supervise(child, report_read, cap):
         if isinstance(claims.get("returned"), str):
             status["returned"] = claims["returned"]
     return status
+
+
+_PF_EXITING = 0x4  # a task's flag from the start of its exit (``/proc/PID/stat`` field 9)
+
+
+def _claimed_wait_status(report):
+    """The wait status the runner's report (its last line) says the child exits with; None if it does not."""
+    try:
+        claims = json.loads(bytes(report).rstrip(b"\n").rsplit(b"\n", 1)[-1])
+    except ValueError:
+        return None
+    claimed = claims.get("wait_status") if isinstance(claims, dict) else None
+    return claimed if isinstance(claimed, int) and not isinstance(claimed, bool) else None
+
+
+def _exiting_with(child, claimed, patience=0.002):
+    """``claimed`` once the kernel has begun ``child``'s exit with that wait status (within ``patience``
+    seconds); None otherwise.
+
+    The exit of a process forked from the zygote tears down an address space with numpy in it: about
+    1 ms before its parent can reap it, a third of a short call. The report is written just before
+    ``os._exit``, so the exit starts within microseconds of it. The status is the kernel's exit code
+    (``/proc/PID/stat`` field 52, which reads 0 where ptrace would be refused, so then only a claim of 0
+    is taken), and only once the exit has started: a snippet that forges the report gains nothing it
+    could not get from ``os._exit`` itself. Anything else waits for the exit as before.
+    """
+    if claimed is None:
+        return None
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            with open(f"/proc/{child}/stat", "rb") as file:
+                fields = file.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            return None
+        if int(fields[6]) & _PF_EXITING:
+            return claimed if len(fields) > 49 and int(fields[49]) == claimed else None
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.00005)  # not a busy loop: woken by the report, this process holds the child's core
 
 
 def _run_snippet(request, report_fd, drop_to_uid):
@@ -230,6 +281,7 @@ def _run_snippet(request, report_fd, drop_to_uid):
             stream.flush()
         except BaseException:
             pass
+    report["wait_status"] = exit_status << 8  # as waitpid will say: what its PID 1 checks it against
     try:
         os.write(report_fd, json.dumps(report).encode() + b"\n")
     except OSError:
@@ -606,7 +658,7 @@ def _serve_call(kernel, fds, limits, uid):
     os.close(request_fd)
     if os.read(report_read, 1) == b"R":  # the snippet's process is ready (else it died setting up)
         os.write(status_fd, b"R")
-    status = _supervise(child, report_read, limits["cap"])
+    status = _supervise(child, report_read, limits["cap"], early=True)
     os.write(status_fd, json.dumps(status).encode() + b"\n")
     os._exit(0)
 

@@ -49,6 +49,26 @@ def test_a_status_written_by_the_snippet_is_not_believed(sandbox_run):
     assert "ValueError: forged" in result.stderr
 
 
+FORGE_EXIT = """
+import os, sys, time
+for fd in range(3, 64):
+    try:
+        os.write(fd, b'{"wait_status": 0}\\n')
+    except OSError:
+        pass
+time.sleep(0.3)  # still running when its PID 1 reads the forged report
+{end}
+"""
+
+
+@pytest.mark.parametrize("end", ["os._exit(3)", "raise SystemExit(3)"])
+def test_a_forged_exit_claim_does_not_end_the_call_early(sandbox_run, end):
+    """A call's PID 1 sends the status as soon as the kernel has begun the snippet's exit with the wait
+    status the report claims: a claim written while the snippet still runs must not be taken."""
+    result = sandbox_run(FORGE_EXIT.replace("{end}", end))
+    assert result.exit_code == 3 and not result.ok, result
+
+
 def test_flooding_every_descriptor_costs_the_host_no_memory(sandbox_run):
     flood = (
         "import os\nfor fd in range(3, 64):\n    try:\n        for _ in range(100):\n"
