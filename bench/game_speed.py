@@ -18,7 +18,9 @@ Without ``--gem-python`` the GEM column holds the figures measured in issue 23 o
 quoted as constants and labelled as such.
 
 Steps/s including resets weighs a game's reset against its steps by its episode length, and the two
-random policies play episodes of different lengths (GEM's Minesweeper policy also reveals open cells
+random policies play episodes of different lengths. Minesweeper is therefore measured a third time
+(row ``GEM's+pol``): at GEM's settings with GEM's own random policy on both sides (:data:`COMMON_POLICY`),
+so both step the same mix of moves and play episodes of the same length (GEM's Minesweeper policy also reveals open cells
 and flags, so its episodes run longer; ours places the mines at the first reveal and redraws them
 until the board can be cleared by logic). The last columns separate the parts: mean steps per
 episode, mean reset time, and mean step time with the action's sampling (the first reveal's mine
@@ -68,6 +70,22 @@ def timed_loop(env, sample, seconds):
 """
 exec(TIMED_LOOP)  # defines timed_loop here
 
+#: A random policy both sides can play, for games whose own samplers differ: GEM's Minesweeper policy
+#: (reveal 9 times in 10, else flag; any cell, open or not), coordinates from ``first`` (GEM's 0, ours 1).
+#: Both sides then step the same mix of moves, so steps/s compares the envs, not the policies.
+COMMON_POLICY = r"""
+def gem_minesweeper_policy(rows, cols, first):
+    import random
+    rng = random.Random(0)
+    def sample():
+        kind = "reveal" if rng.random() < 0.9 else "flag"
+        return "\\boxed{%s %d %d}" % (kind, rng.randrange(rows) + first, rng.randrange(cols) + first)
+    return sample
+"""
+exec(COMMON_POLICY)  # defines gem_minesweeper_policy here
+#: Games measured a third time, both sides playing :data:`COMMON_POLICY`.
+COMMON_POLICY_GAMES = {"game:Minesweeper-v0-hard"}
+
 #: GEM's side: one "env_id seconds" request per line on stdin, one :class:`Rates` line per request on stdout.
 GEM_RUNNER = r"""
 import random, sys, time, warnings
@@ -76,16 +94,19 @@ import gem
 envs = {}
 def hanoi_move():
     return "\\boxed{%s %s}" % (random.choice("ABC"), random.choice("ABC"))
-""" + TIMED_LOOP + r"""
+""" + TIMED_LOOP + COMMON_POLICY + r"""
 print("ready", flush=True)
 for line in sys.stdin:
-    env_id, seconds = line.split()
+    env_id, seconds, policy = line.split()
     env = envs.get(env_id) or envs.setdefault(env_id, gem.make(env_id))
-    try:
-        sample = env.sample_random_action
-        sample()
-    except NotImplementedError:
-        sample = hanoi_move
+    if policy == "common":
+        sample = gem_minesweeper_policy(env.rows, env.cols, 0)
+    else:
+        try:
+            sample = env.sample_random_action
+            sample()
+        except NotImplementedError:
+            sample = hanoi_move
     print(*timed_loop(env, sample, float(seconds)), flush=True)
 """
 
@@ -121,9 +142,10 @@ class Rates:
         )
 
 
-def measure(env_id: str, seconds: float, **overrides) -> Rates:
+def measure(env_id: str, seconds: float, common_policy: bool = False, **overrides) -> Rates:
     env = make(env_id, **overrides)
-    return Rates(*timed_loop(env, env.sample_random_action, seconds))  # noqa: F821 - defined by exec(TIMED_LOOP)
+    sample = gem_minesweeper_policy(env.rows, env.cols, 1) if common_policy else env.sample_random_action  # noqa: F821
+    return Rates(*timed_loop(env, sample, seconds))  # noqa: F821 - defined by exec(TIMED_LOOP)
 
 
 class GemReference:
@@ -134,8 +156,8 @@ class GemReference:
         if self.proc.stdout.readline().strip() != "ready":
             raise RuntimeError(f"{python} could not import gem (pip install gem-llm==0.1.0 there).")
 
-    def measure(self, gem_id: str, seconds: float) -> Rates:
-        self.proc.stdin.write(f"{gem_id} {seconds}\n")
+    def measure(self, gem_id: str, seconds: float, common_policy: bool = False) -> Rates:
+        self.proc.stdin.write(f"{gem_id} {seconds} {'common' if common_policy else 'own'}\n")
         self.proc.stdin.flush()
         steps, episodes, elapsed, reset_time = self.proc.stdout.readline().split()
         return Rates(int(steps), int(episodes), float(elapsed), float(reset_time))
@@ -163,25 +185,28 @@ def main() -> None:
         for env_id, gem_kwargs, gem_id, quoted in GAMES:
             if args.games and not any(name in env_id for name in args.games):
                 continue
-            gem_rates = None
-            if gem:  # alternate short rounds, so a load spike hits both sides alike
-                ours_gem_settings = gem_rates = Rates(0, 0, 0.0, 0.0)
-                for _ in range(args.rounds):
-                    ours_gem_settings += measure(env_id, args.seconds / args.rounds, **gem_kwargs)
-                    gem_rates += gem.measure(gem_id, args.seconds / args.rounds)
-                gem_rate = gem_rates.per_second
-            else:
-                ours_gem_settings, gem_rate = measure(env_id, args.seconds, **gem_kwargs), float(quoted)
-            ours_own = measure(env_id, args.seconds)
-            for label, rates in (("ours", ours_own), ("GEM's", ours_gem_settings)):
+            rows = [("ours", measure(env_id, args.seconds), None)]
+            policies = [False, True] if gem and env_id in COMMON_POLICY_GAMES else [False]
+            for common in policies:
+                if gem:  # alternate short rounds, so a load spike hits both sides alike
+                    ours_gem_settings = gem_rates = Rates(0, 0, 0.0, 0.0)
+                    for _ in range(args.rounds):
+                        ours_gem_settings += measure(env_id, args.seconds / args.rounds, common, **gem_kwargs)
+                        gem_rates += gem.measure(gem_id, args.seconds / args.rounds, common)
+                else:
+                    ours_gem_settings, gem_rates = measure(env_id, args.seconds, **gem_kwargs), None
+                rows.append(("GEM's+pol" if common else "GEM's", ours_gem_settings, gem_rates))
+            gem_rate = rows[1][2].per_second if gem else float(quoted)
+            for label, rates, their in rows:
                 parts = ""
-                if gem_rates is not None and label == "GEM's":
+                if their is not None:
                     parts = (
-                        f" {rates.episode_length:>5.1f}/{gem_rates.episode_length:<6.1f}"
-                        f" {rates.reset_us:>6.1f}/{gem_rates.reset_us:<6.1f} {rates.step_us:>6.1f}/{gem_rates.step_us:<6.1f}"
+                        f" {rates.episode_length:>5.1f}/{their.episode_length:<6.1f}"
+                        f" {rates.reset_us:>6.1f}/{their.reset_us:<6.1f} {rates.step_us:>6.1f}/{their.step_us:<6.1f}"
                     )
+                reference = their.per_second if their is not None else gem_rate
                 rate = rates.per_second
-                print(f"{env_id:<28} {label:<9} {rate:>10.0f} {gem_rate:>10.0f} {rate / gem_rate:>8.2f}x{parts}", flush=True)
+                print(f"{env_id:<28} {label:<9} {rate:>10.0f} {reference:>10.0f} {rate / reference:>8.2f}x{parts}", flush=True)
     finally:
         if gem:
             gem.close()
