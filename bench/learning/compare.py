@@ -10,7 +10,8 @@ every run in a fresh process with one torch thread (so a run's numbers do not de
 Estimators (``TurnCreditGRPOTrainer(turn_credit=...)``; TRL's loss, clipping and optimizer are the same for all):
 - ``reinforce``: each turn's tokens get the discounted return ``G_t`` (gamma < 1), no baseline;
 - ``rebn``: the same ``G_t`` normalized over all turns of the batch (ReBN);
-- ``grpo``: stock GRPO, the episode return normalized within its group of ``num_generations`` rollouts.
+- ``grpo``: stock GRPO, the episode return normalized within its group of ``num_generations`` rollouts;
+- ``baseline`` (an ablation, only when named): ReBN's ``G_t`` minus the batch mean, without the division.
 Turn-level GAE (``gem_core.rollout.turn_level_gae``) is not run: it needs a value estimate per turn, and
 TRL's GRPOTrainer is critic-free (no value head, no value loss); training a critic would be a second model
 and loss inside the trainer, which is beyond an adapter (verl and OpenRLHF, which train critics, can use it).
@@ -354,7 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--estimators", nargs="+", choices=list(ESTIMATORS), default=PAPER_ESTIMATORS)
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=50, help="optimizer steps per run")
-    parser.add_argument("--gamma", type=float, default=0.9, help="discount over turns (reinforce and rebn)")
+    parser.add_argument("--gamma", type=float, default=0.9, help="discount over turns (the per-turn estimators)")
     parser.add_argument("--learning_rate", type=float, default=3e-3, help="the main job's AdamW learning rate")
     parser.add_argument("--num_generations", type=int, default=8, help="episodes per prompt (GRPO's group)")
     parser.add_argument("--prompts_per_step", type=int, default=4,
