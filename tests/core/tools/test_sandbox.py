@@ -306,9 +306,10 @@ def _calls_of(zygote) -> list[int]:
     def ended(pid: int) -> bool:
         try:
             with open(f"/proc/{pid}/stat") as file:
-                return file.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+                fields = file.read().rsplit(")", 1)[1].split()
         except OSError:
             return True
+        return fields[0] in ("Z", "X") or bool(int(fields[6]) & 0x4)  # dead, or exiting (PF_EXITING)
 
     return [pid for pid, depth in process_tree(zygote.process.pid) if depth == 4 and not ended(pid) and len(process_tree(pid)) > 1]
 
@@ -329,11 +330,13 @@ def test_a_zygote_keeps_calls_forked_ahead_and_uses_each_once(bwrap_mode):
         code = "import os\nprint(os.getpid(), os.getppid(), os.path.exists('/tmp/mark'))\nopen('/tmp/mark', 'w').close()"
         first = pool.run(code)
         zygote = pool.zygote()
+        waiting: list[int] = []
         for _ in range(1200):  # the replacement is forked while the caller goes on
-            if len(_calls_of(zygote)) == 2:
+            calls = _calls_of(zygote)
+            if len(calls) == 2 and calls == waiting:  # the same two twice: not the used call, killed but not yet dead
                 break
+            waiting = calls
             time.sleep(0.05)
-        waiting = _calls_of(zygote)
         assert len(zygote._forked) == 2 and len(waiting) == 2
         second = pool.run(code)
         # A call's snippet is PID 2 under the call's own PID 1, and /tmp is its own.
