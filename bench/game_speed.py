@@ -18,11 +18,11 @@ Without ``--gem-python`` the GEM column holds the figures measured in issue 23 o
 quoted as constants and labelled as such.
 
 Steps/s including resets weighs a game's reset against its steps by its episode length, and the two
-random policies play episodes of different lengths. Minesweeper is therefore measured a third time
-(row ``GEM's+pol``): at GEM's settings with GEM's own random policy on both sides (:data:`COMMON_POLICY`),
-so both step the same mix of moves and play episodes of the same length (GEM's Minesweeper policy also reveals open cells
+random policies play episodes of different lengths (GEM's Minesweeper policy also reveals open cells
 and flags, so its episodes run longer; ours places the mines at the first reveal and redraws them
-until the board can be cleared by logic). The last columns separate the parts: mean steps per
+until the board can be cleared by logic). Minesweeper is therefore measured a third time (row
+``GEM's+pol``): at GEM's settings with GEM's own random policy on both sides (:data:`COMMON_POLICY`), so
+both step the same mix of moves and play episodes of the same length. The last columns separate the parts: mean steps per
 episode, mean reset time, and mean step time with the action's sampling (the first reveal's mine
 placement is in the step time).
 """
@@ -204,9 +204,9 @@ def main() -> None:
                         f" {rates.episode_length:>5.1f}/{their.episode_length:<6.1f}"
                         f" {rates.reset_us:>6.1f}/{their.reset_us:<6.1f} {rates.step_us:>6.1f}/{their.step_us:<6.1f}"
                     )
-                reference = their.per_second if their is not None else gem_rate
+                their_rate = their.per_second if their is not None else gem_rate
                 rate = rates.per_second
-                print(f"{env_id:<28} {label:<9} {rate:>10.0f} {reference:>10.0f} {rate / reference:>8.2f}x{parts}", flush=True)
+                print(f"{env_id:<28} {label:<9} {rate:>10.0f} {their_rate:>10.0f} {rate / their_rate:>8.2f}x{parts}", flush=True)
     finally:
         if gem:
             gem.close()

@@ -47,6 +47,7 @@ __all__ = [
     "load_script",
 ]
 
+
 def load_script(path: str | Path, name: str) -> ModuleType:
     """A script (e.g. ``examples/train_trl.py``) imported as the module ``name``, so tests and benches use
     its code as is instead of copying it. It stays in ``sys.modules``: dataclasses defined in it resolve
