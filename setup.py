@@ -1,0 +1,24 @@
+"""Package discovery, the one part of the build that pyproject.toml cannot say (everything else is there).
+
+The folder ``adapters/`` installs as ``gem_adapters`` (the PyPI name ``adapters`` is another project's),
+and setuptools' ``packages.find`` cannot rename what it finds. So the packages are found here, by the
+same rule as ``find``: every folder with an ``__init__.py`` under ``gem_core/`` and ``adapters/`` is a
+package, and a new subpackage ships without anyone listing it. tests/packaging checks the installed
+wheel against the source tree.
+"""
+
+from setuptools import find_packages, setup
+
+#: Source folder -> the import name it installs as.
+PACKAGE_ROOTS = {"gem_core": "gem_core", "adapters": "gem_adapters"}
+
+
+def _packages() -> list[str]:
+    found = []
+    for folder, name in PACKAGE_ROOTS.items():
+        for package in find_packages(include=[folder, f"{folder}.*"]):
+            found.append(name + package[len(folder):])
+    return found
+
+
+setup(packages=_packages(), package_dir={name: folder for folder, name in PACKAGE_ROOTS.items()})
