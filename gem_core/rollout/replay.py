@@ -20,7 +20,7 @@ from gem_core.rollout.episode_rows import env_kwargs_option
 from gem_core.rollout.trajectory import TokenTrajectory
 from gem_core.rollout.trajectory_io import read_records, trajectory_from_record
 
-__all__ = ["Replay", "TurnChange", "replay_actions", "replay_trajectory", "add_replay_parser"]
+__all__ = ["FILE_ENV_KWARGS", "Replay", "TurnChange", "file_env_kwargs_problem", "replay_actions", "replay_trajectory", "add_replay_parser"]
 
 
 @dataclass(frozen=True)
@@ -79,32 +79,124 @@ def replay_trajectory(trajectory: TokenTrajectory, env: Any, *, episode: int = 0
     return replay.rewards, replay.changes
 
 
-def _replay_file(path: str, env_kwargs_override: dict[str, Any] | None) -> tuple[int, list[TurnChange]]:
+#: Env kwargs a trajectory file may set by itself: the plain knobs of a game or a task (sizes, counts,
+#: ranges, a split or task name). Everything else (a sandbox or isolation mode, a URL, a file or dataset
+#: path, a module to import, a time or memory limit) decides what the env may do on this machine, so a
+#: file someone else wrote never chooses it: the user gives it with --env-kwargs (issue 27.1).
+FILE_ENV_KWARGS = frozenset(
+    {
+        "max_turns", "size", "rows", "cols", "width", "height", "box_rows", "box_cols", "disks", "code_length",
+        "word_length", "num_colors", "blanks", "boxes", "mines", "inner_walls", "lives", "min_number", "max_number",
+        "min_distance", "max_distance", "target", "reverse_steps", "scramble_moves", "placement_attempts",
+        "max_invalid", "max_rounds", "max_tool_calls", "topk", "max_tests", "seed", "split", "answer_format",
+        "prompt_suffix", "reward", "name", "words", "config",
+    }
+)
+#: Kwargs that size a board or a puzzle: a file's value is bounded so it cannot size an allocation
+#: (reasoning-gym's ``size`` is a dataset length, generated lazily, and gets the general bound).
+_DIMENSIONS = frozenset(
+    {"size", "rows", "cols", "width", "height", "box_rows", "box_cols", "disks", "code_length", "word_length", "num_colors", "blanks", "boxes", "mines", "inner_walls"}
+)
+_DIMENSION_BOUND, _NUMBER_BOUND, _TEXT_BOUND, _ITEMS_BOUND = 100, 10**7, 10_000, 100_000
+#: The kwargs whose value may be a list or an object (of plain values): a word list, a task config.
+_CONTAINERS = frozenset({"words", "config"})
+
+
+def _plain_value_problem(value: Any, bound: int, depth: int, budget: list[int]) -> str | None:
+    """Why ``value`` is not plain bounded data (None when it is); ``budget`` counts the items left."""
+    budget[0] -= 1
+    if budget[0] < 0:
+        return f"more than {_ITEMS_BOUND} items"
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        if not (isinstance(value, int) or math.isfinite(value)) or abs(value) > bound:
+            return f"a number outside +-{bound}"
+        return None
+    if isinstance(value, str):
+        return None if len(value) <= _TEXT_BOUND else f"a text longer than {_TEXT_BOUND} characters"
+    if isinstance(value, (list, dict)) and depth > 0:
+        items = value.values() if isinstance(value, dict) else value
+        return next((p for p in (_plain_value_problem(v, bound, depth - 1, budget) for v in items) if p), None)
+    return f"a {type(value).__name__}, not a plain value"
+
+
+def file_env_kwargs_problem(env_id: str, env_kwargs: dict[str, Any]) -> str | None:
+    """Why a trajectory file may not set ``env_kwargs`` for ``env_id`` (None when it may): names the field."""
+    for key, value in env_kwargs.items():
+        if key not in FILE_ENV_KWARGS:
+            return f"env_kwargs[{key!r}] is not a plain setting a file may choose (a sandbox mode, URL, path, module or limit)"
+        bound = _DIMENSION_BOUND if key in _DIMENSIONS and not env_id.startswith("rg:") else _NUMBER_BOUND
+        problem = _plain_value_problem(value, bound, 3 if key in _CONTAINERS else 0, [_ITEMS_BOUND])
+        if problem:
+            return f"env_kwargs[{key!r}] is {problem}"
+    return None
+
+
+def _env_for(path: str, episode: int, record: dict[str, Any], env_id: str, env_id_override: str | None,
+             env_kwargs_override: dict[str, Any] | None) -> tuple[str, dict[str, Any]]:
+    """The env id and kwargs to replay one stored episode with: the command line's where given, else the
+    file's when a file may choose them; ValueError naming the field otherwise."""
+    if env_id_override is not None:
+        env_id = env_id_override
+    elif env_id.startswith("remote:"):
+        raise ValueError(
+            f"{path}: episode {episode} has env_id {env_id!r}: a file never chooses where the replay connects; "
+            "if you trust that server, give the id yourself with --env-id (or a local id to replay here)."
+        )
+    if env_kwargs_override is not None:
+        return env_id, env_kwargs_override
+    kwargs = record.get("env_kwargs") or {}
+    problem = file_env_kwargs_problem(env_id, kwargs)
+    if problem:
+        raise ValueError(
+            f"{path}: episode {episode}: {problem}; a trajectory file may not set it. If you trust that "
+            "setting, give the env kwargs yourself with --env-kwargs JSON (they replace the file's)."
+        )
+    return env_id, kwargs
+
+
+def _replay_file(
+    path: str, env_kwargs_override: dict[str, Any] | None, env_id_override: str | None = None
+) -> tuple[int, list[TurnChange]]:
     from gem_core.registry import make
 
     envs: dict[tuple[str, str], Any] = {}
     changes: list[TurnChange] = []
     count = 0
-    for count, record in enumerate(read_records(path), 1):
-        trajectory = trajectory_from_record(record)
-        if trajectory.env_id is None or trajectory.seed is None:
-            raise ValueError(f"{path}: episode {count - 1} has no env_id or seed, so it cannot be replayed.")
-        kwargs = env_kwargs_override if env_kwargs_override is not None else record.get("env_kwargs") or {}
-        key = (trajectory.env_id, json.dumps(kwargs, sort_keys=True))
-        if key not in envs:
-            envs[key] = make(trajectory.env_id, **kwargs)
-        changes.extend(replay_trajectory(trajectory, envs[key], episode=count - 1)[1])
-    for env in envs.values():
-        env.close()
+    try:
+        for count, record in enumerate(read_records(path), 1):
+            try:
+                trajectory = trajectory_from_record(record)
+            except ValueError as exc:
+                raise ValueError(f"{path}: episode {count - 1}: {exc}") from None
+            if trajectory.env_id is None or trajectory.seed is None:
+                raise ValueError(f"{path}: episode {count - 1} has no env_id or seed, so it cannot be replayed.")
+            env_id, kwargs = _env_for(path, count - 1, record, trajectory.env_id, env_id_override, env_kwargs_override)
+            key = (env_id, json.dumps(kwargs, sort_keys=True))
+            if key not in envs:
+                try:
+                    envs[key] = make(env_id, **kwargs)
+                except TypeError as exc:  # a kwarg the env does not take
+                    raise ValueError(f"{path}: episode {count - 1}: cannot build {env_id} with env_kwargs {sorted(kwargs)}: {exc}") from None
+            changes.extend(replay_trajectory(trajectory, envs[key], episode=count - 1)[1])
+    finally:
+        for env in envs.values():
+            env.close()
     return count, changes
 
 
 def _run(args: argparse.Namespace) -> int:
     try:
         overrides = None if args.env_kwargs is None else env_kwargs_option(args.env_kwargs)
-        episodes, changes = _replay_file(args.file, overrides)
+        episodes, changes = _replay_file(args.file, overrides, args.env_id)
     except (OSError, ValueError, KeyError) as exc:  # unreadable file, bad record, unknown env id
         print(f"gem replay: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # noqa: BLE001 - an env that fails to build: one line naming it, no traceback
+        print(f"gem replay: {args.file}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
     for change in changes:
         print(
@@ -123,5 +215,15 @@ def add_replay_parser(commands: Any) -> None:
         description=__doc__.split("\n\n")[0],
     )
     parser.add_argument("file", help="a JSONL file written by gem_core.rollout.trajectory_io.write_trajectories")
-    parser.add_argument("--env-kwargs", default=None, help="JSON object replacing every episode's stored env kwargs")
+    parser.add_argument(
+        "--env-kwargs",
+        default=None,
+        help="JSON object replacing every episode's stored env kwargs; the only way to set one a file may not "
+        "choose (a sandbox mode, URL, path, module or limit)",
+    )
+    parser.add_argument(
+        "--env-id",
+        default=None,
+        help="env id replacing every episode's stored one; the only way to replay on a remote: id",
+    )
     parser.set_defaults(run=_run)

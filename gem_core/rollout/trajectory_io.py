@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import itertools
 import json
 import math
 import os
@@ -81,21 +82,61 @@ def trajectory_to_record(trajectory: TokenTrajectory, *, env_kwargs: Mapping[str
     return {"format": TRAJECTORY_FORMAT, "env_kwargs": dict(env_kwargs or {}), **record}
 
 
+#: What each field of a record must hold (a list field: the type of its items). A file is data someone
+#: else may have written: a wrong type is a ValueError naming the field, never a crash somewhere later.
+_NUMBER = (int, float)
+_LIST_ITEMS: dict[str, type | tuple[type, ...]] = {
+    "prompt_ids": int, "response_ids": int, "loss_mask": int, "logprobs": _NUMBER, "rewards": _NUMBER,
+    "observations": str, "actions": str, "infos": dict, "env_states": str, "rendered_context_ends": int,
+    "generation_prompt_ids": int, "turn_spans": list, "images": dict,
+}
+_SCALARS: dict[str, tuple[type, ...]] = {
+    "env_id": (str, type(None)), "seed": (int, type(None)), "terminated": (bool,), "truncated": (bool,),
+    "final_observation": (str, type(None)), "history": (str,), "metrics": (dict,), "rendered_ids": (list, type(None)),
+}
+
+
+def _check_record(record: Mapping[str, Any]) -> None:
+    """Raise ValueError naming the first field of ``record`` that holds the wrong type."""
+    for name, types in _SCALARS.items():
+        value = record.get(name)
+        if name in record and (not isinstance(value, types) or (name == "seed" and isinstance(value, bool))):
+            raise ValueError(f"field {name!r} is {type(value).__name__}, expected {' or '.join(t.__name__ for t in types)}.")
+    for name, item in _LIST_ITEMS.items():
+        value = record.get(name, [])
+        if not isinstance(value, list):
+            raise ValueError(f"field {name!r} is {type(value).__name__}, expected a list.")
+        bad = next((v for v in value if not isinstance(v, item) or (item is int and isinstance(v, bool))), None)
+        if bad is not None:
+            raise ValueError(f"field {name!r} holds a {type(bad).__name__}; expected {getattr(item, '__name__', 'number')} items.")
+    if any(len(span) != 2 or not all(isinstance(x, int) for x in span) for span in record.get("turn_spans", [])):
+        raise ValueError("field 'turn_spans' must hold [start, end] pairs of token indices.")
+    if not all(isinstance(x, int) for x in record.get("rendered_ids") or []):
+        raise ValueError("field 'rendered_ids' must hold token ids.")
+    if not isinstance(record.get("env_kwargs", {}), dict):
+        raise ValueError(f"field 'env_kwargs' is {type(record.get('env_kwargs')).__name__}, expected an object.")
+
+
 def trajectory_from_record(record: Mapping[str, Any]) -> TokenTrajectory:
     """The trajectory a :func:`trajectory_to_record` dict holds.
 
     Raises:
-        ValueError: not a trajectory record of this format version.
+        ValueError: not a trajectory record of this format version, or a field of the wrong type.
     """
-    if record.get("format") != TRAJECTORY_FORMAT:
-        raise ValueError(f"Not a {TRAJECTORY_FORMAT!r} record (format={record.get('format')!r}); write it with write_trajectories().")
+    if not isinstance(record, Mapping) or record.get("format") != TRAJECTORY_FORMAT:
+        found = record.get("format") if isinstance(record, Mapping) else type(record).__name__
+        raise ValueError(f"Not a {TRAJECTORY_FORMAT!r} record (format={found!r}); write it with write_trajectories().")
+    _check_record(record)
     fields = {name: record[name] for name in _FIELDS if name in record}
     fields["turn_spans"] = [tuple(span) for span in fields.get("turn_spans", [])]
-    fields["images"] = [
-        TrajectoryImage(turn=i["turn"], start=i["start"], num_tokens=i["num_tokens"], grid_thw=tuple(i["grid_thw"]))
-        for i in fields.get("images", [])
-    ]
-    return TokenTrajectory(**fields)
+    try:
+        fields["images"] = [
+            TrajectoryImage(turn=i["turn"], start=i["start"], num_tokens=i["num_tokens"], grid_thw=tuple(i["grid_thw"]))
+            for i in fields.get("images", [])
+        ]
+        return TokenTrajectory(**fields)
+    except (KeyError, TypeError) as exc:  # a required field missing, an image without its keys
+        raise ValueError(f"not a complete trajectory record ({type(exc).__name__}: {exc}).") from None
 
 
 def write_trajectories(
@@ -118,16 +159,32 @@ def write_trajectories(
     return count
 
 
-def read_records(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
-    """The raw records of a trajectory file (blank lines skipped); a bad line names its number."""
-    with Path(path).open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, 1):
+#: The longest line :func:`read_records` parses (bytes): a long episode with logprobs and env states is a
+#: few megabytes; a line past this is refused before it is held in memory or parsed.
+MAX_LINE_BYTES = 128 * 1024 * 1024
+
+
+def read_records(path: str | os.PathLike, *, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[dict[str, Any]]:
+    """The raw records of a trajectory file (blank lines skipped); a bad line (not JSON, not an object,
+    nested too deeply, longer than ``max_line_bytes``) raises ValueError naming its number."""
+    with Path(path).open("rb") as lines:
+        for number in itertools.count(1):
+            line = lines.readline(max_line_bytes + 1)
+            if not line:
+                return
+            if len(line) > max_line_bytes:
+                raise ValueError(f"{path}:{number} is longer than {max_line_bytes} bytes; not a trajectory this reader loads.")
             if not line.strip():
                 continue
             try:
-                yield json.loads(line)
-            except json.JSONDecodeError as exc:
+                record = json.loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
                 raise ValueError(f"{path}:{number} is not a JSON line ({exc}).") from None
+            except RecursionError:
+                raise ValueError(f"{path}:{number} is nested too deeply to be a trajectory record.") from None
+            if not isinstance(record, dict):
+                raise ValueError(f"{path}:{number} is a JSON {type(record).__name__}, not a trajectory record (an object).")
+            yield record
 
 
 def read_trajectories(path: str | os.PathLike) -> list[TokenTrajectory]:
