@@ -318,3 +318,99 @@ def test_gem_play_plays_a_task_from_stdin():
     )
     assert played.returncode == 0, played.stderr
     assert "fruits.txt" in played.stdout and "Episode won after 3 turns with return 1" in played.stdout
+
+
+# ------------------------------------------------------------------------------ checkers that run agent code
+
+
+def write_file(name: str, text: str) -> str:
+    return bash(f"cat > {name} <<'EOF_AGENT'\n{text}\nEOF_AGENT")
+
+
+def test_fix_test_an_early_exit_in_stats_py_fails_the_checker(env):
+    """The checker imports stats.py: exiting with status 0 from it must not pass for all tests passing."""
+    env.reset(seed=0, options={"task": "fix_test"})
+    env.step(write_file("stats.py", "import os\nos._exit(0)"))
+    _, reward, terminated, _, info = env.step(bash(SUBMIT))
+    assert (reward, terminated, info["success"]) == (0.0, True, False)
+
+
+def test_fix_test_results_that_claim_to_equal_anything_fail_the_checker(env):
+    env.reset(seed=0, options={"task": "fix_test"})
+    env.step(write_file("stats.py", (
+        "class Anything(float):\n"
+        "    def __eq__(self, other): return True\n"
+        "    __hash__ = float.__hash__\n"
+        "def mean(values): return Anything(0)\n"
+        "def median(values): return Anything(0)"
+    )))
+    assert env.step(bash(SUBMIT))[1] == 0.0
+    env.reset(seed=0, options={"task": "fix_test"})
+    env.step(write_file("stats.py", "def mean(values): return True\ndef median(values): return True"))
+    assert env.step(bash(SUBMIT))[1] == 0.0
+
+
+@pytest.mark.parametrize("task, fixed", [
+    ("fix_test", (
+        "import os\n"
+        "try:\n"
+        "    open(f'/proc/{os.getppid()}/mem', 'r+b')\n"
+        "except OSError:\n"
+        "    pass\n"
+        "else:\n"
+        "    raise SystemExit('reached the checker')\n"
+        "def mean(values): return sum(values) / len(values)\n"
+        "def median(values):\n"
+        "    ordered, middle = sorted(values), len(values) // 2\n"
+        "    return ordered[middle] if len(values) % 2 else (ordered[middle - 1] + ordered[middle]) / 2"
+    )),
+    ("make_script", (
+        "#!/bin/sh\n"
+        "if (: < /proc/$PPID/mem) 2>/dev/null && (: >> /proc/$PPID/mem) 2>/dev/null; then echo reached; exit 1; fi\n"
+        'echo "Hello, $1!"'
+    )),
+])
+def test_agent_code_a_checker_runs_cannot_reach_the_checkers_memory(env, task, fixed):
+    """A correct solution that would give a wrong answer if it could open the checker's /proc/PID/mem
+    (whence it could rewrite the verdict) passes: the process that decides is not dumpable."""
+    env.reset(seed=0, options={"task": task})
+    name = "stats.py" if task == "fix_test" else "greet.sh"
+    env.step(write_file(name, fixed) if task == "fix_test" else bash(f"cat > {name} <<'EOF_AGENT'\n{fixed}\nEOF_AGENT\nchmod +x {name}"))
+    _, reward, _, _, info = env.step(bash(SUBMIT))
+    assert reward == 1.0, info
+
+
+# ------------------------------------------------------------------------------ deep directory trees
+
+
+def deep_tree(levels: int, name: str = "d") -> str:
+    return bash(f"mkdir -p $(python3 -c 'print(\"/\".join([\"{name}\"] * {levels}))') && echo made")
+
+
+def test_a_tree_1100_levels_deep_snapshots_restores_and_is_deleted_at_reset():
+    env = TerminalEnv(command_timeout=10.0)
+    env.reset(seed=0)
+    assert "made" in env.step(deep_tree(1100))[0]
+    state = env.get_state()
+    assert len([key for key, (_, content) in state["work_files"].items() if content is None]) == 1100
+    restored = TerminalEnv(command_timeout=10.0)
+    restored.set_state(state)
+    assert "1100" in restored.step(bash("find . -type d -name d | wc -l"))[0]
+    first, second = Path(env.work_dir.path).parent, Path(restored.work_dir.path).parent
+    env.reset(seed=0)
+    assert not first.exists()
+    restored.close()
+    env.close()
+    assert not second.exists()
+
+
+def test_a_tree_too_long_to_snapshot_is_refused_clearly_and_still_deleted():
+    env = TerminalEnv(command_timeout=10.0)
+    env.reset(seed=0)
+    assert "made" in env.step(deep_tree(40, "n" * 200))[0]  # paths of 8 KB, past PATH_MAX
+    with pytest.raises(ValueError, match="too long to snapshot"):
+        env.get_state()
+    first = Path(env.work_dir.path).parent
+    env.reset(seed=0)
+    assert not first.exists()
+    env.close()
