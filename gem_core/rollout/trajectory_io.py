@@ -8,19 +8,23 @@ plus the env label needed to rebuild the env. Files written before env states ex
 with no states.
 
 An env state is Python objects (an RNG, a board), so it is stored as a pickle (zlib-compressed, base64
-text). Reading a file never unpickles: :func:`decode_env_state` does, on request, and like any pickle
-it must only be given files you trust (a pickle can run code).
+text), signed with an HMAC under the user's own key (:func:`state_key`). Reading a file never unpickles;
+:func:`decode_env_state` does, on request, and only after the signature matches: a pickle can run code,
+so a state from someone else's file (or an edited one) is refused, never loaded.
 """
 
 from __future__ import annotations
 
 import base64
 import dataclasses
+import hashlib
+import hmac
 import itertools
 import json
 import math
 import os
 import pickle
+import secrets
 import zlib
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
@@ -36,8 +40,10 @@ __all__ = [
     "trajectory_from_record",
     "write_trajectories",
     "read_trajectories",
+    "STATE_FORMAT",
     "encode_env_state",
     "decode_env_state",
+    "state_key",
     "sft_records",
     "preference_pairs",
 ]
@@ -46,14 +52,89 @@ TRAJECTORY_FORMAT = "gem.trajectory/1"
 _FIELDS = {f.name for f in dataclasses.fields(TokenTrajectory)}
 
 
-def encode_env_state(state: Mapping[str, Any]) -> str:
-    """An :meth:`Env.get_state <gem_core.env.Env.get_state>` snapshot as JSON-safe text (pickle, zlib, base64)."""
-    return base64.b64encode(zlib.compress(pickle.dumps(dict(state), protocol=pickle.HIGHEST_PROTOCOL))).decode("ascii")
+#: The prefix of a signed state: ``gem.state/2:<hex HMAC-SHA256 of the payload>:<payload>``.
+STATE_FORMAT = "gem.state/2"
+#: Where the signing key lives when ``$GEM_STATE_KEY`` is unset (made on first use, readable by the user only).
+STATE_KEY_FILE = Path(".config", "gem", "state-key")
 
 
-def decode_env_state(text: str) -> dict[str, Any]:
-    """The snapshot :func:`encode_env_state` encoded, for ``env.set_state``. Only for files you trust: it unpickles."""
-    return pickle.loads(zlib.decompress(base64.b64decode(text.encode("ascii"))))  # noqa: S301 - documented trust
+def state_key() -> bytes:
+    """The key that signs env states: ``$GEM_STATE_KEY`` (set it alike on every machine of a job), else
+    the key in ``~/.config/gem/state-key``, made (random, mode 0600) the first time one is needed."""
+    from gem_core.settings import environment_value
+
+    value = environment_value("GEM_STATE_KEY")
+    if value is not None:
+        return value.encode("utf-8")
+    path = Path.home() / STATE_KEY_FILE
+    try:
+        return _key_in(path)
+    except FileNotFoundError:
+        pass
+    try:
+        return _new_key(path)
+    except OSError as exc:  # a read-only home, say
+        raise OSError(f"cannot make the env-state signing key {path} ({exc.strerror or exc}); set GEM_STATE_KEY instead.") from exc
+
+
+def _new_key(path: Path) -> bytes:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    # Written whole under a private name, then linked into place: a worker starting at the same moment
+    # never reads a half-written key, and the first link wins (both then use that key).
+    draft = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(secrets.token_hex(32).encode("ascii") + b"\n")
+        try:
+            os.link(draft, path)
+        except FileExistsError:
+            pass
+    finally:
+        draft.unlink(missing_ok=True)
+    return _key_in(path)
+
+
+def _key_in(path: Path) -> bytes:
+    key = path.read_bytes().strip()
+    if not key:
+        raise ValueError(f"The env-state key file {path} is empty; delete it (a new key is made) or set GEM_STATE_KEY.")
+    return key
+
+
+def _signature(payload: str, key: bytes) -> str:
+    return hmac.new(key, payload.encode("ascii"), hashlib.sha256).hexdigest()
+
+
+def encode_env_state(state: Mapping[str, Any], *, key: bytes | None = None) -> str:
+    """An :meth:`Env.get_state <gem_core.env.Env.get_state>` snapshot as JSON-safe text: the pickle
+    (zlib, base64) signed with ``key`` (default :func:`state_key`), so only states this user wrote load."""
+    payload = base64.b64encode(zlib.compress(pickle.dumps(dict(state), protocol=pickle.HIGHEST_PROTOCOL))).decode("ascii")
+    return f"{STATE_FORMAT}:{_signature(payload, key or state_key())}:{payload}"
+
+
+def decode_env_state(text: str, *, key: bytes | None = None) -> dict[str, Any]:
+    """The snapshot :func:`encode_env_state` encoded, for ``env.set_state``.
+
+    A pickle can run code when loaded, so the signature is checked with ``key`` (default :func:`state_key`)
+    before anything is unpickled: a state from someone else's file, or edited, is refused.
+
+    Raises:
+        ValueError: the state is unsigned, or signed with another key, or altered.
+    """
+    head, _, rest = text.partition(":") if isinstance(text, str) else ("", "", "")
+    signature, _, payload = rest.partition(":")
+    if head != STATE_FORMAT or not payload:
+        raise ValueError(
+            f"This env state is not signed (no {STATE_FORMAT!r} prefix): it comes from an older file or another "
+            "tool, and unpickling it could run code. Record the episode again (record_env_states=True)."
+        )
+    if not hmac.compare_digest(_signature(payload, key or state_key()), signature):
+        raise ValueError(
+            "This env state's signature does not match your key: it was written with another key (another "
+            "user or machine: set GEM_STATE_KEY alike on each) or altered since; it is not unpickled."
+        )
+    return pickle.loads(zlib.decompress(base64.b64decode(payload.encode("ascii"))))  # noqa: S301 - signed by this user
 
 
 def _plain(value: Any) -> Any:
