@@ -9,6 +9,7 @@ same episodes.
 from __future__ import annotations
 
 import asyncio
+import pickle
 import threading
 import traceback
 from collections.abc import Callable, Mapping
@@ -30,6 +31,11 @@ __all__ = [
     "TIMEOUT",
     "CLOSED",
     "describe_exception",
+    "add_note",
+    "build_envs",
+    "PortableError",
+    "portable_error",
+    "raise_portable_error",
     "run_call",
     "arun_call",
     "never_blocks",
@@ -82,6 +88,67 @@ class Failure:
 
 def describe_exception(exc: BaseException) -> str:
     return "".join(traceback.format_exception_only(type(exc), exc)).strip()
+
+
+def add_note(exc: BaseException, note: str) -> None:
+    """PEP 678's ``add_note`` (Python 3.11+), with the same attribute on 3.10 (where tracebacks omit it)."""
+    if hasattr(exc, "add_note"):
+        exc.add_note(note)
+    else:  # pragma: no cover - Python 3.10
+        exc.__notes__ = [*getattr(exc, "__notes__", []), note]  # type: ignore[attr-defined]
+
+
+def build_envs(builders: Mapping[int, EnvBuilder]) -> dict[int, gym.Env]:
+    """Build each env in order. If a builder raises, the envs already built are closed and its exception
+    propagates unchanged, so a constructor's ``ValueError`` reaches the caller as itself."""
+    envs: dict[int, gym.Env] = {}
+    try:
+        for index, build in builders.items():
+            envs[index] = build()
+    except BaseException:
+        for env in envs.values():
+            try:
+                env.close()
+            except Exception:  # noqa: BLE001 - closing is best effort; the build error is what matters
+                pass
+        raise
+    return envs
+
+
+@dataclass(frozen=True)
+class PortableError:
+    """An exception as a worker process or actor sends it: the exception itself when it survives a
+    pickle round trip (else None), what it said, its notes, and the worker's traceback frames."""
+
+    exception: BaseException | None
+    summary: str
+    notes: tuple[str, ...]
+    frames: str
+
+
+def portable_error(exc: BaseException) -> PortableError:
+    """``exc`` packed to cross a process boundary (see :func:`raise_portable_error`)."""
+    name = type(exc).__qualname__ if type(exc).__module__ == "builtins" else f"{type(exc).__module__}.{type(exc).__qualname__}"
+    summary = f"{name}: {exc}" if str(exc) else name
+    frames = "".join(traceback.format_tb(exc.__traceback__)).rstrip()
+    notes = tuple(str(n) for n in getattr(exc, "__notes__", ()))
+    try:
+        pickle.loads(pickle.dumps(exc))
+    except Exception:  # noqa: BLE001 - e.g. an exception whose constructor takes keyword-only arguments
+        return PortableError(None, summary, notes, frames)
+    return PortableError(exc, summary, notes, frames)
+
+
+def raise_portable_error(error: PortableError, where: str) -> None:
+    """Raise the exception a worker sent (its notes travel with it), or a ``RuntimeError`` naming it when
+    it could not be sent. ``where`` says where it was raised; it becomes a note, with the worker's frames."""
+    exc = error.exception
+    if exc is None:
+        exc = RuntimeError(f"{where} failed: {error.summary}")
+        for note in error.notes:
+            add_note(exc, note)
+    add_note(exc, f"Raised {where}; its traceback there (most recent call last):\n{error.frames}")
+    raise exc
 
 
 def run_call(env: gym.Env, call: EnvCall) -> Any:

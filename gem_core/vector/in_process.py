@@ -34,6 +34,7 @@ from gem_core.vector.calls import (
     EnvCall,
     Failure,
     arun_call,
+    build_envs,
     check_step_timeout,
     describe_exception,
     never_blocks,
@@ -86,15 +87,6 @@ class _InProcessBackend:
     def __init__(self, env_fns: Sequence[EnvBuilder], step_timeout: float | None = None):
         self.step_timeout = check_step_timeout(step_timeout)
         self._builders = list(env_fns)
-        self.envs: list[gym.Env | None] = []
-        try:
-            for build in self._builders:
-                self.envs.append(build())
-        except BaseException:
-            self._close_envs()
-            raise
-        self.num_envs = len(self.envs)
-        self._inline = [never_blocks(env) for env in self.envs]
         self._batch_lock = threading.Lock()  # one batch at a time; close() waits on it
         self._closing = False
         self._closed = False
@@ -103,6 +95,10 @@ class _InProcessBackend:
         self._waiter: _BatchWaiter | None = None
         # The previous env objects whose timed-out calls are still running, closed when they return.
         self._pool: ThreadPoolExecutor | None = None
+        # A builder's exception propagates as itself, the envs built before it closed.
+        self.envs: list[gym.Env | None] = list(build_envs(dict(enumerate(self._builders))).values())
+        self.num_envs = len(self.envs)
+        self._inline = [never_blocks(env) for env in self.envs]
 
     # --- env lifecycle ------------------------------------------------------------------------------
 

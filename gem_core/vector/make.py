@@ -11,6 +11,7 @@ import gymnasium as gym
 from gymnasium.vector import AutoresetMode
 
 from gem_core import registry
+from gem_core.vector.calls import add_note
 from gem_core.vector.vector_env import VectorEnv
 
 __all__ = ["make_vec", "Wrapper"]
@@ -19,14 +20,26 @@ __all__ = ["make_vec", "Wrapper"]
 Wrapper = Callable[[gym.Env], gym.Env]
 
 
-
-
 def _build_env(source: str | Callable[..., gym.Env], wrappers: tuple[Wrapper, ...], env_kwargs: dict[str, Any]) -> gym.Env:
-    """Build one sub-env (module-level so the process backend can pickle it)."""
-    env = registry.make(source, **env_kwargs) if isinstance(source, str) else source(**env_kwargs)
-    for wrap in wrappers:
-        env = wrap(env)
+    """Build one sub-env (module-level so the process backend can pickle it). A constructor's exception
+    propagates as itself, with a note naming the env id, since a list of ids may mix several."""
+    try:
+        env = registry.make(source, **env_kwargs) if isinstance(source, str) else source(**env_kwargs)
+    except Exception as exc:
+        add_note(exc, f"Raised while make_vec built {_describe(source)}.")
+        raise
+    try:
+        for wrap in wrappers:
+            env = wrap(env)
+    except Exception as exc:
+        add_note(exc, f"Raised while make_vec wrapped {_describe(source)} with {_describe(wrap)}.")
+        env.close()
+        raise
     return env
+
+
+def _describe(source: Any) -> str:
+    return repr(source) if isinstance(source, str) else getattr(source, "__qualname__", None) or repr(source)
 
 
 def _declares_never_blocking(source: str | Callable[..., gym.Env], wrappers: tuple[Wrapper, ...]) -> bool:

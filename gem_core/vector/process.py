@@ -47,8 +47,11 @@ from gem_core.vector.calls import (
     EnvCall,
     Failure,
     Step,
+    build_envs,
     check_step_timeout,
     describe_exception,
+    portable_error,
+    raise_portable_error,
     run_call,
 )
 from gem_core.vector.in_process import CLOSE_TIMEOUT
@@ -64,7 +67,7 @@ _KILL_GRACE = 2.0
 # action) pairs and ``others`` a list of (env index, Reset or Call) pairs (see :func:`_wire_batch`), or
 # None to stop; the worker answers with a list of (env index, status, payload), status "ok" (payload: the result),
 # "error" (payload: the exception as text) or "replaced" (the env was rebuilt; payload: why). Right
-# after start the worker answers ("ok", None) or ("error", message) for building its envs.
+# after start the worker answers ("ok", None) or ("error", PortableError) for building its envs.
 
 
 class _CallTimedOut(BaseException):
@@ -167,12 +170,10 @@ def _worker_main(conn: mp.connection.Connection, builders: dict[int, EnvBuilder]
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if step_timeout is not None:
         signal.signal(signal.SIGALRM, _on_alarm)
-    envs: dict[int, Any] = {}
     try:
-        for index, build in builders.items():
-            envs[index] = build()
+        envs: dict[int, Any] = build_envs(builders)  # on failure, closes the envs it built
     except BaseException as exc:
-        conn.send(("error", f"building env {index} failed: {describe_exception(exc)}"))
+        conn.send(("error", portable_error(exc)))
         conn.close()
         return
     conn.send(("ok", None))
@@ -324,9 +325,17 @@ class ProcessBackend(OneBatchAtATime):
         worker = self.workers[w]
         assert worker is not None
         ready = mp.connection.wait([worker.conn, worker.process.sentinel], timeout=self._start_timeout)
-        status, message = ("error", "timed out") if not ready else self._receive(worker)
-        if status != "ok":
-            raise RuntimeError(f"Worker process for envs {self._hosted[w]} could not start: {message}")
+        if not ready:
+            raise RuntimeError(
+                f"The worker process for envs {self._hosted[w]} did not build them within start_timeout="
+                f"{self._start_timeout:g} s; raise start_timeout in backend_kwargs if building them is slow."
+            )
+        received, answer = self._receive(worker)
+        if received != "ok":
+            raise RuntimeError(f"The worker process for envs {self._hosted[w]} died while building them ({answer}).")
+        status, payload = answer
+        if status != "ok":  # a builder raised: its own exception, closed envs and all
+            raise_portable_error(payload, f"in the worker process for envs {self._hosted[w]}")
 
     @staticmethod
     def _receive(worker: _Worker) -> tuple[str, Any]:

@@ -22,7 +22,21 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gem_core.vector.calls import CLOSED, OneBatchAtATime, TIMEOUT, EnvBuilder, EnvCall, Failure, Step, check_step_timeout, describe_exception
+from gem_core.vector.calls import (
+    CLOSED,
+    TIMEOUT,
+    EnvBuilder,
+    EnvCall,
+    Failure,
+    OneBatchAtATime,
+    PortableError,
+    Step,
+    build_envs,
+    check_step_timeout,
+    describe_exception,
+    portable_error,
+    raise_portable_error,
+)
 from gem_core.vector.in_process import CLOSE_TIMEOUT
 
 __all__ = ["RayBackend"]
@@ -36,7 +50,16 @@ class _EnvGroup:
 
     def __init__(self, builders: dict[int, EnvBuilder]):
         self.builders = builders
-        self.envs: dict[int, Any] = {i: build() for i, build in builders.items()}
+        self.envs: dict[int, Any] = {}
+
+    def start(self) -> PortableError | None:
+        """Build the envs; a builder's exception comes back as a value (an exception raised in an actor's
+        constructor reaches the driver only as ``ActorDiedError``), the envs built before it closed."""
+        try:
+            self.envs = build_envs(self.builders)
+        except BaseException as exc:  # noqa: BLE001 - sent to the driver, which raises it (SystemExit too)
+            return portable_error(exc)
+        return None
 
     def run(self, batch: list[tuple[int, EnvCall]]) -> list[tuple[int, str, Any]]:
         from gem_core.vector.process import run_hosted_call
@@ -115,15 +138,19 @@ class RayBackend(OneBatchAtATime):
         return self._actor_class.remote({i: self._builders[i] for i in self._hosted[a]})
 
     def _await_ready(self, actors: Any) -> None:
-        refs = [self.actors[a].node_id.remote() for a in actors]
+        actors = list(actors)
+        refs = [self.actors[a].start.remote() for a in actors]
         try:
-            self._ray.get(refs, timeout=self._start_timeout)
+            errors = self._ray.get(refs, timeout=self._start_timeout)
         except self._ray.exceptions.GetTimeoutError:
             raise RuntimeError(
                 f"The Ray actors for the envs did not start within start_timeout={self._start_timeout:g} s. Each asks for "
                 f"{self._asked}; the cluster may not have room for {len(refs)} of them: lower num_cpus, raise "
                 "envs_per_actor, or add nodes with those resources."
             ) from None
+        for a, error in zip(actors, errors):
+            if error is not None:  # a builder raised: its own exception
+                raise_portable_error(error, f"in the Ray actor for envs {self._hosted[a]}")
 
     def _replace(self, a: int) -> None:
         try:

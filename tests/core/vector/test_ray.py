@@ -132,3 +132,9 @@ def test_removing_a_node_mid_batch_ends_only_its_episodes_and_the_next_batch_run
         assert obs[i].startswith("start") if on_victim[i] else obs[i].endswith(":2")
     assert set(vec.backend.actor_node_ids()) <= {node.node_id for node in workers if node is not victim}
     vec.close()
+
+
+def test_a_constructor_error_in_an_actor_propagates_as_itself_naming_the_env_id(cluster):
+    with pytest.raises(ValueError, match="reverse_steps") as caught:
+        make_vec(["game:Wordle-v0", "game:Sokoban-v0-easy"], max_turns=3, backend="ray", backend_kwargs=ENV_OPTIONS)
+    assert "game:Sokoban-v0-easy" in "\n".join(caught.value.__notes__)
