@@ -44,6 +44,9 @@ __all__ = ["TerminalTask", "TerminalEnv", "load_tasks", "extract_command", "SUBM
 DATA_DIR = Path(__file__).with_name("data")
 #: The command that ends the episode and runs the checker.
 SUBMIT = "submit"
+#: The longest path (relative to the working directory) a snapshot keeps: :meth:`TerminalEnv.set_state`
+#: recreates paths below a new working directory, and the whole must stay under ``PATH_MAX`` (4096).
+MAX_SNAPSHOT_PATH = 3072
 _COMMAND_BLOCK = re.compile(r"```(?:bash|sh)[ \t]*\n?(.*?)```", re.DOTALL)
 ACTION_HINT = (
     "Answer with one shell command in a ```bash ... ``` block (one line works too: ```bash ls```). "
@@ -249,40 +252,52 @@ class TerminalEnv(Env):
         (path -> (mode, bytes for a file, None for a directory, str: a symbolic link's target))."""
         self._close_work_dir()
         work = WorkDir()
-        for relative, (mode, content) in sorted(files.items()):
-            path = os.path.join(work.path, relative)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            if content is None:
-                os.makedirs(path, exist_ok=True)
-                os.chmod(path, mode)
-            elif isinstance(content, str):
-                os.symlink(content, path)
-            else:
-                with open(path, "wb") as file:
-                    file.write(content)
-                os.chmod(path, mode)
-        work.chown_tree()
+        try:
+            for relative, (mode, content) in sorted(files.items()):
+                path = os.path.join(work.path, relative)
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                if content is None:
+                    os.makedirs(path, exist_ok=True)
+                    os.chmod(path, mode)
+                elif isinstance(content, str):
+                    os.symlink(content, path)
+                else:
+                    with open(path, "wb") as file:
+                        file.write(content)
+                    os.chmod(path, mode)
+            _give_tree_to_owner(work.path)
+        except BaseException:
+            _empty_tree(work.path)
+            work.close()
+            raise
         self.work_dir, self._work_owner = work, id(self)
 
     def _close_work_dir(self) -> None:
         # A spawned copy shares its original's directory until set_state gives it its own: only the env
         # that created a directory deletes it.
-        if self.work_dir is not None and self._work_owner == id(self):
-            self.work_dir.close()
+        work, owned = self.work_dir, self._work_owner == id(self)
         self.work_dir, self._work_owner = None, None
+        if work is not None and owned and not work.closed:
+            try:
+                _empty_tree(work.path)  # WorkDir.close alone recurses once per level (shutil.rmtree)
+            finally:
+                work.close()
 
     def _snapshot_files(self) -> dict[str, tuple[int, bytes | str | None]] | None:
         """The working directory's files, directories and symbolic links (never followed); no command
         runs while it is read, so nothing changes underneath."""
         if self.work_dir is None or self.work_dir.closed:
             return None
-        found: dict[str, tuple[int, bytes | str | None]] = {}
-        _read_tree(self.work_dir.path, "", found)
-        return found
+        return _read_tree(self.work_dir.path)
 
     def get_state(self) -> dict[str, Any]:
         """The episode so far, with a copy of the working directory's files (modes and links kept;
-        owners, timestamps, FIFOs and sockets are not)."""
+        owners, timestamps, FIFOs and sockets are not).
+
+        Raises:
+            ValueError: a path in the working directory is longer than :data:`MAX_SNAPSHOT_PATH` characters
+                (a copy could not recreate it); the episode itself goes on.
+        """
         state = super().get_state()
         state["work_files"] = self._snapshot_files()
         return state
@@ -302,27 +317,104 @@ class TerminalEnv(Env):
         super().close()
 
 
-def _read_tree(root: str, relative: str, found: dict[str, tuple[int, bytes | str | None]]) -> None:
-    """Add what lies under ``root/relative`` to ``found``. What a command made unreadable to its owner
-    (``chmod 000``) is read with the owner's permission added for the moment, then set back."""
-    directory = os.path.join(root, relative)
-    with _owner_may(directory, 0o500):
-        names = sorted(os.listdir(directory))
-    for name in names:
-        path, key = os.path.join(directory, name), os.path.join(relative, name)
-        info = os.lstat(path)
-        mode = stat.S_IMODE(info.st_mode)
-        if stat.S_ISLNK(info.st_mode):
-            found[key] = (mode, os.readlink(path))
-        elif stat.S_ISDIR(info.st_mode):
-            found[key] = (mode, None)
-            _read_tree(root, key, found)
-        elif stat.S_ISREG(info.st_mode):
-            with _owner_may(path, 0o400):
-                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-            with os.fdopen(fd, "rb") as file:
-                found[key] = (mode, file.read())
-        # anything else (a FIFO, a socket) is not kept
+def _read_tree(root: str) -> dict[str, tuple[int, bytes | str | None]]:
+    """What lies under ``root``: relative path -> (mode, content), walked with a list of directories to
+    visit rather than recursion, so a tree of any depth is read (or refused, see below) without
+    exhausting the interpreter's stack. What a command made unreadable to its owner (``chmod 000``) is
+    read with the owner's permission added for the walk, then set back.
+
+    Raises:
+        ValueError: a path longer than :data:`MAX_SNAPSHOT_PATH` characters.
+    """
+    found: dict[str, tuple[int, bytes | str | None]] = {}
+    opened: list[tuple[str, int]] = []  # directories given u+rx for the walk, with their modes
+    pending = [""]
+    try:
+        while pending:
+            relative = pending.pop()
+            directory = os.path.join(root, relative)
+            mode = stat.S_IMODE(os.lstat(directory).st_mode)
+            if os.geteuid() != 0 and mode & 0o500 != 0o500:
+                os.chmod(directory, mode | 0o500)
+                opened.append((directory, mode))
+            for name in sorted(os.listdir(directory)):
+                path, key = os.path.join(directory, name), os.path.join(relative, name)
+                if len(key) > MAX_SNAPSHOT_PATH:
+                    raise ValueError(
+                        f"The working directory holds a path of {len(key)}+ characters ({key[:80]}...), too long to "
+                        f"snapshot: get_state() keeps paths up to {MAX_SNAPSHOT_PATH} characters, which a copy can "
+                        "recreate. The episode can go on (and reset() deletes the tree); take no snapshot of it."
+                    )
+                info = os.lstat(path)
+                mode = stat.S_IMODE(info.st_mode)
+                if stat.S_ISLNK(info.st_mode):
+                    found[key] = (mode, os.readlink(path))
+                elif stat.S_ISDIR(info.st_mode):
+                    found[key] = (mode, None)
+                    pending.append(key)
+                elif stat.S_ISREG(info.st_mode):
+                    with _owner_may(path, 0o400):
+                        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+                    with os.fdopen(fd, "rb") as file:
+                        found[key] = (mode, file.read())
+                # anything else (a FIFO, a socket) is not kept
+    finally:
+        for directory, mode in reversed(opened):  # deepest first: its parents are still passable
+            os.chmod(directory, mode)
+    return found
+
+
+def _give_tree_to_owner(root: str) -> None:
+    """Run as root, give everything under ``root`` to ``root``'s owner (the uid commands run as), as
+    :meth:`WorkDir.chown_tree` does, without recursion (``os.walk`` recurses once per level)."""
+    if os.geteuid() != 0:
+        return
+    owner = os.stat(root)
+    pending = [root]
+    while pending:
+        with os.scandir(pending.pop()) as entries:
+            for entry in entries:
+                os.lchown(entry.path, owner.st_uid, owner.st_gid)
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(entry.path)
+
+
+def _empty_tree(root: str) -> None:
+    """Delete everything under ``root`` (links removed, never followed), for a tree of any depth.
+
+    Each subdirectory found is first moved up to lie directly under ``root``, so no path grows with the
+    tree's depth (a tree deeper than ``PATH_MAX`` allows is removed too) and no recursion is needed.
+    Best effort: what cannot be removed is left to :meth:`WorkDir.close`.
+    """
+    as_root = os.geteuid() == 0
+    pending, moved = [root], 0
+    while pending:
+        directory = pending.pop()
+        try:
+            if not as_root:
+                os.chmod(directory, 0o700)  # a command may have taken its own permissions away
+            with os.scandir(directory) as entries:
+                found = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in entries]
+            for name, is_directory in found:
+                path = os.path.join(directory, name)
+                if not is_directory:
+                    os.unlink(path)
+                    continue
+                if directory != root:
+                    if not as_root:
+                        os.chmod(path, 0o700)  # renaming a directory rewrites its ".."
+                    moved += 1
+                    target = os.path.join(root, f".gem-removing-{moved}")
+                    while os.path.lexists(target):
+                        moved += 1
+                        target = os.path.join(root, f".gem-removing-{moved}")
+                    os.rename(path, target)
+                    path = target
+                pending.append(path)
+            if directory != root:
+                os.rmdir(directory)
+        except OSError:
+            continue
 
 
 @contextlib.contextmanager
