@@ -28,8 +28,13 @@ history modes say what the policy sees at the next turn (:data:`HISTORY_MODES`):
 - ``"as_sampled"`` (default): the growing sequence itself, one training sequence per episode;
 - ``"as_rendered"``: the conversation as the template renders it (earlier thinking stripped), what the
   model sees at inference behind a chat API. Earlier turns are then re-rendered once each (constant
-  cost per turn), contexts stop being prefixes of one sequence, and the episode is delivered per turn
-  (:meth:`~gem_core.rollout.trajectory.TokenTrajectory.as_transitions`).
+  cost per turn), contexts stop being prefixes of the sampled sequence, and the episode is delivered per
+  turn (:meth:`~gem_core.rollout.trajectory.TokenTrajectory.as_transitions`). Each context must extend
+  the one before (one rendered sequence per episode), so a turn whose message makes the template render
+  an earlier turn differently is refused (:class:`RenderedWindow`): Qwen3 keeps the thinking of turns that
+  tool results follow and drops it once a user query follows, so a Qwen3 thinking episode that goes from
+  tool results back to a user turn ends there (truncated, ``info["error"]`` says why); play it
+  ``"as_sampled"``.
 
 Two more guarantees:
 
@@ -47,10 +52,11 @@ from __future__ import annotations
 import re
 import threading
 import weakref
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-__all__ = ["HISTORY_MODES", "ChatTemplate", "ChatTemplateError"]
+__all__ = ["HISTORY_MODES", "ChatTemplate", "ChatTemplateError", "RenderedWindow"]
 
 #: What the policy sees of earlier turns: the sampled ids ("as_sampled") or the template's rendering ("as_rendered").
 HISTORY_MODES = ("as_sampled", "as_rendered")
@@ -66,6 +72,24 @@ _THINKING = "<think>GEMPROBETHINKING</think>"
 
 class ChatTemplateError(ValueError):
     """The tokenizer's chat template cannot be extended turn by turn without re-rendering history."""
+
+
+@dataclass
+class RenderedWindow:
+    """``"as_rendered"``: the turns of one episode whose rendering a later message could still change.
+
+    Each turn is rendered once, when its observation arrives. Most templates never render that turn
+    differently later, but Qwen3 does: it keeps the thinking of assistant turns that tool results follow
+    (a ``tool`` message, or a user message that is exactly a ``<tool_response>`` wrapper) and drops it
+    once a user query follows. Such turns stay here, each new turn is rendered after them, and a turn
+    that would change them is refused: the new context would no longer extend the one the policy saw.
+    Plain data (no template inside), so a forked session copies it cheaply.
+    """
+
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    """The open turns' assistant and observation messages."""
+    text: str = ""
+    """Their text as rendered when each arrived."""
 
 
 def _snippet(text: str, limit: int = 160) -> str:
@@ -209,34 +233,81 @@ class ChatTemplate:
         text = self._render([*self._base(), _user(observation)], generation_prompt=False)
         return self._encode_env_text(text, observation, self._first_turn_plain_parts)
 
-    def rendered_turn_ids(self, action_text: str, observation: str, role: str = "user") -> list[int]:
+    def rendered_turn_ids(
+        self, action_text: str, observation: str, role: str = "user", window: RenderedWindow | None = None
+    ) -> list[int]:
         """``"as_rendered"`` history: one finished turn as the template shows it later (the assistant
-        message, thinking dropped or content trimmed as the template does, then the user turn), without
-        the generation prompt. Appended to :meth:`rendered_prompt_ids` and earlier turns."""
-        base = self._base()
-        text = self._render(
-            [*base, _user(_USER_A), _assistant(action_text), _message(role, observation)], generation_prompt=False
-        )
+        message, thinking dropped or content trimmed as the template does, then the ``role`` message),
+        without the generation prompt. Appended to :meth:`rendered_prompt_ids` and earlier turns.
+
+        The turn is rendered after a placeholder first turn (constant cost). ``window`` (one per episode)
+        holds the earlier turns whose rendering a later user message could still change; the turn is
+        rendered after them as well and refused if it changes them (see :class:`RenderedWindow`).
+
+        Raises:
+            ChatTemplateError: the template renders an earlier turn differently once this message
+                follows it (Qwen3 and thinking kept before a tool result), or the turn cannot be cut
+                out of the template's rendering.
+        """
+        text, ids = self._rendered_turn(action_text, observation, role)
+        if window is None:
+            return ids
+        messages = [_assistant(action_text), _message(role, observation)]
+        if window.messages:
+            together = self._render_after_first_turn([*window.messages, *messages])
+            if together != window.text + text:
+                before, now = window.text + text, together
+                at = next((i for i, (a, b) in enumerate(zip(before, now)) if a != b), min(len(before), len(now)))
+                changed = "the earlier turns" if at < len(window.text) else "this turn"
+                raise ChatTemplateError(
+                    f"history='as_rendered' cannot show this turn: the chat template renders {changed} differently once a "
+                    f"{role!r} message follows the {len(window.messages) // 2} turn(s) it kept open "
+                    f"({_snippet(before[max(0, at - 40):])} became {_snippet(now[max(0, at - 40):])}); Qwen3 keeps the thinking of "
+                    "turns that tool results follow and drops it once a user query follows. The next context would not "
+                    "extend the one the policy saw. Play episodes that mix tool results and user turns with "
+                    "history='as_sampled' for this template."
+                )
+        probe = self._render_after_first_turn([*window.messages, *messages, _assistant(_ASSISTANT_Y), _user(_USER_C)])
+        if probe.startswith(window.text + text):  # a later user query leaves these turns as they are
+            window.messages, window.text = [], ""
+        else:
+            window.messages, window.text = [*window.messages, *messages], window.text + text
+        return ids
+
+    def _render_after_first_turn(self, messages: list[dict[str, Any]]) -> str:
+        """The rendering of ``messages`` after a placeholder first user turn, without the generation prompt."""
+        text = self._render([*self._base(), _user(_USER_A), *messages], generation_prompt=False)
         if not text.startswith(self._first_turn_plain):
             self._evict()
             raise ChatTemplateError("The chat template renders the first user turn differently once an assistant turn follows.")
-        text = text[len(self._first_turn_plain) :]
+        return text[len(self._first_turn_plain) :]
+
+    def _rendered_turn(self, action_text: str, observation: str, role: str) -> tuple[str, list[int]]:
+        """(text, ids) of one turn rendered after a placeholder first turn (see :meth:`rendered_turn_ids`)."""
+        text = self._render_after_first_turn([_assistant(action_text), _message(role, observation)])
         if not (_found(self._special_controls, action_text) or _found(self._controls, observation)):
-            return self._encode(text)
+            return text, self._encode(text)
         # Forged control tokens in the action or the observation: find both contents and encode them as text.
-        with_placeholder = self._render(
-            [*base, _user(_USER_A), _assistant(action_text), _message(role, _USER_B)], generation_prompt=False
-        )[len(self._first_turn_plain) :]
+        with_placeholder = self._render_after_first_turn([_assistant(action_text), _message(role, _USER_B)])
         cut = with_placeholder.find(_USER_B)
         head, tail = with_placeholder[:cut], with_placeholder[cut + len(_USER_B) :]
-        head_glue, head_text = self._split_assistant(head, role)
-        if not (text.startswith(head) and text.endswith(tail)):
+        if not text.endswith(tail):
             raise ChatTemplateError("Could not locate the observation in the chat template's rendering of a turn.")
+        if not text.startswith(head):
+            # The observation changed how the assistant turn before it renders (Qwen3 keeps the thinking
+            # before a user message that is exactly a <tool_response> wrapper): it ends the text instead.
+            body = text[: len(text) - len(tail)]
+            shown = next((c for c in (observation, observation.strip()) if body.endswith(c)), None)
+            if shown is None:
+                raise ChatTemplateError("Could not locate the observation in the chat template's rendering of a turn.")
+            head = body[: len(body) - len(shown)]
+        head_glue, head_text = self._split_assistant(head, role)
         middle = text[len(head) : len(text) - len(tail)]
-        return (
+        ids = (
             self._encode(head_glue[0]) + self._encode_plain(head_text, keep_added=True) + self._encode(head_glue[1])
             + self._encode_plain(middle) + self._encode(tail)
         )
+        return text, ids
 
     def close_turn_ids(self) -> list[int]:
         """Tokens that close an assistant turn cut by the length limit (appended with loss mask 0)."""

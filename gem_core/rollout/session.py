@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gem_core.env import episode_success
-from gem_core.rollout.chat_template import HISTORY_MODES, ChatTemplate
+from gem_core.rollout.chat_template import HISTORY_MODES, ChatTemplate, RenderedWindow
 from gem_core.rollout.episode_label import EpisodeLabel, parse_label
 from gem_core.rollout.trajectory import TokenTrajectory
 from gem_core.rollout.vision import ImageEncoder, TrajectoryImage, is_processor, text_tokenizer
@@ -190,6 +190,7 @@ class EpisodeSession:
         self._missing_logprobs = False
         self._rendered: list[int] | None = None  # "as_rendered": the conversation as the template shows it
         self._rendered_context_ends: list[int] = []
+        self._rendered_window = RenderedWindow()  # "as_rendered": turns a later message could still re-render
         self._images: list[TrajectoryImage] = []
         self._env_states: list[str] = []
 
@@ -401,7 +402,7 @@ class EpisodeSession:
                     if encoded:
                         observation_ids = self._place_images(observation_ids, encoded, turn=self.num_turns, offset=len(self._ids))
                     if self._rendered is not None:
-                        rendered_turn = self.chat_template.rendered_turn_ids(action_text, observation, role)
+                        rendered_turn = self.chat_template.rendered_turn_ids(action_text, observation, role, self._rendered_window)
                 except Exception as exc:  # noqa: BLE001 - a template that cannot render this turn ends the episode
                     observation_ids, encoded = [], []
                     info["error"] = f"{type(exc).__name__}: {exc}"

