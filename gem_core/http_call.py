@@ -3,7 +3,8 @@
 httpx's timeouts apply to each network operation: a server that trickles one byte per second never
 trips a read timeout and holds the caller for as long as it likes. Here one ``asyncio`` deadline covers
 connecting, sending, every read and the retries, so ``timeout=3`` means three seconds. The answer is
-read as a stream and abandoned past ``max_bytes``, so a huge body never lands in memory.
+read as raw bytes and decoded here under ``max_bytes`` (:mod:`gem_core.http_limits`), so neither a huge
+body nor a compression bomb ever lands in memory, and stacked encodings are refused.
 
 The search tool and :class:`gem_core.remote.RemoteEnv` share this one retry loop (connection errors and
 5xx answers are retried with exponential backoff while the deadline allows; 4xx answers are returned).
@@ -18,6 +19,8 @@ import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from gem_core.http_limits import ResponseTooLarge, UnsupportedEncoding, accept_encoding, read_capped
 
 __all__ = ["Reply", "CallFailed", "arequest", "async_client"]
 
@@ -47,10 +50,6 @@ class CallFailed(Exception):
         self.timed_out = timed_out
 
 
-class _TooLarge(Exception):
-    pass
-
-
 def encode_json(payload: Any) -> bytes:
     """JSON with every non-ASCII character escaped: lone surrogates from model text cannot fail encoding."""
     return json.dumps(payload, ensure_ascii=True).encode("ascii")
@@ -60,13 +59,10 @@ async def _exchange(client: Any, method: str, url: str, content: bytes | None, h
     async with client.stream(method, url, content=content, headers=dict(headers)) as response:
         declared = response.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > max_bytes:
-            raise _TooLarge(int(declared))
-        body = bytearray()
-        async for chunk in response.aiter_bytes():
-            body += chunk
-            if len(body) > max_bytes:
-                raise _TooLarge(len(body))
-        return Reply(response.status_code, bytes(body))
+            raise ResponseTooLarge(f"the answer declares {int(declared)} bytes, over the cap of {max_bytes}; it was dropped")
+        # Raw bytes, decoded here under the cap: httpx's own decoding inflates a whole chunk before any check.
+        body = await read_capped(response.aiter_raw(), response.headers.get("content-encoding"), max_bytes)
+        return Reply(response.status_code, body)
 
 
 @functools.cache
@@ -113,7 +109,8 @@ async def arequest(
         timeout: seconds for the whole call, retries and backoff included.
         retries: further attempts after a connection error or an answer ``retry_if`` accepts.
         backoff: seconds before the first retry, doubled for each next one.
-        max_bytes: the longest body accepted; a longer one fails the call (never retried).
+        max_bytes: the longest body accepted, counted decoded; a longer one (or a stacked or unknown
+            ``Content-Encoding``) fails the call, never retried.
         client: an ``httpx.AsyncClient`` to reuse (its connection pool); a fresh one by default.
         retry_if: which answers are retried (5xx by default).
         idempotent: False for a request that must not run twice (an env step): it is then retried only
@@ -127,7 +124,7 @@ async def arequest(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     content = None if payload is None else encode_json(payload)
-    all_headers = {"content-type": "application/json", **(headers or {})} if content is not None else dict(headers or {})
+    all_headers = {"accept-encoding": accept_encoding(), **({"content-type": "application/json"} if content is not None else {}), **(headers or {})}
     own_client = client is None
     if own_client:
         client = async_client(timeout)
@@ -146,8 +143,8 @@ async def arequest(
                 reply = await asyncio.wait_for(_exchange(client, method, url, content, all_headers, max_bytes), remaining)
             except asyncio.TimeoutError:
                 raise CallFailed(f"{url} gave no complete answer within {timeout:g} s", timed_out=True) from None
-            except _TooLarge as error:
-                raise CallFailed(f"{url} answered with more than {max_bytes} bytes ({error.args[0]}); the answer was dropped") from None
+            except (ResponseTooLarge, UnsupportedEncoding) as error:  # the server's choice: a retry gets the same
+                raise CallFailed(f"{url}: {error}") from None
             except httpx.HTTPError as error:
                 reason = _describe(error, url)
                 if idempotent or isinstance(error, (httpx.ConnectError, httpx.ConnectTimeout)):

@@ -334,3 +334,16 @@ def ToolCallFor(query: str):
     from gem_core.tools.tool import ToolCall
 
     return ToolCall(tool="search", content=query, span=(0, 0))
+
+
+@pytest.mark.parametrize("encoding", ["gzip, gzip", "gzip"])
+def test_a_compression_bomb_is_a_failed_search_without_inflating_it(fake_server, encoding):
+    from http_bombs import gzip_bomb, http_answer, peak_memory
+
+    bomb = gzip_bomb(256 << 20, layers=len(encoding.split(",")))
+    url = fake_server(lambda request, sock: sock.sendall(http_answer(bomb, headers={"Content-Encoding": encoding})))
+    with peak_memory() as peak:
+        answer = SearchTool(url, retries=0, timeout=20, max_response_bytes=1 << 20).execute(ToolCallFor("x"))
+    assert not answer.ok and len(answer.observation) < 1000
+    assert ("stacks 2 encodings" if "," in encoding else "cap of 1048576 bytes decoded") in answer.observation
+    assert peak[0] < 32 << 20, peak
