@@ -14,7 +14,13 @@ reference actions produce from the same start (every write right, nothing else c
 given when the episode ends (the customer stops, or ``max_turns`` runs out). A tool call that is not
 valid JSON or names no tool costs the format penalty; a tool refused by the store's rules (unknown
 user, wrong order status, an order of another customer, an agent who has not identified the
-customer) answers with an error, as a real API would.
+customer) answers with an error, as a real API would, and the episode goes on.
+
+The identity rule (TAU-bench's "authenticate the user before acting"): ``find_user_id_by_email``
+identifies the customer only with the email the customer gave in this conversation (one read off an
+account, or guessed, identifies no one); until then no account data is shown (``get_user_details``,
+``get_order_details``) and nothing is changed, and afterwards only the identified customer's own.
+The product catalogue (``get_product_details``) is public.
 """
 
 from __future__ import annotations
@@ -35,9 +41,9 @@ STOP = "###STOP###"
 
 #: Tool name -> (argument names, what it does), shown to the agent in the first observation.
 TOOLS: dict[str, tuple[tuple[str, ...], str]] = {
-    "find_user_id_by_email": (("email",), "identify the customer; required before any change"),
-    "get_user_details": (("user_id",), "name, email and payment methods of a user"),
-    "get_order_details": (("order_id",), "status, items (item_id, product_id, price) and payment of an order"),
+    "find_user_id_by_email": (("email",), "identify the customer by the email they gave you; required before reading their account or changing anything"),
+    "get_user_details": (("user_id",), "name, email and payment methods of the identified customer"),
+    "get_order_details": (("order_id",), "status, items (item_id, product_id, price) and payment of an order of the identified customer"),
     "get_product_details": (("product_id",), "the product's items: item_id -> options, price, availability"),
     "cancel_pending_order": (("order_id", "reason"), "cancel a pending order; reason: 'no longer needed' or 'ordered by mistake'"),
     "return_delivered_order_items": (("order_id", "item_ids"), "return items of a delivered order"),
@@ -80,17 +86,20 @@ def apply_action(db: dict[str, Any], name: str, arguments: dict[str, Any], *, id
             if user["email"].lower() == str(arguments["email"]).strip().lower():
                 return user_id
         raise ToolError("No user with that email.")
-    if name == "get_user_details":
-        return _get(db["users"], arguments["user_id"], "user")
-    if name == "get_order_details":
-        return _get(db["orders"], arguments["order_id"], "order")
-    if name == "get_product_details":
+    if name == "get_product_details":  # the catalogue is public
         return _get(db["products"], arguments["product_id"], "product")
-    order = _get(db["orders"], arguments["order_id"], "order")
     if check_identity and identified_user is None:
-        raise ToolError("Identify the customer first (find_user_id_by_email) before changing an order.")
+        doing = "reading an account" if name in ("get_user_details", "get_order_details") else "changing an order"
+        raise ToolError(f"Identify the customer first (ask for their email, then find_user_id_by_email) before {doing}.")
+    if name == "get_user_details":
+        if check_identity and arguments["user_id"] != identified_user:
+            raise ToolError("Only the identified customer's own details can be shown.")
+        return _get(db["users"], arguments["user_id"], "user")
+    order = _get(db["orders"], arguments["order_id"], "order")
     if check_identity and order["user_id"] != identified_user:
         raise ToolError("This order does not belong to the identified customer.")
+    if name == "get_order_details":
+        return order
     if name == "cancel_pending_order":
         if order["status"] != "pending":
             raise ToolError(f"Only pending orders can be cancelled; this one is {order['status']}.")
@@ -174,7 +183,8 @@ class RetailService(Env):
             "You are a customer-service agent of an online store. Help the customer using these tools:\n"
             f"{tools}\n"
             f"Call one tool per turn, e.g. {format_instruction(self.call_format, 'get_order_details', 'order_id')}, "
-            "or write a message to the customer. Identify the customer by email before changing anything.\n"
+            "or write a message to the customer. Identify the customer first: ask for their email and look it up "
+            "(find_user_id_by_email); account details and changes are for that customer only.\n"
             f"Customer: Hi! {self.task['request']}"
         ), {"task": index % len(self.tasks)}
 
@@ -189,6 +199,12 @@ class RetailService(Env):
         if any(word in text for word in ("confirm", "proceed", "shall i", "should i", "go ahead")):
             return "Yes, please go ahead."
         return f"{self.task['request']} Can you help me with that?"
+
+    def _customer_gave(self, email: Any) -> bool:
+        """Whether ``email`` is the one the customer told the agent in this episode: identification rests on
+        what the customer says, not on an email read off the account or guessed."""
+        given = self.db["users"][self.task["user_id"]]["email"]
+        return self.gave_email and isinstance(email, str) and email.strip().lower() == given.lower()
 
     def _end(self, observation: str, *, truncated: bool) -> StepResult:
         success = self.db == self.expected
@@ -209,6 +225,11 @@ class RetailService(Env):
                     return self._end(message, truncated=True)
                 return self.invalid_action(message)
             try:
+                if name == "find_user_id_by_email" and not self._customer_gave(arguments.get("email")):
+                    raise ToolError(
+                        "Ask the customer for their email: only the email the customer gave you in this "
+                        "conversation identifies them."
+                    )
                 result = apply_action(self.db, name, arguments, identified_user=self.identified_user)
                 if name == "find_user_id_by_email":
                     self.identified_user = result

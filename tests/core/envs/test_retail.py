@@ -19,6 +19,14 @@ def call(name, **arguments):
     return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
 
 
+def identify(env) -> None:
+    """Ask the customer for their email, as the policy says, and look it up."""
+    observation, *_ = env.step("Could you give me your email to verify your identity?")
+    email = observation.rsplit(" ", 1)[1].rstrip(".")
+    observation, *_ = env.step(call("find_user_id_by_email", email=email))
+    assert observation.startswith("Tool result:"), observation
+
+
 class ScriptedAgent:
     """Serves the customer the way the store's policy asks, reading only what it is shown."""
 
@@ -107,7 +115,7 @@ def test_talking_without_acting_earns_nothing_when_the_turns_run_out():
 def test_the_wrong_write_scores_zero_even_though_the_customer_is_satisfied():
     env = RetailService()
     env.reset(options={"task": 0})  # return the headphones of #W1001
-    env.step(call("find_user_id_by_email", email="ada@example.com"))
+    identify(env)
     _, _, _, _, info = env.step(call("return_delivered_order_items", order_id="#W1001", item_ids=["5001"]))  # the mug
     assert info == {"tool": "return_delivered_order_items"}
     observation, reward, terminated, _, info = env.step("Done!")
@@ -119,8 +127,8 @@ def test_changes_need_an_identified_customer_who_owns_the_order():
     env.reset(options={"task": 0})
     observation, *_ = env.step(call("return_delivered_order_items", order_id="#W1001", item_ids=["1001"]))
     assert observation.startswith("Tool error: Identify the customer first")
-    env.step(call("find_user_id_by_email", email="alan@example.com"))
-    observation, *_ = env.step(call("return_delivered_order_items", order_id="#W1001", item_ids=["1001"]))
+    identify(env)  # Ada
+    observation, *_ = env.step(call("cancel_pending_order", order_id="#W1004", reason="no longer needed"))  # Alan's
     assert observation == "Tool error: This order does not belong to the identified customer."
     assert env.db == load_store()
 
@@ -156,7 +164,7 @@ def test_a_malformed_tool_call_costs_the_format_penalty(action, message):
 def test_the_store_refuses_what_its_rules_forbid(name, arguments, error):
     env = RetailService()
     env.reset(options={"task": 0})
-    env.step(call("find_user_id_by_email", email="ada@example.com"))
+    identify(env)
     observation, reward, *_ = env.step(call(name, **arguments))
     assert observation.startswith("Tool error:") and error in observation and reward == 0.0
     assert env.db == load_store()
@@ -181,7 +189,50 @@ def test_a_llama_model_calls_the_store_tools_in_its_own_json_format():
     env = RetailService(call_format="llama3_json")
     observation, _ = env.reset(options={"task": 0})
     assert '"parameters"' in observation  # the example call is shown in the model's format
+    env.step("Could you give me your email to verify your identity?")
     observation, *_ = env.step('{"name": "find_user_id_by_email", "parameters": {"email": "ada@example.com"}}')
     assert observation == 'Tool result: "ada_lovelace_1815"'
     with pytest.raises(ValueError, match="call_format must be one of"):
         RetailService(call_format="xml")
+
+
+# ------------------------------------------------------------------------------ the identity rule
+
+
+def test_reading_the_email_off_the_account_does_not_identify_the_customer():
+    """Order -> user id -> user details -> email -> lookup: the customer never gave the email."""
+    env = RetailService()
+    env.reset(options={"task": 0})  # return the headphones of #W1001
+    observations = [env.step(call("get_order_details", order_id="#W1001"))[0]]
+    observations.append(env.step(call("get_user_details", user_id="ada_lovelace_1815"))[0])
+    observations.append(env.step(call("find_user_id_by_email", email="ada@example.com"))[0])
+    observations.append(env.step(call("return_delivered_order_items", order_id="#W1001", item_ids=["1001"]))[0])
+    assert all(observation.startswith("Tool error:") for observation in observations), observations
+    assert "ada@example.com" not in " ".join(observations)
+    _, reward, terminated, truncated, info = env.step("Done!")
+    assert reward == 0.0 and env.db == load_store()
+
+
+def test_an_email_the_customer_did_not_give_identifies_no_one():
+    env = RetailService()
+    env.reset(options={"task": 0})
+    observation, reward, terminated, truncated, info = env.step(call("find_user_id_by_email", email="ada@example.com"))
+    assert observation.startswith("Tool error:") and "ask the customer" in observation.lower()
+    assert (reward, terminated, truncated) == (0.0, False, False) and env.identified_user is None
+    env.step("Could you give me your email to verify your identity?")
+    observation, *_ = env.step(call("find_user_id_by_email", email="alan@example.com"))  # someone else's
+    assert observation.startswith("Tool error:") and env.identified_user is None
+
+
+def test_personal_data_is_shown_only_for_the_identified_customer():
+    env = RetailService()
+    env.reset(options={"task": 0})
+    for action in (call("get_user_details", user_id="ada_lovelace_1815"), call("get_order_details", order_id="#W1001")):
+        observation, *_ = env.step(action)
+        assert observation.startswith("Tool error: Identify the customer first"), observation
+    identify(env)
+    assert "ada@example.com" in env.step(call("get_user_details", user_id="ada_lovelace_1815"))[0]
+    assert env.step(call("get_order_details", order_id="#W1001"))[0].startswith("Tool result:")
+    for action in (call("get_user_details", user_id="alan_turing_1912"), call("get_order_details", order_id="#W1003")):
+        observation, *_ = env.step(action)
+        assert observation.startswith("Tool error:") and "alan" not in observation, observation
