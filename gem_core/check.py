@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import reprlib
 import sys
 import threading
 import time
@@ -22,6 +23,8 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 __all__ = ["CheckResult", "check_env", "HOSTILE_ACTIONS", "add_check_parser"]
 
@@ -48,6 +51,20 @@ class CheckResult:
     message: str
 
 
+def _reward_problem(reward: Any) -> str | None:
+    """Why ``reward`` is not a finite real number, or None. gymnasium's checker asks for an int, float or
+    numpy number (and only warns); here anything else fails, bools included (``True`` is an int to Python,
+    but a flag returned as a reward is a bug), and so does a reward that is NaN or infinite."""
+    if isinstance(reward, (bool, np.bool_)) or not isinstance(reward, (int, float, np.integer, np.floating)):
+        return (
+            f"the reward {reprlib.repr(reward)} is a {type(reward).__name__}, not a real number; "
+            "return a float (an int or a numpy number also passes)"
+        )
+    if not math.isfinite(float(reward)):
+        return f"the reward {float(reward)!r} is not finite; a reward must be a finite number"
+    return None
+
+
 def _well_formed(result: Any) -> str | None:
     """Why ``result`` is not a gymnasium step tuple of a text env, or None."""
     if not isinstance(result, tuple) or len(result) != 5:
@@ -55,11 +72,9 @@ def _well_formed(result: Any) -> str | None:
     observation, reward, terminated, truncated, info = result
     if not isinstance(observation, str):
         return f"the observation is {type(observation).__name__}, not str"
-    try:
-        if not math.isfinite(float(reward)):
-            return f"the reward {reward!r} is not finite"
-    except (TypeError, ValueError):
-        return f"the reward {reward!r} is not a number"
+    problem = _reward_problem(reward)
+    if problem:
+        return problem
     if not isinstance(terminated, (bool,)) or not isinstance(truncated, (bool,)):
         return f"terminated/truncated must be bool, got {type(terminated).__name__}/{type(truncated).__name__}"
     if not isinstance(info, dict):
@@ -82,14 +97,22 @@ def _gymnasium_check(make_env: Callable[[], Any]) -> CheckResult:
     return CheckResult("gymnasium", True, "gymnasium's check_env passed")
 
 
+class _MalformedStep(Exception):
+    """A step whose answer is not a well-formed step tuple (not a determinism failure: the message says what)."""
+
+
 def _transcript(make_env: Callable[[], Any], seed: int, turns: int) -> list[Any]:
     env = make_env()
     try:
         observation, info = env.reset(seed=seed)
         transcript: list[Any] = [observation]
-        for _ in range(turns):
+        for turn in range(1, turns + 1):
             action = env.sample_random_action()
-            observation, reward, terminated, truncated, _ = env.step(action)
+            result = env.step(action)
+            problem = _well_formed(result)
+            if problem:  # checked here, or a NaN reward (never equal to itself) would read as nondeterminism
+                raise _MalformedStep(f"seed {seed}, turn {turn}, the env's own sample_random_action(): {problem}")
+            observation, reward, terminated, truncated, _ = result
             transcript.append((action, observation, float(reward), terminated, truncated))
             if terminated or truncated:
                 break
@@ -102,6 +125,8 @@ def _determinism_check(make_env: Callable[[], Any], seeds: tuple[int, ...] = (0,
     for seed in seeds:
         try:
             first, second = _transcript(make_env, seed, turns), _transcript(make_env, seed, turns)
+        except _MalformedStep as error:
+            return CheckResult("determinism", False, str(error))
         except Exception as error:
             return CheckResult("determinism", False, f"playing seed {seed} raised {type(error).__name__}: {error}")
         if first != second:
@@ -142,14 +167,16 @@ def _hostile_check(make_env: Callable[[], Any], step_limit: float) -> CheckResul
         declared = env.get_wrapper_attr("max_step_seconds")  # a tool wrapper declares its calls' time
     except AttributeError:
         declared = None
-    if isinstance(declared, (int, float)) and math.isfinite(declared):
-        step_limit = max(step_limit, 2 * declared)  # an env that grades under a timeout declares it; allow a loaded machine 2x
+    limit, why = step_limit, f"step_limit {step_limit:g} s"
+    if isinstance(declared, (int, float)) and math.isfinite(declared) and 2 * declared > step_limit:
+        # An env that grades under a timeout declares it; allow a loaded machine twice that.
+        limit, why = 2 * declared, f"step_limit {step_limit:g} s, raised to twice the env's max_step_seconds of {declared:g} s"
     slowest = 0.0
     for name, action in HOSTILE_ACTIONS.items():
         env.reset(seed=0)
-        outcome = _step_within(env, action, step_limit)
+        outcome = _step_within(env, action, limit)
         if outcome is None:  # the env is still busy in the abandoned thread: do not touch or close it
-            return CheckResult("hostile actions", False, f"the {name} action did not return within {step_limit:g} s; bound parsing and grading")
+            return CheckResult("hostile actions", False, f"the {name} action did not return within {limit:g} s ({why}); bound parsing and grading")
         result, error, elapsed = outcome
         if error is not None:
             where = traceback.extract_tb(error.__traceback__)[-1]
@@ -166,14 +193,17 @@ def _hostile_check(make_env: Callable[[], Any], step_limit: float) -> CheckResul
             env.close()
             return CheckResult("hostile actions", False, f"the {name} action: {problem}")
     env.close()
-    return CheckResult("hostile actions", True, f"{len(HOSTILE_ACTIONS)} hostile actions answered (slowest {slowest:.2f} s)")
+    return CheckResult("hostile actions", True, f"{len(HOSTILE_ACTIONS)} hostile actions answered (slowest {slowest:.2f} s; limit {limit:g} s)")
 
 
 def check_env(make_env: Callable[[], Any], *, step_limit: float = 10.0, seeds: tuple[int, ...] = (0, 1)) -> list[CheckResult]:
     """Run every contract check on envs built by ``make_env()``; one result per check.
 
     ``seeds``: the episodes replayed twice for determinism (each costs two env builds).
+    ``step_limit``: seconds a hostile step may take (at least twice the env's ``max_step_seconds``).
     """
+    if not (isinstance(step_limit, (int, float)) and math.isfinite(step_limit) and step_limit > 0):
+        raise ValueError(f"step_limit must be a positive number of seconds, got {step_limit!r}.")
     results = []
     for check in (_gymnasium_check, lambda m: _determinism_check(m, seeds), lambda m: _hostile_check(m, step_limit)):
         try:
@@ -200,7 +230,11 @@ def _check(args: argparse.Namespace) -> int:
     overrides = {} if args.full_data else dict(env_spec.sample_kwargs)
     from gem_core.env import Env
 
-    probe = make(args.env_id, **overrides)
+    try:
+        probe = make(args.env_id, **overrides)
+    except Exception as error:  # a constructor's own error, a missing extra, an offline dataset
+        print(f"gem check: building {args.env_id} failed: {type(error).__name__}: {error}", file=sys.stderr)
+        return 2
     single_agent = isinstance(probe.unwrapped, Env)
     probe.close()
     if not single_agent:
@@ -214,6 +248,16 @@ def _check(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
 def add_check_parser(commands: argparse._SubParsersAction) -> None:
     """Register ``gem check`` on the ``gem`` command's subparsers."""
     parser = commands.add_parser(
@@ -224,6 +268,9 @@ def add_check_parser(commands: argparse._SubParsersAction) -> None:
         "--import", dest="imports", action="append", default=[], metavar="MODULE",
         help="a module or .py file to import first (the one that registers your env); repeatable",
     )
-    parser.add_argument("--step-limit", type=float, default=10.0, help="seconds a hostile step may take")
+    parser.add_argument(
+        "--step-limit", type=_seconds, default=10.0,
+        help="seconds a hostile step may take (raised to twice the env's max_step_seconds where that is more)",
+    )
     parser.add_argument("--full-data", action="store_true", help="load the env's full dataset instead of its shipped sample")
     parser.set_defaults(run=_check)

@@ -7,7 +7,9 @@ import random
 import subprocess
 import sys
 import textwrap
+import threading
 
+import numpy as np
 import pytest
 
 from gem_core import Env, list_envs, make, spec
@@ -148,3 +150,91 @@ def test_upstream_game_alias_plays_the_same_episode():
 def test_gem_list_aliases():
     out = subprocess.run([sys.executable, "-m", "gem_core.cli", "list", "--aliases"], capture_output=True, text=True, check=True).stdout
     assert "game:TowerofHanoi-v0-easy -> game:TowerOfHanoi-v0-easy" in out
+
+
+# --- issue 28.5: rewards that are not real numbers, NaN rewards, and the step limit's message -----------
+
+
+class RewardCoin(Coin):
+    """Coin whose every reward is ``REWARD`` (a class attribute, so the check can build it with no arguments)."""
+
+    REWARD: object = 1.0
+
+    def step(self, action):
+        observation, _, terminated, truncated, info = super().step(action)
+        return observation, self.REWARD, terminated, truncated, info
+
+
+def reward_coin(reward: object) -> type:
+    return type("RewardCoin", (RewardCoin,), {"REWARD": reward})
+
+
+@pytest.mark.parametrize("reward, type_name", [("1", "str"), (True, "bool"), (None, "NoneType"), ([1.0], "list")])
+def test_a_reward_that_is_not_a_real_number_fails_naming_its_type(reward, type_name):
+    found = results(reward_coin(reward))
+    for check in ("determinism", "hostile actions"):
+        ok, message = found[check]
+        assert not ok and f"reward {reward!r} is a {type_name}" in message, (check, message)
+        assert "np_random" not in message
+
+
+@pytest.mark.parametrize("reward", [np.float32(0.5), np.int64(1), 1, 0.5, np.float64(1.0)])
+def test_numpy_and_python_numbers_are_rewards(reward):
+    assert all(ok for ok, _ in results(reward_coin(reward)).values())
+
+
+@pytest.mark.parametrize("reward", [float("nan"), float("inf"), np.float32("-inf")])
+def test_a_nan_or_infinite_reward_is_reported_as_such_not_as_nondeterminism(reward):
+    found = results(reward_coin(reward))
+    for check in ("determinism", "hostile actions"):
+        ok, message = found[check]
+        assert not ok and "is not finite" in message and repr(float(reward)) in message, (check, message)
+        assert "np_random" not in message
+
+
+RELEASE_HUNG_STEPS = threading.Event()
+
+
+class HangingCoin(Coin):
+    """Hangs on the empty action (until the test releases it, at most 30 s); declares 0.25 s per step."""
+
+    max_step_seconds = 0.25
+
+    def step(self, action):
+        if action == "":
+            RELEASE_HUNG_STEPS.wait(30)
+        return super().step(action)
+
+
+def test_the_step_limit_message_shows_the_limit_given_and_the_one_applied():
+    try:
+        found = {r.name: (r.ok, r.message) for r in check_env(HangingCoin, step_limit=0.1)}
+    finally:
+        RELEASE_HUNG_STEPS.set()
+    ok, message = found["hostile actions"]
+    assert not ok and "the empty action did not return within 0.5 s" in message
+    assert "step_limit 0.1 s" in message and "max_step_seconds" in message
+
+
+def test_gem_check_reports_an_env_that_fails_to_build_without_a_traceback(tmp_path):
+    module = tmp_path / "broken_envs.py"
+    module.write_text(textwrap.dedent("""
+        from gem_core import Env, register
+
+        class Broken(Env):
+            def __init__(self):
+                raise ValueError("size must be positive")
+
+        register("user:Broken-v0", Broken)
+    """))
+    done = subprocess.run([sys.executable, "-m", "gem_core.cli", "check", "user:Broken-v0", "--import", str(module)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "user:Broken-v0" in done.stderr and "ValueError: size must be positive" in done.stderr
+
+
+@pytest.mark.parametrize("limit", ["0", "-1", "nan", "inf", "soon"])
+def test_gem_check_refuses_a_step_limit_that_is_not_a_positive_number_of_seconds(limit):
+    done = subprocess.run([sys.executable, "-m", "gem_core.cli", "check", "game:Wordle-v0", "--step-limit", limit], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "--step-limit" in done.stderr and "positive number of seconds" in done.stderr
