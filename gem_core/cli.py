@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import sys
 from collections.abc import Sequence
 
@@ -12,11 +13,25 @@ from gem_core.multi_agent import MultiAgentEnv
 from gem_core.registry import UnknownEnvError, list_envs, make
 
 
+def _matches(name: str, pattern: str) -> bool:
+    """``list_envs``'s rule: a glob when the pattern has ``*?[``, else a case-insensitive substring."""
+    if any(ch in pattern for ch in "*?["):
+        return fnmatch.fnmatchcase(name, pattern)
+    return pattern.lower() in name.lower()
+
+
 def _list(args: argparse.Namespace) -> int:
     if args.aliases:
         from gem_core.registry import aliases
 
-        print("\n".join(f"{alias} -> {target}" for alias, target in aliases().items()))
+        pairs = [
+            (alias, target) for alias, target in aliases().items()
+            if args.pattern is None or _matches(alias, args.pattern) or _matches(target, args.pattern)
+        ]
+        if not pairs:
+            print(f"No alias matches {args.pattern!r} (an alias matches by its own name or the id it stands for).", file=sys.stderr)
+            return 1
+        print("\n".join(f"{alias} -> {target}" for alias, target in pairs))
         return 0
     ids = list_envs(args.pattern)
     if not ids:
@@ -147,7 +162,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     list_parser = commands.add_parser("list", help="list registered env ids")
     list_parser.add_argument("pattern", nargs="?", default=None, help="glob ('game:*') or substring")
-    list_parser.add_argument("--aliases", action="store_true", help="list other names of ids (upstream GEM's) instead")
+    list_parser.add_argument(
+        "--aliases", action="store_true",
+        help="list other names of ids (upstream GEM's) instead; the pattern matches an alias or the id it stands for",
+    )
     list_parser.set_defaults(run=_list)
 
     play_parser = commands.add_parser("play", help="play an env in the terminal")

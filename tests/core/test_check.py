@@ -238,3 +238,30 @@ def test_gem_check_refuses_a_step_limit_that_is_not_a_positive_number_of_seconds
     done = subprocess.run([sys.executable, "-m", "gem_core.cli", "check", "game:Wordle-v0", "--step-limit", limit], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "--step-limit" in done.stderr and "positive number of seconds" in done.stderr
+
+
+# --- issue 28.6: gem list --aliases PATTERN ----------------------------------------------------------------
+
+
+def gem_list(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "gem_core.cli", "list", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_gem_list_aliases_keeps_only_the_aliases_matching_the_pattern():
+    done = gem_list("--aliases", "game:*")
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0 and "game:TowerofHanoi-v0-easy -> game:TowerOfHanoi-v0-easy" in lines
+    assert lines and all(line.startswith("game:") for line in lines)
+    assert len(lines) == sum(1 for alias in aliases() if alias.startswith("game:"))
+
+
+def test_gem_list_aliases_pattern_matches_the_target_too_and_plain_substrings():
+    assert "eval:MATH500 -> math:MATH-500" in gem_list("--aliases", "math:*").stdout.splitlines()
+    assert gem_list("--aliases", "hanoi").stdout.splitlines() == [
+        f"{alias} -> {target}" for alias, target in aliases().items() if "hanoi" in f"{alias} {target}".lower()
+    ]
+
+
+def test_gem_list_aliases_says_when_nothing_matches():
+    done = gem_list("--aliases", "nothing:*")
+    assert done.returncode == 1 and done.stdout == "" and "No alias matches 'nothing:*'" in done.stderr
