@@ -17,6 +17,7 @@ of one game concurrently, one :class:`~gem_core.rollout.session.EpisodeSession` 
 from __future__ import annotations
 
 import asyncio
+import reprlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -60,6 +61,19 @@ class MultiAgentEnv(StateSnapshots, gym.Env):
     def sample_random_action(self, agent: str) -> str:
         """A well-formed action for ``agent`` drawn from :attr:`np_random`."""
         raise NotImplementedError
+
+    def check_actions(self, actions: Any) -> None:
+        """Raise unless ``actions`` is a dict holding exactly the acting agents' actions: a caller's bug
+        (a bare action string, a move out of turn), unlike a malformed action, which is an observation."""
+        acting = self.acting_agents()
+        call = "step({" + ", ".join(f"{agent!r}: action" for agent in acting) + "})"
+        if not isinstance(actions, Mapping):
+            shown = reprlib.repr(actions)
+            example = call.replace("action", shown, 1) if isinstance(actions, str) and len(acting) == 1 else call
+            raise TypeError(f"step() takes a dict of the acting agents' actions, got a {type(actions).__name__} ({shown}); call {example}.")
+        if set(actions) != set(acting):
+            who = " and ".join(repr(agent) for agent in acting)
+            raise ValueError(f"It is {who}'s move; step() needs exactly {call[5:-1]}, got {sorted(actions, key=repr)}.")
 
     def render(self) -> str | None:
         return None

@@ -88,8 +88,7 @@ class Password(MultiAgentEnv):
         if self.to_move is None:
             raise RuntimeError("Call reset() before step(); the game is over.")
         agent = self.to_move
-        if set(actions) != {agent}:
-            raise ValueError(f"It is {agent!r}'s move; step() needs exactly {{{agent!r}: action}}, got {sorted(actions)}.")
+        self.check_actions(actions)
         text = (extract_boxed(actions[agent]) or "").strip().lower()
         if agent == "clue_giver":
             if not text or len(text.split()) != 1 or self.secret in text:

@@ -67,8 +67,7 @@ class TicTacToe(MultiAgentEnv):
             raise RuntimeError("Call reset() before step(); the game is over.")
         agent = self.to_move
         other = "o" if agent == "x" else "x"
-        if set(actions) != {agent}:
-            raise ValueError(f"It is {agent!r}'s move; step() needs exactly {{{agent!r}: action}}, got {sorted(actions)}.")
+        self.check_actions(actions)
         move = extract_boxed(actions[agent])
         cell = int(move) - 1 if move is not None and move.isdigit() and 1 <= int(move) <= 9 else None
         if cell is None or self.board[cell] != " ":

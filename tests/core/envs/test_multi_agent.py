@@ -81,6 +81,26 @@ def test_a_move_out_of_turn_is_a_programming_error_that_says_whose_turn_it_is():
         env.step({other: "\\boxed{1}"})
 
 
+@pytest.mark.parametrize("env_id", MULTI_IDS)
+@pytest.mark.parametrize("actions", ["\\boxed{1}", ["\\boxed{1}"], None])
+def test_a_bare_action_instead_of_a_dict_names_the_type_and_the_call_to_make(env_id, actions):
+    env = gem_core.make(env_id)
+    env.reset(seed=0)
+    (agent,) = env.unwrapped.acting_agents()
+    with pytest.raises(TypeError) as caught:
+        env.step(actions)
+    message = str(caught.value)
+    assert f"got a {type(actions).__name__}" in message and f"step({{{agent!r}: " in message
+    assert "'\\\\', 'b', 'o'" not in message and "['\\\\'" not in message  # not the string's characters
+
+
+def test_an_action_dict_with_keys_of_mixed_types_is_still_a_clear_value_error():
+    env = TicTacToe()
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="step\\(\\) needs exactly"):
+        env.step({1: "\\boxed{1}", "nobody": "\\boxed{2}"})
+
+
 # -- tic-tac-toe: perfect play ---------------------------------------------------------------------
 
 
