@@ -25,6 +25,7 @@ import math
 import os
 import pickle
 import secrets
+import warnings
 import zlib
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
@@ -299,12 +300,40 @@ def preference_pairs(trajectories: Iterable[TokenTrajectory]) -> list[dict[str, 
 
     Episodes of the same env id and seed start from the same state; within each such group the best
     and the worst return make one pair at their first differing action (the shared turns are the
-    prompt). Groups whose returns are all equal give no pair.
+    prompt). So pairs need **several episodes of each seed** (``run_episodes(..., seeds=[s, s, s, s])``,
+    or one run per policy over the same seeds), played with different actions: a group of one episode,
+    or whose returns are all equal, gives no pair, and episodes without a seed are skipped. When no pair
+    comes out of a non-empty input, a ``UserWarning`` says which of these is why.
     """
+    trajectories = list(trajectories)
     groups: dict[tuple[Any, Any], list[TokenTrajectory]] = defaultdict(list)
     for t in trajectories:
         if t.actions and t.seed is not None:
             groups[(t.env_id, t.seed)].append(t)
+    pairs = _pairs(groups)
+    if not pairs and trajectories:
+        warnings.warn(f"preference_pairs: no pair from {len(trajectories)} episodes: {_why_no_pairs(trajectories, groups)}", UserWarning, stacklevel=2)
+    return pairs
+
+
+def _why_no_pairs(trajectories: list[TokenTrajectory], groups: Mapping[tuple[Any, Any], list[TokenTrajectory]]) -> str:
+    if not groups:
+        return (
+            f"none of the {len(trajectories)} episodes has a seed (and at least one action); pairs compare "
+            "episodes of the same seed, so play them with run_episodes(..., seeds=[...])."
+        )
+    if all(len(group) == 1 for group in groups.values()):
+        return (
+            f"one episode per (env id, seed) ({len(groups)} seeds); pairs compare episodes that start from the same "
+            "state, so play several episodes of each seed (e.g. seeds=[s, s, s, s], or each policy over the same seeds)."
+        )
+    return (
+        "every episode of a seed has the same return (or one episode's actions are a prefix of the other's); "
+        "sample more varied episodes per seed (a higher temperature, or more of them)."
+    )
+
+
+def _pairs(groups: Mapping[tuple[Any, Any], list[TokenTrajectory]]) -> list[dict[str, Any]]:
     pairs = []
     for group in groups.values():
         best = max(group, key=lambda t: t.episode_return)

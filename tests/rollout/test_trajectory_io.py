@@ -158,6 +158,41 @@ def test_preference_pairs_split_same_seed_episodes_at_their_first_different_move
         assert pair["chosen"][0]["content"] == "\\boxed{5}" and pair["rejected"][0]["content"] == "nonsense"
 
 
+def _guess_runs(tiny_tokenizer, seeds: list[int]) -> tuple[list, list]:
+    """Episodes of a winning and a losing script on the same seeds of GuessTheNumber."""
+    import asyncio
+
+    good = ScriptedPolicy(tiny_tokenizer, ["\\boxed{10}", "\\boxed{5}", "\\boxed{15}"])
+    bad = ScriptedPolicy(tiny_tokenizer, ["\\boxed{10}", "nonsense"])
+    return tuple(asyncio.run(run_episodes("game:GuessTheNumber-v0", p, tiny_tokenizer, seeds=seeds, max_turns=3)) for p in (good, bad))
+
+
+def test_preference_pairs_warns_when_every_seed_has_one_episode(tiny_tokenizer):
+    good, bad = _guess_runs(tiny_tokenizer, [0, 1])
+    one_each = [good[0], bad[1]]  # different seeds: nothing to compare
+    with pytest.warns(UserWarning, match="one episode per \\(env id, seed\\).*several episodes of each seed"):
+        assert preference_pairs(one_each) == []
+
+
+def test_preference_pairs_warns_when_no_episode_has_a_seed(tiny_tokenizer):
+    good, bad = _guess_runs(tiny_tokenizer, [0])
+    unseeded = [dataclasses.replace(t, seed=None) for t in good + bad]
+    with pytest.warns(UserWarning, match="none of the 2 episodes has a seed"):
+        assert preference_pairs(unseeded) == []
+
+
+def test_preference_pairs_warns_when_same_seed_episodes_score_the_same(tiny_tokenizer):
+    good, _ = _guess_runs(tiny_tokenizer, [0])
+    with pytest.warns(UserWarning, match="every episode of a seed has the same return"):
+        assert preference_pairs(good + good) == []
+
+
+def test_preference_pairs_that_finds_pairs_or_gets_nothing_does_not_warn(tiny_tokenizer, recwarn):
+    good, bad = _guess_runs(tiny_tokenizer, [0])
+    assert preference_pairs(good + bad) and preference_pairs([]) == []
+    assert not [w for w in recwarn if "preference_pairs" in str(w.message)]
+
+
 def test_recording_env_states_of_an_env_without_get_state_is_refused_up_front(tiny_tokenizer):
     from gem_core.rollout.session import EpisodeSession
 
