@@ -4,24 +4,32 @@
   :class:`GemEnvironment`), so OpenEnv's clients (``GenericEnvClient``, typed ``EnvClient`` subclasses)
   drive it: actions are ``{"text": ...}``, observations carry ``text``, ``reward``, ``done``,
   ``truncated`` and ``info``.
-- :class:`OpenEnvEnv` is a :class:`gem_core.Env` over an OpenEnv ``Environment``: text actions are
+- :class:`OpenEnvEnv` is a :class:`gem_core.Env` over an OpenEnv env: an ``Environment`` in this process
+  (an instance, or a class or function that builds one) or a remote one through OpenEnv's clients
+  (``GenericEnvClient(url).sync()``, a typed ``EnvClient`` subclass, sync or async). Text actions are
   put in one field of the env's ``Action`` model (a validation error is a malformed action, not an
-  exception), and the observation's text is one field (or the observation as JSON). Register it under
-  an id and every adapter, ``run_episode`` and ``gem eval`` use it.
+  exception), and the observation's text is one field (or the observation as JSON). ``reset`` gets
+  GEM's ``seed`` and ``options`` only where its signature takes them, as OpenEnv's own server does
+  (its template env has ``def reset(self)``). Register it under an id and every adapter, ``run_episode``
+  and ``gem eval`` use it.
 
 What does not map: OpenEnv has no ``truncated`` (GEM's is sent as an observation field and folded into
 ``done``), no ``info`` (sent as an observation field; an OpenEnv observation's ``metadata`` becomes
-GEM's ``info``), and no ``sample_random_action`` (pass ``sample_action=`` to :class:`OpenEnvEnv`).
+GEM's ``info``; OpenEnv's server does not send ``metadata``, so a remote env's ``info`` is empty), and no
+``sample_random_action`` (pass ``sample_action=`` to :class:`OpenEnvEnv`).
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from openenv.core.client_types import StepResult as OpenEnvStepResult
+from openenv.core.env_client import EnvClient
 from openenv.core.env_server import Action, Environment, Observation, State, create_fastapi_app
 from pydantic import Field, ValidationError
 
@@ -89,54 +97,108 @@ def openenv_app(env_id: str, *, max_concurrent_envs: int = 64, **make_kwargs: An
     )
 
 
+def _accepted(method: Callable[..., Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The ``kwargs`` that ``method``'s signature takes (all of them if it takes ``**kwargs``): OpenEnv's
+    server calls ``reset`` and ``step`` this way, so an env written for it may take none."""
+    try:
+        parameters = inspect.signature(method).parameters
+    except (TypeError, ValueError):  # a builtin without a signature: pass everything
+        return dict(kwargs)
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return dict(kwargs)
+    return {name: value for name, value in kwargs.items() if name in parameters}
+
+
+def _is_env(candidate: Any) -> bool:
+    """A built env or client (has ``reset`` and ``step``), as opposed to a class or function that builds one."""
+    return not isinstance(candidate, type) and callable(getattr(candidate, "reset", None)) and callable(getattr(candidate, "step", None))
+
+
+def _open(environment: Any) -> Any:
+    """The env to call: ``environment`` itself, or what it builds; an async OpenEnv client gets its sync wrapper."""
+    if isinstance(environment, EnvClient):
+        return environment.sync()
+    if _is_env(environment):
+        return environment
+    if not callable(environment):
+        raise TypeError(
+            f"OpenEnvEnv(environment={type(environment).__name__}): expected an OpenEnv Environment, an OpenEnv client "
+            "(GenericEnvClient(base_url=...).sync()) or a callable that builds one."
+        )
+    built = environment()
+    if isinstance(built, EnvClient):
+        return built.sync()
+    if not _is_env(built):
+        raise TypeError(f"OpenEnvEnv: {environment!r} built a {type(built).__name__}, which has no reset() and step().")
+    return built
+
+
 class OpenEnvEnv(Env):
-    """An OpenEnv ``Environment`` as a GEM env.
+    """An OpenEnv env as a GEM env, in this process or behind OpenEnv's server.
 
     Args:
-        environment: the OpenEnv environment, or a callable that builds one.
-        action_cls: its ``Action`` model.
+        environment: an OpenEnv ``Environment``; a class or function that builds one; or an OpenEnv client
+            of a running server (``GenericEnvClient(base_url=url).sync()``, the env's typed ``EnvClient``,
+            an async client, or a function that builds one). :meth:`close` closes it.
+        action_cls: its ``Action`` model (actions are validated here, before they are sent).
         action_field: the field of ``action_cls`` that receives the action text.
         observation_field: the observation field shown as text; None shows the observation (without
             ``done``, ``reward`` and ``metadata``) as JSON, or its only string field.
         sample_action: ``f(np_random) -> str``, a well-formed random action (OpenEnv has none).
+
+    ``reset(seed=, options=)`` passes ``seed`` (when not None) and the ``options`` entries only where the
+    env's ``reset`` takes them, like OpenEnv's server; an env that takes no seed is not seeded by GEM.
     """
 
     def __init__(
         self,
-        environment: Environment | Callable[[], Environment],
+        environment: Environment | EnvClient | Any | Callable[[], Any],
         action_cls: type[Action],
         *,
         action_field: str = "text",
         observation_field: str | None = None,
         sample_action: Callable[[np.random.Generator], str] | None = None,
     ):
-        self.environment = environment if isinstance(environment, Environment) else environment()
         if action_field not in action_cls.model_fields:
             raise ValueError(f"OpenEnvEnv(action_field={action_field!r}): {action_cls.__name__} has fields {list(action_cls.model_fields)}; name the one that takes the text.")
+        self.environment = _open(environment)
         self.action_cls, self.action_field = action_cls, action_field
         self.observation_field = observation_field
         self._sample_action = sample_action
 
-    def _text(self, observation: Observation) -> str:
+    def _text(self, observation: Any) -> str:
+        fields = observation.model_dump() if isinstance(observation, Observation) else observation
+        if not isinstance(fields, dict):
+            raise TypeError(f"OpenEnvEnv: the env answered a {type(observation).__name__}, not an Observation or a dict of its fields.")
         if self.observation_field is not None:
-            return str(getattr(observation, self.observation_field))
-        fields = observation.model_dump(exclude={"done", "reward", "metadata"})
+            if self.observation_field not in fields:
+                raise KeyError(f"OpenEnvEnv(observation_field={self.observation_field!r}): the observation has fields {sorted(fields)[:20]}.")
+            return str(fields[self.observation_field])
+        fields = {k: v for k, v in fields.items() if k not in ("done", "reward", "metadata")}
         strings = [v for v in fields.values() if isinstance(v, str)]
         return strings[0] if len(fields) == 1 and strings else json.dumps(fields, default=str)
 
+    @staticmethod
+    def _unpack(result: Any) -> tuple[Any, float, bool, dict[str, Any]]:
+        """(observation, reward, done, metadata) of an ``Environment``'s Observation or a client's StepResult."""
+        observation = result.observation if isinstance(result, OpenEnvStepResult) else result
+        reward, done = getattr(result, "reward", None), bool(getattr(result, "done", False))
+        metadata = getattr(observation, "metadata", None) if isinstance(observation, Observation) else None
+        return observation, 0.0 if reward is None else float(reward), done, dict(metadata or {})
+
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
-        observation = self.environment.reset(seed=seed, **(options or {}))
-        return self._text(observation), dict(observation.metadata)
+        kwargs = {**(options or {}), **({} if seed is None else {"seed": seed})}
+        observation, _, _, metadata = self._unpack(self.environment.reset(**_accepted(self.environment.reset, kwargs)))
+        return self._text(observation), metadata
 
     def step(self, action: str) -> StepResult:
         try:
             typed = self.action_cls(**{self.action_field: action})
         except ValidationError as error:
             return self.invalid_action(f"The action was not accepted: {error.errors()[0].get('msg', error)}.")
-        observation = self.environment.step(typed)
-        reward = 0.0 if observation.reward is None else float(observation.reward)
-        return self._text(observation), reward, bool(observation.done), False, dict(observation.metadata)
+        observation, reward, done, metadata = self._unpack(self.environment.step(typed))
+        return self._text(observation), reward, done, False, metadata
 
     def sample_random_action(self) -> str:
         if self._sample_action is None:

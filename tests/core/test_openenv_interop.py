@@ -1,10 +1,14 @@
 """OpenEnv both ways with the `openenv` package's own classes: a GEM env driven by OpenEnv's
-GenericEnvClient through OpenEnv's server, and an OpenEnv Environment (written here with OpenEnv's base
-classes) played through gem_core.make and run_episode."""
+GenericEnvClient through OpenEnv's server, an OpenEnv Environment (written here with OpenEnv's base
+classes) played through gem_core.make and run_episode, and OpenEnv's own template env (what
+`openenv init` writes) wrapped in-process and, served by its own app in a child process, through
+OpenEnv's clients."""
 
 from __future__ import annotations
 
+import importlib
 import random
+import sys
 import threading
 import time
 
@@ -19,6 +23,7 @@ from openenv.core.env_server import Action, Environment, Observation, State  # n
 from gem_core import make, register  # noqa: E402
 from gem_core.openenv_interop import OpenEnvEnv, openenv_app  # noqa: E402
 from gem_core.serve.asgi import listening_socket  # noqa: E402
+from server_process import ServerProcess  # noqa: E402
 
 
 @pytest.fixture
@@ -104,3 +109,115 @@ async def test_an_openenv_env_through_run_episode():
     number = int(env.reset(seed=7)[0].split()[1].rstrip(";"))
     trajectory = await run_episode(env, ScriptedPolicy(tokenizer, [str(2 * number)]), tokenizer, seed=7)
     assert trajectory.rewards == [1.0] and trajectory.terminated and trajectory.actions == [str(2 * number)]
+
+
+@pytest.fixture(scope="module")
+def echo_template(tmp_path_factory):
+    """OpenEnv's template env as `openenv init echo_env` writes it (rendered with OpenEnv's own template
+    functions; the CLI would also run `uv lock`, which needs the network), imported from a temp folder."""
+    init = pytest.importorskip("openenv.cli.commands.init")
+    root = tmp_path_factory.mktemp("openenv_template")
+    init._copy_template_directory(
+        "openenv.cli.templates.openenv_env", "", root / "echo_env", init._create_template_replacements("echo_env"), "echo_env"
+    )
+    sys.path.insert(0, str(root))
+    try:
+        models = importlib.import_module("echo_env.models")
+        environment = importlib.import_module("echo_env.server.echo_env_environment")
+        client = importlib.import_module("echo_env.client")
+        yield root, models, environment.EchoEnvironment, client.EchoEnv
+    finally:
+        sys.path.remove(str(root))
+        for name in [m for m in sys.modules if m == "echo_env" or m.startswith("echo_env.")]:
+            del sys.modules[name]
+
+
+@pytest.fixture(scope="module")
+def echo_server(echo_template):
+    """The template's own server app (OpenEnv's create_app) under uvicorn in a child process on loopback."""
+    root = echo_template[0]
+    script = (
+        "import sys, uvicorn; sys.path.insert(0, sys.argv[1]); "
+        "from echo_env.server.app import app; "  # imported before the address is printed: clients connect to a ready app
+        "from gem_core.serve.asgi import listening_socket; "
+        "sock = listening_socket('127.0.0.1', 0); "
+        "print(f'listening on http://127.0.0.1:{sock.getsockname()[1]}', flush=True); "
+        "uvicorn.Server(uvicorn.Config(app, log_level='warning')).run(sockets=[sock])"
+    )
+    server = ServerProcess([sys.executable, "-c", script, str(root)], r"listening on (http://\S+)", "OpenEnv template server")
+    yield server
+    server.stop()
+
+
+def echo_env(environment, echo_template):
+    return OpenEnvEnv(environment, echo_template[1].EchoAction, action_field="message", observation_field="echoed_message")
+
+
+@pytest.mark.parametrize("form", ["class", "instance"])
+def test_the_openenv_template_env_whose_reset_takes_no_seed_plays_in_process(echo_template, form):
+    """Issue 28.7: OpenEnv's template env has `def reset(self)`; GEM's seed (and options) go only to a reset
+    that takes them, as OpenEnv's own server does. A built instance works as well as a factory."""
+    cls = echo_template[2]
+    env = echo_env(cls if form == "class" else cls(), echo_template)
+    assert env.reset(seed=3) == ("Echo Env environment ready!", {})
+    assert env.reset(seed=4, options={"difficulty": 2})[0] == "Echo Env environment ready!"
+    observation, reward, terminated, truncated, info = env.step("hello")
+    assert (observation, reward, terminated, truncated) == ("hello", pytest.approx(0.5), False, False)
+    assert info == {"original_message": "hello", "step": 1}
+    env.close()
+
+
+def test_seed_and_options_reach_a_reset_that_takes_them(echo_template):
+    seen = []
+
+    class Seeded(echo_template[2]):
+        def reset(self, seed=None, **kwargs):
+            seen.append((seed, kwargs))
+            return super().reset()
+
+    env = echo_env(Seeded, echo_template)
+    env.reset(seed=7, options={"difficulty": 2})
+    env.reset()
+    assert seen == [(7, {"difficulty": 2}), (None, {})]
+
+
+@pytest.mark.parametrize("client", ["generic", "generic-async", "typed", "factory"])
+def test_a_remote_openenv_env_through_its_client(echo_template, echo_server, client):
+    """Issue 28.7: an OpenEnv server (the template's app, a child process) wrapped through OpenEnv's clients:
+    the sync client, the async client, the env's typed client, or a factory that builds one."""
+    from openenv.core import GenericEnvClient
+
+    url = echo_server.url
+    environment = {
+        "generic": lambda: GenericEnvClient(base_url=url).sync(),
+        "generic-async": lambda: GenericEnvClient(base_url=url),
+        "typed": lambda: echo_template[3](base_url=url).sync(),
+        "factory": lambda: (lambda: GenericEnvClient(base_url=url).sync()),
+    }[client]()
+    env = echo_env(environment, echo_template)
+    try:
+        assert env.reset(seed=5)[0] == "Echo Env environment ready!"
+        observation, reward, terminated, truncated, info = env.step("hi there")
+        assert (observation, reward, terminated, truncated) == ("hi there", pytest.approx(0.8), False, False)
+        assert env.step("")[:2] == ("", 0.0)
+        assert env.reset()[0] == "Echo Env environment ready!"  # a second episode on the same connection
+    finally:
+        env.close()
+
+
+def test_a_gem_env_served_by_openenv_round_trips_through_openenvenv(openenv_server):
+    """GEM -> OpenEnv server -> OpenEnv client -> OpenEnvEnv: the seed reaches the GEM env remotely."""
+    from openenv.core import GenericEnvClient
+
+    from gem_core.openenv_interop import TextAction
+
+    local = make("game:GuessTheNumber-v0")
+    env = OpenEnvEnv(GenericEnvClient(base_url=openenv_server).sync(), TextAction, observation_field="text")
+    try:
+        for seed in (0, 1):
+            assert env.reset(seed=seed)[0] == local.reset(seed=seed)[0]
+            for action in ["\\boxed{10}", "\\boxed{15}"]:
+                observation, reward, terminated, truncated, _ = local.step(action)
+                assert env.step(action)[:3] == (observation, pytest.approx(float(reward)), terminated or truncated)
+    finally:
+        env.close()
