@@ -60,8 +60,12 @@ def _reward_problem(reward: Any) -> str | None:
             f"the reward {reprlib.repr(reward)} is a {type(reward).__name__}, not a real number; "
             "return a float (an int or a numpy number also passes)"
         )
-    if not math.isfinite(float(reward)):
-        return f"the reward {float(reward)!r} is not finite; a reward must be a finite number"
+    try:
+        value = float(reward)
+    except OverflowError:  # an int past float's range
+        return f"the reward {reprlib.repr(reward)} is too large for a float; a reward must be a finite number"
+    if not math.isfinite(value):
+        return f"the reward {value!r} is not finite; a reward must be a finite number"
     return None
 
 

@@ -183,6 +183,11 @@ def test_numpy_and_python_numbers_are_rewards(reward):
     assert all(ok for ok, _ in results(reward_coin(reward)).values())
 
 
+def test_an_int_past_floats_range_is_reported_not_raised():
+    ok, message = results(reward_coin(10**400))["hostile actions"]
+    assert not ok and "too large for a float" in message
+
+
 @pytest.mark.parametrize("reward", [float("nan"), float("inf"), np.float32("-inf")])
 def test_a_nan_or_infinite_reward_is_reported_as_such_not_as_nondeterminism(reward):
     found = results(reward_coin(reward))
