@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -87,19 +88,37 @@ def _lines(text: str) -> list[str]:
     return lines
 
 
-def _close(a: str, b: str) -> bool:
-    if a == b:
+#: A token the answer writes as an integer: compared by value, exactly (ASCII digits only: ``\\d`` and
+#: ``float`` also read other scripts' digits).
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+#: A token written as a decimal number: compared within the tolerance when the answer's token is one.
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")  # no nested choices: linear on any token
+
+
+def _integer_key(token: str) -> tuple[bool, str]:
+    """An integer token's value as (negative, digits without leading zeros): exact for any length
+    (``int()`` refuses strings past 4,300 digits)."""
+    digits = token.lstrip("+-").lstrip("0") or "0"
+    return token.startswith("-") and digits != "0", digits
+
+
+def _close(actual: str, expected: str) -> bool:
+    """One output token against the answer's: an integer only by its exact value (``3`` accepts ``+3``,
+    never ``3.0``, ``3.0e+00`` or ``3`` plus one in a million), a decimal number within 1e-6, any other
+    word only as written."""
+    if actual == expected:
         return True
-    try:
-        x, y = float(a), float(b)
-    except ValueError:
+    if _INTEGER.fullmatch(expected):
+        return _INTEGER.fullmatch(actual) is not None and _integer_key(actual) == _integer_key(expected)
+    if not (_DECIMAL.fullmatch(expected) and _DECIMAL.fullmatch(actual)):
         return False
-    return math.isclose(x, y, rel_tol=1e-6, abs_tol=1e-6)
+    x, y = float(actual), float(expected)
+    return math.isfinite(x) and math.isfinite(y) and math.isclose(x, y, rel_tol=1e-6, abs_tol=1e-6)
 
 
 def stdout_matches(actual: str, expected: Any) -> bool:
-    """Judge stdout the way contest judges do: trailing spaces and blank lines ignored, and numbers
-    compared with a 1e-6 tolerance token by token."""
+    """Judge stdout the way contest judges do: trailing spaces and blank lines ignored, integers compared
+    exactly and decimal numbers with a 1e-6 tolerance, token by token."""
     if isinstance(expected, list):  # some datasets store the expected output as lines
         expected = "\n".join(map(str, expected))
     actual_lines, expected_lines = _lines(actual), _lines(str(expected))
@@ -109,21 +128,30 @@ def stdout_matches(actual: str, expected: Any) -> bool:
     return len(actual_tokens) == len(expected_tokens) and all(map(_close, actual_tokens, expected_tokens))
 
 
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, float) or isinstance(b, float):
-        try:
-            return math.isclose(float(a), float(b), rel_tol=1e-6, abs_tol=1e-9)
-        except (TypeError, ValueError):
+def _same(actual: Any, expected: Any) -> bool:
+    """``actual`` (a returned value, read back from JSON) equals ``expected`` with the expected type: a
+    bool only as a bool, an int only as an int (not 3.0, not True), a float within 1e-6 (an int may stand
+    for it), lists (and tuples) and dicts item by item, anything else by type and value."""
+    if type(expected) is bool or type(expected) is int:
+        return type(actual) is type(expected) and actual == expected
+    if type(expected) is float:
+        if type(actual) not in (int, float):
             return False
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    return a == b
+        try:
+            x = float(actual)
+        except OverflowError:
+            return False
+        return math.isclose(x, expected, rel_tol=1e-6, abs_tol=1e-9)
+    if isinstance(expected, (list, tuple)):
+        return isinstance(actual, (list, tuple)) and len(actual) == len(expected) and all(map(_same, actual, expected))
+    if isinstance(expected, dict):
+        return isinstance(actual, dict) and actual.keys() == expected.keys() and all(_same(actual[k], expected[k]) for k in expected)
+    return type(actual) is type(expected) and actual == expected
 
 
 def call_result_matches(actual: Any, expected: Any) -> bool:
-    """Equal return values (tuples as lists, floats within 1e-6). APPS wraps the expected value in a
+    """Equal return values of the same types (tuples as lists, floats within 1e-6, bools and ints exact).
+    APPS wraps the expected value in a
     one-element list, so that form is accepted too."""
     if _same(actual, expected):
         return True

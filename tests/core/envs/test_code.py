@@ -18,6 +18,7 @@ from hypothesis import given, settings, strategies as st  # noqa: E402
 
 import gem_core.envs.code as code_envs  # noqa: E402
 from gem_core.envs.code.env import CodeEnv, extract_program  # noqa: E402
+from gem_core.envs.code.judge import judge  # noqa: E402
 from gem_core.envs.code.test_cases import TestCase, call_result_matches, parse_test_cases, stdout_matches  # noqa: E402
 from gem_core.registry import make  # noqa: E402
 
@@ -275,6 +276,72 @@ def test_output_comparison_is_lenient_only_where_judges_are():
     assert not stdout_matches("1 2 3", "1 2")
     assert call_result_matches([0, 1], [[0, 1]]) and call_result_matches((0, 1), [0, 1])
     assert not call_result_matches([1, 0], [0, 1])
+
+
+@pytest.mark.parametrize("printed, expected", [
+    ("2000000001", "2000000000"),  # within 1e-6 relative, but an integer is exact
+    ("3.0e+00", "3"),
+    ("3.0", "3"),
+    ("3.0000001", "3"),
+    ("1", "True"),
+    ("0", "False"),
+    ("1 2 4", "1 2 3"),
+    ("inf", "1e999"),
+    ("3", "٣"),
+])
+def test_printed_integers_and_words_must_match_exactly(printed, expected):
+    assert not stdout_matches(printed, expected)
+
+
+@pytest.mark.parametrize("printed, expected", [
+    ("3.0000001", "3.0"),  # the tolerance is for tokens the answer writes as floats
+    ("3", "3.0"),
+    ("0.3333333", "0.33333333"),
+    ("+3", "3"),
+    ("-0", "0"),
+    ("1" * 5000, "1" * 5000),
+    ("0" + "1" * 5000, "1" * 5000),
+])
+def test_printed_floats_keep_their_tolerance_and_integers_their_value(printed, expected):
+    assert stdout_matches(printed, expected)
+
+
+@pytest.mark.parametrize("returned, expected", [
+    (1, True), (0, False), (True, 1), (3.0, 3), (2000000001, 2000000000), ([1, 3.0], [1, 3]),
+    ({"a": 1}, {"a": True}), ("3", 3), (None, 0),
+])
+def test_returned_values_are_compared_with_their_types(returned, expected):
+    assert not call_result_matches(returned, expected)
+
+
+def test_returned_floats_keep_their_tolerance():
+    assert call_result_matches(3.0000001, 3.0) and call_result_matches(3, 3.0) and call_result_matches([True], [[True]])
+
+
+@needs_sandbox
+def test_the_judge_refuses_an_integer_off_by_one_in_two_billion():
+    tests = [TestCase("", "2000000000\n")]
+    assert judge("print(2000000001)", tests, mode=MODE).outcomes[0].verdict == "wrong_answer"
+    assert judge("print(2000000000)", tests, mode=MODE).all_passed
+
+
+@needs_bwrap
+def test_a_forged_result_nested_past_the_stack_is_a_wrong_answer_not_a_crash():
+    """A program can write its own report line with a "returned" of 200,000 nested lists: reading it must
+    not blow the host's stack."""
+    forger = (
+        "import json, os\n"
+        "def f(x):\n"
+        "    line = (json.dumps({'returned': '[' * 200000 + ']' * 200000}) + '\\n').encode()\n"
+        "    for fd in range(3, 64):\n"
+        "        try:\n"
+        "            os.write(fd, line)\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "    os._exit(0)\n"
+    )
+    report = judge(forger, [TestCase([1], 1, "f")], mode="bwrap")
+    assert not report.all_passed and report.outcomes[0].verdict in ("wrong_answer", "runtime_error")
 
 
 @pytest.mark.parametrize("name", sorted(code_envs.HUB_DATASETS))
