@@ -17,8 +17,21 @@ GEM episode:
   ``max_response_tokens``): each turn's ``max_tokens`` is what is left, and an observation that would
   not fit ends the episode as truncated;
 - ``reward_score`` is the episode return, so verl's reward loop is skipped; ``extra_fields`` hold
-  ``turn_scores`` (per-turn rewards, verl's own key), ``turn_spans`` and GEM's episode statistics,
-  with the same keys for every sample.
+  ``turn_scores`` (per-turn rewards, verl's own key), ``extras`` (GEM's own: env id, seed, turn spans,
+  episode metrics) and ``reward_extra_info`` (see below).
+
+Rows of other agent loops in the same batch (``single_turn_agent``, ``tool_agent``): verl merges
+``extra_fields`` into ``non_tensor_batch`` per key, and ``AgentLoopManager`` concatenates its workers'
+chunks with ``DataProto.concat``, which needs every chunk to have the same keys. verl keeps a fixed
+set of keys (``turn_scores``, ``tool_rewards``, ``min_global_steps``, ``max_global_steps``, ``extras``)
+in every chunk for that reason, so GEM puts everything of its own under ``extras``. The legacy worker
+(``trainer.use_v1=False``) lifts ``reward_extra_info`` with the keys of a chunk's *first* row and reads
+each of them from every row, so a GEM key there breaks a chunk whose first row is GEM's (KeyError), and
+is dropped when another loop's row comes first. GEM therefore sends only ``acc`` there (the key verl's
+own reward managers write for every row they score; for a GEM episode, 1.0 if it succeeded) and
+answers None for a key it lacks, and carries its metrics in ``extras["metrics"]``. verl's default
+trainer (``use_v1=True``) merges ``reward_extra_info`` row by row, filling missing keys with None, so
+there the metrics also go to ``reward_extra_info`` and verl logs them (``val-aux/<data_source>/<key>/mean@N``).
 
 Per-turn credit (``reward_placement: turn``, the default): verl writes ``reward_score`` on the last
 response token (``AgentLoopOutput.as_dict`` makes ``rm_scores``). The loop returns a
@@ -54,7 +67,11 @@ from gem_core.rollout.runner import run_session
 from gem_core.rollout.session import EpisodeSession
 from gem_core.rollout.trajectory import TokenTrajectory
 
-__all__ = ["GemAgentLoop", "GemAgentLoopOutput", "ServerManagerPolicy", "RewardPlacement", "episode_label"]
+__all__ = ["GemAgentLoop", "GemAgentLoopOutput", "ServerManagerPolicy", "RewardPlacement", "RewardExtraInfo", "episode_label", "GEM_EXTRAS_KEY"]
+
+#: The ``extra_fields`` key holding GEM's own per-episode data (one of the keys verl keeps in every
+#: chunk, so chunks without GEM rows still concatenate): ``env_id``, ``env_seed``, ``turn_spans``, ``metrics``.
+GEM_EXTRAS_KEY = "extras"
 
 #: Where the per-turn rewards go in ``rm_scores``: ``"turn"`` puts each turn's reward on its last
 #: sampled token; ``"episode"`` leaves verl's default (the return on the last response token).
@@ -146,6 +163,20 @@ class GemAgentLoopOutput(AgentLoopOutput):
         return output
 
 
+class RewardExtraInfo(dict):
+    """A GEM row's ``reward_extra_info``: None for any key it lacks.
+
+    verl's legacy worker lifts ``reward_extra_info`` with the keys of a chunk's first row and reads
+    ``info[key]`` from every row; when another loop's row comes first with keys of its own reward
+    function, a GEM row answers None for them (what verl's v1 trainer fills in for missing keys) instead
+    of raising KeyError. Pickles as a dict subclass, so the trainer process needs ``gem_adapters``
+    importable (it does anyway: it loads the ``gem_rebn`` plugin).
+    """
+
+    def __missing__(self, key: Any) -> None:
+        return None
+
+
 def episode_label(row: Mapping[str, Any]) -> EpisodeLabel:
     """The episode a dataset row names in its ``extra_info`` (as parquet hands it back).
 
@@ -206,6 +237,8 @@ class GemAgentLoop(AgentLoopBase):
             raise ValueError(f"max_new_tokens must be at least 1 (or null), got {max_new_tokens}.")
         self.max_turns = max_turns
         self.system_prompt = system_prompt
+        # Which worker merges the batch: v1 (verl's default) merges reward_extra_info row by row; the legacy one by the first row's keys.
+        self.use_v1 = bool(self.config.get("trainer", {}).get("use_v1", True))
         self.reward_placement: RewardPlacement = reward_placement
         self.prompt_length = int(self.rollout_config.prompt_length)
         self.response_length = int(self.rollout_config.response_length)
@@ -252,15 +285,20 @@ class GemAgentLoop(AgentLoopBase):
         )
         return self._output(trajectory, metrics, want_logprobs=bool(sampling_params.get("logprobs")))
 
-    def _output(self, trajectory: TokenTrajectory, metrics: AgentLoopMetrics, *, want_logprobs: bool) -> AgentLoopOutput:
+    def _output(self, trajectory: TokenTrajectory, timing: AgentLoopMetrics, *, want_logprobs: bool) -> AgentLoopOutput:
         # The session's max_response_tokens keeps the response within response_length.
+        metrics = trajectory_metrics([trajectory], prefix="gem_")
+        # Only keys of verl's fixed set, so a batch mixing GEM rows with other agent loops merges (module docstring).
         extra_fields = {
             "turn_scores": [float(r) for r in trajectory.rewards],
-            "turn_spans": [[int(s), int(e)] for s, e in trajectory.turn_spans],
-            "env_id": trajectory.env_id,
-            "env_seed": trajectory.seed,
+            GEM_EXTRAS_KEY: {
+                "env_id": trajectory.env_id,
+                "env_seed": trajectory.seed,
+                "turn_spans": [[int(s), int(e)] for s, e in trajectory.turn_spans],
+                "metrics": metrics,
+            },
             # verl logs numbers under reward_extra_info as val-aux/<data_source>/<key>/mean@N (and dumps them).
-            "reward_extra_info": trajectory_metrics([trajectory], prefix="gem_"),
+            "reward_extra_info": RewardExtraInfo(acc=metrics["gem_success"], **(metrics if self.use_v1 else {})),
         }
         output_cls = GemAgentLoopOutput if self.reward_placement == "turn" else AgentLoopOutput
         output = output_cls(
@@ -271,7 +309,7 @@ class GemAgentLoop(AgentLoopBase):
             reward_score=trajectory.episode_return,
             # verl counts chat messages (user and assistant): the first observation, each action, each later observation.
             num_turns=len(trajectory.observations) + trajectory.num_turns,
-            metrics=metrics,
+            metrics=timing,
             extra_fields=extra_fields,
         )
         if isinstance(output, GemAgentLoopOutput):

@@ -82,11 +82,13 @@ def verl_sampling_params(config: DictConfig) -> dict[str, Any]:
 class PolicyServerManager:
     """Stands in for verl's ``LLMServerClient``: same ``generate`` signature, backed by a GEM Policy.
 
-    Records every call so tests can check request ids and per-turn limits.
+    Records every call so tests can check request ids and per-turn limits. A request without ``max_tokens``
+    (verl's ``single_turn_agent`` sends none; vLLM then fills the response budget) samples ``default_max_tokens``.
     """
 
-    def __init__(self, policy: Policy):
+    def __init__(self, policy: Policy, default_max_tokens: int = 16):
         self.policy = policy
+        self.default_max_tokens = default_max_tokens
         self.calls: list[dict[str, Any]] = []
         self.outputs: list[TokenOutput] = []
 
@@ -96,7 +98,7 @@ class PolicyServerManager:
         self.calls.append({"request_id": request_id, "prompt_ids": list(prompt_ids), "sampling_params": dict(sampling_params), **kwargs})
         top_k = int(sampling_params.get("top_k", -1))
         sampling = SamplingParams(
-            max_new_tokens=int(sampling_params["max_tokens"]),
+            max_new_tokens=int(sampling_params.get("max_tokens", self.default_max_tokens)),
             temperature=float(sampling_params.get("temperature", 1.0)),
             top_p=float(sampling_params.get("top_p", 1.0)),
             top_k=max(top_k, 0),

@@ -64,7 +64,7 @@ def core_rebn(outputs, gamma: float, response_length: int) -> tuple[np.ndarray, 
     normalized = return_batch_normalize(np.concatenate(returns))
     advantages, token_returns, offset = [], [], 0
     for o, g in zip(outputs, returns):
-        spans = [tuple(s) for s in o.extra_fields["turn_spans"]]
+        spans = [tuple(s) for s in o.extra_fields["extras"]["turn_spans"]]
         advantages.append(turn_to_token_advantages(normalized[offset : offset + len(g)], spans, response_length))
         token_returns.append(turn_to_token_advantages(g, spans, response_length))
         offset += len(g)
@@ -102,7 +102,7 @@ def test_verls_compute_advantage_with_gem_rebn_matches_core_rebn(loop_outputs, r
     # Advantages live only on sampled tokens, and differ between turns of one episode.
     assert torch.all(result.batch["advantages"][data.batch["response_mask"] == 0] == 0)
     first = result.batch["advantages"][0]
-    spans = loop_outputs[0].extra_fields["turn_spans"]
+    spans = loop_outputs[0].extra_fields["extras"]["turn_spans"]
     assert len({round(float(first[s]), 6) for s, _ in spans}) == len(spans) == 3
 
 
@@ -112,7 +112,7 @@ def test_gamma_comes_from_the_algorithm_config(loop_outputs, response_length):
     rewards, mask = data.batch["token_level_rewards"], data.batch["response_mask"]
     _, returns_1 = fn(token_level_rewards=rewards, response_mask=mask, config=AlgoConfig(gamma=1.0))
     _, returns_05 = fn(token_level_rewards=rewards, response_mask=mask, config=AlgoConfig(gamma=0.5))
-    first_turn = loop_outputs[0].extra_fields["turn_spans"][0][0]
+    first_turn = loop_outputs[0].extra_fields["extras"]["turn_spans"][0][0]
     scores = loop_outputs[0].extra_fields["turn_scores"]
     assert float(returns_1[0, first_turn]) == pytest.approx(sum(scores), abs=1e-6)
     assert float(returns_05[0, first_turn]) == pytest.approx(scores[0] + 0.5 * scores[1] + 0.25 * scores[2], abs=1e-6)

@@ -65,7 +65,7 @@ async def test_model_episode_is_token_exact_with_env_tokens_masked(run_loop, mod
     # One verl request per turn, all on one request id, each seeing exactly the sequence so far.
     calls, outputs = model_server.calls, model_server.outputs
     spans = spans_of(out.response_mask)
-    assert [tuple(s) for s in out.extra_fields["turn_spans"]] == spans
+    assert [tuple(s) for s in out.extra_fields["extras"]["turn_spans"]] == spans
     assert len(calls) == len(spans) == out.extra_fields["reward_extra_info"]["gem_turns"] > 1
     assert len({c["request_id"] for c in calls}) == 1
     full = out.prompt_ids + out.response_ids
@@ -139,7 +139,7 @@ async def test_concurrent_samples_share_the_loop_with_one_request_id_each(make_a
     assert len({c["request_id"] for c in model_server.calls}) == 3
     # verl's priority reaches the vLLM server (as in ToolAgentLoop, 0 is not sent).
     assert sorted(c.get("priority", 0) for c in model_server.calls) == [0, 0, 1, 1, 2, 2]
-    assert [o.extra_fields["env_seed"] for o in outs] == [0, 1, 2]
+    assert [o.extra_fields["extras"]["env_seed"] for o in outs] == [0, 1, 2]
     assert all(set(o.extra_fields) == set(outs[0].extra_fields) for o in outs)  # verl keeps the first sample's keys
 
 

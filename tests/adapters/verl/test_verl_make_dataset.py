@@ -42,7 +42,7 @@ async def test_a_collated_dataset_batch_runs_through_the_agent_loop(train_parque
     for i in range(len(batch)):
         row = {k: v[i] for k, v in batch.non_tensor_batch.items() if k != "agent_name"}
         out = await make_agent_loop(model_server, max_turns=1, max_new_tokens=6).run(sampling_params, **row)
-        assert out.extra_fields["env_id"] == "game:Wordle-v0-easy" and out.extra_fields["env_seed"] == 10 + i
+        assert out.extra_fields["extras"]["env_id"] == "game:Wordle-v0-easy" and out.extra_fields["extras"]["env_seed"] == 10 + i
 
 
 def test_env_kwargs_reach_the_env(tmp_path, trainer_config, tiny_tokenizer):

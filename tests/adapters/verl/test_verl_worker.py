@@ -49,7 +49,7 @@ async def test_legacy_worker_generate_sequences_runs_gem_rows(worker_config, mod
     response_length = worker_config.actor_rollout_ref.rollout.response_length
     assert out.batch["responses"].shape == (2, response_length)
     assert "rollout_log_probs" in out.batch.keys() and "rm_scores" in out.batch.keys()
-    assert list(out.non_tensor_batch["env_seed"]) == [0, 1]
+    assert [e["env_seed"] for e in out.non_tensor_batch["extras"]] == [0, 1]
     # The legacy (v0) worker pads outputs itself: the episode return sits on the last response token.
     for i, turn_scores in enumerate(out.non_tensor_batch["turn_scores"]):
         last = int(out.batch["attention_mask"][i, -response_length:].sum()) - 1
@@ -93,7 +93,7 @@ async def test_v1_worker_stores_per_turn_rm_scores_and_v1_advantages_match_core_
     for field in stored:
         rm_scores, mask = field["rm_scores"], field["response_mask"]
         extra = field["extra_fields"]
-        ends = [end - 1 for _, end in extra["turn_spans"]]
+        ends = [end - 1 for _, end in extra["extras"]["turn_spans"]]
         assert np.flatnonzero(rm_scores.numpy()).tolist() == ends
         assert rm_scores[ends].tolist() == pytest.approx(extra["turn_scores"])
         assert all(int(mask[e]) == 1 for e in ends)
@@ -113,7 +113,7 @@ async def test_v1_worker_stores_per_turn_rm_scores_and_v1_advantages_match_core_
     normalized = return_batch_normalize(np.concatenate(returns))
     offset = 0
     for i, (field, g) in enumerate(zip(stored, returns)):
-        spans = [tuple(s) for s in field["extra_fields"]["turn_spans"]]
+        spans = [tuple(s) for s in field["extra_fields"]["extras"]["turn_spans"]]
         expected = turn_to_token_advantages(normalized[offset : offset + len(g)], spans, width)
         np.testing.assert_allclose(data.batch["advantages"][i].numpy(), expected, rtol=1e-5, atol=1e-6)
         offset += len(g)
