@@ -22,6 +22,7 @@ ones today).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +31,7 @@ from gem_core.tools.tags import tag_spans
 
 __all__ = [
     "CALL_FORMATS",
+    "MAX_CALL_DEPTH",
     "CallParser",
     "NativeCall",
     "call_format_for",
@@ -49,7 +51,46 @@ class NativeCall:
     error: str | None = None
 
 
+#: The deepest nesting of arrays and objects a call may have (the call object itself counts one). Python's
+#: ``json`` recurses once per level: a kilobyte of brackets would exhaust the interpreter's stack, so
+#: deeper text is refused before it is parsed, as a malformed call. No tool's arguments come near it.
+MAX_CALL_DEPTH = 100
+_JSON_STRUCTURE = re.compile(r'[\[\]{}"\\]')
+
+
+def _too_deep(text: str, limit: int = MAX_CALL_DEPTH) -> bool:
+    """Whether JSON ``text`` nests arrays and objects more than ``limit`` deep (brackets inside strings do
+    not count), found in one pass over its structural characters, without recursion."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    depth, in_string, escaped_until = 0, False, -1
+    for found in _JSON_STRUCTURE.finditer(text):
+        position, char = found.start(), found.group()
+        if position < escaped_until:
+            continue  # the character a backslash escapes
+        if in_string:
+            if char == "\\":
+                escaped_until = position + 2
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif char in "]}":
+            depth = max(depth - 1, 0)
+    return False
+
+
+def _depth_error(what: str = "tool call") -> str:
+    return f"{what} is nested more than {MAX_CALL_DEPTH} levels deep"
+
+
 def _load_call(text: str, span: tuple[int, int], arguments_key: str = "arguments") -> NativeCall:
+    if _too_deep(text):
+        return NativeCall("", {}, span, _depth_error())
     try:
         payload = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -58,6 +99,8 @@ def _load_call(text: str, span: tuple[int, int], arguments_key: str = "arguments
         return NativeCall("", {}, span, 'tool call must be a JSON object with a "name" string')
     arguments = payload.get(arguments_key, payload.get("arguments", payload.get("parameters", {})))
     if isinstance(arguments, str):  # some models emit the arguments as a JSON string
+        if _too_deep(arguments, MAX_CALL_DEPTH - 1):
+            return NativeCall(payload["name"], {}, span, _depth_error(f'"{arguments_key}"'))
         try:
             arguments = json.loads(arguments)
         except json.JSONDecodeError:
@@ -115,6 +158,8 @@ def _parse_mistral(action: str) -> list[NativeCall]:
     if not stripped.startswith("[") or (start < 0 and not stripped.endswith("]")):
         return []
     span = (max(start, 0), len(action))
+    if _too_deep(stripped):
+        return [NativeCall("", {}, span, _depth_error("tool call list"))] if start >= 0 else []
     try:
         payload = json.loads(stripped)
     except json.JSONDecodeError as exc:
@@ -176,13 +221,13 @@ def response_template_parser(tokenizer: Any) -> CallParser | None:
         span = (0, len(action))
         try:
             message = parse_response(action, spec, prefix=prefix)
+            functions = [raw.get("function", raw) if isinstance(raw, dict) else {} for raw in message.get("tool_calls") or []]
+            texts = [json.dumps(function) for function in functions]
         except ValueError as exc:  # a malformed region (e.g. invalid JSON in a tool call)
-            return [NativeCall("", {}, span, f"tool call could not be parsed: {str(exc).splitlines()[0]}")]
-        calls = []
-        for raw in message.get("tool_calls") or []:
-            function = raw.get("function", raw) if isinstance(raw, dict) else {}
-            calls.append(_load_call(json.dumps(function), span))
-        return calls
+            return [NativeCall("", {}, span, f"tool call could not be parsed: {(str(exc).splitlines() or [''])[0]}")]
+        except RecursionError:  # transformers' parser and json recurse once per level of nesting
+            return [NativeCall("", {}, span, _depth_error())]
+        return [_load_call(text, span) for text in texts]
 
     return parse
 

@@ -139,6 +139,7 @@ def test_changes_need_an_identified_customer_who_owns_the_order():
         ("<tool_call>{not json}</tool_call>", "Invalid tool call (tool call is not valid JSON"),
         ('<tool_call>{"arguments": {}}</tool_call>', "Invalid tool call"),
         ('<tool_call>{"name": 3, "arguments": []}</tool_call>', "Invalid tool call"),
+        ('<tool_call>{"name": "get_order_details", "arguments": {"order_id": ' + "[" * 1000 + "]" * 1000 + "}}</tool_call>", "Invalid tool call (tool call is nested"),
     ],
 )
 def test_a_malformed_tool_call_costs_the_format_penalty(action, message):
