@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 import zlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 __all__ = [
@@ -178,16 +178,17 @@ def _decode_errors() -> type[BaseException] | tuple[type[BaseException], ...]:
     return brotli.error if brotli is not None else ()
 
 
-def capped_transport(inner: Any, max_bytes: int | None) -> Any:
+def capped_transport(inner: Any, max_bytes: int | None, on_refused: Callable[[Exception], None] | None = None) -> Any:
     """An httpx (or httpx2) async transport around ``inner`` whose answers are decoded here, under the cap.
 
     The answer handed to the client carries no ``Content-Encoding`` (its body is already decoded), so
     the client's own unbounded decoder never runs. Bodies of ``text/event-stream`` answers (long-lived
     event streams) have no total, only the 64 KiB piece bound; every other body raises
-    :class:`ResponseTooLarge` past ``max_bytes`` while it is read.
+    :class:`ResponseTooLarge` past ``max_bytes`` while it is read. ``on_refused`` hears of every answer
+    refused (for clients such as MCP's that log transport errors instead of raising them).
     """
     library = sys.modules[type(inner).__module__.split(".")[0]]
-    return _transport_class(library)(inner, max_bytes)
+    return _transport_class(library)(inner, max_bytes, on_refused)
 
 
 _TRANSPORT_CLASSES: dict[str, type] = {}
@@ -199,8 +200,8 @@ def _transport_class(library: Any) -> type:
         return cached
 
     class DecodedStream(library.AsyncByteStream):
-        def __init__(self, raw: Any, decoder: BoundedDecoder):
-            self._raw, self._decoder = raw, decoder
+        def __init__(self, raw: Any, decoder: BoundedDecoder, refused: Callable[[Exception], None]):
+            self._raw, self._decoder, self._refused = raw, decoder, refused
 
         async def __aiter__(self) -> AsyncIterator[bytes]:
             try:
@@ -209,15 +210,24 @@ def _transport_class(library: Any) -> type:
                         yield piece
                 for piece in self._decoder.flush():
                     yield piece
+            except ResponseTooLarge as error:
+                self._refused(error)
+                raise
             except (zlib.error, _decode_errors()) as error:
-                raise UnsupportedEncoding(f"the body is not valid {self._decoder.coding} data ({error})") from None
+                refusal = UnsupportedEncoding(f"the body is not valid {self._decoder.coding} data ({error})")
+                self._refused(refusal)
+                raise refusal from None
 
         async def aclose(self) -> None:
             await self._raw.aclose()
 
     class CappedTransport(library.AsyncBaseTransport):
-        def __init__(self, inner: Any, max_bytes: int | None):
-            self.inner, self.max_bytes = inner, max_bytes
+        def __init__(self, inner: Any, max_bytes: int | None, on_refused: Callable[[Exception], None] | None):
+            self.inner, self.max_bytes, self.on_refused = inner, max_bytes, on_refused
+
+        def _refused(self, error: Exception) -> None:
+            if self.on_refused is not None:
+                self.on_refused(error)
 
         async def handle_async_request(self, request: Any) -> Any:
             request.headers["Accept-Encoding"] = accept_encoding()
@@ -225,13 +235,13 @@ def _transport_class(library: Any) -> type:
             try:
                 streaming = response.headers.get("content-type", "").split(";")[0].strip().lower() == "text/event-stream"
                 decoder = BoundedDecoder(response.headers.get("content-encoding"), None if streaming else self.max_bytes)
-            except UnsupportedEncoding:
+            except UnsupportedEncoding as error:
+                self._refused(error)
                 await response.aclose()
                 raise
             headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in ("content-encoding", "content-length")]
-            return library.Response(
-                response.status_code, headers=headers, stream=DecodedStream(response.stream, decoder), extensions=response.extensions
-            )
+            stream = DecodedStream(response.stream, decoder, self._refused)
+            return library.Response(response.status_code, headers=headers, stream=stream, extensions=response.extensions)
 
         async def aclose(self) -> None:
             await self.inner.aclose()

@@ -6,6 +6,9 @@ Two things it does not do are added here:
 
 * **a deadline per request**: httpx's timeouts (and so openai's) bound each read, so a server that
   trickles one byte a second never trips them; :class:`DeadlineTransport` bounds the whole answer.
+* **a cap on the answer's decoded size**: httpx inflates each received chunk whole, so a 2 KB answer
+  marked ``Content-Encoding: gzip, gzip`` becomes a gigabyte; :class:`DeadlineTransport` decodes the
+  body itself under ``max_response_bytes`` (:mod:`gem_core.http_limits`) and refuses stacked encodings.
 * **a checked reply**: the SDK builds its response objects without validating them, so a server that
   sends ``"usage": "abc"`` or ``"content": 5`` would surface later as an ``AttributeError``; the reply's
   JSON is checked here and a malformed one raises :class:`EndpointError` naming the field.
@@ -25,6 +28,8 @@ from typing import Any
 import httpx
 import openai
 
+from gem_core.http_limits import ResponseTooLarge, UnsupportedEncoding, accept_encoding, read_capped
+
 __all__ = ["ChatEndpoint", "ChatReply", "DeadlineTransport", "EndpointError"]
 
 
@@ -41,22 +46,35 @@ class ChatReply:
 
 
 class DeadlineTransport(httpx.AsyncBaseTransport):
-    """Wraps a transport so that the whole answer (headers and body) must arrive within ``seconds``.
+    """Wraps a transport so that the whole answer (headers and body) must arrive within ``seconds``
+    and decode to at most ``max_bytes``.
 
-    Past the deadline it raises ``httpx.ReadTimeout``, which openai counts as a timeout and retries.
+    Past the deadline it raises ``httpx.ReadTimeout``, which openai counts as a timeout and retries. An
+    answer over ``max_bytes`` decoded, or with a stacked or unknown ``Content-Encoding``, raises
+    ``httpx.DecodingError`` naming the cause (openai retries it as a connection error, then
+    :class:`EndpointError` names it).
     """
 
-    def __init__(self, inner: httpx.AsyncBaseTransport, seconds: float):
-        self.inner, self.seconds = inner, seconds
+    def __init__(self, inner: httpx.AsyncBaseTransport, seconds: float, max_bytes: int = 64 << 20):
+        self.inner, self.seconds, self.max_bytes = inner, seconds, max_bytes
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         async def whole_answer() -> httpx.Response:
+            request.headers["Accept-Encoding"] = accept_encoding()
             response = await self.inner.handle_async_request(request)
             try:
-                await response.aread()  # the body is kept on the response; the client reads it from there
+                if response.is_stream_consumed:  # an in-memory answer (httpx.MockTransport), decoded already
+                    body = response.content
+                    if len(body) > self.max_bytes:
+                        raise ResponseTooLarge(f"the answer is over the cap of {self.max_bytes} bytes decoded; it was dropped")
+                else:  # raw bytes decoded here under the cap; the client gets the decoded body and no encoding
+                    body = await read_capped(response.aiter_raw(), response.headers.get("content-encoding"), self.max_bytes)
+            except (ResponseTooLarge, UnsupportedEncoding) as error:
+                raise httpx.DecodingError(str(error), request=request) from error
             finally:
                 await response.aclose()
-            return response
+            headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in ("content-encoding", "content-length")]
+            return httpx.Response(response.status_code, headers=headers, content=body, extensions=response.extensions)
 
         try:
             return await asyncio.wait_for(whole_answer(), self.seconds)
@@ -81,6 +99,7 @@ class ChatEndpoint:
         extra_body: merged into every request (e.g. ``{"top_k": 20}`` for vLLM, or
             ``{"chat_template_kwargs": {"enable_thinking": False}}``).
         transport: the httpx transport under the deadline (tests pass ``httpx.MockTransport``).
+        max_response_bytes: the largest answer accepted, counted decoded (a compression bomb stops there).
     """
 
     def __init__(
@@ -94,6 +113,7 @@ class ChatEndpoint:
         max_in_flight: int = 32,
         extra_body: dict[str, Any] | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        max_response_bytes: int = 64 << 20,
     ):
         if max_in_flight < 1:
             raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}.")
@@ -112,7 +132,7 @@ class ChatEndpoint:
             api_key=api_key or "EMPTY",  # openai requires a key; local servers ignore it (vLLM's docs use "EMPTY")
             timeout=timeout,
             max_retries=max_retries,
-            http_client=httpx.AsyncClient(transport=DeadlineTransport(inner, timeout), timeout=timeout),
+            http_client=httpx.AsyncClient(transport=DeadlineTransport(inner, timeout, max_response_bytes), timeout=timeout),
         )
         self._in_flight = asyncio.Semaphore(max_in_flight)
 

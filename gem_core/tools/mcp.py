@@ -61,11 +61,44 @@ def _parse_call_body(body: str) -> tuple[dict[str, Any] | None, str | None]:
     return {"name": data["name"], "arguments": arguments}, None
 
 
-def _client_source(server: Any) -> Any:
-    """What to hand ``fastmcp.Client``: a ``.py`` path becomes a stdio transport, URLs and configs pass."""
-    if isinstance(server, str) and not server.startswith(("http://", "https://")) and server.endswith(".py"):
+def _client_source(server: Any, max_response_bytes: int, on_refused: Any = None) -> Any:
+    """What to hand ``fastmcp.Client``: a ``.py`` path becomes a stdio transport, an ``http(s)`` URL a
+    transport whose answers are decoded under ``max_response_bytes``; configs and server objects pass."""
+    if isinstance(server, str) and server.startswith(("http://", "https://")):
+        from urllib.parse import urlsplit
+
+        from fastmcp.client.transports import SSETransport, StreamableHttpTransport
+
+        factory = _capped_client_factory(max_response_bytes, on_refused)
+        transport = SSETransport if urlsplit(server).path.rstrip("/").endswith("/sse") else StreamableHttpTransport
+        return transport(server, httpx_client_factory=factory)
+    if isinstance(server, str) and server.endswith(".py"):
         return Path(server)
     return server
+
+
+def _capped_client_factory(max_response_bytes: int, on_refused: Any) -> Any:
+    """An ``httpx_client_factory`` for fastmcp: its client decodes every answer under the cap.
+
+    httpx inflates each received chunk whole before anyone can count it (a 2 KB ``gzip, gzip`` answer
+    becomes a gigabyte); :func:`gem_core.http_limits.capped_transport` decodes under the cap instead.
+    """
+
+    def factory(headers: Any = None, timeout: Any = None, auth: Any = None, **kwargs: Any) -> Any:
+        import httpx2
+
+        from gem_core.http_limits import capped_transport
+
+        return httpx2.AsyncClient(
+            headers=headers,
+            auth=auth,
+            # MCP's defaults: 30 s to connect and send, 300 s between reads of a held-open event stream.
+            timeout=timeout if timeout is not None else httpx2.Timeout(30.0, read=300.0),
+            transport=capped_transport(httpx2.AsyncHTTPTransport(), max_response_bytes, on_refused),
+            **kwargs,
+        )
+
+    return factory
 
 
 def _result_text(result: Any) -> str:
@@ -88,11 +121,23 @@ class MCPTool:
         connect_timeout: seconds to start the server and list its tools.
         max_chars: observation length kept from a result.
         reconnects: new sessions tried for one call whose session broke (the server died or hung up).
+        max_response_bytes: the largest HTTP answer read from an ``http(s)://`` server, counted decoded
+            (a compression bomb stops there; stacked ``Content-Encoding``s are refused). Event streams
+            are not capped in total, only in what is held at once.
     """
 
     name = "mcp"
 
-    def __init__(self, server: Any, *, timeout: float = 30.0, connect_timeout: float = 60.0, max_chars: int = 4000, reconnects: int = 2):
+    def __init__(
+        self,
+        server: Any,
+        *,
+        timeout: float = 30.0,
+        connect_timeout: float = 60.0,
+        max_chars: int = 4000,
+        reconnects: int = 2,
+        max_response_bytes: int = 8 << 20,
+    ):
         import fastmcp  # noqa: F401  (fail at setup, not mid-episode, when the extra is missing)
 
         self.server = server
@@ -100,6 +145,10 @@ class MCPTool:
         self.connect_timeout = connect_timeout
         self.max_chars = max_chars
         self.reconnects = reconnects
+        self.max_response_bytes = max_response_bytes
+        #: The last answer the HTTP transport refused (too large, bad encoding): the MCP client logs such
+        #: errors and waits, so the tool names this cause instead of a bare timeout.
+        self._refusal: Exception | None = None
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -116,7 +165,8 @@ class MCPTool:
 
     # The session lives on a private loop; pickling (process backends) sends the configuration only.
     def __getstate__(self) -> dict[str, Any]:
-        return {key: getattr(self, key) for key in ("server", "timeout", "connect_timeout", "max_chars", "reconnects")}
+        keys = ("server", "timeout", "connect_timeout", "max_chars", "reconnects", "max_response_bytes")
+        return {key: getattr(self, key) for key in keys}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state.pop("server"), **state)
@@ -146,7 +196,7 @@ class MCPTool:
     async def _connect(self) -> tuple[Any, list[dict[str, Any]]]:
         from fastmcp import Client
 
-        client = Client(_client_source(self.server), timeout=self.timeout)
+        client = Client(_client_source(self.server, self.max_response_bytes, self._note_refusal), timeout=self.timeout)
 
         async def open_and_list() -> Any:
             await client.__aenter__()
@@ -169,6 +219,15 @@ class MCPTool:
             for tool in listed
         ]
         return client, tools
+
+    def _note_refusal(self, error: Exception) -> None:
+        self._refusal = error
+
+    def _reason(self, error: BaseException) -> str:
+        refusal, self._refusal = self._refusal, None
+        if refusal is not None:
+            return f"the server's answer was refused: {refusal}"
+        return _reason(error)
 
     @property
     def tools(self) -> list[dict[str, Any]]:
@@ -206,7 +265,7 @@ class MCPTool:
     def _answer(self, call: ToolCall, result: Any = None, error: BaseException | None = None) -> ToolResult:
         info: dict[str, Any] = {"tool_name": call.content["name"]}
         if error is not None:
-            reason = _reason(error)
+            reason = self._reason(error)
             info["error"] = reason
             return ToolResult(f"<tool_response>The call to {call.content['name']!r} failed: {reason}</tool_response>", False, info)
         text = _result_text(result)
@@ -217,7 +276,7 @@ class MCPTool:
         return ToolResult(f"<tool_response>{text}</tool_response>", ok, info)
 
     def _start_failed(self, call: ToolCall, error: BaseException) -> ToolResult:
-        reason = f"the MCP server could not be reached: {_reason(error)}"
+        reason = f"the MCP server could not be reached: {self._reason(error)}"
         return ToolResult(f"<tool_response>The call to {call.content['name']!r} failed: {reason}</tool_response>", False, {"tool_name": call.content["name"], "error": reason})
 
     def execute(self, call: ToolCall) -> ToolResult:
@@ -226,6 +285,7 @@ class MCPTool:
 
     async def aexecute(self, call: ToolCall) -> ToolResult:
         for attempt in range(self.reconnects + 1):
+            self._refusal = None
             try:
                 await asyncio.to_thread(self._start)  # starting the server must not block the caller's loop
             except Exception as error:

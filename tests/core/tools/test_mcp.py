@@ -211,3 +211,21 @@ def test_reconnects_after_the_server_dies_and_close_ends_everything():
     tool.close()  # twice is fine
     assert _settle(lambda: set(_children()) - before) == set()
     assert _mcp_threads() - threads_before == set()
+
+
+@pytest.mark.parametrize("encoding", ["gzip, gzip", "gzip"])
+def test_an_http_server_answering_a_compression_bomb_is_a_tool_error_not_inflated(encoding):
+    from http_bombs import LoopbackServer, gzip_bomb, http_answer, peak_memory
+
+    bomb = gzip_bomb(256 << 20, layers=len(encoding.split(",")))
+    server = LoopbackServer(lambda method, path, body: http_answer(bomb, headers={"Content-Type": "application/json", "Content-Encoding": encoding}))
+    tool = MCPTool(f"{server.url}/mcp", timeout=10, connect_timeout=10, reconnects=0, max_response_bytes=1 << 20)
+    try:
+        with peak_memory() as peak:
+            result = tool.execute(parse_tool_calls('<tool_call>{"name": "add", "arguments": {"a": 1, "b": 2}}</tool_call>')[0])
+        assert not result.ok
+        assert ("stacks 2 encodings" if "," in encoding else "cap of 1048576 bytes") in result.observation, result.observation
+        assert peak[0] < 48 << 20, peak
+    finally:
+        tool.close()
+        server.close()
