@@ -16,7 +16,15 @@ counts). A command that fills the work directory past its cap ends the episode w
 
 Tasks ship as data (``data/<name>/``): ``task.json`` (``{"instructions": ...}``), ``files/`` (copied into
 the working directory), ``check.sh`` (the checker, never visible to the agent: GEM's package data is
-hidden from the sandbox) and ``solution.sh`` (one command that solves it, for tests and demos).
+hidden from the sandbox) and ``solution.sh`` (one command that solves it, for tests and demos). A checker
+that runs the agent's code (``fix_test``, ``make_script``) runs it as a child of a Python process that is
+not dumpable (the child cannot read or rewrite its memory through ``/proc``), reads its program from
+stdin (out of the child's reach) and decides the verdict itself from what the child reports: plain values
+of exact types, so an early ``os._exit(0)`` or an object that claims to equal anything fails.
+
+The working directory is walked, copied and deleted without recursion: a tree of any depth is deleted
+at :meth:`reset` and :meth:`close` (even one past ``PATH_MAX``), and :meth:`get_state` copies paths up to
+:data:`MAX_SNAPSHOT_PATH` characters and refuses a longer one with a ``ValueError`` that says so.
 
 Without bubblewrap the env refuses to start (:class:`~gem_core.tools.sandbox.SandboxUnavailableError`)
 unless ``sandbox="process"`` or ``GEM_SANDBOX=process`` asks for the unisolated mode.
