@@ -15,7 +15,14 @@ v2 memory controller), so the host samples instead, every ``SandboxConfig.sample
 - shared memory the snippet holds: ``RssShmem`` (``Pss_Shmem`` when judging), and the blocks of every
   ``memfd`` file its processes hold open, counted once each. Written with ``write()`` and never mapped,
   a memfd's pages are in no process's RSS: 58 memfds of 16 MiB (``RLIMIT_FSIZE`` each) held 928 MiB
-  under a 256 MiB cap, per process, before they were counted;
+  under a 256 MiB cap, per process, before they were counted (inside bubblewrap the only memfd left is
+  the sealed stdin: the seccomp filter takes ``memfd_create`` away, as a memfd sent over a socket and
+  closed is held by the socket's queue, where no ``/proc`` file shows it);
+- the bytes in use on the sandbox's private ``/tmp`` and ``/dev/shm`` (bwrap mode), from ``statvfs``
+  through ``/proc/PID/root``: tmpfs pages are memory, and a file there can be held by no process at all
+  (unlinked while a unix socket carries it), where neither RSS nor open files find it. Four calls under
+  128 MiB each held 160 MiB that way, until counted. (A file that is also mapped counts twice while its
+  pages are mapped: the sum errs on the side of the cap.)
 - files: inodes in use on the sandbox's ``/tmp`` and ``/dev/shm``, from ``statvfs`` through
   ``/proc/PID/root``;
 - the working directory (``SandboxConfig.work_dir``, a host directory): bytes and entries under it,
@@ -23,15 +30,20 @@ v2 memory controller), so the host samples instead, every ``SandboxConfig.sample
 
 Past a cap the host kills the sandbox and reports ``limit="memory"`` or ``"disk"``. What sampling cannot
 do: stop a burst between two samples (a snippet can touch memory at a few GiB/s, so it may overshoot by
-that rate times the interval before it dies), or see memory that is not anonymous (tmpfs pages, capped
-by the tmpfs size instead).
+that rate times the interval before it dies), or see pages of a shared anonymous mapping (``mmap`` with
+``MAP_SHARED | MAP_ANONYMOUS``, or of ``/dev/zero``) that one process touched and unmapped while another,
+which never touched them, still maps them. System V shared memory, semaphores and message queues, which
+no process holds either, do not exist in the sandbox (:mod:`.syscall_filter`).
 """
 
 from __future__ import annotations
 
 import os
 
-__all__ = ["process_tree", "anonymous_memory", "held_memfd_bytes", "SandboxMonitor", "work_dir_over"]
+__all__ = ["process_tree", "anonymous_memory", "held_memfd_bytes", "tmpfs_bytes", "SandboxMonitor", "work_dir_over"]
+
+#: The sandbox's private tmpfs mounts (bwrap mode): their pages are memory the snippet holds.
+PRIVATE_TMPFS = ("/tmp", "/dev/shm")
 
 
 def _children(pid: int) -> list[int]:
@@ -110,6 +122,22 @@ def held_memfd_bytes(pids: list[int]) -> int:
     return total
 
 
+def tmpfs_bytes(root: str) -> int:
+    """Bytes in use on the private tmpfs mounts below ``root`` (``/proc/PID/root`` of a process inside).
+
+    Allocated blocks, not file sizes: a sparse file costs what was written, and a file unlinked while
+    still open, or in flight on a socket, still counts until it is freed.
+    """
+    total = 0
+    for mount in PRIVATE_TMPFS:
+        try:
+            stats = os.statvfs(root + mount)
+        except OSError:
+            continue
+        total += max(0, stats.f_blocks - stats.f_bfree) * stats.f_frsize
+    return total
+
+
 def _inodes_in_use(path: str) -> int:
     try:
         stats = os.statvfs(path)
@@ -127,6 +155,8 @@ class SandboxMonitor:
             namespace's init, the supervisor; 0 in process mode). Processes below it are the snippet's.
         memory_bytes: the memory cap for all of the snippet's processes together.
         max_files: the inode cap for the private ``/tmp`` and ``/dev/shm`` (None: not checked).
+        count_tmpfs: add the bytes in use on the private ``/tmp`` and ``/dev/shm`` to the snippet's
+            memory (bwrap mode: the process at ``supervisor_depth`` sees them).
     """
 
     #: Samples between two walks of the working directory (a walk costs more than a memory sample).
@@ -141,8 +171,10 @@ class SandboxMonitor:
         work_dir: str | None = None,
         work_bytes: int = 0,
         work_files: int = 0,
+        count_tmpfs: bool = False,
     ):
         self.root, self.supervisor_depth = root, supervisor_depth
+        self.count_tmpfs = count_tmpfs
         self.memory_bytes, self.max_files = memory_bytes, max_files
         self.work_dir, self.work_bytes, self.work_files = work_dir, work_bytes, work_files
         self.peak_memory = 0
@@ -155,19 +187,20 @@ class SandboxMonitor:
         """``"memory"``, ``"disk"`` or None."""
         tree = process_tree(self.root)
         snippet = [pid for pid, depth in tree if depth > self.supervisor_depth]
+        inside = [pid for pid, depth in tree if depth == self.supervisor_depth]
+        root = f"/proc/{inside[0]}/root" if inside else None
         held = held_memfd_bytes(snippet)
+        if self.count_tmpfs and root is not None:
+            held += tmpfs_bytes(root)
         used = held + sum(anonymous_memory(pid) for pid in snippet)
         if used > self.memory_bytes:
             used = held + sum(anonymous_memory(pid, proportional=True) for pid in snippet)
         self.peak_memory = max(self.peak_memory, used)
         if used > self.memory_bytes:
             return "memory"
-        if self.max_files is not None:
-            inside = [pid for pid, depth in tree if depth == self.supervisor_depth]
-            if inside:
-                root = f"/proc/{inside[0]}/root"
-                if _inodes_in_use(root + "/tmp") + _inodes_in_use(root + "/dev/shm") > self.max_files:
-                    return "disk"
+        if self.max_files is not None and root is not None:
+            if sum(_inodes_in_use(root + mount) for mount in PRIVATE_TMPFS) > self.max_files:
+                return "disk"
         self._samples += 1
         if self.work_dir is not None and self._samples % self.WORK_DIR_EVERY == 1:
             if work_dir_over(self.work_dir, self.work_bytes, self.work_files):

@@ -4,9 +4,11 @@ This file is never imported by the host. :mod:`gem_core.tools.sandbox.worker` pa
 ``python -I -S -c`` inside the sandbox, where the project's files are not visible, so it uses the
 standard library only. Protocol, all over pipes the host created:
 
-1. argv: ``STATUS_FD DROP_TO_UID PRELOAD SITE_DIRS`` (``DROP_TO_UID`` is 0 for "keep the uid";
+1. argv: ``STATUS_FD DROP_TO_UID PRELOAD SITE_DIRS STDIN_FD`` (``DROP_TO_UID`` is 0 for "keep the uid";
    ``PRELOAD`` a comma-separated list of modules to import before the worker reports ready;
-   ``SITE_DIRS`` the interpreter's site-packages, joined by ``os.pathsep``: ``-S`` skips ``site``).
+   ``SITE_DIRS`` the interpreter's site-packages, joined by ``os.pathsep``: ``-S`` skips ``site``;
+   ``STDIN_FD`` an empty memfd made by the host, for the snippet's stdin: the seccomp filter takes
+   ``memfd_create`` away before this program starts).
 2. The supervisor writes ``R`` on the status fd once ready, then reads one request from stdin: a line
    with its length in bytes, then that many bytes of JSON:
    ``{"code", "stdin", "memory_mb", "cpu_seconds", "file_mb", "processes", "open_files", "call"?,
@@ -80,11 +82,23 @@ def _apply_limits(request):
     _limit(resource.RLIMIT_NPROC, int(request["processes"]))
 
 
-def _install_stdin(data):
-    """Give the snippet ``data`` as its stdin, on fd 0 too so child processes see it."""
-    fd = os.memfd_create("stdin")
-    os.write(fd, data.encode("utf-8", "replace"))
+def _stdin_file():
+    """An empty memfd for a snippet's stdin, made while ``memfd_create`` is still allowed (the seccomp
+    filter takes it away: a memfd sent over a socket and closed is memory no process holds)."""
+    return os.memfd_create("stdin", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+
+
+def _install_stdin(data, fd):
+    """Give the snippet ``data`` as its stdin, on fd 0 too so child processes see it: the memfd ``fd``
+    (from :func:`_stdin_file`), filled then sealed, so the snippet cannot write, grow or reuse it to hold
+    memory of its own."""
+    import fcntl
+
+    view = memoryview(data.encode("utf-8", "replace"))
+    while view:
+        view = view[os.write(fd, view):]
     os.lseek(fd, 0, os.SEEK_SET)
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_WRITE | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL)
     os.dup2(fd, 0)
     os.close(fd)
     sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8", errors="replace")
@@ -130,8 +144,8 @@ def _preload(site_dirs, preload):
 
 def main():
     status_fd, drop_to_uid, preload = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-    site_dirs = sys.argv[4] if len(sys.argv) > 4 else ""
-    _close_inherited_fds({status_fd})
+    site_dirs, stdin_fd = sys.argv[4], int(sys.argv[5])
+    _close_inherited_fds({status_fd, stdin_fd})
     _prctl(_PR_SET_DUMPABLE, 0)
     # Orphans of the snippet (daemons) become the supervisor's, so the host finds them in its tree.
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
@@ -148,8 +162,9 @@ def main():
         os.close(status_fd)
         os.close(report_read)
         del request["max_returned_bytes"]
-        _run_snippet(request, report_write, drop_to_uid)  # never returns
+        _run_snippet(request, report_write, drop_to_uid, stdin_fd)  # never returns
     os.close(report_write)
+    os.close(stdin_fd)
     status = _supervise(child, report_read, int(request["max_returned_bytes"]))
     os.write(status_fd, json.dumps(status).encode() + b"\n")
     os._exit(0)
@@ -247,11 +262,11 @@ def _exiting_with(child, claimed, patience=0.002):
         time.sleep(0.00005)  # not a busy loop: woken by the report, this process holds the child's core
 
 
-def _run_snippet(request, report_fd, drop_to_uid):
+def _run_snippet(request, report_fd, drop_to_uid, stdin_fd):
     if drop_to_uid:
         _drop_privileges(drop_to_uid)
     _prctl(_PR_SET_DUMPABLE, 1)  # its own /proc files stay its own (subprocess reads /proc/self/fd)
-    _install_stdin(request["stdin"])
+    _install_stdin(request["stdin"], stdin_fd)
     sys.stdout.reconfigure(line_buffering=True)
     sys.argv = ["<sandbox>"]
     namespace = {"__name__": "__main__", "__builtins__": __builtins__}
@@ -647,13 +662,14 @@ def _serve_call(kernel, fds, limits, uid):
         if uid:
             _drop_privileges(uid)
         kernel.drop_capabilities()  # as root, setuid left the inheritable set: empty it too
+        stdin_fd = _stdin_file()
         kernel.load_seccomp()
         os.write(report_write, b"R")
         request = _read_request(request_fd)
         if request is None:
             os._exit(0)  # the host closed the pool
-        _keep_only_fds({0, 1, 2, report_write})
-        _run_snippet(request, report_write, 0)
+        _keep_only_fds({0, 1, 2, report_write, stdin_fd})
+        _run_snippet(request, report_write, 0, stdin_fd)
     os.close(report_write)
     os.close(request_fd)
     if os.read(report_read, 1) == b"R":  # the snippet's process is ready (else it died setting up)

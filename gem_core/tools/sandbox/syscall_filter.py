@@ -10,6 +10,16 @@ programs (numpy, subprocess, threads) run unchanged. Denied calls fail with ``EP
 with ``ENOSYS`` (its flags sit behind a pointer the filter cannot read), so the C library falls back to
 ``clone``, whose flags it can.
 
+Memory that belongs to no process is not there either (issue 27): ``memfd_create`` and ``memfd_secret``
+(a memfd sent over a unix socket to the sender itself and closed is held by the socket's queue, which
+no ``/proc`` file shows: 512 MiB under a 128 MiB cap), and System V ``shmget``, ``semget`` and ``msgget``
+(a segment filled and detached, semaphore sets and full message queues: 512 MiB of shared memory and
+about 1 GiB of kernel memory under 128 MiB; their limits live in ``/proc/sys/kernel``, which a call
+cannot change in a sandbox per call). They fail with ``ENOSYS``, as on a kernel built without them, so
+programs that probe for them fall back (libffi, for one, to a file). What remains to share memory sits
+on the call's size-capped ``/tmp`` and ``/dev/shm``, counted by :mod:`.accounting`; a snippet's stdin is
+a sealed memfd its worker makes before the filter applies.
+
 bubblewrap loads the compiled program (``--seccomp FD``) just before it starts the worker, so the
 worker and everything it starts run under it; nothing inside can remove a seccomp filter.
 """
@@ -20,7 +30,7 @@ import errno
 import functools
 import tempfile
 
-__all__ = ["DENIED_SYSCALLS", "NAMESPACE_FLAGS", "compiled_filter"]
+__all__ = ["DENIED_SYSCALLS", "ABSENT_SYSCALLS", "NAMESPACE_FLAGS", "compiled_filter"]
 
 #: Calls that fail with EPERM inside the sandbox.
 DENIED_SYSCALLS = (
@@ -36,6 +46,9 @@ DENIED_SYSCALLS = (
     "acct", "swapon", "swapoff", "reboot", "syslog", "iopl", "ioperm", "quotactl", "lookup_dcookie",
     "personality", "vhangup", "settimeofday", "clock_settime", "adjtimex", "clock_adjtime",
 )
+
+#: Calls that fail with ENOSYS inside the sandbox: ways to hold memory outside every process.
+ABSENT_SYSCALLS = ("memfd_create", "memfd_secret", "shmget", "semget", "msgget")
 
 #: ``clone`` flags that make a new namespace (CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID,
 #: NEWNET, NEWTIME).
@@ -59,6 +72,11 @@ def compiled_filter() -> bytes:
             rules.add_rule(denied, name)
         except (RuntimeError, ValueError, OSError):
             continue  # not a syscall on this architecture (iopl on arm64, ...)
+    for name in ABSENT_SYSCALLS:
+        try:
+            rules.add_rule(seccomp.ERRNO(errno.ENOSYS), name)
+        except (RuntimeError, ValueError, OSError):
+            continue  # not a syscall on this architecture
     for flag in NAMESPACE_FLAGS:
         rules.add_rule(denied, "clone", seccomp.Arg(0, seccomp.MASKED_EQ, flag, flag))
     rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")

@@ -81,7 +81,12 @@ class Worker:
             self.workdir = tempfile.mkdtemp(prefix="gem-sandbox-")
             prefix, pass_fds, cwd = [], (status_write,), config.work_dir or self.workdir
         paths = os.pathsep.join(site_dirs(config.python))
-        program = [config.python, "-I", "-S", "-B", "-c", _PROGRAM, str(status_write), str(drop_to_uid), ",".join(preload), paths]
+        # The snippet's stdin: a memfd made here, as the sandbox's seccomp filter forbids making one inside.
+        stdin_file = os.memfd_create("stdin", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        program = [
+            config.python, "-I", "-S", "-B", "-c", _PROGRAM,
+            str(status_write), str(drop_to_uid), ",".join(preload), paths, str(stdin_file),
+        ]
         env = dict(ENV, HOME=self.workdir) if mode == "process" else {}
         try:
             self.process = subprocess.Popen(
@@ -89,13 +94,14 @@ class Worker:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                pass_fds=pass_fds,
+                pass_fds=(*pass_fds, stdin_file),
                 start_new_session=True,
                 cwd=cwd,
                 env=env,
             )
         finally:
             os.close(status_write)
+            os.close(stdin_file)
             if launch is not None:
                 launch.close()
 
@@ -168,6 +174,7 @@ class Worker:
             work_dir=self.config.work_dir,
             work_bytes=self.config.max_work_mb * MIB,
             work_files=self.config.max_work_files,
+            count_tmpfs=self.mode == "bwrap",
         )
         pidfd = os.pidfd_open(process.pid)
         try:

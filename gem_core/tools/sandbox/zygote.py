@@ -234,7 +234,9 @@ class Zygote:
             if pid is None:
                 return SandboxResult("", "", None, True, "time", self.mode, time.monotonic() - start)
             # Below the call's PID 1: the snippet's processes.
-            monitor = SandboxMonitor(pid, supervisor_depth=0, memory_bytes=int(request["memory_mb"]) * MIB, max_files=None)
+            monitor = SandboxMonitor(
+                pid, supervisor_depth=0, memory_bytes=int(request["memory_mb"]) * MIB, max_files=None, count_tmpfs=True
+            )
             watched = watch(call.stdout, call.stderr, call.status.fileno(), None, start + timeout, config, lambda _lines: monitor)
         finally:
             if pidfd is not None:

@@ -343,13 +343,15 @@ def test_nothing_is_writable_but_the_private_tmp(sandbox_run):
     assert sandbox_run(code).stdout == "tmp writable\n"
 
 
-def test_memory_in_memfd_files_counts_toward_the_cap(sandbox_run):
+def test_memory_in_memfd_files_is_never_held(sandbox_run):
     # Written with write() and never mapped, memfd pages are in no RSS: 928 MiB stayed held under a
-    # 256 MiB cap (58 files of 16 MiB, RLIMIT_FSIZE each), and forked copies would multiply it.
+    # 256 MiB cap (58 files of 16 MiB, RLIMIT_FSIZE each), and forked copies would multiply it. Counted
+    # while open, they still escaped once sent over a socket and closed (issue 27): memfd_create is gone.
     code = (
         "import os, time\nfds = []\nchunk = b'x' * (1 << 20)\n"
         "for i in range(58):\n    fd = os.memfd_create(f'm{i}')\n    for _ in range(16):\n        os.write(fd, chunk)\n    fds.append(fd)\n"
         "print('held', flush=True)\ntime.sleep(5)"
     )
     result = sandbox_run(code, memory_mb=256, timeout=20)
-    assert result.limit == "memory" and "held" not in result.stdout, result
+    assert "held" not in result.stdout and not result.ok, result
+    assert result.limit == "memory" or "Function not implemented" in result.stderr, result

@@ -3,8 +3,8 @@ unprivileged user").
 
 Run as root, the sandbox takes another path: no user namespace of bubblewrap's own, each call under a
 fresh uid. Users without root get bubblewrap's unprivileged path (``--unshare-user``: the snippet keeps
-the caller's uid, mapped), which this test exercises by re-running ``test_sandbox_hostile.py`` and
-``test_sandbox_hardening.py`` as uid 65534 (``setpriv``). Run by a user that is not root, the suite
+the caller's uid, mapped), which this test exercises by re-running ``test_sandbox_hostile.py``,
+``test_sandbox_hardening.py`` and ``test_sandbox_shared_memory.py`` as uid 65534 (``setpriv``). Run by a user that is not root, the suite
 itself already takes that path and this test skips.
 
 The interpreter must be readable by that user. Where it lies under a directory only root may enter
@@ -26,7 +26,11 @@ from pathlib import Path
 import pytest
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
-SUITE = ["tests/core/tools/test_sandbox_hostile.py", "tests/core/tools/test_sandbox_hardening.py"]
+SUITE = [
+    "tests/core/tools/test_sandbox_hostile.py",
+    "tests/core/tools/test_sandbox_hardening.py",
+    "tests/core/tools/test_sandbox_shared_memory.py",
+]
 NOBODY = 65534
 SETPRIV = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
 

@@ -1,0 +1,238 @@
+"""Memory a snippet holds outside any process (issue 27.3): System V shared memory detached after it was
+filled, semaphore sets and message queues (kernel memory), ``memfd`` files sent over a unix socket to
+itself and closed, and files of the private ``/tmp`` and ``/dev/shm`` unlinked while in flight. None of it
+shows in a process's resident memory; before the fix a call under ``memory_mb=128`` held all 512 MiB it
+asked for (2 GiB for four calls at once).
+
+Each case runs four calls at once, on the zygote and on a sandbox per call, and checks both what each
+call says it held and, where the kernel shows it, the host's ``Shmem`` (``/proc/meminfo``): a call holds
+at most 1.1 x ``memory_mb``, or is stopped with ``limit="memory"``. ``test_sandbox_unprivileged.py``
+runs this file again as an unprivileged user.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+
+import pytest
+
+from gem_core.tools.sandbox import SandboxConfig, SandboxPool, SandboxResult, run_python
+
+MEMORY_MB = 128
+CALLS = 4
+#: What each call tries to hold, in MiB: four times its cap.
+ATTEMPT_MB = 512
+HOLD_SECONDS = 2
+
+
+def shmem_mib() -> float:
+    with open("/proc/meminfo") as meminfo:
+        for line in meminfo:
+            if line.startswith("Shmem:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("/proc/meminfo has no Shmem line")
+
+
+class ParallelCalls:
+    """Runs one snippet as ``CALLS`` calls at once and samples the host's ``Shmem`` meanwhile."""
+
+    def __init__(self, run):
+        self.run = run
+        self.peak_shmem_delta = 0.0
+
+    def __call__(self, code: str, timeout: float = 20.0) -> list[SandboxResult]:
+        results: list[SandboxResult | None] = [None] * CALLS
+        base = shmem_mib()
+        done = threading.Event()
+
+        def sample() -> None:
+            while not done.wait(0.005):
+                self.peak_shmem_delta = max(self.peak_shmem_delta, shmem_mib() - base)
+
+        def call(index: int) -> None:
+            results[index] = self.run(code, memory_mb=MEMORY_MB, timeout=timeout)
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        callers = [threading.Thread(target=call, args=(i,)) for i in range(CALLS)]
+        try:
+            for caller in callers:
+                caller.start()
+            for caller in callers:
+                caller.join(timeout + 30)
+        finally:
+            done.set()
+            sampler.join()
+        assert all(result is not None for result in results), "a call never returned"
+        return results
+
+
+@pytest.fixture(scope="module", params=["zygote", "sandbox per call"])
+def parallel(request, bwrap_mode):
+    if request.param == "zygote":
+        yield ParallelCalls(lambda code, **limits: run_python(code, mode=bwrap_mode, **limits))
+        return
+    pool = SandboxPool(bwrap_mode, SandboxConfig(pool_size=CALLS, zygote=False))
+    yield ParallelCalls(pool.run)
+    pool.close()
+
+
+def held_mib(result: SandboxResult) -> float:
+    """What the snippet reported holding (its last ``held N`` line), 0 if it reported nothing."""
+    found = re.findall(r"^held (\d+(?:\.\d+)?)$", result.stdout, re.MULTILINE)
+    return float(found[-1]) if found else 0.0
+
+
+def assert_each_call_within_its_cap(results: list[SandboxResult]) -> None:
+    for result in results:
+        assert not result.timed_out, result
+        if result.limit != "memory":
+            assert held_mib(result) <= 1.1 * MEMORY_MB, f"held {held_mib(result)} MiB under a {MEMORY_MB} MiB cap: {result}"
+
+
+SYSV_SHM = f"""
+import ctypes, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+libc.shmdt.argtypes = [ctypes.c_void_p]
+segment = 4 << 20
+held = 0
+for _ in range({ATTEMPT_MB} // 4):
+    sid = libc.shmget(0, segment, 0o600)  # IPC_PRIVATE
+    if sid < 0:
+        print('shmget failed, errno', ctypes.get_errno(), flush=True)
+        break
+    address = libc.shmat(sid, None, 0)
+    if address is None or address == ctypes.c_void_p(-1).value:
+        print('shmat failed, errno', ctypes.get_errno(), flush=True)
+        break
+    ctypes.memset(address, 1, segment)
+    libc.shmdt(ctypes.c_void_p(address))  # detached: in no process's memory any more
+    held += 4
+print('held', held, flush=True)
+time.sleep({HOLD_SECONDS})
+"""
+
+
+def test_system_v_shared_memory_detached_after_filling_is_held_within_the_cap(parallel):
+    results = parallel(SYSV_SHM)
+    assert_each_call_within_its_cap(results)
+    assert parallel.peak_shmem_delta <= 1.1 * MEMORY_MB * CALLS, f"the host's Shmem grew by {parallel.peak_shmem_delta:.0f} MiB"
+
+
+SYSV_SEMAPHORES_AND_QUEUES = f"""
+import ctypes, time
+libc = ctypes.CDLL(None, use_errno=True)
+# Kernel memory: a semaphore costs at least 64 bytes (struct sem), a full queue holds 16 KiB (msgmnb).
+sems_per_set, held = 32000, 0.0
+for _ in range(int({ATTEMPT_MB} * 2**20 / (sems_per_set * 64)) + 1):
+    if libc.semget(0, sems_per_set, 0o600) < 0:
+        print('semget failed, errno', ctypes.get_errno(), flush=True)
+        break
+    held += sems_per_set * 64 / 2**20
+message = ctypes.create_string_buffer(8 + 8192)
+message[0] = 1  # mtype 1
+for _ in range({ATTEMPT_MB} * 64):
+    queue = libc.msgget(0, 0o600)
+    if queue < 0:
+        print('msgget failed, errno', ctypes.get_errno(), flush=True)
+        break
+    for _ in range(2):
+        if libc.msgsnd(queue, message, 8192, 0o4000) == 0:  # IPC_NOWAIT
+            held += 8192 / 2**20
+print('held', held, flush=True)
+time.sleep({HOLD_SECONDS})
+"""
+
+
+def test_system_v_semaphores_and_message_queues_hold_no_kernel_memory_past_the_cap(parallel):
+    assert_each_call_within_its_cap(parallel(SYSV_SEMAPHORES_AND_QUEUES, timeout=30))
+
+
+MEMFDS_IN_FLIGHT = f"""
+import os, socket, time
+ours, theirs = socket.socketpair()
+chunk = b'x' * (1 << 20)
+held = 0
+for i in range({ATTEMPT_MB} // 16):
+    try:
+        fd = os.memfd_create(f'm{{i}}')
+        for _ in range(16):
+            os.write(fd, chunk)
+        socket.send_fds(ours, [b'x'], [fd])  # in the socket's queue: held by no process
+        os.close(fd)
+    except OSError as error:
+        print('stopped:', error, flush=True)
+        break
+    held += 16
+print('held', held, flush=True)
+time.sleep({HOLD_SECONDS})
+"""
+
+
+def test_memfds_sent_over_a_socket_and_closed_are_held_within_the_cap(parallel):
+    results = parallel(MEMFDS_IN_FLIGHT)
+    assert_each_call_within_its_cap(results)
+    assert parallel.peak_shmem_delta <= 1.1 * MEMORY_MB * CALLS, f"the host's Shmem grew by {parallel.peak_shmem_delta:.0f} MiB"
+
+
+TMPFS_FILES_IN_FLIGHT = f"""
+import os, socket, time
+ours, theirs = socket.socketpair()
+chunk = b'x' * (1 << 20)
+held = 0
+for directory in ('/tmp', '/dev/shm'):
+    for i in range(4):  # 4 x 14 MiB: under the 64 MiB tmpfs and the 16 MiB file size
+        path = f'{{directory}}/f{{i}}'
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT)
+            for _ in range(14):
+                os.write(fd, chunk)
+            socket.send_fds(ours, [b'x'], [fd])
+            os.unlink(path)
+            os.close(fd)
+        except OSError as error:
+            print('stopped:', error, flush=True)
+            break
+        held += 14
+for _ in range(2):  # and anonymous memory in two more processes
+    if os.fork() == 0:
+        block = bytearray(24 << 20)
+        block[::4096] = b'x' * len(range(0, len(block), 4096))
+        time.sleep({HOLD_SECONDS} + 1)
+        os._exit(0)
+    held += 24
+print('held', held, flush=True)
+time.sleep({HOLD_SECONDS})
+"""
+
+
+def test_private_tmp_files_unlinked_in_flight_count_toward_the_cap(parallel):
+    assert_each_call_within_its_cap(parallel(TMPFS_FILES_IN_FLIGHT))
+
+
+def test_stdin_still_reads_and_cannot_be_grown(bwrap_mode):
+    """stdin is a sealed memfd the worker makes before the seccomp filter: readable, seekable, not a
+    memfd the snippet can fill."""
+    code = (
+        "import os, sys\n"
+        "print(sys.stdin.read().strip())\n"
+        "os.lseek(0, 0, os.SEEK_SET)\n"
+        "print(os.read(0, 5).decode())\n"
+        "for attempt in (lambda: os.write(0, b'y' * 4096), lambda: os.ftruncate(0, 1 << 30)):\n"
+        "    try:\n"
+        "        attempt()\n"
+        "        print('grew')\n"
+        "    except OSError:\n"
+        "        print('refused')\n"
+    )
+    per_call = SandboxPool(bwrap_mode, SandboxConfig(pool_size=0))
+    try:
+        for run in (lambda **kw: run_python(code, mode=bwrap_mode, **kw), lambda **kw: per_call.run(code, **kw)):
+            result = run(stdin="hello world\n", timeout=10)
+            assert result.stdout.split("\n") == ["hello world", "hello", "refused", "refused", ""], result
+    finally:
+        per_call.close()
