@@ -4,12 +4,14 @@ Importing this package does not import oat (which needs vLLM and launchpad); ``G
 ``GemLearner`` are built from oat's classes on first access.
 """
 
-from gem_adapters.oat.actor import GemArgsMixin, GemCollector, OatVersionError, actor_class, check_oat_version, learner_class
+from gem_adapters.oat.actor import (
+    BosTokenError, GemArgsMixin, GemCollector, OatVersionError, actor_class, check_oat_version, learner_class, tokenizer_writing_bos,
+)
 from gem_adapters.oat.policy import ActorPolicy
 from gem_adapters.oat.transitions import oat_transitions
 
-__all__ = ["ActorPolicy", "GemActor", "GemArgsMixin", "GemCollector", "GemLearner", "OatVersionError", "actor_class",
-           "check_oat_version", "learner_class", "oat_transitions"]
+__all__ = ["ActorPolicy", "BosTokenError", "GemActor", "GemArgsMixin", "GemCollector", "GemLearner", "OatVersionError", "actor_class",
+           "check_oat_version", "learner_class", "oat_transitions", "tokenizer_writing_bos"]
 
 
 def __getattr__(name: str):

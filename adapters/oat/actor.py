@@ -7,12 +7,20 @@ episode collection lives in :class:`GemCollector` (plain Python, testable anywhe
 
 The actor reads its settings from oat's args (extend ``PPOArgs`` with :class:`GemArgsMixin`'s fields):
 ``env_id``, ``num_env`` (concurrent episodes), ``max_turns``, ``max_total_tokens``, ``system_prompt``.
+
+oat's ``ActorBase.generate`` asserts that the tokenizer's bos id is in the prompt ids it sent (vLLM adds
+no bos to token-id prompts). Templates that write the bos pass; for one that never writes it (ChatML
+templates of DeepSeek-style tokenizers), the first collection plays episodes with a copy of the
+tokenizer whose template writes ``{{ bos_token }}`` first (:func:`tokenizer_writing_bos`), so the bos
+is part of every prompt vLLM samples from and every prompt the loss sees.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import itertools
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,12 +28,17 @@ from typing import Any
 from packaging.specifiers import SpecifierSet
 
 from gem_core.registry import spec as env_spec
-from gem_core.rollout import SamplingParams, run_episodes
+from gem_core.rollout import ChatTemplate, SamplingParams, run_episodes
 from gem_adapters.framework_version import require_version
 from gem_adapters.oat.policy import ActorPolicy
 from gem_adapters.oat.transitions import oat_transitions
 
-__all__ = ["GemArgsMixin", "GemCollector", "OatVersionError", "actor_class", "learner_class", "check_oat_version"]
+__all__ = [
+    "GemArgsMixin", "GemCollector", "OatVersionError", "BosTokenError", "actor_class", "learner_class", "check_oat_version",
+    "tokenizer_writing_bos",
+]
+
+logger = logging.getLogger(__name__)
 
 SUPPORTED_OAT = SpecifierSet(">=0.2.2,<0.3")
 _INSTALL_HINT = 'Install the supported version with `pip install -e ".[oat]"` (oat-llm==0.2.4, Python 3.10).'
@@ -40,6 +53,53 @@ def check_oat_version() -> str:
     return require_version(
         "oat-llm", SUPPORTED_OAT, OatVersionError, adapter="gem_adapters.oat", feature="PPOMultiTurnActor", hint=_INSTALL_HINT
     )
+
+
+class BosTokenError(ValueError):
+    """The tokenizer has a bos token that oat requires in every prompt, and GEM cannot make the template write it."""
+
+
+def _prompt_ids(tokenizer: Any, system_prompt: str | None) -> list[int]:
+    return ChatTemplate.for_tokenizer(tokenizer, system_prompt=system_prompt).initial_ids("GEM")
+
+
+def tokenizer_writing_bos(tokenizer: Any, system_prompt: str | None = None) -> Any:
+    """``tokenizer``, or a copy whose chat template writes the bos token first if oat needs it and the template omits it.
+
+    oat's ``ActorBase.generate`` asserts ``tokenizer.bos_token_id in prompt_token_ids`` whenever the
+    tokenizer has a bos token; vLLM adds none to prompts given as ids, so the ids the template renders
+    must hold it. The copy shares the tokenizer's vocabulary; only its ``chat_template`` differs, so the
+    episode's prompt ids (sent to vLLM and trained on) start with the bos id.
+
+    Raises:
+        BosTokenError: the bos is still missing with ``{{ bos_token }}`` in front of the template (e.g. a
+            bos token with no id); the message names the tokenizer and the fix.
+    """
+    bos = getattr(tokenizer, "bos_token", None)
+    if not bos:  # oat checks only tokenizers with a bos token
+        return tokenizer
+    bos_id = getattr(tokenizer, "bos_token_id", None)
+    if bos_id is not None and bos_id in _prompt_ids(tokenizer, system_prompt):
+        return tokenizer
+    template = tokenizer.chat_template
+    patched = copy.copy(tokenizer)  # shallow: the same vocabulary and backend, its own chat_template
+    if isinstance(template, dict):  # named templates: the one apply_chat_template picks is any of them
+        patched.chat_template = {name: "{{ bos_token }}" + text for name, text in template.items()}
+    else:
+        patched.chat_template = "{{ bos_token }}" + str(template)
+    name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
+    if bos_id is None or bos_id not in _prompt_ids(patched, system_prompt):
+        raise BosTokenError(
+            f"oat's actor requires the bos token {bos!r} (id {bos_id}) of tokenizer {name!r} in every prompt it sends to "
+            "vLLM, but its chat template does not write it, and prepending '{{ bos_token }}' to the template did not "
+            "help. Give the tokenizer a chat template that starts with '{{ bos_token }}' (tokenizer.chat_template = ...), "
+            "or one whose bos token is a single token of its vocabulary."
+        )
+    logger.warning(
+        "The chat template of %r does not write its bos token %r, which oat's actor requires in every prompt; "
+        "GEM's episodes use the template with the bos first (it is part of every prompt trained on).", name, bos,
+    )
+    return patched
 
 
 @dataclass
@@ -69,6 +129,7 @@ class GemCollector:
     """
 
     _gem_seeds: Any = None
+    _gem_tokenizer: Any = None
 
     def collect_experience(self) -> tuple[list[list[Any]], dict[str, Any]]:
         """Run episodes until ``rollout_batch_size_per_device`` transitions are collected; all finished."""
@@ -77,7 +138,10 @@ class GemCollector:
             env_spec(args.env_id)  # unknown ids fail on the first call with the closest ids
             # Disjoint seed streams per actor, so actors never replay each other's episodes.
             self._gem_seeds = itertools.count(int(getattr(self, "actor_id", 0) or 0) * 10**9)
-        policy = ActorPolicy(self.generate, self.sampling_params, self.tokenizer)
+        if self._gem_tokenizer is None:  # start-up: oat's generate asserts the bos is in every prompt
+            self._gem_tokenizer = tokenizer_writing_bos(self.tokenizer, getattr(args, "system_prompt", None))
+        tokenizer = self._gem_tokenizer
+        policy = ActorPolicy(self.generate, self.sampling_params, tokenizer)
         sampling = SamplingParams(
             max_new_tokens=int(self.sampling_params.max_tokens),
             temperature=float(self.sampling_params.temperature),
@@ -90,7 +154,7 @@ class GemCollector:
             seeds = [next(self._gem_seeds) for _ in range(int(getattr(args, "num_env", 16)))]
             batch = asyncio.run(
                 run_episodes(
-                    args.env_id, policy, self.tokenizer, seeds, concurrency=len(seeds), sampling=sampling,
+                    args.env_id, policy, tokenizer, seeds, concurrency=len(seeds), sampling=sampling,
                     max_turns=getattr(args, "max_turns", None), max_total_tokens=getattr(args, "max_total_tokens", None),
                     system_prompt=getattr(args, "system_prompt", None), history=getattr(args, "history", "as_sampled"),
                 )
@@ -98,7 +162,7 @@ class GemCollector:
             for trajectory in batch:
                 if trajectory.num_turns:
                     trajectories.append(trajectory)
-                    episodes.append(oat_transitions(trajectory, self.tokenizer))
+                    episodes.append(oat_transitions(trajectory, tokenizer))
         count = max(len(trajectories), 1)
         metrics = {  # oat's step averages these into every transition's info, which its learner logs
             "actor/num_episodes": len(episodes),

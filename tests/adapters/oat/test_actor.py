@@ -32,7 +32,7 @@ from oat.utils.deepspeed import DeepspeedStrategy
 from gem_adapters import framework_version
 from gem_adapters.oat import GemArgsMixin, actor_class, learner_class, oat_transitions
 from gem_adapters.oat import actor as actor_module
-from gem_adapters.oat.actor import OatVersionError
+from gem_adapters.oat.actor import BosTokenError, OatVersionError, tokenizer_writing_bos
 from gem_core.registry import UnknownEnvError, make
 from gem_core.rollout import SamplingParams, discounted_returns, run_episode
 from gem_core.testing import ScriptedPolicy, make_tokenizer
@@ -57,10 +57,11 @@ class StandInLLM:
     """``vllm.LLM.generate(prompt_token_ids=..., sampling_params=[...])`` backed by a gem_core policy."""
 
     def __init__(self, policy: Any):
-        self.policy, self.batch_sizes = policy, []
+        self.policy, self.batch_sizes, self.prompts = policy, [], []
 
     def generate(self, prompt_token_ids, sampling_params, lora_request=None, use_tqdm=False):
         self.batch_sizes.append(len(prompt_token_ids))
+        self.prompts.extend(list(p) for p in prompt_token_ids)  # vLLM adds no bos to token-id prompts
         outputs = []
         for prompt, params in zip(prompt_token_ids, sampling_params, strict=True):
             assert params.logprobs == 1 and params.n == 1
@@ -173,6 +174,53 @@ def test_history_as_rendered_gives_each_turn_the_history_the_template_renders():
     assert [t.prompt_ids for t in episode] == [e.context_ids for e in expected]
     assert [t.response_ids for t in episode] == [e.action_ids for e in expected]
     assert "hmm" not in qwen3.decode(episode[1].prompt_ids), "the earlier think block is gone, as at inference"
+
+
+def chatml_with_unwritten_bos():
+    """A DeepSeek-style tokenizer: a bos token, and a ChatML template that never writes it."""
+    tokenizer = copy.deepcopy(make_tokenizer("chatml"))
+    tokenizer.bos_token = "<|begin_of_text|>"
+    assert tokenizer.bos_token_id is not None and "bos_token" not in tokenizer.chat_template
+    return tokenizer
+
+
+@pytest.mark.parametrize("history", ["as_sampled", "as_rendered"])
+def test_a_bos_the_template_never_writes_is_part_of_every_prompt_oat_and_the_loss_see(history):
+    tokenizer = chatml_with_unwritten_bos()
+    actor = make_actor(ScriptedPolicy(tokenizer, ACTIONS), tokenizer, num_env=2, rollout_batch_size_per_device=4, history=history)
+    episodes = actor.step()  # oat's ActorBase.generate asserts the bos id is in the prompt ids it sent
+    transitions = [t for episode in episodes for t in episode]
+    assert transitions and all(t.prompt_ids[0] == tokenizer.bos_token_id for t in transitions)
+    assert all(tokenizer.bos_token_id not in t.prompt_ids[1:] for t in transitions)
+    # Token-exact: each transition's prompt is exactly what vLLM was given for that turn.
+    sent = {tuple(p) for p in actor.llm.prompts}
+    assert all(tuple(t.prompt_ids) in sent for t in transitions)
+    assert actor.tokenizer.chat_template == tokenizer.chat_template, "the actor's own tokenizer is left as it was"
+
+
+def test_tokenizers_oat_accepts_as_they_are_are_used_unchanged():
+    llama3 = make_tokenizer("llama3")  # its template writes the bos
+    assert tokenizer_writing_bos(llama3) is llama3
+    chatml = make_tokenizer("chatml")  # no bos token: oat checks nothing
+    assert tokenizer_writing_bos(chatml) is chatml
+
+
+def test_named_templates_all_get_the_bos():
+    tokenizer = chatml_with_unwritten_bos()
+    tokenizer.chat_template = {"default": tokenizer.chat_template, "tool_use": tokenizer.chat_template}
+    patched = tokenizer_writing_bos(tokenizer)
+    assert all(t.startswith("{{ bos_token }}") for t in patched.chat_template.values())
+    assert not any(t.startswith("{{ bos_token }}") for t in tokenizer.chat_template.values())
+
+
+def test_a_bos_that_cannot_be_written_fails_at_start_up_naming_the_tokenizer_and_fix(monkeypatch):
+    tokenizer = chatml_with_unwritten_bos()
+    tokenizer.name_or_path = "org/deepseek-style"
+    monkeypatch.setattr(actor_module, "_prompt_ids", lambda tokenizer, system_prompt: [tokenizer.bos_token_id + 1])  # the bos never renders
+    actor = make_actor(ScriptedPolicy(tokenizer, ACTIONS), tokenizer)
+    with pytest.raises(BosTokenError, match=r"(?s)org/deepseek-style.*starts with '\{\{ bos_token \}\}'"):
+        actor.step()
+    assert actor.llm.batch_sizes == [], "nothing was sampled"
 
 
 def test_learner_turns_the_episodes_into_oats_training_batch(played, tokenizer):
