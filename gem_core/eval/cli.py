@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gem_core.eval.bounds import BACKEND_BOUNDS, MAX_PLANNED_EPISODES, SETTING_BOUNDS, setting_problem
 from gem_core.settings import environment_value
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ EXAMPLES = """examples:
   gem eval --model Qwen/Qwen3-0.6B --env game:GuessTheNumber-v0-easy --env game:Wordle-v0 --episodes 20
   gem eval --model Qwen/Qwen3-8B --base-url http://127.0.0.1:8000/v1 --env game:Wordle-v0 --concurrency 64
   gem eval --model Qwen/Qwen3-0.6B --env math:GSM8K --episodes 50 --samples 8 --out runs/gsm8k   # pass@1..8
-  gem eval --resume runs/gsm8k          # after a crash or a kill: play only the missing episodes
+  gem eval --resume runs/gsm8k --model Qwen/Qwen3-0.6B   # after a crash or a kill: play only the missing episodes
   gem eval --rescore runs/gsm8k         # after a grader fix: re-grade the stored transcripts
   gem eval --compare runs/a/report.json runs/b/report.json
 """
@@ -73,7 +74,8 @@ def configure_eval_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentP
 
     other = parser.add_argument_group("instead of a new run")
     other.add_argument("--resume", metavar="DIR", help="Continue the interrupted run in DIR (its --out): play only the episodes "
-                       "missing from DIR/episodes.jsonl. Settings not given are the run's; given ones must match it.")
+                       "missing from DIR/episodes.jsonl. Settings not given are the run's; given ones must match it. "
+                       "--model (in-process), --base-url and remote: --env ids are never taken from the run's files: give them.")
     other.add_argument("--rescore", metavar="DIR", help="Re-grade the transcripts of the run in DIR against the current envs (no "
                        "model calls); writes the updated report to --out (default: DIR/rescored) and lists the changed episodes.")
     other.add_argument("--compare", nargs=2, metavar=("A", "B"), help="Print two reports side by side.")
@@ -99,6 +101,8 @@ def configure_eval_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentP
     backend.add_argument("--device", default=None, help="torch device for an in-process model (default: the policy's choice).")
 
     output = parser.add_argument_group("output")
+    output.add_argument("--overwrite", action="store_true",
+                        help="Replace the run already in --out (without it, an --out holding episodes is refused).")
     output.add_argument("--no-plots", action="store_true", help="Skip the PNG plots.")
     output.add_argument("--no-progress", action="store_true", help="No progress bar.")
     return parser
@@ -140,19 +144,88 @@ def missing_modules(args: argparse.Namespace) -> list[str]:
     return [name for name in needed if importlib.util.find_spec(name) is None]
 
 
+#: Flags a resumed run never takes from its run.json: they decide where requests (and the API key) go
+#: and what code is loaded, and a run folder is a file anyone may have edited (issue 27.2).
+FLAGS_NEVER_FROM_FILE = ("base_url",)
+#: The backend whose --model is a path or hub id loaded in-process (loading a model can run code).
+IN_PROCESS_BACKEND = "transformers"
+
+
+def file_choice_refused(args: argparse.Namespace, header: RunHeader) -> str | None:
+    """Why the resumed run cannot go on with what the command line gave (None when it can): each setting
+    that sends traffic somewhere or loads code must be on the command line, not only in ``run.json``."""
+    settings = header.config.get("backend_settings") or {}
+    stored_url = settings.get("base_url")
+    if header.backend != IN_PROCESS_BACKEND and not hasattr(args, "base_url"):
+        named = f" ({header.path} names {stored_url!r:.200})" if stored_url else ""
+        return (f"--resume: that run used an HTTP endpoint{named}, but the URL your API key goes to is never taken "
+                "from a run file: give --base-url yourself (the same one, if you trust it).")
+    if header.backend == IN_PROCESS_BACKEND and not hasattr(args, "model"):
+        return (f"--resume: that run loaded the model {header.model!r:.200} in-process ({header.path}); loading a model "
+                "can run code, so its path is never taken from a run file: give --model yourself.")
+    if not args.env_ids:
+        remote = next((env_id for env_id in header.env_ids if env_id.startswith("remote:")), None)
+        if remote is not None:
+            return (f"--resume: {header.path} lists the env {remote!r:.200}; a remote: env id sends the run's traffic "
+                    "to a server, so it is never taken from a run file: give each --env of the run yourself.")
+    return None
+
+
 def fill_run_flags(args: argparse.Namespace, header: RunHeader | None = None) -> None:
     """Give each run flag that was not on the command line its value: the resumed run's (``header``), else
-    the default."""
+    the default. :data:`FLAGS_NEVER_FROM_FILE` always take the default (see :func:`file_choice_refused`)."""
     stored: dict[str, object] = {}
     if header is not None:
         settings = header.config.get("backend_settings") or {}
         stored = {"model": header.model, **{k: header.config[k] for k in RUN_FLAG_DEFAULTS if k in header.config}}
         stored.update({flag: settings[key] for flag, key in _BACKEND_SETTING.items() if key in settings})
+        for flag in FLAGS_NEVER_FROM_FILE:
+            stored.pop(flag, None)
         if not args.env_ids:
             args.env_ids = list(header.env_ids)
     for dest, default in RUN_FLAG_DEFAULTS.items():
         if not hasattr(args, dest):
             setattr(args, dest, stored.get(dest, default))
+
+
+#: Flags that only shape HTTP requests, and the backend setting each is stored as.
+HTTP_FLAGS = {"timeout": "timeout", "retries": "max_retries", "max_in_flight": "max_in_flight"}
+
+
+def _flag_problem(args: argparse.Namespace, given: set[str]) -> str | None:
+    """The first flag whose value cannot be used, as one line naming it (None when all can)."""
+    if "base_url" in given and not str(args.base_url).strip():
+        return "--base-url is empty: give the API root (e.g. http://127.0.0.1:8000/v1), or drop --base-url to run --model in-process."
+    if not args.base_url:
+        unused = [flag for flag in HTTP_FLAGS if flag in given]
+        if unused:
+            return f"{_flag(unused[0])} applies to HTTP requests only: give --base-url too, or drop {_flag(unused[0])}."
+    for name in SETTING_BOUNDS:
+        problem = setting_problem(name, getattr(args, name, None))
+        if problem:
+            return f"{_flag(name)} is {problem}."
+    for flag, setting in HTTP_FLAGS.items():
+        problem = setting_problem(setting, getattr(args, flag, None), BACKEND_BOUNDS)
+        if problem:
+            return f"{_flag(flag)} is {problem}."
+    planned = args.episodes * args.samples * max(len(set(args.env_ids)), 1)
+    if planned > MAX_PLANNED_EPISODES:
+        return (f"--episodes {args.episodes} x --samples {args.samples} x {len(set(args.env_ids))} env(s) is more than the "
+                f"{MAX_PLANNED_EPISODES} episodes one run may ask for; split it into several runs.")
+    return None
+
+
+def _existing_run(out: Path) -> str | None:
+    """What of an earlier run ``out`` holds (None when nothing): a new run there would replace it."""
+    from gem_core.eval.episode_log import EPISODES_FILENAME
+    from gem_core.eval.report import REPORT_FILENAME
+
+    episodes = out / EPISODES_FILENAME
+    if episodes.is_file() and episodes.stat().st_size > 0:
+        return f"its {EPISODES_FILENAME}"
+    if (out / REPORT_FILENAME).is_file():
+        return f"its {REPORT_FILENAME}"
+    return None
 
 
 def _flag(setting: str) -> str:
@@ -171,6 +244,10 @@ def _start(args: argparse.Namespace) -> int | None:
         _fail(f"--{chosen[0]} and --{chosen[1]} cannot be combined; run them one at a time.")
         return 2
     header = None
+    given = {dest for dest in RUN_FLAG_DEFAULTS if hasattr(args, dest)}
+    if args.overwrite and (args.resume or args.rescore or args.compare):
+        _fail("--overwrite starts a new run in --out; it cannot be combined with --resume, --rescore or --compare.")
+        return 2
     if args.resume:
         if args.out and Path(args.out).resolve() != Path(args.resume).resolve():
             _fail(f"--resume {args.resume} writes into that folder; drop --out {args.out}.")
@@ -182,14 +259,40 @@ def _start(args: argparse.Namespace) -> int | None:
         except (OSError, ValueError) as exc:
             _fail(f"--resume: {exc}")
             return 2
+        refused = file_choice_refused(args, header)
+        if refused:
+            _fail(refused)
+            return 2
         args.out = args.resume
     fill_run_flags(args, header)
+    if args.compare or args.rescore:
+        return None
+    problem = _flag_problem(args, given)
+    if problem:
+        _fail(problem)
+        return 2
+    if args.out and not args.resume and not args.overwrite:
+        existing = _existing_run(Path(args.out))
+        if existing:
+            _fail(f"--out {args.out} already holds a run ({existing}); continue it with --resume {args.out}, "
+                  "replace it with --overwrite, or choose another --out.")
+            return 2
     return None
 
 
 def run_eval_command(args: argparse.Namespace) -> int:
-    """Run ``gem eval`` for parsed ``args``; returns the exit code: 0 ok, 1 failed episodes or a write error,
-    2 bad usage, 128+N stopped by signal N (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP)."""
+    """Run ``gem eval`` for parsed ``args``; returns the exit code: 0 ok, 1 failed episodes or a write error
+    (or an error nobody foresaw, said in one line), 2 bad usage, 128+N stopped by signal N (130 Ctrl-C,
+    143 SIGTERM, 129 SIGHUP)."""
+    try:
+        return _run_eval_command(args)
+    except Exception as exc:  # noqa: BLE001 - the CLI's last word is one line naming the error, never a traceback
+        lines = str(exc).splitlines()
+        _fail(f"{type(exc).__name__}: {lines[0] if lines else 'no message'}")
+        return 1
+
+
+def _run_eval_command(args: argparse.Namespace) -> int:
     code = _start(args)
     if code is not None:
         return code
@@ -306,6 +409,11 @@ def _rescore(args: argparse.Namespace, console: Any) -> int:
     source = Path(args.rescore)
     try:
         report = load_run(source)
+        remote = next((e for e in report.env_ids if e.startswith("remote:") and e not in args.env_ids), None)
+        if remote is not None:
+            _fail(f"--rescore: the run lists the env {remote!r:.200}; a remote: env id sends traffic to a server, so it "
+                  "is never taken from a run file: give it with --env yourself if you trust it.")
+            return 2
         rescored = rescore_report(report, source=source)
     except (OSError, ValueError, KeyError) as exc:  # no run there, a bad file, an env id no longer registered
         _fail(f"--rescore: {exc}")

@@ -32,10 +32,12 @@ class EpisodeLog:
         self.path = Path(out_dir) / EPISODES_FILENAME
         self.written = 0
         self.records: list[EpisodeRecord] = []
+        #: Line numbers of the resumed file that held no valid record (dropped; their episodes play again).
+        self.skipped_lines: list[int] = []
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             if resume and self.path.exists():
-                self.records = _unique(read_episodes(self.path))
+                self.records = _unique(read_episodes(self.path, skipped=self.skipped_lines))
                 self._rewrite(self.records)
             self._file = open(self.path, "a" if resume else "w", encoding="utf-8")
         except OSError as exc:
@@ -77,12 +79,39 @@ def _unique(records: list[EpisodeRecord]) -> list[EpisodeRecord]:
     return list(kept.values())
 
 
-def read_episodes(path: str | Path) -> list[EpisodeRecord]:
-    """The records in an ``episodes.jsonl`` (a final line cut short by a crash is left out)."""
+#: The longest line read back (bytes): one episode's transcript is kilobytes to a few megabytes; a longer
+#: line is skipped unparsed (its episode counts as not played, so a resume plays it again).
+MAX_LINE_BYTES = 64 * 1024 * 1024
+
+
+def read_episodes(path: str | Path, *, skipped: list[int] | None = None) -> list[EpisodeRecord]:
+    """The records in an ``episodes.jsonl``. A line that is not a valid record (a final line cut short by
+    a crash, a hand edit, a line longer than :data:`MAX_LINE_BYTES`) is left out; its line number is
+    added to ``skipped`` when given."""
     records = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        try:
-            records.append(EpisodeRecord.from_dict(json.loads(line)))
-        except (ValueError, TypeError):
-            continue
+    with open(path, "rb") as lines:
+        number, too_long = 0, False
+        while True:
+            line = lines.readline(MAX_LINE_BYTES + 1)
+            if not line:
+                break
+            if too_long:  # the rest of a line already skipped
+                too_long = not line.endswith(b"\n")
+                continue
+            number += 1
+            if len(line) > MAX_LINE_BYTES:
+                too_long = not line.endswith(b"\n")
+                _note(skipped, number)
+                continue
+            if not line.strip():
+                continue
+            try:
+                records.append(EpisodeRecord.from_dict(json.loads(line)))
+            except (ValueError, TypeError, RecursionError):
+                _note(skipped, number)
     return records
+
+
+def _note(skipped: list[int] | None, number: int) -> None:
+    if skipped is not None:
+        skipped.append(number)

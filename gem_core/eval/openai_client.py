@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +31,7 @@ import openai
 
 from gem_core.http_limits import ResponseTooLarge, UnsupportedEncoding, accept_encoding, read_capped
 
-__all__ = ["ChatEndpoint", "ChatReply", "DeadlineTransport", "EndpointError"]
+__all__ = ["ChatEndpoint", "ChatReply", "DeadlineTransport", "EndpointError", "connection_failure"]
 
 
 class EndpointError(RuntimeError):
@@ -164,11 +165,7 @@ class ChatEndpoint:
         except openai.APITimeoutError:
             raise EndpointError(f"POST {self.url} failed after {attempts} attempts; last: timed out.") from None
         except openai.APIConnectionError as exc:
-            cause = exc.__cause__ or exc
-            raise EndpointError(
-                f"POST {self.url} failed after {attempts} attempts; last: connection failed "
-                f"({type(cause).__name__}: {cause})."
-            ) from None
+            raise EndpointError(connection_failure(self.base_url, exc, attempts)) from None
         except openai.APIStatusError as exc:
             status, text = exc.status_code, exc.response.text[:300]
             if _retryable(status):
@@ -186,6 +183,34 @@ class ChatEndpoint:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what lies under it: its causes, contexts and the members of exception groups (httpx
+    and anyio wrap a refused connect in two or three layers, one of them an ExceptionGroup)."""
+    found: list[BaseException] = []
+    stack = [exc]
+    while stack and len(found) < 50:  # bounded: a chain can be long, and may loop
+        current = stack.pop()
+        if any(current is seen for seen in found):
+            continue
+        found.append(current)
+        stack.extend(e for e in (*getattr(current, "exceptions", ()), current.__context__, current.__cause__) if e is not None)
+    return found
+
+
+def connection_failure(base_url: str, exc: BaseException, attempts: int) -> str:
+    """One line saying why ``base_url`` could not be reached, from the innermost cause that says it."""
+    causes = _causes(exc)
+    tries = f" ({attempts} attempt{'s' if attempts != 1 else ''})"
+    if any(isinstance(c, ConnectionRefusedError) for c in causes):
+        return f"cannot connect to {base_url}: connection refused; is the server running? (--base-url){tries}"
+    if any(isinstance(c, socket.gaierror) for c in causes):
+        return f"cannot connect to {base_url}: its host name does not resolve; check --base-url{tries}"
+    if any(isinstance(c, (httpx.UnsupportedProtocol, httpx.InvalidURL)) for c in causes):
+        return f"cannot connect to {base_url!r}: not an http:// or https:// URL; check --base-url{tries}"
+    innermost = next((c for c in reversed(causes) if not hasattr(c, "exceptions") and str(c)), causes[-1])
+    return f"cannot connect to {base_url}: {type(innermost).__name__}: {innermost}; check --base-url and the server{tries}"
 
 
 def _retryable(status: int) -> bool:

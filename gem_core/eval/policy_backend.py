@@ -7,6 +7,7 @@ no re-tokenization of history.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gem_core.env import Env
@@ -15,7 +16,7 @@ from gem_core.eval.report import EpisodeRecord, episode_success
 if TYPE_CHECKING:
     from gem_core.eval.runner import EvalConfig
 
-__all__ = ["PolicyBackend", "record_from_trajectory"]
+__all__ = ["PolicyBackend", "check_model_name", "record_from_trajectory"]
 
 
 class PolicyBackend:
@@ -37,6 +38,7 @@ class PolicyBackend:
     @classmethod
     def from_pretrained(cls, model: str, *, device: str | None = None, trust_remote_code: bool = False) -> PolicyBackend:
         """Load ``model`` (path or hub id) with ``AutoModelForCausalLM`` and ``AutoTokenizer``."""
+        check_model_name(model)
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         from gem_core.rollout import TransformersPolicy
@@ -74,6 +76,15 @@ class PolicyBackend:
 
     async def aclose(self) -> None:
         """Nothing to release: the model belongs to the caller."""
+
+
+def check_model_name(model: str) -> None:
+    """Raise ValueError when ``model`` is written as a local path (``/...``, ``./...``, ``~/...``, more than one
+    ``/``) that does not exist: transformers would report it as a malformed hub id instead."""
+    path = Path(model).expanduser()
+    written_as_path = model.startswith(("/", "./", "../", "~", ".\\")) or model.count("/") > 1 or model in (".", "..")
+    if written_as_path and not path.exists():
+        raise ValueError(f"--model {model}: {path} does not exist (a local model folder, or a hub id such as Qwen/Qwen3-0.6B).")
 
 
 def record_from_trajectory(trajectory: Any, record: EpisodeRecord, *, system_prompt: str | None = None) -> EpisodeRecord:

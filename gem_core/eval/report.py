@@ -58,6 +58,29 @@ CI_RESAMPLES = 2000
 _CI_SEED = 0
 
 
+_COUNT = (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "a count (a whole number >= 0)")
+_NUMBER = (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v), "a finite number")
+#: The type each stored field of an episode record must have, and how to say it.
+_RECORD_FIELDS: dict[str, tuple[Any, str]] = {
+    "env_id": (lambda v: isinstance(v, str), "an env id"),
+    "seed": (lambda v: isinstance(v, int) and not isinstance(v, bool), "a whole number"),
+    "sample": _COUNT,
+    "rewards": (lambda v: isinstance(v, list), "a list of rewards"),
+    "success": (lambda v: isinstance(v, bool), "true or false"),
+    "format_errors": _COUNT,
+    "terminated": (lambda v: isinstance(v, bool), "true or false"),
+    "truncated": (lambda v: isinstance(v, bool), "true or false"),
+    "prompt_tokens": _COUNT,
+    "completion_tokens": _COUNT,
+    "transcript": (lambda v: isinstance(v, list), "a list of messages"),
+    "error": (lambda v: v is None or isinstance(v, str), "a text or null"),
+}
+
+
+def _is(value: Any, kind: tuple[Any, str]) -> bool:
+    return bool(kind[0](value))
+
+
 @dataclass
 class EpisodeRecord:
     """One evaluated episode, with everything needed to recompute its env's summary."""
@@ -104,8 +127,25 @@ class EpisodeRecord:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EpisodeRecord:
+        """The record a :meth:`to_dict` dict holds; ValueError naming the first field of the wrong type
+        (a file is data: a bad record must not surface as a TypeError in a summary later)."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"an episode record is a JSON object, not a {type(data).__name__}.")
         names = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        values = {k: v for k, v in data.items() if k in names}
+        for name, kind in _RECORD_FIELDS.items():
+            if name in values and not _is(values[name], kind):
+                raise ValueError(f"episode field {name!r} is {values[name]!r:.60}, not {kind[1]}.")
+        if "env_id" not in values or "seed" not in values:
+            raise ValueError("an episode record needs env_id and seed.")
+        rewards = values.get("rewards", [])
+        if not all(_is(r, _NUMBER) for r in rewards):
+            raise ValueError("episode field 'rewards' holds a value that is not a finite number.")
+        transcript = values.get("transcript", [])
+        if not all(isinstance(m, Mapping) and all(isinstance(v, str) for v in m.values()) for m in transcript):
+            raise ValueError("episode field 'transcript' holds a message that is not {role: text, content: text}.")
+        values["rewards"] = [float(r) for r in rewards]
+        return cls(**values)
 
 
 def bootstrap_mean_ci(
@@ -294,12 +334,17 @@ class EvalReport:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EvalReport:
-        if data.get("format_version") != REPORT_FORMAT_VERSION or "envs" not in data:
+        if not isinstance(data, Mapping) or data.get("format_version") != REPORT_FORMAT_VERSION or not isinstance(data.get("envs"), Mapping):
+            found = data.get("format_version") if isinstance(data, Mapping) else type(data).__name__
             raise ValueError(
-                f"Not a gem eval report (format_version={data.get('format_version')!r}, expected "
+                f"Not a gem eval report (format_version={found!r}, expected "
                 f"{REPORT_FORMAT_VERSION}); pass the report.json that `gem eval --out DIR` wrote."
             )
         envs = data["envs"]
+        if not all(isinstance(env, Mapping) and isinstance(env.get("episodes"), list) for env in envs.values()):
+            raise ValueError("A gem eval report whose envs hold no episode lists; pass the report.json that `gem eval` wrote.")
+        if not isinstance(data.get("config", {}), Mapping):
+            raise ValueError("A gem eval report whose config is not an object.")
         return cls(
             model=data.get("model", "?"),
             backend=data.get("backend", "?"),
@@ -331,7 +376,13 @@ class EvalReport:
         path = Path(path)
         if path.is_dir():
             path = path / REPORT_FILENAME
-        return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except RecursionError:
+            raise ValueError(f"{path} is nested too deeply to be a gem eval report.") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{path} is not valid JSON ({exc}).") from None
+        return cls.from_dict(data)
 
 
 def _json_default(value: Any) -> Any:

@@ -17,12 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gem_core.eval.bounds import BACKEND_BOUNDS, check_settings, setting_problem
 from gem_core.eval.report import REPORT_FILENAME, EvalReport
 
-__all__ = ["RUN_FILENAME", "EPISODE_SETTINGS", "RunHeader", "ResumeMismatch", "read_run_header", "write_run_header", "check_resume"]
+__all__ = ["RUN_FILENAME", "EPISODE_SETTINGS", "RunHeader", "ResumeMismatch", "read_run_header", "write_run_header", "check_header", "check_resume"]
 
 RUN_FILENAME = "run.json"
 RUN_FORMAT = "gem.eval_run/1"
+#: A run file holds settings, not episodes: anything larger is not one.
+MAX_RUN_FILE_BYTES = 4 * 1024 * 1024
 
 #: The settings that decide which episodes are played and how; a resumed run must ask for the same.
 #: (``concurrency`` and the backend's transport settings may change: they do not change an episode.)
@@ -95,15 +98,19 @@ def read_run_header(out_dir: str | Path) -> RunHeader:
     out_dir = Path(out_dir)
     path = out_dir / RUN_FILENAME
     if path.is_file():
+        if path.stat().st_size > MAX_RUN_FILE_BYTES:
+            raise ValueError(f"{path} is larger than {MAX_RUN_FILE_BYTES} bytes; not a gem eval run file.")
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise ValueError(f"{path} is not valid JSON ({exc}).") from None
+        except RecursionError:
+            raise ValueError(f"{path} is nested too deeply to be a gem eval run file.") from None
         found = data.get("format") if isinstance(data, dict) else type(data).__name__
         if found != RUN_FORMAT:
             raise ValueError(f"{path} is not a gem eval run file (format={found!r}, expected {RUN_FORMAT!r}).")
         try:
-            return RunHeader(
+            header = RunHeader(
                 model=data["model"],
                 backend=data["backend"],
                 env_ids=list(data["env_ids"]),
@@ -114,9 +121,42 @@ def read_run_header(out_dir: str | Path) -> RunHeader:
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"{path} is damaged: {type(exc).__name__}: {exc}.") from None
+        check_header(header)
+        return header
     if (out_dir / REPORT_FILENAME).is_file():
-        return RunHeader.of_report(EvalReport.load(out_dir / REPORT_FILENAME), out_dir / REPORT_FILENAME)
+        try:
+            header = RunHeader.of_report(EvalReport.load(out_dir / REPORT_FILENAME), out_dir / REPORT_FILENAME)
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"{out_dir / REPORT_FILENAME} is damaged: {type(exc).__name__}: {exc}.") from None
+        check_header(header)
+        return header
     raise ValueError(f"{out_dir} holds no gem eval run to resume (no {RUN_FILENAME} or {REPORT_FILENAME}); pass the --out folder of that run.")
+
+
+def check_header(header: RunHeader) -> None:
+    """Raise ValueError naming the first field of a run file that is not what ``gem eval`` writes: the
+    file is data, so every count in it is bounded and every value typed before the run uses it."""
+    where = f"{header.path}: "
+    for name in ("model", "backend"):
+        value = getattr(header, name)
+        if not isinstance(value, str) or len(value) > 10_000:
+            raise ValueError(f"{where}{name} is not a name (a text of at most 10000 characters).")
+    if not header.env_ids or len(header.env_ids) > 10_000 or not all(isinstance(e, str) and len(e) <= 10_000 for e in header.env_ids):
+        raise ValueError(f"{where}env_ids is not a list of env ids.")
+    if not all(isinstance(t, str) for t in [header.started_at or "", *header.resumed_at]) or len(header.resumed_at) > 100_000:
+        raise ValueError(f"{where}started_at/resumed_at are not times.")
+    check_settings(header.config, where=f"{where}config.", env_count=len(header.env_ids))
+    backend = header.config.get("backend_settings") or {}
+    if not isinstance(backend, dict):
+        raise ValueError(f"{where}config.backend_settings is not an object.")
+    for name in BACKEND_BOUNDS:
+        if name in backend:
+            problem = setting_problem(name, backend[name], BACKEND_BOUNDS)
+            if problem:
+                raise ValueError(f"{where}config.backend_settings.{name} is {problem}.")
+    base_url = backend.get("base_url")
+    if base_url is not None and not isinstance(base_url, str):
+        raise ValueError(f"{where}config.backend_settings.base_url is not a URL.")
 
 
 def check_resume(header: RunHeader, *, model: str, backend: str, env_ids: Sequence[str], settings: Mapping[str, Any]) -> None:

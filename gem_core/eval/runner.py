@@ -20,13 +20,14 @@ import asyncio
 import dataclasses
 import signal
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
 from gem_core.env import Env
+from gem_core.eval.bounds import check_settings
 from gem_core.eval.episode_log import EpisodeLog, ReportWriteError, read_episodes
 from gem_core.eval.progress import EvalProgress
 from gem_core.eval.report import REPORT_FILENAME, EpisodeRecord, EvalReport
@@ -86,6 +87,25 @@ class EvalConfig:
             raise ValueError(f"concurrency must be at least 1, got {self.concurrency}.")
         if self.max_turns is not None and self.max_turns < 1:
             raise ValueError(f"max_turns must be at least 1 (or None), got {self.max_turns}.")
+        check_settings(self.run_settings(), where="", env_count=len(self.env_ids))
+
+    @property
+    def planned_episodes(self) -> int:
+        """Episodes the run asks for: every env, seed and sample."""
+        return len(self.env_ids) * self.episodes * self.samples
+
+    def planned(self) -> Iterator[tuple[str, int, int]]:
+        """``(env_id, seed, sample)`` of each planned episode, in order, one at a time (a long run never
+        holds the whole plan in memory)."""
+        for env_id in self.env_ids:
+            for i in range(self.episodes):
+                for sample in range(self.samples):
+                    yield env_id, self.seed + i, sample
+
+    def plans(self, key: tuple[str, int, int]) -> bool:
+        """Whether ``key`` is one of :meth:`planned`'s episodes."""
+        env_id, seed, sample = key
+        return env_id in self.env_ids and 0 <= seed - self.seed < self.episodes and 0 <= sample < self.samples
 
     def run_settings(self) -> dict[str, Any]:
         """The fields that shape the episodes (what a report needs to be reproduced)."""
@@ -124,37 +144,37 @@ async def evaluate_async(
         episodes=records,
         started_at=_now(),
     )
-    planned = [
-        (env_id, config.seed + i, sample)
-        for env_id in config.env_ids
-        for i in range(config.episodes)
-        for sample in range(config.samples)
-    ]
-    log = _open_run(config, report, planned) if config.out_dir is not None else None
+    log = _open_run(config, report) if config.out_dir is not None else None
     done = {r.key for r in log.records} if log is not None else set()
-    progress = EvalProgress(len(planned), enabled=config.progress, done=log.records if log is not None else ())
-    slots = asyncio.Semaphore(config.concurrency)
+    progress = EvalProgress(config.planned_episodes, enabled=config.progress, done=log.records if log is not None else ())
+    # `concurrency` workers draw the plan one episode at a time: memory is that of the episodes in flight,
+    # however many the run asks for.
+    todo = (key for key in config.planned() if key not in done)
 
     async def play(env_id: str, seed: int, sample: int) -> None:
-        async with slots:
-            record = EpisodeRecord(env_id=env_id, seed=seed, sample=sample)
-            env = None
-            try:
-                env = make(env_id, max_turns=config.max_turns)  # the one turn limit, whatever the backend
-                await backend.run_episode(env, env_id, seed, config, record)
-            except Exception as exc:  # a failed episode is data for the report, never a crash
-                record.error = f"{type(exc).__name__}: {exc}"
-            finally:
-                if env is not None:
-                    env.close()
-            if log is not None:
-                log.append(record)  # a write error (full disk) stops the run: see below
-            records[env_id].append(record)
-            progress.update(record)
-            if on_episode is not None:
-                on_episode(record)
+        record = EpisodeRecord(env_id=env_id, seed=seed, sample=sample)
+        env = None
+        try:
+            env = make(env_id, max_turns=config.max_turns)  # the one turn limit, whatever the backend
+            await backend.run_episode(env, env_id, seed, config, record)
+        except Exception as exc:  # a failed episode is data for the report, never a crash
+            record.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            if env is not None:
+                env.close()
+        if log is not None:
+            log.append(record)  # a write error (full disk) stops the run: see below
+        records[env_id].append(record)
+        progress.update(record)
+        if on_episode is not None:
+            on_episode(record)
 
-    tasks = [asyncio.create_task(play(*key)) for key in planned if key not in done]
+    async def worker() -> None:
+        for key in todo:  # one shared generator: each episode is drawn by exactly one worker
+            await play(*key)
+
+    workers = max(0, min(config.concurrency, config.planned_episodes - len(done)))
+    tasks = [asyncio.create_task(worker()) for _ in range(workers)]
     try:
         await asyncio.gather(*tasks)
     except BaseException:
@@ -186,7 +206,7 @@ async def evaluate_async(
     return report
 
 
-def _open_run(config: EvalConfig, report: EvalReport, planned: list[tuple[str, int, int]]) -> EpisodeLog:
+def _open_run(config: EvalConfig, report: EvalReport) -> EpisodeLog:
     """Write the run's ``run.json`` and open its episode log; with ``config.resume``, first check that the
     run in ``out_dir`` asked for the same episodes, and take its start time and finished episodes."""
     assert config.out_dir is not None
@@ -199,10 +219,10 @@ def _open_run(config: EvalConfig, report: EvalReport, planned: list[tuple[str, i
     except OSError as exc:
         raise ReportWriteError(f"cannot write the run's settings to {config.out_dir}: {exc.strerror or exc}") from exc
     log = EpisodeLog(config.out_dir, resume=config.resume)
-    unknown = {r.key for r in log.records} - set(planned)
-    if unknown:
+    unknown = next((r.key for r in log.records if not config.plans(r.key)), None)
+    if unknown is not None:
         log.close()
-        raise ValueError(f"{log.path} holds episodes this run does not ask for, e.g. (env, seed, sample) = {min(unknown)}.")
+        raise ValueError(f"{log.path} holds episodes this run does not ask for, e.g. (env, seed, sample) = {unknown}.")
     return log
 
 

@@ -105,7 +105,8 @@ def test_a_killed_run_resumed_plays_each_missing_episode_once_and_writes_the_uni
     assert 0 < len(finished) < TOTAL
 
     starts_before = player.episode_starts
-    assert main(["--resume", str(tmp_path), "--no-progress", "--no-plots"]) == 0  # every setting from run.json
+    # Every setting from run.json but the URL, which a run file never chooses (issue 27.2).
+    assert main(["--resume", str(tmp_path), "--base-url", server.base_url, "--no-progress", "--no-plots"]) == 0
     assert player.episode_starts - starts_before == TOTAL - len(finished)  # only the missing episodes ran
     keys = _log_keys(tmp_path)
     assert keys[: len(finished)] == finished and max(Counter(keys).values()) == 1 and len(keys) == TOTAL
@@ -118,10 +119,10 @@ def test_a_killed_run_resumed_plays_each_missing_episode_once_and_writes_the_uni
 def test_resuming_a_finished_run_plays_nothing_and_keeps_the_report(server_and_player, uninterrupted, tmp_path):
     import shutil
 
-    _, player = server_and_player
+    server, player = server_and_player
     shutil.copytree(uninterrupted, tmp_path / "run")
     requests = player.requests
-    assert main(["--resume", str(tmp_path / "run"), "--no-progress", "--no-plots"]) == 0
+    assert main(["--resume", str(tmp_path / "run"), "--base-url", server.base_url, "--no-progress", "--no-plots"]) == 0
     assert player.requests == requests
     assert _report(tmp_path / "run") == _report(uninterrupted)
 
@@ -129,14 +130,14 @@ def test_resuming_a_finished_run_plays_nothing_and_keeps_the_report(server_and_p
 def test_a_line_cut_short_by_the_kill_is_dropped_and_its_episode_played_again(server_and_player, uninterrupted, tmp_path):
     import shutil
 
-    _, player = server_and_player
+    server, player = server_and_player
     run = tmp_path / "run"
     shutil.copytree(uninterrupted, run)
     (run / "report.json").unlink()
     lines = (run / "episodes.jsonl").read_text().splitlines(keepends=True)
     (run / "episodes.jsonl").write_text("".join(lines[:4]) + lines[4][:40])  # the kill hit mid-write
     starts = player.episode_starts
-    assert main(["--resume", str(run), "--no-progress", "--no-plots"]) == 0
+    assert main(["--resume", str(run), "--base-url", server.base_url, "--no-progress", "--no-plots"]) == 0
     assert player.episode_starts - starts == TOTAL - 4
     assert len(_log_keys(run)) == TOTAL
     assert _report(run) == _report(uninterrupted)

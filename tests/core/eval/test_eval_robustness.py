@@ -134,7 +134,7 @@ def test_failed_episodes_give_exit_1_and_the_first_error(tmp_path, capsys):
                      "--no-progress", "--no-plots", "--out", str(tmp_path)])
     captured = capsys.readouterr()
     assert code == 1
-    assert "2 of 2 episodes failed" in captured.err and "connection failed" in captured.err
+    assert "2 of 2 episodes failed" in captured.err and "connection refused" in captured.err
     assert "Traceback" not in captured.err
 
 

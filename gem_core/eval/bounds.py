@@ -1,0 +1,71 @@
+"""The bounds of an evaluation's settings, checked wherever a value comes in: the command line,
+:class:`~gem_core.eval.runner.EvalConfig`, and a run's ``run.json`` (a file someone may have edited).
+
+A count read from anywhere sizes what the run does (tasks, records, requests), so it is checked before
+anything is allocated; a value of the wrong type is refused naming the setting, never a traceback later.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["MAX_PLANNED_EPISODES", "SETTING_BOUNDS", "BACKEND_BOUNDS", "setting_problem", "check_settings"]
+
+#: Episodes one run may ask for, all envs and samples together (each is a record kept in memory and a line on disk).
+MAX_PLANNED_EPISODES = 1_000_000
+
+#: ``name: (kind, low, high, may be None)``; kind ``int``, ``float`` or ``str`` (high: its length).
+SETTING_BOUNDS: dict[str, tuple[type, float, float, bool]] = {
+    "episodes": (int, 1, MAX_PLANNED_EPISODES, False),
+    "seed": (int, -(2**63), 2**63 - 1, False),
+    "samples": (int, 1, 10_000, False),
+    "concurrency": (int, 1, 10_000, False),
+    "max_turns": (int, 1, 1_000_000, True),
+    "max_new_tokens": (int, 1, 10_000_000, False),
+    "temperature": (float, 0.0, 100.0, False),
+    "top_p": (float, 0.0, 1.0, False),
+    "top_k": (int, 0, 10_000_000, False),
+    "system_prompt": (str, 0, 1_000_000, True),
+}
+#: The HTTP backend's transport settings, under their ``backend_settings`` names.
+BACKEND_BOUNDS: dict[str, tuple[type, float, float, bool]] = {
+    "timeout": (float, 1e-3, 86_400.0, False),
+    "max_retries": (int, 0, 100, False),
+    "max_in_flight": (int, 1, 10_000, True),
+}
+
+
+def setting_problem(name: str, value: Any, bounds: Mapping[str, tuple[type, float, float, bool]] = SETTING_BOUNDS) -> str | None:
+    """Why ``value`` is not a valid ``name`` (None when it is, or when ``name`` has no bound)."""
+    if name not in bounds:
+        return None
+    kind, low, high, optional = bounds[name]
+    if value is None:
+        return None if optional else "missing (None)"
+    if kind is str:
+        if not isinstance(value, str):
+            return f"a {type(value).__name__}, not a text"
+        return None if len(value) <= high else f"longer than {int(high)} characters"
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not isinstance(value, int)):
+        return f"{value!r:.40} is not {'a whole number' if kind is int else 'a number'}"
+    if not math.isfinite(value) or not low <= value <= high:
+        return f"{value!r:.40} is outside {low:g}..{high:g}"
+    return None
+
+
+def check_settings(settings: Mapping[str, Any], *, where: str, env_count: int = 1) -> None:
+    """Raise ValueError naming the first setting out of bounds (``where`` prefixes the name), and when
+    the episodes asked for, all envs and samples together, exceed :data:`MAX_PLANNED_EPISODES`."""
+    for name in SETTING_BOUNDS:
+        if name in settings:
+            problem = setting_problem(name, settings[name])
+            if problem:
+                raise ValueError(f"{where}{name} is {problem}.")
+    episodes, samples = settings.get("episodes", 1), settings.get("samples", 1)
+    if episodes * samples * max(env_count, 1) > MAX_PLANNED_EPISODES:
+        raise ValueError(
+            f"{where}episodes x samples x envs = {episodes} x {samples} x {env_count} is more than the "
+            f"{MAX_PLANNED_EPISODES} episodes one run may ask for; split it into several runs."
+        )
