@@ -365,10 +365,15 @@ class EpisodeSession:
         if not closed:
             self._append(self.chat_template.close_turn_ids(), mask=0)
         self._actions.append(action_text)
-        if self.record_env_states:
-            self._env_states.append(encode_env_state(self.env.get_state()))
+        snapshot_error = self._record_env_state() if self.record_env_states else None
 
-        if finish_reason == "abort":
+        if snapshot_error is not None:
+            # The turn is kept; the env is not stepped from a state the trajectory cannot hold.
+            observation, reward, terminated, truncated, images = "", 0.0, False, True, None
+            info = {"error": snapshot_error}
+            self._truncate("error", info)
+            _warn_once(self.env_id, snapshot_error)
+        elif finish_reason == "abort":
             # The backend gave up on this turn (request cancelled): keep the tokens, do not act on them.
             observation, reward, terminated, truncated, info = "", 0.0, False, True, {}
             images = None
@@ -435,6 +440,18 @@ class EpisodeSession:
             done=self.done,
             info=info,
         )
+
+    def _record_env_state(self) -> str | None:
+        """Snapshot the env before this turn's action; the error text if it cannot be snapshotted.
+
+        A trajectory holds one state per turn or none, so a failed snapshot drops the episode's states.
+        """
+        try:
+            self._env_states.append(encode_env_state(self.env.get_state()))
+        except Exception as exc:  # noqa: BLE001 - an env that cannot snapshot ends this episode, not the run
+            self._env_states.clear()
+            return f"get_state failed, so this episode keeps no env states: {type(exc).__name__}: {exc}"
+        return None
 
     def trajectory(self) -> TokenTrajectory:
         """The episode so far (or finished) as a :class:`TokenTrajectory` (copies, safe to keep)."""

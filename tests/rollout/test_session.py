@@ -152,6 +152,25 @@ async def test_env_error_becomes_truncation_with_info(tiny_tokenizer, scripted_e
     assert traj.metrics["env_errors"] == 1 and traj.metrics["truncated_by"] == "error"
 
 
+async def test_a_state_the_env_cannot_snapshot_ends_the_episode_not_the_rollout(tiny_tokenizer, scripted_env):
+    """record_env_states: get_state raising (a terminal tree too long to copy) truncates with info["error"]."""
+
+    class Unsnapshottable(scripted_env):
+        def get_state(self):
+            if self.turn >= 1:
+                raise ValueError("a path of 4000 characters is too long to snapshot")
+            return {"turn": self.turn}
+
+    session = EpisodeSession(Unsnapshottable(rewards=[0.0] * 5), tiny_tokenizer, record_env_states=True)
+    await session.start()
+    await session.step(action_text="a")
+    step = await session.step(action_text="b")
+    assert step.done and step.truncated and step.reward == 0.0
+    assert "too long to snapshot" in step.info["error"]
+    traj = session.trajectory()
+    assert traj.metrics["truncated_by"] == "error" and len(traj.actions) == 2 and traj.env_states == []
+
+
 async def test_step_before_start_or_after_done_raises(tiny_tokenizer, scripted_env):
     session = EpisodeSession(scripted_env(rewards=[1.0]), tiny_tokenizer)
     with pytest.raises(RuntimeError, match="start"):
