@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from gem_core.env import episode_success
+from gem_core.eval.bounds import check_settings
 
 __all__ = [
     "EpisodeRecord",
@@ -345,6 +346,8 @@ class EvalReport:
             raise ValueError("A gem eval report whose envs hold no episode lists; pass the report.json that `gem eval` wrote.")
         if not isinstance(data.get("config", {}), Mapping):
             raise ValueError("A gem eval report whose config is not an object.")
+        # The summaries multiply these counts: a report is a file, so they are bounded before use.
+        check_settings(data.get("config", {}), where="report config.", env_count=len(envs))
         return cls(
             model=data.get("model", "?"),
             backend=data.get("backend", "?"),

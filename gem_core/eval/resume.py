@@ -6,6 +6,10 @@ to end cleanly, so even after a SIGKILL or a power cut the folder says what was 
 done. Resuming plays exactly the episodes that are missing; a resumed run that asks for other episodes
 (another env, seed, episode count, model or sampling setting) is refused, since its report would mix
 two experiments.
+
+A run folder is data someone may have edited: :func:`read_run_header` types and bounds every field
+(:mod:`gem_core.eval.bounds`) before the run uses it, and the CLI never takes from it the settings that
+send traffic somewhere or load code (``--base-url``, an in-process ``--model``, ``remote:`` env ids).
 """
 
 from __future__ import annotations

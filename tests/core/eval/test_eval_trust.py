@@ -287,3 +287,11 @@ def test_an_unexpected_error_is_one_line_not_a_traceback(tmp_path, capsys, monke
     code = main(["--model", "m", "--base-url", "http://127.0.0.1:1/v1", "--env", EASY, *QUIET, "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err
     assert code == 1 and "RuntimeError: something no one planned for" in err and err.count("\n") == 1, err
+
+
+def test_compare_refuses_a_report_whose_counts_would_size_an_allocation(tmp_path):
+    report = {"format_version": 1, "model": "m", "backend": "openai-chat", "config": {"episodes": [0], "samples": 10**9},
+              "envs": {EASY: {"episodes": []}}}
+    (tmp_path / "a.json").write_text(json.dumps(report))
+    done = _gem_eval("--compare", str(tmp_path / "a.json"), str(tmp_path / "a.json"), cwd=tmp_path, memory_limit=4 << 30)
+    assert done.returncode == 2 and "episodes" in done.stderr and "Traceback" not in done.stderr, done.stderr
