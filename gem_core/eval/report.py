@@ -335,13 +335,13 @@ class EvalReport:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EvalReport:
-        if not isinstance(data, Mapping) or data.get("format_version") != REPORT_FORMAT_VERSION or not isinstance(data.get("envs"), Mapping):
+        envs = data.get("envs") if isinstance(data, Mapping) else None
+        if not isinstance(envs, Mapping) or data.get("format_version") != REPORT_FORMAT_VERSION:
             found = data.get("format_version") if isinstance(data, Mapping) else type(data).__name__
             raise ValueError(
                 f"Not a gem eval report (format_version={found!r}, expected "
                 f"{REPORT_FORMAT_VERSION}); pass the report.json that `gem eval --out DIR` wrote."
             )
-        envs = data["envs"]
         if not all(isinstance(env, Mapping) and isinstance(env.get("episodes"), list) for env in envs.values()):
             raise ValueError("A gem eval report whose envs hold no episode lists; pass the report.json that `gem eval` wrote.")
         if not isinstance(data.get("config", {}), Mapping):

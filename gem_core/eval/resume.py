@@ -145,9 +145,11 @@ def check_header(header: RunHeader) -> None:
         value = getattr(header, name)
         if not isinstance(value, str) or len(value) > 10_000:
             raise ValueError(f"{where}{name} is not a name (a text of at most 10000 characters).")
-    if not header.env_ids or len(header.env_ids) > 10_000 or not all(isinstance(e, str) and len(e) <= 10_000 for e in header.env_ids):
+    env_ids = header.env_ids
+    if not env_ids or len(env_ids) > 10_000 or not all(isinstance(e, str) and len(e) <= 10_000 for e in env_ids):
         raise ValueError(f"{where}env_ids is not a list of env ids.")
-    if not all(isinstance(t, str) for t in [header.started_at or "", *header.resumed_at]) or len(header.resumed_at) > 100_000:
+    times = [header.started_at or "", *header.resumed_at]
+    if len(times) > 100_000 or not all(isinstance(t, str) for t in times):
         raise ValueError(f"{where}started_at/resumed_at are not times.")
     check_settings(header.config, where=f"{where}config.", env_count=len(header.env_ids))
     backend = header.config.get("backend_settings") or {}

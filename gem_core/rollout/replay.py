@@ -95,7 +95,10 @@ FILE_ENV_KWARGS = frozenset(
 #: Kwargs that size a board or a puzzle: a file's value is bounded so it cannot size an allocation
 #: (reasoning-gym's ``size`` is a dataset length, generated lazily, and gets the general bound).
 _DIMENSIONS = frozenset(
-    {"size", "rows", "cols", "width", "height", "box_rows", "box_cols", "disks", "code_length", "word_length", "num_colors", "blanks", "boxes", "mines", "inner_walls"}
+    {
+        "size", "rows", "cols", "width", "height", "box_rows", "box_cols", "disks", "code_length", "word_length",
+        "num_colors", "blanks", "boxes", "mines", "inner_walls",
+    }
 )
 _DIMENSION_BOUND, _NUMBER_BOUND, _TEXT_BOUND, _ITEMS_BOUND = 100, 10**7, 10_000, 100_000
 #: The kwargs whose value may be a list or an object (of plain values): a word list, a task config.
@@ -178,7 +181,9 @@ def _replay_file(
                 try:
                     envs[key] = make(env_id, **kwargs)
                 except TypeError as exc:  # a kwarg the env does not take
-                    raise ValueError(f"{path}: episode {count - 1}: cannot build {env_id} with env_kwargs {sorted(kwargs)}: {exc}") from None
+                    raise ValueError(
+                        f"{path}: episode {count - 1}: cannot build {env_id} with env_kwargs {sorted(kwargs)}: {exc}"
+                    ) from None
             changes.extend(replay_trajectory(trajectory, envs[key], episode=count - 1)[1])
     finally:
         for env in envs.values():

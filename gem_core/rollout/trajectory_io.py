@@ -183,7 +183,8 @@ def _check_record(record: Mapping[str, Any]) -> None:
     for name, types in _SCALARS.items():
         value = record.get(name)
         if name in record and (not isinstance(value, types) or (name == "seed" and isinstance(value, bool))):
-            raise ValueError(f"field {name!r} is {type(value).__name__}, expected {' or '.join(t.__name__ for t in types)}.")
+            expected = " or ".join(t.__name__ for t in types)
+            raise ValueError(f"field {name!r} is {type(value).__name__}, expected {expected}.")
     for name, item in _LIST_ITEMS.items():
         value = record.get(name, [])
         if not isinstance(value, list):
@@ -265,7 +266,7 @@ def read_records(path: str | os.PathLike, *, max_line_bytes: int = MAX_LINE_BYTE
             except RecursionError:
                 raise ValueError(f"{path}:{number} is nested too deeply to be a trajectory record.") from None
             if not isinstance(record, dict):
-                raise ValueError(f"{path}:{number} is a JSON {type(record).__name__}, not a trajectory record (an object).")
+                raise ValueError(f"{path}:{number} is a JSON {type(record).__name__}, not a trajectory record.")
             yield record
 
 
