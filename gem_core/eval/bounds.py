@@ -51,7 +51,8 @@ def setting_problem(name: str, value: Any, bounds: Mapping[str, tuple[type, floa
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not isinstance(value, int)):
         return f"{value!r:.40} is not {'a whole number' if kind is int else 'a number'}"
     if not math.isfinite(value) or not low <= value <= high:
-        return f"{value!r:.40} is outside {low:g}..{high:g}"
+        shown = (f"{int(low):,}", f"{int(high):,}") if kind is int else (f"{low:g}", f"{high:g}")
+        return f"{value!r:.40} is outside {shown[0]}..{shown[1]}"
     return None
 
 
@@ -62,7 +63,7 @@ def check_settings(settings: Mapping[str, Any], *, where: str, env_count: int = 
         if name in settings:
             problem = setting_problem(name, settings[name])
             if problem:
-                raise ValueError(f"{where}{name} is {problem}.")
+                raise ValueError(f"{where}{name}: {problem}.")
     episodes, samples = settings.get("episodes", 1), settings.get("samples", 1)
     if episodes * samples * max(env_count, 1) > MAX_PLANNED_EPISODES:
         raise ValueError(

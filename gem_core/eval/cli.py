@@ -203,11 +203,11 @@ def _flag_problem(args: argparse.Namespace, given: set[str]) -> str | None:
     for name in SETTING_BOUNDS:
         problem = setting_problem(name, getattr(args, name, None))
         if problem:
-            return f"{_flag(name)} is {problem}."
+            return f"{_flag(name)}: {problem}."
     for flag, setting in HTTP_FLAGS.items():
         problem = setting_problem(setting, getattr(args, flag, None), BACKEND_BOUNDS)
         if problem:
-            return f"{_flag(flag)} is {problem}."
+            return f"{_flag(flag)}: {problem}."
     planned = args.episodes * args.samples * max(len(set(args.env_ids)), 1)
     if planned > MAX_PLANNED_EPISODES:
         return (f"--episodes {args.episodes} x --samples {args.samples} x {len(set(args.env_ids))} env(s) is more than the "

@@ -159,7 +159,7 @@ def check_header(header: RunHeader) -> None:
         if name in backend:
             problem = setting_problem(name, backend[name], BACKEND_BOUNDS)
             if problem:
-                raise ValueError(f"{where}config.backend_settings.{name} is {problem}.")
+                raise ValueError(f"{where}config.backend_settings.{name}: {problem}.")
     base_url = backend.get("base_url")
     if base_url is not None and not isinstance(base_url, str):
         raise ValueError(f"{where}config.backend_settings.base_url is not a URL.")
