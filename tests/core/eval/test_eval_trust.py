@@ -295,3 +295,23 @@ def test_compare_refuses_a_report_whose_counts_would_size_an_allocation(tmp_path
     (tmp_path / "a.json").write_text(json.dumps(report))
     done = _gem_eval("--compare", str(tmp_path / "a.json"), str(tmp_path / "a.json"), cwd=tmp_path, memory_limit=4 << 30)
     assert done.returncode == 2 and "episodes" in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_a_refused_connection_wrapped_in_an_exception_group_is_still_named():
+    """anyio wraps a failed connect in an ExceptionGroup on some versions: the cause is found under it."""
+    import httpx
+    import openai
+
+    from gem_core.eval.openai_client import connection_failure
+
+    try:
+        try:
+            raise ExceptionGroup("unhandled errors in a TaskGroup", [ConnectionRefusedError(111, "Connect call failed")])
+        except ExceptionGroup as group:
+            raise httpx.ConnectError("") from group
+    except httpx.ConnectError as connect:
+        error = openai.APIConnectionError(request=httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions"))
+        error.__cause__ = connect
+    message = connection_failure("http://127.0.0.1:9/v1", error, 4)
+    assert message.startswith("cannot connect to http://127.0.0.1:9/v1: connection refused; is the server running? (--base-url)")
+    assert "ExceptionGroup" not in message and "(4 attempts)" in message
