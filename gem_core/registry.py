@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
+import functools
 import importlib
 import inspect
 import re
@@ -25,7 +26,7 @@ from typing import Any
 
 from gem_core.env import Env
 
-__all__ = ["EnvSpec", "register", "register_alias", "aliases", "make", "spec", "list_envs", "UnknownEnvError", "ENV_ID_PATTERN"]
+__all__ = ["EnvSpec", "register", "register_alias", "aliases", "make", "spec", "list_envs", "UnknownEnvError", "EnvUnavailableError", "ENV_ID_PATTERN"]
 
 ENV_ID_PATTERN = re.compile(r"^(?P<category>[a-z][a-z0-9_]*):(?P<name>[A-Za-z0-9_.+\-]+)$")
 
@@ -107,17 +108,44 @@ _REGISTRY: dict[str, EnvSpec] = {}
 _ALIASES: dict[str, str] = {}
 
 # Upstream GEM's ids (github.com/axon-rl/gem, gem/envs/__init__.py) that name an env shipped here under
-# another id. Upstream ids with no matching env or dataset loader here (eval:AMC, eval:Minerva,
-# eval:OlympiadBench, eval:CodeContest, code:*, game:WikiGame-*, game:Game2048-v0-extreme-hard,
-# the -random variants of GuessTheNumber and Wordle) are not aliased: `make` names the closest ids.
+# another id. Every id upstream registers resolves: here, as a shipped id of the same name, or in
+# UPSTREAM_UNAVAILABLE (tests/core/test_upstream_ids.py holds the list).
 UPSTREAM_ALIASES: dict[str, str] = {
     **{f"game:TowerofHanoi-v0{v}": f"game:TowerOfHanoi-v0{v}" for v in ("", "-easy", "-hard", "-random")},
-    **{f"game:Game2048-v0{v}": f"game:2048-v0{v}" for v in ("", "-easy", "-hard", "-random")},
+    **{f"game:Game2048-v0{v}": f"game:2048-v0{v}" for v in ("", "-easy", "-hard", "-random", "-extreme-hard")},
     "eval:MATH500": "math:MATH-500",
     "eval:AIME24": "math:AIME24",
+    **{f"eval:{name}": f"math:{name}" for name in ("AMC", "OlympiadBench", "Minerva")},
+    "eval:CodeContest": "code:CodeContest-test",
     "eval:QaOpen": "qa:NaturalQuestions-validation",
+    **{
+        f"eval:{name}": f"qa:SearchEval-{name}"
+        for name in ("2Wiki", "PopQA", "TriviaQA", "HotpotQA", "Bamboogle", "NaturalQuestions", "Musique")
+    },
     "math:DeepScaleR40K": "math:DeepScaleR",
 }
+
+_WEBSHOP_MISSING = (
+    "WebShop is not shipped: it needs the WebShop product catalogue and a search index over it, which this "
+    "package does not include. Use upstream GEM's webshop env, or serve one and reach it as "
+    "remote:http://HOST:PORT/ENV_ID."
+)
+#: Upstream GEM ids that name an env this package does not ship, and what is missing. ``spec`` resolves
+#: them, so a GEM config fails at ``make`` with the reason instead of as an unknown id; ``list_envs``
+#: leaves them out (nothing can be built).
+UPSTREAM_UNAVAILABLE: dict[str, str] = {
+    f"webshop:{split}-{mode}": _WEBSHOP_MISSING for mode in ("html", "text", "text_rich") for split in ("train", "test")
+}
+
+
+class EnvUnavailableError(RuntimeError):
+    """Raised by :func:`make` for an upstream GEM id whose env is not shipped; the message says what is missing."""
+
+
+def _refuse(env_id: str, reason: str, **_: Any) -> Env:
+    raise EnvUnavailableError(f"{env_id}: {reason}")
+
+
 _builtins_loaded = False
 _builtins_loading = False
 _lock = threading.RLock()
@@ -221,6 +249,8 @@ def spec(id: str) -> EnvSpec:
     try:
         return _REGISTRY[id]
     except KeyError:
+        if id in UPSTREAM_UNAVAILABLE:
+            return EnvSpec(id=id, entry_point=functools.partial(_refuse, id, UPSTREAM_UNAVAILABLE[id]))
         close = difflib.get_close_matches(id, _REGISTRY, n=5, cutoff=0.5)
         if not close:
             category = id.split(":", 1)[0]

@@ -21,6 +21,9 @@ HUB_DATASETS: dict[str, tuple[str, str | None, str, str, str]] = {
     "CodeContest-test": ("axon-rl/CodeContest", None, "test", "problem", "tests"),
     # TACO problems whose tests were verified; `input_output` is APPS-style JSON (with fn_name for call tests).
     "TACO": ("likaixin/TACO-verified", None, "train", "question", "input_output"),
+    # Upstream GEM's training sets, in CodeContest's {"inputs", "outputs"} test format.
+    "Taco8k": ("axon-rl/TACO-8k", None, "train", "problem", "tests"),
+    "PrimeIntellect15k": ("axon-rl/PrimeIntellect-15k", None, "train", "problem", "tests"),
 }
 
 register_hub_datasets("code", {"": _ENV}, SAMPLE_KWARGS, HUB_DATASETS, ("question_field", "tests_field"))

@@ -13,6 +13,20 @@ register("game:Wordle-v0", f"{_GAMES}.wordle:Wordle", word_length=5, max_turns=6
 register("game:Wordle-v0-easy", f"{_GAMES}.wordle:Wordle", word_length=5, max_turns=10)
 register("game:Wordle-v0-hard", f"{_GAMES}.wordle:Wordle", word_length=5, max_turns=4)
 
+# Their "-random" variants (upstream GEM's ids): one of the three levels above drawn per episode. Wordle's
+# word list has 5-letter words only, so its levels differ in the guesses allowed, not in the word length.
+register(
+    "game:GuessTheNumber-v0-random", f"{_GAMES}.random_difficulty:RandomDifficulty",
+    game=f"{_GAMES}.guess_the_number:GuessTheNumber",
+    levels=[dict(min_number=1, max_number=10, max_turns=6), dict(min_number=1, max_number=20, max_turns=8),
+            dict(min_number=1, max_number=100, max_turns=7)],
+)
+register(
+    "game:Wordle-v0-random", f"{_GAMES}.random_difficulty:RandomDifficulty",
+    game=f"{_GAMES}.wordle:Wordle",
+    levels=[dict(word_length=5, max_turns=10), dict(word_length=5, max_turns=6), dict(word_length=5, max_turns=4)],
+)
+
 
 # name -> (entry point, kwargs per variant); each of these games also gets "-random", a level drawn per
 # episode (see random_difficulty.py).
@@ -78,6 +92,10 @@ for _name, (_entry, _variants) in _LEVELS.items():
         game=f"{_GAMES}.{_entry}",
         levels=list(_variants.values()),
     )
+
+# Upstream GEM's hardest 2048: reach the 2048 tile (outside the -random mix). About a thousand moves
+# make a 2048 tile, so the turn budget leaves room for a good player, not for GEM's 100.
+register("game:2048-v0-extreme-hard", f"{_GAMES}.game_2048:Game2048", size=4, target=2048, max_turns=2000)
 
 # WikiGame: click from page to page on the shipped offline link graph (difficulty = shortest-path length).
 register("game:WikiGame-v0", f"{_GAMES}.wiki_game:WikiGame", min_distance=2, max_distance=3, max_turns=8)

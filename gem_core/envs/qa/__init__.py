@@ -19,6 +19,12 @@ _ENV_WITH_SEARCH = "gem_core.envs.qa.search_variant:make_qa_with_search"
 SAMPLE_FILE = str(Path(__file__).parent / "data" / "sample.jsonl")
 SAMPLE_KWARGS = {"data_files": SAMPLE_FILE, "question_field": "question", "answer_field": "answer"}
 
+#: axon-rl/search-eval's split -> the name in the id (qa:SearchEval-<name>).
+SEARCH_EVAL_SPLITS = {
+    "2wiki": "2Wiki", "popqa": "PopQA", "tq": "TriviaQA", "hotpotqa": "HotpotQA", "bamboogle": "Bamboogle",
+    "nq": "NaturalQuestions", "musique": "Musique",
+}
+
 # id -> (hub id, config, split, question column, answer column)
 HUB_DATASETS: dict[str, tuple[str, str | None, str, str, str]] = {
     "NaturalQuestions": ("google-research-datasets/nq_open", None, "train", "question", "answer"),
@@ -29,6 +35,12 @@ HUB_DATASETS: dict[str, tuple[str, str | None, str, str, str]] = {
     "TriviaQA-validation": ("mandarjoshi/trivia_qa", "rc.nocontext", "validation", "question", "answer"),
     # The NQ + HotpotQA training mix of Search-R1.
     "NQ-HotpotQA": ("PeterJinGo/nq_hotpotqa_train", None, "train", "question", "golden_answers"),
+    # The test sets of DeepResearcher (512 questions per source), one split each of axon-rl/search-eval;
+    # upstream GEM's eval:<Name> ids are aliases of these.
+    **{
+        f"SearchEval-{name}": ("axon-rl/search-eval", None, split, "question", "answer")
+        for split, name in SEARCH_EVAL_SPLITS.items()
+    },
 }
 
 register_hub_datasets(
