@@ -1,0 +1,106 @@
+"""Verdicts kept by key, so a replay or a re-score of the same answer costs no judge call.
+
+The key (see :func:`verdict_key`) is a hash of everything the verdict depends on: the judge model, the
+rubric, the prompt version, the task, the reference and the answer. What is stored is the judge's raw
+reply, and a hit is parsed again against the rubric like a fresh reply, so an entry can never pay more
+than a reply of the judge could. Only replies that parsed are stored: an error is retried next time.
+
+:class:`VerdictCache` with a path is a SQLite file (WAL mode, so several processes of one run share it);
+without one it is an in-memory map of at most ``max_entries``. A cache file is trusted like the judge
+itself: use one you wrote.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+from collections import OrderedDict
+from pathlib import Path
+
+from gem_core.judge.verdict import MAX_VERDICT_CHARS
+
+__all__ = ["VerdictCache", "verdict_key"]
+
+
+def verdict_key(model: str, rubric_digest: str, prompt_version: str, task: str, reference: str | None, answer: str) -> str:
+    """The cache key of one judgement (a SHA-256 hex digest of its inputs)."""
+    payload = json.dumps([model, rubric_digest, prompt_version, task, reference, answer], ensure_ascii=False)
+    return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class VerdictCache:
+    """Raw judge replies by :func:`verdict_key`, on disk (``path``) or in memory.
+
+    Args:
+        path: a SQLite file, created if absent; None keeps verdicts in this process only.
+        max_entries: the in-memory cache's bound (oldest dropped first); ignored with a path.
+    """
+
+    def __init__(self, path: str | os.PathLike | None = None, *, max_entries: int = 100_000):
+        self.path = None if path is None else str(Path(path).expanduser())
+        self.max_entries = max_entries
+        self._lock = threading.Lock()
+        self._memory: OrderedDict[str, str] = OrderedDict()
+        self._db: sqlite3.Connection | None = None
+        self.hits = self.misses = 0
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._db is None:
+            try:
+                db = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False, isolation_level=None)
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("CREATE TABLE IF NOT EXISTS verdicts (key TEXT PRIMARY KEY, model TEXT NOT NULL, reply TEXT NOT NULL)")
+            except sqlite3.Error as exc:
+                raise OSError(f"cannot use {self.path} as the judge's verdict cache ({exc}); give a writable file path or none") from None
+            self._db = db
+        return self._db
+
+    def get(self, key: str) -> str | None:
+        """The raw reply stored under ``key``, or None."""
+        with self._lock:
+            if self.path is None:
+                reply = self._memory.get(key)
+                if reply is not None:
+                    self._memory.move_to_end(key)
+            else:
+                row = self._connection().execute("SELECT reply FROM verdicts WHERE key = ?", (key,)).fetchone()
+                reply = row[0] if row and isinstance(row[0], str) and len(row[0]) <= MAX_VERDICT_CHARS else None
+            if reply is None:
+                self.misses += 1
+            else:
+                self.hits += 1
+            return reply
+
+    def put(self, key: str, model: str, reply: str) -> None:
+        """Store ``reply`` (a reply that parsed as a verdict) under ``key``."""
+        if len(reply) > MAX_VERDICT_CHARS:
+            return
+        with self._lock:
+            if self.path is None:
+                self._memory[key] = reply
+                self._memory.move_to_end(key)
+                while len(self._memory) > self.max_entries:
+                    self._memory.popitem(last=False)
+            else:
+                self._connection().execute("INSERT OR REPLACE INTO verdicts (key, model, reply) VALUES (?, ?, ?)", (key, model, reply))
+
+    def __len__(self) -> int:
+        with self._lock:
+            if self.path is None:
+                return len(self._memory)
+            return int(self._connection().execute("SELECT COUNT(*) FROM verdicts").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+    def __reduce__(self):  # a copy in another process opens the same file (or starts its own memory)
+        return (VerdictCache, (self.path,), {"max_entries": self.max_entries})
+
+    def __setstate__(self, state: dict) -> None:
+        self.max_entries = state["max_entries"]

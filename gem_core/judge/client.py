@@ -1,0 +1,246 @@
+"""The judge: one OpenAI-compatible chat model that scores answers against a rubric.
+
+Each judgement builds the fenced prompt (:mod:`gem_core.judge.prompt`), asks the model through
+:class:`~gem_core.eval.openai_client.ChatEndpoint` (the client ``gem eval`` uses: a deadline per request,
+openai's retries with backoff on timeouts, 429 and 5xx, a cap on the decoded answer, a bound on requests
+in flight) and parses the reply strictly (:mod:`gem_core.judge.verdict`). A whole judgement, retries
+included, is bounded by ``deadline``. It never raises for the judge's sake: an unreachable, slow,
+rate-limiting or incoherent judge gives a :class:`Verdict` with reward 0 and ``error`` set.
+
+The judge runs its requests on one event loop in a thread of its own, so it serves sync ``step`` calls
+from many env threads and async ``astep`` calls from any loop alike, with one connection pool and one
+concurrency cap. Verdicts are cached (:class:`~gem_core.judge.cache.VerdictCache`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import threading
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from gem_core.judge.cache import VerdictCache, verdict_key
+from gem_core.judge.prompt import PROMPT_VERSION, PromptBuilder, build_messages, new_nonce
+from gem_core.judge.rubric import Rubric
+from gem_core.judge.verdict import VerdictError, parse_verdict
+
+__all__ = ["Judge", "Verdict"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One judgement: the reward and everything needed to audit it.
+
+    Attributes:
+        reward: in [0, 1] from the rubric's weighted scores; 0.0 when ``error`` is set.
+        scores: the judge's score per criterion (empty on error).
+        reason: the judge's stated reason.
+        raw: the judge's reply as received (None when no reply came).
+        error: why there is no usable verdict, or None.
+        cached: whether the reply came from the cache instead of a call.
+        model: the judge model; ``rubric_digest`` and ``prompt_version`` name the rubric and prompt used.
+        key: the cache key of this judgement.
+        truncated: whether the answer, task or reference was cut to ``max_text_chars`` before judging.
+    """
+
+    reward: float
+    scores: dict[str, int] = field(default_factory=dict)
+    reason: str = ""
+    raw: str | None = None
+    error: str | None = None
+    cached: bool = False
+    model: str = ""
+    rubric_digest: str = ""
+    prompt_version: str = PROMPT_VERSION
+    key: str = ""
+    truncated: bool = False
+
+    def to_info(self) -> dict[str, Any]:
+        """The verdict as plain data, for ``info["judge"]`` and exported trajectories."""
+        return asdict(self)
+
+
+class Judge:
+    """A judge model behind an OpenAI-compatible ``/v1/chat/completions``.
+
+    Args:
+        base_url: the API root, e.g. ``http://127.0.0.1:8000/v1``. Only the user gives it (code or the
+            command line): files and trajectories never do.
+        model: the judge model's served name (part of the cache key).
+        api_key: bearer token; local servers ignore it.
+        timeout: seconds for one request, first byte to last.
+        max_retries: retries per judgement on timeouts, connection errors, 429 and 5xx.
+        max_in_flight: judge requests open at once, over every env sharing this judge.
+        deadline: seconds one whole judgement may take, retries and backoff included (default:
+            ``timeout * (max_retries + 1) + 10``); past it the verdict is an error.
+        cache: a :class:`VerdictCache`, a SQLite file path for one, or None for an in-memory cache.
+        temperature, max_tokens: sampling of the judge's reply.
+        max_text_chars: the task, the reference and the answer are each cut to this many characters.
+        prompt: the prompt builder (default :func:`~gem_core.judge.prompt.build_messages`, the fenced prompt).
+        transport: the httpx transport under the client (tests).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        timeout: float = 30.0,
+        max_retries: int = 2,
+        max_in_flight: int = 8,
+        deadline: float | None = None,
+        cache: VerdictCache | str | os.PathLike | None = None,
+        temperature: float = 0.0,
+        max_tokens: int = 512,
+        max_text_chars: int = 20_000,
+        prompt: PromptBuilder = build_messages,
+        transport: Any = None,
+    ):
+        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"Judge base_url must be an http:// or https:// URL such as http://127.0.0.1:8000/v1, got {base_url!r}.")
+        if not isinstance(model, str) or not model:
+            raise ValueError("Judge needs the judge model's served name (model=..., --judge-model).")
+        if timeout <= 0 or max_retries < 0 or max_in_flight < 1 or max_tokens < 1 or max_text_chars < 1:
+            raise ValueError("Judge: timeout must be positive, max_retries >= 0, max_in_flight, max_tokens and max_text_chars >= 1.")
+        self.base_url, self.model = base_url.rstrip("/"), model
+        self.api_key, self.timeout, self.max_retries, self.max_in_flight = api_key, float(timeout), int(max_retries), int(max_in_flight)
+        self.deadline = float(deadline) if deadline is not None else self.timeout * (self.max_retries + 1) + 10.0
+        if not self.deadline > 0:
+            raise ValueError(f"Judge deadline must be positive seconds, got {deadline!r}.")
+        self.cache = cache if isinstance(cache, VerdictCache) else VerdictCache(cache)
+        self.temperature, self.max_tokens, self.max_text_chars = float(temperature), int(max_tokens), int(max_text_chars)
+        self.prompt, self.transport = prompt, transport
+        self.calls = 0  # judge requests made (cache misses that reached the endpoint)
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._endpoint: Any = None
+        self._pid = os.getpid()
+
+    # -- the judge's own event loop -----------------------------------------------------------------
+
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._pid != os.getpid():  # a forked child: the parent's loop thread does not exist here
+                self._loop = self._thread = self._endpoint = None
+                self._pid = os.getpid()
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=loop.run_forever, name=f"gem-judge-{self.model}", daemon=True)
+                thread.start()
+                self._loop, self._thread = loop, thread
+            return self._loop
+
+    def _submit(self, task: str, answer: str, rubric: Rubric, reference: str | None) -> concurrent.futures.Future:
+        return asyncio.run_coroutine_threadsafe(self._bounded(task, answer, rubric, reference), self._running_loop())
+
+    # -- judging ----------------------------------------------------------------------------------
+
+    def judge(self, task: str, answer: str, *, rubric: Rubric | None = None, reference: str | None = None) -> Verdict:
+        """Score ``answer`` to ``task`` (blocking; at most about ``deadline`` seconds)."""
+        rubric = Rubric.coerce(rubric)
+        future = self._submit(task, answer, rubric, reference)
+        try:
+            return future.result(timeout=self.deadline + 5.0)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            return self._failed(rubric, f"judge: no verdict within {self.deadline:g} s", "")
+
+    async def ajudge(self, task: str, answer: str, *, rubric: Rubric | None = None, reference: str | None = None) -> Verdict:
+        """:meth:`judge` for async code: awaits the judge's loop without blocking the caller's."""
+        rubric = Rubric.coerce(rubric)
+        return await asyncio.wrap_future(self._submit(task, answer, rubric, reference))
+
+    def _failed(self, rubric: Rubric, error: str, key: str, raw: str | None = None, truncated: bool = False) -> Verdict:
+        return Verdict(0.0, raw=raw, error=error, model=self.model, rubric_digest=rubric.digest, key=key, truncated=truncated)
+
+    async def _bounded(self, task: str, answer: str, rubric: Rubric, reference: str | None) -> Verdict:
+        try:
+            return await asyncio.wait_for(self._judge(task, answer, rubric, reference), self.deadline)
+        except asyncio.TimeoutError:
+            return self._failed(rubric, f"judge: no verdict within {self.deadline:g} s (timeouts, retries or rate limiting)", "")
+        except Exception as exc:  # noqa: BLE001 - a judge failure is a reward of 0, never a crash
+            return self._failed(rubric, f"judge: {type(exc).__name__}: {exc}", "")
+
+    def _cut(self, text: Any) -> tuple[str, bool]:
+        text = text if isinstance(text, str) else str(text)
+        return (text[: self.max_text_chars], True) if len(text) > self.max_text_chars else (text, False)
+
+    async def _judge(self, task: str, answer: str, rubric: Rubric, reference: str | None) -> Verdict:
+        (task, cut_task), (answer, cut_answer) = self._cut(task), self._cut(answer)
+        cut_reference = False
+        if reference is not None:
+            reference, cut_reference = self._cut(reference)
+        truncated = cut_task or cut_answer or cut_reference
+        key = verdict_key(self.model, rubric.digest, PROMPT_VERSION, task, reference, answer)
+        cached = self.cache.get(key)
+        if cached is not None:
+            try:
+                parsed = parse_verdict(cached, rubric)
+                return Verdict(parsed.reward, parsed.scores, parsed.reason, cached, None, True, self.model, rubric.digest, PROMPT_VERSION, key, truncated)
+            except VerdictError:
+                pass  # a cache entry that no longer parses is judged again
+        from gem_core.eval.openai_client import EndpointError
+
+        nonce = new_nonce(task, answer, reference or "")
+        messages = self.prompt(rubric, task, answer, reference, nonce)
+        self.calls += 1
+        try:
+            reply = await (await self._chat_endpoint()).chat(messages, max_tokens=self.max_tokens, temperature=self.temperature)
+        except EndpointError as exc:
+            message = str(exc).replace("--base-url", "--judge-url").replace("--model", "--judge-model")
+            return self._failed(rubric, f"judge: {message}", key, truncated=truncated)
+        try:
+            parsed = parse_verdict(reply.text, rubric)
+        except VerdictError as exc:
+            return self._failed(rubric, f"judge: malformed verdict: {exc}", key, raw=reply.text[:4000], truncated=truncated)
+        self.cache.put(key, self.model, reply.text)
+        return Verdict(parsed.reward, parsed.scores, parsed.reason, reply.text, None, False, self.model, rubric.digest, PROMPT_VERSION, key, truncated)
+
+    async def _chat_endpoint(self) -> Any:
+        if self._endpoint is None:  # built on the judge's loop, which its connection pool belongs to
+            from gem_core.eval.openai_client import ChatEndpoint
+
+            self._endpoint = ChatEndpoint(
+                self.base_url, self.model, api_key=self.api_key, timeout=self.timeout, max_retries=self.max_retries,
+                max_in_flight=self.max_in_flight, transport=self.transport, max_response_bytes=1 << 20,
+            )
+        return self._endpoint
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connections and stop the judge's thread (a later call starts them again)."""
+        with self._lock:
+            loop, thread, endpoint = self._loop, self._thread, self._endpoint
+            self._loop = self._thread = self._endpoint = None
+        if loop is None or self._pid != os.getpid():
+            return
+        if endpoint is not None:
+            try:
+                asyncio.run_coroutine_threadsafe(endpoint.aclose(), loop).result(timeout=5.0)
+            except Exception:  # noqa: BLE001 - closing is best effort
+                pass
+        loop.call_soon_threadsafe(loop.stop)
+        if thread is not None:
+            thread.join(timeout=5.0)
+        if not loop.is_running():
+            loop.close()
+
+    def __reduce__(self):  # a copy in another process (a Ray actor, a process worker) opens its own connections
+        kwargs = dict(
+            api_key=self.api_key, timeout=self.timeout, max_retries=self.max_retries, max_in_flight=self.max_in_flight,
+            deadline=self.deadline, cache=self.cache, temperature=self.temperature, max_tokens=self.max_tokens,
+            max_text_chars=self.max_text_chars, prompt=self.prompt,
+        )
+        return (_rebuild_judge, (self.base_url, self.model, kwargs))
+
+    def __repr__(self) -> str:
+        return f"Judge({self.base_url!r}, model={self.model!r})"
+
+
+def _rebuild_judge(base_url: str, model: str, kwargs: dict[str, Any]) -> Judge:
+    return Judge(base_url, model, **kwargs)
