@@ -6,16 +6,20 @@ stack loads when a server is built.
 
 HTTP protocol (JSON bodies; ``Authorization: Bearer TOKEN`` on every request when the server has one):
 
-- ``POST /sessions`` ``{"env_id": ID}`` → ``{"session_id": S}``: a new env instance (429 past ``max_sessions``)
+- ``POST /sessions`` ``{"env_id": ID}`` (or ``{}``) → ``{"session_id": S}``: a new env instance (429 past
+  ``max_sessions``; a body that is not a JSON object is a 422)
 - ``POST /sessions/S/reset`` ``{"seed": int|null, "options": {}|null}`` → ``{"observation", "info"}``
 - ``POST /sessions/S/step`` ``{"action": str}`` → ``{"observation", "reward", "terminated", "truncated", "info"}``
-- ``POST /sessions/S/sample`` → ``{"action"}``: the env's random well-formed action
+  (409 before the first reset; an action over ``max_action_bytes`` gets the env's malformed-action answer)
+- ``POST /sessions/S/sample`` → ``{"action"}``: the env's random well-formed action (409 before the first reset)
 - ``DELETE /sessions/S`` ends the session; idle sessions are reaped after ``idle_timeout`` seconds
 - ``GET /health`` → ``{"status": "ok", "env_id", "sessions"}``
 
-WebSocket ``/ws``: the connection is one session; send ``{"op": "reset"|"step"|"sample", ...}`` with the
-same fields as above and read one JSON answer per message (``{"error", "status"}`` for a bad one; the
-connection stays open). Bad requests get a 4xx and a message, never a dead server.
+WebSocket ``/ws``: the connection is one session; send ``{"op": "reset"|"step"|"sample", ...}`` as a text
+frame with the same fields as above and read one JSON answer per message (``{"error", "status"}`` for a
+bad one, a binary frame included; the connection stays open). Bad requests get a 4xx and a message,
+never a dead server. Connections are bounded too (:mod:`gem_core.serve.connections`): headers and bodies
+have deadlines, and connections are capped in total and per client address.
 """
 
 __all__ = ["create_app"]

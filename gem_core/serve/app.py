@@ -1,9 +1,15 @@
 """The ASGI app of ``gem serve`` (Starlette): routes, the bearer-token check and the idle-session reaper.
 
 Every request is bounded: its body size and arrival time, the env's step time, and what comes back
-is plain JSON. A bad request is a 4xx with ``{"detail": ...}``; an env that raises is a 500 for that
-request only, and a step that overruns ``step_timeout`` ends its session (the env is in an unknown
-state) with a 504.
+is plain JSON (the connection itself, headers included, is bounded by :mod:`gem_core.serve.connections`).
+A bad request is a 4xx with ``{"detail": ...}`` (a step or sample before the first reset is a 409); an
+env that raises is a 500 for that request only, and a step that overruns ``step_timeout`` ends its
+session (the env is in an unknown state) with a 504.
+
+An action is model output, and a malformed one is part of the game: a step whose action is over
+``max_action_bytes`` is answered like any action the env cannot use, with the env's own
+:meth:`gem_core.Env.invalid_action` (its format penalty, the episode goes on), not with a 413 that
+the client would have to turn into a truncation.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import hmac
 from dataclasses import dataclass
 from typing import Any
 
+from gem_core.env import episode_over_result
 from gem_core.serve.asgi import RequestError, json_bytes, parse_json, read_json
 from gem_core.serve.sessions import Session, SessionLimitError, SessionStore
 
@@ -30,8 +37,11 @@ class ServeConfig:
     idle_timeout: float = 300.0
     #: Seconds between two sweeps for idle sessions.
     reap_interval: float = 10.0
-    #: Largest request body (or WebSocket message) in bytes; a 1 MB action is refused with 413.
+    #: Largest request body (or WebSocket message) in bytes, steps aside; a larger one is refused with 413.
     max_body_bytes: int = 256 * 1024
+    #: Largest step body in bytes (the action, JSON-escaped); a larger action gets the env's malformed-action
+    #: answer. Over WebSocket, a step message up to twice this gets that answer; a larger one closes the socket.
+    max_action_bytes: int = 4 << 20
     #: Seconds a client has to send a request body.
     body_timeout: float = 10.0
     #: Seconds one reset or step may take.
@@ -52,6 +62,14 @@ def _reset_args(body: Any) -> dict[str, Any]:
     return {"seed": seed, "options": options}
 
 
+def _create_args(body: Any) -> None:
+    expected = 'expected a JSON object like {"env_id": "game:GuessTheNumber-v0"} ({} serves the server\'s env)'
+    if not isinstance(body, dict):
+        raise RequestError(422, expected)
+    if "env_id" in body and body["env_id"] is not None and not isinstance(body["env_id"], str):
+        raise RequestError(422, f'"env_id" must be a string; {expected}')
+
+
 def _step_action(body: Any) -> str:
     if not isinstance(body, dict) or not isinstance(body.get("action"), str):
         raise RequestError(422, 'expected a JSON object like {"action": "your move"}')
@@ -65,7 +83,8 @@ class _Operations:
         self.env_id, self.store, self.config = env_id, store, config
 
     async def create(self, body: Any) -> Session:
-        requested = body.get("env_id") if isinstance(body, dict) else None
+        _create_args(body)
+        requested = body.get("env_id")
         if requested is not None and requested != self.env_id:
             raise RequestError(404, f"this server serves {self.env_id!r}, not {requested!r}")
         try:
@@ -78,6 +97,10 @@ class _Operations:
         if session is None:
             raise RequestError(404, f"no session {session_id!r} (ended, reaped after {self.config.idle_timeout:g} s idle, or the server restarted); create one with POST /sessions")
         return session
+
+    def _started(self, session: Session) -> None:
+        if not session.started:
+            raise RequestError(409, "the session has no episode yet: reset it first (POST /sessions/ID/reset, or {\"op\": \"reset\"} on /ws)")
 
     async def _run(self, session: Session, call: Any) -> Any:
         async with session.lock:
@@ -92,14 +115,44 @@ class _Operations:
 
     async def reset(self, session: Session, body: Any) -> dict[str, Any]:
         observation, info = await self._run(session, session.env.areset(**_reset_args(body)))
+        session.started = True
         return {"observation": observation, "info": info}
 
     async def step(self, session: Session, body: Any) -> dict[str, Any]:
-        observation, reward, terminated, truncated, info = await self._run(session, session.env.astep(_step_action(body)))
-        return {"observation": observation, "reward": float(reward), "terminated": bool(terminated), "truncated": bool(truncated), "info": info}
+        action = _step_action(body)  # a malformed request is a 422 whatever the session's state
+        self._started(session)
+        return _step_answer(await self._run(session, session.env.astep(action)))
+
+    async def oversized_step(self, session: Session) -> dict[str, Any]:
+        """The env's answer to an action it cannot use, for a step body over ``max_action_bytes`` (unread)."""
+        self._started(session)
+        env = session.env
+        invalid_action = getattr(env.unwrapped, "invalid_action", None)
+        if invalid_action is None:
+            raise RequestError(413, f"the action is over {self.config.max_action_bytes} bytes (the server's --max-action-bytes)")
+
+        async def answer() -> Any:
+            if getattr(env, "_gem_episode_over", False):
+                return episode_over_result()
+            result = invalid_action(
+                f"Your action is over this server's limit of {self.config.max_action_bytes} bytes and was not read. "
+                "Write a shorter action.",
+                action_too_large=True,
+            )
+            if result[2] or result[3]:
+                env._gem_episode_over = True  # as the env's own step guard would after this answer
+            return result
+
+        return _step_answer(await self._run(session, answer()))
 
     async def sample(self, session: Session) -> dict[str, Any]:
+        self._started(session)
         return {"action": await self._run(session, asyncio.to_thread(session.env.sample_random_action))}
+
+
+def _step_answer(result: Any) -> dict[str, Any]:
+    observation, reward, terminated, truncated, info = result
+    return {"observation": observation, "reward": float(reward), "terminated": bool(terminated), "truncated": bool(truncated), "info": info}
 
 
 def create_app(env_id: str, config: ServeConfig = ServeConfig(), *, make_env: Any = None) -> Any:
@@ -124,12 +177,20 @@ def create_app(env_id: str, config: ServeConfig = ServeConfig(), *, make_env: An
     def reply(status: int, payload: Any) -> Response:
         return Response(json_bytes(payload), status, media_type="application/json")
 
-    def handler(work: Any) -> Any:
+    def handler(work: Any, max_bytes: int = config.max_body_bytes, oversized: Any = None) -> Any:
+        """An endpoint running ``work(request, body)``; ``oversized(request)`` answers a body over ``max_bytes``."""
+
         async def endpoint(request: Request) -> Response:
             try:
                 body = None
                 if request.method == "POST":
-                    body = await read_json(request, max_bytes=config.max_body_bytes, timeout=config.body_timeout)
+                    try:
+                        body = await read_json(request, max_bytes=max_bytes, timeout=config.body_timeout)
+                    except RequestError as error:
+                        if error.status != 413 or oversized is None:
+                            raise
+                        status, payload = 200, await oversized(request)
+                        return reply(status, payload)
                 status, payload = await work(request, body)
             except RequestError as error:
                 return reply(error.status, {"detail": str(error)})
@@ -148,6 +209,9 @@ def create_app(env_id: str, config: ServeConfig = ServeConfig(), *, make_env: An
 
     async def step(request: Request, body: Any) -> tuple[int, Any]:
         return 200, await ops.step(ops.session(request.path_params["sid"]), body)
+
+    async def oversized_step(request: Request) -> Any:
+        return await ops.oversized_step(ops.session(request.path_params["sid"]))
 
     async def sample(request: Request, body: Any) -> tuple[int, Any]:
         return 200, await ops.sample(ops.session(request.path_params["sid"]))
@@ -168,20 +232,37 @@ def create_app(env_id: str, config: ServeConfig = ServeConfig(), *, make_env: An
             await websocket.send_text(json_bytes({"error": str(error), "status": error.status}).decode("ascii"))
             await websocket.close(code=1013)
             return
+        async def send(answer: Any) -> None:
+            await websocket.send_text(json_bytes(answer).decode("ascii"))
+
         try:
             while True:
-                message = await websocket.receive_text()
+                try:
+                    received = await asyncio.wait_for(websocket.receive(), config.idle_timeout)
+                except asyncio.TimeoutError:
+                    await send({"error": f"no message for {config.idle_timeout:g} s (--idle-timeout); the session ended", "status": 408})
+                    await websocket.close(code=1000)
+                    return
+                if received["type"] == "websocket.disconnect":
+                    return
+                message = received.get("text")
                 if store.get(session.id) is None:  # reaped while idle, or ended by a step timeout
-                    await websocket.send_text(json_bytes({"error": "the session ended (idle or timed out); reconnect", "status": 404}).decode("ascii"))
+                    await send({"error": "the session ended (idle or timed out); reconnect", "status": 404})
                     await websocket.close(code=1000)
                     return
                 try:
-                    if len(message) > config.max_body_bytes:
+                    if message is None:
+                        raise RequestError(400, 'binary frames are not read: send each request as a JSON text frame, e.g. {"op": "reset"}')
+                    if len(message) > max(config.max_body_bytes, 2 * config.max_action_bytes):
                         raise RequestError(413, f"message over {config.max_body_bytes} bytes")
                     body = parse_json(message)
                     op = body.get("op") if isinstance(body, dict) else None
+                    if op != "step" and len(message) > config.max_body_bytes:
+                        raise RequestError(413, f"message over {config.max_body_bytes} bytes")
                     if op == "reset":
                         answer = await ops.reset(session, body)
+                    elif op == "step" and len(message) > config.max_action_bytes:
+                        answer = await ops.oversized_step(session)
                     elif op == "step":
                         answer = await ops.step(session, body)
                     elif op == "sample":
@@ -192,7 +273,7 @@ def create_app(env_id: str, config: ServeConfig = ServeConfig(), *, make_env: An
                     answer = {"error": str(error), "status": error.status}
                 except Exception as error:
                     answer = {"error": f"the env raised {type(error).__name__}: {error}", "status": 500}
-                await websocket.send_text(json_bytes(answer).decode("ascii"))
+                await send(answer)
         except WebSocketDisconnect:
             pass
         finally:
@@ -224,7 +305,7 @@ def create_app(env_id: str, config: ServeConfig = ServeConfig(), *, make_env: An
         Route("/health", handler(health), methods=["GET"]),
         Route("/sessions", handler(create), methods=["POST"]),
         Route("/sessions/{sid}/reset", handler(reset), methods=["POST"]),
-        Route("/sessions/{sid}/step", handler(step), methods=["POST"]),
+        Route("/sessions/{sid}/step", handler(step, config.max_action_bytes, oversized_step), methods=["POST"]),
         Route("/sessions/{sid}/sample", handler(sample), methods=["POST"]),
         Route("/sessions/{sid}", handler(end), methods=["DELETE"]),
         WebSocketRoute("/ws", websocket_session),

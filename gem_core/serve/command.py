@@ -6,11 +6,22 @@ import argparse
 import sys
 
 from gem_core.serve.app import ServeConfig
+from gem_core.serve.connections import (
+    ConnectionLimits,
+    add_connection_arguments,
+    connection_limits_from,
+    port_error,
+    positive_int,
+    positive_float,
+)
 
 __all__ = ["add_serve_parser"]
 
 
 def _serve(args: argparse.Namespace) -> int:
+    if port_error(args.port):
+        print(f"gem serve: {port_error(args.port)}", file=sys.stderr)
+        return 2
     try:
         import uvicorn
 
@@ -20,6 +31,7 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     from gem_core.registry import UnknownEnvError, import_env_modules
     from gem_core.serve.asgi import listening_socket
+    from gem_core.serve.connections import ConnectionGuard
 
     try:
         import_env_modules(args.imports)
@@ -30,6 +42,8 @@ def _serve(args: argparse.Namespace) -> int:
         max_sessions=args.max_sessions,
         idle_timeout=args.idle_timeout,
         max_body_bytes=args.max_body_bytes,
+        max_action_bytes=args.max_action_bytes,
+        body_timeout=args.body_timeout,
         step_timeout=args.step_timeout,
         token=args.token,
     )
@@ -38,16 +52,27 @@ def _serve(args: argparse.Namespace) -> int:
     except UnknownEnvError as error:
         print(error, file=sys.stderr)
         return 2
+    guard = ConnectionGuard(connection_limits_from(args))
     try:
-        sock = listening_socket(args.host, args.port)
+        sock = guard.listen(listening_socket(args.host, args.port))
     except OSError as error:
         print(f"gem serve: cannot listen on {args.host}:{args.port}: {error}", file=sys.stderr)
         return 2
     host, port = sock.getsockname()[:2]
     if host not in ("127.0.0.1", "::1", "localhost") and not args.token:
         print("gem serve: warning: listening beyond loopback without --token; anyone who reaches the port can use it", file=sys.stderr)
+    # The guard bounds what uvicorn does not: header and body deadlines, connections in total (under the
+    # open-file limit) and per client; its socket gate needs asyncio's loop (uvloop accepts in C).
+    # A WebSocket step message may be up to twice --max-action-bytes.
     uvicorn_config = uvicorn.Config(
-        app, log_level="warning", access_log=False, timeout_keep_alive=30, backlog=2048, ws_max_size=args.max_body_bytes
+        app,
+        http=guard.protocol_class(),
+        loop="asyncio",
+        log_level="warning",
+        access_log=False,
+        timeout_keep_alive=30,
+        backlog=2048,
+        ws_max_size=max(args.max_body_bytes, 2 * args.max_action_bytes),
     )
     print(f"gem serve: {args.env_id} at http://{host}:{port} (WebSocket ws://{host}:{port}/ws)", flush=True)
     try:
@@ -70,11 +95,16 @@ def add_serve_parser(commands: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("env_id", help="a registered env id, e.g. game:Wordle-v0")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
-    parser.add_argument("--port", type=int, default=8765, help="port (0 picks a free one; the chosen port is printed)")
-    parser.add_argument("--max-sessions", type=int, default=defaults.max_sessions, help="sessions held at once")
-    parser.add_argument("--idle-timeout", type=float, default=defaults.idle_timeout, help="seconds before an idle session is ended")
-    parser.add_argument("--step-timeout", type=float, default=defaults.step_timeout, help="seconds one reset or step may take")
-    parser.add_argument("--max-body-bytes", type=int, default=defaults.max_body_bytes, help="largest request or message")
+    parser.add_argument("--port", type=int, default=8765, help="port, 0 to 65535 (0 picks a free one; the chosen port is printed)")
+    parser.add_argument("--max-sessions", type=positive_int, default=defaults.max_sessions, help="sessions held at once")
+    parser.add_argument("--idle-timeout", type=positive_float, default=defaults.idle_timeout, help="seconds before an idle session is ended")
+    parser.add_argument("--step-timeout", type=positive_float, default=defaults.step_timeout, help="seconds one reset or step may take")
+    parser.add_argument("--max-body-bytes", type=positive_int, default=defaults.max_body_bytes, help="largest request or message (steps aside)")
+    parser.add_argument(
+        "--max-action-bytes", type=positive_int, default=defaults.max_action_bytes,
+        help="largest step body; a larger action gets the env's malformed-action answer (format penalty), like a local env's bad move",
+    )
+    add_connection_arguments(parser, ConnectionLimits(body_timeout=defaults.body_timeout))
     parser.add_argument(
         "--import", dest="imports", action="append", default=[], metavar="MODULE",
         help="a module or .py file to import first (one that registers your env); repeatable",

@@ -26,6 +26,8 @@ class Session:
     #: Serializes the session's requests: an env is not safe to step from two requests at once.
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     last_used: float = field(default_factory=time.monotonic)
+    #: Whether a reset has succeeded: a step or sample before it is refused (409), not sent to the env.
+    started: bool = False
 
     def touch(self) -> None:
         self.last_used = time.monotonic()

@@ -10,7 +10,9 @@ Protocol (the Search-R1 family's, so clients of either side interoperate):
 Every request is bounded: the body's size and the time to send it, the number of queries, ``topk``
 and the size of the answer. A request outside them gets a 4xx with a message (uvicorn's HTTP parser
 answers 400 to a malformed request line or ``Content-Length``). Idle and stalled connections cost a
-socket, not a thread; the listen backlog is large enough for many clients connecting at once.
+socket, not a thread, and not for long: headers and bodies have deadlines and connections are capped in
+total (under the open-file limit) and per client (:mod:`gem_core.serve.connections`); the listen
+backlog is large enough for many clients connecting at once.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gem_core.serve.asgi import RequestError, listening_socket, read_json
+from gem_core.serve.connections import ConnectionLimits, add_connection_arguments, connection_limits_from, port_error
 from gem_core.tools.retrieval_server.index import BM25Index, load_corpus, shipped_corpus_path
 
 __all__ = ["Limits", "create_app", "main", "parse_request"]
@@ -114,11 +117,14 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--corpus", default=str(shipped_corpus_path()), help="JSONL corpus (default: the shipped demo corpus)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
-    parser.add_argument("--port", type=int, default=8000, help="port (0 picks a free one; the chosen port is printed)")
+    parser.add_argument("--port", type=int, default=8000, help="port, 0 to 65535 (0 picks a free one; the chosen port is printed)")
     parser.add_argument("--topk", type=int, default=3, help="passages per query when a request gives no topk")
     parser.add_argument("--max-queries", type=int, default=Limits.max_queries, help="queries per request")
     parser.add_argument("--max-topk", type=int, default=Limits.max_topk, help="passages per query a request may ask for")
+    add_connection_arguments(parser, ConnectionLimits(body_timeout=Limits.body_timeout))
     args = parser.parse_args(argv)
+    if port_error(args.port):
+        parser.exit(2, f"gem-retrieval-server: {port_error(args.port)}\n")
     try:
         import uvicorn
     except ImportError:
@@ -127,11 +133,23 @@ def main(argv: list[str] | None = None) -> None:
         index = BM25Index(load_corpus(args.corpus))
     except (OSError, ValueError) as error:
         parser.exit(2, f"gem-retrieval-server: cannot load the corpus: {error}\n")
-    limits = Limits(max_queries=args.max_queries, max_topk=args.max_topk)
-    sock = listening_socket(args.host, args.port)
+    from gem_core.serve.connections import ConnectionGuard
+
+    limits = Limits(max_queries=args.max_queries, max_topk=args.max_topk, body_timeout=args.body_timeout)
+    guard = ConnectionGuard(connection_limits_from(args))
+    try:
+        sock = guard.listen(listening_socket(args.host, args.port))
+    except OSError as error:
+        parser.exit(2, f"gem-retrieval-server: cannot listen on {args.host}:{args.port}: {error}\n")
     host, port = sock.getsockname()[:2]
     config = uvicorn.Config(
-        create_app(index, args.topk, limits), log_level="warning", timeout_keep_alive=5, backlog=2048, access_log=False
+        create_app(index, args.topk, limits),
+        http=guard.protocol_class(),
+        loop="asyncio",  # the guard's socket gate needs asyncio's accept (uvloop accepts in C)
+        log_level="warning",
+        timeout_keep_alive=5,
+        backlog=2048,
+        access_log=False,
     )
     print(f"gem-retrieval-server: {len(index.documents)} documents, listening on http://{host}:{port}/retrieve", flush=True)
     try:

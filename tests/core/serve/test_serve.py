@@ -139,7 +139,7 @@ def test_bad_requests_are_4xx_and_the_server_lives(start_server):
             "action not text": (client.post(f"/sessions/{session}/step", json={"action": [1]}), 422),
             "bad seed": (client.post(f"/sessions/{session}/reset", json={"seed": "x"}), 422),
             "unknown session": (client.post("/sessions/nope/step", json={"action": "x"}), 404),
-            "1 MB action": (client.post(f"/sessions/{session}/step", json={"action": "a" * 1_000_000}), 413),
+            "1 MB reset body": (client.post(f"/sessions/{session}/reset", json={"options": {"x": "a" * 1_000_000}}), 413),
             "unknown route": (client.get("/nowhere"), 404),
             "wrong method": (client.get("/sessions"), 405),
         }
