@@ -105,6 +105,10 @@ class Judge:
             raise ValueError("Judge needs the judge model's served name (model=..., --judge-model).")
         if timeout <= 0 or max_retries < 0 or max_in_flight < 1 or max_tokens < 1 or max_text_chars < 1:
             raise ValueError("Judge: timeout must be positive, max_retries >= 0, max_in_flight, max_tokens and max_text_chars >= 1.")
+        try:
+            import openai  # noqa: F401 - checked here so a missing package is one clear error, not a 0 per step
+        except ImportError as exc:
+            raise ImportError('The judge needs the `openai` package: pip install -e ".[judge]" in the GEM checkout (or pip install openai httpx).') from exc
         self.base_url, self.model = base_url.rstrip("/"), model
         self.api_key, self.timeout, self.max_retries, self.max_in_flight = api_key, float(timeout), int(max_retries), int(max_in_flight)
         self.deadline = float(deadline) if deadline is not None else self.timeout * (self.max_retries + 1) + 10.0
