@@ -171,6 +171,8 @@ class Judge:
 
     def _cut(self, text: Any) -> tuple[str, bool]:
         text = text if isinstance(text, str) else str(text)
+        # a lone surrogate cannot be sent as UTF-8 JSON; it reaches the judge as U+FFFD
+        text = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace") if not text.isascii() else text
         return (text[: self.max_text_chars], True) if len(text) > self.max_text_chars else (text, False)
 
     async def _judge(self, task: str, answer: str, rubric: Rubric, reference: str | None) -> Verdict:

@@ -44,6 +44,7 @@ class Judged(Wrapper):
         reward: ``"replace"`` pays the verdict's reward on judged steps; ``"add"`` adds it to the env's.
         reference: see :data:`ReferenceSource`.
         truncate_on_error: truncate the episode when the judge gives no verdict (default: go on).
+        close_judge: :meth:`close` closes the judge too (for a judge this env built; a shared one stays open).
     """
 
     blocking = True  # a judgement waits on the judge server
@@ -59,6 +60,7 @@ class Judged(Wrapper):
         reward: str = "replace",
         reference: ReferenceSource = None,
         truncate_on_error: bool = False,
+        close_judge: bool = False,
     ):
         super().__init__(env)
         if on not in ("final", "turn"):
@@ -68,7 +70,7 @@ class Judged(Wrapper):
         if judge is not None and not isinstance(judge, Judge):
             raise TypeError(f"Judged(judge=...) takes a gem_core.judge.Judge or None, got {type(judge).__name__}.")
         self.judge, self.rubric, self.on, self.reward_mode = judge, Rubric.coerce(rubric), on, reward
-        self.reference_source, self.truncate_on_error = reference, truncate_on_error
+        self.reference_source, self.truncate_on_error, self.close_judge = reference, truncate_on_error, close_judge
         self.task = ""
         self.last_observation = ""
 
@@ -144,3 +146,8 @@ class Judged(Wrapper):
         if self.judge is None:
             return self._apply(result, Verdict(0.0, error=NO_JUDGE))
         return self._apply(result, await self.judge.ajudge(task, action, rubric=self.rubric, reference=self._reference()))
+
+    def close(self) -> None:
+        super().close()
+        if self.close_judge and self.judge is not None:
+            self.judge.close()

@@ -94,9 +94,10 @@ def make_judged_task(
         truncate_on_error: see :class:`~gem_core.wrappers.judged.Judged`.
         env_kwargs: :class:`OpenTaskEnv`'s arguments (``data_files=``, ``task_field=``, ...).
     """
+    owned = False
     if judge is None and (judge_url or judge_model):
         if not (judge_url and judge_model):
             raise ValueError("Give both judge_url= and judge_model= (gem eval: --judge-url and --judge-model), or judge=Judge(...).")
-        judge = Judge(judge_url, judge_model, cache=judge_cache)
+        judge, owned = Judge(judge_url, judge_model, cache=judge_cache), True
     env = OpenTaskEnv(dataset_path, **env_kwargs)
-    return Judged(env, judge, rubric, on="final", truncate_on_error=truncate_on_error)
+    return Judged(env, judge, rubric, on="final", truncate_on_error=truncate_on_error, close_judge=owned)

@@ -229,3 +229,13 @@ def test_a_judge_pickles_without_its_connections(judge_server, tmp_path):
 def test_judge_refuses_a_url_that_is_not_http():
     with pytest.raises(ValueError, match="http:// or https://"):
         Judge("file:///etc/passwd", "m")
+
+
+def test_an_answer_with_lone_surrogates_and_control_characters_is_judged(judge_server):
+    server = judge_server([{"kind": "rule"}])
+    judge = make_judge(server)
+    try:
+        verdict = judge.judge(TASK, "Canberra \ud800\x00\x1b[2J", rubric=RUBRIC, reference=REFERENCE)
+    finally:
+        judge.close()
+    assert verdict.error is None and verdict.reward == pytest.approx(0.8)
