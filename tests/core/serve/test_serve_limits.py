@@ -4,12 +4,9 @@ out-of-order calls, bad bodies and bad flags, and actions larger than the server
 from __future__ import annotations
 
 import json
-import resource
 import socket
 import subprocess
 import sys
-import time
-from urllib.parse import urlsplit
 
 import pytest
 
@@ -17,89 +14,26 @@ httpx = pytest.importorskip("httpx")
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 
-from server_process import ServerProcess  # noqa: E402
+from connection_flood import LimitedServer, address, allow_open_files, answers_200, closed_by_server, half_sent_headers  # noqa: E402
 
 from gem_core import make  # noqa: E402
 from gem_core.remote import RemoteEnv  # noqa: E402
 
-_UNDER_LIMIT = """\
-import resource, runpy, sys
-resource.setrlimit(resource.RLIMIT_NOFILE, ({nofile}, {nofile}))
-sys.argv = ["gem", *sys.argv[1:]]
-runpy.run_module("gem_core.cli", run_name="__main__")
-"""
 
-
-class LimitedServe(ServerProcess):
-    """``gem serve`` in a child whose open-file limit is ``nofile`` (soft and hard)."""
-
-    def __init__(self, nofile: int, env_id: str, *args: str):
-        command = [sys.executable, "-c", _UNDER_LIMIT.format(nofile=nofile), "serve", env_id, "--port", "0", *args]
-        super().__init__(command, r"at (http://\S+)", "gem serve")
-
-    def stop_and_read_stderr(self) -> str:
-        self.process.terminate()
-        try:
-            _, stderr = self.process.communicate(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            _, stderr = self.process.communicate()
-        return stderr
-
-
-def _address(url: str) -> tuple[str, int]:
-    parts = urlsplit(url)
-    return parts.hostname, parts.port
-
-
-def _health(url: str, attempts: int) -> httpx.Response | None:
-    """``GET /health`` tried up to ``attempts`` times, 0.5 s apart (each with a 5 s timeout): the first 200
-    answer, or None. A 503 (the connection caps) is retried: the caps free as stalled connections end."""
-    for _ in range(attempts):
-        try:
-            response = httpx.get(url + "/health", timeout=5)
-            if response.status_code == 200:
-                return response
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    return None
-
-
-def _closed_by_server(sock: socket.socket, wait: float) -> bool:
-    """Whether the server ends the connection (EOF or reset, after any answer) within ``wait`` seconds."""
-    sock.settimeout(wait)
-    try:
-        while sock.recv(65536):
-            pass
-        return True
-    except (ConnectionResetError, BrokenPipeError):
-        return True
-    except TimeoutError:
-        return False
+def _serve_under(nofile: int, *args: str) -> LimitedServer:
+    return LimitedServer(nofile, "gem_core.cli", ["serve", *args, "--port", "0"], r"at (http://\S+)", "gem serve")
 
 
 def test_2000_half_sent_headers_under_a_1024_file_limit_leave_health_answering():
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard != resource.RLIM_INFINITY and hard < 2200:
-        pytest.skip(f"this test opens 2,000 sockets; the open-file limit here is {hard}")
-    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 2200) if hard == resource.RLIM_INFINITY else max(soft, min(hard, 4096)), hard))
-    server = LimitedServe(1024, "game:GuessTheNumber-v0", "--header-timeout", "2")
+    if not allow_open_files(2200):
+        pytest.skip("this test opens 2,000 sockets; the open-file limit here is lower")
+    server = _serve_under(1024, "game:GuessTheNumber-v0", "--header-timeout", "2")
     sockets: list[socket.socket] = []
     try:
-        for _ in range(2000):
-            sock = socket.socket()
-            sock.settimeout(5)
-            try:
-                sock.connect(_address(server.url))
-                sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nUser-Agent: half")  # no blank line: headers never end
-            except OSError:
-                pass
-            sockets.append(sock)
-        health = _health(server.url, attempts=20)
-        assert health is not None, "the server stopped answering /health"
+        sockets = half_sent_headers(server.url, 2000)
+        assert answers_200(server.url + "/health", attempts=20), "the server stopped answering /health"
         # The stalled connections are ended by the server, not held forever.
-        assert all(_closed_by_server(sock, 15) for sock in sockets[:: 100])
+        assert all(closed_by_server(sock, 15) for sock in sockets[::100])
     finally:
         for sock in sockets:
             sock.close()
@@ -109,9 +43,9 @@ def test_2000_half_sent_headers_under_a_1024_file_limit_leave_health_answering()
 
 def test_connections_over_the_per_client_cap_get_503_and_the_cap_frees_when_they_close(start_server):
     server = start_server("game:GuessTheNumber-v0", "--max-connections-per-client", "4", "--header-timeout", "60")
-    held = [socket.create_connection(_address(server.url), timeout=10) for _ in range(4)]
+    held = [socket.create_connection(address(server.url), timeout=10) for _ in range(4)]
     try:
-        with socket.create_connection(_address(server.url), timeout=10) as extra:
+        with socket.create_connection(address(server.url), timeout=10) as extra:
             extra.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
             answer = b""
             while chunk := extra.recv(65536):
@@ -121,13 +55,13 @@ def test_connections_over_the_per_client_cap_get_503_and_the_cap_frees_when_they
     finally:
         for sock in held:
             sock.close()
-    assert _health(server.url, attempts=20) is not None
+    assert answers_200(server.url + "/health", attempts=20)
 
 
 def test_a_body_trickled_to_a_route_that_does_not_read_it_is_cut_off(start_server):
     """The app answers DELETE without reading the body; the connection must still end at the body deadline."""
     server = start_server("game:GuessTheNumber-v0", "--body-timeout", "1")
-    with socket.create_connection(_address(server.url), timeout=10) as sock:
+    with socket.create_connection(address(server.url), timeout=10) as sock:
         sock.sendall(b"DELETE /sessions/nope HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n")
         closed = False
         for _ in range(100):  # 1 byte every 0.2 s: 20 s at most
