@@ -9,7 +9,7 @@ from gem_core.cli import main
 
 def test_list_prints_matching_ids(capsys):
     assert main(["list", "game:Wordle*"]) == 0
-    assert capsys.readouterr().out.split() == ["game:Wordle-v0", "game:Wordle-v0-easy", "game:Wordle-v0-hard"]
+    assert capsys.readouterr().out.split() == ["game:Wordle-v0", "game:Wordle-v0-easy", "game:Wordle-v0-hard", "game:Wordle-v0-random"]
 
 
 def test_list_unknown_pattern_fails(capsys):

@@ -56,7 +56,7 @@ def test_bad_entry_point_says_the_expected_form():
 
 
 def test_list_envs_glob_and_substring():
-    assert list_envs("game:Wordle*") == ["game:Wordle-v0", "game:Wordle-v0-easy", "game:Wordle-v0-hard"]
+    assert list_envs("game:Wordle*") == ["game:Wordle-v0", "game:Wordle-v0-easy", "game:Wordle-v0-hard", "game:Wordle-v0-random"]
     assert "game:GuessTheNumber-v0-easy" in list_envs("guessthe")
     assert spec("game:Wordle-v0").category == "game"
 
