@@ -100,6 +100,10 @@ def configure_eval_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentP
     backend.add_argument("--max-in-flight", type=int, default=S, help="HTTP requests open at once (default: --concurrency).")
     backend.add_argument("--device", default=None, help="torch device for an in-process model (default: the policy's choice).")
 
+    from gem_core.judge.options import add_judge_arguments
+
+    add_judge_arguments(parser.add_argument_group("judge (judged envs, judge:*; never taken from a run folder)"))
+
     output = parser.add_argument_group("output")
     output.add_argument("--overwrite", action="store_true",
                         help="Replace the run already in --out (without it, an --out holding episodes is refused).")
@@ -348,9 +352,24 @@ def _run_eval_command(args: argparse.Namespace) -> int:
         }
     elif args.device:
         backend_options = {"device": args.device}
+    from gem_core.judge.options import judge_env_kwargs, judge_from_args, takes_judge
+
+    try:
+        judge, rubric = judge_from_args(args)
+    except (ValueError, OSError) as exc:
+        _fail(str(exc))
+        return 2
+    judged = [env_id for env_id in args.env_ids if takes_judge(env_id)]
+    if judge is None and judged:
+        _fail(f"{judged[0]} is a judged env: give --judge-url URL and --judge-model NAME (the judge that scores its answers).")
+        return 2
+    if judge is not None and not judged:
+        _fail("--judge-url is given but no --env is a judged env (judge:*); drop the --judge-* flags.")
+        return 2
     try:
         report = evaluate(
             args.env_ids,
+            env_overrides=lambda env_id: judge_env_kwargs(env_id, judge, rubric),
             model=args.model,
             base_url=args.base_url,
             backend_options=backend_options,
@@ -390,6 +409,9 @@ def _run_eval_command(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as exc:
         _fail(str(exc))
         return 2
+    finally:
+        if judge is not None:
+            judge.close()
     console.print(summary_table(report))
     console.print(f"Report and plots written to {out_dir}/")
     failed = report.failed_episodes()

@@ -122,11 +122,14 @@ async def evaluate_async(
     config: EvalConfig,
     *,
     on_episode: Callable[[EpisodeRecord], None] | None = None,
+    env_overrides: Callable[[str], dict[str, Any]] | None = None,
 ) -> EvalReport:
     """Evaluate ``backend`` on ``config.env_ids``; see the module docstring.
 
     Args:
         on_episode: called with each finished (or failed) episode, e.g. to log it.
+        env_overrides: ``env_id -> make() overrides`` for each episode's env (``gem eval --judge-url`` hands
+            judged envs their judge this way); never stored in the run.
 
     Raises:
         asyncio.CancelledError: when cancelled, after writing the partial report to ``config.out_dir``.
@@ -155,7 +158,8 @@ async def evaluate_async(
         record = EpisodeRecord(env_id=env_id, seed=seed, sample=sample)
         env = None
         try:
-            env = make(env_id, max_turns=config.max_turns)  # the one turn limit, whatever the backend
+            overrides = env_overrides(env_id) if env_overrides is not None else {}
+            env = make(env_id, max_turns=config.max_turns, **overrides)  # the one turn limit, whatever the backend
             await backend.run_episode(env, env_id, seed, config, record)
         except Exception as exc:  # a failed episode is data for the report, never a crash
             record.error = f"{type(exc).__name__}: {exc}"
@@ -295,13 +299,14 @@ def evaluate(
     backend_options: dict[str, Any] | None = None,
     on_episode: Callable[[EpisodeRecord], None] | None = None,
     stop_signals: Sequence[int] = (signal.SIGINT,),
+    env_overrides: Callable[[str], dict[str, Any]] | None = None,
     **config: Any,
 ) -> EvalReport:
     """Evaluate a model on ``env_ids`` and return the :class:`EvalReport` (``report.to_dict()`` for JSON).
 
     The model is ``backend``, or what :func:`make_backend` builds from ``model``/``policy``/``tokenizer``/
     ``base_url`` (``backend_options`` go to it too: ``api_key``, ``timeout``, ``max_retries``, ...).
-    Other keyword arguments are :class:`EvalConfig` fields (``episodes=``, ``seed=``, ``out_dir=``, ...).
+    ``env_overrides`` is passed to :func:`evaluate_async`. Other keyword arguments are :class:`EvalConfig` fields (``episodes=``, ``seed=``, ``out_dir=``, ...).
 
     Runs its own event loop; inside one, ``await evaluate_async(backend, EvalConfig(...))`` instead.
     On a signal in ``stop_signals`` (Ctrl-C's SIGINT by default; the CLI adds SIGTERM and SIGHUP) the
@@ -328,7 +333,7 @@ def evaluate(
                 continue
             handled.append(signum)
         try:
-            return await evaluate_async(backend, eval_config, on_episode=on_episode)
+            return await evaluate_async(backend, eval_config, on_episode=on_episode, env_overrides=env_overrides)
         finally:
             for signum in handled:
                 loop.remove_signal_handler(signum)

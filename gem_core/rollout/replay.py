@@ -160,8 +160,9 @@ def _env_for(path: str, episode: int, record: dict[str, Any], env_id: str, env_i
 
 
 def _replay_file(
-    path: str, env_kwargs_override: dict[str, Any] | None, env_id_override: str | None = None
+    path: str, env_kwargs_override: dict[str, Any] | None, env_id_override: str | None = None, judge: Any = None, rubric: Any = None
 ) -> tuple[int, list[TurnChange]]:
+    from gem_core.judge.options import judge_env_kwargs, takes_judge
     from gem_core.registry import make
 
     envs: dict[tuple[str, str], Any] = {}
@@ -177,9 +178,11 @@ def _replay_file(
                 raise ValueError(f"{path}: episode {count - 1} has no env_id or seed, so it cannot be replayed.")
             env_id, kwargs = _env_for(path, count - 1, record, trajectory.env_id, env_id_override, env_kwargs_override)
             key = (env_id, json.dumps(kwargs, sort_keys=True))
+            if key not in envs and judge is None and takes_judge(env_id):
+                raise ValueError(f"{path}: episode {count - 1} is of the judged env {env_id}: give --judge-url URL and --judge-model NAME to re-judge it.")
             if key not in envs:
                 try:
-                    envs[key] = make(env_id, **kwargs)
+                    envs[key] = make(env_id, **kwargs, **judge_env_kwargs(env_id, judge, rubric))  # the judge: only from the command line
                 except TypeError as exc:  # a kwarg the env does not take
                     raise ValueError(
                         f"{path}: episode {count - 1}: cannot build {env_id} with env_kwargs {sorted(kwargs)}: {exc}"
@@ -192,9 +195,13 @@ def _replay_file(
 
 
 def _run(args: argparse.Namespace) -> int:
+    from gem_core.judge.options import judge_from_args
+
+    judge = None
     try:
         overrides = None if args.env_kwargs is None else env_kwargs_option(args.env_kwargs)
-        episodes, changes = _replay_file(args.file, overrides, args.env_id)
+        judge, rubric = judge_from_args(args)
+        episodes, changes = _replay_file(args.file, overrides, args.env_id, judge, rubric)
     except (OSError, ValueError, KeyError) as exc:  # unreadable file, bad record, unknown env id
         print(f"gem replay: {exc}", file=sys.stderr)
         return 2
@@ -203,6 +210,9 @@ def _run(args: argparse.Namespace) -> int:
     except Exception as exc:  # noqa: BLE001 - an env that fails to build: one line naming it, no traceback
         print(f"gem replay: {args.file}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
+    finally:
+        if judge is not None:
+            judge.close()
     for change in changes:
         print(
             f"episode {change.episode} turn {change.turn}: reward {change.stored_reward:+g} -> {change.replayed_reward:+g}"
@@ -231,4 +241,9 @@ def add_replay_parser(commands: Any) -> None:
         default=None,
         help="env id replacing every episode's stored one; the only way to replay on a remote: id",
     )
+    from gem_core.judge.options import add_judge_arguments
+
+    # Judged envs (judge:*) re-judge with the judge given here (another model re-scores every answer; the
+    # same model and --judge-cache replay for free); a trajectory file never names a judge.
+    add_judge_arguments(parser)
     parser.set_defaults(run=_run)
