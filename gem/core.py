@@ -1,0 +1,81 @@
+"""``gem.core``: GEM's ``Env`` and ``EnvWrapper`` base classes, as the core's with GEM's call shapes.
+
+GEM's envs are written ``def reset(self, seed=None)`` and call ``super().reset(seed)`` positionally;
+gymnasium (and so :class:`gem_core.Env`) takes ``reset(*, seed=None, options=None)``. The classes here
+accept both, and a subclass whose ``reset`` takes no ``options`` still works under the core's wrappers
+and vector envs, which always pass ``options=``.
+
+Seeding is the core's: ``reset(seed)`` seeds the env's own ``self.np_random``, never the process-wide
+``random``/``numpy`` generators as GEM does. An env ported from GEM that draws from ``random`` directly is
+therefore not reproducible from its seed until it draws from ``self.np_random`` instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any
+
+from gem_core.env import Env as CoreEnv
+from gem_core.env import StepResult, run_in_env_thread
+from gem_core.wrappers.core import Wrapper
+
+__all__ = ["Env", "EnvWrapper"]
+
+
+def _accept_options(cls: type) -> None:
+    """Let ``cls.reset`` be called with ``options=None`` when it declares no ``options`` parameter."""
+    reset = cls.__dict__.get("reset")
+    if reset is None or inspect.iscoroutinefunction(reset):
+        return
+    try:
+        parameters = inspect.signature(reset).parameters.values()
+    except (TypeError, ValueError):
+        return
+    if any(p.name == "options" or p.kind is p.VAR_KEYWORD for p in parameters):
+        return
+
+    @functools.wraps(reset)
+    def reset_without_options(self: Any, *args: Any, options: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+        if options:
+            raise TypeError(
+                f"{cls.__qualname__}.reset() takes no options, got options={options!r}; "
+                "add an `options=None` parameter to it to receive them."
+            )
+        return reset(self, *args, **kwargs)
+
+    reset_without_options._gem_guarded = getattr(reset, "_gem_guarded", False)  # type: ignore[attr-defined]
+    cls.reset = reset_without_options  # type: ignore[attr-defined]
+
+
+class Env(CoreEnv):
+    """GEM's ``gem.core.Env``: a :class:`gem_core.Env` whose ``reset`` also takes the seed positionally."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _accept_options(cls)
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """Seed :attr:`np_random` (when ``seed`` is given) and start an episode; subclasses add the task."""
+        return super().reset(seed=seed, options=options)
+
+
+class EnvWrapper(Wrapper):
+    """GEM's ``gem.core.EnvWrapper``: a core :class:`~gem_core.wrappers.Wrapper` for wrappers written the
+    GEM way, overriding ``reset``/``step`` themselves (not the core's ``on_reset``/``on_step`` hooks).
+
+    ``areset``/``astep`` run those overrides off the event loop, so an async trainer sees the same results.
+    """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _accept_options(cls)
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        return super().reset(seed=seed, options=options)
+
+    async def areset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        return await run_in_env_thread(self.reset, seed=seed, options=options)
+
+    async def astep(self, action: str) -> StepResult:
+        return await run_in_env_thread(self.step, action)

@@ -1,0 +1,130 @@
+"""``gem.envs.registration``: GEM's ``register``, ``make``, ``make_vec`` and ``print_envs`` over the core
+registry (:mod:`gem_core.registry`) and vector env (:mod:`gem_core.vector`).
+
+What GEM's arguments become:
+
+- ``make(env_id, seed=S, **kwargs)``: GEM passes ``seed`` to the env's constructor, where it starts the
+  env's stream of episodes. Here an env whose constructor takes ``seed`` (the ``rg:`` envs) gets it;
+  any other env has its :attr:`np_random` seeded with ``S``, so its ``reset()`` calls without a seed
+  draw the same episodes for the same ``S``.
+- ``make_vec(env_ids, wrappers=, vec_kwargs=, async_mode=, seed=)``: env ``i`` is made with
+  ``vec_kwargs[i]`` (``seed`` defaults to ``seed + i``) and ``kwargs``, then wrapped by ``wrappers`` in
+  order; ``async_mode`` picks the core's ``"async"`` backend, else ``"sync"``. Autoreset is GEM's
+  ``SAME_STEP``; infos are gymnasium's batched dict (the core's), not a list of dicts.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from gymnasium.utils import seeding
+
+from gem_core import registry
+from gem_core.env import Env
+
+__all__ = ["register", "make", "make_vec", "print_envs"]
+
+
+def register(env_id: str, entry_point: str | Callable[..., Env], **kwargs: Any) -> None:
+    """Register an env under ``env_id`` (``"category:Name"``); ``kwargs`` are its constructor defaults and
+    ``max_turns`` its turn limit (see :func:`gem_core.registry.register`).
+
+    Raises:
+        ValueError: ``env_id`` is malformed or already registered (GEM raises on a taken id too).
+    """
+    registry.register(env_id, entry_point, **kwargs)
+
+
+def _takes_seed(factory: Callable[..., Any]) -> bool:
+    try:
+        parameters = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return False
+    return "seed" in parameters
+
+
+def seed_stream(env: Any, seed: int) -> None:
+    """Seed ``env``'s own generator, as ``reset(seed=seed)`` would, without starting an episode."""
+    base = getattr(env, "unwrapped", env)
+    base.np_random, _ = seeding.np_random(seed)
+
+
+def make(env_id: str, **kwargs: Any) -> Env:
+    """Build the env registered as ``env_id`` (upstream GEM's ids included) with ``kwargs`` over its
+    registered ones; ``seed`` seeds its stream of episodes (see the module docstring).
+
+    Raises:
+        gem_core.registry.UnknownEnvError: no such id (the message names the closest ones).
+        gem_core.envs.dataset.DatasetUnavailableError: the env's dataset cannot be reached; the message
+            names it and how to pass a local copy (``data_files=``).
+    """
+    seed = kwargs.pop("seed", None)
+    env_spec = registry.spec(env_id)
+    if seed is not None and _takes_seed(env_spec.load()):
+        kwargs["seed"], seed = seed, None
+    env = registry.make(env_id, **kwargs)
+    if seed is not None:
+        seed_stream(env, seed)
+    return env
+
+
+def make_vec(
+    env_ids: str | Sequence[str],
+    wrappers: Sequence[Callable[[Any], Any]] | None = None,
+    vec_kwargs: Sequence[Mapping[str, Any]] | None = None,
+    async_mode: bool = False,
+    seed: int | None = 0,
+    **kwargs: Any,
+):
+    """A :class:`gem_core.vector.VectorEnv` of one env per id in ``env_ids`` (see the module docstring).
+
+    Raises:
+        ValueError: ``vec_kwargs`` does not have one entry per env.
+        gem_core.registry.UnknownEnvError: an id is not registered.
+    """
+    from gymnasium.vector import AutoresetMode
+
+    from gem_core.vector import make_vec as core_make_vec
+
+    ids = [env_ids] if isinstance(env_ids, str) else list(env_ids)
+    if vec_kwargs is not None and len(vec_kwargs) != len(ids):
+        raise ValueError(f"make_vec: vec_kwargs has {len(vec_kwargs)} entries for {len(ids)} env ids; give one per env.")
+    factories = []
+    for index, env_id in enumerate(ids):
+        registry.spec(env_id)  # an unknown id fails here, naming the closest ids
+        env_kwargs = dict(vec_kwargs[index]) if vec_kwargs is not None else {}
+        if seed is not None:
+            env_kwargs.setdefault("seed", seed + index)
+        env_kwargs.update(kwargs)
+        factories.append(functools.partial(make, env_id, **env_kwargs))
+    return core_make_vec(
+        factories,
+        wrappers=tuple(wrappers or ()),
+        backend="async" if async_mode else "sync",
+        autoreset_mode=AutoresetMode.SAME_STEP,
+        seed=None,  # each env's stream is seeded by make() above
+    )
+
+
+def print_envs() -> None:
+    """Print every registered id with its entry point and kwargs, then upstream GEM's ids that are
+    other names for them and those not shipped here (with why)."""
+    ids = registry.list_envs()
+    print("Detailed Registered Environments:")
+    for env_id in ids:
+        env_spec = registry.spec(env_id)
+        print(f"  - {env_id}:")
+        print(f"      Entry Point: {env_spec.entry_point}")
+        print(f"      Kwargs: {env_spec.kwargs}")
+    print("Upstream GEM ids that name an env above:")
+    for alias, target in registry.aliases().items():
+        print(f"  - {alias} -> {target}")
+    print("Upstream GEM ids not shipped here:")
+    by_reason: dict[str, list[str]] = {}
+    for env_id, reason in registry.UPSTREAM_UNAVAILABLE.items():
+        by_reason.setdefault(reason, []).append(env_id)
+    for reason, env_ids in by_reason.items():
+        print(f"  - {', '.join(env_ids)}: {reason}")

@@ -1,0 +1,27 @@
+"""``gem.tools.search_tool.SearchTool``: the core's search tool (:class:`gem_core.tools.search.SearchTool`)
+with GEM's constructor. Without ``search_url`` it queries ``$GEM_SEARCH_URL`` (GEM reads ``SEARCH_URL``),
+else the local retrieval server at ``http://127.0.0.1:8000/retrieve`` (``gem-retrieval-server``)."""
+
+from __future__ import annotations
+
+from gem.tools.base_tool import GemToolMethods
+from gem_core.envs.qa.search_variant import DEFAULT_SEARCH_URL
+from gem_core.settings import environment_value
+from gem_core.tools.search import SearchTool as CoreSearchTool
+
+__all__ = ["SearchTool"]
+
+
+class SearchTool(GemToolMethods, CoreSearchTool):
+    """Queries the retrieval server for every ``<search>...</search>`` block of an action.
+
+    ``num_workers`` is accepted for GEM's signature; calls are made one action at a time, and concurrency
+    comes from the vector env's backend.
+    """
+
+    tool_type = "search"
+
+    def __init__(self, num_workers: int = 1, search_url: str | None = None, topk: int = 3, timeout: float = 5):
+        del num_workers
+        url = search_url or environment_value("GEM_SEARCH_URL") or DEFAULT_SEARCH_URL
+        super().__init__(url, topk=topk, timeout=timeout)

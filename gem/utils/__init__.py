@@ -1,0 +1,2 @@
+"""``gem.utils``: the helpers GEM's examples import (``debug.run_and_print_episode``,
+``constants.TERMINAL_STATE``, ``parsing.extract_last_boxed_answer``)."""
