@@ -2,7 +2,8 @@
 
 The folder ``adapters/`` installs as ``gem_adapters`` (the PyPI name ``adapters`` is another project's),
 and setuptools' ``packages.find`` cannot rename what it finds. So the packages are found here, by the
-same rule as ``find``: every folder with an ``__init__.py`` under ``gem_core/`` and ``adapters/`` is a
+same rule as ``find``: every folder with an ``__init__.py`` under ``gem_core/``, ``adapters/`` and ``gem/``
+(upstream GEM's import name, a thin layer over the core) is a
 package, and a new subpackage ships without anyone listing it. tests/packaging checks the installed
 wheel against the source tree.
 """
@@ -10,7 +11,7 @@ wheel against the source tree.
 from setuptools import find_packages, setup
 
 #: Source folder -> the import name it installs as.
-PACKAGE_ROOTS = {"gem_core": "gem_core", "adapters": "gem_adapters"}
+PACKAGE_ROOTS = {"gem_core": "gem_core", "adapters": "gem_adapters", "gem": "gem"}
 
 
 def _packages() -> list[str]:

@@ -38,7 +38,7 @@ def test_console_script_is_installed():
 # file's folder given by absolute path, so the source tree is two folders up.
 SOURCE_ROOT = pathlib.Path(__file__).resolve().parents[2]
 #: Source folder -> the import name it installs as.
-SOURCE_PACKAGES = {"gem_core": "gem_core", "adapters": "gem_adapters"}
+SOURCE_PACKAGES = {"gem_core": "gem_core", "adapters": "gem_adapters", "gem": "gem"}
 _NOT_SHIPPED = {"__pycache__"}
 
 
