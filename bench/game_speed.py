@@ -152,7 +152,9 @@ class GemReference:
     """GEM's games stepped in another interpreter (where ``gem-llm`` is installed)."""
 
     def __init__(self, python: str):
-        self.proc = subprocess.Popen([python, "-c", GEM_RUNNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        # -I: run from a checkout, `python -c` would put this repository's own `gem` package (the drop-in
+        # layer over gem_core) ahead of the installed gem-llm.
+        self.proc = subprocess.Popen([python, "-I", "-c", GEM_RUNNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         if self.proc.stdout.readline().strip() != "ready":
             raise RuntimeError(f"{python} could not import gem (pip install gem-llm==0.1.0 there).")
 
