@@ -12,12 +12,24 @@ v2 memory controller), so the host samples instead, every ``SandboxConfig.sample
   after a fork counts in every process sharing it); only when that sum is over the cap is the precise
   figure read, ``Pss_Anon`` from ``smaps_rollup`` (shared pages split among their sharers), and the
   cap is judged on it;
-- shared memory the snippet holds: ``RssShmem`` (``Pss_Shmem`` when judging), and the blocks of every
-  ``memfd`` file its processes hold open, counted once each. Written with ``write()`` and never mapped,
-  a memfd's pages are in no process's RSS: 58 memfds of 16 MiB (``RLIMIT_FSIZE`` each) held 928 MiB
-  under a 256 MiB cap, per process, before they were counted (inside bubblewrap the only memfd left is
-  the sealed stdin: the seccomp filter takes ``memfd_create`` away, as a memfd sent over a socket and
-  closed is held by the socket's queue, where no ``/proc`` file shows it);
+- shared memory the snippet holds: ``RssShmem`` (``Pss_Shmem`` when judging), and each shared memory
+  object its processes map or hold open, counted once: a ``MAP_SHARED | MAP_ANONYMOUS`` or shared
+  ``/dev/zero`` mapping, a System V segment, a ``memfd`` (the names ``/proc/PID/maps`` gives files of
+  the kernel's internal shmem mount, which no ``statvfs`` counts). Its pages stay with the object, not
+  with a mapping: filled and then unmapped while a process that never touched them (a forked child), or
+  one page of the same mapping, keeps the object alive, they were in no process's RSS, and four calls
+  under 128 MiB held about 500 MiB each. So an object counts as far as its mappings reach (like
+  ``RLIMIT_AS``, a sparse mapping counts whole), or at its allocated blocks where the host can read them
+  (``stat`` through ``/proc/PID/map_files``, which needs ``CAP_CHECKPOINT_RESTORE``: a root host),
+  whichever is more; its resident pages then leave the precise figure (their ``Pss`` from
+  ``/proc/PID/smaps``) so that nothing counts twice. A host that is not root keeps for each object the
+  most it was counted at while it lives instead. ``/proc/PID/maps`` costs about ten status reads, so a
+  process's maps are read again only when its ``VmSize`` changed, and every :attr:`SandboxMonitor.MAPS_EVERY`
+  samples. Written with ``write()`` and never mapped, a memfd's pages are in no process's RSS: 58 memfds
+  of 16 MiB (``RLIMIT_FSIZE`` each) held 928 MiB under a 256 MiB cap, per process, before open memfds
+  counted by their blocks (inside bubblewrap the only memfd left is the sealed stdin: the seccomp filter
+  takes ``memfd_create`` away, as a memfd sent over a socket and closed is held by the socket's queue,
+  where no ``/proc`` file shows it);
 - the bytes in use on the sandbox's private ``/tmp`` and ``/dev/shm`` (bwrap mode), from ``statvfs``
   through ``/proc/PID/root``: tmpfs pages are memory, and a file there can be held by no process at all
   (unlinked while a unix socket carries it), where neither RSS nor open files find it. Four calls under
@@ -30,17 +42,22 @@ v2 memory controller), so the host samples instead, every ``SandboxConfig.sample
 
 Past a cap the host kills the sandbox and reports ``limit="memory"`` or ``"disk"``. What sampling cannot
 do: stop a burst between two samples (a snippet can touch memory at a few GiB/s, so it may overshoot by
-that rate times the interval before it dies), or see pages of a shared anonymous mapping (``mmap`` with
-``MAP_SHARED | MAP_ANONYMOUS``, or of ``/dev/zero``) that one process touched and unmapped while another,
-which never touched them, still maps them. System V shared memory, semaphores and message queues, which
-no process holds either, do not exist in the sandbox (:mod:`.syscall_filter`).
+that rate times the interval before it dies), and, on a host that is not root, see the allocated size
+of a shared memory object: one filled and cut down to a page between two samples counts as that page
+(512 objects of 1 MiB each held 512 MiB under a 128 MiB cap that way, run unprivileged; as root the call
+is stopped). System V shared memory, semaphores and message queues, which no process holds either, do
+not exist in the sandbox (:mod:`.syscall_filter`).
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
-__all__ = ["process_tree", "anonymous_memory", "held_memfd_bytes", "tmpfs_bytes", "SandboxMonitor", "work_dir_over"]
+__all__ = [
+    "process_tree", "anonymous_memory", "held_memfd_bytes", "held_memfds", "shared_mappings", "object_allocated_bytes",
+    "SharedMapping", "tmpfs_bytes", "SandboxMonitor", "work_dir_over",
+]
 
 #: The sandbox's private tmpfs mounts (bwrap mode): their pages are memory the snippet holds.
 PRIVATE_TMPFS = ("/tmp", "/dev/shm")
@@ -87,6 +104,22 @@ def _fields_bytes(path: str, names: tuple[bytes, ...]) -> int | None:
     return total if found else None
 
 
+def _status(pid: int) -> tuple[int, int]:
+    """``(RssAnon + RssShmem, VmSize)`` of ``pid`` in bytes, from one read of its status ((0, 0) if it is
+    gone)."""
+    resident = size = 0
+    try:
+        with open(f"/proc/{pid}/status", "rb") as file:
+            for line in file:
+                if line.startswith((b"RssAnon:", b"RssShmem:")):
+                    resident += int(line.split()[1]) * 1024
+                elif line.startswith(b"VmSize:"):
+                    size = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return 0, 0
+    return resident, size
+
+
 def anonymous_memory(pid: int, proportional: bool = False) -> int:
     """Resident anonymous and shared (shmem, memfd, tmpfs) memory ``pid`` maps, in bytes (0 if it is
     gone); ``proportional`` splits pages shared with other processes among them (slower: the kernel
@@ -95,14 +128,114 @@ def anonymous_memory(pid: int, proportional: bool = False) -> int:
         value = _fields_bytes(f"/proc/{pid}/smaps_rollup", (b"Pss_Anon:", b"Pss_Shmem:"))
         if value is not None:
             return value
-    return _fields_bytes(f"/proc/{pid}/status", (b"RssAnon:", b"RssShmem:")) or 0
+    return _status(pid)[0]
+
+
+#: A shared memory object: ``(major, minor, inode)`` of its file on the kernel's internal shmem mount.
+ObjectKey = tuple[int, int, int]
+
+#: How ``/proc/PID/maps`` names memory of the kernel's internal mounts, which no file system's
+#: ``statvfs`` counts: ``MAP_SHARED | MAP_ANONYMOUS`` and shared ``/dev/zero`` maps, System V segments,
+#: ``memfd`` files, hugetlb shared anonymous maps. The kernel escapes newlines in names, so a memfd's
+#: name cannot forge a line.
+_OBJECT_NAMES = (b"/dev/zero (deleted)", b"/SYSV", b"/memfd:", b"/anon_hugepage (deleted)")
+
+
+@dataclass(frozen=True)
+class SharedMapping:
+    """One shared mapping of a shared memory object (a line of ``/proc/PID/maps``)."""
+
+    key: ObjectKey
+    start: int
+    end: int
+    offset: int
+
+    @property
+    def reach(self) -> int:
+        """How far into the object the mapping reaches: the object is at least this large."""
+        return self.offset + self.end - self.start
+
+
+def _object_lines(maps: bytes) -> list[tuple[int, bytes]]:
+    """``(position, line)`` of each shared mapping of a shared memory object in a maps or smaps text."""
+    found: dict[int, bytes] = {}
+    for name in _OBJECT_NAMES:
+        at = maps.find(name)
+        while at != -1:
+            start = maps.rfind(b"\n", 0, at) + 1
+            end = maps.find(b"\n", at)
+            line = maps[start:] if end == -1 else maps[start:end]
+            fields = line.split(None, 5)
+            # the name must be the line's path (not part of another name), and the mapping shared
+            if len(fields) == 6 and fields[5].startswith(name) and fields[1][3:4] == b"s":
+                found[start] = line
+            at = maps.find(name, at + 1)
+    return sorted(found.items())
+
+
+def _parse_mapping(line: bytes) -> SharedMapping | None:
+    try:
+        span, _perms, offset, device, inode = line.split(None, 5)[:5]
+        start, end = (int(part, 16) for part in span.split(b"-"))
+        major, minor = (int(part, 16) for part in device.split(b":"))
+        return SharedMapping((major, minor, int(inode)), start, end, int(offset, 16))
+    except ValueError:
+        return None
+
+
+def _read_proc(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as file:
+            return file.read()
+    except OSError:
+        return None
+
+
+def shared_mappings(pid: int) -> list[SharedMapping]:
+    """The shared mappings ``pid`` has of shared memory objects (``[]`` if it is gone)."""
+    maps = _read_proc(f"/proc/{pid}/maps")
+    if not maps:
+        return []
+    return [mapping for _, line in _object_lines(maps) if (mapping := _parse_mapping(line)) is not None]
+
+
+def object_allocated_bytes(pid: int, mapping: SharedMapping) -> int | None:
+    """The bytes allocated to the object behind one of ``pid``'s mappings, mapped or not, through
+    ``/proc/PID/map_files``; None where the host may not follow those links (they need
+    ``CAP_CHECKPOINT_RESTORE`` or ``CAP_SYS_ADMIN``: a host that is not root) or the mapping is gone."""
+    try:
+        return os.stat(f"/proc/{pid}/map_files/{mapping.start:x}-{mapping.end:x}").st_blocks * 512
+    except OSError:
+        return None
+
+
+def _objects_proportional_bytes(pid: int) -> int:
+    """The proportional resident size (``Pss``) of ``pid``'s mappings of shared memory objects: the part
+    of its ``Pss_Shmem`` that :meth:`SandboxMonitor.broken_cap` counts per object instead."""
+    smaps = _read_proc(f"/proc/{pid}/smaps") or b""
+    total = 0
+    for position, line in _object_lines(smaps):
+        header_end = position + len(line)
+        block_end = smaps.find(b"\nVmFlags:", header_end)  # the last line of each mapping's block
+        at = smaps.find(b"\nPss:", header_end, len(smaps) if block_end == -1 else block_end)
+        if at == -1:
+            continue
+        try:
+            total += int(smaps[at + 5:smaps.find(b"\n", at + 1)].split()[0]) * 1024
+        except (ValueError, IndexError):
+            continue
+    return total
 
 
 def held_memfd_bytes(pids: list[int]) -> int:
     """Bytes allocated to the ``memfd`` files that ``pids`` hold open, each file once: memory that no
     RSS shows until it is mapped and touched."""
-    seen: set[tuple[int, int]] = set()
-    total = 0
+    return sum(held_memfds(pids).values())
+
+
+def held_memfds(pids: list[int]) -> dict[ObjectKey, int]:
+    """The ``memfd`` files that ``pids`` hold open, each once, with the bytes allocated to it."""
+    found: dict[ObjectKey, int] = {}
     for pid in pids:
         try:
             fds = os.listdir(f"/proc/{pid}/fd")
@@ -116,10 +249,8 @@ def held_memfd_bytes(pids: list[int]) -> int:
                 stats = os.stat(path)
             except OSError:
                 continue
-            if (stats.st_dev, stats.st_ino) not in seen:
-                seen.add((stats.st_dev, stats.st_ino))
-                total += stats.st_blocks * 512
-    return total
+            found[(os.major(stats.st_dev), os.minor(stats.st_dev), stats.st_ino)] = stats.st_blocks * 512
+    return found
 
 
 def tmpfs_bytes(root: str) -> int:
@@ -161,6 +292,9 @@ class SandboxMonitor:
 
     #: Samples between two walks of the working directory (a walk costs more than a memory sample).
     WORK_DIR_EVERY = 10
+    #: Samples between two reads of every process's ``/proc/PID/maps`` (between them, a process's maps
+    #: are read again only when its ``VmSize`` changed: a read costs ten status reads).
+    MAPS_EVERY = 10
 
     def __init__(
         self,
@@ -179,6 +313,10 @@ class SandboxMonitor:
         self.work_dir, self.work_bytes, self.work_files = work_dir, work_bytes, work_files
         self.peak_memory = 0
         self._samples = 0
+        #: pid -> (its VmSize when its maps were read, its shared mappings of shared memory objects)
+        self._mappings: dict[int, tuple[int, list[SharedMapping]]] = {}
+        #: what each live shared memory object was last counted at
+        self._object_bytes: dict[ObjectKey, int] = {}
 
     def snippet_pids(self) -> list[int]:
         return [pid for pid, depth in process_tree(self.root) if depth > self.supervisor_depth]
@@ -189,12 +327,20 @@ class SandboxMonitor:
         snippet = [pid for pid, depth in tree if depth > self.supervisor_depth]
         inside = [pid for pid, depth in tree if depth == self.supervisor_depth]
         root = f"/proc/{inside[0]}/root" if inside else None
-        held = held_memfd_bytes(snippet)
+        statuses = {pid: _status(pid) for pid in snippet}
+        mappings = self._shared_mappings(statuses)
+        objects = self._shared_objects(mappings, held_memfds(snippet))
+        held = sum(objects.values())
         if self.count_tmpfs and root is not None:
             held += tmpfs_bytes(root)
-        used = held + sum(anonymous_memory(pid) for pid in snippet)
+        used = held + sum(resident for resident, _ in statuses.values())
         if used > self.memory_bytes:
-            used = held + sum(anonymous_memory(pid, proportional=True) for pid in snippet)
+            # Pages shared with other processes split among them; pages of shared memory objects are
+            # in ``objects`` already, so their share of Pss_Shmem is taken out.
+            used = held + sum(
+                max(0, anonymous_memory(pid, proportional=True) - (_objects_proportional_bytes(pid) if mappings.get(pid) else 0))
+                for pid in snippet
+            )
         self.peak_memory = max(self.peak_memory, used)
         if used > self.memory_bytes:
             return "memory"
@@ -206,6 +352,45 @@ class SandboxMonitor:
             if work_dir_over(self.work_dir, self.work_bytes, self.work_files):
                 return "disk"
         return None
+
+    def _shared_mappings(self, statuses: dict[int, tuple[int, int]]) -> dict[int, list[SharedMapping]]:
+        """Each process's shared mappings of shared memory objects, its maps read again where its
+        ``VmSize`` changed since the last read, and every :attr:`MAPS_EVERY` samples."""
+        refresh = self._samples % self.MAPS_EVERY == 0
+        known, self._mappings = self._mappings, {}
+        for pid, (_, size) in statuses.items():
+            cached = known.get(pid)
+            if cached is None or cached[0] != size or refresh:
+                cached = (size, shared_mappings(pid))
+            self._mappings[pid] = cached
+        return {pid: mappings for pid, (_, mappings) in self._mappings.items()}
+
+    def _shared_objects(self, mappings: dict[int, list[SharedMapping]], memfds: dict[ObjectKey, int]) -> dict[ObjectKey, int]:
+        """The bytes each shared memory object the snippet maps or holds open counts for.
+
+        Mapped: as far as its mappings reach (like ``RLIMIT_AS``, a sparse mapping counts whole), or its
+        allocated bytes where the host can read them (as root), whichever is more, since pages filled and
+        then unmapped stay with the object while any mapping of it is left. Where the allocated bytes
+        cannot be read, the object keeps the largest figure it was counted at while it lives. Held open
+        (a memfd): its allocated bytes.
+        """
+        reach: dict[ObjectKey, int] = {}
+        where: dict[ObjectKey, list[tuple[int, SharedMapping]]] = {}
+        for pid, found in mappings.items():
+            for mapping in found:
+                reach[mapping.key] = max(reach.get(mapping.key, 0), mapping.reach)
+                where.setdefault(mapping.key, []).append((pid, mapping))
+        counted: dict[ObjectKey, int] = {}
+        for key, size in reach.items():
+            # a mapping read from cached maps may be gone: a few others of the same object are tried
+            allocated = next(
+                (found for pid, mapping in where[key][:3] if (found := object_allocated_bytes(pid, mapping)) is not None), None
+            )
+            counted[key] = max(size, self._object_bytes.get(key, 0) if allocated is None else allocated)
+        for key, allocated in memfds.items():
+            counted[key] = max(counted.get(key, 0), allocated)
+        self._object_bytes = counted
+        return counted
 
 
 def work_dir_over(path: str, max_bytes: int, max_files: int) -> bool:
