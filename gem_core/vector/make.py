@@ -33,7 +33,10 @@ def _build_env(source: str | Callable[..., gym.Env], wrappers: tuple[Wrapper, ..
             env = wrap(env)
     except Exception as exc:
         add_note(exc, f"Raised while make_vec wrapped {_describe(source)} with {_describe(wrap)}.")
-        env.close()
+        try:
+            env.close()
+        except Exception:  # noqa: BLE001 - the wrapper's error is the one to report
+            pass
         raise
     return env
 

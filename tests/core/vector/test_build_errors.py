@@ -93,3 +93,16 @@ def test_the_ray_actor_answers_a_builders_error_as_a_value_and_closes_the_envs_i
     assert isinstance(error.exception, ValueError) and "size must be positive" in error.summary
     assert pathlib.Path(log).read_text().count("closed") == 1
     assert _EnvGroup({0: lambda: ClosingEnv(log)}).start() is None
+
+
+def refusing_wrapper(env: Env) -> Env:
+    raise TypeError("this wrapper needs a tool env")
+
+
+@pytest.mark.parametrize("backend", ["sync", "process"])
+def test_a_wrapper_that_raises_propagates_naming_itself_and_the_env_is_closed(backend, tmp_path):
+    log = tmp_path / "closes.log"
+    with pytest.raises(TypeError, match="needs a tool env") as caught:
+        make_vec(ClosingEnv, wrappers=[refusing_wrapper], backend=backend, log=str(log))
+    assert "refusing_wrapper" in _shown(caught.value) and "ClosingEnv" in _shown(caught.value)
+    assert log.read_text().count("closed") == 1
