@@ -9,6 +9,7 @@ Run everything with ``nox``; one session with ``nox -s trl``.
 from __future__ import annotations
 
 import os
+import shutil
 
 import nox
 import nox.virtualenv
@@ -49,7 +50,11 @@ def package(session: nox.Session) -> None:
     """Build the wheel and test it installed the way users install it (not editable)."""
     _upgrade_pip(session)
     dist = os.path.abspath(session.create_tmp())
+    # setuptools builds in ./build and puts whatever build/lib holds into the wheel, modules deleted from
+    # the source since an earlier build included: start from none.
+    shutil.rmtree("build", ignore_errors=True)
     session.run("python", "-m", "pip", "wheel", "--no-deps", "-q", "-w", dist, ".")
+    shutil.rmtree("build", ignore_errors=True)
     (wheel,) = [f for f in os.listdir(dist) if f.endswith(".whl")]
     # With the task extras, so every registered env is built from the installed files.
     session.install(*CONSTRAINTS, os.path.join(dist, wheel) + "[math,code,qa,rg,search,vision]", "pytest", "pytest-asyncio")  # pytest-asyncio: pyproject sets asyncio_mode
