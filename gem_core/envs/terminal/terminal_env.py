@@ -23,7 +23,8 @@ stdin (out of the child's reach) and decides the verdict itself from what the ch
 of exact types, so an early ``os._exit(0)`` or an object that claims to equal anything fails.
 
 The working directory is walked, copied and deleted without recursion: a tree of any depth is deleted
-at :meth:`reset` and :meth:`close` (even one past ``PATH_MAX``), and :meth:`get_state` copies paths up to
+at :meth:`reset` and :meth:`close` (even one past ``PATH_MAX``; :class:`~gem_core.tools.sandbox.shell.WorkDir`
+does the deleting and the handing of files to the commands' uid), and :meth:`get_state` copies paths up to
 :data:`MAX_SNAPSHOT_PATH` characters and refuses a longer one with a ``ValueError`` that says so.
 
 Without bubblewrap the env refuses to start (:class:`~gem_core.tools.sandbox.SandboxUnavailableError`)
@@ -273,9 +274,8 @@ class TerminalEnv(Env):
                     with open(path, "wb") as file:
                         file.write(content)
                     os.chmod(path, mode)
-            _give_tree_to_owner(work.path)
+            work.chown_tree()
         except BaseException:
-            _empty_tree(work.path)
             work.close()
             raise
         self.work_dir, self._work_owner = work, id(self)
@@ -286,10 +286,7 @@ class TerminalEnv(Env):
         work, owned = self.work_dir, self._work_owner == id(self)
         self.work_dir, self._work_owner = None, None
         if work is not None and owned and not work.closed:
-            try:
-                _empty_tree(work.path)  # WorkDir.close alone recurses once per level (shutil.rmtree)
-            finally:
-                work.close()
+            work.close()
 
     def _snapshot_files(self) -> dict[str, tuple[int, bytes | str | None]] | None:
         """The working directory's files, directories and symbolic links (never followed); no command
@@ -370,59 +367,6 @@ def _read_tree(root: str) -> dict[str, tuple[int, bytes | str | None]]:
         for directory, mode in reversed(opened):  # deepest first: its parents are still passable
             os.chmod(directory, mode)
     return found
-
-
-def _give_tree_to_owner(root: str) -> None:
-    """Run as root, give everything under ``root`` to ``root``'s owner (the uid commands run as), as
-    :meth:`WorkDir.chown_tree` does, without recursion (``os.walk`` recurses once per level)."""
-    if os.geteuid() != 0:
-        return
-    owner = os.stat(root)
-    pending = [root]
-    while pending:
-        with os.scandir(pending.pop()) as entries:
-            for entry in entries:
-                os.lchown(entry.path, owner.st_uid, owner.st_gid)
-                if entry.is_dir(follow_symlinks=False):
-                    pending.append(entry.path)
-
-
-def _empty_tree(root: str) -> None:
-    """Delete everything under ``root`` (links removed, never followed), for a tree of any depth.
-
-    Each subdirectory found is first moved up to lie directly under ``root``, so no path grows with the
-    tree's depth (a tree deeper than ``PATH_MAX`` allows is removed too) and no recursion is needed.
-    Best effort: what cannot be removed is left to :meth:`WorkDir.close`.
-    """
-    as_root = os.geteuid() == 0
-    pending, moved = [root], 0
-    while pending:
-        directory = pending.pop()
-        try:
-            if not as_root:
-                os.chmod(directory, 0o700)  # a command may have taken its own permissions away
-            with os.scandir(directory) as entries:
-                found = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in entries]
-            for name, is_directory in found:
-                path = os.path.join(directory, name)
-                if not is_directory:
-                    os.unlink(path)
-                    continue
-                if directory != root:
-                    if not as_root:
-                        os.chmod(path, 0o700)  # renaming a directory rewrites its ".."
-                    moved += 1
-                    target = os.path.join(root, f".gem-removing-{moved}")
-                    while os.path.lexists(target):
-                        moved += 1
-                        target = os.path.join(root, f".gem-removing-{moved}")
-                    os.rename(path, target)
-                    path = target
-                pending.append(path)
-            if directory != root:
-                os.rmdir(directory)
-        except OSError:
-            continue
 
 
 @contextlib.contextmanager

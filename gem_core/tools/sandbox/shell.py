@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
-import sys
 import tempfile
 import weakref
 from dataclasses import replace
@@ -41,6 +39,10 @@ class WorkDir:
     It sits inside a private (``0700``) temporary directory, so no other host user reaches it. Run as
     root, it is owned by a random unprivileged uid of its own, which the commands then run as: files
     stay writable from one command to the next, and nothing in it belongs to root.
+
+    Commands can make trees of any depth (``mkdir -p`` of 1,100 levels, or past ``PATH_MAX``): the tree is
+    walked and deleted with a list of directories to visit, never by recursion, which would exhaust the
+    interpreter's stack (``os.walk`` and ``shutil.rmtree`` recurse once per level).
     """
 
     def __init__(self, prefix: str = "gem-workdir-"):
@@ -57,40 +59,108 @@ class WorkDir:
         return not self._finalizer.alive
 
     def chown_tree(self) -> None:
-        """Give everything under the directory to its owner (after the host wrote files into it)."""
-        owner = os.stat(self.path)
+        """Give everything under the directory to its owner (after the host wrote files into it);
+        symbolic links are changed themselves, never followed. Nothing to do unless the host is root.
+
+        Raises:
+            OSError: an entry cannot be changed, e.g. its path is longer than ``PATH_MAX`` (the host
+                writes no such path: commands, which do, create their files as the owner already).
+        """
         if os.geteuid() != 0:
             return
-        for root, dirs, files in os.walk(self.path):
-            for name in (*dirs, *files):
-                os.lchown(os.path.join(root, name), owner.st_uid, owner.st_gid)
+        owner = os.stat(self.path)
+        pending = [self.path]
+        while pending:
+            with os.scandir(pending.pop()) as entries:
+                for entry in entries:
+                    os.lchown(entry.path, owner.st_uid, owner.st_gid)
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(entry.path)
 
     def close(self) -> None:
-        """Delete the directory and all in it (symbolic links are removed, never followed)."""
+        """Delete the directory and all in it (symbolic links are removed, never followed), at any depth."""
         self._finalizer()
 
     def __repr__(self) -> str:
         return f"WorkDir({self.path!r}{', closed' if self.closed else ''})"
 
 
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
 def _remove_tree(path: str) -> None:
-    """``rm -rf path``, also where a command took its own permissions away (``chmod 000 dir``)."""
+    """``rm -rf path`` for a tree of any depth, without recursion; best effort (what cannot be removed
+    stays, and nothing is raised: this also runs from a finalizer).
 
-    def allow_and_retry(function, failed_path, _error):
-        try:
-            os.chmod(os.path.dirname(failed_path), 0o700)
-            if os.path.isdir(failed_path) and not os.path.islink(failed_path):
-                os.chmod(failed_path, 0o700)
-                _remove_tree(failed_path)
-            else:
-                function(failed_path)
-        except OSError:
-            pass
+    Each subdirectory found below ``path``'s children is first moved up to lie directly in ``path``, so no
+    path grows with the tree's depth (a tree deeper than ``PATH_MAX`` allows is removed too). Directories
+    are opened without following links and everything inside them is reached through their descriptors,
+    so a link is removed as a link wherever it is. Run unprivileged, where a command may have taken its
+    own permissions away (``chmod 000``; commands then run as the host's own user), each directory is
+    first given ``0700``.
+    """
+    as_root = os.geteuid() == 0
+    try:
+        if not as_root:
+            os.chmod(path, 0o700)
+        top = os.open(path, _DIRECTORY)
+    except OSError:
+        return
+    moved = 0
+    try:
+        pending = [""]  # directories to empty, by name in ``top`` ("" is ``top`` itself)
+        while pending:
+            name = pending.pop()
+            try:
+                if name and not as_root:
+                    os.chmod(name, 0o700, dir_fd=top)
+                fd = os.open(name, _DIRECTORY, dir_fd=top) if name else os.dup(top)
+            except OSError:
+                continue
+            try:
+                with os.scandir(fd) as entries:
+                    found = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in entries]
+                for child, is_directory in found:
+                    try:
+                        if not is_directory:
+                            os.unlink(child, dir_fd=fd)
+                        elif not name:
+                            pending.append(child)
+                        else:
+                            if not as_root:
+                                os.chmod(child, 0o700, dir_fd=fd)  # moving a directory rewrites its ".."
+                            moved += 1
+                            while _exists(f".gem-removing-{moved}", top):
+                                moved += 1
+                            os.rename(child, f".gem-removing-{moved}", src_dir_fd=fd, dst_dir_fd=top)
+                            pending.append(f".gem-removing-{moved}")
+                    except OSError:
+                        continue
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+            if name:
+                try:
+                    os.rmdir(name, dir_fd=top)
+                except OSError:
+                    pass
+    finally:
+        os.close(top)
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass
 
-    if sys.version_info >= (3, 12):
-        shutil.rmtree(path, onexc=allow_and_retry)
-    else:
-        shutil.rmtree(path, onerror=allow_and_retry)
+
+def _exists(name: str, dir_fd: int) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def run_shell(

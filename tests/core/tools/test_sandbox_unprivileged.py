@@ -4,8 +4,9 @@ unprivileged user").
 Run as root, the sandbox takes another path: no user namespace of bubblewrap's own, each call under a
 fresh uid. Users without root get bubblewrap's unprivileged path (``--unshare-user``: the snippet keeps
 the caller's uid, mapped), which this test exercises by re-running ``test_sandbox_hostile.py``,
-``test_sandbox_hardening.py`` and ``test_sandbox_shared_memory.py`` as uid 65534 (``setpriv``). Run by a user that is not root, the suite
-itself already takes that path and this test skips.
+``test_sandbox_hardening.py``, ``test_sandbox_shared_memory.py`` and ``test_sandbox_shell.py`` (a work
+directory's tree deleted by its unprivileged owner) as uid 65534 (``setpriv``). Run by a user that is not
+root, the suite itself already takes that path and this test skips.
 
 The interpreter must be readable by that user. Where it lies under a directory only root may enter
 (pyenv under ``/root`` on this project's CI machine), the child runs in a private mount namespace in which
@@ -30,6 +31,7 @@ SUITE = [
     "tests/core/tools/test_sandbox_hostile.py",
     "tests/core/tools/test_sandbox_hardening.py",
     "tests/core/tools/test_sandbox_shared_memory.py",
+    "tests/core/tools/test_sandbox_shell.py",
 ]
 NOBODY = 65534
 SETPRIV = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
