@@ -241,5 +241,6 @@ def grade(prediction: str, gold: str, timeout: float | None = 5.0, *, backend: s
     if resolve_backend(backend) == "ray":
         from gem_core.tools.sandbox.ray_pool import default_ray_pool
 
-        return default_ray_pool().grade_math(prediction, gold, timeout)
+        # Graded by this module's grade on the node, in that node's own workers (never back to Ray).
+        return default_ray_pool().call("gem_core.envs.math.grading:grade", prediction, gold, timeout, backend="local")
     return default_grader().grade(prediction, gold, timeout)

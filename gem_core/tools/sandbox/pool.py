@@ -328,6 +328,14 @@ def run_python(
         from gem_core.tools.sandbox.ray_pool import default_ray_pool
 
         return default_ray_pool().run_python(code, stdin=stdin, timeout=timeout, memory_mb=memory_mb, mode=mode, call=call)
+    return run_python_here(code, stdin=stdin, timeout=timeout, memory_mb=memory_mb, mode=mode, call=call)
+
+
+def run_python_here(
+    code: str, *, stdin: str = "", timeout: float = 5.0, memory_mb: int = 512, mode: str | None = None, call: FunctionCall | None = None
+) -> SandboxResult:
+    """:func:`run_python` in this machine's pools whatever ``$GEM_SANDBOX_BACKEND`` says: what a Ray sandbox
+    node runs for a snippet sent to it (never routed back to Ray)."""
     return default_pools().pool(mode).run(code, stdin=stdin, timeout=timeout, memory_mb=memory_mb, call=call)
 
 

@@ -1,6 +1,7 @@
-"""Sandboxes and graders on other machines: one Ray actor per labelled node runs snippets (and math
-grades) there, with that node's own sandbox pools, so the isolation inside each node is the same as
-locally (bubblewrap, zygote, limits; :mod:`gem_core.tools.sandbox`).
+"""Sandboxes on other machines: one Ray actor per labelled node runs snippets there, with that node's own
+sandbox pools, so the isolation inside each node is the same as locally (bubblewrap, zygote, limits;
+:mod:`gem_core.tools.sandbox`). The actor runs any ``"module:function"`` call (:meth:`RaySandboxPool.call`):
+a grader that needs a labelled node passes its own function, so the sandbox knows nothing of graders.
 
 A node offers sandboxes by advertising a custom resource, ``gem_sandbox`` by default
 (``ray start --resources='{"gem_sandbox": 16}'``; ``$GEM_SANDBOX_RAY_RESOURCE`` names another one). Its
@@ -22,10 +23,12 @@ process), or per tool/env: ``PythonTool(sandbox_backend="ray")``, ``make("code:.
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import logging
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 from gem_core.tools.sandbox.config import FunctionCall, SandboxResult, SandboxUnavailableError, ray_resource_from_environment
 
@@ -43,37 +46,42 @@ REFRESH_SECONDS = 30.0
 NAMESPACE = "gem"
 
 
+def _check_target(target: str) -> tuple[str, str]:
+    """``(module, function)`` of a ``"package.module:function"`` reference; refused here, before it travels."""
+    module_name, _, attr = target.partition(":") if isinstance(target, str) else ("", "", "")
+    if not module_name or not attr:
+        raise ValueError(f"A sandbox node call names its function as 'package.module:function', got {target!r}.")
+    return module_name, attr
+
+
+def _resolve(target: str) -> Callable[..., Any]:
+    """The function a reference names, imported on the node."""
+    module_name, attr = _check_target(target)
+    return getattr(importlib.import_module(module_name), attr)
+
+
 class _SandboxNode:
-    """The actor on one labelled node: runs snippets in the node's local pools (threads, one per call)."""
+    """The actor on one labelled node: runs ``module:function`` calls (threads, one per call)."""
 
     def __init__(self) -> None:
         self.calls = 0
         self._lock = threading.Lock()
 
-    def run_python(self, code: str, stdin: str, timeout: float, memory_mb: int, mode: str | None, call: FunctionCall | None) -> SandboxResult:
-        import dataclasses
-
-        import ray
-
-        from gem_core.tools.sandbox.pool import default_pools
-
+    def call(self, target: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        function = _resolve(target)
         with self._lock:
             self.calls += 1
-        # The local pool, never run_python: GEM_SANDBOX_BACKEND=ray in this worker must not route back to Ray.
-        result = default_pools().pool(mode).run(code, stdin=stdin, timeout=timeout, memory_mb=memory_mb, call=call)
-        return dataclasses.replace(result, node=ray.get_runtime_context().get_node_id())
-
-    def grade_math(self, prediction: str, gold: str, timeout: float) -> Any:
-        from gem_core.envs.math.grading import grade
-
-        with self._lock:
-            self.calls += 1
-        return grade(prediction, gold, timeout, backend="local")  # this node's workers, never back to Ray
+        return function(*args, **kwargs)
 
     def stats(self) -> tuple[str, int]:
         import ray
 
         return ray.get_runtime_context().get_node_id(), self.calls
+
+
+#: What a snippet runs as on a node: the node's local pools, never ``run_python`` (``GEM_SANDBOX_BACKEND=ray``
+#: in the node's worker must not route back to Ray).
+_RUN_ON_NODE = "gem_core.tools.sandbox.pool:run_python_here"
 
 
 class RaySandboxPool:
@@ -184,29 +192,41 @@ class RaySandboxPool:
                 return  # calls go on with the others; a later background refresh finds nodes that return
         self._refresh(exclude=frozenset(tried))
 
+    def call(self, target: str, *args: Any, **kwargs: Any) -> Any:
+        """Call ``target`` (``"package.module:function"``, importable on the nodes) on a labelled node and
+        return its result; an exception it raises is raised here. Picklable arguments and results only."""
+        _check_target(target)
+        return self._call(target, args, kwargs)[1]
+
+    async def acall(self, target: str, *args: Any, **kwargs: Any) -> Any:
+        """:meth:`call` for async callers: awaits the actor call, never blocks the event loop."""
+        _check_target(target)
+        return (await self._acall(target, args, kwargs))[1]
+
     def run_python(
         self, code: str, *, stdin: str = "", timeout: float = 5.0, memory_mb: int = 512, mode: str | None = None, call: FunctionCall | None = None
     ) -> SandboxResult:
         """:func:`~gem_core.tools.sandbox.run_python` on a labelled node."""
-        return self._call("run_python", code, stdin, timeout, memory_mb, mode, call)
+        kwargs = dict(stdin=stdin, timeout=timeout, memory_mb=memory_mb, mode=mode, call=call)
+        node, result = self._call(_RUN_ON_NODE, (code,), kwargs)
+        return dataclasses.replace(result, node=node)
 
     async def arun_python(
         self, code: str, *, stdin: str = "", timeout: float = 5.0, memory_mb: int = 512, mode: str | None = None, call: FunctionCall | None = None
     ) -> SandboxResult:
         """:meth:`run_python` for async callers: awaits the actor call, never blocks the event loop."""
-        return await self._acall("run_python", code, stdin, timeout, memory_mb, mode, call)
+        kwargs = dict(stdin=stdin, timeout=timeout, memory_mb=memory_mb, mode=mode, call=call)
+        node, result = await self._acall(_RUN_ON_NODE, (code,), kwargs)
+        return dataclasses.replace(result, node=node)
 
-    def grade_math(self, prediction: str, gold: str, timeout: float = 5.0) -> Any:
-        """:func:`gem_core.envs.math.grading.grade` on a labelled node (its own grading workers)."""
-        return self._call("grade_math", prediction, gold, timeout)
-
-    def _call(self, method: str, *args: Any) -> Any:
+    def _call(self, target: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, Any]:
+        """``(node id, result)`` of ``target`` run on the least busy node, tried again on another if a node dies."""
         self._refresh_in_background()
         tried: set[str] = set()
         for _ in range(ATTEMPTS):
             node, actor = self._pick(tried)
             try:
-                return self._ray.get(getattr(actor, method).remote(*args))
+                return node, self._ray.get(actor.call.remote(target, args, kwargs))
             except self._ray.exceptions.RayActorError:
                 tried.add(node)
                 self._lost(node, tried)
@@ -216,7 +236,7 @@ class RaySandboxPool:
                 self._done(node)
         raise SandboxUnavailableError(f"The sandbox actors kept dying ({ATTEMPTS} attempts on nodes {sorted(tried)}).")
 
-    async def _acall(self, method: str, *args: Any) -> Any:
+    async def _acall(self, target: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, Any]:
         import asyncio
 
         self._refresh_in_background()
@@ -224,7 +244,7 @@ class RaySandboxPool:
         for _ in range(ATTEMPTS):
             node, actor = self._pick(tried)
             try:
-                return await getattr(actor, method).remote(*args)
+                return node, await actor.call.remote(target, args, kwargs)
             except self._ray.exceptions.RayActorError:
                 tried.add(node)
                 await asyncio.to_thread(self._lost, node, tried)

@@ -111,10 +111,12 @@ def test_a_call_on_a_node_that_dies_runs_again_on_another_labelled_node(ray_clus
 
 
 def test_math_grades_run_on_the_labelled_node(ray_cluster):
+    """The pool runs any module:function call; math grading passes its own grade (local on the node)."""
     pytest.importorskip("math_verify")
     pool = RaySandboxPool()
     before = pool.calls_per_node()
-    verdicts = [pool.grade_math(prediction, "\\frac{1}{2}") for prediction in ("0.5", "\\frac{2}{4}", "\\frac{1}{3}")]
+    target = "gem_core.envs.math.grading:grade"
+    verdicts = [pool.call(target, prediction, "\\frac{1}{2}", backend="local") for prediction in ("0.5", "\\frac{2}{4}", "\\frac{1}{3}")]
     assert [v.correct for v in verdicts] == [True, True, False]
     after = pool.calls_per_node()
     assert {node: after[node] - before.get(node, 0) for node in after} == {ray_cluster.sandbox_node.node_id: 3}
