@@ -39,24 +39,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from gem_core.vector.calls import (
-    OneBatchAtATime,
     CLOSED,
     TIMEOUT,
     Call,
     EnvBuilder,
-    EnvCall,
     Failure,
     Step,
-    build_envs,
     check_step_timeout,
     describe_exception,
-    portable_error,
     raise_portable_error,
-    run_call,
 )
+from gem_core.vector.hosted import Batch, CallTimedOut, HostedBackend, HostedEnvs
 from gem_core.vector.in_process import CLOSE_TIMEOUT
 
-__all__ = ["ProcessBackend", "default_start_method", "run_hosted_call"]
+__all__ = ["ProcessBackend", "default_start_method"]
 
 #: Extra seconds the parent waits past a worker's own step timeouts before it kills the worker.
 _KILL_GRACE = 2.0
@@ -70,38 +66,8 @@ _KILL_GRACE = 2.0
 # after start the worker answers ("ok", None) or ("error", PortableError) for building its envs.
 
 
-class _CallTimedOut(BaseException):
-    """Raised by SIGALRM inside a call that ran past the step timeout."""
-
-
 def _on_alarm(signum: int, frame: Any) -> None:
-    raise _CallTimedOut()
-
-
-def run_hosted_call(envs: dict[int, Any], builders: Mapping[int, EnvBuilder], index: int, call: EnvCall, step_timeout: float | None) -> tuple[str, Any]:
-    """Run ``call`` on hosted env ``index`` (built on first use) and answer ``(status, payload)`` as in the
-    protocol above. With ``step_timeout``, a SIGALRM handler must be installed (main thread only)."""
-    timed = step_timeout is not None and not isinstance(call, Call)
-    try:
-        if envs.get(index) is None:
-            envs[index] = builders[index]()
-        if timed:
-            signal.setitimer(signal.ITIMER_REAL, step_timeout)
-        try:
-            return "ok", run_call(envs[index], call)
-        finally:
-            if timed:
-                signal.setitimer(signal.ITIMER_REAL, 0)
-    except _CallTimedOut:
-        old, envs[index] = envs.pop(index, None), None
-        try:
-            if old is not None:
-                old.close()
-        except BaseException:  # noqa: BLE001 - the env is dropped either way
-            pass
-        return "replaced", TIMEOUT
-    except BaseException as exc:  # SystemExit from an env is that env's error, not the worker's end
-        return "error", describe_exception(exc)
+    raise CallTimedOut()
 
 
 def _sendable(reply: tuple[int, str, Any]) -> tuple[int, str, Any]:
@@ -112,7 +78,7 @@ def _sendable(reply: tuple[int, str, Any]) -> tuple[int, str, Any]:
         return reply[0], "error", f"the env's answer cannot be sent to the parent process: {describe_exception(exc)}"
 
 
-def _wire_batch(batch: list[tuple[int, EnvCall]]) -> tuple[list[tuple[int, Any]], list[tuple[int, EnvCall]]]:
+def _wire_batch(batch: Batch) -> tuple[list[tuple[int, Any]], Batch]:
     """A batch as sent to a worker: steps as bare (index, action) pairs. Pickling a dataclass per step
     cost 10-15 µs per message each way, as much as the cheap games' steps it carries (issue 23)."""
     steps = [(i, call.action) for i, call in batch if type(call) is Step]
@@ -170,10 +136,10 @@ def _worker_main(conn: mp.connection.Connection, builders: dict[int, EnvBuilder]
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if step_timeout is not None:
         signal.signal(signal.SIGALRM, _on_alarm)
-    try:
-        envs: dict[int, Any] = build_envs(builders)  # on failure, closes the envs it built
-    except BaseException as exc:
-        conn.send(("error", portable_error(exc)))
+    hosted = HostedEnvs(builders)
+    error = hosted.start()  # on failure, closes the envs it built
+    if error is not None:
+        conn.send(("error", error))
         conn.close()
         return
     conn.send(("ok", None))
@@ -188,19 +154,14 @@ def _worker_main(conn: mp.connection.Connection, builders: dict[int, EnvBuilder]
             if batch is None:
                 break
             steps, others = batch
-            replies = [(i, *run_hosted_call(envs, builders, i, Step(action), step_timeout)) for i, action in steps]
-            replies += [(i, *run_hosted_call(envs, builders, i, call, step_timeout)) for i, call in others]
+            replies = [(i, *hosted.run(i, Step(action), step_timeout)) for i, action in steps]
+            replies += hosted.run_batch(others, step_timeout)
             try:
                 conn.send(replies)
             except Exception:  # noqa: BLE001 - find the answers that cannot be pickled
                 conn.send([_sendable(reply) for reply in replies])
     finally:
-        for env in envs.values():
-            try:
-                if env is not None:
-                    env.close()
-            except BaseException:  # noqa: BLE001 - closing is best effort
-                pass
+        hosted.close()
         conn.close()
 
 
@@ -248,7 +209,7 @@ def _resident_mb(pid: int) -> float | None:
         return None
 
 
-class ProcessBackend(OneBatchAtATime):
+class ProcessBackend(HostedBackend):
     """Envs in worker processes (see the module docstring for faults, timeouts and recycling).
 
     Args:
@@ -291,12 +252,10 @@ class ProcessBackend(OneBatchAtATime):
             raise ValueError(f"spin_seconds must be 0 (no polling) or positive, got {spin_seconds!r}.")
         self._spin_seconds = spin_seconds
         self._spinner = Spinner(spin_seconds)
-        self._owner = [i % count for i in range(self.num_envs)]
-        self._hosted = [[i for i in range(self.num_envs) if i % count == w] for w in range(count)]
+        self._place([i % count for i in range(self.num_envs)])
         self._lock = threading.Lock()  # one batch at a time: the pipes carry one message each way
         self._closed = False
         self._wake_reader, self._wake_writer = self._ctx.Pipe(duplex=False)  # close() interrupts a batch
-        self._stale: dict[int, str] = {}  # env index -> why its episode was lost since its last call
         self.workers: list[_Worker | None] = [None] * count
         # At exit, stop workers even if the VectorEnv was never closed (the finalizer holds no self).
         self._finalizer = weakref.finalize(self, _stop_workers, self.workers)
@@ -357,17 +316,8 @@ class ProcessBackend(OneBatchAtATime):
 
     # --- batches ------------------------------------------------------------------------------------
 
-    def _run(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]:
-        results: dict[int, Any] = {}
-        per_worker: dict[int, list[tuple[int, EnvCall]]] = {}
-        for i, call in calls.items():
-            lost = self._stale.pop(i, None)
-            if lost is not None and isinstance(call, Step):
-                results[i] = Failure(lost, env_replaced=True)
-            else:
-                per_worker.setdefault(self._owner[i], []).append((i, call))
-
-        sent: dict[int, list[tuple[int, EnvCall]]] = {}
+    def _exchange(self, per_worker: dict[int, Batch], results: dict[int, Any]) -> tuple[dict[int, Batch], dict[int, str]]:
+        sent: dict[int, Batch] = {}
         lost_workers: dict[int, str] = {}  # worker -> error for its envs in this batch
         for w, batch in per_worker.items():
             worker = self.workers[w]
@@ -389,27 +339,13 @@ class ProcessBackend(OneBatchAtATime):
                 if sendable:
                     worker.conn.send(_wire_batch(sendable))
                     sent[w] = sendable
-
         self._collect(sent, lost_workers, results)
-
-        for w, error in lost_workers.items():
-            for i, _ in sent[w]:
-                results.setdefault(i, Failure(error, env_replaced=not self._closed))
-            if not self._closed:
-                self._replace(w)
-                for i in self._hosted[w]:
-                    if i not in calls:
-                        self._stale[i] = error
-        if not self._closed:
-            for w, batch in sent.items():
-                if w not in lost_workers:
-                    self._maybe_recycle(w, batch)
-        return {i: results[i] for i in calls}
+        return sent, lost_workers
 
     def _died(self, w: int, reason: str) -> str:
         return f"WorkerDied: the worker process of envs {self._hosted[w]} died ({reason}); it was replaced by a fresh one."
 
-    def _collect(self, sent: Mapping[int, list[tuple[int, EnvCall]]], lost_workers: dict[int, str], results: dict[int, Any]) -> None:
+    def _collect(self, sent: Mapping[int, Batch], lost_workers: dict[int, str], results: dict[int, Any]) -> None:
         """Wait for the answers of the workers in ``sent`` (or their death, their deadline, or close())."""
         pending = {w for w in sent if w not in lost_workers}
         deadlines: dict[int, float] = {}
@@ -452,11 +388,7 @@ class ProcessBackend(OneBatchAtATime):
                 if status != "ok":
                     lost_workers[w] = self._died(w, payload)
                     continue
-                for i, outcome, value in payload:
-                    if outcome == "ok":
-                        results[i] = value
-                    else:
-                        results[i] = Failure(value, env_replaced=outcome == "replaced")
+                self._replies(payload, results)
 
     def _forget(self, poller: select.poll, w: int, pending: set[int]) -> None:
         pending.discard(w)
@@ -465,7 +397,8 @@ class ProcessBackend(OneBatchAtATime):
         for fd in (worker.conn.fileno(), worker.process.sentinel):
             poller.unregister(fd)
 
-    def _maybe_recycle(self, w: int, batch: list[tuple[int, EnvCall]]) -> None:
+    def _after_batch(self, w: int, batch: Batch) -> None:
+        """Recycle worker ``w`` if it has run its steps or grown over its memory cap."""
         if self._recycle_after_steps is None and self._max_memory_mb is None:
             return
         worker = self.workers[w]
@@ -480,8 +413,7 @@ class ProcessBackend(OneBatchAtATime):
                 reason = f"its resident memory {resident:.0f} MB is over max_worker_memory_mb={self._max_memory_mb:g}"
         if reason is not None:
             self._replace(w)
-            for i in self._hosted[w]:
-                self._stale[i] = f"WorkerRecycled: the worker process of env {i} was recycled {reason}; the episode in progress ended."
+            self._end_episodes(w, f"WorkerRecycled: the worker process of envs {self._hosted[w]} was recycled {reason}; the episode in progress ended.")
 
     # --- inspection and closing ---------------------------------------------------------------------
 

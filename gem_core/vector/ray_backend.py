@@ -22,21 +22,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gem_core.vector.calls import (
-    CLOSED,
-    TIMEOUT,
-    EnvBuilder,
-    EnvCall,
-    Failure,
-    OneBatchAtATime,
-    PortableError,
-    Step,
-    build_envs,
-    check_step_timeout,
-    describe_exception,
-    portable_error,
-    raise_portable_error,
-)
+from gem_core.vector.calls import CLOSED, TIMEOUT, EnvBuilder, check_step_timeout, describe_exception, raise_portable_error
+from gem_core.vector.hosted import Batch, HostedBackend, HostedEnvs
 from gem_core.vector.in_process import CLOSE_TIMEOUT
 
 __all__ = ["RayBackend"]
@@ -45,42 +32,17 @@ __all__ = ["RayBackend"]
 _POLL_SECONDS = 0.2
 
 
-class _EnvGroup:
-    """The actor: a group of envs living in one Ray worker process."""
-
-    def __init__(self, builders: dict[int, EnvBuilder]):
-        self.builders = builders
-        self.envs: dict[int, Any] = {}
-
-    def start(self) -> PortableError | None:
-        """Build the envs; a builder's exception comes back as a value (an exception raised in an actor's
-        constructor reaches the driver only as ``ActorDiedError``), the envs built before it closed."""
-        try:
-            self.envs = build_envs(self.builders)
-        except BaseException as exc:  # noqa: BLE001 - sent to the driver, which raises it (SystemExit too)
-            return portable_error(exc)
-        return None
-
-    def run(self, batch: list[tuple[int, EnvCall]]) -> list[tuple[int, str, Any]]:
-        from gem_core.vector.process import run_hosted_call
-
-        return [(i, *run_hosted_call(self.envs, self.builders, i, call, None)) for i, call in batch]
+class _EnvGroup(HostedEnvs):
+    """The actor: a group of envs living in one Ray worker process (no step timeout inside: the driver's
+    deadline kills and replaces a stuck actor)."""
 
     def node_id(self) -> str:
         import ray
 
         return ray.get_runtime_context().get_node_id()
 
-    def close(self) -> None:
-        for env in self.envs.values():
-            try:
-                if env is not None:
-                    env.close()
-            except Exception:  # noqa: BLE001 - closing is best effort
-                pass
 
-
-class RayBackend(OneBatchAtATime):
+class RayBackend(HostedBackend):
     """Envs as Ray actors (see the module docstring).
 
     Args:
@@ -114,8 +76,7 @@ class RayBackend(OneBatchAtATime):
         self.num_envs = len(self._builders)
         self.step_timeout = check_step_timeout(step_timeout)
         count = -(-self.num_envs // envs_per_actor)
-        self._owner = [i // envs_per_actor for i in range(self.num_envs)]
-        self._hosted = [[i for i in range(self.num_envs) if self._owner[i] == a] for a in range(count)]
+        self._place([i // envs_per_actor for i in range(self.num_envs)])
         options = {"num_cpus": num_cpus, "max_restarts": 0, "max_task_retries": 0, **dict(actor_options or {})}
         if resources:
             options["resources"] = dict(resources)
@@ -124,7 +85,6 @@ class RayBackend(OneBatchAtATime):
         self._asked = f"num_cpus={num_cpus}, resources={dict(resources or {})}"
         self._lock = threading.Lock()
         self._closed = False
-        self._stale: dict[int, str] = {}
         self.actors: list[Any] = [None] * count
         try:
             for a in range(count):
@@ -160,17 +120,9 @@ class RayBackend(OneBatchAtATime):
         self.actors[a] = self._start(a)
         self._await_ready([a])
 
-    def _run(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]:
+    def _exchange(self, per_actor: dict[int, Batch], results: dict[int, Any]) -> tuple[dict[int, Batch], dict[int, str]]:
         ray = self._ray
-        results: dict[int, Any] = {}
-        per_actor: dict[int, list[tuple[int, EnvCall]]] = {}
-        for i, call in calls.items():
-            lost = self._stale.pop(i, None)
-            if lost is not None and isinstance(call, Step):
-                results[i] = Failure(lost, env_replaced=True)
-            else:
-                per_actor.setdefault(self._owner[i], []).append((i, call))
-        refs = {self.actors[a].run.remote(batch): a for a, batch in per_actor.items()}
+        refs = {self.actors[a].run_batch.remote(batch): a for a, batch in per_actor.items()}
         deadline = None if self.step_timeout is None else time.monotonic() + self.step_timeout
         pending = list(refs)
         while pending and not self._closed:
@@ -184,24 +136,12 @@ class RayBackend(OneBatchAtATime):
                 lost_actors[a] = CLOSED if self._closed else TIMEOUT
                 continue
             try:
-                replies = ray.get(ref)
+                self._replies(ray.get(ref), results)
             except ray.exceptions.RayActorError as exc:
                 lost_actors[a] = f"ActorDied: the Ray actor of envs {self._hosted[a]} was lost ({type(exc).__name__}); it was replaced by a fresh one."
-                continue
             except Exception as exc:  # noqa: BLE001 - e.g. a result that cannot be unpickled
                 lost_actors[a] = f"the actor's answer could not be received: {describe_exception(exc)}"
-                continue
-            for i, outcome, value in replies:
-                results[i] = value if outcome == "ok" else Failure(value, env_replaced=outcome == "replaced")
-        for a, error in lost_actors.items():
-            for i, _ in per_actor[a]:
-                results[i] = Failure(error, env_replaced=not self._closed)
-            if not self._closed:
-                self._replace(a)
-                for i in self._hosted[a]:
-                    if i not in calls:
-                        self._stale[i] = error
-        return {i: results[i] for i in calls}
+        return per_actor, lost_actors
 
     def actor_node_ids(self) -> list[str]:
         """The Ray node id hosting each env, by env index."""
