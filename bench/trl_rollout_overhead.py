@@ -227,6 +227,46 @@ def sampled_tokens_per_step(trainer, batch: int) -> float:
     return statistics.mean(lengths) * batch if lengths else float("nan")
 
 
+def generate_costs(model, tokenizer, args, device: str) -> None:
+    """One batched turn, sampled three ways: old full-logits log-probs, the policy's recorder, none; and a
+    re-prefill of a third turn's context (what a prefix cache would save per turn)."""
+    import torch
+    from transformers import LogitsProcessorList
+
+    from gem_core.rollout import ChatTemplate
+    from gem_core.rollout.policy import SampledLogprobs
+
+    model = model.to(device).eval()
+    batch, tokens = args.prompts * args.generations, args.turn_tokens
+    prompt = ChatTemplate.for_tokenizer(tokenizer).initial_ids("I am thinking of an integer between 1 and 20. Guess it.")
+    third_turn = prompt + [7] * (2 * (tokens + 37))  # two turns of actions and invalid-move observations
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device == "cuda" else torch.autocast("cpu", enabled=False)
+
+    def run(ids, new, **kwargs):
+        input_ids = torch.tensor([ids] * batch, device=device)
+        torch.manual_seed(0)
+        _sync()
+        start = time.perf_counter()
+        with torch.no_grad(), autocast:
+            out = model.generate(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=new,
+                                 min_new_tokens=new, do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
+                                 pad_token_id=tokenizer.pad_token_id, **kwargs)
+            if kwargs.get("output_logits"):
+                lp = torch.log_softmax(torch.stack(out.logits, 1).float(), -1)
+                lp.gather(2, out.sequences[:, len(ids):].unsqueeze(2)).tolist()
+        _sync()
+        return time.perf_counter() - start
+
+    run(prompt, 2)  # warm-up
+    plain = min(run(prompt, tokens) for _ in range(2))
+    full = min(run(prompt, tokens, output_logits=True, return_dict_in_generate=True) for _ in range(2))
+    recorded = min(run(prompt, tokens, logits_processor=LogitsProcessorList([SampledLogprobs()])) for _ in range(2))
+    prefill = min(run(third_turn, 1) for _ in range(2))
+    print(f"one turn, {batch} rows x {tokens} tokens: no log-probs {plain:.3f} s; recorded log-probs {recorded:.3f} s "
+          f"({recorded / plain:.2f}x); full-vocabulary logits (before) {full:.3f} s ({full / plain:.2f}x); "
+          f"re-prefill of a turn-3 context ({len(third_turn)} tokens) {prefill:.3f} s ({100 * prefill / plain:.0f}% of a turn)", flush=True)
+
+
 def run_shape(args, shape: str | None, clock: Clock, device: str) -> None:
     import tempfile
 
@@ -246,6 +286,7 @@ def run_shape(args, shape: str | None, clock: Clock, device: str) -> None:
     batch = args.prompts * args.generations
     print(f"\n== {label}: {batch} completions/step ({args.prompts} prompts x {args.generations}); stock 1 turn x "
           f"{args.turns * args.turn_tokens} tokens, GEM {args.turns} turns x {args.turn_tokens} tokens; device {device}", flush=True)
+    generate_costs(model, tokenizer, args, device)
     with tempfile.TemporaryDirectory() as out_dir:
         stock, gem, rollout_func, stock_times, gem_times = make_trainers(args, model, tokenizer, device, out_dir)
         stock_generate = [0.0]

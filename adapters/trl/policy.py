@@ -19,12 +19,23 @@ from gem_core.rollout.policy import BatchingPolicy, SamplingParams, Transformers
 __all__ = ["trainer_policy", "VLLMTrainerPolicy"]
 
 
-def trainer_policy(trainer: Any, num_episodes: int) -> BatchingPolicy:
-    """The policy a rollout of ``num_episodes`` concurrent episodes should sample from."""
+def trainer_policy(trainer: Any, num_episodes: int, *, logprobs: bool = True) -> BatchingPolicy:
+    """The policy a rollout of ``num_episodes`` concurrent episodes should sample from.
+
+    Without vLLM, every round of ``model.generate`` waits for all live episodes (``num_episodes``; the
+    rollout reports each one's end), so a round is as full as TRL's own single ``generate`` call even
+    when envs step in threads and come back at different times; and one round is one call, as in
+    TRL. ``logprobs=False`` samples without the sampled tokens' log-probabilities (TRL without vLLM
+    recomputes them and uses the sampler's only for ``off_policy_mask_threshold``).
+    """
     if getattr(trainer, "use_vllm", False):
         return VLLMTrainerPolicy(trainer, num_episodes)
+    # accelerate's unwrap keeps its mixed-precision wrapper (keep_fp32_wrapper=True), so generation runs
+    # under the trainer's autocast (bf16 with GRPOConfig(bf16=True)), as TRL's own generate does.
     model = trainer.accelerator.unwrap_model(trainer.model)
-    return TransformersPolicy(model, trainer.processing_class)
+    return TransformersPolicy(
+        model, trainer.processing_class, num_episodes=num_episodes, max_batch_size=max(1, num_episodes), logprobs=logprobs
+    )
 
 
 class VLLMTrainerPolicy(BatchingPolicy):

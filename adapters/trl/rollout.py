@@ -50,6 +50,11 @@ class GemRolloutFunc:
     """Most tokens sampled in one turn (the core's name, :attr:`gem_core.rollout.SamplingParams.max_new_tokens`)."""
     last_trajectories: list[TokenTrajectory] = field(default_factory=list, repr=False)
     """The trajectories of the most recent call, for logging and inspection."""
+    logprobs: bool | None = None
+    """Record the sampled tokens' log-probabilities (``logprobs`` of the rollout dict, the trajectories'
+    ``logprobs``). None: only where TRL uses them, i.e. with ``GRPOConfig.off_policy_mask_threshold`` (with
+    vLLM they come from vLLM either way); TRL recomputes them for its loss, and without them the rollout
+    returns ``logprobs=None``, as TRL's own generation does without vLLM."""
     max_turn_tokens: InitVar[int | None] = None
     """Deprecated name of :attr:`max_new_tokens` (a ``FutureWarning`` says so)."""
 
@@ -68,7 +73,8 @@ class GemRolloutFunc:
             top_k=args.top_k or 0,
         )
         episodes = [episode_label(p) for p in prompts]
-        policy = trainer_policy(trainer, len(prompts))
+        want_logprobs = self.logprobs if self.logprobs is not None else getattr(args, "off_policy_mask_threshold", None) is not None
+        policy = trainer_policy(trainer, len(prompts), logprobs=want_logprobs)
         template_kwargs = dict(getattr(args, "chat_template_kwargs", None) or {})
 
         async def play(label: Any, system: str | None) -> TokenTrajectory:
@@ -104,6 +110,8 @@ def trajectories_to_rollout(
     exactly when its last id is not EOS or pad. So an episode that ended normally gets a masked EOS if
     its last id is not one, and an episode GEM truncated (turn limit, token budget, env truncation)
     that happens to end in EOS gets one masked ``filler_token_id`` (a plain-text id) after it.
+    ``logprobs`` is None when no trajectory has them (a policy that does not record them), as in TRL's
+    own generation without vLLM; zeros in their place would read as probability-one samples.
     """
     out: dict[str, list] = {k: [] for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask")}
     for trajectory in trajectories:
@@ -121,6 +129,8 @@ def trajectories_to_rollout(
         out["completion_ids"].append(completion)
         out["logprobs"].append(logprobs)
         out["env_mask"].append(mask)
+    if trajectories and not any(t.metrics.get("has_logprobs", True) for t in trajectories):
+        out["logprobs"] = None
     out["env_return"] = [t.episode_return for t in trajectories]
     out["turn_rewards"] = [list(t.rewards) for t in trajectories]
     out["turn_spans"] = [[list(span) for span in t.turn_spans] for t in trajectories]

@@ -36,8 +36,8 @@ def recorded(monkeypatch):
     policies: list[RecordingPolicy] = []
     real = rollout_module.trainer_policy
 
-    def spy(trainer, num_episodes):
-        policies.append(RecordingPolicy(real(trainer, num_episodes)))
+    def spy(trainer, num_episodes, **kwargs):
+        policies.append(RecordingPolicy(real(trainer, num_episodes, **kwargs)))
         return policies[-1]
 
     monkeypatch.setattr(rollout_module, "trainer_policy", spy)
