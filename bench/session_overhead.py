@@ -1,0 +1,157 @@
+"""Per-turn cost of GEM's episode bookkeeping at scale, against a bare ``env.step`` loop.
+
+512 episodes (``--episodes``) are in flight at once, played by a scripted policy (no model: each move is
+the env's own ``sample_random_action``, its token ids encoded once per distinct text, as a sampler would
+hand them over). Three ways, on the same envs, seeds and moves:
+
+- bare: ``env.step(text)`` round-robin over the episodes (reset when one ends): the env's own cost;
+- session: one ``EpisodeSession`` per episode, ``await session.step(ids, logprobs=...)`` round-robin on one
+  event loop: the env step plus the token bookkeeping (the action's text decoded for the env, the
+  observation's chat-template delta encoded, masks, log-probs, the turn's record);
+- drive mode: ``run_episodes`` with a ``BatchingPolicy`` that returns the scripted ids, so every turn also
+  goes through the batcher's rounds (all 512 episodes' turns gathered per round, as with a model).
+
+    python bench/session_overhead.py [--episodes 512] [--env game:GuessTheNumber-v0-hard] [--seconds 3]
+                                     [--tokenizer deepseek|chatml]
+
+Prints the per-turn time of each, the overhead over the bare step, and the target from issue 30:
+session per turn <= 1.2 x bare per step + 100 us.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import gem_core
+from gem_core.rollout import ChatTemplate, EpisodeSession, SamplingParams
+from gem_core.rollout.policy import BatchingPolicy
+from gem_core.rollout.runner import run_episodes
+
+
+class ActionIds:
+    """Each move's token ids (plus end of turn), encoded once per distinct text."""
+
+    def __init__(self, tokenizer, template: ChatTemplate):
+        self.tokenizer, self.eot, self.cache = tokenizer, list(template.end_of_turn_ids), {}
+
+    def __call__(self, text: str) -> list[int]:
+        ids = self.cache.get(text)
+        if ids is None:
+            ids = self.cache[text] = self.tokenizer.encode(text, add_special_tokens=False) + self.eot
+        return ids
+
+
+def bare(env_id: str, n: int, seconds: float) -> tuple[float, int]:
+    envs = [gem_core.make(env_id) for _ in range(n)]
+    seeds = list(range(n))
+    for env, seed in zip(envs, seeds):
+        env.reset(seed=seed)
+    steps, next_seed = 0, n
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for i, env in enumerate(envs):
+            _, _, terminated, truncated, _ = env.step(env.sample_random_action())
+            steps += 1
+            if terminated or truncated:
+                env.reset(seed=next_seed)
+                next_seed += 1
+    return (time.perf_counter() - start) / steps, steps
+
+
+async def sessions(env_id: str, n: int, seconds: float, tokenizer, template: ChatTemplate) -> tuple[float, int]:
+    action_ids = ActionIds(tokenizer, template)
+    live = [EpisodeSession(gem_core.make(env_id), tokenizer, chat_template=template) for _ in range(n)]
+    for seed, session in enumerate(live):
+        await session.start(seed=seed)
+    steps, next_seed = 0, n
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for session in live:
+            ids = action_ids(session.env.sample_random_action())
+            await session.step(ids, logprobs=[-1.0] * len(ids), finish_reason="stop")
+            steps += 1
+            if session.done:
+                session.trajectory()  # what an adapter takes at the end of every episode
+                await session.start(seed=next_seed)
+                next_seed += 1
+    return (time.perf_counter() - start) / steps, steps
+
+
+async def drive(env_id: str, n: int, tokenizer, template: ChatTemplate) -> tuple[float, int]:
+    """run_episodes over n seeds at once; the scripted backend finds each episode's env by its session."""
+    action_ids = ActionIds(tokenizer, template)
+    policy = _SessionAwarePolicy(action_ids)
+    start = time.perf_counter()
+    trajectories = await run_episodes(lambda: policy.track(gem_core.make(env_id)), policy, tokenizer, list(range(n)),
+                                      concurrency=n, chat_template=template, sampling=SamplingParams(max_new_tokens=64))
+    elapsed = time.perf_counter() - start
+    turns = sum(t.num_turns for t in trajectories)
+    return elapsed / turns, turns
+
+
+class _SessionAwarePolicy(BatchingPolicy):
+    """Answers each request with the random move of the env that asked: the factory runs in the episode's
+    own task (``run_episodes``), so the task names the env."""
+
+    def __init__(self, action_ids: ActionIds):
+        # A round per event-loop tick (run_episodes does not report episode ends to the batcher).
+        super().__init__(None, sample_in_thread=False, max_batch_size=None)
+        self.action_ids = action_ids
+        self.env_of_task: dict = {}
+        self._queue: list = []
+
+    def track(self, env):
+        self.env_of_task[asyncio.current_task()] = env
+        return env
+
+    async def generate(self, prompt_ids, sampling, *, images=None):
+        self._queue.append(self.env_of_task[asyncio.current_task()])  # same order as the batcher's requests
+        return await super().generate(prompt_ids, sampling)
+
+    def sample_batch(self, prompts, sampling, max_new_tokens):
+        envs, self._queue = self._queue[: len(prompts)], self._queue[len(prompts):]
+        return [(ids, [-1.0] * len(ids)) for ids in (self.action_ids(env.sample_random_action()) for env in envs)]
+
+
+def load(name: str):
+    from token_bookkeeping import load_tokenizer
+
+    return load_tokenizer(name)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--episodes", type=int, default=512)
+    parser.add_argument("--env", default="game:GuessTheNumber-v0-hard")
+    parser.add_argument("--seconds", type=float, default=3.0, help="per measurement")
+    parser.add_argument("--rounds", type=int, default=2, help="alternating rounds of bare and session")
+    parser.add_argument("--tokenizer", default="deepseek", choices=["deepseek", "chatml"])
+    args = parser.parse_args(argv)
+    tokenizer, name = load(args.tokenizer)
+    template = ChatTemplate.for_tokenizer(tokenizer)
+    print(f"{args.env}, {args.episodes} episodes in flight, tokenizer {name}")
+    bare_times, session_times = [], []
+    for _ in range(args.rounds):
+        bare_times.append(bare(args.env, args.episodes, args.seconds)[0])
+        session_times.append(asyncio.run(sessions(args.env, args.episodes, args.seconds, tokenizer, template))[0])
+    drive_time, turns = asyncio.run(drive(args.env, args.episodes, tokenizer, template))
+    b, s = statistics.median(bare_times), statistics.median(session_times)
+    target = 1.2 * b + 100e-6
+    print(f"bare env.step:          {b * 1e6:8.1f} us/step   (rounds: {' '.join(f'{t * 1e6:.1f}' for t in bare_times)})")
+    print(f"EpisodeSession.step:    {s * 1e6:8.1f} us/turn   (rounds: {' '.join(f'{t * 1e6:.1f}' for t in session_times)}); "
+          f"overhead {(s - b) * 1e6:.1f} us, {s / b:.2f}x")
+    print(f"drive mode (batcher):   {drive_time * 1e6:8.1f} us/turn   ({turns} turns of {args.episodes} episodes; env construction, resets and "
+          f"trajectories included); overhead {(drive_time - b) * 1e6:.1f} us")
+    print(f"target (1.2 x bare + 100 us): {target * 1e6:.1f} us/turn -> session {'meets' if s <= target else 'MISSES'} it, "
+          f"drive mode {'meets' if drive_time <= target else 'misses'} it")
+
+
+if __name__ == "__main__":
+    main()
