@@ -23,6 +23,7 @@ from pathlib import Path
 from gem_core.tools.sandbox.accounting import SandboxMonitor
 from gem_core.tools.sandbox.config import MIB, SandboxConfig, SandboxResult, SandboxUnavailableError
 from gem_core.tools.sandbox.isolation import ENV, bwrap_launch, site_dirs
+from gem_core.tools.sandbox.launcher import start_process
 
 __all__ = ["Worker"]
 
@@ -89,7 +90,7 @@ class Worker:
         ]
         env = dict(ENV, HOME=self.workdir) if mode == "process" else {}
         try:
-            self.process = subprocess.Popen(
+            self.process = start_process(
                 [*prefix, *program],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,

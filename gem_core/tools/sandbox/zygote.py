@@ -38,6 +38,7 @@ from pathlib import Path
 from gem_core.tools.sandbox.accounting import SandboxMonitor
 from gem_core.tools.sandbox.config import MIB, SandboxConfig, SandboxResult, SandboxUnavailableError
 from gem_core.tools.sandbox.isolation import bwrap_launch, site_dirs
+from gem_core.tools.sandbox.launcher import start_process
 from gem_core.tools.sandbox.syscall_filter import compiled_filter
 from gem_core.tools.sandbox.worker import kill_group, watch
 
@@ -146,7 +147,7 @@ class Zygote:
             "1" if self.privileged else "0",
         ]
         try:
-            self.process = subprocess.Popen(
+            self.process = start_process(
                 [*launch.command, *program],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,

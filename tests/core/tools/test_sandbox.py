@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import threading
 import time
 
 import pytest
@@ -396,3 +397,37 @@ def test_a_waiting_call_cannot_be_handed_a_snippet_by_another_call(bwrap_mode):
     finally:
         pool.close()
     assert result.stdout == "[1, 2]\n", result
+
+
+def _wait_until_thread_is_gone(native_id: int) -> None:
+    """Block until the OS thread ``native_id`` of this process has ended for the kernel too (a joined
+    Python thread may still be exiting), bounded."""
+    deadline = time.monotonic() + 60
+    while os.path.exists(f"/proc/self/task/{native_id}") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not os.path.exists(f"/proc/self/task/{native_id}")
+
+
+def test_a_zygote_started_from_a_thread_that_ended_keeps_running_calls(bwrap_mode):
+    """bubblewrap's ``--die-with-parent`` (``PR_SET_PDEATHSIG``) follows the thread that started it, not its
+    process: a zygote started by one of several caller threads was killed when that thread ended, and
+    every call still running in it ended with exit 70 and no status (the flaky four-call tests of
+    test_sandbox_shared_memory.py)."""
+    pool = SandboxPool(bwrap_mode, SandboxConfig(pool_size=1, preload=()))
+    try:
+        started: list[int] = []
+
+        def start_the_zygote() -> None:
+            started.append(threading.get_native_id())
+            assert pool.run("print(1)").ok
+
+        starter = threading.Thread(target=start_the_zygote)
+        starter.start()
+        starter.join(120)
+        first = pool.zygote()  # the one the thread started (or a replacement, had it died already)
+        _wait_until_thread_is_gone(started[0])
+        result = pool.run("import time\ntime.sleep(0.5)\nprint('done')")
+        assert result.ok and result.stdout == "done\n", result
+        assert pool.zygote() is first and first.alive(), "the zygote died with the thread that started it"
+    finally:
+        pool.close()
