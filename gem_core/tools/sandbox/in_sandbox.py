@@ -406,6 +406,7 @@ def zygote_main():
     and status socket). It never runs snippet code itself, and never reads a request."""
     import fcntl  # noqa: F401 - imported once here, not in every call (_loopback_up)
     import gc
+    import signal  # noqa: F401 - likewise (_serve_call)
     import socket
     import struct  # noqa: F401 - likewise
 
@@ -670,6 +671,13 @@ def _serve_call(kernel, fds, limits, uid):
             os._exit(0)  # the host closed the pool
         _keep_only_fds({0, 1, 2, report_write, stdin_fd})
         _run_snippet(request, report_write, 0, stdin_fd)
+    # The kernel drops a signal sent to a namespace's PID 1 from inside it only where PID 1 keeps the
+    # default action; the interpreter's SIGINT handler let a snippet of the same uid (unprivileged host)
+    # raise KeyboardInterrupt here and end the call without a status. Set before the "R" below, so
+    # before any snippet code runs.
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     os.close(report_write)
     os.close(request_fd)
     if os.read(report_read, 1) == b"R":  # the snippet's process is ready (else it died setting up)

@@ -180,7 +180,9 @@ class SandboxPool:
             "call": None if call is None else {"fn_name": call.fn_name, "args": call.args},
         }
         if self.uses_zygote and self._zygote_failure is None:
-            for attempt in range(2):  # a zygote that died between two calls is replaced once
+            # A zygote that died between two calls, or while this one ran (the call is run again: a snippet
+            # has no effect outside its sandbox), is replaced once.
+            for attempt in range(2):
                 try:
                     return self.zygote().run(request, timeout)
                 except SandboxUnavailableError as error:

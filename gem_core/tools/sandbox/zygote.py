@@ -249,7 +249,26 @@ class Zygote:
             call.close()
             if writer is not None:
                 writer.join(timeout=1.0)
+        if watched.status is None and not watched.timed_out and watched.cap is None and not watched.output.over_cap:
+            if self._ended(self.ENDING_PATIENCE):
+                raise SandboxUnavailableError(
+                    "The sandbox zygote ended while a call ran in it (killed from outside the sandbox, or by the "
+                    "kernel); the call's PID 1 died with it and reported no status."
+                )
+        # No status and the zygote lives on: the call's PID 1 failed (EX_SOFTWARE, its traceback on stderr).
         return watched.result(self.mode, start, lambda: 70)
+
+    #: Seconds a call that ended without a status waits for its zygote to be seen ending (the zygote's
+    #: bwrap exits once everything in its sandbox is reaped, after the call's status socket closed).
+    ENDING_PATIENCE = 2.0
+
+    def _ended(self, patience: float) -> bool:
+        """Whether the zygote's sandbox has ended, waiting up to ``patience`` seconds for it to."""
+        try:
+            self.process.wait(timeout=patience)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
 
 
 def _pidfd_of_waiting_call(pid: int, status: socket.socket) -> int | None:

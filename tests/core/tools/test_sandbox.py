@@ -431,3 +431,42 @@ def test_a_zygote_started_from_a_thread_that_ended_keeps_running_calls(bwrap_mod
         assert pool.zygote() is first and first.alive(), "the zygote died with the thread that started it"
     finally:
         pool.close()
+
+
+def test_a_call_whose_zygote_dies_while_it_runs_is_run_again_on_a_new_zygote(bwrap_mode):
+    """A call's PID 1 dies with its zygote and sends no status: the host used to report exit 70 with no
+    limit and no output, a result with no reason. The zygote's end is the host's affair, not the
+    snippet's: the call runs again on a new zygote (a snippet has no effect outside its sandbox)."""
+    import signal
+
+    from gem_core.tools.sandbox.accounting import process_tree
+
+    pool = SandboxPool(bwrap_mode, SandboxConfig(pool_size=1, preload=()))
+    try:
+        assert pool.run("print(1)").ok
+        first = pool.zygote()
+        code = "import ctypes, time\nctypes.CDLL(None).prctl(15, b'gem-running', 0, 0, 0)  # PR_SET_NAME\ntime.sleep(2)\nprint('done')"
+        results: list[SandboxResult] = []
+        caller = threading.Thread(target=lambda: results.append(pool.run(code, timeout=60)))
+        caller.start()
+
+        def running() -> bool:
+            for pid, _ in process_tree(first.process.pid):
+                try:
+                    with open(f"/proc/{pid}/comm") as comm:
+                        if comm.read().strip() == "gem-running":
+                            return True
+                except OSError:
+                    continue
+            return False
+
+        deadline = time.monotonic() + 60
+        while not running() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert running(), "the snippet never started"
+        os.kill(zygote_interpreter_pid(first), signal.SIGKILL)  # the call running in it dies with it
+        caller.join(120)
+        assert results and results[0].ok and results[0].stdout == "done\n", results
+        assert pool.zygote() is not first and pool.zygote().alive()
+    finally:
+        pool.close()

@@ -255,3 +255,23 @@ def test_background_process_is_not_left_behind(tool):
     result = run(tool, code)
     assert result.ok and "left two sleepers" in result.observation
     assert wait_until_gone(processes_whose_cmdline_contains, f"sleep {token}") == []
+
+
+def test_signals_to_the_calls_pid_1_do_not_cost_the_call_its_status(tool):
+    """Unprivileged, a snippet shares its uid with its call's PID 1, which the kernel shields from signals
+    sent inside its namespace only where it keeps their default action: the interpreter's SIGINT handler
+    made SIGINT a KeyboardInterrupt there, and the call ended with exit 70 and no status."""
+    code = "\n".join(
+        [
+            "import os, signal, time",
+            "for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGPIPE, signal.SIGXFSZ):",
+            "    try:",
+            "        os.kill(1, number)",
+            "    except OSError:",
+            "        pass",
+            "time.sleep(0.2)",
+            "print('still here')",
+        ]
+    )
+    result = run(tool, code)
+    assert "still here" in result.observation and result.info["exit_code"] == 0, result
