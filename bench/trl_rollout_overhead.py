@@ -346,6 +346,13 @@ def run_shape(args, shape: str | None, clock: Clock, device: str) -> None:
             print(f"  {name:<48} {seconds:8.3f} s  {100 * seconds / gem_step:5.1f}%")
         print(f"stock: generate {stock_generate[0] / max(1, len(measured_stock)):.3f} s/step, TRL's own "
               f"{stock_step - stock_generate[0] / max(1, len(measured_stock)):.3f} s/step")
+        stock_generate_step = stock_generate[0] / max(1, len(measured_stock))
+        stock_completion = sampled_tokens_per_step(stock, batch) / batch
+        gem_completion = stock_completion + env_tokens / len(trajectories)
+        scaled = stock_generate_step + (stock_step - stock_generate_step) * gem_completion / stock_completion
+        print(f"bar: stock's step with its own work (loss, logits over the completion) scaled to GEM's completion length "
+              f"({gem_completion:.0f} tokens: sampled + env, against {stock_completion:.0f}): {scaled:.2f} s; "
+              f"GEM / that: {gem_step / scaled:.2f}x")
         batches = clock.counts.get("batch", [])
         if batches:
             print(f"GEM policy batches: {len(batches) / n:.1f} per step, sizes {sorted(set(batches))}")

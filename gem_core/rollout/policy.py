@@ -303,7 +303,11 @@ class TransformersPolicy(BatchingPolicy):
         vision_ids = [getattr(config, k, None) for k in ("image_token_id", "video_token_id")]
         if any(t is not None for t in vision_ids):
             # A sampled placeholder would claim image features that do not exist (the trainer's forward fails).
-            gen_kwargs["suppress_tokens"] = [int(t) for t in vision_ids if t is not None]
+            suppressed = [int(t) for t in vision_ids if t is not None]
+            if recorder is not None:
+                recorder.suppress_ids = suppressed  # after recording: log-probs stay those of the raw logits
+            else:
+                gen_kwargs["suppress_tokens"] = suppressed
         with self._lock, torch.no_grad():
             sequences = self.model.generate(input_ids=input_ids, attention_mask=attention_mask, **gen_kwargs)
         new_ids = sequences[:, width:]
@@ -337,13 +341,16 @@ class SampledLogprobs:
     (``logsumexp(logits / temperature)``, one value per row) and keeps a reference to the logits
     ``generate`` made for this step, and the next call (or :meth:`result`, for the last token) picks
     the drawn token's logit out of them: one ``batch``-sized tensor per step is all that accumulates.
-    The logits are returned unchanged, so sampling is exactly what it would be without it.
+    The logits are returned unchanged, so sampling is exactly what it would be without it; except for
+    ``suppress_ids``, set to minus infinity after recording (as ``generate(suppress_tokens=...)`` would,
+    which runs first and would leave them out of the log-probs' normalizer, unlike a trainer's forward).
     """
 
-    def __init__(self, temperature: float = 1.0):
+    def __init__(self, temperature: float = 1.0, suppress_ids: list[int] | None = None):
         if not temperature > 0:
             raise ValueError(f"temperature must be positive (1.0 for greedy decoding), got {temperature}.")
         self.temperature = float(temperature)
+        self.suppress_ids = list(suppress_ids or [])
         self._picked: list[Any] = []
         self._last_logits: Any = None
         self._last_normalizer: Any = None
@@ -356,6 +363,9 @@ class SampledLogprobs:
         scaled = scores if self.temperature == 1.0 else scores / self.temperature
         self._last_normalizer = torch.logsumexp(scaled.float(), dim=-1)
         self._last_logits = scores  # generate makes a fresh tensor per step; warpers return new ones
+        if self.suppress_ids:
+            scores = scores.clone()
+            scores[:, self.suppress_ids] = -float("inf")
         return scores
 
     def _pick(self, token_ids: Any) -> Any:
