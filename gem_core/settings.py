@@ -15,7 +15,7 @@ __all__ = ["VARIABLES", "environment_value"]
 
 #: Every variable GEM reads, and what it sets.
 VARIABLES: dict[str, str] = {
-    "GEM_ENV_BACKEND": "where EpisodeSession.from_label builds envs: 'local' (default) or 'ray'",
+    "GEM_ENV_BACKEND": "where episodes' envs are built (gem_core.placement.make_env): 'local' (default) or 'ray'",
     "GEM_RAY_ENV_ACTORS": "actors of the default Ray env pool (default 2)",
     "GEM_RAY_ENV_CPUS": "CPUs per actor of the default Ray env pool (default 1)",
     "GEM_RAY_ENV_RESOURCES": 'custom Ray resources per env actor, a JSON object such as {"gem_env": 1}',

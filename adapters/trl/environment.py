@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from gem_adapters.trl.make_dataset import GEM_KEY, episode_label
-from gem_core.registry import make, spec
+from gem_core import placement
+from gem_core.registry import spec
 
 __all__ = ["environment_factory", "GemToolEnvironment"]
 
@@ -50,7 +51,7 @@ class GemToolEnvironment:
             )
         if self.env is not None:
             self.env.close()
-        self.env = make(env_id, **env_kwargs)
+        self.env = placement.make_env(env_id, **env_kwargs)
         self.env.reset(seed=seed)
         self.rewards, self.done = [], False
         return None

@@ -32,7 +32,8 @@ from gem_core.eval.episode_log import EpisodeLog, ReportWriteError, read_episode
 from gem_core.eval.progress import EvalProgress
 from gem_core.eval.report import REPORT_FILENAME, EpisodeRecord, EvalReport
 from gem_core.eval.resume import check_resume, read_run_header, write_run_header
-from gem_core.registry import make, spec
+from gem_core import placement
+from gem_core.registry import spec
 
 __all__ = ["EvalConfig", "EpisodeBackend", "Interrupted", "evaluate", "evaluate_async", "make_backend", "write_outputs"]
 
@@ -159,7 +160,7 @@ async def evaluate_async(
         env = None
         try:
             overrides = env_overrides(env_id) if env_overrides is not None else {}
-            env = make(env_id, max_turns=config.max_turns, **overrides)  # the one turn limit, whatever the backend
+            env = placement.make_env(env_id, max_turns=config.max_turns, **overrides)  # the one turn limit, whatever the backend
             await backend.run_episode(env, env_id, seed, config, record)
         except Exception as exc:  # a failed episode is data for the report, never a crash
             record.error = f"{type(exc).__name__}: {exc}"

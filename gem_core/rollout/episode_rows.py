@@ -80,9 +80,9 @@ def episode_rows(
 
 
 def _make(label: EpisodeLabel) -> Any:
-    from gem_core.registry import make
+    from gem_core import placement
 
-    return make(label.env_id, **label.env_kwargs)
+    return placement.make_env(label.env_id, **label.env_kwargs)
 
 
 def add_dataset_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:

@@ -151,7 +151,8 @@ async def run_episodes(
     """Run one episode per seed, at most ``concurrency`` at a time; results are in ``seeds`` order.
 
     Args:
-        env_fn: a registered env id (each episode gets ``gem_core.make(env_fn)``) or a factory of new envs.
+        env_fn: a registered env id (each episode's env is built by :func:`gem_core.placement.make_env`:
+            here, or in a Ray actor with ``GEM_ENV_BACKEND=ray``) or a factory of new envs.
         policy: shared by all episodes (a batching backend sees concurrent ``generate`` calls).
         seeds: one episode per seed.
         concurrency: most episodes in flight at once.
@@ -161,13 +162,13 @@ async def run_episodes(
     if concurrency < 1:
         raise ValueError(f"concurrency must be at least 1, got {concurrency}.")
     if isinstance(env_fn, str):
-        from gem_core.registry import make
+        from gem_core import placement
 
         env_id = env_fn
         run_episode_kwargs.setdefault("env_id", env_id)
 
         def factory() -> Any:
-            return make(env_id)
+            return placement.make_env(env_id)
     else:
         factory = env_fn
     if run_episode_kwargs.get("chat_template") is None:

@@ -243,9 +243,9 @@ class EpisodeSession:
         """
         if not isinstance(label, EpisodeLabel):
             label = parse_label(label, **({} if fix_hint is None else {"fix_hint": fix_hint}))
-        from gem_core.vector.ray_env import make_env  # here, or in a Ray actor with GEM_ENV_BACKEND=ray
+        from gem_core import placement  # here, or in a Ray actor with GEM_ENV_BACKEND=ray
 
-        session = cls(make_env(label.env_id, **label.env_kwargs), tokenizer, env_id=label.env_id, **session_kwargs)
+        session = cls(placement.make_env(label.env_id, **label.env_kwargs), tokenizer, env_id=label.env_id, **session_kwargs)
         session.label = label
         return session
 

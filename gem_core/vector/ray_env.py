@@ -35,13 +35,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from gem_core.env import Env, StepResult
+from gem_core.placement import make_env
 from gem_core.settings import environment_value
 
-__all__ = ["RayEnv", "RayEnvPool", "connect_ray", "default_env_pool", "make_env", "ENV_BACKENDS", "pool_options_from_environment",
-           "env_backend_from_environment"]
-
-#: Where :func:`make_env` builds an env: ``"local"`` (in this process) or ``"ray"`` (in a Ray actor).
-ENV_BACKENDS = ("local", "ray")
+# make_env is the placement entry point (gem_core.placement), named here too where the README points.
+__all__ = ["RayEnv", "RayEnvPool", "connect_ray", "default_env_pool", "make_in_default_pool", "make_env", "pool_options_from_environment"]
 
 #: What a :class:`RayEnv` builds in its actor: a registered env id or a function returning a new env.
 EnvSpec = str | Callable[[], Any]
@@ -407,27 +405,7 @@ def default_env_pool() -> RayEnvPool:
         return _default_pool
 
 
-def env_backend_from_environment() -> str:
-    """``$GEM_ENV_BACKEND`` (``"local"`` if unset): where :func:`make_env` builds envs when not told; the
-    one place that reads it, so a whole job switches with one variable in its Ray runtime env."""
-    return environment_value("GEM_ENV_BACKEND") or "local"
-
-
-def make_env(env_id: str, env_backend: str | None = None, **env_kwargs: Any) -> Any:
-    """``gem_core.make(env_id, **env_kwargs)`` here (``env_backend="local"``) or in :func:`default_env_pool`'s
-    actors (``"ray"``); None reads :func:`env_backend_from_environment`. The one switch that moves the
-    envs of every adapter that starts episodes from dataset rows (:meth:`EpisodeSession.from_label
-    <gem_core.rollout.EpisodeSession.from_label>`) onto a Ray cluster.
-
-    Raises:
-        ValueError: an unknown backend (the message lists the choices).
-    """
-    chosen = env_backend or env_backend_from_environment()
-    if chosen == "local":
-        from gem_core.registry import make
-
-        return make(env_id, **env_kwargs)
-    if chosen == "ray":
-        return default_env_pool().make(env_id, **env_kwargs)
-    source = "env_backend" if env_backend else "GEM_ENV_BACKEND"
-    raise ValueError(f"{source}={chosen!r} is not an env backend; choose one of {ENV_BACKENDS}.")
+def make_in_default_pool(env_id: str, **env_kwargs: Any) -> RayEnv:
+    """``gem_core.make(env_id, **env_kwargs)`` in an actor of :func:`default_env_pool`: the ``"ray"`` placement
+    of :func:`gem_core.placement.make_env`."""
+    return default_env_pool().make(env_id, **env_kwargs)

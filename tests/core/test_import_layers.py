@@ -42,3 +42,8 @@ def _importers_of(target: str, under: str) -> dict[str, list[str]]:
 def test_nothing_under_tools_imports_envs():
     """The sandbox runs any ``module:function`` call; graders pass their own (tools sit below envs)."""
     assert _importers_of("gem_core.envs", "tools") == {}
+
+
+def test_the_rollout_package_does_not_import_the_vector_package():
+    """Where an episode's env lives is gem_core.placement's decision, not the rollout engine's."""
+    assert _importers_of("gem_core.vector", "rollout") == {}

@@ -163,13 +163,13 @@ def test_a_node_lost_mid_step_truncates_only_its_episodes(ray_cluster):
 
 
 def test_make_env_switches_a_registered_env_onto_the_default_pool(ray_cluster, monkeypatch):
-    from gem_core import make
+    from gem_core import make, placement
     from gem_core.vector import ray_env
 
     monkeypatch.setenv("GEM_RAY_ENV_ACTORS", "1")
     monkeypatch.setenv("GEM_RAY_ENV_CPUS", "0")
     monkeypatch.setenv("GEM_RAY_ENV_RESOURCES", '{"%s": 1}' % ENV_RESOURCE)
-    env = ray_env.make_env("game:GuessTheNumber-v0", "ray")
+    env = placement.make_env("game:GuessTheNumber-v0", "ray")
     try:
         assert isinstance(env, RayEnv)
         local = make("game:GuessTheNumber-v0")
@@ -179,9 +179,9 @@ def test_make_env_switches_a_registered_env_onto_the_default_pool(ray_cluster, m
     finally:
         env.close()
         ray_env.default_env_pool().close()
-    assert not isinstance(ray_env.make_env("game:GuessTheNumber-v0"), RayEnv)
+    assert not isinstance(placement.make_env("game:GuessTheNumber-v0"), RayEnv)
     with pytest.raises(ValueError, match="env_backend='slurm'"):
-        ray_env.make_env("game:GuessTheNumber-v0", "slurm")
+        placement.make_env("game:GuessTheNumber-v0", "slurm")
     monkeypatch.setenv("GEM_RAY_ENV_RESOURCES", "gem_env")
     with pytest.raises(ValueError, match="GEM_RAY_ENV_RESOURCES"):
         ray_env.pool_options_from_environment()

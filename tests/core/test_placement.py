@@ -1,0 +1,108 @@
+"""gem_core/placement.py: the one entry point that decides where an episode's env lives, and every path
+that builds an env for an episode going through it (so ``GEM_ENV_BACKEND=ray`` moves them all)."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+
+from gem_core import placement
+from gem_core.registry import make
+
+ENV_ID = "game:GuessTheNumber-v0-easy"
+
+
+class Placed(Exception):
+    """Raised by the recording entry point: the path reached it (nothing else has to run)."""
+
+
+@pytest.fixture
+def placed(monkeypatch):
+    """Replace the entry point by one that records ``(env_id, env_kwargs)`` and stops the path there."""
+    calls: list[tuple[str, dict]] = []
+
+    def record(env_id, env_backend=None, **env_kwargs):
+        calls.append((env_id, env_kwargs))
+        raise Placed(env_id)
+
+    monkeypatch.setattr(placement, "make_env", record)
+    return calls
+
+
+def test_the_session_from_a_dataset_row_places_its_env(placed, tiny_tokenizer):
+    from gem_core.rollout import EpisodeSession
+
+    with pytest.raises(Placed):
+        EpisodeSession.from_label({"env_id": ENV_ID, "seed": 3, "env_kwargs": {"max_turns": 2}}, tiny_tokenizer)
+    assert placed == [(ENV_ID, {"max_turns": 2})]
+
+
+def test_run_episodes_with_an_env_id_places_each_env(placed, tiny_tokenizer):
+    from gem_core.rollout import run_episodes
+    from gem_core.testing import ScriptedPolicy
+
+    with pytest.raises(Placed):
+        asyncio.run(run_episodes(ENV_ID, ScriptedPolicy(tiny_tokenizer, ["\\boxed{1}"]), tiny_tokenizer, [0]))
+    assert placed == [(ENV_ID, {})]
+
+
+def test_dataset_rows_with_first_observations_place_their_env(placed):
+    from gem_core.rollout.episode_rows import episode_rows
+
+    with pytest.raises(Placed):
+        list(episode_rows([ENV_ID], 2, env_kwargs={"max_turns": 3}, with_messages=True))
+    assert placed == [(ENV_ID, {"max_turns": 3})]
+
+
+def test_the_evaluation_runner_places_each_episodes_env(placed, tiny_tokenizer):
+    from gem_core.eval import evaluate
+    from gem_core.testing import ScriptedPolicy
+
+    report = evaluate([ENV_ID], policy=ScriptedPolicy(tiny_tokenizer, ["\\boxed{1}"]), tokenizer=tiny_tokenizer, episodes=2, progress=False)
+    assert [env_id for env_id, _ in placed] == [ENV_ID, ENV_ID]
+    assert all("Placed" in record.error for record in report.episodes[ENV_ID])
+
+
+def test_oats_actor_places_its_envs(placed, tiny_tokenizer):
+    from gem_adapters.oat.actor import GemCollector
+
+    collector = GemCollector()
+    collector.args = SimpleNamespace(env_id=ENV_ID, num_env=2, rollout_batch_size_per_device=1)
+    collector.tokenizer = tiny_tokenizer
+    collector.sampling_params = SimpleNamespace(max_tokens=8, temperature=1.0, top_p=1.0)
+    def generate(prompts, params):
+        raise RuntimeError("the actor sampled with an env the entry point did not build")
+
+    collector.generate = generate
+    with pytest.raises(Placed):
+        collector.collect_experience()
+    assert placed and {env_id for env_id, _ in placed} == {ENV_ID}
+
+
+def test_trls_environment_factory_places_the_rows_env(placed):
+    from gem_adapters.trl.environment import environment_factory
+
+    environment = environment_factory(ENV_ID, max_turns=4)()
+    with pytest.raises(Placed):
+        environment.reset(seed=7)
+    assert placed == [(ENV_ID, {"max_turns": 4})]
+
+
+def test_local_placement_builds_the_registered_env_here():
+    env = placement.make_env(ENV_ID, "local", max_turns=2)
+    try:
+        assert type(env.unwrapped) is type(make(ENV_ID).unwrapped)
+    finally:
+        env.close()
+
+
+def test_the_environment_variable_chooses_the_placement(monkeypatch):
+    monkeypatch.setenv("GEM_ENV_BACKEND", "slurm")
+    with pytest.raises(ValueError, match=r"GEM_ENV_BACKEND='slurm' is not an env placement; choose one of \('local', 'ray'\)"):
+        placement.make_env(ENV_ID)
+    with pytest.raises(ValueError, match=r"env_backend='nowhere'"):
+        placement.make_env(ENV_ID, "nowhere")
+    monkeypatch.delenv("GEM_ENV_BACKEND")
+    assert placement.env_backend_from_environment() == "local"
