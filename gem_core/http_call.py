@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gem_core.errors import GemError
 from gem_core.http_limits import ResponseTooLarge, UnsupportedEncoding, accept_encoding, read_capped
 
 __all__ = ["Reply", "CallFailed", "arequest", "async_client"]
@@ -41,7 +42,7 @@ class Reply:
         return json.loads(self.body)
 
 
-class CallFailed(Exception):
+class CallFailed(GemError, Exception):
     """The call got no usable answer before its deadline; ``reason`` says why, for a person."""
 
     def __init__(self, reason: str, *, timed_out: bool = False):

@@ -18,6 +18,8 @@ import zlib
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
+from gem_core.errors import GemError
+
 __all__ = [
     "ResponseTooLarge", "UnsupportedEncoding", "BoundedDecoder", "accept_encoding", "read_capped", "capped_transport",
 ]
@@ -26,11 +28,11 @@ __all__ = [
 PIECE_BYTES = 64 * 1024
 
 
-class ResponseTooLarge(ValueError):
+class ResponseTooLarge(GemError, ValueError):
     """The answer's body (decoded, or as sent) is over the caller's cap."""
 
 
-class UnsupportedEncoding(ValueError):
+class UnsupportedEncoding(GemError, ValueError):
     """The answer's ``Content-Encoding`` is stacked or not one this client decodes."""
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gem_core.env import Env
+from gem_core.errors import GemError
 
 __all__ = ["EnvSpec", "register", "register_alias", "aliases", "make", "spec", "list_envs", "UnknownEnvError", "EnvUnavailableError", "ENV_ID_PATTERN"]
 
@@ -33,7 +34,7 @@ ENV_ID_PATTERN = re.compile(r"^(?P<category>[a-z][a-z0-9_]*):(?P<name>[A-Za-z0-9
 EntryPoint = str | Callable[..., Env]
 
 
-class UnknownEnvError(KeyError):
+class UnknownEnvError(GemError, KeyError):
     """Raised by :func:`make` for an id nobody registered; the message names the closest ids."""
 
     def __str__(self) -> str:  # KeyError would quote the message
@@ -138,7 +139,7 @@ UPSTREAM_UNAVAILABLE: dict[str, str] = {
 }
 
 
-class EnvUnavailableError(RuntimeError):
+class EnvUnavailableError(GemError, RuntimeError):
     """Raised by :func:`make` for an upstream GEM id whose env is not shipped; the message says what is missing."""
 
 

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from gem_core.env import Env, StepResult
+from gem_core.errors import GemError
 from gem_core.http_call import CallFailed, arequest, async_client
 
 __all__ = ["RemoteEnv", "RemoteEnvError", "parse_remote_id", "REMOTE_PREFIX"]
@@ -24,7 +25,7 @@ REMOTE_PREFIX = "remote:"
 T = TypeVar("T")
 
 
-class RemoteEnvError(ConnectionError):
+class RemoteEnvError(GemError, ConnectionError):
     """The server refused a request (``status``) or could not be reached; the message says why."""
 
     def __init__(self, message: str, status: int | None = None):

@@ -27,9 +27,10 @@ from typing import Any
 
 from packaging.specifiers import SpecifierSet
 
+from gem_core.errors import GemError
 from gem_core.registry import spec as env_spec
 from gem_core.rollout import ChatTemplate, SamplingParams, run_episodes
-from gem_adapters.framework_version import require_version
+from gem_adapters.framework_version import FrameworkVersionError, require_version
 from gem_adapters.oat.policy import ActorPolicy
 from gem_adapters.oat.transitions import oat_transitions
 
@@ -44,7 +45,7 @@ SUPPORTED_OAT = SpecifierSet(">=0.2.2,<0.3")
 _INSTALL_HINT = 'Install the supported version with `pip install -e ".[oat]"` (oat-llm==0.2.4, Python 3.10).'
 
 
-class OatVersionError(ImportError):
+class OatVersionError(FrameworkVersionError):
     """The installed oat has no multi-turn hook (added in 0.2.2) or a different one."""
 
 
@@ -55,7 +56,7 @@ def check_oat_version() -> str:
     )
 
 
-class BosTokenError(ValueError):
+class BosTokenError(GemError, ValueError):
     """The tokenizer has a bos token that oat requires in every prompt, and GEM cannot make the template write it."""
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from packaging.specifiers import SpecifierSet
 
-from gem_adapters.framework_version import require_version
+from gem_adapters.framework_version import FrameworkVersionError, require_version
 from gem_core.renamed import renamed_argument
 from gem_core.rollout import ChatTemplate, EpisodeSession, Generation
 from gem_core.rollout.vllm_output import generation_from_vllm
@@ -38,7 +38,7 @@ _INSTALL_HINT = 'Install the supported version with `pip install -e ".[openrlhf]
 _EXECUTE_PARAMS = ["self", "prompt", "label", "sampling_params", "max_length", "hf_tokenizer", "llm_engine"]
 
 
-class OpenRLHFVersionError(ImportError):
+class OpenRLHFVersionError(FrameworkVersionError):
     """The installed OpenRLHF does not have the agent hook this adapter implements."""
 
 

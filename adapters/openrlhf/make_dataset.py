@@ -12,31 +12,26 @@ pass it with ``--data.prompt_dataset train.jsonl --data.input_key prompt --data.
 from __future__ import annotations
 
 import argparse
-import json
-from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gem_core.rollout.episode_rows import EpisodeRow, add_dataset_arguments, episode_rows, rows_from_arguments
+from gem_core.rollout.episode_rows import EpisodeRow, add_dataset_arguments, episode_rows, refuse_system_prompt, rows_from_arguments, write_jsonl
 
-__all__ = ["make_dataset", "write_jsonl", "main"]
+__all__ = ["make_dataset", "main"]
 
 
 def _row(row: EpisodeRow) -> dict[str, str]:
     return {"prompt": f"{row.label.env_id} seed={row.label.seed}", "label": row.label.to_json()}
 
 
-def make_dataset(env_ids: str | Sequence[str], n: int, *, seed_start: int = 0, env_kwargs: Mapping[str, Any] | None = None) -> list[dict[str, str]]:
-    """``n`` rows per env id, seeds ``seed_start ..``; unknown ids fail before any row is made."""
+def make_dataset(
+    env_ids: str | Sequence[str], n: int, *, seed_start: int = 0, env_kwargs: Mapping[str, Any] | None = None, system_prompt: str | None = None
+) -> list[dict[str, str]]:
+    """``n`` rows per env id, seeds ``seed_start ..``; unknown ids fail before any row is made. Write them with
+    :func:`gem_core.rollout.episode_rows.write_jsonl`. The system prompt belongs in the agent file's
+    ``AgentConfig(system_prompt=...)``: giving one here is refused (the rows hold no messages)."""
+    refuse_system_prompt(system_prompt, "OpenRLHF", "the agent file's AgentConfig(system_prompt=...)")
     return [_row(row) for row in episode_rows(env_ids, n, seed_start=seed_start, env_kwargs=env_kwargs, with_messages=False)]
-
-
-def write_jsonl(rows: Iterable[Mapping[str, Any]], path: str | Path) -> int:
-    """Write ``rows`` as JSON lines (the format OpenRLHF and RL2 read); returns how many."""
-    lines = [json.dumps(row) + "\n" for row in rows]
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text("".join(lines), encoding="utf-8")
-    return len(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+from gem_adapters.framework_version import FrameworkVersionError
 from gem_core.rollout.episode_label import EpisodeLabel, LabelError, parse_label
 
 __all__ = ["RL2VersionError", "installed_rl2_api", "check_rl2_api", "row_label", "dataset_row"]
@@ -23,7 +24,7 @@ RL2Api = Literal["generate", "reset_step"]
 _ENV_FILES = {"generate": "rl2-generate", "reset_step": "rl2-reset-step"}  # names in gem_adapters.files
 
 
-class RL2VersionError(ImportError):
+class RL2VersionError(FrameworkVersionError):
     """The installed RL2 calls a different env hook than the env file implements."""
 
 

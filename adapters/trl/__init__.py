@@ -12,11 +12,14 @@ Two routes, both on the stock trainer:
 from gem_adapters.trl.make_dataset import make_dataset  # the function; `python -m gem_adapters.trl.make_dataset` is its CLI
 from gem_adapters.trl.environment import GemToolEnvironment, environment_factory
 from gem_adapters.trl.rollout import GemRolloutFunc, env_return_reward, trajectories_to_rollout
+from gem_adapters.trl.version import TRLVersionError, check_trl_version
 
 __all__ = [
     "GemRolloutFunc",
     "GemToolEnvironment",
+    "TRLVersionError",
     "TurnCreditGRPOTrainer",
+    "check_trl_version",
     "env_return_reward",
     "environment_factory",
     "make_dataset",
@@ -27,6 +30,7 @@ __all__ = [
 def __getattr__(name: str):
     # The trainer subclass imports trl and torch; the rest of the adapter does not need them at import.
     if name == "TurnCreditGRPOTrainer":
+        check_trl_version()  # before the trainer imports TRL: a wrong install fails with the install line first
         from gem_adapters.trl.credit import TurnCreditGRPOTrainer
 
         return TurnCreditGRPOTrainer

@@ -15,6 +15,7 @@ import argparse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gem_core.renamed import renamed_argument
 from gem_core.rollout.episode_label import EpisodeLabel, parse_label
 from gem_core.rollout.episode_rows import EpisodeRow, add_dataset_arguments, episode_rows, rows_from_arguments
 from gem_core.rollout.vision import message_text
@@ -22,23 +23,26 @@ from gem_core.rollout.vision import message_text
 __all__ = ["GEM_KEY", "episode_label", "make_dataset", "main"]
 
 GEM_KEY = "gem"
-_FIX = "Build the training dataset with gem_adapters.trl.make_dataset(env_id, n) (TRL passes only the prompt column to rollout_func)."
+_FIX = "Build the training dataset with gem_adapters.trl.make_dataset(env_ids, n) (TRL passes only the prompt column to rollout_func)."
 
 
 def make_dataset(
-    env_id: str | Sequence[str],
+    env_ids: str | Sequence[str],
     n: int,
-    seed: int = 0,
     *,
+    seed_start: int = 0,
     env_kwargs: Mapping[str, Any] | None = None,
     system_prompt: str | None = None,
+    seed: int | None = None,
 ):
-    """A ``datasets.Dataset`` of ``n`` conversational prompts per env id, seeds ``seed .. seed + n - 1``.
+    """A ``datasets.Dataset`` of ``n`` conversational prompts per env id, seeds ``seed_start .. seed_start + n - 1``.
 
     The user message is the env's first observation for that seed, so TRL's logs show what the model
     really saw. A vision env's first images go in an ``images`` column (TRL's VLM dataset format).
+    ``seed=`` is the old name of ``seed_start`` (a ``FutureWarning``; it goes once its callers moved).
     """
-    rows = episode_rows(env_id, n, seed_start=seed, env_kwargs=env_kwargs, system_prompt=system_prompt)
+    seed_start = renamed_argument("make_dataset", "seed", "seed_start", seed, seed_start, new_default=0)
+    rows = episode_rows(env_ids, n, seed_start=seed_start, env_kwargs=env_kwargs, system_prompt=system_prompt)
     return _to_dataset(list(rows))
 
 

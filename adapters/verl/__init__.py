@@ -17,7 +17,8 @@ from typing import Any
 
 from gem_adapters.verl.make_dataset import make_dataset  # the function; the module is its CLI
 
-__all__ = ["make_dataset", "GemAgentLoop", "GemAgentLoopOutput", "ServerManagerPolicy", "ESTIMATOR_NAME", "compute_rebn_advantage"]
+__all__ = ["make_dataset", "GemAgentLoop", "GemAgentLoopOutput", "ServerManagerPolicy", "ESTIMATOR_NAME", "compute_rebn_advantage",
+           "VerlVersionError", "check_verl_version"]
 
 _LOCATIONS = {
     "GemAgentLoop": "agent_loop",
@@ -25,6 +26,8 @@ _LOCATIONS = {
     "ServerManagerPolicy": "agent_loop",
     "ESTIMATOR_NAME": "advantage",
     "compute_rebn_advantage": "advantage",
+    "VerlVersionError": "version",
+    "check_verl_version": "version",
 }
 
 

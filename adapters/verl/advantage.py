@@ -23,8 +23,13 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import torch
-from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, register_adv_est
+
+from gem_adapters.verl.version import check_verl_version
+
+check_verl_version()  # before verl is imported: a wrong install fails with the install line first
+
+import torch  # noqa: E402
+from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, register_adv_est  # noqa: E402
 
 from gem_core.rollout.advantages import discounted_returns, return_batch_normalize, turn_to_token_advantages
 

@@ -54,9 +54,13 @@ from collections.abc import Mapping
 from typing import Any, Literal
 from uuid import uuid4
 
-import torch
-from pydantic import PrivateAttr
-from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput
+from gem_adapters.verl.version import check_verl_version
+
+check_verl_version()  # before verl is imported: a wrong install fails with the install line first
+
+import torch  # noqa: E402
+from pydantic import PrivateAttr  # noqa: E402
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput  # noqa: E402
 
 from gem_core.renamed import renamed_argument
 from gem_core.rollout.chat_template import ChatTemplate

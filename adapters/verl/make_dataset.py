@@ -32,22 +32,18 @@ DEFAULT_AGENT_NAME = "gem_env"
 
 
 def make_dataset(
-    env_id: str | Sequence[str],
-    n: int,
-    *,
-    seed_start: int = 0,
-    env_kwargs: Mapping[str, Any] | None = None,
-    system_prompt: str | None = None,
-    agent_name: str = DEFAULT_AGENT_NAME,
+    env_ids: str | Sequence[str], n: int, *, seed_start: int = 0, env_kwargs: Mapping[str, Any] | None = None, system_prompt: str | None = None
 ) -> list[dict[str, Any]]:
     """verl's rows for seeds ``seed_start .. seed_start + n - 1`` of each env id (write them with :func:`write_dataset`).
+    Their ``agent_name`` is :data:`DEFAULT_AGENT_NAME` (``gem_env``); for another agent-loop entry, set the
+    rows' ``agent_name`` (or use the CLI's ``--agent-name``).
 
     Raises:
         gem_core.rollout.episode_label.LabelError: an unknown env id (the message names close ids).
         ValueError: ``n`` is not positive.
     """
-    rows = episode_rows(env_id, n, seed_start=seed_start, env_kwargs=env_kwargs, system_prompt=system_prompt)
-    return _to_verl_rows(rows, agent_name)
+    rows = episode_rows(env_ids, n, seed_start=seed_start, env_kwargs=env_kwargs, system_prompt=system_prompt)
+    return _to_verl_rows(rows, DEFAULT_AGENT_NAME)
 
 
 def _to_verl_rows(rows: Iterable[EpisodeRow], agent_name: str) -> list[dict[str, Any]]:

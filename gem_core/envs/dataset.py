@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gem_core.env import Env
+from gem_core.errors import DependencyNotInstalled, GemError
 
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
@@ -31,7 +32,7 @@ _cache: dict[tuple, "Dataset"] = {}
 _cache_lock = threading.Lock()
 
 
-class DatasetUnavailableError(RuntimeError):
+class DatasetUnavailableError(GemError, RuntimeError):
     """The dataset could not be loaded (typically: no network and no local copy)."""
 
 
@@ -103,7 +104,7 @@ def _load_uncached(path: str | None, *, split: str, name: str | None, data_files
     try:
         import datasets
     except ImportError as exc:  # pragma: no cover - depends on the install
-        raise ImportError('Dataset-backed envs need the `datasets` package: pip install -e ".[math]" in the GEM checkout (or pip install datasets).') from exc
+        raise DependencyNotInstalled('Dataset-backed envs need the `datasets` package: pip install -e ".[math]" in the GEM checkout (or pip install datasets).') from exc
     if data_files is not None:
         for file in _iter_files(data_files):
             if not Path(file).exists():

@@ -12,6 +12,7 @@ import json
 import os
 from pathlib import Path
 
+from gem_core.errors import GemError
 from gem_core.eval.report import EpisodeRecord
 
 __all__ = ["EPISODES_FILENAME", "EpisodeLog", "ReportWriteError", "read_episodes"]
@@ -19,7 +20,7 @@ __all__ = ["EPISODES_FILENAME", "EpisodeLog", "ReportWriteError", "read_episodes
 EPISODES_FILENAME = "episodes.jsonl"
 
 
-class ReportWriteError(OSError):
+class ReportWriteError(GemError, OSError):
     """Writing the run's output failed (e.g. a full disk); the message says what is already on disk."""
 
 

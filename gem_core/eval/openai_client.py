@@ -29,12 +29,13 @@ from typing import Any
 import httpx
 import openai
 
+from gem_core.errors import GemError
 from gem_core.http_limits import ResponseTooLarge, UnsupportedEncoding, accept_encoding, read_capped
 
 __all__ = ["ChatEndpoint", "ChatReply", "DeadlineTransport", "EndpointError", "connection_failure"]
 
 
-class EndpointError(RuntimeError):
+class EndpointError(GemError, RuntimeError):
     """The endpoint gave no usable answer (after all retries, or a non-retryable HTTP error)."""
 
 

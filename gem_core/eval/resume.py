@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gem_core.errors import GemError
 from gem_core.eval.bounds import BACKEND_BOUNDS, check_settings, setting_problem
 from gem_core.eval.report import REPORT_FILENAME, EvalReport
 
@@ -38,7 +39,7 @@ EPISODE_SETTINGS = ("episodes", "seed", "samples", "max_turns", "max_new_tokens"
 _SETTING_DEFAULTS = {"samples": 1}
 
 
-class ResumeMismatch(ValueError):
+class ResumeMismatch(GemError, ValueError):
     """A resumed run asks for other episodes than the run it continues; ``setting`` names what differs."""
 
     def __init__(self, setting: str, stored: Any, requested: Any, path: Path):

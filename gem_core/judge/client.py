@@ -21,6 +21,7 @@ import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gem_core.errors import DependencyNotInstalled
 from gem_core.judge.cache import VerdictCache, verdict_key
 from gem_core.judge.prompt import PROMPT_VERSION, PromptBuilder, build_messages, new_nonce
 from gem_core.judge.rubric import Rubric
@@ -108,7 +109,7 @@ class Judge:
         try:
             import openai  # noqa: F401 - checked here so a missing package is one clear error, not a 0 per step
         except ImportError as exc:
-            raise ImportError('The judge needs the `openai` package: pip install -e ".[judge]" in the GEM checkout (or pip install openai httpx).') from exc
+            raise DependencyNotInstalled('The judge needs the `openai` package: pip install -e ".[judge]" in the GEM checkout (or pip install openai httpx).') from exc
         self.base_url, self.model = base_url.rstrip("/"), model
         self.api_key, self.timeout, self.max_retries, self.max_in_flight = api_key, float(timeout), int(max_retries), int(max_in_flight)
         self.deadline = float(deadline) if deadline is not None else self.timeout * (self.max_retries + 1) + 10.0

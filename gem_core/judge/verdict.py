@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from gem_core.errors import GemError
 from gem_core.judge.rubric import Rubric
 
 __all__ = ["VerdictError", "ParsedVerdict", "parse_verdict", "MAX_VERDICT_CHARS", "MAX_VERDICT_DEPTH"]
@@ -27,7 +28,7 @@ _MAX_REASON = 4000
 _CODE_BLOCK = re.compile(r"\A```(?:json)?[ \t]*\n(?P<body>.*)\n```\Z", re.DOTALL)
 
 
-class VerdictError(ValueError):
+class VerdictError(GemError, ValueError):
     """The judge's reply is not a verdict of the required shape; the message says why."""
 
 

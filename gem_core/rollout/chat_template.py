@@ -56,6 +56,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from gem_core.errors import GemError
+
 __all__ = ["HISTORY_MODES", "ChatTemplate", "ChatTemplateError", "RenderedWindow"]
 
 #: What the policy sees of earlier turns: the sampled ids ("as_sampled") or the template's rendering ("as_rendered").
@@ -70,7 +72,7 @@ _ASSISTANT_X, _ASSISTANT_Y = "GEMPROBEASSISTANTXXX", "GEMPROBEASSISTANTYYY"
 _THINKING = "<think>GEMPROBETHINKING</think>"
 
 
-class ChatTemplateError(ValueError):
+class ChatTemplateError(GemError, ValueError):
     """The tokenizer's chat template cannot be extended turn by turn without re-rendering history."""
 
 

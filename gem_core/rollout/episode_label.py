@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gem_core.errors import GemError
 from gem_core.registry import spec as env_spec
 
 __all__ = ["EpisodeLabel", "LabelError", "parse_label"]
@@ -20,7 +21,7 @@ __all__ = ["EpisodeLabel", "LabelError", "parse_label"]
 _DATASET_HINT = "Build the dataset with your framework adapter's make_dataset (see the README)."
 
 
-class LabelError(ValueError):
+class LabelError(GemError, ValueError):
     """A dataset label that does not name a GEM episode; the message says how to fix the dataset."""
 
 

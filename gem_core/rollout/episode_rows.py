@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from gem_core.rollout.episode_label import EpisodeLabel, parse_label
@@ -77,6 +78,22 @@ def episode_rows(
         finally:
             if env is not None:
                 env.close()
+
+
+def write_jsonl(rows: Iterable[Mapping[str, Any]], path: str | Path) -> int:
+    """Write ``rows`` as JSON lines (the format OpenRLHF and RL2 read); returns how many."""
+    lines = [json.dumps(row) + "\n" for row in rows]
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text("".join(lines), encoding="utf-8")
+    return len(lines)
+
+
+def refuse_system_prompt(system_prompt: str | None, framework: str, where: str) -> None:
+    """For frameworks whose rows carry only the label (the agent renders the first observation itself):
+    a system prompt given to ``make_dataset`` would be silently lost, so it is refused, naming ``where`` it goes."""
+    if system_prompt is not None:
+        raise ValueError(f"{framework}'s rows carry no messages (its agent renders the first observation), so make_dataset "
+                         f"cannot hold a system prompt; set it in {where}.")
 
 
 def _make(label: EpisodeLabel) -> Any:

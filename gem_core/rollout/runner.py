@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from gem_core.errors import DependencyNotInstalled
 from gem_core.rollout.chat_template import ChatTemplate
 from gem_core.rollout.policy import Policy, SamplingParams
 from gem_core.rollout.session import EpisodeSession
@@ -202,5 +203,5 @@ def _progress_bar(total: int) -> Any:
     try:
         from tqdm.auto import tqdm
     except ImportError as exc:  # pragma: no cover - tqdm ships with the dev and eval extras
-        raise ImportError('progress=True needs tqdm: pip install tqdm (or pip install -e ".[eval]" in the GEM checkout)') from exc
+        raise DependencyNotInstalled('progress=True needs tqdm: pip install tqdm (or pip install -e ".[eval]" in the GEM checkout)') from exc
     return tqdm(total=total, desc="episodes", unit="ep")

@@ -12,10 +12,12 @@ import json
 import socket
 from typing import Any
 
+from gem_core.errors import GemError
+
 __all__ = ["RequestError", "read_json", "listening_socket", "json_bytes"]
 
 
-class RequestError(ValueError):
+class RequestError(GemError, ValueError):
     """A request the server refuses; ``status`` is the HTTP status to answer with, the message says why."""
 
     def __init__(self, status: int, detail: str):

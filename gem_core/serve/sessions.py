@@ -9,11 +9,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gem_core.env import Env
+from gem_core.errors import GemError
 
 __all__ = ["Session", "SessionStore", "SessionLimitError"]
 
 
-class SessionLimitError(RuntimeError):
+class SessionLimitError(GemError, RuntimeError):
     """The server already holds its ``max_sessions``."""
 
 

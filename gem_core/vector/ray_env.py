@@ -35,6 +35,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from gem_core.env import Env, StepResult
+from gem_core.errors import DependencyNotInstalled
 from gem_core.placement import make_env
 from gem_core.settings import environment_value
 
@@ -54,7 +55,7 @@ def connect_ray(address: str | None = None) -> Any:
     try:
         import ray
     except ImportError as exc:  # pragma: no cover - depends on the install
-        raise ImportError('Envs on Ray need Ray: pip install -e ".[ray]"') from exc
+        raise DependencyNotInstalled('Envs on Ray need Ray: pip install -e ".[ray]"') from exc
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
     return ray

@@ -18,6 +18,7 @@ from typing import Any
 
 from gem_core.envs.dataset import DataFiles
 from gem_core.envs.math.env import MathEnv
+from gem_core.errors import DependencyNotInstalled
 
 __all__ = ["MathVisualEnv", "load_images"]
 
@@ -31,7 +32,7 @@ def _image_module() -> Any:
     try:
         from PIL import Image
     except ImportError as exc:  # pragma: no cover - Pillow ships with the vision extra
-        raise ImportError('math:Geometry3K needs Pillow for its figures: pip install -e ".[vision]"') from exc
+        raise DependencyNotInstalled('math:Geometry3K needs Pillow for its figures: pip install -e ".[vision]"') from exc
     return Image
 
 

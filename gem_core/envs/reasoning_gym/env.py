@@ -23,6 +23,7 @@ from typing import Any
 from gem_core.env import Env, StepResult
 from gem_core.envs.math.answer import extract_final_answer
 from gem_core.envs.scoring_pool import report_scoring, scoring_pool
+from gem_core.errors import DependencyNotInstalled
 
 __all__ = ["ReasoningGymEnv", "load_procedural_dataset"]
 
@@ -53,7 +54,7 @@ def load_procedural_dataset(name: str, *, seed: int, size: int, config: dict[str
             try:
                 import reasoning_gym
             except ImportError as exc:  # pragma: no cover - depends on the install
-                raise ImportError('rg: envs need reasoning-gym: pip install -e ".[rg]" in the GEM checkout (or pip install reasoning-gym==0.1.25).') from exc
+                raise DependencyNotInstalled('rg: envs need reasoning-gym: pip install -e ".[rg]" in the GEM checkout (or pip install reasoning-gym==0.1.25).') from exc
             kwargs = dict(config or {})
             if name == "composite" and not kwargs.get("datasets"):
                 kwargs["datasets"] = _composite_default_specs()

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from gem_core.env import Env, StepResult
+from gem_core.errors import GemError
 from gem_core.tools.calls import CALL_FORMATS, format_instruction, parse_native_calls
 
 __all__ = ["RetailService", "load_store", "load_tasks", "apply_action", "TOOLS"]
@@ -66,7 +67,7 @@ def load_tasks(path: str | Path = DATA / "tasks.json") -> list[dict[str, Any]]:
     return copy.deepcopy(_read_json(str(path)))
 
 
-class ToolError(Exception):
+class ToolError(GemError):
     """A call the store refuses; its message is what the agent sees."""
 
 

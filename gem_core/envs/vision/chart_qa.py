@@ -20,6 +20,7 @@ from gem_core.env import StepResult
 from gem_core.envs.game.action_format import extract_boxed
 from gem_core.envs.game.turn_based import TurnBasedGame
 from gem_core.envs.vision.charts import ChartItem
+from gem_core.errors import DependencyNotInstalled
 
 __all__ = ["ChartQA", "load_items", "load_image"]
 
@@ -40,7 +41,7 @@ def load_image(item: ChartItem) -> Any:
     try:
         from PIL import Image
     except ImportError as exc:  # pragma: no cover - Pillow ships with the vision extra
-        raise ImportError('vision envs need Pillow: pip install -e ".[vision]"') from exc
+        raise DependencyNotInstalled('vision envs need Pillow: pip install -e ".[vision]"') from exc
     with Image.open(os.path.join(DATA_DIR, item.image)) as image:
         return image.convert("RGB")
 

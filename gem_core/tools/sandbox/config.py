@@ -7,6 +7,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from gem_core.errors import GemError
 from gem_core.settings import environment_value
 
 __all__ = [
@@ -28,7 +29,7 @@ MODES = ("bwrap", "process")
 MIB = 1024 * 1024
 
 
-class SandboxUnavailableError(RuntimeError):
+class SandboxUnavailableError(GemError, RuntimeError):
     """The requested isolation mode cannot run on this machine; the message says how to fix it."""
 
 
