@@ -21,7 +21,7 @@ from gem_core.eval.openai_client import ChatEndpoint
 from gem_core.eval.report import EpisodeRecord, episode_success
 
 if TYPE_CHECKING:
-    from gem_core.eval.runner import EvalConfig
+    from gem_core.eval.config import EvalConfig
 
 __all__ = ["ChatBackend"]
 

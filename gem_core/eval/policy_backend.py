@@ -14,7 +14,7 @@ from gem_core.env import Env
 from gem_core.eval.report import EpisodeRecord, episode_success
 
 if TYPE_CHECKING:
-    from gem_core.eval.runner import EvalConfig
+    from gem_core.eval.config import EvalConfig
 
 __all__ = ["PolicyBackend", "check_model_name", "record_from_trajectory"]
 

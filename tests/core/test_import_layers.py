@@ -47,3 +47,9 @@ def test_nothing_under_tools_imports_envs():
 def test_the_rollout_package_does_not_import_the_vector_package():
     """Where an episode's env lives is gem_core.placement's decision, not the rollout engine's."""
     assert _importers_of("gem_core.vector", "rollout") == {}
+
+
+def test_the_eval_backends_do_not_import_the_runner_that_imports_them():
+    """EvalConfig lives in gem_core.eval.config, so the runner and its two backends form no circle."""
+    backends = {path: names for path, names in _importers_of("gem_core.eval.runner", "eval").items() if path.endswith("_backend.py")}
+    assert backends == {}

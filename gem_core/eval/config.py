@@ -1,0 +1,73 @@
+"""What ``gem eval`` evaluates and how: :class:`EvalConfig`, read by the runner and by both episode
+backends (its own module, so the backends need not import the runner that imports them)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from gem_core.eval.bounds import check_settings
+
+__all__ = ["EvalConfig"]
+
+
+@dataclass
+class EvalConfig:
+    """What to evaluate and how. Every field has a default but ``env_ids``."""
+
+    env_ids: list[str] = field(default_factory=list, metadata={"help": "Env ids to evaluate, e.g. game:Wordle-v0."})
+    episodes: int = field(default=10, metadata={"help": "Episodes (seeds) per env."})
+    seed: int = field(default=0, metadata={"help": "Episode i of every env uses seed `seed + i`."})
+    samples: int = field(default=1, metadata={"help": "Episodes per seed; the report gives pass@k and mean@k over them."})
+    concurrency: int = field(default=8, metadata={"help": "Episodes played at once (across all envs)."})
+    max_turns: int | None = field(default=None, metadata={"help": "Turns per episode, replacing the env's registered limit as make(id, max_turns=) does (None: the registered limit)."})
+    max_new_tokens: int = field(default=256, metadata={"help": "Tokens the model may generate per turn."})
+    temperature: float = field(default=1.0, metadata={"help": "Sampling temperature."})
+    top_p: float = field(default=1.0, metadata={"help": "Nucleus sampling threshold."})
+    top_k: int = field(default=0, metadata={"help": "Top-k sampling (0: off)."})
+    system_prompt: str | None = field(default=None, metadata={"help": "System message placed before the first observation."})
+    out_dir: str | None = field(default=None, metadata={"help": "Where report.json and the plots go (None: nothing is written)."})
+    plots: bool = field(default=True, metadata={"help": "Write PNG plots next to the report."})
+    progress: bool = field(default=True, metadata={"help": "Show a live progress bar on stderr."})
+    resume: bool = field(default=False, metadata={"help": "Continue the interrupted run in out_dir: play only its missing episodes."})
+
+    def __post_init__(self) -> None:
+        if isinstance(self.env_ids, str):
+            self.env_ids = [self.env_ids]
+        self.env_ids = list(dict.fromkeys(self.env_ids))  # a repeated id would be evaluated once
+        if self.episodes < 1:
+            raise ValueError(f"episodes must be at least 1, got {self.episodes}.")
+        if self.samples < 1:
+            raise ValueError(f"samples must be at least 1, got {self.samples}.")
+        if self.resume and self.out_dir is None:
+            raise ValueError("resume=True needs out_dir: the folder of the run to continue.")
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, got {self.concurrency}.")
+        if self.max_turns is not None and self.max_turns < 1:
+            raise ValueError(f"max_turns must be at least 1 (or None), got {self.max_turns}.")
+        check_settings(self.run_settings(), where="", env_count=len(self.env_ids))
+
+    @property
+    def planned_episodes(self) -> int:
+        """Episodes the run asks for: every env, seed and sample."""
+        return len(self.env_ids) * self.episodes * self.samples
+
+    def planned(self) -> Iterator[tuple[str, int, int]]:
+        """``(env_id, seed, sample)`` of each planned episode, in order, one at a time (a long run never
+        holds the whole plan in memory)."""
+        for env_id in self.env_ids:
+            for i in range(self.episodes):
+                for sample in range(self.samples):
+                    yield env_id, self.seed + i, sample
+
+    def plans(self, key: tuple[str, int, int]) -> bool:
+        """Whether ``key`` is one of :meth:`planned`'s episodes."""
+        env_id, seed, sample = key
+        return env_id in self.env_ids and 0 <= seed - self.seed < self.episodes and 0 <= sample < self.samples
+
+    def run_settings(self) -> dict[str, Any]:
+        """The fields that shape the episodes (what a report needs to be reproduced)."""
+        skip = {"env_ids", "out_dir", "plots", "progress", "resume"}
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in skip}
