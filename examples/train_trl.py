@@ -53,6 +53,9 @@ DEFAULT_ENV = "game:GuessTheNumber-v0"
 DEFAULT_ENV_KWARGS = {"min_number": 1, "max_number": 4, "max_turns": 3}
 #: Up to this many distinct moves become whole tokens of the tiny tokenizer (games' move sets fit).
 MAX_MOVE_TOKENS = 4096
+#: BPE vocabulary of the tiny tokenizer: enough merges that GuessTheNumber's observations are one token each,
+#: so the hint is one token a few positions before the move (with 320 it was spread over ~10 fragments).
+TINY_VOCAB_SIZE = 1000
 
 
 @dataclass
@@ -66,8 +69,12 @@ class Args:
     model: str | None = field(default=None, metadata={"help": "hub id or local path; default: a tiny model built here"})
     use_vllm: bool = field(default=False, metadata={"help": "sample with vLLM (GPU) instead of model.generate"})
     steps: int = field(default=150, metadata={"help": "optimizer steps"})
-    num_generations: int = field(default=8, metadata={"help": "episodes per prompt (one GRPO group)"})
-    prompts_per_step: int = field(default=8, metadata={"help": "distinct episode starts per step"})
+    num_generations: int = field(default=2, metadata={"help": "episodes per prompt (one GRPO group)"})
+    prompts_per_step: int = field(
+        default=32,
+        metadata={"help": "distinct episode starts per step (many starts, few copies each: a batch's return "
+                          "differences then come from the moves more than from which episodes were drawn)"},
+    )
     learning_rate: float = field(default=3e-3, metadata={"help": "AdamW learning rate"})
     max_new_tokens: int | None = field(
         default=None,
@@ -88,6 +95,16 @@ class Args:
     gamma: float = field(default=0.9, metadata={"help": "discount over turns for the per-turn credits"})
     temperature: float = field(default=1.0, metadata={"help": "sampling temperature"})
     beta: float = field(default=0.0, metadata={"help": "KL penalty to the initial model (keeps the policy from collapsing)"})
+    vocab_size: int = field(
+        default=TINY_VOCAB_SIZE,
+        metadata={"help": "tiny model only: BPE vocabulary of the tokenizer trained on the env's text (before the "
+                          "move tokens are added)"},
+    )
+    warm_start_steps: int = field(
+        default=15,
+        metadata={"help": "tiny model only: supervised steps on random-move episodes before RL, which teach the move "
+                          "format and no strategy (a pretrained model's prior); 0 starts RL from random weights"},
+    )
     seed: int = field(default=0, metadata={"help": "seed of the model init, the sampling and the episodes"})
     out: str = field(default="runs/trl", metadata={"help": "output folder (curve, metrics, log, model)"})
     save_model: bool = field(default=False, metadata={"help": "save the trained model to OUT/model"})
@@ -126,6 +143,10 @@ def check_args(args: Args) -> dict:
     """Everything that can be wrong with the arguments, before torch loads; returns the env kwargs."""
     if args.turn_credit not in ("rebn", "reinforce", "baseline", "episode"):
         raise UsageError(f"--turn_credit must be 'rebn', 'reinforce', 'baseline' or 'episode', got {args.turn_credit!r}")
+    if args.vocab_size < 259:
+        raise UsageError(f"--vocab_size must be at least 259 (the 256 bytes and 3 special tokens), got {args.vocab_size}")
+    if args.warm_start_steps < 0:
+        raise UsageError(f"--warm_start_steps must be 0 or more, got {args.warm_start_steps}")
     for name in ("steps", "num_generations", "prompts_per_step"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name} must be at least 1, got {getattr(args, name)}")
@@ -158,7 +179,8 @@ def random_episodes(env_id: str, env_kwargs: dict, episodes: int = 200) -> list[
     return played
 
 
-def tiny_model_and_tokenizer(env_id: str, env_kwargs: dict, seed: int, max_completion_length: int | None):
+def tiny_model_and_tokenizer(env_id: str, env_kwargs: dict, seed: int, max_completion_length: int | None,
+                             vocab_size: int = TINY_VOCAB_SIZE):
     """A 2-layer transformer with random weights and a BPE tokenizer trained on the env's own text.
 
     Every distinct well-formed move seen in random play (``\\boxed{3}``, ``\\boxed{1 2 4}``) is a token of its
@@ -176,12 +198,14 @@ def tiny_model_and_tokenizer(env_id: str, env_kwargs: dict, seed: int, max_compl
         corpus += observations
         for move in moves[:3]:
             corpus += [move] * 20  # moves weigh more: they are what the model must write
+    # The chat template's role lines, one token each: the last observation then sits four tokens before the move.
+    corpus += ["user\n", "assistant\n"] * len(played)
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
     bpe = Tokenizer(models.BPE())
     # No regex split: merges may cross punctuation, so a whole move such as \boxed{2} can become one token.
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     bpe.decoder = decoders.ByteLevel()
-    bpe.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=320, special_tokens=specials,
+    bpe.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials,
                                                         initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>")
     distinct_moves = sorted({move for _, moves in played for move in moves})
@@ -210,6 +234,60 @@ def tiny_model_and_tokenizer(env_id: str, env_kwargs: dict, seed: int, max_compl
                          max_position_embeddings=max(512, longest_prompt + max_completion_length + 8),
                          eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
     return Qwen2ForCausalLM(config), tokenizer, max_new_tokens, max_completion_length
+
+
+def format_warm_start(model, tokenizer, env_id: str, env_kwargs: dict, steps: int, seed: int, max_completion_length: int,
+                      episodes: int = 200, batch_size: int = 32, learning_rate: float = 3e-3) -> float:
+    """Teach the tiny model the move format, and nothing of the strategy, before RL; returns the last loss.
+
+    A pretrained model arrives knowing how to write a move; a random-weight one spends its first RL steps
+    (and its entropy) finding the few move tokens among hundreds, and settles on a fixed guessing order
+    that lacks some moves before the hints pay off (issue 29). So: ``steps`` supervised steps on episodes
+    of random moves (``env.sample_random_action()``), the loss on the move tokens only. The moves ignore
+    the hints, so what is learnt is "write one of these moves, uniformly": the prior RL then shapes.
+    The episodes are played through ``EpisodeSession``, so their tokens are exactly those of RL's rollouts.
+    """
+    import asyncio
+
+    import torch
+
+    from gem_core.rollout import EpisodeSession
+
+    async def play(episode_seed: int) -> tuple[list[int], list[int]]:
+        env = gem_core.make(env_id, **env_kwargs)
+        session = EpisodeSession(env, tokenizer, max_response_tokens=max_completion_length)
+        try:
+            await session.start(seed=episode_seed)
+            while not session.done and session.num_turns < 64:
+                move = tokenizer(env.sample_random_action(), add_special_tokens=False)["input_ids"]
+                await session.step(move, finish_reason="length")
+            trajectory = session.trajectory()
+        finally:
+            await session.aclose()
+        ids = list(trajectory.prompt_ids) + list(trajectory.response_ids)
+        return ids, [len(trajectory.prompt_ids) + i for i, m in enumerate(trajectory.loss_mask) if m]
+
+    examples = [asyncio.run(play(20_000_000 + episode_seed)) for episode_seed in range(episodes)]
+    examples = [(ids, positions) for ids, positions in examples if positions]
+    rng = np.random.default_rng(seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate)
+    model.train()
+    loss = torch.tensor(float("nan"))
+    for _ in range(steps):
+        batch = [examples[i] for i in rng.choice(len(examples), size=min(batch_size, len(examples)), replace=False)]
+        width = max(len(ids) for ids, _ in batch)
+        input_ids = torch.full((len(batch), width), tokenizer.pad_token_id)
+        attention_mask = torch.zeros((len(batch), width), dtype=torch.long)
+        labels = torch.full((len(batch), width), -100)
+        for row, (ids, positions) in enumerate(batch):
+            input_ids[row, : len(ids)] = torch.tensor(ids)
+            attention_mask[row, : len(ids)] = 1
+            labels[row, positions] = input_ids[row, positions]
+        loss = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return loss.item()
 
 
 def random_move_return(env_id: str, env_kwargs: dict, episodes: int = 2000) -> float:
@@ -278,12 +356,19 @@ def main(args: Args) -> dict:
 
     torch.manual_seed(args.seed)
     max_new_tokens, max_completion_length = args.max_new_tokens, args.max_completion_length
-    initial_model_dir = None
+    initial_model_dir, warm_start_seconds = None, 0.0
     if args.model is None:
         model, tokenizer, fitted_turn_tokens, max_completion_length = tiny_model_and_tokenizer(
-            args.env, env_kwargs, args.seed, max_completion_length
+            args.env, env_kwargs, args.seed, max_completion_length, args.vocab_size
         )
         max_new_tokens = max_new_tokens or fitted_turn_tokens
+        if args.warm_start_steps:
+            warm_start_seconds = time.perf_counter()
+            loss = format_warm_start(model, tokenizer, args.env, env_kwargs, args.warm_start_steps, args.seed,
+                                     max_completion_length)
+            warm_start_seconds = time.perf_counter() - warm_start_seconds
+            print(f"Warm start: {args.warm_start_steps} supervised steps on random-move episodes (the move format, "
+                  f"no strategy) in {warm_start_seconds:.1f} s, loss {loss:.3f}", flush=True)
         if args.beta > 0:  # TRL loads the KL reference model from a path: keep the initial weights on disk
             initial_model_dir = os.path.join(args.out, "initial_model")
             model.save_pretrained(initial_model_dir)
@@ -356,7 +441,7 @@ def main(args: Args) -> dict:
     interrupted = interrupted or step_log.stop_requested
     if interrupted:
         print(f"Interrupted after {len(step_log.rewards)} steps; saving what was done.", file=sys.stderr, flush=True)
-    minutes = (time.perf_counter() - start) / 60
+    minutes = (time.perf_counter() - start + warm_start_seconds) / 60  # training = warm start + RL
 
     curve = np.array(step_log.rewards)
     fifth = max(1, len(curve) // 5)
@@ -366,6 +451,7 @@ def main(args: Args) -> dict:
         "seed": args.seed,
         "turn_credit": args.turn_credit,
         "steps": len(curve),
+        "warm_start_steps": args.warm_start_steps if args.model is None else 0,
         "interrupted": interrupted,
         "minutes": round(minutes, 2),
         "max_new_tokens": max_new_tokens,

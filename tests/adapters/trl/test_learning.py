@@ -1,11 +1,11 @@
-"""The README's main job learns: ``examples/train_trl.py`` with its embedded defaults, on 3 seeds.
+"""The README's main job finds the optimal strategy: ``examples/train_trl.py`` with its defaults, on 3 seeds.
 
-Each run trains a tiny random-weight model with TRL's GRPOTrainer through GEM's rollout_func on CPU.
-What the README states is what is asserted: every seed's mean return over its last 20% of steps beats
-its first 20% by at least ``MIN_GAIN``, and the mean over the seeds of that last 20% beats a policy
-of random well-formed moves (``env.sample_random_action()``) by at least ``MIN_MARGIN_OVER_RANDOM``.
-Not every seed beats random moves on its own: seed 0 settles early on a fixed guessing order at about
-0.50 (random: 0.57), which is why the margin is asserted on the mean (issue 22 tracks the recipe).
+Each run trains a tiny random-weight model with TRL's GRPOTrainer through GEM's rollout_func on CPU
+(a warm start that teaches only the move format, then RL). GuessTheNumber 1-4 in three guesses has an
+optimum of 1.0 (binary search on the higher/lower hints) and random moves win 0.57; a policy that
+ignores the hints and plays a fixed order wins at most 0.75. What the README states is what is
+asserted: every seed's mean return over its last 20% of steps is at least ``MIN_FINAL_RETURN``, which
+only a policy that reads the hints reaches (issue 29: before it, seed 0 settled at 0.50).
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from gem_core.testing import load_script
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "train_trl.py"
 SEEDS = (0, 1, 2)
-MIN_GAIN = 0.25
-MIN_MARGIN_OVER_RANDOM = 0.05
+MIN_FINAL_RETURN = 0.85
+#: The most a policy that ignores the hints can win: three distinct guesses out of four numbers.
+FIXED_ORDER_RETURN = 0.75
 
 
 def load_example():
@@ -41,18 +42,10 @@ def runs(tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", SEEDS)
-def test_each_seed_improves_on_its_start(runs, seed):
+def test_each_seed_learns_to_use_the_hints(runs, seed):
     example, results = runs
     metrics, out = results[seed]
     assert metrics["steps"] == example.Args.steps and not metrics["interrupted"]
-    assert metrics["last_20pct_reward"] >= metrics["first_20pct_reward"] + MIN_GAIN
+    assert MIN_FINAL_RETURN > FIXED_ORDER_RETURN > metrics["random_move_reward"]
+    assert metrics["last_20pct_reward"] >= MIN_FINAL_RETURN, metrics["last_20pct_reward"]
     assert (out / "reward_curve.png").stat().st_size > 10_000
-
-
-@pytest.mark.slow
-def test_the_seeds_together_beat_random_moves(runs):
-    _, results = runs
-    last = [metrics["last_20pct_reward"] for metrics, _ in results.values()]
-    random_moves = {metrics["random_move_reward"] for metrics, _ in results.values()}
-    assert len(random_moves) == 1
-    assert sum(last) / len(last) >= random_moves.pop() + MIN_MARGIN_OVER_RANDOM, last
