@@ -27,7 +27,7 @@ from typing import Any
 from gem_core.env import Env
 from gem_core.errors import GemError
 
-__all__ = ["EnvSpec", "register", "register_alias", "aliases", "make", "spec", "list_envs", "UnknownEnvError", "EnvUnavailableError", "ENV_ID_PATTERN"]
+__all__ = ["EnvSpec", "register", "aliases", "make", "spec", "list_envs", "UnknownEnvError", "EnvUnavailableError", "ENV_ID_PATTERN"]
 
 ENV_ID_PATTERN = re.compile(r"^(?P<category>[a-z][a-z0-9_]*):(?P<name>[A-Za-z0-9_.+\-]+)$")
 
@@ -203,19 +203,6 @@ def register(
     )
     _REGISTRY[id] = env_spec
     return env_spec
-
-
-def register_alias(alias: str, target: str) -> None:
-    """Make ``alias`` another name for the registered id ``target`` (``gem list --aliases`` shows them).
-
-    Raises:
-        ValueError: if ``alias`` is malformed or already an id or alias.
-    """
-    if not ENV_ID_PATTERN.match(alias):
-        raise ValueError(f"Alias {alias!r} is malformed: expected 'category:Name-vN[-variant]'.")
-    if alias in _REGISTRY or alias in _ALIASES:
-        raise ValueError(f"{alias!r} is already an env id or an alias; pick another name.")
-    _ALIASES[alias] = target
 
 
 def aliases() -> dict[str, str]:

@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import contextvars
 import inspect
-from dataclasses import InitVar, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from packaging.specifiers import SpecifierSet
 
 from gem_adapters.framework_version import FrameworkVersionError, require_version
-from gem_core.renamed import renamed_argument
 from gem_core.rollout import ChatTemplate, EpisodeSession, Generation
 from gem_core.rollout.vllm_output import generation_from_vllm
 
@@ -86,11 +85,6 @@ class AgentConfig:
     """Discount of the per-turn rewards OpenRLHF sums: 1.0 gives the episode return, below 1 the discounted return."""
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     """Extra arguments for the tokenizer's chat template (e.g. ``{"enable_thinking": False}``)."""
-    max_new_tokens_per_turn: InitVar[int | None] = None
-    """Deprecated name of :attr:`max_new_tokens` (a ``FutureWarning`` says so)."""
-
-    def __post_init__(self, max_new_tokens_per_turn: int | None) -> None:
-        self.max_new_tokens = renamed_argument("AgentConfig", "max_new_tokens_per_turn", "max_new_tokens", max_new_tokens_per_turn, self.max_new_tokens)
 
 
 @dataclass

@@ -62,7 +62,6 @@ import torch  # noqa: E402
 from pydantic import PrivateAttr  # noqa: E402
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput  # noqa: E402
 
-from gem_core.renamed import renamed_argument
 from gem_core.rollout.chat_template import ChatTemplate
 from gem_core.rollout.episode_label import EpisodeLabel, LabelError, parse_label
 from gem_core.rollout.metrics import trajectory_metrics
@@ -212,8 +211,7 @@ class GemAgentLoop(AgentLoopBase):
     Args:
         max_turns: truncate an episode after this many turns (None: the env decides).
         system_prompt: a system message before the first observation (None: the template's default).
-        max_new_tokens: most tokens sampled per turn (None: whatever the response budget leaves);
-            ``max_tokens_per_turn``, its old name, still works with a ``FutureWarning``.
+        max_new_tokens: most tokens sampled per turn (None: whatever the response budget leaves).
         reward_placement: ``"turn"`` (each turn's reward on its last sampled token in ``rm_scores``) or
             ``"episode"`` (verl's default: the episode return on the last token).
         The remaining arguments are those verl's ``AgentLoopWorker`` passes (see ``AgentLoopBase``).
@@ -225,7 +223,6 @@ class GemAgentLoop(AgentLoopBase):
         max_turns: int | None = None,
         system_prompt: str | None = None,
         max_new_tokens: int | None = None,
-        max_tokens_per_turn: int | None = None,
         reward_placement: RewardPlacement = "turn",
         hf_model_type: str | None = None,
         **kwargs: Any,
@@ -236,7 +233,6 @@ class GemAgentLoop(AgentLoopBase):
         super().__init__(*args, hf_model_type=None, **kwargs)
         if reward_placement not in ("turn", "episode"):
             raise ValueError(f"reward_placement must be 'turn' or 'episode', got {reward_placement!r}.")
-        max_new_tokens = renamed_argument(type(self).__name__, "max_tokens_per_turn", "max_new_tokens", max_tokens_per_turn, max_new_tokens)
         if max_new_tokens is not None and max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be at least 1 (or null), got {max_new_tokens}.")
         self.max_turns = max_turns

@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from gem_core.env import Env
+from gem_core.env import Env, episode_success
 from gem_core.eval.openai_client import ChatEndpoint
-from gem_core.eval.report import EpisodeRecord, episode_success
+from gem_core.eval.report import EpisodeRecord
 
 if TYPE_CHECKING:
     from gem_core.eval.config import EvalConfig

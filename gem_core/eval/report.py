@@ -35,7 +35,6 @@ from typing import Any
 
 import numpy as np
 
-from gem_core.env import episode_success
 from gem_core.eval.bounds import check_settings
 
 __all__ = [
@@ -45,7 +44,6 @@ __all__ = [
     "bootstrap_mean_ci",
     "pass_at_k",
     "pass_at_k_values",
-    "episode_success",
     "summarize_env",
     "REPORT_FILENAME",
     "CI_LEVEL",

@@ -320,10 +320,6 @@ class ChatTemplate:
         n = len(self.end_of_turn_ids)
         return len(action_ids) >= n and list(action_ids[-n:]) == self.end_of_turn_ids
 
-    def render_conversation(self, messages: list[dict[str, Any]], *, generation_prompt: bool = False) -> str:
-        """The template's own text for ``messages`` (with this template's system prompt and kwargs)."""
-        return self._render([*self._base(), *messages], generation_prompt=generation_prompt)
-
     # -- encoding -------------------------------------------------------------------------------
 
     def _encode(self, text: str) -> list[int]:

@@ -318,13 +318,6 @@ class RayEnv(Env):
         """Call the hosted env's method ``name`` in the actor and return its (pickled) result."""
         return self._get(self._actor.call.remote(self._key, name, args, kwargs))
 
-    async def acall(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        """:meth:`call`, awaited."""
-        try:
-            return await self._actor.call.remote(self._key, name, args, kwargs)
-        except self._ray.exceptions.RayTaskError as exc:
-            raise exc.as_instanceof_cause() from None
-
     def get_state(self) -> dict[str, Any]:
         """The hosted env's :meth:`~gem_core.Env.get_state` snapshot."""
         return self.call("get_state")

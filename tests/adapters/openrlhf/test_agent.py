@@ -240,8 +240,3 @@ async def test_chat_template_kwargs_reach_the_prompt_ids(tokenizer, engine_for, 
     prompt_len = result["action_ranges"][0][0]
     prompt = qwen3.decode(result["observation_tokens"][:prompt_len], skip_special_tokens=False)
     assert prompt.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n") == bool(kwargs)
-
-
-def test_the_old_max_new_tokens_per_turn_key_still_sets_the_per_turn_cap_and_says_the_new_name():
-    with pytest.warns(FutureWarning, match="max_new_tokens_per_turn is renamed max_new_tokens"):
-        assert AgentConfig(max_new_tokens_per_turn=12).max_new_tokens == 12

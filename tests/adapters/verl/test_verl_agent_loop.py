@@ -263,9 +263,3 @@ async def test_data_apply_chat_template_kwargs_reach_the_prompt_ids(make_row, ti
                             max_new_tokens=4)
     out = await loop.run(verl_sampling_params(config), **make_row("game:Wordle-v0", 3))
     assert tokenizer.decode(out.prompt_ids).endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
-
-
-async def test_an_old_yaml_with_max_tokens_per_turn_still_sets_the_per_turn_cap_and_says_the_new_key(make_agent_loop, model_server):
-    with pytest.warns(FutureWarning, match="max_tokens_per_turn is renamed max_new_tokens"):
-        loop = make_agent_loop(model_server, max_new_tokens=None, max_tokens_per_turn=9)
-    assert loop.max_new_tokens == 9

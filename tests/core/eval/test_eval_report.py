@@ -7,11 +7,11 @@ import json
 import numpy as np
 import pytest
 
+from gem_core.env import episode_success
 from gem_core.eval.report import (
     EpisodeRecord,
     EvalReport,
     bootstrap_mean_ci,
-    episode_success,
     summarize_env,
 )
 
