@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("datasets")
-sandbox = pytest.importorskip("gem_core.tools.sandbox", reason="the code env runs programs in gem_core.tools.sandbox")
-
+from ci_guard import in_ci  # noqa: E402
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
 import gem_core.envs.code as code_envs  # noqa: E402
@@ -21,14 +20,14 @@ from gem_core.envs.code.env import CodeEnv, extract_program  # noqa: E402
 from gem_core.envs.code.judge import judge  # noqa: E402
 from gem_core.envs.code.test_cases import TestCase, call_result_matches, parse_test_cases, stdout_matches  # noqa: E402
 from gem_core.registry import make  # noqa: E402
+from gem_core.tools import sandbox  # noqa: E402
 
 MODE = sandbox.available_modes()[0] if sandbox.available_modes() else None
 needs_sandbox = pytest.mark.skipif(MODE is None, reason="no sandbox mode works on this machine")
 # Hostile programs run only where they are isolated: in "process" mode one of them would kill pytest.
 # In CI (CI=true) they run and fail instead: the hostile cases must not pass unrun.
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 needs_bwrap = pytest.mark.skipif(
-    MODE != "bwrap" and not IN_CI, reason="bubblewrap is not usable here (apt-get install -y bubblewrap)"
+    MODE != "bwrap" and not in_ci(), reason="bubblewrap is not usable here (apt-get install -y bubblewrap)"
 )
 
 

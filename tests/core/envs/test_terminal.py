@@ -15,6 +15,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from ci_guard import skip_unless_ci
 
 import gem_core
 from gem_core.envs.terminal.terminal_env import SUBMIT, TerminalEnv, extract_command, load_tasks
@@ -30,9 +31,7 @@ TASKS = load_tasks()
 def needs_bwrap():
     if "bwrap" not in sandbox.available_modes():
         reason = f"bubblewrap is not usable here: {isolation.probe_cached('bwrap', sys.executable)}"
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(reason)
-        pytest.skip(reason)
+        skip_unless_ci(reason)
 
 
 def bash(command: str) -> str:
