@@ -337,100 +337,25 @@ class EpisodeSession:
         if action_ids is None and action_text is None:
             raise ValueError("step() needs the sampled action_ids (preferred) or the action_text.")
         ids = self._action_ids(action_ids, action_text, finish_reason)
-        if logprobs is None:
-            self._missing_logprobs = True
-            lps = [0.0] * len(ids)
-        else:
-            lps = [float(x) for x in logprobs]
-            eot = self.chat_template.end_of_turn_ids
-            if action_ids is None and finish_reason == "stop" and len(lps) == len(ids) - len(eot):
-                lps += [0.0] * len(eot)  # text mode: the end-of-turn ids were added here, without logprobs
-            if len(lps) != len(ids):
-                raise ValueError(f"Got {len(ids)} action ids but {len(lps)} logprobs; need one per id.")
-
-        budget = self.generation_budget(len(ids))
-        clipped = budget < len(ids)
-        if clipped:
-            ids, lps = ids[:budget], lps[:budget]
-        closed = self.chat_template.ends_turn(ids)
-        if action_text is None or clipped:
-            content = ids[: len(ids) - len(self.chat_template.end_of_turn_ids)] if closed else ids
-            action_text = self.tokenizer.decode(content, skip_special_tokens=True)
-
-        start = len(self._ids) - self._prompt_len
-        if self._rendered is not None:
-            self._rendered_context_ends.append(len(self._rendered))
-        self._append(ids, mask=1, logprobs=lps)
-        self._turn_spans.append((start, start + len(ids)))
-        if not closed:
-            self._append(self.chat_template.close_turn_ids(), mask=0)
-        self._actions.append(action_text)
-        snapshot_error = self._record_env_state() if self.record_env_states else None
-
-        if snapshot_error is not None:
-            # The turn is kept; the env is not stepped from a state the trajectory cannot hold.
-            observation, reward, terminated, truncated, images = "", 0.0, False, True, None
-            info = {"error": snapshot_error}
-            self._truncate("error", info)
-            _warn_once(self.env_id, snapshot_error)
-        elif finish_reason == "abort":
-            # The backend gave up on this turn (request cancelled): keep the tokens, do not act on them.
-            observation, reward, terminated, truncated, info = "", 0.0, False, True, {}
-            images = None
-            self._truncate("abort", info)
-        else:
-            try:
-                observation, reward, terminated, truncated, info = await self.env.astep(action_text)
-                reward, info = float(reward), dict(info)
-                images = info.pop("images", None)
-            except Exception as exc:  # noqa: BLE001 - a broken env step ends this episode, not the run
-                observation, reward, terminated, truncated, images = "", 0.0, False, True, None
-                info = {"error": f"{type(exc).__name__}: {exc}"}
-                self._truncate("error", info)
-                _warn_once(self.env_id, info["error"])
+        lps = self._action_logprobs(ids, logprobs, text_mode=action_ids is None, finish_reason=finish_reason)
+        action_text, clipped = self._record_action(ids, lps, action_text)
+        observation, reward, terminated, truncated, info, images = await self._act(action_text, finish_reason)
         if clipped:
             info["action_clipped"] = True
-        terminated, truncated = bool(terminated), bool(truncated)
         self._rewards.append(reward)
         self._infos.append(info)
-
         observation_ids: list[int] = []
+        rendered_turn: list[int] = []
         continues = not (terminated or truncated)
         if continues:
-            if self.max_turns is not None and self.num_turns >= self.max_turns:
-                continues, truncated = False, self._truncate("max_turns", info)
-            else:
-                role = str(info.get("observation_role", "user"))  # "tool": ToolUse answered native calls
-                try:
-                    encoded = self._encode_images(images, info)
-                    observation_ids = self.chat_template.observation_ids(observation, role, images=len(encoded))
-                    if encoded:
-                        observation_ids = self._place_images(observation_ids, encoded, turn=self.num_turns, offset=len(self._ids))
-                    if self._rendered is not None:
-                        rendered_turn = self.chat_template.rendered_turn_ids(action_text, observation, role, self._rendered_window)
-                except Exception as exc:  # noqa: BLE001 - a template that cannot render this turn ends the episode
-                    observation_ids, encoded = [], []
-                    info["error"] = f"{type(exc).__name__}: {exc}"
-                    continues, truncated = False, self._truncate("error", info)
-                    _warn_once(self.env_id, info["error"])
-            if continues:
-                if self._token_limit is not None and (
-                    len(self._ids) + len(observation_ids) + 1 + len(self.chat_template.close_turn_ids())
-                    > self._token_limit
-                ):
-                    observation_ids = []
-                    continues, truncated = False, self._truncate("max_total_tokens", info)
+            continues, truncated, observation_ids, rendered_turn = self._observation_turn(observation, action_text, images, info)
         if continues:
             self._append(observation_ids, mask=0)
             self._observations.append(observation)
             if self._rendered is not None:
                 self._rendered.extend(rendered_turn)
         else:
-            self._images = [i for i in self._images if i.start < len(self._ids)]  # a turn's images go with its ids
-            self._final_observation = observation
-            self._terminated = self._terminated or terminated
-            self._truncated = self._truncated or truncated
-            self.done = True
+            self._end(observation, terminated, truncated)
         return SessionStep(
             observation_ids=list(observation_ids),
             observation=observation,
@@ -440,6 +365,98 @@ class EpisodeSession:
             done=self.done,
             info=info,
         )
+
+    def _action_logprobs(self, ids: list[int], logprobs: list[float] | None, *, text_mode: bool, finish_reason: str) -> list[float]:
+        """One log-prob per action id: 0.0 where the framework gave none (``metrics["has_logprobs"]`` says
+        so), and for the end-of-turn ids added to an action given as text."""
+        if logprobs is None:
+            self._missing_logprobs = True
+            return [0.0] * len(ids)
+        lps = [float(x) for x in logprobs]
+        eot = self.chat_template.end_of_turn_ids
+        if text_mode and finish_reason == "stop" and len(lps) == len(ids) - len(eot):
+            lps += [0.0] * len(eot)  # text mode: the end-of-turn ids were added here, without logprobs
+        if len(lps) != len(ids):
+            raise ValueError(f"Got {len(ids)} action ids but {len(lps)} logprobs; need one per id.")
+        return lps
+
+    def _record_action(self, ids: list[int], lps: list[float], action_text: str | None) -> tuple[str, bool]:
+        """Append the sampled ids verbatim (clipped to the budget, the turn closed if it was cut) and the
+        action's text; returns the text the env gets and whether the ids were clipped."""
+        budget = self.generation_budget(len(ids))
+        clipped = budget < len(ids)
+        if clipped:
+            ids, lps = ids[:budget], lps[:budget]
+        closed = self.chat_template.ends_turn(ids)
+        if action_text is None or clipped:
+            content = ids[: len(ids) - len(self.chat_template.end_of_turn_ids)] if closed else ids
+            action_text = self.tokenizer.decode(content, skip_special_tokens=True)
+        start = len(self._ids) - self._prompt_len
+        if self._rendered is not None:
+            self._rendered_context_ends.append(len(self._rendered))
+        self._append(ids, mask=1, logprobs=lps)
+        self._turn_spans.append((start, start + len(ids)))
+        if not closed:
+            self._append(self.chat_template.close_turn_ids(), mask=0)
+        self._actions.append(action_text)
+        return action_text, clipped
+
+    async def _act(self, action_text: str, finish_reason: str) -> tuple[str, float, bool, bool, dict[str, Any], Any]:
+        """Step the env with the action: ``(observation, reward, terminated, truncated, info, images)``. An
+        aborted turn, a state the trajectory cannot hold, or an env that raises ends the episode truncated."""
+        snapshot_error = self._record_env_state() if self.record_env_states else None
+        if snapshot_error is not None:
+            # The turn is kept; the env is not stepped from a state the trajectory cannot hold.
+            info: dict[str, Any] = {"error": snapshot_error}
+            self._truncate("error", info)
+            _warn_once(self.env_id, snapshot_error)
+            return "", 0.0, False, True, info, None
+        if finish_reason == "abort":
+            # The backend gave up on this turn (request cancelled): keep the tokens, do not act on them.
+            info = {}
+            self._truncate("abort", info)
+            return "", 0.0, False, True, info, None
+        try:
+            observation, reward, terminated, truncated, info = await self.env.astep(action_text)
+            info = dict(info)
+            return observation, float(reward), bool(terminated), bool(truncated), info, info.pop("images", None)
+        except Exception as exc:  # noqa: BLE001 - a broken env step ends this episode, not the run
+            info = {"error": f"{type(exc).__name__}: {exc}"}
+            self._truncate("error", info)
+            _warn_once(self.env_id, info["error"])
+            return "", 0.0, False, True, info, None
+
+    def _observation_turn(self, observation: str, action_text: str, images: Any, info: dict[str, Any]) -> tuple[bool, bool, list[int], list[int]]:
+        """The next user (or tool) turn's tokens: ``(continues, truncated, observation_ids, rendered_turn)``;
+        the turn limit, a template that cannot render the turn, or the token limit end the episode."""
+        if self.max_turns is not None and self.num_turns >= self.max_turns:
+            return False, self._truncate("max_turns", info), [], []
+        role = str(info.get("observation_role", "user"))  # "tool": ToolUse answered native calls
+        rendered_turn: list[int] = []
+        try:
+            encoded = self._encode_images(images, info)
+            observation_ids = self.chat_template.observation_ids(observation, role, images=len(encoded))
+            if encoded:
+                observation_ids = self._place_images(observation_ids, encoded, turn=self.num_turns, offset=len(self._ids))
+            if self._rendered is not None:
+                rendered_turn = self.chat_template.rendered_turn_ids(action_text, observation, role, self._rendered_window)
+        except Exception as exc:  # noqa: BLE001 - a template that cannot render this turn ends the episode
+            info["error"] = f"{type(exc).__name__}: {exc}"
+            _warn_once(self.env_id, info["error"])
+            return False, self._truncate("error", info), [], []
+        if self._token_limit is not None and (
+            len(self._ids) + len(observation_ids) + 1 + len(self.chat_template.close_turn_ids()) > self._token_limit
+        ):
+            return False, self._truncate("max_total_tokens", info), [], []
+        return True, False, observation_ids, rendered_turn
+
+    def _end(self, observation: str, terminated: bool, truncated: bool) -> None:
+        """Close the episode on its last observation (it is not appended: no turn follows)."""
+        self._images = [i for i in self._images if i.start < len(self._ids)]  # a turn's images go with its ids
+        self._final_observation = observation
+        self._terminated = self._terminated or terminated
+        self._truncated = self._truncated or truncated
+        self.done = True
 
     def _record_env_state(self) -> str | None:
         """Snapshot the env before this turn's action; the error text if it cannot be snapshotted.
