@@ -20,7 +20,7 @@ from pathlib import Path
 
 from gem_adapters.files import shipped_path
 from gem_adapters.openrlhf.make_dataset import make_dataset
-from gem_core.rollout.episode_rows import write_jsonl
+from gem_core.rows import write_jsonl
 from prerequisites import require_gpu_stack
 
 

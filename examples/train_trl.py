@@ -45,7 +45,7 @@ import numpy as np
 import gem_core
 from gem_core.registry import UnknownEnvError
 from gem_core.renamed import renamed_argument
-from gem_core.rollout.episode_rows import env_kwargs_option
+from gem_core.cli.options import env_kwargs_option
 
 DEFAULT_ENV = "game:GuessTheNumber-v0"
 #: The main job's own setting (1-4 in three guesses: small enough to learn on a CPU); only for DEFAULT_ENV.

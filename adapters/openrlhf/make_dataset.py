@@ -1,4 +1,4 @@
-"""An OpenRLHF prompt dataset whose rows are GEM episodes, from the core's :func:`~gem_core.rollout.episode_rows.episode_rows`.
+"""An OpenRLHF prompt dataset whose rows are GEM episodes, from the core's :func:`~gem_core.rows.episode_rows`.
 
 OpenRLHF counts episodes with a prompt dataset; the agent replaces each row's prompt with the env's
 first observation, so only the label matters::
@@ -15,7 +15,8 @@ import argparse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gem_core.rollout.episode_rows import EpisodeRow, add_dataset_arguments, episode_rows, refuse_system_prompt, rows_from_arguments, write_jsonl
+from gem_core.cli.dataset import add_dataset_arguments, rows_from_arguments
+from gem_core.rows import EpisodeRow, episode_rows, refuse_system_prompt, write_jsonl
 
 __all__ = ["make_dataset", "main"]
 
@@ -28,7 +29,7 @@ def make_dataset(
     env_ids: str | Sequence[str], n: int, *, seed_start: int = 0, env_kwargs: Mapping[str, Any] | None = None, system_prompt: str | None = None
 ) -> list[dict[str, str]]:
     """``n`` rows per env id, seeds ``seed_start ..``; unknown ids fail before any row is made. Write them with
-    :func:`gem_core.rollout.episode_rows.write_jsonl`. The system prompt belongs in the agent file's
+    :func:`gem_core.rows.write_jsonl`. The system prompt belongs in the agent file's
     ``AgentConfig(system_prompt=...)``: giving one here is refused (the rows hold no messages)."""
     refuse_system_prompt(system_prompt, "OpenRLHF", "the agent file's AgentConfig(system_prompt=...)")
     return [_row(row) for row in episode_rows(env_ids, n, seed_start=seed_start, env_kwargs=env_kwargs, with_messages=False)]

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gem_adapters.framework_version import FrameworkVersionError
-from gem_core.rollout.episode_label import EpisodeLabel, LabelError, parse_label
+from gem_core.rows.label import EpisodeLabel, LabelError, parse_label
 
 __all__ = ["RL2VersionError", "installed_rl2_api", "check_rl2_api", "row_label", "dataset_row"]
 

@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gem_adapters.rl2.api import dataset_row
-from gem_core.rollout.episode_rows import add_dataset_arguments, episode_rows, refuse_system_prompt, rows_from_arguments, write_jsonl
+from gem_core.cli.dataset import add_dataset_arguments, rows_from_arguments
+from gem_core.rows import episode_rows, refuse_system_prompt, write_jsonl
 
 __all__ = ["make_dataset", "main"]
 
@@ -22,7 +23,7 @@ def make_dataset(
     env_ids: str | Sequence[str], n: int, *, seed_start: int = 0, env_kwargs: Mapping[str, Any] | None = None, system_prompt: str | None = None
 ) -> list[dict[str, Any]]:
     """``n`` rows per env id, seeds ``seed_start ..``; unknown ids fail before any row is made. Write them with
-    :func:`gem_core.rollout.episode_rows.write_jsonl`. The system prompt belongs in the env file
+    :func:`gem_core.rows.write_jsonl`. The system prompt belongs in the env file
     (``system_prompt=``): giving one here is refused (the rows hold no messages)."""
     refuse_system_prompt(system_prompt, "RL2", "the env file (GenerateEnv/ResetStepEnv(system_prompt=...))")
     return [dataset_row(row.label) for row in episode_rows(env_ids, n, seed_start=seed_start, env_kwargs=env_kwargs, with_messages=False)]

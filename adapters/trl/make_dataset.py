@@ -3,7 +3,7 @@
     python -m gem_adapters.trl.make_dataset --env game:Wordle-v0 --n 1000 --out train.jsonl
 
 TRL hands a ``rollout_func`` only the ``"prompt"`` column, already repeated ``num_generations``
-times. So the core's episode label (:class:`~gem_core.rollout.episode_label.EpisodeLabel`: env id,
+times. So the core's episode label (:class:`~gem_core.rows.label.EpisodeLabel`: env id,
 seed, kwargs) travels inside the prompt: the last user message carries it as JSON under a ``"gem"``
 key beside ``role`` and ``content``. Chat templates ignore unknown message keys, and every copy of a
 prompt resets its env to the same state, so a GRPO group compares like with like.
@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gem_core.renamed import renamed_argument
-from gem_core.rollout.episode_label import EpisodeLabel, parse_label
-from gem_core.rollout.episode_rows import EpisodeRow, add_dataset_arguments, episode_rows, rows_from_arguments
+from gem_core.cli.dataset import add_dataset_arguments, rows_from_arguments
+from gem_core.rows import EpisodeLabel, EpisodeRow, episode_rows, parse_label
 from gem_core.rollout.vision import message_text
 
 __all__ = ["GEM_KEY", "episode_label", "make_dataset", "main"]
@@ -63,7 +63,7 @@ def episode_label(prompt: Any) -> tuple[EpisodeLabel, str | None]:
     """The episode and the system prompt of a prompt made by :func:`make_dataset`.
 
     Raises:
-        gem_core.rollout.episode_label.LabelError: the prompt carries no (valid) label; the message says how to fix the dataset.
+        gem_core.rows.label.LabelError: the prompt carries no (valid) label; the message says how to fix the dataset.
     """
     if not isinstance(prompt, list) or not prompt or not isinstance(prompt[-1], dict):
         raise ValueError(

@@ -63,7 +63,7 @@ from pydantic import PrivateAttr  # noqa: E402
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput  # noqa: E402
 
 from gem_core.rollout.chat_template import ChatTemplate
-from gem_core.rollout.episode_label import EpisodeLabel, LabelError, parse_label
+from gem_core.rows.label import EpisodeLabel, LabelError, parse_label
 from gem_core.rollout.metrics import trajectory_metrics
 from gem_core.rollout.policy import Generation, SamplingParams, default_stop_token_ids
 from gem_core.rollout.runner import run_session
@@ -184,7 +184,7 @@ def episode_label(row: Mapping[str, Any]) -> EpisodeLabel:
     """The episode a dataset row names in its ``extra_info`` (as parquet hands it back).
 
     Raises:
-        gem_core.rollout.episode_label.LabelError: the row has no ``extra_info``, or it lacks ``env_id`` or
+        gem_core.rows.label.LabelError: the row has no ``extra_info``, or it lacks ``env_id`` or
             ``seed``, or names an unknown env (naming the closest ids).
     """
     extra_info = row.get("extra_info")

@@ -24,7 +24,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gem_core.rollout.episode_rows import EpisodeRow, add_dataset_arguments, episode_rows, rows_from_arguments
+from gem_core.cli.dataset import add_dataset_arguments, rows_from_arguments
+from gem_core.rows import EpisodeRow, episode_rows
 
 __all__ = ["make_dataset", "write_dataset", "main"]
 
@@ -39,7 +40,7 @@ def make_dataset(
     rows' ``agent_name`` (or use the CLI's ``--agent-name``).
 
     Raises:
-        gem_core.rollout.episode_label.LabelError: an unknown env id (the message names close ids).
+        gem_core.rows.label.LabelError: an unknown env id (the message names close ids).
         ValueError: ``n`` is not positive.
     """
     rows = episode_rows(env_ids, n, seed_start=seed_start, env_kwargs=env_kwargs, system_prompt=system_prompt)

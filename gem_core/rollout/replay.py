@@ -8,19 +8,16 @@ without running the model again. ``gem replay FILE`` is the command-line form.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gem_core.rollout.episode_rows import env_kwargs_option
 from gem_core.rollout.trajectory import TokenTrajectory
 from gem_core.rollout.trajectory_io import read_records, trajectory_from_record
 
-__all__ = ["FILE_ENV_KWARGS", "Replay", "TurnChange", "file_env_kwargs_problem", "replay_actions", "replay_trajectory", "add_replay_parser"]
+__all__ = ["FILE_ENV_KWARGS", "Replay", "TurnChange", "file_env_kwargs_problem", "replay_actions", "replay_file", "replay_trajectory"]
 
 
 @dataclass(frozen=True)
@@ -159,9 +156,18 @@ def _env_for(path: str, episode: int, record: dict[str, Any], env_id: str, env_i
     return env_id, kwargs
 
 
-def _replay_file(
+def replay_file(
     path: str, env_kwargs_override: dict[str, Any] | None, env_id_override: str | None = None, judge: Any = None, rubric: Any = None
 ) -> tuple[int, list[TurnChange]]:
+    """Replay every episode of a trajectory JSONL file; returns how many episodes and the turns that changed.
+
+    The env id and kwargs are the file's only where a file may choose them (:func:`file_env_kwargs_problem`);
+    ``env_kwargs_override`` and ``env_id_override`` (the command line's) replace them. A judged env is
+    re-judged only with the ``judge`` given here, never one a file names.
+
+    Raises:
+        ValueError: a record that cannot be replayed, naming the file, the episode and the field.
+    """
     from gem_core.judge.options import judge_env_kwargs, takes_judge
     from gem_core.registry import make
 
@@ -192,58 +198,3 @@ def _replay_file(
         for env in envs.values():
             env.close()
     return count, changes
-
-
-def _run(args: argparse.Namespace) -> int:
-    from gem_core.judge.options import judge_from_args
-
-    judge = None
-    try:
-        overrides = None if args.env_kwargs is None else env_kwargs_option(args.env_kwargs)
-        judge, rubric = judge_from_args(args)
-        episodes, changes = _replay_file(args.file, overrides, args.env_id, judge, rubric)
-    except (OSError, ValueError, KeyError) as exc:  # unreadable file, bad record, unknown env id
-        print(f"gem replay: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        raise
-    except Exception as exc:  # noqa: BLE001 - an env that fails to build: one line naming it, no traceback
-        print(f"gem replay: {args.file}: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        if judge is not None:
-            judge.close()
-    for change in changes:
-        print(
-            f"episode {change.episode} turn {change.turn}: reward {change.stored_reward:+g} -> {change.replayed_reward:+g}"
-            + (f" ({change.note})" if change.note != "reward" else "")
-        )
-    print(f"{episodes} episodes replayed, {len(changes)} turns changed.")
-    return 1 if changes else 0
-
-
-def add_replay_parser(commands: Any) -> None:
-    """Add ``gem replay`` to the CLI's subcommands."""
-    parser = commands.add_parser(
-        "replay",
-        help="re-score stored trajectories against the current env (exit 1 if any reward changed)",
-        description=__doc__.split("\n\n")[0],
-    )
-    parser.add_argument("file", help="a JSONL file written by gem_core.rollout.trajectory_io.write_trajectories")
-    parser.add_argument(
-        "--env-kwargs",
-        default=None,
-        help="JSON object replacing every episode's stored env kwargs; the only way to set one a file may not "
-        "choose (a sandbox mode, URL, path, module or limit)",
-    )
-    parser.add_argument(
-        "--env-id",
-        default=None,
-        help="env id replacing every episode's stored one; the only way to replay on a remote: id",
-    )
-    from gem_core.judge.options import add_judge_arguments
-
-    # Judged envs (judge:*) re-judge with the judge given here (another model re-scores every answer; the
-    # same model and --judge-cache replay for free); a trajectory file never names a judge.
-    add_judge_arguments(parser)
-    parser.set_defaults(run=_run)

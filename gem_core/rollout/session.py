@@ -45,7 +45,7 @@ from typing import Any
 
 from gem_core.env import episode_success
 from gem_core.rollout.chat_template import HISTORY_MODES, ChatTemplate, RenderedWindow
-from gem_core.rollout.episode_label import EpisodeLabel, parse_label
+from gem_core.rows.label import EpisodeLabel, parse_label
 from gem_core.rollout.trajectory import TokenTrajectory
 from gem_core.rollout.vision import ImageEncoder, TrajectoryImage, is_processor, text_tokenizer
 from gem_core.rollout.trajectory_io import encode_env_state
@@ -238,7 +238,7 @@ class EpisodeSession:
         resets with the label's seed.
 
         Raises:
-            gem_core.rollout.episode_label.LabelError: the label is malformed or names an unknown env
+            gem_core.rows.label.LabelError: the label is malformed or names an unknown env
                 (the message ends with ``fix_hint``).
         """
         if not isinstance(label, EpisodeLabel):

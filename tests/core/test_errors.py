@@ -52,7 +52,7 @@ def test_every_error_class_derives_from_the_package_base():
 @pytest.mark.parametrize(
     "module, name, kept",
     [
-        ("gem_core.rollout.episode_label", "LabelError", ValueError),
+        ("gem_core.rows.label", "LabelError", ValueError),
         ("gem_core.registry", "UnknownEnvError", KeyError),
         ("gem_core.remote", "RemoteEnvError", ConnectionError),
         ("gem_core.eval.episode_log", "ReportWriteError", OSError),

@@ -53,3 +53,17 @@ def test_the_eval_backends_do_not_import_the_runner_that_imports_them():
     """EvalConfig lives in gem_core.eval.config, so the runner and its two backends form no circle."""
     backends = {path: names for path, names in _importers_of("gem_core.eval.runner", "eval").items() if path.endswith("_backend.py")}
     assert backends == {}
+
+
+def test_the_episode_engine_and_the_dataset_rows_parse_no_command_line():
+    """Argument parsing lives beside the CLI (gem_core/cli/): rollout/ and rows/ import neither argparse
+    nor the CLI's helpers, so an adapter's hook that reads a row's label pulls in no command line."""
+    for under in ("rollout", "rows"):
+        assert _importers_of("argparse", under) == {}, under
+        assert _importers_of("gem_core.cli", under) == {}, under
+
+
+def test_the_episode_engine_does_not_build_dataset_rows():
+    """rollout/ reads a row's label (EpisodeSession.from_label) but never builds rows or writes dataset files."""
+    assert _importers_of("gem_core.rows.rows", "rollout") == {}
+    assert _importers_of("gem_core.rows.jsonl", "rollout") == {}

@@ -49,7 +49,7 @@ def test_run_episodes_with_an_env_id_places_each_env(placed, tiny_tokenizer):
 
 
 def test_dataset_rows_with_first_observations_place_their_env(placed):
-    from gem_core.rollout.episode_rows import episode_rows
+    from gem_core.rows import episode_rows
 
     with pytest.raises(Placed):
         list(episode_rows([ENV_ID], 2, env_kwargs={"max_turns": 3}, with_messages=True))

@@ -24,7 +24,7 @@ from gem_adapters.files import shipped_path
 from gem_adapters.openrlhf import agent as agent_module
 from gem_adapters.openrlhf.agent import AgentConfig, GemAgentExecutor, GemAgentInstance, OpenRLHFVersionError
 from gem_core.testing import QWEN3_THINKING_SWITCH
-from gem_core.rollout.episode_label import EpisodeLabel, LabelError
+from gem_core.rows.label import EpisodeLabel, LabelError
 from gem_core.registry import make
 from gem_core.rollout import run_episode
 from gem_core.rollout.policy import SamplingParams, TransformersPolicy

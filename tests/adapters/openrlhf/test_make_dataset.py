@@ -7,7 +7,7 @@ import json
 import pytest
 
 from gem_adapters.openrlhf.make_dataset import main, make_dataset
-from gem_core.rollout.episode_label import LabelError, parse_label
+from gem_core.rows.label import LabelError, parse_label
 
 
 def test_rows_name_each_env_with_consecutive_seeds(tmp_path, capsys):

@@ -22,7 +22,7 @@ import pytest
 
 from openrlhf.utils.config import hierarchize
 
-from gem_core.rollout.episode_label import parse_label
+from gem_core.rows.label import parse_label
 
 EXAMPLE = Path(__file__).parents[3] / "examples" / "train_openrlhf.py"
 

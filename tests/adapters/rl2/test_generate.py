@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from gem_core.rollout.episode_label import EpisodeLabel, LabelError
+from gem_core.rows.label import EpisodeLabel, LabelError
 from gem_adapters.rl2 import GenerateEnv
 from gem_adapters.rl2.api import dataset_row
 from gem_core.registry import make

@@ -22,7 +22,7 @@ pytest.importorskip("RL2.datasets", reason="needs rl-square==0.0.2 (nox -s rl2)"
 from gem_adapters.files import shipped_path  # noqa: E402
 from gem_adapters.rl2 import ResetStepEnv  # noqa: E402
 from gem_adapters.rl2.api import installed_rl2_api  # noqa: E402
-from gem_core.rollout.episode_rows import write_jsonl  # noqa: E402
+from gem_core.rows import write_jsonl  # noqa: E402
 from gem_adapters.rl2.make_dataset import make_dataset  # noqa: E402
 from gem_core.registry import make  # noqa: E402
 from gem_core.rollout import run_episode  # noqa: E402

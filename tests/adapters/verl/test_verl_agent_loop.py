@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from gem_core.testing import QWEN3_THINKING_SWITCH
-from gem_core.rollout.episode_label import LabelError
+from gem_core.rows.label import LabelError
 
 pytest.importorskip("verl.experimental.agent_loop", reason='the verl adapter tests need `pip install -e ".[verl]"`')
 

@@ -1,14 +1,11 @@
-"""Dataset rows (one episode each) and sessions started from a row's label: the pieces every adapter shares."""
+"""gem_core.rows: dataset rows (one episode each) and sessions started from a row's label, the pieces every adapter shares."""
 
 from __future__ import annotations
-
-import argparse
 
 import pytest
 
 import gem_core
-from gem_core.rollout.episode_label import EpisodeLabel, LabelError
-from gem_core.rollout.episode_rows import add_dataset_arguments, episode_rows, rows_from_arguments
+from gem_core.rows import EpisodeLabel, LabelError, episode_rows
 from gem_core.rollout.session import EpisodeSession
 
 
@@ -44,21 +41,6 @@ def test_an_unknown_id_anywhere_in_a_mixture_fails_before_any_row():
 def test_n_must_be_a_positive_integer(n):
     with pytest.raises(ValueError, match="positive integer"):
         list(episode_rows("game:GuessTheNumber-v0", n))
-
-
-def test_the_shared_command_line_reports_bad_options_in_one_line():
-    parser = add_dataset_arguments(argparse.ArgumentParser())
-    args = parser.parse_args(["--env", "game:GuessTheNumber-v0", "--n", "2", "--out", "x", "--env-kwargs", "[1]"])
-    with pytest.raises(SystemExit, match="--env-kwargs must be a JSON object"):
-        rows_from_arguments(args)
-    args = parser.parse_args(["--env", "game:Nope-v0", "--n", "2", "--out", "x"])
-    with pytest.raises(SystemExit, match="Nope"):
-        rows_from_arguments(args)
-    args = parser.parse_args(["--env", "game:GuessTheNumber-v0", "--env", "game:Wordle-v0", "--n", "1", "--out", "x", "--seed-start", "9"])
-    assert [(r.label.env_id, r.label.seed) for r in rows_from_arguments(args, with_messages=False)] == [
-        ("game:GuessTheNumber-v0", 9),
-        ("game:Wordle-v0", 9),
-    ]
 
 
 async def test_a_session_from_a_label_plays_the_episode_the_label_names(tiny_tokenizer):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gem_core.rollout.episode_label import EpisodeLabel, LabelError, parse_label
+from gem_core.rows.label import EpisodeLabel, LabelError, parse_label
 
 
 def test_label_round_trips_through_json():

@@ -1,4 +1,4 @@
-"""The ``gem`` command: ``gem list``, ``gem play``, ``gem eval``."""
+"""The ``gem`` command: ``gem list`` and ``gem play`` here; ``replay``, ``serve``, ``check`` and ``eval`` from their own modules."""
 
 from __future__ import annotations
 
@@ -157,6 +157,7 @@ def _play(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``gem`` parser; each subcommand's ``run`` is what :func:`main` calls."""
     parser = argparse.ArgumentParser(prog="gem", description="GEM: multi-turn environments for LLM agents.")
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -175,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     play_parser.set_defaults(run=_play)
 
     from gem_core.check import add_check_parser
-    from gem_core.rollout.replay import add_replay_parser
+    from gem_core.cli.replay import add_replay_parser
     from gem_core.serve.command import add_serve_parser
 
     add_replay_parser(commands)
@@ -191,6 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``gem`` with ``argv`` (default: ``sys.argv[1:]``); returns the exit code instead of exiting."""
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)
@@ -198,6 +200,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\ngem {args.command}: interrupted", file=sys.stderr)
         return 130
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,46 @@
+"""The command line every adapter's ``python -m gem_adapters.<fw>.make_dataset`` shares.
+
+The rows themselves are built by :func:`gem_core.rows.episode_rows`; this module only turns the options
+into that call, so a bad option ends the command with one line naming it instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from gem_core.cli.options import env_kwargs_option
+from gem_core.rows.rows import EpisodeRow, episode_rows
+
+__all__ = ["add_dataset_arguments", "rows_from_arguments"]
+
+
+def add_dataset_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The command line every adapter's ``make_dataset`` shares (``--env`` repeatable for a mixture)."""
+    parser.add_argument("--env", action="append", required=True, help="a registered env id (repeat for a mixture); `gem list` shows them")
+    parser.add_argument("--n", type=int, required=True, help="episodes (rows) per env id, one seed each")
+    parser.add_argument("--out", required=True, help="the file to write")
+    parser.add_argument("--seed-start", type=int, default=0, help="first seed; use a disjoint range for validation")
+    parser.add_argument("--env-kwargs", default="{}", help='JSON object of env constructor kwargs, e.g. \'{"max_turns": 8}\'')
+    parser.add_argument("--system-prompt", default=None, help="system message before the first observation (the same text the training config uses)")
+    return parser
+
+
+def rows_from_arguments(args: argparse.Namespace, *, with_messages: bool = True) -> list[EpisodeRow]:
+    """The rows :func:`add_dataset_arguments`' options ask for; a bad option exits with one line naming it."""
+    try:
+        env_kwargs = env_kwargs_option(args.env_kwargs)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
+    try:
+        return list(
+            episode_rows(
+                args.env,
+                args.n,
+                seed_start=args.seed_start,
+                env_kwargs=env_kwargs,
+                system_prompt=args.system_prompt,
+                with_messages=with_messages,
+            )
+        )
+    except ValueError as exc:  # LabelError is a ValueError
+        raise SystemExit(str(exc)) from None

@@ -1,0 +1,22 @@
+"""Command-line options that several commands read the same way (``gem replay``, every ``make_dataset``,
+the examples' ``--env-kwargs``)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+__all__ = ["env_kwargs_option"]
+
+
+def env_kwargs_option(text: str, option: str = "--env-kwargs") -> dict[str, Any]:
+    """The env kwargs a command line option holds as JSON; ValueError naming ``option`` and an example if
+    ``text`` is not a JSON object (every command that takes env kwargs reads them the same way)."""
+    example = f"e.g. {option} '{{\"max_turns\": 8}}'"
+    try:
+        env_kwargs = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{option} is not JSON ({exc}): it must be a JSON object, {example}") from None
+    if not isinstance(env_kwargs, dict):
+        raise ValueError(f"{option} must be a JSON object, got {text!r}; {example}")
+    return env_kwargs

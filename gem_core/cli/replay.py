@@ -1,0 +1,71 @@
+"""``gem replay FILE``: the command line of :mod:`gem_core.rollout.replay` (the engine stays in rollout/).
+
+The command reads the env kwargs, env id and judge a replay may use from the command line only; the
+exit code says whether any stored reward changed (0: none, 1: some, 2: the file could not be replayed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from gem_core.cli.options import env_kwargs_option
+from gem_core.rollout import replay as engine
+
+__all__ = ["add_replay_parser"]
+
+
+def _run(args: argparse.Namespace) -> int:
+    from gem_core.judge.options import judge_from_args
+
+    judge = None
+    try:
+        overrides = None if args.env_kwargs is None else env_kwargs_option(args.env_kwargs)
+        judge, rubric = judge_from_args(args)
+        episodes, changes = engine.replay_file(args.file, overrides, args.env_id, judge, rubric)
+    except (OSError, ValueError, KeyError) as exc:  # unreadable file, bad record, unknown env id
+        print(f"gem replay: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # noqa: BLE001 - an env that fails to build: one line naming it, no traceback
+        print(f"gem replay: {args.file}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if judge is not None:
+            judge.close()
+    for change in changes:
+        print(
+            f"episode {change.episode} turn {change.turn}: reward {change.stored_reward:+g} -> {change.replayed_reward:+g}"
+            + (f" ({change.note})" if change.note != "reward" else "")
+        )
+    print(f"{episodes} episodes replayed, {len(changes)} turns changed.")
+    return 1 if changes else 0
+
+
+def add_replay_parser(commands: Any) -> None:
+    """Add ``gem replay`` to the CLI's subcommands."""
+    parser = commands.add_parser(
+        "replay",
+        help="re-score stored trajectories against the current env (exit 1 if any reward changed)",
+        description=(engine.__doc__ or "").split("\n\n")[0],
+    )
+    parser.add_argument("file", help="a JSONL file written by gem_core.rollout.trajectory_io.write_trajectories")
+    parser.add_argument(
+        "--env-kwargs",
+        default=None,
+        help="JSON object replacing every episode's stored env kwargs; the only way to set one a file may not "
+        "choose (a sandbox mode, URL, path, module or limit)",
+    )
+    parser.add_argument(
+        "--env-id",
+        default=None,
+        help="env id replacing every episode's stored one; the only way to replay on a remote: id",
+    )
+    from gem_core.judge.options import add_judge_arguments
+
+    # Judged envs (judge:*) re-judge with the judge given here (another model re-scores every answer; the
+    # same model and --judge-cache replay for free); a trajectory file never names a judge.
+    add_judge_arguments(parser)
+    parser.set_defaults(run=_run)

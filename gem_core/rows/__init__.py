@@ -1,0 +1,19 @@
+"""GEM training datasets: which episode a dataset row stands for, and the rows themselves.
+
+A training dataset sits outside the episode engine: it names episodes (env id, seed, env kwargs) that
+the engine (:mod:`gem_core.rollout`) later plays. Every adapter's ``make_dataset`` builds its rows here
+and only lays them out in its framework's columns; every adapter's hook reads a row's label back here.
+
+- :mod:`~gem_core.rows.label`: :class:`EpisodeLabel`, :func:`parse_label`, :class:`LabelError`.
+- :mod:`~gem_core.rows.rows`: :class:`EpisodeRow`, :func:`episode_rows`, :func:`refuse_system_prompt`.
+- :mod:`~gem_core.rows.jsonl`: :func:`write_jsonl` (OpenRLHF's and RL2's file format).
+
+The shared ``make_dataset`` command line is part of the CLI (:mod:`gem_core.cli.dataset`), so nothing
+here imports ``argparse``.
+"""
+
+from gem_core.rows.jsonl import write_jsonl
+from gem_core.rows.label import EpisodeLabel, LabelError, parse_label
+from gem_core.rows.rows import EpisodeRow, episode_rows, refuse_system_prompt
+
+__all__ = ["EpisodeLabel", "EpisodeRow", "LabelError", "episode_rows", "parse_label", "refuse_system_prompt", "write_jsonl"]
