@@ -14,7 +14,7 @@ import functools
 import inspect
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, ClassVar, SupportsFloat
 
 import gymnasium as gym
@@ -22,7 +22,7 @@ from gymnasium import spaces
 
 __all__ = [
     "Env", "TextSpace", "StepResult", "MAX_TEXT_LENGTH", "EnvThreadPool", "ENV_THREADS", "run_in_env_thread",
-    "EPISODE_OVER", "episode_over_result", "guard_episode_end", "log_error_once", "episode_success",
+    "EPISODE_OVER", "episode_over_result", "guard_episode_end", "log_error_once", "warn_once", "episode_success",
     "STATE_FORMAT", "StateSnapshots",
 ]
 
@@ -111,8 +111,21 @@ class TextSpace(spaces.Text):
 EPISODE_OVER = "The episode is over; this action was not scored. Call reset() to start a new episode."
 
 logger = logging.getLogger("gem.env")
-_warned: set[tuple[str, str]] = set()
+_warned: set[Hashable] = set()
 _warned_lock = threading.Lock()
+
+
+def warn_once(log: logging.Logger, key: Hashable, message: str, *args: Any) -> None:
+    """Log ``message % args`` as a warning the first time ``key`` is seen in this process.
+
+    The one "warn once" of the package: errors an env turns into a reward or a truncation repeat on
+    every step of a training run, so each kind is logged once and counted in the metrics after that.
+    """
+    with _warned_lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    log.warning(message, *args)
 
 
 def log_error_once(env: Any, error: str, detail: str = "") -> None:
@@ -123,12 +136,8 @@ def log_error_once(env: Any, error: str, detail: str = "") -> None:
     every such step for the rollout's metrics.
     """
     env_id = getattr(env, "env_id", None) or type(env).__name__
-    key = (str(env_id), error.split(":", 1)[0])
-    with _warned_lock:
-        if key in _warned:
-            return
-        _warned.add(key)
-    logger.warning("%s: %s%s (scored as reward 0; further errors of this kind are not logged)", env_id, error, f": {detail}" if detail else "")
+    key = ("scored-error", str(env_id), error.split(":", 1)[0])
+    warn_once(logger, key, "%s: %s%s (scored as reward 0; further errors of this kind are not logged)", env_id, error, f": {detail}" if detail else "")
 
 
 def episode_success(infos: Sequence[Mapping[str, Any]], episode_return: float, terminated: bool) -> bool:

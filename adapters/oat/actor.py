@@ -29,7 +29,7 @@ from packaging.specifiers import SpecifierSet
 
 from gem_core.errors import GemError
 from gem_core.registry import spec as env_spec
-from gem_core.rollout import ChatTemplate, SamplingParams, run_episodes
+from gem_core.rollout import ChatTemplate, SamplingParams, run_episodes, trajectory_metrics
 from gem_adapters.framework_version import FrameworkVersionError, require_version
 from gem_adapters.oat.policy import ActorPolicy
 from gem_adapters.oat.transitions import oat_transitions
@@ -164,14 +164,8 @@ class GemCollector:
                 if trajectory.num_turns:
                     trajectories.append(trajectory)
                     episodes.append(oat_transitions(trajectory, tokenizer))
-        count = max(len(trajectories), 1)
-        metrics = {  # oat's step averages these into every transition's info, which its learner logs
-            "actor/num_episodes": len(episodes),
-            "actor/format_errors_per_episode": sum(t.metrics["format_errors"] for t in trajectories) / count,
-            "actor/env_errors_per_episode": sum(t.metrics["env_errors"] for t in trajectories) / count,
-            "actor/truncated_fraction": sum(t.truncated for t in trajectories) / count,
-        }
-        return episodes, metrics
+        # oat's step averages these into every transition's info, which its learner logs.
+        return episodes, {"actor/num_episodes": len(episodes), **trajectory_metrics(trajectories, prefix="actor/gem/")}
 
 
 def actor_class(base: type | None = None) -> type:

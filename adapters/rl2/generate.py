@@ -115,7 +115,7 @@ class GenerateEnv:
                 sample.state_dicts.append(sample.state_dict)
                 sample.metrics["turns"].append(trajectory.num_turns)
                 sample.metrics["rewards"].append(trajectory.episode_return)
-                sample.metrics["env_errors"].append(trajectory.metrics["env_errors"])
+                sample.metrics["env_error_turns"].append(trajectory.metrics["env_error_turns"])
                 sample.metrics["truncated"].append(trajectory.truncated)
                 sample.status = status.DONE
                 await self.episodes.close(key)

@@ -5,7 +5,7 @@ TRL calls ``rollout_func(prompts, trainer)`` with the batch's prompts (each repe
 episode after the prompt: the sampled action tokens (``env_mask`` 1, so they get the gradient) and the
 environment's observation tokens (``env_mask`` 0). Everything else returned reaches TRL's reward
 functions as keyword arguments: ``env_return``, ``turn_rewards``, ``turn_spans``, ``num_turns``,
-``success``, ``env_errors``, ``truncated`` and the trajectories themselves (``gem_trajectory``);
+``success``, ``env_error_turns``, ``truncated`` and the trajectories themselves (``gem_trajectory``);
 :func:`env_return_reward` is the reward function to pass (it also logs the episode statistics).
 
 Vision envs (``vision:*``) train a VLM with its processor as ``processing_class`` and a dataset from
@@ -137,7 +137,7 @@ def trajectories_to_rollout(
     out["num_turns"] = [t.num_turns for t in trajectories]
     out["success"] = [bool(t.metrics.get("success", False)) for t in trajectories]
     out["truncated"] = [bool(t.truncated) for t in trajectories]
-    out["env_errors"] = [int(t.metrics.get("env_errors", 0)) for t in trajectories]
+    out["env_error_turns"] = [int(t.metrics.get("env_error_turns", 0)) for t in trajectories]
     out["gem_trajectory"] = list(trajectories)  # for env_return_reward's metrics
     return out
 
@@ -149,7 +149,7 @@ def env_return_reward(
     """TRL reward function: the episode return computed by the env (sum of its per-turn rewards).
 
     It also logs the core's :func:`~gem_core.rollout.metrics.trajectory_metrics` of the batch (``gem/turns``,
-    ``gem/success``, ``gem/truncated``, ``gem/env_errors``, ...) through TRL's ``log_metric``, beside TRL's
+    ``gem/success``, ``gem/truncated``, ``gem/env_error_rate``, ...) through TRL's ``log_metric``, beside TRL's
     own metrics: an env that fails shows there instead of training on silent zero rewards.
     """
     if log_metric is not None and gem_trajectory:

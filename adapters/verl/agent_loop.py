@@ -250,7 +250,7 @@ class GemAgentLoop(AgentLoopBase):
         )
         # Sent to the server with every turn, so a turn ends at end-of-turn even where the model's own
         # generation config stops only at its eos token.
-        self.stop_token_ids = list(dict.fromkeys([*default_stop_token_ids(self.tokenizer), *self.chat_template.end_of_turn_ids]))
+        self.stop_token_ids = default_stop_token_ids(self.tokenizer, self.chat_template)
 
     async def run(self, sampling_params: dict[str, Any], **row: Any) -> AgentLoopOutput:
         label = episode_label(row)

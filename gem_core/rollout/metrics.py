@@ -18,8 +18,8 @@ __all__ = ["trajectory_metrics"]
 def trajectory_metrics(trajectories: Sequence[TokenTrajectory], *, prefix: str = "gem/") -> dict[str, float]:
     """Means and rates over ``trajectories``, keyed ``{prefix}{name}``; ``{}`` for an empty batch.
 
-    Keys: ``episodes``, ``env_errors`` (episodes ended by an error, a rate), ``env_error_turns`` (their
-    total), ``truncated``, ``terminated``, ``turns`` (mean), ``success`` (rate; an episode succeeds when
+    Keys: ``episodes``, ``env_error_rate`` (the share of episodes ended by an error), ``env_error_turns``
+    (the total of their error turns), ``truncated``, ``terminated``, ``turns`` (mean), ``success`` (rate; an episode succeeds when
     the session's verdict, :func:`gem_core.env.episode_success`), ``format_errors`` (mean per episode), ``return`` (mean).
     """
     n = len(trajectories)
@@ -28,7 +28,7 @@ def trajectory_metrics(trajectories: Sequence[TokenTrajectory], *, prefix: str =
     errors = [sum(1 for info in t.infos if "error" in info) for t in trajectories]
     values = {
         "episodes": float(n),
-        "env_errors": sum(1 for e in errors if e) / n,
+        "env_error_rate": sum(1 for e in errors if e) / n,
         "env_error_turns": float(sum(errors)),
         "truncated": sum(1 for t in trajectories if t.truncated) / n,
         "terminated": sum(1 for t in trajectories if t.terminated) / n,

@@ -66,15 +66,23 @@ class Policy(Protocol):
     async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Generation: ...
 
 
-def default_stop_token_ids(tokenizer: Any) -> list[int]:
-    """The tokenizer's eos id plus its chat template's end-of-turn ids (when the template is usable)."""
+def default_stop_token_ids(tokenizer: Any, chat_template: Any = None) -> list[int]:
+    """The ids that end a turn: ``chat_template``'s end-of-turn ids (by default the tokenizer's own
+    template, when usable) plus the tokenizer's eos id.
+
+    The one definition of a turn's stop ids, so the runner, the batch policies and the adapters stop
+    a turn at the same tokens.
+    """
     from gem_core.rollout.chat_template import ChatTemplate, ChatTemplateError
 
     ids: list[int] = []
-    try:
-        ids.extend(ChatTemplate.for_tokenizer(tokenizer).end_of_turn_ids)
-    except (ChatTemplateError, ValueError):
-        pass
+    if chat_template is not None:
+        ids.extend(chat_template.end_of_turn_ids)
+    else:
+        try:
+            ids.extend(ChatTemplate.for_tokenizer(tokenizer).end_of_turn_ids)
+        except (ChatTemplateError, ValueError):
+            pass
     if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
         ids.append(int(tokenizer.eos_token_id))
     return ids

@@ -15,7 +15,7 @@ from typing import Any
 
 from gem_core.errors import DependencyNotInstalled
 from gem_core.rollout.chat_template import ChatTemplate
-from gem_core.rollout.policy import Policy, SamplingParams
+from gem_core.rollout.policy import Policy, SamplingParams, default_stop_token_ids
 from gem_core.rollout.session import EpisodeSession
 from gem_core.rollout.trajectory import TokenTrajectory
 
@@ -81,10 +81,7 @@ async def run_session(
 def _with_stop_tokens(session: EpisodeSession, sampling: SamplingParams | None) -> SamplingParams:
     sampling = sampling or SamplingParams()
     if sampling.stop_token_ids is None:
-        stop = list(session.chat_template.end_of_turn_ids)
-        eos = session.tokenizer.eos_token_id
-        if eos is not None and eos not in stop:
-            stop.append(int(eos))
+        stop = default_stop_token_ids(session.tokenizer, session.chat_template)
         sampling = dataclasses.replace(sampling, stop_token_ids=stop)
     return sampling
 

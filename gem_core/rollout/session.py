@@ -43,7 +43,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gem_core.env import episode_success
+from gem_core.env import episode_success, warn_once
 from gem_core.rollout.chat_template import HISTORY_MODES, ChatTemplate, RenderedWindow
 from gem_core.rows.label import EpisodeLabel, parse_label
 from gem_core.rollout.trajectory import TokenTrajectory
@@ -53,19 +53,18 @@ from gem_core.rollout.trajectory_io import encode_env_state
 __all__ = ["EpisodeSession", "SessionStep"]
 
 logger = logging.getLogger("gem.rollout")
-_warned_env_ids: set[str | None] = set()
 
 
 def _warn_once(env_id: str | None, error: str) -> None:
     """Log the first error per env id: errors become truncations (reward 0) and must not pass unseen."""
-    if env_id not in _warned_env_ids:
-        _warned_env_ids.add(env_id)
-        logger.warning(
-            "Episode of env %r ended by an error (truncated, reward 0; later errors of this env are counted in "
-            "trajectory_metrics()['env_errors'] but not logged): %s",
-            env_id,
-            error,
-        )
+    warn_once(
+        logger,
+        ("episode-error", env_id),
+        "Episode of env %r ended by an error (truncated, reward 0; later errors of this env are counted in "
+        "trajectory_metrics()['env_error_rate'] but not logged): %s",
+        env_id,
+        error,
+    )
 
 
 @dataclass
@@ -483,7 +482,7 @@ class EpisodeSession:
             "terminated": self._terminated,
             "truncated": self._truncated,
             "truncated_by": self._truncated_by,
-            "env_errors": sum(1 for i in self._infos if "error" in i),
+            "env_error_turns": sum(1 for i in self._infos if "error" in i),
             "has_logprobs": not self._missing_logprobs,
             "fork_turn": self.fork_turn,
         }

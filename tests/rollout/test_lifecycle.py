@@ -7,11 +7,11 @@ import logging
 import subprocess
 import sys
 import threading
+import uuid
 
 import pytest
 
 from gem_core.rollout import ChatTemplate, EpisodeSession, run_episodes, trajectory_metrics
-from gem_core.rollout import session as session_module
 from gem_core.testing import ScriptedPolicy, make_tokenizer
 from gem_core.tools.tool import SyncTool, Tool, ToolCall, ToolResult
 from gem_core.wrappers.tools import ToolUse
@@ -109,11 +109,11 @@ async def test_hundred_episodes_leave_no_process_or_thread_behind(scripted_env):
 
 async def test_errors_are_counted_and_logged_once_per_env_id(scripted_env, caplog):
     tokenizer = make_tokenizer("chatml")
-    session_module._warned_env_ids.discard("broken-env")
+    env_id = f"broken-env-{uuid.uuid4().hex}"  # an id no earlier test has warned about
     trajectories = []
     with caplog.at_level(logging.WARNING, logger="gem"):
         for seed in range(3):
-            session = EpisodeSession(scripted_env(rewards=[0.0, 1.0], fail_on_turn=1), tokenizer, env_id="broken-env")
+            session = EpisodeSession(scripted_env(rewards=[0.0, 1.0], fail_on_turn=1), tokenizer, env_id=env_id)
             await session.start(seed=seed)
             await session.step(action_text="x")
             trajectories.append(session.trajectory())
@@ -121,10 +121,10 @@ async def test_errors_are_counted_and_logged_once_per_env_id(scripted_env, caplo
     await ok.start(seed=0)
     await ok.step(action_text="x")
     trajectories.append(ok.trajectory())
-    records = [r for r in caplog.records if r.name.startswith("gem") and "broken-env" in r.getMessage()]
+    records = [r for r in caplog.records if r.name.startswith("gem") and env_id in r.getMessage()]
     assert len(records) == 1 and "tool crashed" in records[0].getMessage()
     metrics = trajectory_metrics(trajectories)
-    assert metrics["gem/env_errors"] == 0.75 and metrics["gem/env_error_turns"] == 3.0
+    assert metrics["gem/env_error_rate"] == 0.75 and metrics["gem/env_error_turns"] == 3.0
     assert metrics["gem/truncated"] == 0.75 and metrics["gem/terminated"] == 0.25
     assert metrics["gem/turns"] == 1.0 and metrics["gem/return"] == 0.25
     assert trajectory_metrics([]) == {}

@@ -149,7 +149,7 @@ async def test_env_error_becomes_truncation_with_info(tiny_tokenizer, scripted_e
     assert step.done and step.truncated and step.reward == 0.0
     assert "tool crashed" in step.info["error"]
     traj = session.trajectory()
-    assert traj.metrics["env_errors"] == 1 and traj.metrics["truncated_by"] == "error"
+    assert traj.metrics["env_error_turns"] == 1 and traj.metrics["truncated_by"] == "error"
 
 
 async def test_a_state_the_env_cannot_snapshot_ends_the_episode_not_the_rollout(tiny_tokenizer, scripted_env):

@@ -157,8 +157,9 @@ def test_oats_step_returns_the_core_episodes_as_transitions(played, tokenizer):
     info = episodes[0][0].info
     assert info["actor/mean_episode_return"] == pytest.approx(np.mean(returns))
     assert info["actor/num_episodes"] == len(episodes)
-    assert info["actor/truncated_fraction"] == pytest.approx(np.mean(truncated))
-    assert info["actor/env_errors_per_episode"] == 0.0
+    assert info["actor/gem/truncated"] == pytest.approx(np.mean(truncated))
+    assert info["actor/gem/return"] == pytest.approx(np.mean(returns))
+    assert info["actor/gem/env_error_rate"] == 0.0
 
 
 def test_history_as_rendered_gives_each_turn_the_history_the_template_renders():

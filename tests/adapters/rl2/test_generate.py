@@ -79,7 +79,7 @@ async def test_generate_writes_the_core_episode_into_the_sample(tokenizer, fake_
     assert seq["rewards"] == pytest.approx([0.0] * n_prompt + core.token_rewards)
     assert sample.metrics["turns"] == [core.num_turns]
     assert sample.metrics["rewards"] == pytest.approx([core.episode_return])
-    assert sample.metrics["env_errors"] == [0] and sample.metrics["truncated"] == [core.truncated]
+    assert sample.metrics["env_error_turns"] == [0] and sample.metrics["truncated"] == [core.truncated]
     assert open_envs.made == 1 and open_envs.open == 0, "the finished episode's env is closed"
     assert len(requests) == core.num_turns + int(abort_first)
     assert all(r["return_logprob"] and r["sampling_params"]["no_stop_trim"] for r in requests)

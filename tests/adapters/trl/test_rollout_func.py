@@ -185,7 +185,7 @@ def test_episodes_gem_truncated_are_masked_by_mask_truncated_completions(grpo_co
     logged = next(entry for entry in trainer.state.log_history if "gem/truncated" in entry)
     assert logged["gem/truncated"] == pytest.approx(np.mean([t.truncated for t in trajectories]))
     assert logged["gem/turns"] == pytest.approx(np.mean([t.num_turns for t in trajectories]))
-    assert logged["gem/env_errors"] == 0 and "gem/success" in logged
+    assert logged["gem/env_error_rate"] == 0 and "gem/success" in logged
 
 
 def test_episode_that_ended_normally_gets_eos_and_a_truncated_one_never_ends_in_eos():
