@@ -79,6 +79,15 @@ class CallResult:
     def ok(self) -> bool:
         return not self.timed_out and self.error is None
 
+    @property
+    def scoring_error(self) -> str | None:
+        """What a scoring env puts in ``info["error"]``: ``None`` on success, ``"timeout"``, or
+        ``"scorer crashed: <exception>"``; the one mapping, so every env's errors read (and are
+        warned about, :func:`report_scoring`) alike."""
+        if self.timed_out:
+            return "timeout"
+        return None if self.error is None else f"scorer crashed: {self.error}"
+
 
 def _resolve(reference: str) -> Callable[..., Any]:
     module_name, _, attr = reference.partition(":")

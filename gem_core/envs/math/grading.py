@@ -210,10 +210,8 @@ class GraderPool(ScoringPool):
     def grade(self, prediction: str, gold: str, timeout: float = 5.0) -> GradeResult:
         """Grade with a deadline of ``timeout`` seconds (worker start-up excluded)."""
         result = self.call("gem_core.envs.math.grading:grade_inline", prediction, gold, timeout=timeout)
-        if result.timed_out:
-            return GradeResult(False, timed_out=True, error="timeout", setup_seconds=result.setup_seconds)
-        if result.error is not None:
-            return GradeResult(False, error=result.error, setup_seconds=result.setup_seconds)
+        if not result.ok:
+            return GradeResult(False, timed_out=result.timed_out, error=result.scoring_error, setup_seconds=result.setup_seconds)
         return GradeResult(bool(result.value), setup_seconds=result.setup_seconds)
 
 

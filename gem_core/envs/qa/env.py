@@ -125,10 +125,8 @@ class QAEnv(DatasetEnv):
             "gem_core.envs.qa.scoring:score_answer", answer, self.golds, timeout=self.score_timeout
         )
         self._setup_seconds = result.setup_seconds
-        if result.timed_out:
-            return (False, 0.0), "timeout"
-        if result.error is not None:
-            return (False, 0.0), f"scorer crashed: {result.error}"
+        if not result.ok:
+            return (False, 0.0), result.scoring_error
         return result.value, None
 
     def sample_random_action(self) -> str:

@@ -164,10 +164,8 @@ class ReasoningGymEnv(Env):
             timeout=self.score_timeout, prepare=("gem_core.envs.reasoning_gym.env:_prepare_worker", dataset_args),
         )
         self._setup_seconds = result.setup_seconds
-        if result.timed_out:
-            return 0.0, "timeout"
-        if result.error is not None:
-            return 0.0, f"scorer crashed: {result.error}"
+        if not result.ok:
+            return 0.0, result.scoring_error
         return float(result.value), None
 
     def step(self, action: str) -> StepResult:

@@ -83,6 +83,24 @@ def test_pool_reports_a_crash_as_an_error(pool):
     assert not result.ok and result.error.startswith("ValueError")
 
 
+def test_a_call_result_names_its_trouble_the_one_way_every_scoring_env_reports_it(pool):
+    assert pool.call("math:factorial", 5, timeout=30).scoring_error is None
+    assert pool.call("time:sleep", 30, timeout=0.5).scoring_error == "timeout"
+    assert pool.call("math:factorial", -1, timeout=30).scoring_error.startswith("scorer crashed: ValueError")
+
+
+def test_math_grader_reports_a_crash_as_the_other_scorers_do():
+    from gem_core.envs.math.grading import GraderPool
+
+    grader = GraderPool(max_workers=1)
+    try:
+        result = grader.grade(None, "1", timeout=30)  # a non-string answer crashes the grader in its worker
+    finally:
+        grader.close()
+    assert not result.correct and not result.timed_out
+    assert result.error is not None and result.error.startswith("scorer crashed: ")
+
+
 def test_a_scorer_that_prints_does_not_corrupt_the_replies(pool):
     assert pool.call("builtins:print", "garbage on stdout", timeout=30).ok
     assert pool.call("math:factorial", 4, timeout=30).value == 24
