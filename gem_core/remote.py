@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from gem_core.env import Env, StepResult
 from gem_core.errors import GemError
 from gem_core.http_call import CallFailed, arequest, async_client
+from gem_core.sync_bridge import LoopThread, run_sync
 
 __all__ = ["RemoteEnv", "RemoteEnvError", "parse_remote_id", "REMOTE_PREFIX"]
 
@@ -45,27 +46,6 @@ def parse_remote_id(remote_id: str) -> tuple[str, str]:
             "e.g. 'remote:http://127.0.0.1:8765/game:Wordle-v0' (the server runs `gem serve game:Wordle-v0`)."
         )
     return url, env_id
-
-
-class _LoopThread:
-    """A private event loop on a daemon thread: the sync methods run the async ones here, on one client."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="gem-remote-env", daemon=True)
-        self.thread.start()
-
-    def run(self, make_coroutine: Callable[[], Awaitable[T]]) -> T:
-        async def call() -> T:
-            return await make_coroutine()
-
-        return asyncio.run_coroutine_threadsafe(call(), self.loop).result()
-
-    def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-        if not self.thread.is_alive():
-            self.loop.close()
 
 
 class RemoteEnv(Env):
@@ -109,7 +89,7 @@ class RemoteEnv(Env):
 
     def _init_transport(self) -> None:
         self._pid = os.getpid()
-        self._loop_thread: _LoopThread | None = None
+        self._loop_thread: LoopThread | None = None
         self._clients: dict[int, tuple[asyncio.AbstractEventLoop, Any]] = {}
         self._transport_lock = threading.Lock()
 
@@ -144,7 +124,7 @@ class RemoteEnv(Env):
             self._init_transport()
         with self._transport_lock:
             if self._loop_thread is None:
-                self._loop_thread = _LoopThread()
+                self._loop_thread = LoopThread("gem-remote-env")
         return self._loop_thread.run(make_coroutine)
 
     async def _request(self, method: str, path: str, payload: Any = None, *, idempotent: bool = True) -> dict[str, Any]:
@@ -273,7 +253,5 @@ class RemoteEnv(Env):
             self._loop_thread.stop()
             self._loop_thread = None
         elif self._session_id is not None:
-            from gem_core.sync_bridge import run_sync
-
             run_sync(self.aclose)
         super().close()

@@ -26,6 +26,7 @@ from gem_core.judge.cache import VerdictCache, verdict_key
 from gem_core.judge.prompt import PROMPT_VERSION, PromptBuilder, build_messages, new_nonce
 from gem_core.judge.rubric import Rubric
 from gem_core.judge.verdict import VerdictError, parse_verdict
+from gem_core.sync_bridge import LoopThread
 
 __all__ = ["Judge", "Verdict"]
 
@@ -120,27 +121,23 @@ class Judge:
         self.prompt, self.transport = prompt, transport
         self.calls = 0  # judge requests made (cache misses that reached the endpoint)
         self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._loop_thread: LoopThread | None = None
         self._endpoint: Any = None
         self._pid = os.getpid()
 
     # -- the judge's own event loop -----------------------------------------------------------------
 
-    def _running_loop(self) -> asyncio.AbstractEventLoop:
+    def _running_loop(self) -> LoopThread:
         with self._lock:
             if self._pid != os.getpid():  # a forked child: the parent's loop thread does not exist here
-                self._loop = self._thread = self._endpoint = None
+                self._loop_thread = self._endpoint = None
                 self._pid = os.getpid()
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(target=loop.run_forever, name=f"gem-judge-{self.model}", daemon=True)
-                thread.start()
-                self._loop, self._thread = loop, thread
-            return self._loop
+            if self._loop_thread is None:
+                self._loop_thread = LoopThread(f"gem-judge-{self.model}")
+            return self._loop_thread
 
     def _submit(self, task: str, answer: str, rubric: Rubric, reference: str | None) -> concurrent.futures.Future:
-        return asyncio.run_coroutine_threadsafe(self._bounded(task, answer, rubric, reference), self._running_loop())
+        return self._running_loop().submit(self._bounded(task, answer, rubric, reference))
 
     # -- judging ----------------------------------------------------------------------------------
 
@@ -222,20 +219,16 @@ class Judge:
     def close(self) -> None:
         """Close the connections and stop the judge's thread (a later call starts them again)."""
         with self._lock:
-            loop, thread, endpoint = self._loop, self._thread, self._endpoint
-            self._loop = self._thread = self._endpoint = None
-        if loop is None or self._pid != os.getpid():
+            loop_thread, endpoint = self._loop_thread, self._endpoint
+            self._loop_thread = self._endpoint = None
+        if loop_thread is None or self._pid != os.getpid():
             return
         if endpoint is not None:
             try:
-                asyncio.run_coroutine_threadsafe(endpoint.aclose(), loop).result(timeout=5.0)
+                loop_thread.submit(endpoint.aclose()).result(timeout=5.0)
             except Exception:  # noqa: BLE001 - closing is best effort
                 pass
-        loop.call_soon_threadsafe(loop.stop)
-        if thread is not None:
-            thread.join(timeout=5.0)
-        if not loop.is_running():
-            loop.close()
+        loop_thread.stop(timeout=5.0)
 
     def __reduce__(self):  # a copy in another process (a Ray actor, a process worker) opens its own connections
         kwargs = dict(

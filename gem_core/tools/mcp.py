@@ -23,7 +23,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from gem_core.sync_bridge import run_sync
+from gem_core.sync_bridge import LoopThread, run_sync
 from gem_core.tools.tags import tag_spans
 from gem_core.tools.tool import ToolCall, ToolResult
 
@@ -150,8 +150,7 @@ class MCPTool:
         #: errors and waits, so the tool names this cause instead of a bare timeout.
         self._refusal: Exception | None = None
         self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._loop_thread: LoopThread | None = None
         self._client: Any = None
         self._tools: list[dict[str, Any]] = []
         self._pid = os.getpid()
@@ -176,22 +175,20 @@ class MCPTool:
         if self._pid != os.getpid():
             # A forked copy: the session and its loop thread stayed in the parent. Start our own.
             self._lock, self._pid = threading.Lock(), os.getpid()
-            self._loop = self._thread = self._client = None
+            self._loop_thread = self._client = None
         with self._lock:
             if self._client is not None:
                 return
-            loop = asyncio.new_event_loop()
-            thread = threading.Thread(target=loop.run_forever, name="gem-mcp-client", daemon=True)
-            thread.start()
+            loop_thread = LoopThread("gem-mcp-client")
             try:
                 # _connect bounds itself and cleans up after a failure; the outer wait is a safety margin.
-                future = asyncio.run_coroutine_threadsafe(self._connect(), loop)
+                future = loop_thread.submit(self._connect())
                 client, tools = future.result(self.connect_timeout + 15)
             except BaseException:
                 future.cancel()
-                _stop_loop(loop, thread)
+                loop_thread.stop()
                 raise
-            self._loop, self._thread, self._client, self._tools = loop, thread, client, tools
+            self._loop_thread, self._client, self._tools = loop_thread, client, tools
 
     async def _connect(self) -> tuple[Any, list[dict[str, Any]]]:
         from fastmcp import Client
@@ -259,8 +256,8 @@ class MCPTool:
         return await self._client.call_tool(name, arguments, raise_on_error=False, timeout=self.timeout)
 
     def _submit(self, call: ToolCall) -> concurrent.futures.Future:
-        assert self._loop is not None
-        return asyncio.run_coroutine_threadsafe(self._call(call.content["name"], call.content["arguments"]), self._loop)
+        assert self._loop_thread is not None
+        return self._loop_thread.submit(self._call(call.content["name"], call.content["arguments"]))
 
     def _answer(self, call: ToolCall, result: Any = None, error: BaseException | None = None) -> ToolResult:
         info: dict[str, Any] = {"tool_name": call.content["name"]}
@@ -305,16 +302,16 @@ class MCPTool:
     def _drop_session(self) -> None:
         """End the session (and the stdio server process) and stop the private loop."""
         with self._lock:
-            if self._loop is None:
+            if self._loop_thread is None:
                 return
-            loop, thread, client = self._loop, self._thread, self._client
-            self._client = self._loop = self._thread = None
+            loop_thread, client = self._loop_thread, self._client
+            self._client = self._loop_thread = None
         if client is not None:
             try:
-                asyncio.run_coroutine_threadsafe(_shutdown_client(client), loop).result(15)
+                loop_thread.submit(_shutdown_client(client)).result(15)
             except Exception:
                 pass
-        _stop_loop(loop, thread)
+        loop_thread.stop()
 
     def close(self) -> None:
         """End the session (and the stdio server process) and stop the private loop; safe to call twice."""
@@ -342,11 +339,3 @@ async def _shutdown_client(client: Any) -> None:
         except BaseException:  # a half-open session may fail to exit; the next step still runs
             pass
 
-
-def _stop_loop(loop: asyncio.AbstractEventLoop, thread: threading.Thread | None) -> None:
-    if not loop.is_closed():
-        loop.call_soon_threadsafe(loop.stop)
-    if thread is not None:
-        thread.join(10)
-    if not loop.is_closed() and (thread is None or not thread.is_alive()):
-        loop.close()

@@ -66,10 +66,10 @@ def test_judge_url_and_model_build_the_judge(judge_server, tmp_path):
         env.reset(seed=1)
         _, reward, *_ , info = env.step("no idea")
     finally:
-        thread = env.judge._thread
+        thread = env.judge._loop_thread.thread
         env.close()  # the env built this judge, so it closes it
     assert reward == pytest.approx(0.2) and info["judge"]["model"] == "scripted-judge"
-    assert env.judge._loop is None and not thread.is_alive()
+    assert env.judge._loop_thread is None and not thread.is_alive()
     with pytest.raises(ValueError, match="both judge_url= and judge_model="):
         gem_core.make("judge:Sample", judge_url=server.url)
 
