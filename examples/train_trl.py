@@ -2,8 +2,11 @@
 
 With no arguments this runs on a CPU: a tiny transformer with random weights and a tokenizer trained
 right here learn to play GuessTheNumber (1-4, three guesses, "higher"/"lower" hints) from the env's
-rewards alone. The tokenizer makes each move (`\boxed{3}`) a single token and a turn is one token, so
-the run fits a CPU; random moves win 58% of the games; the trained model wins 50-89% depending on the seed. Each step prints
+rewards alone. The tokenizer makes each move (`\boxed{3}`) and each of this game's observations a single
+token, and a turn is one sampled token, so the run fits a CPU. A short warm start on random-move episodes
+teaches the move format only (a pretrained model's prior); RL then finds the binary search the hints allow:
+random moves win 57% of the games, a fixed guessing order at most 75%, the trained model 98-100% on seeds
+0-4 (mean return over the last 20% of steps; bench/learning/results/README.md tells how). Each step prints
 one line (step, mean return, success rate, seconds); TRL's full metrics go to `runs/trl/log.jsonl`,
 the reward curve (next to a random-move baseline) to `runs/trl/reward_curve.png` and the numbers to
 `metrics.json`. Ctrl-C stops early and still writes the curve and metrics of the steps done (exit 130).
@@ -68,7 +71,7 @@ class Args:
     )
     model: str | None = field(default=None, metadata={"help": "hub id or local path; default: a tiny model built here"})
     use_vllm: bool = field(default=False, metadata={"help": "sample with vLLM (GPU) instead of model.generate"})
-    steps: int = field(default=150, metadata={"help": "optimizer steps"})
+    steps: int = field(default=250, metadata={"help": "optimizer steps"})
     num_generations: int = field(default=2, metadata={"help": "episodes per prompt (one GRPO group)"})
     prompts_per_step: int = field(
         default=32,
@@ -269,6 +272,8 @@ def format_warm_start(model, tokenizer, env_id: str, env_kwargs: dict, steps: in
 
     examples = [asyncio.run(play(20_000_000 + episode_seed)) for episode_seed in range(episodes)]
     examples = [(ids, positions) for ids, positions in examples if positions]
+    if not examples:  # no episode let a move in (a prompt longer than the token budget): nothing to teach
+        return float("nan")
     rng = np.random.default_rng(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate)
     model.train()
