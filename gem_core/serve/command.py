@@ -23,7 +23,7 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"gem serve: {port_error(args.port)}", file=sys.stderr)
         return 2
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401  (checked here: one clear message when the extra is missing)
 
         from gem_core.serve.app import create_app
     except ImportError as error:
@@ -61,26 +61,10 @@ def _serve(args: argparse.Namespace) -> int:
     host, port = sock.getsockname()[:2]
     if host not in ("127.0.0.1", "::1", "localhost") and not args.token:
         print("gem serve: warning: listening beyond loopback without --token; anyone who reaches the port can use it", file=sys.stderr)
-    # The guard bounds what uvicorn does not: header and body deadlines, connections in total (under the
-    # open-file limit) and per client; its socket gate needs asyncio's loop (uvloop accepts in C).
-    # A WebSocket step message may be up to twice --max-action-bytes.
-    uvicorn_config = uvicorn.Config(
-        app,
-        http=guard.protocol_class(),
-        loop="asyncio",
-        log_level="warning",
-        access_log=False,
-        timeout_keep_alive=30,
-        backlog=2048,
-        ws_max_size=max(args.max_body_bytes, 2 * args.max_action_bytes),
-    )
     print(f"gem serve: {args.env_id} at http://{host}:{port} (WebSocket ws://{host}:{port}/ws)", flush=True)
-    try:
-        uvicorn.Server(uvicorn_config).run(sockets=[sock])
-    except KeyboardInterrupt:
-        pass
-    finally:
-        sock.close()
+    # The guard bounds what uvicorn does not: header and body deadlines, connections in total (under the
+    # open-file limit) and per client. A WebSocket step message may be up to twice --max-action-bytes.
+    guard.serve(app, sock, timeout_keep_alive=30, ws_max_size=max(args.max_body_bytes, 2 * args.max_action_bytes))
     return 0
 
 

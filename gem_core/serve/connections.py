@@ -222,6 +222,26 @@ class ConnectionGuard:
         gated = GatedSocket(sock.family, sock.type, sock.proto, fileno=sock.detach())
         return gated
 
+    # --- serving -----------------------------------------------------------------------------------
+
+    def serve(self, app: Any, sock: socket.socket, **uvicorn_options: Any) -> None:
+        """Run ``app`` under uvicorn on ``sock`` (from :meth:`listen`) until interrupted, then close ``sock``.
+
+        The one way GEM's servers start uvicorn: the guard's protocol, asyncio's loop (the socket gate
+        needs asyncio's ``accept``; uvloop accepts in C), no access log. ``uvicorn_options`` add to
+        ``uvicorn.Config`` (``timeout_keep_alive``, ``ws_max_size``, ...).
+        """
+        import uvicorn
+
+        options: dict[str, Any] = {"log_level": "warning", "access_log": False, "backlog": 2048, **uvicorn_options}
+        config = uvicorn.Config(app, http=self.protocol_class(), loop="asyncio", **options)
+        try:
+            uvicorn.Server(config).run(sockets=[sock])
+        except KeyboardInterrupt:
+            pass
+        finally:
+            sock.close()
+
     # --- the protocol --------------------------------------------------------------------------------
 
     def protocol_class(self) -> type[asyncio.Protocol]:

@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> None:
     if port_error(args.port):
         parser.exit(2, f"gem-retrieval-server: {port_error(args.port)}\n")
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401  (checked here: one clear message when the extra is missing)
     except ImportError:
         parser.exit(2, "gem-retrieval-server: needs uvicorn and starlette: pip install -e \".[search]\"\n")
     try:
@@ -142,22 +142,8 @@ def main(argv: list[str] | None = None) -> None:
     except OSError as error:
         parser.exit(2, f"gem-retrieval-server: cannot listen on {args.host}:{args.port}: {error}\n")
     host, port = sock.getsockname()[:2]
-    config = uvicorn.Config(
-        create_app(index, args.topk, limits),
-        http=guard.protocol_class(),
-        loop="asyncio",  # the guard's socket gate needs asyncio's accept (uvloop accepts in C)
-        log_level="warning",
-        timeout_keep_alive=5,
-        backlog=2048,
-        access_log=False,
-    )
     print(f"gem-retrieval-server: {len(index.documents)} documents, listening on http://{host}:{port}/retrieve", flush=True)
-    try:
-        uvicorn.Server(config).run(sockets=[sock])
-    except KeyboardInterrupt:
-        pass
-    finally:
-        sock.close()
+    guard.serve(create_app(index, args.topk, limits), sock, timeout_keep_alive=5)
 
 
 if __name__ == "__main__":
