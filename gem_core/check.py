@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CheckResult", "check_env", "HOSTILE_ACTIONS", "add_check_parser"]
+__all__ = ["CheckResult", "check_env", "HOSTILE_ACTIONS", "add_check_parser", "random_play_transcript"]
 
 HOSTILE_ACTIONS: dict[str, str] = {
     "empty": "",
@@ -105,7 +105,12 @@ class _MalformedStep(Exception):
     """A step whose answer is not a well-formed step tuple (not a determinism failure: the message says what)."""
 
 
-def _transcript(make_env: Callable[[], Any], seed: int, turns: int) -> list[Any]:
+def random_play_transcript(make_env: Callable[[], Any], seed: int, turns: int) -> list[Any]:
+    """What a fresh env from ``make_env`` shows over at most ``turns`` of its own random actions from
+    ``reset(seed=seed)``: the first observation, then ``(action, observation, reward, terminated,
+    truncated)`` per turn. Same seed, same transcript is the determinism contract (``gem check`` and the
+    env contract tests compare two). A step that is not a well-formed step tuple raises ``_MalformedStep``.
+    """
     env = make_env()
     try:
         observation, info = env.reset(seed=seed)
@@ -128,7 +133,7 @@ def _transcript(make_env: Callable[[], Any], seed: int, turns: int) -> list[Any]
 def _determinism_check(make_env: Callable[[], Any], seeds: tuple[int, ...] = (0, 1), turns: int = 8) -> CheckResult:
     for seed in seeds:
         try:
-            first, second = _transcript(make_env, seed, turns), _transcript(make_env, seed, turns)
+            first, second = random_play_transcript(make_env, seed, turns), random_play_transcript(make_env, seed, turns)
         except _MalformedStep as error:
             return CheckResult("determinism", False, str(error))
         except Exception as error:

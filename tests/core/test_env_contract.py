@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from collections.abc import Sequence
 
 from gem_core import Env, list_envs, spec
+from gem_core.check import random_play_transcript
 from gem_core.env import EPISODE_OVER
 
 ENV_IDS = [env_id for env_id in list_envs() if not env_id.startswith("multi:")]  # multi-agent games: tests/core/envs/test_multi_agent.py
@@ -64,19 +65,8 @@ def test_gymnasium_check_env(env_id):
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_same_seed_same_episode(env_id):
-    def episode(seed: int) -> list:
-        env = make_sample(env_id)
-        obs, _ = env.reset(seed=seed)
-        trace = [obs]
-        for _ in range(5):
-            action = env.sample_random_action()
-            obs, reward, terminated, truncated, _ = env.step(action)
-            trace.append((action, obs, float(reward), terminated, truncated))
-            if terminated or truncated:
-                break
-        return trace
-
-    assert episode(7) == episode(7)
+    first, second = (random_play_transcript(lambda: make_sample(env_id), seed=7, turns=5) for _ in range(2))
+    assert len(first) > 1 and first == second
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
