@@ -86,10 +86,16 @@ class RunSpec:
     num_generations: int
     prompts_per_step: int
     beta: float = 0.0
+    vocab_size: int = 1000
+    warm_start_steps: int = 15
 
     @property
     def name(self) -> str:
         return f"{self.env}/{self.estimator}/seed{self.seed}"
+
+
+#: Settings the recipe gained after runs were saved (issue 29): a saved run without one ran at this value.
+BEFORE_SETTING = {"vocab_size": 320, "warm_start_steps": 0}
 
 
 def load_example():
@@ -109,6 +115,7 @@ def run_one(spec: RunSpec, out: str) -> dict:
         env=setting.env_id, env_kwargs=json.dumps(setting.env_kwargs), steps=spec.steps, seed=spec.seed,
         turn_credit=ESTIMATORS[spec.estimator], gamma=spec.gamma, learning_rate=spec.learning_rate,
         num_generations=spec.num_generations, prompts_per_step=spec.prompts_per_step, beta=spec.beta, out=out,
+        vocab_size=spec.vocab_size, warm_start_steps=spec.warm_start_steps,
     )
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "stdout.txt"), "w") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
@@ -127,7 +134,7 @@ def reusable(path: Path, spec: RunSpec) -> dict | None:
         return None
     # A run saved before a setting existed ran at that setting's default.
     defaults = {f.name: f.default for f in fields(RunSpec) if f.default is not MISSING}
-    if {**defaults, **metrics.get("spec", {})} != asdict(spec) or metrics.get("interrupted") or metrics.get("steps") != spec.steps:
+    if {**defaults, **BEFORE_SETTING, **metrics.get("spec", {})} != asdict(spec) or metrics.get("interrupted") or metrics.get("steps") != spec.steps:
         return None
     metrics["spec"] = asdict(spec)
     return metrics
@@ -363,6 +370,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--beta", type=float, default=0.0,
                         help="KL penalty to the initial model, for every estimator alike (the random initial "
                              "policy is near uniform: this holds entropy up)")
+    parser.add_argument("--vocab_size", type=int, default=1000, help="the tiny tokenizer's BPE vocabulary (the main job's)")
+    parser.add_argument("--warm_start_steps", type=int, default=15,
+                        help="supervised steps on random-move episodes before RL (the move format only; the main job's)")
     parser.add_argument("--window", type=int, default=10, help="moving-average window for the plots and the threshold")
     parser.add_argument("--jobs", type=int, default=2, help="runs in parallel (one torch thread each); 1 = in this process")
     parser.add_argument("--out", default="bench/learning/results")
@@ -386,7 +396,7 @@ def main(argv: list[str] | None = None) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     # Seed by seed: a comparison stopped early (and continued with --resume) has whole seeds of every cell.
     specs = [RunSpec(env, estimator, seed, args.steps, args.gamma, args.learning_rate, args.num_generations,
-                     args.prompts_per_step, args.beta)
+                     args.prompts_per_step, args.beta, args.vocab_size, args.warm_start_steps)
              for seed in args.seeds for env in args.envs for estimator in args.estimators]
     started = time.perf_counter()
     runs, loads, trained = train_all(specs, out, args.jobs, args.resume)
