@@ -68,3 +68,21 @@ def test_resume_reuses_a_run_saved_before_a_setting_existed_only_at_its_default(
     reused = compare.reusable(metrics, spec)
     assert reused is not None and reused["spec"] == asdict(spec)
     assert compare.reusable(metrics, compare.RunSpec("guess", "rebn", 0, 3, 0.9, 3e-3, 4, 2, beta=0.04)) is None
+
+
+def test_resume_does_not_reuse_a_run_of_the_recipe_before_issue_29_for_todays_recipe(tmp_path):
+    """Runs saved before the warm start and the 1000-token vocabulary ran without them: ``--resume`` reuses
+    them only for a spec that asks for the old recipe (vocab 320, no warm start), never for today's."""
+    from dataclasses import asdict
+
+    from gem_core.testing import load_script
+
+    compare = load_script(COMPARE, "compare_under_test")
+    today = compare.RunSpec("guess", "rebn", 0, 3, 0.9, 3e-3, 4, 2)
+    saved = {k: v for k, v in asdict(today).items() if k not in ("vocab_size", "warm_start_steps")}
+    metrics = tmp_path / "metrics.json"
+    metrics.write_text(json.dumps({"spec": saved, "steps": 3, "reward_per_step": [0.0, 0.1, 0.2]}))
+    assert (today.vocab_size, today.warm_start_steps) == (1000, 15)
+    assert compare.reusable(metrics, today) is None
+    old_recipe = compare.RunSpec("guess", "rebn", 0, 3, 0.9, 3e-3, 4, 2, vocab_size=320, warm_start_steps=0)
+    assert compare.reusable(metrics, old_recipe) is not None
