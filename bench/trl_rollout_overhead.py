@@ -199,7 +199,7 @@ def make_trainers(args, model, tokenizer, device: str, out_dir: str):
         temperature=1.0, use_cpu=on_cpu, bf16=not on_cpu, activation_checkpointing=False, use_vllm=False, logging_steps=1,
         save_strategy="no", report_to=[], disable_tqdm=True, seed=args.seed,
     )
-    dataset = make_dataset(ENV_ID, n=max(64, batch * args.rounds * args.steps), seed=args.seed)
+    dataset = make_dataset(ENV_ID, n=max(64, batch * args.rounds * args.steps), seed_start=args.seed)
     sampled = args.turns * args.turn_tokens
     stock_times: list[float] = []
     gem_times: list[float] = []

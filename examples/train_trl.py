@@ -47,7 +47,6 @@ import numpy as np
 
 import gem_core
 from gem_core.registry import UnknownEnvError
-from gem_core.renamed import renamed_argument
 from gem_core.cli.options import env_kwargs_option
 
 DEFAULT_ENV = "game:GuessTheNumber-v0"
@@ -84,7 +83,6 @@ class Args:
         metadata={"help": "most tokens the model writes per turn (default: the longest move in tokens for the tiny "
                           "model, whose moves are single tokens; 256 with --model)"},
     )
-    max_turn_tokens: int | None = field(default=None, metadata={"help": "deprecated name of --max_new_tokens"})
     max_completion_length: int | None = field(
         default=None,
         metadata={"help": "most tokens per episode after the prompt (default: fitted to the env's random episodes "
@@ -155,10 +153,6 @@ def check_args(args: Args) -> dict:
             raise UsageError(f"--{name} must be at least 1, got {getattr(args, name)}")
     if args.num_generations < 2:
         raise UsageError("--num_generations must be at least 2 (GRPO compares the episodes of a group)")
-    try:
-        args.max_new_tokens = renamed_argument("train_trl.py", "--max_turn_tokens", "--max_new_tokens", args.max_turn_tokens, args.max_new_tokens)
-    except TypeError as error:
-        raise UsageError(str(error)) from None
     for name in ("max_new_tokens", "max_completion_length"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise UsageError(f"--{name} must be at least 1, got {getattr(args, name)}")
@@ -416,7 +410,7 @@ def main(args: Args) -> dict:
         processing_class=tokenizer,
         args=config,
         reward_funcs=env_return_reward,
-        train_dataset=make_dataset(args.env, n=1000, seed=args.seed * 100_000, env_kwargs=env_kwargs),
+        train_dataset=make_dataset(args.env, n=1000, seed_start=args.seed * 100_000, env_kwargs=env_kwargs),
         rollout_func=rollout_func,
         turn_credit=args.turn_credit,
         gamma=args.gamma,

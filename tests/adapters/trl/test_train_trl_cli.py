@@ -37,7 +37,7 @@ _RUN_AND_REPORT_TORCH = (
         (["--env", "game:Wordle-v0", "--env_kwargs", '{"min_number": 1}'], "pass only those names"),
         (["--env_kwargs", "{not json"], "--env_kwargs is not JSON"),
         (["--turn_credit", "gae"], "--turn_credit must be"),
-        (["--max_turn_tokens", "4", "--max_new_tokens", "5"], "pass only --max_new_tokens"),
+        (["--max_turn_tokens", "4"], "unrecognized arguments: --max_turn_tokens 4"),  # the old name is gone at 0.1.0
     ],
 )
 def test_bad_arguments_fail_before_torch_loads_with_one_line_and_nothing_written(argv, message, tmp_path):
@@ -49,14 +49,6 @@ def test_bad_arguments_fail_before_torch_loads_with_one_line_and_nothing_written
     assert done.stderr.count("\n") == 1, done.stderr
     assert done.stdout.strip() == "torch not imported"
     assert not out.exists()
-
-
-def test_the_old_max_turn_tokens_flag_still_sets_the_per_turn_cap_and_says_the_new_name():
-    example = load_example()
-    args = example.Args(max_turn_tokens=3)
-    with pytest.warns(FutureWarning, match="--max_turn_tokens is renamed --max_new_tokens"):
-        example.check_args(args)
-    assert args.max_new_tokens == 3
 
 
 @pytest.mark.parametrize("env_id", gem_core.list_envs("game:*"))
