@@ -54,6 +54,18 @@ async def test_default_stop_ids_are_eos_and_end_of_turn(tiny_tokenizer, tiny_mod
     assert tiny_tokenizer.eos_token_id in stop
 
 
+async def test_the_runner_and_the_policies_stop_a_turn_at_the_same_ids(tiny_tokenizer, tiny_model):
+    import gem_core
+    from gem_core.rollout.policy import default_stop_token_ids
+    from gem_core.rollout.runner import _with_stop_tokens
+    from gem_core.rollout.session import EpisodeSession
+
+    session = EpisodeSession(gem_core.make("game:GuessTheNumber-v0"), tiny_tokenizer)
+    runner_stop = _with_stop_tokens(session, None).stop_token_ids
+    policy_stop = TransformersPolicy(tiny_model, tiny_tokenizer).stop_token_ids(SamplingParams())
+    assert runner_stop == policy_stop == default_stop_token_ids(tiny_tokenizer, session.chat_template)
+
+
 async def test_zero_budget_samples_nothing(tiny_tokenizer, tiny_model):
     gen = await TransformersPolicy(tiny_model, tiny_tokenizer).generate([1, 2], SamplingParams(max_new_tokens=0))
     assert gen.token_ids == [] and gen.finish_reason == "length"
