@@ -1,11 +1,13 @@
 """The one check every adapter makes at start-up: is a supported version of its framework installed?
 
 A framework whose hook changed between releases fails mid-training in ways that hide the cause, so
-each adapter calls :func:`require_version` before touching the framework and fails with the install line.
+each adapter states its :class:`SupportedVersions` and calls its ``check()`` before touching the
+framework, failing with the install line.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from importlib import metadata
 
 from packaging.specifiers import SpecifierSet
@@ -13,7 +15,10 @@ from packaging.version import Version
 
 from gem_core.errors import DependencyNotInstalled
 
-__all__ = ["FrameworkVersionError", "require_version"]
+__all__ = [
+    "FrameworkVersionError", "SupportedVersions", "require_version",
+    "TRLVersionError", "SUPPORTED_TRL", "check_trl_version", "VerlVersionError", "SUPPORTED_VERL", "check_verl_version",
+]
 
 
 class FrameworkVersionError(DependencyNotInstalled):
@@ -41,3 +46,62 @@ def require_version(
     if Version(version) not in supported:
         raise error(f"{adapter} needs {distribution} {supported} ({feature}), found {version}. {hint}")
     return version
+
+
+@dataclass(frozen=True)
+class SupportedVersions:
+    """The versions of one framework whose hook an adapter implements, and how to install them.
+
+    Args:
+        distribution: the framework's name on PyPI, e.g. ``"trl"``.
+        specifier: the supported versions.
+        error: the adapter's own :class:`FrameworkVersionError` subclass.
+        adapter: the adapter's module name, e.g. ``"gem_adapters.trl"``.
+        feature: what those versions have that the adapter needs.
+        extra: the GEM extra that installs a supported version (``pip install -e ".[extra]"``).
+        pin: the versions that extra installs, for the message, e.g. ``"trl>=1.16,<1.17"``.
+    """
+
+    distribution: str
+    specifier: SpecifierSet
+    error: type[FrameworkVersionError]
+    adapter: str
+    feature: str
+    extra: str
+    pin: str
+
+    @property
+    def install_hint(self) -> str:
+        return f'Install the supported version with `pip install -e ".[{self.extra}]"` ({self.pin}).'
+
+    def check(self) -> str:
+        """The installed version, or :attr:`error` naming the install line."""
+        return require_version(
+            self.distribution, self.specifier, self.error, adapter=self.adapter, feature=self.feature, hint=self.install_hint
+        )
+
+
+# -- the frameworks whose adapters check nothing beyond the version (oat and OpenRLHF check their hook too,
+# -- beside it; RL2 has no version to read and checks its env-function API)
+
+
+class TRLVersionError(FrameworkVersionError):
+    """The installed TRL is missing or not a version whose GRPOTrainer hooks this adapter implements."""
+
+
+class VerlVersionError(FrameworkVersionError):
+    """The installed verl is missing or not a version whose agent-loop hook this adapter implements."""
+
+
+#: ``GRPOTrainer``'s ``rollout_func`` and ``environment_factory``, checked before the TRL adapter's trainer imports TRL.
+SUPPORTED_TRL = SupportedVersions(
+    "trl", SpecifierSet(">=1.16,<1.17"), TRLVersionError, adapter="gem_adapters.trl",
+    feature="GRPOTrainer(rollout_func=..., environment_factory=...)", extra="trl", pin="trl>=1.16,<1.17",
+)
+#: ``AgentLoopBase`` and the advantage-estimator registry, checked before the agent loop or the estimator imports verl.
+SUPPORTED_VERL = SupportedVersions(
+    "verl", SpecifierSet("~=0.9.1"), VerlVersionError, adapter="gem_adapters.verl",
+    feature="experimental.agent_loop.AgentLoopBase and register_adv_est", extra="verl", pin="verl==0.9.1",
+)
+check_trl_version = SUPPORTED_TRL.check
+check_verl_version = SUPPORTED_VERL.check

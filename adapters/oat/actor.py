@@ -30,7 +30,7 @@ from packaging.specifiers import SpecifierSet
 from gem_core.errors import GemError
 from gem_core.registry import spec as env_spec
 from gem_core.rollout import ChatTemplate, SamplingParams, run_episodes, trajectory_metrics
-from gem_adapters.framework_version import FrameworkVersionError, require_version
+from gem_adapters.framework_version import FrameworkVersionError, SupportedVersions
 from gem_adapters.oat.policy import ActorPolicy
 from gem_adapters.oat.transitions import oat_transitions
 
@@ -41,19 +41,16 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-SUPPORTED_OAT = SpecifierSet(">=0.2.2,<0.3")
-_INSTALL_HINT = 'Install the supported version with `pip install -e ".[oat]"` (oat-llm==0.2.4, Python 3.10).'
-
-
 class OatVersionError(FrameworkVersionError):
     """The installed oat has no multi-turn hook (added in 0.2.2) or a different one."""
 
 
-def check_oat_version() -> str:
-    """Fail at start-up unless oat-llm 0.2.x (with ``oat.algorithms.ppo_multiturn``) is installed."""
-    return require_version(
-        "oat-llm", SUPPORTED_OAT, OatVersionError, adapter="gem_adapters.oat", feature="PPOMultiTurnActor", hint=_INSTALL_HINT
-    )
+SUPPORTED_OAT = SupportedVersions(
+    "oat-llm", SpecifierSet(">=0.2.2,<0.3"), OatVersionError, adapter="gem_adapters.oat", feature="PPOMultiTurnActor",
+    extra="oat", pin="oat-llm==0.2.4, Python 3.10",
+)
+#: Fail at start-up unless oat-llm 0.2.x (with ``oat.algorithms.ppo_multiturn``) is installed.
+check_oat_version = SUPPORTED_OAT.check
 
 
 class BosTokenError(GemError, ValueError):

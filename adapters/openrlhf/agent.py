@@ -23,7 +23,7 @@ from typing import Any
 
 from packaging.specifiers import SpecifierSet
 
-from gem_adapters.framework_version import FrameworkVersionError, require_version
+from gem_adapters.framework_version import FrameworkVersionError, SupportedVersions
 from gem_core.rollout import ChatTemplate, EpisodeSession, Generation
 from gem_core.rollout.vllm_output import generation_from_vllm
 
@@ -32,13 +32,18 @@ DATASET_HINT = (
     "and pass `--data.label_key label`."
 )
 
-SUPPORTED_OPENRLHF = SpecifierSet("~=0.11.0")
-_INSTALL_HINT = 'Install the supported version with `pip install -e ".[openrlhf]"` (openrlhf==0.11.2).'
 _EXECUTE_PARAMS = ["self", "prompt", "label", "sampling_params", "max_length", "hf_tokenizer", "llm_engine"]
 
 
 class OpenRLHFVersionError(FrameworkVersionError):
     """The installed OpenRLHF does not have the agent hook this adapter implements."""
+
+
+SUPPORTED_OPENRLHF = SupportedVersions(
+    "openrlhf", SpecifierSet("~=0.11.0"), OpenRLHFVersionError, adapter="gem_adapters.openrlhf",
+    feature="the class-based agent hook", extra="openrlhf", pin="openrlhf==0.11.2",
+)
+_INSTALL_HINT = SUPPORTED_OPENRLHF.install_hint
 
 
 def check_openrlhf_version() -> str:
@@ -47,10 +52,7 @@ def check_openrlhf_version() -> str:
     Checks the version and the hook itself: 0.8.0-0.8.6 had a function API, and a future release
     may change ``execute``'s signature, which would otherwise fail only mid-rollout.
     """
-    version = require_version(
-        "openrlhf", SUPPORTED_OPENRLHF, OpenRLHFVersionError, adapter="gem_adapters.openrlhf", feature="the class-based agent hook",
-        hint=_INSTALL_HINT,
-    )
+    version = SUPPORTED_OPENRLHF.check()
     try:
         from openrlhf.utils.agent import MultiTurnAgentExecutor
     except ImportError as err:

@@ -9,10 +9,10 @@ Two routes, both on the stock trainer:
   train_dataset=make_dataset(env_id, n))``.
 """
 
+from gem_adapters.framework_version import TRLVersionError, check_trl_version
 from gem_adapters.trl.make_dataset import make_dataset  # the function; `python -m gem_adapters.trl.make_dataset` is its CLI
 from gem_adapters.trl.environment import GemToolEnvironment, environment_factory
 from gem_adapters.trl.rollout import GemRolloutFunc, env_return_reward, trajectories_to_rollout
-from gem_adapters.trl.version import TRLVersionError, check_trl_version
 
 __all__ = [
     "GemRolloutFunc",

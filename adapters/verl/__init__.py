@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from gem_adapters.framework_version import VerlVersionError, check_verl_version
 from gem_adapters.verl.make_dataset import make_dataset  # the function; the module is its CLI
 
 __all__ = ["make_dataset", "GemAgentLoop", "GemAgentLoopOutput", "ServerManagerPolicy", "ESTIMATOR_NAME", "compute_rebn_advantage",
@@ -26,8 +27,6 @@ _LOCATIONS = {
     "ServerManagerPolicy": "agent_loop",
     "ESTIMATOR_NAME": "advantage",
     "compute_rebn_advantage": "advantage",
-    "VerlVersionError": "version",
-    "check_verl_version": "version",
 }
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from gem_adapters.verl.version import check_verl_version
+from gem_adapters.framework_version import check_verl_version
 
 check_verl_version()  # before verl is imported: a wrong install fails with the install line first
 

@@ -54,7 +54,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 from uuid import uuid4
 
-from gem_adapters.verl.version import check_verl_version
+from gem_adapters.framework_version import check_verl_version
 
 check_verl_version()  # before verl is imported: a wrong install fails with the install line first
 

@@ -104,3 +104,21 @@ def test_a_missing_framework_is_refused_with_the_install_line():
 
     with pytest.raises(NoSuchVersionError, match=r"gem-no-such-framework is not installed\. pip install it"):
         require_version("gem-no-such-framework", SpecifierSet(">=1"), NoSuchVersionError, adapter="a", feature="f", hint="pip install it")
+
+
+@pytest.mark.parametrize("module, name, error", [
+    ("gem_adapters.trl", "SUPPORTED_TRL", "TRLVersionError"),
+    ("gem_adapters.verl", "SUPPORTED_VERL", "VerlVersionError"),
+])
+def test_an_adapters_supported_versions_refuse_a_missing_framework_with_its_own_error_and_extra(module, name, error, monkeypatch):
+    import dataclasses
+
+    from gem_adapters.framework_version import SupportedVersions
+
+    from gem_adapters import framework_version
+
+    versions = getattr(framework_version, name)
+    assert isinstance(versions, SupportedVersions)
+    missing = dataclasses.replace(versions, distribution="gem-no-such-framework")
+    with pytest.raises(getattr(importlib.import_module(module), error), match=rf'not installed\. .*pip install -e "\.\[{versions.extra}\]"'):
+        missing.check()
