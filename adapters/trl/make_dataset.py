@@ -15,7 +15,6 @@ import argparse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gem_core.renamed import renamed_argument
 from gem_core.cli.dataset import add_dataset_arguments, rows_from_arguments
 from gem_core.rows import EpisodeLabel, EpisodeRow, episode_rows, parse_label
 from gem_core.rollout.vision import message_text
@@ -33,15 +32,12 @@ def make_dataset(
     seed_start: int = 0,
     env_kwargs: Mapping[str, Any] | None = None,
     system_prompt: str | None = None,
-    seed: int | None = None,
 ):
     """A ``datasets.Dataset`` of ``n`` conversational prompts per env id, seeds ``seed_start .. seed_start + n - 1``.
 
     The user message is the env's first observation for that seed, so TRL's logs show what the model
     really saw. A vision env's first images go in an ``images`` column (TRL's VLM dataset format).
-    ``seed=`` is the old name of ``seed_start`` (a ``FutureWarning``; it goes once its callers moved).
     """
-    seed_start = renamed_argument("make_dataset", "seed", "seed_start", seed, seed_start, new_default=0)
     rows = episode_rows(env_ids, n, seed_start=seed_start, env_kwargs=env_kwargs, system_prompt=system_prompt)
     return _to_dataset(list(rows))
 

@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import InitVar, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from gem_adapters.trl.make_dataset import episode_label
 from gem_adapters.trl.policy import trainer_policy
 from gem_core.rollout import EpisodeSession, SamplingParams, TokenTrajectory
-from gem_core.renamed import renamed_argument
 from gem_core.rollout.metrics import trajectory_metrics
 from gem_core.rollout.runner import run_session
 from gem_core.rollout.vision import require_prompt_images_only, text_tokenizer
@@ -55,12 +54,6 @@ class GemRolloutFunc:
     ``logprobs``). None: only where TRL uses them, i.e. with ``GRPOConfig.off_policy_mask_threshold`` (with
     vLLM they come from vLLM either way); TRL recomputes them for its loss, and without them the rollout
     returns ``logprobs=None``, as TRL's own generation does without vLLM."""
-    max_turn_tokens: InitVar[int | None] = None
-    """Deprecated name of :attr:`max_new_tokens` (a ``FutureWarning`` says so)."""
-
-    def __post_init__(self, max_turn_tokens: int | None) -> None:
-        self.max_new_tokens = renamed_argument("GemRolloutFunc", "max_turn_tokens", "max_new_tokens", max_turn_tokens, self.max_new_tokens, new_default=256)
-
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
         # A vision model's processor plays vision envs (its tokenizer does the text).
         processing_class = trainer.processing_class

@@ -24,3 +24,11 @@ def test_no_second_names_remain():
 def test_no_binary_wheel_is_committed():
     tracked = subprocess.run(["git", "ls-files", "*.whl"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
     assert tracked == []
+
+
+def test_the_renamed_argument_shim_is_gone():
+    import importlib.util
+
+    assert importlib.util.find_spec("gem_core.renamed") is None
+    hits = subprocess.run(["git", "grep", "-l", "renamed_argument", "--", "*.py"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    assert [h for h in hits if h != "tests/core/test_removed_shims.py"] == []

@@ -61,7 +61,7 @@ def scripted_generate(tokenizer, replies):
 
 
 def test_environment_factory_plays_the_env_through_trls_tool_loop(grpo_config, fresh_model, tool_tokenizer):
-    dataset = make_dataset(ENV_ID, n=2, seed=0)  # one batch holds both prompts, seeds 0 and 1
+    dataset = make_dataset(ENV_ID, n=2, seed_start=0)  # one batch holds both prompts, seeds 0 and 1
     seed = 0
     target = __import__("gem_core").make(ENV_ID)
     target.reset(seed=seed)

@@ -67,7 +67,7 @@ def test_rollout_func_tokens_masks_and_rewards_reach_the_loss(grpo_config, fresh
     Trainer = loss_inputs_recorder(GRPOTrainer)
     trainer = Trainer(
         model=fresh_model, reward_funcs=reward, args=grpo_config(), processing_class=tiny_tokenizer,
-        train_dataset=make_dataset(ENV_ID, n=8, seed=0), rollout_func=rollout,
+        train_dataset=make_dataset(ENV_ID, n=8, seed_start=0), rollout_func=rollout,
     )
     trainer.train()
 
@@ -110,7 +110,7 @@ def test_turn_credit_trainer_feeds_per_turn_advantages_to_the_loss(turn_credit, 
     gamma = 0.9
     trainer = Trainer(
         model=fresh_model, reward_funcs=env_return_reward, args=grpo_config(max_steps=1), processing_class=tiny_tokenizer,
-        train_dataset=make_dataset(ENV_ID, n=4, seed=3), rollout_func=rollout, turn_credit=turn_credit, gamma=gamma,
+        train_dataset=make_dataset(ENV_ID, n=4, seed_start=3), rollout_func=rollout, turn_credit=turn_credit, gamma=gamma,
     )
     trainer.train()
 
@@ -168,7 +168,7 @@ def test_episodes_gem_truncated_are_masked_by_mask_truncated_completions(grpo_co
     Trainer = loss_inputs_recorder(GRPOTrainer)
     trainer = Trainer(
         model=fresh_model, reward_funcs=env_return_reward, args=grpo_config(max_steps=1, mask_truncated_completions=True),
-        processing_class=tiny_tokenizer, train_dataset=make_dataset("game:GuessTheNumber-v0-hard", n=4, seed=0),
+        processing_class=tiny_tokenizer, train_dataset=make_dataset("game:GuessTheNumber-v0-hard", n=4, seed_start=0),
         rollout_func=rollout,
     )
     trainer.train()
@@ -224,7 +224,7 @@ def test_turn_credit_trainer_logs_the_advantages_it_trains_on(grpo_config, fresh
 
     trainer = Recorder(
         model=fresh_model, reward_funcs=env_return_reward, args=grpo_config(max_steps=1), processing_class=tiny_tokenizer,
-        train_dataset=make_dataset(ENV_ID, n=4, seed=3), rollout_func=VariedTurnRewards(max_new_tokens=12),
+        train_dataset=make_dataset(ENV_ID, n=4, seed_start=3), rollout_func=VariedTurnRewards(max_new_tokens=12),
         turn_credit="rebn", gamma=0.9,
     )
     trainer.train()
@@ -248,7 +248,7 @@ def test_grpo_config_chat_template_kwargs_reach_the_prompt_ids_of_the_loss(grpo_
     trainer = Trainer(
         model=fresh_model, reward_funcs=env_return_reward,
         args=grpo_config(max_steps=1, chat_template_kwargs={"enable_thinking": False}),
-        processing_class=tokenizer, train_dataset=make_dataset(ENV_ID, n=2, seed=0), rollout_func=rollout,
+        processing_class=tokenizer, train_dataset=make_dataset(ENV_ID, n=2, seed_start=0), rollout_func=rollout,
     )
     trainer.train()
 
@@ -275,11 +275,11 @@ def test_make_dataset_command_line_writes_rows_the_rollout_reads(tmp_path):
     rows = load_dataset("json", data_files=str(out), split="train")
     labels = [episode_label(row["prompt"])[0] for row in rows]
     assert [(label.env_id, label.seed) for label in labels] == [(ENV_ID, 5), (ENV_ID, 6), (ENV_ID, 7)]
-    assert [row["prompt"] for row in rows] == make_dataset(ENV_ID, n=3, seed=5)["prompt"]
+    assert [row["prompt"] for row in rows] == make_dataset(ENV_ID, n=3, seed_start=5)["prompt"]
 
 
-def test_the_old_max_turn_tokens_argument_still_sets_the_per_turn_cap_and_says_the_new_name():
-    with pytest.warns(FutureWarning, match="max_turn_tokens is renamed max_new_tokens"):
-        assert GemRolloutFunc(max_turn_tokens=12).max_new_tokens == 12
-    with pytest.raises(TypeError, match="pass only max_new_tokens"):
-        GemRolloutFunc(max_turn_tokens=12, max_new_tokens=16)
+def test_the_old_names_are_gone_at_0_1_0():
+    with pytest.raises(TypeError, match="max_turn_tokens"):
+        GemRolloutFunc(max_turn_tokens=12)
+    with pytest.raises(TypeError, match="'seed'"):
+        make_dataset(ENV_ID, n=1, seed=3)

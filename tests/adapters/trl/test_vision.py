@@ -30,7 +30,7 @@ def processor():
 
 
 def test_the_dataset_has_trl_s_images_column_with_each_episode_s_chart(processor):
-    dataset = make_dataset(ENV_ID, n=3, seed=0)
+    dataset = make_dataset(ENV_ID, n=3, seed_start=0)
     assert set(dataset.column_names) == {"prompt", "images"}
     import gem_core
 
@@ -60,7 +60,7 @@ def test_grpo_trains_a_tiny_vlm_on_chart_qa_with_the_pixels_in_the_loss(grpo_con
     rollout = GemRolloutFunc(max_new_tokens=8)
     trainer = Recorder(
         model=model, reward_funcs=[env_return_reward, spread], args=grpo_config(max_completion_length=48, max_steps=2),
-        processing_class=processor, train_dataset=make_dataset(ENV_ID, n=8, seed=0), rollout_func=rollout,
+        processing_class=processor, train_dataset=make_dataset(ENV_ID, n=8, seed_start=0), rollout_func=rollout,
     )
     trainer.train()
     assert seen, "the loss never ran"

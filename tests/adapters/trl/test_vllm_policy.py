@@ -40,7 +40,7 @@ def test_turns_of_all_live_episodes_go_out_as_one_batch_and_are_cut_at_the_stop(
         use_vllm=True, vllm_generation=generation, processing_class=tiny_tokenizer,
         args=SimpleNamespace(temperature=1.0, top_p=1.0, top_k=0, max_completion_length=400),
     )
-    dataset = make_dataset("game:GuessTheNumber-v0-easy", n=3, seed=0)
+    dataset = make_dataset("game:GuessTheNumber-v0-easy", n=3, seed_start=0)
     prompts = [row["prompt"] for row in dataset for _ in range(2)]  # TRL repeats each prompt
     rollout = GemRolloutFunc(max_new_tokens=16)
     out = rollout(prompts, trainer)
@@ -70,6 +70,6 @@ def test_colocated_vllm_without_tensor_parallelism_skips_the_cross_rank_agreemen
         use_vllm=True, vllm_generation=generation, processing_class=tiny_tokenizer,
         args=SimpleNamespace(temperature=1.0, top_p=1.0, top_k=0, max_completion_length=400),
     )
-    dataset = make_dataset("game:GuessTheNumber-v0-easy", n=2, seed=0)
+    dataset = make_dataset("game:GuessTheNumber-v0-easy", n=2, seed_start=0)
     GemRolloutFunc(max_new_tokens=16)([row["prompt"] for row in dataset], trainer)
     assert generation.calls and generation.calls[0] == 2

@@ -74,7 +74,7 @@ WORKER = textwrap.dedent(
         args=SimpleNamespace(temperature=1.0, top_p=1.0, top_k=0, max_completion_length=200, chat_template_kwargs=None),
     )
     # Same batch size on both ranks (TRL's per-device batch), but rank 1's episodes last longer.
-    dataset = make_dataset("game:GuessTheNumber-v0-hard", n=2, seed=10 * rank)
+    dataset = make_dataset("game:GuessTheNumber-v0-hard", n=2, seed_start=10 * rank)
     prompts = [row["prompt"] for row in dataset for _ in range(2)]
     rollout = GemRolloutFunc(max_turns=1 + 2 * rank, max_new_tokens=16)
     rollout(prompts, trainer)
