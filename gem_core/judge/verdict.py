@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gem_core.errors import GemError
+from gem_core.json_depth import nests_deeper_than
 from gem_core.judge.rubric import Rubric
 
 __all__ = ["VerdictError", "ParsedVerdict", "parse_verdict", "MAX_VERDICT_CHARS", "MAX_VERDICT_DEPTH"]
@@ -39,28 +40,6 @@ class ParsedVerdict:
     reward: float
 
 
-def _depth(text: str) -> int:
-    """The deepest bracket nesting of JSON ``text`` outside strings, in one pass (no recursion)."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif char in "]}":
-            depth -= 1
-    return deepest
-
-
 def parse_verdict(text: str, rubric: Rubric) -> ParsedVerdict:
     """The scores, reason and reward in the judge's reply ``text``.
 
@@ -77,7 +56,7 @@ def parse_verdict(text: str, rubric: Rubric) -> ParsedVerdict:
         body = block.group("body").strip()
     if not body.startswith("{"):
         raise VerdictError(f"the judge's reply is not a JSON object: {text[:200]!r}")
-    if _depth(body) > MAX_VERDICT_DEPTH:
+    if nests_deeper_than(body, MAX_VERDICT_DEPTH):
         raise VerdictError(f"the judge's reply nests deeper than {MAX_VERDICT_DEPTH} levels")
     try:
         data = json.loads(body)

@@ -22,11 +22,11 @@ ones today).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gem_core.json_depth import nests_deeper_than
 from gem_core.tools.tags import tag_spans
 
 __all__ = [
@@ -55,33 +55,6 @@ class NativeCall:
 #: ``json`` recurses once per level: a kilobyte of brackets would exhaust the interpreter's stack, so
 #: deeper text is refused before it is parsed, as a malformed call. No tool's arguments come near it.
 MAX_CALL_DEPTH = 100
-_JSON_STRUCTURE = re.compile(r'[\[\]{}"\\]')
-
-
-def _too_deep(text: str, limit: int = MAX_CALL_DEPTH) -> bool:
-    """Whether JSON ``text`` nests arrays and objects more than ``limit`` deep (brackets inside strings do
-    not count), found in one pass over its structural characters, without recursion."""
-    if text.count("[") + text.count("{") <= limit:
-        return False
-    depth, in_string, escaped_until = 0, False, -1
-    for found in _JSON_STRUCTURE.finditer(text):
-        position, char = found.start(), found.group()
-        if position < escaped_until:
-            continue  # the character a backslash escapes
-        if in_string:
-            if char == "\\":
-                escaped_until = position + 2
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            depth += 1
-            if depth > limit:
-                return True
-        elif char in "]}":
-            depth = max(depth - 1, 0)
-    return False
 
 
 def _depth_error(what: str = "tool call") -> str:
@@ -89,7 +62,7 @@ def _depth_error(what: str = "tool call") -> str:
 
 
 def _load_call(text: str, span: tuple[int, int], arguments_key: str = "arguments") -> NativeCall:
-    if _too_deep(text):
+    if nests_deeper_than(text, MAX_CALL_DEPTH):
         return NativeCall("", {}, span, _depth_error())
     try:
         payload = json.loads(text)
@@ -99,7 +72,7 @@ def _load_call(text: str, span: tuple[int, int], arguments_key: str = "arguments
         return NativeCall("", {}, span, 'tool call must be a JSON object with a "name" string')
     arguments = payload.get(arguments_key, payload.get("arguments", payload.get("parameters", {})))
     if isinstance(arguments, str):  # some models emit the arguments as a JSON string
-        if _too_deep(arguments, MAX_CALL_DEPTH - 1):
+        if nests_deeper_than(arguments, MAX_CALL_DEPTH - 1):
             return NativeCall(payload["name"], {}, span, _depth_error(f'"{arguments_key}"'))
         try:
             arguments = json.loads(arguments)
@@ -158,7 +131,7 @@ def _parse_mistral(action: str) -> list[NativeCall]:
     if not stripped.startswith("[") or (start < 0 and not stripped.endswith("]")):
         return []
     span = (max(start, 0), len(action))
-    if _too_deep(stripped):
+    if nests_deeper_than(stripped, MAX_CALL_DEPTH):
         return [NativeCall("", {}, span, _depth_error("tool call list"))] if start >= 0 else []
     try:
         payload = json.loads(stripped)
