@@ -4,13 +4,12 @@ naming the field. The attacks run through the real CLI, as a user who was sent t
 
 from __future__ import annotations
 
-import http.server
 import json
 import subprocess
 import sys
-import threading
 
 import pytest
+from request_listener import RequestListener
 
 from gem_core.cli import main
 
@@ -55,39 +54,8 @@ def test_gem_replay_refuses_a_file_whose_env_kwargs_choose_the_unsandboxed_mode(
     assert key in done.stderr and "--env-kwargs" in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
-class _Listener:
-    """A loopback HTTP server that only counts what reaches it."""
-
-    def __init__(self):
-        self.requests: list[str] = []
-        listener = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def _any(self):
-                listener.requests.append(f"{self.command} {self.path}")
-                self.send_response(500)
-                self.end_headers()
-
-            do_GET = do_POST = do_PUT = _any
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
-
-
 def test_gem_replay_refuses_a_remote_env_id_from_the_file_and_sends_nothing(tmp_path):
-    with _Listener() as listener:
+    with RequestListener() as listener:
         stored = _write(tmp_path / "shared.jsonl", env_id=f"remote:{listener.url}/game:GuessTheNumber-v0", actions=["\\boxed{5}"])
         done = _gem("replay", str(stored), cwd=tmp_path)
     assert listener.requests == []
@@ -135,7 +103,7 @@ def test_plain_data_env_kwargs_in_the_file_are_used(tmp_path, capsys):
 
 
 def test_env_id_on_the_command_line_replaces_the_stored_remote_id(tmp_path, capsys):
-    with _Listener() as listener:
+    with RequestListener() as listener:
         stored = _write(tmp_path / "shared.jsonl", env_id=f"remote:{listener.url}/game:GuessTheNumber-v0", actions=["\\boxed{5}"])
         code = main(["replay", str(stored), "--env-id", "game:GuessTheNumber-v0"])
     assert listener.requests == []

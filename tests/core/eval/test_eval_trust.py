@@ -8,15 +8,14 @@ never a traceback or an allocation it sizes. The attacks run through the real CL
 from __future__ import annotations
 
 import asyncio
-import http.server
 import json
 import os
 import resource
 import subprocess
 import sys
-import threading
 
 import pytest
+from request_listener import RequestListener
 from openai_test_server import OpenAITestServer
 
 from gem_core.eval.cli import main
@@ -24,38 +23,6 @@ from gem_core.eval.cli import main
 EASY = "game:GuessTheNumber-v0-easy"
 SECRET = "sk-the-users-own-key"
 QUIET = ["--no-progress", "--no-plots"]
-
-
-class Listener:
-    """A loopback HTTP server that records every request (and its Authorization header) and answers 500."""
-
-    def __init__(self):
-        self.requests: list[tuple[str, str | None]] = []
-        listener = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def _any(self):
-                listener.requests.append((f"{self.command} {self.path}", self.headers.get("Authorization")))
-                self.send_response(500)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            do_GET = do_POST = do_PUT = _any
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def _run_json(folder, *, backend="openai-chat", model="m", env_ids=(EASY,), base_url=None, **config):
@@ -85,7 +52,7 @@ def _gem_eval(*args, cwd, memory_limit: int | None = None):
 
 
 def test_resume_never_sends_the_api_key_to_a_base_url_from_run_json(tmp_path):
-    with Listener() as listener:
+    with RequestListener() as listener:
         run = _run_json(tmp_path / "run", base_url=listener.url + "/v1")
         done = _gem_eval("--resume", str(run), *QUIET, cwd=tmp_path)
     assert listener.requests == [], "the tampered run.json received the run's requests"
@@ -94,7 +61,7 @@ def test_resume_never_sends_the_api_key_to_a_base_url_from_run_json(tmp_path):
 
 
 def test_resume_with_the_users_base_url_goes_there_not_to_the_files(tmp_path, binary_search):
-    with Listener() as listener, OpenAITestServer(respond=lambda m: binary_search("\n".join(x["content"] for x in m))) as server:
+    with RequestListener() as listener, OpenAITestServer(respond=lambda m: binary_search("\n".join(x["content"] for x in m))) as server:
         run = _run_json(tmp_path / "run", base_url=listener.url + "/v1")
         done = _gem_eval("--resume", str(run), "--base-url", server.base_url, *QUIET, cwd=tmp_path)
         assert listener.requests == [] and server.stats.requests > 0
@@ -102,7 +69,7 @@ def test_resume_with_the_users_base_url_goes_there_not_to_the_files(tmp_path, bi
 
 
 def test_resume_refuses_a_remote_env_id_from_run_json(tmp_path, binary_search):
-    with Listener() as listener, OpenAITestServer(respond=lambda m: binary_search("\n".join(x["content"] for x in m))) as server:
+    with RequestListener() as listener, OpenAITestServer(respond=lambda m: binary_search("\n".join(x["content"] for x in m))) as server:
         run = _run_json(tmp_path / "run", base_url=server.base_url, env_ids=[f"remote:{listener.url}/{EASY}"])
         done = _gem_eval("--resume", str(run), "--base-url", server.base_url, *QUIET, cwd=tmp_path)
         assert listener.requests == [] and server.stats.requests == 0
@@ -118,7 +85,7 @@ def test_resume_of_an_in_process_run_loads_no_model_path_from_run_json(tmp_path)
 
 
 def test_rescore_refuses_a_remote_env_id_from_the_run(tmp_path):
-    with Listener() as listener:
+    with RequestListener() as listener:
         env_id = f"remote:{listener.url}/{EASY}"
         run = _run_json(tmp_path / "run", env_ids=[env_id], base_url="http://127.0.0.1:1/v1")
         record = {"env_id": env_id, "seed": 0, "sample": 0, "rewards": [0.0], "transcript": [
@@ -166,7 +133,7 @@ def test_resume_skips_a_malformed_episode_line_and_plays_that_episode_again(tmp_
     ],
 )
 def test_resume_refuses_counts_and_settings_from_run_json_before_allocating(tmp_path, config, named):
-    with Listener() as listener:
+    with RequestListener() as listener:
         run = _run_json(tmp_path / "run", base_url=listener.url + "/v1", **config)
         done = _gem_eval("--resume", str(run), "--base-url", listener.url + "/v1", *QUIET, cwd=tmp_path,
                          memory_limit=4 << 30)
