@@ -22,6 +22,9 @@ nox.virtualenv.HAS_UV, nox.virtualenv.UV, nox.virtualenv.UV_VERSION = False, "uv
 nox.options.error_on_missing_interpreters = True
 
 CONSTRAINTS = ("-c", "constraints-cpu.txt")
+#: Everything the core environment runs: tests/test_nox_sessions.py checks that every test file is in some session.
+CORE_TESTS = ("tests/core", "tests/rollout", "tests/rows", "tests/gem", "tests/test_ci_guard.py",
+              "tests/test_nox_sessions.py", "tests/adapters/test_make_dataset_shape.py")
 PYTEST = ("pytest", "-q", "-p", "no:cacheprovider")
 
 
@@ -42,7 +45,7 @@ def _install(session: nox.Session, *requirements: str) -> None:
 def core(session: nox.Session) -> None:
     """gem_core: envs, registry, wrappers, vector env, tools, rollout, eval."""
     _install(session, "-e", ".[rollout,eval,search,serve,openenv,mcp,math,code,qa,rg,vision,dev]")
-    session.run(*PYTEST, "tests/core", "tests/rollout", *session.posargs)
+    session.run(*PYTEST, *CORE_TESTS, *session.posargs)
 
 
 @nox.session

@@ -12,7 +12,7 @@ import pytest
 ADAPTERS = ["trl", "verl", "openrlhf", "rl2"]
 SHAPE = "(env_ids: 'str | Sequence[str]', n: 'int', *, seed_start: 'int' = 0, env_kwargs: 'Mapping[str, Any] | None' = None, system_prompt: 'str | None' = None)"
 #: Old names still accepted for a while (with a FutureWarning), and when they go.
-DEPRECATED = {"trl": {"seed"}}  # examples/train_trl.py still passes seed=
+DEPRECATED: dict[str, set[str]] = {}
 
 
 def _shape(adapter: str) -> str:
