@@ -5,6 +5,9 @@ training examples make (``make_vec`` with ``vec_kwargs``/``wrappers``/``async_mo
 Only what needs the internet is changed, each on a line marked ``# changed:``: the tokenizer is the
 suite's in-process one instead of ``AutoTokenizer.from_pretrained("Qwen/Qwen3-0.6B")``, hub datasets are
 read from the shipped sample, and the search server is the local retrieval server on its own port.
+
+The folder is ``tests/gem_compat``, not ``tests/gem``: pytest puts ``tests/`` on ``sys.path``, where a
+``gem`` folder would be found as a namespace package before an editable install's finder is asked.
 """
 
 from __future__ import annotations
