@@ -94,3 +94,19 @@ def closed_by_server(sock: socket.socket, wait: float) -> bool:
         return True
     except TimeoutError:
         return False
+
+
+def assert_a_half_header_flood_leaves_health_answering(server: LimitedServer, flood_url: str, health_url: str, n: int = 2000) -> None:
+    """Open ``n`` connections that stall mid-headers against ``server``; ``health_url`` must still answer 200,
+    the server must end the stalled connections itself, and never run out of file descriptors."""
+    sockets: list[socket.socket] = []
+    try:
+        sockets = half_sent_headers(flood_url, n, path=urlsplit(flood_url).path or "/health")
+        assert answers_200(health_url, attempts=20), "the server stopped answering /health"
+        # The stalled connections are ended by the server, not held forever.
+        assert all(closed_by_server(sock, 15) for sock in sockets[::100])
+    finally:
+        for sock in sockets:
+            sock.close()
+        stderr = server.stop_and_read_stderr()
+    assert "Too many open files" not in stderr, stderr[-2000:]

@@ -39,3 +39,27 @@ def judge_server(tmp_path):
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture
+def record_judged_episodes():
+    """The function below, for tests that record judged episodes to replay or re-judge them."""
+    return _record_judged_episodes
+
+
+def _record_judged_episodes(judge, tokenizer, answer: str, path: Path) -> Path:
+    """Three ``judge:Sample`` episodes (seeds 0-2) answered with ``answer``, judged by ``judge``, written to
+    ``path`` as trajectories (the judge stays open; the caller closes it)."""
+    import asyncio
+
+    import gem_core
+    from gem_core.rollout import run_episodes
+    from gem_core.rollout.trajectory_io import write_trajectories
+    from gem_core.testing import ScriptedPolicy
+
+    policy = ScriptedPolicy(tokenizer, [answer])
+    trajectories = asyncio.run(
+        run_episodes(lambda: gem_core.make("judge:Sample", judge=judge), policy, tokenizer, seeds=[0, 1, 2], env_id="judge:Sample")
+    )
+    write_trajectories(path, trajectories)
+    return path

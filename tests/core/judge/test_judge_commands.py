@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
 
-import gem_core
 from gem_core.cli import main
 from gem_core.judge import Judge
 
@@ -18,24 +16,15 @@ TEN = '{"scores": {"correctness": 10, "completeness": 10, "clarity": 10}, "reaso
 
 
 @pytest.fixture
-def episodes_file(judge_server, tmp_path, tiny_tokenizer):
+def episodes_file(judge_server, tmp_path, tiny_tokenizer, record_judged_episodes):
     """Three judge:Sample episodes judged by the rule judge, written as trajectories; and the cache used."""
-    from gem_core.rollout import run_episodes
-    from gem_core.rollout.trajectory_io import write_trajectories
-    from gem_core.testing import ScriptedPolicy
-
     server = judge_server([{"kind": "rule"}])
     cache = str(tmp_path / "verdicts.sqlite")
     judge = Judge(server.url, "rule-judge", timeout=5.0, max_retries=0, cache=cache)
     try:
-        policy = ScriptedPolicy(tiny_tokenizer, ["Blue light scatters most."])
-        trajectories = asyncio.run(
-            run_episodes(lambda: gem_core.make("judge:Sample", judge=judge), policy, tiny_tokenizer, seeds=[0, 1, 2], env_id="judge:Sample")
-        )
+        path = record_judged_episodes(judge, tiny_tokenizer, "Blue light scatters most.", tmp_path / "episodes.jsonl")
     finally:
         judge.close()
-    path = tmp_path / "episodes.jsonl"
-    write_trajectories(path, trajectories)
     return path, server, cache
 
 

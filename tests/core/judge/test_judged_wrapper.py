@@ -176,23 +176,16 @@ def test_judged_env_state_round_trips_and_spawns_share_the_judge(judge_server):
         judge.close()
 
 
-def test_verdicts_are_in_the_exported_trajectory_and_a_replay_costs_no_call(judge_server, tmp_path, tiny_tokenizer):
-    from gem_core.rollout import run_episodes
-    from gem_core.rollout.trajectory_io import read_trajectories, write_trajectories
-    from gem_core.testing import ScriptedPolicy
+def test_verdicts_are_in_the_exported_trajectory_and_a_replay_costs_no_call(judge_server, tmp_path, tiny_tokenizer, record_judged_episodes):
+    from gem_core.rollout.trajectory_io import read_trajectories
 
     server = judge_server([{"kind": "rule"}])
     cache = str(tmp_path / "verdicts.sqlite")
     judge = judge_for(server, cache=cache)
     try:
-        policy = ScriptedPolicy(tiny_tokenizer, ["Light scatters; blue wavelengths scatter most."])
-        trajectories = asyncio.run(
-            run_episodes(lambda: gem_core.make("judge:Sample", judge=judge), policy, tiny_tokenizer, seeds=[0, 1, 2], env_id="judge:Sample")
-        )
+        path = record_judged_episodes(judge, tiny_tokenizer, "Light scatters; blue wavelengths scatter most.", tmp_path / "episodes.jsonl")
     finally:
         judge.close()
-    path = tmp_path / "episodes.jsonl"
-    write_trajectories(path, trajectories)
     stored = read_trajectories(path)
     for trajectory in stored:
         verdict = trajectory.infos[-1]["judge"]
