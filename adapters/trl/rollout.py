@@ -24,6 +24,7 @@ from typing import Any
 
 from gem_adapters.trl.make_dataset import episode_label
 from gem_adapters.trl.policy import trainer_policy
+from gem_adapters.trl.sampled_head import score_sampled_tokens_only
 from gem_core.rollout import EpisodeSession, SamplingParams, TokenTrajectory
 from gem_core.rollout.metrics import trajectory_metrics
 from gem_core.rollout.runner import run_session
@@ -54,6 +55,11 @@ class GemRolloutFunc:
     ``logprobs``). None: only where TRL uses them, i.e. with ``GRPOConfig.off_policy_mask_threshold`` (with
     vLLM they come from vLLM either way); TRL recomputes them for its loss, and without them the rollout
     returns ``logprobs=None``, as TRL's own generation does without vLLM."""
+    score_env_tokens: bool = False
+    """Project the env's observation tokens through the LM head in TRL's loss, as TRL does for any masked
+    completion token. False (the default) keeps them out (:mod:`gem_adapters.trl.sampled_head`): the same
+    loss and gradient for less work, as those positions' log-probs are masked out of every use."""
+
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
         # A vision model's processor plays vision envs (its tokenizer does the text).
         processing_class = trainer.processing_class
@@ -91,7 +97,11 @@ class GemRolloutFunc:
 
         self.last_trajectories = run_sync(play_all)
         newline = tokenizer.encode("\n", add_special_tokens=False)
-        return trajectories_to_rollout(self.last_trajectories, eos_token_id=tokenizer.eos_token_id, filler_token_id=newline[0] if newline else None)
+        rollout = trajectories_to_rollout(self.last_trajectories, eos_token_id=tokenizer.eos_token_id, filler_token_id=newline[0] if newline else None)
+        head = None if self.score_env_tokens else score_sampled_tokens_only(trainer)
+        if head is not None:
+            head.register(rollout["completion_ids"], rollout["env_mask"])
+        return rollout
 
 
 def trajectories_to_rollout(
