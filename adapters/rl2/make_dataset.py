@@ -20,9 +20,10 @@ __all__ = ["make_dataset", "main"]
 
 
 def make_dataset(
-    env_ids: str | Sequence[str], n: int, *, seed_start: int = 0, env_kwargs: Mapping[str, Any] | None = None, system_prompt: str | None = None
+    env_ids: str | Sequence[str] | Mapping[str, float], n: int, *, seed_start: int = 0, env_kwargs: Mapping[str, Any] | None = None, system_prompt: str | None = None
 ) -> list[dict[str, Any]]:
-    """``n`` rows per env id, seeds ``seed_start ..``; unknown ids fail before any row is made. Write them with
+    """``n`` rows per env id, seeds ``seed_start ..`` (a weighted mixture ``{env_id: weight}``: ``n`` rows in all,
+    interleaved); unknown ids and bad weights fail before any row is made. Write them with
     :func:`gem_core.rows.write_jsonl`. The system prompt belongs in the env file
     (``system_prompt=``): giving one here is refused (the rows hold no messages)."""
     refuse_system_prompt(system_prompt, "RL2", "the env file (GenerateEnv/ResetStepEnv(system_prompt=...))")

@@ -26,14 +26,15 @@ _FIX = "Build the training dataset with gem_adapters.trl.make_dataset(env_ids, n
 
 
 def make_dataset(
-    env_ids: str | Sequence[str],
+    env_ids: str | Sequence[str] | Mapping[str, float],
     n: int,
     *,
     seed_start: int = 0,
     env_kwargs: Mapping[str, Any] | None = None,
     system_prompt: str | None = None,
 ):
-    """A ``datasets.Dataset`` of ``n`` conversational prompts per env id, seeds ``seed_start .. seed_start + n - 1``.
+    """A ``datasets.Dataset`` of ``n`` conversational prompts per env id, seeds ``seed_start .. seed_start + n - 1``;
+    for a weighted mixture ``{env_id: weight}``, ``n`` prompts in all, interleaved (:func:`gem_core.rows.episode_rows`).
 
     The user message is the env's first observation for that seed, so TRL's logs show what the model
     really saw. A vision env's first images go in an ``images`` column (TRL's VLM dataset format).

@@ -33,9 +33,10 @@ DEFAULT_AGENT_NAME = "gem_env"
 
 
 def make_dataset(
-    env_ids: str | Sequence[str], n: int, *, seed_start: int = 0, env_kwargs: Mapping[str, Any] | None = None, system_prompt: str | None = None
+    env_ids: str | Sequence[str] | Mapping[str, float], n: int, *, seed_start: int = 0, env_kwargs: Mapping[str, Any] | None = None, system_prompt: str | None = None
 ) -> list[dict[str, Any]]:
-    """verl's rows for seeds ``seed_start .. seed_start + n - 1`` of each env id (write them with :func:`write_dataset`).
+    """verl's rows for seeds ``seed_start .. seed_start + n - 1`` of each env id (write them with :func:`write_dataset`);
+    for a weighted mixture ``{env_id: weight}``, ``n`` rows in all, interleaved (:func:`gem_core.rows.episode_rows`).
     Their ``agent_name`` is :data:`DEFAULT_AGENT_NAME` (``gem_env``); for another agent-loop entry, set the
     rows' ``agent_name`` (or use the CLI's ``--agent-name``).
 

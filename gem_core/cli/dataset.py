@@ -9,15 +9,20 @@ from __future__ import annotations
 import argparse
 
 from gem_core.cli.options import env_kwargs_option
+from gem_core.rows.mixture import parse_env_options
 from gem_core.rows.rows import EpisodeRow, episode_rows
 
 __all__ = ["add_dataset_arguments", "rows_from_arguments"]
 
 
 def add_dataset_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """The command line every adapter's ``make_dataset`` shares (``--env`` repeatable for a mixture)."""
-    parser.add_argument("--env", action="append", required=True, help="a registered env id (repeat for a mixture); `gem list` shows them")
-    parser.add_argument("--n", type=int, required=True, help="episodes (rows) per env id, one seed each")
+    """The command line every adapter's ``make_dataset`` shares (``--env`` repeatable for a mixture, ``ID:WEIGHT`` for a weighted one)."""
+    parser.add_argument(
+        "--env", action="append", required=True, metavar="ID[:WEIGHT]",
+        help="a registered env id (`gem list` shows them); repeat for a mixture. Bare ids: --n rows of each, one id after "
+             "the other. With any ID:WEIGHT (a bare id weighs 1): --n rows in all, each drawn from the weighted mixture",
+    )
+    parser.add_argument("--n", type=int, required=True, help="rows per env id, one seed each (a weighted mixture: rows in all)")
     parser.add_argument("--out", required=True, help="the file to write")
     parser.add_argument("--seed-start", type=int, default=0, help="first seed; use a disjoint range for validation")
     parser.add_argument("--env-kwargs", default="{}", help='JSON object of env constructor kwargs, e.g. \'{"max_turns": 8}\'')
@@ -29,12 +34,15 @@ def rows_from_arguments(args: argparse.Namespace, *, with_messages: bool = True)
     """The rows :func:`add_dataset_arguments`' options ask for; a bad option exits with one line naming it."""
     try:
         env_kwargs = env_kwargs_option(args.env_kwargs)
-    except ValueError as exc:
+        env_ids = parse_env_options(args.env)
+    except ValueError as exc:  # MixtureError names the option itself
         raise SystemExit(str(exc)) from None
+    except KeyError as exc:  # UnknownEnvError names the closest ids
+        raise SystemExit(f"--env: {exc}") from None
     try:
         return list(
             episode_rows(
-                args.env,
+                env_ids,
                 args.n,
                 seed_start=args.seed_start,
                 env_kwargs=env_kwargs,

@@ -6,6 +6,8 @@ and only lays them out in its framework's columns; every adapter's hook reads a 
 
 - :mod:`~gem_core.rows.label`: :class:`EpisodeLabel`, :func:`parse_label`, :class:`LabelError`.
 - :mod:`~gem_core.rows.rows`: :class:`EpisodeRow`, :func:`episode_rows`, :func:`refuse_system_prompt`.
+- :mod:`~gem_core.rows.mixture`: weighted mixtures ``{env_id: weight}`` (:func:`env_weights`), the
+  ``--env ID:WEIGHT`` option (:func:`parse_env_options`), :class:`MixtureError`.
 - :mod:`~gem_core.rows.jsonl`: :func:`write_jsonl` (OpenRLHF's and RL2's file format).
 
 The shared ``make_dataset`` command line is part of the CLI (:mod:`gem_core.cli.dataset`), so nothing
@@ -14,6 +16,10 @@ here imports ``argparse``.
 
 from gem_core.rows.jsonl import write_jsonl
 from gem_core.rows.label import EpisodeLabel, LabelError, parse_label
+from gem_core.rows.mixture import EnvIds, MixtureError, env_weights, parse_env_options
 from gem_core.rows.rows import EpisodeRow, episode_rows, refuse_system_prompt
 
-__all__ = ["EpisodeLabel", "EpisodeRow", "LabelError", "episode_rows", "parse_label", "refuse_system_prompt", "write_jsonl"]
+__all__ = [
+    "EnvIds", "EpisodeLabel", "EpisodeRow", "LabelError", "MixtureError", "env_weights", "episode_rows", "parse_env_options",
+    "parse_label", "refuse_system_prompt", "write_jsonl",
+]

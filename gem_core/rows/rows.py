@@ -10,11 +10,12 @@ OpenRLHF's and RL2's JSON lines). The shared command line of every adapter's
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gem_core.rows.label import EpisodeLabel, parse_label
+from gem_core.rows.label import EpisodeLabel, LabelError, parse_label
+from gem_core.rows.mixture import env_weights, mixture_draws
 
 __all__ = ["EpisodeRow", "episode_rows", "refuse_system_prompt"]
 
@@ -33,7 +34,7 @@ class EpisodeRow:
 
 
 def episode_rows(
-    env_ids: str | Sequence[str],
+    env_ids: str | Sequence[str] | Mapping[str, float],
     n: int,
     *,
     seed_start: int = 0,
@@ -41,40 +42,82 @@ def episode_rows(
     system_prompt: str | None = None,
     with_messages: bool = True,
 ) -> Iterator[EpisodeRow]:
-    """``n`` rows per env id, seeds ``seed_start .. seed_start + n - 1``.
+    """The rows of one env id, a list of ids or a weighted mixture.
 
-    Every env id is checked (unknown ids fail, naming the closest registered ids) before the first row
-    is produced, so a dataset is never half written. ``with_messages`` resets each env once per seed to
-    render the first observation; frameworks that replace the prompt themselves skip that cost.
+    - an id or a list of ids: ``n`` rows per env id, seeds ``seed_start .. seed_start + n - 1``, one id
+      after the other (as before mixtures had weights);
+    - a mapping ``{env_id: weight}``: ``n`` rows in all, each row's env id drawn with probability
+      ``weight / sum(weights)`` from a generator seeded by ``seed_start`` (:func:`~gem_core.rows.mixture.mixture_draws`),
+      so the rows are one reproducible interleaved stream. Each env id's seeds count up from ``seed_start``
+      in the order its rows come, so they stay within ``seed_start .. seed_start + n - 1`` and a disjoint
+      range still gives a disjoint validation set.
+
+    Every env id and weight is checked (unknown ids fail, naming the closest registered ids) before the
+    first row is produced, so a dataset is never half written. ``with_messages`` resets each env once per
+    seed to render the first observation; frameworks that replace the prompt themselves skip that cost.
 
     Raises:
         ValueError: ``n`` is not positive.
+        gem_core.rows.mixture.MixtureError: a weight that is not a positive number (a ``ValueError``).
         gem_core.rows.label.LabelError: an unknown env id or bad ``env_kwargs``.
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n (the number of episodes per env id) must be a positive integer, got {n!r}.")
-    ids = [env_ids] if isinstance(env_ids, str) else list(env_ids)
+        what = "rows of the mixture" if isinstance(env_ids, Mapping) else "episodes per env id"
+        raise ValueError(f"n (the number of {what}) must be a positive integer, got {n!r}.")
+    if isinstance(env_ids, Mapping):
+        try:
+            weights = env_weights(env_ids)
+        except KeyError as err:  # UnknownEnvError: the same LabelError a list's unknown id raises
+            raise LabelError(f"{err} Fix the env id in the mixture.") from None
+        ids = list(weights)
+    else:
+        ids = [env_ids] if isinstance(env_ids, str) else list(env_ids)
     if not ids:
         raise ValueError("episode_rows needs at least one env id.")
-    labels = [parse_label({"env_id": env_id, "seed": seed_start, "env_kwargs": dict(env_kwargs or {})}) for env_id in ids]
+    labels = {env_id: parse_label({"env_id": env_id, "seed": seed_start, "env_kwargs": dict(env_kwargs or {})}) for env_id in ids}
+    if isinstance(env_ids, Mapping):
+        yield from _mixture_rows(labels, mixture_draws(weights, n, seed_start), seed_start, system_prompt, with_messages)
+        return
     index = 0
-    for first in labels:
+    for env_id in ids:
+        first = labels[env_id]
         env = _make(first) if with_messages else None
         try:
             for seed in range(seed_start, seed_start + n):
                 label = EpisodeLabel(first.env_id, seed, dict(first.env_kwargs))
-                messages, images = None, None
-                if env is not None:
-                    observation, info = env.reset(seed=seed)
-                    images = list(info.get("images") or []) or None
-                    messages = ([{"role": "system", "content": system_prompt}] if system_prompt else []) + [
-                        {"role": "user", "content": observation}
-                    ]
-                yield EpisodeRow(label=label, index=index, messages=messages, images=images)
+                yield _row(label, index, env, system_prompt)
                 index += 1
         finally:
             if env is not None:
                 env.close()
+
+
+def _mixture_rows(
+    labels: Mapping[str, EpisodeLabel], order: Iterable[str], seed_start: int, system_prompt: str | None, with_messages: bool
+) -> Iterator[EpisodeRow]:
+    """One row per drawn env id; each id's seeds count up from ``seed_start`` in the order its rows come."""
+    envs: dict[str, Any] = {}
+    next_seed = dict.fromkeys(labels, seed_start)
+    try:
+        for index, env_id in enumerate(order):
+            first = labels[env_id]
+            seed, next_seed[env_id] = next_seed[env_id], next_seed[env_id] + 1
+            if with_messages and env_id not in envs:
+                envs[env_id] = _make(first)
+            yield _row(EpisodeLabel(first.env_id, seed, dict(first.env_kwargs)), index, envs.get(env_id), system_prompt)
+    finally:
+        for env in envs.values():
+            env.close()
+
+
+def _row(label: EpisodeLabel, index: int, env: Any, system_prompt: str | None) -> EpisodeRow:
+    """The row of ``label``; with an ``env``, its first observation (reset with the label's seed) as the prompt."""
+    if env is None:
+        return EpisodeRow(label=label, index=index)
+    observation, info = env.reset(seed=label.seed)
+    images = list(info.get("images") or []) or None
+    messages = ([{"role": "system", "content": system_prompt}] if system_prompt else []) + [{"role": "user", "content": observation}]
+    return EpisodeRow(label=label, index=index, messages=messages, images=images)
 
 
 def refuse_system_prompt(system_prompt: str | None, framework: str, where: str) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 #: oat has no make_dataset: its learner iterates empty prompts and the actor draws seeds itself.
 ADAPTERS = ["trl", "verl", "openrlhf", "rl2"]
-SHAPE = "(env_ids: 'str | Sequence[str]', n: 'int', *, seed_start: 'int' = 0, env_kwargs: 'Mapping[str, Any] | None' = None, system_prompt: 'str | None' = None)"
+SHAPE = "(env_ids: 'str | Sequence[str] | Mapping[str, float]', n: 'int', *, seed_start: 'int' = 0, env_kwargs: 'Mapping[str, Any] | None' = None, system_prompt: 'str | None' = None)"
 #: Old names still accepted for a while (with a FutureWarning), and when they go.
 DEPRECATED: dict[str, set[str]] = {}
 

@@ -22,3 +22,17 @@ def test_the_shared_command_line_reports_bad_options_in_one_line():
         ("game:GuessTheNumber-v0", 9),
         ("game:Wordle-v0", 9),
     ]
+
+
+def test_the_shared_command_line_takes_weights_and_refuses_a_bad_one_in_one_line():
+    parser = add_dataset_arguments(argparse.ArgumentParser())
+    args = parser.parse_args(["--env", "game:GuessTheNumber-v0:3", "--env", "game:Wordle-v0", "--n", "400", "--out", "x"])
+    rows = rows_from_arguments(args, with_messages=False)
+    assert len(rows) == 400  # a weighted mixture: --n rows in all
+    share = sum(r.label.env_id == "game:GuessTheNumber-v0" for r in rows) / len(rows)
+    assert abs(share - 0.75) < 4 * (0.75 * 0.25 / 400) ** 0.5
+    for bad, message in [("game:Wordle-v0:-1", "finite numbers above zero"), ("game:Wordle-v0:x", "is not a number"),
+                         ("game:Wordel-v0:1", "--env: No env registered as 'game:Wordel-v0'")]:
+        args = parser.parse_args(["--env", bad, "--n", "2", "--out", "x"])
+        with pytest.raises(SystemExit, match=message):
+            rows_from_arguments(args)
