@@ -23,7 +23,7 @@ nox.options.error_on_missing_interpreters = True
 
 CONSTRAINTS = ("-c", "constraints-cpu.txt")
 #: Everything the core environment runs: tests/test_nox_sessions.py checks that every test file is in some session.
-CORE_TESTS = ("tests/core", "tests/rollout", "tests/rows", "tests/gem_compat", "tests/test_ci_guard.py",
+CORE_TESTS = ("tests/core", "tests/rollout", "tests/rows", "tests/curriculum", "tests/gem_compat", "tests/test_ci_guard.py",
               "tests/test_nox_sessions.py", "tests/adapters/test_make_dataset_shape.py")
 PYTEST = ("pytest", "-q", "-p", "no:cacheprovider")
 

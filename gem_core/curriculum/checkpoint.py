@@ -1,0 +1,50 @@
+"""A sampler's state as a file in a trainer's checkpoint folder, named the same for every framework.
+
+Trainers save checkpoints as folders (TRL/transformers ``checkpoint-<step>``, verl ``global_step_<n>``,
+OpenRLHF ``global_step<n>``); the sampler's state goes in as ``gem_task_sampler.json`` beside the model,
+so a resumed run continues its curriculum instead of starting it over.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from gem_core.curriculum.sampler import TaskSampler
+
+__all__ = ["SAMPLER_STATE_FILE", "load_sampler_state", "save_sampler_state"]
+
+SAMPLER_STATE_FILE = "gem_task_sampler.json"
+
+
+def save_sampler_state(sampler: TaskSampler, folder: str | os.PathLike[str]) -> Path:
+    """Write ``sampler.state_dict()`` to ``folder/gem_task_sampler.json`` (whole or not at all); returns the path."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / SAMPLER_STATE_FILE
+    text = json.dumps(sampler.state_dict(), indent=1)
+    # Written beside, then renamed: a run killed mid-save leaves the previous file, never half of one.
+    with tempfile.NamedTemporaryFile("w", dir=folder, prefix=".gem_task_sampler.", suffix=".tmp", delete=False, encoding="utf-8") as tmp:
+        tmp.write(text)
+    os.replace(tmp.name, path)
+    return path
+
+
+def load_sampler_state(sampler: TaskSampler, folder: str | os.PathLike[str]) -> bool:
+    """Restore ``sampler`` from ``folder/gem_task_sampler.json``; False (sampler untouched) when there is none.
+
+    Raises:
+        gem_core.curriculum.task.TaskError: the file holds another sampler's state (other tasks).
+        ValueError: the file is not JSON.
+    """
+    path = Path(folder) / SAMPLER_STATE_FILE
+    if not path.is_file():
+        return False
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path} is not JSON ({error}); delete it to start the curriculum afresh.") from None
+    sampler.load_state_dict(state)
+    return True

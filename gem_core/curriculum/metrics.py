@@ -1,0 +1,47 @@
+"""Per-task statistics of a batch of finished episodes, so a mixture's parts can be told apart on a dashboard.
+
+:func:`~gem_core.rollout.metrics.trajectory_metrics` averages over the whole batch, which hides a task
+that is stuck behind one that is learnt. Here each task gets its own ``gem/task/<task>/success``,
+``.../return`` and ``.../episodes``. The task of a trajectory is ``metrics["task"]`` when the adapter tagged
+it (:func:`tag_task`, with the :func:`~gem_core.curriculum.task.task_name` of its label: env id and level
+kwargs), else its env id.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from gem_core.curriculum.task import task_name
+from gem_core.env import episode_success
+from gem_core.rows.label import EpisodeLabel
+
+if TYPE_CHECKING:  # the sampler side of this package needs no rollout engine
+    from gem_core.rollout.trajectory import TokenTrajectory
+
+__all__ = ["TASK_KEY", "tag_task", "task_metrics"]
+
+#: The key of ``TokenTrajectory.metrics`` that names an episode's task.
+TASK_KEY = "task"
+
+
+def tag_task(trajectory: TokenTrajectory, label: EpisodeLabel, name: str | None = None) -> TokenTrajectory:
+    """Name ``trajectory``'s task (``name``, else its label's :func:`task_name`) in its metrics; returns it."""
+    trajectory.metrics[TASK_KEY] = name or task_name(label.env_id, label.env_kwargs)
+    return trajectory
+
+
+def task_metrics(trajectories: Sequence[TokenTrajectory], *, prefix: str = "gem/task/") -> dict[str, float]:
+    """``{prefix}<task>/success`` (rate), ``/return`` (mean) and ``/episodes`` (count) per task of the batch."""
+    groups: dict[str, list[TokenTrajectory]] = defaultdict(list)
+    for trajectory in trajectories:
+        groups[str(trajectory.metrics.get(TASK_KEY) or trajectory.env_id or "unknown")].append(trajectory)
+    out: dict[str, float] = {}
+    for name in sorted(groups):
+        group = groups[name]
+        n = len(group)
+        out[f"{prefix}{name}/success"] = sum(episode_success(t.infos, t.episode_return, t.terminated) for t in group) / n
+        out[f"{prefix}{name}/return"] = sum(t.episode_return for t in group) / n
+        out[f"{prefix}{name}/episodes"] = float(n)
+    return out

@@ -1,0 +1,246 @@
+"""The task sampler: hands out episode starts and learns from finished episodes where training pays.
+
+    sampler = TaskSampler(difficulty_ladder("game:GuessTheNumber-v0"), weighting="band", seed=0)
+    starts = sampler.draw(8)                      # EpisodeLabel(env_id, seed, env_kwargs) each
+    ...play them...
+    sampler.update(start, success=True, episode_return=1.0)   # once per finished episode
+    state = sampler.state_dict()                  # JSON: save it with the trainer's checkpoint
+
+Any framework can drive it: whatever chooses the next episode start (a rollout function, a dataset or
+sampler the trainer iterates, an agent loop) calls :meth:`TaskSampler.draw`, and whatever sees finished
+episodes calls :meth:`TaskSampler.update`. Draw ``i`` of a sampler is a pure function of its seed, ``i``
+and the statistics at the time, so two processes that apply the same updates in the same order draw the
+same tasks (a distributed trainer gathers the outcomes and updates every copy), and a sampler restored
+from :meth:`~TaskSampler.state_dict` continues with the draws the original would have made.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from gem_core.curriculum.stats import TaskStats
+from gem_core.curriculum.task import Task, TaskError, task_name
+from gem_core.curriculum.weighting import WEIGHTINGS, Weighting, informative_group_probability, with_floor
+from gem_core.rows.label import EpisodeLabel
+
+__all__ = ["STATE_FORMAT", "TaskSampler"]
+
+STATE_FORMAT = "gem_core.curriculum.TaskSampler/1"
+
+
+class TaskSampler:
+    """Draws episode starts over ``tasks``, toward those whose success is neither 0 nor 1.
+
+    Args:
+        tasks: :class:`Task` objects, env ids, or a mixture ``{env_id: weight}``.
+        weighting: ``"band"`` (default): in proportion to the chance a group of ``group_size`` episodes is
+            informative, ``1 - p^G - (1-p)^G`` with ``p`` the task's recent success rate; ``"progress"``: in
+            proportion to how fast the success rate changes; ``"uniform"``: the tasks' weights only (a static
+            mixture; no floor, no statistics used). See :mod:`gem_core.curriculum.weighting`.
+        seed: fixes every draw (with the statistics).
+        seed_start: each task's episode seeds count up from here (a pinned task keeps its own seed).
+        floor: the least probability of every task under adaptive weighting, so none starves and its
+            statistics stay current; default ``0.25 / len(tasks)`` (a quarter of the draws spread evenly).
+        window: episodes per task that the statistics look at (the most recent).
+        min_episodes: until a task has this many episodes in its window it is treated as the most
+            promising (drawn at the highest adaptive weight), so every task is measured before it is judged.
+        group_size: episodes per draw that the trainer compares (GRPO's ``num_generations``), for ``"band"``.
+        unlock_at: treat ``tasks`` as a ladder in the order given: a task beyond the first gets only the floor
+            until the one before it reaches this success rate over ``min_episodes`` or more episodes
+            (then it stays unlocked). None (default): every task competes from the start.
+    """
+
+    def __init__(
+        self,
+        tasks: Sequence[Task | str] | Mapping[str, float],
+        *,
+        weighting: Weighting = "band",
+        seed: int = 0,
+        seed_start: int = 0,
+        floor: float | None = None,
+        window: int = 64,
+        min_episodes: int = 8,
+        group_size: int = 2,
+        unlock_at: float | None = None,
+    ) -> None:
+        self._tasks = _as_tasks(tasks)
+        if weighting not in WEIGHTINGS:
+            raise TaskError(f"weighting must be one of {', '.join(map(repr, WEIGHTINGS))}, got {weighting!r}.")
+        k = len(self._tasks)
+        floor = 0.25 / k if floor is None else floor
+        if isinstance(floor, bool) or not isinstance(floor, (int, float)) or not 0 <= floor <= 1 / k:
+            raise TaskError(
+                f"floor {floor!r} is no probability every one of the {k} tasks can get: give a number from 0 to 1/{k} = {1 / k:.4g}."
+            )
+        for name, value, least in (("seed", seed, 0), ("seed_start", seed_start, None), ("window", window, 2),
+                                   ("min_episodes", min_episodes, 1), ("group_size", group_size, 2)):
+            if isinstance(value, bool) or not isinstance(value, int) or (least is not None and value < least):
+                raise TaskError(f"{name} must be an integer{'' if least is None else f' of at least {least}'}, got {value!r}.")
+        if min_episodes > window:
+            raise TaskError(f"min_episodes ({min_episodes}) must not exceed window ({window}): the window could never hold them.")
+        if unlock_at is not None and (isinstance(unlock_at, bool) or not isinstance(unlock_at, (int, float)) or not 0 < unlock_at <= 1):
+            raise TaskError(f"unlock_at must be a success rate in (0, 1] or None, got {unlock_at!r}.")
+        self.weighting: Weighting = weighting
+        self.seed, self.seed_start, self.floor = seed, seed_start, float(floor)
+        self.window, self.min_episodes, self.group_size, self.unlock_at = window, min_episodes, group_size, unlock_at
+        self._by_name = {task.name: task for task in self._tasks}
+        self._stats = {task.name: TaskStats(window=window) for task in self._tasks}
+        self._next_seed = {task.name: seed_start for task in self._tasks}
+        self._draws = 0
+        self._unlocked = 1 if unlock_at is not None else k
+
+    # -- what it knows -------------------------------------------------------------------------------
+    @property
+    def tasks(self) -> tuple[Task, ...]:
+        return self._tasks
+
+    @property
+    def draws(self) -> int:
+        """How many episode starts it has handed out."""
+        return self._draws
+
+    def stats(self, task: Task | EpisodeLabel | str) -> TaskStats:
+        """The statistics of ``task`` (a task, its name, or an episode start it handed out)."""
+        return self._stats[self.task_of(task).name]
+
+    def task_of(self, episode: Task | EpisodeLabel | str) -> Task:
+        """The task an episode start (or a task name) belongs to.
+
+        Raises:
+            TaskError: it belongs to none of this sampler's tasks (the message lists them).
+        """
+        if isinstance(episode, Task):
+            name = episode.name
+        elif isinstance(episode, EpisodeLabel):
+            base = task_name(episode.env_id, episode.env_kwargs)
+            name = f"{base}#{episode.seed}" if f"{base}#{episode.seed}" in self._by_name else base
+        else:
+            name = episode
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise TaskError(f"{name!r} is none of this sampler's tasks ({', '.join(self._by_name)}); update it only with "
+                            "episodes it handed out.") from None
+
+    def probabilities(self) -> dict[str, float]:
+        """Each task's probability for the next draw, by task name (they sum to 1)."""
+        weights = [task.weight for task in self._tasks]
+        if self.weighting == "uniform":
+            total = sum(weights)
+            return {task.name: w / total for task, w in zip(self._tasks, weights)}
+        scores = [self._score(i, task) for i, task in enumerate(self._tasks)]
+        return dict(zip(self._by_name, with_floor(scores, weights, self.floor)))
+
+    def _score(self, index: int, task: Task) -> float:
+        if index >= self._unlocked:
+            return 0.0
+        stats = self._stats[task.name]
+        if stats.seen < self.min_episodes:
+            return 1.0  # not measured yet: the most promising until it is
+        if self.weighting == "progress":
+            return float(stats.learning_progress or 0.0)
+        best = informative_group_probability(0.5, self.group_size)
+        return informative_group_probability(float(stats.success_rate), self.group_size) / best
+
+    def metrics(self, prefix: str = "gem/curriculum/") -> dict[str, float]:
+        """Per task: ``{prefix}<name>/probability`` of the next draw and ``{prefix}<name>/success`` over its window
+        (once it has episodes); and ``{prefix}unlocked`` (tasks unlocked on a ladder), for a trainer's logger."""
+        out: dict[str, float] = {}
+        for name, p in self.probabilities().items():
+            out[f"{prefix}{name}/probability"] = p
+            rate = self._stats[name].success_rate
+            if rate is not None:
+                out[f"{prefix}{name}/success"] = rate
+        out[f"{prefix}unlocked"] = float(self._unlocked)
+        return out
+
+    # -- drawing and learning --------------------------------------------------------------------------
+    def draw(self, k: int = 1) -> list[EpisodeLabel]:
+        """The next ``k`` episode starts, all from the current probabilities (one per GRPO group: give every
+        copy of a group the same start)."""
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise ValueError(f"draw(k) needs a number of episode starts >= 0, got {k!r}.")
+        cumulative = list(itertools.accumulate(self.probabilities().values()))
+        starts = []
+        for _ in range(k):
+            u = np.random.default_rng([self.seed, self._draws]).random() * cumulative[-1]
+            task = self._tasks[min(bisect.bisect_right(cumulative, u), len(self._tasks) - 1)]
+            self._draws += 1
+            seed = self._next_seed[task.name]
+            if task.seed is None:
+                self._next_seed[task.name] = seed + 1
+            starts.append(task.label(seed))
+        return starts
+
+    def update(self, episode: Task | EpisodeLabel | str, success: bool, episode_return: float = 0.0) -> None:
+        """Record one finished episode of ``episode``'s task (call it for every episode, each copy of a group too)."""
+        task = self.task_of(episode)
+        self._stats[task.name].record(success, episode_return)
+        if self.unlock_at is not None:
+            while self._unlocked < len(self._tasks):
+                below = self._stats[self._tasks[self._unlocked - 1].name]
+                if below.seen < self.min_episodes or float(below.success_rate) < self.unlock_at:
+                    break
+                self._unlocked += 1
+
+    # -- checkpoints -------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Everything that changes as it runs, as JSON-serialisable data (the seed, the draw count, each
+        task's next seed and statistics, the ladder's progress). The configuration (tasks, weighting, floor)
+        is the constructor's: build the sampler the same way, then :meth:`load_state_dict`."""
+        return {
+            "format": STATE_FORMAT,
+            "seed": self.seed,
+            "draws": self._draws,
+            "unlocked": self._unlocked,
+            "tasks": {
+                task.name: {"next_seed": self._next_seed[task.name], "stats": self._stats[task.name].to_json()}
+                for task in self._tasks
+            },
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from a :meth:`state_dict`: the next draws are those the saved sampler would have made.
+
+        Raises:
+            TaskError: not a sampler state, or one saved with other tasks (the message names the difference).
+        """
+        if not isinstance(state, Mapping) or state.get("format") != STATE_FORMAT:
+            found = state.get("format") if isinstance(state, Mapping) else type(state).__name__
+            raise TaskError(f"Not a TaskSampler state (format {found!r}, expected {STATE_FORMAT!r}); pass what state_dict() returned.")
+        saved = dict(state["tasks"])
+        if set(saved) != set(self._by_name):
+            missing, extra = sorted(set(self._by_name) - set(saved)), sorted(set(saved) - set(self._by_name))
+            raise TaskError(
+                f"The saved sampler state has other tasks (not saved: {missing or 'none'}; saved but not configured: "
+                f"{extra or 'none'}): build the TaskSampler with the tasks of the run that saved it."
+            )
+        self.seed, self._draws = int(state["seed"]), int(state["draws"])
+        self._unlocked = int(state.get("unlocked", len(self._tasks)))
+        for name, data in saved.items():
+            self._next_seed[name] = int(data["next_seed"])
+            self._stats[name] = TaskStats.from_json(data["stats"], self.window)
+
+
+def _as_tasks(tasks: Sequence[Task | str] | Mapping[str, float]) -> tuple[Task, ...]:
+    if isinstance(tasks, Mapping):
+        from gem_core.rows.mixture import env_weights
+
+        tasks = [Task(env_id, weight=weight) for env_id, weight in env_weights(tasks).items()]
+    elif isinstance(tasks, str):
+        tasks = [tasks]
+    out = tuple(task if isinstance(task, Task) else Task(task) for task in tasks)
+    if not out:
+        raise TaskError("A TaskSampler needs at least one task (an env id, a Task, or {env_id: weight}).")
+    for task in out:
+        task.label(task.seed if task.seed is not None else 0)  # unknown ids fail here, naming the closest ids
+    names = [task.name for task in out]
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise TaskError(f"Tasks {duplicates} are given more than once: give each (env id, kwargs) once, with a weight for its share.")
+    return out

@@ -1,0 +1,88 @@
+"""Per-task statistics of finished episodes: a window of recent outcomes plus lifetime totals.
+
+A window (the last ``window`` episodes) rather than an average over all time, because what the sampler
+needs is how the policy does *now*: a task learnt long ago must read as solved, not as half-solved.
+Everything here is plain numbers and lists, so it round-trips through JSON with a checkpoint.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["TaskStats"]
+
+
+@dataclass
+class TaskStats:
+    """Outcomes of one task's finished episodes."""
+
+    window: int = 64
+    """How many recent episodes :attr:`success_rate` and :attr:`learning_progress` look at."""
+    recent_success: deque[bool] = field(default_factory=deque)
+    recent_return: deque[float] = field(default_factory=deque)
+    episodes: int = 0
+    successes: int = 0
+    return_sum: float = 0.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 2:
+            raise ValueError(f"window must be an integer of at least 2 episodes, got {self.window!r}.")
+        self.recent_success = deque((bool(s) for s in self.recent_success), maxlen=self.window)
+        self.recent_return = deque((float(r) for r in self.recent_return), maxlen=self.window)
+
+    def record(self, success: bool, episode_return: float = 0.0) -> None:
+        """Add one finished episode."""
+        self.recent_success.append(bool(success))
+        self.recent_return.append(float(episode_return))
+        self.episodes += 1
+        self.successes += int(bool(success))
+        self.return_sum += float(episode_return)
+
+    @property
+    def seen(self) -> int:
+        """Episodes in the window."""
+        return len(self.recent_success)
+
+    @property
+    def success_rate(self) -> float | None:
+        """Success rate over the window; None before the first episode."""
+        return sum(self.recent_success) / self.seen if self.seen else None
+
+    @property
+    def mean_return(self) -> float | None:
+        """Mean return over the window; None before the first episode."""
+        return sum(self.recent_return) / self.seen if self.seen else None
+
+    @property
+    def learning_progress(self) -> float | None:
+        """``|success(newer half) - success(older half)|`` of the window: how fast success is changing
+        (either way: forgetting is worth training on too); None with fewer than 2 episodes."""
+        if self.seen < 2:
+            return None
+        outcomes = list(self.recent_success)
+        half = len(outcomes) // 2
+        older, newer = outcomes[:half], outcomes[half:]
+        return abs(sum(newer) / len(newer) - sum(older) / len(older))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "recent_success": [int(s) for s in self.recent_success],
+            "recent_return": list(self.recent_return),
+            "episodes": self.episodes,
+            "successes": self.successes,
+            "return_sum": self.return_sum,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], window: int) -> TaskStats:
+        """Stats saved by :meth:`to_json`; a smaller ``window`` than the saved one keeps the newest episodes."""
+        return cls(
+            window=window,
+            recent_success=deque(bool(s) for s in data.get("recent_success", [])),
+            recent_return=deque(float(r) for r in data.get("recent_return", [])),
+            episodes=int(data.get("episodes", 0)),
+            successes=int(data.get("successes", 0)),
+            return_sum=float(data.get("return_sum", 0.0)),
+        )

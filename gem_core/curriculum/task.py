@@ -1,0 +1,66 @@
+"""A task of a curriculum: an env id and the constructor kwargs that fix its difficulty (or one dataset row).
+
+A sampler keeps statistics per task and hands out episode starts (:class:`~gem_core.rows.EpisodeLabel`),
+so a task is exactly what a label needs besides the seed. Its :attr:`~Task.name` keys the statistics,
+the sampler's saved state and the per-task metrics (``gem/task/<name>/success``), so it is stable text.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gem_core.errors import GemError
+from gem_core.rows.label import EpisodeLabel, parse_label
+
+__all__ = ["Task", "TaskError", "task_name"]
+
+
+class TaskError(GemError, ValueError):
+    """A task list a sampler cannot use (empty, duplicated names, a bad weight); the message says the fix."""
+
+
+def task_name(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> str:
+    """``env_id`` alone, or ``env_id[key=value,...]`` (keys sorted) when kwargs set a level of it.
+
+    The one naming rule for tasks, so a trajectory tagged by an adapter and a sampler's task agree.
+    """
+    if not env_kwargs:
+        return env_id
+    return env_id + "[" + ",".join(f"{key}={json.dumps(env_kwargs[key], sort_keys=True)}" for key in sorted(env_kwargs)) + "]"
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task: ``env_id`` built with ``env_kwargs``; a ``seed`` pins it to one episode (a dataset row).
+
+    ``weight`` is its share under uniform sampling (a static mixture) and its prior under adaptive sampling.
+    """
+
+    env_id: str
+    env_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    weight: float = 1.0
+    seed: int | None = None
+    """None: each draw gets the task's next seed; an int: every draw replays this one episode."""
+    name: str = ""
+    """Key of its statistics and metrics; default :func:`task_name` (with ``#seed`` for a pinned seed)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "env_kwargs", dict(self.env_kwargs))
+        if isinstance(self.weight, bool) or not isinstance(self.weight, (int, float)) or not math.isfinite(self.weight) or self.weight <= 0:
+            raise TaskError(f"Task {self.env_id!r} has weight {self.weight!r}: give a finite number above zero (weights are relative).")
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
+            raise TaskError(f"Task {self.env_id!r} has seed {self.seed!r}: give an integer or None.")
+        if not self.name:
+            name = task_name(self.env_id, self.env_kwargs) + ("" if self.seed is None else f"#{self.seed}")
+            object.__setattr__(self, "name", name)
+
+    def label(self, seed: int) -> EpisodeLabel:
+        """The episode start of this task with ``seed`` (a pinned task's own seed wins), checked like a dataset row."""
+        return parse_label({"env_id": self.env_id, "seed": self.seed if self.seed is not None else seed, "env_kwargs": dict(self.env_kwargs)})
+
+    def to_json(self) -> dict[str, Any]:
+        return {"env_id": self.env_id, "env_kwargs": dict(self.env_kwargs), "weight": self.weight, "seed": self.seed, "name": self.name}
