@@ -7,6 +7,9 @@ Two routes, both on the stock trainer:
   :class:`TurnCreditGRPOTrainer` (REINFORCE with Return Batch Normalization over turns).
 - ``environment_factory`` (tool-calling models): ``GRPOTrainer(..., environment_factory=environment_factory(),
   train_dataset=make_dataset(env_id, n))``.
+
+A curriculum (``rollout_func`` route): ``GemRolloutFunc(task_sampler=TaskSampler(tasks))`` draws each GRPO group's
+episode start from :mod:`gem_core.curriculum`; ``callbacks=[TaskSamplerCallback(sampler)]`` keeps its state in checkpoints.
 """
 
 from gem_adapters.framework_version import TRLVersionError, check_trl_version
@@ -18,6 +21,7 @@ __all__ = [
     "GemRolloutFunc",
     "GemToolEnvironment",
     "TRLVersionError",
+    "TaskSamplerCallback",
     "TurnCreditGRPOTrainer",
     "check_trl_version",
     "env_return_reward",
@@ -34,4 +38,9 @@ def __getattr__(name: str):
         from gem_adapters.trl.credit import TurnCreditGRPOTrainer
 
         return TurnCreditGRPOTrainer
+    if name == "TaskSamplerCallback":  # imports transformers
+        check_trl_version()
+        from gem_adapters.trl.curriculum import TaskSamplerCallback
+
+        return TaskSamplerCallback
     raise AttributeError(f"module 'gem_adapters.trl' has no attribute {name!r}")

@@ -6,7 +6,12 @@ episode after the prompt: the sampled action tokens (``env_mask`` 1, so they get
 environment's observation tokens (``env_mask`` 0). Everything else returned reaches TRL's reward
 functions as keyword arguments: ``env_return``, ``turn_rewards``, ``turn_spans``, ``num_turns``,
 ``success``, ``env_error_turns``, ``truncated`` and the trajectories themselves (``gem_trajectory``);
-:func:`env_return_reward` is the reward function to pass (it also logs the episode statistics).
+:func:`env_return_reward` is the reward function to pass (it also logs the episode statistics, per task too).
+
+With ``GemRolloutFunc(task_sampler=TaskSampler(...))`` the episode starts of training batches come from a
+:class:`~gem_core.curriculum.TaskSampler` (one draw per GRPO group, shared by all its copies) instead of the
+prompts' labels, and every finished episode updates it; :class:`~gem_adapters.trl.TaskSamplerCallback`
+keeps its state in each checkpoint.
 
 Vision envs (``vision:*``) train a VLM with its processor as ``processing_class`` and a dataset from
 :func:`~gem_adapters.trl.make_dataset`, which then has an ``images`` column: TRL's real VLM path turns
@@ -25,10 +30,13 @@ from typing import Any
 from gem_adapters.trl.make_dataset import episode_label
 from gem_adapters.trl.policy import trainer_policy
 from gem_adapters.trl.sampled_head import score_sampled_tokens_only
+from gem_core.curriculum import TaskSampler, tag_task, task_metrics
+from gem_core.env import episode_success
 from gem_core.rollout import EpisodeSession, SamplingParams, TokenTrajectory
 from gem_core.rollout.metrics import trajectory_metrics
 from gem_core.rollout.runner import run_session
 from gem_core.rollout.vision import require_prompt_images_only, text_tokenizer
+from gem_core.rows import EpisodeLabel
 from gem_core.sync_bridge import run_sync
 
 __all__ = ["GemRolloutFunc", "env_return_reward", "trajectories_to_rollout"]
@@ -59,6 +67,11 @@ class GemRolloutFunc:
     """Project the env's observation tokens through the LM head in TRL's loss, as TRL does for any masked
     completion token. False (the default) keeps them out (:mod:`gem_adapters.trl.sampled_head`): the same
     loss and gradient for less work, as those positions' log-probs are masked out of every use."""
+    task_sampler: TaskSampler | None = None
+    """Where training episodes start (:mod:`gem_core.curriculum`): one draw per GRPO group, given to all its
+    ``num_generations`` copies, instead of the prompt's label (the prompt then gives only the system prompt);
+    each finished training episode updates it with its success and return. Evaluation batches keep their
+    dataset's episodes and leave it alone. None: every episode is its prompt's label."""
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
         # A vision model's processor plays vision envs (its tokenizer does the text).
@@ -72,6 +85,9 @@ class GemRolloutFunc:
             top_k=args.top_k or 0,
         )
         episodes = [episode_label(p) for p in prompts]
+        curriculum = self.task_sampler is not None and trainer.model.training
+        if curriculum:
+            episodes = self._sampled_episodes(episodes, trainer)
         want_logprobs = self.logprobs if self.logprobs is not None else getattr(args, "off_policy_mask_threshold", None) is not None
         policy = trainer_policy(trainer, len(prompts), logprobs=want_logprobs)
         template_kwargs = dict(getattr(args, "chat_template_kwargs", None) or {})
@@ -96,12 +112,59 @@ class GemRolloutFunc:
             return trajectories
 
         self.last_trajectories = run_sync(play_all)
+        for (label, _), trajectory in zip(episodes, self.last_trajectories):
+            tag_task(trajectory, label, self.task_sampler.task_of(label).name if curriculum else None)
+        if curriculum:
+            self._update_sampler(self.last_trajectories, trainer)
         newline = tokenizer.encode("\n", add_special_tokens=False)
         rollout = trajectories_to_rollout(self.last_trajectories, eos_token_id=tokenizer.eos_token_id, filler_token_id=newline[0] if newline else None)
         head = None if self.score_env_tokens else score_sampled_tokens_only(trainer)
         if head is not None:
             head.register(rollout["completion_ids"], rollout["env_mask"])
+        if curriculum:
+            rollout["gem_curriculum"] = self.task_sampler.metrics()  # not a list: TRL gives it to every row
         return rollout
+
+    def _sampled_episodes(self, episodes: list[tuple[EpisodeLabel, str | None]], trainer: Any) -> list[tuple[EpisodeLabel, str | None]]:
+        """One sampler draw per GRPO group of the global batch; this process takes the draws of its rows.
+
+        TRL hands each process a contiguous slice of the global batch, in which every prompt comes as
+        ``num_generations`` consecutive copies (a group may span two processes). Every process holds a copy
+        of the sampler with the same state, so drawing the whole batch's starts everywhere and keeping one's
+        own slice gives a group's copies the same start on whichever process they run.
+        """
+        group = int(trainer.num_generations)
+        rank, world = _process_slot(trainer)
+        local = len(episodes)
+        if (local * world) % group:
+            raise ValueError(f"The batch of {local * world} prompts is not a whole number of GRPO groups of {group}; "
+                             "set the batch size to a multiple of num_generations.")
+        for i in range(1, local):
+            if (rank * local + i) % group and episodes[i] != episodes[i - 1]:
+                raise ValueError("TRL passed the prompts of a GRPO group apart (expected num_generations consecutive copies), "
+                                 "so their episodes cannot share a start; this TRL version orders its batch differently.")
+        starts = self.task_sampler.draw(local * world // group)
+        return [(starts[(rank * local + i) // group], system) for i, (_, system) in enumerate(episodes)]
+
+    def _update_sampler(self, trajectories: list[TokenTrajectory], trainer: Any) -> None:
+        """Every finished episode of the global batch, in global order, so every process's sampler stays the same."""
+        outcomes = [
+            (t.metrics["task"], episode_success(t.infos, t.episode_return, t.terminated), t.episode_return) for t in trajectories
+        ]
+        if _process_slot(trainer)[1] > 1:
+            from accelerate.utils import gather_object
+
+            outcomes = gather_object(outcomes)
+        for name, success, episode_return in outcomes:
+            self.task_sampler.update(name, success, episode_return)
+
+
+def _process_slot(trainer: Any) -> tuple[int, int]:
+    """(this process's rank, the number of processes) of the trainer's accelerator."""
+    accelerator = getattr(trainer, "accelerator", None)
+    if accelerator is None:
+        return 0, 1
+    return int(accelerator.process_index), int(accelerator.num_processes)
 
 
 def trajectories_to_rollout(
@@ -147,16 +210,22 @@ def trajectories_to_rollout(
 
 def env_return_reward(
     completions: list[Any], env_return: list[float], log_metric: Callable[[str, float], None] | None = None,
-    gem_trajectory: list[TokenTrajectory] | None = None, **kwargs: Any,
+    gem_trajectory: list[TokenTrajectory] | None = None, gem_curriculum: list[dict[str, float]] | None = None, **kwargs: Any,
 ) -> list[float]:
     """TRL reward function: the episode return computed by the env (sum of its per-turn rewards).
 
     It also logs the core's :func:`~gem_core.rollout.metrics.trajectory_metrics` of the batch (``gem/turns``,
     ``gem/success``, ``gem/truncated``, ``gem/env_error_rate``, ...) through TRL's ``log_metric``, beside TRL's
-    own metrics: an env that fails shows there instead of training on silent zero rewards.
+    own metrics: an env that fails shows there instead of training on silent zero rewards. Per task (env id
+    and level kwargs) it logs ``gem/task/<task>/success``, ``/return`` and ``/episodes``
+    (:func:`~gem_core.curriculum.task_metrics`), and with a task sampler its next-draw probability and recent
+    success per task (``gem/curriculum/<task>/probability``, ``/success``).
     """
     if log_metric is not None and gem_trajectory:
-        for name, value in trajectory_metrics(gem_trajectory).items():
+        for name, value in {**trajectory_metrics(gem_trajectory), **task_metrics(gem_trajectory)}.items():
+            log_metric(name, value)
+    if log_metric is not None and gem_curriculum:
+        for name, value in gem_curriculum[0].items():
             log_metric(name, value)
     return [float(r) for r in env_return]
 

@@ -1,0 +1,55 @@
+"""Keep a task sampler's state in TRL's checkpoints: ``GRPOTrainer(..., callbacks=[TaskSamplerCallback(sampler)])``.
+
+A curriculum is part of the training state: a run resumed without it would start measuring every task
+again and draw the tasks it had already moved past. transformers' ``TrainerCallback`` is the documented
+hook for this: ``on_save`` runs right after a checkpoint folder is written, so the sampler's state goes in
+beside the model (``checkpoint-<step>/gem_task_sampler.json``); ``on_train_begin`` runs after
+``trainer.train(resume_from_checkpoint=...)`` has restored the trainer's state, so the sampler is restored
+from the same folder before the first new rollout.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any
+
+from transformers import TrainerCallback
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+from gem_core.curriculum import SAMPLER_STATE_FILE, TaskSampler, load_sampler_state, save_sampler_state
+
+__all__ = ["TaskSamplerCallback"]
+
+
+class TaskSamplerCallback(TrainerCallback):
+    """Saves ``sampler`` into every checkpoint folder and restores it when training resumes from one.
+
+    The folder it restores from: ``resume_from`` if given, else ``TrainingArguments.resume_from_checkpoint``
+    if it names a folder, else ``<output_dir>/checkpoint-<step>`` of the resumed step (where
+    ``resume_from_checkpoint=True`` and any checkpoint of this run's output folder are).
+    """
+
+    def __init__(self, sampler: TaskSampler, resume_from: str | os.PathLike[str] | None = None) -> None:
+        self.sampler = sampler
+        self.resume_from = resume_from
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if state.is_world_process_zero:  # every process holds the same sampler; one writes it
+            save_sampler_state(self.sampler, os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"))
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if not state.global_step:  # a fresh run: nothing to restore
+            return
+        folder = self.resume_from
+        if folder is None and isinstance(getattr(args, "resume_from_checkpoint", None), str):
+            folder = args.resume_from_checkpoint
+        if folder is None:
+            folder = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
+        if not load_sampler_state(self.sampler, folder):
+            warnings.warn(
+                f"Training resumes at step {state.global_step} but {os.path.join(folder, SAMPLER_STATE_FILE)} does not exist, "
+                "so the task sampler starts afresh; if the checkpoint is elsewhere, pass TaskSamplerCallback(sampler, "
+                "resume_from=<checkpoint folder>).",
+                stacklevel=2,
+            )
