@@ -15,6 +15,13 @@ the reward curve (next to a random-move baseline) to `runs/trl/reward_curve.png`
 (the 1-4 setting above belongs to the default env only). The tiny tokenizer makes every move seen in
 random play a token of its own, so the tiny model can learn any game whose moves it can enumerate.
 
+Repeat `--env` (`ID` or `ID:WEIGHT`) to train on a mixture of tasks; `--curriculum` picks how each GRPO
+group's task is drawn: `uniform` by the fixed weights, `adaptive` toward the tasks whose groups disagree
+(success neither 0 nor 1), `progress` toward those whose success is changing (gem_core.curriculum):
+
+    python examples/train_trl.py --env game:GuessTheNumber-v0 --env game:GuessTheNumber-v0-easy \
+        --env game:GuessTheNumber-v0-hard --curriculum adaptive
+
 The same file trains a real model on a GPU:
 
     python examples/train_trl.py --model Qwen/Qwen3-0.6B --env game:Wordle-v0 \
@@ -26,7 +33,9 @@ How GEM plugs into TRL (the only GEM-specific lines):
 - `GemRolloutFunc` plays whole episodes with the trainer's model, token-exact, and returns the
   completion with `env_mask` 0 on the env's tokens;
 - `TurnCreditGRPOTrainer` is `trl.GRPOTrainer` with per-turn advantages (REINFORCE with Return Batch
-  Normalization); `--turn_credit episode` gives stock GRPO on the episode return.
+  Normalization); `--turn_credit episode` gives stock GRPO on the episode return;
+- with a mixture, `GemRolloutFunc(task_sampler=TaskSampler(tasks))` draws each group's episode start and
+  learns from its outcomes, and `TaskSamplerCallback` keeps the sampler's state in TRL's checkpoints.
 """
 
 from __future__ import annotations
@@ -46,8 +55,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import gem_core
-from gem_core.registry import UnknownEnvError
 from gem_core.cli.options import env_kwargs_option
+from gem_core.curriculum import Task, TaskError, TaskSampler
+from gem_core.registry import UnknownEnvError
+from gem_core.rows import MixtureError, parse_env_options
 
 DEFAULT_ENV = "game:GuessTheNumber-v0"
 #: The main job's own setting (1-4 in three guesses: small enough to learn on a CPU); only for DEFAULT_ENV.
@@ -58,15 +69,34 @@ MAX_MOVE_TOKENS = 4096
 #: BPE vocabulary of the tiny tokenizer: enough merges that GuessTheNumber's observations are one token each,
 #: so the hint is one token a few positions before the move (with 320 it was spread over ~10 fragments).
 TINY_VOCAB_SIZE = 1000
+#: How each GRPO group's task is drawn from a mixture (gem_core.curriculum weightings).
+CURRICULA = {"uniform": "uniform", "adaptive": "band", "progress": "progress"}
 
 
 @dataclass
 class Args:
-    env: str = field(default=DEFAULT_ENV, metadata={"help": "GEM env id (`gem list` shows them)"})
+    env: str | list[str] = field(
+        default=DEFAULT_ENV,
+        metadata={"help": "GEM env id (`gem list` shows them); repeat for a mixture of tasks, ID:WEIGHT for a weighted one "
+                          "(a bare id weighs 1)"},
+    )
     env_kwargs: str | None = field(
         default=None,
-        metadata={"help": f"JSON kwargs for the env (default: {json.dumps(DEFAULT_ENV_KWARGS)} for {DEFAULT_ENV}, "
-                          "the registry's own kwargs for any other env)"},
+        metadata={"help": f"JSON kwargs for the env, every env of a mixture (default: {json.dumps(DEFAULT_ENV_KWARGS)} for "
+                          f"{DEFAULT_ENV}, the registry's own kwargs for any other env)"},
+    )
+    curriculum: str = field(
+        default="uniform",
+        metadata={"help": "how a mixture's tasks are drawn, one per GRPO group: 'uniform' (by the --env weights), "
+                          "'adaptive' (toward tasks whose success is neither 0 nor 1) or 'progress' (toward tasks whose "
+                          "success is changing); a single env always plays the dataset's episodes"},
+    )
+    curriculum_floor: float | None = field(
+        default=None,
+        metadata={"help": "adaptive/progress: the least probability of each task (default 0.25 / number of tasks)"},
+    )
+    curriculum_window: int = field(
+        default=64, metadata={"help": "adaptive/progress: recent episodes per task that its success rate counts"},
     )
     model: str | None = field(default=None, metadata={"help": "hub id or local path; default: a tiny model built here"})
     use_vllm: bool = field(default=False, metadata={"help": "sample with vLLM (GPU) instead of model.generate"})
@@ -115,33 +145,58 @@ class UsageError(ValueError):
     """A bad argument, found before anything heavy loads or anything is written."""
 
 
-def env_kwargs_for(args: Args) -> dict:
-    """The env kwargs of this run, checked by building the env once (cheap; no torch)."""
+def env_mixture(args: Args) -> dict[str, float]:
+    """``--env`` as ``{env_id: weight}`` (one id: weight 1; repeated bare ids: weight 1 each)."""
+    try:
+        parsed = parse_env_options([args.env] if isinstance(args.env, str) else list(args.env), "--env")
+    except MixtureError as error:
+        raise UsageError(str(error)) from None
+    except UnknownEnvError as error:
+        raise UsageError(f"--env: {error}") from None
+    if isinstance(parsed, dict):
+        return parsed
+    ids = [parsed] if isinstance(parsed, str) else parsed
+    if len(set(ids)) != len(ids):
+        raise UsageError(f"--env {next(i for i in ids if ids.count(i) > 1)} is given twice: give each env once (ID:WEIGHT for a larger share)")
+    return dict.fromkeys(ids, 1.0)
+
+
+def env_kwargs_for(args: Args, env_id: str | None = None) -> dict:
+    """The env kwargs of ``env_id`` (default: the run's only env) in this run, checked by building the env once
+    (cheap; no torch)."""
+    env_id = env_id or next(iter(env_mixture(args)))
     if args.env_kwargs is None or args.env_kwargs == "":
-        env_kwargs = dict(DEFAULT_ENV_KWARGS) if args.env == DEFAULT_ENV else {}
+        env_kwargs = dict(DEFAULT_ENV_KWARGS) if env_id == DEFAULT_ENV else {}
     else:
         try:
             env_kwargs = env_kwargs_option(args.env_kwargs, "--env_kwargs")
         except ValueError as error:
             raise UsageError(str(error)) from None
     try:
-        registered = gem_core.spec(args.env).kwargs
+        registered = gem_core.spec(env_id).kwargs
     except UnknownEnvError as error:
         raise UsageError(f"--env: {error}") from None
     try:
-        gem_core.make(args.env, **env_kwargs).close()
+        gem_core.make(env_id, **env_kwargs).close()
     except TypeError as error:
         raise UsageError(
-            f"--env_kwargs {json.dumps(env_kwargs)} do not fit {args.env} ({error}); its registered kwargs are "
+            f"--env_kwargs {json.dumps(env_kwargs)} do not fit {env_id} ({error}); its registered kwargs are "
             f"{json.dumps(registered, default=str)}: pass only those names, or --env_kwargs '{{}}' to use them as they are"
         ) from None
     except ImportError as error:
-        raise UsageError(f"--env {args.env} cannot be built here: {error}") from None
+        raise UsageError(f"--env {env_id} cannot be built here: {error}") from None
     return env_kwargs
 
 
 def check_args(args: Args) -> dict:
-    """Everything that can be wrong with the arguments, before torch loads; returns the env kwargs."""
+    """Everything that can be wrong with the arguments, before torch loads; returns the env kwargs (of the first
+    env of a mixture: :func:`check_tasks` gives every task's)."""
+    return dict(check_tasks(args)[0].env_kwargs)
+
+
+def check_tasks(args: Args) -> list[Task]:
+    """Everything that can be wrong with the arguments, before torch loads; returns the run's tasks (one per
+    ``--env``, with its kwargs and weight)."""
     if args.turn_credit not in ("rebn", "reinforce", "baseline", "episode"):
         raise UsageError(f"--turn_credit must be 'rebn', 'reinforce', 'baseline' or 'episode', got {args.turn_credit!r}")
     if args.vocab_size < 259:
@@ -156,7 +211,26 @@ def check_args(args: Args) -> dict:
     for name in ("max_new_tokens", "max_completion_length"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise UsageError(f"--{name} must be at least 1, got {getattr(args, name)}")
-    return env_kwargs_for(args)
+    if args.curriculum not in CURRICULA:
+        raise UsageError(f"--curriculum must be 'uniform', 'adaptive' or 'progress', got {args.curriculum!r}")
+    tasks = [Task(env_id, env_kwargs_for(args, env_id), weight=weight) for env_id, weight in env_mixture(args).items()]
+    if len(tasks) == 1 and args.curriculum != "uniform":
+        raise UsageError(f"--curriculum {args.curriculum} chooses among tasks, and there is one: repeat --env for a mixture "
+                         "(e.g. a game's -easy, -v0 and -hard levels)")
+    if len(tasks) > 1:
+        task_sampler(args, tasks)  # a floor or window that cannot work fails here, before torch loads
+    return tasks
+
+
+def task_sampler(args: Args, tasks: list[Task]) -> TaskSampler:
+    """Where a mixture's episodes start: one draw per GRPO group, seeded by ``--seed`` (episode seeds as the
+    single-env dataset's, from ``seed * 100_000``)."""
+    try:
+        return TaskSampler(tasks, weighting=CURRICULA[args.curriculum], seed=args.seed, seed_start=args.seed * 100_000,
+                           floor=args.curriculum_floor, window=args.curriculum_window,
+                           min_episodes=min(8, args.curriculum_window), group_size=args.num_generations)
+    except (TaskError, ValueError) as error:
+        raise UsageError(f"--curriculum: {error}") from None
 
 
 def random_episodes(env_id: str, env_kwargs: dict, episodes: int = 200) -> list[tuple[list[str], list[str]]]:
@@ -177,19 +251,21 @@ def random_episodes(env_id: str, env_kwargs: dict, episodes: int = 200) -> list[
 
 
 def tiny_model_and_tokenizer(env_id: str, env_kwargs: dict, seed: int, max_completion_length: int | None,
-                             vocab_size: int = TINY_VOCAB_SIZE):
+                             vocab_size: int = TINY_VOCAB_SIZE, *, envs: list[tuple[str, dict]] | None = None):
     """A 2-layer transformer with random weights and a BPE tokenizer trained on the env's own text.
 
     Every distinct well-formed move seen in random play (``\\boxed{3}``, ``\\boxed{1 2 4}``) is a token of its
     own, so one sampled token is one legal move and the model learns which moves pay; a byte-level
-    fragment of a move would always be malformed and earn only the format penalty.
+    fragment of a move would always be malformed and earn only the format penalty. ``envs`` (``(env_id,
+    env_kwargs)`` pairs, default ``env_id``'s alone) are the envs of a mixture: the text of all of them.
     Returns ``(model, tokenizer, max_new_tokens, max_completion_length)``.
     """
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
-    played = random_episodes(env_id, env_kwargs)
+    played = [episode for mixed_id, mixed_kwargs in (envs or [(env_id, env_kwargs)])
+              for episode in random_episodes(mixed_id, mixed_kwargs)]
     corpus = []
     for observations, moves in played:
         corpus += observations
@@ -234,7 +310,8 @@ def tiny_model_and_tokenizer(env_id: str, env_kwargs: dict, seed: int, max_compl
 
 
 def format_warm_start(model, tokenizer, env_id: str, env_kwargs: dict, steps: int, seed: int, max_completion_length: int,
-                      episodes: int = 200, batch_size: int = 32, learning_rate: float = 3e-3) -> float:
+                      episodes: int = 200, batch_size: int = 32, learning_rate: float = 3e-3,
+                      envs: list[tuple[str, dict]] | None = None) -> float:
     """Teach the tiny model the move format, and nothing of the strategy, before RL; returns the last loss.
 
     A pretrained model arrives knowing how to write a move; a random-weight one spends its first RL steps
@@ -243,6 +320,7 @@ def format_warm_start(model, tokenizer, env_id: str, env_kwargs: dict, steps: in
     of random moves (``env.sample_random_action()``), the loss on the move tokens only. The moves ignore
     the hints, so what is learnt is "write one of these moves, uniformly": the prior RL then shapes.
     The episodes are played through ``EpisodeSession``, so their tokens are exactly those of RL's rollouts.
+    ``envs`` (a mixture's ``(env_id, env_kwargs)`` pairs, default ``env_id``'s alone) each give ``episodes`` of them.
     """
     import asyncio
 
@@ -250,8 +328,8 @@ def format_warm_start(model, tokenizer, env_id: str, env_kwargs: dict, steps: in
 
     from gem_core.rollout import EpisodeSession
 
-    async def play(episode_seed: int) -> tuple[list[int], list[int]]:
-        env = gem_core.make(env_id, **env_kwargs)
+    async def play(played_id: str, played_kwargs: dict, episode_seed: int) -> tuple[list[int], list[int]]:
+        env = gem_core.make(played_id, **played_kwargs)
         session = EpisodeSession(env, tokenizer, max_response_tokens=max_completion_length)
         try:
             await session.start(seed=episode_seed)
@@ -264,7 +342,8 @@ def format_warm_start(model, tokenizer, env_id: str, env_kwargs: dict, steps: in
         ids = list(trajectory.prompt_ids) + list(trajectory.response_ids)
         return ids, [len(trajectory.prompt_ids) + i for i, m in enumerate(trajectory.loss_mask) if m]
 
-    examples = [asyncio.run(play(20_000_000 + episode_seed)) for episode_seed in range(episodes)]
+    examples = [asyncio.run(play(played_id, played_kwargs, 20_000_000 + episode_seed))
+                for played_id, played_kwargs in (envs or [(env_id, env_kwargs)]) for episode_seed in range(episodes)]
     examples = [(ids, positions) for ids, positions in examples if positions]
     if not examples:  # no episode let a move in (a prompt longer than the token budget): nothing to teach
         return float("nan")
@@ -311,6 +390,8 @@ class StepLog:
         self.rollout_func, self.total_steps, self.log_path = rollout_func, total_steps, log_path
         self.rewards: list[float] = []
         self.success: list[float] = []
+        self.frac_reward_zero_std: list[float | None] = []  # groups whose episodes all scored the same
+        self.task_metrics: list[dict[str, float]] = []  # per step: gem/task/... and gem/curriculum/... of TRL's log
         self.stop_requested = False  # set by Ctrl-C: training ends after the step under way
         self._last = time.perf_counter()
 
@@ -327,6 +408,8 @@ class StepLog:
         self._last = now
         self.rewards.append(float(logs["reward"]))
         self.success.append(success)
+        self.frac_reward_zero_std.append(logs.get("frac_reward_zero_std"))
+        self.task_metrics.append({k: v for k, v in logs.items() if k.startswith(("gem/task/", "gem/curriculum/"))})
         print(f"step {state.global_step:>4}/{self.total_steps}  return {logs['reward']:+.3f}  "
               f"success {success:.2f}  {seconds:5.1f} s", flush=True)
         with open(self.log_path, "a") as f:
@@ -341,7 +424,10 @@ def step_log_callback(rollout_func, total_steps: int, log_path: str):
 
 def main(args: Args) -> dict:
     """Train; on Ctrl-C, write the metrics and the curve of the steps done and return them (``interrupted``)."""
-    env_kwargs = check_args(args)  # raises UsageError before anything heavy loads or is written
+    tasks = check_tasks(args)  # raises UsageError before anything heavy loads or is written
+    env_id, env_kwargs = tasks[0].env_id, dict(tasks[0].env_kwargs)
+    envs = [(task.env_id, dict(task.env_kwargs)) for task in tasks]
+    mixture = len(tasks) > 1
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is marked experimental by TRL
     # TRL 1.16 reads `model.is_gradient_checkpointing` (trl/models/utils.py), an alias transformers 5 deprecated;
@@ -351,20 +437,20 @@ def main(args: Args) -> dict:
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
     from trl import GRPOConfig
 
-    from gem_adapters.trl import GemRolloutFunc, TurnCreditGRPOTrainer, env_return_reward, make_dataset
+    from gem_adapters.trl import GemRolloutFunc, TaskSamplerCallback, TurnCreditGRPOTrainer, env_return_reward, make_dataset
 
     torch.manual_seed(args.seed)
     max_new_tokens, max_completion_length = args.max_new_tokens, args.max_completion_length
     initial_model_dir, warm_start_seconds = None, 0.0
     if args.model is None:
         model, tokenizer, fitted_turn_tokens, max_completion_length = tiny_model_and_tokenizer(
-            args.env, env_kwargs, args.seed, max_completion_length, args.vocab_size
+            env_id, env_kwargs, args.seed, max_completion_length, args.vocab_size, envs=envs
         )
         max_new_tokens = max_new_tokens or fitted_turn_tokens
         if args.warm_start_steps:
             warm_start_seconds = time.perf_counter()
-            loss = format_warm_start(model, tokenizer, args.env, env_kwargs, args.warm_start_steps, args.seed,
-                                     max_completion_length)
+            loss = format_warm_start(model, tokenizer, env_id, env_kwargs, args.warm_start_steps, args.seed,
+                                     max_completion_length, envs=envs)
             warm_start_seconds = time.perf_counter() - warm_start_seconds
             print(f"Warm start: {args.warm_start_steps} supervised steps on random-move episodes (the move format, "
                   f"no strategy) in {warm_start_seconds:.1f} s, loss {loss:.3f}", flush=True)
@@ -400,7 +486,10 @@ def main(args: Args) -> dict:
         seed=args.seed,
         data_seed=args.seed,
     )
-    rollout_func = GemRolloutFunc(max_new_tokens=max_new_tokens)
+    # A mixture's episode starts come from the sampler (one draw per GRPO group); the dataset's prompts then
+    # only set how many groups a step has (and would carry a system prompt).
+    sampler = task_sampler(args, tasks) if mixture else None
+    rollout_func = GemRolloutFunc(max_new_tokens=max_new_tokens, task_sampler=sampler)
     os.makedirs(args.out, exist_ok=True)
     log_path = os.path.join(args.out, "log.jsonl")
     open(log_path, "w").close()
@@ -410,16 +499,17 @@ def main(args: Args) -> dict:
         processing_class=tokenizer,
         args=config,
         reward_funcs=env_return_reward,
-        train_dataset=make_dataset(args.env, n=1000, seed_start=args.seed * 100_000, env_kwargs=env_kwargs),
+        train_dataset=make_dataset(env_id, n=1000, seed_start=args.seed * 100_000, env_kwargs=env_kwargs),
         rollout_func=rollout_func,
         turn_credit=args.turn_credit,
         gamma=args.gamma,
-        callbacks=[step_log],
+        callbacks=[step_log] + ([TaskSamplerCallback(sampler)] if sampler else []),
     )
     for printer in (PrinterCallback, ProgressCallback):  # the compact line above replaces TRL's dict per step
         trainer.remove_callback(printer)
-    print(f"Training on {args.env} {json.dumps(env_kwargs)} for {args.steps} steps; each step's full TRL metrics go "
-          f"to {log_path}", flush=True)
+    what = (f"{len(tasks)} tasks ({', '.join(task.name for task in tasks)}), drawn {args.curriculum}" if mixture
+            else f"{env_id} {json.dumps(env_kwargs)}")
+    print(f"Training on {what} for {args.steps} steps; each step's full TRL metrics go to {log_path}", flush=True)
 
     def request_stop(signum, frame):
         # A flag, not a KeyboardInterrupt: one raised inside a rollout's event loop can be lost in its
@@ -444,9 +534,12 @@ def main(args: Args) -> dict:
 
     curve = np.array(step_log.rewards)
     fifth = max(1, len(curve) // 5)
+    random_per_task = {task.name: random_move_return(task.env_id, dict(task.env_kwargs)) for task in tasks}
     metrics = {
-        "env": args.env,
+        "env": {task.env_id: task.weight for task in tasks} if mixture else env_id,
         "env_kwargs": env_kwargs,
+        "tasks": [task.to_json() for task in tasks],
+        "curriculum": args.curriculum if mixture else None,
         "seed": args.seed,
         "turn_credit": args.turn_credit,
         "steps": len(curve),
@@ -457,10 +550,18 @@ def main(args: Args) -> dict:
         "max_completion_length": max_completion_length,
         "first_20pct_reward": float(curve[:fifth].mean()) if len(curve) else None,
         "last_20pct_reward": float(curve[-fifth:].mean()) if len(curve) else None,
-        "random_move_reward": random_move_return(args.env, env_kwargs),
+        # A mixture's: the tasks' random-move returns averaged by their --env weights.
+        "random_move_reward": sum(task.weight * random_per_task[task.name] for task in tasks) / sum(task.weight for task in tasks),
+        "random_move_reward_per_task": random_per_task,
         "reward_per_step": curve.tolist(),
         "success_per_step": step_log.success,
+        "frac_reward_zero_std_per_step": step_log.frac_reward_zero_std,
     }
+    if mixture:
+        metrics["task_metrics_per_step"] = step_log.task_metrics
+        from gem_core.curriculum import save_sampler_state
+
+        metrics["sampler_state_file"] = str(save_sampler_state(sampler, args.out))
     with open(os.path.join(args.out, "metrics.json"), "w") as f:
         json.dump(metrics, f, indent=2)
     if len(curve):
@@ -490,7 +591,8 @@ def plot_reward_curve(curve: np.ndarray, metrics: dict, path: str) -> None:
     ax.axhline(metrics["random_move_reward"], color="tab:red", linestyle="--", label="random moves")
     ax.set_xlabel("training step")
     ax.set_ylabel("episode return")
-    ax.set_title(f"TRL GRPOTrainer ({metrics['turn_credit']} credit) on {metrics['env']}, {metrics['minutes']:.1f} min")
+    env = metrics["env"] if isinstance(metrics["env"], str) else f"{len(metrics['env'])} tasks ({metrics['curriculum']})"
+    ax.set_title(f"TRL GRPOTrainer ({metrics['turn_credit']} credit) on {env}, {metrics['minutes']:.1f} min")
     ax.legend(loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -516,6 +618,10 @@ def build_parser() -> argparse.ArgumentParser:
         if kind is bool:
             parser.add_argument(f"--{f.name}", action="store_true", help=f.metadata["help"])
             continue
+        if list[str] in typing.get_args(kind):  # --env: repeatable (a mixture); cli() fills in the default
+            parser.add_argument(f"--{f.name}", action="append", default=argparse.SUPPRESS, metavar="ID[:WEIGHT]",
+                                help=f"{f.metadata['help']} (default: {f.default})")
+            continue
         kind = next(t for t in typing.get_args(kind) if t is not type(None)) if typing.get_args(kind) else kind
         parser.add_argument(f"--{f.name}", type=kind, default=f.default, help=f.metadata["help"])
     return parser
@@ -523,7 +629,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cli(argv: list[str] | None = None) -> int:
     """The command line: exit 0 when trained, 2 on a bad argument (one line, nothing written), 130 on Ctrl-C."""
-    args = Args(**vars(build_parser().parse_args(argv)))
+    options = vars(build_parser().parse_args(argv))
+    env = options.pop("env", None) or [DEFAULT_ENV]
+    args = Args(env=env[0] if len(env) == 1 else env, **options)
     try:
         metrics = main(args)
     except UsageError as error:
