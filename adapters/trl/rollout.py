@@ -73,6 +73,13 @@ class GemRolloutFunc:
     each finished training episode updates it with its success and return. Evaluation batches keep their
     dataset's episodes and leave it alone. None: every episode is its prompt's label."""
 
+    def __post_init__(self) -> None:
+        vision = [task.name for task in (self.task_sampler.tasks if self.task_sampler is not None else ()) if task.env_id.startswith("vision:")]
+        if vision:
+            # TRL takes a prompt's images from its dataset row, which would not be the drawn episode's.
+            raise ValueError(f"task_sampler cannot draw vision tasks ({', '.join(vision)}): TRL shows the dataset row's images, "
+                             "not the drawn episode's; train vision envs from make_dataset's rows (no task_sampler).")
+
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
         # A vision model's processor plays vision envs (its tokenizer does the text).
         processing_class = trainer.processing_class

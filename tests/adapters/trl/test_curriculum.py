@@ -127,3 +127,8 @@ def test_the_reward_function_logs_each_tasks_success_and_the_samplers_probabilit
     assert logged["gem/task/game:GuessTheNumber-v0[max_number=4]/success"] == 1.0
     assert logged["gem/task/game:GuessTheNumber-v0[max_number=8]/return"] == 0.0
     assert logged["gem/curriculum/x/probability"] == 0.25 and logged["gem/success"] == 0.5
+
+
+def test_a_sampler_of_vision_tasks_is_refused_because_trl_shows_the_dataset_rows_images():
+    with pytest.raises(ValueError, match="cannot draw vision tasks"):
+        GemRolloutFunc(task_sampler=TaskSampler(["game:GuessTheNumber-v0", "vision:ChartQA-v0"]))
