@@ -367,7 +367,7 @@ def run_shape(args, shape: str | None, clock: Clock, device: str) -> None:
             ("rest of rollout_func (event loop, labels)", rollout - parts.get("generate", 0.0) - session - parts.get("collation", 0.0)),
             ("TRL's own (rewards, loss fwd/bwd, optimizer)", gem_step - rollout),
         ]
-        print("GEM step breakdown (mean per measured step; generate runs in a thread while envs step):")
+        print("GEM step breakdown (mean per measured step):")
         for name, seconds in rows:
             print(f"  {name:<48} {seconds:8.3f} s  {100 * seconds / gem_step:5.1f}%")
         stock_generate_step = stock_generate[0] / max(1, len(stock_times))

@@ -259,15 +259,16 @@ class TransformersPolicy(BatchingPolicy):
         max_batch_size: most prompts in one ``model.generate`` call; 1 samples one prompt at a time.
         num_episodes: see :class:`BatchingPolicy`.
         logprobs: return the sampled tokens' log-probabilities (False: ``Generation.logprobs`` is None).
+        sample_in_thread: see :class:`BatchingPolicy`.
     """
 
     def __init__(
         self, model: Any, tokenizer: Any, *, device: Any = None, max_batch_size: int = 64, num_episodes: int | None = None,
-        logprobs: bool = True,
+        logprobs: bool = True, sample_in_thread: bool = True,
     ):
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be at least 1, got {max_batch_size}.")
-        super().__init__(tokenizer, max_batch_size=max_batch_size, num_episodes=num_episodes)
+        super().__init__(tokenizer, max_batch_size=max_batch_size, num_episodes=num_episodes, sample_in_thread=sample_in_thread)
         self.model = model
         self.logprobs = logprobs
         self.device = device if device is not None else getattr(model, "device", "cpu")

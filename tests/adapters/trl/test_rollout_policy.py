@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from types import SimpleNamespace
 
@@ -57,6 +58,22 @@ def test_every_round_holds_every_live_episode_when_envs_step_in_threads(monkeypa
     live = [sum(n > k for n in turns) for k in range(max(turns))]
     assert batch_sizes == live, f"rounds {batch_sizes} for live episodes per turn {live}"
     assert len(out["completion_ids"]) == len(prompts)
+
+
+def test_generation_runs_on_the_trainers_thread(monkeypatch, tiny_tokenizer, tiny_model):
+    """As TRL's own generate does: on a GPU, generating in a worker thread under accelerate's autocast
+    wrapper made each turn 2.3x slower (bench/results/h100/generate_thread_diagnosis.txt)."""
+    threads: list[int] = []
+    real = TransformersPolicy.sample_batch
+
+    def spy(self, prompts, *args, **kwargs):
+        threads.append(threading.get_ident())
+        return real(self, prompts, *args, **kwargs)
+
+    monkeypatch.setattr(TransformersPolicy, "sample_batch", spy)
+    prompts = [row["prompt"] for row in make_dataset(ENV_ID, 2)] * 2
+    GemRolloutFunc(max_turns=2, max_new_tokens=4)(prompts, fake_trainer(tiny_model, tiny_tokenizer))
+    assert threads and set(threads) == {threading.get_ident()}
 
 
 def test_trainer_policy_waits_for_the_rollouts_episodes_in_one_call(tiny_tokenizer, tiny_model):
