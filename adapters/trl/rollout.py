@@ -30,13 +30,11 @@ from typing import Any
 from gem_adapters.trl.make_dataset import episode_label
 from gem_adapters.trl.policy import trainer_policy
 from gem_adapters.trl.sampled_head import score_sampled_tokens_only
-from gem_core.curriculum import TaskSampler, tag_task, task_metrics
-from gem_core.env import episode_success
+from gem_core.curriculum import TaskSampler, episode_outcome, group_starts, record_outcomes, tag_task, task_metrics
 from gem_core.rollout import EpisodeSession, SamplingParams, TokenTrajectory
 from gem_core.rollout.metrics import trajectory_metrics
 from gem_core.rollout.runner import run_session
 from gem_core.rollout.vision import require_prompt_images_only, text_tokenizer
-from gem_core.rows import EpisodeLabel
 from gem_core.sync_bridge import run_sync
 
 __all__ = ["GemRolloutFunc", "env_return_reward", "trajectories_to_rollout"]
@@ -93,8 +91,10 @@ class GemRolloutFunc:
         )
         episodes = [episode_label(p) for p in prompts]
         curriculum = self.task_sampler is not None and trainer.model.training
-        if curriculum:
-            episodes = self._sampled_episodes(episodes, trainer)
+        if curriculum:  # one draw per GRPO group of the global batch (TRL gives a group's copies consecutively)
+            rank, world = _process_slot(trainer)
+            starts = group_starts(self.task_sampler, episodes, int(trainer.num_generations), rank=rank, world=world)
+            episodes = [(start, system) for start, (_, system) in zip(starts, episodes)]
         want_logprobs = self.logprobs if self.logprobs is not None else getattr(args, "off_policy_mask_threshold", None) is not None
         policy = trainer_policy(trainer, len(prompts), logprobs=want_logprobs)
         template_kwargs = dict(getattr(args, "chat_template_kwargs", None) or {})
@@ -121,8 +121,13 @@ class GemRolloutFunc:
         self.last_trajectories = run_sync(play_all)
         for (label, _), trajectory in zip(episodes, self.last_trajectories):
             tag_task(trajectory, label, self.task_sampler.task_of(label).name if curriculum else None)
-        if curriculum:
-            self._update_sampler(self.last_trajectories, trainer)
+        if curriculum:  # every process updates its copy of the sampler with the whole batch, in global order
+            outcomes = [episode_outcome(t.metrics["task"], t) for t in self.last_trajectories]
+            if _process_slot(trainer)[1] > 1:
+                from accelerate.utils import gather_object
+
+                outcomes = gather_object(outcomes)
+            record_outcomes(self.task_sampler, outcomes)
         newline = tokenizer.encode("\n", add_special_tokens=False)
         rollout = trajectories_to_rollout(self.last_trajectories, eos_token_id=tokenizer.eos_token_id, filler_token_id=newline[0] if newline else None)
         head = None if self.score_env_tokens else score_sampled_tokens_only(trainer)
@@ -131,39 +136,6 @@ class GemRolloutFunc:
         if curriculum:
             rollout["gem_curriculum"] = self.task_sampler.metrics()  # not a list: TRL gives it to every row
         return rollout
-
-    def _sampled_episodes(self, episodes: list[tuple[EpisodeLabel, str | None]], trainer: Any) -> list[tuple[EpisodeLabel, str | None]]:
-        """One sampler draw per GRPO group of the global batch; this process takes the draws of its rows.
-
-        TRL hands each process a contiguous slice of the global batch, in which every prompt comes as
-        ``num_generations`` consecutive copies (a group may span two processes). Every process holds a copy
-        of the sampler with the same state, so drawing the whole batch's starts everywhere and keeping one's
-        own slice gives a group's copies the same start on whichever process they run.
-        """
-        group = int(trainer.num_generations)
-        rank, world = _process_slot(trainer)
-        local = len(episodes)
-        if (local * world) % group:
-            raise ValueError(f"The batch of {local * world} prompts is not a whole number of GRPO groups of {group}; "
-                             "set the batch size to a multiple of num_generations.")
-        for i in range(1, local):
-            if (rank * local + i) % group and episodes[i] != episodes[i - 1]:
-                raise ValueError("TRL passed the prompts of a GRPO group apart (expected num_generations consecutive copies), "
-                                 "so their episodes cannot share a start; this TRL version orders its batch differently.")
-        starts = self.task_sampler.draw(local * world // group)
-        return [(starts[(rank * local + i) // group], system) for i, (_, system) in enumerate(episodes)]
-
-    def _update_sampler(self, trajectories: list[TokenTrajectory], trainer: Any) -> None:
-        """Every finished episode of the global batch, in global order, so every process's sampler stays the same."""
-        outcomes = [
-            (t.metrics["task"], episode_success(t.infos, t.episode_return, t.terminated), t.episode_return) for t in trajectories
-        ]
-        if _process_slot(trainer)[1] > 1:
-            from accelerate.utils import gather_object
-
-            outcomes = gather_object(outcomes)
-        for name, success, episode_return in outcomes:
-            self.task_sampler.update(name, success, episode_return)
 
 
 def _process_slot(trainer: Any) -> tuple[int, int]:
