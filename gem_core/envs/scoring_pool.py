@@ -34,6 +34,7 @@ import select
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -347,6 +348,9 @@ def _serve(argv: list[str] | None = None) -> None:
             _resolve(options.warm_up)()
         except Exception:  # pragma: no cover - a failed warm-up shows up as errors on the calls
             pass
+    # A scorer or a dataset's own code that writes a file writes it here, not where the trainer runs.
+    scratch = tempfile.TemporaryDirectory(prefix="gem-scoring-")
+    os.chdir(scratch.name)
     _write_frame(stdout, "ready")
     while (request := _read_request(stdin)) is not None:
         try:

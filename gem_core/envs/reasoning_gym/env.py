@@ -38,12 +38,17 @@ _datasets_lock = threading.Lock()
 ENTRY_CACHE_SIZE = 1024
 
 
-def _composite_default_specs() -> list[Any]:
-    """``rg:composite`` with no config mixes every other dataset with equal weight."""
+def _composite_specs(datasets: list[Any] | None) -> list[Any]:
+    """``rg:composite``'s parts as reasoning-gym's ``DatasetSpec``s (a JSON config gives dicts). With none
+    given it mixes every other dataset with equal weight, but those that run programs from their data (a
+    composite naming one makes its items in a worker)."""
     from reasoning_gym.composite import DatasetSpec
     from reasoning_gym.factory import DATASETS
 
-    return [DatasetSpec(name=name, weight=1.0, config={}) for name in sorted(DATASETS) if name != "composite"]
+    if datasets:
+        return [DatasetSpec(**spec) if isinstance(spec, dict) else spec for spec in datasets]
+    skipped = {"composite", *RUNS_DATA_PROGRAMS}
+    return [DatasetSpec(name=name, weight=1.0, config={}) for name in sorted(DATASETS) if name not in skipped]
 
 
 def load_procedural_dataset(name: str, *, seed: int, size: int, config: dict[str, Any] | None = None) -> Any:
@@ -56,8 +61,8 @@ def load_procedural_dataset(name: str, *, seed: int, size: int, config: dict[str
             except ImportError as exc:  # pragma: no cover - depends on the install
                 raise DependencyNotInstalled('rg: envs need reasoning-gym: pip install -e ".[rg]" in the GEM checkout (or pip install reasoning-gym==0.1.25).') from exc
             kwargs = dict(config or {})
-            if name == "composite" and not kwargs.get("datasets"):
-                kwargs["datasets"] = _composite_default_specs()
+            if name == "composite":
+                kwargs["datasets"] = _composite_specs(kwargs.get("datasets"))
             dataset = reasoning_gym.create_dataset(name, seed=seed, size=size, **kwargs)
             _datasets[key] = dataset
             _entry_getters[id(dataset)] = functools.lru_cache(maxsize=ENTRY_CACHE_SIZE)(dataset.__getitem__)
@@ -67,6 +72,17 @@ def load_procedural_dataset(name: str, *, seed: int, size: int, config: dict[str
 def _entry(dataset: Any, index: int) -> dict[str, Any]:
     getter = _entry_getters.get(id(dataset))
     return getter(index) if getter is not None else dataset[index]
+
+
+#: Datasets that run programs from their data to make an item: reasoning-gym's CodeI/O ``exec()``s a
+#: sample's code and its input generator (one writes ``temp_parameters.txt`` into the working directory;
+#: none is bounded in time). Their items are made in a scoring worker: a scratch directory, a time limit.
+RUNS_DATA_PROGRAMS = frozenset({"codeio"})
+
+
+def entry_in_worker(name: str, seed: int, size: int, config: dict[str, Any] | None, index: int) -> dict[str, Any]:
+    """Item ``index`` of the dataset (runs in a scoring worker, where the dataset is cached)."""
+    return _entry(load_procedural_dataset(name, seed=seed, size=size, config=config), index)
 
 
 def _warm_up_worker() -> None:
@@ -95,6 +111,8 @@ class ReasoningGymEnv(Env):
         config: extra fields of the dataset's config dataclass (difficulty ranges and so on).
         score_timeout: seconds the scorer may take before the answer counts as wrong; ``None`` scores
             in-process with no limit (only for trusted answers).
+        generate_timeout: seconds a dataset that runs programs from its data (:data:`RUNS_DATA_PROGRAMS`)
+            may take to make an item, in a scoring worker.
     """
 
     terminate_on_format_error = True
@@ -109,6 +127,7 @@ class ReasoningGymEnv(Env):
         size: int = 10_000,
         config: dict[str, Any] | None = None,
         score_timeout: float | None = 5.0,
+        generate_timeout: float = 10.0,
     ):
         self.name = name
         self.env_id = f"rg:{name}"  # also when built without make(): warnings name the dataset
@@ -116,6 +135,7 @@ class ReasoningGymEnv(Env):
         self.dataset = load_procedural_dataset(name, seed=seed, size=size, config=config)
         self.size = len(self.dataset)
         self.score_timeout = score_timeout
+        self.generate_timeout = generate_timeout
         self.index: int | None = None
         self.entry: dict[str, Any] = {}
         self._setup_seconds = 0.0
@@ -132,8 +152,25 @@ class ReasoningGymEnv(Env):
             self.index = int(options["index"]) % self.size
         else:
             self.index = int(self.np_random.integers(self.size))
-        self.entry = _entry(self.dataset, self.index)
+        self.entry = self._make_entry(self.index)
         return f"{self.entry['question']}\n\n{ANSWER_HINT}", {"index": self.index, "dataset": self.name}
+
+    def _make_entry(self, index: int) -> dict[str, Any]:
+        parts = [spec.name for spec in self.dataset.config.datasets] if self.name == "composite" else [self.name]
+        if RUNS_DATA_PROGRAMS.isdisjoint(parts):
+            return _entry(self.dataset, index)
+        result = self._scoring_pool().call(
+            "gem_core.envs.reasoning_gym.env:entry_in_worker", *self.dataset_args, index,
+            timeout=self.generate_timeout, prepare=("gem_core.envs.reasoning_gym.env:_prepare_worker", self.dataset_args),
+        )
+        if not result.ok:
+            raise RuntimeError(f"rg:{self.name} item {index} could not be made: {result.scoring_error} "
+                               f"(its program ran past generate_timeout={self.generate_timeout} s or failed); reset with another seed.")
+        return result.value
+
+    @staticmethod
+    def _scoring_pool() -> Any:
+        return scoring_pool("rg", warm_up="gem_core.envs.reasoning_gym.env:_warm_up_worker")
 
     def _scoring_dataset_args(self) -> tuple:
         """What the worker builds to score this entry: the dataset, or for ``composite`` only the
@@ -157,9 +194,8 @@ class ReasoningGymEnv(Env):
                 return float(self.dataset.score_answer(answer=answer, entry=self.entry)), None
             except Exception as exc:
                 return 0.0, f"scorer crashed: {type(exc).__name__}: {exc}"
-        pool = scoring_pool("rg", warm_up="gem_core.envs.reasoning_gym.env:_warm_up_worker")
         dataset_args = self._scoring_dataset_args()
-        result = pool.call(
+        result = self._scoring_pool().call(
             "gem_core.envs.reasoning_gym.env:score_in_worker", *dataset_args, self.entry, answer,
             timeout=self.score_timeout, prepare=("gem_core.envs.reasoning_gym.env:_prepare_worker", dataset_args),
         )

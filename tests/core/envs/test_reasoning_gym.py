@@ -136,3 +136,39 @@ def test_step_never_raises_on_hostile_text(action):
         assert isinstance(obs, str) and terminated and reward <= 1.0
         env.reset(seed=0)
         assert isinstance(env.sample_random_action(), str)
+
+
+def codeio_index_running(dataset, needle: str) -> int:
+    """An item of reasoning-gym's CodeI/O dataset whose programs (run to make the item) contain ``needle``."""
+    import random
+
+    data = type(dataset)._jsonl_data
+    sample = next(d for d in data if needle in d["input_generator"] + d["code_sample"])
+    return next(i for i in range(100_000) if random.Random(dataset.seed + i).choice(data) is sample)
+
+
+def test_codeio_runs_its_datasets_programs_outside_this_process_and_directory(tmp_path, monkeypatch):
+    """reasoning-gym's CodeI/O exec()s a program from its data to make each item; one writes
+    ``temp_parameters.txt`` into the working directory (the file the suite used to leave behind)."""
+    monkeypatch.chdir(tmp_path)
+    env = make("rg:codeio")
+    index = codeio_index_running(env.dataset, '"temp_parameters.txt"')
+    obs, info = env.reset(options={"index": index})
+    assert info["index"] == index and env.entry["question"] in obs
+    assert list(tmp_path.iterdir()) == [], "CodeI/O's program wrote into the trainer's working directory"
+    gold = reference_answer(env)
+    assert env.step(f"<answer>{gold}</answer>")[1] == 1.0
+
+
+def test_a_composite_makes_items_in_a_worker_only_when_it_mixes_codeio(monkeypatch):
+    from reasoning_gym.code.codeio import CodeIODataset
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("CodeI/O ran a program from its data in the trainer's process")
+
+    monkeypatch.setattr(CodeIODataset, "_generate_io_pair", refuse)  # this process only; the worker is its own
+    mixed = make("rg:composite", config={"datasets": [{"name": "codeio", "weight": 1.0, "config": {}}]})
+    obs, _ = mixed.reset(seed=3)
+    assert mixed.entry["metadata"]["source_dataset"] == "codeio" and mixed.entry["question"] in obs
+    default = make("rg:composite")
+    assert "codeio" not in {spec.name for spec in default.dataset.config.datasets}
