@@ -44,6 +44,17 @@ sum the row, which is the episode return either way. This is the least invasive 
 manager or worker subclass, no trainer patch, only the object the loop returns. The legacy trainer
 (``trainer.use_v1=False``, deprecated) pads outputs without ``as_dict`` and keeps the return on the
 last token.
+
+Curriculum (``curriculum:`` in a YAML entry, :mod:`gem_core.curriculum`): verl 0.9.1 has no hook for a
+sampler of its own over the dataset (``create_rl_sampler`` builds a random or sequential one and
+``main_ppo`` passes no other), so the agent loop chooses the episode start instead: one draw per prompt,
+keyed by the ``uid`` its ``rollout.n`` copies share (the legacy trainer repeats the row, the v1 worker runs
+``n`` sessions of it), and every finished episode updates the sampler. Agent loops run in several
+``AgentLoopWorker`` actors, so the sampler is one named Ray actor for the job
+(:func:`~gem_core.curriculum.shared_group_starts`). What verl leaves no hook for: the sampler's state is
+not in verl's checkpoints (``state_dir`` keeps ``gem_task_sampler.json`` up to date instead, read back when
+the job starts again), and a worker cannot add metrics to verl's training log (each episode's task is in
+``extras["task"]``; validation scores go by ``data_source``, the env id).
 """
 
 from __future__ import annotations
@@ -62,6 +73,7 @@ import torch  # noqa: E402
 from pydantic import PrivateAttr  # noqa: E402
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput  # noqa: E402
 
+from gem_core.curriculum import shared_group_starts
 from gem_core.rollout.chat_template import ChatTemplate
 from gem_core.rows.label import EpisodeLabel, LabelError, parse_label
 from gem_core.rollout.metrics import trajectory_metrics
@@ -73,7 +85,7 @@ from gem_core.rollout.trajectory import TokenTrajectory
 __all__ = ["GemAgentLoop", "GemAgentLoopOutput", "ServerManagerPolicy", "RewardPlacement", "RewardExtraInfo", "episode_label", "GEM_EXTRAS_KEY"]
 
 #: The ``extra_fields`` key holding GEM's own per-episode data (one of the keys verl keeps in every
-#: chunk, so chunks without GEM rows still concatenate): ``env_id``, ``env_seed``, ``turn_spans``, ``metrics``.
+#: chunk, so chunks without GEM rows still concatenate): ``env_id``, ``env_seed``, ``task``, ``turn_spans``, ``metrics``.
 GEM_EXTRAS_KEY = "extras"
 
 #: Where the per-turn rewards go in ``rm_scores``: ``"turn"`` puts each turn's reward on its last
@@ -214,6 +226,11 @@ class GemAgentLoop(AgentLoopBase):
         max_new_tokens: most tokens sampled per turn (None: whatever the response budget leaves).
         reward_placement: ``"turn"`` (each turn's reward on its last sampled token in ``rm_scores``) or
             ``"episode"`` (verl's default: the episode return on the last token).
+        curriculum: a task sampler spec (:func:`gem_core.curriculum.shared_group_starts`: ``tasks``, TaskSampler's
+            arguments, ``state_dir``): the episodes start where the sampler draws instead of at the row's
+            label, one draw per prompt shared by its ``rollout.n`` copies (same ``uid``), and every finished
+            episode updates it. One sampler serves the whole job (a named Ray actor). Give it to the entry
+            that the *training* rows name, so validation rows keep their own episodes.
         The remaining arguments are those verl's ``AgentLoopWorker`` passes (see ``AgentLoopBase``).
     """
 
@@ -224,6 +241,7 @@ class GemAgentLoop(AgentLoopBase):
         system_prompt: str | None = None,
         max_new_tokens: int | None = None,
         reward_placement: RewardPlacement = "turn",
+        curriculum: Mapping[str, Any] | None = None,
         hf_model_type: str | None = None,
         **kwargs: Any,
     ):
@@ -251,9 +269,12 @@ class GemAgentLoop(AgentLoopBase):
         # Sent to the server with every turn, so a turn ends at end-of-turn even where the model's own
         # generation config stops only at its eos token.
         self.stop_token_ids = default_stop_token_ids(self.tokenizer, self.chat_template)
+        # Where episodes start: the row's label, or (curriculum) one sampler's draw per prompt, shared by its copies.
+        self.task_starts = shared_group_starts(curriculum, int(self.rollout_config.n))
 
     async def run(self, sampling_params: dict[str, Any], **row: Any) -> AgentLoopOutput:
-        label = episode_label(row)
+        # verl gives the rollout.n copies of a prompt one uid (a row without one is its own group).
+        label = await self.task_starts.start(str(row.get("uid") or uuid4().hex), episode_label(row))
         # As verl's ToolAgentLoop does: only vLLM's server takes a scheduling priority.
         priority = int(row.get("priority") or 0)
         use_priority = priority != 0 and self.rollout_config.name == "vllm"
@@ -273,6 +294,7 @@ class GemAgentLoop(AgentLoopBase):
             )
         finally:
             await session.aclose()
+        await self.task_starts.finish(label, trajectory)  # tags its task (and updates the sampler)
         if len(trajectory.prompt_ids) > self.prompt_length:
             raise ValueError(
                 f"The first observation of {label.env_id!r} (seed {label.seed}) is {len(trajectory.prompt_ids)} tokens with the "
@@ -294,6 +316,7 @@ class GemAgentLoop(AgentLoopBase):
             GEM_EXTRAS_KEY: {
                 "env_id": trajectory.env_id,
                 "env_seed": trajectory.seed,
+                "task": trajectory.metrics["task"],  # env id and level kwargs (gem_core.curriculum.task_name)
                 "turn_spans": [[int(s), int(e)] for s, e in trajectory.turn_spans],
                 "metrics": metrics,
             },

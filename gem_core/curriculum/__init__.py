@@ -16,13 +16,13 @@ and the checkpoint carries :meth:`~TaskSampler.state_dict` (:func:`save_sampler_
 - :mod:`~gem_core.curriculum.metrics`: :func:`task_metrics` (``gem/task/<task>/success`` ...), :func:`tag_task`.
 - :mod:`~gem_core.curriculum.checkpoint`: :func:`save_sampler_state`, :func:`load_sampler_state` (``gem_task_sampler.json``).
 - :mod:`~gem_core.curriculum.groups`: :func:`group_starts` (a batch's starts, one per group, for process ``rank``),
-  :class:`GroupStarts` (copies that arrive one at a time share their key's start), :func:`episode_outcome`, :func:`record_outcomes`.
+  :class:`GroupStarts` (copies that arrive one at a time share their key's start; :class:`RowStarts`: none drawn), :func:`episode_outcome`, :func:`record_outcomes`.
 - :mod:`~gem_core.curriculum.shared`: :func:`sampler_from_spec` (plain data, as YAML gives it), :func:`shared_group_starts`
   (one per process, or one per Ray job through a named actor).
 """
 
 from gem_core.curriculum.checkpoint import SAMPLER_STATE_FILE, load_sampler_state, save_sampler_state
-from gem_core.curriculum.groups import GroupStarts, Outcome, episode_outcome, group_starts, record_outcomes
+from gem_core.curriculum.groups import GroupStarts, Outcome, RowStarts, episode_outcome, group_starts, record_outcomes
 from gem_core.curriculum.ladder import difficulty_ladder, numeric_ladder
 from gem_core.curriculum.metrics import TASK_KEY, tag_task, task_metrics
 from gem_core.curriculum.sampler import TaskSampler
@@ -32,7 +32,7 @@ from gem_core.curriculum.task import Task, TaskError, task_name
 from gem_core.curriculum.weighting import WEIGHTINGS, Weighting, informative_group_probability
 
 __all__ = [
-    "SAMPLER_STATE_FILE", "TASK_KEY", "WEIGHTINGS", "GroupStarts", "Outcome", "RayGroupStarts", "Task", "TaskError", "TaskSampler",
+    "SAMPLER_STATE_FILE", "TASK_KEY", "WEIGHTINGS", "GroupStarts", "Outcome", "RayGroupStarts", "RowStarts", "Task", "TaskError", "TaskSampler",
     "TaskStats", "Weighting", "difficulty_ladder", "episode_outcome", "group_starts", "informative_group_probability",
     "load_sampler_state", "numeric_ladder", "record_outcomes", "sampler_from_spec", "save_sampler_state", "shared_group_starts",
     "tag_task", "task_metrics", "task_name",

@@ -9,6 +9,8 @@ of two ways, and each gets one helper here, so an adapter only says where its co
   process the starts of its own rows, so a group split over two processes still shares its start;
 - one copy at a time, each carrying a key its copies share (verl's ``uid``, OpenRLHF's label, RL2's
   dataset row): :class:`GroupStarts`, where the first copy of a key draws and the others get its start.
+  :class:`RowStarts` has the same two coroutines without a sampler (each episode starts at its row's
+  label), so an adapter calls ``start``/``finish`` the same way with a curriculum or without one.
 
 Finished episodes go back as :func:`episode_outcome` tuples (the episode, its success by
 :func:`gem_core.env.episode_success`, its return): :func:`record_outcomes` applies them in order, so
@@ -23,6 +25,7 @@ from collections.abc import Hashable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from gem_core.curriculum.checkpoint import load_sampler_state, save_sampler_state
+from gem_core.curriculum.metrics import tag_task
 from gem_core.curriculum.sampler import TaskSampler
 from gem_core.env import episode_success
 from gem_core.rows.label import EpisodeLabel
@@ -30,7 +33,7 @@ from gem_core.rows.label import EpisodeLabel
 if TYPE_CHECKING:  # the sampler side of this package needs no rollout engine
     from gem_core.rollout.trajectory import TokenTrajectory
 
-__all__ = ["GroupStarts", "Outcome", "episode_outcome", "group_starts", "record_outcomes"]
+__all__ = ["GroupStarts", "Outcome", "RowStarts", "episode_outcome", "group_starts", "record_outcomes"]
 
 #: One finished episode for :meth:`TaskSampler.update`: (its start or task name, success, return).
 Outcome = tuple["EpisodeLabel | str", bool, float]
@@ -104,8 +107,8 @@ class GroupStarts:
         if state_dir is not None:
             load_sampler_state(sampler, state_dir)
 
-    async def start(self, key: Hashable) -> EpisodeLabel:
-        """The episode start of the copy of group ``key`` (a draw for its first copy)."""
+    async def start(self, key: Hashable, row_label: EpisodeLabel | None = None) -> EpisodeLabel:
+        """The episode start of the copy of group ``key`` (a draw for its first copy); the row's own label is not used."""
         entry = self._open.get(key)
         if entry is None:
             entry = self._open[key] = [self.sampler.draw(1)[0], 0]
@@ -116,7 +119,12 @@ class GroupStarts:
             del self._open[key]
         return entry[0]
 
-    async def finish(self, outcome: Outcome) -> None:
+    async def finish(self, start: EpisodeLabel, trajectory: TokenTrajectory) -> None:
+        """Tag the finished copy that began at ``start`` with its task (:func:`~gem_core.curriculum.tag_task`) and record it."""
+        tag_task(trajectory, start, self.sampler.task_of(start).name)
+        await self.record(episode_outcome(start, trajectory))
+
+    async def record(self, outcome: Outcome) -> None:
         """Record one finished copy (:func:`episode_outcome`); with ``state_dir``, save after every group's worth."""
         record_outcomes(self.sampler, [outcome])
         self._finished += 1
@@ -126,3 +134,19 @@ class GroupStarts:
     async def metrics(self) -> dict[str, float]:
         """The sampler's :meth:`~TaskSampler.metrics` (next-draw probability and recent success per task)."""
         return self.sampler.metrics()
+
+
+class RowStarts:
+    """No curriculum, with :class:`GroupStarts`'s coroutines: each episode starts at its dataset row's label."""
+
+    async def start(self, key: Hashable, row_label: EpisodeLabel | None = None) -> EpisodeLabel:
+        if row_label is None:
+            raise ValueError("Without a task sampler an episode starts at its row's label: pass start(key, row_label).")
+        return row_label
+
+    async def finish(self, start: EpisodeLabel, trajectory: TokenTrajectory) -> None:
+        """Tag the trajectory with its task, for per-task metrics."""
+        tag_task(trajectory, start)
+
+    async def metrics(self) -> dict[str, float]:
+        return {}

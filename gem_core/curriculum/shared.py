@@ -12,19 +12,23 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sys
 from collections.abc import Hashable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gem_core.curriculum.groups import GroupStarts, Outcome
+from gem_core.curriculum.groups import GroupStarts, Outcome, RowStarts, episode_outcome
+from gem_core.curriculum.metrics import tag_task
 from gem_core.curriculum.sampler import TaskSampler
 from gem_core.curriculum.task import Task, TaskError
 from gem_core.rows.label import EpisodeLabel
 
+if TYPE_CHECKING:
+    from gem_core.rollout.trajectory import TokenTrajectory
+
 __all__ = ["RayGroupStarts", "sampler_from_spec", "shared_group_starts"]
 
 _SHARED: dict[str, Any] = {}
+_ROW_STARTS = RowStarts()
 
 
 def sampler_from_spec(spec: Mapping[str, Any] | str) -> TaskSampler:
@@ -54,39 +58,59 @@ def sampler_from_spec(spec: Mapping[str, Any] | str) -> TaskSampler:
         raise TaskError(f"Bad task sampler spec {sorted(kwargs)} ({error}); its keys are 'tasks' and TaskSampler's arguments.") from None
 
 
-def shared_group_starts(spec: Mapping[str, Any] | str, copies: int, *, state_dir: str | os.PathLike[str] | None = None) -> GroupStarts | RayGroupStarts:
-    """The :class:`GroupStarts` of ``spec`` (:func:`sampler_from_spec`) that this process, or this Ray job, shares.
+def shared_group_starts(spec: Mapping[str, Any] | str | None, copies: int) -> GroupStarts | RayGroupStarts | RowStarts:
+    """The :class:`GroupStarts` of ``spec`` that this process, or this Ray job, shares (:class:`RowStarts` for no spec).
 
-    In a process where Ray is initialized (a verl or OpenRLHF worker), it is a :class:`RayGroupStarts`: a
-    handle on one named actor per (spec, copies, state_dir), created by the first caller, so ``state_dir``
-    must be a folder that actor's node sees (a shared filesystem on a multi-node cluster). Elsewhere it is
-    one object per process. Either way calls with the same arguments get the same one.
+    ``spec`` is :func:`sampler_from_spec`'s (any mappings and sequences, e.g. an OmegaConf node from YAML),
+    plus an optional ``state_dir`` (:class:`GroupStarts`'s: where the sampler's state is kept). In a process
+    where Ray is initialized (a verl or OpenRLHF worker), it is a :class:`RayGroupStarts`: a handle on one
+    named actor per (spec, copies), created by the first caller, so ``state_dir`` must be a folder that
+    actor's node sees (a shared filesystem on a multi-node cluster). Elsewhere it is one object per
+    process. Either way calls with the same arguments get the same one.
     """
-    if isinstance(spec, str):
-        spec = json.loads(spec)
-    key = json.dumps({"spec": spec, "copies": copies, "state_dir": None if state_dir is None else os.fspath(state_dir)}, sort_keys=True)
+    if not spec:
+        return _ROW_STARTS
+    spec = _plain(json.loads(spec) if isinstance(spec, str) else spec)
+    key = json.dumps({"spec": spec, "copies": copies}, sort_keys=True)
     starts = _SHARED.get(key)
     if starts is None:
         ray = sys.modules.get("ray")  # only where the trainer already runs Ray: never started here
         if ray is not None and ray.is_initialized():
-            starts = RayGroupStarts("gem_task_sampler-" + hashlib.sha256(key.encode()).hexdigest()[:16], spec, copies, state_dir)
+            starts = RayGroupStarts("gem_task_sampler-" + hashlib.sha256(key.encode()).hexdigest()[:16], spec, copies)
         else:
-            starts = GroupStarts(sampler_from_spec(spec), copies, state_dir=state_dir)
+            starts = _local_starts(spec, copies)
         _SHARED[key] = starts
     return starts
+
+
+def _plain(value: Any) -> Any:
+    """JSON-able copies of mappings and sequences (a YAML config's nodes are neither dicts nor lists)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)) or (hasattr(value, "__iter__") and not isinstance(value, (str, bytes))):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _local_starts(spec: Mapping[str, Any], copies: int) -> GroupStarts:
+    spec = dict(spec)
+    state_dir = spec.pop("state_dir", None)
+    return GroupStarts(sampler_from_spec(spec), copies, state_dir=state_dir)
 
 
 class _SamplerActor:
     """The Ray actor behind :class:`RayGroupStarts`: one :class:`GroupStarts`, its calls run one at a time."""
 
-    def __init__(self, spec: Mapping[str, Any], copies: int, state_dir: str | None) -> None:
-        self.starts = GroupStarts(sampler_from_spec(spec), copies, state_dir=state_dir)
+    def __init__(self, spec: Mapping[str, Any], copies: int) -> None:
+        self.starts = _local_starts(spec, copies)
 
     async def start(self, key: Hashable) -> EpisodeLabel:
         return await self.starts.start(key)
 
-    async def finish(self, outcome: Outcome) -> None:
-        await self.starts.finish(outcome)
+    async def record(self, outcome: Outcome) -> str:
+        """Record a finished copy; returns its task's name."""
+        await self.starts.record(outcome)
+        return self.starts.sampler.task_of(outcome[0]).name
 
     async def metrics(self) -> dict[str, float]:
         return await self.starts.metrics()
@@ -98,19 +122,20 @@ class _SamplerActor:
 class RayGroupStarts:
     """:class:`GroupStarts`'s coroutines, answered by the named Ray actor ``name`` (created if it does not exist)."""
 
-    def __init__(self, name: str, spec: Mapping[str, Any], copies: int, state_dir: str | os.PathLike[str] | None = None) -> None:
+    def __init__(self, name: str, spec: Mapping[str, Any], copies: int) -> None:
         import ray
 
-        sampler_from_spec(spec)  # a bad spec fails here, in the caller, not in the actor
+        sampler_from_spec({k: v for k, v in spec.items() if k != "state_dir"})  # a bad spec fails in the caller, not the actor
         actor = ray.remote(num_cpus=0)(_SamplerActor).options(name=name, get_if_exists=True)
         self.name = name
-        self._actor = actor.remote(dict(spec), copies, None if state_dir is None else os.fspath(state_dir))
+        self._actor = actor.remote(dict(spec), copies)
 
-    async def start(self, key: Hashable) -> EpisodeLabel:
+    async def start(self, key: Hashable, row_label: EpisodeLabel | None = None) -> EpisodeLabel:
         return await self._actor.start.remote(key)
 
-    async def finish(self, outcome: Outcome) -> None:
-        await self._actor.finish.remote(outcome)
+    async def finish(self, start: EpisodeLabel, trajectory: TokenTrajectory) -> None:
+        """Send the finished copy's outcome (not the trajectory) to the actor and tag the trajectory with its task."""
+        tag_task(trajectory, start, await self._actor.record.remote(episode_outcome(start, trajectory)))
 
     async def metrics(self) -> dict[str, float]:
         return await self._actor.metrics.remote()

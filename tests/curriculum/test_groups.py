@@ -4,14 +4,17 @@ them, finished episodes update the sampler, and the state comes back from ``stat
 from __future__ import annotations
 
 import json
+from collections import UserList
+from types import MappingProxyType
 
 import pytest
 
 from gem_core.curriculum import (
-    SAMPLER_STATE_FILE, GroupStarts, Task, TaskError, TaskSampler, episode_outcome, group_starts, record_outcomes,
+    SAMPLER_STATE_FILE, GroupStarts, RowStarts, Task, TaskError, TaskSampler, episode_outcome, group_starts, record_outcomes,
     sampler_from_spec, shared_group_starts,
 )
 from gem_core.rollout import TokenTrajectory
+from gem_core.rows import EpisodeLabel
 
 EASY, MID, HARD = "game:GuessTheNumber-v0-easy", "game:GuessTheNumber-v0", "game:GuessTheNumber-v0-hard"
 
@@ -81,9 +84,11 @@ async def test_finished_copies_update_the_sampler_and_state_dir_saves_and_restor
     starts = GroupStarts(s, copies=2, state_dir=tmp_path)
     start = await starts.start("row")
     await starts.start("row")
-    await starts.finish(episode_outcome(start, trajectory(True, 1.0)))
+    won = trajectory(True, 1.0)
+    await starts.finish(start, won)
+    assert won.metrics["task"] == s.task_of(start).name
     assert not (tmp_path / SAMPLER_STATE_FILE).exists(), "saved once a group's worth of copies finished"
-    await starts.finish(episode_outcome(start, trajectory(False, 0.0)))
+    await starts.record(episode_outcome(start, trajectory(False, 0.0)))
     assert s.stats(start).episodes == 2 and s.stats(start).successes == 1
     assert json.loads((tmp_path / SAMPLER_STATE_FILE).read_text()) == s.state_dict()
 
@@ -109,10 +114,31 @@ def test_a_sampler_spec_is_plain_data_or_its_json():
         sampler_from_spec({"weighting": "band"})
 
 
-def test_shared_group_starts_are_one_object_per_process_and_arguments():
-    spec = {"tasks": [EASY, MID], "seed": 11}
+async def test_row_starts_keep_the_rows_label_and_tag_the_task():
+    row = EpisodeLabel(MID, 7, {"max_turns": 3})
+    starts = shared_group_starts(None, 4)
+    assert isinstance(starts, RowStarts) and shared_group_starts({}, 2) is starts
+    assert await starts.start("key", row) == row
+    finished = trajectory(True, 1.0)
+    await starts.finish(row, finished)
+    assert finished.metrics["task"] == f'{MID}[max_turns=3]'
+    with pytest.raises(ValueError, match="pass start"):
+        await starts.start("key")
+
+
+def test_shared_group_starts_are_one_object_per_process_and_arguments(tmp_path):
+    spec = {"tasks": [EASY, MID], "seed": 11, "state_dir": str(tmp_path)}
     shared = shared_group_starts(spec, 4)
-    assert isinstance(shared, GroupStarts) and shared.copies == 4
+    assert isinstance(shared, GroupStarts) and shared.copies == 4 and shared.state_dir == str(tmp_path)
+    assert shared.sampler.tasks == (Task(EASY), Task(MID)) and shared.sampler.seed == 11
     assert shared_group_starts(json.dumps(spec), 4) is shared
     assert shared_group_starts(spec, 2) is not shared
     assert shared_group_starts({**spec, "seed": 12}, 4) is not shared
+
+
+def test_shared_group_starts_take_mappings_and_sequences_that_are_not_dicts_and_lists():
+    # As a YAML config's nodes (OmegaConf's DictConfig/ListConfig, which the verl test passes for real).
+    node = MappingProxyType({"tasks": UserList([EASY, MappingProxyType({"env_id": MID, "env_kwargs": {"max_turns": 3}})]), "seed": 13})
+    shared = shared_group_starts(node, 2)
+    assert shared.sampler.tasks == (Task(EASY), Task(MID, {"max_turns": 3}))
+    assert shared_group_starts({"tasks": [EASY, {"env_id": MID, "env_kwargs": {"max_turns": 3}}], "seed": 13}, 2) is shared
