@@ -12,6 +12,18 @@ This module keeps the episode in the core's :class:`~gem_core.rollout.EpisodeSes
 
 OpenRLHF sums the per-turn rewards into one scalar on the last action token. ``reward_gamma < 1``
 emits ``gamma**t * r_t`` at turn ``t`` so that sum is the discounted return.
+
+Curriculum (``AgentConfig.curriculum``, :mod:`gem_core.curriculum`): OpenRLHF has no sampler hook of its
+own (its prompt dataloader is fixed), but each vLLM engine runs the ``n_samples_per_prompt`` copies of a
+prompt as concurrent ``execute`` calls with the row's label, so the agent chooses the start: the first
+copy of a label draws, the other copies share the draw, and every finished episode updates the sampler;
+one sampler serves every engine (a named Ray actor, :func:`~gem_core.curriculum.shared_group_starts`).
+What OpenRLHF leaves no hook for: the agent cannot tell evaluation rows (``--eval.dataset``) from training
+rows, so with a curriculum those are drawn too (evaluate with ``gem eval`` on saved checkpoints); the
+sampler's state is not in OpenRLHF's checkpoints (``state_dir`` keeps ``gem_task_sampler.json`` up to date
+and is read back when the run starts again); and ``extra_logs`` are averaged key by key over a batch whose
+samples must all have the same keys, so the agent logs each task's next-draw probability
+(``gem/curriculum/<task>/probability``), not per-task success.
 """
 
 from __future__ import annotations
@@ -24,7 +36,9 @@ from typing import Any
 from packaging.specifiers import SpecifierSet
 
 from gem_adapters.framework_version import FrameworkVersionError, SupportedVersions
+from gem_core.curriculum import shared_group_starts
 from gem_core.rollout import ChatTemplate, EpisodeSession, Generation
+from gem_core.rows.label import EpisodeLabel, parse_label
 from gem_core.rollout.vllm_output import generation_from_vllm
 
 DATASET_HINT = (
@@ -87,6 +101,11 @@ class AgentConfig:
     """Discount of the per-turn rewards OpenRLHF sums: 1.0 gives the episode return, below 1 the discounted return."""
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     """Extra arguments for the tokenizer's chat template (e.g. ``{"enable_thinking": False}``)."""
+    curriculum: dict[str, Any] | None = None
+    """A task sampler spec (:func:`gem_core.curriculum.shared_group_starts`: ``tasks``, TaskSampler's arguments,
+    ``state_dir``): episodes start where it draws, one draw per prompt for its copies. None: at the row's label."""
+    n_samples_per_prompt: int = 1
+    """Copies per prompt, as ``--rollout.n_samples_per_prompt``: with ``curriculum`` that many copies of a label share a draw."""
 
 
 @dataclass
@@ -98,6 +117,9 @@ class _Episode:
     max_length: int
     session: EpisodeSession | None = None
     last_generation: Generation | None = None
+    starts: Any = None
+    """Where the episode starts (:func:`gem_core.curriculum.shared_group_starts`) and is reported when it ends."""
+    start: EpisodeLabel | None = None
 
 
 _CURRENT_EPISODE: contextvars.ContextVar[_Episode] = contextvars.ContextVar("gem_openrlhf_episode")
@@ -140,13 +162,17 @@ class GemAgentInstance(AgentInstanceBase):
         self.session: EpisodeSession | None = None
 
     async def reset(self, states: dict, **kwargs: Any) -> dict:
-        config, tokenizer = self._episode.config, self._episode.tokenizer
+        episode = self._episode
+        config, tokenizer = episode.config, episode.tokenizer
         template = ChatTemplate.for_tokenizer(tokenizer, system_prompt=config.system_prompt, chat_template_kwargs=config.chat_template_kwargs)
+        # The copies of a prompt run with its label: with a curriculum, the first one's draw is theirs too.
+        episode.starts = shared_group_starts(config.curriculum, config.n_samples_per_prompt)
+        episode.start = await episode.starts.start(states["label"], parse_label(states["label"], fix_hint=DATASET_HINT))
         self.session = EpisodeSession.from_label(
-            states["label"], tokenizer, fix_hint=DATASET_HINT, chat_template=template,
-            max_turns=config.max_turns, max_total_tokens=self._episode.max_length,
+            episode.start, tokenizer, chat_template=template,
+            max_turns=config.max_turns, max_total_tokens=episode.max_length,
         )
-        self._episode.session = self.session
+        episode.session = self.session
         prompt_ids = await self.session.start()
         return {"observation": tokenizer.decode(prompt_ids, skip_special_tokens=False), "label": states["label"]}
 
@@ -200,6 +226,9 @@ class GemAgentExecutor(MultiTurnAgentExecutor):
             _CURRENT_EPISODE.reset(token)
             if episode.session is not None:
                 await episode.session.aclose()
+        await episode.starts.finish(episode.start, episode.session.trajectory())  # tags the task, updates a sampler
+        # Only keys every sample has: OpenRLHF averages each extra_logs key over the batch.
+        result["extra_logs"].update({k: v for k, v in (await episode.starts.metrics()).items() if not k.endswith("/success")})
         # OpenRLHF flags only a last turn cut by max_tokens; an episode the token budget ended is cut too.
         result["truncated"] = result["truncated"] or episode.session.trajectory().metrics["truncated_by"] == "max_total_tokens"
         return result

@@ -16,4 +16,8 @@ class AgentExecutor(GemAgentExecutor):
         max_turns=None,  # None: the env's own turn limit
         max_new_tokens=512,  # OpenRLHF otherwise lets one turn use the whole --data.max_len budget
         reward_gamma=1.0,  # < 1: OpenRLHF's summed reward becomes the discounted return
+        # A task sampler (gem_core.curriculum) choosing each prompt's episode instead of its label, e.g.
+        # {"tasks": ["game:GuessTheNumber-v0-easy", "game:GuessTheNumber-v0"], "weighting": "band", "state_dir": "ckpt/curriculum"}
+        curriculum=None,
+        n_samples_per_prompt=1,  # with a curriculum: the same number as --rollout.n_samples_per_prompt
     )
