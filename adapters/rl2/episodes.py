@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gem_core.rollout import EpisodeSession
+from gem_core.rows.label import EpisodeLabel
 from gem_adapters.rl2.api import row_label
 
 __all__ = ["OpenEpisode", "OpenEpisodes"]
@@ -43,9 +44,9 @@ class OpenEpisodes:
     def get(self, key: str | None) -> OpenEpisode | None:
         return self._open.get(key) if key is not None else None
 
-    async def start(self, row: dict[str, Any], tokenizer: Any) -> tuple[str, OpenEpisode, list[int]]:
-        """Start the episode a dataset row names: its key, the open episode and the prompt ids."""
-        session = EpisodeSession.from_label(row_label(row), tokenizer, **self._session_kwargs)
+    async def start(self, row: dict[str, Any], tokenizer: Any, label: EpisodeLabel | None = None) -> tuple[str, OpenEpisode, list[int]]:
+        """Start the episode a dataset row names (or ``label``, a curriculum's draw): its key, the open episode and the prompt ids."""
+        session = EpisodeSession.from_label(label or row_label(row), tokenizer, **self._session_kwargs)
         prompt_ids = await session.start()
         key = uuid.uuid4().hex
         self._open[key] = episode = OpenEpisode(session)

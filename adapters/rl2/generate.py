@@ -10,13 +10,27 @@ action token). Nothing is decoded and re-encoded.
 
 Partial rollout is supported: on ``finish_reason == "abort"`` the sampled ids are kept, the sample
 is marked ABORTED, and the next call continues the same turn.
+
+Curriculum (``GenerateEnv(curriculum=<sampler spec>)``, :mod:`gem_core.curriculum`): RL2's dataloader has no
+sampler hook, but RL2 gathers ``generate`` over the ``responses_per_prompt`` copies of a row (deep copies
+of it), so the env file chooses the start: the first copy of a row draws, the other copies share the draw,
+and every finished episode updates the sampler (one per process: RL2 rolls out on rank 0). Only calls with
+``rollout.train`` draw (RL2 main passes ``rollout.train`` or ``rollout.test``; only the first has
+``partial_rollout``), so test rows keep their labels. Every episode's ``gem/task/<task>/success`` and
+``/return`` and the sampler's ``gem/curriculum/<task>/probability`` go into ``sample.metrics``, which RL2
+averages per key and logs. What RL2 leaves no hook for: the sampler's state is not in RL2's checkpoints
+(``state_dir`` keeps ``gem_task_sampler.json`` up to date and is read back when the run starts again).
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from typing import Any
 
+from gem_core.curriculum import shared_group_starts, task_metrics
 from gem_core.rollout import EpisodeSession
+from gem_adapters.rl2.api import row_label
 from gem_adapters.rl2.episodes import OpenEpisodes
 
 __all__ = ["GenerateEnv"]
@@ -54,11 +68,19 @@ class GenerateEnv:
         max_turns: end episodes after this many turns (RL2 main has no turn cap of its own).
         max_total_tokens: whole-episode token budget; keep it under ``actor.max_length_per_device``.
         max_open_episodes: aborted episodes kept for RL2 to continue; past this bound the oldest are closed.
+        curriculum: a task sampler spec (:func:`gem_core.curriculum.shared_group_starts`: ``tasks``, TaskSampler's
+            arguments, ``state_dir``): training episodes start where it draws, one draw per row for its
+            ``responses_per_prompt`` copies. None: every episode starts at its row's label.
     """
 
     def __init__(self, *, system_prompt: str | None = None, max_turns: int | None = None, max_total_tokens: int | None = None,
-                 max_open_episodes: int = 65536):
+                 max_open_episodes: int = 65536, curriculum: Mapping[str, Any] | None = None):
         self.episodes = OpenEpisodes(max_open_episodes, system_prompt=system_prompt, max_turns=max_turns, max_total_tokens=max_total_tokens)
+        self.curriculum = curriculum
+
+    def _starts(self, config: Any) -> Any:
+        """Where episodes start: the curriculum's draws for ``rollout.train`` (the config with ``partial_rollout``), else the rows."""
+        return shared_group_starts(self.curriculum if "partial_rollout" in config else None, int(config.get("responses_per_prompt") or 1))
 
     async def generate(self, config: Any, tokenizer: Any, router_url: str, sample: Any) -> None:
         status = type(sample).Status
@@ -75,8 +97,9 @@ class GenerateEnv:
             sample.status = status.RUNNING
         key = sample.sample.get(_EPISODE_KEY)
         episode = self.episodes.get(key)
-        if episode is None:
-            key, episode, prompt_ids = await self.episodes.start(sample.sample, tokenizer)
+        if episode is None:  # the row's copies share a key (their content) and so a curriculum's draw
+            label = await self._starts(config).start(json.dumps(sample.sample, sort_keys=True, default=str), row_label(sample.sample))
+            key, episode, prompt_ids = await self.episodes.start(sample.sample, tokenizer, label)
             sample.sample[_EPISODE_KEY] = key
             sample.state_text = tokenizer.decode(prompt_ids, skip_special_tokens=False)
             self._write_books(sample, episode.session)
@@ -117,6 +140,12 @@ class GenerateEnv:
                 sample.metrics["rewards"].append(trajectory.episode_return)
                 sample.metrics["env_error_turns"].append(trajectory.metrics["env_error_turns"])
                 sample.metrics["truncated"].append(trajectory.truncated)
+                starts = self._starts(config)
+                await starts.finish(session.label, trajectory)  # tags the task, updates a sampler
+                logged = {**task_metrics([trajectory]), **await starts.metrics()}  # RL2 averages each key over its samples
+                for name, value in logged.items():
+                    if not name.endswith("/episodes"):
+                        sample.metrics[name].append(value)
                 sample.status = status.DONE
                 await self.episodes.close(key)
                 return

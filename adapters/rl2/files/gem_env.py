@@ -15,4 +15,7 @@ generate = GenerateEnv(
     system_prompt=None,  # None: the chat template's default
     max_turns=None,  # None: the env's own turn limit (RL2 main has no turn cap)
     max_total_tokens=8192,  # keep under actor.max_length_per_device
+    # A task sampler (gem_core.curriculum) choosing each training row's episode instead of its label, e.g.
+    # {"tasks": ["game:GuessTheNumber-v0-easy", "game:GuessTheNumber-v0"], "weighting": "band", "state_dir": "ckpts/curriculum"}
+    curriculum=None,
 ).generate
