@@ -1,7 +1,7 @@
 """Step latency of an env behind ``gem serve`` vs the same env in process: p50/p95 and their ratios.
 
 Starts ``gem serve ENV_ID`` on a loopback port, then plays the same seeded episodes three ways, side by
-side in one run: in process, through :class:`gem_core.remote.RemoteEnv` (HTTP, one kept-alive
+side in one run: in process, through :class:`gem_core.serve.remote.RemoteEnv` (HTTP, one kept-alive
 connection) and over the server's WebSocket (one connection per session). Only ``step`` calls are
 timed; a malformed move is mixed in, and an episode that ends is reset (untimed).
 
@@ -20,7 +20,7 @@ import sys
 import time
 
 from gem_core import make
-from gem_core.remote import RemoteEnv
+from gem_core.serve.remote import RemoteEnv
 
 
 def actions(n: int, seed: int = 0) -> list[str]:

@@ -11,7 +11,7 @@ Placements:
 - ``"ray"``: in an actor of this process's :func:`~gem_core.vector.ray_env.default_env_pool` (the pool's
   size and resources from ``GEM_RAY_ENV_*``).
 - A remote server is chosen by the id, whatever the placement: ``remote:http://HOST:PORT/ENV_ID`` builds a
-  :class:`~gem_core.remote.RemoteEnv` client of the env that ``gem serve`` runs there.
+  :class:`~gem_core.serve.remote.RemoteEnv` client of the env that ``gem serve`` runs there.
 
 ``env_backend=None`` reads ``$GEM_ENV_BACKEND`` (default ``"local"``), so a whole job, Ray workers included,
 moves its envs with one variable in its runtime env.

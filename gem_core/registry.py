@@ -219,11 +219,11 @@ def _register_upstream_aliases() -> None:
 
 
 def _remote_spec(id: str) -> EnvSpec:
-    """``remote:http://host:port/category:Name``: an env served by ``gem serve`` (see gem_core.remote)."""
-    from gem_core.remote import parse_remote_id
+    """``remote:http://host:port/category:Name``: an env served by ``gem serve`` (see gem_core.serve.remote)."""
+    from gem_core.serve.remote import parse_remote_id
 
     url, env_id = parse_remote_id(id)
-    return EnvSpec(id=id, entry_point="gem_core.remote:RemoteEnv", kwargs={"url": url, "env_id": env_id})
+    return EnvSpec(id=id, entry_point="gem_core.serve.remote:RemoteEnv", kwargs={"url": url, "env_id": env_id})
 
 
 def spec(id: str) -> EnvSpec:

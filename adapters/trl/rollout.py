@@ -35,7 +35,7 @@ from gem_core.rollout import EpisodeSession, SamplingParams, TokenTrajectory
 from gem_core.rollout.metrics import trajectory_metrics
 from gem_core.rollout.runner import run_session
 from gem_core.rollout.vision import require_prompt_images_only, text_tokenizer
-from gem_core.sync_bridge import run_sync
+from gem_core.transport.sync_bridge import run_sync
 
 __all__ = ["GemRolloutFunc", "env_return_reward", "trajectories_to_rollout"]
 

@@ -8,7 +8,7 @@ Two things it does not do are added here:
   trickles one byte a second never trips them; :class:`DeadlineTransport` bounds the whole answer.
 * **a cap on the answer's decoded size**: httpx inflates each received chunk whole, so a 2 KB answer
   marked ``Content-Encoding: gzip, gzip`` becomes a gigabyte; :class:`DeadlineTransport` decodes the
-  body itself under ``max_response_bytes`` (:mod:`gem_core.http_limits`) and refuses stacked encodings.
+  body itself under ``max_response_bytes`` (:mod:`gem_core.transport.http_limits`) and refuses stacked encodings.
 * **a checked reply**: the SDK builds its response objects without validating them, so a server that
   sends ``"usage": "abc"`` or ``"content": 5`` would surface later as an ``AttributeError``; the reply's
   JSON is checked here and a malformed one raises :class:`EndpointError` naming the field.
@@ -30,7 +30,7 @@ import httpx
 import openai
 
 from gem_core.errors import GemError
-from gem_core.http_limits import ResponseTooLarge, UnsupportedEncoding, accept_encoding, read_capped
+from gem_core.transport.http_limits import ResponseTooLarge, UnsupportedEncoding, accept_encoding, read_capped
 
 __all__ = ["ChatEndpoint", "ChatReply", "DeadlineTransport", "EndpointError", "connection_failure"]
 

@@ -26,7 +26,7 @@ from gem_core.judge.cache import VerdictCache, verdict_key
 from gem_core.judge.prompt import PROMPT_VERSION, PromptBuilder, build_messages, new_nonce
 from gem_core.judge.rubric import Rubric
 from gem_core.judge.verdict import VerdictError, parse_verdict
-from gem_core.sync_bridge import LoopThread
+from gem_core.transport.sync_bridge import LoopThread
 
 __all__ = ["Judge", "Verdict"]
 

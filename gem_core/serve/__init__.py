@@ -1,7 +1,7 @@
 """``gem serve``: any registered env as a service, one env instance per session, over HTTP and WebSocket.
 
 :func:`gem_core.serve.app.create_app` builds the ASGI app (Starlette, run by uvicorn);
-:class:`gem_core.remote.RemoteEnv` is the matching client. Importing this package stays light: the web
+:class:`gem_core.serve.remote.RemoteEnv` is the matching client. Importing this package stays light: the web
 stack loads when a server is built.
 
 HTTP protocol (JSON bodies; ``Authorization: Bearer TOKEN`` on every request when the server has one):

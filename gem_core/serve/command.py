@@ -74,7 +74,7 @@ def add_serve_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "serve",
         help="serve an env over HTTP and WebSocket (one env per session)",
-        description="Serve ENV_ID over HTTP and WebSocket, one env instance per session; gem_core.remote.RemoteEnv "
+        description="Serve ENV_ID over HTTP and WebSocket, one env instance per session; gem_core.serve.remote.RemoteEnv "
         "(or make('remote:http://HOST:PORT/ENV_ID')) is the client. Protocol: see gem_core/serve/__init__.py.",
     )
     parser.add_argument("env_id", help="a registered env id, e.g. game:Wordle-v0")

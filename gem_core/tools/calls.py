@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gem_core.json_depth import nests_deeper_than
+from gem_core.transport.json_depth import nests_deeper_than
 from gem_core.tools.tags import tag_spans
 
 __all__ = [

@@ -23,7 +23,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from gem_core.sync_bridge import LoopThread, run_sync
+from gem_core.transport.sync_bridge import LoopThread, run_sync
 from gem_core.tools.tags import tag_spans
 from gem_core.tools.tool import ToolCall, ToolResult
 
@@ -81,13 +81,13 @@ def _capped_client_factory(max_response_bytes: int, on_refused: Any) -> Any:
     """An ``httpx_client_factory`` for fastmcp: its client decodes every answer under the cap.
 
     httpx inflates each received chunk whole before anyone can count it (a 2 KB ``gzip, gzip`` answer
-    becomes a gigabyte); :func:`gem_core.http_limits.capped_transport` decodes under the cap instead.
+    becomes a gigabyte); :func:`gem_core.transport.http_limits.capped_transport` decodes under the cap instead.
     """
 
     def factory(headers: Any = None, timeout: Any = None, auth: Any = None, **kwargs: Any) -> Any:
         import httpx2
 
-        from gem_core.http_limits import capped_transport
+        from gem_core.transport.http_limits import capped_transport
 
         return httpx2.AsyncClient(
             headers=headers,

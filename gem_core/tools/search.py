@@ -2,7 +2,7 @@
 
 It talks to a retrieval server of the Search-R1 family over HTTP (``POST /retrieve``): the BM25 server
 that ships with GEM (``gem-retrieval-server``) or an existing dense-retrieval server. Network trouble
-never raises: within its deadline the tool retries (:mod:`gem_core.http_call`), then answers with an
+never raises: within its deadline the tool retries (:mod:`gem_core.transport.http_call`), then answers with an
 observation saying the search failed. The server's answer is untrusted: its size is capped, its shape
 checked, and the observation cut to ``max_chars``.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gem_core.http_call import CallFailed, Reply, arequest
-from gem_core.sync_bridge import run_sync
+from gem_core.transport.http_call import CallFailed, Reply, arequest
+from gem_core.transport.sync_bridge import run_sync
 from gem_core.tools.tags import tag_spans
 from gem_core.tools.tool import ToolCall, ToolResult
 

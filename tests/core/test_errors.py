@@ -54,10 +54,10 @@ def test_every_error_class_derives_from_the_package_base():
     [
         ("gem_core.rows.label", "LabelError", ValueError),
         ("gem_core.registry", "UnknownEnvError", KeyError),
-        ("gem_core.remote", "RemoteEnvError", ConnectionError),
+        ("gem_core.serve.remote", "RemoteEnvError", ConnectionError),
         ("gem_core.eval.episode_log", "ReportWriteError", OSError),
         ("gem_core.tools.sandbox.config", "SandboxUnavailableError", RuntimeError),
-        ("gem_core.http_limits", "ResponseTooLarge", ValueError),
+        ("gem_core.transport.http_limits", "ResponseTooLarge", ValueError),
     ],
 )
 def test_errors_keep_the_builtin_base_callers_catch(module, name, kept):

@@ -1,4 +1,4 @@
-"""gem_core/http_limits.py: bodies decoded under a cap, one encoding at most, every piece bounded."""
+"""gem_core/transport/http_limits.py: bodies decoded under a cap, one encoding at most, every piece bounded."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import zlib
 import pytest
 from http_bombs import brotli_bomb, deflate_stream, gzip_bomb
 
-from gem_core.http_limits import PIECE_BYTES, BoundedDecoder, ResponseTooLarge, UnsupportedEncoding, accept_encoding
+from gem_core.transport.http_limits import PIECE_BYTES, BoundedDecoder, ResponseTooLarge, UnsupportedEncoding, accept_encoding
 
 
 def _decode_all(decoder: BoundedDecoder, body: bytes, chunk: int = 4096) -> tuple[bytes, int]:

@@ -21,7 +21,7 @@ from openenv.core import GenericEnvClient  # noqa: E402
 from openenv.core.env_server import Action, Environment, Observation, State  # noqa: E402
 
 from gem_core import make, register  # noqa: E402
-from gem_core.openenv_interop import OpenEnvEnv, openenv_app  # noqa: E402
+from gem_core.serve.openenv_interop import OpenEnvEnv, openenv_app  # noqa: E402
 from gem_core.serve.asgi import listening_socket  # noqa: E402
 from server_process import ServerProcess  # noqa: E402
 
@@ -209,7 +209,7 @@ def test_a_gem_env_served_by_openenv_round_trips_through_openenvenv(openenv_serv
     """GEM -> OpenEnv server -> OpenEnv client -> OpenEnvEnv: the seed reaches the GEM env remotely."""
     from openenv.core import GenericEnvClient
 
-    from gem_core.openenv_interop import TextAction
+    from gem_core.serve.openenv_interop import TextAction
 
     local = make("game:GuessTheNumber-v0")
     env = OpenEnvEnv(GenericEnvClient(base_url=openenv_server).sync(), TextAction, observation_field="text")

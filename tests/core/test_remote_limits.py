@@ -10,7 +10,7 @@ pytest.importorskip("httpx")
 
 from http_bombs import LoopbackServer, brotli_bomb, gzip_bomb, http_answer, peak_memory  # noqa: E402
 
-from gem_core.remote import RemoteEnv, RemoteEnvError  # noqa: E402
+from gem_core.serve.remote import RemoteEnv, RemoteEnvError  # noqa: E402
 
 CAP = 1 << 20
 

@@ -1,11 +1,11 @@
-"""gem_core.sync_bridge: sync code driving async code, on a fresh loop or on a long-lived private one."""
+"""gem_core.transport.sync_bridge: sync code driving async code, on a fresh loop or on a long-lived private one."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 
-from gem_core.sync_bridge import LoopThread, run_sync
+from gem_core.transport.sync_bridge import LoopThread, run_sync
 
 
 def test_run_sync_works_inside_a_running_loop():

@@ -15,7 +15,7 @@ httpx = pytest.importorskip("httpx")
 pytest.importorskip("starlette")
 
 from gem_core import make  # noqa: E402
-from gem_core.remote import RemoteEnv, parse_remote_id  # noqa: E402
+from gem_core.serve.remote import RemoteEnv, parse_remote_id  # noqa: E402
 
 
 def _normal(value):

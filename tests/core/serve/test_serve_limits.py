@@ -23,7 +23,7 @@ from connection_flood import (  # noqa: E402
 )
 
 from gem_core import make  # noqa: E402
-from gem_core.remote import RemoteEnv  # noqa: E402
+from gem_core.serve.remote import RemoteEnv  # noqa: E402
 
 
 def _serve_under(nofile: int, *args: str) -> LimitedServer:

@@ -3,10 +3,10 @@
 httpx's timeouts apply to each network operation: a server that trickles one byte per second never
 trips a read timeout and holds the caller for as long as it likes. Here one ``asyncio`` deadline covers
 connecting, sending, every read and the retries, so ``timeout=3`` means three seconds. The answer is
-read as raw bytes and decoded here under ``max_bytes`` (:mod:`gem_core.http_limits`), so neither a huge
+read as raw bytes and decoded here under ``max_bytes`` (:mod:`gem_core.transport.http_limits`), so neither a huge
 body nor a compression bomb ever lands in memory, and stacked encodings are refused.
 
-The search tool and :class:`gem_core.remote.RemoteEnv` share this one retry loop (connection errors and
+The search tool and :class:`gem_core.serve.remote.RemoteEnv` share this one retry loop (connection errors and
 5xx answers are retried with exponential backoff while the deadline allows; 4xx answers are returned).
 """
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gem_core.errors import GemError
-from gem_core.http_limits import ResponseTooLarge, UnsupportedEncoding, accept_encoding, read_capped
+from gem_core.transport.http_limits import ResponseTooLarge, UnsupportedEncoding, accept_encoding, read_capped
 
 __all__ = ["Reply", "CallFailed", "arequest", "async_client"]
 

@@ -2,7 +2,7 @@
 
 ``make("remote:http://127.0.0.1:8765/game:Wordle-v0")`` builds one, so every adapter, the vector env
 and ``gem eval`` use remote envs unchanged. Each call has one deadline for the whole exchange and
-bounded retries (:mod:`gem_core.http_call`); a step is never retried once sent (it must not run twice).
+bounded retries (:mod:`gem_core.transport.http_call`); a step is never retried once sent (it must not run twice).
 A step that cannot reach the server ends the episode as a truncation with ``info["error"]``; the next
 :meth:`RemoteEnv.reset` opens a new session (after a server restart too).
 """
@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 
 from gem_core.env import Env, StepResult
 from gem_core.errors import GemError
-from gem_core.http_call import CallFailed, arequest, async_client
-from gem_core.sync_bridge import LoopThread, run_sync
+from gem_core.transport.http_call import CallFailed, arequest, async_client
+from gem_core.transport.sync_bridge import LoopThread, run_sync
 
 __all__ = ["RemoteEnv", "RemoteEnvError", "parse_remote_id", "REMOTE_PREFIX"]
 

@@ -7,7 +7,7 @@ byte cap can be checked. Here the raw bytes are decompressed incrementally with 
 ever held, and only one encoding is accepted: identity, gzip, deflate or br (when ``brotli`` is
 installed). Stacked encodings (``gzip, gzip``) are refused outright: no honest server needs them.
 
-Used by every HTTP client of the project: :mod:`gem_core.http_call` (``RemoteEnv``, the search tool),
+Used by every HTTP client of the project: :mod:`gem_core.transport.http_call` (``RemoteEnv``, the search tool),
 the MCP tool over HTTP (:func:`capped_transport`) and ``gem eval``'s chat client.
 """
 
