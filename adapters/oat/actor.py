@@ -13,23 +13,38 @@ no bos to token-id prompts). Templates that write the bos pass; for one that nev
 templates of DeepSeek-style tokenizers), the first collection plays episodes with a copy of the
 tokenizer whose template writes ``{{ bos_token }}`` first (:func:`tokenizer_writing_bos`), so the bos
 is part of every prompt vLLM samples from and every prompt the loss sees.
+
+Curriculum (``--curriculum '<sampler spec JSON>'``, :mod:`gem_core.curriculum`): oat's multi-turn actor
+chooses its own episodes (``collect_experience``), so each actor keeps a task sampler: it draws the starts
+of every batch of ``num_env`` episodes, is updated with their outcomes, and its metrics
+(``actor/gem/task/<task>/...``, ``actor/gem/curriculum/<task>/...``) join what ``collect_experience`` returns,
+which oat logs. Actors do not share one: each draws with its own seed and hands out its own seeds (offset
+by the actor id). What oat leaves no hook for: the actor's state is not in oat's checkpoints, so with
+``state_dir`` in the spec each actor writes ``state_dir/actor<id>/gem_task_sampler.json`` after every
+collection and reads it back when it starts.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
-import itertools
+import json
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from packaging.specifiers import SpecifierSet
 
+from gem_core.curriculum import (
+    episode_outcome, load_sampler_state, record_outcomes, sampler_from_spec, save_sampler_state, tag_task, task_metrics,
+)
 from gem_core.errors import GemError
 from gem_core.registry import spec as env_spec
-from gem_core.rollout import ChatTemplate, SamplingParams, run_episodes, trajectory_metrics
+from gem_core.rollout import ChatTemplate, EpisodeSession, SamplingParams, TokenTrajectory, trajectory_metrics
+from gem_core.rollout.runner import run_session
+from gem_core.rows.label import EpisodeLabel
 from gem_adapters.framework_version import FrameworkVersionError, SupportedVersions
 from gem_adapters.oat.policy import ActorPolicy
 from gem_adapters.oat.transitions import oat_transitions
@@ -117,6 +132,9 @@ class GemArgsMixin:
     history: str = "as_sampled"
     """``as_rendered`` for templates that rewrite earlier turns (Qwen3): each turn's prompt is the history
     as the template renders it (oat trains one sample per turn, so both modes are exact)."""
+    curriculum: str | None = None
+    """A task sampler spec as JSON (:func:`gem_core.curriculum.sampler_from_spec`: ``tasks``, TaskSampler's
+    arguments, and ``state_dir``): episodes start where it draws instead of at ``env_id``'s next seeds."""
 
 
 class GemCollector:
@@ -126,16 +144,18 @@ class GemCollector:
     ``self.sampling_params`` (vLLM) and ``self.generate``; and ``self.actor_id``.
     """
 
-    _gem_seeds: Any = None
     _gem_tokenizer: Any = None
+    _gem_sampler: Any = None
+    _gem_state_dir: str | None = None
 
     def collect_experience(self) -> tuple[list[list[Any]], dict[str, Any]]:
         """Run episodes until ``rollout_batch_size_per_device`` transitions are collected; all finished."""
         args = self.args
-        if self._gem_seeds is None:
+        curriculum = getattr(args, "curriculum", None)
+        if self._gem_sampler is None:  # without a curriculum: env_id's seeds in order (a sampler of one task)
             env_spec(args.env_id)  # unknown ids fail on the first call with the closest ids
-            # Disjoint seed streams per actor, so actors never replay each other's episodes.
-            self._gem_seeds = itertools.count(int(getattr(self, "actor_id", 0) or 0) * 10**9)
+            spec = json.loads(curriculum) if curriculum else {"tasks": [args.env_id], "weighting": "uniform"}
+            self._gem_sampler = self._actor_sampler(spec, int(getattr(self, "actor_id", 0) or 0))
         if self._gem_tokenizer is None:  # start-up: oat's generate asserts the bos is in every prompt
             self._gem_tokenizer = tokenizer_writing_bos(self.tokenizer, getattr(args, "system_prompt", None))
         tokenizer = self._gem_tokenizer
@@ -148,21 +168,47 @@ class GemCollector:
         episodes: list[list[Any]] = []
         trajectories = []
         wanted = int(args.rollout_batch_size_per_device)
+        template = ChatTemplate.for_tokenizer(tokenizer, system_prompt=getattr(args, "system_prompt", None))  # probed once
+        session_kwargs = dict(max_turns=getattr(args, "max_turns", None), max_total_tokens=getattr(args, "max_total_tokens", None),
+                              chat_template=template, history=getattr(args, "history", "as_sampled"))
+
+        async def play(start: EpisodeLabel) -> TokenTrajectory:
+            session = EpisodeSession.from_label(start, tokenizer, **session_kwargs)
+            try:
+                return await run_session(session, policy, sampling=sampling)
+            finally:
+                await session.aclose()
+
+        async def play_all(starts: list[EpisodeLabel]) -> list[TokenTrajectory]:
+            return list(await asyncio.gather(*(play(start) for start in starts)))
+
         while sum(len(e) for e in episodes) < wanted:
-            seeds = [next(self._gem_seeds) for _ in range(int(getattr(args, "num_env", 16)))]
-            batch = asyncio.run(
-                run_episodes(
-                    args.env_id, policy, tokenizer, seeds, concurrency=len(seeds), sampling=sampling,
-                    max_turns=getattr(args, "max_turns", None), max_total_tokens=getattr(args, "max_total_tokens", None),
-                    system_prompt=getattr(args, "system_prompt", None), history=getattr(args, "history", "as_sampled"),
-                )
-            )
-            for trajectory in batch:
+            starts = self._gem_sampler.draw(int(getattr(args, "num_env", 16)))
+            batch = asyncio.run(play_all(starts))
+            record_outcomes(self._gem_sampler, [episode_outcome(start, t) for start, t in zip(starts, batch)])
+            for start, trajectory in zip(starts, batch):
+                tag_task(trajectory, start, self._gem_sampler.task_of(start).name)
                 if trajectory.num_turns:
                     trajectories.append(trajectory)
                     episodes.append(oat_transitions(trajectory, tokenizer))
         # oat's step averages these into every transition's info, which its learner logs.
-        return episodes, {"actor/num_episodes": len(episodes), **trajectory_metrics(trajectories, prefix="actor/gem/")}
+        metrics = {"actor/num_episodes": len(episodes), **trajectory_metrics(trajectories, prefix="actor/gem/")}
+        if curriculum:
+            metrics.update({**task_metrics(trajectories, prefix="actor/gem/task/"), **self._gem_sampler.metrics("actor/gem/curriculum/")})
+        if self._gem_state_dir:
+            save_sampler_state(self._gem_sampler, self._gem_state_dir)
+        return episodes, metrics
+
+    def _actor_sampler(self, spec: dict[str, Any], actor: int) -> Any:
+        """This actor's own sampler: the spec's seed plus the actor id; its episode seeds from ``actor * 10**9``,
+        so actors never replay each other's episodes."""
+        state_dir = spec.pop("state_dir", None)
+        spec.update(seed=int(spec.get("seed", 0)) + actor, seed_start=int(spec.get("seed_start", 0)) + actor * 10**9)
+        sampler = sampler_from_spec(spec)
+        if state_dir:
+            self._gem_state_dir = os.path.join(state_dir, f"actor{actor}")
+            load_sampler_state(sampler, self._gem_state_dir)
+        return sampler
 
 
 def actor_class(base: type | None = None) -> type:
