@@ -30,10 +30,8 @@ comparison continues where it stopped.
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import contextlib
 import json
-import multiprocessing
 import os
 import platform
 import sys
@@ -44,10 +42,8 @@ from pathlib import Path
 
 import numpy as np
 
-from gem_core.testing import load_script
-
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = ROOT / "examples" / "train_trl.py"
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # trl_runs.py beside it, also when loaded by path (tests)
+import trl_runs  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -98,46 +94,23 @@ class RunSpec:
 BEFORE_SETTING = {"vocab_size": 320, "warm_start_steps": 0}
 
 
-def load_example():
-    """``examples/train_trl.py`` as a module: the main job's recipe is used as is, not copied."""
-    return load_script(EXAMPLE, "train_trl")
-
-
 def run_one(spec: RunSpec, out: str) -> dict:
-    """Train one run with one torch thread, its console output and warnings in ``out/stdout.txt``; its metrics."""
-    import torch
-
-    torch.set_num_threads(1)
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    example = load_example()
+    """Train one run in ``out`` (see ``trl_runs.train_example``); its metrics."""
     setting = ENVS[spec.env]
-    args = example.Args(
+    return trl_runs.train_example(dict(
         env=setting.env_id, env_kwargs=json.dumps(setting.env_kwargs), steps=spec.steps, seed=spec.seed,
         turn_credit=ESTIMATORS[spec.estimator], gamma=spec.gamma, learning_rate=spec.learning_rate,
-        num_generations=spec.num_generations, prompts_per_step=spec.prompts_per_step, beta=spec.beta, out=out,
+        num_generations=spec.num_generations, prompts_per_step=spec.prompts_per_step, beta=spec.beta,
         vocab_size=spec.vocab_size, warm_start_steps=spec.warm_start_steps,
-    )
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "stdout.txt"), "w") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-        metrics = example.main(args)
-    metrics["spec"] = asdict(spec)
-    with open(os.path.join(out, "metrics.json"), "w") as f:
-        json.dump(metrics, f, indent=2)
-    return metrics
+    ), asdict(spec), out)
 
 
 def reusable(path: Path, spec: RunSpec) -> dict | None:
-    """The metrics of a finished run with exactly this spec, or None."""
-    try:
-        metrics = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
+    """The metrics of a finished run with this spec, or None."""
     # A run saved before a setting existed ran at that setting's default.
     defaults = {f.name: f.default for f in fields(RunSpec) if f.default is not MISSING}
-    if {**defaults, **BEFORE_SETTING, **metrics.get("spec", {})} != asdict(spec) or metrics.get("interrupted") or metrics.get("steps") != spec.steps:
-        return None
-    metrics["spec"] = asdict(spec)
-    return metrics
+    return trl_runs.finished_run(path, asdict(spec), spec.steps,
+                             same_spec=lambda saved: {**defaults, **BEFORE_SETTING, **saved} == asdict(spec))
 
 
 class Progress:
@@ -183,29 +156,21 @@ class Progress:
 def train_all(specs: list[RunSpec], out: Path, jobs: int, resume: bool) -> tuple[list[dict], list[float], int]:
     """Every run's metrics, in the order of ``specs`` (reused ones where ``resume`` allows), the
     1-minute load averages sampled while they ran, and how many runs were trained (not reused)."""
-    results: dict[RunSpec, dict] = {}
-    for spec in specs:
-        if resume and (metrics := reusable(out / "runs" / spec.name / "metrics.json", spec)):
-            results[spec] = metrics
-    todo = [spec for spec in specs if spec not in results]
-    for spec in todo:  # a stale log would count in the progress bar
-        with contextlib.suppress(FileNotFoundError):
-            (out / "runs" / spec.name / "log.jsonl").unlink()
-    total = sum(spec.steps for spec in specs)
-    with Progress([out / "runs" / s.name for s in todo], total - sum(s.steps for s in todo), total) as progress:
-        if jobs <= 1:
-            for spec in todo:
-                results[spec] = run_one(spec, str(out / "runs" / spec.name))
-        else:
-            context = multiprocessing.get_context("spawn")  # a fresh interpreter per run: no state carried over
-            with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context, max_tasks_per_child=1) as pool:
-                futures = {pool.submit(run_one, spec, str(out / "runs" / spec.name)): spec for spec in todo}
-                for future in concurrent.futures.as_completed(futures):
-                    results[futures[future]] = future.result()
-        loads = progress.loads + [os.getloadavg()[0]]
-    for spec, metrics in results.items():  # TRL logs the policy's token entropy each step: collapse shows there
+    bars: list[Progress] = []
+
+    def progress(todo: list[RunSpec]) -> Progress:
+        for spec in todo:  # a stale log would count in the progress bar
+            with contextlib.suppress(FileNotFoundError):
+                (out / "runs" / spec.name / "log.jsonl").unlink()
+        total = sum(spec.steps for spec in specs)
+        bars.append(Progress([out / "runs" / s.name for s in todo], total - sum(s.steps for s in todo), total))
+        return bars[-1]
+
+    metrics_list, trained = trl_runs.train_all(specs, out, jobs, resume, run_one, reusable, progress)
+    loads = bars[0].loads + [os.getloadavg()[0]]
+    for spec, metrics in zip(specs, metrics_list):  # TRL logs the policy's token entropy each step: collapse shows there
         metrics["entropy_per_step"] = logged_values(out / "runs" / spec.name / "log.jsonl", "entropy")
-    return [results[spec] for spec in specs], loads, len(todo)
+    return metrics_list, loads, trained
 
 
 def previous_sessions(path: Path, config: dict) -> list[dict]:

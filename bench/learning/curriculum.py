@@ -29,10 +29,8 @@ over steps) and ``runs/<curriculum>/seed<k>/`` (each run's metrics, TRL log and 
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import contextlib
 import json
-import multiprocessing
 import os
 import platform
 import sys
@@ -43,10 +41,8 @@ from pathlib import Path
 
 import numpy as np
 
-from gem_core.testing import load_script
-
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = ROOT / "examples" / "train_trl.py"
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # trl_runs.py beside it, also when loaded by path (tests)
+import trl_runs  # noqa: E402
 #: The mixture: the main job's task, then two registered levels of the same game (``--env`` values).
 MIXTURE = ["game:GuessTheNumber-v0", "game:GuessTheNumber-v0-easy", "game:GuessTheNumber-v0-hard"]
 CURRICULA = ["uniform", "adaptive"]
@@ -76,62 +72,30 @@ class RunSpec:
         return self.steps * self.prompts_per_step * self.num_generations
 
 
-def load_example():
-    """``examples/train_trl.py`` as a module: the main job's recipe is used as is, not copied."""
-    return load_script(EXAMPLE, "train_trl")
-
-
 def run_one(spec: RunSpec, out: str) -> dict:
-    """Train one run with one torch thread, its console output in ``out/stdout.txt``; its metrics."""
-    import torch
-
-    torch.set_num_threads(1)
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    example = load_example()
-    args = example.Args(
+    """Train one run in ``out`` (see ``trl_runs.train_example``); its metrics."""
+    return trl_runs.train_example(dict(
         env=list(MIXTURE), curriculum=spec.curriculum, seed=spec.seed, steps=spec.steps, num_generations=spec.num_generations,
         prompts_per_step=spec.prompts_per_step, learning_rate=spec.learning_rate, warm_start_steps=spec.warm_start_steps,
-        curriculum_floor=spec.curriculum_floor, curriculum_window=spec.curriculum_window, out=out,
-    )
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "stdout.txt"), "w") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-        metrics = example.main(args)
-    metrics["spec"] = asdict(spec)
-    with open(os.path.join(out, "metrics.json"), "w") as f:
-        json.dump(metrics, f, indent=2)
-    return metrics
+        curriculum_floor=spec.curriculum_floor, curriculum_window=spec.curriculum_window,
+    ), asdict(spec), out)
 
 
 def reusable(path: Path, spec: RunSpec) -> dict | None:
     """The metrics of a finished run with exactly this spec, or None."""
-    try:
-        metrics = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    if metrics.get("spec") != asdict(spec) or metrics.get("interrupted") or metrics.get("steps") != spec.steps:
-        return None
-    return metrics
+    return trl_runs.finished_run(path, asdict(spec), spec.steps)
+
+
+def announce(todo: list[RunSpec]) -> contextlib.nullcontext:
+    """One line per run to train, before they start (each run's own output goes to its ``stdout.txt``)."""
+    for number, spec in enumerate(todo, 1):
+        print(f"[{number}/{len(todo)}] {spec.name}: {spec.steps} steps, {spec.episodes} episodes", file=sys.stderr, flush=True)
+    return contextlib.nullcontext()
 
 
 def train_all(specs: list[RunSpec], out: Path, jobs: int, resume: bool) -> tuple[list[dict], int]:
     """Every run's metrics in the order of ``specs`` (finished ones reused with ``resume``), and how many were trained."""
-    results: dict[RunSpec, dict] = {}
-    for spec in specs:
-        if resume and (metrics := reusable(out / "runs" / spec.name / "metrics.json", spec)):
-            results[spec] = metrics
-    todo = [spec for spec in specs if spec not in results]
-    for number, spec in enumerate(todo, 1):
-        print(f"[{number}/{len(todo)}] {spec.name}: {spec.steps} steps, {spec.episodes} episodes", file=sys.stderr, flush=True)
-    if jobs <= 1:
-        for spec in todo:
-            results[spec] = run_one(spec, str(out / "runs" / spec.name))
-    else:
-        context = multiprocessing.get_context("spawn")  # a fresh interpreter per run: no state carried over
-        with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context, max_tasks_per_child=1) as pool:
-            futures = {pool.submit(run_one, spec, str(out / "runs" / spec.name)): spec for spec in todo}
-            for future in concurrent.futures.as_completed(futures):
-                results[futures[future]] = future.result()
-    return [results[spec] for spec in specs], len(todo)
+    return trl_runs.train_all(specs, out, jobs, resume, run_one, reusable, announce)
 
 
 # ------------------------------------------------------------------------------------------ summary
@@ -313,7 +277,7 @@ def machine_state(jobs: int, loads: tuple[float, float]) -> dict:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    defaults = load_example().Args()
+    defaults = trl_runs.load_example().Args()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--curricula", nargs="+", choices=["uniform", "adaptive", "progress"], default=CURRICULA)
