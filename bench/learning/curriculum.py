@@ -267,6 +267,15 @@ def plot(runs: list[dict], summary: dict, window: int, path: Path) -> None:
     plt.close(fig)
 
 
+def compact_run(run: dict) -> dict:
+    """A run for ``results.json``: its per-step task metrics as one list per metric (None on steps the task
+    was not drawn) instead of one dict per step that repeats every long task name (300 KB a run)."""
+    steps = run["task_metrics_per_step"]
+    keys = sorted({key for step in steps for key in step})
+    columns = {key: [step.get(key) for step in steps] for key in keys}
+    return {**{k: v for k, v in run.items() if k != "task_metrics_per_step"}, "task_metrics_by_key": columns}
+
+
 def machine_state(jobs: int, loads: tuple[float, float]) -> dict:
     import torch
     import trl
@@ -330,7 +339,7 @@ def main(argv: list[str] | None = None) -> dict:
             "runs_trained": trained, "machine": machine_state(args.jobs, (load_before, os.getloadavg()[0])),
         },
         "summary": summary,
-        "runs": runs,
+        "runs": [compact_run(run) for run in runs],
     }
     (out / "results.json").write_text(json.dumps(report, indent=1))
     (out / "results.md").write_text("# Uniform vs adaptive task sampling (issue 33)\n\n" + tables)

@@ -26,7 +26,7 @@ def test_the_quick_bench_runs_both_curricula_on_one_budget_and_reports_each_task
     assert (out / "curriculum.png").stat().st_size > 10_000
     runs = report["runs"]
     assert [r["spec"]["curriculum"] for r in runs] == ["uniform", "adaptive"]
-    budgets = {sum(sum(v for k, v in step.items() if k.endswith("/episodes")) for step in r["task_metrics_per_step"]) for r in runs}
+    budgets = {sum(sum(v or 0 for v in values) for k, values in r["task_metrics_by_key"].items() if k.endswith("/episodes")) for r in runs}
     assert budgets == {3 * 2 * 2}  # the same episode budget for every curriculum
     names = [task["name"] for task in runs[0]["tasks"]]
     assert len(names) == 3
