@@ -74,8 +74,10 @@ def shared_group_starts(spec: Mapping[str, Any] | str | None, copies: int) -> Gr
     key = json.dumps({"spec": spec, "copies": copies}, sort_keys=True)
     starts = _SHARED.get(key)
     if starts is None:
-        ray = sys.modules.get("ray")  # only where the trainer already runs Ray: never started here
-        if ray is not None and ray.is_initialized():
+        # Only where the trainer already runs Ray (never started here); a module that only shares the name
+        # (a folder called ray on the path) has no is_initialized.
+        is_initialized = getattr(sys.modules.get("ray"), "is_initialized", None)
+        if callable(is_initialized) and is_initialized():
             starts = RayGroupStarts("gem_task_sampler-" + hashlib.sha256(key.encode()).hexdigest()[:16], spec, copies)
         else:
             starts = _local_starts(spec, copies)

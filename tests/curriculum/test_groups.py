@@ -4,8 +4,9 @@ them, finished episodes update the sampler, and the state comes back from ``stat
 from __future__ import annotations
 
 import json
+import sys
 from collections import UserList
-from types import MappingProxyType
+from types import MappingProxyType, ModuleType
 
 import pytest
 
@@ -134,6 +135,14 @@ def test_shared_group_starts_are_one_object_per_process_and_arguments(tmp_path):
     assert shared_group_starts(json.dumps(spec), 4) is shared
     assert shared_group_starts(spec, 2) is not shared
     assert shared_group_starts({**spec, "seed": 12}, 4) is not shared
+
+
+def test_a_module_that_only_shares_rays_name_is_not_taken_for_ray(monkeypatch, tmp_path):
+    """Without Ray, a folder named ``ray`` on the path imports as an empty namespace package (the core test
+    session's tests/core/ray did): that is no running Ray job."""
+    monkeypatch.setitem(sys.modules, "ray", ModuleType("ray"))
+    shared = shared_group_starts({"tasks": [EASY, MID], "seed": 21, "state_dir": str(tmp_path)}, 2)
+    assert isinstance(shared, GroupStarts)
 
 
 def test_shared_group_starts_take_mappings_and_sequences_that_are_not_dicts_and_lists():

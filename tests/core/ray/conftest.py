@@ -4,6 +4,7 @@ advertises the ``gem_sandbox`` label (and envs too). Skipped without Ray."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 
@@ -24,10 +25,19 @@ class RayCluster:
         self.cluster, self.env_node, self.sandbox_node = cluster, env_node, sandbox_node
 
 
+def ray_installed() -> bool:
+    """Whether the real Ray is installed, asked without importing anything: without it, ``import ray`` would
+    import this test folder as a namespace package and leave it in ``sys.modules`` for every later test."""
+    spec = importlib.util.find_spec("ray")
+    return spec is not None and spec.origin is not None
+
+
 @pytest.fixture(scope="session")
 def ray_cluster():
-    ray = pytest.importorskip("ray")  # here, not at import: a conftest cannot skip (the core session has no Ray)
-    cluster_utils = pytest.importorskip("ray.cluster_utils")
+    if not ray_installed():  # here, not at import: a conftest cannot skip (the core session has no Ray)
+        pytest.skip("Ray is not installed (the ray nox session runs these)")
+    import ray
+    import ray.cluster_utils as cluster_utils
     # The actors unpickle test envs by value: test modules are not importable in Ray's workers.
     here = os.path.dirname(os.path.abspath(__file__))
     for module in list(sys.modules.values()):
