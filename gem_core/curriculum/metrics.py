@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from gem_core.curriculum.task import task_name
-from gem_core.env import episode_success
 from gem_core.rows.label import EpisodeLabel
 
 if TYPE_CHECKING:  # the sampler side of this package needs no rollout engine
@@ -33,15 +32,15 @@ def tag_task(trajectory: TokenTrajectory, label: EpisodeLabel, name: str | None 
 
 
 def task_metrics(trajectories: Sequence[TokenTrajectory], *, prefix: str = "gem/task/") -> dict[str, float]:
-    """``{prefix}<task>/success`` (rate), ``/return`` (mean) and ``/episodes`` (count) per task of the batch."""
+    """``{prefix}<task>/success`` (rate), ``/return`` (mean) and ``/episodes`` (count) per task of the batch:
+    the batch's own :func:`~gem_core.rollout.metrics.trajectory_metrics` of each task's episodes."""
+    from gem_core.rollout.metrics import trajectory_metrics  # the rollout engine only where trajectories exist
+
     groups: dict[str, list[TokenTrajectory]] = defaultdict(list)
     for trajectory in trajectories:
         groups[str(trajectory.metrics.get(TASK_KEY) or trajectory.env_id or "unknown")].append(trajectory)
     out: dict[str, float] = {}
     for name in sorted(groups):
-        group = groups[name]
-        n = len(group)
-        out[f"{prefix}{name}/success"] = sum(episode_success(t.infos, t.episode_return, t.terminated) for t in group) / n
-        out[f"{prefix}{name}/return"] = sum(t.episode_return for t in group) / n
-        out[f"{prefix}{name}/episodes"] = float(n)
+        every = trajectory_metrics(groups[name], prefix="")
+        out.update({f"{prefix}{name}/{key}": every[key] for key in ("success", "return", "episodes")})
     return out
