@@ -27,8 +27,13 @@ def save_sampler_state(sampler: TaskSampler, folder: str | os.PathLike[str]) -> 
     text = json.dumps(sampler.state_dict(), indent=1)
     # Written beside, then renamed: a run killed mid-save leaves the previous file, never half of one.
     with tempfile.NamedTemporaryFile("w", dir=folder, prefix=".gem_task_sampler.", suffix=".tmp", delete=False, encoding="utf-8") as tmp:
-        tmp.write(text)
-    os.replace(tmp.name, path)
+        try:
+            tmp.write(text)
+            tmp.close()
+            os.replace(tmp.name, path)
+        except BaseException:  # a full disk, a signal: no half-written temporary left in the checkpoint
+            os.unlink(tmp.name)
+            raise
     return path
 
 

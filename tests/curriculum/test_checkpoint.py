@@ -38,3 +38,24 @@ def test_a_broken_or_foreign_state_file_is_refused(tmp_path):
     save_sampler_state(other, tmp_path)
     with pytest.raises(TaskError, match="other tasks"):
         load_sampler_state(TaskSampler(TASKS), tmp_path)
+
+
+def test_a_save_that_fails_midway_keeps_the_previous_file_and_leaves_no_temporary(tmp_path, monkeypatch):
+    """A full disk (or a kill) while saving: the checkpoint folder keeps the last whole state and no debris."""
+    import errno
+    import json
+    import os
+
+    sampler = TaskSampler(TASKS, seed=3)
+    save_sampler_state(sampler, tmp_path)
+    before = (tmp_path / SAMPLER_STATE_FILE).read_text()
+    sampler.update(sampler.draw(1)[0], True, 1.0)
+
+    def disk_full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        save_sampler_state(sampler, tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == [SAMPLER_STATE_FILE]
+    assert (tmp_path / SAMPLER_STATE_FILE).read_text() == before and json.loads(before)
