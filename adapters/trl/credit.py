@@ -24,37 +24,11 @@ import torch
 from accelerate.utils import gather_object
 from trl import GRPOTrainer
 
-from gem_core.rollout.advantages import discounted_returns, return_batch_normalize, turn_to_token_advantages
+from gem_core.rollout.advantages import discounted_returns, turn_returns_to_token_advantages
 
-__all__ = ["TurnCreditGRPOTrainer", "per_turn_token_advantages"]
+__all__ = ["TurnCreditGRPOTrainer"]
 
 TurnCredit = Literal["episode", "rebn", "reinforce", "baseline"]
-
-
-def per_turn_token_advantages(
-    turn_returns: list[list[float]], turn_spans: list[list[list[int]]], length: int,
-    *, process_returns: list[list[float]] | None = None, process_index: int = 0, normalize: bool = True,
-    scale: bool = True,
-) -> torch.Tensor:
-    """``(len(turn_returns), length)`` advantages: ReBN of per-turn returns, placed on each turn's tokens.
-
-    ``process_returns`` holds every process's flat list of per-turn returns (in process order): the
-    normalization runs over that whole population, as the batch is split across processes. By default
-    the batch is this process's alone. ``normalize=False`` places the returns as they are (vanilla REINFORCE);
-    ``scale=False`` subtracts the batch mean only.
-    """
-    flat = [float(g) for row in turn_returns for g in row]
-    if normalize:
-        parts = process_returns if process_returns is not None else [flat]
-        offset = sum(len(part) for part in parts[:process_index])
-        per_turn = return_batch_normalize([g for part in parts for g in part], scale=scale)[offset : offset + len(flat)]
-    else:
-        per_turn = np.asarray(flat, dtype=np.float64)
-    rows, k = [], 0
-    for row_returns, spans in zip(turn_returns, turn_spans):
-        rows.append(turn_to_token_advantages(per_turn[k : k + len(row_returns)], [tuple(s) for s in spans], length))
-        k += len(row_returns)
-    return torch.tensor(np.stack(rows), dtype=torch.float32)
 
 
 class TurnCreditGRPOTrainer(GRPOTrainer):
@@ -91,13 +65,14 @@ class TurnCreditGRPOTrainer(GRPOTrainer):
                 f"turn_credit={self.turn_credit!r} needs per-turn rewards and spans from the rollout: pass "
                 "rollout_func=gem_adapters.trl.GemRolloutFunc(...) to the trainer, or use turn_credit='episode'."
             )
-        turn_returns = [discounted_returns(row["turn_rewards"], self.gamma).tolist() for row in inputs]
-        flat = [g for row in turn_returns for g in row]
-        advantages = per_turn_token_advantages(
+        turn_returns = [discounted_returns(row["turn_rewards"], self.gamma) for row in inputs]
+        # The batch is split across processes: normalize over every process's turns, in process order.
+        parts = gather_object([np.concatenate(turn_returns).tolist()])
+        advantages = torch.tensor(turn_returns_to_token_advantages(
             turn_returns, [row["turn_spans"] for row in inputs], output["completion_ids"].shape[1],
-            process_returns=gather_object([flat]), process_index=self.accelerator.process_index,
             normalize=self.turn_credit != "reinforce", scale=self.turn_credit == "rebn",
-        )
+            population=np.concatenate(parts), offset=sum(len(part) for part in parts[: self.accelerator.process_index]),
+        ), dtype=torch.float32)
         output["advantages"] = advantages.to(output["completion_ids"].device)
         self._log_advantages(advantages, output)
         return output

@@ -31,7 +31,7 @@ check_verl_version()  # before verl is imported: a wrong install fails with the 
 import torch  # noqa: E402
 from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, register_adv_est  # noqa: E402
 
-from gem_core.rollout.advantages import discounted_returns, return_batch_normalize, turn_to_token_advantages
+from gem_core.rollout.advantages import discounted_returns, turn_returns_to_token_advantages
 
 __all__ = ["ESTIMATOR_NAME", "compute_rebn_advantage", "turns_from_mask"]
 
@@ -88,11 +88,8 @@ def compute_rebn_advantage(
     length = rewards.shape[1]
     spans = [turns_from_mask(m) for m in masks]
     returns = [discounted_returns(turn_rewards_from_tokens(r, s), gamma) for r, s in zip(rewards, spans)]
-    counts = [len(g) for g in returns]
-    flat = np.concatenate(returns) if returns else np.zeros(0)
-    normalized = np.split(return_batch_normalize(flat), np.cumsum(counts)[:-1]) if flat.size else [np.zeros(0)] * len(counts)
-    advantages = np.stack([turn_to_token_advantages(a, s, length) for a, s in zip(normalized, spans)])
-    token_returns = np.stack([turn_to_token_advantages(g, s, length) for g, s in zip(returns, spans)])
+    advantages = turn_returns_to_token_advantages(returns, spans, length)
+    token_returns = turn_returns_to_token_advantages(returns, spans, length, normalize=False)
     dtype, device = token_level_rewards.dtype, token_level_rewards.device
     return (
         torch.as_tensor(advantages, dtype=dtype, device=device),

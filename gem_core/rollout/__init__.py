@@ -19,6 +19,7 @@ from gem_core.rollout.advantages import (
     return_batch_normalize,
     same_state_advantages,
     turn_level_gae,
+    turn_returns_to_token_advantages,
     turn_to_token_advantages,
 )
 from gem_core.rollout.chat_template import HISTORY_MODES, ChatTemplate, ChatTemplateError
@@ -51,5 +52,6 @@ __all__ = [
     "run_episode",
     "run_episodes",
     "turn_level_gae",
+    "turn_returns_to_token_advantages",
     "turn_to_token_advantages",
 ]

@@ -7,7 +7,9 @@ Frameworks that collapse an episode into one scalar lose per-turn credit. These 
   the advantage of REINFORCE with Return Batch Normalization;
 - :func:`grpo_advantages`: episode returns normalized within groups of rollouts of the same prompt;
 - :func:`turn_level_gae`: GAE where a step is a turn, given per-turn value estimates;
-- :func:`turn_to_token_advantages`: spread per-turn advantages over each turn's sampled tokens.
+- :func:`turn_to_token_advantages`: spread per-turn advantages over each turn's sampled tokens;
+- :func:`turn_returns_to_token_advantages`: a batch's per-turn returns, ReBN-normalized over the batch (or left
+  as they are), on each episode's turn tokens: the ``(batch, length)`` advantages of per-turn REINFORCE.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ __all__ = [
     "return_batch_normalize",
     "same_state_advantages",
     "turn_level_gae",
+    "turn_returns_to_token_advantages",
     "turn_to_token_advantages",
 ]
 
@@ -163,3 +166,41 @@ def turn_to_token_advantages(
             raise ValueError(f"Turn span ({start}, {end}) does not fit in a sequence of length {length}.")
         out[start:end] = value
     return out
+
+
+def turn_returns_to_token_advantages(
+    turn_returns: Sequence[ArrayLike],
+    turn_spans: Sequence[Sequence[tuple[int, int]]],
+    length: int,
+    *,
+    normalize: bool = True,
+    scale: bool = True,
+    population: ArrayLike | None = None,
+    offset: int = 0,
+) -> np.ndarray:
+    """``(len(turn_returns), length)`` per-token advantages of a batch of episodes, from their per-turn returns.
+
+    Row ``i`` holds episode ``i``'s turn values on its ``turn_spans[i]`` (:func:`turn_to_token_advantages`).
+    With ``normalize`` the values are the returns after :func:`return_batch_normalize` (ReBN; ``scale=False``
+    subtracts the mean only) over every turn of the population; without it, the returns as they are (vanilla
+    REINFORCE, or the value targets).
+
+    The population is this batch's turns unless a batch split across processes passes ``population``, every
+    turn return of the whole batch (all processes', flat, in order), and ``offset``, where this batch's turns
+    start in it.
+    """
+    returns = [np.asarray(g, dtype=np.float64).reshape(-1) for g in turn_returns]
+    if len(returns) != len(turn_spans):
+        raise ValueError(f"Got {len(returns)} episodes' returns but {len(turn_spans)} episodes' turn spans; need one of each per episode.")
+    flat = np.concatenate(returns) if returns else np.zeros(0)
+    if normalize:
+        pool = flat if population is None else np.asarray(population, dtype=np.float64).reshape(-1)
+        if not 0 <= offset <= pool.size - flat.size:
+            raise ValueError(f"This batch's {flat.size} turns do not fit at offset {offset} of a population of {pool.size}.")
+        flat = return_batch_normalize(pool, scale=scale)[offset : offset + flat.size]
+    rows = np.zeros((len(returns), length), dtype=np.float64)
+    start = 0
+    for row, g, spans in zip(rows, returns, turn_spans):
+        row[:] = turn_to_token_advantages(flat[start : start + g.size], spans, length)
+        start += g.size
+    return rows

@@ -12,6 +12,7 @@ from gem_core.rollout.advantages import (
     grpo_advantages,
     return_batch_normalize,
     turn_level_gae,
+    turn_returns_to_token_advantages,
     turn_to_token_advantages,
 )
 
@@ -155,3 +156,44 @@ def test_turn_to_token_advantages_fill_each_span_only():
 def test_turn_to_token_advantages_reject_spans_outside_the_sequence():
     with pytest.raises(ValueError, match="does not fit"):
         turn_to_token_advantages([1.0], [(2, 9)], length=4)
+
+
+# -- a batch's turn returns to token advantages ----------------------------------------------------
+
+# Two episodes: returns [3, 1] on tokens 0-1 and 3, and [5] on tokens 1-2, in rows of 5 tokens.
+BATCH_RETURNS, BATCH_SPANS = [[3.0, 1.0], [5.0]], [[(0, 2), (3, 4)], [(1, 3)]]
+
+
+def test_batch_turn_returns_are_rebn_normalized_over_all_turns_and_placed_on_their_tokens():
+    # mean 3, population std sqrt(8/3): the returns become 0, -sqrt(1.5), sqrt(1.5)
+    out = turn_returns_to_token_advantages(BATCH_RETURNS, BATCH_SPANS, 5)
+    r = math.sqrt(1.5)
+    np.testing.assert_allclose(out, [[0.0, 0.0, 0.0, -r, 0.0], [0.0, r, r, 0.0, 0.0]])
+    assert out.shape == (2, 5) and out.dtype == np.float64
+
+
+def test_batch_turn_returns_without_scale_subtract_the_mean_and_without_normalize_stay_as_they_are():
+    np.testing.assert_array_equal(
+        turn_returns_to_token_advantages(BATCH_RETURNS, BATCH_SPANS, 5, scale=False), [[0, 0, 0, -2, 0], [0, 2, 2, 0, 0]]
+    )
+    np.testing.assert_array_equal(
+        turn_returns_to_token_advantages(BATCH_RETURNS, BATCH_SPANS, 5, normalize=False), [[3, 3, 0, 1, 0], [0, 5, 5, 0, 0]]
+    )
+
+
+def test_batch_turn_returns_normalize_over_a_population_split_across_processes():
+    # This batch is process 1's; process 0 had one turn, return 7. Population mean 4, std sqrt(5).
+    out = turn_returns_to_token_advantages(BATCH_RETURNS, BATCH_SPANS, 5, population=[7.0, 3.0, 1.0, 5.0], offset=1)
+    r = 1 / math.sqrt(5)
+    np.testing.assert_allclose(out, [[-r, -r, 0.0, -3 * r, 0.0], [0.0, r, r, 0.0, 0.0]])
+    expected = return_batch_normalize([7.0, 3.0, 1.0, 5.0])[1:]
+    assert out[0, 0] == expected[0] and out[0, 3] == expected[1] and out[1, 1] == expected[2]
+
+
+def test_batch_turn_returns_refuse_spans_or_offsets_that_do_not_match():
+    with pytest.raises(ValueError, match="need one of each per episode"):
+        turn_returns_to_token_advantages(BATCH_RETURNS, BATCH_SPANS[:1], 5)
+    with pytest.raises(ValueError, match="do not fit at offset 2"):
+        turn_returns_to_token_advantages(BATCH_RETURNS, BATCH_SPANS, 5, population=[7.0, 3.0, 1.0, 5.0], offset=2)
+    with pytest.raises(ValueError, match="need one per turn"):
+        turn_returns_to_token_advantages([[3.0]], [[(0, 1), (2, 3)]], 5)
