@@ -4,7 +4,7 @@ The label helpers import without OpenRLHF; the agent classes (``GemAgentExecutor
 ``GemAgentInstance``, ``AgentConfig``) load OpenRLHF on first access.
 """
 
-from gem_adapters.openrlhf.make_dataset import make_dataset  # the function; `python -m gem_adapters.openrlhf.make_dataset` is its CLI
+from gem_adapters.openrlhf.make_dataset import make_dataset  # the function; `python -m gem_adapters.openrlhf` is its CLI
 from gem_core.rows.label import EpisodeLabel, LabelError, parse_label
 
 __all__ = ["AgentConfig", "EpisodeLabel", "GemAgentExecutor", "GemAgentInstance", "LabelError", "OpenRLHFVersionError", "make_dataset", "parse_label"]

@@ -42,7 +42,7 @@ from gem_core.rows.label import EpisodeLabel, parse_label
 from gem_core.rollout.vllm_output import generation_from_vllm
 
 DATASET_HINT = (
-    "Build the dataset with `python -m gem_adapters.openrlhf.make_dataset --env ENV_ID --n N --out train.jsonl` "
+    "Build the dataset with `python -m gem_adapters.openrlhf --env ENV_ID --n N --out train.jsonl` "
     "and pass `--data.label_key label`."
 )
 

@@ -3,7 +3,7 @@
 OpenRLHF counts episodes with a prompt dataset; the agent replaces each row's prompt with the env's
 first observation, so only the label matters::
 
-    python -m gem_adapters.openrlhf.make_dataset --env game:GuessTheNumber-v0 --n 1024 --out train.jsonl
+    python -m gem_adapters.openrlhf --env game:GuessTheNumber-v0 --n 1024 --out train.jsonl
 
 Each line reads ``{"prompt": "game:GuessTheNumber-v0 seed=0", "label": "{\"env_id\": ..., \"seed\": 0, ...}"}``;
 pass it with ``--data.prompt_dataset train.jsonl --data.input_key prompt --data.label_key label``.
@@ -11,17 +11,16 @@ pass it with ``--data.prompt_dataset train.jsonl --data.input_key prompt --data.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gem_core.cli.dataset import add_dataset_arguments, rows_from_arguments
-from gem_core.rows import EpisodeRow, episode_rows, refuse_system_prompt, write_jsonl
+from gem_core.rows import EpisodeRow, episode_rows, refuse_system_prompt
 
-__all__ = ["make_dataset", "main"]
+__all__ = ["dataset_row", "make_dataset"]
 
 
-def _row(row: EpisodeRow) -> dict[str, str]:
+def dataset_row(row: EpisodeRow) -> dict[str, str]:
+    """One episode as OpenRLHF reads it: a ``prompt`` for its logs and the ``label`` the agent resets from."""
     return {"prompt": f"{row.label.env_id} seed={row.label.seed}", "label": row.label.to_json()}
 
 
@@ -33,15 +32,4 @@ def make_dataset(
     :func:`gem_core.rows.write_jsonl`. The system prompt belongs in the agent file's
     ``AgentConfig(system_prompt=...)``: giving one here is refused (the rows hold no messages)."""
     refuse_system_prompt(system_prompt, "OpenRLHF", "the agent file's AgentConfig(system_prompt=...)")
-    return [_row(row) for row in episode_rows(env_ids, n, seed_start=seed_start, env_kwargs=env_kwargs, with_messages=False)]
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = add_dataset_arguments(argparse.ArgumentParser(description=__doc__.split("\n\n")[0]))
-    args = parser.parse_args(argv)
-    count = write_jsonl([_row(row) for row in rows_from_arguments(args, with_messages=False)], args.out)
-    print(f"wrote {count} rows to {args.out}")
-
-
-if __name__ == "__main__":
-    main()
+    return [dataset_row(row) for row in episode_rows(env_ids, n, seed_start=seed_start, env_kwargs=env_kwargs, with_messages=False)]

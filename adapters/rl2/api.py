@@ -66,7 +66,7 @@ def check_rl2_api(expected: RL2Api) -> None:
         )
 
 
-DATASET_HINT = "Build the dataset with `python -m gem_adapters.rl2.make_dataset --env ENV_ID --n N --out train.jsonl`."
+DATASET_HINT = "Build the dataset with `python -m gem_adapters.rl2 --env ENV_ID --n N --out train.jsonl`."
 
 
 def row_label(row: Mapping[str, Any]) -> EpisodeLabel:

@@ -1,6 +1,6 @@
 """An RL2 dataset (``rollout.train.path`` / ``train_data.path``) whose rows are GEM episodes::
 
-    python -m gem_adapters.rl2.make_dataset --env game:GuessTheNumber-v0 --n 1024 --out train.jsonl
+    python -m gem_adapters.rl2 --env game:GuessTheNumber-v0 --n 1024 --out train.jsonl
 
 Each line reads ``{"extra_info": {"label": "{\\"env_id\\": ..., \\"seed\\": 0, ...}"}}``; the env file
 resets the env named by the label (no ``prompt`` column, so rl-square 0.0.2 calls ``reset``).
@@ -8,15 +8,13 @@ resets the env named by the label (no ``prompt`` column, so rl-square 0.0.2 call
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gem_adapters.rl2.api import dataset_row
-from gem_core.cli.dataset import add_dataset_arguments, rows_from_arguments
-from gem_core.rows import episode_rows, refuse_system_prompt, write_jsonl
+from gem_core.rows import episode_rows, refuse_system_prompt
 
-__all__ = ["make_dataset", "main"]
+__all__ = ["make_dataset"]
 
 
 def make_dataset(
@@ -28,14 +26,3 @@ def make_dataset(
     (``system_prompt=``): giving one here is refused (the rows hold no messages)."""
     refuse_system_prompt(system_prompt, "RL2", "the env file (GenerateEnv/ResetStepEnv(system_prompt=...))")
     return [dataset_row(row.label) for row in episode_rows(env_ids, n, seed_start=seed_start, env_kwargs=env_kwargs, with_messages=False)]
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = add_dataset_arguments(argparse.ArgumentParser(description=__doc__.split("::")[0]))
-    args = parser.parse_args(argv)
-    count = write_jsonl([dataset_row(row.label) for row in rows_from_arguments(args, with_messages=False)], args.out)
-    print(f"wrote {count} rows to {args.out}")
-
-
-if __name__ == "__main__":
-    main()

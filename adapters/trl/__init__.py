@@ -13,7 +13,7 @@ episode start from :mod:`gem_core.curriculum`; ``callbacks=[TaskSamplerCallback(
 """
 
 from gem_adapters.framework_version import TRLVersionError, check_trl_version
-from gem_adapters.trl.make_dataset import make_dataset  # the function; `python -m gem_adapters.trl.make_dataset` is its CLI
+from gem_adapters.trl.make_dataset import make_dataset  # the function; `python -m gem_adapters.trl` is its CLI
 from gem_adapters.trl.environment import GemToolEnvironment, environment_factory
 from gem_adapters.trl.rollout import GemRolloutFunc, env_return_reward, trajectories_to_rollout
 

@@ -1,6 +1,6 @@
 """Prompt datasets for TRL's ``GRPOTrainer`` that pin each prompt to one env, seed and kwargs.
 
-    python -m gem_adapters.trl.make_dataset --env game:Wordle-v0 --n 1000 --out train.jsonl
+    python -m gem_adapters.trl --env game:Wordle-v0 --n 1000 --out train.jsonl
 
 TRL hands a ``rollout_func`` only the ``"prompt"`` column, already repeated ``num_generations``
 times. So the core's episode label (:class:`~gem_core.rows.label.EpisodeLabel`: env id,
@@ -11,15 +11,13 @@ prompt resets its env to the same state, so a GRPO group compares like with like
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gem_core.cli.dataset import add_dataset_arguments, rows_from_arguments
 from gem_core.rows import EpisodeLabel, EpisodeRow, episode_rows, parse_label
 from gem_core.rollout.vision import message_text
 
-__all__ = ["GEM_KEY", "episode_label", "make_dataset", "main"]
+__all__ = ["GEM_KEY", "episode_label", "make_dataset", "prompt_dataset"]
 
 GEM_KEY = "gem"
 _FIX = "Build the training dataset with gem_adapters.trl.make_dataset(env_ids, n) (TRL passes only the prompt column to rollout_func)."
@@ -40,10 +38,11 @@ def make_dataset(
     really saw. A vision env's first images go in an ``images`` column (TRL's VLM dataset format).
     """
     rows = episode_rows(env_ids, n, seed_start=seed_start, env_kwargs=env_kwargs, system_prompt=system_prompt)
-    return _to_dataset(list(rows))
+    return prompt_dataset(list(rows))
 
 
-def _to_dataset(rows: list[EpisodeRow]):
+def prompt_dataset(rows: list[EpisodeRow]):
+    """The ``datasets.Dataset`` of ``rows``: a ``prompt`` column carrying each label, and ``images`` for a vision env."""
     from datasets import Dataset
 
     def prompt(row: EpisodeRow) -> list[dict[str, Any]]:
@@ -72,18 +71,3 @@ def episode_label(prompt: Any) -> tuple[EpisodeLabel, str | None]:
         raise ValueError(f"The prompt's last message has no 'gem' key, so the env and seed are unknown. {_FIX}")
     system = next((message_text(m["content"]) for m in prompt if m.get("role") == "system"), None)
     return parse_label(tag, fix_hint=_FIX), system
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = add_dataset_arguments(argparse.ArgumentParser(prog="python -m gem_adapters.trl.make_dataset", description=__doc__.split("\n\n")[0]))
-    args = parser.parse_args(argv)
-    dataset = _to_dataset(rows_from_arguments(args))
-    if args.out.endswith(".parquet"):
-        dataset.to_parquet(args.out)
-    else:
-        dataset.to_json(args.out)  # JSON lines: load_dataset("json", data_files=...)
-    print(f"wrote {len(dataset)} prompts to {args.out}")
-
-
-if __name__ == "__main__":
-    main()

@@ -2,7 +2,7 @@
 
 - :class:`gem_adapters.verl.agent_loop.GemAgentLoop`: verl ``AgentLoopBase`` subclass (enable it through
   ``actor_rollout_ref.rollout.agent.agent_loop_config_path``; see ``README.md`` here);
-- :func:`make_dataset` (rows) and ``python -m gem_adapters.verl.make_dataset`` (parquet): what verl's
+- :func:`make_dataset` (rows) and ``python -m gem_adapters.verl`` (parquet): what verl's
   ``RLHFDataset`` reads;
 - ``python -m gem_adapters.verl.config > gem_agent_loop.yaml``: the agent-loop config, shipped in the package;
 - :mod:`gem_adapters.verl.advantage`: ``algorithm.adv_estimator=gem_rebn``.
@@ -16,7 +16,7 @@ import importlib
 from typing import Any
 
 from gem_adapters.framework_version import VerlVersionError, check_verl_version
-from gem_adapters.verl.make_dataset import make_dataset  # the function; the module is its CLI
+from gem_adapters.verl.make_dataset import make_dataset  # the function; `python -m gem_adapters.verl` is its CLI
 
 __all__ = ["make_dataset", "GemAgentLoop", "GemAgentLoopOutput", "ServerManagerPolicy", "ESTIMATOR_NAME", "compute_rebn_advantage",
            "VerlVersionError", "check_verl_version"]

@@ -92,7 +92,7 @@ GEM_EXTRAS_KEY = "extras"
 #: sampled token; ``"episode"`` leaves verl's default (the return on the last response token).
 RewardPlacement = Literal["turn", "episode"]
 
-_MAKE_DATASET_HINT = "build the dataset with `python -m gem_adapters.verl.make_dataset --env <env id> --n <rows> --out train.parquet`"
+_MAKE_DATASET_HINT = "build the dataset with `python -m gem_adapters.verl --env <env id> --n <rows> --out train.parquet`"
 
 
 class ServerManagerPolicy:

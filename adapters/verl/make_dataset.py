@@ -1,7 +1,7 @@
-"""Write the parquet file verl's ``RLHFDataset`` reads, one row per GEM episode (env id + seed).
+"""The rows of the parquet file verl's ``RLHFDataset`` reads, one per GEM episode (env id + seed).
 
-    python -m gem_adapters.verl.make_dataset --env game:Wordle-v0 --n 1000 --out train.parquet
-    python -m gem_adapters.verl.make_dataset --env game:Wordle-v0 --n 64 --seed-start 1000000 --out val.parquet
+    python -m gem_adapters.verl --env game:Wordle-v0 --n 1000 --out train.parquet
+    python -m gem_adapters.verl --env game:Wordle-v0 --n 64 --seed-start 1000000 --out val.parquet
 
 Columns (those verl reads, plus what :class:`gem_adapters.verl.agent_loop.GemAgentLoop` needs):
 
@@ -18,16 +18,14 @@ Columns (those verl reads, plus what :class:`gem_adapters.verl.agent_loop.GemAge
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gem_core.cli.dataset import add_dataset_arguments, rows_from_arguments
 from gem_core.rows import EpisodeRow, episode_rows
 
-__all__ = ["make_dataset", "write_dataset", "main"]
+__all__ = ["make_dataset", "verl_rows", "write_dataset"]
 
 DEFAULT_AGENT_NAME = "gem_env"
 
@@ -45,10 +43,11 @@ def make_dataset(
         ValueError: ``n`` is not positive.
     """
     rows = episode_rows(env_ids, n, seed_start=seed_start, env_kwargs=env_kwargs, system_prompt=system_prompt)
-    return _to_verl_rows(rows, DEFAULT_AGENT_NAME)
+    return verl_rows(rows, DEFAULT_AGENT_NAME)
 
 
-def _to_verl_rows(rows: Iterable[EpisodeRow], agent_name: str) -> list[dict[str, Any]]:
+def verl_rows(rows: Iterable[EpisodeRow], agent_name: str) -> list[dict[str, Any]]:
+    """The core's episode rows in verl's columns, run by the agent-loop config entry named ``agent_name``."""
     return [
         {
             "data_source": row.label.env_id,
@@ -74,17 +73,3 @@ def write_dataset(rows: list[dict[str, Any]], out: str | Path) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_parquet(out, index=False)
     return out
-
-
-def main(argv: list[str] | None = None) -> Path:
-    parser = add_dataset_arguments(argparse.ArgumentParser(prog="python -m gem_adapters.verl.make_dataset", description=__doc__.split("\n\n")[0]))
-    parser.add_argument("--agent-name", default=DEFAULT_AGENT_NAME, help="name of the agent loop config entry")
-    args = parser.parse_args(argv)
-    rows = _to_verl_rows(rows_from_arguments(args), args.agent_name)
-    out = write_dataset(rows, args.out)
-    print(f"wrote {len(rows)} rows of {', '.join(args.env)} to {out}")
-    return out
-
-
-if __name__ == "__main__":
-    main()

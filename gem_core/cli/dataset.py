@@ -1,18 +1,24 @@
-"""The command line every adapter's ``python -m gem_adapters.<fw>.make_dataset`` shares.
+"""The command line every adapter's ``python -m gem_adapters.<fw>`` (its dataset builder) shares.
 
 The rows themselves are built by :func:`gem_core.rows.episode_rows`; this module only turns the options
 into that call, so a bad option ends the command with one line naming it instead of a traceback.
+:func:`run_dataset_cli` is the whole command; an adapter's ``__main__`` gives it only the way to write its format.
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Sequence
 
 from gem_core.cli.options import env_kwargs_option
 from gem_core.rows.mixture import parse_env_options
 from gem_core.rows.rows import EpisodeRow, episode_rows
 
-__all__ = ["add_dataset_arguments", "rows_from_arguments"]
+__all__ = ["WriteRows", "add_dataset_arguments", "rows_from_arguments", "run_dataset_cli"]
+
+WriteRows = Callable[[list[EpisodeRow], argparse.Namespace], str]
+"""Writes the rows to ``args.out`` in one framework's format and says what it wrote (``"4 rows"``), for the
+command's last line; ``args`` also holds the options the adapter added."""
 
 
 def add_dataset_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -52,3 +58,23 @@ def rows_from_arguments(args: argparse.Namespace, *, with_messages: bool = True)
         )
     except ValueError as exc:  # LabelError is a ValueError
         raise SystemExit(str(exc)) from None
+
+
+def run_dataset_cli(
+    prog: str,
+    description: str,
+    write_rows: WriteRows,
+    argv: Sequence[str] | None = None,
+    *,
+    with_messages: bool = True,
+    add_arguments: Callable[[argparse.ArgumentParser], object] | None = None,
+) -> None:
+    """Parse the shared options (plus the adapter's own, from ``add_arguments``), build the rows, write them
+    with ``write_rows`` and print ``wrote <what> to <out>``. ``with_messages=False`` for formats that hold only
+    the label; a bad option exits with one line naming it, before anything is written."""
+    parser = add_dataset_arguments(argparse.ArgumentParser(prog=prog, description=description))
+    if add_arguments is not None:
+        add_arguments(parser)
+    args = parser.parse_args(argv)
+    written = write_rows(rows_from_arguments(args, with_messages=with_messages), args)
+    print(f"wrote {written} to {args.out}")

@@ -5,7 +5,7 @@ Every framework reads its prompts from a dataset, so every adapter ships a ``mak
 or length-filter the prompt, the env's first observation as chat messages. This module builds those
 rows; an adapter only lays them out in its framework's columns (TRL's prompt messages, verl's parquet,
 OpenRLHF's and RL2's JSON lines). The shared command line of every adapter's
-``python -m gem_adapters.<fw>.make_dataset`` lives beside the CLI, in :mod:`gem_core.cli.dataset`.
+``python -m gem_adapters.<fw>`` lives beside the CLI, in :mod:`gem_core.cli.dataset`.
 """
 
 from __future__ import annotations

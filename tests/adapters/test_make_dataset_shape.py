@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import subprocess
+import sys
 
 import pytest
 
@@ -46,3 +48,21 @@ def test_verl_rows_take_the_default_agent_loop_entry():
 def test_rl2_does_not_import_openrlhf_for_its_rows():
     source = inspect.getsource(importlib.import_module("gem_adapters.rl2.make_dataset"))
     assert "gem_adapters.openrlhf" not in source
+
+
+#: What each adapter's command needs installed to write its file, beyond the core.
+WRITERS = {"trl": "datasets", "verl": "pyarrow", "openrlhf": None, "rl2": None}
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_every_adapter_package_is_its_dataset_command_and_runs_without_a_runpy_warning(adapter, tmp_path):
+    # A CLI module that the package's __init__ also imports makes runpy warn ("found in sys.modules"); __main__ is never imported.
+    if WRITERS[adapter]:
+        pytest.importorskip(WRITERS[adapter])
+    out = tmp_path / ("train.parquet" if adapter == "verl" else "train.jsonl")
+    command = [sys.executable, "-W", "error::RuntimeWarning", "-m", f"gem_adapters.{adapter}",
+               "--env", "game:GuessTheNumber-v0", "--n", "2", "--out", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Warning" not in done.stderr, done.stderr[-2000:]
+    assert done.stdout.startswith("wrote 2 ") and out.exists()

@@ -4,7 +4,7 @@ To change the fields, copy it first: ``python -m gem_adapters.files rl2-generate
 
 RL2 imports this file in its rollout worker and awaits ``generate(config, tokenizer, router_url,
 sample)`` per sample; each dataset row names its GEM env and seed (``python -m
-gem_adapters.rl2.make_dataset``). Change the fields below, not the code.
+gem_adapters.rl2``). Change the fields below, not the code.
 """
 
 from gem_adapters.rl2 import GenerateEnv, check_rl2_api

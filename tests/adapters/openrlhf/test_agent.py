@@ -131,7 +131,7 @@ async def test_unknown_env_id_fails_with_the_closest_ids_and_the_dataset_fix(tok
 async def test_label_without_seed_fails_naming_the_dataset_builder(tokenizer, execute):
     policy = ScriptedPolicy(tokenizer, ACTIONS)
     label = '{"env_id": "game:GuessTheNumber-v0"}'
-    with pytest.raises(LabelError, match="'seed'.*gem_adapters.openrlhf.make_dataset"):
+    with pytest.raises(LabelError, match="'seed'.*python -m gem_adapters.openrlhf --env"):
         await execute(GemAgentExecutor(), policy, 0, label=label)
 
 

@@ -1,4 +1,5 @@
-"""gem_adapters.openrlhf.make_dataset: the rows (the core's episode rows in OpenRLHF's columns) and the CLI (no OpenRLHF needed)."""
+"""gem_adapters.openrlhf.make_dataset: the rows (the core's episode rows in OpenRLHF's columns), and the CLI,
+``python -m gem_adapters.openrlhf`` (no OpenRLHF needed)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import json
 
 import pytest
 
-from gem_adapters.openrlhf.make_dataset import main, make_dataset
+from gem_adapters.openrlhf.__main__ import main
+from gem_adapters.openrlhf.make_dataset import make_dataset
 from gem_core.rows.label import LabelError, parse_label
 
 

@@ -15,7 +15,8 @@ RL2 = pytest.importorskip("RL2", reason="needs rl-square==0.0.2 (nox -s rl2)")
 
 from gem_adapters.rl2 import api  # noqa: E402
 from gem_adapters.rl2.api import RL2VersionError, check_rl2_api, row_label  # noqa: E402
-from gem_adapters.rl2.make_dataset import main, make_dataset  # noqa: E402
+from gem_adapters.rl2.__main__ import main  # noqa: E402
+from gem_adapters.rl2.make_dataset import make_dataset  # noqa: E402
 
 RL2_ROOT = Path(RL2.__file__).parent
 

@@ -108,7 +108,7 @@ async def test_unset_max_new_tokens_names_the_config_key(tokenizer):
     "row, message",
     [({"extra_info": {"label": '{"env_id": "game:GuessTheNumber-v0"}'}}, "'seed'"),
      ({"extra_info": {"label": '{"env_id": "game:Nope-v0", "seed": 1}'}}, "No env registered"),
-     ({"prompt": "hi"}, "gem_adapters.rl2.make_dataset")],
+     ({"prompt": "hi"}, "python -m gem_adapters.rl2 --env")],
 )
 async def test_bad_rows_fail_before_any_request(tokenizer, row, message):
     with pytest.raises(LabelError, match=message):

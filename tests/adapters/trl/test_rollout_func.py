@@ -268,7 +268,7 @@ def test_make_dataset_command_line_writes_rows_the_rollout_reads(tmp_path):
 
     out = tmp_path / "train.jsonl"
     done = subprocess.run(
-        [sys.executable, "-m", "gem_adapters.trl.make_dataset", "--env", ENV_ID, "--n", "3", "--seed-start", "5", "--out", str(out)],
+        [sys.executable, "-m", "gem_adapters.trl", "--env", ENV_ID, "--n", "3", "--seed-start", "5", "--out", str(out)],
         capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stderr[-2000:]

@@ -186,14 +186,14 @@ async def test_unknown_env_id_names_close_ids_and_the_dataset(run_loop, model_se
 async def test_row_without_env_id_or_seed_says_how_to_build_the_dataset(run_loop, model_server, make_row, missing):
     row = make_row("game:Wordle-v0", 0)
     row["extra_info"] = {k: v for k, v in row["extra_info"].items() if k != missing}
-    with pytest.raises(ValueError, match=rf"(?s){missing}.*gem_adapters\.verl\.make_dataset"):
+    with pytest.raises(ValueError, match=rf"(?s){missing}.*python -m gem_adapters\.verl --env"):
         await run_loop(model_server, row)
 
 
 async def test_row_without_extra_info_says_how_to_build_the_dataset(run_loop, model_server, make_row):
     row = make_row("game:Wordle-v0", 0)
     row["extra_info"] = None
-    with pytest.raises(ValueError, match="make_dataset"):
+    with pytest.raises(ValueError, match=r"python -m gem_adapters\.verl --env"):
         await run_loop(model_server, row)
 
 

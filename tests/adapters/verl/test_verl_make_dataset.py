@@ -13,12 +13,14 @@ from verl.protocol import DataProto
 from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 
 import gem_core
-from gem_adapters.verl.make_dataset import main
+from gem_adapters.verl.__main__ import main
 
 
 @pytest.fixture()
 def train_parquet(tmp_path):
-    return main(["--env", "game:Wordle-v0-easy", "--n", "4", "--seed-start", "10", "--out", str(tmp_path / "train.parquet")])
+    out = tmp_path / "train.parquet"
+    main(["--env", "game:Wordle-v0-easy", "--n", "4", "--seed-start", "10", "--out", str(out)])
+    return out
 
 
 def test_rlhf_dataset_reads_the_rows_with_first_observation_and_episode_keys(train_parquet, trainer_config, tiny_tokenizer):
@@ -46,7 +48,8 @@ async def test_a_collated_dataset_batch_runs_through_the_agent_loop(train_parque
 
 
 def test_env_kwargs_reach_the_env(tmp_path, trainer_config, tiny_tokenizer):
-    out = main(["--env", "game:Wordle-v0", "--n", "1", "--env-kwargs", '{"max_turns": 2}', "--out", str(tmp_path / "d.parquet")])
+    out = tmp_path / "d.parquet"
+    main(["--env", "game:Wordle-v0", "--n", "1", "--env-kwargs", '{"max_turns": 2}', "--out", str(out)])
     row = RLHFDataset(data_files=str(out), tokenizer=tiny_tokenizer, config=trainer_config.data)[0]
     assert "at most 2 guesses" in row["raw_prompt"][0]["content"]
     assert row["extra_info"]["env_kwargs"] == '{"max_turns": 2}'
@@ -66,7 +69,7 @@ def test_env_kwargs_that_are_not_a_json_object_are_refused(tmp_path):
 def test_module_runs_from_the_command_line(tmp_path):
     out = tmp_path / "cli.parquet"
     done = subprocess.run(
-        [sys.executable, "-m", "gem_adapters.verl.make_dataset", "--env", "game:GuessTheNumber-v0", "--n", "3", "--out", str(out)],
+        [sys.executable, "-m", "gem_adapters.verl", "--env", "game:GuessTheNumber-v0", "--n", "3", "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=300,

@@ -1,4 +1,4 @@
-"""gem_core.cli.dataset: the command line every adapter's make_dataset shares."""
+"""gem_core.cli.dataset: the command line every adapter's dataset command (`python -m gem_adapters.<fw>`) shares."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from gem_core.cli.dataset import add_dataset_arguments, rows_from_arguments
+from gem_core.cli.dataset import add_dataset_arguments, rows_from_arguments, run_dataset_cli
 
 
 def test_the_shared_command_line_reports_bad_options_in_one_line():
@@ -36,3 +36,20 @@ def test_the_shared_command_line_takes_weights_and_refuses_a_bad_one_in_one_line
         args = parser.parse_args(["--env", bad, "--n", "2", "--out", "x"])
         with pytest.raises(SystemExit, match=message):
             rows_from_arguments(args)
+
+
+def test_the_dataset_command_writes_through_the_adapter_and_says_what_it_wrote(tmp_path, capsys):
+    written = []
+
+    def write_rows(rows, args):
+        written.append(([(r.label.env_id, r.label.seed, r.messages) for r in rows], args.agent_name))
+        return f"{len(rows)} rows"
+
+    out = str(tmp_path / "x.jsonl")
+    run_dataset_cli("python -m fw", "Rows.", write_rows, ["--env", "game:GuessTheNumber-v0", "--n", "2", "--out", out, "--agent-name", "a"],
+                    with_messages=False, add_arguments=lambda parser: parser.add_argument("--agent-name", default="gem_env"))
+    assert written == [([("game:GuessTheNumber-v0", 0, None), ("game:GuessTheNumber-v0", 1, None)], "a")]
+    assert capsys.readouterr().out == f"wrote 2 rows to {out}\n"
+    with pytest.raises(SystemExit, match="Nope"):  # a bad option ends the command before the adapter writes anything
+        run_dataset_cli("python -m fw", "Rows.", write_rows, ["--env", "game:Nope-v0", "--n", "2", "--out", out])
+    assert len(written) == 1
