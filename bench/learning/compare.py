@@ -55,18 +55,25 @@ class EnvSetting:
 
 
 ENVS: dict[str, EnvSetting] = {
-    # The main job's env: reward 1 on the turn that guesses right, 0 otherwise.
+    # The main job's env: reward 1 on the turn that guesses right, 0 otherwise (a binary search wins every game).
     "guess": EnvSetting("game:GuessTheNumber-v0", {"min_number": 1, "max_number": 4, "max_turns": 3}),
-    # Dense: each turn earns the rise of the best black-peg count / 3.
-    "mastermind": EnvSetting("game:Mastermind-v0-easy", {"max_turns": 5}),
-    # Dense: each turn earns the letters it reveals / 5; a letter guessed twice costs the format penalty.
-    # (TowerOfHanoi with 2 disks was tried first and dropped: see bench/learning/results/README.md.)
-    "hangman": EnvSetting("game:Hangman-v0-easy", {"max_turns": 6}),
+    # The smallest Mastermind: 2 positions x 2 colours, 3 guesses (always enough when the pegs are read: guess
+    # 1 1, then by the black count 2 2 / done / 1 2, then 2 1). Dense: each turn earns the rise of the best
+    # black-peg count / 2. (Issue 29: 3 x 4 in 5 guesses, and 2 x 3 in 4, did not learn at this scale.)
+    "mastermind-2x2": EnvSetting("game:Mastermind-v0", {"code_length": 2, "num_colors": 2, "max_turns": 3}),
+    # Hangman over four words that share most letters, 4 turns: reading which letters hit wins every game
+    # (the best fixed letter order returns 0.85). Dense: each turn earns the letters it reveals / 5.
+    # (Issue 29: the whole 480-word list in 6 turns did not learn at this scale.)
+    "hangman-4words": EnvSetting("game:Hangman-v0", {"words": ["refer", "offer", "river", "never"], "lives": 8, "max_turns": 4}),
 }
 #: name -> ``turn_credit`` of TurnCreditGRPOTrainer. ``baseline`` (per-turn returns minus the batch mean,
 #: ReBN without the division by the std) is an ablation, run only when named in ``--estimators``.
-ESTIMATORS: dict[str, str] = {"reinforce": "reinforce", "rebn": "rebn", "grpo": "episode", "baseline": "baseline"}
-PAPER_ESTIMATORS = ["reinforce", "rebn", "grpo"]
+ESTIMATORS: dict[str, str] = {"reinforce": "reinforce", "rebn": "rebn", "grpo": "episode", "baseline": "baseline",
+                              "grpo8": "episode"}
+#: Estimators trained on another split of the same episodes per step: rollouts per episode start. ``grpo8`` is
+#: GRPO at its usual group size (64 episodes = 8 starts x 8), beside ``grpo`` on the others' batches (32 x 2).
+GROUP_SIZE: dict[str, int] = {"grpo8": 8}
+DEFAULT_ESTIMATORS = ["reinforce", "rebn", "baseline", "grpo", "grpo8"]
 
 
 @dataclass(frozen=True)
@@ -247,7 +254,19 @@ def summarize(runs: list[dict], window: int) -> dict:
             for key in ("final", "auc", "final_entropy"):
                 cell[f"{key}_mean"] = float(np.mean(cell[key]))
                 cell[f"{key}_std"] = float(np.std(cell[key]))
+            cell["final_ci95"] = ci95_half_width(cell["final"])
     return summary
+
+
+#: Student's t, two-sided 95%, by degrees of freedom (seeds - 1); more seeds than the table: the normal's 1.96.
+_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+
+
+def ci95_half_width(values: list[float]) -> float | None:
+    """Half-width of the 95% confidence interval of the mean over seeds (t interval); None for one seed."""
+    if len(values) < 2:
+        return None
+    return float(_T95.get(len(values) - 1, 1.96) * np.std(values, ddof=1) / np.sqrt(len(values)))
 
 
 def markdown_table(summary: dict, steps: int, window: int) -> str:
@@ -261,21 +280,23 @@ def markdown_table(summary: dict, steps: int, window: int) -> str:
             f"threshold (random + 50% of the gap) {env_summary['threshold']:.3f}; {steps} steps, "
             f"threshold on the {window}-step moving average.",
             "",
-            "| estimator | final return (last 20%) | AUC (mean return) | steps to threshold (per seed) | final per seed "
-            "| entropy (last 20%) | minutes per run |",
-            "|---|---|---|---|---|---|---|",
+            "| estimator | final return (last 20%) | 95% CI of the mean | AUC (mean return) | steps to threshold (per seed) "
+            "| final per seed | entropy (last 20%) | minutes per run |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         for estimator, cell in env_summary["estimators"].items():
             reached = " / ".join("-" if s is None else str(s) for s in cell["steps_to_threshold"])
             per_seed = " / ".join(f"{v:.3f}" for v in cell["final"])
+            ci = cell.get("final_ci95")
+            interval = "-" if ci is None else f"{cell['final_mean'] - ci:.3f} .. {cell['final_mean'] + ci:.3f}"
             lines.append(
-                f"| {estimator} | {cell['final_mean']:.3f} ± {cell['final_std']:.3f} | {cell['auc_mean']:.3f} ± "
+                f"| {estimator} | {cell['final_mean']:.3f} ± {cell['final_std']:.3f} | {interval} | {cell['auc_mean']:.3f} ± "
                 f"{cell['auc_std']:.3f} | {reached} | {per_seed} | {cell['final_entropy_mean']:.2f} | "
                 f"{np.mean(cell['minutes']):.1f} |"
             )
         lines.append("")
-    lines.append("± is the standard deviation over seeds; '-' = not reached within the run; entropy is TRL's mean "
-                 "token entropy of the policy (nats) over the sampled tokens, mean over seeds.")
+    lines.append("± is the standard deviation over seeds; the 95% CI is Student's t over seeds; '-' = not reached within "
+                 "the run; entropy is TRL's mean token entropy of the policy (nats) over the sampled tokens, mean over seeds.")
     return "\n".join(lines) + "\n"
 
 
@@ -286,7 +307,7 @@ def plot_env(env: str, runs: list[dict], env_summary: dict, window: int, path: P
     import matplotlib.pyplot as plt
 
     fig, (ax, ax_entropy) = plt.subplots(2, 1, figsize=(7, 6), sharex=True, gridspec_kw={"height_ratios": [2.2, 1]})
-    for color, estimator in zip(("tab:gray", "tab:blue", "tab:orange", "tab:green"), env_summary["estimators"]):
+    for color, estimator in zip(("tab:gray", "tab:blue", "tab:orange", "tab:green", "tab:purple"), env_summary["estimators"]):
         mine = [r for r in runs if r["spec"]["estimator"] == estimator]
         curves = np.array([moving_average(np.asarray(r["reward_per_step"]), window) for r in mine])
         steps = np.arange(1, curves.shape[1] + 1)
@@ -320,18 +341,30 @@ def machine_state(loads: list[float], jobs: int) -> dict:
     }
 
 
+def batch_split(args: argparse.Namespace, estimator: str) -> tuple[int, int]:
+    """``(num_generations, prompts_per_step)`` of ``estimator``'s runs: the same episodes per step for every
+    estimator, split into its groups (:data:`GROUP_SIZE`) where it has its own."""
+    group = GROUP_SIZE.get(estimator)
+    if group is None:
+        return args.num_generations, args.prompts_per_step
+    episodes = args.num_generations * args.prompts_per_step
+    if episodes % group:
+        raise SystemExit(f"compare.py: error: {estimator} splits a step's {episodes} episodes into groups of {group}; "
+                         f"make --num_generations x --prompts_per_step a multiple of {group}, or leave {estimator} out.")
+    return group, episodes // group
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--envs", nargs="+", choices=list(ENVS), default=list(ENVS))
-    parser.add_argument("--estimators", nargs="+", choices=list(ESTIMATORS), default=PAPER_ESTIMATORS)
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--steps", type=int, default=50, help="optimizer steps per run")
+    parser.add_argument("--estimators", nargs="+", choices=list(ESTIMATORS), default=DEFAULT_ESTIMATORS)
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
+    parser.add_argument("--steps", type=int, default=250, help="optimizer steps per run (the main job's)")
     parser.add_argument("--gamma", type=float, default=0.9, help="discount over turns (the per-turn estimators)")
     parser.add_argument("--learning_rate", type=float, default=3e-3, help="the main job's AdamW learning rate")
-    parser.add_argument("--num_generations", type=int, default=8, help="episodes per prompt (GRPO's group)")
-    parser.add_argument("--prompts_per_step", type=int, default=4,
-                        help="distinct episode starts per step (the main job: 8; 4 halves a step's cost)")
+    parser.add_argument("--num_generations", type=int, default=2, help="episodes per start (GRPO's group; the main job's)")
+    parser.add_argument("--prompts_per_step", type=int, default=32, help="distinct episode starts per step (the main job's)")
     parser.add_argument("--beta", type=float, default=0.0,
                         help="KL penalty to the initial model, for every estimator alike (the random initial "
                              "policy is near uniform: this holds entropy up)")
@@ -340,7 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="supervised steps on random-move episodes before RL (the move format only; the main job's)")
     parser.add_argument("--window", type=int, default=10, help="moving-average window for the plots and the threshold")
     parser.add_argument("--jobs", type=int, default=2, help="runs in parallel (one torch thread each); 1 = in this process")
-    parser.add_argument("--out", default="bench/learning/results")
+    parser.add_argument("--out", default="bench/learning/results/comparison")
     parser.add_argument("--resume", action="store_true", help="reuse runs already finished with the same settings")
     parser.add_argument("--quick", action="store_true",
                         help="smoke test: env guess, seed 0, 3 steps of 2x4 episodes, in this process")
@@ -351,6 +384,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = build_parser().parse_args(argv)
     if args.quick:
         args.envs, args.seeds, args.steps, args.jobs = ["guess"], [0], 3, 1
+        args.estimators = ["reinforce", "rebn", "grpo"]
         args.num_generations, args.prompts_per_step, args.window = 4, 2, 2
         if args.out == build_parser().get_default("out"):
             args.out = "runs/compare_quick"
@@ -360,8 +394,8 @@ def main(argv: list[str] | None = None) -> dict:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     # Seed by seed: a comparison stopped early (and continued with --resume) has whole seeds of every cell.
-    specs = [RunSpec(env, estimator, seed, args.steps, args.gamma, args.learning_rate, args.num_generations,
-                     args.prompts_per_step, args.beta, args.vocab_size, args.warm_start_steps)
+    specs = [RunSpec(env, estimator, seed, args.steps, args.gamma, args.learning_rate, *batch_split(args, estimator),
+                     args.beta, args.vocab_size, args.warm_start_steps)
              for seed in args.seeds for env in args.envs for estimator in args.estimators]
     started = time.perf_counter()
     runs, loads, trained = train_all(specs, out, args.jobs, args.resume)

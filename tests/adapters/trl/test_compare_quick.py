@@ -33,7 +33,7 @@ def test_compare_quick_writes_a_table_a_plot_and_json_that_agree(tmp_path):
     # Each table row restates its run's curve: final = mean of the last 20% of steps, AUC = mean of all.
     for run in runs:
         curve = np.array(run["reward_per_step"])
-        row = re.search(rf"^\| {run['spec']['estimator']} \| ([-\d.]+) ± [\d.]+ \| ([-\d.]+) ±", table, re.M)
+        row = re.search(rf"^\| {run['spec']['estimator']} \| ([-\d.]+) ± [\d.]+ \| [^|]+ \| ([-\d.]+) ±", table, re.M)
         assert row, table
         assert float(row[1]) == round(curve[-max(1, len(curve) // 5):].mean(), 3)
         assert float(row[2]) == round(curve.mean(), 3)
@@ -86,3 +86,27 @@ def test_resume_does_not_reuse_a_run_of_the_recipe_before_issue_29_for_todays_re
     assert compare.reusable(metrics, today) is None
     old_recipe = compare.RunSpec("guess", "rebn", 0, 3, 0.9, 3e-3, 4, 2, vocab_size=320, warm_start_steps=0)
     assert compare.reusable(metrics, old_recipe) is not None
+
+
+def test_grpo8_trains_on_the_same_episodes_per_step_in_groups_of_8_and_a_split_that_does_not_divide_is_refused():
+    import argparse
+
+    import pytest
+
+    from gem_core.testing import load_script
+
+    compare = load_script(COMPARE, "compare_under_test")
+    args = argparse.Namespace(num_generations=2, prompts_per_step=32)
+    assert compare.batch_split(args, "rebn") == (2, 32)
+    assert compare.batch_split(args, "grpo8") == (8, 8)  # 64 episodes either way
+    with pytest.raises(SystemExit, match="multiple of 8"):
+        compare.batch_split(argparse.Namespace(num_generations=3, prompts_per_step=5), "grpo8")
+
+
+def test_the_confidence_interval_is_students_t_over_seeds():
+    from gem_core.testing import load_script
+
+    compare = load_script(COMPARE, "compare_under_test")
+    values = [0.5, 0.7, 0.9, 0.6, 0.8]  # mean 0.7, sample std 0.1581
+    assert abs(compare.ci95_half_width(values) - 2.776 * 0.15811388 / 5**0.5) < 1e-6
+    assert compare.ci95_half_width([0.5]) is None
