@@ -26,3 +26,7 @@ def make_dataset(
     (``system_prompt=``): giving one here is refused (the rows hold no messages)."""
     refuse_system_prompt(system_prompt, "RL2", "the env file (GenerateEnv/ResetStepEnv(system_prompt=...))")
     return [dataset_row(row.label) for row in episode_rows(env_ids, n, seed_start=seed_start, env_kwargs=env_kwargs, with_messages=False)]
+
+
+if __name__ == "__main__":  # the command moved to the package (python -m gem_adapters.rl2); fail instead of writing nothing
+    raise SystemExit("The dataset command is `python -m gem_adapters.rl2` (same options).")

@@ -71,3 +71,7 @@ def episode_label(prompt: Any) -> tuple[EpisodeLabel, str | None]:
         raise ValueError(f"The prompt's last message has no 'gem' key, so the env and seed are unknown. {_FIX}")
     system = next((message_text(m["content"]) for m in prompt if m.get("role") == "system"), None)
     return parse_label(tag, fix_hint=_FIX), system
+
+
+if __name__ == "__main__":  # the command moved to the package (python -m gem_adapters.trl); fail instead of writing nothing
+    raise SystemExit("The dataset command is `python -m gem_adapters.trl` (same options).")

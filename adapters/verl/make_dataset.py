@@ -73,3 +73,7 @@ def write_dataset(rows: list[dict[str, Any]], out: str | Path) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_parquet(out, index=False)
     return out
+
+
+if __name__ == "__main__":  # the command moved to the package (python -m gem_adapters.verl); fail instead of writing nothing
+    raise SystemExit("The dataset command is `python -m gem_adapters.verl` (same options).")

@@ -66,3 +66,12 @@ def test_every_adapter_package_is_its_dataset_command_and_runs_without_a_runpy_w
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Warning" not in done.stderr, done.stderr[-2000:]
     assert done.stdout.startswith("wrote 2 ") and out.exists()
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_the_old_dataset_command_fails_naming_the_new_one_instead_of_writing_nothing(adapter, tmp_path):
+    out = tmp_path / "train.jsonl"
+    command = [sys.executable, "-m", f"gem_adapters.{adapter}.make_dataset", "--env", "game:GuessTheNumber-v0", "--n", "2", "--out", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0 and f"python -m gem_adapters.{adapter}`" in done.stderr, done.stderr[-2000:]
+    assert not out.exists()
