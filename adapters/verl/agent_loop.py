@@ -110,14 +110,8 @@ class ServerManagerPolicy:
         request_kwargs: extra keyword arguments for every call (e.g. ``priority``).
     """
 
-    def __init__(
-        self,
-        server_manager: Any,
-        sampling_params: Mapping[str, Any],
-        *,
-        request_id: str | None = None,
-        request_kwargs: Mapping[str, Any] | None = None,
-    ):
+    def __init__(self, server_manager: Any, sampling_params: Mapping[str, Any], *, request_id: str | None = None,
+                 request_kwargs: Mapping[str, Any] | None = None):
         self.server_manager = server_manager
         self.sampling_params = dict(sampling_params)
         self.request_id = request_id or uuid4().hex
