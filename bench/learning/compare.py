@@ -10,21 +10,22 @@ every run in a fresh process with one torch thread (so a run's numbers do not de
 Estimators (``TurnCreditGRPOTrainer(turn_credit=...)``; TRL's loss, clipping and optimizer are the same for all):
 - ``reinforce``: each turn's tokens get the discounted return ``G_t`` (gamma < 1), no baseline;
 - ``rebn``: the same ``G_t`` normalized over all turns of the batch (ReBN);
+- ``baseline`` (an ablation): ReBN's ``G_t`` minus the batch mean, without the division;
 - ``grpo``: stock GRPO, the episode return normalized within its group of ``num_generations`` rollouts;
-- ``baseline`` (an ablation, only when named): ReBN's ``G_t`` minus the batch mean, without the division.
+- ``grpo8``: the same on the same episodes per step, split into groups of 8 (GRPO's usual group size).
 Turn-level GAE (``gem_core.rollout.turn_level_gae``) is not run: it needs a value estimate per turn, and
 TRL's GRPOTrainer is critic-free (no value head, no value loss); training a critic would be a second model
 and loss inside the trainer, which is beyond an adapter (verl and OpenRLHF, which train critics, can use it).
 
 Outputs in ``--out``: ``<env>.png`` (mean +- std over seeds of each estimator's return curve, smoothed),
-``results.md`` (per env and estimator: final return = mean of the last 20% of steps, AUC = mean return
-over all steps, steps to reach random + 50% of the gap to the best return), ``results.json`` (every
+``results.md`` (per env and estimator: final return = mean of the last 20% of steps with its 95% interval
+over seeds, AUC = mean return over all steps, steps to reach random + 50% of the gap to the best return), ``results.json`` (every
 run's curves, the config and the machine's load), and ``runs/`` (each run's own metrics and TRL log).
 A run whose ``metrics.json`` exists with the same settings is reused (``--resume``), so an interrupted
 comparison continues where it stopped.
 
     python bench/learning/compare.py --quick      # smoke test: one env, one seed, a few steps (~1 min)
-    python bench/learning/compare.py              # the full comparison (see bench/learning/results/README.md)
+    python bench/learning/compare.py --resume     # the comparison of bench/learning/results/README.md (75 runs, ~50 min)
 """
 
 from __future__ import annotations
@@ -288,7 +289,8 @@ def markdown_table(summary: dict, steps: int, window: int) -> str:
             reached = " / ".join("-" if s is None else str(s) for s in cell["steps_to_threshold"])
             per_seed = " / ".join(f"{v:.3f}" for v in cell["final"])
             ci = cell.get("final_ci95")
-            interval = "-" if ci is None else f"{cell['final_mean'] - ci:.3f} .. {cell['final_mean'] + ci:.3f}"
+            # (a mean cannot exceed the best possible return: the interval's top is cut there)
+            interval = "-" if ci is None else f"{cell['final_mean'] - ci:.3f} .. {min(cell['final_mean'] + ci, env_summary['max_return']):.3f}"
             lines.append(
                 f"| {estimator} | {cell['final_mean']:.3f} ± {cell['final_std']:.3f} | {interval} | {cell['auc_mean']:.3f} ± "
                 f"{cell['auc_std']:.3f} | {reached} | {per_seed} | {cell['final_entropy_mean']:.2f} | "
