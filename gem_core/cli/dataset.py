@@ -8,7 +8,10 @@ into that call, so a bad option ends the command with one line naming it instead
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from gem_core.cli.options import env_kwargs_option
 from gem_core.rows.mixture import parse_env_options
@@ -18,7 +21,8 @@ __all__ = ["WriteRows", "add_dataset_arguments", "rows_from_arguments", "run_dat
 
 WriteRows = Callable[[list[EpisodeRow], argparse.Namespace], str]
 """Writes the rows to ``args.out`` in one framework's format and says what it wrote (``"4 rows"``), for the
-command's last line; ``args`` also holds the options the adapter added."""
+command's last line; ``args`` also holds the options the adapter added. ``args.out`` is a temporary path beside
+the target, with its suffix, renamed to the target once the writer returns."""
 
 
 def add_dataset_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -76,5 +80,18 @@ def run_dataset_cli(
     if add_arguments is not None:
         add_arguments(parser)
     args = parser.parse_args(argv)
-    written = write_rows(rows_from_arguments(args, with_messages=with_messages), args)
+    rows = rows_from_arguments(args, with_messages=with_messages)
+    out = Path(args.out)
+    # Written beside the target (same suffix: writers choose the format by it) and renamed when whole, so a
+    # failed write (a full disk, a signal) leaves neither a half file nor the previous one half-overwritten.
+    partial = str(out.with_name(f".{out.stem}.{os.getpid()}.partial{out.suffix}"))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        written = write_rows(rows, argparse.Namespace(**{**vars(args), "out": partial}))
+        os.replace(partial, out)
+    except OSError as exc:
+        raise SystemExit(f"Cannot write {args.out}: {exc.strerror or exc}") from None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(partial)
     print(f"wrote {written} to {args.out}")

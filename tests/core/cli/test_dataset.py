@@ -43,13 +43,47 @@ def test_the_dataset_command_writes_through_the_adapter_and_says_what_it_wrote(t
 
     def write_rows(rows, args):
         written.append(([(r.label.env_id, r.label.seed, r.messages) for r in rows], args.agent_name))
+        with open(args.out, "w") as f:
+            f.write("rows\n")
         return f"{len(rows)} rows"
 
     out = str(tmp_path / "x.jsonl")
     run_dataset_cli("python -m fw", "Rows.", write_rows, ["--env", "game:GuessTheNumber-v0", "--n", "2", "--out", out, "--agent-name", "a"],
                     with_messages=False, add_arguments=lambda parser: parser.add_argument("--agent-name", default="gem_env"))
     assert written == [([("game:GuessTheNumber-v0", 0, None), ("game:GuessTheNumber-v0", 1, None)], "a")]
-    assert capsys.readouterr().out == f"wrote 2 rows to {out}\n"
+    assert capsys.readouterr().out == f"wrote 2 rows to {out}\n" and open(out).read() == "rows\n"
     with pytest.raises(SystemExit, match="Nope"):  # a bad option ends the command before the adapter writes anything
         run_dataset_cli("python -m fw", "Rows.", write_rows, ["--env", "game:Nope-v0", "--n", "2", "--out", out])
     assert len(written) == 1
+
+
+def test_a_write_that_fails_leaves_no_file_and_ends_in_one_line_naming_the_path(tmp_path):
+    """A full disk (or an unwritable folder) halfway through: the command says so in one line, and neither
+    a half-written file nor its temporary is left where the trainer would read it."""
+    import errno
+
+    def write_half_then_fail(rows, args):
+        with open(args.out, "w") as f:
+            f.write('{"half": ')
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    out = tmp_path / "train.parquet"
+    with pytest.raises(SystemExit, match=rf"Cannot write {out}: No space left on device"):
+        run_dataset_cli("python -m fw", "Rows.", write_half_then_fail, ["--env", "game:GuessTheNumber-v0", "--n", "2", "--out", str(out)])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_file_appears_whole_under_its_name_and_the_writer_sees_its_suffix(tmp_path):
+    seen = []
+
+    def write_rows(rows, args):
+        seen.append(args.out)
+        with open(args.out, "w") as f:
+            f.write("rows\n")
+        return "1 row"
+
+    out = tmp_path / "old.parquet"
+    out.write_text("the previous dataset\n")
+    run_dataset_cli("python -m fw", "Rows.", write_rows, ["--env", "game:GuessTheNumber-v0", "--n", "1", "--out", str(out)])
+    assert seen[0].endswith(".parquet") and seen[0] != str(out)  # written beside it, renamed when whole
+    assert out.read_text() == "rows\n" and list(tmp_path.iterdir()) == [out]
