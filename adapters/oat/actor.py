@@ -42,9 +42,7 @@ from gem_core.curriculum import (
 )
 from gem_core.errors import GemError
 from gem_core.registry import spec as env_spec
-from gem_core.rollout import ChatTemplate, EpisodeSession, SamplingParams, TokenTrajectory, trajectory_metrics
-from gem_core.rollout.runner import run_session
-from gem_core.rows.label import EpisodeLabel
+from gem_core.rollout import ChatTemplate, SamplingParams, run_labels, trajectory_metrics
 from gem_adapters.framework_version import FrameworkVersionError, SupportedVersions
 from gem_adapters.oat.policy import ActorPolicy
 from gem_adapters.oat.transitions import oat_transitions
@@ -172,19 +170,9 @@ class GemCollector:
         session_kwargs = dict(max_turns=getattr(args, "max_turns", None), max_total_tokens=getattr(args, "max_total_tokens", None),
                               chat_template=template, history=getattr(args, "history", "as_sampled"))
 
-        async def play(start: EpisodeLabel) -> TokenTrajectory:
-            session = EpisodeSession.from_label(start, tokenizer, **session_kwargs)
-            try:
-                return await run_session(session, policy, sampling=sampling)
-            finally:
-                await session.aclose()
-
-        async def play_all(starts: list[EpisodeLabel]) -> list[TokenTrajectory]:
-            return list(await asyncio.gather(*(play(start) for start in starts)))
-
         while sum(len(e) for e in episodes) < wanted:
             starts = self._gem_sampler.draw(int(getattr(args, "num_env", 16)))
-            batch = asyncio.run(play_all(starts))
+            batch = asyncio.run(run_labels(starts, policy, tokenizer, sampling=sampling, **session_kwargs))
             record_outcomes(self._gem_sampler, [episode_outcome(start, t) for start, t in zip(starts, batch)])
             for start, trajectory in zip(starts, batch):
                 tag_task(trajectory, start, self._gem_sampler.task_of(start).name)

@@ -22,7 +22,6 @@ Images shown after the first turn are refused with an error (TRL takes images on
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,9 +30,8 @@ from gem_adapters.trl.make_dataset import episode_label
 from gem_adapters.trl.policy import trainer_policy
 from gem_adapters.trl.sampled_head import score_sampled_tokens_only
 from gem_core.curriculum import TaskSampler, episode_outcome, group_starts, record_outcomes, tag_task, task_metrics
-from gem_core.rollout import EpisodeSession, SamplingParams, TokenTrajectory
+from gem_core.rollout import SamplingParams, TokenTrajectory, run_labels
 from gem_core.rollout.metrics import trajectory_metrics
-from gem_core.rollout.runner import run_session
 from gem_core.rollout.vision import require_prompt_images_only, text_tokenizer
 from gem_core.transport.sync_bridge import run_sync
 
@@ -99,21 +97,14 @@ class GemRolloutFunc:
         policy = trainer_policy(trainer, len(prompts), logprobs=want_logprobs)
         template_kwargs = dict(getattr(args, "chat_template_kwargs", None) or {})
 
-        async def play(label: Any, system: str | None) -> TokenTrajectory:
-            session = EpisodeSession.from_label(
-                label, processing_class, system_prompt=system, chat_template_kwargs=template_kwargs, max_turns=self.max_turns,
-                max_response_tokens=args.max_completion_length,
-            )
-            try:
-                return await run_session(session, policy, sampling=sampling)
-            finally:
-                await session.aclose()
-                policy.episode_finished()
-
         async def play_all() -> list[TokenTrajectory]:
             # Every episode of the batch is in flight at once: the policy batches their turns (and
             # the vLLM batcher waits for all live episodes, so none may be held back).
-            trajectories = list(await asyncio.gather(*(play(*e) for e in episodes)))
+            trajectories = await run_labels(
+                [label for label, _ in episodes], policy, processing_class, system_prompts=[system for _, system in episodes],
+                sampling=sampling, chat_template_kwargs=template_kwargs, max_turns=self.max_turns,
+                max_response_tokens=args.max_completion_length,
+            )
             if hasattr(policy, "drain"):
                 policy.drain()  # vLLM: stay in step with ranks whose episodes are still running
             return trajectories

@@ -5,7 +5,7 @@
 - :mod:`~gem_core.rollout.chat_template`: :class:`ChatTemplate`, token deltas from the tokenizer's own
   template (history is never decoded and re-encoded).
 - :mod:`~gem_core.rollout.session`: :class:`EpisodeSession` (driven mode).
-- :mod:`~gem_core.rollout.runner`: :func:`run_episode`, :func:`run_episodes` (drive mode).
+- :mod:`~gem_core.rollout.runner`: :func:`run_episode`, :func:`run_episodes`, :func:`run_labels` (drive mode).
 - :mod:`~gem_core.rollout.trajectory`: :class:`TokenTrajectory` and its two training views.
 - :mod:`~gem_core.rollout.advantages`: discounted returns, ReBN, GRPO, turn-level GAE.
 - :mod:`~gem_core.rollout.metrics`: :func:`trajectory_metrics`, the batch statistics adapters log.
@@ -25,7 +25,7 @@ from gem_core.rollout.advantages import (
 from gem_core.rollout.chat_template import HISTORY_MODES, ChatTemplate, ChatTemplateError
 from gem_core.rollout.metrics import trajectory_metrics
 from gem_core.rollout.policy import Generation, Policy, SamplingParams, TransformersPolicy
-from gem_core.rollout.runner import EnvFactory, run_branched_episode, run_episode, run_episodes
+from gem_core.rollout.runner import EnvFactory, run_branched_episode, run_episode, run_episodes, run_labels
 from gem_core.rollout.session import EpisodeSession, SessionStep
 from gem_core.rollout.trajectory import SequenceSample, TokenTrajectory, Transition
 
@@ -51,6 +51,7 @@ __all__ = [
     "trajectory_metrics",
     "run_episode",
     "run_episodes",
+    "run_labels",
     "turn_level_gae",
     "turn_returns_to_token_advantages",
     "turn_to_token_advantages",

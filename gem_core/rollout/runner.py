@@ -136,6 +136,41 @@ async def run_branched_episode(
     return trajectories
 
 
+async def run_labels(
+    labels: Sequence[Any],
+    policy: Policy,
+    tokenizer: Any,
+    *,
+    system_prompts: Sequence[str | None] | None = None,
+    sampling: SamplingParams | None = None,
+    **session_kwargs: Any,
+) -> list[TokenTrajectory]:
+    """Play one episode per label (the episode starts a framework hands over with a batch), all in flight
+    at once; the trajectories in ``labels`` order.
+
+    Each session is :meth:`EpisodeSession.from_label` with ``session_kwargs`` (so its env is placed by
+    :mod:`gem_core.placement`) and, where ``system_prompts`` gives one, that episode's system prompt. A
+    session is closed when its episode ends, and a batching policy is told then (``episode_finished``), so
+    its rounds stop waiting for an episode that will ask for nothing more.
+    """
+    if system_prompts is not None and len(system_prompts) != len(labels):
+        raise ValueError(f"Got {len(system_prompts)} system prompts for {len(labels)} labels: give one system prompt per label, or None.")
+    finished = getattr(policy, "episode_finished", None)
+
+    async def play(label: Any, system_prompt: str | None) -> TokenTrajectory:
+        extra = {} if system_prompt is None else {"system_prompt": system_prompt}
+        session = EpisodeSession.from_label(label, tokenizer, **extra, **session_kwargs)
+        try:
+            return await run_session(session, policy, sampling=sampling)
+        finally:
+            await session.aclose()
+            if finished is not None:
+                finished()
+
+    prompts = system_prompts if system_prompts is not None else [None] * len(labels)
+    return list(await asyncio.gather(*(play(label, prompt) for label, prompt in zip(labels, prompts))))
+
+
 async def run_episodes(
     env_fn: EnvFactory,
     policy: Policy,

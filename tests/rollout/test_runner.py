@@ -144,3 +144,37 @@ async def test_drive_and_driven_agree_on_registered_games(env_id, texts, templat
     assert drive == driven
     check_invariants(drive, tokenizer)
     assert drive.actions == texts[: drive.num_turns]
+
+
+async def test_run_labels_plays_each_label_in_order_closes_its_env_and_tells_the_policy_when_it_ends(tiny_tokenizer, monkeypatch):
+    """What TRL's rollout_func and oat's actor do with the episode starts of a batch, written once."""
+    from gem_core import placement
+    from gem_core.rollout import run_labels
+    from gem_core.rows import EpisodeLabel
+
+    closed = []
+    make_env = placement.make_env
+
+    def tracking_make_env(env_id, **kwargs):
+        env = make_env(env_id, **kwargs)
+        close = env.close
+        env.close = lambda: (closed.append(env_id), close())[1]
+        return env
+
+    monkeypatch.setattr(placement, "make_env", tracking_make_env)
+
+    class FinishCountingPolicy(ScriptedPolicy):
+        finished = 0
+
+        def episode_finished(self):
+            self.finished += 1
+
+    labels = [EpisodeLabel("game:GuessTheNumber-v0", seed, {"max_number": 4}) for seed in (5, 1, 3)]
+    policy = FinishCountingPolicy(tiny_tokenizer, ["\\boxed{2}", "\\boxed{3}", "\\boxed{4}"])
+    trajs = await run_labels(labels, policy, tiny_tokenizer, system_prompts=["Be quick.", None, "Be brief."], max_turns=3)
+    assert [(t.env_id, t.seed) for t in trajs] == [(l.env_id, l.seed) for l in labels]
+    prompts = [tiny_tokenizer.decode(t.prompt_ids) for t in trajs]
+    assert "Be quick." in prompts[0] and "Be" not in prompts[1] and "Be brief." in prompts[2]
+    assert len(closed) == 3 and policy.finished == 3
+    with pytest.raises(ValueError, match="one system prompt per label"):
+        await run_labels(labels, policy, tiny_tokenizer, system_prompts=["x"])
