@@ -159,11 +159,13 @@ async def run_labels(
 
     async def play(label: Any, system_prompt: str | None) -> TokenTrajectory:
         extra = {} if system_prompt is None else {"system_prompt": system_prompt}
-        session = EpisodeSession.from_label(label, tokenizer, **extra, **session_kwargs)
         try:
-            return await run_session(session, policy, sampling=sampling)
-        finally:
-            await session.aclose()
+            session = EpisodeSession.from_label(label, tokenizer, **extra, **session_kwargs)
+            try:
+                return await run_session(session, policy, sampling=sampling)
+            finally:
+                await session.aclose()
+        finally:  # a bad label too: the policy's rounds must not wait for an episode that never starts
             if finished is not None:
                 finished()
 

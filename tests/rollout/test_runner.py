@@ -178,3 +178,19 @@ async def test_run_labels_plays_each_label_in_order_closes_its_env_and_tells_the
     assert len(closed) == 3 and policy.finished == 3
     with pytest.raises(ValueError, match="one system prompt per label"):
         await run_labels(labels, policy, tiny_tokenizer, system_prompts=["x"])
+
+
+async def test_run_labels_with_a_bad_label_raises_it_and_still_tells_the_policy(tiny_tokenizer):
+    from gem_core.rollout import run_labels
+    from gem_core.rows.label import LabelError
+
+    class FinishCountingPolicy(ScriptedPolicy):
+        finished = 0
+
+        def episode_finished(self):
+            self.finished += 1
+
+    policy = FinishCountingPolicy(tiny_tokenizer, ["\\boxed{2}"])
+    with pytest.raises(LabelError, match="Nope"):
+        await run_labels([{"env_id": "game:Nope-v0", "seed": 0}], policy, tiny_tokenizer)
+    assert policy.finished == 1
