@@ -7,20 +7,14 @@ The rows are :func:`gem_adapters.rl2.make_dataset`'s, as JSON lines. The package
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 
 from gem_adapters.rl2.api import dataset_row
-from gem_core.cli.dataset import run_dataset_cli
-from gem_core.rows import EpisodeRow, write_jsonl
-
-
-def write_rows(rows: list[EpisodeRow], args: argparse.Namespace) -> str:
-    return f"{write_jsonl([dataset_row(row.label) for row in rows], args.out)} rows"
+from gem_core.cli.dataset import jsonl_writer, run_dataset_cli
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    run_dataset_cli("python -m gem_adapters.rl2", __doc__.split("\n\n")[0], write_rows, argv, with_messages=False)
+    run_dataset_cli("python -m gem_adapters.rl2", __doc__.split("\n\n")[0], jsonl_writer(lambda row: dataset_row(row.label)), argv, with_messages=False)
 
 
 if __name__ == "__main__":

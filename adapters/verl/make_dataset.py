@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from gem_core.rows import EpisodeRow, episode_rows
+from gem_core.transport.atomic_file import atomic_path
 
 __all__ = ["make_dataset", "verl_rows", "write_dataset"]
 
@@ -66,13 +67,12 @@ def verl_rows(rows: Iterable[EpisodeRow], agent_name: str) -> list[dict[str, Any
 
 
 def write_dataset(rows: list[dict[str, Any]], out: str | Path) -> Path:
-    """Write ``rows`` as parquet (through pandas/pyarrow, which verl installs)."""
+    """Write ``rows`` as parquet (through pandas/pyarrow, which verl installs), whole or not at all."""
     import pandas as pd
 
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(rows).to_parquet(out, index=False)
-    return out
+    with atomic_path(out) as partial:
+        pd.DataFrame(rows).to_parquet(partial, index=False)
+    return Path(out)
 
 
 if __name__ == "__main__":  # the command moved to the package (python -m gem_adapters.verl); fail instead of writing nothing

@@ -8,22 +8,27 @@ into that call, so a bad option ends the command with one line naming it instead
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from gem_core.cli.options import env_kwargs_option
 from gem_core.rows.mixture import parse_env_options
+from gem_core.rows.jsonl import write_jsonl
 from gem_core.rows.rows import EpisodeRow, episode_rows
+from gem_core.transport.atomic_file import atomic_path
 
-__all__ = ["WriteRows", "add_dataset_arguments", "rows_from_arguments", "run_dataset_cli"]
+__all__ = ["WriteRows", "add_dataset_arguments", "jsonl_writer", "rows_from_arguments", "run_dataset_cli"]
 
 WriteRows = Callable[[list[EpisodeRow], argparse.Namespace], str]
 """Writes the rows to ``args.out`` in one framework's format and says what it wrote (``"4 rows"``), for the
 command's last line; ``args`` also holds the options the adapter added. ``args.out`` is a temporary path beside
 the target, with its suffix, renamed to the target once the writer returns."""
 
+
+
+def jsonl_writer(dataset_row: Callable[[EpisodeRow], Mapping[str, Any]]) -> WriteRows:
+    """The :data:`WriteRows` of a JSON-lines format (OpenRLHF's, RL2's): ``dataset_row`` lays out one episode's row."""
+    return lambda rows, args: f"{write_jsonl([dataset_row(row) for row in rows], args.out)} rows"
 
 def add_dataset_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The command line every adapter's ``make_dataset`` shares (``--env`` repeatable for a mixture, ``ID:WEIGHT`` for a weighted one)."""
@@ -81,17 +86,9 @@ def run_dataset_cli(
         add_arguments(parser)
     args = parser.parse_args(argv)
     rows = rows_from_arguments(args, with_messages=with_messages)
-    out = Path(args.out)
-    # Written beside the target (same suffix: writers choose the format by it) and renamed when whole, so a
-    # failed write (a full disk, a signal) leaves neither a half file nor the previous one half-overwritten.
-    partial = str(out.with_name(f".{out.stem}.{os.getpid()}.partial{out.suffix}"))
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        written = write_rows(rows, argparse.Namespace(**{**vars(args), "out": partial}))
-        os.replace(partial, out)
+    try:  # written beside the target with its suffix, renamed when whole (a full disk or a signal leaves no half file)
+        with atomic_path(args.out) as partial:
+            written = write_rows(rows, argparse.Namespace(**{**vars(args), "out": str(partial)}))
     except OSError as exc:
         raise SystemExit(f"Cannot write {args.out}: {exc.strerror or exc}") from None
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(partial)
     print(f"wrote {written} to {args.out}")

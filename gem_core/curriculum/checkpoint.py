@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
 from gem_core.curriculum.sampler import TaskSampler
+from gem_core.transport.atomic_file import atomic_path
 
 __all__ = ["SAMPLER_STATE_FILE", "load_sampler_state", "save_sampler_state"]
 
@@ -21,19 +21,10 @@ SAMPLER_STATE_FILE = "gem_task_sampler.json"
 
 def save_sampler_state(sampler: TaskSampler, folder: str | os.PathLike[str]) -> Path:
     """Write ``sampler.state_dict()`` to ``folder/gem_task_sampler.json`` (whole or not at all); returns the path."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / SAMPLER_STATE_FILE
+    path = Path(folder) / SAMPLER_STATE_FILE
     text = json.dumps(sampler.state_dict(), indent=1)
-    # Written beside, then renamed: a run killed mid-save leaves the previous file, never half of one.
-    with tempfile.NamedTemporaryFile("w", dir=folder, prefix=".gem_task_sampler.", suffix=".tmp", delete=False, encoding="utf-8") as tmp:
-        try:
-            tmp.write(text)
-            tmp.close()
-            os.replace(tmp.name, path)
-        except BaseException:  # a full disk, a signal: no half-written temporary left in the checkpoint
-            os.unlink(tmp.name)
-            raise
+    with atomic_path(path) as partial:  # a run killed mid-save leaves the previous file, never half of one
+        partial.write_text(text, encoding="utf-8")
     return path
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from gem_core.errors import GemError
 from gem_core.eval.report import EpisodeRecord
+from gem_core.transport.atomic_file import atomic_path
 
 __all__ = ["EPISODES_FILENAME", "EpisodeLog", "ReportWriteError", "read_episodes"]
 
@@ -45,12 +46,8 @@ class EpisodeLog:
             raise ReportWriteError(f"cannot open {self.path}: {exc.strerror or exc}") from exc
 
     def _rewrite(self, records: list[EpisodeRecord]) -> None:
-        tmp = self.path.with_suffix(".jsonl.tmp")
-        with open(tmp, "w", encoding="utf-8") as out:
-            out.writelines(json.dumps(r.to_dict(), allow_nan=False) + "\n" for r in records)
-            out.flush()
-            os.fsync(out.fileno())
-        tmp.replace(self.path)
+        with atomic_path(self.path) as partial:
+            partial.write_text("".join(json.dumps(r.to_dict(), allow_nan=False) + "\n" for r in records), encoding="utf-8")
 
     def append(self, record: EpisodeRecord) -> None:
         """Write one record and force it to disk; raises :class:`ReportWriteError` on failure."""

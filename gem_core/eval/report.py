@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from gem_core.eval.bounds import check_settings
+from gem_core.transport.atomic_file import atomic_path
 
 __all__ = [
     "EpisodeRecord",
@@ -362,14 +363,9 @@ class EvalReport:
     def save(self, path: str | Path) -> Path:
         """Write the report as JSON (atomically: a Ctrl-C mid-write never leaves half a file)."""
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        try:
-            tmp.write_text(json.dumps(self.to_dict(), indent=2, allow_nan=False, default=_json_default), encoding="utf-8")
-            tmp.replace(path)
-        except BaseException:  # a full disk or a signal: no half-written .tmp left behind
-            tmp.unlink(missing_ok=True)
-            raise
+        text = json.dumps(self.to_dict(), indent=2, allow_nan=False, default=_json_default)
+        with atomic_path(path) as partial:
+            partial.write_text(text, encoding="utf-8")
         return path
 
     @classmethod

@@ -15,7 +15,6 @@ send traffic somewhere or load code (``--base-url``, an in-process ``--model``, 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 from gem_core.errors import GemError
 from gem_core.eval.bounds import BACKEND_BOUNDS, check_settings, setting_problem
 from gem_core.eval.report import REPORT_FILENAME, EvalReport
+from gem_core.transport.atomic_file import atomic_path
 
 __all__ = ["RUN_FILENAME", "EPISODE_SETTINGS", "RunHeader", "ResumeMismatch", "read_run_header", "write_run_header", "check_header", "check_resume"]
 
@@ -70,7 +70,6 @@ class RunHeader:
 def write_run_header(out_dir: str | Path, report: EvalReport) -> Path:
     """Write ``out_dir/run.json`` from ``report``'s header, atomically and fsync'd (before any episode runs)."""
     path = Path(out_dir) / RUN_FILENAME
-    path.parent.mkdir(parents=True, exist_ok=True)
     data = {
         "format": RUN_FORMAT,
         "model": report.model,
@@ -80,16 +79,9 @@ def write_run_header(out_dir: str | Path, report: EvalReport) -> Path:
         "started_at": report.started_at,
         "resumed_at": list(report.resumed_at),
     }
-    tmp = path.with_suffix(".json.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as out:
-            out.write(json.dumps(data, indent=2, allow_nan=False))
-            out.flush()
-            os.fsync(out.fileno())
-        tmp.replace(path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    text = json.dumps(data, indent=2, allow_nan=False)
+    with atomic_path(path) as partial:
+        partial.write_text(text, encoding="utf-8")
     return path
 
 

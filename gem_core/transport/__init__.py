@@ -1,5 +1,6 @@
-"""How the project talks to other processes and servers, bounded.
+"""How the project hands data to other processes, servers and later runs: bounded, and whole.
 
+- :mod:`.atomic_file`: a file that appears whole or not at all (datasets, checkpoint state, eval reports).
 - :mod:`.http_call`: one HTTP request with bounded retries and a deadline (``RemoteEnv``, the search tool).
 - :mod:`.http_limits`: response bodies decoded under a byte cap, one content encoding at most.
 - :mod:`.json_depth`: refuse JSON nested deeper than a limit before parsing it.

@@ -1,0 +1,37 @@
+"""Files that appear whole or not at all: write to a temporary beside the target, then rename.
+
+A dataset, a checkpoint's sampler state or an eval report is read later by another process (a trainer, a
+resumed run, a person). Written in place, a full disk or a signal halfway leaves half a file that the reader
+takes for the whole one, and the previous version is gone too. :func:`atomic_path` gives the writer a
+temporary path in the target's folder (so the rename stays on one file system and is atomic) with the
+target's suffix (so writers that pick their format by it, pandas and ``datasets``, keep working), named with
+the process id so two processes writing the same target never share a temporary: the last rename wins and
+each file read is whole.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+__all__ = ["atomic_path"]
+
+
+@contextlib.contextmanager
+def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary path to write; when the block ends without an error it is flushed to disk and
+    renamed to ``target``. On any exception (``KeyboardInterrupt`` included) the temporary is removed and
+    ``target`` is left as it was. Creates ``target``'s folder."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.stem}.{os.getpid()}.{secrets.token_hex(3)}.partial{target.suffix}")
+    try:
+        yield partial
+        with open(partial, "rb") as written:  # on disk before it takes the target's name
+            os.fsync(written.fileno())
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
