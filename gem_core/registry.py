@@ -27,8 +27,10 @@ from typing import Any
 from gem_core.env import Env
 from gem_core.errors import GemError
 
-__all__ = ["EnvSpec", "register", "aliases", "make", "spec", "list_envs", "UnknownEnvError", "EnvUnavailableError", "ENV_ID_PATTERN"]
+__all__ = ["EnvSpec", "register", "aliases", "make", "spec", "list_envs", "UnknownEnvError", "EnvUnavailableError", "ENV_ID_PATTERN", "REMOTE_PREFIX", "parse_remote_id"]
 
+REMOTE_PREFIX = "remote:"
+"""Ids of envs served by ``gem serve`` elsewhere: ``remote:http://HOST:PORT/category:Name`` (:func:`parse_remote_id`)."""
 ENV_ID_PATTERN = re.compile(r"^(?P<category>[a-z][a-z0-9_]*):(?P<name>[A-Za-z0-9_.+\-]+)$")
 
 EntryPoint = str | Callable[..., Env]
@@ -218,17 +220,27 @@ def _register_upstream_aliases() -> None:
             _ALIASES[alias] = target
 
 
+def parse_remote_id(remote_id: str) -> tuple[str, str]:
+    """``"remote:http://host:port/game:Wordle-v0"`` → ``("http://host:port", "game:Wordle-v0")``."""
+    address = remote_id.removeprefix(REMOTE_PREFIX)
+    url, _, env_id = address.rpartition("/")
+    if not url.startswith(("http://", "https://")) or not ENV_ID_PATTERN.match(env_id):
+        raise ValueError(
+            f"Remote env id {remote_id!r} is malformed: expected 'remote:http://HOST:PORT/category:Name', "
+            "e.g. 'remote:http://127.0.0.1:8765/game:Wordle-v0' (the server runs `gem serve game:Wordle-v0`)."
+        )
+    return url, env_id
+
+
 def _remote_spec(id: str) -> EnvSpec:
     """``remote:http://host:port/category:Name``: an env served by ``gem serve`` (see gem_core.serve.remote)."""
-    from gem_core.serve.remote import parse_remote_id
-
     url, env_id = parse_remote_id(id)
     return EnvSpec(id=id, entry_point="gem_core.serve.remote:RemoteEnv", kwargs={"url": url, "env_id": env_id})
 
 
 def spec(id: str) -> EnvSpec:
     """The :class:`EnvSpec` registered under ``id`` (or an alias of it, or a ``remote:URL/ID``)."""
-    if id.startswith("remote:"):
+    if id.startswith(REMOTE_PREFIX):
         return _remote_spec(id)
     _load_builtin_envs()
     if id not in _REGISTRY:

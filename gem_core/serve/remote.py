@@ -17,12 +17,12 @@ from typing import Any, TypeVar
 
 from gem_core.env import Env, StepResult
 from gem_core.errors import GemError
+from gem_core.registry import REMOTE_PREFIX, parse_remote_id
 from gem_core.transport.http_call import CallFailed, arequest, async_client
 from gem_core.transport.sync_bridge import LoopThread, run_sync
 
 __all__ = ["RemoteEnv", "RemoteEnvError", "parse_remote_id", "REMOTE_PREFIX"]
 
-REMOTE_PREFIX = "remote:"
 T = TypeVar("T")
 
 
@@ -32,20 +32,6 @@ class RemoteEnvError(GemError, ConnectionError):
     def __init__(self, message: str, status: int | None = None):
         super().__init__(message)
         self.status = status
-
-
-def parse_remote_id(remote_id: str) -> tuple[str, str]:
-    """``"remote:http://host:port/game:Wordle-v0"`` → ``("http://host:port", "game:Wordle-v0")``."""
-    from gem_core.registry import ENV_ID_PATTERN
-
-    address = remote_id.removeprefix(REMOTE_PREFIX)
-    url, _, env_id = address.rpartition("/")
-    if not url.startswith(("http://", "https://")) or not ENV_ID_PATTERN.match(env_id):
-        raise ValueError(
-            f"Remote env id {remote_id!r} is malformed: expected 'remote:http://HOST:PORT/category:Name', "
-            "e.g. 'remote:http://127.0.0.1:8765/game:Wordle-v0' (the server runs `gem serve game:Wordle-v0`)."
-        )
-    return url, env_id
 
 
 class RemoteEnv(Env):

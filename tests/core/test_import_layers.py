@@ -67,3 +67,55 @@ def test_the_episode_engine_does_not_build_dataset_rows():
     """rollout/ reads a row's label (EpisodeSession.from_label) but never builds rows or writes dataset files."""
     assert _importers_of("gem_core.rows.rows", "rollout") == {}
     assert _importers_of("gem_core.rows.jsonl", "rollout") == {}
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Each ``gem_core`` module and the ``gem_core`` modules it imports (a package is its ``__init__``). A
+    module's own parent packages are not edges: Python runs them before the module whatever it imports."""
+    modules = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        modules[".".join(parts[:-1] if path.name == "__init__.py" else parts)] = path
+    return {
+        name: {m for m in _imports(path) if m in modules and m != name and not name.startswith(m + ".")}
+        for name, path in modules.items()
+    }
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for successor in graph[node]:
+            if successor not in index:
+                visit(successor)
+                low[node] = min(low[node], low[successor])
+            elif successor in stack:
+                low[node] = min(low[node], index[successor])
+        if low[node] == index[node]:
+            component = []
+            while not component or component[-1] != node:
+                component.append(stack.pop())
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    """No circle in the import graph, lazy imports included. The registry's plugins are not edges: it names
+    each env's module as an entry-point string, and a remote id's grammar lives in the registry itself."""
+    assert _cycles(_module_graph()) == []
+
+
+def test_the_cycle_check_sees_a_lazy_circle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
