@@ -30,6 +30,7 @@ from typing import Any
 
 from gem_core.curriculum import shared_group_starts, task_metrics
 from gem_core.rollout import EpisodeSession
+from gem_core.rollout.policy import default_stop_token_ids
 from gem_adapters.rl2.api import row_label
 from gem_adapters.rl2.episodes import OpenEpisodes
 
@@ -104,7 +105,7 @@ class GenerateEnv:
             sample.state_text = tokenizer.decode(prompt_ids, skip_special_tokens=False)
             self._write_books(sample, episode.session)
         session = episode.session
-        stop_ids = sampling_params.pop("stop_token_ids", None) or list(session.chat_template.end_of_turn_ids)
+        stop_ids = sampling_params.pop("stop_token_ids", None) or default_stop_token_ids(tokenizer, session.chat_template)
 
         while True:
             budget = session.generation_budget(max_new_tokens - len(episode.pending_ids))

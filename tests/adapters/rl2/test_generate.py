@@ -20,7 +20,7 @@ from gem_adapters.rl2 import GenerateEnv
 from gem_adapters.rl2.api import dataset_row
 from gem_core.registry import make
 from gem_core.rollout import run_episode
-from gem_core.rollout.policy import TransformersPolicy
+from gem_core.rollout.policy import TransformersPolicy, default_stop_token_ids
 from gem_core.testing import ScriptedPolicy, make_model
 
 ENV_ID = "game:GuessTheNumber-v0"
@@ -83,6 +83,21 @@ async def test_generate_writes_the_core_episode_into_the_sample(tokenizer, fake_
     assert open_envs.made == 1 and open_envs.open == 0, "the finished episode's env is closed"
     assert len(requests) == core.num_turns + int(abort_first)
     assert all(r["return_logprob"] and r["sampling_params"]["no_stop_trim"] for r in requests)
+
+
+async def test_a_turn_stops_at_the_end_of_turn_and_at_eos_like_every_other_adapter(tokenizer, fake_router):
+    """A base model's eos is not its template's end of turn (``<|endoftext|>`` vs ``<|im_end|>``): a turn
+    stops at either, the core's stop ids, as it does in the runner and the other adapters."""
+    import copy
+
+    base_tokenizer = copy.deepcopy(tokenizer)
+    base_tokenizer.eos_token = "<|endoftext|>"
+    stop_ids = default_stop_token_ids(base_tokenizer)
+    assert len(stop_ids) == 2 and base_tokenizer.eos_token_id in stop_ids
+    sample = Sample(sample=dataset_row(EpisodeLabel(ENV_ID, 2)))
+    async with fake_router(ScriptedPolicy(base_tokenizer, ACTIONS)) as (url, requests):
+        await _run(GenerateEnv(), base_tokenizer, url, sample)
+    assert requests and all(r["sampling_params"]["stop_token_ids"] == stop_ids for r in requests)
 
 
 async def test_tiny_model_episode_respects_the_token_budget(tokenizer, fake_router):
