@@ -4,12 +4,16 @@ pass there with its hostile or isolation tests unrun."""
 
 from __future__ import annotations
 
+import functools
 import os
-from typing import NoReturn
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
 
 import pytest
 
-__all__ = ["in_ci", "skip_unless_ci"]
+__all__ = ["in_ci", "needs", "skip_unless_ci"]
+
+Test = TypeVar("Test", bound=Callable[..., Any])
 
 
 def in_ci() -> bool:
@@ -22,3 +26,20 @@ def skip_unless_ci(reason: str) -> NoReturn:
     if in_ci():
         pytest.fail(reason)
     pytest.skip(reason)
+
+
+def needs(available: bool, reason: str) -> Callable[[Test], Test]:
+    """Decorate a test that needs something a machine may lack: where ``available`` is false the test is
+    :func:`skip_unless_ci`'d (skipped here, failed with ``reason`` in CI) instead of running."""
+
+    def decorate(test: Test) -> Test:
+        if available:
+            return test
+
+        @functools.wraps(test)  # pytest still sees the test's own parameters (its fixtures)
+        def missing(*args: Any, **kwargs: Any) -> None:
+            skip_unless_ci(reason)
+
+        return missing  # type: ignore[return-value]
+
+    return decorate

@@ -37,3 +37,35 @@ def test_the_ci_rule_is_written_once():
 def test_no_test_skips_on_an_import_error_of_the_project():
     found = [str(path.relative_to(TESTS)) for path, text in _test_sources() if re.search(r"importorskip\(\s*[\"']gem_(core|adapters)\b", text)]
     assert found == []
+
+
+def _needs_outcome(monkeypatch, ci: str | None, available: bool) -> str:
+    from ci_guard import needs
+
+    if ci is None:
+        monkeypatch.delenv("CI", raising=False)
+    else:
+        monkeypatch.setenv("CI", ci)
+    ran = []
+    test = needs(available, "no bubblewrap")(lambda: ran.append(True))
+    try:
+        test()
+    except pytest.skip.Exception:
+        return "skipped"
+    except pytest.fail.Exception:
+        return "failed"
+    return "ran" if ran else "nothing"
+
+
+def test_needs_runs_where_available_skips_elsewhere_and_fails_in_ci(monkeypatch):
+    assert _needs_outcome(monkeypatch, None, True) == "ran"
+    assert _needs_outcome(monkeypatch, "true", True) == "ran"
+    assert _needs_outcome(monkeypatch, None, False) == "skipped"
+    assert _needs_outcome(monkeypatch, "true", False) == "failed"
+
+
+def test_no_test_skips_for_a_missing_sandbox_by_hand():
+    """A missing bubblewrap or sandbox goes through ci_guard (needs / skip_unless_ci), never a plain skip."""
+    pattern = re.compile(r"(skipif\(|pytest\.skip\()[^\n]*(bubblewrap|bwrap|sandbox)", re.IGNORECASE)
+    found = [str(path.relative_to(TESTS)) for path, text in _test_sources() if pattern.search(text)]
+    assert found == []

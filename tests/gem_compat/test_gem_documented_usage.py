@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from ci_guard import needs
 
 import gem
 from gem.core import Env
@@ -99,7 +100,7 @@ def test_import_gem_stays_light():
 # --- GETTING_STARTED: Tool Integration Examples --------------------------------------------------------
 
 
-@pytest.mark.skipif(not python_sandbox_usable(), reason="the Python tool's sandbox (bubblewrap) cannot run here")
+@needs(python_sandbox_usable(), "the Python tool's sandbox (bubblewrap) cannot run here")
 def test_getting_started_python_tool_example(tiny_tokenizer):
     from gem.tools.python_code_tool import PythonCodeTool
     from gem.tools.tool_env_wrapper import ToolEnvWrapper
@@ -344,7 +345,7 @@ def test_episode_tracking_reports_gems_counters():
     assert info["prev_ep_step_counter"] == 2 and info["step_counter"] == 0
 
 
-@pytest.mark.skipif(not python_sandbox_usable(), reason="the Python tool's sandbox (bubblewrap) cannot run here")
+@needs(python_sandbox_usable(), "the Python tool's sandbox (bubblewrap) cannot run here")
 def test_python_tool_wrapper_pays_gems_intermediate_rewards():
     from gem.wrappers.wrapper_factory import WRAPPER_FACTORY
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("datasets")
-from ci_guard import in_ci  # noqa: E402
+from ci_guard import needs  # noqa: E402
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
 import gem_core.envs.code as code_envs  # noqa: E402
@@ -23,12 +23,9 @@ from gem_core.registry import make  # noqa: E402
 from gem_core.tools import sandbox  # noqa: E402
 
 MODE = sandbox.available_modes()[0] if sandbox.available_modes() else None
-needs_sandbox = pytest.mark.skipif(MODE is None, reason="no sandbox mode works on this machine")
+needs_sandbox = needs(MODE is not None, "no sandbox mode works on this machine")
 # Hostile programs run only where they are isolated: in "process" mode one of them would kill pytest.
-# In CI (CI=true) they run and fail instead: the hostile cases must not pass unrun.
-needs_bwrap = pytest.mark.skipif(
-    MODE != "bwrap" and not in_ci(), reason="bubblewrap is not usable here (apt-get install -y bubblewrap)"
-)
+needs_bwrap = needs(MODE == "bwrap", "bubblewrap is not usable here (apt-get install -y bubblewrap)")
 
 
 @pytest.fixture

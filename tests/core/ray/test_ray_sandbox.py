@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from ci_guard import skip_unless_ci
 
 from gem_core.tools.python import PythonTool
 from gem_core.tools.sandbox import SandboxUnavailableError, available_modes, run_python
@@ -18,10 +19,13 @@ from gem_core.tools.sandbox.ray_pool import RaySandboxPool, _forget_default_pool
 from gem_core.tools.tool import ToolCall
 
 ray = pytest.importorskip("ray")
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif("bwrap" not in available_modes(), reason="bubblewrap is not usable here (apt-get install -y bubblewrap)"),
-]
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(autouse=True)
+def _bubblewrap():
+    if "bwrap" not in available_modes():
+        skip_unless_ci("bubblewrap is not usable here (apt-get install -y bubblewrap)")
 
 
 @pytest.fixture

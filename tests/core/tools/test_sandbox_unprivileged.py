@@ -25,6 +25,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from ci_guard import skip_unless_ci
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 SUITE = [
@@ -71,10 +72,10 @@ def as_nobody():
         pytest.skip("not root: the hostile suite in this run already takes the unprivileged path")
     for tool in ("setpriv", "unshare", "bwrap"):
         if shutil.which(tool) is None:
-            pytest.skip(f"`{tool}` is not installed (util-linux, bubblewrap)")
+            skip_unless_ci(f"`{tool}` is not installed (util-linux, bubblewrap)")
     userns = subprocess.run([*SETPRIV, "bwrap", "--unshare-user", "--ro-bind", "/", "/", "true"], capture_output=True, text=True, timeout=60)
     if userns.returncode != 0:
-        pytest.skip(f"unprivileged user namespaces are disabled here, so bubblewrap cannot run unprivileged: {userns.stderr.strip()[:300]}")
+        skip_unless_ci(f"unprivileged user namespaces are disabled here, so bubblewrap cannot run unprivileged: {userns.stderr.strip()[:300]}")
     interpreter = [Path(os.path.realpath(sys.executable)), Path(sys.base_prefix)]
     needed = [*interpreter, Path(sys.prefix), PROJECT_ROOT]
     closed = sorted({c for path in needed for c in closed_ancestors(path)})
