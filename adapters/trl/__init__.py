@@ -12,6 +12,8 @@ A curriculum (``rollout_func`` route): ``GemRolloutFunc(task_sampler=TaskSampler
 episode start from :mod:`gem_core.curriculum`; ``callbacks=[TaskSamplerCallback(sampler)]`` keeps its state in checkpoints.
 """
 
+import importlib
+
 from gem_adapters.framework_version import TRLVersionError, check_trl_version
 from gem_adapters.trl.make_dataset import make_dataset  # the function; `python -m gem_adapters.trl` is its CLI
 from gem_adapters.trl.environment import GemToolEnvironment, environment_factory
@@ -31,16 +33,12 @@ __all__ = [
 ]
 
 
+_NEEDS_TRL = {"TurnCreditGRPOTrainer": "credit", "TaskSamplerCallback": "curriculum"}
+"""Names whose modules import trl or transformers (and torch), which the rest of the adapter does not need at import."""
+
+
 def __getattr__(name: str):
-    # The trainer subclass imports trl and torch; the rest of the adapter does not need them at import.
-    if name == "TurnCreditGRPOTrainer":
-        check_trl_version()  # before the trainer imports TRL: a wrong install fails with the install line first
-        from gem_adapters.trl.credit import TurnCreditGRPOTrainer
-
-        return TurnCreditGRPOTrainer
-    if name == "TaskSamplerCallback":  # imports transformers
-        check_trl_version()
-        from gem_adapters.trl.curriculum import TaskSamplerCallback
-
-        return TaskSamplerCallback
-    raise AttributeError(f"module 'gem_adapters.trl' has no attribute {name!r}")
+    if name not in _NEEDS_TRL:
+        raise AttributeError(f"module 'gem_adapters.trl' has no attribute {name!r}")
+    check_trl_version()  # before TRL is imported: a wrong install fails with the install line first
+    return getattr(importlib.import_module(f"gem_adapters.trl.{_NEEDS_TRL[name]}"), name)
