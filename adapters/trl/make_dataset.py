@@ -12,10 +12,13 @@ prompt resets its env to the same state, so a GRPO group compares like with like
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gem_core.rows import EpisodeLabel, EpisodeRow, episode_rows, parse_label
 from gem_core.rollout.vision import message_text
+
+if TYPE_CHECKING:
+    from datasets import Dataset
 
 __all__ = ["GEM_KEY", "episode_label", "make_dataset", "prompt_dataset"]
 
@@ -30,7 +33,7 @@ def make_dataset(
     seed_start: int = 0,
     env_kwargs: Mapping[str, Any] | None = None,
     system_prompt: str | None = None,
-):
+) -> Dataset:
     """A ``datasets.Dataset`` of ``n`` conversational prompts per env id, seeds ``seed_start .. seed_start + n - 1``;
     for a weighted mixture ``{env_id: weight}``, ``n`` prompts in all, interleaved (:func:`gem_core.rows.episode_rows`).
 
@@ -41,7 +44,7 @@ def make_dataset(
     return prompt_dataset(list(rows))
 
 
-def prompt_dataset(rows: list[EpisodeRow]):
+def prompt_dataset(rows: list[EpisodeRow]) -> Dataset:
     """The ``datasets.Dataset`` of ``rows``: a ``prompt`` column carrying each label, and ``images`` for a vision env."""
     from datasets import Dataset
 
