@@ -12,8 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gem_core.cli.options import env_kwargs_option
-from gem_core.rows.mixture import parse_env_options
 from gem_core.rows.jsonl import write_jsonl
+from gem_core.rows.mixture import parse_env_options
 from gem_core.rows.rows import EpisodeRow, episode_rows
 from gem_core.transport.atomic_file import atomic_path
 
@@ -25,10 +25,10 @@ command's last line; ``args`` also holds the options the adapter added. ``args.o
 the target, with its suffix, renamed to the target once the writer returns."""
 
 
-
 def jsonl_writer(dataset_row: Callable[[EpisodeRow], Mapping[str, Any]]) -> WriteRows:
     """The :data:`WriteRows` of a JSON-lines format (OpenRLHF's, RL2's): ``dataset_row`` lays out one episode's row."""
     return lambda rows, args: f"{write_jsonl([dataset_row(row) for row in rows], args.out)} rows"
+
 
 def add_dataset_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The command line every adapter's ``make_dataset`` shares (``--env`` repeatable for a mixture, ``ID:WEIGHT`` for a weighted one)."""
