@@ -329,12 +329,12 @@ def format_warm_start(model, tokenizer, env_id: str, env_kwargs: dict, steps: in
     from gem_core.rollout import EpisodeSession
 
     async def play(played_id: str, played_kwargs: dict, episode_seed: int) -> tuple[list[int], list[int]]:
-        env = gem_core.make(played_id, **played_kwargs)
-        session = EpisodeSession(env, tokenizer, max_response_tokens=max_completion_length)
+        label = {"env_id": played_id, "seed": episode_seed, "env_kwargs": played_kwargs}
+        session = EpisodeSession.from_label(label, tokenizer, max_response_tokens=max_completion_length)  # placed as RL's are
         try:
-            await session.start(seed=episode_seed)
+            await session.start()
             while not session.done and session.num_turns < 64:
-                move = tokenizer(env.sample_random_action(), add_special_tokens=False)["input_ids"]
+                move = tokenizer(session.env.sample_random_action(), add_special_tokens=False)["input_ids"]
                 await session.step(move, finish_reason="length")
             trajectory = session.trajectory()
         finally:

@@ -1,7 +1,9 @@
 """Where the env of an episode lives: the one entry point every path that builds an env for an episode
 calls (:meth:`EpisodeSession.from_label <gem_core.rollout.EpisodeSession.from_label>`,
-:func:`~gem_core.rollout.run_episodes` with an id, the dataset rows' first observations, and the
-adapters: oat's actor through ``run_episodes``, TRL's environment factory), so one switch moves them all.
+:func:`~gem_core.rollout.run_episodes` with an id, the dataset rows' first observations, the eval runner,
+``gem replay`` and ``gem eval --rescore``, and the adapters: oat's actor through ``run_episodes``, TRL's
+environment factory), so one switch moves them all. Envs that play no episode (``gem play`` in the terminal,
+``gem check``, the env a ``gem serve`` server hosts) are built here with :func:`gem_core.make`.
 
 Placements:
 

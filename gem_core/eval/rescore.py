@@ -15,11 +15,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from gem_core import placement
 from gem_core.env import episode_success
 from gem_core.eval.episode_log import EPISODES_FILENAME, read_episodes
 from gem_core.eval.report import REPORT_FILENAME, EpisodeRecord, EvalReport
 from gem_core.eval.resume import RUN_FILENAME, read_run_header
-from gem_core.registry import make
 from gem_core.rollout.replay import replay_actions
 from gem_core.wrappers import TurnLimit
 
@@ -83,7 +83,7 @@ def rescore_report(report: EvalReport, *, source: str | Path | None = None) -> E
             episodes[env_id] = []
             for record in report.episodes.get(env_id, []):
                 if not record.failed and env_id not in envs:
-                    envs[env_id] = make(env_id)
+                    envs[env_id] = placement.make_env(env_id)
                 rescored, turns = rescore_record(record, envs.get(env_id), max_turns=max_turns)
                 episodes[env_id].append(rescored)
                 if turns or rescored.success != record.success or rescored.terminated != record.terminated:

@@ -168,8 +168,8 @@ def replay_file(
     Raises:
         ValueError: a record that cannot be replayed, naming the file, the episode and the field.
     """
+    from gem_core import placement
     from gem_core.judge.options import judge_env_kwargs, takes_judge
-    from gem_core.registry import make
 
     envs: dict[tuple[str, str], Any] = {}
     changes: list[TurnChange] = []
@@ -188,7 +188,7 @@ def replay_file(
                 raise ValueError(f"{path}: episode {count - 1} is of the judged env {env_id}: give --judge-url URL and --judge-model NAME to re-judge it.")
             if key not in envs:
                 try:
-                    envs[key] = make(env_id, **kwargs, **judge_env_kwargs(env_id, judge, rubric))  # the judge: only from the command line
+                    envs[key] = placement.make_env(env_id, **kwargs, **judge_env_kwargs(env_id, judge, rubric))  # the judge: only from the command line
                 except TypeError as exc:  # a kwarg the env does not take
                     raise ValueError(
                         f"{path}: episode {count - 1}: cannot build {env_id} with env_kwargs {sorted(kwargs)}: {exc}"

@@ -18,8 +18,7 @@ class Placed(Exception):
     """Raised by the recording entry point: the path reached it (nothing else has to run)."""
 
 
-@pytest.fixture
-def placed(monkeypatch):
+def _record_placements(monkeypatch) -> list[tuple[str, dict]]:
     """Replace the entry point by one that records ``(env_id, env_kwargs)`` and stops the path there."""
     calls: list[tuple[str, dict]] = []
 
@@ -29,6 +28,11 @@ def placed(monkeypatch):
 
     monkeypatch.setattr(placement, "make_env", record)
     return calls
+
+
+@pytest.fixture
+def placed(monkeypatch):
+    return _record_placements(monkeypatch)
 
 
 def test_the_session_from_a_dataset_row_places_its_env(placed, tiny_tokenizer):
@@ -88,6 +92,33 @@ def test_trls_environment_factory_places_the_rows_env(placed):
     with pytest.raises(Placed):
         environment.reset(seed=7)
     assert placed == [(ENV_ID, {"max_turns": 4})]
+
+
+def test_replaying_a_trajectory_file_places_its_env(placed, tmp_path):
+    import json
+
+    from gem_core.rollout.replay import replay_file
+
+    record = {"format": "gem.trajectory/1", "prompt_ids": [1], "response_ids": [2], "loss_mask": [1], "logprobs": [0.0],
+              "turn_spans": [[0, 1]], "rewards": [0.0], "terminated": True, "truncated": False, "seed": 0,
+              "env_id": ENV_ID, "env_kwargs": {"max_turns": 2}, "actions": ["\\boxed{1}"]}
+    path = tmp_path / "episodes.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    with pytest.raises(Placed):
+        replay_file(str(path), None)
+    assert placed == [(ENV_ID, {"max_turns": 2})]
+
+
+def test_rescoring_an_eval_report_places_its_envs(monkeypatch, tiny_tokenizer):
+    from gem_core.eval import evaluate
+    from gem_core.eval.rescore import rescore_report
+    from gem_core.testing import ScriptedPolicy
+
+    report = evaluate([ENV_ID], policy=ScriptedPolicy(tiny_tokenizer, ["\\boxed{1}"]), tokenizer=tiny_tokenizer, episodes=1, progress=False)
+    placed = _record_placements(monkeypatch)
+    with pytest.raises(Placed):
+        rescore_report(report)
+    assert placed == [(ENV_ID, {})]
 
 
 def test_local_placement_builds_the_registered_env_here():
