@@ -137,3 +137,30 @@ def test_the_environment_variable_chooses_the_placement(monkeypatch):
         placement.make_env(ENV_ID, "nowhere")
     monkeypatch.delenv("GEM_ENV_BACKEND")
     assert placement.env_backend_from_environment() == "local"
+
+
+#: Where episodes are played: nothing here may build an env except through the entry point.
+EPISODE_PACKAGES = ("gem_core/rollout", "gem_core/rows", "gem_core/eval", "gem_core/curriculum", "gem_core/judge", "adapters")
+#: Calls of ``make`` there that play no episode, and why.
+NOT_AN_EPISODE = {"gem_core/curriculum/ladder.py": "builds each level once and closes it, to check its kwargs"}
+
+
+def _make_calls(root) -> dict[str, list[int]]:
+    import ast
+
+    found: dict[str, list[int]] = {}
+    for package in EPISODE_PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                func = node.func if isinstance(node, ast.Call) else None
+                name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+                if name in ("make", "make_env") and not (isinstance(func, ast.Attribute) and getattr(func.value, "id", None) == "placement"):
+                    found.setdefault(str(path.relative_to(root)), []).append(node.lineno)
+    return found
+
+
+def test_no_episode_path_builds_an_env_around_the_entry_point():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    assert {path: lines for path, lines in _make_calls(root).items() if path not in NOT_AN_EPISODE} == {}
