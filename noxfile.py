@@ -56,8 +56,13 @@ def package(session: nox.Session) -> None:
     # setuptools builds in ./build and puts whatever build/lib holds into the wheel, modules deleted from
     # the source since an earlier build included: start from none.
     shutil.rmtree("build", ignore_errors=True)
-    session.run("python", "-m", "pip", "wheel", "--no-deps", "-q", "-w", dist, ".")
+    build_log = session.run("python", "-m", "pip", "wheel", "--no-deps", "-q", "-w", dist, ".", silent=True) or ""
     shutil.rmtree("build", ignore_errors=True)
+    # setuptools announces what it will stop doing (ship data folders it was not told about, read a license
+    # table) as warnings with a date: fail now, not when a user's newer setuptools drops files or refuses to build.
+    deprecated = [line for line in build_log.splitlines() if "BuildBackendWarning" in line or "DeprecationWarning" in line]
+    if deprecated:
+        session.error("the build warns of deprecated configuration:\n" + "\n".join(deprecated))
     (wheel,) = [f for f in os.listdir(dist) if f.endswith(".whl")]
     # With the task extras, so every registered env is built from the installed files.
     session.install(*CONSTRAINTS, os.path.join(dist, wheel) + "[math,code,qa,rg,search,vision]", "pytest", "pytest-asyncio")  # pytest-asyncio: pyproject sets asyncio_mode
