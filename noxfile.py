@@ -60,7 +60,7 @@ def package(session: nox.Session) -> None:
     shutil.rmtree("build", ignore_errors=True)
     # setuptools announces what it will stop doing (ship data folders it was not told about, read a license
     # table) as warnings with a date: fail now, not when a user's newer setuptools drops files or refuses to build.
-    deprecated = [line for line in build_log.splitlines() if "BuildBackendWarning" in line or "DeprecationWarning" in line]
+    deprecated = [line for line in build_log.splitlines() if "BuildBackendWarning" in line or "SetuptoolsDeprecationWarning" in line]
     if deprecated:
         session.error("the build warns of deprecated configuration:\n" + "\n".join(deprecated))
     (wheel,) = [f for f in os.listdir(dist) if f.endswith(".whl")]
