@@ -8,13 +8,15 @@ into that call, so a bad option ends the command with one line naming it instead
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gem_core.cli.options import env_kwargs_option
+from gem_core.errors import DependencyNotInstalled
 from gem_core.rows.jsonl import write_jsonl
 from gem_core.rows.mixture import parse_env_options
-from gem_core.rows.rows import EpisodeRow, episode_rows
+from gem_core.rows.rows import EnvKwargsError, EpisodeRow, episode_rows
 from gem_core.transport.atomic_file import atomic_path
 
 __all__ = ["WriteRows", "add_dataset_arguments", "jsonl_writer", "rows_from_arguments", "run_dataset_cli"]
@@ -54,6 +56,8 @@ def rows_from_arguments(args: argparse.Namespace, *, with_messages: bool = True)
         raise SystemExit(str(exc)) from None
     except KeyError as exc:  # UnknownEnvError names the closest ids
         raise SystemExit(f"--env: {exc}") from None
+    if args.seed_start < 0:
+        raise SystemExit(f"--seed-start must be 0 or more (gymnasium seeds are non-negative), got {args.seed_start}.")
     try:
         return list(
             episode_rows(
@@ -65,6 +69,10 @@ def rows_from_arguments(args: argparse.Namespace, *, with_messages: bool = True)
                 with_messages=with_messages,
             )
         )
+    except DependencyNotInstalled as exc:  # an env family whose extra is missing: the message has the install line
+        raise SystemExit(str(exc)) from None
+    except EnvKwargsError as exc:
+        raise SystemExit(f"--env-kwargs {str(exc).removeprefix('env_kwargs ')}") from None
     except ValueError as exc:  # LabelError is a ValueError
         raise SystemExit(str(exc)) from None
 
@@ -85,10 +93,14 @@ def run_dataset_cli(
     if add_arguments is not None:
         add_arguments(parser)
     args = parser.parse_args(argv)
-    rows = rows_from_arguments(args, with_messages=with_messages)
-    try:  # written beside the target with its suffix, renamed when whole (a full disk or a signal leaves no half file)
+    try:
+        rows = rows_from_arguments(args, with_messages=with_messages)
+        # Written beside the target with its suffix, renamed when whole: a full disk or a signal leaves no half file.
         with atomic_path(args.out) as partial:
             written = write_rows(rows, argparse.Namespace(**{**vars(args), "out": str(partial)}))
     except OSError as exc:
         raise SystemExit(f"Cannot write {args.out}: {exc.strerror or exc}") from None
+    except KeyboardInterrupt:
+        print(f"interrupted: nothing written to {args.out}", file=sys.stderr)
+        raise SystemExit(130) from None
     print(f"wrote {written} to {args.out}")

@@ -5,7 +5,7 @@ the engine (:mod:`gem_core.rollout`) later plays. Every adapter's ``make_dataset
 and only lays them out in its framework's columns; every adapter's hook reads a row's label back here.
 
 - :mod:`~gem_core.rows.label`: :class:`EpisodeLabel`, :func:`parse_label`, :class:`LabelError`.
-- :mod:`~gem_core.rows.rows`: :class:`EpisodeRow`, :func:`episode_rows`, :func:`refuse_system_prompt`.
+- :mod:`~gem_core.rows.rows`: :class:`EpisodeRow`, :func:`episode_rows`, :class:`EnvKwargsError`, :func:`refuse_system_prompt`.
 - :mod:`~gem_core.rows.mixture`: weighted mixtures ``{env_id: weight}`` (:func:`env_weights`), the
   ``--env ID:WEIGHT`` option (:func:`parse_env_options`), :class:`MixtureError`.
 - :mod:`~gem_core.rows.jsonl`: :func:`write_jsonl` (OpenRLHF's and RL2's file format).
@@ -17,9 +17,9 @@ here imports ``argparse``.
 from gem_core.rows.jsonl import write_jsonl
 from gem_core.rows.label import EpisodeLabel, LabelError, parse_label
 from gem_core.rows.mixture import EnvIds, MixtureError, env_weights, parse_env_options
-from gem_core.rows.rows import EpisodeRow, episode_rows, refuse_system_prompt
+from gem_core.rows.rows import EnvKwargsError, EpisodeRow, episode_rows, refuse_system_prompt
 
 __all__ = [
-    "EnvIds", "EpisodeLabel", "EpisodeRow", "LabelError", "MixtureError", "env_weights", "episode_rows", "parse_env_options",
+    "EnvIds", "EnvKwargsError", "EpisodeLabel", "EpisodeRow", "LabelError", "MixtureError", "env_weights", "episode_rows", "parse_env_options",
     "parse_label", "refuse_system_prompt", "write_jsonl",
 ]

@@ -10,6 +10,7 @@ OpenRLHF's and RL2's JSON lines). The shared command line of every adapter's
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +18,11 @@ from typing import Any
 from gem_core.rows.label import EpisodeLabel, LabelError, parse_label
 from gem_core.rows.mixture import env_weights, mixture_draws
 
-__all__ = ["EpisodeRow", "episode_rows", "refuse_system_prompt"]
+__all__ = ["EnvKwargsError", "EpisodeRow", "episode_rows", "refuse_system_prompt"]
+
+
+class EnvKwargsError(LabelError):
+    """``env_kwargs`` that an env id's constructor refuses (an unknown name, a value out of range)."""
 
 
 @dataclass(frozen=True)
@@ -59,11 +64,16 @@ def episode_rows(
     Raises:
         ValueError: ``n`` is not positive.
         gem_core.rows.mixture.MixtureError: a weight that is not a positive number (a ``ValueError``).
-        gem_core.rows.label.LabelError: an unknown env id or bad ``env_kwargs``.
+        ValueError: ``seed_start`` is negative (gymnasium refuses negative seeds).
+        gem_core.rows.label.LabelError: an unknown env id.
+        EnvKwargsError: ``env_kwargs`` an env refuses (each env id is built once to check, rows with
+            messages or not, so a dataset whose episodes cannot start is refused before it is written).
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         what = "rows of the mixture" if isinstance(env_ids, Mapping) else "episodes per env id"
         raise ValueError(f"n (the number of {what}) must be a positive integer, got {n!r}.")
+    if isinstance(seed_start, bool) or not isinstance(seed_start, int) or seed_start < 0:
+        raise ValueError(f"seed_start must be 0 or more (gymnasium seeds are non-negative), got {seed_start!r}.")
     if isinstance(env_ids, Mapping):
         try:
             weights = env_weights(env_ids)
@@ -75,6 +85,9 @@ def episode_rows(
     if not ids:
         raise ValueError("episode_rows needs at least one env id.")
     labels = {env_id: parse_label({"env_id": env_id, "seed": seed_start, "env_kwargs": dict(env_kwargs or {})}) for env_id in ids}
+    if not with_messages:  # nothing below builds the envs: build each once, so bad kwargs fail now
+        for label in labels.values():
+            _make(label).close()
     if isinstance(env_ids, Mapping):
         yield from _mixture_rows(labels, mixture_draws(weights, n, seed_start), seed_start, system_prompt, with_messages)
         return
@@ -130,5 +143,15 @@ def refuse_system_prompt(system_prompt: str | None, framework: str, where: str) 
 
 def _make(label: EpisodeLabel) -> Any:
     from gem_core import placement
+    from gem_core.registry import spec
 
-    return placement.make_env(label.env_id, **label.env_kwargs)
+    try:
+        return placement.make_env(label.env_id, **label.env_kwargs)
+    except (TypeError, ValueError) as err:  # the constructor refused a name or a value
+        if isinstance(err, LabelError):
+            raise
+        registered = json.dumps(spec(label.env_id).kwargs, default=str, sort_keys=True)
+        raise EnvKwargsError(
+            f"env_kwargs {json.dumps(label.env_kwargs, sort_keys=True)} do not fit {label.env_id} ({err}); its registered kwargs are "
+            f"{registered}: give only those names, with values the env accepts."
+        ) from None

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from gem_core.env import Env, StepResult
-from gem_core.errors import GemError
+from gem_core.errors import DependencyNotInstalled, GemError
 from gem_core.registry import REMOTE_PREFIX, parse_remote_id
 from gem_core.transport.http_call import CallFailed, arequest, async_client
 from gem_core.transport.sync_bridge import LoopThread, run_sync
@@ -58,7 +58,10 @@ class RemoteEnv(Env):
         backoff: float = 0.2,
         max_response_bytes: int = 8 << 20,
     ):
-        import httpx  # noqa: F401  (fail at construction, not at the first step, without the serve extra)
+        try:  # fail at construction, not at the first step, without the serve extra
+            import httpx  # noqa: F401
+        except ImportError as exc:
+            raise DependencyNotInstalled('remote: envs need httpx: pip install -e ".[serve]" in the GEM checkout (or pip install httpx).') from exc
 
         self.url = url.rstrip("/")
         #: The id the server serves (``env_id`` is the registry's name for this env, set by ``make``).

@@ -43,6 +43,24 @@ def test_n_must_be_a_positive_integer(n):
         list(episode_rows("game:GuessTheNumber-v0", n))
 
 
+@pytest.mark.parametrize("env_ids", ["game:GuessTheNumber-v0", {"game:Wordle-v0": 1, "game:GuessTheNumber-v0": 1}])
+@pytest.mark.parametrize("with_messages", [True, False])
+def test_env_kwargs_the_env_refuses_fail_before_any_row_even_without_messages(env_ids, with_messages):
+    """Rows that hold only the label (OpenRLHF, RL2) are checked too: the env is built once per id and closed."""
+    from gem_core.rows import EnvKwargsError
+
+    rows = episode_rows(env_ids, 3, env_kwargs={"max_number": -3}, with_messages=with_messages)
+    with pytest.raises(EnvKwargsError, match=r"^env_kwargs \{\"max_number\": -3\} do not fit game:(GuessTheNumber|Wordle)-v0 \(") as caught:
+        next(rows)
+    assert isinstance(caught.value, LabelError)
+
+
+@pytest.mark.parametrize("seed_start", [-1, 1.5, True])
+def test_seed_start_must_be_a_non_negative_integer(seed_start):
+    with pytest.raises(ValueError, match=r"seed_start must be 0 or more \(gymnasium seeds are non-negative\)"):
+        next(episode_rows("game:GuessTheNumber-v0", 2, seed_start=seed_start, with_messages=False))
+
+
 async def test_a_session_from_a_label_plays_the_episode_the_label_names(tiny_tokenizer):
     label = '{"env_id": "game:GuessTheNumber-v0", "seed": 3, "env_kwargs": {"max_turns": 2}}'
     session = EpisodeSession.from_label(label, tiny_tokenizer, max_turns=5)

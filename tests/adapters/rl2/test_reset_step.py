@@ -83,6 +83,7 @@ async def test_rl_square_rollout_gives_the_core_episode(tokenizer, fake_router, 
 
     # The row goes through rl-square's own dataset code, as train_data.path would.
     write_jsonl(make_dataset(ENV_ID, 3), tmp_path / "train.jsonl")
+    checked = open_envs.made  # make_dataset builds (and closes) the env once to check its kwargs
     dataset = RLDataset(OmegaConf.create({"path": str(tmp_path / "train.jsonl"), "responses_per_prompt": 1}), tokenizer)
     (row,) = dataset.collate_fn([dataset[2]])
     assert "prompt" not in row, "rl-square calls reset() only for rows without a prompt"
@@ -105,7 +106,7 @@ async def test_rl_square_rollout_gives_the_core_episode(tokenizer, fake_router, 
     assert td["llm_logps"].tolist() == pytest.approx(([0.0] * len(core.prompt_ids) + core.logprobs)[1:], abs=1e-6)
     assert metric["n_turns"] == [core.num_turns]
     assert metric["scores"] == pytest.approx([core.episode_return])
-    assert len(env.episodes) == 0 and open_envs.made == 1 and open_envs.open == 0, "finished episodes are closed"
+    assert len(env.episodes) == 0 and open_envs.made - checked == 1 and open_envs.open == 0, "finished episodes are closed"
 
 
 async def test_episodes_rl_square_drops_at_max_turns_are_closed_past_the_bound(tokenizer, fake_router, rl_square_rollout, tmp_path, open_envs):
@@ -113,6 +114,7 @@ async def test_episodes_rl_square_drops_at_max_turns_are_closed_past_the_bound(t
     from omegaconf import OmegaConf
 
     write_jsonl(make_dataset(ENV_ID, 6), tmp_path / "train.jsonl")
+    checked = open_envs.made  # make_dataset builds (and closes) the env once to check its kwargs
     dataset = RLDataset(OmegaConf.create({"path": str(tmp_path / "train.jsonl"), "responses_per_prompt": 1}), tokenizer)
     env = ResetStepEnv(tokenizer, max_open_episodes=2)
     policy = ScriptedPolicy(tokenizer, ["\\boxed{1}"] * 8)  # wrong guesses: rl-square's max_turns=1 cuts every episode
@@ -120,7 +122,7 @@ async def test_episodes_rl_square_drops_at_max_turns_are_closed_past_the_bound(t
         for i in range(6):
             (row,) = dataset.collate_fn([dataset[i]])
             await _rollout(rl_square_rollout, tokenizer, url, env, max_turns=1).rollout(row, train=True)
-    assert open_envs.made == 6
+    assert open_envs.made - checked == 6
     assert len(env.episodes) == open_envs.open == 2, "the oldest abandoned episodes are closed"
 
 

@@ -87,3 +87,52 @@ def test_the_file_appears_whole_under_its_name_and_the_writer_sees_its_suffix(tm
     run_dataset_cli("python -m fw", "Rows.", write_rows, ["--env", "game:GuessTheNumber-v0", "--n", "1", "--out", str(out)])
     assert seen[0].endswith(".parquet") and seen[0] != str(out)  # written beside it, renamed when whole
     assert out.read_text() == "rows\n" and list(tmp_path.iterdir()) == [out]
+
+
+@pytest.mark.parametrize("with_messages", [True, False])
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--env-kwargs", '{"foo": 1}'], r"^--env-kwargs \{\"foo\": 1\} do not fit game:GuessTheNumber-v0 \(.*unexpected keyword argument 'foo'.*\); its registered kwargs are"),
+        (["--env-kwargs", '{"max_number": -3}'], r"^--env-kwargs \{\"max_number\": -3\} do not fit game:GuessTheNumber-v0 \(.*max_number.*\)"),
+        (["--seed-start", "-5"], r"^--seed-start must be 0 or more \(gymnasium seeds are non-negative\), got -5"),
+    ],
+)
+def test_kwargs_the_env_refuses_and_a_negative_seed_end_in_one_line_naming_the_option(tmp_path, options, message, with_messages):
+    """Every adapter's command, whether its rows hold the first observation (TRL, verl) or only the label
+    (OpenRLHF, RL2): a dataset whose episodes cannot start is refused here, not on the GPU at training time."""
+    out = tmp_path / "x.jsonl"
+    with pytest.raises(SystemExit, match=message):
+        run_dataset_cli("python -m fw", "Rows.", lambda rows, args: "never", ["--env", "game:GuessTheNumber-v0", "--n", "2", "--out", str(out), *options],
+                        with_messages=with_messages)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_ends_the_command_in_one_line_with_nothing_written(tmp_path, capsys):
+    def interrupted(rows, args):
+        with open(args.out, "w") as f:
+            f.write('{"half": ')
+        raise KeyboardInterrupt
+
+    out = tmp_path / "x.jsonl"
+    with pytest.raises(SystemExit) as ended:
+        run_dataset_cli("python -m fw", "Rows.", interrupted, ["--env", "game:GuessTheNumber-v0", "--n", "2", "--out", str(out)])
+    assert ended.value.code == 130
+    assert capsys.readouterr().err == f"interrupted: nothing written to {out}\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_remote_env_without_the_serve_extra_is_one_line_with_the_install_command(monkeypatch, tmp_path):
+    """No httpx (a TRL-only install): a remote id says which extra to install, as the README's Errors paragraph promises."""
+    import sys
+
+    from gem_core.errors import DependencyNotInstalled
+    from gem_core.registry import make
+
+    monkeypatch.setitem(sys.modules, "httpx", None)  # `import httpx` raises ImportError
+    remote = "remote:http://127.0.0.1:9/game:GuessTheNumber-v0"
+    with pytest.raises(DependencyNotInstalled, match=r'remote: envs need httpx: pip install -e "\.\[serve\]"'):
+        make(remote)
+    with pytest.raises(SystemExit, match=r'^remote: envs need httpx: pip install -e "\.\[serve\]"'):
+        run_dataset_cli("python -m fw", "Rows.", lambda rows, args: "never", ["--env", remote, "--n", "1", "--out", str(tmp_path / "x.jsonl")],
+                        with_messages=False)
