@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from typing import Any
 
+from gem_core.cli.options import seed_option
 from gem_core.multi_agent import MultiAgentEnv
 from gem_core.registry import UnknownEnvError, list_envs, make
 
@@ -43,6 +44,19 @@ def _list(args: argparse.Namespace) -> int:
 
 def _fail(command: str, message: str) -> None:
     print(f"gem {command}: {message}", file=sys.stderr)
+
+
+def _cause(error: BaseException) -> str:
+    """The first line of what went wrong. An exception group (anyio's task groups raise one when a
+    connection fails, e.g. to a remote: port out of range) says only "unhandled errors in a TaskGroup":
+    its first exception, named with its type, is the cause."""
+    unwrapped = False
+    while isinstance(getattr(error, "exceptions", None), (list, tuple)) and error.exceptions:
+        error, unwrapped = error.exceptions[0], True
+    line = str(error).splitlines()[0] if str(error) else ""
+    if not line:
+        return type(error).__name__
+    return f"{type(error).__name__}: {line}" if unwrapped else line
 
 
 def _read_move(prompt: str) -> str:
@@ -136,7 +150,7 @@ def _play(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as error:  # a missing extra, an offline dataset, no bubblewrap: the message says the fix
-        _fail("play", f"cannot start {args.env_id}: {str(error).splitlines()[0] if str(error) else type(error).__name__}")
+        _fail("play", f"cannot start {args.env_id}: {_cause(error)}")
         return 1
     total, turn = 0.0, 0
     print(observation)
@@ -171,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     play_parser = commands.add_parser("play", help="play an env in the terminal")
     play_parser.add_argument("env_id", help="e.g. game:Wordle-v0")
-    play_parser.add_argument("--seed", type=int, default=None, help="seed of the episode (default: random)")
+    play_parser.add_argument("--seed", type=seed_option, default=None, help="seed of the episode, 0 or more (default: random)")
     play_parser.add_argument("--seat", default=None, help="multi-agent games (multi:*): the seat you play (default: the first); the others move at random")
     play_parser.set_defaults(run=_play)
 

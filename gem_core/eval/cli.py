@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import re
+import shlex
 import signal
 import sys
 from datetime import datetime, timezone
@@ -232,6 +233,55 @@ def _existing_run(out: Path) -> str | None:
     return None
 
 
+def _out_problem(out: Path) -> str | None:
+    """Why ``--out`` cannot hold the run's files (None when it can): it, or a folder above it, is a file."""
+    for path in (out, *out.parents):
+        if path.exists():
+            if path.is_dir():
+                return None
+            where = f"{out}" if path == out else f"{out}: {path}"
+            return (f"--out {where} is a file, not a folder; give the path of a folder (a new one is created) "
+                    "for the run's files.")
+    return None
+
+
+#: What ``save_pretrained`` writes into a model folder (said when --model names a folder without it).
+MODEL_FOLDER = ("config.json, the weights (*.safetensors) and the tokenizer files (tokenizer.json, "
+                "tokenizer_config.json)")
+
+
+def _model_folder_problem(model: str) -> str | None:
+    """Why the in-process ``--model`` folder holds no model (None when it does, or ``model`` is no folder:
+    a hub id): checked before transformers, whose error is five lines about a tokenizer."""
+    folder = Path(model)
+    if not folder.is_dir() or (folder / "config.json").is_file():
+        return None
+    try:
+        inside = next((sub for sub in sorted(folder.iterdir()) if (sub / "config.json").is_file()), None)
+    except OSError:
+        inside = None
+    one = f"; {inside} is one" if inside is not None else ""
+    return (f"--model {model} is not a model folder (no config.json): a model folder, as save_pretrained writes it, "
+            f"holds {MODEL_FOLDER}{one}. Give a model folder or a hub id.")
+
+
+def resume_command(args: argparse.Namespace, out_dir: Path) -> str:
+    """The ``gem eval --resume`` command that continues this run: with what :func:`file_choice_refused`
+    never takes from the run's files (the in-process --model, --base-url, remote: --env ids, the judge)."""
+    argv = ["gem", "eval", "--resume", str(out_dir)]
+    if args.base_url:
+        argv += ["--base-url", str(args.base_url)]
+    else:
+        argv += ["--model", str(args.model)]
+    if any(env_id.startswith("remote:") for env_id in args.env_ids):
+        for env_id in args.env_ids:
+            argv += ["--env", env_id]
+    for flag in ("judge_url", "judge_model", "judge_rubric"):
+        if getattr(args, flag, None):
+            argv += [_flag(flag), str(getattr(args, flag))]
+    return shlex.join(argv)
+
+
 def _flag(setting: str) -> str:
     """The command-line flag of an :class:`EvalConfig` setting."""
     return {"env_ids": "--env", "backend": "--base-url"}.get(setting, "--" + setting.replace("_", "-"))
@@ -269,6 +319,11 @@ def _start(args: argparse.Namespace) -> int | None:
             return 2
         args.out = args.resume
     fill_run_flags(args, header)
+    if args.out and not args.compare and not args.resume:
+        problem = _out_problem(Path(args.out))
+        if problem:
+            _fail(problem)
+            return 2
     if args.compare or args.rescore:
         return None
     problem = _flag_problem(args, given)
@@ -319,6 +374,10 @@ def _run_eval_command(args: argparse.Namespace) -> int:
             except UnknownEnvError as exc:
                 _fail(str(exc))
                 return 2
+        problem = None if args.base_url else _model_folder_problem(args.model)
+        if problem:
+            _fail(problem)
+            return 2
 
     from rich.console import Console
 
@@ -338,7 +397,7 @@ def _run_eval_command(args: argparse.Namespace) -> int:
 
     from gem_core.eval.episode_log import ReportWriteError
     from gem_core.eval.resume import ResumeMismatch
-    from gem_core.eval.runner import evaluate
+    from gem_core.eval.runner import Interrupted, evaluate
     from gem_core.eval.tables import summary_table
 
     out_dir = Path(args.out) if args.out else _default_out_dir(args.model)
@@ -390,9 +449,19 @@ def _run_eval_command(args: argparse.Namespace) -> int:
             resume=bool(args.resume),
         )
     except KeyboardInterrupt as exc:
-        signum = getattr(exc, "signum", signal.SIGINT)
-        print(f"Interrupted ({signal.Signals(signum).name}): the partial report is in {out_dir}/report.json; "
-              f"continue with: gem eval --resume {out_dir}", file=sys.stderr)
+        # An Interrupted comes from the running episodes: run.json and the partial report are written. A plain
+        # KeyboardInterrupt is Ctrl-C before that (the model loading): this run wrote nothing.
+        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+        name, resume = signal.Signals(signum).name, resume_command(args, out_dir)
+        if isinstance(exc, Interrupted):
+            print(f"Interrupted ({name}): the partial report is in {out_dir}/report.json; continue with: {resume}",
+                  file=sys.stderr)
+        elif args.resume:
+            print(f"Interrupted ({name}) before the run went on: {out_dir} is as it was; continue with: {resume}",
+                  file=sys.stderr)
+        else:
+            print(f"Interrupted ({name}) before the run started: nothing was written to {out_dir}, so there is "
+                  "nothing to resume; run the same command again to start it.", file=sys.stderr)
         return 128 + signum
     except ReportWriteError as exc:
         _fail(str(exc))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 
 from gem_core.serve.app import ServeConfig
@@ -15,7 +16,15 @@ from gem_core.serve.connections import (
     positive_float,
 )
 
-__all__ = ["add_serve_parser"]
+__all__ = ["add_serve_parser", "listen_error"]
+
+
+def listen_error(host: str, port: int, error: OSError) -> str:
+    """The one line for a listening socket that could not be opened; a port in use says the fix."""
+    message = f"cannot listen on {host}:{port}: {error.strerror or error}"
+    if error.errno == errno.EADDRINUSE:
+        message += "; choose another --port, or --port 0 for a free one."
+    return message
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -56,7 +65,7 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         sock = guard.listen(listening_socket(args.host, args.port))
     except OSError as error:
-        print(f"gem serve: cannot listen on {args.host}:{args.port}: {error}", file=sys.stderr)
+        print(f"gem serve: {listen_error(args.host, args.port, error)}", file=sys.stderr)
         return 2
     host, port = sock.getsockname()[:2]
     if host not in ("127.0.0.1", "::1", "localhost") and not args.token:

@@ -140,7 +140,9 @@ def main(argv: list[str] | None = None) -> None:
     try:
         sock = guard.listen(listening_socket(args.host, args.port))
     except OSError as error:
-        parser.exit(2, f"gem-retrieval-server: cannot listen on {args.host}:{args.port}: {error}\n")
+        from gem_core.serve.command import listen_error
+
+        parser.exit(2, f"gem-retrieval-server: {listen_error(args.host, args.port, error)}\n")
     host, port = sock.getsockname()[:2]
     print(f"gem-retrieval-server: {len(index.documents)} documents, listening on http://{host}:{port}/retrieve", flush=True)
     guard.serve(create_app(index, args.topk, limits), sock, timeout_keep_alive=5)
