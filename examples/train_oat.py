@@ -69,5 +69,11 @@ if __name__ == "__main__":
         print(f"oat's own flags are listed once its packages are installed ({INSTALL}).")
         raise SystemExit(0)
     if not wants_help:
-        require_gpu_stack("train_oat.py", packages=GPU_PACKAGES, install=INSTALL)
+        try:
+            require_gpu_stack("train_oat.py", packages=GPU_PACKAGES, install=INSTALL)
+        except SystemExit as missing:
+            # The shared line ends "Use --dry-run to print the command only": the other examples launch a trainer
+            # command they can print, but oat launches in this process and parses its flags with its GPU packages
+            # loaded, so this script has no dry run to offer.
+            raise SystemExit(str(missing.code).partition(" Use --dry-run")[0]) from None
     main()

@@ -16,16 +16,34 @@ import argparse
 import shlex
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
+import gem_core
 from gem_adapters.files import shipped_path
 from gem_adapters.openrlhf.make_dataset import make_dataset
+from gem_core.registry import UnknownEnvError
 from gem_core.rows import write_jsonl
 from prerequisites import require_gpu_stack
 
 
 # -- arguments -------------------------------------------------------------------------------------
-parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> typing.NoReturn:  # one line, not the whole usage
+        self.exit(2, f"{self.prog}: error: {message} (--help lists the options)\n")
+
+
+def folder_problem(path: str) -> str | None:
+    """Why ``path`` cannot be (or become) a folder: a file there or above it (None: it can)."""
+    for part in (Path(path), *Path(path).parents):
+        if part.exists():
+            if part.is_dir():
+                return None
+            return f"{path} is a file, not a folder" if part == Path(path) else f"{path}: {part} is a file, not a folder"
+    return None
+
+
+parser = _Parser(description=__doc__.split("\n\n")[0])
 parser.add_argument("--env", default="game:GuessTheNumber-v0", help="GEM env id")
 parser.add_argument("--episodes", type=int, default=4096, help="rows in the prompt dataset (one episode each)")
 parser.add_argument("--model", default="Qwen/Qwen3-1.7B", help="HF model name or path")
@@ -38,6 +56,18 @@ parser.add_argument("--out", default="runs/openrlhf", help="dataset and checkpoi
 parser.add_argument("--agent-file", default=None, help="your edited agent file (default: the shipped one; `python -m gem_adapters.files openrlhf-agent > gem_agent.py` copies it)")
 parser.add_argument("--dry-run", action="store_true", help="write the dataset, print the command, do not launch")
 args = parser.parse_args()
+# A bad option ends here in one line (exit 2), before the GPU check and before anything is written.
+for flag, value in {"--episodes": args.episodes, "--gpus": args.gpus, "--max-len": args.max_len, "--n-samples": args.n_samples}.items():
+    if value < 1:
+        parser.error(f"{flag} must be at least 1, got {value}")
+if not 0 < args.vllm_memory <= 1:
+    parser.error(f"--vllm-memory must be above 0 and at most 1 (a share of GPU memory), got {args.vllm_memory}")
+try:
+    gem_core.spec(args.env)
+except (UnknownEnvError, ValueError) as error:
+    parser.error(f"--env: {error}")
+if problem := folder_problem(args.out):
+    parser.error(f"--out {problem}: give a folder path (new or existing)")
 if not args.dry_run:
     require_gpu_stack("train_openrlhf.py", packages=("openrlhf", "ray", "vllm", "deepspeed"), install='pip install "openrlhf[vllm]==0.11.2"')
 

@@ -19,17 +19,35 @@ import math
 import os
 import shlex
 import subprocess
+import typing
 from pathlib import Path
 
+import gem_core
 from gem_adapters.files import shipped_path
 from gem_adapters.rl2 import installed_rl2_api
 from gem_adapters.rl2.make_dataset import make_dataset
+from gem_core.registry import UnknownEnvError
 from gem_core.rows import write_jsonl
 from prerequisites import require_gpu_stack
 
 
 # -- arguments -------------------------------------------------------------------------------------
-parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> typing.NoReturn:  # one line, not the whole usage
+        self.exit(2, f"{self.prog}: error: {message} (--help lists the options)\n")
+
+
+def folder_problem(path: str) -> str | None:
+    """Why ``path`` cannot be (or become) a folder: a file there or above it (None: it can)."""
+    for part in (Path(path), *Path(path).parents):
+        if part.exists():
+            if part.is_dir():
+                return None
+            return f"{path} is a file, not a folder" if part == Path(path) else f"{path}: {part} is a file, not a folder"
+    return None
+
+
+parser = _Parser(description=__doc__.split("\n\n")[0])
 parser.add_argument("--env", default="game:GuessTheNumber-v0", help="GEM env id")
 parser.add_argument("--episodes", type=int, default=4096, help="dataset rows (one episode each)")
 parser.add_argument("--model", default="Qwen/Qwen2.5-1.5B-Instruct", help="HF model name or path (actor.model_name)")
@@ -43,6 +61,19 @@ parser.add_argument("--api", choices=["generate", "reset_step"], default=None, h
 parser.add_argument("--out", default="runs/rl2", help="dataset directory")
 parser.add_argument("--dry-run", action="store_true", help="write the dataset, print the command, do not launch")
 args = parser.parse_args()
+# A bad option ends here in one line (exit 2), before the RL2 and GPU checks and before anything is written.
+counts = {"--episodes": args.episodes, "--gpus": args.gpus, "--max-new-tokens": args.max_new_tokens, "--max-length": args.max_length,
+          "--responses-per-prompt": args.responses_per_prompt, "--prompts-per-rollout": args.prompts_per_rollout,
+          "--total-steps": 1 if args.total_steps is None else args.total_steps}
+for flag, value in counts.items():
+    if value < 1:
+        parser.error(f"{flag} must be at least 1, got {value}")
+try:
+    gem_core.spec(args.env)
+except (UnknownEnvError, ValueError) as error:
+    parser.error(f"--env: {error}")
+if problem := folder_problem(args.out):
+    parser.error(f"--out {problem}: give a folder path (new or existing)")
 
 # -- setup -----------------------------------------------------------------------------------------
 api = args.api or installed_rl2_api()

@@ -50,6 +50,7 @@ import time
 import typing
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 
 # Only light imports up here: a bad flag or env id is reported before torch and TRL load (~1 min on 2 cores).
 import numpy as np
@@ -183,6 +184,12 @@ def env_kwargs_for(args: Args, env_id: str | None = None) -> dict:
             f"--env_kwargs {json.dumps(env_kwargs)} do not fit {env_id} ({error}); its registered kwargs are "
             f"{json.dumps(registered, default=str)}: pass only those names, or --env_kwargs '{{}}' to use them as they are"
         ) from None
+    except ValueError as error:  # a known name with a value the env refuses (GuessTheNumber: max_number below min_number)
+        if args.env_kwargs:
+            raise UsageError(f"--env_kwargs {json.dumps(env_kwargs)} are not valid for {env_id}: {error} Change the values "
+                             f"(its registered kwargs are {json.dumps(registered, default=str)})") from None
+        raise UsageError(f"--env {env_id} cannot be built with the kwargs {json.dumps(env_kwargs)}: {error} "
+                         "Set them with --env_kwargs") from None
     except ImportError as error:
         raise UsageError(f"--env {env_id} cannot be built here: {error}") from None
     return env_kwargs
@@ -213,6 +220,8 @@ def check_tasks(args: Args) -> list[Task]:
             raise UsageError(f"--{name} must be at least 1, got {getattr(args, name)}")
     if args.curriculum not in CURRICULA:
         raise UsageError(f"--curriculum must be 'uniform', 'adaptive' or 'progress', got {args.curriculum!r}")
+    if problem := folder_problem(args.out):
+        raise UsageError(f"--out {problem}: give a folder path (new or existing)")
     tasks = [Task(env_id, env_kwargs_for(args, env_id), weight=weight) for env_id, weight in env_mixture(args).items()]
     if len(tasks) == 1 and args.curriculum != "uniform":
         raise UsageError(f"--curriculum {args.curriculum} chooses among tasks, and there is one: repeat --env for a mixture "
@@ -220,6 +229,16 @@ def check_tasks(args: Args) -> list[Task]:
     if len(tasks) > 1:
         task_sampler(args, tasks)  # a floor or window that cannot work fails here, before torch loads
     return tasks
+
+
+def folder_problem(path: str) -> str | None:
+    """Why ``path`` cannot be (or become) a folder, worded after ``--out``: a file there or above it (None: it can)."""
+    for part in (Path(path), *Path(path).parents):
+        if part.exists():
+            if part.is_dir():
+                return None
+            return f"{path} is a file, not a folder" if part == Path(path) else f"{path}: {part} is a file, not a folder"
+    return None
 
 
 def task_sampler(args: Args, tasks: list[Task]) -> TaskSampler:

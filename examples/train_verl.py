@@ -21,8 +21,12 @@ import os
 import shlex
 import subprocess
 import sys
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import gem_core
+from gem_core.registry import UnknownEnvError
 
 
 @dataclass
@@ -49,18 +53,47 @@ class Args:
     dry_run: bool = field(default=False, metadata={"help": "build the data and print the command without starting verl"})
 
 
+#: Options that count something: each must be at least 1.
+COUNTS = ("n_train", "n_val", "rollout_n", "train_batch_size", "max_prompt_length", "max_response_length", "n_gpus", "total_epochs")
+
+
 def parse_args(argv: list[str] | None = None) -> tuple[Args, list[str]]:
-    """``Args`` from ``--flag value`` options; bare ``key=value`` words are extra verl overrides."""
+    """``Args`` from ``--flag value`` options; bare ``key=value`` words are extra verl overrides.
+
+    A bad option exits 2 with one line naming it, before any data is written (and before the GPU check)."""
     from transformers import HfArgumentParser
 
-    parser = HfArgumentParser(Args, description=__doc__.split("\n\n")[0])
+    class Parser(HfArgumentParser):
+        def error(self, message: str) -> typing.NoReturn:  # one line, not the whole usage
+            self.exit(2, f"{self.prog}: error: {message} (--help lists the options)\n")
+
+    parser = Parser(Args, description=__doc__.split("\n\n")[0])
     args, rest = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=True)
     bad = [word for word in rest if "=" not in word or word.startswith("-")]
     if bad:
         parser.error(f"unrecognized arguments: {' '.join(bad)} (verl overrides are written key=value)")
     if args.rollout not in ("vllm", "sglang"):
         parser.error(f"--rollout {args.rollout}: choose vllm or sglang")
+    for name in COUNTS:
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
+    try:
+        gem_core.spec(args.env)
+    except (UnknownEnvError, ValueError) as error:
+        parser.error(f"--env: {error}")
+    if problem := folder_problem(args.data_dir):
+        parser.error(f"--data_dir {problem}: give a folder path (new or existing)")
     return args, rest
+
+
+def folder_problem(path: str) -> str | None:
+    """Why ``path`` cannot be (or become) a folder: a file there or above it (None: it can)."""
+    for part in (Path(path), *Path(path).parents):
+        if part.exists():
+            if part.is_dir():
+                return None
+            return f"{path} is a file, not a folder" if part == Path(path) else f"{path}: {part} is a file, not a folder"
+    return None
 
 
 def missing_prerequisites(args: Args) -> str | None:
