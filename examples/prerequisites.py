@@ -6,8 +6,11 @@ import importlib.util
 import shutil
 
 
-def require_gpu_stack(example: str, *, packages: tuple[str, ...] = (), launcher: str | None = None, install: str = "") -> None:
-    """Exit with one line naming everything missing: CUDA, the launcher executable, the Python packages."""
+def require_gpu_stack(
+    example: str, *, packages: tuple[str, ...] = (), launcher: str | None = None, install: str = "", dry_run: bool = True
+) -> None:
+    """Exit with one line naming everything missing: CUDA, the launcher executable, the Python packages; it
+    points to ``--dry-run`` where the example has one (``dry_run=False``: an example that launches in-process)."""
     missing = [name for name in packages if importlib.util.find_spec(name) is None]
     if launcher is not None and shutil.which(launcher) is None:
         missing.append(f"the `{launcher}` launcher")
@@ -20,4 +23,5 @@ def require_gpu_stack(example: str, *, packages: tuple[str, ...] = (), launcher:
             missing.append("a CUDA GPU")
     if missing:
         hint = f" ({install})" if install else ""
-        raise SystemExit(f"{example} cannot launch here, missing: {', '.join(missing)}{hint}. Use --dry-run to print the command only.")
+        dry = " Use --dry-run to print the command only." if dry_run else ""
+        raise SystemExit(f"{example} cannot launch here, missing: {', '.join(missing)}{hint}.{dry}")

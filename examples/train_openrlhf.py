@@ -16,31 +16,20 @@ import argparse
 import shlex
 import subprocess
 import sys
-import typing
 from pathlib import Path
 
 import gem_core
 from gem_adapters.files import shipped_path
 from gem_adapters.openrlhf.make_dataset import make_dataset
+from gem_core.cli.options import OneLineErrors, folder_problem
 from gem_core.registry import UnknownEnvError
 from gem_core.rows import write_jsonl
 from prerequisites import require_gpu_stack
 
 
 # -- arguments -------------------------------------------------------------------------------------
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> typing.NoReturn:  # one line, not the whole usage
-        self.exit(2, f"{self.prog}: error: {message} (--help lists the options)\n")
-
-
-def folder_problem(path: str) -> str | None:
-    """Why ``path`` cannot be (or become) a folder: a file there or above it (None: it can)."""
-    for part in (Path(path), *Path(path).parents):
-        if part.exists():
-            if part.is_dir():
-                return None
-            return f"{path} is a file, not a folder" if part == Path(path) else f"{path}: {part} is a file, not a folder"
-    return None
+class _Parser(OneLineErrors, argparse.ArgumentParser):
+    pass
 
 
 parser = _Parser(description=__doc__.split("\n\n")[0])

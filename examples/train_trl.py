@@ -50,13 +50,12 @@ import time
 import typing
 import warnings
 from dataclasses import dataclass, field
-from pathlib import Path
 
 # Only light imports up here: a bad flag or env id is reported before torch and TRL load (~1 min on 2 cores).
 import numpy as np
 
 import gem_core
-from gem_core.cli.options import env_kwargs_option
+from gem_core.cli.options import OneLineErrors, env_kwargs_option, folder_problem
 from gem_core.curriculum import Task, TaskError, TaskSampler
 from gem_core.registry import UnknownEnvError
 from gem_core.rows import MixtureError, parse_env_options
@@ -229,16 +228,6 @@ def check_tasks(args: Args) -> list[Task]:
     if len(tasks) > 1:
         task_sampler(args, tasks)  # a floor or window that cannot work fails here, before torch loads
     return tasks
-
-
-def folder_problem(path: str) -> str | None:
-    """Why ``path`` cannot be (or become) a folder, worded after ``--out``: a file there or above it (None: it can)."""
-    for part in (Path(path), *Path(path).parents):
-        if part.exists():
-            if part.is_dir():
-                return None
-            return f"{path} is a file, not a folder" if part == Path(path) else f"{path}: {part} is a file, not a folder"
-    return None
 
 
 def task_sampler(args: Args, tasks: list[Task]) -> TaskSampler:
@@ -618,9 +607,8 @@ def plot_reward_curve(curve: np.ndarray, metrics: dict, path: str) -> None:
     plt.close(fig)
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> typing.NoReturn:  # one line, not the whole usage
-        self.exit(2, f"{self.prog}: error: {message} (--help lists the options)\n")
+class _Parser(OneLineErrors, argparse.ArgumentParser):
+    pass
 
 
 def build_parser() -> argparse.ArgumentParser:

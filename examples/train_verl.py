@@ -21,11 +21,11 @@ import os
 import shlex
 import subprocess
 import sys
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import gem_core
+from gem_core.cli.options import OneLineErrors, folder_problem
 from gem_core.registry import UnknownEnvError
 
 
@@ -63,9 +63,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[Args, list[str]]:
     A bad option exits 2 with one line naming it, before any data is written (and before the GPU check)."""
     from transformers import HfArgumentParser
 
-    class Parser(HfArgumentParser):
-        def error(self, message: str) -> typing.NoReturn:  # one line, not the whole usage
-            self.exit(2, f"{self.prog}: error: {message} (--help lists the options)\n")
+    class Parser(OneLineErrors, HfArgumentParser):
+        pass
 
     parser = Parser(Args, description=__doc__.split("\n\n")[0])
     args, rest = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=True)
@@ -84,16 +83,6 @@ def parse_args(argv: list[str] | None = None) -> tuple[Args, list[str]]:
     if problem := folder_problem(args.data_dir):
         parser.error(f"--data_dir {problem}: give a folder path (new or existing)")
     return args, rest
-
-
-def folder_problem(path: str) -> str | None:
-    """Why ``path`` cannot be (or become) a folder: a file there or above it (None: it can)."""
-    for part in (Path(path), *Path(path).parents):
-        if part.exists():
-            if part.is_dir():
-                return None
-            return f"{path} is a file, not a folder" if part == Path(path) else f"{path}: {part} is a file, not a folder"
-    return None
 
 
 def missing_prerequisites(args: Args) -> str | None:

@@ -1,12 +1,35 @@
 """Command-line options that several commands read the same way (``gem replay``, every ``make_dataset``,
-the examples' ``--env-kwargs``; ``gem play --seed``)."""
+the examples' ``--env-kwargs``; ``gem play --seed``; ``gem eval --out`` and the examples' output folders), and
+the one-line usage error the examples' parsers share."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+import os
+from pathlib import Path
+from typing import Any, NoReturn
 
-__all__ = ["env_kwargs_option", "seed_option"]
+__all__ = ["OneLineErrors", "env_kwargs_option", "folder_problem", "seed_option"]
+
+
+class OneLineErrors:
+    """Mix into an ``argparse.ArgumentParser`` (or transformers' ``HfArgumentParser``) subclass: a usage error
+    is one line naming the option and the fix, not the whole usage printed above it."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (--help lists the options)\n")  # type: ignore[attr-defined]
+
+
+def folder_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why ``path`` cannot be (or become) a folder for a command's output: it, or a folder above it, is a
+    file (None: it can). Checked before any work, so the option is refused at once, not after a run."""
+    path = Path(path)
+    for part in (path, *path.parents):
+        if part.exists():
+            if part.is_dir():
+                return None
+            return f"{path} is a file, not a folder" if part == path else f"{path}: {part} is a file, not a folder"
+    return None
 
 
 def seed_option(text: str) -> int:

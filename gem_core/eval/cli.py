@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gem_core.cli.options import folder_problem
 from gem_core.eval.bounds import BACKEND_BOUNDS, MAX_PLANNED_EPISODES, SETTING_BOUNDS, setting_problem
 from gem_core.settings import environment_value
 
@@ -235,14 +236,8 @@ def _existing_run(out: Path) -> str | None:
 
 def _out_problem(out: Path) -> str | None:
     """Why ``--out`` cannot hold the run's files (None when it can): it, or a folder above it, is a file."""
-    for path in (out, *out.parents):
-        if path.exists():
-            if path.is_dir():
-                return None
-            where = f"{out}" if path == out else f"{out}: {path}"
-            return (f"--out {where} is a file, not a folder; give the path of a folder (a new one is created) "
-                    "for the run's files.")
-    return None
+    problem = folder_problem(out)
+    return f"--out {problem}; give the path of a folder (a new one is created) for the run's files." if problem else None
 
 
 #: What ``save_pretrained`` writes into a model folder (said when --model names a folder without it).
