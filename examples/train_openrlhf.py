@@ -18,11 +18,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import gem_core
 from gem_adapters.files import shipped_path
 from gem_adapters.openrlhf.make_dataset import make_dataset
-from gem_core.cli.options import OneLineErrors, folder_problem
-from gem_core.registry import UnknownEnvError
+from gem_core.cli.options import OneLineErrors
 from gem_core.rows import write_jsonl
 from prerequisites import require_gpu_stack
 
@@ -46,17 +44,11 @@ parser.add_argument("--agent-file", default=None, help="your edited agent file (
 parser.add_argument("--dry-run", action="store_true", help="write the dataset, print the command, do not launch")
 args = parser.parse_args()
 # A bad option ends here in one line (exit 2), before the GPU check and before anything is written.
-for flag, value in {"--episodes": args.episodes, "--gpus": args.gpus, "--max-len": args.max_len, "--n-samples": args.n_samples}.items():
-    if value < 1:
-        parser.error(f"{flag} must be at least 1, got {value}")
+parser.require_counts({"--episodes": args.episodes, "--gpus": args.gpus, "--max-len": args.max_len, "--n-samples": args.n_samples})
 if not 0 < args.vllm_memory <= 1:
     parser.error(f"--vllm-memory must be above 0 and at most 1 (a share of GPU memory), got {args.vllm_memory}")
-try:
-    gem_core.spec(args.env)
-except (UnknownEnvError, ValueError) as error:
-    parser.error(f"--env: {error}")
-if problem := folder_problem(args.out):
-    parser.error(f"--out {problem}: give a folder path (new or existing)")
+parser.require_env(args.env)
+parser.require_folder("--out", args.out)
 if not args.dry_run:
     require_gpu_stack("train_openrlhf.py", packages=("openrlhf", "ray", "vllm", "deepspeed"), install='pip install "openrlhf[vllm]==0.11.2"')
 

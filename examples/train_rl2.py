@@ -21,12 +21,10 @@ import shlex
 import subprocess
 from pathlib import Path
 
-import gem_core
 from gem_adapters.files import shipped_path
 from gem_adapters.rl2 import installed_rl2_api
 from gem_adapters.rl2.make_dataset import make_dataset
-from gem_core.cli.options import OneLineErrors, folder_problem
-from gem_core.registry import UnknownEnvError
+from gem_core.cli.options import OneLineErrors
 from gem_core.rows import write_jsonl
 from prerequisites import require_gpu_stack
 
@@ -54,15 +52,9 @@ args = parser.parse_args()
 counts = {"--episodes": args.episodes, "--gpus": args.gpus, "--max-new-tokens": args.max_new_tokens, "--max-length": args.max_length,
           "--responses-per-prompt": args.responses_per_prompt, "--prompts-per-rollout": args.prompts_per_rollout,
           "--total-steps": 1 if args.total_steps is None else args.total_steps}
-for flag, value in counts.items():
-    if value < 1:
-        parser.error(f"{flag} must be at least 1, got {value}")
-try:
-    gem_core.spec(args.env)
-except (UnknownEnvError, ValueError) as error:
-    parser.error(f"--env: {error}")
-if problem := folder_problem(args.out):
-    parser.error(f"--out {problem}: give a folder path (new or existing)")
+parser.require_counts(counts)
+parser.require_env(args.env)
+parser.require_folder("--out", args.out)
 
 # -- setup -----------------------------------------------------------------------------------------
 api = args.api or installed_rl2_api()

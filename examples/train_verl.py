@@ -24,9 +24,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import gem_core
-from gem_core.cli.options import OneLineErrors, folder_problem
-from gem_core.registry import UnknownEnvError
+from gem_core.cli.options import OneLineErrors
 
 
 @dataclass
@@ -73,15 +71,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[Args, list[str]]:
         parser.error(f"unrecognized arguments: {' '.join(bad)} (verl overrides are written key=value)")
     if args.rollout not in ("vllm", "sglang"):
         parser.error(f"--rollout {args.rollout}: choose vllm or sglang")
-    for name in COUNTS:
-        if getattr(args, name) < 1:
-            parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
-    try:
-        gem_core.spec(args.env)
-    except (UnknownEnvError, ValueError) as error:
-        parser.error(f"--env: {error}")
-    if problem := folder_problem(args.data_dir):
-        parser.error(f"--data_dir {problem}: give a folder path (new or existing)")
+    parser.require_counts({f"--{name}": getattr(args, name) for name in COUNTS})
+    parser.require_env(args.env)
+    parser.require_folder("--data_dir", args.data_dir)
     return args, rest
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, NoReturn
 
 __all__ = ["OneLineErrors", "env_kwargs_option", "folder_problem", "seed_option"]
@@ -14,10 +15,31 @@ __all__ = ["OneLineErrors", "env_kwargs_option", "folder_problem", "seed_option"
 
 class OneLineErrors:
     """Mix into an ``argparse.ArgumentParser`` (or transformers' ``HfArgumentParser``) subclass: a usage error
-    is one line naming the option and the fix, not the whole usage printed above it."""
+    is one line naming the option and the fix, not the whole usage printed above it; the ``require_*``
+    checks the examples make before they write or launch anything end the same way."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (--help lists the options)\n")  # type: ignore[attr-defined]
+
+    def require_counts(self, counts: Mapping[str, int]) -> None:
+        """Each ``{flag: value}`` counts something, so is at least 1."""
+        for flag, value in counts.items():
+            if value < 1:
+                self.error(f"{flag} must be at least 1, got {value}")
+
+    def require_env(self, env_id: str, flag: str = "--env") -> None:
+        """``env_id`` is registered (the error names the closest ids)."""
+        from gem_core.registry import UnknownEnvError, spec
+
+        try:
+            spec(env_id)
+        except (UnknownEnvError, ValueError) as error:
+            self.error(f"{flag}: {error}")
+
+    def require_folder(self, flag: str, path: str | os.PathLike[str]) -> None:
+        """``path`` is, or can become, a folder (:func:`folder_problem`)."""
+        if problem := folder_problem(path):
+            self.error(f"{flag} {problem}: give a folder path (new or existing)")
 
 
 def folder_problem(path: str | os.PathLike[str]) -> str | None:
