@@ -286,7 +286,7 @@ def tiny_model_and_tokenizer(env_id: str, env_kwargs: dict, seed: int, max_compl
     # No regex split: merges may cross punctuation, so a whole move such as \boxed{2} can become one token.
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     bpe.decoder = decoders.ByteLevel()
-    bpe.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials,
+    bpe.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials, show_progress=False,
                                                         initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>")
     distinct_moves = sorted({move for _, moves in played for move in moves})

@@ -144,6 +144,10 @@ def _play(args: argparse.Namespace) -> int:
         observation, _ = env.reset(seed=args.seed)
         if isinstance(env.unwrapped, MultiAgentEnv):
             return _play_seats(args, env.unwrapped, observation)
+        if args.seat is not None:
+            env.close()
+            _fail("play", f"--seat applies to multi-agent games (multi:*); {args.env_id} has one player: leave --seat out.")
+            return 2
     except UnknownEnvError as error:
         _fail("play", str(error))
         return 2

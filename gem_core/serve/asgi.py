@@ -8,13 +8,14 @@ on port 0 can print the port it got.
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import socket
 from typing import Any
 
 from gem_core.errors import GemError
 
-__all__ = ["RequestError", "read_json", "listening_socket", "json_bytes"]
+__all__ = ["RequestError", "read_json", "listening_socket", "listen_error", "json_bytes"]
 
 
 class RequestError(GemError, ValueError):
@@ -90,3 +91,11 @@ def listening_socket(host: str, port: int, backlog: int = 2048) -> socket.socket
     sock.bind((host, port))
     sock.listen(backlog)
     return sock
+
+
+def listen_error(host: str, port: int, error: OSError) -> str:
+    """The one line for a listening socket that could not be opened; a port in use says the fix."""
+    message = f"cannot listen on {host}:{port}: {error.strerror or error}"
+    if error.errno == errno.EADDRINUSE:
+        message += "; choose another --port, or --port 0 for a free one."
+    return message

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import errno
 import sys
 
 from gem_core.serve.app import ServeConfig
@@ -16,15 +15,7 @@ from gem_core.serve.connections import (
     positive_float,
 )
 
-__all__ = ["add_serve_parser", "listen_error"]
-
-
-def listen_error(host: str, port: int, error: OSError) -> str:
-    """The one line for a listening socket that could not be opened; a port in use says the fix."""
-    message = f"cannot listen on {host}:{port}: {error.strerror or error}"
-    if error.errno == errno.EADDRINUSE:
-        message += "; choose another --port, or --port 0 for a free one."
-    return message
+__all__ = ["add_serve_parser"]
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -39,7 +30,7 @@ def _serve(args: argparse.Namespace) -> int:
         print(f'gem serve needs the serve extra ({error.name} is missing): pip install -e ".[serve]"', file=sys.stderr)
         return 2
     from gem_core.registry import UnknownEnvError, import_env_modules
-    from gem_core.serve.asgi import listening_socket
+    from gem_core.serve.asgi import listen_error, listening_socket
     from gem_core.serve.connections import ConnectionGuard
 
     try:

@@ -23,7 +23,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from gem_core.serve.asgi import RequestError, listening_socket, read_json
+from gem_core.serve.asgi import RequestError, listen_error, listening_socket, read_json
 from gem_core.serve.connections import ConnectionLimits, add_connection_arguments, connection_limits_from, port_error
 from gem_core.tools.retrieval_server.index import BM25Index, load_corpus, shipped_corpus_path
 
@@ -140,8 +140,6 @@ def main(argv: list[str] | None = None) -> None:
     try:
         sock = guard.listen(listening_socket(args.host, args.port))
     except OSError as error:
-        from gem_core.serve.command import listen_error
-
         parser.exit(2, f"gem-retrieval-server: {listen_error(args.host, args.port, error)}\n")
     host, port = sock.getsockname()[:2]
     print(f"gem-retrieval-server: {len(index.documents)} documents, listening on http://{host}:{port}/retrieve", flush=True)

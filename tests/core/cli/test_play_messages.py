@@ -33,3 +33,9 @@ def test_a_remote_id_with_a_port_out_of_range_says_the_cause_in_one_line(capsys)
     assert main(["play", env_id]) == 1
     err = capsys.readouterr().err
     assert err == f"gem play: cannot start {env_id}: OverflowError: connect(): port must be 0-65535.\n"
+
+
+def test_a_seat_for_a_single_agent_game_is_refused_not_ignored(capsys, monkeypatch):
+    monkeypatch.setattr("sys.stdin", __import__("io").StringIO(""))
+    assert main(["play", "game:Wordle-v0", "--seat", "x"]) == 2
+    assert capsys.readouterr().err == "gem play: --seat applies to multi-agent games (multi:*); game:Wordle-v0 has one player: leave --seat out.\n"
