@@ -268,8 +268,12 @@ def make(id: str, *, max_turns: int | None = None, **overrides: Any) -> Env:
 def import_env_modules(modules: list[str]) -> None:
     """Import modules (dotted names or ``.py`` paths) that register envs: ``gem check/serve --import``."""
     import runpy
+    from pathlib import Path
 
     for module in modules:
+        if Path(module).is_dir() and not (Path(module) / "__init__.py").is_file():  # an empty namespace package: registers nothing
+            files = ", ".join(str(Path(module) / f.name) for f in sorted(Path(module).glob("*.py"))[:3]) or "none here"
+            raise ValueError(f"{module} is a folder: --import takes the .py file that registers the env ({files}) or a dotted module name.")
         if module.endswith(".py"):
             runpy.run_path(module, run_name="gem_env_module")
         else:

@@ -271,3 +271,20 @@ def test_gem_list_aliases_pattern_matches_the_target_too_and_plain_substrings():
 def test_gem_list_aliases_says_when_nothing_matches():
     done = gem_list("--aliases", "nothing:*")
     assert done.returncode == 1 and done.stdout == "" and "No alias matches 'nothing:*'" in done.stderr
+
+
+def test_an_import_that_names_a_folder_says_to_name_its_file(tmp_path, capsys, monkeypatch):
+    """`gem check ID --import examples` imported the folder as an empty namespace package, then said the id
+    was not registered; the folder is named, with the .py files it holds."""
+    from gem_core.cli import main
+
+    (tmp_path / "envs").mkdir()
+    (tmp_path / "envs" / "my_env.py").write_text("")
+    monkeypatch.chdir(tmp_path)
+    assert main(["check", "user:Coin-v0", "--import", "envs"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "envs is a folder: --import takes the .py file that registers the env (envs/my_env.py) or a dotted module name" in err
+    (tmp_path / "envs" / "__init__.py").write_text("from gem_core import register\nregister('user:Pkg-v0', 'gem_core.envs.game.guess_the_number:GuessTheNumber')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    main(["check", "user:Pkg-v0", "--import", "envs"])  # a package folder is a module name: imported, its env registered
+    assert "No env registered" not in capsys.readouterr().err and "user:Pkg-v0" in list_envs()
