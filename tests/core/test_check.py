@@ -278,13 +278,13 @@ def test_an_import_that_names_a_folder_says_to_name_its_file(tmp_path, capsys, m
     was not registered; the folder is named, with the .py files it holds."""
     from gem_core.cli import main
 
-    (tmp_path / "envs").mkdir()
-    (tmp_path / "envs" / "my_env.py").write_text("")
+    (tmp_path / "my_gem_check_envs").mkdir()
+    (tmp_path / "my_gem_check_envs" / "my_env.py").write_text("")
     monkeypatch.chdir(tmp_path)
-    assert main(["check", "user:Coin-v0", "--import", "envs"]) == 2
+    assert main(["check", "user:Coin-v0", "--import", "my_gem_check_envs"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "envs is a folder: --import takes the .py file that registers the env (envs/my_env.py) or a dotted module name" in err
-    (tmp_path / "envs" / "__init__.py").write_text("from gem_core import register\nregister('user:Pkg-v0', 'gem_core.envs.game.guess_the_number:GuessTheNumber')\n")
+    assert err.count("\n") == 1 and "my_gem_check_envs is a folder: --import takes the .py file that registers the env (my_gem_check_envs/my_env.py) or a dotted module name" in err
+    (tmp_path / "my_gem_check_envs" / "__init__.py").write_text("from gem_core import register\nregister('user:Pkg-v0', 'gem_core.envs.game.guess_the_number:GuessTheNumber')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    main(["check", "user:Pkg-v0", "--import", "envs"])  # a package folder is a module name: imported, its env registered
+    main(["check", "user:Pkg-v0", "--import", "my_gem_check_envs"])  # a package folder is a module name: imported, its env registered
     assert "No env registered" not in capsys.readouterr().err and "user:Pkg-v0" in list_envs()
