@@ -25,7 +25,7 @@ from gem_core.eval.bounds import BACKEND_BOUNDS, check_settings, setting_problem
 from gem_core.eval.report import REPORT_FILENAME, EvalReport
 from gem_core.transport.atomic_file import atomic_path
 
-__all__ = ["RUN_FILENAME", "EPISODE_SETTINGS", "RunHeader", "ResumeMismatch", "read_run_header", "write_run_header", "check_header", "check_resume"]
+__all__ = ["RUN_FILENAME", "EPISODE_SETTINGS", "RunHeader", "ResumeMismatch", "read_run_header", "write_run_header", "check_header", "check_resume", "check_resumed_episodes"]
 
 RUN_FILENAME = "run.json"
 RUN_FORMAT = "gem.eval_run/1"
@@ -164,6 +164,12 @@ def check_resume(header: RunHeader, *, model: str, backend: str, env_ids: Sequen
         raise ResumeMismatch("backend", header.backend, backend, header.path)
     if model != header.model:
         raise ResumeMismatch("model", header.model, model, header.path)
+    check_resumed_episodes(header, env_ids=env_ids, settings=settings)
+
+
+def check_resumed_episodes(header: RunHeader, *, env_ids: Sequence[str], settings: Mapping[str, Any]) -> None:
+    """The part of :func:`check_resume` that needs no model: the envs and the episode settings (checked
+    before a model loads, which can take minutes, so a resume that asks for other episodes fails at once)."""
     if list(env_ids) != list(header.env_ids):
         raise ResumeMismatch("env_ids", list(header.env_ids), list(env_ids), header.path)
     for name in EPISODE_SETTINGS:

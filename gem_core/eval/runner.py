@@ -29,7 +29,7 @@ from gem_core.eval.config import EvalConfig
 from gem_core.eval.episode_log import EpisodeLog, ReportWriteError, read_episodes
 from gem_core.eval.progress import EvalProgress
 from gem_core.eval.report import REPORT_FILENAME, EpisodeRecord, EvalReport
-from gem_core.eval.resume import check_resume, read_run_header, write_run_header
+from gem_core.eval.resume import check_resume, check_resumed_episodes, read_run_header, write_run_header
 from gem_core import placement
 from gem_core.registry import spec
 
@@ -259,6 +259,8 @@ def evaluate(
     eval_config = EvalConfig(env_ids=[env_ids] if isinstance(env_ids, str) else list(env_ids), **config)
     for env_id in eval_config.env_ids:
         spec(env_id)  # an unknown id fails before a model loads (or a hub is asked for one)
+    if eval_config.resume and eval_config.out_dir is not None and backend is None:  # so does a resume asking for other episodes
+        check_resumed_episodes(read_run_header(eval_config.out_dir), env_ids=eval_config.env_ids, settings=eval_config.run_settings())
     if backend is None:
         backend = make_backend(model, policy=policy, tokenizer=tokenizer, base_url=base_url, **(backend_options or {}))
     received: list[int] = []

@@ -186,3 +186,24 @@ def test_a_damaged_run_file_is_one_line_naming_the_file(tmp_path, capsys, conten
     assert main(["--resume", str(tmp_path), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(tmp_path / "run.json") in err, err
+
+
+def test_a_resume_that_asks_for_other_episodes_is_refused_before_the_model_loads(
+    server_and_player, uninterrupted, tmp_path, capsys, monkeypatch
+):
+    """Loading a real model takes minutes: the episode settings are compared with the run's first."""
+    import shutil
+
+    import gem_core.eval.runner as runner
+
+    server, _ = server_and_player
+    run = tmp_path / "run"
+    shutil.copytree(uninterrupted, run)
+
+    def no_backend(*args, **kwargs):
+        raise AssertionError("the backend was built before the resume was checked")
+
+    monkeypatch.setattr(runner, "make_backend", no_backend)
+    assert main(["--resume", str(run), "--base-url", server.base_url, "--no-progress", "--no-plots", "--episodes", "7"]) == 2
+    err = capsys.readouterr().err
+    assert "--episodes is 7 but the run there used 5" in err and err.count("\n") == 1, err
