@@ -4,17 +4,8 @@ unknown --env, a FileExistsError for an --out that is a file, and --n-samples -1
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
-
-EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "train_openrlhf.py"
-
-
-def run_example(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(EXAMPLE), *argv], capture_output=True, text=True, cwd=cwd, timeout=300)
+from example_usage import assert_one_usage_line_and_nothing_written
 
 
 @pytest.mark.parametrize(
@@ -32,15 +23,4 @@ def run_example(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
     ],
 )
 def test_bad_option_is_one_usage_line_and_nothing_is_written(argv, message, tmp_path):
-    a_file = tmp_path / "a_file"
-    a_file.write_text("mine")
-    argv = [word.format(a_file=a_file) for word in argv]
-    if "--out" not in argv:
-        argv += ["--out", str(tmp_path / "out")]
-    done = run_example(*argv, cwd=tmp_path)
-    assert done.returncode == 2, done.stderr[-3000:]
-    assert "Traceback" not in done.stderr, done.stderr[-3000:]
-    (line,) = done.stderr.strip().splitlines()
-    assert line.startswith("train_openrlhf.py: error: ") and message.format(a_file=a_file) in line, line
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"] and a_file.read_text() == "mine"
-    assert done.stdout == ""
+    assert_one_usage_line_and_nothing_written("train_openrlhf.py", argv, message, tmp_path, out_flag="--out")

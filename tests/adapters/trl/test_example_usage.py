@@ -8,23 +8,15 @@ import subprocess
 import sys
 
 import pytest
+from example_usage import RUN_AND_REPORT_TORCH
 from test_learning import EXAMPLE
 
-# Runs the example as `python examples/train_trl.py ARGS` and reports whether torch was imported.
-_RUN_AND_REPORT_TORCH = (
-    "import runpy, sys\n"
-    "sys.argv = sys.argv[1:]\n"
-    "try:\n"
-    "    runpy.run_path(sys.argv[0], run_name='__main__')\n"
-    "finally:\n"
-    "    print('torch imported' if 'torch' in sys.modules else 'torch not imported')\n"
-)
 #: Keeps a run that wrongly gets past the checks short (no warm start, one step).
 _SHORT = ("--warm_start_steps", "0", "--steps", "1", "--prompts_per_step", "1")
 
 
 def run_example(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", _RUN_AND_REPORT_TORCH, str(EXAMPLE), *_SHORT, *argv],
+    return subprocess.run([sys.executable, "-c", RUN_AND_REPORT_TORCH, str(EXAMPLE), *_SHORT, *argv],
                           capture_output=True, text=True, timeout=300)
 
 

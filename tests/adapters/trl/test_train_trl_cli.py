@@ -13,19 +13,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from example_usage import RUN_AND_REPORT_TORCH
 from test_learning import EXAMPLE, load_example
 
 import gem_core
 
-# Runs the example as `python examples/train_trl.py ARGS` and reports whether torch was imported.
-_RUN_AND_REPORT_TORCH = (
-    "import runpy, sys\n"
-    "sys.argv = sys.argv[1:]\n"
-    "try:\n"
-    "    runpy.run_path(sys.argv[0], run_name='__main__')\n"
-    "finally:\n"
-    "    print('torch imported' if 'torch' in sys.modules else 'torch not imported')\n"
-)
 
 
 @pytest.mark.parametrize(
@@ -42,7 +34,7 @@ _RUN_AND_REPORT_TORCH = (
 )
 def test_bad_arguments_fail_before_torch_loads_with_one_line_and_nothing_written(argv, message, tmp_path):
     out = tmp_path / "run"
-    done = subprocess.run([sys.executable, "-c", _RUN_AND_REPORT_TORCH, str(EXAMPLE), *argv, "--out", str(out)],
+    done = subprocess.run([sys.executable, "-c", RUN_AND_REPORT_TORCH, str(EXAMPLE), *argv, "--out", str(out)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
     assert message in done.stderr and "Traceback" not in done.stderr
