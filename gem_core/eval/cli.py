@@ -135,7 +135,7 @@ def _default_out_dir(model: str) -> Path:
 
 
 #: How to get what ``gem eval`` imports (the distribution on the package index named ``gem`` is another project).
-INSTALL_HINT = 'pip install -e ".[eval]"'
+INSTALL_HINT = 'pip install -c constraints-cpu.txt -e ".[eval]"'
 
 
 def missing_modules(args: argparse.Namespace) -> list[str]:
@@ -340,6 +340,8 @@ def run_eval_command(args: argparse.Namespace) -> int:
     143 SIGTERM, 129 SIGHUP)."""
     try:
         return _run_eval_command(args)
+    except KeyboardInterrupt:  # Ctrl-C before the run's own handler, e.g. while rich, torch or transformers import
+        return _interrupted_before_start(args, Path(args.out) if args.out else None)
     except Exception as exc:  # noqa: BLE001 - the CLI's last word is one line naming the error, never a traceback
         lines = str(exc).splitlines()
         _fail(f"{type(exc).__name__}: {lines[0] if lines else 'no message'}")
@@ -455,8 +457,7 @@ def _run_eval_command(args: argparse.Namespace) -> int:
             print(f"Interrupted ({name}) before the run went on: {out_dir} is as it was; continue with: {resume}",
                   file=sys.stderr)
         else:
-            print(f"Interrupted ({name}) before the run started: nothing was written to {out_dir}, so there is "
-                  "nothing to resume; run the same command again to start it.", file=sys.stderr)
+            return _interrupted_before_start(args, out_dir)
         return 128 + signum
     except ReportWriteError as exc:
         _fail(str(exc))
@@ -484,6 +485,18 @@ def _run_eval_command(args: argparse.Namespace) -> int:
               f"{failed[0].seed}): {failed[0].error}")
         return 1
     return 0
+
+
+def _interrupted_before_start(args: argparse.Namespace, out_dir: Path | None) -> int:
+    """Ctrl-C before any episode ran: say that nothing was written (a resumed run's folder is as it was)."""
+    if args.resume:
+        print(f"Interrupted (SIGINT) before the run went on: {args.resume} is as it was; run the same command "
+              "again to continue it.", file=sys.stderr)
+    else:
+        where = f" to {out_dir}" if out_dir is not None else ""
+        print(f"Interrupted (SIGINT) before the run started: nothing was written{where}, so there is nothing to "
+              "resume; run the same command again to start it.", file=sys.stderr)
+    return 128 + signal.SIGINT
 
 
 def _rescore(args: argparse.Namespace, console: Any) -> int:

@@ -38,6 +38,22 @@ def test_ctrl_c_while_the_model_loads_says_nothing_was_written_and_gives_no_resu
     assert not out.exists()
 
 
+def test_ctrl_c_while_the_eval_stack_imports_is_one_line_not_a_traceback(tmp_path, monkeypatch, capsys):
+    """`python -m gem_core.eval` has no `gem` command around it to catch a Ctrl-C before the run's own handler."""
+    from gem_core.eval import cli
+
+    def interrupted_import(args):
+        raise KeyboardInterrupt  # what Ctrl-C raises while rich, torch or transformers import
+
+    monkeypatch.setattr(cli, "missing_modules", interrupted_import)
+    out = tmp_path / "x"
+    assert main(["--model", "m", "--env", "game:Wordle-v0", *FAST, "--out", str(out)]) == 130
+    assert _stderr_line(capsys) == (
+        f"Interrupted (SIGINT) before the run started: nothing was written to {out}, so there is nothing to "
+        "resume; run the same command again to start it.")
+    assert not out.exists()
+
+
 def _interrupt_the_first_episode(monkeypatch):
     """SIGINT as the first episode starts: the run is stopped with its run.json written and no episode done."""
     make_env = runner.placement.make_env

@@ -250,4 +250,5 @@ def test_without_the_eval_extra_gem_eval_is_listed_and_names_the_extra(monkeypat
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "openai" else real_find_spec(name, *a))
     assert gem_main(["eval", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--env", EASY]) == 2
     err = capsys.readouterr().err
-    assert 'pip install -e ".[eval]"' in err and "openai" in err and err.count("\n") == 1
+    # The constraints file keeps the CPU torch the README installed (an unconstrained install may pull a CUDA build).
+    assert 'pip install -c constraints-cpu.txt -e ".[eval]"' in err and "openai" in err and err.count("\n") == 1
