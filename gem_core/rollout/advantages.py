@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 
+import reprlib
+
 import numpy as np
 from numpy.typing import ArrayLike
 
@@ -35,13 +37,50 @@ def _check_gamma(name: str, value: float) -> None:
         raise ValueError(f"{name} must be in [0, 1], got {value}.")
 
 
+_KINDS = {0: "a finite number", 1: "one episode's values (a 1-D sequence of numbers)"}
+
+
+def _finite(name: str, values: ArrayLike, ndim: int | None = None) -> np.ndarray:
+    """``values`` as a float64 array, refused with a ValueError naming ``name`` and the first bad position when
+    not numbers, not finite (NaN, inf, None), or not ``ndim``-dimensional (0: one number, 1: one episode).
+
+    One NaN would otherwise turn a whole batch's normalized advantages into NaN.
+    """
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be finite numbers, got {reprlib.repr(values)}.") from None
+    if ndim is not None and (arr.ndim != ndim or values is None):
+        got = reprlib.repr(values) if arr.ndim == 0 or values is None else f"shape {arr.shape}"
+        raise ValueError(f"{name} must be {_KINDS[ndim]}, got {got}.")
+    finite = np.isfinite(arr)
+    if not finite.all():
+        where = np.unravel_index(int(np.argmin(finite)), arr.shape)
+        shown = values
+        try:  # the caller's own item (None stays None), else the array's
+            for i in where:
+                shown = shown[i]
+        except Exception:  # noqa: BLE001 - any container that cannot be indexed like the array
+            shown = arr[where]
+        position = name + "".join(f"[{i}]" for i in where)
+        must = "a finite number" if arr.ndim == 0 else "finite numbers"
+        raise ValueError(f"{position} is {shown}: {name} must be {must}.")
+    return arr
+
+
+def _check_eps(eps: float) -> None:
+    if _finite("eps", eps, ndim=0) < 0:
+        raise ValueError(f"eps must be a finite number >= 0, got {eps}.")
+
+
 def discounted_returns(rewards: ArrayLike, gamma: float) -> np.ndarray:
     """Per-turn discounted returns of one episode: ``G_t = r_t + gamma * G_{t+1}``, ``G_T = 0``.
 
-    ``gamma = 0`` gives the rewards themselves; ``gamma = 1`` gives reward-to-go sums.
+    ``gamma = 0`` gives the rewards themselves; ``gamma = 1`` gives reward-to-go sums. ``rewards`` is one
+    episode (1-D, finite); a batch of episodes is refused (its returns would leak across episodes).
     """
     _check_gamma("gamma", gamma)
-    r = np.asarray(rewards, dtype=np.float64).reshape(-1)
+    r = _finite("rewards", rewards, ndim=1)
     out = np.zeros_like(r)
     running = 0.0
     for t in range(len(r) - 1, -1, -1):
@@ -57,9 +96,11 @@ def return_batch_normalize(returns: ArrayLike, eps: float = 1e-8, scale: bool = 
     episodes. Degenerate batches give zeros: a single transition, and a batch whose returns are all
     equal (std 0), carry no signal about which action was better, so no update. ``scale=False`` keeps
     only the baseline, ``G - mean(G)`` (as ``grpo_advantages``' ``scale``): the ablation that tells the
-    baseline's effect from the division's.
+    baseline's effect from the division's. Returns must be finite and ``eps >= 0`` (0 is safe: the
+    division only happens when ``std > 0``).
     """
-    g = np.asarray(returns, dtype=np.float64).reshape(-1)
+    _check_eps(eps)
+    g = _finite("returns", returns).reshape(-1)
     if g.size <= 1 or np.all(g == g[0]):
         return np.zeros_like(g)
     centered = g - g.mean()
@@ -74,9 +115,10 @@ def grpo_advantages(
     Groups are rollouts of the same prompt (same ``group_ids`` value; ids may be any hashable and
     need not be contiguous). ``std`` is the sample standard deviation (``ddof=1``, as TRL and verl
     compute it with ``torch.std``). A group of one has advantage 0; a group whose returns are all equal
-    has advantage 0 (centered values are exactly 0).
+    has advantage 0 (centered values are exactly 0). Returns must be finite and ``eps >= 0``.
     """
-    r = np.asarray(returns, dtype=np.float64).reshape(-1)
+    _check_eps(eps)
+    r = _finite("returns", returns).reshape(-1)
     if len(group_ids) != r.size:
         raise ValueError(f"Got {r.size} returns but {len(group_ids)} group ids; need one group id per return.")
     out = np.zeros_like(r)
@@ -106,11 +148,19 @@ def same_state_advantages(
     group baseline, :func:`grpo_advantages`, moved from the prompt to a mid-episode state). Turns from
     the fork on get ``G_fork - mean`` (over the group's std when ``scale``); the shared turns before it
     get 0, since the group says nothing about them.
+
+    Every branch must have played the fork turn (``len(branch_rewards[b]) > fork_turn``): a branch without
+    it has no ``G_fork`` to compare, and counting it as 0 would bias the baseline.
     """
-    if fork_turn < 0:
-        raise ValueError(f"fork_turn must be >= 0, got {fork_turn}.")
-    rewards = [np.asarray(r, dtype=np.float64).reshape(-1) for r in branch_rewards]
-    at_fork = [discounted_returns(r, gamma)[fork_turn] if r.size > fork_turn else 0.0 for r in rewards]
+    if isinstance(fork_turn, bool) or not isinstance(fork_turn, (int, np.integer)) or fork_turn < 0:
+        raise ValueError(f"fork_turn must be an int >= 0, got {fork_turn!r}.")
+    rewards = [_finite(f"branch_rewards[{b}]", r, ndim=1) for b, r in enumerate(branch_rewards)]
+    for b, r in enumerate(rewards):
+        if r.size <= fork_turn:
+            raise ValueError(
+                f"branch {b} has {r.size} turns, none at fork_turn {fork_turn}: every branch must have played the fork turn."
+            )
+    at_fork = [discounted_returns(r, gamma)[fork_turn] for r in rewards]
     advantages = grpo_advantages(at_fork, [0] * len(rewards), eps=eps, scale=scale)
     out = []
     for r, advantage in zip(rewards, advantages):
@@ -134,8 +184,9 @@ def turn_level_gae(
     """
     _check_gamma("gamma", gamma)
     _check_gamma("lam", lam)
-    r = np.asarray(rewards, dtype=np.float64).reshape(-1)
-    v = np.asarray(values, dtype=np.float64).reshape(-1)
+    r = _finite("rewards", rewards, ndim=1)
+    v = _finite("values", values, ndim=1)
+    last_value = _finite("last_value", last_value, ndim=0)
     if r.shape != v.shape:
         raise ValueError(f"Got {r.size} rewards but {v.size} values; need one value per turn.")
     adv = np.zeros_like(r)
@@ -157,7 +208,7 @@ def turn_to_token_advantages(
     ``turn_spans`` are :attr:`TokenTrajectory.turn_spans` (the sampled tokens of each turn), so the
     result is non-zero only where ``loss_mask`` is 1.
     """
-    a = np.asarray(turn_advantages, dtype=np.float64).reshape(-1)
+    a = _finite("turn_advantages", turn_advantages).reshape(-1)
     if a.size != len(turn_spans):
         raise ValueError(f"Got {a.size} turn advantages but {len(turn_spans)} turn spans; need one per turn.")
     out = np.zeros(length, dtype=np.float64)
@@ -189,12 +240,12 @@ def turn_returns_to_token_advantages(
     turn return of the whole batch (all processes', flat, in order), and ``offset``, where this batch's turns
     start in it.
     """
-    returns = [np.asarray(g, dtype=np.float64).reshape(-1) for g in turn_returns]
+    returns = [_finite(f"turn_returns[{i}]", g).reshape(-1) for i, g in enumerate(turn_returns)]
     if len(returns) != len(turn_spans):
         raise ValueError(f"Got {len(returns)} episodes' returns but {len(turn_spans)} episodes' turn spans; need one of each per episode.")
     flat = np.concatenate(returns) if returns else np.zeros(0)
     if normalize:
-        pool = flat if population is None else np.asarray(population, dtype=np.float64).reshape(-1)
+        pool = flat if population is None else _finite("population", population).reshape(-1)
         if not 0 <= offset <= pool.size - flat.size:
             raise ValueError(f"This batch's {flat.size} turns do not fit at offset {offset} of a population of {pool.size}.")
         flat = return_batch_normalize(pool, scale=scale)[offset : offset + flat.size]

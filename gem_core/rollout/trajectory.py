@@ -17,6 +17,10 @@ saw the template's rendering of the conversation (earlier thinking stripped): ea
 ``rendered_ids[:rendered_context_ends[t]] + generation_prompt_ids``, the episode is trained per turn
 through :meth:`TokenTrajectory.as_transitions`, and :meth:`TokenTrajectory.as_sequence` refuses (its
 single sequence would not be what the policy conditioned on).
+
+Checked on construction: ``loss_mask`` and ``logprobs`` align with ``response_ids``; one finite reward per
+turn; each turn span lies in ``response_ids`` (``0 <= start <= end <= len(response_ids)``, empty spans
+allowed), in turn order and not overlapping (O(turns), no pass over the tokens).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gem_core.rollout.advantages import discounted_returns
+from gem_core.rollout.advantages import _finite, discounted_returns
 
 __all__ = ["SequenceSample", "TokenTrajectory", "Transition"]
 
@@ -120,6 +124,17 @@ class TokenTrajectory:
             )
         if len(self.turn_spans) != len(self.rewards):
             raise ValueError(f"{len(self.turn_spans)} turn spans but {len(self.rewards)} rewards; need one per turn.")
+        _finite("rewards", self.rewards, ndim=1)
+        previous_end = 0
+        for i, (start, end) in enumerate(self.turn_spans):
+            if not 0 <= start <= end <= n:
+                raise ValueError(f"turn_spans[{i}] is ({start}, {end}): need 0 <= start <= end <= len(response_ids) ({n}).")
+            if start < previous_end:
+                raise ValueError(
+                    f"turn_spans[{i}] is ({start}, {end}): it starts before turn_spans[{i - 1}] ends ({previous_end}); "
+                    "spans must be in turn order and not overlap."
+                )
+            previous_end = end
         if self.env_states and len(self.env_states) != len(self.turn_spans):
             raise ValueError(f"{len(self.env_states)} env states but {len(self.turn_spans)} turns; need one per turn (or none).")
         if self.history == "as_rendered" and (
