@@ -33,7 +33,9 @@ _LIMIT_MESSAGES = {
 
 
 def find_python_block(action: str) -> ToolCall | None:
-    """The first complete Python block in ``action``, or None."""
+    """The first complete Python block in ``action``, or None (also for an action that is not a str)."""
+    if not isinstance(action, str):
+        return None
     found: list[tuple[tuple[int, int], str]] = []
     tagged = next(tag_spans(action, "<python>", "</python>"), None)
     if tagged is not None:

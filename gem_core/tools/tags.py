@@ -28,11 +28,14 @@ class TagSpan(NamedTuple):
         return text[self.body_start : self.body_end]
 
 
-def tag_spans(text: str, open_tag: str, close_tag: str) -> Iterator[TagSpan]:
+def tag_spans(text: object, open_tag: str, close_tag: str) -> Iterator[TagSpan]:
     """Each ``open_tag ... close_tag`` in ``text``, left to right, non-overlapping, each body ending at
-    the first ``close_tag`` after its opener: the matches of ``open(.*?)close`` with ``re.DOTALL``."""
+    the first ``close_tag`` after its opener: the matches of ``open(.*?)close`` with ``re.DOTALL``.
+    An action that is not a str holds no tags: the env behind the tool answers it as malformed."""
     if not open_tag or not close_tag:
         raise ValueError("tag_spans needs non-empty opening and closing tags")
+    if not isinstance(text, str):
+        return
     position = 0
     while True:
         start = text.find(open_tag, position)

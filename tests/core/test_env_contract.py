@@ -390,3 +390,19 @@ def test_fuzz_every_other_env_for_a_bounded_time(env_id, retrieval_server):
         return
     taken, _ = fuzz(_warmed(env_id), np.random.default_rng(14), seconds=FUZZ_SECONDS_PER_GRADED_ENV)
     assert taken > 0
+
+
+NON_TEXT_ACTIONS = [None, b"\\boxed{1}", 3, 2.5, ["\\boxed{1}"], {"action": "\\boxed{1}"}]
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_a_non_text_action_is_a_format_error_not_an_exception(env_id):
+    """A policy or a hand-written loop that sends bytes, a number or None gets the env's format-error answer
+    (an observation, the format penalty, ``info["format_error"]``), as a malformed string does."""
+    env = make_sample(env_id)
+    for action in NON_TEXT_ACTIONS:
+        env.reset(seed=0)
+        obs, reward, terminated, truncated, info = env.step(action)
+        assert isinstance(obs, str) and obs, (env_id, action)
+        assert info.get("format_error") is True, (env_id, action, obs, info)
+        assert reward == env.unwrapped.format_penalty, (env_id, action, reward)

@@ -14,7 +14,10 @@ BOXED_HINT = "Put your move inside \\boxed{}, for example \\boxed{%s}."
 _BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
 
 
-def extract_boxed(text: str) -> str | None:
-    """The content of the last ``\\boxed{...}`` in ``text``, stripped, or ``None`` if there is none."""
+def extract_boxed(text: object) -> str | None:
+    """The content of the last ``\\boxed{...}`` in ``text``, stripped, or ``None`` if there is none (or
+    ``text`` is not a str: a move that is not text is malformed like one without a box, never an exception)."""
+    if not isinstance(text, str):
+        return None
     matches = _BOXED.findall(text)
     return matches[-1].strip() if matches else None

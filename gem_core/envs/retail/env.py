@@ -241,6 +241,9 @@ class RetailService(Env):
             if out_of_turns:
                 return self._end(observation, truncated=True)
             return observation, 0.0, False, False, {"tool": name}
+        if not isinstance(action, str):
+            message = f"An action is text: a tool call or a message to the customer, not {type(action).__name__}."
+            return self._end(message, truncated=True) if out_of_turns else self.invalid_action(message)
         reply = self._customer_reply(action)
         if STOP in reply:
             return self._end(f"Customer: {reply}", truncated=False)

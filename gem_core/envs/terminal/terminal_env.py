@@ -101,7 +101,9 @@ def load_tasks(data_dir: str | Path = DATA_DIR) -> tuple[TerminalTask, ...]:
 
 def extract_command(action: str) -> str | None:
     """The command of the last ```` ```bash ``` ```` block in ``action``, stripped; None if there is none
-    (or it is empty, or holds a NUL byte, which no command line can carry)."""
+    (or it is empty, or holds a NUL byte, which no command line can carry, or ``action`` is not a str)."""
+    if not isinstance(action, str):
+        return None
     blocks = _COMMAND_BLOCK.findall(action)
     if not blocks:
         return None
