@@ -39,6 +39,8 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
+import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -417,6 +419,9 @@ class EpisodeSession:
             return "", 0.0, False, True, info, None
         try:
             observation, reward, terminated, truncated, info = await self.env.astep(action_text)
+            if not (isinstance(reward, numbers.Real) and math.isfinite(reward)):
+                # One NaN normalized with the batch's returns makes every advantage NaN.
+                raise ValueError(f"the env's reward is {reward!r}; rewards must be finite numbers")
             info = dict(info)
             return observation, float(reward), bool(terminated), bool(truncated), info, info.pop("images", None)
         except Exception as exc:  # noqa: BLE001 - a broken env step ends this episode, not the run

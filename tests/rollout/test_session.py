@@ -152,6 +152,20 @@ async def test_env_error_becomes_truncation_with_info(tiny_tokenizer, scripted_e
     assert traj.metrics["env_error_turns"] == 1 and traj.metrics["truncated_by"] == "error"
 
 
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), "0.5"])
+async def test_a_reward_that_is_not_a_finite_number_is_an_env_error_not_a_poisoned_batch(tiny_tokenizer, scripted_env, bad):
+    """One NaN reward normalized with the batch's returns would make every advantage NaN; the trajectory
+    refuses it, so the session must not record it: the episode ends as an env error, reward 0."""
+    session = EpisodeSession(scripted_env(rewards=[0.5, bad, 1.0]), tiny_tokenizer)
+    await session.start()
+    await session.step(action_text="a")
+    step = await session.step(action_text="b")
+    assert step.done and step.truncated and step.reward == 0.0
+    assert "reward" in step.info["error"] and "finite" in step.info["error"], step.info
+    traj = session.trajectory()
+    assert traj.rewards == [0.5, 0.0] and traj.metrics["truncated_by"] == "error"
+
+
 async def test_a_state_the_env_cannot_snapshot_ends_the_episode_not_the_rollout(tiny_tokenizer, scripted_env):
     """record_env_states: get_state raising (a terminal tree too long to copy) truncates with info["error"]."""
 
