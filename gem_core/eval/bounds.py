@@ -11,7 +11,15 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["MAX_PLANNED_EPISODES", "SETTING_BOUNDS", "BACKEND_BOUNDS", "setting_problem", "check_settings"]
+__all__ = [
+    "MAX_PLANNED_EPISODES",
+    "SETTING_BOUNDS",
+    "BACKEND_BOUNDS",
+    "setting_problem",
+    "check_settings",
+    "check_backend_settings",
+    "base_url_problem",
+]
 
 #: Episodes one run may ask for, all envs and samples together (each is a record kept in memory and a line on disk).
 MAX_PLANNED_EPISODES = 1_000_000
@@ -19,7 +27,9 @@ MAX_PLANNED_EPISODES = 1_000_000
 #: ``name: (kind, low, high, may be None)``; kind ``int``, ``float`` or ``str`` (high: its length).
 SETTING_BOUNDS: dict[str, tuple[type, float, float, bool]] = {
     "episodes": (int, 1, MAX_PLANNED_EPISODES, False),
-    "seed": (int, -(2**63), 2**63 - 1, False),
+    # Episode i plays seed `seed + i`, and every env seeds gymnasium's np_random, which refuses a negative
+    # seed ("Seed must be greater or equal to zero"): a negative seed would fail every episode of the run.
+    "seed": (int, 0, 2**63 - 1, False),
     "samples": (int, 1, 10_000, False),
     "concurrency": (int, 1, 10_000, False),
     "max_turns": (int, 1, 1_000_000, True),
@@ -29,7 +39,8 @@ SETTING_BOUNDS: dict[str, tuple[type, float, float, bool]] = {
     "top_k": (int, 0, 10_000_000, False),
     "system_prompt": (str, 0, 1_000_000, True),
 }
-#: The HTTP backend's transport settings, under their ``backend_settings`` names.
+#: The HTTP backend's transport settings, under their ``backend_settings`` names (and ``make_backend``'s
+#: keywords, so ``evaluate(backend_options=)`` is checked against them too).
 BACKEND_BOUNDS: dict[str, tuple[type, float, float, bool]] = {
     "timeout": (float, 1e-3, 86_400.0, False),
     "max_retries": (int, 0, 100, False),
@@ -70,3 +81,29 @@ def check_settings(settings: Mapping[str, Any], *, where: str, env_count: int = 
             f"{where}episodes x samples x envs = {episodes} x {samples} x {env_count} is more than the "
             f"{MAX_PLANNED_EPISODES} episodes one run may ask for; split it into several runs."
         )
+
+
+def check_backend_settings(settings: Mapping[str, Any], *, label: str = "{name}") -> None:
+    """Raise ValueError naming the first HTTP backend setting out of :data:`BACKEND_BOUNDS`; ``label``
+    formats the name as the caller knows it (e.g. ``"backend_options[{name!r}]"``)."""
+    for name in BACKEND_BOUNDS:
+        if name in settings:
+            problem = setting_problem(name, settings[name], BACKEND_BOUNDS)
+            if problem:
+                raise ValueError(f"{label.format(name=name)}: {problem}.")
+
+
+def base_url_problem(base_url: Any) -> str | None:
+    """Why ``base_url`` cannot be an OpenAI-compatible API root (None when it can): it must be an
+    ``http://`` or ``https://`` URL with a host, e.g. ``http://127.0.0.1:8000/v1``."""
+    from urllib.parse import urlsplit
+
+    if isinstance(base_url, str):
+        try:
+            parts = urlsplit(base_url.strip())
+        except ValueError:
+            parts = None
+        if parts is not None and parts.scheme.lower() in ("http", "https") and parts.hostname:
+            return None
+    return (f"base_url must be an http:// or https:// URL with a host, the API root (e.g. http://127.0.0.1:8000/v1), "
+            f"got {base_url!r:.200}.")

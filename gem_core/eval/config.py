@@ -37,17 +37,11 @@ class EvalConfig:
         if isinstance(self.env_ids, str):
             self.env_ids = [self.env_ids]
         self.env_ids = list(dict.fromkeys(self.env_ids))  # a repeated id would be evaluated once
-        if self.episodes < 1:
-            raise ValueError(f"episodes must be at least 1, got {self.episodes}.")
-        if self.samples < 1:
-            raise ValueError(f"samples must be at least 1, got {self.samples}.")
+        # The bounds first: they name a setting of the wrong type ("episodes: '3' is not a whole number.")
+        # where a comparison would raise a bare TypeError.
+        check_settings(self.run_settings(), where="", env_count=len(self.env_ids))
         if self.resume and self.out_dir is None:
             raise ValueError("resume=True needs out_dir: the folder of the run to continue.")
-        if self.concurrency < 1:
-            raise ValueError(f"concurrency must be at least 1, got {self.concurrency}.")
-        if self.max_turns is not None and self.max_turns < 1:
-            raise ValueError(f"max_turns must be at least 1 (or None), got {self.max_turns}.")
-        check_settings(self.run_settings(), where="", env_count=len(self.env_ids))
 
     @property
     def planned_episodes(self) -> int:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gem_core.env import Env
+from gem_core.eval.bounds import base_url_problem, check_backend_settings
 from gem_core.eval.config import EvalConfig
 from gem_core.eval.episode_log import EpisodeLog, ReportWriteError, read_episodes
 from gem_core.eval.progress import EvalProgress
@@ -201,7 +202,22 @@ def make_backend(
     * ``policy`` and ``tokenizer``: a Policy already in memory (a training script's model);
     * ``model`` and ``base_url``: ``model`` as served by an OpenAI-compatible endpoint;
     * ``model`` alone: a transformers model from a local path or a hub id, run in-process.
+
+    ``model`` with ``policy`` is only the name the report gives the policy. More than one way (a policy and a
+    ``base_url``), a ``tokenizer`` without its policy, a ``base_url`` that is not http(s):// or an HTTP option
+    out of bounds is a ValueError naming them, before anything loads.
     """
+    if base_url is not None and (policy is not None or tokenizer is not None):
+        raise ValueError("make_backend: policy=/tokenizer= (a model in memory) and base_url= (a model served over HTTP) "
+                         "are two ways to name a model; give one of them.")
+    if tokenizer is not None and policy is None:
+        raise ValueError("make_backend: tokenizer= goes with policy= (the model in memory that uses it); without a policy, "
+                         "model= names a model that brings its own tokenizer.")
+    if base_url is not None:
+        problem = base_url_problem(base_url)
+        if problem:
+            raise ValueError(problem)
+        check_backend_settings({"timeout": timeout, "max_retries": max_retries, "max_in_flight": max_in_flight})
     if policy is not None:
         if tokenizer is None:
             raise ValueError("A policy needs its tokenizer: pass tokenizer= (the one whose chat template it uses).")
@@ -246,6 +262,9 @@ def evaluate(
     The model is ``backend``, or what :func:`make_backend` builds from ``model``/``policy``/``tokenizer``/
     ``base_url`` (``backend_options`` go to it too: ``api_key``, ``timeout``, ``max_retries``, ...).
     ``env_overrides`` is passed to :func:`evaluate_async`. Other keyword arguments are :class:`EvalConfig` fields (``episodes=``, ``seed=``, ``out_dir=``, ...).
+    A bad argument (a setting of the wrong type or out of bounds, a negative ``seed``, a ``backend_options``
+    value out of bounds, a ``base_url`` that is not http(s)://, ``backend`` with another way to name the model)
+    is a ValueError naming it, raised before any model loads or episode plays.
 
     Runs its own event loop; inside one, ``await evaluate_async(backend, EvalConfig(...))`` instead.
     On a signal in ``stop_signals`` (Ctrl-C's SIGINT by default; the CLI adds SIGTERM and SIGHUP) the
@@ -259,6 +278,18 @@ def evaluate(
     eval_config = EvalConfig(env_ids=[env_ids] if isinstance(env_ids, str) else list(env_ids), **config)
     for env_id in eval_config.env_ids:
         spec(env_id)  # an unknown id fails before a model loads (or a hub is asked for one)
+    if backend is not None:
+        other = [name for name, value in (("model", model), ("policy", policy), ("tokenizer", tokenizer),
+                                          ("base_url", base_url), ("backend_options", backend_options or None))
+                 if value is not None]
+        if other:
+            raise ValueError(f"evaluate: backend= is the model; drop {'=, '.join(other)}= (they would build another one).")
+    else:  # the backend's options fail here, named as the caller gave them, not once per episode
+        if base_url is not None:
+            problem = base_url_problem(base_url)
+            if problem:
+                raise ValueError(problem)
+        check_backend_settings(backend_options or {}, label="backend_options[{name!r}]")
     if eval_config.resume and eval_config.out_dir is not None and backend is None:  # so does a resume asking for other episodes
         check_resumed_episodes(read_run_header(eval_config.out_dir), env_ids=eval_config.env_ids, settings=eval_config.run_settings())
     if backend is None:
