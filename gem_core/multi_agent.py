@@ -73,7 +73,7 @@ class MultiAgentEnv(StateSnapshots, gym.Env):
             raise TypeError(f"step() takes a dict of the acting agents' actions, got a {type(actions).__name__} ({shown}); call {example}.")
         if set(actions) != set(acting):
             who = " and ".join(repr(agent) for agent in acting)
-            raise ValueError(f"It is {who}'s move; step() needs exactly {call[5:-1]}, got {sorted(actions, key=repr)}.")
+            raise ValueError(f"It is the move of {who}; step() needs exactly {call[5:-1]}, got {sorted(actions, key=repr)}.")
 
     def render(self) -> str | None:
         return None

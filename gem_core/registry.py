@@ -64,10 +64,11 @@ class EnvSpec:
         """Import the entry point (``"package.module:Class"``) on first use."""
         if callable(self.entry_point):
             return self.entry_point
-        module_name, _, attr = self.entry_point.partition(":")
-        if not attr:
-            raise ValueError(f"Entry point {self.entry_point!r} of {self.id!r} must read 'package.module:Class'.")
-        return getattr(importlib.import_module(module_name), attr)
+        module_name, attr = _split_entry_point(self.id, self.entry_point)
+        try:
+            return getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError) as exc:
+            raise ImportError(f"{self.id}: cannot load its entry point {self.entry_point!r} ({type(exc).__name__}: {exc}).") from exc
 
     def make(self, *, max_turns: int | None = None, **overrides: Any) -> Env:
         """Build the env with ``overrides`` over the registered kwargs, limited to ``max_turns`` turns
@@ -92,9 +93,9 @@ class EnvSpec:
 
 
 def _check_max_turns(max_turns: Any, where: str) -> int | None:
-    if max_turns is not None and (isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1):
-        raise ValueError(f"{where}: max_turns={max_turns!r} must be a positive whole number of turns, or None.")
-    return max_turns
+    from gem_core.wrappers.turn_limit import check_max_turns  # the wrappers package imports tools: not at import
+
+    return check_max_turns(max_turns, where)
 
 
 def _takes_max_turns(factory: Callable[..., Any]) -> bool:
@@ -104,6 +105,19 @@ def _takes_max_turns(factory: Callable[..., Any]) -> bool:
     except (TypeError, ValueError):  # a builtin or C callable without a signature
         return False
     return parameter is not None and parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
+
+
+def _split_entry_point(id: str, entry_point: Any) -> tuple[str, str]:
+    """``("package.module", "Class")`` of a ``"package.module:Class"`` string."""
+    module_name, _, attr = entry_point.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"Entry point {entry_point!r} of {id!r} must read 'package.module:Class'.")
+    return module_name, attr
+
+
+def _check_id(id: Any) -> None:
+    if not isinstance(id, str):
+        raise TypeError(f"An env id is a str such as 'game:Wordle-v0', got {type(id).__name__} {id!r}.")
 
 
 _REGISTRY: dict[str, EnvSpec] = {}
@@ -193,12 +207,22 @@ def register(
             is not a positive whole number.
     """
     _load_builtin_envs()
+    _check_id(id)
     if not ENV_ID_PATTERN.match(id):
         raise ValueError(
             f"Env id {id!r} is malformed: expected 'category:Name-vN[-variant]', e.g. 'game:GuessTheNumber-v0-hard'."
         )
     if id in _REGISTRY:
         raise ValueError(f"Env id {id!r} is already registered (entry point {_REGISTRY[id].entry_point!r}); pick another id.")
+    _register_upstream_aliases()
+    if id in _ALIASES or id in UPSTREAM_ALIASES:
+        raise ValueError(f"Env id {id!r} is an alias of {UPSTREAM_ALIASES.get(id, _ALIASES.get(id))!r} (upstream GEM's name, "
+                         "which configs use); registering it would shadow that env: pick another id.")
+    if isinstance(entry_point, str):
+        _split_entry_point(id, entry_point)
+    elif not callable(entry_point):
+        raise TypeError(f"register({id!r}): the entry point is a 'package.module:Class' string or a callable that "
+                        f"returns the env, got {type(entry_point).__name__} {entry_point!r}.")
     _check_max_turns(max_turns, f"register({id!r})")
     env_spec = EnvSpec(
         id=id, entry_point=entry_point, kwargs=dict(kwargs), sample_kwargs=dict(sample_kwargs or {}), max_turns=max_turns
@@ -240,6 +264,7 @@ def _remote_spec(id: str) -> EnvSpec:
 
 def spec(id: str) -> EnvSpec:
     """The :class:`EnvSpec` registered under ``id`` (or an alias of it, or a ``remote:URL/ID``)."""
+    _check_id(id)
     if id.startswith(REMOTE_PREFIX):
         return _remote_spec(id)
     _load_builtin_envs()
@@ -286,6 +311,8 @@ def list_envs(pattern: str | None = None) -> list[str]:
     ids = sorted(_REGISTRY)
     if pattern is None:
         return ids
+    if not isinstance(pattern, str):
+        raise TypeError(f"list_envs(pattern): a glob ('game:*') or a substring, got {type(pattern).__name__} {pattern!r}.")
     if any(ch in pattern for ch in "*?["):
         return [i for i in ids if fnmatch.fnmatchcase(i, pattern)]
     return [i for i in ids if pattern.lower() in i.lower()]

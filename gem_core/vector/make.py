@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import numbers
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -97,6 +98,10 @@ def make_vec(
             ``info["error"] == "timeout"`` and the env is rebuilt (every backend). None: no limit.
         **env_kwargs: passed to every env's constructor (override the registered defaults).
     """
+    if num_envs is not None and (isinstance(num_envs, bool) or not isinstance(num_envs, numbers.Integral)):
+        raise ValueError(f"num_envs must be a whole number of envs (or None), got {num_envs!r}.")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0):
+        raise ValueError(f"seed={seed!r}: env i is seeded with seed + i, so seed must be a whole number >= 0 (or None).")
     if isinstance(env_id_or_ids, str) or callable(env_id_or_ids):
         count = 1 if num_envs is None else num_envs
         if count < 1:

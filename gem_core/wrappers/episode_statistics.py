@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import gymnasium as gym
 from gymnasium.wrappers import RecordEpisodeStatistics
 
 from gem_core.env import StepResult, episode_success
@@ -50,6 +51,11 @@ class EpisodeStatistics(RecordEpisodeStatistics, _Replay):
     """
 
     def __init__(self, env, buffer_length: int = 100):
+        inner = env
+        while isinstance(inner, gym.Wrapper):  # a second recorder would fail at the first episode's end
+            if isinstance(inner, RecordEpisodeStatistics):
+                raise ValueError(f"{env} already records episode statistics ({type(inner).__name__}); wrap it once.")
+            inner = inner.env
         RecordEpisodeStatistics.__init__(self, env, buffer_length=buffer_length)
         self.format_errors = 0
 

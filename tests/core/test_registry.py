@@ -50,9 +50,8 @@ def test_string_entry_point_is_imported_on_first_use():
 
 
 def test_bad_entry_point_says_the_expected_form():
-    register("test:Broken-v0", "gem_core.envs.game.wordle")
-    with pytest.raises(ValueError, match="package.module:Class"):
-        make("test:Broken-v0")
+    with pytest.raises(ValueError, match="package.module:Class"):  # at register, not at the first make
+        register("test:Broken-v0", "gem_core.envs.game.wordle")
 
 
 def test_list_envs_glob_and_substring():

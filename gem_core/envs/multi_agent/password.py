@@ -86,7 +86,7 @@ class Password(MultiAgentEnv):
 
     def step(self, actions: Mapping[str, str]) -> MultiStepResult:  # type: ignore[override]
         if self.to_move is None:
-            raise RuntimeError("Call reset() before step(); the game is over.")
+            raise RuntimeError("No game is in progress (none started yet, or it is over): call reset() before step().")
         agent = self.to_move
         self.check_actions(actions)
         text = (extract_boxed(actions[agent]) or "").strip().lower()

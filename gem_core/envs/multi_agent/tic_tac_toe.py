@@ -64,7 +64,7 @@ class TicTacToe(MultiAgentEnv):
 
     def step(self, actions: Mapping[str, str]) -> MultiStepResult:  # type: ignore[override]
         if self.to_move is None:
-            raise RuntimeError("Call reset() before step(); the game is over.")
+            raise RuntimeError("No game is in progress (none started yet, or it is over): call reset() before step().")
         agent = self.to_move
         other = "o" if agent == "x" else "x"
         self.check_actions(actions)

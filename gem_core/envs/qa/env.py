@@ -104,7 +104,8 @@ class QAEnv(DatasetEnv):
             raise RuntimeError("Call reset() before step().")
         answer = extract_final_answer(action) if isinstance(action, str) else None
         if not answer:
-            return self.invalid_action("No final answer found: " + ANSWER_HINT, golds=self.golds)
+            # The prompt's own instruction (True/False for the logic envs), else the generic one.
+            return self.invalid_action("No final answer found. " + (self.prompt_suffix.strip() or ANSWER_HINT), golds=self.golds)
         (em, f1), error = self.score(answer)
         reward = float(em) if self.reward == "em" else f1
         info: dict[str, Any] = {"exact_match": em, "f1": f1, "correct": em, "answer": answer, "golds": self.golds}

@@ -77,7 +77,7 @@ def test_a_move_out_of_turn_is_a_programming_error_that_says_whose_turn_it_is():
     env = TicTacToe()
     env.reset(seed=0)
     other = "o" if env.acting_agents() == ("x",) else "x"
-    with pytest.raises(ValueError, match="move; step\\(\\) needs exactly"):
+    with pytest.raises(ValueError, match="It is the move of .*; step\\(\\) needs exactly"):
         env.step({other: "\\boxed{1}"})
 
 
