@@ -10,7 +10,9 @@ on a private event-loop thread: sync callers wait on it, async callers await it,
 
 A server that cannot start or that dies is the model's observation, never an exception: a failed start
 is torn down completely (loop thread stopped, server process ended) before the call answers with a tool
-error, and a call whose session broke reconnects a bounded number of times.
+error, and a call whose session broke (the connection closed or was refused) reconnects a bounded
+number of times. A tool may have side effects, so a call that timed out or that the server answered
+(an error, an HTTP 500) is never sent again: it answers once, saying what happened.
 """
 
 from __future__ import annotations
@@ -61,15 +63,16 @@ def _parse_call_body(body: str) -> tuple[dict[str, Any] | None, str | None]:
     return {"name": data["name"], "arguments": arguments}, None
 
 
-def _client_source(server: Any, max_response_bytes: int, on_refused: Any = None) -> Any:
+def _client_source(server: Any, max_response_bytes: int, on_refused: Any = None, on_status: Any = None) -> Any:
     """What to hand ``fastmcp.Client``: a ``.py`` path becomes a stdio transport, an ``http(s)`` URL a
-    transport whose answers are decoded under ``max_response_bytes``; configs and server objects pass."""
+    transport whose answers are decoded under ``max_response_bytes`` (and whose HTTP error statuses go
+    to ``on_status``); configs and server objects pass."""
     if isinstance(server, str) and server.startswith(("http://", "https://")):
         from urllib.parse import urlsplit
 
         from fastmcp.client.transports import SSETransport, StreamableHttpTransport
 
-        factory = _capped_client_factory(max_response_bytes, on_refused)
+        factory = _capped_client_factory(max_response_bytes, on_refused, on_status)
         transport = SSETransport if urlsplit(server).path.rstrip("/").endswith("/sse") else StreamableHttpTransport
         return transport(server, httpx_client_factory=factory)
     if isinstance(server, str) and server.endswith(".py"):
@@ -77,11 +80,13 @@ def _client_source(server: Any, max_response_bytes: int, on_refused: Any = None)
     return server
 
 
-def _capped_client_factory(max_response_bytes: int, on_refused: Any) -> Any:
+def _capped_client_factory(max_response_bytes: int, on_refused: Any, on_status: Any = None) -> Any:
     """An ``httpx_client_factory`` for fastmcp: its client decodes every answer under the cap.
 
     httpx inflates each received chunk whole before anyone can count it (a 2 KB ``gzip, gzip`` answer
     becomes a gigabyte); :func:`gem_core.transport.http_limits.capped_transport` decodes under the cap instead.
+    ``on_status(status)`` hears every HTTP error status: the MCP client turns a 500 into a bare
+    "Server returned an error response", and the tool's answer names the status instead.
     """
 
     def factory(headers: Any = None, timeout: Any = None, auth: Any = None, **kwargs: Any) -> Any:
@@ -89,12 +94,21 @@ def _capped_client_factory(max_response_bytes: int, on_refused: Any) -> Any:
 
         from gem_core.transport.http_limits import capped_transport
 
+        hooks = dict(kwargs.pop("event_hooks", None) or {})
+        if on_status is not None:
+
+            async def note_status(response: Any) -> None:
+                if response.status_code >= 400:
+                    on_status(response.status_code)
+
+            hooks["response"] = [*hooks.get("response", []), note_status]
         return httpx2.AsyncClient(
             headers=headers,
             auth=auth,
             # MCP's defaults: 30 s to connect and send, 300 s between reads of a held-open event stream.
             timeout=timeout if timeout is not None else httpx2.Timeout(30.0, read=300.0),
             transport=capped_transport(httpx2.AsyncHTTPTransport(), max_response_bytes, on_refused),
+            event_hooks=hooks,
             **kwargs,
         )
 
@@ -149,6 +163,8 @@ class MCPTool:
         #: The last answer the HTTP transport refused (too large, bad encoding): the MCP client logs such
         #: errors and waits, so the tool names this cause instead of a bare timeout.
         self._refusal: Exception | None = None
+        #: The last HTTP error status the server answered (an MCP error names no status).
+        self._http_status: int | None = None
         self._lock = threading.Lock()
         self._loop_thread: LoopThread | None = None
         self._client: Any = None
@@ -193,7 +209,7 @@ class MCPTool:
     async def _connect(self) -> tuple[Any, list[dict[str, Any]]]:
         from fastmcp import Client
 
-        client = Client(_client_source(self.server, self.max_response_bytes, self._note_refusal), timeout=self.timeout)
+        client = Client(_client_source(self.server, self.max_response_bytes, self._note_refusal, self._note_status), timeout=self.timeout)
 
         async def open_and_list() -> Any:
             await client.__aenter__()
@@ -203,7 +219,7 @@ class MCPTool:
             listed = await asyncio.wait_for(open_and_list(), self.connect_timeout)
         except BaseException as error:
             await _shutdown_client(client)
-            if _is_timeout(error):
+            if _is_timeout(error) and _mcp_code(error) is None:
                 raise TimeoutError(f"the MCP server did not start and list its tools within {self.connect_timeout:g} s") from None
             raise
         tools = [
@@ -220,10 +236,18 @@ class MCPTool:
     def _note_refusal(self, error: Exception) -> None:
         self._refusal = error
 
+    def _note_status(self, status: int) -> None:
+        self._http_status = status
+
     def _reason(self, error: BaseException) -> str:
         refusal, self._refusal = self._refusal, None
+        status, self._http_status = self._http_status, None
         if refusal is not None:
             return f"the server's answer was refused: {refusal}"
+        if _is_timeout(error) and (_mcp_code(error) is not None or not str(error)):
+            return f"timed out after {self.timeout:g} s"  # the call's deadline (a start names its own)
+        if status is not None and _mcp_code(error) is not None:
+            return f"the MCP server at {self.server} answered HTTP {status} ({error})"
         return _reason(error)
 
     @property
@@ -282,7 +306,7 @@ class MCPTool:
 
     async def aexecute(self, call: ToolCall) -> ToolResult:
         for attempt in range(self.reconnects + 1):
-            self._refusal = None
+            self._refusal = self._http_status = None
             try:
                 await asyncio.to_thread(self._start)  # starting the server must not block the caller's loop
             except Exception as error:
@@ -294,9 +318,11 @@ class MCPTool:
                 result = await asyncio.wait_for(asyncio.wrap_future(self._submit(call)), self.timeout + 5)
                 return self._answer(call, result)
             except Exception as error:
-                if _is_timeout(error) or attempt == self.reconnects:
+                # Only a broken session is retried: a call that timed out, or that the server answered
+                # (with an error), may have run, and a tool may have side effects.
+                if attempt == self.reconnects or not self._session_broken(error):
                     return self._answer(call, error=error)
-                await asyncio.to_thread(self._drop_session)  # the session broke (the server died): the next attempt opens a new one
+                await asyncio.to_thread(self._drop_session)  # the server died or hung up: the next attempt opens a new session
         raise AssertionError("unreachable")
 
     def _drop_session(self) -> None:
@@ -320,8 +346,73 @@ class MCPTool:
         self._drop_session()
 
 
+    def _session_broken(self, error: BaseException) -> bool:
+        """The call failed because the session is gone (the connection closed or was refused, or the
+        server no longer knows the session: HTTP 404), not because the server answered or was slow."""
+        if _is_timeout(error):
+            return False
+        code = _mcp_code(error)
+        if code is not None:
+            return code == _MCP_CODES["CONNECTION_CLOSED"] or (code == _MCP_CODES["INVALID_REQUEST"] and self._http_status == 404)
+        return _connection_failed(error)
+
+
+def _mcp_constant(name: str, default: int) -> int:
+    for module in ("mcp_types", "mcp.types"):
+        try:
+            return int(getattr(__import__(module, fromlist=[name]), name))
+        except (ImportError, AttributeError):
+            continue
+    return default
+
+
+#: JSON-RPC error codes of the MCP SDK (``mcp_types`` in MCP SDK v2, ``mcp.types`` before).
+_MCP_CODES = {name: _mcp_constant(name, default) for name, default in (("REQUEST_TIMEOUT", -32001), ("CONNECTION_CLOSED", -32000), ("INVALID_REQUEST", -32600))}
+
+
+def _mcp_code(error: BaseException) -> int | None:
+    """The JSON-RPC error code of an MCP SDK error (``MCPError`` in v2, ``McpError`` before), else None."""
+    try:
+        from mcp.shared.exceptions import MCPError as error_type
+    except ImportError:
+        try:
+            from mcp.shared.exceptions import McpError as error_type
+        except ImportError:
+            return None
+    if not isinstance(error, error_type):
+        return None
+    code = getattr(getattr(error, "error", None), "code", None)
+    return code if isinstance(code, int) else None
+
+
+def _connection_failed(error: BaseException) -> bool:
+    """A connection refused or closed before an answer, anywhere in ``error``'s group or chain."""
+    import anyio
+
+    kinds: tuple[type, ...] = (ConnectionError, anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
+    for module in ("httpx2", "httpx"):
+        try:
+            kinds += (__import__(module).ConnectError,)
+        except (ImportError, AttributeError):
+            pass
+    seen: set[int] = set()
+    pending = [error]
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, kinds):
+            return True
+        pending += [current.__cause__, current.__context__, *getattr(current, "exceptions", ())]
+    return False
+
+
 def _is_timeout(error: BaseException) -> bool:
-    return isinstance(error, (TimeoutError, concurrent.futures.TimeoutError, asyncio.TimeoutError))
+    """Our own deadline, or the MCP client's ``timeout`` (an MCP error with code REQUEST_TIMEOUT)."""
+    if isinstance(error, (TimeoutError, concurrent.futures.TimeoutError, asyncio.TimeoutError)):
+        return True
+    return _mcp_code(error) == _MCP_CODES["REQUEST_TIMEOUT"]
 
 
 def _reason(error: BaseException) -> str:

@@ -25,6 +25,17 @@ def fail(reason: str) -> str:
     raise ValueError(reason)
 
 
+@server.tool
+async def slow(seconds: float, log: str) -> str:
+    """Append a line to the file ``log``, then sleep ``seconds`` (counts the calls that reached the server)."""
+    import asyncio
+
+    with open(log, "a") as file:
+        file.write("call\n")
+    await asyncio.sleep(seconds)
+    return "done"
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--http":
         server.run(transport="http", host="127.0.0.1", port=int(sys.argv[2]), show_banner=False)

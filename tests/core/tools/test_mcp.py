@@ -28,7 +28,7 @@ def stdio_tool():
 
 
 def test_tool_list_is_rendered_into_the_instruction(stdio_tool):
-    assert {t["name"] for t in stdio_tool.tools} == {"add", "reverse", "fail"}
+    assert {t["name"] for t in stdio_tool.tools} == {"add", "reverse", "fail", "slow"}
     env = ToolUse(AnswerEnv(), [stdio_tool])
     observation, _ = env.reset(seed=0)
     assert "<tool_call>" in observation and "- add: Add two integers." in observation
@@ -55,7 +55,7 @@ def test_server_errors_and_unknown_tools_are_observations(stdio_tool):
     observation, reward, _, _, info = env.step('<tool_call>{"name": "fail", "arguments": {"reason": "no luck"}}</tool_call>')
     assert "no luck" in observation and reward == -1.0 and info["tool_calls"][0]["ok"] is False
     observation, *_ = env.step('<tool_call>{"name": "multiply", "arguments": {}}</tool_call>')
-    assert "Unknown tool 'multiply'" in observation and "add, reverse, fail" in observation
+    assert "Unknown tool 'multiply'" in observation and "add, reverse, fail, slow" in observation
     observation, *_ = env.step('<tool_call>{"name": "add", "arguments": {"a": "x"}}</tool_call>')
     assert observation.startswith("<tool_response>") and "a" in observation
 
@@ -226,6 +226,108 @@ def test_an_http_server_answering_a_compression_bomb_is_a_tool_error_not_inflate
         assert not result.ok
         assert ("stacks 2 encodings" if "," in encoding else "cap of 1048576 bytes") in result.observation, result.observation
         assert peak[0] < 48 << 20, peak
+    finally:
+        tool.close()
+        server.close()
+
+
+# --- a call that timed out or reached the server is never sent again (issue: MCP timeouts retried) ---
+
+
+def _http_server(port: int) -> subprocess.Popen:
+    server = subprocess.Popen([sys.executable, str(SERVER), "--http", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(300):  # wait for the port to open (the server imports fastmcp first)
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return server
+        time.sleep(0.1)
+    server.kill()
+    raise RuntimeError("the MCP test server did not open its port")
+
+
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+def test_a_call_that_timed_out_is_not_sent_again(tmp_path, transport):
+    """fastmcp's timeout is an MCPError (REQUEST_TIMEOUT), not a TimeoutError: it was taken for a broken
+    session and the call re-sent twice (three runs of a tool that may have side effects)."""
+    log = tmp_path / "calls.log"
+    server = None
+    if transport == "http":
+        port = _free_port()
+        server = _http_server(port)
+        tool = MCPTool(f"http://127.0.0.1:{port}/mcp", timeout=1, connect_timeout=30)
+    else:
+        tool = MCPTool(str(SERVER), timeout=1, connect_timeout=30)
+    try:
+        assert tool.tools  # connected: the timing below is the call's alone
+        (call,) = parse_tool_calls('<tool_call>{"name": "slow", "arguments": {"seconds": 3, "log": "%s"}}</tool_call>' % log)
+        started = time.monotonic()
+        answer = tool.execute(call)
+        elapsed = time.monotonic() - started
+        time.sleep(0.5)  # a re-sent call would have been logged by now
+        assert log.read_text().count("call") == 1
+        assert not answer.ok and answer.observation == "<tool_response>The call to 'slow' failed: timed out after 1 s</tool_response>"
+        assert answer.info["error"] == "timed out after 1 s"
+        assert elapsed < 2.5, elapsed
+        # the session is still usable after the timeout
+        (add,) = parse_tool_calls('<tool_call>{"name": "add", "arguments": {"a": 2, "b": 3}}</tool_call>')
+        assert tool.execute(add).observation == "<tool_response>5</tool_response>"
+    finally:
+        tool.close()
+        if server is not None:
+            server.kill()
+            server.wait(10)
+
+
+def _fake_mcp_server(calls: list[str], status: int = 500):
+    """A loopback MCP server that initializes and lists one tool, then answers ``tools/call`` with HTTP ``status``."""
+    import json
+
+    from http_bombs import LoopbackServer, http_answer
+
+    def answer(method: str, path: str, body: bytes) -> bytes:
+        if method != "POST":
+            return http_answer(b"", status=405)
+        message = json.loads(body)
+        if "id" not in message:  # a notification
+            return http_answer(b"", status=202)
+        if message["method"] == "tools/call":
+            calls.append(message["params"]["name"])
+            return http_answer(b"internal failure", status=status, headers={"Content-Type": "text/plain"})
+        if message["method"] == "initialize":
+            result = {"protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}}, "serverInfo": {"name": "fake", "version": "1"}}
+        elif message["method"] == "tools/list":
+            result = {"tools": [{"name": "add", "description": "Add.", "inputSchema": {"type": "object"}}]}
+        else:
+            result = {}
+        return http_answer(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode())
+
+    return LoopbackServer(answer)
+
+
+def test_an_http_500_names_the_server_and_status_and_is_not_sent_again():
+    calls: list[str] = []
+    server = _fake_mcp_server(calls)
+    tool = MCPTool(f"{server.url}/mcp", timeout=10, connect_timeout=10)
+    try:
+        answer = tool.execute(parse_tool_calls('<tool_call>{"name": "add", "arguments": {"a": 1, "b": 2}}</tool_call>')[0])
+        assert not answer.ok
+        assert answer.info["error"] == f"the MCP server at {server.url}/mcp answered HTTP 500 (Server returned an error response)", answer.info
+        assert calls == ["add"]  # it reached the server: not re-sent
+    finally:
+        tool.close()
+        server.close()
+
+
+def test_an_http_500_at_start_names_the_server_and_status():
+    from http_bombs import LoopbackServer, http_answer
+
+    server = LoopbackServer(lambda method, path, body: http_answer(b"down", status=503, headers={"Content-Type": "text/plain"}))
+    tool = MCPTool(f"{server.url}/mcp", timeout=10, connect_timeout=10, reconnects=0)
+    try:
+        answer = tool.execute(parse_tool_calls('<tool_call>{"name": "add", "arguments": {"a": 1, "b": 2}}</tool_call>')[0])
+        assert answer.info["error"] == (
+            f"the MCP server could not be reached: the MCP server at {server.url}/mcp answered HTTP 503 (Server returned an error response)"
+        ), answer.info
     finally:
         tool.close()
         server.close()
