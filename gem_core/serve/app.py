@@ -20,7 +20,7 @@ import hmac
 from dataclasses import dataclass
 from typing import Any
 
-from gem_core.env import episode_over_result
+from gem_core.env import ENV_THREADS, episode_over_result
 from gem_core.serve.asgi import RequestError, json_bytes, parse_json, read_json
 from gem_core.serve.sessions import Session, SessionLimitError, SessionStore
 
@@ -68,6 +68,10 @@ def _create_args(body: Any) -> None:
         raise RequestError(422, expected)
     if "env_id" in body and body["env_id"] is not None and not isinstance(body["env_id"], str):
         raise RequestError(422, f'"env_id" must be a string; {expected}')
+    unknown = sorted(str(key) for key in body if key != "env_id")
+    if unknown:  # e.g. "kwargs": silently ignoring it would serve an env the client did not ask for
+        fields = ", ".join(repr(key[:100]) for key in unknown[:5])
+        raise RequestError(422, f"unknown field{'s' if len(unknown) > 1 else ''} {fields} in the session request; the accepted field is 'env_id'")
 
 
 def _step_action(body: Any) -> str:
@@ -81,9 +85,32 @@ class _Operations:
 
     def __init__(self, env_id: str, store: SessionStore, config: ServeConfig):
         self.env_id, self.store, self.config = env_id, store, config
+        #: Env calls that outlived ``step_timeout`` and have not returned: their threads are still busy.
+        self.stuck = 0
+
+    def stuck_error(self) -> str | None:
+        """Why the server cannot serve (None while it can): hung env calls hold every env thread.
+
+        A thread cannot be killed in Python, so a step that never returns holds its thread for good;
+        once they hold the whole pool, new work would only queue behind them and time out.
+        """
+        if self.stuck and self.stuck >= ENV_THREADS.max_workers:
+            return f"{self.stuck} env threads are stuck in steps that never returned; restart the server"
+        return None
+
+    def _refuse_if_stuck(self) -> None:
+        error = self.stuck_error()
+        if error:
+            raise RequestError(503, error)
+
+    def _returned(self, task: asyncio.Future) -> None:
+        self.stuck -= 1
+        if not task.cancelled():
+            task.exception()  # retrieved: the request it belonged to was already answered
 
     async def create(self, body: Any) -> Session:
         _create_args(body)
+        self._refuse_if_stuck()
         requested = body.get("env_id")
         if requested is not None and requested != self.env_id:
             raise RequestError(404, f"this server serves {self.env_id!r}, not {requested!r}")
@@ -103,10 +130,16 @@ class _Operations:
             raise RequestError(409, "the session has no episode yet: reset it first (POST /sessions/ID/reset, or {\"op\": \"reset\"} on /ws)")
 
     async def _run(self, session: Session, call: Any) -> Any:
+        self._refuse_if_stuck()
         async with session.lock:
+            task = asyncio.ensure_future(call)
             try:
-                result = await asyncio.wait_for(call, self.config.step_timeout)
+                # Shielded: on a timeout the call goes on (its thread cannot be stopped) and is counted
+                # as stuck until it returns, so /health can tell when hung calls hold the env threads.
+                result = await asyncio.wait_for(asyncio.shield(task), self.config.step_timeout)
             except asyncio.TimeoutError:
+                self.stuck += 1
+                task.add_done_callback(self._returned)
                 await self.store.end(session.id)
                 raise RequestError(504, f"the env took over {self.config.step_timeout:g} s; the session was ended") from None
             finally:
@@ -114,7 +147,13 @@ class _Operations:
         return result
 
     async def reset(self, session: Session, body: Any) -> dict[str, Any]:
-        observation, info = await self._run(session, session.env.areset(**_reset_args(body)))
+        args = _reset_args(body)
+        try:
+            observation, info = await self._run(session, session.env.areset(**args))
+        except RequestError:
+            raise
+        except (ValueError, TypeError) as error:  # the env refuses these arguments: retrying cannot help
+            raise RequestError(422, f"the env refused the reset arguments (seed={args['seed']!r}, options): {type(error).__name__}: {error}") from None
         session.started = True
         return {"observation": observation, "info": info}
 
@@ -222,7 +261,11 @@ def create_app(env_id: str, config: ServeConfig = ServeConfig(), *, make_env: An
         return 200, {"ended": request.path_params["sid"]}
 
     async def health(request: Request, body: Any) -> tuple[int, Any]:
-        return 200, {"status": "ok", "env_id": env_id, "sessions": len(store)}
+        answer = {"status": "ok", "env_id": env_id, "sessions": len(store), "stuck_steps": ops.stuck}
+        stuck = ops.stuck_error()
+        if stuck:
+            return 503, {**answer, "status": "stuck", "detail": stuck}
+        return 200, answer
 
     async def websocket_session(websocket: WebSocket) -> None:
         await websocket.accept()

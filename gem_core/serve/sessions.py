@@ -48,17 +48,24 @@ class SessionStore:
         self.max_sessions = max_sessions
         self.idle_timeout = idle_timeout
         self._sessions: dict[str, Session] = {}
+        #: Sessions being created (their env still building): they count against ``max_sessions``.
+        self._reserved = 0
 
     def __len__(self) -> int:
         return len(self._sessions)
 
     async def create(self) -> Session:
-        if len(self._sessions) >= self.max_sessions:
+        # The slot is taken before the env is built (an await): requests arriving meanwhile see it.
+        if len(self._sessions) + self._reserved >= self.max_sessions:
             raise SessionLimitError(
                 f"the server holds its maximum of {self.max_sessions} sessions; end one (DELETE /sessions/ID) "
                 "or start the server with a larger --max-sessions"
             )
-        env = await asyncio.to_thread(self._make_env)
+        self._reserved += 1
+        try:
+            env = await asyncio.to_thread(self._make_env)
+        finally:
+            self._reserved -= 1
         session = Session(secrets.token_hex(16), env)
         self._sessions[session.id] = session
         return session
