@@ -10,8 +10,12 @@ A step that cannot reach the server ends the episode as a truncation with ``info
 from __future__ import annotations
 
 import asyncio
+import atexit
+import math
 import os
 import threading
+import time
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -24,6 +28,12 @@ from gem_core.transport.sync_bridge import LoopThread, run_sync
 __all__ = ["RemoteEnv", "RemoteEnvError", "parse_remote_id", "REMOTE_PREFIX"]
 
 T = TypeVar("T")
+
+#: Seconds for the best-effort DELETE of a session this client abandons (after a failed step, at close, at exit).
+END_SESSION_TIMEOUT = 2.0
+#: The default ``timeout``: above ``gem serve``'s default ``--step-timeout`` (60 s), so a slow step gets the
+#: server's answer (a 504 that ends the session) instead of the client giving up while the server still works.
+DEFAULT_TIMEOUT = 90.0
 
 
 class RemoteEnvError(GemError, ConnectionError):
@@ -41,7 +51,8 @@ class RemoteEnv(Env):
         url: the server's base address, e.g. ``http://127.0.0.1:8765``.
         env_id: the id the server serves (checked when the session opens).
         token: the server's ``--token``, sent as ``Authorization: Bearer``.
-        timeout: seconds for each whole call (retries included).
+        timeout: seconds for each whole call (retries included); keep it above the server's ``--step-timeout``
+            (default 60 s) so that the server, not the client, decides when a step took too long.
         retries: further attempts after a connection error or a 5xx (steps: connection errors only).
         backoff: seconds before the first retry, doubled for each next one.
         max_response_bytes: the largest answer accepted.
@@ -53,7 +64,7 @@ class RemoteEnv(Env):
         env_id: str,
         *,
         token: str | None = None,
-        timeout: float = 30.0,
+        timeout: float = DEFAULT_TIMEOUT,
         retries: int = 2,
         backoff: float = 0.2,
         max_response_bytes: int = 8 << 20,
@@ -132,7 +143,13 @@ class RemoteEnv(Env):
                 idempotent=idempotent,
             )
         except CallFailed as error:
-            raise RemoteEnvError(f"gem serve at {self.url}: {error.reason}") from None
+            hint = "" if error.timed_out or "unreachable" not in error.reason else f"; is `gem serve` running at {self.url}?"
+            raise RemoteEnvError(f"gem serve at {self.url}: {error.reason}{hint}") from None
+        if 300 <= reply.status < 400:
+            raise RemoteEnvError(
+                f"gem serve at {self.url} answered HTTP {reply.status}, a redirect to {reply.location!r}, which is not followed; "
+                "give the server's own address in the remote: id", reply.status,
+            )
         try:
             data = reply.json()
         except (ValueError, RecursionError):
@@ -148,7 +165,16 @@ class RemoteEnv(Env):
         data = await self._request("POST", "/sessions", {"env_id": self.served_id})
         if not isinstance(data.get("session_id"), str):
             raise RemoteEnvError(f"gem serve at {self.url} answered without a session id: {data!r}")
+        _OPEN.add(self)  # ended at interpreter exit if still open then
         return data["session_id"]
+
+    async def _end_session(self, session_id: str) -> None:
+        """DELETE a session this client lets go of (best effort, :data:`END_SESSION_TIMEOUT` at most)."""
+        try:
+            await arequest("DELETE", f"{self.url}/sessions/{session_id}", timeout=min(self.timeout, END_SESSION_TIMEOUT), retries=0,
+                           headers={"authorization": f"Bearer {self.token}"} if self.token else {}, client=self._client())
+        except CallFailed:
+            pass
 
     # --- the env API -----------------------------------------------------------------------------
 
@@ -184,16 +210,23 @@ class RemoteEnv(Env):
         try:
             data = await self._request("POST", f"/sessions/{self._session_id}/step", {"action": action}, idempotent=False)
         except RemoteEnvError as error:
-            if error.status is None or error.status in (404, 500, 504) or error.status >= 500:
-                self._session_id = None  # the session is gone or its env in an unknown state
+            if error.status is None or error.status == 404 or error.status >= 500:
+                # The session is gone or its env in an unknown state: let it go, and end it on the server
+                # (after a client timeout or a 5xx it would otherwise be held until the idle reap).
+                session_id, self._session_id = self._session_id, None
+                if error.status != 404:
+                    await self._end_session(session_id)
             return "", 0.0, False, True, {"error": str(error)}
         try:
             observation, reward, terminated, truncated, info = (data[k] for k in ("observation", "reward", "terminated", "truncated", "info"))
             if not isinstance(observation, str) or not isinstance(info, dict) or not isinstance(terminated, bool) or not isinstance(truncated, bool):
                 raise TypeError
             reward = float(reward)
+            if not math.isfinite(reward):  # JSON's NaN and Infinity parse; a trainer must never see them
+                raise ValueError
         except (KeyError, TypeError, ValueError):
-            self._session_id = None
+            session_id, self._session_id = self._session_id, None
+            await self._end_session(session_id)
             return "", 0.0, False, True, {"error": f"gem serve at {self.url}: malformed step answer {str(data)[:300]}"}
         return observation, reward, terminated, truncated, info
 
@@ -219,12 +252,9 @@ class RemoteEnv(Env):
     async def aclose(self) -> None:
         """End the server session (best effort) and close this loop's connections."""
         session_id, self._session_id = self._session_id, None
+        _OPEN.discard(self)
         if session_id is not None:
-            try:
-                await arequest("DELETE", f"{self.url}/sessions/{session_id}", timeout=min(self.timeout, 5), retries=0,
-                               headers={"authorization": f"Bearer {self.token}"} if self.token else {}, client=self._client())
-            except CallFailed:
-                pass
+            await self._end_session(session_id)
         loop = asyncio.get_running_loop()
         entry = self._clients.pop(id(loop), None)
         if entry is not None:
@@ -244,3 +274,37 @@ class RemoteEnv(Env):
         elif self._session_id is not None:
             run_sync(self.aclose)
         super().close()
+
+
+#: RemoteEnvs that opened a session and were not closed: their sessions are ended at interpreter exit.
+_OPEN: weakref.WeakSet[RemoteEnv] = weakref.WeakSet()
+#: Seconds the exit hook spends on DELETEs in all.
+EXIT_BUDGET = 5.0
+
+
+@atexit.register
+def _end_open_sessions() -> None:
+    """At interpreter exit (a Ctrl-C included), DELETE the sessions of RemoteEnvs never closed (best effort).
+
+    Plain synchronous calls, not the private loop thread (which may be mid-step or gone). A client killed
+    outright (SIGKILL) runs no hook: the server reaps its sessions after ``--idle-timeout``.
+    """
+    pending = [env for env in list(_OPEN) if env._session_id is not None and env._pid == os.getpid()]
+    if not pending:
+        return
+    try:
+        import httpx
+    except ImportError:
+        return
+    deadline = time.monotonic() + EXIT_BUDGET
+    with httpx.Client() as client:
+        for env in pending:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            session_id, env._session_id = env._session_id, None
+            headers = {"authorization": f"Bearer {env.token}"} if env.token else {}
+            try:
+                client.delete(f"{env.url}/sessions/{session_id}", headers=headers, timeout=min(END_SESSION_TIMEOUT, remaining))
+            except Exception:  # best effort: the server reaps what is left after --idle-timeout
+                pass

@@ -32,6 +32,8 @@ class Reply:
 
     status: int
     body: bytes
+    #: The ``Location`` header (a redirect's target), when the answer has one.
+    location: str | None = None
 
     @property
     def text(self) -> str:
@@ -63,7 +65,7 @@ async def _exchange(client: Any, method: str, url: str, content: bytes | None, h
             raise ResponseTooLarge(f"the answer declares {int(declared)} bytes, over the cap of {max_bytes}; it was dropped")
         # Raw bytes, decoded here under the cap: httpx's own decoding inflates a whole chunk before any check.
         body = await read_capped(response.aiter_raw(), response.headers.get("content-encoding"), max_bytes)
-        return Reply(response.status_code, body)
+        return Reply(response.status_code, body, response.headers.get("location"))
 
 
 @functools.cache
