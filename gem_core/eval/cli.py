@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from gem_core.cli.options import folder_problem
 from gem_core.eval.bounds import BACKEND_BOUNDS, MAX_PLANNED_EPISODES, SETTING_BOUNDS, setting_problem
+from gem_core.eval.config import existing_run
 from gem_core.settings import environment_value
 
 if TYPE_CHECKING:
@@ -221,19 +222,6 @@ def _flag_problem(args: argparse.Namespace, given: set[str]) -> str | None:
     return None
 
 
-def _existing_run(out: Path) -> str | None:
-    """What of an earlier run ``out`` holds (None when nothing): a new run there would replace it."""
-    from gem_core.eval.episode_log import EPISODES_FILENAME
-    from gem_core.eval.report import REPORT_FILENAME
-
-    episodes = out / EPISODES_FILENAME
-    if episodes.is_file() and episodes.stat().st_size > 0:
-        return f"its {EPISODES_FILENAME}"
-    if (out / REPORT_FILENAME).is_file():
-        return f"its {REPORT_FILENAME}"
-    return None
-
-
 def _out_problem(out: Path) -> str | None:
     """Why ``--out`` cannot hold the run's files (None when it can): it, or a folder above it, is a file."""
     problem = folder_problem(out)
@@ -326,7 +314,7 @@ def _start(args: argparse.Namespace) -> int | None:
         _fail(problem)
         return 2
     if args.out and not args.resume and not args.overwrite:
-        existing = _existing_run(Path(args.out))
+        existing = existing_run(args.out)
         if existing:
             _fail(f"--out {args.out} already holds a run ({existing}); continue it with --resume {args.out}, "
                   "replace it with --overwrite, or choose another --out.")
@@ -444,6 +432,7 @@ def _run_eval_command(args: argparse.Namespace) -> int:
             plots=not args.no_plots,
             progress=not args.no_progress,
             resume=bool(args.resume),
+            overwrite=args.overwrite,
         )
     except KeyboardInterrupt as exc:
         # An Interrupted comes from the running episodes: run.json and the partial report are written. A plain

@@ -6,11 +6,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from gem_core.eval.bounds import check_settings
 
-__all__ = ["EvalConfig"]
+__all__ = ["EvalConfig", "existing_run"]
 
 
 @dataclass
@@ -32,6 +33,7 @@ class EvalConfig:
     plots: bool = field(default=True, metadata={"help": "Write PNG plots next to the report."})
     progress: bool = field(default=True, metadata={"help": "Show a live progress bar on stderr."})
     resume: bool = field(default=False, metadata={"help": "Continue the interrupted run in out_dir: play only its missing episodes."})
+    overwrite: bool = field(default=False, metadata={"help": "Replace the run already in out_dir (without it, an out_dir holding one is refused)."})
 
     def __post_init__(self) -> None:
         if isinstance(self.env_ids, str):
@@ -42,6 +44,18 @@ class EvalConfig:
         check_settings(self.run_settings(), where="", env_count=len(self.env_ids))
         if self.resume and self.out_dir is None:
             raise ValueError("resume=True needs out_dir: the folder of the run to continue.")
+        if self.resume and self.overwrite:
+            raise ValueError("resume=True continues the run in out_dir and overwrite=True replaces it; give one of them.")
+
+    def check_out_dir(self) -> None:
+        """Raise ValueError when ``out_dir`` already holds a run that this one would replace unasked
+        (neither ``resume`` nor ``overwrite``): a new run rewrites run.json, episodes.jsonl and report.json."""
+        if self.out_dir is None or self.resume or self.overwrite:
+            return
+        existing = existing_run(self.out_dir)
+        if existing:
+            raise ValueError(f"out_dir {self.out_dir} already holds a run ({existing}); continue it with resume=True, "
+                             "replace it with overwrite=True, or choose another out_dir.")
 
     @property
     def planned_episodes(self) -> int:
@@ -63,5 +77,20 @@ class EvalConfig:
 
     def run_settings(self) -> dict[str, Any]:
         """The fields that shape the episodes (what a report needs to be reproduced)."""
-        skip = {"env_ids", "out_dir", "plots", "progress", "resume"}
+        skip = {"env_ids", "out_dir", "plots", "progress", "resume", "overwrite"}
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in skip}
+
+
+def existing_run(out_dir: str | Path) -> str | None:
+    """What of an earlier run ``out_dir`` holds (None when nothing): a new run there would replace it.
+    ``gem eval --out`` (without ``--overwrite``) and :meth:`EvalConfig.check_out_dir` refuse on it."""
+    from gem_core.eval.episode_log import EPISODES_FILENAME
+    from gem_core.eval.report import REPORT_FILENAME
+
+    out = Path(out_dir)
+    episodes = out / EPISODES_FILENAME
+    if episodes.is_file() and episodes.stat().st_size > 0:
+        return f"its {EPISODES_FILENAME}"
+    if (out / REPORT_FILENAME).is_file():
+        return f"its {REPORT_FILENAME}"
+    return None

@@ -154,6 +154,7 @@ def _open_run(config: EvalConfig, report: EvalReport) -> EpisodeLog:
     """Write the run's ``run.json`` and open its episode log; with ``config.resume``, first check that the
     run in ``out_dir`` asked for the same episodes, and take its start time and finished episodes."""
     assert config.out_dir is not None
+    config.check_out_dir()
     if config.resume:
         header = read_run_header(config.out_dir)
         check_resume(header, model=report.model, backend=report.backend, env_ids=report.env_ids, settings=report.config)
@@ -264,7 +265,8 @@ def evaluate(
     ``env_overrides`` is passed to :func:`evaluate_async`. Other keyword arguments are :class:`EvalConfig` fields (``episodes=``, ``seed=``, ``out_dir=``, ...).
     A bad argument (a setting of the wrong type or out of bounds, a negative ``seed``, a ``backend_options``
     value out of bounds, a ``base_url`` that is not http(s)://, ``backend`` with another way to name the model)
-    is a ValueError naming it, raised before any model loads or episode plays.
+    is a ValueError naming it, raised before any model loads or episode plays. So is an ``out_dir`` that already
+    holds a run, unless ``resume=True`` (continue it) or ``overwrite=True`` (replace it).
 
     Runs its own event loop; inside one, ``await evaluate_async(backend, EvalConfig(...))`` instead.
     On a signal in ``stop_signals`` (Ctrl-C's SIGINT by default; the CLI adds SIGTERM and SIGHUP) the
@@ -290,6 +292,7 @@ def evaluate(
             if problem:
                 raise ValueError(problem)
         check_backend_settings(backend_options or {}, label="backend_options[{name!r}]")
+    eval_config.check_out_dir()  # a run already in out_dir is kept unless asked (before a model loads)
     if eval_config.resume and eval_config.out_dir is not None and backend is None:  # so does a resume asking for other episodes
         check_resumed_episodes(read_run_header(eval_config.out_dir), env_ids=eval_config.env_ids, settings=eval_config.run_settings())
     if backend is None:
