@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gem_core.cli.options import folder_problem
-from gem_core.eval.bounds import BACKEND_BOUNDS, MAX_PLANNED_EPISODES, SETTING_BOUNDS, setting_problem
+from gem_core.eval.bounds import BACKEND_BOUNDS, MAX_PLANNED_EPISODES, SETTING_BOUNDS, base_url_problem, setting_problem
 from gem_core.eval.config import existing_run
 from gem_core.settings import environment_value
 
@@ -203,6 +203,9 @@ def _flag_problem(args: argparse.Namespace, given: set[str]) -> str | None:
     """The first flag whose value cannot be used, as one line naming it (None when all can)."""
     if "base_url" in given and not str(args.base_url).strip():
         return "--base-url is empty: give the API root (e.g. http://127.0.0.1:8000/v1), or drop --base-url to run --model in-process."
+    url_problem = base_url_problem(args.base_url) if args.base_url else None
+    if url_problem:
+        return "--base-url " + url_problem.removeprefix("base_url ")
     if not args.base_url:
         unused = [flag for flag in HTTP_FLAGS if flag in given]
         if unused:

@@ -137,3 +137,8 @@ def test_out_naming_a_file_is_one_line_naming_out_and_the_fix(tmp_path, capsys, 
         f"gem eval: --out {where} is a file, not a folder; give the path of a folder (a new one is created) for the "
         "run's files.")
     assert a_file.read_text() == "keep me"
+
+
+def test_a_base_url_that_is_not_http_names_the_flag(tmp_path, capsys):
+    assert main(["--model", "m", "--base-url", "ftp://x", "--env", EASY, *FAST, "--out", str(tmp_path / "x")]) == 2
+    assert _stderr_line(capsys).startswith("gem eval: --base-url must be an http:// or https:// URL")
