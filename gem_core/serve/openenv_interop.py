@@ -17,6 +17,11 @@ What does not map: OpenEnv has no ``truncated`` (GEM's is sent as an observation
 ``done``), no ``info`` (sent as an observation field; an OpenEnv observation's ``metadata`` becomes
 GEM's ``info``; OpenEnv's server does not send ``metadata``, so a remote env's ``info`` is empty), and no
 ``sample_random_action`` (pass ``sample_action=`` to :class:`OpenEnvEnv`).
+
+A remote env whose server cannot be reached behaves like :class:`gem_core.serve.remote.RemoteEnv`: a step
+ends the episode as a truncation with ``info["error"]`` naming the server, and a reset raises one
+:class:`~gem_core.serve.remote.RemoteEnvError` naming it (after reconnecting once, so a restarted server
+plays again).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from pydantic import Field, ValidationError
 
 from gem_core.env import Env, StepResult
 from gem_core.serve.asgi import json_bytes
+from gem_core.serve.remote import RemoteEnvError
 
 __all__ = ["TextAction", "TextObservation", "GemEnvironment", "openenv_app", "OpenEnvEnv"]
 
@@ -133,6 +139,28 @@ def _open(environment: Any) -> Any:
     return built
 
 
+def _client_url(environment: Any) -> str | None:
+    """The server address of an OpenEnv client (its WebSocket URL), None for an in-process env."""
+    client = getattr(environment, "async_client", environment)
+    if not isinstance(client, EnvClient):
+        return None
+    return str(getattr(client, "_ws_url", None) or "") or type(client).__name__
+
+
+def _unreachable(error: BaseException) -> bool:
+    """The client lost (or never got) its connection, or got no answer in time: the server's state is unknown."""
+    import asyncio
+
+    kinds: tuple[type, ...] = (OSError, asyncio.TimeoutError, TimeoutError, EOFError)
+    try:
+        from websockets.exceptions import WebSocketException
+
+        kinds += (WebSocketException,)
+    except ImportError:
+        pass
+    return isinstance(error, kinds)
+
+
 class OpenEnvEnv(Env):
     """An OpenEnv env as a GEM env, in this process or behind OpenEnv's server.
 
@@ -165,6 +193,22 @@ class OpenEnvEnv(Env):
         self.action_cls, self.action_field = action_cls, action_field
         self.observation_field = observation_field
         self._sample_action = sample_action
+        self._url = _client_url(self.environment)
+        #: a remote step failed: the server-side episode is gone until the next reset reconnects
+        self._broken = False
+
+    def _describe(self, error: BaseException) -> str:
+        detail = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+        return f"the OpenEnv server at {self._url} is unreachable ({detail})"
+
+    def _disconnect(self) -> None:
+        """Drop a broken connection so the next call opens a new one (best effort: the server may be gone)."""
+        disconnect = getattr(self.environment, "disconnect", None)
+        if callable(disconnect):
+            try:
+                disconnect()
+            except Exception:
+                pass
 
     def _text(self, observation: Any) -> str:
         fields = observation.model_dump() if isinstance(observation, Observation) else observation
@@ -189,15 +233,48 @@ class OpenEnvEnv(Env):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         kwargs = {**(options or {}), **({} if seed is None else {"seed": seed})}
-        observation, _, _, metadata = self._unpack(self.environment.reset(**_accepted(self.environment.reset, kwargs)))
+        if self._url is None:
+            result = self.environment.reset(**_accepted(self.environment.reset, kwargs))
+        else:
+            result = self._remote_reset(kwargs)
+        observation, _, _, metadata = self._unpack(result)
         return self._text(observation), metadata
+
+    def _remote_reset(self, kwargs: dict[str, Any]) -> Any:
+        """A reset through the client; a lost connection is reopened once (the server may have restarted),
+        then raised as one error naming the server (a reset has no result to fall back on)."""
+        for attempt in range(2):
+            if self._broken or attempt:
+                self._disconnect()
+            try:
+                result = self.environment.reset(**_accepted(self.environment.reset, kwargs))
+            except Exception as error:
+                if not _unreachable(error):
+                    raise
+                self._broken = True
+                if attempt:
+                    raise RemoteEnvError(f"{self._describe(error)}: check that it is running and that the URL is right") from None
+                continue
+            self._broken = False
+            return result
+        raise AssertionError("unreachable")
 
     def step(self, action: str) -> StepResult:
         try:
             typed = self.action_cls(**{self.action_field: action})
         except ValidationError as error:
             return self.invalid_action(f"The action was not accepted: {error.errors()[0].get('msg', error)}.")
-        observation, reward, done, metadata = self._unpack(self.environment.step(typed))
+        if self._broken:
+            return "", 0.0, False, True, {"error": "no OpenEnv session: call reset() first (or the last one ended in an error)"}
+        try:
+            result = self.environment.step(typed)
+        except Exception as error:
+            if self._url is None or not _unreachable(error):
+                raise
+            self._broken = True  # the server-side episode is gone (or in an unknown state)
+            self._disconnect()
+            return "", 0.0, False, True, {"error": f"{self._describe(error)}: check that it is running; the next reset() reconnects"}
+        observation, reward, done, metadata = self._unpack(result)
         return self._text(observation), reward, done, False, metadata
 
     def sample_random_action(self) -> str:
@@ -206,5 +283,9 @@ class OpenEnvEnv(Env):
         return self._sample_action(self.np_random)
 
     def close(self) -> None:
-        self.environment.close()
+        try:
+            self.environment.close()
+        except Exception as error:
+            if self._url is None or not _unreachable(error):
+                raise  # closing a client whose server is gone has nothing left to close
         super().close()

@@ -221,3 +221,51 @@ def test_a_gem_env_served_by_openenv_round_trips_through_openenvenv(openenv_serv
                 assert env.step(action)[:3] == (observation, pytest.approx(float(reward)), terminated or truncated)
     finally:
         env.close()
+
+
+def _openenv_server_process(port: int = 0) -> ServerProcess:
+    """openenv_app for game:GuessTheNumber-v0 under uvicorn in a child process (so it can be killed)."""
+    script = (
+        "import sys, uvicorn; "
+        "from gem_core.serve.openenv_interop import openenv_app; "
+        "from gem_core.serve.asgi import listening_socket; "
+        "app = openenv_app('game:GuessTheNumber-v0'); "
+        "sock = listening_socket('127.0.0.1', int(sys.argv[1])); "
+        "print(f'listening on http://127.0.0.1:{sock.getsockname()[1]}', flush=True); "
+        "uvicorn.Server(uvicorn.Config(app, log_level='warning')).run(sockets=[sock])"
+    )
+    return ServerProcess([sys.executable, "-c", script, str(port)], r"listening on (http://\S+)", "OpenEnv server")
+
+
+def test_a_dead_openenv_server_is_a_truncation_on_step_and_one_clear_error_on_reset():
+    """Like RemoteEnv: a step that cannot reach the server ends the episode with info['error'] naming the
+    server; a reset raises one error naming it; after a restart the next reset plays again."""
+    from openenv.core import GenericEnvClient
+
+    from gem_core.serve.openenv_interop import TextAction
+    from gem_core.serve.remote import RemoteEnvError
+
+    server = _openenv_server_process()
+    env = OpenEnvEnv(GenericEnvClient(base_url=server.url).sync(), TextAction, observation_field="text")
+    ws_url = server.url.replace("http://", "ws://") + "/ws"
+    try:
+        assert env.reset(seed=0)[0] == make("game:GuessTheNumber-v0").reset(seed=0)[0]
+        server.kill()
+        observation, reward, terminated, truncated, info = env.step("\\boxed{6}")
+        assert (observation, reward, terminated, truncated) == ("", 0.0, False, True)
+        assert info["error"].startswith(f"the OpenEnv server at {ws_url} is unreachable (")
+        assert info["error"].endswith("check that it is running; the next reset() reconnects"), info
+        assert env.step("\\boxed{7}")[4] == {"episode_over": True}  # the episode ended (GEM's guard)
+        with pytest.raises(RemoteEnvError) as raised:
+            env.reset(seed=1)
+        assert str(raised.value).startswith(f"the OpenEnv server at {ws_url} is unreachable (")
+        assert str(raised.value).endswith("check that it is running and that the URL is right")
+        # no episode after a failed reset: a step says so, it does not open a new server-side session
+        assert env.step("\\boxed{7}") == ("", 0.0, False, True, {"error": "no OpenEnv session: call reset() first (or the last one ended in an error)"})
+        server.stop()
+        server = _openenv_server_process(server.port)  # restarted on the same port
+        assert env.reset(seed=1)[0] == make("game:GuessTheNumber-v0").reset(seed=1)[0]
+        assert env.step("\\boxed{10}")[0]
+    finally:
+        env.close()
+        server.stop()
