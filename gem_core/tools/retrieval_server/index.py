@@ -22,8 +22,13 @@ def load_corpus(path: str | Path) -> list[dict[str, Any]]:
     optional ``title``); ``id`` defaults to the line number. Other fields are kept and returned.
     """
     documents = []
-    with open(path, encoding="utf-8") as lines:
-        for number, line in enumerate(lines, 1):
+    with open(path, "rb") as lines:
+        for number, raw in enumerate(lines, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                bad = raw[error.start]
+                raise ValueError(f"{path}:{number}: not UTF-8 text (byte 0x{bad:02x}); save the corpus as UTF-8.") from None
             if not line.strip():
                 continue
             try:
@@ -32,6 +37,9 @@ def load_corpus(path: str | Path) -> list[dict[str, Any]]:
                 raise ValueError(f"{path}:{number}: not a JSON object ({error}); expected one document per line.") from None
             if not isinstance(record, dict) or not ("contents" in record or "text" in record):
                 raise ValueError(f"{path}:{number}: a document needs a 'contents' or a 'text' field.")
+            for key in ("contents", "text", "title"):
+                if key in record and not isinstance(record[key], str) and not (key == "title" and record[key] is None):
+                    raise ValueError(f"{path}:{number}: {key!r} must be a string, got {type(record[key]).__name__}.")
             if "contents" not in record:
                 title = record.get("title")
                 record["contents"] = f'"{title}"\n{record["text"]}' if title else str(record["text"])

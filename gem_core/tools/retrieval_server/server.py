@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gem_core.serve.asgi import RequestError, listen_error, listening_socket, read_json
-from gem_core.serve.connections import ConnectionLimits, add_connection_arguments, connection_limits_from, port_error
+from gem_core.serve.connections import ConnectionLimits, add_connection_arguments, connection_limits_from, port_error, positive_int
 from gem_core.tools.retrieval_server.index import BM25Index, load_corpus, shipped_corpus_path
 
 __all__ = ["Limits", "create_app", "main", "parse_request"]
@@ -118,11 +118,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--corpus", default=str(shipped_corpus_path()), help="JSONL corpus (default: the shipped demo corpus)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
     parser.add_argument("--port", type=int, default=8000, help="port, 0 to 65535 (0 picks a free one; the chosen port is printed)")
-    parser.add_argument("--topk", type=int, default=3, help="passages per query when a request gives no topk")
-    parser.add_argument("--max-queries", type=int, default=Limits.max_queries, help="queries per request")
-    parser.add_argument("--max-topk", type=int, default=Limits.max_topk, help="passages per query a request may ask for")
+    # Positive at start: a zero or negative limit would fail every request later, blaming the client.
+    parser.add_argument("--topk", type=positive_int, default=3, help="passages per query when a request gives no topk")
+    parser.add_argument("--max-queries", type=positive_int, default=Limits.max_queries, help="queries per request")
+    parser.add_argument("--max-topk", type=positive_int, default=Limits.max_topk, help="passages per query a request may ask for")
     add_connection_arguments(parser, ConnectionLimits(body_timeout=Limits.body_timeout))
     args = parser.parse_args(argv)
+    if args.topk > args.max_topk:
+        parser.error(f"--topk {args.topk} is over --max-topk {args.max_topk}: every request without a topk would be refused")
     if port_error(args.port):
         parser.exit(2, f"gem-retrieval-server: {port_error(args.port)}\n")
     try:
