@@ -7,13 +7,15 @@ stack loads when a server is built.
 HTTP protocol (JSON bodies; ``Authorization: Bearer TOKEN`` on every request when the server has one):
 
 - ``POST /sessions`` ``{"env_id": ID}`` (or ``{}``) → ``{"session_id": S}``: a new env instance (429 past
-  ``max_sessions``; a body that is not a JSON object is a 422)
-- ``POST /sessions/S/reset`` ``{"seed": int|null, "options": {}|null}`` → ``{"observation", "info"}``
+  ``max_sessions``; a body that is not a JSON object, or has another field, is a 422)
+- ``POST /sessions/S/reset`` ``{"seed": int|null, "options": {}|null}`` → ``{"observation", "info"}`` (422 when
+  the env refuses the arguments with a ValueError or TypeError)
 - ``POST /sessions/S/step`` ``{"action": str}`` → ``{"observation", "reward", "terminated", "truncated", "info"}``
   (409 before the first reset; an action over ``max_action_bytes`` gets the env's malformed-action answer)
 - ``POST /sessions/S/sample`` → ``{"action"}``: the env's random well-formed action (409 before the first reset)
 - ``DELETE /sessions/S`` ends the session; idle sessions are reaped after ``idle_timeout`` seconds
-- ``GET /health`` → ``{"status": "ok", "env_id", "sessions"}``
+- ``GET /health`` → ``{"status": "ok", "env_id", "sessions", "stuck_steps"}``; a 503 with ``"detail"`` once env
+  calls that outlived ``step_timeout`` and never returned hold every env thread (restart the server)
 
 WebSocket ``/ws``: the connection is one session; send ``{"op": "reset"|"step"|"sample", ...}`` as a text
 frame with the same fields as above and read one JSON answer per message (``{"error", "status"}`` for a
