@@ -7,32 +7,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from scripted_backend import OneStepBackend
 
 from gem_core.eval import EvalConfig, evaluate, make_backend
 from gem_core.eval.cli import main
 
 EASY = "game:GuessTheNumber-v0-easy"
 DEAD_URL = "http://127.0.0.1:9/v1"  # port 9 (discard): nothing listens, so a request would fail
-
-
-class OneStepBackend:
-    """Plays no model: each episode is one reset and one recorded reward (enough for a record)."""
-
-    kind = "scripted"
-    model_name = "scripted"
-    settings: dict = {}
-
-    def __init__(self):
-        self.episodes = 0
-
-    async def run_episode(self, env, env_id, seed, config, record):
-        self.episodes += 1
-        observation, _ = await env.areset(seed=seed)
-        record.transcript = [{"role": "user", "content": observation}]
-        record.rewards.append(0.0)
-
-    async def aclose(self):
-        pass
 
 
 # -- 1. backend options and base_url -------------------------------------------------------------------

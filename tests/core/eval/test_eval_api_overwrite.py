@@ -6,32 +6,13 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from scripted_backend import OneStepBackend
 
 from gem_core.eval import EvalConfig, evaluate, evaluate_async
 from gem_core.eval.config import existing_run
 
 EASY = "game:GuessTheNumber-v0-easy"
 RUN_FILES = ("run.json", "episodes.jsonl", "report.json")
-
-
-class OneStepBackend:
-    """Plays no model: each episode is one reset and one recorded reward (enough for a record)."""
-
-    kind = "scripted"
-    model_name = "scripted"
-    settings: dict = {}
-
-    def __init__(self):
-        self.episodes = 0
-
-    async def run_episode(self, env, env_id, seed, config, record):
-        self.episodes += 1
-        observation, _ = await env.areset(seed=seed)
-        record.transcript = [{"role": "user", "content": observation}]
-        record.rewards.append(0.0)
-
-    async def aclose(self):
-        pass
 
 
 def _run(out, **kwargs):

@@ -25,29 +25,23 @@ def _stderr_line(capsys) -> str:
     return err.rstrip("\n")
 
 
-def test_ctrl_c_while_the_model_loads_says_nothing_was_written_and_gives_no_resume_hint(tmp_path, monkeypatch, capsys):
-    def interrupted_load(*args, **kwargs):
-        raise KeyboardInterrupt  # what Ctrl-C raises while transformers loads the model
-
-    monkeypatch.setattr(PolicyBackend, "from_pretrained", interrupted_load)
-    out = tmp_path / "x"
-    assert main(["--model", "runs/trl/model", "--env", "game:Wordle-v0", *FAST, "--out", str(out)]) == 130
-    assert _stderr_line(capsys) == (
-        f"Interrupted (SIGINT) before the run started: nothing was written to {out}, so there is nothing to "
-        "resume; run the same command again to start it.")
-    assert not out.exists()
+def _interrupted(*args, **kwargs):
+    raise KeyboardInterrupt
 
 
-def test_ctrl_c_while_the_eval_stack_imports_is_one_line_not_a_traceback(tmp_path, monkeypatch, capsys):
-    """`python -m gem_core.eval` has no `gem` command around it to catch a Ctrl-C before the run's own handler."""
+@pytest.mark.parametrize("where", [
+    "model_load",  # what Ctrl-C raises while transformers loads the model
+    "imports",  # while rich, torch or transformers import: `python -m gem_core.eval` has no `gem` command around it
+])
+def test_ctrl_c_before_the_run_starts_says_nothing_was_written_and_gives_no_resume_hint(tmp_path, monkeypatch, capsys, where):
     from gem_core.eval import cli
 
-    def interrupted_import(args):
-        raise KeyboardInterrupt  # what Ctrl-C raises while rich, torch or transformers import
-
-    monkeypatch.setattr(cli, "missing_modules", interrupted_import)
+    if where == "model_load":
+        monkeypatch.setattr(PolicyBackend, "from_pretrained", _interrupted)
+    else:
+        monkeypatch.setattr(cli, "missing_modules", _interrupted)
     out = tmp_path / "x"
-    assert main(["--model", "m", "--env", "game:Wordle-v0", *FAST, "--out", str(out)]) == 130
+    assert main(["--model", "runs/trl/model", "--env", "game:Wordle-v0", *FAST, "--out", str(out)]) == 130
     assert _stderr_line(capsys) == (
         f"Interrupted (SIGINT) before the run started: nothing was written to {out}, so there is nothing to "
         "resume; run the same command again to start it.")
