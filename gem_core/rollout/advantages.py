@@ -14,9 +14,8 @@ Frameworks that collapse an episode into one scalar lose per-turn credit. These 
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
-
 import reprlib
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -40,7 +39,7 @@ def _check_gamma(name: str, value: float) -> None:
 _KINDS = {0: "a finite number", 1: "one episode's values (a 1-D sequence of numbers)"}
 
 
-def _finite(name: str, values: ArrayLike, ndim: int | None = None) -> np.ndarray:
+def check_finite(name: str, values: ArrayLike, ndim: int | None = None) -> np.ndarray:
     """``values`` as a float64 array, refused with a ValueError naming ``name`` and the first bad position when
     not numbers, not finite (NaN, inf, None), or not ``ndim``-dimensional (0: one number, 1: one episode).
 
@@ -69,7 +68,7 @@ def _finite(name: str, values: ArrayLike, ndim: int | None = None) -> np.ndarray
 
 
 def _check_eps(eps: float) -> None:
-    if _finite("eps", eps, ndim=0) < 0:
+    if check_finite("eps", eps, ndim=0) < 0:
         raise ValueError(f"eps must be a finite number >= 0, got {eps}.")
 
 
@@ -80,7 +79,7 @@ def discounted_returns(rewards: ArrayLike, gamma: float) -> np.ndarray:
     episode (1-D, finite); a batch of episodes is refused (its returns would leak across episodes).
     """
     _check_gamma("gamma", gamma)
-    r = _finite("rewards", rewards, ndim=1)
+    r = check_finite("rewards", rewards, ndim=1)
     out = np.zeros_like(r)
     running = 0.0
     for t in range(len(r) - 1, -1, -1):
@@ -100,7 +99,7 @@ def return_batch_normalize(returns: ArrayLike, eps: float = 1e-8, scale: bool = 
     division only happens when ``std > 0``).
     """
     _check_eps(eps)
-    g = _finite("returns", returns).reshape(-1)
+    g = check_finite("returns", returns).reshape(-1)
     if g.size <= 1 or np.all(g == g[0]):
         return np.zeros_like(g)
     centered = g - g.mean()
@@ -118,7 +117,7 @@ def grpo_advantages(
     has advantage 0 (centered values are exactly 0). Returns must be finite and ``eps >= 0``.
     """
     _check_eps(eps)
-    r = _finite("returns", returns).reshape(-1)
+    r = check_finite("returns", returns).reshape(-1)
     if len(group_ids) != r.size:
         raise ValueError(f"Got {r.size} returns but {len(group_ids)} group ids; need one group id per return.")
     out = np.zeros_like(r)
@@ -154,7 +153,7 @@ def same_state_advantages(
     """
     if isinstance(fork_turn, bool) or not isinstance(fork_turn, (int, np.integer)) or fork_turn < 0:
         raise ValueError(f"fork_turn must be an int >= 0, got {fork_turn!r}.")
-    rewards = [_finite(f"branch_rewards[{b}]", r, ndim=1) for b, r in enumerate(branch_rewards)]
+    rewards = [check_finite(f"branch_rewards[{b}]", r, ndim=1) for b, r in enumerate(branch_rewards)]
     for b, r in enumerate(rewards):
         if r.size <= fork_turn:
             raise ValueError(
@@ -184,9 +183,9 @@ def turn_level_gae(
     """
     _check_gamma("gamma", gamma)
     _check_gamma("lam", lam)
-    r = _finite("rewards", rewards, ndim=1)
-    v = _finite("values", values, ndim=1)
-    last_value = _finite("last_value", last_value, ndim=0)
+    r = check_finite("rewards", rewards, ndim=1)
+    v = check_finite("values", values, ndim=1)
+    last_value = check_finite("last_value", last_value, ndim=0)
     if r.shape != v.shape:
         raise ValueError(f"Got {r.size} rewards but {v.size} values; need one value per turn.")
     adv = np.zeros_like(r)
@@ -208,7 +207,7 @@ def turn_to_token_advantages(
     ``turn_spans`` are :attr:`TokenTrajectory.turn_spans` (the sampled tokens of each turn), so the
     result is non-zero only where ``loss_mask`` is 1.
     """
-    a = _finite("turn_advantages", turn_advantages).reshape(-1)
+    a = check_finite("turn_advantages", turn_advantages).reshape(-1)
     if a.size != len(turn_spans):
         raise ValueError(f"Got {a.size} turn advantages but {len(turn_spans)} turn spans; need one per turn.")
     out = np.zeros(length, dtype=np.float64)
@@ -240,12 +239,12 @@ def turn_returns_to_token_advantages(
     turn return of the whole batch (all processes', flat, in order), and ``offset``, where this batch's turns
     start in it.
     """
-    returns = [_finite(f"turn_returns[{i}]", g).reshape(-1) for i, g in enumerate(turn_returns)]
+    returns = [check_finite(f"turn_returns[{i}]", g).reshape(-1) for i, g in enumerate(turn_returns)]
     if len(returns) != len(turn_spans):
         raise ValueError(f"Got {len(returns)} episodes' returns but {len(turn_spans)} episodes' turn spans; need one of each per episode.")
     flat = np.concatenate(returns) if returns else np.zeros(0)
     if normalize:
-        pool = flat if population is None else _finite("population", population).reshape(-1)
+        pool = flat if population is None else check_finite("population", population).reshape(-1)
         if not 0 <= offset <= pool.size - flat.size:
             raise ValueError(f"This batch's {flat.size} turns do not fit at offset {offset} of a population of {pool.size}.")
         flat = return_batch_normalize(pool, scale=scale)[offset : offset + flat.size]

@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gem_core.rollout.advantages import _finite, discounted_returns
+from gem_core.rollout.advantages import check_finite, discounted_returns
 
 __all__ = ["SequenceSample", "TokenTrajectory", "Transition"]
 
@@ -124,7 +124,7 @@ class TokenTrajectory:
             )
         if len(self.turn_spans) != len(self.rewards):
             raise ValueError(f"{len(self.turn_spans)} turn spans but {len(self.rewards)} rewards; need one per turn.")
-        _finite("rewards", self.rewards, ndim=1)
+        check_finite("rewards", self.rewards, ndim=1)
         previous_end = 0
         for i, (start, end) in enumerate(self.turn_spans):
             if not 0 <= start <= end <= n:
