@@ -345,7 +345,6 @@ class MCPTool:
             return  # the session belongs to the parent process
         self._drop_session()
 
-
     def _session_broken(self, error: BaseException) -> bool:
         """The call failed because the session is gone (the connection closed or was refused, or the
         server no longer knows the session: HTTP 404), not because the server answered or was slow."""
