@@ -47,6 +47,7 @@ from typing import Any
 
 from gem_core.env import episode_success, warn_once
 from gem_core.rollout.chat_template import HISTORY_MODES, ChatTemplate, RenderedWindow
+from gem_core.rollout.options import check_episode_options
 from gem_core.rows.label import EpisodeLabel, parse_label
 from gem_core.rollout.trajectory import TokenTrajectory
 from gem_core.rollout.vision import ImageEncoder, TrajectoryImage, is_processor, text_tokenizer
@@ -139,12 +140,8 @@ class EpisodeSession:
                 "Pass the system prompt to ChatTemplate(tokenizer, system_prompt=...) when you also pass chat_template; "
                 f"got system_prompt={system_prompt!r} but the template has {chat_template.system_prompt!r}."
             )
-        if max_turns is not None and max_turns < 1:
-            raise ValueError(f"max_turns must be at least 1 (or None), got {max_turns}.")
-        if max_total_tokens is not None and max_total_tokens < 1:
-            raise ValueError(f"max_total_tokens must be positive (or None), got {max_total_tokens}.")
-        if max_response_tokens is not None and max_response_tokens < 1:
-            raise ValueError(f"max_response_tokens must be positive (or None), got {max_response_tokens}.")
+        check_episode_options("EpisodeSession", max_turns=max_turns, max_total_tokens=max_total_tokens,
+                              max_response_tokens=max_response_tokens)
         if record_env_states and not callable(getattr(env, "get_state", None)):
             raise ValueError(
                 f"record_env_states=True needs an env with get_state(); {type(env).__name__} has none (an env served "

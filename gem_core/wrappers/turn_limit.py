@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 from gem_core.env import StepResult
@@ -13,7 +14,7 @@ __all__ = ["TurnLimit", "check_max_turns"]
 def check_max_turns(max_turns: Any, where: str) -> int | None:
     """``max_turns`` if it is a positive whole number of turns or None; else a ValueError naming ``where``
     (the one rule for ``register``, ``make`` and :class:`TurnLimit`: 2.5, True and "3" are not turn counts)."""
-    if max_turns is not None and (isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1):
+    if max_turns is not None and (isinstance(max_turns, bool) or not isinstance(max_turns, numbers.Integral) or max_turns < 1):
         raise ValueError(f"{where}: max_turns={max_turns!r} must be a positive whole number of turns, or None.")
     return max_turns
 
