@@ -15,8 +15,9 @@ from typing import Any
 from gem_core.cli.options import env_kwargs_option
 from gem_core.errors import DependencyNotInstalled
 from gem_core.rows.jsonl import write_jsonl
+from gem_core.rows.label import EnvKwargsError
 from gem_core.rows.mixture import parse_env_options
-from gem_core.rows.rows import EnvKwargsError, EpisodeRow, episode_rows
+from gem_core.rows.rows import EpisodeRow, episode_rows
 from gem_core.transport.atomic_file import atomic_path
 
 __all__ = ["WriteRows", "add_dataset_arguments", "jsonl_writer", "rows_from_arguments", "run_dataset_cli"]

@@ -48,7 +48,7 @@ from typing import Any
 from gem_core.env import episode_success, warn_once
 from gem_core.rollout.chat_template import HISTORY_MODES, ChatTemplate, RenderedWindow
 from gem_core.rollout.options import check_episode_options
-from gem_core.rows.label import EpisodeLabel, parse_label
+from gem_core.rows.label import EpisodeLabel, make_label_env, parse_label
 from gem_core.rollout.trajectory import TokenTrajectory
 from gem_core.rollout.vision import ImageEncoder, TrajectoryImage, is_processor, text_tokenizer
 from gem_core.rollout.trajectory_io import encode_env_state
@@ -237,13 +237,12 @@ class EpisodeSession:
 
         Raises:
             gem_core.rows.label.LabelError: the label is malformed or names an unknown env
-                (the message ends with ``fix_hint``).
+                (the message ends with ``fix_hint``), or its ``env_kwargs`` do not fit the env
+                (:class:`~gem_core.rows.EnvKwargsError`).
         """
         if not isinstance(label, EpisodeLabel):
             label = parse_label(label, **({} if fix_hint is None else {"fix_hint": fix_hint}))
-        from gem_core import placement  # here, or in a Ray actor with GEM_ENV_BACKEND=ray
-
-        session = cls(placement.make_env(label.env_id, **label.env_kwargs), tokenizer, env_id=label.env_id, **session_kwargs)
+        session = cls(make_label_env(label), tokenizer, env_id=label.env_id, **session_kwargs)  # here, or in a Ray actor (GEM_ENV_BACKEND=ray)
         session.label = label
         return session
 

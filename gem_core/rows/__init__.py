@@ -15,11 +15,11 @@ here imports ``argparse``.
 """
 
 from gem_core.rows.jsonl import write_jsonl
-from gem_core.rows.label import EpisodeLabel, LabelError, parse_label
+from gem_core.rows.label import EnvKwargsError, EpisodeLabel, LabelError, make_label_env, parse_label
 from gem_core.rows.mixture import EnvIds, MixtureError, env_weights, parse_env_options
-from gem_core.rows.rows import EnvKwargsError, EpisodeRow, episode_rows, refuse_system_prompt
+from gem_core.rows.rows import EpisodeRow, episode_rows, refuse_system_prompt
 
 __all__ = [
-    "EnvIds", "EnvKwargsError", "EpisodeLabel", "EpisodeRow", "LabelError", "MixtureError", "env_weights", "episode_rows", "parse_env_options",
-    "parse_label", "refuse_system_prompt", "write_jsonl",
+    "EnvIds", "EnvKwargsError", "EpisodeLabel", "EpisodeRow", "LabelError", "MixtureError", "env_weights", "episode_rows", "make_label_env",
+    "parse_env_options", "parse_label", "refuse_system_prompt", "write_jsonl",
 ]

@@ -16,7 +16,7 @@ from typing import Any
 from gem_core.errors import GemError
 from gem_core.registry import spec as env_spec
 
-__all__ = ["EpisodeLabel", "LabelError", "parse_label"]
+__all__ = ["EnvKwargsError", "EpisodeLabel", "LabelError", "make_label_env", "parse_label"]
 
 _DATASET_HINT = "Build the dataset with your framework adapter's make_dataset (see the README)."
 
@@ -68,3 +68,30 @@ def parse_label(label: str | Mapping[str, Any], *, fix_hint: str = _DATASET_HINT
     except KeyError as err:  # UnknownEnvError names the closest ids
         raise LabelError(f"{err} Fix the env_id in the dataset. {fix_hint}") from None
     return EpisodeLabel(env_id=env_id, seed=seed, env_kwargs=dict(env_kwargs))
+
+
+class EnvKwargsError(LabelError):
+    """``env_kwargs`` that an env id's constructor refuses (an unknown name, a value out of range)."""
+
+
+def make_label_env(label: EpisodeLabel) -> Any:
+    """The env of ``label``, built where episodes' envs live (:func:`gem_core.placement.make_env`).
+
+    Raises:
+        EnvKwargsError: the env's constructor refused the label's ``env_kwargs`` (a name it does not take,
+            a value out of range), named with the env's registered kwargs; a dataset row, a curriculum task
+            and an adapter's hook all get this message rather than the constructor's bare TypeError.
+    """
+    from gem_core import placement
+    from gem_core.registry import spec
+
+    try:
+        return placement.make_env(label.env_id, **label.env_kwargs)
+    except (TypeError, ValueError) as err:  # the constructor refused a name or a value
+        if isinstance(err, LabelError):
+            raise
+        registered = json.dumps(spec(label.env_id).kwargs, default=str, sort_keys=True)
+        raise EnvKwargsError(
+            f"env_kwargs {json.dumps(label.env_kwargs, sort_keys=True)} do not fit {label.env_id} ({err}); its registered kwargs are "
+            f"{registered}, and max_turns (the turn limit): give only those names, with values the env accepts."
+        ) from None

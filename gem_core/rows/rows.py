@@ -10,19 +10,14 @@ OpenRLHF's and RL2's JSON lines). The shared command line of every adapter's
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gem_core.rows.label import EpisodeLabel, LabelError, parse_label
+from gem_core.rows.label import EpisodeLabel, LabelError, make_label_env, parse_label
 from gem_core.rows.mixture import env_weights, mixture_draws
 
-__all__ = ["EnvKwargsError", "EpisodeRow", "episode_rows", "refuse_system_prompt"]
-
-
-class EnvKwargsError(LabelError):
-    """``env_kwargs`` that an env id's constructor refuses (an unknown name, a value out of range)."""
+__all__ = ["EpisodeRow", "episode_rows", "refuse_system_prompt"]
 
 
 @dataclass(frozen=True)
@@ -87,14 +82,14 @@ def episode_rows(
     labels = {env_id: parse_label({"env_id": env_id, "seed": seed_start, "env_kwargs": dict(env_kwargs or {})}) for env_id in ids}
     if not with_messages:  # nothing below builds the envs: build each once, so bad kwargs fail now
         for label in labels.values():
-            _make(label).close()
+            make_label_env(label).close()
     if isinstance(env_ids, Mapping):
         yield from _mixture_rows(labels, mixture_draws(weights, n, seed_start), seed_start, system_prompt, with_messages)
         return
     index = 0
     for env_id in ids:
         first = labels[env_id]
-        env = _make(first) if with_messages else None
+        env = make_label_env(first) if with_messages else None
         try:
             for seed in range(seed_start, seed_start + n):
                 label = EpisodeLabel(first.env_id, seed, dict(first.env_kwargs))
@@ -116,7 +111,7 @@ def _mixture_rows(
             first = labels[env_id]
             seed, next_seed[env_id] = next_seed[env_id], next_seed[env_id] + 1
             if with_messages and env_id not in envs:
-                envs[env_id] = _make(first)
+                envs[env_id] = make_label_env(first)
             yield _row(EpisodeLabel(first.env_id, seed, dict(first.env_kwargs)), index, envs.get(env_id), system_prompt)
     finally:
         for env in envs.values():
@@ -139,19 +134,3 @@ def refuse_system_prompt(system_prompt: str | None, framework: str, where: str) 
     if system_prompt is not None:
         raise ValueError(f"{framework}'s rows carry no messages (its agent renders the first observation), so make_dataset "
                          f"cannot hold a system prompt; set it in {where}.")
-
-
-def _make(label: EpisodeLabel) -> Any:
-    from gem_core import placement
-    from gem_core.registry import spec
-
-    try:
-        return placement.make_env(label.env_id, **label.env_kwargs)
-    except (TypeError, ValueError) as err:  # the constructor refused a name or a value
-        if isinstance(err, LabelError):
-            raise
-        registered = json.dumps(spec(label.env_id).kwargs, default=str, sort_keys=True)
-        raise EnvKwargsError(
-            f"env_kwargs {json.dumps(label.env_kwargs, sort_keys=True)} do not fit {label.env_id} ({err}); its registered kwargs are "
-            f"{registered}: give only those names, with values the env accepts."
-        ) from None

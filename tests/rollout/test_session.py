@@ -226,3 +226,13 @@ async def test_aborted_generation_ends_the_episode_without_stepping_the_env(tiny
     assert env.actions_seen == []
     traj = session.trajectory()
     assert traj.num_turns == 1 and traj.rewards == [0.0] and traj.metrics["truncated_by"] == "abort"
+
+
+def test_a_label_whose_env_kwargs_the_env_refuses_names_them_and_the_registered_ones(tiny_tokenizer):
+    """An adapter's hook builds its episode from a dataset row's label: a kwarg the env does not take is the
+    dataset's mistake, named as make_dataset names it, not the constructor's bare TypeError."""
+    from gem_core.rows import EnvKwargsError
+
+    label = {"env_id": "game:GuessTheNumber-v0", "seed": 0, "env_kwargs": {"bogus": 1}}
+    with pytest.raises(EnvKwargsError, match=r'env_kwargs \{"bogus": 1\} do not fit game:GuessTheNumber-v0 .*and max_turns'):
+        EpisodeSession.from_label(label, tiny_tokenizer)

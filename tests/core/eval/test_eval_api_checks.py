@@ -4,7 +4,6 @@ wrong type, two ways to name one model, and an out_dir that already holds a run.
 
 from __future__ import annotations
 
-import json
 
 import pytest
 from scripted_backend import OneStepBackend
