@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextvars
 import inspect
+import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +39,7 @@ from packaging.specifiers import SpecifierSet
 from gem_adapters.framework_version import FrameworkVersionError, SupportedVersions
 from gem_core.curriculum import shared_group_starts
 from gem_core.rollout import ChatTemplate, EpisodeSession, Generation
+from gem_core.rollout.options import check_episode_options
 from gem_core.rows.label import EpisodeLabel, parse_label
 from gem_core.rollout.vllm_output import generation_from_vllm
 
@@ -106,6 +108,14 @@ class AgentConfig:
     ``state_dir``): episodes start where it draws, one draw per prompt for its copies. None: at the row's label."""
     n_samples_per_prompt: int = 1
     """Copies per prompt, as ``--rollout.n_samples_per_prompt``: with ``curriculum`` that many copies of a label share a draw."""
+
+    def __post_init__(self) -> None:
+        # Here, not at the first episode inside OpenRLHF's workers (where max_new_tokens=0 played 1-token turns).
+        check_episode_options("AgentConfig", system_prompt=self.system_prompt, max_turns=self.max_turns,
+                              max_new_tokens=self.max_new_tokens, reward_gamma=self.reward_gamma)
+        n = self.n_samples_per_prompt  # the core has no rule for copy counts (check_episode_options takes none)
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
+            raise ValueError(f"AgentConfig: n_samples_per_prompt={n!r} must be a positive whole number (--rollout.n_samples_per_prompt).")
 
 
 @dataclass

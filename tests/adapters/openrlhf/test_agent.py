@@ -135,6 +135,26 @@ async def test_label_without_seed_fails_naming_the_dataset_builder(tokenizer, ex
         await execute(GemAgentExecutor(), policy, 0, label=label)
 
 
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [({"max_new_tokens": 0}, "AgentConfig: max_new_tokens=0 must be a positive whole number, or None."),
+     ({"reward_gamma": 5}, "AgentConfig: reward_gamma=5 must be a number in [0, 1] (a discount over turns)."),
+     ({"reward_gamma": -1}, "AgentConfig: reward_gamma=-1 must be a number in [0, 1] (a discount over turns)."),
+     ({"reward_gamma": float("nan")}, "AgentConfig: reward_gamma=nan must be a number in [0, 1] (a discount over turns)."),
+     ({"max_turns": 0}, "AgentConfig: max_turns=0 must be a positive whole number of turns, or None."),
+     ({"system_prompt": 5}, "AgentConfig: system_prompt=5 must be a str, or None."),
+     ({"n_samples_per_prompt": 0}, "AgentConfig: n_samples_per_prompt=0 must be a positive whole number "
+                                   "(--rollout.n_samples_per_prompt)."),
+     ({"n_samples_per_prompt": 2.5}, "AgentConfig: n_samples_per_prompt=2.5 must be a positive whole number "
+                                     "(--rollout.n_samples_per_prompt).")],
+)
+def test_bad_config_is_refused_when_it_is_built_naming_the_key(kwargs, message):
+    # Before: max_new_tokens=0 played 1-token turns, gamma 5 scaled rewards, the others failed at the first episode.
+    with pytest.raises(ValueError) as error:
+        AgentConfig(**kwargs)
+    assert str(error.value) == message
+
+
 def test_instance_outside_the_gem_executor_says_how_to_define_the_agent_file():
     with pytest.raises(RuntimeError, match="class AgentExecutor\\(GemAgentExecutor\\)"):
         MultiTurnAgentExecutor(GemAgentInstance).agent_instance_cls()
