@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gem_core.rollout import EpisodeSession
+from gem_core.rollout.options import check_episode_options
 from gem_core.rows.label import EpisodeLabel
 from gem_adapters.rl2.api import row_label
 
@@ -31,18 +32,24 @@ class OpenEpisode:
 class OpenEpisodes:
     """Sessions started from RL2 dataset rows, at most ``max_open`` at a time (oldest closed first)."""
 
-    def __init__(self, max_open: int, **session_kwargs: Any):
+    def __init__(self, max_open: int, *, owner: str, **session_kwargs: Any):
+        check_episode_options(owner, **session_kwargs)  # the env file's options, refused where it is built (``owner``)
         if max_open < 1:
             raise ValueError(f"max_open_episodes must be at least 1, got {max_open}.")
         self.max_open = max_open
         self._session_kwargs = session_kwargs
         self._open: OrderedDict[str, OpenEpisode] = OrderedDict()
+        self._ended: OrderedDict[str, None] = OrderedDict()  # the last ``max_open`` keys that ended, for "is over"
 
     def __len__(self) -> int:
         return len(self._open)
 
     def get(self, key: str | None) -> OpenEpisode | None:
         return self._open.get(key) if key is not None else None
+
+    def ended(self, key: str | None) -> bool:
+        """Whether ``key``'s episode ended (closed with ``ended=True``), as opposed to never opened or evicted."""
+        return key in self._ended
 
     async def start(self, row: dict[str, Any], tokenizer: Any, label: EpisodeLabel | None = None) -> tuple[str, OpenEpisode, list[int]]:
         """Start the episode a dataset row names (or ``label``, a curriculum's draw): its key, the open episode and the prompt ids."""
@@ -54,8 +61,12 @@ class OpenEpisodes:
             await self.close(next(iter(self._open)))
         return key, episode, prompt_ids
 
-    async def close(self, key: str) -> None:
-        """Forget the episode and close its env (a no-op for an unknown key)."""
+    async def close(self, key: str, *, ended: bool = False) -> None:
+        """Forget the episode and close its env (a no-op for an unknown key); ``ended``: it finished (done)."""
+        if ended:
+            self._ended[key] = None
+            while len(self._ended) > self.max_open:
+                self._ended.popitem(last=False)
         episode = self._open.pop(key, None)
         if episode is not None:
             await episode.session.aclose()

@@ -25,6 +25,7 @@ averages per key and logs. What RL2 leaves no hook for: the sampler's state is n
 from __future__ import annotations
 
 import json
+import numbers
 from collections.abc import Mapping
 from typing import Any
 
@@ -76,12 +77,17 @@ class GenerateEnv:
 
     def __init__(self, *, system_prompt: str | None = None, max_turns: int | None = None, max_total_tokens: int | None = None,
                  max_open_episodes: int = 65536, curriculum: Mapping[str, Any] | None = None):
-        self.episodes = OpenEpisodes(max_open_episodes, system_prompt=system_prompt, max_turns=max_turns, max_total_tokens=max_total_tokens)
+        self.episodes = OpenEpisodes(max_open_episodes, owner="GenerateEnv", system_prompt=system_prompt, max_turns=max_turns,
+                                     max_total_tokens=max_total_tokens)
         self.curriculum = curriculum
 
     def _starts(self, config: Any) -> Any:
         """Where episodes start: the curriculum's draws for ``rollout.train`` (the config with ``partial_rollout``), else the rows."""
-        return shared_group_starts(self.curriculum if "partial_rollout" in config else None, int(config.get("responses_per_prompt") or 1))
+        train, copies = "partial_rollout" in config, config.get("responses_per_prompt")
+        copies = 1 if copies is None else copies  # unset: 1; the core has no rule for copy counts (check_episode_options)
+        if isinstance(copies, bool) or not isinstance(copies, numbers.Integral) or copies < 1:
+            raise ValueError(f"GenerateEnv: rollout.{'train' if train else 'test'}.responses_per_prompt={copies!r} must be a positive whole number.")
+        return shared_group_starts(self.curriculum if train else None, copies)
 
     async def generate(self, config: Any, tokenizer: Any, router_url: str, sample: Any) -> None:
         status = type(sample).Status

@@ -46,7 +46,8 @@ class ResetStepEnv:
         max_open_episodes: int = 65536,
     ):
         self._tokenizer = tokenizer
-        self.episodes = OpenEpisodes(max_open_episodes, system_prompt=system_prompt, max_turns=max_turns, max_total_tokens=max_total_tokens)
+        self.episodes = OpenEpisodes(max_open_episodes, owner="ResetStepEnv", system_prompt=system_prompt, max_turns=max_turns,
+                                     max_total_tokens=max_total_tokens)
 
     @property
     def tokenizer(self) -> Any:
@@ -65,11 +66,15 @@ class ResetStepEnv:
         """One turn: ``reward``, ``score`` (the same), ``done``, ``next_state`` (= state + action + delta) and ``extra_info``."""
         key = extra_info.get(_EPISODE_KEY)
         episode = self.episodes.get(key)
+        if episode is None and self.episodes.ended(key):
+            raise RuntimeError(f"GEM episode {key!r} is over (its last step() returned done=True): reset() starts the next one.")
         if episode is None:
             raise RuntimeError(
                 f"No open GEM episode {key!r}: step() needs the extra_info returned by reset() "
                 f"(or more than max_open_episodes={self.episodes.max_open} episodes were open)."
             )
+        if not isinstance(action, str):  # not text: an empty move, which the env answers with its format error
+            action = ""
         session = episode.session
         eot_text = self.tokenizer.decode(session.chat_template.end_of_turn_ids, skip_special_tokens=False)
         content = action[: -len(eot_text)] if eot_text and action.endswith(eot_text) else action
@@ -78,7 +83,7 @@ class ResetStepEnv:
         start, end = session.trajectory().turn_spans[-1]
         feedback = self.tokenizer.decode(session.context_ids[before + end - start :], skip_special_tokens=False)
         if result.done:
-            await self.episodes.close(key)
+            await self.episodes.close(key, ended=True)
         return {
             "reward": result.reward,
             "score": result.reward,

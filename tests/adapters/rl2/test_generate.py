@@ -130,6 +130,30 @@ async def test_bad_rows_fail_before_any_request(tokenizer, row, message):
         await GenerateEnv().generate(_config(), tokenizer, "http://127.0.0.1:9", Sample(sample=row))
 
 
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [({"max_turns": 0}, "GenerateEnv: max_turns=0 must be a positive whole number of turns, or None."),
+     ({"max_total_tokens": 0}, "GenerateEnv: max_total_tokens=0 must be a positive whole number, or None."),
+     ({"system_prompt": 5}, "GenerateEnv: system_prompt=5 must be a str, or None.")],
+)
+def test_bad_options_are_refused_when_the_env_is_built_naming_the_key(kwargs, message):
+    with pytest.raises(ValueError) as error:  # before: built, then failed at the first episode (or never, for a prompt)
+        GenerateEnv(**kwargs)
+    assert str(error.value) == message
+
+
+@pytest.mark.parametrize("train", [True, False])
+async def test_responses_per_prompt_below_one_is_refused_naming_the_key(tokenizer, train):
+    config = _config()
+    config.responses_per_prompt = 0  # before: played as 1 copy per row
+    if train:
+        config.partial_rollout = False  # only rollout.train has it
+    split = "train" if train else "test"
+    with pytest.raises(ValueError) as error:
+        await GenerateEnv().generate(config, tokenizer, "http://127.0.0.1:9", Sample(sample=dataset_row(EpisodeLabel(ENV_ID, 0))))
+    assert str(error.value) == f"GenerateEnv: rollout.{split}.responses_per_prompt=0 must be a positive whole number."
+
+
 async def test_aborted_episodes_rl2_abandons_are_closed_past_the_bound(tokenizer, fake_router, open_envs):
     policy = ScriptedPolicy(tokenizer, ACTIONS)
     env = GenerateEnv(max_open_episodes=1)

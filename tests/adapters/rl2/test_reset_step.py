@@ -131,6 +131,38 @@ async def test_step_without_reset_says_what_is_missing(tokenizer):
         await ResetStepEnv(tokenizer).step("s", "a", {"label": "{}"})
 
 
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [({"max_turns": 0}, "ResetStepEnv: max_turns=0 must be a positive whole number of turns, or None."),
+     ({"max_total_tokens": -1}, "ResetStepEnv: max_total_tokens=-1 must be a positive whole number, or None."),
+     ({"system_prompt": 5}, "ResetStepEnv: system_prompt=5 must be a str, or None.")],
+)
+def test_bad_options_are_refused_when_the_env_is_built_naming_the_key(tokenizer, kwargs, message):
+    with pytest.raises(ValueError) as error:  # before: built, then failed at the first reset
+        ResetStepEnv(tokenizer, **kwargs)
+    assert str(error.value) == message
+
+
+async def test_step_after_the_episode_ended_says_it_is_over(tokenizer, open_envs):
+    env = ResetStepEnv(tokenizer, max_turns=1)
+    prompt, info = await env.reset({"label": make_dataset(ENV_ID, 1)[0]["extra_info"]["label"]})
+    assert (await env.step(prompt, "\\boxed{1}", info))["done"]
+    with pytest.raises(RuntimeError) as error:
+        await env.step(prompt, "\\boxed{2}", info)
+    assert str(error.value).endswith("is over (its last step() returned done=True): reset() starts the next one.")
+    assert open_envs.open == 0
+
+
+@pytest.mark.parametrize("action", [None, 5, ["a"]])
+async def test_a_non_text_action_is_a_malformed_move_not_a_crash(tokenizer, action):
+    env = ResetStepEnv(tokenizer, max_turns=3)
+    prompt, info = await env.reset({"label": make_dataset(ENV_ID, 1)[0]["extra_info"]["label"]})
+    result = await env.step(prompt, action, info)  # before: AttributeError 'endswith'
+    assert result["reward"] == make(ENV_ID).format_penalty and not result["done"]
+    assert result["next_state"].startswith(prompt) and len(result["next_state"]) > len(prompt)
+    assert (await env.step(result["next_state"], "\\boxed{50}", info))["reward"] is not None  # the episode goes on
+
+
 def _load_env_file():
     spec = importlib.util.spec_from_file_location("custom_module", ENV_FILE)  # as rl-square loads rollout.env_path
     module = importlib.util.module_from_spec(spec)
