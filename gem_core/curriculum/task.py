@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gem_core.errors import GemError
+from gem_core.registry import spec as env_spec
 from gem_core.rows.label import EpisodeLabel, parse_label
 
 __all__ = ["Task", "TaskError", "task_name"]
@@ -50,6 +51,10 @@ class Task:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "env_kwargs", dict(self.env_kwargs))
+        try:
+            env_spec(self.env_id)
+        except KeyError as err:  # UnknownEnvError names the closest ids; the mistake is the curriculum's, not a dataset's
+            raise TaskError(f"{err} Fix the task's env_id in the curriculum's tasks.") from None
         if isinstance(self.weight, bool) or not isinstance(self.weight, (int, float)) or not math.isfinite(self.weight) or self.weight <= 0:
             raise TaskError(f"Task {self.env_id!r} has weight {self.weight!r}: give a finite number above zero (weights are relative).")
         if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):

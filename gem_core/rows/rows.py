@@ -10,14 +10,19 @@ OpenRLHF's and RL2's JSON lines). The shared command line of every adapter's
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gem_core.rows.label import EpisodeLabel, LabelError, make_label_env, parse_label
 from gem_core.rows.mixture import env_weights, mixture_draws
+from gem_core.rollout.options import check_episode_options
 
 __all__ = ["EpisodeRow", "episode_rows", "refuse_system_prompt"]
+
+#: The largest seed a row may carry: parquet and Arrow store the seed column as a signed 64-bit integer.
+MAX_SEED = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -64,11 +69,14 @@ def episode_rows(
         EnvKwargsError: ``env_kwargs`` an env refuses (each env id is built once to check, rows with
             messages or not, so a dataset whose episodes cannot start is refused before it is written).
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
         what = "rows of the mixture" if isinstance(env_ids, Mapping) else "episodes per env id"
         raise ValueError(f"n (the number of {what}) must be a positive integer, got {n!r}.")
-    if isinstance(seed_start, bool) or not isinstance(seed_start, int) or seed_start < 0:
-        raise ValueError(f"seed_start must be 0 or more (gymnasium seeds are non-negative), got {seed_start!r}.")
+    if isinstance(seed_start, bool) or not isinstance(seed_start, numbers.Integral) or not 0 <= seed_start <= MAX_SEED - n + 1:
+        raise ValueError(f"seed_start must be 0 or more (gymnasium seeds are non-negative), with seed_start + n - 1 at most "
+                         f"{MAX_SEED} (a dataset column holds 64-bit seeds), got {seed_start!r}.")
+    check_episode_options("make_dataset", system_prompt=system_prompt)
+    n, seed_start = int(n), int(seed_start)
     if isinstance(env_ids, Mapping):
         try:
             weights = env_weights(env_ids)

@@ -12,6 +12,7 @@ each file read is whole.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 from collections.abc import Iterator
@@ -26,6 +27,8 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
     renamed to ``target``. On any exception (``KeyboardInterrupt`` included) the temporary is removed and
     ``target`` is left as it was. Creates ``target``'s folder."""
     target = Path(target)
+    if target.is_dir():  # else the rename fails after the whole write, naming the temporary file
+        raise IsADirectoryError(errno.EISDIR, "is a folder: give the path of the file to write", str(target))
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.stem}.{os.getpid()}.{secrets.token_hex(3)}.partial{target.suffix}")
     try:

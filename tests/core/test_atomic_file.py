@@ -68,3 +68,12 @@ def test_two_processes_writing_one_target_never_leave_it_mixed(tmp_path):
         assert writer.exitcode == 0
     assert target.read_text() in ("a" * 1000, "b" * 1000)
     assert list(tmp_path.iterdir()) == [target]
+
+
+def test_a_folder_as_the_target_is_refused_before_writing_naming_the_folder(tmp_path):
+    writes = []
+    with pytest.raises(IsADirectoryError) as caught:
+        with atomic_path(tmp_path) as partial:
+            writes.append(partial)
+    assert caught.value.filename == str(tmp_path) and "give the path of the file" in str(caught.value)
+    assert writes == [] and list(tmp_path.iterdir()) == []

@@ -198,3 +198,11 @@ def test_the_informative_group_probability_is_zero_at_the_ends_and_highest_at_on
     assert informative_group_probability(0.5, 2) == 0.5
     grid = [informative_group_probability(p, 4) for p in np.linspace(0, 1, 101)]
     assert int(np.argmax(grid)) == 50
+
+
+def test_an_unknown_task_is_the_curriculums_mistake_not_a_datasets():
+    from gem_core.curriculum import TaskError, sampler_from_spec
+
+    with pytest.raises(TaskError, match=r"No env registered as 'game:Wordel-v0'.*Did you mean 'game:Wordle-v0'.*curriculum's tasks") as caught:
+        sampler_from_spec({"tasks": ["game:GuessTheNumber-v0", "game:Wordel-v0"]})
+    assert "dataset" not in str(caught.value)

@@ -78,3 +78,17 @@ async def test_a_session_from_a_label_plays_the_episode_the_label_names(tiny_tok
 def test_a_bad_label_fails_with_the_adapters_fix(tiny_tokenizer):
     with pytest.raises(LabelError, match="rebuild with make_dataset"):
         EpisodeSession.from_label('{"seed": 1}', tiny_tokenizer, fix_hint="rebuild with make_dataset")
+
+
+def test_numpy_counts_work_and_seeds_past_64_bits_or_a_non_text_system_prompt_are_refused():
+    """A dataset column holds 64-bit seeds (verl's parquet raised OverflowError at write time), and a system
+    prompt that is not text failed in Arrow with a raw ArrowInvalid."""
+    import numpy as np
+
+    rows = list(episode_rows("game:GuessTheNumber-v0", np.int64(2), seed_start=np.int64(3), with_messages=False))
+    assert [row.label.seed for row in rows] == [3, 4] and all(type(row.label.seed) is int for row in rows)
+    with pytest.raises(ValueError, match=r"seed_start \+ n - 1 at most 9223372036854775807"):
+        list(episode_rows("game:GuessTheNumber-v0", 2, seed_start=2**63 - 1, with_messages=False))
+    list(episode_rows("game:GuessTheNumber-v0", 1, seed_start=2**63 - 1, with_messages=False))  # the last seed fits
+    with pytest.raises(ValueError, match=r"make_dataset: system_prompt=5 must be a str, or None"):
+        list(episode_rows("game:GuessTheNumber-v0", 1, system_prompt=5))
