@@ -14,6 +14,7 @@ import functools
 import inspect
 import logging
 import threading
+import time
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, ClassVar, SupportsFloat
 
@@ -51,6 +52,8 @@ class EnvThreadPool:
         self.thread_name_prefix = thread_name_prefix
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
+        #: When each call now running in a pool thread started (``time.monotonic``), by call.
+        self._running: dict[object, float] = {}
 
     @property
     def executor(self) -> concurrent.futures.ThreadPoolExecutor:
@@ -68,8 +71,26 @@ class EnvThreadPool:
         return self._executor is not None
 
     async def run(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
-        """Run a blocking call in a pool thread without blocking the event loop."""
-        return await asyncio.get_running_loop().run_in_executor(self.executor, functools.partial(fn, *args, **kwargs))
+        """Run a blocking call in a pool thread without blocking the event loop.
+
+        Cancelling the caller does not stop the thread (nothing can): the call stays in
+        :meth:`running_longer_than` until it returns.
+        """
+        key = object()
+
+        def timed() -> Any:
+            self._running[key] = time.monotonic()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                del self._running[key]
+
+        return await asyncio.get_running_loop().run_in_executor(self.executor, timed)
+
+    def running_longer_than(self, seconds: float) -> int:
+        """How many calls have held their pool thread for over ``seconds`` (hung steps a server must report)."""
+        now = time.monotonic()
+        return sum(now - started > seconds for started in list(self._running.values()))
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Stop the threads (after their calls finish when ``wait``)."""

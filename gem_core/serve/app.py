@@ -85,28 +85,23 @@ class _Operations:
 
     def __init__(self, env_id: str, store: SessionStore, config: ServeConfig):
         self.env_id, self.store, self.config = env_id, store, config
-        #: Env calls that outlived ``step_timeout`` and have not returned: their threads are still busy.
-        self.stuck = 0
+
+    def stuck_steps(self) -> int:
+        """Env calls that outlived ``step_timeout`` and still hold their thread (a thread cannot be killed)."""
+        return ENV_THREADS.running_longer_than(self.config.step_timeout)
 
     def stuck_error(self) -> str | None:
-        """Why the server cannot serve (None while it can): hung env calls hold every env thread.
-
-        A thread cannot be killed in Python, so a step that never returns holds its thread for good;
-        once they hold the whole pool, new work would only queue behind them and time out.
-        """
-        if self.stuck and self.stuck >= ENV_THREADS.max_workers:
-            return f"{self.stuck} env threads are stuck in steps that never returned; restart the server"
+        """Why the server cannot serve (None while it can): hung env calls hold every env thread, so new
+        work would only queue behind them and time out."""
+        stuck = self.stuck_steps()
+        if stuck and stuck >= ENV_THREADS.max_workers:
+            return f"{stuck} env threads are stuck in steps that never returned; restart the server"
         return None
 
     def _refuse_if_stuck(self) -> None:
         error = self.stuck_error()
         if error:
             raise RequestError(503, error)
-
-    def _returned(self, task: asyncio.Future) -> None:
-        self.stuck -= 1
-        if not task.cancelled():
-            task.exception()  # retrieved: the request it belonged to was already answered
 
     async def create(self, body: Any) -> Session:
         _create_args(body)
@@ -132,14 +127,11 @@ class _Operations:
     async def _run(self, session: Session, call: Any) -> Any:
         self._refuse_if_stuck()
         async with session.lock:
-            task = asyncio.ensure_future(call)
             try:
-                # Shielded: on a timeout the call goes on (its thread cannot be stopped) and is counted
-                # as stuck until it returns, so /health can tell when hung calls hold the env threads.
-                result = await asyncio.wait_for(asyncio.shield(task), self.config.step_timeout)
+                # On a timeout a native async call is cancelled; a call in an env thread goes on (a thread
+                # cannot be stopped) and counts in stuck_steps() until it returns.
+                result = await asyncio.wait_for(call, self.config.step_timeout)
             except asyncio.TimeoutError:
-                self.stuck += 1
-                task.add_done_callback(self._returned)
                 await self.store.end(session.id)
                 raise RequestError(504, f"the env took over {self.config.step_timeout:g} s; the session was ended") from None
             finally:
@@ -261,7 +253,7 @@ def create_app(env_id: str, config: ServeConfig = ServeConfig(), *, make_env: An
         return 200, {"ended": request.path_params["sid"]}
 
     async def health(request: Request, body: Any) -> tuple[int, Any]:
-        answer = {"status": "ok", "env_id": env_id, "sessions": len(store), "stuck_steps": ops.stuck}
+        answer = {"status": "ok", "env_id": env_id, "sessions": len(store), "stuck_steps": ops.stuck_steps()}
         stuck = ops.stuck_error()
         if stuck:
             return 503, {**answer, "status": "stuck", "detail": stuck}

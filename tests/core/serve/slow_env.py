@@ -4,6 +4,7 @@ The server's env thread pool is shrunk to ``GEM_TEST_ENV_THREADS`` threads (when
 hung steps fill it.
 """
 
+import asyncio
 import os
 import time
 
@@ -36,4 +37,22 @@ class Slow(Env):
         return "a"
 
 
+class HangsAsync(Slow):
+    """A native async step that never returns: the server's timeout cancels it (no thread to hold)."""
+
+    cancelled = 0
+
+    def reset(self, *, seed=None, options=None):
+        observation, info = super().reset(seed=seed, options=options)
+        return observation, {**info, "cancelled": HangsAsync.cancelled}
+
+    async def astep(self, action):
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            HangsAsync.cancelled += 1
+            raise
+
+
 register("test:Slow-v0", Slow)
+register("test:HangsAsync-v0", HangsAsync)

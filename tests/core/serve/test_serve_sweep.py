@@ -80,6 +80,17 @@ def test_hung_steps_are_counted_and_a_full_pool_is_a_503_that_says_to_restart(st
         assert client.post("/sessions", json={}).status_code == 201
 
 
+def test_a_hung_native_async_step_is_cancelled_and_holds_no_thread(start_server):
+    server = start_server("test:HangsAsync-v0", "--import", SLOW_ENV, "--step-timeout", "1")
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        sid = client.post("/sessions", json={}).json()["session_id"]
+        assert client.post(f"/sessions/{sid}/reset", json={}).json()["info"]["cancelled"] == 0
+        assert client.post(f"/sessions/{sid}/step", json={"action": "a"}).status_code == 504
+        assert client.get("/health").json()["stuck_steps"] == 0
+        sid = client.post("/sessions", json={}).json()["session_id"]
+        assert client.post(f"/sessions/{sid}/reset", json={}).json()["info"]["cancelled"] == 1
+
+
 # --- 3. the client gives up before the server, and leaves sessions behind --------------------------
 
 def test_the_clients_default_timeout_outlasts_the_servers_step_timeout():
