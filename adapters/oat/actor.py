@@ -30,6 +30,7 @@ import asyncio
 import copy
 import json
 import logging
+import numbers
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ from gem_core.curriculum import (
 from gem_core.errors import GemError
 from gem_core.registry import spec as env_spec
 from gem_core.rollout import ChatTemplate, SamplingParams, run_labels, trajectory_metrics
+from gem_core.rollout.options import check_episode_options
 from gem_adapters.framework_version import FrameworkVersionError, SupportedVersions
 from gem_adapters.oat.policy import ActorPolicy
 from gem_adapters.oat.transitions import oat_transitions
@@ -151,6 +153,11 @@ class GemCollector:
         args = self.args
         curriculum = getattr(args, "curriculum", None)
         if self._gem_sampler is None:  # without a curriculum: env_id's seeds in order (a sampler of one task)
+            check_episode_options("GemArgsMixin", max_turns=getattr(args, "max_turns", None), system_prompt=getattr(args, "system_prompt", None),
+                                  max_total_tokens=getattr(args, "max_total_tokens", None))
+            num_env = getattr(args, "num_env", 16)  # the core has no rule for counts; 0 drew no episodes, forever
+            if isinstance(num_env, bool) or not isinstance(num_env, numbers.Integral) or num_env < 1:
+                raise ValueError(f"GemArgsMixin: num_env={num_env!r} must be a positive whole number (episodes run at once per actor).")
             env_spec(args.env_id)  # unknown ids fail on the first call with the closest ids
             spec = json.loads(curriculum) if curriculum else {"tasks": [args.env_id], "weighting": "uniform"}
             self._gem_sampler = self._actor_sampler(spec, int(getattr(self, "actor_id", 0) or 0))
