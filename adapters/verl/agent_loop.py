@@ -77,6 +77,7 @@ from gem_core.curriculum import shared_group_starts
 from gem_core.rollout.chat_template import ChatTemplate
 from gem_core.rows.label import EpisodeLabel, LabelError, parse_label
 from gem_core.rollout.metrics import trajectory_metrics
+from gem_core.rollout.options import check_episode_options
 from gem_core.rollout.policy import Generation, SamplingParams, default_stop_token_ids
 from gem_core.rollout.runner import run_session
 from gem_core.rollout.session import EpisodeSession
@@ -91,6 +92,10 @@ GEM_EXTRAS_KEY = "extras"
 #: Where the per-turn rewards go in ``rm_scores``: ``"turn"`` puts each turn's reward on its last
 #: sampled token; ``"episode"`` leaves verl's default (the return on the last response token).
 RewardPlacement = Literal["turn", "episode"]
+
+#: The keyword arguments verl's ``AgentLoopWorker`` passes to every agent loop (``AgentLoopBase``'s, and ``tools``),
+#: and ``name``, which hydra passes on from the YAML entry: any other key the loop does not name is a mistake.
+_VERL_KWARGS = {"trainer_config", "server_manager", "tokenizer", "processor", "dataset_cls", "data_config", "tools", "name"}
 
 _MAKE_DATASET_HINT = "build the dataset with `python -m gem_adapters.verl --env <env id> --n <rows> --out train.parquet`"
 
@@ -226,6 +231,11 @@ class GemAgentLoop(AgentLoopBase):
             episode updates it. One sampler serves the whole job (a named Ray actor). Give it to the entry
             that the *training* rows name, so validation rows keep their own episodes.
         The remaining arguments are those verl's ``AgentLoopWorker`` passes (see ``AgentLoopBase``).
+
+    Raises:
+        ValueError: a key of the YAML entry the loop does not take (verl's base class would drop it, and the
+            loop run with the default), or a bad ``max_turns``, ``system_prompt`` or ``max_new_tokens``
+            (:func:`gem_core.rollout.options.check_episode_options`), named when verl builds the loop.
     """
 
     def __init__(
@@ -242,11 +252,14 @@ class GemAgentLoop(AgentLoopBase):
         # verl picks a token builder by model type for its own ct_* helpers. GEM computes token deltas with
         # gem_core's ChatTemplate and never calls that builder, so it asks for the generic one: a family's
         # builder may reject a tokenizer GEM handles (verl's Qwen builder wants "\n" to be one token).
+        unknown = sorted(set(kwargs) - _VERL_KWARGS)  # AgentLoopBase drops unknown keys, so a typo would run with the default
+        if unknown:
+            raise ValueError(f"GemAgentLoop: unknown key(s) {', '.join(unknown)} in its agent loop YAML entry; it takes name, _target_, max_turns, "
+                             "system_prompt, max_new_tokens, reward_placement and curriculum (env kwargs go in the dataset: make_dataset's --env-kwargs).")
+        check_episode_options("GemAgentLoop", max_turns=max_turns, system_prompt=system_prompt, max_new_tokens=max_new_tokens)
         super().__init__(*args, hf_model_type=None, **kwargs)
         if reward_placement not in ("turn", "episode"):
             raise ValueError(f"reward_placement must be 'turn' or 'episode', got {reward_placement!r}.")
-        if max_new_tokens is not None and max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be at least 1 (or null), got {max_new_tokens}.")
         self.max_turns = max_turns
         self.system_prompt = system_prompt
         # Which worker merges the batch: v1 (verl's default) merges reward_extra_info row by row; the legacy one by the first row's keys.
