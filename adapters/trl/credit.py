@@ -25,6 +25,7 @@ from accelerate.utils import gather_object
 from trl import GRPOTrainer
 
 from gem_core.rollout.advantages import discounted_returns, turn_returns_to_token_advantages
+from gem_core.rollout.options import check_episode_options
 
 __all__ = ["TurnCreditGRPOTrainer"]
 
@@ -49,8 +50,7 @@ class TurnCreditGRPOTrainer(GRPOTrainer):
                 f"turn_credit={turn_credit!r}: expected 'rebn' (per-turn ReBN), 'reinforce' (per-turn returns, "
                 "no baseline), 'baseline' (per-turn returns minus the batch mean) or 'episode' (stock GRPO)."
             )
-        if not 0.0 <= gamma <= 1.0:
-            raise ValueError(f"gamma={gamma}: a discount must lie in [0, 1].")
+        check_episode_options("TurnCreditGRPOTrainer", gamma=gamma)
         super().__init__(*args, **kwargs)
         self.turn_credit = turn_credit
         self.gamma = gamma

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from gem_adapters.framework_version import check_trl_version
 from gem_adapters.trl.make_dataset import GEM_KEY, episode_label
 from gem_core import placement
-from gem_core.registry import spec
+from gem_core.rows import EpisodeLabel, make_label_env
 
 __all__ = ["environment_factory", "GemToolEnvironment"]
 
@@ -25,8 +26,10 @@ class GemToolEnvironment:
     """Base of the classes :func:`environment_factory` returns (TRL instantiates them without arguments).
 
     The episode is chosen by the row: a prompt built by :func:`gem_adapters.trl.make_dataset` (the env
-    id, seed and kwargs ride in its last message), else the row's ``seed`` column with the class's
-    default env. The env's first observation is already the prompt, so ``reset`` returns ``None``.
+    id, seed and kwargs ride in its last message; the class's kwargs apply under the row's, and a row of
+    an env other than the class's default is refused), else the row's ``seed`` column with the class's
+    default env (a row with neither is refused: every copy of a GRPO group would play a different game).
+    The env's first observation is already the prompt, so ``reset`` returns ``None``.
     """
 
     env_id: str | None = None
@@ -39,16 +42,16 @@ class GemToolEnvironment:
 
     def reset(self, **row: Any) -> str | None:
         prompt = row.get("prompt")
+        env_id, seed, env_kwargs = self.env_id, row.get("seed"), dict(self.env_kwargs)
         if isinstance(prompt, list) and prompt and isinstance(prompt[-1], dict) and prompt[-1].get(GEM_KEY):
             label, _ = episode_label(prompt)
-            env_id, seed, env_kwargs = label.env_id, label.seed, label.env_kwargs
-        elif self.env_id is not None:
-            env_id, seed, env_kwargs = self.env_id, row.get("seed"), dict(self.env_kwargs)
-        else:
-            raise ValueError(
-                "Cannot tell which env to reset: build the dataset with gem_adapters.trl.make_dataset, or give "
-                "environment_factory(env_id=...) a default env and the dataset a 'seed' column."
-            )
+            if env_id not in (None, label.env_id):  # the row's env would be played in silence
+                raise ValueError(f"environment_factory({env_id!r}) got a dataset row of {label.env_id!r}: give environment_factory the rows' "
+                                 f"env id ({label.env_id!r}), or no env id (rows from make_dataset name their own env).")
+            env_id, seed, env_kwargs = label.env_id, label.seed, {**env_kwargs, **label.env_kwargs}  # the row's kwargs win
+        elif env_id is None or seed is None:  # seed=None: every copy of a GRPO group would draw its own game
+            raise ValueError(f"environment_factory({env_id!r}) cannot tell which episode to reset: the dataset row has no GEM label, so it needs "
+                             "a default env_id and a 'seed' column; give the dataset a 'seed' column, or build it with gem_adapters.trl.make_dataset.")
         if self.env is not None:
             self.env.close()
         self.env = placement.make_env(env_id, **env_kwargs)
@@ -82,8 +85,15 @@ class GemToolEnvironment:
 
 def environment_factory(env_id: str | None = None, **env_kwargs: Any) -> type[GemToolEnvironment]:
     """A class for ``GRPOTrainer(environment_factory=...)``; ``env_id`` is the default env for rows that
-    do not name one (rows from :func:`~gem_adapters.trl.make_dataset` always do)."""
-    if env_id is not None:
-        spec(env_id)  # an unknown id fails here, naming the closest ones
+    do not name one (rows from :func:`~gem_adapters.trl.make_dataset` always do; they must name this one).
+
+    ``env_kwargs`` (e.g. ``max_turns``) apply to every episode, under a row's own kwargs. With an ``env_id``
+    the env is built once here, so an unknown id (:class:`~gem_core.registry.UnknownEnvError`) or kwargs it
+    does not take (:class:`~gem_core.rows.EnvKwargsError`, naming its registered kwargs) fail now, not in
+    the trainer; a wrong TRL install fails with the install line (:class:`~gem_adapters.trl.TRLVersionError`).
+    """
+    check_trl_version()  # a wrong TRL install fails here with the install line (reads metadata only; no import of trl)
+    if env_id is not None:  # an unknown id, or kwargs the env does not take, fail here (naming the closest ids, the registered kwargs)
+        make_label_env(EpisodeLabel(env_id, 0, dict(env_kwargs))).close()
     name = "GemEnv" if env_id is None else "GemEnv_" + "".join(ch if ch.isalnum() else "_" for ch in env_id)
     return type(name, (GemToolEnvironment,), {"env_id": env_id, "env_kwargs": dict(env_kwargs)})

@@ -26,12 +26,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gem_adapters.framework_version import check_trl_version
 from gem_adapters.trl.make_dataset import episode_label
 from gem_adapters.trl.policy import trainer_policy
 from gem_adapters.trl.sampled_head import score_sampled_tokens_only
 from gem_core.curriculum import TaskSampler, episode_outcome, group_starts, record_outcomes, tag_task, task_metrics
 from gem_core.rollout import SamplingParams, TokenTrajectory, run_labels
 from gem_core.rollout.metrics import trajectory_metrics
+from gem_core.rollout.options import check_episode_options
 from gem_core.rollout.vision import require_prompt_images_only, text_tokenizer
 from gem_core.transport.sync_bridge import run_sync
 
@@ -70,6 +72,10 @@ class GemRolloutFunc:
     dataset's episodes and leave it alone. None: every episode is its prompt's label."""
 
     def __post_init__(self) -> None:
+        check_trl_version()  # a wrong TRL install fails here with the install line (reads metadata only; no import of trl)
+        check_episode_options("GemRolloutFunc", max_turns=self.max_turns, max_new_tokens=self.max_new_tokens)
+        if not isinstance(self.task_sampler, (TaskSampler, type(None))):
+            raise TypeError(f"GemRolloutFunc: task_sampler must be a gem_core.curriculum.TaskSampler (or None), got {type(self.task_sampler).__name__}.")
         vision = [task.name for task in (self.task_sampler.tasks if self.task_sampler is not None else ()) if task.env_id.startswith("vision:")]
         if vision:
             # TRL takes a prompt's images from its dataset row, which would not be the drawn episode's.
@@ -179,7 +185,7 @@ def trajectories_to_rollout(
 
 
 def env_return_reward(
-    completions: list[Any], env_return: list[float], log_metric: Callable[[str, float], None] | None = None,
+    completions: list[Any], env_return: list[float] | None = None, log_metric: Callable[[str, float], None] | None = None,
     gem_trajectory: list[TokenTrajectory] | None = None, gem_curriculum: list[dict[str, float]] | None = None, **kwargs: Any,
 ) -> list[float]:
     """TRL reward function: the episode return computed by the env (sum of its per-turn rewards).
@@ -191,6 +197,9 @@ def env_return_reward(
     (:func:`~gem_core.curriculum.task_metrics`), and with a task sampler its next-draw probability and recent
     success per task (``gem/curriculum/<task>/probability``, ``/success``).
     """
+    if env_return is None:  # TRL gives reward functions only the rollout's own fields
+        raise ValueError("env_return_reward reads the episode returns that GemRolloutFunc returns: pass rollout_func=GemRolloutFunc(...) "
+                         "to GRPOTrainer, or, with environment_factory, pass no reward_funcs (TRL then scores each episode with the env's get_reward()).")
     if log_metric is not None and gem_trajectory:
         for name, value in {**trajectory_metrics(gem_trajectory), **task_metrics(gem_trajectory)}.items():
             log_metric(name, value)

@@ -1,0 +1,133 @@
+"""Bad settings of the TRL adapter fail where they are given, as one error naming the setting and the fix,
+instead of at the first episode inside the trainer (or never: settings that were silently dropped)."""
+
+from __future__ import annotations
+
+from importlib import metadata
+
+import pytest
+
+from gem_adapters.trl import GemRolloutFunc, TRLVersionError, env_return_reward, environment_factory, make_dataset
+from gem_core.curriculum import TaskSampler
+from gem_core.rows import EnvKwargsError
+
+ENV_ID = "game:GuessTheNumber-v0-easy"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"max_turns": 0}, "GemRolloutFunc: max_turns=0 must be a positive whole number of turns, or None."),
+        ({"max_turns": -1}, "GemRolloutFunc: max_turns=-1 must be a positive whole number"),
+        ({"max_turns": 1.5}, "GemRolloutFunc: max_turns=1.5 must be a positive whole number"),
+        ({"max_turns": "3"}, "GemRolloutFunc: max_turns='3' must be a positive whole number"),
+        ({"max_new_tokens": 0}, "GemRolloutFunc: max_new_tokens=0 must be a positive whole number, or None."),
+        ({"max_new_tokens": -5}, "GemRolloutFunc: max_new_tokens=-5 must be a positive whole number"),
+        ({"max_new_tokens": 2.5}, "GemRolloutFunc: max_new_tokens=2.5 must be a positive whole number"),
+    ],
+)
+def test_rollout_func_refuses_bad_turn_and_token_limits_when_built(options, message):
+    with pytest.raises(ValueError) as err:
+        GemRolloutFunc(**options)
+    assert str(err.value) == message or str(err.value).startswith(message)
+
+
+@pytest.mark.parametrize("task_sampler", ["game:GuessTheNumber-v0", [ENV_ID], {"tasks": [ENV_ID]}])
+def test_rollout_func_refuses_a_task_sampler_that_is_not_one(task_sampler):
+    with pytest.raises(TypeError) as err:
+        GemRolloutFunc(task_sampler=task_sampler)
+    assert str(err.value) == (
+        f"GemRolloutFunc: task_sampler must be a gem_core.curriculum.TaskSampler (or None), got {type(task_sampler).__name__}."
+    )
+
+
+def test_rollout_func_still_takes_a_task_sampler():
+    sampler = TaskSampler([ENV_ID])
+    assert GemRolloutFunc(max_turns=2, max_new_tokens=4, task_sampler=sampler).task_sampler is sampler
+
+
+@pytest.mark.parametrize("build", [lambda: GemRolloutFunc(), lambda: environment_factory(ENV_ID)], ids=["rollout_func", "environment_factory"])
+def test_the_main_route_checks_the_trl_version(monkeypatch, build):
+    real = metadata.version
+    monkeypatch.setattr(metadata, "version", lambda name: "1.17.0" if name == "trl" else real(name))
+    with pytest.raises(TRLVersionError, match=r'found 1\.17\.0\. Install the supported version with `pip install -e "\.\[trl\]"`'):
+        build()
+
+
+def _wrong_guess(env) -> str:
+    return f"\\boxed{{{1 if env.env.target != 1 else 2}}}"
+
+
+def test_factory_kwargs_apply_to_make_dataset_rows_under_the_rows_own():
+    row = make_dataset(ENV_ID, 1, seed_start=3)[0]
+    env = environment_factory(ENV_ID, max_turns=1)()
+    env.reset(**row)
+    reply = env.act(_wrong_guess(env))  # with max_turns=1 the episode ends on it
+    assert env.done and reply.endswith("The game is over.")
+    # the row's own kwargs win over the factory's
+    row = make_dataset(ENV_ID, 1, seed_start=3, env_kwargs={"max_turns": 3})[0]
+    env.reset(**row)
+    env.act(_wrong_guess(env))
+    assert not env.done
+
+
+def test_factory_episode_env_is_placed_with_the_factory_kwargs(monkeypatch):
+    # the trl-venv twin of tests/core/test_placement.py's factory test (the class is built, checking its kwargs, before recording)
+    from gem_core import placement
+
+    factory = environment_factory(ENV_ID, max_turns=4)
+    placed = []
+
+    def record(env_id, env_backend=None, **env_kwargs):
+        placed.append((env_id, env_kwargs))
+        raise RuntimeError("placed")
+
+    monkeypatch.setattr(placement, "make_env", record)
+    with pytest.raises(RuntimeError, match="placed"):
+        factory().reset(seed=7)
+    assert placed == [(ENV_ID, {"max_turns": 4})]
+
+
+def test_factory_refuses_a_row_of_another_env():
+    row = make_dataset(ENV_ID, 1)[0]
+    with pytest.raises(ValueError) as err:
+        environment_factory("game:Wordle-v0")().reset(**row)
+    assert str(err.value) == (
+        f"environment_factory('game:Wordle-v0') got a dataset row of {ENV_ID!r}: give environment_factory the rows' env id "
+        f"({ENV_ID!r}), or no env id (rows from make_dataset name their own env)."
+    )
+
+
+def test_factory_refuses_a_row_with_neither_label_nor_seed():
+    with pytest.raises(ValueError) as err:
+        environment_factory(ENV_ID)().reset(prompt=[{"role": "user", "content": "hi"}])
+    assert str(err.value) == (
+        f"environment_factory({ENV_ID!r}) cannot tell which episode to reset: the dataset row has no GEM label, so it needs a "
+        "default env_id and a 'seed' column; give the dataset a 'seed' column, or build it with gem_adapters.trl.make_dataset."
+    )
+    env = environment_factory(ENV_ID)()
+    env.reset(seed=5, prompt=[{"role": "user", "content": "hi"}])  # a seed column is enough
+    assert env.env is not None
+
+
+def test_factory_refuses_kwargs_the_env_does_not_take_when_built():
+    with pytest.raises(EnvKwargsError, match=r"(?s)\{\"bogus\": 1\} do not fit game:GuessTheNumber-v0-easy.*registered kwargs are .*max_number"):
+        environment_factory(ENV_ID, bogus=1)
+
+
+def test_env_return_reward_without_the_rollout_func_says_what_to_pass():
+    with pytest.raises(ValueError) as err:
+        env_return_reward(prompts=["p"], completions=["c"], completion_ids=[[1]])
+    assert str(err.value) == (
+        "env_return_reward reads the episode returns that GemRolloutFunc returns: pass rollout_func=GemRolloutFunc(...) "
+        "to GRPOTrainer, or, with environment_factory, pass no reward_funcs (TRL then scores each episode with the env's get_reward())."
+    )
+
+
+@pytest.mark.parametrize("gamma", ["0.9", None, 2, float("nan")])
+def test_turn_credit_trainer_refuses_a_gamma_that_is_not_a_discount(gamma):
+    from gem_adapters.trl import TurnCreditGRPOTrainer
+
+    with pytest.raises(ValueError) as err:
+        TurnCreditGRPOTrainer(model=None, gamma=gamma)
+    assert str(err.value) == f"TurnCreditGRPOTrainer: gamma={gamma!r} must be a number in [0, 1] (a discount over turns)."
