@@ -28,9 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import json
 import logging
-import numbers
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,7 +37,7 @@ from typing import Any
 from packaging.specifiers import SpecifierSet
 
 from gem_core.curriculum import (
-    episode_outcome, load_sampler_state, record_outcomes, sampler_from_spec, save_sampler_state, tag_task, task_metrics,
+    episode_outcome, load_sampler_state, record_outcomes, sampler_from_spec, sampler_spec, save_sampler_state, tag_task, task_metrics,
 )
 from gem_core.errors import GemError
 from gem_core.registry import spec as env_spec
@@ -154,12 +152,9 @@ class GemCollector:
         curriculum = getattr(args, "curriculum", None)
         if self._gem_sampler is None:  # without a curriculum: env_id's seeds in order (a sampler of one task)
             check_episode_options("GemArgsMixin", max_turns=getattr(args, "max_turns", None), system_prompt=getattr(args, "system_prompt", None),
-                                  max_total_tokens=getattr(args, "max_total_tokens", None))
-            num_env = getattr(args, "num_env", 16)  # the core has no rule for counts; 0 drew no episodes, forever
-            if isinstance(num_env, bool) or not isinstance(num_env, numbers.Integral) or num_env < 1:
-                raise ValueError(f"GemArgsMixin: num_env={num_env!r} must be a positive whole number (episodes run at once per actor).")
+                                  max_total_tokens=getattr(args, "max_total_tokens", None), num_env=getattr(args, "num_env", 16))  # 0: drew nothing, forever
             env_spec(args.env_id)  # unknown ids fail on the first call with the closest ids
-            spec = json.loads(curriculum) if curriculum else {"tasks": [args.env_id], "weighting": "uniform"}
+            spec = sampler_spec(curriculum) if curriculum else {"tasks": [args.env_id], "weighting": "uniform"}
             self._gem_sampler = self._actor_sampler(spec, int(getattr(self, "actor_id", 0) or 0))
         if self._gem_tokenizer is None:  # start-up: oat's generate asserts the bos is in every prompt
             self._gem_tokenizer = tokenizer_writing_bos(self.tokenizer, getattr(args, "system_prompt", None))

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextvars
 import inspect
-import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,11 +110,8 @@ class AgentConfig:
 
     def __post_init__(self) -> None:
         # Here, not at the first episode inside OpenRLHF's workers (where max_new_tokens=0 played 1-token turns).
-        check_episode_options("AgentConfig", system_prompt=self.system_prompt, max_turns=self.max_turns,
-                              max_new_tokens=self.max_new_tokens, reward_gamma=self.reward_gamma)
-        n = self.n_samples_per_prompt  # the core has no rule for copy counts (check_episode_options takes none)
-        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
-            raise ValueError(f"AgentConfig: n_samples_per_prompt={n!r} must be a positive whole number (--rollout.n_samples_per_prompt).")
+        check_episode_options("AgentConfig", system_prompt=self.system_prompt, max_turns=self.max_turns, max_new_tokens=self.max_new_tokens,
+                              reward_gamma=self.reward_gamma, n_samples_per_prompt=self.n_samples_per_prompt)
 
 
 @dataclass

@@ -25,12 +25,12 @@ averages per key and logs. What RL2 leaves no hook for: the sampler's state is n
 from __future__ import annotations
 
 import json
-import numbers
 from collections.abc import Mapping
 from typing import Any
 
 from gem_core.curriculum import shared_group_starts, task_metrics
 from gem_core.rollout import EpisodeSession
+from gem_core.rollout.options import check_episode_options
 from gem_core.rollout.policy import default_stop_token_ids
 from gem_adapters.rl2.api import row_label
 from gem_adapters.rl2.episodes import OpenEpisodes
@@ -84,9 +84,8 @@ class GenerateEnv:
     def _starts(self, config: Any) -> Any:
         """Where episodes start: the curriculum's draws for ``rollout.train`` (the config with ``partial_rollout``), else the rows."""
         train, copies = "partial_rollout" in config, config.get("responses_per_prompt")
-        copies = 1 if copies is None else copies  # unset: 1; the core has no rule for copy counts (check_episode_options)
-        if isinstance(copies, bool) or not isinstance(copies, numbers.Integral) or copies < 1:
-            raise ValueError(f"GenerateEnv: rollout.{'train' if train else 'test'}.responses_per_prompt={copies!r} must be a positive whole number.")
+        copies = 1 if copies is None else copies  # unset: 1
+        check_episode_options(f"GenerateEnv: rollout.{'train' if train else 'test'}", responses_per_prompt=copies)
         return shared_group_starts(self.curriculum if train else None, copies)
 
     async def generate(self, config: Any, tokenizer: Any, router_url: str, sample: Any) -> None:

@@ -59,7 +59,6 @@ the job starts again), and a worker cannot add metrics to verl's training log (e
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -205,8 +204,6 @@ def episode_label(row: Mapping[str, Any]) -> EpisodeLabel:
     if not isinstance(extra_info, Mapping):
         raise LabelError(f"The dataset row has no extra_info dict (got {type(extra_info).__name__}). {fix_hint}")
     fields = dict(extra_info)
-    if isinstance(fields.get("env_kwargs"), str):  # make_dataset stores them as JSON (their keys vary by env)
-        fields["env_kwargs"] = json.loads(fields["env_kwargs"])
     if isinstance(fields.get("seed"), float) and fields["seed"].is_integer():
         fields["seed"] = int(fields["seed"])  # parquet may hand integers back as floats
     return parse_label(fields, fix_hint=fix_hint)

@@ -26,7 +26,7 @@ from gem_core.curriculum.groups import GroupStarts, Outcome, RowStarts, episode_
 from gem_core.curriculum.ladder import difficulty_ladder, numeric_ladder
 from gem_core.curriculum.metrics import TASK_KEY, tag_task, task_metrics
 from gem_core.curriculum.sampler import TaskSampler
-from gem_core.curriculum.shared import RayGroupStarts, sampler_from_spec, shared_group_starts
+from gem_core.curriculum.shared import RayGroupStarts, sampler_from_spec, sampler_spec, shared_group_starts
 from gem_core.curriculum.stats import TaskStats
 from gem_core.curriculum.task import Task, TaskError, task_name
 from gem_core.curriculum.weighting import WEIGHTINGS, Weighting, informative_group_probability
@@ -34,6 +34,6 @@ from gem_core.curriculum.weighting import WEIGHTINGS, Weighting, informative_gro
 __all__ = [
     "SAMPLER_STATE_FILE", "TASK_KEY", "WEIGHTINGS", "GroupStarts", "Outcome", "RayGroupStarts", "RowStarts", "Task", "TaskError", "TaskSampler",
     "TaskStats", "Weighting", "difficulty_ladder", "episode_outcome", "group_starts", "informative_group_probability",
-    "load_sampler_state", "numeric_ladder", "record_outcomes", "sampler_from_spec", "save_sampler_state", "shared_group_starts",
+    "load_sampler_state", "numeric_ladder", "record_outcomes", "sampler_from_spec", "sampler_spec", "save_sampler_state", "shared_group_starts",
     "tag_task", "task_metrics", "task_name",
 ]

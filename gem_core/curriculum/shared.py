@@ -31,6 +31,22 @@ _SHARED: dict[str, Any] = {}
 _ROW_STARTS = RowStarts()
 
 
+def sampler_spec(spec: Mapping[str, Any] | str) -> dict[str, Any]:
+    """``spec`` as plain data (JSON text parsed, a YAML config's nodes made dicts and lists), checked to be
+    an object with ``tasks``; where a curriculum comes in as text (a CLI flag, a YAML string) it fails here,
+    at the first read, with a TaskError rather than a bare JSONDecodeError.
+    """
+    if isinstance(spec, str):
+        try:
+            spec = json.loads(spec)
+        except json.JSONDecodeError as error:
+            raise TaskError(f"The task sampler spec {spec[:80]!r} is not JSON ({error}).") from None
+    spec = _plain(spec)
+    if not isinstance(spec, Mapping) or "tasks" not in spec:
+        raise TaskError(f"A task sampler spec is an object with 'tasks' (and TaskSampler's arguments), got {spec!r}.")
+    return spec
+
+
 def sampler_from_spec(spec: Mapping[str, Any] | str) -> TaskSampler:
     """A :class:`TaskSampler` from plain data (a mapping or its JSON text), as a YAML file or a CLI flag gives it.
 
@@ -41,14 +57,7 @@ def sampler_from_spec(spec: Mapping[str, Any] | str) -> TaskSampler:
     Raises:
         TaskError: not JSON, no ``tasks``, an unknown key, or tasks the sampler refuses (the message says which).
     """
-    if isinstance(spec, str):
-        try:
-            spec = json.loads(spec)
-        except json.JSONDecodeError as error:
-            raise TaskError(f"The task sampler spec {spec[:80]!r} is not JSON ({error}).") from None
-    if not isinstance(spec, Mapping) or "tasks" not in spec:
-        raise TaskError(f"A task sampler spec is an object with 'tasks' (and TaskSampler's arguments), got {spec!r}.")
-    kwargs = dict(spec)
+    kwargs = sampler_spec(spec)
     tasks = kwargs.pop("tasks")
     if not isinstance(tasks, (Mapping, str)):
         tasks = [Task(**dict(task)) if isinstance(task, Mapping) else task for task in tasks]
@@ -70,7 +79,7 @@ def shared_group_starts(spec: Mapping[str, Any] | str | None, copies: int) -> Gr
     """
     if not spec:
         return _ROW_STARTS
-    spec = _plain(json.loads(spec) if isinstance(spec, str) else spec)
+    spec = sampler_spec(spec)
     key = json.dumps({"spec": spec, "copies": copies}, sort_keys=True)
     starts = _SHARED.get(key)
     if starts is None:

@@ -24,6 +24,12 @@ def _count(value: Any) -> str | None:
     return "must be a positive whole number, or None"
 
 
+def _copies(value: Any) -> str | None:
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1:
+        return None
+    return "must be a positive whole number"
+
+
 def _text(value: Any) -> str | None:
     return None if value is None or isinstance(value, str) else "must be a str, or None"
 
@@ -48,15 +54,17 @@ def check_episode_options(owner: str, **options: Any) -> None:
 
     Keys: ``max_turns`` (:func:`~gem_core.wrappers.turn_limit.check_max_turns`, the registry's rule),
     ``max_new_tokens``, ``max_total_tokens``, ``max_response_tokens`` (positive whole numbers or None),
-    ``system_prompt`` (a str or None) and any key ending in ``gamma`` (a number in [0, 1]).
+    ``system_prompt`` (a str or None), any key ending in ``gamma`` (a number in [0, 1]), and counts of
+    episodes, any key ending in ``_per_prompt`` (a GRPO group's size) or starting with ``num_`` (positive
+    whole numbers, never None).
     """
     for key, value in options.items():
         if key == "max_turns":
             check_max_turns(value, owner)
             continue
-        rule = _RULES.get("gamma" if key.endswith("gamma") else key)
+        rule = _copies if key.endswith("_per_prompt") or key.startswith("num_") else _RULES.get("gamma" if key.endswith("gamma") else key)
         if rule is None:
-            raise TypeError(f"check_episode_options: no rule for {key!r}; known: max_turns, {', '.join(_RULES)}.")
+            raise TypeError(f"check_episode_options: no rule for {key!r}; known: max_turns, {', '.join(_RULES)}, *_per_prompt, num_*.")
         problem = rule(value)
         if problem:
             raise ValueError(f"{owner}: {key}={value!r} {problem}.")

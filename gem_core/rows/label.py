@@ -59,6 +59,11 @@ def parse_label(label: str | Mapping[str, Any], *, fix_hint: str = _DATASET_HINT
             f"and the seed that fixes its episode. {fix_hint}"
         )
     env_id, seed, env_kwargs = label["env_id"], label["seed"], label.get("env_kwargs") or {}
+    if isinstance(env_kwargs, str):  # a column that stores them as JSON text (their keys vary by env)
+        try:
+            env_kwargs = json.loads(env_kwargs)
+        except json.JSONDecodeError as err:
+            raise LabelError(f"Dataset label env_kwargs {env_kwargs[:80]!r} is not JSON ({err}). {fix_hint}") from None
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise LabelError(f"Dataset label seed must be an integer, got {seed!r}. {fix_hint}")
     if not isinstance(env_kwargs, Mapping):

@@ -85,15 +85,6 @@ def test_oats_actor_places_its_envs(placed, tiny_tokenizer):
     assert placed and {env_id for env_id, _ in placed} == {ENV_ID}
 
 
-def test_trls_environment_factory_places_the_rows_env(placed):
-    from gem_adapters.trl.environment import environment_factory
-
-    environment = environment_factory(ENV_ID, max_turns=4)()
-    with pytest.raises(Placed):
-        environment.reset(seed=7)
-    assert placed == [(ENV_ID, {"max_turns": 4})]
-
-
 def test_replaying_a_trajectory_file_places_its_env(placed, tmp_path):
     import json
 

@@ -206,3 +206,14 @@ def test_an_unknown_task_is_the_curriculums_mistake_not_a_datasets():
     with pytest.raises(TaskError, match=r"No env registered as 'game:Wordel-v0'.*Did you mean 'game:Wordle-v0'.*curriculum's tasks") as caught:
         sampler_from_spec({"tasks": ["game:GuessTheNumber-v0", "game:Wordel-v0"]})
     assert "dataset" not in str(caught.value)
+
+
+def test_a_curriculum_that_is_not_json_is_a_task_error_wherever_it_is_read():
+    """OpenRLHF and RL2 hand shared_group_starts the text of their curriculum option; oat reads it with sampler_spec."""
+    from gem_core.curriculum import TaskError, sampler_spec, shared_group_starts
+
+    for read in (shared_group_starts, sampler_spec):
+        args = ("{bad", 4) if read is shared_group_starts else ("{bad",)
+        with pytest.raises(TaskError, match=r"The task sampler spec '\{bad' is not JSON"):
+            read(*args)
+    assert sampler_spec('{"tasks": ["game:GuessTheNumber-v0"]}') == {"tasks": ["game:GuessTheNumber-v0"]}

@@ -46,3 +46,11 @@ def test_the_session_checks_its_limits_by_the_same_rules(tiny_tokenizer, scripte
         EpisodeSession(scripted_env(rewards=[1.0]), tiny_tokenizer, max_turns=2.5)
     with pytest.raises(ValueError, match=r"^EpisodeSession: max_total_tokens=0 must be a positive whole number"):
         EpisodeSession(scripted_env(rewards=[1.0]), tiny_tokenizer, max_total_tokens=0)
+
+
+@pytest.mark.parametrize("key", ["n_samples_per_prompt", "responses_per_prompt", "num_env"])
+@pytest.mark.parametrize("bad", [0, -2, 1.5, None, "4"])
+def test_episode_counts_are_positive_whole_numbers_and_never_none(key, bad):
+    with pytest.raises(ValueError, match=rf"^MyConfig: {key}={bad!r} must be a positive whole number\.$"):
+        check_episode_options("MyConfig", **{key: bad})
+    check_episode_options("MyConfig", **{key: np.int64(8)})

@@ -92,3 +92,13 @@ def test_numpy_counts_work_and_seeds_past_64_bits_or_a_non_text_system_prompt_ar
     list(episode_rows("game:GuessTheNumber-v0", 1, seed_start=2**63 - 1, with_messages=False))  # the last seed fits
     with pytest.raises(ValueError, match=r"make_dataset: system_prompt=5 must be a str, or None"):
         list(episode_rows("game:GuessTheNumber-v0", 1, system_prompt=5))
+
+
+def test_env_kwargs_stored_as_json_text_are_read_and_bad_text_is_a_label_error():
+    """verl's parquet rows store env_kwargs as JSON text; a damaged row is the dataset's mistake, named as such."""
+    from gem_core.rows import parse_label
+
+    label = parse_label({"env_id": "game:GuessTheNumber-v0", "seed": 1, "env_kwargs": '{"max_number": 5}'})
+    assert label.env_kwargs == {"max_number": 5}
+    with pytest.raises(LabelError, match=r"env_kwargs '\{bad' is not JSON"):
+        parse_label({"env_id": "game:GuessTheNumber-v0", "seed": 1, "env_kwargs": "{bad"})

@@ -295,7 +295,7 @@ def test_unknown_env_id_fails_on_the_first_collection(tokenizer):
     [({"max_turns": 0}, "GemArgsMixin: max_turns=0 must be a positive whole number of turns, or None."),
      ({"max_total_tokens": 0}, "GemArgsMixin: max_total_tokens=0 must be a positive whole number, or None."),
      ({"system_prompt": 5}, "GemArgsMixin: system_prompt=5 must be a str, or None."),
-     ({"num_env": 0}, "GemArgsMixin: num_env=0 must be a positive whole number (episodes run at once per actor).")],
+     ({"num_env": 0}, "GemArgsMixin: num_env=0 must be a positive whole number.")],
 )
 def test_bad_episode_args_fail_on_the_first_collection_naming_the_flag(tokenizer, overrides, message):
     # Before: system_prompt=5 was a TypeError inside the chat template, max_turns=0 named EpisodeSession, num_env=0 never returned.

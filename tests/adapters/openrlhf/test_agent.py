@@ -143,10 +143,8 @@ async def test_label_without_seed_fails_naming_the_dataset_builder(tokenizer, ex
      ({"reward_gamma": float("nan")}, "AgentConfig: reward_gamma=nan must be a number in [0, 1] (a discount over turns)."),
      ({"max_turns": 0}, "AgentConfig: max_turns=0 must be a positive whole number of turns, or None."),
      ({"system_prompt": 5}, "AgentConfig: system_prompt=5 must be a str, or None."),
-     ({"n_samples_per_prompt": 0}, "AgentConfig: n_samples_per_prompt=0 must be a positive whole number "
-                                   "(--rollout.n_samples_per_prompt)."),
-     ({"n_samples_per_prompt": 2.5}, "AgentConfig: n_samples_per_prompt=2.5 must be a positive whole number "
-                                     "(--rollout.n_samples_per_prompt).")],
+     ({"n_samples_per_prompt": 0}, "AgentConfig: n_samples_per_prompt=0 must be a positive whole number."),
+     ({"n_samples_per_prompt": 2.5}, "AgentConfig: n_samples_per_prompt=2.5 must be a positive whole number.")],
 )
 def test_bad_config_is_refused_when_it_is_built_naming_the_key(kwargs, message):
     # Before: max_new_tokens=0 played 1-token turns, gamma 5 scaled rewards, the others failed at the first episode.

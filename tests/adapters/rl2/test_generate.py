@@ -151,7 +151,7 @@ async def test_responses_per_prompt_below_one_is_refused_naming_the_key(tokenize
     split = "train" if train else "test"
     with pytest.raises(ValueError) as error:
         await GenerateEnv().generate(config, tokenizer, "http://127.0.0.1:9", Sample(sample=dataset_row(EpisodeLabel(ENV_ID, 0))))
-    assert str(error.value) == f"GenerateEnv: rollout.{split}.responses_per_prompt=0 must be a positive whole number."
+    assert str(error.value) == f"GenerateEnv: rollout.{split}: responses_per_prompt=0 must be a positive whole number."
 
 
 async def test_aborted_episodes_rl2_abandons_are_closed_past_the_bound(tokenizer, fake_router, open_envs):

@@ -72,7 +72,8 @@ def test_factory_kwargs_apply_to_make_dataset_rows_under_the_rows_own():
 
 
 def test_factory_episode_env_is_placed_with_the_factory_kwargs(monkeypatch):
-    # the trl-venv twin of tests/core/test_placement.py's factory test (the class is built, checking its kwargs, before recording)
+    # The factory's episode env goes through gem_core.placement (TRL's route of tests/core/test_placement.py, which runs without
+    # trl: the factory now checks the TRL version). The class is built, checking its kwargs, before recording.
     from gem_core import placement
 
     factory = environment_factory(ENV_ID, max_turns=4)
