@@ -21,19 +21,24 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
+from pathlib import Path
 from collections.abc import Hashable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from gem_core.curriculum.checkpoint import load_sampler_state, save_sampler_state
 from gem_core.curriculum.metrics import tag_task
 from gem_core.curriculum.sampler import TaskSampler
+from gem_core.curriculum.task import TaskError
 from gem_core.env import episode_success
 from gem_core.rows.label import EpisodeLabel
 
 if TYPE_CHECKING:  # the sampler side of this package needs no rollout engine
     from gem_core.rollout.trajectory import TokenTrajectory
 
-__all__ = ["GroupStarts", "Outcome", "RowStarts", "episode_outcome", "group_starts", "record_outcomes"]
+__all__ = ["LOCK_FILE", "GroupStarts", "Outcome", "RowStarts", "episode_outcome", "group_starts", "record_outcomes"]
+
+#: The file in a ``state_dir`` that its owner holds an exclusive lock on (and writes its pid into).
+LOCK_FILE = ".gem_task_sampler.lock"
 
 #: One finished episode for :meth:`TaskSampler.update`: (its start or task name, success, return).
 Outcome = tuple["EpisodeLabel | str", bool, float]
@@ -90,7 +95,11 @@ class GroupStarts:
             dataset row next epoch) draws afresh.
         state_dir: where the trainer keeps no sampler state of its own: the sampler is restored from
             ``state_dir/gem_task_sampler.json`` if it exists and saved there after every ``copies`` finished
-            episodes (a group's worth), so a restarted run continues its curriculum.
+            episodes (a group's worth), so a restarted run continues its curriculum. The folder is created if
+            missing and owned by this object until :meth:`close` (or the process ends): an exclusive lock on
+            ``state_dir/.gem_task_sampler.lock`` (which holds the owner's pid), so a second process, or a second
+            sampler of this one, given the same folder is refused instead of overwriting the first one's state.
+            Under Ray one named actor owns it (:func:`~gem_core.curriculum.shared_group_starts`).
         max_open: most keys waiting for copies (the oldest is forgotten past it: a copy that never came).
 
     The methods are coroutines so that an async trainer awaits a local object and a shared one
@@ -104,8 +113,30 @@ class GroupStarts:
         self.sampler, self.copies, self.max_open, self.state_dir = sampler, copies, max_open, state_dir
         self._open: OrderedDict[Hashable, list[Any]] = OrderedDict()  # key -> [start, copies handed out]
         self._finished = 0
+        self._lock: int | None = None
         if state_dir is not None:
-            load_sampler_state(sampler, state_dir)
+            self._lock = _own_state_dir(Path(state_dir))
+            try:
+                load_sampler_state(sampler, state_dir)
+            except BaseException:
+                self.close()
+                raise
+
+    def close(self) -> None:
+        """Give up ``state_dir`` (release its lock) so another run may use it; later outcomes are no longer saved.
+        Harmless without ``state_dir`` or when called again; the process's end releases it too."""
+        lock, self._lock = getattr(self, "_lock", None), None
+        if lock is not None:
+            os.close(lock)  # closing the descriptor releases its flock
+
+    def __enter__(self) -> GroupStarts:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self.close()
 
     async def start(self, key: Hashable, row_label: EpisodeLabel | None = None) -> EpisodeLabel:
         """The episode start of the copy of group ``key`` (a draw for its first copy); the row's own label is not used."""
@@ -126,6 +157,9 @@ class GroupStarts:
 
     async def record(self, outcome: Outcome) -> None:
         """Record one finished copy (:func:`episode_outcome`); with ``state_dir``, save after every group's worth."""
+        if self.state_dir is not None and self._lock is None:
+            raise TaskError(f"This GroupStarts was closed and gave up state_dir {self.state_dir}: it records no more outcomes "
+                            "(build a new one to continue).")
         record_outcomes(self.sampler, [outcome])
         self._finished += 1
         if self.state_dir is not None and self._finished % self.copies == 0:
@@ -134,6 +168,39 @@ class GroupStarts:
     async def metrics(self) -> dict[str, float]:
         """The sampler's :meth:`~TaskSampler.metrics` (next-draw probability and recent success per task)."""
         return self.sampler.metrics()
+
+
+def _own_state_dir(folder: Path) -> int | None:
+    """Create ``folder`` if missing and take the exclusive lock on its :data:`LOCK_FILE`; the lock's descriptor
+    (None where the platform has no ``fcntl``).
+
+    Raises:
+        TaskError: ``folder`` is a file, or another process (or another sampler of this one) owns it.
+    """
+    if folder.exists() and not folder.is_dir():
+        raise TaskError(f"state_dir {folder} is a file, not a folder: give a folder (created if missing) for the sampler's state.")
+    try:
+        import fcntl
+    except ImportError:  # no flock on this platform: unlocked, as before
+        fcntl = None
+    folder.mkdir(parents=True, exist_ok=True)
+    if fcntl is None:
+        return None
+    fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        owner = os.read(fd, 32).decode("ascii", "replace").strip() or "unknown"
+        os.close(fd)
+        who = ("another sampler of this process" if owner == str(os.getpid()) else "another process") + f" (pid {owner})"
+        raise TaskError(f"state_dir {folder} is in use by {who}: two runs sharing it overwrite each other's sampler "
+                        "state; give each run its own state_dir.") from None
+    except BaseException:
+        os.close(fd)
+        raise
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+    return fd
 
 
 class RowStarts:

@@ -93,7 +93,9 @@ async def test_finished_copies_update_the_sampler_and_state_dir_saves_and_restor
     assert s.stats(start).episodes == 2 and s.stats(start).successes == 1
     assert json.loads((tmp_path / SAMPLER_STATE_FILE).read_text()) == s.state_dict()
 
-    # A new run with the same folder continues: same statistics, the next draw the first run would make.
+    # A new run with the same folder (once the first gave it up) continues: same statistics, the next draw
+    # the first run would make.
+    starts.close()
     restored = GroupStarts(sampler(), copies=2, state_dir=tmp_path)
     assert restored.sampler.state_dict() == s.state_dict()
     assert await restored.start("next") == await starts.start("next")
@@ -133,8 +135,9 @@ def test_shared_group_starts_are_one_object_per_process_and_arguments(tmp_path):
     assert isinstance(shared, GroupStarts) and shared.copies == 4 and shared.state_dir == str(tmp_path)
     assert shared.sampler.tasks == (Task(EASY), Task(MID)) and shared.sampler.seed == 11
     assert shared_group_starts(json.dumps(spec), 4) is shared
-    assert shared_group_starts(spec, 2) is not shared
-    assert shared_group_starts({**spec, "seed": 12}, 4) is not shared
+    # Other arguments, another sampler: it needs its own state_dir (one owner per folder).
+    assert shared_group_starts({**spec, "state_dir": str(tmp_path / "b")}, 2) is not shared
+    assert shared_group_starts({**spec, "seed": 12, "state_dir": str(tmp_path / "c")}, 4) is not shared
 
 
 def test_a_module_that_only_shares_rays_name_is_not_taken_for_ray(monkeypatch, tmp_path):
