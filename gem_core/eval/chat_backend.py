@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from gem_core.env import Env, episode_success
 from gem_core.eval.openai_client import ChatEndpoint
 from gem_core.eval.report import EpisodeRecord
+from gem_core.eval.runner import step_error
 
 if TYPE_CHECKING:
     from gem_core.eval.config import EvalConfig
@@ -65,6 +66,7 @@ class ChatBackend:
         messages.append({"role": "user", "content": observation})
         record.transcript = messages
         last_info: dict = {}
+        infos: list[dict] = []
         while True:
             reply = await self.endpoint.chat(
                 messages,
@@ -78,12 +80,16 @@ class ChatBackend:
             messages.append({"role": "assistant", "content": reply.text})
             observation, reward, terminated, truncated, last_info = await env.astep(reply.text)
             record.rewards.append(float(reward))
+            infos.append(last_info)
             record.format_errors += bool(last_info.get("format_error"))
             messages.append({"role": "user", "content": observation})
             if terminated or truncated:
                 record.terminated, record.truncated = bool(terminated), bool(truncated)
                 break
         record.success = episode_success([last_info], record.episode_return, record.terminated)
+        error = step_error(infos)  # a judge that gave no verdict: the episode failed, its 0 is no score
+        if error:
+            record.error = error
 
     async def aclose(self) -> None:
         if self._endpoint is not None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from gem_core.env import Env, episode_success
 from gem_core.eval.report import EpisodeRecord
+from gem_core.eval.runner import step_error
 
 if TYPE_CHECKING:
     from gem_core.eval.config import EvalConfig
@@ -113,7 +114,7 @@ def record_from_trajectory(trajectory: Any, record: EpisodeRecord, *, system_pro
         # The env's answer to the last action: the policy never sees it, the reader of a transcript does.
         transcript.append({"role": "user", "content": final_observation})
     record.transcript = transcript
-    env_errors = [info["error"] for info in infos if "error" in info]
-    if env_errors:  # the session ended the episode because env.step raised
-        record.error = f"env step failed: {env_errors[-1]}"
+    error = step_error(infos)  # env.step raised, or a judge gave no verdict
+    if error:
+        record.error = error
     return record
