@@ -1,7 +1,8 @@
 """``gem replay FILE``: the command line of :mod:`gem_core.rollout.replay` (the engine stays in rollout/).
 
 The command reads the env kwargs, env id and judge a replay may use from the command line only; the
-exit code says whether any stored reward changed (0: none, 1: some, 2: the file could not be replayed).
+exit code says whether any stored reward changed (0: none, 1: some, 2: the file could not be replayed, 3: some
+turns could not be scored: the judge gave no verdict or the env step failed).
 """
 
 from __future__ import annotations
@@ -35,20 +36,29 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         if judge is not None:
             judge.close()
+    failed = [c for c in changes if c.error]
+    changed = [c for c in changes if not c.error]
     for change in changes:
+        if change.error:  # no verdict: the replayed 0 is no score, so no reward is compared
+            print(f"episode {change.episode} turn {change.turn}: judge/env failed (stored reward {change.stored_reward:+g}): {change.error}")
+            continue
         print(
             f"episode {change.episode} turn {change.turn}: reward {change.stored_reward:+g} -> {change.replayed_reward:+g}"
             + (f" ({change.note})" if change.note != "reward" else "")
         )
-    print(f"{episodes} episodes replayed, {len(changes)} turns changed.")
-    return 1 if changes else 0
+    summary = f"{episodes} episodes replayed, {len(changed)} turns changed"
+    if failed:
+        print(f"{summary}, {len(failed)} turns failed (judge or env errors; no reward compared).")
+        return 3
+    print(f"{summary}.")
+    return 1 if changed else 0
 
 
 def add_replay_parser(commands: Any) -> None:
     """Add ``gem replay`` to the CLI's subcommands."""
     parser = commands.add_parser(
         "replay",
-        help="re-score stored trajectories against the current env (exit 1 if any reward changed)",
+        help="re-score stored trajectories against the current env (exit 1 if any reward changed, 3 if a judge or env step failed)",
         description=(engine.__doc__ or "").split("\n\n")[0],
     )
     parser.add_argument("file", help="a JSONL file written by gem_core.rollout.trajectory_io.write_trajectories")

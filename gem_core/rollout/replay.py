@@ -22,13 +22,18 @@ __all__ = ["FILE_ENV_KWARGS", "Replay", "TurnChange", "file_env_kwargs_problem",
 
 @dataclass(frozen=True)
 class TurnChange:
-    """One turn whose replayed outcome differs from the stored one."""
+    """One turn whose replayed outcome differs from the stored one, or that could not be scored.
+
+    ``error`` is set when the replayed step reported ``info["error"]`` (an env step that raised, a judge
+    that gave no verdict): its reward is no score, so it is a failure, never a reward change.
+    """
 
     episode: int
     turn: int
     stored_reward: float
     replayed_reward: float
     note: str = ""
+    error: str | None = None
 
 
 @dataclass
@@ -57,12 +62,15 @@ def replay_actions(
         stored = float(stored_rewards[turn]) if turn < len(stored_rewards) else float("nan")
         last = turn == len(actions) - 1
         notes = []
-        if not math.isclose(stored, float(reward), rel_tol=0.0, abs_tol=1e-9):
+        error = info.get("error") if isinstance(info, dict) else None
+        if error:  # no verdict (or a step that raised): the reward is no score to compare
+            notes.append("judge/env failed")
+        elif not math.isclose(stored, float(reward), rel_tol=0.0, abs_tol=1e-9):
             notes.append("reward")
         if (terminated or truncated) and not last:
             notes.append("the episode now ends here")
         if notes:
-            replay.changes.append(TurnChange(episode, turn, stored, float(reward), ", ".join(notes)))
+            replay.changes.append(TurnChange(episode, turn, stored, float(reward), ", ".join(notes), str(error) if error else None))
         if terminated or truncated:
             replay.terminated, replay.truncated = bool(terminated), bool(truncated)
             break
@@ -159,7 +167,8 @@ def _env_for(path: str, episode: int, record: dict[str, Any], env_id: str, env_i
 def replay_file(
     path: str, env_kwargs_override: dict[str, Any] | None, env_id_override: str | None = None, judge: Any = None, rubric: Any = None
 ) -> tuple[int, list[TurnChange]]:
-    """Replay every episode of a trajectory JSONL file; returns how many episodes and the turns that changed.
+    """Replay every episode of a trajectory JSONL file; returns how many episodes and the turns that changed
+    (or failed: those with :attr:`TurnChange.error` set).
 
     The env id and kwargs are the file's only where a file may choose them (:func:`file_env_kwargs_problem`);
     ``env_kwargs_override`` and ``env_id_override`` (the command line's) replace them. A judged env is
