@@ -11,7 +11,7 @@ and the checkpoint carries :meth:`~TaskSampler.state_dict` (:func:`save_sampler_
 - :mod:`~gem_core.curriculum.task`: :class:`Task` (env id, level kwargs, weight, optional pinned seed), :func:`task_name`.
 - :mod:`~gem_core.curriculum.stats`: :class:`TaskStats` (a window of recent outcomes).
 - :mod:`~gem_core.curriculum.weighting`: the ``"band"``, ``"progress"`` and ``"uniform"`` rules and the floor.
-- :mod:`~gem_core.curriculum.sampler`: :class:`TaskSampler`.
+- :mod:`~gem_core.curriculum.sampler`: :class:`TaskSampler`, :class:`SamplerStateError` (a damaged saved state).
 - :mod:`~gem_core.curriculum.ladder`: :func:`difficulty_ladder` (a game's registered levels), :func:`numeric_ladder`.
 - :mod:`~gem_core.curriculum.metrics`: :func:`task_metrics` (``gem/task/<task>/success`` ...), :func:`tag_task`.
 - :mod:`~gem_core.curriculum.checkpoint`: :func:`save_sampler_state`, :func:`load_sampler_state` (``gem_task_sampler.json``).
@@ -25,14 +25,14 @@ from gem_core.curriculum.checkpoint import SAMPLER_STATE_FILE, load_sampler_stat
 from gem_core.curriculum.groups import GroupStarts, Outcome, RowStarts, episode_outcome, group_starts, record_outcomes
 from gem_core.curriculum.ladder import difficulty_ladder, numeric_ladder
 from gem_core.curriculum.metrics import TASK_KEY, tag_task, task_metrics
-from gem_core.curriculum.sampler import TaskSampler
+from gem_core.curriculum.sampler import SamplerStateError, TaskSampler
 from gem_core.curriculum.shared import RayGroupStarts, sampler_from_spec, sampler_spec, shared_group_starts
 from gem_core.curriculum.stats import TaskStats
 from gem_core.curriculum.task import Task, TaskError, task_name
 from gem_core.curriculum.weighting import WEIGHTINGS, Weighting, informative_group_probability
 
 __all__ = [
-    "SAMPLER_STATE_FILE", "TASK_KEY", "WEIGHTINGS", "GroupStarts", "Outcome", "RayGroupStarts", "RowStarts", "Task", "TaskError", "TaskSampler",
+    "SAMPLER_STATE_FILE", "TASK_KEY", "WEIGHTINGS", "GroupStarts", "Outcome", "RayGroupStarts", "RowStarts", "SamplerStateError", "Task", "TaskError", "TaskSampler",
     "TaskStats", "Weighting", "difficulty_ladder", "episode_outcome", "group_starts", "informative_group_probability",
     "load_sampler_state", "numeric_ladder", "record_outcomes", "sampler_from_spec", "sampler_spec", "save_sampler_state", "shared_group_starts",
     "tag_task", "task_metrics", "task_name",

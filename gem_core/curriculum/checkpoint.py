@@ -11,7 +11,7 @@ import json
 import os
 from pathlib import Path
 
-from gem_core.curriculum.sampler import TaskSampler
+from gem_core.curriculum.sampler import SamplerStateError, TaskSampler
 from gem_core.transport.atomic_file import atomic_path
 
 __all__ = ["SAMPLER_STATE_FILE", "load_sampler_state", "save_sampler_state"]
@@ -30,17 +30,30 @@ def save_sampler_state(sampler: TaskSampler, folder: str | os.PathLike[str]) -> 
 
 def load_sampler_state(sampler: TaskSampler, folder: str | os.PathLike[str]) -> bool:
     """Restore ``sampler`` from ``folder/gem_task_sampler.json``; False (sampler untouched) when there is none.
+    The saved seed replaces the constructor's (see :meth:`TaskSampler.load_state_dict`).
 
     Raises:
         gem_core.curriculum.task.TaskError: the file holds another sampler's state (other tasks).
-        ValueError: the file is not JSON.
+        SamplerStateError: (a TaskError, a ValueError) the file is not UTF-8 JSON, is damaged (the message names
+            the entry) or is a folder; the sampler is left untouched and the message names the file.
     """
     path = Path(folder) / SAMPLER_STATE_FILE
-    if not path.is_file():
+    if not path.exists():
         return False
+    if not path.is_file():  # a folder by that name is no state: starting the curriculum over would hide the mistake
+        raise SamplerStateError(f"{path} is a folder, not the sampler's state file: remove it (or give another folder) to start "
+                                "the curriculum afresh.")
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as error:
+        raise SamplerStateError(f"{path} is not UTF-8 JSON ({error}); {_AFRESH}") from None
     except json.JSONDecodeError as error:
-        raise ValueError(f"{path} is not JSON ({error}); delete it to start the curriculum afresh.") from None
-    sampler.load_state_dict(state)
+        raise SamplerStateError(f"{path} is not JSON ({error}); {_AFRESH}") from None
+    try:
+        sampler.load_state_dict(state)
+    except SamplerStateError as error:
+        raise SamplerStateError(f"{path}: {error} Restore it from a backup, or delete it to start the curriculum afresh.") from None
     return True
+
+
+_AFRESH = "delete it to start the curriculum afresh."

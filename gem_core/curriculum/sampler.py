@@ -28,7 +28,7 @@ from gem_core.curriculum.task import Task, TaskError, task_name
 from gem_core.curriculum.weighting import WEIGHTINGS, Weighting, informative_group_probability, with_floor
 from gem_core.rows.label import EpisodeLabel
 
-__all__ = ["STATE_FORMAT", "TaskSampler"]
+__all__ = ["STATE_FORMAT", "SamplerStateError", "TaskSampler"]
 
 STATE_FORMAT = "gem_core.curriculum.TaskSampler/1"
 
@@ -207,24 +207,79 @@ class TaskSampler:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue from a :meth:`state_dict`: the next draws are those the saved sampler would have made.
 
+        The saved ``seed`` replaces the constructor's: a resumed run continues the saved run's stream of draws
+        (draw ``i`` is a function of the seed and ``i``), which a different seed would break. The state is
+        checked whole before anything is assigned, so a refused state leaves the sampler as it was.
+
         Raises:
             TaskError: not a sampler state, or one saved with other tasks (the message names the difference).
+            SamplerStateError: a damaged state (a TaskError: a missing entry, a negative count, an unlocked
+                count outside the ladder, outcomes that are not 0/1, ...; the message names the entry).
         """
         if not isinstance(state, Mapping) or state.get("format") != STATE_FORMAT:
             found = state.get("format") if isinstance(state, Mapping) else type(state).__name__
             raise TaskError(f"Not a TaskSampler state (format {found!r}, expected {STATE_FORMAT!r}); pass what state_dict() returned.")
-        saved = dict(state["tasks"])
+        saved = _entry(state, "tasks", Mapping, "an object of task names")
         if set(saved) != set(self._by_name):
             missing, extra = sorted(set(self._by_name) - set(saved)), sorted(set(saved) - set(self._by_name))
             raise TaskError(
                 f"The saved sampler state has other tasks (not saved: {missing or 'none'}; saved but not configured: "
                 f"{extra or 'none'}): build the TaskSampler with the tasks of the run that saved it."
             )
-        self.seed, self._draws = int(state["seed"]), int(state["draws"])
-        self._unlocked = int(state.get("unlocked", len(self._tasks)))
+        seed, draws = _count(state, "seed"), _count(state, "draws")
+        k = len(self._tasks)
+        unlocked = state.get("unlocked", k)
+        if isinstance(unlocked, bool) or not isinstance(unlocked, int) or not 1 <= unlocked <= k:
+            raise SamplerStateError(f"Damaged TaskSampler state: 'unlocked' is {unlocked!r}, not a number of tasks from 1 to {k}.")
+        next_seed, stats = {}, {}
         for name, data in saved.items():
-            self._next_seed[name] = int(data["next_seed"])
-            self._stats[name] = TaskStats.from_json(data["stats"], self.window)
+            if not isinstance(data, Mapping):
+                raise SamplerStateError(f"Damaged TaskSampler state: task {name!r} is {data!r}, not an object.")
+            next_seed[name] = _count(data, "next_seed", f"task {name!r}: ")
+            stats[name] = _stats_from_json(_entry(data, "stats", Mapping, "an object", f"task {name!r}: "), self.window, name)
+        self.seed, self._draws, self._unlocked = seed, draws, unlocked
+        self._next_seed.update(next_seed)
+        self._stats.update(stats)
+
+
+class SamplerStateError(TaskError):
+    """A sampler state (a ``gem_task_sampler.json``) that is damaged: no state :meth:`TaskSampler.state_dict` writes."""
+
+
+def _entry(data: Mapping[str, Any], key: str, kind: type, what: str, where: str = "") -> Any:
+    if key not in data:
+        raise SamplerStateError(f"Damaged TaskSampler state: {where}no {key!r}.")
+    if not isinstance(data[key], kind):
+        raise SamplerStateError(f"Damaged TaskSampler state: {where}{key!r} is {data[key]!r}, not {what}.")
+    return data[key]
+
+
+def _count(data: Mapping[str, Any], key: str, where: str = "") -> int:
+    value = data.get(key)
+    if key not in data or isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise SamplerStateError(f"Damaged TaskSampler state: {where}{key!r} is {value!r}, not a whole number >= 0."
+                                if key in data else f"Damaged TaskSampler state: {where}no {key!r}.")
+    return value
+
+
+def _stats_from_json(data: Mapping[str, Any], window: int, name: str) -> TaskStats:
+    """:meth:`TaskStats.from_json` of a saved task's stats, each entry checked first (absent ones take their defaults)."""
+    where = f"task {name!r} stats: "
+    successes = data.get("recent_success", [])
+    if not isinstance(successes, list) or any(isinstance(s, bool) or s not in (0, 1) for s in successes):
+        raise SamplerStateError(f"Damaged TaskSampler state: {where}'recent_success' is {successes!r}, not a list of 0 and 1.")
+    returns = data.get("recent_return", [])
+    if not isinstance(returns, list) or any(isinstance(r, bool) or not isinstance(r, (int, float)) for r in returns):
+        raise SamplerStateError(f"Damaged TaskSampler state: {where}'recent_return' is {returns!r}, not a list of numbers.")
+    if len(returns) != len(successes):
+        raise SamplerStateError(f"Damaged TaskSampler state: {where}'recent_success' and 'recent_return' differ in length.")
+    counts = {key: _count(data, key, where) if key in data else 0 for key in ("episodes", "successes")}
+    if counts["successes"] > counts["episodes"]:
+        raise SamplerStateError(f"Damaged TaskSampler state: {where}'successes' ({counts['successes']}) exceed 'episodes' ({counts['episodes']}).")
+    return_sum = data.get("return_sum", 0.0)
+    if isinstance(return_sum, bool) or not isinstance(return_sum, (int, float)):
+        raise SamplerStateError(f"Damaged TaskSampler state: {where}'return_sum' is {return_sum!r}, not a number.")
+    return TaskStats.from_json(data, window)
 
 
 def _as_tasks(tasks: Sequence[Task | str] | Mapping[str, float]) -> tuple[Task, ...]:
