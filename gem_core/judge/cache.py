@@ -54,9 +54,32 @@ class VerdictCache:
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute("CREATE TABLE IF NOT EXISTS verdicts (key TEXT PRIMARY KEY, model TEXT NOT NULL, reply TEXT NOT NULL)")
             except sqlite3.Error as exc:
-                raise OSError(f"cannot use {self.path} as the judge's verdict cache ({exc}); give a writable file path or none") from None
+                raise OSError(self._unusable(exc)) from None
             self._db = db
         return self._db
+
+    def _unusable(self, exc: BaseException) -> str:
+        return (f"--judge-cache {self.path}: cannot use it as the judge's verdict cache ({exc}); give a writable SQLite "
+                "file path in a folder that exists (cache=... in code), or none")
+
+    def check(self) -> None:
+        """Raise OSError (naming the path and the fix) when the cache file cannot be used: a folder, a file that
+        is not SQLite, a missing folder. Opens and closes a connection, so nothing is held across a fork."""
+        if self.path is None:
+            return
+        if os.path.isdir(self.path):
+            raise OSError(self._unusable(IsADirectoryError("it is a folder")))
+        if not os.path.isdir(os.path.dirname(os.path.abspath(self.path))):
+            raise OSError(self._unusable(FileNotFoundError("its folder does not exist")))
+        with self._lock:
+            if self._db is not None:
+                return
+            try:
+                self._connection()
+            finally:
+                if self._db is not None:
+                    self._db.close()
+                    self._db = None
 
     def get(self, key: str) -> str | None:
         """The raw reply stored under ``key``, or None."""

@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import math
 import os
+import re
 import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from gem_core.errors import DependencyNotInstalled
 from gem_core.judge.cache import VerdictCache, verdict_key
@@ -105,8 +108,8 @@ class Judge:
             raise ValueError(f"Judge base_url must be an http:// or https:// URL such as http://127.0.0.1:8000/v1, got {base_url!r}.")
         if not isinstance(model, str) or not model:
             raise ValueError("Judge needs the judge model's served name (model=..., --judge-model).")
-        if timeout <= 0 or max_retries < 0 or max_in_flight < 1 or max_tokens < 1 or max_text_chars < 1:
-            raise ValueError("Judge: timeout must be positive, max_retries >= 0, max_in_flight, max_tokens and max_text_chars >= 1.")
+        _check_options(timeout=timeout, deadline=deadline, max_retries=max_retries, max_in_flight=max_in_flight,
+                       max_tokens=max_tokens, max_text_chars=max_text_chars, temperature=temperature, prompt=prompt, cache=cache)
         try:
             import openai  # noqa: F401 - checked here so a missing package is one clear error, not a 0 per step
         except ImportError as exc:
@@ -114,9 +117,8 @@ class Judge:
         self.base_url, self.model = base_url.rstrip("/"), model
         self.api_key, self.timeout, self.max_retries, self.max_in_flight = api_key, float(timeout), int(max_retries), int(max_in_flight)
         self.deadline = float(deadline) if deadline is not None else self.timeout * (self.max_retries + 1) + 10.0
-        if not self.deadline > 0:
-            raise ValueError(f"Judge deadline must be positive seconds, got {deadline!r}.")
         self.cache = cache if isinstance(cache, VerdictCache) else VerdictCache(cache)
+        self.cache.check()  # a cache that can never work is refused now, not paid as 0 on every step
         self.temperature, self.max_tokens, self.max_text_chars = float(temperature), int(max_tokens), int(max_text_chars)
         self.prompt, self.transport = prompt, transport
         self.calls = 0  # judge requests made (cache misses that reached the endpoint)
@@ -156,8 +158,15 @@ class Judge:
         rubric = Rubric.coerce(rubric)
         return await asyncio.wrap_future(self._submit(task, answer, rubric, reference))
 
+    def _redact(self, text: str | None) -> str | None:
+        """``text`` without this judge's secrets: its ``api_key`` and any password in the URL's user info.
+        Every message the judge builds (errors, raw replies) goes through here."""
+        return redact(text, self.api_key, self.base_url)
+
     def _failed(self, rubric: Rubric, error: str, key: str, raw: str | None = None, truncated: bool = False) -> Verdict:
-        return Verdict(0.0, raw=raw, error=error, model=self.model, rubric_digest=rubric.digest, key=key, truncated=truncated)
+        return Verdict(
+            0.0, raw=self._redact(raw), error=self._redact(error), model=self.model, rubric_digest=rubric.digest, key=key, truncated=truncated
+        )
 
     async def _bounded(self, task: str, answer: str, rubric: Rubric, reference: str | None) -> Verdict:
         try:
@@ -239,7 +248,54 @@ class Judge:
         return (_rebuild_judge, (self.base_url, self.model, kwargs))
 
     def __repr__(self) -> str:
-        return f"Judge({self.base_url!r}, model={self.model!r})"
+        return f"Judge({self._redact(self.base_url)!r}, model={self.model!r})"
+
+
+_NUMBER = (int, float)
+
+
+def _check_options(**given: Any) -> None:
+    """Refuse a judge option that can never work, naming the argument (and its flag) and the fix."""
+    flags = {"timeout": "--judge-timeout", "max_retries": "--judge-retries", "max_in_flight": "--judge-max-in-flight", "cache": "--judge-cache"}
+
+    def refuse(name: str, rule: str) -> None:
+        flag = f" ({flags[name]})" if name in flags else ""
+        raise ValueError(f"Judge {name}={given[name]!r}{flag}: must be {rule}.")
+
+    def real(value: Any) -> bool:
+        return isinstance(value, _NUMBER) and not isinstance(value, bool) and math.isfinite(value)
+
+    if not (real(given["timeout"]) and given["timeout"] > 0):
+        refuse("timeout", "a finite number of seconds > 0")
+    if given["deadline"] is not None and not (real(given["deadline"]) and given["deadline"] > 0):
+        refuse("deadline", "None or a finite number of seconds > 0")
+    for name, low in (("max_retries", 0), ("max_in_flight", 1), ("max_tokens", 1), ("max_text_chars", 1)):
+        value = given[name]
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            refuse(name, f"a whole number >= {low}")
+    if not (real(given["temperature"]) and given["temperature"] >= 0):
+        refuse("temperature", "a finite number >= 0")
+    if not callable(given["prompt"]):
+        refuse("prompt", "a callable (rubric, task, answer, reference, nonce) -> messages, such as build_messages")
+    if given["cache"] is not None and not isinstance(given["cache"], (VerdictCache, str, os.PathLike)):
+        refuse("cache", "a VerdictCache, a SQLite file path or None")
+
+
+def redact(text: str | None, api_key: str | None, base_url: str | None = None) -> str | None:
+    """``text`` with ``api_key`` and the user info of ``base_url`` (and of any URL in ``text``) masked as ``***``."""
+    if not text:
+        return text
+    if api_key:
+        text = text.replace(api_key, "***")
+    if base_url:
+        password = urlsplit(base_url).password
+        if password:
+            text = text.replace(password, "***")
+            text = text.replace(unquote(password), "***")
+    return _USER_INFO.sub(lambda m: m.group(1) + (m.group(2) + ":***@" if m.group(2) else "***@"), text)
+
+
+_USER_INFO = re.compile(r"(https?://)(?:([^:@/\s]*):)?[^@/\s]*@")
 
 
 def _rebuild_judge(base_url: str, model: str, kwargs: dict[str, Any]) -> Judge:

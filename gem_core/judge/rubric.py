@@ -76,6 +76,8 @@ class Rubric:
         if not all(isinstance(c, Criterion) for c in criteria):
             raise ValueError("Rubric.criteria must be Criterion objects; use Rubric.from_dict for plain data.")
         names = [c.name for c in criteria]
+        if not math.isfinite(sum(c.weight for c in criteria)):
+            raise ValueError("the criteria's total weight must be finite (it overflows); use smaller weights, e.g. 1 to 10.")
         if len(set(names)) != len(names):
             raise ValueError(f"Rubric criteria names must be distinct, got {names}.")
         scale = tuple(self.scale) if isinstance(self.scale, (list, tuple)) else ()
@@ -143,7 +145,10 @@ class Rubric:
             data = json.loads(text)
         except ValueError as exc:
             raise ValueError(f"Rubric file {file} is not JSON: {exc}.") from None
-        return cls.from_dict(data)
+        try:
+            return cls.from_dict(data)
+        except ValueError as exc:
+            raise ValueError(f"Rubric file {file}: {exc}") from None
 
     @classmethod
     def coerce(cls, value: Rubric | Mapping[str, Any] | str | os.PathLike | None) -> Rubric:

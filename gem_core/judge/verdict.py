@@ -40,6 +40,16 @@ class ParsedVerdict:
     reward: float
 
 
+def _no_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """A JSON object's pairs as a dict; a key given twice (which the last would win) is refused."""
+    data: dict[str, object] = {}
+    for key, value in pairs:
+        if key in data:
+            raise VerdictError(f"the verdict has the duplicate key {key!r}; each key must appear once")
+        data[key] = value
+    return data
+
+
 def parse_verdict(text: str, rubric: Rubric) -> ParsedVerdict:
     """The scores, reason and reward in the judge's reply ``text``.
 
@@ -59,7 +69,9 @@ def parse_verdict(text: str, rubric: Rubric) -> ParsedVerdict:
     if nests_deeper_than(body, MAX_VERDICT_DEPTH):
         raise VerdictError(f"the judge's reply nests deeper than {MAX_VERDICT_DEPTH} levels")
     try:
-        data = json.loads(body)
+        data = json.loads(body, object_pairs_hook=_no_duplicates)
+    except VerdictError:
+        raise
     except ValueError as exc:
         raise VerdictError(f"the judge's reply is not one JSON object ({exc}): {text[:200]!r}") from None
     if not isinstance(data, Mapping):
