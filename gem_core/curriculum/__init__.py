@@ -8,7 +8,8 @@ Python with JSON state, so every adapter wires it the same way: the hook that pi
 calls :meth:`~TaskSampler.draw`, the hook that sees finished episodes calls :meth:`~TaskSampler.update`,
 and the checkpoint carries :meth:`~TaskSampler.state_dict` (:func:`save_sampler_state`).
 
-- :mod:`~gem_core.curriculum.task`: :class:`Task` (env id, level kwargs, weight, optional pinned seed), :func:`task_name`.
+- :mod:`~gem_core.curriculum.task`: :class:`Task` (env id, level kwargs, weight, optional pinned seed), :func:`task_name`,
+  :func:`metric_name` (a task's part of a metric key), :func:`check_task_envs` (each env built once to check its kwargs).
 - :mod:`~gem_core.curriculum.stats`: :class:`TaskStats` (a window of recent outcomes).
 - :mod:`~gem_core.curriculum.weighting`: the ``"band"``, ``"progress"`` and ``"uniform"`` rules and the floor.
 - :mod:`~gem_core.curriculum.sampler`: :class:`TaskSampler`, :class:`SamplerStateError` (a damaged saved state).
@@ -28,12 +29,12 @@ from gem_core.curriculum.metrics import TASK_KEY, tag_task, task_metrics
 from gem_core.curriculum.sampler import SamplerStateError, TaskSampler
 from gem_core.curriculum.shared import RayGroupStarts, sampler_from_spec, sampler_spec, shared_group_starts
 from gem_core.curriculum.stats import TaskStats
-from gem_core.curriculum.task import Task, TaskError, task_name
+from gem_core.curriculum.task import Task, TaskError, check_task_envs, metric_name, task_name
 from gem_core.curriculum.weighting import WEIGHTINGS, Weighting, informative_group_probability
 
 __all__ = [
     "SAMPLER_STATE_FILE", "TASK_KEY", "WEIGHTINGS", "GroupStarts", "Outcome", "RayGroupStarts", "RowStarts", "SamplerStateError", "Task", "TaskError", "TaskSampler",
-    "TaskStats", "Weighting", "difficulty_ladder", "episode_outcome", "group_starts", "informative_group_probability",
-    "load_sampler_state", "numeric_ladder", "record_outcomes", "sampler_from_spec", "sampler_spec", "save_sampler_state", "shared_group_starts",
+    "TaskStats", "Weighting", "check_task_envs", "difficulty_ladder", "episode_outcome", "group_starts", "informative_group_probability",
+    "load_sampler_state", "metric_name", "numeric_ladder", "record_outcomes", "sampler_from_spec", "sampler_spec", "save_sampler_state", "shared_group_starts",
     "tag_task", "task_metrics", "task_name",
 ]

@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gem_core.curriculum.task import Task, TaskError
+from gem_core.curriculum.task import Task, TaskError, check_task_envs
 from gem_core.registry import list_envs, spec
 
 __all__ = ["LEVELS", "difficulty_ladder", "numeric_ladder"]
@@ -55,16 +55,12 @@ def numeric_ladder(env_id: str, name: str, values: Sequence[Any], *, env_kwargs:
     Each rung is built once here, so a kwarg the env does not take fails now, not in a trainer's worker.
 
     Raises:
-        TaskError: fewer than two values, a value given twice, or kwargs the env does not take.
+        TaskError: fewer than two values, a value given twice, or kwargs the env does not take (checked as
+            :class:`~gem_core.curriculum.TaskSampler` checks them: :func:`~gem_core.curriculum.task.check_task_envs`).
     """
     values = list(values)
     if len(values) < 2 or len(set(map(repr, values))) != len(values):
         raise TaskError(f"numeric_ladder needs two or more distinct values of {name!r}, easiest first; got {values!r}.")
     tasks = [Task(env_id, {**(env_kwargs or {}), name: value}) for value in values]
-    for task in tasks:
-        try:
-            spec(env_id).make(**task.env_kwargs).close()
-        except TypeError as error:
-            raise TaskError(f"{env_id} does not take {dict(task.env_kwargs)} ({error}); its registered kwargs are "
-                            f"{spec(env_id).kwargs}.") from None
+    check_task_envs(tasks)
     return tasks

@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from gem_core.curriculum.task import task_name
+from gem_core.curriculum.task import metric_name, task_name
 from gem_core.rows.label import EpisodeLabel
 
 if TYPE_CHECKING:  # the sampler side of this package needs no rollout engine
@@ -32,13 +32,14 @@ def tag_task(trajectory: TokenTrajectory, label: EpisodeLabel, name: str | None 
 
 
 def task_metrics(trajectories: Sequence[TokenTrajectory], *, prefix: str = "gem/task/") -> dict[str, float]:
-    """``{prefix}<task>/success`` (rate), ``/return`` (mean) and ``/episodes`` (count) per task of the batch:
+    """``{prefix}<task>/success`` (rate), ``/return`` (mean) and ``/episodes`` (count) per task of the batch
+    (``<task>``: its :func:`~gem_core.curriculum.task.metric_name`, no ``/`` or whitespace):
     the batch's own :func:`~gem_core.rollout.metrics.trajectory_metrics` of each task's episodes."""
     from gem_core.rollout.metrics import trajectory_metrics  # the rollout engine only where trajectories exist
 
     groups: dict[str, list[TokenTrajectory]] = defaultdict(list)
     for trajectory in trajectories:
-        groups[str(trajectory.metrics.get(TASK_KEY) or trajectory.env_id or "unknown")].append(trajectory)
+        groups[metric_name(str(trajectory.metrics.get(TASK_KEY) or trajectory.env_id or "unknown"))].append(trajectory)
     out: dict[str, float] = {}
     for name in sorted(groups):
         every = trajectory_metrics(groups[name], prefix="")

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from gem_core.curriculum.stats import TaskStats
-from gem_core.curriculum.task import Task, TaskError, task_name
+from gem_core.curriculum.task import Task, TaskError, check_task_envs, metric_name, task_name
 from gem_core.curriculum.weighting import WEIGHTINGS, Weighting, informative_group_probability, with_floor
 from gem_core.rows.label import EpisodeLabel
 
@@ -37,13 +38,17 @@ class TaskSampler:
     """Draws episode starts over ``tasks``, toward those whose success is neither 0 nor 1.
 
     Args:
-        tasks: :class:`Task` objects, env ids, or a mixture ``{env_id: weight}``.
+        tasks: :class:`Task` objects, env ids, or a mixture ``{env_id: weight}``. Each distinct env (id and
+            kwargs) is built once here (:func:`~gem_core.curriculum.task.check_task_envs`), so kwargs it refuses
+            fail now rather than mid-run; the weights must have a finite sum, and the tasks' metric names
+            (:func:`~gem_core.curriculum.task.metric_name`) must differ.
         weighting: ``"band"`` (default): in proportion to the chance a group of ``group_size`` episodes is
             informative, ``1 - p^G - (1-p)^G`` with ``p`` the task's recent success rate; ``"progress"``: in
             proportion to how fast the success rate changes; ``"uniform"``: the tasks' weights only (a static
             mixture; no floor, no statistics used). See :mod:`gem_core.curriculum.weighting`.
         seed: fixes every draw (with the statistics).
-        seed_start: each task's episode seeds count up from here (a pinned task keeps its own seed).
+        seed_start: each task's episode seeds count up from here, a whole number >= 0 (gymnasium refuses
+            negative seeds; a pinned task keeps its own seed).
         floor: the least probability of every task under adaptive weighting, so none starves and its
             statistics stay current; default ``0.25 / len(tasks)`` (a quarter of the draws spread evenly).
         window: episodes per task that the statistics look at (the most recent).
@@ -77,7 +82,7 @@ class TaskSampler:
             raise TaskError(
                 f"floor {floor!r} is no probability every one of the {k} tasks can get: give a number from 0 to 1/{k} = {1 / k:.4g}."
             )
-        for name, value, least in (("seed", seed, 0), ("seed_start", seed_start, None), ("window", window, 2),
+        for name, value, least in (("seed", seed, 0), ("seed_start", seed_start, 0), ("window", window, 2),
                                    ("min_episodes", min_episodes, 1), ("group_size", group_size, 2)):
             if isinstance(value, bool) or not isinstance(value, int) or (least is not None and value < least):
                 raise TaskError(f"{name} must be an integer{'' if least is None else f' of at least {least}'}, got {value!r}.")
@@ -85,6 +90,7 @@ class TaskSampler:
             raise TaskError(f"min_episodes ({min_episodes}) must not exceed window ({window}): the window could never hold them.")
         if unlock_at is not None and (isinstance(unlock_at, bool) or not isinstance(unlock_at, (int, float)) or not 0 < unlock_at <= 1):
             raise TaskError(f"unlock_at must be a success rate in (0, 1] or None, got {unlock_at!r}.")
+        check_task_envs(self._tasks)
         self.weighting: Weighting = weighting
         self.seed, self.seed_start, self.floor = seed, seed_start, float(floor)
         self.window, self.min_episodes, self.group_size, self.unlock_at = window, min_episodes, group_size, unlock_at
@@ -148,14 +154,15 @@ class TaskSampler:
         return informative_group_probability(float(stats.success_rate), self.group_size) / best
 
     def metrics(self, prefix: str = "gem/curriculum/") -> dict[str, float]:
-        """Per task: ``{prefix}<name>/probability`` of the next draw and ``{prefix}<name>/success`` over its window
+        """Per task: ``{prefix}<name>/probability`` (``<name>``: its :func:`~gem_core.curriculum.task.metric_name`) of the next draw and ``{prefix}<name>/success`` over its window
         (once it has episodes); and ``{prefix}unlocked`` (tasks unlocked on a ladder), for a trainer's logger."""
         out: dict[str, float] = {}
         for name, p in self.probabilities().items():
-            out[f"{prefix}{name}/probability"] = p
+            key = metric_name(name)
+            out[f"{prefix}{key}/probability"] = p
             rate = self._stats[name].success_rate
             if rate is not None:
-                out[f"{prefix}{name}/success"] = rate
+                out[f"{prefix}{key}/success"] = rate
         out[f"{prefix}unlocked"] = float(self._unlocked)
         return out
 
@@ -298,4 +305,13 @@ def _as_tasks(tasks: Sequence[Task | str] | Mapping[str, float]) -> tuple[Task, 
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:
         raise TaskError(f"Tasks {duplicates} are given more than once: give each (env id, kwargs) once, with a weight for its share.")
+    keys: dict[str, str] = {}
+    for name in names:
+        other = keys.setdefault(metric_name(name), name)
+        if other != name:
+            raise TaskError(f"Tasks {other!r} and {name!r} share the metric name {metric_name(name)!r} ('/', whitespace and "
+                            "quotes are replaced in metric keys): rename one (Task(..., name=...)).")
+    total = sum(task.weight for task in out)
+    if not math.isfinite(total):
+        raise TaskError(f"The tasks' weights sum to {total}: scale them down (weights are relative, e.g. 1 and 3).")
     return out

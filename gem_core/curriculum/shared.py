@@ -55,16 +55,36 @@ def sampler_from_spec(spec: Mapping[str, Any] | str) -> TaskSampler:
     ``{"tasks": ["game:GuessTheNumber-v0-easy", "game:GuessTheNumber-v0"], "weighting": "band", "seed": 0}``.
 
     Raises:
-        TaskError: not JSON, no ``tasks``, an unknown key, or tasks the sampler refuses (the message says which).
+        TaskError: not JSON, no ``tasks``, an unknown key, a task that is neither an env id nor a task object
+            (an unknown key, no ``env_id``), or tasks the sampler refuses (the message says which).
     """
     kwargs = sampler_spec(spec)
     tasks = kwargs.pop("tasks")
-    if not isinstance(tasks, (Mapping, str)):
-        tasks = [Task(**dict(task)) if isinstance(task, Mapping) else task for task in tasks]
+    if not isinstance(tasks, (Mapping, str, list)):
+        raise TaskError(f"'tasks' must be {{env_id: weight}}, an env id, or a list of env ids and task objects, got {tasks!r}.")
+    if isinstance(tasks, list):
+        tasks = [_spec_task(task) for task in tasks]
     try:
         return TaskSampler(tasks, **kwargs)
     except TypeError as error:  # an argument TaskSampler does not take
         raise TaskError(f"Bad task sampler spec {sorted(kwargs)} ({error}); its keys are 'tasks' and TaskSampler's arguments.") from None
+
+
+_TASK_KEYS = ("env_id", "env_kwargs", "weight", "seed", "name")
+
+
+def _spec_task(task: Any) -> Task | str:
+    """One entry of a spec's ``tasks`` list: an env id, or a task object (:class:`Task`'s fields)."""
+    if isinstance(task, str):
+        return task
+    if not isinstance(task, Mapping):
+        raise TaskError(f"A task in 'tasks' is {task!r}, not an env id or a task object with keys {', '.join(_TASK_KEYS)}.")
+    unknown = sorted(set(task) - set(_TASK_KEYS))
+    if unknown:
+        raise TaskError(f"Task {dict(task)!r} has unknown keys {unknown}: a task object's keys are {', '.join(_TASK_KEYS)}.")
+    if "env_id" not in task:
+        raise TaskError(f"Task {dict(task)!r} has no 'env_id': every task names its env.")
+    return Task(**task)
 
 
 def shared_group_starts(spec: Mapping[str, Any] | str | None, copies: int) -> GroupStarts | RayGroupStarts | RowStarts:

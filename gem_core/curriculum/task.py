@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from gem_core.errors import GemError
 from gem_core.registry import spec as env_spec
-from gem_core.rows.label import EpisodeLabel, parse_label
+from gem_core.rows.label import EnvKwargsError, EpisodeLabel, make_label_env, parse_label
 
-__all__ = ["Task", "TaskError", "task_name"]
+__all__ = ["Task", "TaskError", "check_task_envs", "metric_name", "task_name"]
 
 
 class TaskError(GemError, ValueError):
@@ -32,6 +33,46 @@ def task_name(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> str:
     if not env_kwargs:
         return env_id
     return env_id + "[" + ",".join(f"{key}={json.dumps(env_kwargs[key], sort_keys=True)}" for key in sorted(env_kwargs)) + "]"
+
+
+_UNSAFE = re.compile(r"[/\\\s]")
+
+
+def metric_name(name: str) -> str:
+    """``name`` as the task part of a metric key (``gem/task/<part>/success``): ``/``, ``\\`` and whitespace become
+    ``_`` and quotes go, so a kwarg holding a path (``data_files="/tmp/a b/rows.jsonl"``) neither splits a logger's
+    groups nor needs quoting. A :class:`~gem_core.curriculum.TaskSampler` refuses tasks whose metric names collide."""
+    return _UNSAFE.sub("_", name).replace('"', "").replace("'", "")
+
+
+#: (env id, kwargs as JSON) pairs built once in this process by :func:`check_task_envs`.
+_CHECKED: set[tuple[str, str]] = set()
+
+
+def check_task_envs(tasks: Iterable[Task]) -> None:
+    """Build the env of each distinct (env id, kwargs) of ``tasks`` once (:func:`gem_core.rows.make_label_env`) and
+    close it, so kwargs the env refuses fail when a curriculum is made, not mid-run in a trainer's worker.
+
+    Tasks that differ only in their seed (one per dataset row) share one build, and a pair that built once in
+    this process is not built again; a dataset-backed env may load its data when built, so this costs one
+    load per distinct env at construction.
+
+    Raises:
+        TaskError: an env refused its task's kwargs (the message names the task and the env's registered kwargs),
+            or could not read its data (a missing data file).
+    """
+    for task in tasks:
+        key = (task.env_id, json.dumps(task.env_kwargs, sort_keys=True))
+        if key in _CHECKED:
+            continue
+        try:
+            make_label_env(EpisodeLabel(task.env_id, 0, dict(task.env_kwargs))).close()
+        except EnvKwargsError as error:
+            raise TaskError(f"Task {task.name!r}: {error} Fix the task's env_kwargs in the curriculum's tasks.") from None
+        except OSError as error:  # a dataset-backed env whose data file is missing or unreadable
+            raise TaskError(f"Task {task.name!r}: building {task.env_id} failed ({error}). Fix the task's env_kwargs in the "
+                            "curriculum's tasks.") from None
+        _CHECKED.add(key)
 
 
 @dataclass(frozen=True)
@@ -50,7 +91,16 @@ class Task:
     """Key of its statistics and metrics; default :func:`task_name` (with ``#seed`` for a pinned seed)."""
 
     def __post_init__(self) -> None:
+        if not isinstance(self.env_id, str):
+            raise TaskError(f"A task's env_id must be an env id (text), got {self.env_id!r}.")
+        if not isinstance(self.env_kwargs, Mapping):
+            raise TaskError(f"Task {self.env_id!r} env_kwargs must be an object of constructor kwargs, got {self.env_kwargs!r}.")
         object.__setattr__(self, "env_kwargs", dict(self.env_kwargs))
+        try:  # they travel as JSON (labels, names, saved state): a Path or an object would fail later, far away
+            json.dumps(self.env_kwargs)
+        except (TypeError, ValueError) as error:
+            raise TaskError(f"Task {self.env_id!r} env_kwargs are not JSON data ({error}): give strings, numbers, booleans, "
+                            "lists and objects (for a path, str(path)).") from None
         try:
             env_spec(self.env_id)
         except KeyError as err:  # UnknownEnvError names the closest ids; the mistake is the curriculum's, not a dataset's

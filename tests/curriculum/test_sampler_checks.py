@@ -1,0 +1,105 @@
+"""Task mistakes caught when a TaskSampler (or its spec) is made, not mid-run in a worker; metric keys that loggers keep whole."""
+
+from __future__ import annotations
+
+import math
+import pathlib
+
+import pytest
+
+from gem_core.curriculum import Task, TaskError, TaskSampler, numeric_ladder, sampler_from_spec, tag_task, task_metrics
+from gem_core.rollout import TokenTrajectory
+from gem_core.rows import EpisodeLabel
+
+EASY, MID = "game:GuessTheNumber-v0-easy", "game:GuessTheNumber-v0"
+
+
+# -- 2: seed_start and env kwargs ----------------------------------------------------------------------------
+@pytest.mark.parametrize("seed_start", [-5, -1, 2.0, "0", True])
+def test_seed_start_must_be_a_whole_number_of_at_least_zero(seed_start):
+    with pytest.raises(TaskError, match=f"seed_start must be an integer of at least 0, got {seed_start!r}"):
+        TaskSampler([MID], seed_start=seed_start)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"nope": 1}, "unexpected keyword argument 'nope'"),
+    ({"max_number": "abc"}, "not supported between instances"),
+    ({"min_number": 5, "max_number": 2}, "must be below max_number"),
+])
+def test_kwargs_the_env_refuses_fail_when_the_sampler_is_made_naming_the_task_and_the_registered_kwargs(kwargs, message):
+    task = Task(MID, kwargs)
+    with pytest.raises(TaskError) as refused:
+        TaskSampler([Task(EASY), task])
+    text = str(refused.value)
+    assert f"Task {task.name!r}" in text and message in text and "its registered kwargs are" in text
+    assert "Fix the task's env_kwargs" in text
+    with pytest.raises(TaskError, match="its registered kwargs are"):
+        sampler_from_spec({"tasks": [{"env_id": MID, "env_kwargs": kwargs}]})
+
+
+def test_a_dataset_backed_task_whose_data_file_is_missing_fails_when_the_sampler_is_made(tmp_path):
+    missing = tmp_path / "rows.jsonl"
+    with pytest.raises(TaskError, match=r"Task 'judge:Sample\[data_files=.*\]': building judge:Sample failed \(.*rows.jsonl.*\)"):
+        TaskSampler([Task("judge:Sample", {"data_files": str(missing)})])
+
+
+def test_each_distinct_env_is_built_once_to_check_it_however_many_tasks_share_it(monkeypatch):
+    import gem_core.curriculum.task as task_module
+
+    built = []
+    real = task_module.make_label_env
+    monkeypatch.setattr(task_module, "make_label_env", lambda label: built.append(label) or real(label))
+    monkeypatch.setattr(task_module, "_CHECKED", set())
+    pinned = [Task(MID, {"max_number": 7}, seed=s) for s in range(50)]  # one dataset row each: one env
+    TaskSampler([*pinned, Task(MID, {"max_number": 9})])
+    assert sorted(label.env_kwargs["max_number"] for label in built) == [7, 9]
+    TaskSampler([Task(MID, {"max_number": 9})])  # checked before in this process: not built again
+    assert len(built) == 2
+    numeric_ladder(MID, "max_number", [11, 12])  # the ladder checks its rungs the same way
+    assert len(built) == 4
+
+
+# -- 5: a spec's tasks ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("tasks,message", [
+    ([{"env_id": MID, "bogus": 1}], "unknown keys ['bogus']"),
+    ([{"weight": 1}], "has no 'env_id'"),
+    (5, "'tasks' must be"),
+    (None, "'tasks' must be"),
+    ([5], "is 5, not an env id or a task object"),
+    ([{"env_id": MID, "env_kwargs": "max_number=4"}], "env_kwargs must be an object"),
+    ([{"env_id": 7}], "env_id must be an env id (text)"),
+])
+def test_bad_tasks_in_a_spec_are_a_task_error_saying_what_a_task_is(tasks, message):
+    with pytest.raises(TaskError) as refused:
+        sampler_from_spec({"tasks": tasks})
+    assert message in str(refused.value)
+
+
+# -- 6: metric keys ----------------------------------------------------------------------------------------
+def test_metric_keys_have_no_slashes_spaces_or_quotes_in_the_task_part():
+    sampler = TaskSampler([Task(MID, name='lvl "1"/x y'), Task(EASY)])
+    assert sorted(sampler.metrics()) == [
+        "gem/curriculum/game:GuessTheNumber-v0-easy/probability", "gem/curriculum/lvl_1_x_y/probability", "gem/curriculum/unlocked"]
+    trajectory = TokenTrajectory(prompt_ids=[1], response_ids=[2], loss_mask=[1], logprobs=[0.0], turn_spans=[(0, 1)], rewards=[1.0],
+                                 terminated=True, truncated=False, env_id=MID, seed=0, infos=[{"success": True}])
+    tag_task(trajectory, EpisodeLabel(MID, 0, {}), 'lvl "1"/x y')
+    assert sorted(task_metrics([trajectory])) == ["gem/task/lvl_1_x_y/episodes", "gem/task/lvl_1_x_y/return", "gem/task/lvl_1_x_y/success"]
+
+
+def test_tasks_whose_metric_keys_would_collide_are_refused():
+    with pytest.raises(TaskError, match=r"Tasks 'a/b' and 'a_b' share the metric name 'a_b'.*rename one"):
+        TaskSampler([Task(MID, name="a/b"), Task(EASY, name="a_b")])
+
+
+def test_a_kwarg_that_is_not_json_data_is_a_task_error():
+    with pytest.raises(TaskError, match=r"env_kwargs are not JSON data \(.*PosixPath.*\): give .* str\(path\)"):
+        Task("judge:Sample", {"data_files": pathlib.Path("/tmp/rows.jsonl")})
+
+
+# -- 7: weights -------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("weighting", ["uniform", "band"])
+def test_weights_whose_sum_is_not_finite_are_refused(weighting):
+    with pytest.raises(TaskError, match="weights sum to inf: scale them down"):
+        TaskSampler([Task(MID, weight=1e308), Task(EASY, weight=1e308)], weighting=weighting)
+    sampler = TaskSampler([Task(MID, weight=1e307), Task(EASY, weight=1e307)], weighting=weighting)
+    assert all(math.isclose(p, 0.5) for p in sampler.probabilities().values())
