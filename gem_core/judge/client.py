@@ -204,6 +204,14 @@ class Judge:
         try:
             reply = await (await self._chat_endpoint()).chat(messages, max_tokens=self.max_tokens, temperature=self.temperature)
         except EndpointError as exc:
+            from gem_core.eval.openai_client import _causes
+            from gem_core.transport.http_limits import ResponseTooLarge
+
+            if any(isinstance(cause, ResponseTooLarge) for cause in _causes(exc)):  # an answer, but too large to be a verdict
+                return self._failed(
+                    rubric, f"judge: the judge's answer is over the cap of {_MAX_ANSWER_BYTES} bytes, so it is no verdict "
+                    "(a verdict is a short JSON object; check --judge-model and its max tokens)", key, truncated=truncated,
+                )
             message = str(exc).replace("--base-url", "--judge-url").replace("--model", "--judge-model")
             return self._failed(rubric, f"judge: {message}", key, truncated=truncated)
         try:
@@ -219,7 +227,7 @@ class Judge:
 
             self._endpoint = ChatEndpoint(
                 self.base_url, self.model, api_key=self.api_key, timeout=self.timeout, max_retries=self.max_retries,
-                max_in_flight=self.max_in_flight, transport=self.transport, max_response_bytes=1 << 20,
+                max_in_flight=self.max_in_flight, transport=self.transport, max_response_bytes=_MAX_ANSWER_BYTES,
             )
         return self._endpoint
 
@@ -252,6 +260,8 @@ class Judge:
 
 
 _NUMBER = (int, float)
+#: The largest judge answer read (a verdict is a few hundred characters).
+_MAX_ANSWER_BYTES = 1 << 20
 
 
 def _check_options(**given: Any) -> None:

@@ -181,3 +181,14 @@ def test_a_verdict_with_a_duplicate_key_is_malformed(judge_server):
         judge.close()
     assert verdict.reward == 0.0 and not math.isnan(verdict.reward)
     assert verdict.error and "malformed verdict" in verdict.error and "duplicate key 'correctness'" in verdict.error
+
+
+def test_a_reply_over_the_cap_says_it_was_too_large_not_cannot_connect(judge_server):
+    server = judge_server([{"kind": "reply", "content": "x" * (2 << 20)}])
+    judge = Judge(server.url, "j", timeout=5.0, max_retries=0)
+    try:
+        verdict = judge.judge("task", "answer")
+    finally:
+        judge.close()
+    assert verdict.error and "the judge's answer is over the cap of 1048576 bytes" in verdict.error, verdict.error
+    assert "cannot connect" not in verdict.error and "check --judge-url" not in verdict.error
