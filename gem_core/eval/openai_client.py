@@ -151,7 +151,6 @@ class ChatEndpoint:
         """One assistant message for ``messages``; raises :class:`EndpointError` when none comes."""
         # top_k is not in OpenAI's API (vLLM and SGLang accept it): sent only when asked for.
         extra_body = {**({"top_k": top_k} if top_k > 0 else {}), **self.extra_body}
-        attempts = self.max_retries + 1
         try:
             async with self._in_flight:
                 raw = await self._client.chat.completions.with_raw_response.create(
@@ -163,14 +162,14 @@ class ChatEndpoint:
                     **({"seed": seed} if seed is not None else {}),
                     extra_body=extra_body or None,
                 )
-        except openai.APITimeoutError:
-            raise EndpointError(f"POST {self.url} failed after {attempts} attempts; last: timed out.") from None
+        except openai.APITimeoutError as exc:
+            raise EndpointError(f"POST {self.url} failed after {_attempts(exc, self.max_retries)}; last: timed out.") from None
         except openai.APIConnectionError as exc:
-            raise EndpointError(connection_failure(self.base_url, exc, attempts)) from None
+            raise EndpointError(connection_failure(self.base_url, exc, _attempts(exc, self.max_retries))) from None
         except openai.APIStatusError as exc:
             status, text = exc.status_code, exc.response.text[:300]
             if _retryable(status):
-                raise EndpointError(f"POST {self.url} failed after {attempts} attempts; last: HTTP {status}: {text}") from None
+                raise EndpointError(f"POST {self.url} failed after {_attempts(exc, self.max_retries)}; last: HTTP {status}: {text}") from None
             raise EndpointError(
                 f"POST {self.url} answered HTTP {status}: {text} (not retried: check --model and the request settings)."
             ) from None
@@ -200,10 +199,22 @@ def _causes(exc: BaseException) -> list[BaseException]:
     return found
 
 
-def connection_failure(base_url: str, exc: BaseException, attempts: int) -> str:
-    """One line saying why ``base_url`` could not be reached, from the innermost cause that says it."""
+def _attempts(exc: openai.APIError, max_retries: int) -> str:
+    """"N attempts": the requests openai really sent (it numbers each in ``x-stainless-retry-count``, and gives
+    up early on a ``Retry-After`` too long to wait), else the most it may send."""
+    request = getattr(getattr(exc, "response", None), "request", None) or getattr(exc, "request", None)
+    try:
+        made = int(request.headers["x-stainless-retry-count"]) + 1
+    except (AttributeError, KeyError, TypeError, ValueError):
+        made = max_retries + 1
+    return f"{made} attempt{'s' if made != 1 else ''}"
+
+
+def connection_failure(base_url: str, exc: BaseException, attempts: str) -> str:
+    """One line saying why ``base_url`` could not be reached, from the innermost cause that says it
+    (``attempts``: how many were made, e.g. ``"4 attempts"``)."""
     causes = _causes(exc)
-    tries = f" ({attempts} attempt{'s' if attempts != 1 else ''})"
+    tries = f" ({attempts})"
     if any(isinstance(c, ConnectionRefusedError) for c in causes):
         return f"cannot connect to {base_url}: connection refused; is the server running? (--base-url){tries}"
     if any(isinstance(c, socket.gaierror) for c in causes):

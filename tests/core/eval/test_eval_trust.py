@@ -279,6 +279,6 @@ def test_a_refused_connection_wrapped_in_an_exception_group_is_still_named():
     except httpx.ConnectError as connect:
         error = openai.APIConnectionError(request=httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions"))
         error.__cause__ = connect
-    message = connection_failure("http://127.0.0.1:9/v1", error, 4)
+    message = connection_failure("http://127.0.0.1:9/v1", error, "4 attempts")
     assert message.startswith("cannot connect to http://127.0.0.1:9/v1: connection refused; is the server running? (--base-url)")
     assert "ExceptionGroup" not in message and "(4 attempts)" in message

@@ -86,6 +86,21 @@ async def test_spent_retries_raise_endpoint_error_naming_the_last_problem():
     assert calls == 3
 
 
+async def test_a_retry_after_too_long_to_wait_counts_the_one_attempt_made():
+    """openai does not wait out a Retry-After over a minute: the request was made once, and the message says so."""
+    calls = 0
+
+    def handler(request):
+        nonlocal calls
+        calls += 1
+        return httpx.Response(429, headers={"Retry-After": "3600"}, text="slow down")
+
+    async with _endpoint(handler, max_retries=2) as ep:
+        with pytest.raises(EndpointError, match=r"failed after 1 attempt; last: HTTP 429: slow down"):
+            await ep.chat([{"role": "user", "content": "go"}], max_tokens=4)
+    assert calls == 1
+
+
 async def test_client_errors_are_not_retried():
     calls = 0
 
