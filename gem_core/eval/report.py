@@ -40,6 +40,7 @@ from gem_core.transport.atomic_file import atomic_path
 
 __all__ = [
     "EpisodeRecord",
+    "step_error",
     "EnvSummary",
     "EvalReport",
     "bootstrap_mean_ci",
@@ -146,6 +147,17 @@ class EpisodeRecord:
             raise ValueError("episode field 'transcript' holds a message that is not {role: text, content: text}.")
         values["rewards"] = [float(r) for r in rewards]
         return cls(**values)
+
+
+def step_error(infos: Sequence[dict[str, Any]]) -> str | None:
+    """Why an episode failed at a step (None when no step did): the last step info's ``"error"``.
+
+    The one rule of every backend: an env whose step raised (the session's ``info["error"]``) or a judge
+    that gave no verdict (the judged env's ``info["error"]``, paid as 0) fails the episode, so its reward
+    of 0 never counts in the rates as a real score.
+    """
+    errors = [info["error"] for info in infos if isinstance(info, dict) and info.get("error")]
+    return f"env step failed: {errors[-1]}" if errors else None
 
 
 def bootstrap_mean_ci(

@@ -18,7 +18,7 @@ from typing import Any
 from gem_core import placement
 from gem_core.env import episode_success
 from gem_core.eval.episode_log import EPISODES_FILENAME, read_episodes
-from gem_core.eval.report import REPORT_FILENAME, EpisodeRecord, EvalReport
+from gem_core.eval.report import REPORT_FILENAME, EpisodeRecord, EvalReport, step_error
 from gem_core.eval.resume import RUN_FILENAME, read_run_header
 from gem_core.rollout.replay import replay_actions
 from gem_core.wrappers import TurnLimit
@@ -64,6 +64,7 @@ def rescore_record(record: EpisodeRecord, env: Any, *, max_turns: int | None = N
         truncated=replay.truncated,
         format_errors=sum(bool(info.get("format_error")) for info in replay.infos),
         success=episode_success(replay.infos, sum(replay.rewards), replay.terminated),
+        error=step_error(replay.infos),  # a judge that gave no verdict now: failed, as in a live run
     )
     changes = [
         {"turn": c.turn, "stored_reward": c.stored_reward, "replayed_reward": c.replayed_reward, "note": c.note}

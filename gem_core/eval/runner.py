@@ -57,17 +57,6 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def step_error(infos: Sequence[dict[str, Any]]) -> str | None:
-    """Why an episode failed at a step (None when no step did): the last step info's ``"error"``.
-
-    The one rule of every backend: an env whose step raised (the session's ``info["error"]``) or a judge
-    that gave no verdict (the judged env's ``info["error"]``, paid as 0) fails the episode, so its reward
-    of 0 never counts in the rates as a real score.
-    """
-    errors = [info["error"] for info in infos if isinstance(info, dict) and info.get("error")]
-    return f"env step failed: {errors[-1]}" if errors else None
-
-
 async def evaluate_async(
     backend: EpisodeBackend,
     config: EvalConfig,

@@ -31,8 +31,8 @@ def test_gem_eval_over_http_with_a_dead_judge_fails_the_episodes_not_scores_them
 
 
 def test_one_rule_for_both_backends():
-    from gem_core.eval import chat_backend, policy_backend, runner
+    from gem_core.eval import chat_backend, policy_backend, report
 
-    assert runner.step_error([{}, {"error": "judge: boom"}]) == "env step failed: judge: boom"
-    assert runner.step_error([{}, {"format_error": True}]) is None
-    assert chat_backend.step_error is runner.step_error and policy_backend.step_error is runner.step_error
+    assert report.step_error([{}, {"error": "judge: boom"}]) == "env step failed: judge: boom"
+    assert report.step_error([{}, {"format_error": True}]) is None
+    assert chat_backend.step_error is report.step_error and policy_backend.step_error is report.step_error

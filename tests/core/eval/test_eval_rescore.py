@@ -96,3 +96,28 @@ def test_rescore_says_what_is_wrong_with_the_folder(tmp_path, capsys):
     assert main(["--rescore", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("gem eval: --rescore:") and "holds no gem eval run" in err and err.count("\n") == 1
+
+
+def test_a_replayed_step_that_fails_fails_the_rescored_episode_instead_of_scoring_it_0():
+    """A judge that gives no verdict on rescoring (info["error"], paid 0) is the rescore's failure, by the
+    backends' one rule (report.step_error), not a new score of 0 that would count in the rates."""
+    from gem_core.env import Env
+    from gem_core.eval.report import EpisodeRecord
+    from gem_core.eval.rescore import rescore_record
+
+    class JudgeDown(Env):
+        def reset(self, *, seed=None, options=None):
+            super().reset(seed=seed)
+            return "question", {}
+
+        def step(self, action):
+            return "", 0.0, True, False, {"error": "judge: cannot connect"}
+
+        def sample_random_action(self):
+            return "answer"
+
+    record = EpisodeRecord(env_id="judge:Sample", seed=0, rewards=[0.775], success=True, terminated=True,
+                           transcript=[{"role": "user", "content": "question"}, {"role": "assistant", "content": "answer"}])
+    rescored, turns = rescore_record(record, JudgeDown())
+    assert rescored.failed and rescored.error == "env step failed: judge: cannot connect"
+    assert turns and turns[0]["stored_reward"] == 0.775

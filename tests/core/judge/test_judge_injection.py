@@ -5,7 +5,6 @@ judge really is gullible, so the measurement can fail."""
 
 from __future__ import annotations
 
-import pytest
 
 import gem_core.judge.prompt as prompt_module
 from gem_core.judge import Criterion, Judge, Rubric, build_messages
