@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
-from pathlib import Path
 from collections.abc import Hashable, Iterable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gem_core.curriculum.checkpoint import load_sampler_state, save_sampler_state
@@ -114,6 +114,7 @@ class GroupStarts:
         self._open: OrderedDict[Hashable, list[Any]] = OrderedDict()  # key -> [start, copies handed out]
         self._finished = 0
         self._lock: int | None = None
+        self._closed = False
         if state_dir is not None:
             self._lock = _own_state_dir(Path(state_dir))
             try:
@@ -125,7 +126,7 @@ class GroupStarts:
     def close(self) -> None:
         """Give up ``state_dir`` (release its lock) so another run may use it; later outcomes are no longer saved.
         Harmless without ``state_dir`` or when called again; the process's end releases it too."""
-        lock, self._lock = getattr(self, "_lock", None), None
+        lock, self._lock, self._closed = getattr(self, "_lock", None), None, True
         if lock is not None:
             os.close(lock)  # closing the descriptor releases its flock
 
@@ -157,7 +158,7 @@ class GroupStarts:
 
     async def record(self, outcome: Outcome) -> None:
         """Record one finished copy (:func:`episode_outcome`); with ``state_dir``, save after every group's worth."""
-        if self.state_dir is not None and self._lock is None:
+        if self.state_dir is not None and self._closed:
             raise TaskError(f"This GroupStarts was closed and gave up state_dir {self.state_dir}: it records no more outcomes "
                             "(build a new one to continue).")
         record_outcomes(self.sampler, [outcome])
