@@ -83,10 +83,16 @@ def episode_rows(
         except KeyError as err:  # UnknownEnvError: the same LabelError a list's unknown id raises
             raise LabelError(f"{err} Fix the env id in the mixture.") from None
         ids = list(weights)
-    else:
+    elif isinstance(env_ids, (str, Sequence)):
         ids = [env_ids] if isinstance(env_ids, str) else list(env_ids)
+    else:
+        raise ValueError(f"env_ids is an env id, a list of env ids or a mixture {{env_id: weight}}, got {env_ids!r}.")
     if not ids:
         raise ValueError("episode_rows needs at least one env id.")
+    repeated = sorted({env_id for env_id in ids if ids.count(env_id) > 1})
+    if repeated:  # its rows would repeat the same seeds, so the same episodes
+        raise ValueError(f"env id(s) {', '.join(repeated)} given more than once would repeat the same episodes: give each "
+                         "once (n rows each), or a mixture {env_id: weight} for unequal shares.")
     labels = {env_id: parse_label({"env_id": env_id, "seed": seed_start, "env_kwargs": dict(env_kwargs or {})}) for env_id in ids}
     if not with_messages:  # nothing below builds the envs: build each once, so bad kwargs fail now
         for label in labels.values():

@@ -102,3 +102,11 @@ def test_env_kwargs_stored_as_json_text_are_read_and_bad_text_is_a_label_error()
     assert label.env_kwargs == {"max_number": 5}
     with pytest.raises(LabelError, match=r"env_kwargs '\{bad' is not JSON"):
         parse_label({"env_id": "game:GuessTheNumber-v0", "seed": 1, "env_kwargs": "{bad"})
+
+
+def test_an_env_id_given_twice_or_no_ids_at_all_are_refused_naming_the_fix():
+    """[E, E] used to yield the same seeds twice (duplicate episodes); None failed with "'NoneType' object is not iterable"."""
+    with pytest.raises(ValueError, match=r"game:GuessTheNumber-v0 given more than once would repeat the same episodes"):
+        list(episode_rows(["game:GuessTheNumber-v0", "game:GuessTheNumber-v0"], 2, with_messages=False))
+    with pytest.raises(ValueError, match=r"env_ids is an env id, a list of env ids or a mixture"):
+        list(episode_rows(None, 2, with_messages=False))
