@@ -8,7 +8,7 @@ that catches those goes on working. Like gymnasium's ``gymnasium.error``: :class
 
 from __future__ import annotations
 
-__all__ = ["GemError", "DependencyNotInstalled"]
+__all__ = ["GemError", "DependencyNotInstalled", "causes"]
 
 
 class GemError(Exception):
@@ -18,3 +18,18 @@ class GemError(Exception):
 class DependencyNotInstalled(GemError, ImportError):
     """An optional dependency (an extra, a framework) is missing or unusable; the message gives the
     install line (e.g. ``pip install -e ".[vision]"``)."""
+
+
+def causes(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what lies under it: its causes, contexts and the members of exception groups (httpx, anyio
+    and the MCP SDK wrap a refused connect or an oversized answer in two or three layers, one of them an
+    ExceptionGroup), each once, at most 50 (a chain can be long, and may loop)."""
+    found: list[BaseException] = []
+    stack = [exc]
+    while stack and len(found) < 50:
+        current = stack.pop()
+        if any(current is seen for seen in found):
+            continue
+        found.append(current)
+        stack.extend(e for e in (*getattr(current, "exceptions", ()), current.__context__, current.__cause__) if e is not None)
+    return found

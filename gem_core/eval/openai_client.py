@@ -29,7 +29,7 @@ from typing import Any
 import httpx
 import openai
 
-from gem_core.errors import GemError
+from gem_core.errors import GemError, causes
 from gem_core.transport.http_limits import ResponseTooLarge, UnsupportedEncoding, accept_encoding, read_capped
 
 __all__ = ["ChatEndpoint", "ChatReply", "DeadlineTransport", "EndpointError", "connection_failure"]
@@ -185,20 +185,6 @@ class ChatEndpoint:
         await self.aclose()
 
 
-def _causes(exc: BaseException) -> list[BaseException]:
-    """``exc`` and what lies under it: its causes, contexts and the members of exception groups (httpx
-    and anyio wrap a refused connect in two or three layers, one of them an ExceptionGroup)."""
-    found: list[BaseException] = []
-    stack = [exc]
-    while stack and len(found) < 50:  # bounded: a chain can be long, and may loop
-        current = stack.pop()
-        if any(current is seen for seen in found):
-            continue
-        found.append(current)
-        stack.extend(e for e in (*getattr(current, "exceptions", ()), current.__context__, current.__cause__) if e is not None)
-    return found
-
-
 def _attempts(exc: openai.APIError, max_retries: int) -> str:
     """"N attempts": the requests openai really sent (it numbers each in ``x-stainless-retry-count``, and gives
     up early on a ``Retry-After`` too long to wait), else the most it may send."""
@@ -213,15 +199,15 @@ def _attempts(exc: openai.APIError, max_retries: int) -> str:
 def connection_failure(base_url: str, exc: BaseException, attempts: str) -> str:
     """One line saying why ``base_url`` could not be reached, from the innermost cause that says it
     (``attempts``: how many were made, e.g. ``"4 attempts"``)."""
-    causes = _causes(exc)
+    found = causes(exc)
     tries = f" ({attempts})"
-    if any(isinstance(c, ConnectionRefusedError) for c in causes):
+    if any(isinstance(c, ConnectionRefusedError) for c in found):
         return f"cannot connect to {base_url}: connection refused; is the server running? (--base-url){tries}"
-    if any(isinstance(c, socket.gaierror) for c in causes):
+    if any(isinstance(c, socket.gaierror) for c in found):
         return f"cannot connect to {base_url}: its host name does not resolve; check --base-url{tries}"
-    if any(isinstance(c, (httpx.UnsupportedProtocol, httpx.InvalidURL)) for c in causes):
+    if any(isinstance(c, (httpx.UnsupportedProtocol, httpx.InvalidURL)) for c in found):
         return f"cannot connect to {base_url!r}: not an http:// or https:// URL; check --base-url{tries}"
-    innermost = next((c for c in reversed(causes) if not hasattr(c, "exceptions") and str(c)), causes[-1])
+    innermost = next((c for c in reversed(found) if not hasattr(c, "exceptions") and str(c)), found[-1])
     return f"cannot connect to {base_url}: {type(innermost).__name__}: {innermost}; check --base-url and the server{tries}"
 
 

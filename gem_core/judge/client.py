@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from gem_core.errors import DependencyNotInstalled
+from gem_core.errors import DependencyNotInstalled, causes
 from gem_core.judge.cache import VerdictCache, verdict_key
 from gem_core.judge.prompt import PROMPT_VERSION, PromptBuilder, build_messages, new_nonce
 from gem_core.judge.rubric import Rubric
@@ -204,10 +204,9 @@ class Judge:
         try:
             reply = await (await self._chat_endpoint()).chat(messages, max_tokens=self.max_tokens, temperature=self.temperature)
         except EndpointError as exc:
-            from gem_core.eval.openai_client import _causes
             from gem_core.transport.http_limits import ResponseTooLarge
 
-            if any(isinstance(cause, ResponseTooLarge) for cause in _causes(exc)):  # an answer, but too large to be a verdict
+            if any(isinstance(cause, ResponseTooLarge) for cause in causes(exc)):  # an answer, but too large to be a verdict
                 return self._failed(
                     rubric, f"judge: the judge's answer is over the cap of {_MAX_ANSWER_BYTES} bytes, so it is no verdict "
                     "(a verdict is a short JSON object; check --judge-model and its max tokens)", key, truncated=truncated,

@@ -25,6 +25,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from gem_core.errors import causes
 from gem_core.transport.sync_bridge import LoopThread, run_sync
 from gem_core.tools.tags import tag_spans
 from gem_core.tools.tool import ToolCall, ToolResult
@@ -394,17 +395,7 @@ def _connection_failed(error: BaseException) -> bool:
             kinds += (__import__(module).ConnectError,)
         except (ImportError, AttributeError):
             pass
-    seen: set[int] = set()
-    pending = [error]
-    while pending:
-        current = pending.pop()
-        if current is None or id(current) in seen:
-            continue
-        seen.add(id(current))
-        if isinstance(current, kinds):
-            return True
-        pending += [current.__cause__, current.__context__, *getattr(current, "exceptions", ())]
-    return False
+    return any(isinstance(cause, kinds) for cause in causes(error))
 
 
 def _is_timeout(error: BaseException) -> bool:
