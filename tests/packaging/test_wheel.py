@@ -15,6 +15,17 @@ def test_imports_come_from_the_installed_wheel():
     assert site in pathlib.Path(gem_core.__file__).resolve().parents
 
 
+def test_the_wheel_carries_the_apache_license_text():
+    """pyproject declares Apache-2.0; the licence text itself must travel with every installed copy."""
+    from importlib.metadata import distribution
+
+    dist = distribution("gem")
+    assert dist.metadata["License-Expression"] == "Apache-2.0"
+    licence_files = [f for f in dist.files or () if f.name == "LICENSE"]
+    assert licence_files, "no LICENSE file in the wheel's metadata"
+    assert "Apache License" in licence_files[0].read_text() and "Version 2.0" in licence_files[0].read_text()
+
+
 def test_adapters_folder_installs_as_gem_adapters():
     for framework in ("trl", "verl", "openrlhf", "oat", "rl2"):
         assert importlib.util.find_spec(f"gem_adapters.{framework}") is not None, framework
