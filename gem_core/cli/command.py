@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from typing import Any
 
-from gem_core.cli.options import seed_option
+from gem_core.cli.options import run_until_pipe_closes, seed_option
 from gem_core.multi_agent import MultiAgentEnv
 from gem_core.registry import UnknownEnvError, list_envs, make
 
@@ -211,6 +211,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``gem`` with ``argv`` (default: ``sys.argv[1:]``); returns the exit code instead of exiting."""
+    return run_until_pipe_closes(lambda: _run(argv))  # `gem list | head`: no BrokenPipeError traceback
+
+
+def _run(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)

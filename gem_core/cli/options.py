@@ -1,16 +1,41 @@
 """Command-line options that several commands read the same way (``gem replay``, every ``make_dataset``,
 the examples' ``--env-kwargs``; ``gem play --seed``; ``gem eval --out`` and the examples' output folders), and
-the one-line usage error the examples' parsers share."""
+the one-line usage error the examples' parsers share, and the end of output a closed pipe brings (``gem list | head``)."""
 
 from __future__ import annotations
 
 import json
 import os
+import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from collections.abc import Mapping
 from typing import Any, NoReturn
 
-__all__ = ["OneLineErrors", "env_kwargs_option", "folder_problem", "seed_option"]
+__all__ = ["OneLineErrors", "env_kwargs_option", "folder_problem", "run_until_pipe_closes", "seed_option"]
+
+#: Python's own exit status when its stdout is a closed pipe (the docs' SIGPIPE note uses it too).
+BROKEN_PIPE_EXIT = 1
+
+
+def run_until_pipe_closes(command: Callable[[], int]) -> int:
+    """``command()``'s exit code; a reader that closes stdout early (``gem list | head``) ends it quietly.
+
+    Python ignores SIGPIPE, so a write to a closed pipe raises BrokenPipeError, here or in the flush at
+    interpreter exit. As the Python docs' note on SIGPIPE advises, the output is flushed here and, if the
+    pipe is closed, stdout is pointed at devnull so the flush at exit has nowhere to fail: no traceback, no
+    "Exception ignored" line, exit status 1.
+    """
+    try:
+        try:
+            return command()
+        finally:  # also after argparse's SystemExit (--help): a short output fails only when flushed
+            sys.stdout.flush()
+    except BrokenPipeError:
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):  # stdout without a file descriptor (a test's capture): nothing to redirect
+            pass
+        return BROKEN_PIPE_EXIT
 
 
 class OneLineErrors:

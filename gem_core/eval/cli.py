@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gem_core.cli.options import folder_problem
+from gem_core.cli.options import folder_problem, run_until_pipe_closes
 from gem_core.eval.bounds import BACKEND_BOUNDS, MAX_PLANNED_EPISODES, SETTING_BOUNDS, base_url_problem, setting_problem
 from gem_core.eval.config import existing_run
 from gem_core.settings import environment_value
@@ -540,7 +540,7 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     configure_eval_parser(parser)
-    return run_eval_command(parser.parse_args(argv))
+    return run_until_pipe_closes(lambda: run_eval_command(parser.parse_args(argv)))
 
 
 if __name__ == "__main__":
