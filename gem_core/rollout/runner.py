@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from gem_core.errors import DependencyNotInstalled
+from gem_core.errors import DependencyNotInstalled, GemError
 from gem_core.rollout.chat_template import ChatTemplate
 from gem_core.rollout.policy import Policy, SamplingParams, default_stop_token_ids
+from gem_core.rollout.policy_version import GenerationInterrupted
 from gem_core.rollout.session import EpisodeSession
 from gem_core.rollout.trajectory import TokenTrajectory
 
-__all__ = ["EnvFactory", "run_episode", "run_episodes", "run_session", "run_branched_episode"]
+__all__ = ["EnvFactory", "EpisodeArgumentError", "run_episode", "run_episodes", "run_session", "run_branched_episode"]
 
 #: What :func:`run_episodes` builds envs from: a registered env id, or a function returning a new env.
 EnvFactory = str | Callable[[], Any]
@@ -87,17 +89,26 @@ def _with_stop_tokens(session: EpisodeSession, sampling: SamplingParams | None) 
 
 
 async def _play(session: EpisodeSession, policy: Policy, sampling: SamplingParams, *, until_turn: int | None = None) -> None:
-    """Sample and step turns until the episode is done (or ``until_turn`` turns have been played)."""
+    """Sample and step turns until the episode is done (or ``until_turn`` turns have been played).
+
+    A turn whose generation a weight update aborted (:class:`GenerationInterrupted`) is asked for again
+    from the same context: the env was not stepped for it, so it is stepped once, with what the new
+    weights sampled.
+    """
     while not session.done and (until_turn is None or session.num_turns < until_turn):
         turn_sampling = dataclasses.replace(sampling, max_new_tokens=session.generation_budget(sampling.max_new_tokens))
         # A policy that declares `accepts_images` gets the context's images beside the ids; others play blind.
         images = session.images if getattr(policy, "accepts_images", False) else None
-        if images:
-            generation = await policy.generate(session.context_ids, turn_sampling, images=images)
-        else:
-            generation = await policy.generate(session.context_ids, turn_sampling)
+        try:
+            if images:
+                generation = await policy.generate(session.context_ids, turn_sampling, images=images)
+            else:
+                generation = await policy.generate(session.context_ids, turn_sampling)
+        except GenerationInterrupted:
+            continue
         await session.step(
-            generation.token_ids, logprobs=generation.logprobs, finish_reason=generation.finish_reason
+            generation.token_ids, logprobs=generation.logprobs, finish_reason=generation.finish_reason,
+            versions=generation.versions,
         )
 
 
@@ -196,6 +207,7 @@ async def run_episodes(
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be at least 1, got {concurrency}.")
+    _check_run_episode_kwargs(run_episode_kwargs)
     if isinstance(env_fn, str):
         from gem_core import placement
 
@@ -231,6 +243,30 @@ async def run_episodes(
     finally:
         if bar is not None:
             bar.close()
+
+
+class EpisodeArgumentError(GemError, TypeError):
+    """:func:`run_episodes` got a keyword :func:`run_episode` does not take (a sampling setting belongs in
+    ``sampling=SamplingParams(...)``)."""
+
+
+def _check_run_episode_kwargs(kwargs: dict[str, Any]) -> None:
+    """Refuse, before any env is built, a keyword the episodes would each fail on; a sampling setting given
+    beside ``sampling`` (``max_new_tokens=8``) is named with where it goes."""
+    taken = set(inspect.signature(run_episode).parameters) - {"env", "policy", "tokenizer", "seed"}
+    sampling_fields = {f.name for f in dataclasses.fields(SamplingParams)}
+    for name, value in kwargs.items():
+        if name in taken:
+            continue
+        if name in sampling_fields:
+            raise EpisodeArgumentError(
+                f"run_episodes got {name}={value!r}: it is a sampling setting, so it goes in SamplingParams: "
+                f"run_episodes(..., sampling=SamplingParams({name}={value!r}))."
+            )
+        raise EpisodeArgumentError(
+            f"run_episodes got an unexpected keyword {name!r}; it passes these on to run_episode: {', '.join(sorted(taken))} "
+            "(sampling settings go in sampling=SamplingParams(...))."
+        )
 
 
 def _progress_bar(total: int) -> Any:
