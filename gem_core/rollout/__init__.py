@@ -6,6 +6,8 @@
   template (history is never decoded and re-encoded).
 - :mod:`~gem_core.rollout.session`: :class:`EpisodeSession` (driven mode).
 - :mod:`~gem_core.rollout.runner`: :func:`run_episode`, :func:`run_episodes`, :func:`run_labels` (drive mode).
+- :mod:`~gem_core.rollout.policy_version`: :class:`VersionedPolicy`, a policy whose tokens record its version.
+- :mod:`~gem_core.rollout.async_engine`: :class:`AsyncEpisodeEngine`, off-policy rollouts within a staleness bound.
 - :mod:`~gem_core.rollout.trajectory`: :class:`TokenTrajectory` and its two training views.
 - :mod:`~gem_core.rollout.advantages`: discounted returns, ReBN, GRPO, turn-level GAE.
 - :mod:`~gem_core.rollout.metrics`: :func:`trajectory_metrics`, the batch statistics adapters log.
@@ -13,6 +15,7 @@
 Importing this package needs numpy only; torch and transformers are imported when a policy samples.
 """
 
+from gem_core.rollout.async_engine import AsyncEpisodeEngine, AsyncRolloutConfig
 from gem_core.rollout.advantages import (
     discounted_returns,
     grpo_advantages,
@@ -25,12 +28,17 @@ from gem_core.rollout.advantages import (
 from gem_core.rollout.chat_template import HISTORY_MODES, ChatTemplate, ChatTemplateError
 from gem_core.rollout.metrics import trajectory_metrics
 from gem_core.rollout.policy import Generation, Policy, SamplingParams, TransformersPolicy
+from gem_core.rollout.policy_version import GenerationInterrupted, VersionedPolicy
 from gem_core.rollout.runner import EnvFactory, run_branched_episode, run_episode, run_episodes, run_labels
 from gem_core.rollout.session import EpisodeSession, SessionStep
 from gem_core.rollout.trajectory import SequenceSample, TokenTrajectory, Transition
 
 __all__ = [
     "HISTORY_MODES",
+    "AsyncEpisodeEngine",
+    "AsyncRolloutConfig",
+    "GenerationInterrupted",
+    "VersionedPolicy",
     "ChatTemplate",
     "ChatTemplateError",
     "run_branched_episode",

@@ -48,12 +48,20 @@ class Generation:
     """Log-probability of each sampled id (one per ``token_ids`` entry), or None if the backend has none."""
     finish_reason: str
     """``"stop"`` (a stop token was sampled), ``"length"`` (hit ``max_new_tokens``) or ``"abort"``."""
+    versions: list[int] | None = None
+    """The policy version that sampled each id (one per ``token_ids`` entry), or None if the policy carries
+    no version (:class:`gem_core.rollout.policy_version.VersionedPolicy` fills it in)."""
 
     def __post_init__(self) -> None:
         if self.logprobs is not None and len(self.logprobs) != len(self.token_ids):
             raise ValueError(
                 f"Generation has {len(self.token_ids)} token ids but {len(self.logprobs)} logprobs; "
                 "a policy must return one logprob per sampled token (or None)."
+            )
+        if self.versions is not None and len(self.versions) != len(self.token_ids):
+            raise ValueError(
+                f"Generation has {len(self.token_ids)} token ids but {len(self.versions)} versions; "
+                "a policy must return one version per sampled token (or None)."
             )
         if self.finish_reason not in ("stop", "length", "abort"):
             raise ValueError(f"finish_reason must be 'stop', 'length' or 'abort', got {self.finish_reason!r}.")

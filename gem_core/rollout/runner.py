@@ -17,6 +17,7 @@ from typing import Any
 from gem_core.errors import DependencyNotInstalled, GemError
 from gem_core.rollout.chat_template import ChatTemplate
 from gem_core.rollout.policy import Policy, SamplingParams, default_stop_token_ids
+from gem_core.rollout.policy_version import GenerationInterrupted
 from gem_core.rollout.session import EpisodeSession
 from gem_core.rollout.trajectory import TokenTrajectory
 
@@ -88,17 +89,26 @@ def _with_stop_tokens(session: EpisodeSession, sampling: SamplingParams | None) 
 
 
 async def _play(session: EpisodeSession, policy: Policy, sampling: SamplingParams, *, until_turn: int | None = None) -> None:
-    """Sample and step turns until the episode is done (or ``until_turn`` turns have been played)."""
+    """Sample and step turns until the episode is done (or ``until_turn`` turns have been played).
+
+    A turn whose generation a weight update aborted (:class:`GenerationInterrupted`) is asked for again
+    from the same context: the env was not stepped for it, so it is stepped once, with what the new
+    weights sampled.
+    """
     while not session.done and (until_turn is None or session.num_turns < until_turn):
         turn_sampling = dataclasses.replace(sampling, max_new_tokens=session.generation_budget(sampling.max_new_tokens))
         # A policy that declares `accepts_images` gets the context's images beside the ids; others play blind.
         images = session.images if getattr(policy, "accepts_images", False) else None
-        if images:
-            generation = await policy.generate(session.context_ids, turn_sampling, images=images)
-        else:
-            generation = await policy.generate(session.context_ids, turn_sampling)
+        try:
+            if images:
+                generation = await policy.generate(session.context_ids, turn_sampling, images=images)
+            else:
+                generation = await policy.generate(session.context_ids, turn_sampling)
+        except GenerationInterrupted:
+            continue
         await session.step(
-            generation.token_ids, logprobs=generation.logprobs, finish_reason=generation.finish_reason
+            generation.token_ids, logprobs=generation.logprobs, finish_reason=generation.finish_reason,
+            versions=generation.versions,
         )
 
 

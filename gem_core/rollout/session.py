@@ -7,7 +7,8 @@ same session, so both modes produce identical :class:`~gem_core.rollout.trajecto
 
 Per turn, the session appends to the response:
 
-1. the sampled action ids, loss mask 1, with their log-probabilities;
+1. the sampled action ids, loss mask 1, with their log-probabilities (and, when given, the policy version
+   that sampled each, ``TokenTrajectory.token_versions``);
 2. if the action did not end with the template's end-of-turn token (cut by the length limit, or
    stopped at another stop token): :meth:`ChatTemplate.close_turn_ids`, loss mask 0;
 3. unless the episode ended: :meth:`ChatTemplate.observation_ids` of the env's answer (the template's
@@ -176,6 +177,7 @@ class EpisodeSession:
         self._prompt_len = 0
         self._loss_mask: list[int] = []
         self._logprobs: list[float] = []
+        self._versions: list[int] = []  # -1 where no version is known (env tokens, unversioned turns)
         self._turn_spans: list[tuple[int, int]] = []
         self._rewards: list[float] = []
         self._observations: list[str] = []
@@ -214,6 +216,11 @@ class EpisodeSession:
     @property
     def num_turns(self) -> int:
         return len(self._turn_spans)
+
+    @property
+    def oldest_version(self) -> int | None:
+        """The oldest policy version among the tokens sampled so far (None: none carries a version)."""
+        return min((v for v in self._versions if v >= 0), default=None)
 
     def generation_budget(self, max_new_tokens: int) -> int:
         """How many tokens the next turn may sample: ``max_new_tokens`` clipped so that the sequence,
@@ -314,6 +321,7 @@ class EpisodeSession:
         action_text: str | None = None,
         logprobs: list[float] | None = None,
         finish_reason: str = "stop",
+        versions: int | Sequence[int] | None = None,
     ) -> SessionStep:
         """Record one sampled turn, step the env with its text, append the observation's delta tokens.
 
@@ -326,6 +334,8 @@ class EpisodeSession:
             logprobs: one per action id (None: recorded as 0.0; ``metrics["has_logprobs"]`` says so).
             finish_reason: ``"stop"``, ``"length"`` or ``"abort"``. An aborted turn is recorded but not
                 sent to the env; the episode ends truncated (``info["truncated_by"] == "abort"``).
+            versions: the policy version that sampled the action: one int for the whole turn, or one per
+                action id (``Generation.versions``); None: unknown (-1 in ``token_versions``).
         """
         if not self._started:
             raise RuntimeError("Call `await session.start(seed)` before `step`.")
@@ -335,7 +345,8 @@ class EpisodeSession:
             raise ValueError("step() needs the sampled action_ids (preferred) or the action_text.")
         ids = self._action_ids(action_ids, action_text, finish_reason)
         lps = self._action_logprobs(ids, logprobs, text_mode=action_ids is None, finish_reason=finish_reason)
-        action_text, clipped = self._record_action(ids, lps, action_text)
+        tags = self._action_versions(ids, versions)
+        action_text, clipped = self._record_action(ids, lps, action_text, tags)
         observation, reward, terminated, truncated, info, images = await self._act(action_text, finish_reason)
         if clipped:
             info["action_clipped"] = True
@@ -377,13 +388,26 @@ class EpisodeSession:
             raise ValueError(f"Got {len(ids)} action ids but {len(lps)} logprobs; need one per id.")
         return lps
 
-    def _record_action(self, ids: list[int], lps: list[float], action_text: str | None) -> tuple[str, bool]:
+    def _action_versions(self, ids: list[int], versions: int | Sequence[int] | None) -> list[int]:
+        """One version per action id; the end-of-turn ids added to a text action take the turn's last version."""
+        if versions is None:
+            return [-1] * len(ids)
+        if isinstance(versions, numbers.Integral):
+            return [int(versions)] * len(ids)
+        tags = [int(v) for v in versions]
+        if tags and len(tags) < len(ids) and len(ids) - len(tags) == len(self.chat_template.end_of_turn_ids):
+            tags += [tags[-1]] * (len(ids) - len(tags))  # text mode: end-of-turn ids added here
+        if len(tags) != len(ids):
+            raise ValueError(f"Got {len(ids)} action ids but {len(tags)} versions; need one per id (or one int per turn).")
+        return tags
+
+    def _record_action(self, ids: list[int], lps: list[float], action_text: str | None, versions: list[int]) -> tuple[str, bool]:
         """Append the sampled ids verbatim (clipped to the budget, the turn closed if it was cut) and the
         action's text; returns the text the env gets and whether the ids were clipped."""
         budget = self.generation_budget(len(ids))
         clipped = budget < len(ids)
         if clipped:
-            ids, lps = ids[:budget], lps[:budget]
+            ids, lps, versions = ids[:budget], lps[:budget], versions[:budget]
         closed = self.chat_template.ends_turn(ids)
         if action_text is None or clipped:
             content = ids[: len(ids) - len(self.chat_template.end_of_turn_ids)] if closed else ids
@@ -391,7 +415,7 @@ class EpisodeSession:
         start = len(self._ids) - self._prompt_len
         if self._rendered is not None:
             self._rendered_context_ends.append(len(self._rendered))
-        self._append(ids, mask=1, logprobs=lps)
+        self._append(ids, mask=1, logprobs=lps, versions=versions)
         self._turn_spans.append((start, start + len(ids)))
         if not closed:
             self._append(self.chat_template.close_turn_ids(), mask=0)
@@ -509,6 +533,8 @@ class EpisodeSession:
             generation_prompt_ids=list(self.chat_template.generation_prompt_ids) if self._rendered is not None else [],
             images=list(self._images),
             env_states=list(self._env_states),
+            # Only an episode that a versioned policy played records versions (others keep their records small).
+            token_versions=list(self._versions) if any(v >= 0 for v in self._versions) else [],
         )
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -560,10 +586,11 @@ class EpisodeSession:
             self._images.append(TrajectoryImage(turn=turn, start=offset + start, num_tokens=count, grid_thw=grid, pixel_values=pixels))
         return ids
 
-    def _append(self, ids: list[int], *, mask: int, logprobs: list[float] | None = None) -> None:
+    def _append(self, ids: list[int], *, mask: int, logprobs: list[float] | None = None, versions: list[int] | None = None) -> None:
         self._ids.extend(ids)
         self._loss_mask.extend([mask] * len(ids))
         self._logprobs.extend(logprobs if logprobs is not None else [0.0] * len(ids))
+        self._versions.extend(versions if versions is not None else [-1] * len(ids))
 
     def _truncate(self, reason: str, info: dict[str, Any] | None = None) -> bool:
         self._truncated = True

@@ -18,8 +18,13 @@ saw the template's rendering of the conversation (earlier thinking stripped): ea
 through :meth:`TokenTrajectory.as_transitions`, and :meth:`TokenTrajectory.as_sequence` refuses (its
 single sequence would not be what the policy conditioned on).
 
-Checked on construction: ``loss_mask`` and ``logprobs`` align with ``response_ids``; one finite reward per
-turn; each turn span lies in ``response_ids`` (``0 <= start <= end <= len(response_ids)``, empty spans
+Off-policy training needs to know which weights sampled each token: ``token_versions`` holds, per response
+token, the policy version that sampled it (-1 on env and template tokens), recorded when the policy carries a
+version (:class:`gem_core.rollout.policy_version.VersionedPolicy`); :attr:`TokenTrajectory.oldest_version` and
+:attr:`TokenTrajectory.newest_version` summarize it. ``logprobs`` on those tokens are the behaviour policy's.
+
+Checked on construction: ``loss_mask``, ``logprobs`` (and ``token_versions`` when recorded) align with
+``response_ids``; one finite reward per turn; each turn span lies in ``response_ids`` (``0 <= start <= end <= len(response_ids)``, empty spans
 allowed), in turn order and not overlapping (O(turns), no pass over the tokens).
 """
 
@@ -114,6 +119,10 @@ class TokenTrajectory:
     """With ``record_env_states=True``: per turn, the env's :meth:`~gem_core.env.Env.get_state` before that
     turn's action, encoded as text by :func:`gem_core.rollout.trajectory_io.encode_env_state` (a stored
     episode can branch at any turn). Empty otherwise."""
+    token_versions: list[int] = field(default_factory=list)
+    """Aligned to ``response_ids``: the policy version that sampled each token, -1 on env and template
+    tokens (and on a turn whose policy carried no version). Empty when no turn was sampled by a versioned
+    policy."""
 
     def __post_init__(self) -> None:
         n = len(self.response_ids)
@@ -121,6 +130,10 @@ class TokenTrajectory:
             raise ValueError(
                 f"response_ids ({n}), loss_mask ({len(self.loss_mask)}) and logprobs ({len(self.logprobs)}) "
                 "must have the same length."
+            )
+        if self.token_versions and len(self.token_versions) != n:
+            raise ValueError(
+                f"token_versions has {len(self.token_versions)} entries for {n} response ids; need one per id (or none)."
             )
         if len(self.turn_spans) != len(self.rewards):
             raise ValueError(f"{len(self.turn_spans)} turn spans but {len(self.rewards)} rewards; need one per turn.")
@@ -145,6 +158,23 @@ class TokenTrajectory:
     @property
     def num_turns(self) -> int:
         return len(self.turn_spans)
+
+    @property
+    def oldest_version(self) -> int | None:
+        """The oldest policy version among the sampled tokens; None when no token carries a version.
+
+        The trainer's staleness of this episode is ``current_version - oldest_version``."""
+        versions = self._sampled_versions()
+        return min(versions) if versions else None
+
+    @property
+    def newest_version(self) -> int | None:
+        """The newest policy version among the sampled tokens; None when no token carries a version."""
+        versions = self._sampled_versions()
+        return max(versions) if versions else None
+
+    def _sampled_versions(self) -> list[int]:
+        return [v for v, m in zip(self.token_versions, self.loss_mask) if m and v >= 0]
 
     @property
     def episode_return(self) -> float:

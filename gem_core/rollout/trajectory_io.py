@@ -3,9 +3,9 @@
 Stored rollouts outlive the run that made them: a grader bug is fixed by re-scoring the stored actions
 (:mod:`gem_core.rollout.replay`) instead of paying for inference again, and good episodes become
 supervised or preference data. One line per :class:`TokenTrajectory`, every field kept (ids, mask,
-logprobs, spans, rewards, texts, infos, and the env state before each turn when the episode recorded it),
-plus the env label needed to rebuild the env. Files written before env states existed read the same,
-with no states.
+logprobs, the policy version of each sampled token, spans, rewards, texts, infos, and the env state
+before each turn when the episode recorded it), plus the env label needed to rebuild the env. Files
+written before env states or versions existed read the same, without them.
 
 An env state is Python objects (an RNG, a board), so it is stored as a pickle (zlib-compressed, base64
 text), signed with an HMAC under the user's own key (:func:`state_key`). Reading a file never unpickles;
@@ -170,7 +170,7 @@ _NUMBER = (int, float)
 _LIST_ITEMS: dict[str, type | tuple[type, ...]] = {
     "prompt_ids": int, "response_ids": int, "loss_mask": int, "logprobs": _NUMBER, "rewards": _NUMBER,
     "observations": str, "actions": str, "infos": dict, "env_states": str, "rendered_context_ends": int,
-    "generation_prompt_ids": int, "turn_spans": list, "images": dict,
+    "generation_prompt_ids": int, "turn_spans": list, "images": dict, "token_versions": int,
 }
 _SCALARS: dict[str, tuple[type, ...]] = {
     "env_id": (str, type(None)), "seed": (int, type(None)), "terminated": (bool,), "truncated": (bool,),

@@ -1,0 +1,368 @@
+"""Asynchronous (off-policy) rollouts: episodes keep playing while the trainer trains.
+
+The synchronous path (:func:`~gem_core.rollout.runner.run_episodes`, then a training step) waits for the
+slowest episode of every batch, and the generator idles during the training step. Multi-turn episodes
+have long-tailed lengths, so that wait is most of the run. :class:`AsyncEpisodeEngine` runs each episode
+as its own task, continuously, and hands the trainer finished episodes in the order they finish:
+
+- **versions.** The policy is a :class:`~gem_core.rollout.policy_version.VersionedPolicy`; every sampled
+  token records the version that produced it (``TokenTrajectory.token_versions``, with the behaviour
+  log-probs in ``logprobs``), and :meth:`AsyncEpisodeEngine.update_policy` is how the weights change.
+- **staleness bound.** An episode whose oldest token is more than ``max_staleness`` versions behind the
+  current version is never handed to the trainer. By default it is dropped (``on_stale="drop"``: its seed is
+  not played again, so the data distribution does not lean towards short episodes through replays);
+  ``on_stale="regenerate"`` plays the same seed again from the start. Both are counted in
+  :meth:`AsyncEpisodeEngine.metrics`. It is checked when the episode is handed over, and before each turn
+  (an episode that is already too old stops at once instead of wasting generation).
+- **admission.** At most ``max_in_flight`` episodes run at once, and no more episodes start than the
+  trainer can take within the bound: with ``u`` updates so far, kept episodes plus running ones stay
+  below ``(u + max_staleness + 1) * batch_size`` (AReaL's rule). So ``max_staleness=0`` is the
+  synchronous schedule (the next batch starts only after the update), and ``max_staleness=1`` lets the
+  next batch play while the trainer trains on this one.
+- **interrupt and resume.** With ``on_update="interrupt"`` (default) an update aborts the in-flight
+  generations; each such turn is asked for again from the same context once the new weights are in. The
+  env was not stepped for an aborted turn, so it is stepped exactly once per action, and the turn's
+  tokens are those the new weights sampled, tagged with the new version. ``on_update="drain"`` waits
+  for the in-flight generations to end instead.
+
+Everything runs on the caller's event loop: run a blocking training step off the loop (for example
+``await asyncio.to_thread(train_step, batch)``) so the episodes keep playing meanwhile.
+
+Example::
+
+    policy = VersionedPolicy(backend)
+    config = AsyncRolloutConfig(batch_size=64, max_staleness=1)
+    async with AsyncEpisodeEngine("game:GuessTheNumber-v0", policy, tokenizer, itertools.count(), config) as engine:
+        for step in range(100):
+            batch = await engine.next_batch()
+            await asyncio.to_thread(train_step, batch)
+            await engine.update_policy(load_new_weights)
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from gem_core.errors import GemError
+from gem_core.rollout.chat_template import ChatTemplate
+from gem_core.rollout.policy import Policy, SamplingParams
+from gem_core.rollout.policy_version import VersionedPolicy, WeightUpdate
+from gem_core.rollout.runner import EnvFactory, _play, _with_stop_tokens
+from gem_core.rollout.session import EpisodeSession
+from gem_core.rollout.trajectory import TokenTrajectory
+
+__all__ = ["AsyncEpisodeEngine", "AsyncRolloutConfig", "AsyncRolloutConfigError", "OnStale", "OnUpdate"]
+
+
+class AsyncRolloutConfigError(GemError, ValueError):
+    """An :class:`AsyncRolloutConfig` field holds a value the engine cannot run with."""
+
+
+class OnStale(str, Enum):
+    """What happens to an episode that is too old for the trainer."""
+
+    DROP = "drop"
+    """Discard it; its seed is not played again."""
+    REGENERATE = "regenerate"
+    """Play its seed again from the start, with the current weights."""
+
+
+class OnUpdate(str, Enum):
+    """What a weight update does to the generations in flight."""
+
+    INTERRUPT = "interrupt"
+    """Abort them; each turn is sampled again, from the same context, by the new weights."""
+    DRAIN = "drain"
+    """Let them finish with the old weights, then update."""
+
+
+@dataclass
+class AsyncRolloutConfig:
+    """How :class:`AsyncEpisodeEngine` schedules episodes."""
+
+    batch_size: int = 64
+    """Episodes per :meth:`AsyncEpisodeEngine.next_batch` (per training step)."""
+    max_staleness: int = 1
+    """Most versions an episode's oldest token may lag the current version when handed to the trainer."""
+    max_in_flight: int = 128
+    """Most episodes running at once."""
+    on_stale: OnStale | str = OnStale.DROP
+    """``"drop"`` (default) or ``"regenerate"`` an episode past ``max_staleness``."""
+    on_update: OnUpdate | str = OnUpdate.INTERRUPT
+    """``"interrupt"`` (default: abort and resample in-flight turns) or ``"drain"`` (let them finish)."""
+
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "max_in_flight"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise AsyncRolloutConfigError(f"AsyncRolloutConfig.{name} must be a positive int, got {value!r}.")
+        if isinstance(self.max_staleness, bool) or not isinstance(self.max_staleness, int) or self.max_staleness < 0:
+            raise AsyncRolloutConfigError(
+                f"AsyncRolloutConfig.max_staleness must be an int >= 0 (0: on-policy), got {self.max_staleness!r}."
+            )
+        try:
+            self.on_stale = OnStale(self.on_stale)
+        except ValueError:
+            raise AsyncRolloutConfigError(f"AsyncRolloutConfig.on_stale must be 'drop' or 'regenerate', got {self.on_stale!r}.") from None
+        try:
+            self.on_update = OnUpdate(self.on_update)
+        except ValueError:
+            raise AsyncRolloutConfigError(f"AsyncRolloutConfig.on_update must be 'interrupt' or 'drain', got {self.on_update!r}.") from None
+
+
+class AsyncEpisodeEngine:
+    """Plays episodes continuously with a versioned policy and hands the trainer batches within a staleness bound.
+
+    See the module docstring for the schedule. Use it as an async context manager (or call :meth:`start`
+    and :meth:`aclose`).
+
+    Args:
+        env_fn: a registered env id (each episode's env is made by :func:`gem_core.placement.make_env`) or
+            a function returning a new env.
+        policy: a :class:`VersionedPolicy`, or any policy (wrapped in one at version 0).
+        tokenizer: the policy's tokenizer.
+        seeds: one episode per seed, in order (may be endless, e.g. ``itertools.count()``).
+        config: the schedule (:class:`AsyncRolloutConfig`).
+        sampling: how each turn is sampled.
+        session_kwargs: passed to :class:`EpisodeSession` (``max_turns``, ``max_total_tokens``, ...).
+    """
+
+    def __init__(
+        self,
+        env_fn: EnvFactory,
+        policy: VersionedPolicy | Policy,
+        tokenizer: Any,
+        seeds: Iterable[int],
+        config: AsyncRolloutConfig | None = None,
+        *,
+        sampling: SamplingParams | None = None,
+        **session_kwargs: Any,
+    ):
+        self.config = config or AsyncRolloutConfig()
+        self.policy = policy if isinstance(policy, VersionedPolicy) else VersionedPolicy(policy)
+        self.tokenizer = tokenizer
+        if isinstance(env_fn, str):
+            from gem_core import placement
+
+            env_id = env_fn
+            session_kwargs.setdefault("env_id", env_id)
+            self._make_env = lambda: placement.make_env(env_id)
+        else:
+            self._make_env = env_fn
+        if session_kwargs.get("chat_template") is None:  # probed once for every episode
+            session_kwargs["chat_template"] = ChatTemplate.for_tokenizer(
+                tokenizer, system_prompt=session_kwargs.pop("system_prompt", None),
+                chat_template_kwargs=session_kwargs.pop("chat_template_kwargs", None),
+            )
+        self._session_kwargs = session_kwargs
+        self._sampling = sampling
+        self._seeds = iter(seeds)
+        self._retry: deque[int | None] = deque()  # seeds to play again (on_stale="regenerate")
+        self._ready: deque[TokenTrajectory] = deque()  # finished, in finishing order
+        self._tasks: set[asyncio.Task] = set()
+        self._producer: asyncio.Task | None = None
+        self._changed: asyncio.Condition | None = None
+        self._error: BaseException | None = None
+        self._exhausted = False  # the seeds ran out
+        self._base_version = self.policy.version
+        self._running = 0
+        self._kept = 0  # finished and not dropped: waiting in _ready or handed to the trainer
+        self._batches = 0
+        self._last_staleness: list[int] = []
+        self.counts = {
+            "episodes_started": 0, "episodes_finished": 0, "episodes_handed": 0,
+            "dropped_stale": 0, "regenerated_stale": 0, "stopped_stale_in_flight": 0,
+        }
+        """Running totals; :meth:`metrics` reports them with the version and the last batch's staleness."""
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def start(self) -> AsyncEpisodeEngine:
+        """Start playing episodes (on the running event loop)."""
+        if self._producer is None:
+            self._changed = asyncio.Condition()
+            self._producer = asyncio.create_task(self._produce())
+        return self
+
+    async def aclose(self) -> None:
+        """Stop every episode (their envs are closed) and the producer."""
+        tasks = [t for t in (self._producer, *self._tasks) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._producer = None
+
+    async def __aenter__(self) -> AsyncEpisodeEngine:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    # -- trainer side ---------------------------------------------------------------------------
+
+    @property
+    def version(self) -> int:
+        """The policy's current version."""
+        return self.policy.version
+
+    def staleness(self, trajectory: TokenTrajectory) -> int:
+        """How many versions ``trajectory``'s oldest token lags the current version (0 without sampled tokens)."""
+        oldest = trajectory.oldest_version
+        return 0 if oldest is None else self.version - oldest
+
+    async def next_batch(self) -> list[TokenTrajectory]:
+        """The next ``batch_size`` finished episodes within the staleness bound, in finishing order.
+
+        Fewer (possibly none) only when the seeds have run out.
+
+        Raises:
+            RuntimeError: the engine was not started, or more batches were taken than the bound allows
+                without an update in between (call :meth:`update_policy` after each training step).
+            Exception: what an episode raised (a policy error), re-raised here.
+        """
+        if self._changed is None:
+            raise RuntimeError("Start the engine first: `async with AsyncEpisodeEngine(...) as engine:` or `await engine.start()`.")
+        size, bound = self.config.batch_size, self.config.max_staleness
+        if self._batches >= self._updates + bound + 1:
+            raise RuntimeError(
+                f"next_batch() called {self._batches + 1} times with {self._updates} policy updates: max_staleness={bound} "
+                "lets the trainer run at most that many batches ahead. Call update_policy() after each training step."
+            )
+        batch: list[TokenTrajectory] = []
+        staleness: list[int] = []
+        async with self._changed:
+            while len(batch) < size:
+                await self._changed.wait_for(lambda: bool(self._ready) or self._error is not None or self._finished_all)
+                if self._error is not None:
+                    raise self._error
+                if not self._ready:
+                    break  # the seeds ran out
+                trajectory = self._ready.popleft()
+                lag = self.staleness(trajectory)
+                if lag > bound:
+                    self._kept -= 1
+                    self._discard(trajectory.seed)
+                    continue
+                batch.append(trajectory)
+                staleness.append(lag)
+        self._batches += 1
+        self.counts["episodes_handed"] += len(batch)
+        self._last_staleness = staleness
+        return batch
+
+    async def update_policy(self, apply: WeightUpdate | None = None) -> int:
+        """Load new weights (``apply``, see :meth:`VersionedPolicy.update`) and move to the next version.
+
+        In-flight generations are aborted and resampled (``on_update="interrupt"``) or awaited
+        (``"drain"``). Returns the new version.
+        """
+        version = await self.policy.update(apply, interrupt=self.config.on_update is OnUpdate.INTERRUPT)
+        if self._changed is not None:
+            async with self._changed:
+                self._changed.notify_all()
+        return version
+
+    def metrics(self, prefix: str = "gem/async/") -> dict[str, float]:
+        """Counts so far, the version, generations aborted by updates, and the staleness of the last batch."""
+        values = {name: float(value) for name, value in self.counts.items()}
+        values["version"] = float(self.version)
+        values["generations_interrupted"] = float(self.policy.interrupted)
+        values["in_flight"] = float(self._running)
+        if self._last_staleness:
+            values["staleness_mean"] = sum(self._last_staleness) / len(self._last_staleness)
+            values["staleness_max"] = float(max(self._last_staleness))
+        return {f"{prefix}{key}": value for key, value in values.items()}
+
+    # -- episodes -------------------------------------------------------------------------------
+
+    @property
+    def _updates(self) -> int:
+        return self.version - self._base_version
+
+    @property
+    def _finished_all(self) -> bool:
+        return self._exhausted and not self._retry and self._running == 0
+
+    def _may_start(self) -> bool:
+        """Admission: room in flight, and no episode beyond what the trainer can take within the bound."""
+        if self._error is not None or (self._exhausted and not self._retry):
+            return False
+        allowed = (self._updates + self.config.max_staleness + 1) * self.config.batch_size
+        return self._running < self.config.max_in_flight and self._kept + self._running < allowed
+
+    def _discard(self, seed: int | None) -> None:
+        """A too-old episode: count it, and play its seed again if the config says so (caller holds the lock)."""
+        if self.config.on_stale is OnStale.REGENERATE:
+            self.counts["regenerated_stale"] += 1
+            self._retry.append(seed)
+        else:
+            self.counts["dropped_stale"] += 1
+        self._changed.notify_all()
+
+    def _next_seed(self) -> tuple[bool, int | None]:
+        if self._retry:
+            return True, self._retry.popleft()
+        try:
+            return True, next(self._seeds)
+        except StopIteration:
+            self._exhausted = True
+            return False, None
+
+    async def _produce(self) -> None:
+        assert self._changed is not None
+        while True:
+            async with self._changed:
+                await self._changed.wait_for(self._may_start)
+                found, seed = self._next_seed()
+                if not found:
+                    self._changed.notify_all()  # a trainer waiting on the last batch sees the end
+                    continue
+                self._running += 1
+                self.counts["episodes_started"] += 1
+            task = asyncio.create_task(self._episode(seed))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _episode(self, seed: int | None) -> None:
+        assert self._changed is not None
+        trajectory: TokenTrajectory | None = None
+        stale = False
+        try:
+            env = self._make_env()
+            try:
+                trajectory = await self._play(env, seed)
+                stale = trajectory is None
+            finally:
+                env.close()
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # noqa: BLE001 - a policy error: the trainer hears it at next_batch
+            self._error = error
+        finally:
+            async with self._changed:
+                self._running -= 1
+                if stale:
+                    self.counts["stopped_stale_in_flight"] += 1
+                    self._discard(seed)
+                elif trajectory is not None:
+                    self._ready.append(trajectory)
+                    self._kept += 1
+                    self.counts["episodes_finished"] += 1
+                self._changed.notify_all()
+
+    async def _play(self, env: Any, seed: int | None) -> TokenTrajectory | None:
+        """One episode, one turn at a time; None when it stopped early, its oldest token past the bound."""
+        session = EpisodeSession(env, self.tokenizer, **self._session_kwargs)
+        sampling = _with_stop_tokens(session, self._sampling)
+        await session.start(seed=seed)
+        while not session.done:
+            oldest = session.oldest_version
+            if oldest is not None and self.version - oldest > self.config.max_staleness:
+                return None
+            await _play(session, self.policy, sampling, until_turn=session.num_turns + 1)
+        return session.trajectory()

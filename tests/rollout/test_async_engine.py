@@ -1,0 +1,202 @@
+"""Asynchronous rollouts: version tags on every token, the staleness bound, interrupt and resume."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from gem_core.rollout import ChatTemplate, SamplingParams, run_episode
+from gem_core.rollout.async_engine import AsyncEpisodeEngine, AsyncRolloutConfig, AsyncRolloutConfigError
+from gem_core.rollout.policy_version import VersionedPolicy
+from gem_core.rollout.trajectory_io import trajectory_from_record, trajectory_to_record
+from gem_core.testing import ScriptedPolicy
+
+
+def turn_versions(trajectory):
+    return [trajectory.token_versions[start:end] for start, end in trajectory.turn_spans]
+
+
+class HeldPolicy:
+    """A scripted policy whose weights a test swaps, and whose generation can be held in flight.
+
+    While ``hold`` is True, a generation after the first waits (like a long sample) until it is
+    aborted; :meth:`swap` (the "weight load") installs new scripted texts and stops holding.
+    """
+
+    def __init__(self, tokenizer, actions):
+        self.tokenizer = tokenizer
+        self.scripted = ScriptedPolicy(tokenizer, actions)
+        self.hold = True
+        self.holding = asyncio.Event()
+        self.calls = 0
+
+    async def generate(self, prompt_ids, sampling):
+        self.calls += 1
+        if self.hold and self.calls > 1:
+            self.holding.set()
+            await asyncio.Event().wait()  # until the update aborts it
+        return await self.scripted.generate(prompt_ids, sampling)
+
+    def swap(self, actions):
+        self.scripted = ScriptedPolicy(self.tokenizer, actions)
+        self.hold = False
+
+
+async def test_weight_update_mid_episode_shows_two_versions_in_one_trajectory(tiny_tokenizer, scripted_env):
+    policy = VersionedPolicy(ScriptedPolicy(tiny_tokenizer, ["one", "two", "three"]))
+
+    class UpdatingEnv(scripted_env):
+        async def astep(self, action):
+            if self.turn == 0:  # the trainer updates the weights between turn 1 and turn 2
+                await policy.update()
+            return self.step(action)
+
+    trajectory = await run_episode(UpdatingEnv(rewards=[0.0, 0.0, 1.0]), policy, tiny_tokenizer, seed=3)
+
+    assert trajectory.num_turns == 3
+    assert (trajectory.oldest_version, trajectory.newest_version) == (0, 1)
+    first, second, third = turn_versions(trajectory)
+    assert first and set(first) == {0} and set(second) == {1} and set(third) == {1}
+    assert len(trajectory.token_versions) == len(trajectory.response_ids)
+    assert all(v == -1 for v, m in zip(trajectory.token_versions, trajectory.loss_mask) if m == 0)
+    assert all(v >= 0 for v, m in zip(trajectory.token_versions, trajectory.loss_mask) if m == 1)
+    # The behaviour log-probs sit beside the versions, on the same tokens.
+    sampled = [t for t, m in zip(trajectory.response_ids, trajectory.loss_mask) if m]
+    assert [lp for lp, m in zip(trajectory.logprobs, trajectory.loss_mask) if m] == [ScriptedPolicy.logprob_of(t) for t in sampled]
+    # The JSONL record keeps them.
+    again = trajectory_from_record(trajectory_to_record(trajectory))
+    assert again.token_versions == trajectory.token_versions and again.oldest_version == 0
+
+
+async def test_an_unversioned_policy_records_no_versions(tiny_tokenizer, scripted_env):
+    trajectory = await run_episode(scripted_env(rewards=[1.0]), ScriptedPolicy(tiny_tokenizer, ["x"]), tiny_tokenizer, seed=0)
+    assert trajectory.token_versions == [] and trajectory.oldest_version is None
+
+
+def test_token_versions_must_align_with_the_response(tiny_tokenizer):
+    from gem_core.rollout import TokenTrajectory
+
+    with pytest.raises(ValueError, match="token_versions has 1 entries for 2 response ids"):
+        TokenTrajectory(prompt_ids=[1], response_ids=[2, 3], loss_mask=[1, 1], logprobs=[0.0, 0.0], turn_spans=[(0, 2)],
+                        rewards=[0.0], terminated=True, truncated=False, token_versions=[0])
+
+
+def held_env_class(scripted_env, hold_seed: int, release: asyncio.Event):
+    """One-turn envs; the first env that resets with ``hold_seed`` waits in its step until ``release``."""
+
+    class HeldEnv(scripted_env):
+        held_once = False
+
+        def reset(self, *, seed=None, options=None):
+            self.seed_ = seed
+            return super().reset(seed=seed, options=options)
+
+        async def astep(self, action):
+            if self.seed_ == hold_seed and not HeldEnv.held_once:
+                HeldEnv.held_once = True
+                await release.wait()
+            return self.step(action)
+
+    return HeldEnv
+
+
+@pytest.mark.parametrize("on_stale", ["drop", "regenerate"])
+async def test_an_episode_held_back_past_max_staleness_is_never_handed_to_the_trainer(tiny_tokenizer, scripted_env, on_stale):
+    release = asyncio.Event()
+    env_class = held_env_class(scripted_env, hold_seed=0, release=release)
+    config = AsyncRolloutConfig(batch_size=2, max_staleness=1, max_in_flight=8, on_stale=on_stale)
+    policy = VersionedPolicy(ScriptedPolicy(tiny_tokenizer, ["go"]))
+    handed = []
+    async with AsyncEpisodeEngine(lambda: env_class(rewards=[1.0]), policy, tiny_tokenizer, range(10), config) as engine:
+        for _ in range(2):  # two training steps while seed 0 is held (its token is version 0)
+            batch = await engine.next_batch()
+            handed += batch
+            assert all(engine.staleness(t) <= 1 for t in batch)
+            await engine.update_policy()
+        release.set()  # seed 0 finishes now, 2 versions behind
+        while True:
+            batch = await engine.next_batch()
+            if not batch:
+                break
+            handed += batch
+            assert all(engine.staleness(t) <= 1 for t in batch)
+            await engine.update_policy()
+        metrics = engine.metrics()
+
+    seeds = [t.seed for t in handed]
+    if on_stale == "drop":
+        assert 0 not in seeds and sorted(seeds) == list(range(1, 10))
+        assert metrics["gem/async/dropped_stale"] == 1 and metrics["gem/async/regenerated_stale"] == 0
+    else:
+        assert sorted(seeds) == list(range(10))
+        replayed = next(t for t in handed if t.seed == 0)
+        assert replayed.oldest_version >= 2  # played again with the new weights
+        assert metrics["gem/async/regenerated_stale"] == 1 and metrics["gem/async/dropped_stale"] == 0
+
+
+async def test_max_staleness_zero_starts_no_episode_of_the_next_batch_before_the_update(tiny_tokenizer, scripted_env):
+    config = AsyncRolloutConfig(batch_size=3, max_staleness=0, max_in_flight=16)
+    policy = VersionedPolicy(ScriptedPolicy(tiny_tokenizer, ["go"]))
+    async with AsyncEpisodeEngine(lambda: scripted_env(rewards=[1.0]), policy, tiny_tokenizer, range(100), config) as engine:
+        batch = await engine.next_batch()
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert engine.counts["episodes_started"] == 3  # the trainer has not updated: nothing more may start
+        with pytest.raises(RuntimeError, match="Call update_policy"):
+            await engine.next_batch()
+        await engine.update_policy()
+        batch = await engine.next_batch()
+        assert [t.oldest_version for t in batch] == [1, 1, 1]
+
+
+async def test_interrupted_turn_resumes_under_the_new_version_stepping_the_env_once(tiny_tokenizer, scripted_env):
+    env = scripted_env(rewards=[0.0, 1.0])
+    backend = HeldPolicy(tiny_tokenizer, ["old one", "old two"])
+    config = AsyncRolloutConfig(batch_size=1, max_staleness=1)
+    async with AsyncEpisodeEngine(lambda: env, backend, tiny_tokenizer, [7], config) as engine:
+        await backend.holding.wait()  # turn 2 is being sampled with version 0's weights
+        assert engine.policy.in_flight == 1 and env.actions_seen == ["old one"]
+        await engine.update_policy(lambda: backend.swap(["new one", "new two"]))
+        (trajectory,) = await engine.next_batch()
+        metrics = engine.metrics()
+
+    # The env was stepped once per action: the aborted turn never reached it.
+    assert env.actions_seen == ["old one", "new two"] and env.turn == 2
+    assert trajectory.actions == ["old one", "new two"]
+    # The resumed turn holds exactly what the new weights sampled, with their version and log-probs.
+    eot = ChatTemplate.for_tokenizer(tiny_tokenizer).end_of_turn_ids
+    (s1, e1), (s2, e2) = trajectory.turn_spans
+    assert trajectory.response_ids[s2:e2] == tiny_tokenizer.encode("new two", add_special_tokens=False) + eot
+    assert trajectory.logprobs[s2:e2] == [ScriptedPolicy.logprob_of(t) for t in trajectory.response_ids[s2:e2]]
+    assert turn_versions(trajectory) == [[0] * (e1 - s1), [1] * (e2 - s2)]
+    # Token for token what a policy that had sampled those two actions gives in one synchronous run.
+    plain = await run_episode(scripted_env(rewards=[0.0, 1.0]), ScriptedPolicy(tiny_tokenizer, ["old one", "new two"]), tiny_tokenizer, seed=7)
+    assert (trajectory.prompt_ids, trajectory.response_ids) == (plain.prompt_ids, plain.response_ids)
+    assert metrics["gem/async/generations_interrupted"] == 1 and metrics["gem/async/version"] == 1
+
+
+async def test_drain_update_waits_for_the_generation_in_flight_and_keeps_its_version(tiny_tokenizer):
+    release = asyncio.Event()
+
+    class Slow:
+        async def generate(self, prompt_ids, sampling):
+            await release.wait()
+            return await ScriptedPolicy(tiny_tokenizer, ["x"]).generate(prompt_ids, sampling)
+
+    policy = VersionedPolicy(Slow())
+    generation = asyncio.create_task(policy.generate([1, 2], SamplingParams()))
+    await asyncio.sleep(0)
+    update = asyncio.create_task(policy.update(interrupt=False))
+    await asyncio.sleep(0)
+    assert not update.done()  # waiting for the sample in flight
+    release.set()
+    assert await update == 1
+    assert set((await generation).versions) == {0} and policy.interrupted == 0
+
+
+def test_config_errors_name_the_field():
+    with pytest.raises(AsyncRolloutConfigError, match="max_staleness"):
+        AsyncRolloutConfig(max_staleness=-1)
+    with pytest.raises(AsyncRolloutConfigError, match="on_stale"):
+        AsyncRolloutConfig(on_stale="keep")
