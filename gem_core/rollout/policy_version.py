@@ -133,7 +133,10 @@ from gem_core.rollout.policy import Generation, SamplingParams
             apply: loads the new weights into the backend (sync or async); None when the caller swaps
                 them itself (e.g. the backend is told elsewhere).
             interrupt: abort the in-flight generations (their callers get :class:`GenerationInterrupted`
-                and ask again) instead of waiting for them to end.
+                and ask again) instead of waiting for them to end. Aborting cancels the awaiting
+                coroutines; a backend that samples in a thread (:class:`~gem_core.rollout.policy.TransformersPolicy`)
+                may still be finishing that batch, so its ``apply`` must wait for it (hold the policy's
+                sampling lock) before touching the weights; vLLM-style servers abort requests themselves.
 
         Returns:
             The new version.
