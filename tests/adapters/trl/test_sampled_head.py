@@ -33,9 +33,20 @@ def projected(monkeypatch):
     return rows
 
 
+def spread(completion_ids, **kwargs):
+    """A reward that differs between a group's copies (they sample different tokens).
+
+    The random model plays every episode of the game equally badly, so the env's returns are equal within
+    each group: the advantages, the loss and every gradient would be exactly zero with any LM head (the
+    KL term too: the policy is its reference). With this reward the loss's value is still about zero (a
+    group's advantages sum to zero), so the gradients are what shows a wrong head.
+    """
+    return [float(sum(ids) % 97) for ids in completion_ids]
+
+
 def build(grpo_config, model, tokenizer, *, score_env_tokens: bool, **config):
     return GRPOTrainer(
-        model=model, reward_funcs=env_return_reward, args=grpo_config(**config), processing_class=tokenizer,
+        model=model, reward_funcs=[env_return_reward, spread], args=grpo_config(**config), processing_class=tokenizer,
         train_dataset=make_dataset(ENV_ID, n=8, seed_start=0),
         rollout_func=GemRolloutFunc(max_new_tokens=12, score_env_tokens=score_env_tokens),
     )
@@ -61,6 +72,8 @@ def test_observations_skip_the_head_and_the_loss_and_gradient_are_unchanged(grpo
     sampled = int((inputs["completion_mask"] * inputs["tool_mask"]).sum())
     observed = int((inputs["completion_mask"] * (1 - inputs["tool_mask"])).sum())
     assert observed > 0, "the episodes had no env tokens: nothing to test"
+    groups = inputs["advantages"].view(-1, skipping.num_generations)
+    assert bool((groups.abs().amax(dim=1) > 0).all()), "a group's copies got equal rewards: its loss and gradient are zero"
     assert projected == [sampled], "the reference model's head projected more than the sampled positions"
 
     projected.clear()
@@ -74,6 +87,7 @@ def test_observations_skip_the_head_and_the_loss_and_gradient_are_unchanged(grpo
     assert torch.allclose(loss, reference_loss, rtol=1e-5, atol=1e-6)
     assert grads.keys() == reference_grads.keys()
     for name, grad in grads.items():
+        assert bool(reference_grads[name].any()), f"{name}: a zero gradient compares nothing"
         assert torch.allclose(grad, reference_grads[name], rtol=1e-4, atol=1e-6), name
     for metric in ("entropy", "kl"):  # TRL's metrics over the sampled tokens, the reference model's included
         assert skipping._metrics["train"][metric][-1] == pytest.approx(scoring._metrics["train"][metric][-1], rel=1e-5, abs=1e-7)
