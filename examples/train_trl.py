@@ -12,7 +12,8 @@ the reward curve (next to a random-move baseline) to `runs/trl/reward_curve.png`
 `metrics.json`. Ctrl-C stops early and still writes the curve and metrics of the steps done (exit 130).
 
 `--env` takes any env id (`gem list`); its registered kwargs apply unless `--env_kwargs` overrides them
-(the 1-4 setting above belongs to the default env only). The tiny tokenizer makes every move seen in
+(the 1-4 setting above belongs to the main job, run without `--env`: a named `game:GuessTheNumber-v0` is the
+registered game, alone or in a mixture). The tiny tokenizer makes every move seen in
 random play a token of its own, so the tiny model can learn any game whose moves it can enumerate.
 
 Repeat `--env` (`ID` or `ID:WEIGHT`) to train on a mixture of tasks; `--curriculum` picks how each GRPO
@@ -61,8 +62,8 @@ from gem_core.registry import UnknownEnvError
 from gem_core.rows import MixtureError, parse_env_options
 
 DEFAULT_ENV = "game:GuessTheNumber-v0"
-#: The main job's own setting (1-4 in three guesses: small enough to learn on a CPU); only for DEFAULT_ENV.
-#: Any other env gets the kwargs its registry spec declares (`gem list` ids; `--env_kwargs` overrides).
+#: The main job's own setting (1-4 in three guesses: small enough to learn on a CPU); only when no --env is given.
+#: A named --env (this id too, alone or in a mixture) gets the kwargs its registry spec declares (`--env_kwargs` overrides).
 DEFAULT_ENV_KWARGS = {"min_number": 1, "max_number": 4, "max_turns": 3}
 #: Up to this many distinct moves become whole tokens of the tiny tokenizer (games' move sets fit).
 MAX_MOVE_TOKENS = 4096
@@ -75,15 +76,17 @@ CURRICULA = {"uniform": "uniform", "adaptive": "band", "progress": "progress"}
 
 @dataclass
 class Args:
-    env: str | list[str] = field(
-        default=DEFAULT_ENV,
-        metadata={"help": "GEM env id (`gem list` shows them); repeat for a mixture of tasks, ID:WEIGHT for a weighted one "
-                          "(a bare id weighs 1)"},
+    # From Python, a list of gem_core.curriculum.Task is a mixture whose tasks carry their own kwargs (the
+    # curriculum bench mixes the main job's task with registered levels this way).
+    env: str | list[str] | list[Task] | None = field(
+        default=None,
+        metadata={"help": f"GEM env id (`gem list` shows them); repeat for a mixture of tasks, ID:WEIGHT for a weighted one "
+                          f"(a bare id weighs 1) (default: the main job, {DEFAULT_ENV} with {json.dumps(DEFAULT_ENV_KWARGS)})"},
     )
     env_kwargs: str | None = field(
         default=None,
-        metadata={"help": f"JSON kwargs for the env, every env of a mixture (default: {json.dumps(DEFAULT_ENV_KWARGS)} for "
-                          f"{DEFAULT_ENV}, the registry's own kwargs for any other env)"},
+        metadata={"help": "JSON kwargs for the env, every env of a mixture (default: the registry's own kwargs of each "
+                          f"--env; with no --env, the main job's {json.dumps(DEFAULT_ENV_KWARGS)})"},
     )
     curriculum: str = field(
         default="uniform",
@@ -146,7 +149,9 @@ class UsageError(ValueError):
 
 
 def env_mixture(args: Args) -> dict[str, float]:
-    """``--env`` as ``{env_id: weight}`` (one id: weight 1; repeated bare ids: weight 1 each)."""
+    """``--env`` as ``{env_id: weight}`` (one id: weight 1; repeated bare ids: weight 1 each; none: the main job's)."""
+    if args.env is None:
+        return {DEFAULT_ENV: 1.0}
     try:
         parsed = parse_env_options([args.env] if isinstance(args.env, str) else list(args.env), "--env")
     except MixtureError as error:
@@ -166,7 +171,8 @@ def env_kwargs_for(args: Args, env_id: str | None = None) -> dict:
     (cheap; no torch)."""
     env_id = env_id or next(iter(env_mixture(args)))
     if args.env_kwargs is None or args.env_kwargs == "":
-        env_kwargs = dict(DEFAULT_ENV_KWARGS) if env_id == DEFAULT_ENV else {}
+        # Only the main job (no --env) plays its 1-4 setting; a named env, in a mixture too, is the registered one.
+        env_kwargs = dict(DEFAULT_ENV_KWARGS) if args.env is None else {}
     else:
         try:
             env_kwargs = env_kwargs_option(args.env_kwargs, "--env_kwargs")
@@ -221,7 +227,13 @@ def check_tasks(args: Args) -> list[Task]:
         raise UsageError(f"--curriculum must be 'uniform', 'adaptive' or 'progress', got {args.curriculum!r}")
     if problem := folder_problem(args.out):
         raise UsageError(f"--out {problem}: give a folder path (new or existing)")
-    tasks = [Task(env_id, env_kwargs_for(args, env_id), weight=weight) for env_id, weight in env_mixture(args).items()]
+    if isinstance(args.env, list) and args.env and all(isinstance(task, Task) for task in args.env):
+        tasks = list(args.env)  # from Python: each task's kwargs are its own
+        for task in tasks:
+            args_for_task = dataclasses.replace(args, env=task.env_id, env_kwargs=json.dumps(dict(task.env_kwargs)))
+            env_kwargs_for(args_for_task)  # built once: kwargs that do not fit fail here, before torch loads
+    else:
+        tasks = [Task(env_id, env_kwargs_for(args, env_id), weight=weight) for env_id, weight in env_mixture(args).items()]
     if len(tasks) == 1 and args.curriculum != "uniform":
         raise UsageError(f"--curriculum {args.curriculum} chooses among tasks, and there is one: repeat --env for a mixture "
                          "(e.g. a game's -easy, -v0 and -hard levels)")
@@ -593,16 +605,17 @@ def plot_reward_curve(curve: np.ndarray, metrics: dict, path: str) -> None:
     steps = np.arange(1, len(curve) + 1)
     window = max(1, len(curve) // 15)
     smooth = np.convolve(curve, np.ones(window) / window, mode="valid")
-    fig, ax = plt.subplots(figsize=(7, 4))
+    # Constrained layout keeps the title and the legend inside the figure; the legend sits below the axes,
+    # where it can hide no part of the curve.
+    fig, ax = plt.subplots(figsize=(7, 4.6), layout="constrained")
     ax.plot(steps, curve, color="tab:blue", alpha=0.3, label="mean episode return per step")
     ax.plot(steps[window - 1 :], smooth, color="tab:blue", label=f"moving average ({window} steps)")
     ax.axhline(metrics["random_move_reward"], color="tab:red", linestyle="--", label="random moves")
     ax.set_xlabel("training step")
     ax.set_ylabel("episode return")
     env = metrics["env"] if isinstance(metrics["env"], str) else f"{len(metrics['env'])} tasks ({metrics['curriculum']})"
-    ax.set_title(f"TRL GRPOTrainer ({metrics['turn_credit']} credit) on {env}, {metrics['minutes']:.1f} min")
-    ax.legend(loc="lower right")
-    fig.tight_layout()
+    ax.set_title(f"TRL GRPOTrainer ({metrics['turn_credit']} credit) on {env}\n{metrics['minutes']:.1f} min", fontsize=11)
+    fig.legend(loc="outside lower center", ncols=3, fontsize=9)
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
@@ -611,23 +624,32 @@ class _Parser(OneLineErrors, argparse.ArgumentParser):
     pass
 
 
+class _DefaultsOnce(argparse.ArgumentDefaultsHelpFormatter):
+    """Appends "(default: X)" only where the help does not already say what the default is (a default that
+    depends on the model or the env is explained in words there; argparse would add "(default: None)")."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if "default" in (action.help or "").lower():
+            return action.help
+        return super()._get_help_string(action)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """``--name value`` for every field of :class:`Args`.
 
     transformers' ``HfArgumentParser`` builds the same parser, but importing transformers takes 1.2 s of
     CPU (4 s on this loaded 2-core machine) before a mistyped flag could be reported.
     """
-    parser = _Parser(prog="train_trl.py", description=__doc__.split("\n\n")[0],
-                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = _Parser(prog="train_trl.py", description=__doc__.split("\n\n")[0], formatter_class=_DefaultsOnce)
     hints = typing.get_type_hints(Args)
     for f in dataclasses.fields(Args):
         kind = hints[f.name]
         if kind is bool:
             parser.add_argument(f"--{f.name}", action="store_true", help=f.metadata["help"])
             continue
-        if list[str] in typing.get_args(kind):  # --env: repeatable (a mixture); cli() fills in the default
+        if list[str] in typing.get_args(kind):  # --env: repeatable (a mixture); absent: the main job
             parser.add_argument(f"--{f.name}", action="append", default=argparse.SUPPRESS, metavar="ID[:WEIGHT]",
-                                help=f"{f.metadata['help']} (default: {f.default})")
+                                help=f.metadata["help"])
             continue
         kind = next(t for t in typing.get_args(kind) if t is not type(None)) if typing.get_args(kind) else kind
         parser.add_argument(f"--{f.name}", type=kind, default=f.default, help=f.metadata["help"])
@@ -637,8 +659,8 @@ def build_parser() -> argparse.ArgumentParser:
 def cli(argv: list[str] | None = None) -> int:
     """The command line: exit 0 when trained, 2 on a bad argument (one line, nothing written), 130 on Ctrl-C."""
     options = vars(build_parser().parse_args(argv))
-    env = options.pop("env", None) or [DEFAULT_ENV]
-    args = Args(env=env[0] if len(env) == 1 else env, **options)
+    env = options.pop("env", None)  # None: no --env given, the main job
+    args = Args(env=env if env is None or len(env) > 1 else env[0], **options)
     try:
         metrics = main(args)
     except UsageError as error:

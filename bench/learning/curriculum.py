@@ -45,6 +45,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # trl_runs.py beside i
 import trl_runs  # noqa: E402
 #: The mixture: the main job's task, then two registered levels of the same game (``--env`` values).
 MIXTURE = ["game:GuessTheNumber-v0", "game:GuessTheNumber-v0-easy", "game:GuessTheNumber-v0-hard"]
+
+
+def mixture_tasks(example) -> list:
+    """MIXTURE as the example's tasks: the first with the main job's 1-4 kwargs, which the example gives only
+    to a run without ``--env`` (a named id is the registered game), so they are passed here."""
+    from gem_core.curriculum import Task
+
+    return [Task(MIXTURE[0], example.DEFAULT_ENV_KWARGS), *(Task(env_id, {}) for env_id in MIXTURE[1:])]
 CURRICULA = ["uniform", "adaptive"]
 
 
@@ -75,7 +83,7 @@ class RunSpec:
 def run_one(spec: RunSpec, out: str) -> dict:
     """Train one run in ``out`` (see ``trl_runs.train_example``); its metrics."""
     return trl_runs.train_example(dict(
-        env=list(MIXTURE), curriculum=spec.curriculum, seed=spec.seed, steps=spec.steps, num_generations=spec.num_generations,
+        env=mixture_tasks(trl_runs.load_example()), curriculum=spec.curriculum, seed=spec.seed, steps=spec.steps, num_generations=spec.num_generations,
         prompts_per_step=spec.prompts_per_step, learning_rate=spec.learning_rate, warm_start_steps=spec.warm_start_steps,
         curriculum_floor=spec.curriculum_floor, curriculum_window=spec.curriculum_window,
     ), asdict(spec), out)

@@ -9,7 +9,8 @@ import json
 import pytest
 from test_learning import load_example
 
-from gem_core.curriculum import SAMPLER_STATE_FILE
+import gem_core
+from gem_core.curriculum import SAMPLER_STATE_FILE, Task
 
 GUESS, EASY, HARD = "game:GuessTheNumber-v0", "game:GuessTheNumber-v0-easy", "game:GuessTheNumber-v0-hard"
 
@@ -37,10 +38,45 @@ def test_a_bad_mixture_or_curriculum_fails_in_one_line_and_writes_nothing(argv, 
 def test_each_env_of_a_mixture_gets_its_own_kwargs_and_weight():
     example = load_example()
     tasks = example.check_tasks(example.Args(env=[GUESS, f"{HARD}:2"]))
-    assert [(t.env_id, dict(t.env_kwargs), t.weight) for t in tasks] == [(GUESS, example.DEFAULT_ENV_KWARGS, 1.0), (HARD, {}, 2.0)]
-    assert example.check_args(example.Args(env=[GUESS, HARD])) == example.DEFAULT_ENV_KWARGS  # the first env's
+    assert [(t.env_id, dict(t.env_kwargs), t.weight) for t in tasks] == [(GUESS, {}, 1.0), (HARD, {}, 2.0)]
+    assert example.check_args(example.Args(env=[GUESS, HARD])) == {}  # the first env's
     everywhere = example.check_tasks(example.Args(env=[EASY, HARD], env_kwargs='{"max_turns": 4}'))
     assert all(dict(t.env_kwargs) == {"max_turns": 4} for t in everywhere)
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        ([], [(GUESS, "main job")]),  # no --env: the main job's 1-4 game
+        (["--env", GUESS], [(GUESS, {})]),  # named: the registered game
+        (["--env", f"{GUESS}:1", "--env", HARD], [(GUESS, {}), (HARD, {})]),
+        (["--env", HARD, "--env", GUESS], [(HARD, {}), (GUESS, {})]),
+    ],
+)
+def test_only_a_run_without_env_plays_the_main_jobs_settings(argv, expected, monkeypatch):
+    """A named game:GuessTheNumber-v0 (alone or in a mixture) is the registered game, not the main job's 1-4."""
+    example = load_example()
+    seen = []
+    monkeypatch.setattr(example, "main", lambda args: seen.append(example.check_tasks(args)) or {"interrupted": False})
+    assert example.cli(argv) == 0
+    (tasks,) = seen
+    expected = [(env_id, example.DEFAULT_ENV_KWARGS if kwargs == "main job" else kwargs) for env_id, kwargs in expected]
+    assert [(t.env_id, dict(t.env_kwargs)) for t in tasks] == expected
+    registered = gem_core.spec(GUESS).kwargs
+    for task in tasks:  # what is built is the registered game wherever it is named
+        if task.env_id == GUESS and argv:
+            env = gem_core.make(GUESS, **task.env_kwargs)
+            assert (env.unwrapped.min_number, env.unwrapped.max_number) == (registered["min_number"], registered["max_number"])
+            env.close()
+
+
+def test_tasks_given_from_python_keep_their_own_kwargs():
+    """The curriculum bench mixes the main job's task with registered levels (Task objects, not --env text)."""
+    example = load_example()
+    tasks = [Task(GUESS, example.DEFAULT_ENV_KWARGS), Task(HARD, {}, weight=2.0)]
+    assert example.check_tasks(example.Args(env=tasks)) == tasks
+    with pytest.raises(example.UsageError, match="do not fit"):
+        example.check_tasks(example.Args(env=[Task(GUESS, {"bogus": 1})]))
 
 
 def test_the_tiny_tokenizer_of_a_mixture_makes_every_envs_moves_single_tokens():
@@ -55,7 +91,9 @@ def test_the_tiny_tokenizer_of_a_mixture_makes_every_envs_moves_single_tokens():
 def test_a_short_mixture_run_draws_its_tasks_from_the_sampler_and_reports_each(tmp_path):
     example = load_example()
     out = tmp_path / "run"
-    metrics = example.main(example.Args(env=[GUESS, f"{EASY}:2", HARD], curriculum="adaptive", steps=2, prompts_per_step=3,
+    # The main job's 1-4 game beside two registered levels: three tasks of different difficulty (as the bench mixes them).
+    tasks = [Task(GUESS, example.DEFAULT_ENV_KWARGS), Task(EASY, {}, weight=2.0), Task(HARD, {})]
+    metrics = example.main(example.Args(env=tasks, curriculum="adaptive", steps=2, prompts_per_step=3,
                                         warm_start_steps=1, out=str(out)))
     names = [task["name"] for task in metrics["tasks"]]
     assert names == [f"{GUESS}[max_number=4,max_turns=3,min_number=1]", EASY, HARD]
