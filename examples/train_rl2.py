@@ -19,6 +19,7 @@ import math
 import os
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 from gem_adapters.files import shipped_path
@@ -58,8 +59,13 @@ parser.require_folder("--out", args.out)
 
 # -- setup -----------------------------------------------------------------------------------------
 api = args.api or installed_rl2_api()
+if api is None and args.dry_run:  # nothing is launched: write the dataset, print RL2 main's command
+    api = "generate"
+    print("train_rl2.py: RL2 is not installed; printing RL2 main's command (--api reset_step prints rl-square 0.0.2's).",
+          file=sys.stderr)
 if api is None:
-    raise SystemExit("RL2 is not installed: `pip install rl-square==0.0.2`, or RL2 main from source (pip install -e .).")
+    raise SystemExit("train_rl2.py: RL2 is not installed: `pip install rl-square==0.0.2`, or RL2 main from source "
+                     "(pip install -e .); --dry-run --api generate|reset_step writes the dataset and prints the command without it.")
 if not args.dry_run:
     require_gpu_stack("train_rl2.py", packages=("RL2", "sglang"), launcher="torchrun", install="RL2's README lists its GPU packages")
 dataset = Path(args.out) / "train.jsonl"

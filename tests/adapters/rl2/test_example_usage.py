@@ -26,3 +26,45 @@ from example_usage import assert_one_usage_line_and_nothing_written
 )
 def test_bad_option_is_one_usage_line_and_nothing_is_written(argv, message, tmp_path):
     assert_one_usage_line_and_nothing_written("train_rl2.py", argv, message, tmp_path, out_flag="--out")
+
+
+#: Runs the example as ``__main__`` with RL2 hidden: ``importlib.util.find_spec("RL2")`` answers None for a name
+#: whose ``sys.modules`` entry is None, which is what a machine without RL2 answers.
+WITHOUT_RL2 = (
+    "import os, runpy, sys\n"
+    "sys.modules['RL2'] = None\n"
+    "sys.argv = sys.argv[1:]\n"
+    "sys.path.insert(0, os.path.dirname(sys.argv[0]))  # as `python examples/train_rl2.py` has it\n"
+    "runpy.run_path(sys.argv[0], run_name='__main__')\n"
+)
+
+
+def run_without_rl2(tmp_path, *argv):
+    import subprocess
+    import sys
+
+    from example_usage import EXAMPLES
+
+    return subprocess.run([sys.executable, "-c", WITHOUT_RL2, str(EXAMPLES / "train_rl2.py"), *argv], capture_output=True,
+                          text=True, cwd=tmp_path, timeout=300)
+
+
+@pytest.mark.parametrize(("api", "env_file"), [(None, "gem_env.py"), ("reset_step", "gem_env_pypi.py")])
+def test_dry_run_without_rl2_writes_the_dataset_and_prints_the_command(api, env_file, tmp_path):
+    """--dry-run launches nothing, so it needs no RL2: RL2 main's command by default, --api picks the other."""
+    done = run_without_rl2(tmp_path, "--dry-run", "--episodes", "8", "--out", str(tmp_path / "out"), *(["--api", api] if api else []))
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert len((tmp_path / "out" / "train.jsonl").read_text().splitlines()) == 8
+    command = done.stdout.strip().splitlines()[-1]
+    assert "torchrun" in command and f"/{env_file}" in command
+    if api is None:  # says which RL2 the command is for, and how to get the other
+        assert "RL2 is not installed" in done.stderr and "--api reset_step" in done.stderr
+
+
+def test_a_launch_without_rl2_is_one_line_that_names_the_install_and_dry_run_api(tmp_path):
+    done = run_without_rl2(tmp_path, "--out", str(tmp_path / "out"))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "pip install rl-square==0.0.2" in line and "--dry-run --api generate|reset_step" in line
+    assert not (tmp_path / "out").exists()
