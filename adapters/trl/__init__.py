@@ -6,7 +6,9 @@ Two routes, both on the stock trainer:
   reward_funcs=env_return_reward, train_dataset=make_dataset(env_id, n))``. Add per-turn credit with
   :class:`TurnCreditGRPOTrainer` (REINFORCE with Return Batch Normalization over turns).
 - ``environment_factory`` (tool-calling models): ``GRPOTrainer(..., environment_factory=environment_factory(),
-  train_dataset=make_dataset(env_id, n))``.
+  train_dataset=make_dataset(env_id, n))``. The same factories serve ``trl.experimental.async_grpo.AsyncGRPOTrainer``
+  (they pickle into its rollout worker's process); a mixture takes the dict form,
+  ``environment_factory=environment_factories(mixture)`` with ``with_environment_column(make_dataset(mixture, n))``.
 
 A curriculum (``rollout_func`` route): ``GemRolloutFunc(task_sampler=TaskSampler(tasks))`` draws each GRPO group's
 episode start from :mod:`gem_core.curriculum`; ``callbacks=[TaskSamplerCallback(sampler)]`` keeps its state in checkpoints.
@@ -16,7 +18,7 @@ import importlib
 
 from gem_adapters.framework_version import TRLVersionError, check_trl_version
 from gem_adapters.trl.make_dataset import make_dataset  # the function; `python -m gem_adapters.trl` is its CLI
-from gem_adapters.trl.environment import GemToolEnvironment, environment_factory
+from gem_adapters.trl.environment import GemToolEnvironment, environment_factories, environment_factory, with_environment_column
 from gem_adapters.trl.rollout import GemRolloutFunc, env_return_reward, trajectories_to_rollout
 
 __all__ = [
@@ -27,9 +29,11 @@ __all__ = [
     "TurnCreditGRPOTrainer",
     "check_trl_version",
     "env_return_reward",
+    "environment_factories",
     "environment_factory",
     "make_dataset",
     "trajectories_to_rollout",
+    "with_environment_column",
 ]
 
 

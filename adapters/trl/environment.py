@@ -8,10 +8,18 @@ GEM env: the one tool, ``act(action)``, is ``env.step``; the reward is the episo
 This route suits tool-calling models (TRL's recommendation). It re-renders text through the chat
 template, so unlike :class:`~gem_adapters.trl.GemRolloutFunc` it is not token-exact, and per-turn
 rewards reach TRL only as their sum.
+
+The same classes serve TRL's asynchronous trainer (``trl.experimental.async_grpo.AsyncGRPOTrainer``): its
+rollout worker sends ``environment_factory`` to a spawned process, so the classes made here pickle (as the
+call that makes them). For a mixture, :func:`environment_factories` gives its dict form (one class per env,
+so TRL logs one reward column per env), selected per row by the ``environment`` column that
+:func:`with_environment_column` adds to a :func:`~gem_adapters.trl.make_dataset` dataset.
 """
 
 from __future__ import annotations
 
+import copyreg
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gem_adapters.framework_version import check_trl_version
@@ -19,10 +27,14 @@ from gem_adapters.trl.make_dataset import GEM_KEY, episode_label
 from gem_core import placement
 from gem_core.rows import EpisodeLabel, make_label_env
 
-__all__ = ["environment_factory", "GemToolEnvironment"]
+__all__ = ["environment_factory", "environment_factories", "GemToolEnvironment", "with_environment_column"]
 
 
-class GemToolEnvironment:
+class _EnvironmentClass(type):
+    """The type of the classes :func:`environment_factory` makes: they pickle as the call that makes them."""
+
+
+class GemToolEnvironment(metaclass=_EnvironmentClass):
     """Base of the classes :func:`environment_factory` returns (TRL instantiates them without arguments).
 
     The episode is chosen by the row: a prompt built by :func:`gem_adapters.trl.make_dataset` (the env
@@ -83,6 +95,22 @@ class GemToolEnvironment:
         return float(sum(self.rewards))
 
 
+def _environment_class(env_id: str | None, env_kwargs: dict[str, Any]) -> type[GemToolEnvironment]:
+    name = "GemEnv" if env_id is None else "GemEnv_" + "".join(ch if ch.isalnum() else "_" for ch in env_id)
+    return _EnvironmentClass(name, (GemToolEnvironment,), {"env_id": env_id, "env_kwargs": dict(env_kwargs), "__module__": __name__})
+
+
+def _reduce_environment_class(cls: type) -> Any:
+    # A class made at run time is not a module attribute, so pickle cannot name it; it is rebuilt instead
+    # (AsyncGRPOTrainer's rollout worker pickles environment_factory into a spawned process).
+    if cls is GemToolEnvironment or "env_id" not in vars(cls):
+        return cls.__qualname__
+    return _environment_class, (cls.env_id, dict(cls.env_kwargs))
+
+
+copyreg.pickle(_EnvironmentClass, _reduce_environment_class)
+
+
 def environment_factory(env_id: str | None = None, **env_kwargs: Any) -> type[GemToolEnvironment]:
     """A class for ``GRPOTrainer(environment_factory=...)``; ``env_id`` is the default env for rows that
     do not name one (rows from :func:`~gem_adapters.trl.make_dataset` always do; they must name this one).
@@ -95,5 +123,22 @@ def environment_factory(env_id: str | None = None, **env_kwargs: Any) -> type[Ge
     check_trl_version()  # a wrong TRL install fails here with the install line (reads metadata only; no import of trl)
     if env_id is not None:  # an unknown id, or kwargs the env does not take, fail here (naming the closest ids, the registered kwargs)
         make_label_env(EpisodeLabel(env_id, 0, dict(env_kwargs))).close()
-    name = "GemEnv" if env_id is None else "GemEnv_" + "".join(ch if ch.isalnum() else "_" for ch in env_id)
-    return type(name, (GemToolEnvironment,), {"env_id": env_id, "env_kwargs": dict(env_kwargs)})
+    return _environment_class(env_id, env_kwargs)
+
+
+def environment_factories(env_ids: Sequence[str] | Mapping[str, float], **env_kwargs: Any) -> dict[str, type[GemToolEnvironment]]:
+    """The dict form of ``environment_factory`` for several envs (a list of ids or a mixture ``{env_id: weight}``):
+    ``{env_id: environment_factory(env_id, **env_kwargs)}``.
+
+    TRL picks each row's class by the row's ``environment`` column, which must hold the env id of the
+    row's label: give it ``with_environment_column(make_dataset(env_ids, n))``.
+    """
+    if isinstance(env_ids, str):
+        raise TypeError(f"environment_factories takes several env ids (a list or a {{env_id: weight}} mixture); for one, use environment_factory({env_ids!r}).")
+    return {env_id: environment_factory(env_id, **env_kwargs) for env_id in env_ids}
+
+
+def with_environment_column(dataset: Any) -> Any:
+    """``dataset`` (from :func:`~gem_adapters.trl.make_dataset`) with an ``environment`` column holding each
+    row's env id: the column by which TRL's dict-form ``environment_factory`` picks a row's env."""
+    return dataset.add_column("environment", [episode_label(prompt)[0].env_id for prompt in dataset["prompt"]])

@@ -45,3 +45,35 @@ def fresh_model(tiny_tokenizer):
     import copy
 
     return copy.deepcopy(make_model(tiny_tokenizer, seed=0))
+
+
+# A Qwen-style template that renders tools, tool calls and tool results (written for these tests).
+TOOL_TEMPLATE = (
+    "{%- if tools %}{{ '<|im_start|>system\\nYou may call these tools:\\n' }}"
+    "{%- for tool in tools %}{{ tool | tojson }}{{ '\\n' }}{%- endfor %}"
+    "{{ 'Call one as <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>.<|im_end|>\\n' }}{%- endif %}"
+    "{%- for message in messages %}"
+    "{%- if message['role'] == 'assistant' %}"
+    "{{ '<|im_start|>assistant\\n' + (message['content'] or '') }}"
+    "{%- for call in message.get('tool_calls') or [] %}"
+    "{{ '<tool_call>\\n' + {'name': call['function']['name'], 'arguments': call['function']['arguments']} | tojson + '\\n</tool_call>' }}"
+    "{%- endfor %}{{ '<|im_end|>\\n' }}"
+    "{%- elif message['role'] == 'tool' %}"
+    "{{ '<|im_start|>user\\n<tool_response>\\n' + message['content'] + '\\n</tool_response><|im_end|>\\n' }}"
+    "{%- else %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}{%- endif %}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+
+
+@pytest.fixture
+def tool_tokenizer(tiny_tokenizer):
+    """``tiny_tokenizer`` with :data:`TOOL_TEMPLATE` and TRL's Qwen3 response template (tool calls parse)."""
+    import copy
+
+    from trl.chat_template_utils import qwen3_template
+
+    tokenizer = copy.deepcopy(tiny_tokenizer)
+    tokenizer.chat_template = TOOL_TEMPLATE
+    tokenizer.response_template = qwen3_template
+    return tokenizer

@@ -2,48 +2,19 @@
 
 A random tiny model never emits a tool call, so the model's ``generate`` is scripted here (it returns
 a fixed tool call, then a final reply); everything else is the real ``GRPOTrainer``: TRL renders the
-tools into the prompt with the chat template below, parses the call with ``parse_response``, runs
+tools into the prompt with the chat template of `tool_tokenizer` (conftest), parses the call with ``parse_response``, runs
 ``act`` on the env, appends the result with ``tool_mask`` 0 and scores ``get_reward``.
 """
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 import torch
 from trl import GRPOTrainer
-from trl.chat_template_utils import qwen3_template
 
 from gem_adapters.trl import environment_factory, make_dataset
 
-# A Qwen-style template that renders tools, tool calls and tool results (written for this test).
-TOOL_TEMPLATE = (
-    "{%- if tools %}{{ '<|im_start|>system\\nYou may call these tools:\\n' }}"
-    "{%- for tool in tools %}{{ tool | tojson }}{{ '\\n' }}{%- endfor %}"
-    "{{ 'Call one as <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>.<|im_end|>\\n' }}{%- endif %}"
-    "{%- for message in messages %}"
-    "{%- if message['role'] == 'assistant' %}"
-    "{{ '<|im_start|>assistant\\n' + (message['content'] or '') }}"
-    "{%- for call in message.get('tool_calls') or [] %}"
-    "{{ '<tool_call>\\n' + {'name': call['function']['name'], 'arguments': call['function']['arguments']} | tojson + '\\n</tool_call>' }}"
-    "{%- endfor %}{{ '<|im_end|>\\n' }}"
-    "{%- elif message['role'] == 'tool' %}"
-    "{{ '<|im_start|>user\\n<tool_response>\\n' + message['content'] + '\\n</tool_response><|im_end|>\\n' }}"
-    "{%- else %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}{%- endif %}"
-    "{%- endfor %}"
-    "{%- if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{%- endif %}"
-)
-
 ENV_ID = "game:GuessTheNumber-v0-easy"
-
-
-@pytest.fixture
-def tool_tokenizer(tiny_tokenizer):
-    tokenizer = copy.deepcopy(tiny_tokenizer)
-    tokenizer.chat_template = TOOL_TEMPLATE
-    tokenizer.response_template = qwen3_template
-    return tokenizer
 
 
 def scripted_generate(tokenizer, replies):
