@@ -200,3 +200,33 @@ def test_config_errors_name_the_field():
         AsyncRolloutConfig(max_staleness=-1)
     with pytest.raises(AsyncRolloutConfigError, match="on_stale"):
         AsyncRolloutConfig(on_stale="keep")
+
+
+async def test_engine_drives_a_transformers_policy_through_weight_updates(tiny_tokenizer, tiny_model):
+    import copy
+
+    import torch
+
+    from gem_core.rollout import TransformersPolicy
+
+    torch.manual_seed(0)
+    model = copy.deepcopy(tiny_model)
+    backend = TransformersPolicy(model, tiny_tokenizer, max_batch_size=8)
+
+    def load_new_weights():
+        with backend._lock, torch.no_grad():  # the aborted batch may still be sampling in its thread
+            model.lm_head.weight.mul_(1.01)
+
+    config = AsyncRolloutConfig(batch_size=3, max_staleness=1, max_in_flight=4)
+    async with AsyncEpisodeEngine("game:GuessTheNumber-v0", backend, tiny_tokenizer, range(100), config,
+                                  sampling=SamplingParams(max_new_tokens=8), max_turns=3) as engine:
+        batches = []
+        for _ in range(3):
+            batches.append(await engine.next_batch())
+            await engine.update_policy(load_new_weights)
+    for step, batch in enumerate(batches):
+        assert len(batch) == 3
+        for trajectory in batch:
+            assert step - 1 <= trajectory.oldest_version <= trajectory.newest_version <= step
+            sampled = [lp for lp, m in zip(trajectory.logprobs, trajectory.loss_mask) if m]
+            assert sampled and all(lp < 0.0 for lp in sampled)  # the backend's behaviour log-probs
