@@ -106,8 +106,10 @@ def _plot_pass_at_k(ax, report: EvalReport, env_ids: list[str], positions: np.nd
         ax.bar(offsets, heights, width=width, label=label, hatch="//" if label.startswith("mean") else None)
     ax.set_ylim(0, 1.15)
     ax.set_ylabel("rate")
-    ax.set_title(f"pass@k (unbiased estimator) and mean@k, {report.samples} samples per seed")
-    ax.legend(fontsize=7, ncols=min(len(series), 4), loc="upper left")
+    # Two lines: on one, the title ran past the figure's right edge (the panel is as wide as the others).
+    ax.set_title(f"pass@k (unbiased estimator) and mean@k\n{report.samples} samples per seed")
+    # Beside the panel, not on it: inside, the legend lay over the bars that reach 1.
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
 
 
 def _padded_limits(values: list[float]) -> tuple[float, float]:
