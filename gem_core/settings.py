@@ -25,6 +25,7 @@ VARIABLES: dict[str, str] = {
     "GEM_SANDBOX_RAY_RESOURCE": "the custom resource marking the Ray nodes sandboxes run on (default gem_sandbox)",
     "GEM_SANDBOX_POOL": "warm sandbox workers kept per pool (default 4)",
     "GEM_SEARCH_URL": "the retrieval server's /retrieve endpoint of the qa search envs",
+    "GEM_SWE_HOME": "where `gem swe build` keeps the SWE pack's sdists and task trees (default ~/.cache/gem/swe)",
     "GEM_STATE_KEY": "the key that signs env states in trajectory files (default: one made in ~/.config/gem/state-key)",
     "OPENAI_API_KEY": "gem eval's API key for --base-url when --api-key is not given",
 }

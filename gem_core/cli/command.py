@@ -1,4 +1,4 @@
-"""The ``gem`` command: ``gem list`` and ``gem play`` here; ``replay``, ``serve``, ``check`` and ``eval`` from their own modules."""
+"""The ``gem`` command: ``gem list`` and ``gem play`` here; ``replay``, ``serve``, ``check``, ``swe`` and ``eval`` from their own modules."""
 
 from __future__ import annotations
 
@@ -200,6 +200,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_replay_parser(commands)
     add_serve_parser(commands)
     add_check_parser(commands)
+
+    from gem_core.envs.swe.cli import add_swe_parser
+
+    add_swe_parser(commands)
 
     # Always listed: without the eval extra, `gem eval` says which extra to install (gem_core.eval.cli
     # itself imports only the standard library).
