@@ -18,6 +18,10 @@ own (its prompt dataloader is fixed), but each vLLM engine runs the ``n_samples_
 prompt as concurrent ``execute`` calls with the row's label, so the agent chooses the start: the first
 copy of a label draws, the other copies share the draw, and every finished episode updates the sampler;
 one sampler serves every engine (a named Ray actor, :func:`~gem_core.curriculum.shared_group_starts`).
+The copies also share one ``sampling_params`` object: the executor counts them by it and warns
+(:class:`CopyCountWarning`, naming both settings) when their number is not the agent file's
+``n_samples_per_prompt``, and gives each copy params of its own (OpenRLHF writes each copy's remaining
+token budget into them, and reads them to cut the first observation).
 What OpenRLHF leaves no hook for: the agent cannot tell evaluation rows (``--eval.dataset``) from training
 rows, so with a curriculum those are drawn too (evaluate with ``gem eval`` on saved checkpoints); the
 sampler's state is not in OpenRLHF's checkpoints (``state_dir`` keeps ``gem_task_sampler.json`` up to date
@@ -28,8 +32,11 @@ samples must all have the same keys, so the agent logs each task's next-draw pro
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
+import copy
 import inspect
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,7 +92,11 @@ check_openrlhf_version()
 import torch  # noqa: E402  (after the version check, so a wrong install fails with the hint first)
 from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor  # noqa: E402
 
-__all__ = ["AgentConfig", "GemAgentExecutor", "GemAgentInstance", "OpenRLHFVersionError", "check_openrlhf_version"]
+__all__ = ["AgentConfig", "CopyCountWarning", "GemAgentExecutor", "GemAgentInstance", "OpenRLHFVersionError", "check_openrlhf_version"]
+
+
+class CopyCountWarning(UserWarning):
+    """OpenRLHF ran a prompt's copies in a number other than ``AgentConfig.n_samples_per_prompt`` (with a curriculum)."""
 
 
 @dataclass
@@ -106,7 +117,8 @@ class AgentConfig:
     """A task sampler spec (:func:`gem_core.curriculum.shared_group_starts`: ``tasks``, TaskSampler's arguments,
     ``state_dir``): episodes start where it draws, one draw per prompt for its copies. None: at the row's label."""
     n_samples_per_prompt: int = 1
-    """Copies per prompt, as ``--rollout.n_samples_per_prompt``: with ``curriculum`` that many copies of a label share a draw."""
+    """Copies per prompt, as ``--rollout.n_samples_per_prompt`` (and ``--eval.n_samples_per_prompt``): with ``curriculum``
+    that many copies of a label share a draw; OpenRLHF running another number is warned (:class:`CopyCountWarning`)."""
 
     def __post_init__(self) -> None:
         # Here, not at the first episode inside OpenRLHF's workers (where max_new_tokens=0 played 1-token turns).
@@ -126,6 +138,16 @@ class _Episode:
     starts: Any = None
     """Where the episode starts (:func:`gem_core.curriculum.shared_group_starts`) and is reported when it ends."""
     start: EpisodeLabel | None = None
+
+
+@dataclass
+class _Copies:
+    """The copies of one prompt that :class:`GemAgentExecutor` has seen (they share ``params``)."""
+
+    params: Any
+    arrived: int = 0
+    running: int = 0
+    checked: bool = False
 
 
 _CURRENT_EPISODE: contextvars.ContextVar[_Episode] = contextvars.ContextVar("gem_openrlhf_episode")
@@ -219,17 +241,23 @@ class GemAgentExecutor(MultiTurnAgentExecutor):
 
     def __init__(self) -> None:
         super().__init__(self.instance_cls)
+        self._copies: dict[int, _Copies] = {}  # by id of the sampling_params a prompt's copies share
 
     async def execute(self, prompt, label, sampling_params, max_length: int, hf_tokenizer, llm_engine, images=None):
         episode = _Episode(config=self.config, tokenizer=hf_tokenizer, max_length=max_length)
+        group = await self._copy_arrived(sampling_params)
         # Each execute runs in its own task (OpenRLHF gathers them), so the variable is per episode.
         token = _CURRENT_EPISODE.set(episode)
         try:
+            # A copy of its own: OpenRLHF's execute writes this copy's remaining budget into the params every turn, and
+            # reads them to cut the first observation; shared with the prompt's other copies, a copy that was still
+            # resetting its env had its first observation cut to another copy's length.
             result = await super().execute(
-                prompt, label, sampling_params, max_length, hf_tokenizer, _RecordingEngine(llm_engine, episode), images=images
+                prompt, label, copy.deepcopy(sampling_params), max_length, hf_tokenizer, _RecordingEngine(llm_engine, episode), images=images
             )
         finally:
             _CURRENT_EPISODE.reset(token)
+            self._copy_finished(group)
             if episode.session is not None:
                 await episode.session.aclose()
         await episode.starts.finish(episode.start, episode.session.trajectory())  # tags the task, updates a sampler
@@ -238,3 +266,45 @@ class GemAgentExecutor(MultiTurnAgentExecutor):
         # OpenRLHF flags only a last turn cut by max_tokens; an episode the token budget ended is cut too.
         result["truncated"] = result["truncated"] or episode.session.trajectory().metrics["truncated_by"] == "max_total_tokens"
         return result
+
+    async def _copy_arrived(self, sampling_params: Any) -> _Copies | None:
+        """Count this copy into its prompt's group, the copies sharing its ``sampling_params`` object (OpenRLHF 0.11's
+        ``generate_responses`` gives them one and gathers them); with a curriculum, warn before any copy draws its
+        start if the group's size is not ``n_samples_per_prompt``."""
+        if not self.config.curriculum:
+            return None  # every copy starts at the row's label: the count changes nothing
+        group = self._copies.setdefault(id(sampling_params), _Copies(sampling_params))  # holds it: its id stays unique
+        group.arrived += 1
+        group.running += 1
+        try:
+            # One turn of the event loop: the gathered copies were all scheduled together, so each of them arrives
+            # here before any goes on to draw a start.
+            await asyncio.sleep(0)
+        except BaseException:
+            self._copy_finished(group)
+            raise
+        if not group.checked:
+            group.checked = True
+            if group.arrived != self.config.n_samples_per_prompt:
+                self._warn_copy_count(group.arrived)
+        return group
+
+    def _copy_finished(self, group: _Copies | None) -> None:
+        if group is None:
+            return
+        group.running -= 1
+        if group.running == 0:
+            del self._copies[id(group.params)]
+
+    def _warn_copy_count(self, copies: int) -> None:
+        configured = self.config.n_samples_per_prompt
+        effect = ("the copies past the first n_samples_per_prompt draw starts of their own" if copies > configured else
+                  "the label's start stays open, so the next copies of that label share it")
+        warnings.warn(
+            f"OpenRLHF ran {copies} copies of a prompt but the agent file sets AgentConfig(n_samples_per_prompt={configured}) "
+            f"with a curriculum, so the prompt's copies do not share one episode start ({effect}). Set n_samples_per_prompt "
+            "to --rollout.n_samples_per_prompt, and --eval.n_samples_per_prompt (OpenRLHF's default is 4) to the same "
+            "number, or leave --eval.dataset unset (a curriculum draws the starts of eval rows too).",
+            CopyCountWarning,
+            stacklevel=2,
+        )

@@ -19,5 +19,5 @@ class AgentExecutor(GemAgentExecutor):
         # A task sampler (gem_core.curriculum) choosing each prompt's episode instead of its label, e.g.
         # {"tasks": ["game:GuessTheNumber-v0-easy", "game:GuessTheNumber-v0"], "weighting": "band", "state_dir": "ckpt/curriculum"}
         curriculum=None,
-        n_samples_per_prompt=1,  # with a curriculum: the same number as --rollout.n_samples_per_prompt
+        n_samples_per_prompt=1,  # with a curriculum: --rollout.n_samples_per_prompt (and --eval.n_samples_per_prompt the same)
     )
