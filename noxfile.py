@@ -101,7 +101,7 @@ def ray(session: nox.Session) -> None:
     torch needed: the runner's tests use the tiny tokenizer, which needs only transformers' tokenizers)."""
     _upgrade_pip(session)
     session.install(*CONSTRAINTS, "-e", ".[ray,code,math,dev]", "transformers>=4.56", "tokenizers>=0.20", "jinja2")
-    session.run(*PYTEST, "tests/core/vector/test_ray.py", "tests/core/ray", *session.posargs)
+    session.run(*PYTEST, "tests/core/vector/test_ray.py", "tests/core/vector/test_ray_defaults.py", "tests/core/ray", *session.posargs)
 
 
 @nox.session

@@ -93,7 +93,9 @@ def make_vec(
             :class:`~gem_core.vector.process.Spinner`), ``context`` (process: a
             multiprocessing start method, default ``fork`` on Linux), ``start_timeout``,
             ``recycle_after_steps`` and ``max_worker_memory_mb`` (process: worker recycling);
-            ``envs_per_actor``, ``num_cpus``, ``resources``, ``actor_options``, ``address`` (ray).
+            ``envs_per_actor``, ``num_cpus``, ``resources``, ``actor_options``, ``address`` (ray: default
+            one actor per env, and for envs that declare ``blocking = False`` one per free CPU, envs
+            grouped over them; each actor asks for at most its share of the free CPUs).
         step_timeout: seconds a step or reset may run; past it the env's episode is truncated with
             ``info["error"] == "timeout"`` and the env is rebuilt (every backend). None: no limit.
         **env_kwargs: passed to every env's constructor (override the registered defaults).
@@ -129,6 +131,9 @@ def make_vec(
             "num_workers": min(len(sources), max(1, _cpu_count() - 1)), "spin_seconds": NEVER_BLOCKING_SPIN_SECONDS,
             **dict(backend_kwargs or {}),
         }
+    if backend == "ray" and all(_declares_never_blocking(source, wrappers) for source in sources):
+        # The same grouping on Ray: the backend sizes it to the cluster's free CPUs (ray_backend.default_actor_shape).
+        backend_kwargs = {"blocking": False, **dict(backend_kwargs or {})}
     return VectorEnv(
         env_fns,
         backend=backend,

@@ -1,9 +1,16 @@
 """The ``ray`` backend: envs as Ray actors, so env work spreads over the nodes of a Ray cluster.
 
-Each actor hosts a group of envs (``envs_per_actor``, default 1) and runs a group's calls per remote
-call. Actors ask for ``num_cpus`` and custom ``resources`` (e.g. ``{"gem_env": 1}`` to pin envs to CPU
-nodes that advertise that resource); ``actor_options`` passes any other ``ActorClass.options`` (a
-scheduling strategy, a runtime env).
+Each actor hosts a group of envs (``envs_per_actor``) and runs a group's calls per remote call. Actors
+ask for ``num_cpus`` and custom ``resources`` (e.g. ``{"gem_env": 1}`` to pin envs to CPU nodes that
+advertise that resource); ``actor_options`` passes any other ``ActorClass.options`` (a scheduling
+strategy, a runtime env).
+
+The defaults fit the cluster the backend joins, as the process backend's fit the machine (issue 47):
+envs that never block (``Env.blocking = False``, the games; :func:`~gem_core.vector.make_vec` tells) are
+grouped over one actor per free CPU, and an env that may block gets an actor of its own so its waits
+overlap and a fault touches it alone. Either way an actor asks for one CPU, or its share of the free CPUs
+when there are fewer than actors, so the default never asks for more than the cluster has free (a
+reservation no node can grant would leave the actors pending until ``start_timeout``). Given values win.
 
 Faults end only the episodes they touch (``truncated`` with ``info["error"]``), as on the other
 backends: an env that raises fails its call; an actor lost with its node (or killed) is replaced by a
@@ -17,6 +24,7 @@ joins an existing cluster; without one, a local single-node Ray is started.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -26,7 +34,7 @@ from gem_core.vector.calls import CLOSED, TIMEOUT, EnvBuilder, check_step_timeou
 from gem_core.vector.hosted import Batch, HostedBackend, HostedEnvs
 from gem_core.vector.in_process import CLOSE_TIMEOUT
 
-__all__ = ["RayBackend"]
+__all__ = ["RayBackend", "default_actor_shape"]
 
 #: How often a waiting batch checks whether close() wants it to stop.
 _POLL_SECONDS = 0.2
@@ -42,32 +50,63 @@ class _EnvGroup(HostedEnvs):
         return ray.get_runtime_context().get_node_id()
 
 
+#: Ray keeps resource amounts to four decimals; a share is rounded down to that so it never asks for more than is free.
+_CPU_STEP = 1e-4
+
+
+def default_actor_shape(num_envs: int, blocking: bool, free_cpus: float, envs_per_actor: int | None = None) -> tuple[int, float]:
+    """``(envs_per_actor, num_cpus)`` for ``num_envs`` envs on a cluster with ``free_cpus`` CPUs free.
+
+    Envs that never block step in microseconds: an actor per env would only add processes (and ask for
+    CPUs a laptop does not have), so they share one actor per free CPU (at least one actor). An env that
+    may block keeps an actor of its own. Each actor asks for one CPU, or for its share of the free CPUs
+    when there are fewer CPUs than actors (0 when none is free), so the whole request always fits. A
+    given ``envs_per_actor`` is kept, and the share is computed for the actors it makes.
+    """
+    if envs_per_actor is None:
+        actors = num_envs if blocking else min(num_envs, max(1, int(free_cpus)))
+        envs_per_actor = -(-num_envs // actors)
+    actors = -(-num_envs // envs_per_actor)  # the groups actually made
+    share = max(0.0, free_cpus) / actors
+    return envs_per_actor, 1.0 if share >= 1.0 else math.floor(share / _CPU_STEP) * _CPU_STEP
+
+
+def _free_cpus(ray: Any) -> float:
+    """The CPUs no task or actor holds now, over the whole cluster (Ray's own view)."""
+    return float(ray.available_resources().get("CPU", 0.0))
+
+
 class RayBackend(HostedBackend):
     """Envs as Ray actors (see the module docstring).
 
     Args:
         env_fns: one builder per env (pickled to the actors with Ray's cloudpickle).
         envs_per_actor: envs hosted by one actor (env ``i`` lives in actor ``i // envs_per_actor``).
-        num_cpus: CPUs each actor reserves (fractions allowed).
+            None: 1 if ``blocking``, else the envs spread over one actor per free CPU.
+        num_cpus: CPUs each actor reserves (fractions allowed). None: 1, or the actor's share of the
+            free CPUs where there are fewer than actors (:func:`default_actor_shape`).
         resources: custom resources each actor reserves, e.g. ``{"gem_env": 1}``.
         actor_options: other ``ActorClass.options(...)`` keywords.
         address: a cluster to join when Ray is not initialized yet (None: Ray's default).
         step_timeout: seconds a batch's calls may run on one actor.
         start_timeout: seconds the actors may take to build their envs.
+        blocking: whether any env may block (:attr:`gem_core.Env.blocking`); :func:`~gem_core.vector.make_vec`
+            passes False when every env declares ``blocking = False``, and only the defaults depend on it.
     """
 
     def __init__(
         self,
         env_fns: Sequence[EnvBuilder],
-        envs_per_actor: int = 1,
-        num_cpus: float = 1.0,
+        envs_per_actor: int | None = None,
+        num_cpus: float | None = None,
         resources: Mapping[str, float] | None = None,
         actor_options: Mapping[str, Any] | None = None,
         address: str | None = None,
         step_timeout: float | None = None,
         start_timeout: float = 120.0,
+        blocking: bool = True,
     ):
-        if envs_per_actor < 1:
+        if envs_per_actor is not None and envs_per_actor < 1:
             raise ValueError(f"envs_per_actor must be at least 1, got {envs_per_actor}.")
         from gem_core.vector.ray_env import connect_ray
 
@@ -75,6 +114,10 @@ class RayBackend(HostedBackend):
         self._builders = list(env_fns)
         self.num_envs = len(self._builders)
         self.step_timeout = check_step_timeout(step_timeout)
+        if envs_per_actor is None or num_cpus is None:
+            envs_per_actor, default_cpus = default_actor_shape(self.num_envs, blocking, _free_cpus(ray), envs_per_actor)
+            num_cpus = default_cpus if num_cpus is None else num_cpus
+        self.envs_per_actor, self.num_cpus = envs_per_actor, num_cpus
         count = -(-self.num_envs // envs_per_actor)
         self._place([i // envs_per_actor for i in range(self.num_envs)])
         options = {"num_cpus": num_cpus, "max_restarts": 0, "max_task_retries": 0, **dict(actor_options or {})}
