@@ -35,6 +35,10 @@ v2 memory controller), so the host samples instead, every ``SandboxConfig.sample
   (unlinked while a unix socket carries it), where neither RSS nor open files find it. Four calls under
   128 MiB each held 160 MiB that way, until counted. (A file that is also mapped counts twice while its
   pages are mapped: the sum errs on the side of the cap.)
+- kernel buffers (issue 47): each pipe a snippet's process holds, at the 64 KiB it can hold (pipes
+  filled and handed to exec'd holders kept the kernel's per-user 64 MiB in no process's memory), and
+  the queues of every socket of the sandbox's network namespace, read through ``sock_diag``
+  (:mod:`.socket_memory`);
 - files: inodes in use on the sandbox's ``/tmp`` and ``/dev/shm``, from ``statvfs`` through
   ``/proc/PID/root``;
 - the working directory (``SandboxConfig.work_dir``, a host directory): bytes and entries under it,
@@ -45,14 +49,18 @@ do: stop a burst between two samples (a snippet can touch memory at a few GiB/s,
 that rate times the interval before it dies), and, on a host that is not root, see the allocated size
 of a shared memory object: one filled and cut down to a page between two samples counts as that page
 (512 objects of 1 MiB each held 512 MiB under a 128 MiB cap that way, run unprivileged; as root the call
-is stopped). System V shared memory, semaphores and message queues, which no process holds either, do
-not exist in the sandbox (:mod:`.syscall_filter`).
+is stopped). System V shared memory, semaphores and message queues, POSIX message queues, IP sockets and
+named pipes, which no process holds either, do not exist in the sandbox (:mod:`.syscall_filter`); a pipe
+in flight on a Unix socket (sent, then closed) is held by no process and not counted: at most
+``RLIMIT_NOFILE`` of them per uid (the kernel's limit on descriptors in flight), 64 KiB each.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+
+from gem_core.tools.sandbox.socket_memory import SocketMemory
 
 __all__ = [
     "process_tree", "anonymous_memory", "held_memfd_bytes", "held_memfds", "shared_mappings", "object_allocated_bytes",
@@ -235,7 +243,19 @@ def held_memfd_bytes(pids: list[int]) -> int:
 
 def held_memfds(pids: list[int]) -> dict[ObjectKey, int]:
     """The ``memfd`` files that ``pids`` hold open, each once, with the bytes allocated to it."""
+    return _held_files(pids)[0]
+
+
+#: What one pipe can hold: 16 buffers of a page each (the kernel's default; the sandbox cannot grow a
+#: pipe, see :mod:`.syscall_filter`).
+PIPE_BYTES = 16 * os.sysconf("SC_PAGE_SIZE")
+
+
+def _held_files(pids: list[int]) -> tuple[dict[ObjectKey, int], set[bytes]]:
+    """The ``memfd`` files that ``pids`` hold open (each once, with its allocated bytes), and the pipes
+    (their ``pipe:[inode]`` names): both hold kernel memory that no RSS shows."""
     found: dict[ObjectKey, int] = {}
+    pipes: set[bytes] = set()
     for pid in pids:
         try:
             fds = os.listdir(f"/proc/{pid}/fd")
@@ -244,13 +264,17 @@ def held_memfds(pids: list[int]) -> dict[ObjectKey, int]:
         for fd in fds:
             path = f"/proc/{pid}/fd/{fd}"
             try:
-                if not os.readlink(path).startswith("/memfd:"):
+                target = os.readlink(path.encode())
+                if target.startswith(b"pipe:"):
+                    pipes.add(target)
+                    continue
+                if not target.startswith(b"/memfd:"):
                     continue
                 stats = os.stat(path)
             except OSError:
                 continue
             found[(os.major(stats.st_dev), os.minor(stats.st_dev), stats.st_ino)] = stats.st_blocks * 512
-    return found
+    return found, pipes
 
 
 def tmpfs_bytes(root: str) -> int:
@@ -288,6 +312,8 @@ class SandboxMonitor:
         max_files: the inode cap for the private ``/tmp`` and ``/dev/shm`` (None: not checked).
         count_tmpfs: add the bytes in use on the private ``/tmp`` and ``/dev/shm`` to the snippet's
             memory (bwrap mode: the process at ``supervisor_depth`` sees them).
+        sockets: the memory of the sandbox's sockets, read in its own network namespace (bwrap mode;
+            :mod:`.socket_memory`), added to the snippet's; None: not counted.
     """
 
     #: Samples between two walks of the working directory (a walk costs more than a memory sample).
@@ -306,9 +332,11 @@ class SandboxMonitor:
         work_bytes: int = 0,
         work_files: int = 0,
         count_tmpfs: bool = False,
+        sockets: SocketMemory | None = None,
     ):
         self.root, self.supervisor_depth = root, supervisor_depth
         self.count_tmpfs = count_tmpfs
+        self.sockets = sockets
         self.memory_bytes, self.max_files = memory_bytes, max_files
         self.work_dir, self.work_bytes, self.work_files = work_dir, work_bytes, work_files
         self.peak_memory = 0
@@ -329,10 +357,14 @@ class SandboxMonitor:
         root = f"/proc/{inside[0]}/root" if inside else None
         statuses = {pid: _status(pid) for pid in snippet}
         mappings = self._shared_mappings(statuses)
-        objects = self._shared_objects(mappings, held_memfds(snippet))
-        held = sum(objects.values())
+        memfds, pipes = _held_files(snippet)
+        objects = self._shared_objects(mappings, memfds)
+        # each pipe at what it can hold (in bwrap mode no pipe grows past the default)
+        held = sum(objects.values()) + len(pipes) * PIPE_BYTES
         if self.count_tmpfs and root is not None:
             held += tmpfs_bytes(root)
+        if self.sockets is not None:
+            held += self.sockets.bytes_held()
         used = held + sum(resident for resident, _ in statuses.values())
         if used > self.memory_bytes:
             # Pages shared with other processes split among them; pages of shared memory objects are

@@ -9,7 +9,8 @@ standard library only. Protocol, all over pipes the host created:
    ``SITE_DIRS`` the interpreter's site-packages, joined by ``os.pathsep``: ``-S`` skips ``site``;
    ``STDIN_FD`` an empty memfd made by the host, for the snippet's stdin: the seccomp filter takes
    ``memfd_create`` away before this program starts).
-2. The supervisor writes ``R`` on the status fd once ready, then reads one request from stdin: a line
+2. The supervisor writes ``R`` on the status fd (a Unix socket) once ready, with a ``NETLINK_SOCK_DIAG``
+   socket of the sandbox's network namespace attached (the host counts socket memory through it), then reads one request from stdin: a line
    with its length in bytes, then that many bytes of JSON:
    ``{"code", "stdin", "memory_mb", "cpu_seconds", "file_mb", "processes", "open_files", "call"?,
    "max_returned_bytes"}``.
@@ -80,6 +81,8 @@ def _apply_limits(request):
     _limit(resource.RLIMIT_FSIZE, int(request["file_mb"]) * mib)
     _limit(resource.RLIMIT_NOFILE, int(request["open_files"]))
     _limit(resource.RLIMIT_NPROC, int(request["processes"]))
+    # POSIX message queues are kernel memory no process maps (the seccomp filter also takes mq_open away)
+    _limit(resource.RLIMIT_MSGQUEUE, 0)
 
 
 def _stdin_file():
@@ -121,6 +124,25 @@ def _limit_hit(error):
     return None
 
 
+def _say_ready(status_fd):
+    """Write ``R`` on the status socket with a ``NETLINK_SOCK_DIAG`` socket of this network namespace
+    attached, through which the host counts the memory of the sandbox's sockets (sent without one if
+    the kernel has no ``sock_diag``); this process keeps no copy of it."""
+    import socket
+
+    status = socket.socket(fileno=status_fd)
+    try:
+        try:
+            diag = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_CLOEXEC, 4)
+        except OSError:
+            status.sendall(b"R")
+            return
+        with diag:
+            socket.send_fds(status, [b"R"], [diag.fileno()])
+    finally:
+        status.detach()
+
+
 def _close_inherited_fds(keep):
     """Close every descriptor but stdio and ``keep`` (bwrap's argument pipes may still be open)."""
     for fd in range(3, 1024):
@@ -150,7 +172,7 @@ def main():
     # Orphans of the snippet (daemons) become the supervisor's, so the host finds them in its tree.
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
     _preload(site_dirs, preload)
-    os.write(status_fd, b"R")
+    _say_ready(status_fd)
     os.set_inheritable(status_fd, False)
 
     size = int(sys.stdin.buffer.readline())
@@ -681,7 +703,7 @@ def _serve_call(kernel, fds, limits, uid):
     os.close(report_write)
     os.close(request_fd)
     if os.read(report_read, 1) == b"R":  # the snippet's process is ready (else it died setting up)
-        os.write(status_fd, b"R")
+        _say_ready(status_fd)
     status = _supervise(child, report_read, limits["cap"], early=True)
     os.write(status_fd, json.dumps(status).encode() + b"\n")
     os._exit(0)

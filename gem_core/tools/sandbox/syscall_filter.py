@@ -20,6 +20,19 @@ programs that probe for them fall back (libffi, for one, to a file). What remain
 on the call's size-capped ``/tmp`` and ``/dev/shm``, counted by :mod:`.accounting`; a snippet's stdin is
 a sealed memfd its worker makes before the filter applies.
 
+Kernel buffers no process maps either (issue 47): a POSIX message queue (``mq_open`` fails with
+``ENOSYS``, and ``RLIMIT_MSGQUEUE`` is 0), and sockets. Only Unix and netlink sockets can be made, the
+families whose queues the host reads through the kernel's ``sock_diag`` (:mod:`.socket_memory`); any
+other fails with ``EAFNOSUPPORT``. IP sockets are gone with them: the sandbox has no network, and
+loopback TCP queues filled and then hidden (a connection reset takes a socket off the kernel's lists
+with its receive queue still full) held 938 MiB under a 128 MiB cap. Setting a socket's buffer sizes
+(``SO_SNDBUF``, ``SO_RCVBUF``) does nothing and reports success: a Unix socket closed with data queued
+at its peer leaves that data charged to no socket the host can see, at most
+:data:`.socket_memory.UNIX_HIDDEN_BYTES` with the kernel's default send buffer, which the host counts for
+every such peer. A pipe cannot grow past the kernel's default 16 pages (``F_SETPIPE_SZ`` fails with
+``EPERM``), so the host counts each pipe a snippet's process holds at that; no named pipe can be made
+(``mknod`` of a FIFO fails with ``EPERM``), as its buffer would be held under a file name.
+
 bubblewrap loads the compiled program (``--seccomp FD``) just before it starts the worker, so the
 worker and everything it starts run under it; nothing inside can remove a seccomp filter.
 """
@@ -30,7 +43,7 @@ import errno
 import functools
 import tempfile
 
-__all__ = ["DENIED_SYSCALLS", "ABSENT_SYSCALLS", "NAMESPACE_FLAGS", "compiled_filter"]
+__all__ = ["DENIED_SYSCALLS", "ABSENT_SYSCALLS", "NAMESPACE_FLAGS", "SOCKET_FAMILIES", "compiled_filter"]
 
 #: Calls that fail with EPERM inside the sandbox.
 DENIED_SYSCALLS = (
@@ -48,7 +61,16 @@ DENIED_SYSCALLS = (
 )
 
 #: Calls that fail with ENOSYS inside the sandbox: ways to hold memory outside every process.
-ABSENT_SYSCALLS = ("memfd_create", "memfd_secret", "shmget", "semget", "msgget")
+ABSENT_SYSCALLS = ("memfd_create", "memfd_secret", "shmget", "semget", "msgget", "mq_open")
+
+#: Socket families a snippet may create: AF_UNIX and AF_NETLINK (their queues are what
+#: :mod:`.socket_memory` counts; the sandbox's supervisor makes its ``sock_diag`` socket under this filter).
+SOCKET_FAMILIES = (1, 16)
+#: setsockopt(SOL_SOCKET, ...) names that size a socket's buffers: SO_SNDBUF, SO_RCVBUF, SO_SNDBUFFORCE,
+#: SO_RCVBUFFORCE. They succeed and change nothing.
+_SOL_SOCKET, _BUFFER_OPTIONS = 1, (7, 8, 32, 33)
+#: fcntl's F_SETPIPE_SZ; a FIFO's file type bits in mknod's mode.
+_F_SETPIPE_SZ, _S_IFMT, _S_IFIFO = 1031, 0o170000, 0o010000
 
 #: ``clone`` flags that make a new namespace (CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID,
 #: NEWNET, NEWTIME).
@@ -77,6 +99,7 @@ def compiled_filter() -> bytes:
             rules.add_rule(seccomp.ERRNO(errno.ENOSYS), name)
         except (RuntimeError, ValueError, OSError):
             continue  # not a syscall on this architecture
+    _socket_rules(seccomp, rules)
     for flag in NAMESPACE_FLAGS:
         rules.add_rule(denied, "clone", seccomp.Arg(0, seccomp.MASKED_EQ, flag, flag))
     rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
@@ -87,3 +110,24 @@ def compiled_filter() -> bytes:
         rules.export_bpf(program)
         program.seek(0)
         return program.read()
+
+
+def _socket_rules(seccomp, rules) -> None:
+    """Only the socket families whose buffers the host can count; socket and pipe buffer sizes stay the
+    kernel's defaults; no FIFOs. (libseccomp compares the full 64-bit register: a family with high bits set is greater
+    than any allowed one, so it is refused too.)"""
+    no_family = seccomp.ERRNO(errno.EAFNOSUPPORT)
+    for call in ("socket", "socketpair"):
+        rules.add_rule(no_family, call, seccomp.Arg(0, seccomp.GT, max(SOCKET_FAMILIES)))
+        for family in range(max(SOCKET_FAMILIES)):
+            if family not in SOCKET_FAMILIES:
+                rules.add_rule(no_family, call, seccomp.Arg(0, seccomp.EQ, family))
+    denied = seccomp.ERRNO(errno.EPERM)
+    rules.add_rule(denied, "fcntl", seccomp.Arg(1, seccomp.MASKED_EQ, 0xFFFFFFFF, _F_SETPIPE_SZ))
+    rules.add_rule(denied, "mknod", seccomp.Arg(1, seccomp.MASKED_EQ, _S_IFMT, _S_IFIFO))
+    rules.add_rule(denied, "mknodat", seccomp.Arg(2, seccomp.MASKED_EQ, _S_IFMT, _S_IFIFO))
+    for option in _BUFFER_OPTIONS:
+        rules.add_rule(
+            seccomp.ERRNO(0), "setsockopt",
+            seccomp.Arg(1, seccomp.MASKED_EQ, 0xFFFFFFFF, _SOL_SOCKET), seccomp.Arg(2, seccomp.MASKED_EQ, 0xFFFFFFFF, option),
+        )

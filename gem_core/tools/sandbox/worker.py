@@ -14,6 +14,7 @@ import random
 import selectors
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -24,6 +25,7 @@ from gem_core.tools.sandbox.accounting import SandboxMonitor
 from gem_core.tools.sandbox.config import MIB, SandboxConfig, SandboxResult, SandboxUnavailableError
 from gem_core.tools.sandbox.isolation import ENV, bwrap_launch, site_dirs
 from gem_core.tools.sandbox.launcher import start_process
+from gem_core.tools.sandbox.socket_memory import SocketMemory
 
 __all__ = ["Worker"]
 
@@ -67,8 +69,12 @@ class Worker:
     def __init__(self, mode: str, config: SandboxConfig, preload: tuple[str, ...] = ()):
         self.mode = mode
         self.config = config
-        status_read, status_write = os.pipe()
-        self.status_fd = status_read
+        # A socket, not a pipe: the supervisor's "R" carries the socket through which the host counts
+        # the sandbox's socket memory (:mod:`.socket_memory`).
+        status_ours, status_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.status_fd = status_ours.detach()
+        status_write = status_theirs.detach()
+        self.sockets: SocketMemory | None = None
         self.workdir: str | None = None
         privileged = os.geteuid() == 0
         drop_to_uid = 0
@@ -112,13 +118,30 @@ class Worker:
         selector.register(self.status_fd, selectors.EVENT_READ)
         ready = selector.select(timeout)
         selector.close()
-        byte = os.read(self.status_fd, 1) if ready else b""
+        byte = self._receive_ready() if ready else b""
         if byte != b"R":
             self.kill()
             stderr = self.process.stderr.read().decode(errors="replace") if self.process.stderr else ""
             raise SandboxUnavailableError(
                 f"A {self.mode!r} sandbox worker failed to start: {stderr.strip()[-1000:] or 'no output'}"
             )
+
+    def _receive_ready(self) -> bytes:
+        """The supervisor's ready byte; keeps the socket-memory socket it carries (bwrap mode: in the
+        sandbox's own network namespace; in process mode it would count the host's, so it is closed)."""
+        status = socket.socket(fileno=self.status_fd)
+        try:
+            byte, fds, _, _ = socket.recv_fds(status, 1, 1)
+        except OSError:
+            return b""
+        finally:
+            status.detach()
+        for fd in fds:
+            if self.mode == "bwrap" and self.sockets is None:
+                self.sockets = SocketMemory(fd)
+            else:
+                os.close(fd)
+        return byte
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -149,6 +172,9 @@ class Worker:
         if self.status_fd >= 0:
             os.close(self.status_fd)
             self.status_fd = -1  # never close the number twice: it may belong to another file by then
+        if self.sockets is not None:
+            self.sockets.close()
+            self.sockets = None
 
     def forget(self) -> None:
         """Drop this handle without touching the process (it belongs to the parent after a fork)."""
@@ -176,6 +202,7 @@ class Worker:
             work_bytes=self.config.max_work_mb * MIB,
             work_files=self.config.max_work_files,
             count_tmpfs=self.mode == "bwrap",
+            sockets=self.sockets,
         )
         pidfd = os.pidfd_open(process.pid)
         try:

@@ -39,6 +39,7 @@ from gem_core.tools.sandbox.accounting import SandboxMonitor
 from gem_core.tools.sandbox.config import MIB, SandboxConfig, SandboxResult, SandboxUnavailableError
 from gem_core.tools.sandbox.isolation import bwrap_launch, site_dirs
 from gem_core.tools.sandbox.launcher import start_process
+from gem_core.tools.sandbox.socket_memory import SocketMemory
 from gem_core.tools.sandbox.syscall_filter import compiled_filter
 from gem_core.tools.sandbox.worker import kill_group, watch
 
@@ -57,6 +58,7 @@ class _ForkedCall:
         self.stdout, stdout_write = os.pipe()
         self.stderr, stderr_write = os.pipe()
         self.status, status_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sockets: SocketMemory | None = None
         self.status.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         theirs = [request_read, stdout_write, stderr_write, status_theirs.fileno()]
         try:
@@ -72,6 +74,7 @@ class _ForkedCall:
 
     def started(self, deadline: float) -> int | None:
         """Wait until the call is ready for its snippet; its PID 1's host PID. None if the deadline passed.
+        The ready message carries the call's socket-memory socket (kept in :attr:`sockets`).
 
         Raises:
             SandboxUnavailableError: the call ended before it was ready (the zygote died, or the call's
@@ -81,9 +84,16 @@ class _ForkedCall:
         if not readable:
             return None
         try:
-            data, ancillary, _, _ = self.status.recvmsg(1, socket.CMSG_SPACE(_CREDENTIALS.size))
+            data, ancillary, _, _ = self.status.recvmsg(1, socket.CMSG_SPACE(_CREDENTIALS.size) + socket.CMSG_SPACE(4))
         except OSError:
             data, ancillary = b"", []
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                for fd in struct.unpack(f"{len(payload) // 4}i", payload[: len(payload) // 4 * 4]):
+                    if self.sockets is None:
+                        self.sockets = SocketMemory(fd)
+                    else:
+                        os.close(fd)
         pid = next(
             (_CREDENTIALS.unpack(payload[: _CREDENTIALS.size])[0] for level, kind, payload in ancillary
              if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS),
@@ -123,6 +133,9 @@ class _ForkedCall:
                 os.close(fd)
         self.request = self.stdout = self.stderr = -1
         self.status.close()
+        if self.sockets is not None:
+            self.sockets.close()
+            self.sockets = None
 
 
 class Zygote:
@@ -236,7 +249,8 @@ class Zygote:
                 return SandboxResult("", "", None, True, "time", self.mode, time.monotonic() - start)
             # Below the call's PID 1: the snippet's processes.
             monitor = SandboxMonitor(
-                pid, supervisor_depth=0, memory_bytes=int(request["memory_mb"]) * MIB, max_files=None, count_tmpfs=True
+                pid, supervisor_depth=0, memory_bytes=int(request["memory_mb"]) * MIB, max_files=None, count_tmpfs=True,
+                sockets=call.sockets,
             )
             watched = watch(call.stdout, call.stderr, call.status.fileno(), None, start + timeout, config, lambda _lines: monitor)
         finally:

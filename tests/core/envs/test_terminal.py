@@ -168,7 +168,8 @@ def test_a_snapshot_keeps_links_as_links_and_skips_fifos(env):
     """The host reads the agent's files when it takes a snapshot: a link to a host file must stay a link
     (never read through), and a FIFO must not block the host."""
     env.reset(seed=0)
-    env.step(bash("ln -s /etc/shadow leak && mkfifo pipe && ln -s /etc/hostname host"))
+    # (the sandbox refuses mkfifo since issue 47; a FIFO could still come from elsewhere)
+    env.step(bash("ln -s /etc/shadow leak; mkfifo pipe; ln -s /etc/hostname host"))
     files = env.get_state()["work_files"]
     assert files["leak"][1] == "/etc/shadow" and files["host"][1] == "/etc/hostname"
     assert "pipe" not in files
@@ -208,7 +209,8 @@ def test_no_network_not_even_the_hosts_loopback(env):
     with pytest.raises(TimeoutError):
         server.accept()  # a connection made during the command would be waiting in the backlog
     server.close()
-    assert "done" in obs and ("refused" in obs or "unreachable" in obs)
+    # no IP socket can be made at all since issue 47 ("Address family not supported by protocol")
+    assert "done" in obs and any(word in obs for word in ("refused", "unreachable", "not supported")), obs
 
 
 def test_host_files_cannot_be_read(env):

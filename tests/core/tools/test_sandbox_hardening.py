@@ -186,14 +186,16 @@ def test_concurrent_calls_cannot_reach_each_other(sandbox_run):
     """Calls forked from one zygote share its sandbox but not a network, /tmp or process namespace."""
     from concurrent.futures import ThreadPoolExecutor
 
+    # An abstract Unix address lives in the network namespace, as a loopback port would (the sandbox
+    # has no IP sockets at all: issue 47).
     listener = (
         "import os, socket, time\nopen('/tmp/listener-was-here', 'w').close()\n"
-        "s = socket.socket()\ns.bind(('127.0.0.1', 47123))\ns.listen()\nprint('listening', flush=True)\n"
+        "s = socket.socket(socket.AF_UNIX)\ns.bind('\\0gem-47123')\ns.listen()\nprint('listening', flush=True)\n"
         "s.settimeout(3)\ntry:\n    s.accept()\n    print('ACCEPTED')\nexcept OSError:\n    print('nobody came')"
     )
     visitor = (
         "import os, socket, time\ntime.sleep(0.5)\nprint(os.listdir('/tmp'), sorted(os.listdir('/proc'))[:3])\n"
-        "try:\n    socket.create_connection(('127.0.0.1', 47123), timeout=1)\n    print('CONNECTED')\n"
+        "try:\n    socket.socket(socket.AF_UNIX).connect('\\0gem-47123')\n    print('CONNECTED')\n"
         "except OSError as error:\n    print('refused', type(error).__name__)"
     )
     with ThreadPoolExecutor(2) as executor:
@@ -209,12 +211,12 @@ def test_a_reused_network_namespace_holds_nothing_of_the_call_before(bwrap_mode)
     listener the earlier call left behind, held by a detached child, must be gone for the call after."""
     leaver = (
         "import os, socket, time\nprint(os.readlink('/proc/self/ns/net'))\n"
-        "s = socket.socket()\ns.bind(('127.0.0.1', 47124))\ns.listen()\n"
+        "s = socket.socket(socket.AF_UNIX)\ns.bind('\\0gem-47124')\ns.listen()\n"
         "if os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\n"
     )
     visitor = (
         "import os, socket\nprint(os.readlink('/proc/self/ns/net'))\n"
-        "try:\n    socket.create_connection(('127.0.0.1', 47124), timeout=1)\n    print('CONNECTED')\n"
+        "try:\n    socket.socket(socket.AF_UNIX).connect('\\0gem-47124')\n    print('CONNECTED')\n"
         "except OSError as error:\n    print('refused', type(error).__name__)"
     )
     pool = SandboxPool(bwrap_mode, SandboxConfig(pool_size=1))

@@ -334,3 +334,171 @@ def test_stdin_still_reads_and_cannot_be_grown(bwrap_mode):
             assert result.stdout.split("\n") == ["hello world", "hello", "refused", "refused", ""], result
     finally:
         per_call.close()
+
+
+# ------------------------------------------------------------- kernel buffers (issue 47.1)
+# Socket buffers are kernel memory no process's RSS shows: filled, then handed to exec'd `/bin/sleep`
+# holders (the snippet keeps no descriptor), loopback TCP send queues held 938 MiB under a 128 MiB cap,
+# run as root, and 983 MiB as uid 65534; the call exited 0.
+
+TCP_LOOPBACK_HELD_BY_SLEEPERS = f"""
+import os, socket, subprocess, time
+listener = socket.socket()
+listener.bind(('127.0.0.1', 0))
+listener.listen(64)
+chunk, held, holders = b'x' * (1 << 20), 0, []
+while held < {ATTEMPT_MB} * 2**20:
+    ends = []
+    try:
+        for _ in range(8):
+            client = socket.socket()
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 30)  # as large as the kernel allows
+            client.connect(listener.getsockname())
+            server, _ = listener.accept()
+            client.setblocking(False)
+            try:
+                while True:
+                    held += client.send(chunk)  # nobody reads: it stays in the kernel's queues
+            except BlockingIOError:
+                pass
+            ends += [client, server]
+        holders.append(subprocess.Popen(['/bin/sleep', '60'], pass_fds=[end.fileno() for end in ends]))
+    except OSError as error:
+        print('stopped:', error, flush=True)
+        break
+    finally:
+        for end in ends:
+            end.close()
+print('held', held // 2**20, flush=True)
+time.sleep({HOLD_SECONDS})
+"""
+
+
+def test_loopback_tcp_buffers_handed_to_holders_count_toward_the_cap(parallel):
+    assert_each_call_within_its_cap(parallel(TCP_LOOPBACK_HELD_BY_SLEEPERS, timeout=30))
+
+
+UNIX_SOCKETS_HELD_BY_SLEEPERS = f"""
+import fcntl, os, socket, struct, subprocess, termios, time
+held, holders, small = 0, [], b'x'
+while held < {ATTEMPT_MB} * 2**20:
+    ends = []
+    try:
+        for _ in range(56):  # RLIMIT_NOFILE (64) allows about that many readers per holder
+            writer, reader = socket.socketpair()
+            writer.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 30)
+            writer.setblocking(False)
+            try:
+                while True:
+                    writer.send(small)  # one byte a buffer: the kernel's overhead is most of each
+            except BlockingIOError:
+                pass
+            # what the writer holds queued at the reader (SIOCOUTQ: its send allocation), then it closes:
+            # the queue now belongs to no socket a process holds
+            held += struct.unpack('i', fcntl.ioctl(writer, termios.TIOCOUTQ, b'\\0' * 4))[0]
+            writer.close()
+            ends.append(reader)
+        holders.append(subprocess.Popen(['/bin/sleep', '60'], pass_fds=[end.fileno() for end in ends]))
+    except OSError as error:
+        print('stopped:', error, flush=True)
+        break
+    finally:
+        for end in ends:
+            end.close()
+print('held', held // 2**20, flush=True)
+time.sleep({HOLD_SECONDS})
+"""
+
+
+def test_unix_socket_queues_of_closed_writers_count_toward_the_cap(parallel):
+    assert_each_call_within_its_cap(parallel(UNIX_SOCKETS_HELD_BY_SLEEPERS, timeout=30))
+
+
+def test_only_unix_and_netlink_sockets_exist_and_their_buffers_keep_the_default_size(bwrap_mode):
+    """IP sockets (no network: loopback TCP queues held 938 MiB) and every family whose queues the host
+    cannot read are refused; a buffer size set is ignored (issue 47.1)."""
+    code = (
+        "import socket\n"
+        "for family in (socket.AF_INET, socket.AF_INET6, socket.AF_PACKET, 38, 40):  # 38 AF_ALG, 40 AF_VSOCK\n"
+        "    try:\n"
+        "        socket.socket(family, socket.SOCK_STREAM if family in (socket.AF_INET, socket.AF_INET6) else socket.SOCK_DGRAM)\n"
+        "        print('made', family)\n"
+        "    except OSError as error:\n"
+        "        print('refused', error.errno)\n"
+        "a, b = socket.socketpair()\n"
+        "default = a.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)\n"
+        "a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 30)\n"
+        "print('unchanged', a.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) == default)\n"
+    )
+    per_call = SandboxPool(bwrap_mode, SandboxConfig(pool_size=0))
+    try:
+        for run in (lambda **kw: run_python(code, mode=bwrap_mode, **kw), lambda **kw: per_call.run(code, **kw)):
+            result = run(timeout=20)
+            assert result.ok, result
+            assert result.stdout.splitlines() == ["refused 97"] * 5 + ["unchanged True"], result  # EAFNOSUPPORT
+    finally:
+        per_call.close()
+
+
+def test_posix_message_queues_do_not_exist(bwrap_mode):
+    """A POSIX message queue is kernel memory no process maps (issue 47.1): ``mq_open`` is absent and
+    ``RLIMIT_MSGQUEUE`` is 0."""
+    code = (
+        "import ctypes, resource\n"
+        "rt = ctypes.CDLL('librt.so.1', use_errno=True)\n"
+        "queue = rt.mq_open(b'/gem-probe', 0o100 | 0o2, 0o600, None)  # O_CREAT | O_RDWR\n"
+        "print('queue', queue, ctypes.get_errno())\n"
+        "print('limit', resource.getrlimit(resource.RLIMIT_MSGQUEUE))\n"
+    )
+    result = run_python(code, mode=bwrap_mode, timeout=20)
+    assert result.ok, result
+    assert result.stdout.splitlines() == ["queue -1 38", "limit (0, 0)"], result  # ENOSYS
+
+
+PIPES_HELD_BY_SLEEPERS = """
+import fcntl, os, subprocess, time
+held, holders = 0, []
+while held < {attempt_mb} * 2**20:
+    ends = []
+    try:
+        for _ in range(56):
+            read, write = os.pipe()
+            try:
+                fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, 1 << 20)  # as large as an unprivileged user may
+            except OSError:
+                pass
+            os.set_blocking(write, False)
+            try:
+                while True:
+                    held += os.write(write, b'x' * 65536)
+            except BlockingIOError:
+                pass
+            os.close(write)
+            ends.append(read)
+        holders.append(subprocess.Popen(['/bin/sleep', '60'], pass_fds=ends))
+    except OSError as error:
+        print('stopped:', error, flush=True)
+        break
+    finally:
+        for end in ends:
+            os.close(end)
+print('held', held // 2**20, flush=True)
+time.sleep({hold})
+"""
+
+
+def test_pipe_buffers_handed_to_holders_count_toward_the_cap(bwrap_mode):
+    """Pipes filled and handed to exec'd holders (issue 47.1): up to the kernel's per-user 64 MiB
+    (``pipe-user-pages-soft``), in no process's memory. A pipe cannot grow in the sandbox, and each one a
+    process holds counts at its 64 KiB; under a 32 MiB cap the call is stopped."""
+    cap = 32
+    code = PIPES_HELD_BY_SLEEPERS.format(attempt_mb=4 * cap, hold=HOLD_SECONDS)
+    per_call = SandboxPool(bwrap_mode, SandboxConfig(pool_size=0))
+    try:
+        for run in (lambda **kw: run_python(code, mode=bwrap_mode, **kw), lambda **kw: per_call.run(code, **kw)):
+            result = run(memory_mb=cap, timeout=30)
+            assert not result.timed_out, result
+            if result.limit != "memory":
+                assert held_mib(result) <= 1.1 * cap, f"held {held_mib(result)} MiB under a {cap} MiB cap: {result}"
+    finally:
+        per_call.close()
