@@ -1,14 +1,17 @@
 """``gem replay FILE``: the command line of :mod:`gem_core.rollout.replay` (the engine stays in rollout/).
 
-The command reads the env kwargs, env id and judge a replay may use from the command line only; the
-exit code says whether any stored reward changed (0: none, 1: some, 2: the file could not be replayed, 3: some
-turns could not be scored: the judge gave no verdict or the env step failed).
+FILE is a trajectory JSONL file, or a ``gem eval`` run: its folder, its ``episodes.jsonl`` or its
+``report.json`` (each episode's transcript holds its actions). The command reads the env kwargs, env id and
+judge a replay may use from the command line only; the exit code says whether any stored reward changed
+(0: none, 1: some, 2: the file could not be replayed, 3: some turns could not be scored: the judge gave no
+verdict or the env step failed).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from gem_core.cli.options import env_kwargs_option
@@ -24,7 +27,9 @@ def _run(args: argparse.Namespace) -> int:
     try:
         overrides = None if args.env_kwargs is None else env_kwargs_option(args.env_kwargs)
         judge, rubric = judge_from_args(args)
-        episodes, changes = engine.replay_file(args.file, overrides, args.env_id, judge, rubric)
+        left_out: list[str] = []
+        stored = _eval_run_episodes(args.file, left_out) if _is_eval_run(args.file) else engine.trajectory_episodes(args.file)
+        episodes, changes = engine.replay_episodes(args.file, stored, overrides, args.env_id, judge, rubric)
     except (OSError, ValueError, KeyError) as exc:  # unreadable file, bad record, unknown env id
         print(f"gem replay: {exc}", file=sys.stderr)
         return 2
@@ -36,6 +41,8 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         if judge is not None:
             judge.close()
+    for reason in left_out:
+        print(f"not replayed: {reason}")
     failed = [c for c in changes if c.error]
     changed = [c for c in changes if not c.error]
     for change in changes:
@@ -54,6 +61,28 @@ def _run(args: argparse.Namespace) -> int:
     return 1 if changed else 0
 
 
+def _is_eval_run(path: str) -> bool:
+    """Whether ``path`` is a ``gem eval`` run (a folder, a report.json, or episodes whose first record is not a
+    trajectory's but has a transcript) rather than a trajectory file."""
+    from gem_core.eval.report import REPORT_FILENAME
+    from gem_core.rollout.trajectory_io import read_records
+
+    location = Path(path)
+    if location.is_dir() or location.name == REPORT_FILENAME:
+        return True
+    try:
+        first = next(read_records(location), None)
+    except (OSError, ValueError):  # unreadable: the trajectory reader says why
+        return False
+    return isinstance(first, dict) and "format" not in first and "transcript" in first
+
+
+def _eval_run_episodes(path: str, left_out: list[str]) -> Any:
+    from gem_core.eval.rescore import run_episodes_to_replay
+
+    return run_episodes_to_replay(path, left_out=left_out)
+
+
 def add_replay_parser(commands: Any) -> None:
     """Add ``gem replay`` to the CLI's subcommands."""
     parser = commands.add_parser(
@@ -61,7 +90,11 @@ def add_replay_parser(commands: Any) -> None:
         help="re-score stored trajectories against the current env (exit 1 if any reward changed, 3 if a judge or env step failed)",
         description=(engine.__doc__ or "").split("\n\n")[0],
     )
-    parser.add_argument("file", help="a JSONL file written by gem_core.rollout.trajectory_io.write_trajectories")
+    parser.add_argument(
+        "file",
+        help="a JSONL file written by gem_core.rollout.trajectory_io.write_trajectories, or a gem eval run "
+        "(its --out folder, episodes.jsonl or report.json)",
+    )
     parser.add_argument(
         "--env-kwargs",
         default=None,

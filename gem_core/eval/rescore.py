@@ -11,6 +11,7 @@ were: they have no verdict to re-check.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -20,10 +21,10 @@ from gem_core.env import episode_success
 from gem_core.eval.episode_log import EPISODES_FILENAME, read_episodes
 from gem_core.eval.report import REPORT_FILENAME, EpisodeRecord, EvalReport, step_error
 from gem_core.eval.resume import RUN_FILENAME, read_run_header
-from gem_core.rollout.replay import replay_actions
+from gem_core.rollout.replay import StoredEpisode, replay_actions
 from gem_core.wrappers import TurnLimit
 
-__all__ = ["load_run", "rescore_report", "rescore_record"]
+__all__ = ["load_run", "rescore_report", "rescore_record", "run_episodes_to_replay"]
 
 
 def load_run(path: str | Path) -> EvalReport:
@@ -46,6 +47,36 @@ def load_run(path: str | Path) -> EvalReport:
     if path.is_dir() and not (path / REPORT_FILENAME).is_file():
         raise ValueError(f"{path} holds no gem eval run (no {REPORT_FILENAME}, nor {RUN_FILENAME} with {EPISODES_FILENAME}).")
     return EvalReport.load(path)
+
+
+def run_episodes_to_replay(path: str | Path, *, left_out: list[str] | None = None) -> Iterator[StoredEpisode]:
+    """The episodes of a ``gem eval`` run as ``gem replay`` steps them: a run folder, its ``episodes.jsonl`` or
+    a ``report.json``. Each episode's actions are its transcript's assistant turns, and the run's
+    ``--max-turns`` (from ``run.json`` or the report) is its env kwarg, as the run built its envs.
+
+    A failed episode (a backend error, a judge with no verdict) has no score to re-check and is left out,
+    as ``gem eval --rescore`` leaves it; so is a line that holds no episode (a line a crash cut short). Each
+    one left out is described in ``left_out`` when given.
+    """
+    path = Path(path)
+    folder = path if path.is_dir() else path.parent
+    if path.is_dir() or path.name == REPORT_FILENAME or (folder / RUN_FILENAME).is_file():
+        report = load_run(path if path.is_dir() or path.name == REPORT_FILENAME else folder)
+        max_turns = report.config.get("max_turns")
+        records = [record for env_id in report.env_ids for record in report.episodes.get(env_id, [])]
+    else:  # an episodes.jsonl on its own: the envs' registered turn limits
+        skipped: list[int] = []
+        records, max_turns = read_episodes(path, skipped=skipped), None
+        if left_out is not None:
+            left_out.extend(f"line {number}: not an episode record" for number in skipped)
+    for record in records:
+        if record.failed:
+            if left_out is not None:
+                left_out.append(f"{record.env_id} seed {record.seed} sample {record.sample}: failed ({record.error})")
+            continue
+        actions = [m["content"] for m in record.transcript if m.get("role") == "assistant"]
+        yield StoredEpisode(record.env_id, record.seed, actions, list(record.rewards),
+                            {} if max_turns is None else {"max_turns": max_turns})
 
 
 def rescore_record(record: EpisodeRecord, env: Any, *, max_turns: int | None = None) -> tuple[EpisodeRecord, list[dict[str, Any]]]:

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gem_core.rollout.trajectory import TokenTrajectory
 from gem_core.rollout.trajectory_io import read_records, trajectory_from_record
 
-__all__ = ["FILE_ENV_KWARGS", "Replay", "TurnChange", "file_env_kwargs_problem", "replay_actions", "replay_file", "replay_trajectory"]
+__all__ = [
+    "FILE_ENV_KWARGS", "Replay", "StoredEpisode", "TurnChange", "file_env_kwargs_problem", "replay_actions", "replay_episodes",
+    "replay_file", "replay_trajectory", "trajectory_episodes",
+]
 
 
 @dataclass(frozen=True)
@@ -164,18 +167,56 @@ def _env_for(path: str, episode: int, record: dict[str, Any], env_id: str, env_i
     return env_id, kwargs
 
 
+@dataclass(frozen=True)
+class StoredEpisode:
+    """One stored episode as replay needs it, whatever file held it: a trajectory record, or an episode of a
+    ``gem eval`` run (its transcript's assistant turns are the actions)."""
+
+    env_id: str
+    seed: int
+    actions: list[str]
+    rewards: list[float]
+    #: The env kwargs the file says the episode was played with; replayed only if a file may set them.
+    env_kwargs: dict[str, Any]
+
+
+def trajectory_episodes(path: str) -> Iterator[StoredEpisode]:
+    """The episodes of a trajectory JSONL file (:func:`~gem_core.rollout.trajectory_io.write_trajectories`).
+
+    Raises:
+        ValueError: a record that is not a trajectory, or has no env id or seed, naming the file and the episode.
+    """
+    for index, record in enumerate(read_records(path)):
+        try:
+            trajectory = trajectory_from_record(record)
+        except ValueError as exc:
+            raise ValueError(f"{path}: episode {index}: {exc}") from None
+        if trajectory.env_id is None or trajectory.seed is None:
+            raise ValueError(f"{path}: episode {index} has no env_id or seed, so it cannot be replayed.")
+        yield StoredEpisode(trajectory.env_id, trajectory.seed, list(trajectory.actions), list(trajectory.rewards),
+                            record.get("env_kwargs") or {})
+
+
 def replay_file(
     path: str, env_kwargs_override: dict[str, Any] | None, env_id_override: str | None = None, judge: Any = None, rubric: Any = None
 ) -> tuple[int, list[TurnChange]]:
-    """Replay every episode of a trajectory JSONL file; returns how many episodes and the turns that changed
-    (or failed: those with :attr:`TurnChange.error` set).
+    """Replay every episode of a trajectory JSONL file; see :func:`replay_episodes`."""
+    return replay_episodes(path, trajectory_episodes(path), env_kwargs_override, env_id_override, judge, rubric)
+
+
+def replay_episodes(
+    path: str, episodes: Iterable[StoredEpisode], env_kwargs_override: dict[str, Any] | None, env_id_override: str | None = None,
+    judge: Any = None, rubric: Any = None,
+) -> tuple[int, list[TurnChange]]:
+    """Replay stored ``episodes`` (read from ``path``, which messages name); returns how many episodes and the
+    turns that changed (or failed: those with :attr:`TurnChange.error` set).
 
     The env id and kwargs are the file's only where a file may choose them (:func:`file_env_kwargs_problem`);
     ``env_kwargs_override`` and ``env_id_override`` (the command line's) replace them. A judged env is
     re-judged only with the ``judge`` given here, never one a file names.
 
     Raises:
-        ValueError: a record that cannot be replayed, naming the file, the episode and the field.
+        ValueError: an episode that cannot be replayed, naming the file, the episode and the field.
     """
     from gem_core import placement
     from gem_core.judge.options import judge_env_kwargs, takes_judge
@@ -184,25 +225,22 @@ def replay_file(
     changes: list[TurnChange] = []
     count = 0
     try:
-        for count, record in enumerate(read_records(path), 1):
-            try:
-                trajectory = trajectory_from_record(record)
-            except ValueError as exc:
-                raise ValueError(f"{path}: episode {count - 1}: {exc}") from None
-            if trajectory.env_id is None or trajectory.seed is None:
-                raise ValueError(f"{path}: episode {count - 1} has no env_id or seed, so it cannot be replayed.")
-            env_id, kwargs = _env_for(path, count - 1, record, trajectory.env_id, env_id_override, env_kwargs_override)
+        for count, stored in enumerate(episodes, 1):
+            episode = count - 1
+            env_id, kwargs = _env_for(path, episode, {"env_kwargs": stored.env_kwargs}, stored.env_id, env_id_override,
+                                      env_kwargs_override)
             key = (env_id, json.dumps(kwargs, sort_keys=True))
             if key not in envs and judge is None and takes_judge(env_id):
-                raise ValueError(f"{path}: episode {count - 1} is of the judged env {env_id}: give --judge-url URL and --judge-model NAME to re-judge it.")
+                raise ValueError(f"{path}: episode {episode} is of the judged env {env_id}: give --judge-url URL and --judge-model NAME to re-judge it.")
             if key not in envs:
                 try:
                     envs[key] = placement.make_env(env_id, **kwargs, **judge_env_kwargs(env_id, judge, rubric))  # the judge: only from the command line
                 except TypeError as exc:  # a kwarg the env does not take
                     raise ValueError(
-                        f"{path}: episode {count - 1}: cannot build {env_id} with env_kwargs {sorted(kwargs)}: {exc}"
+                        f"{path}: episode {episode}: cannot build {env_id} with env_kwargs {sorted(kwargs)}: {exc}"
                     ) from None
-            changes.extend(replay_trajectory(trajectory, envs[key], episode=count - 1)[1])
+            replay = replay_actions(envs[key], stored.seed, stored.actions, stored.rewards, episode=episode)
+            changes.extend(replay.changes)
     finally:
         for env in envs.values():
             env.close()

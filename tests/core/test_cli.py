@@ -128,7 +128,7 @@ def test_ctrl_c_in_any_command_exits_130_with_one_line(monkeypatch, tmp_path, ca
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(replay, "replay_file", interrupted)
+    monkeypatch.setattr(replay, "replay_episodes", interrupted)  # what gem replay calls, for any file
     stored = tmp_path / "episodes.jsonl"
     stored.write_text("")
     assert main(["replay", str(stored)]) == 130
