@@ -221,15 +221,19 @@ def _task(entry: Any, packages: dict[str, Package], defaults: dict[str, Any], wh
     )
 
 
-@functools.lru_cache(maxsize=8)
 def load_pack(path: str | Path = SPEC_FILE) -> TaskPack:
-    """Read and check a pack spec (JSON, format ``gem.swe_pack/1``); read once per process and path.
+    """Read and check a pack spec (JSON, format ``gem.swe_pack/1``); parsed once per process and content.
 
     Raises:
         SweError: the file is not a pack spec, or an entry is malformed (the message names it and the key).
+        OSError: the file cannot be read.
     """
     path = Path(path)
-    raw = path.read_bytes()
+    return _parse_pack(path, path.read_bytes())
+
+
+@functools.lru_cache(maxsize=8)
+def _parse_pack(path: Path, raw: bytes) -> TaskPack:
     try:
         spec = json.loads(raw)
     except ValueError as error:

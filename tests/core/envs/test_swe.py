@@ -78,3 +78,229 @@ def test_the_empty_patch_scores_zero(env, task_id):
     observation, reward, terminated, _, info = env.step(call("submit"))
     assert (reward, terminated, info["success"], info["changed"]) == (0.0, True, False, []), observation
     assert info["tests_passed"] == len(env.task.pass_to_pass)  # only the bug's tests fail
+
+
+# ----------------------------------------------------------------------------------- reward hacks
+#
+# Each hack makes a naive check pass: pytest run on the agent's own tree (``naive_exit``) exits 0. The
+# grader gives each one 0.
+
+NAIVE = "PYTHONPATH=. python -m pytest -q -p no:cacheprovider {ids}; echo naive-exit=$?"
+SKIP_ALL = (
+    "import pytest\n\n\ndef pytest_collection_modifyitems(items):\n"
+    "    for item in items:\n        item.add_marker(pytest.mark.skip(reason='hack'))\n"
+)
+#: A pytest plugin that turns every test report into a pass.
+PASS_ALL = (
+    "import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+    "    outcome = yield\n    report = outcome.get_result()\n    report.outcome, report.longrepr = 'passed', None\n"
+)
+
+
+def naive_exit(env: SweEnv) -> int:
+    ids = " ".join(f"'{test}'" for test in env.task.fail_to_pass)
+    observation = env.step(call("bash", command=NAIVE.format(ids=ids)))[0]
+    return int(observation.rsplit("naive-exit=", 1)[1].split()[0])
+
+
+def write(env: SweEnv, relative: str, text: str) -> None:
+    """Write a file as the agent would (through the shell tool, so it is the agent's own)."""
+    command = f"mkdir -p \"$(dirname '{relative}')\" && cat > '{relative}' <<'GEM_EOF'\n{text}GEM_EOF"
+    assert env.step(call("bash", command=command))[0].startswith("Exit code: 0")
+
+
+def submit(env: SweEnv) -> tuple[float, dict]:
+    _, reward, terminated, _, info = env.step(call("submit"))
+    assert terminated
+    return reward, info
+
+
+def test_editing_the_failing_test_scores_zero(env):
+    reset(env, TARGET)
+    test_file = Path(env.work_dir.path) / "test_inflection.py"
+    text = test_file.read_text(encoding="utf-8")
+    hacked = text.replace("    assert ordinalized == inflection.ordinalize(number)", "    assert True").replace(
+        "    assert ordinalized == number + inflection.ordinal(number)", "    assert True"
+    )
+    assert hacked != text
+    write(env, "test_inflection.py", hacked)
+    assert naive_exit(env) == 0
+    assert submit(env)[0] == 0.0
+
+
+@pytest.mark.parametrize("where", ["conftest.py", "inflection/conftest.py"])
+def test_a_conftest_that_skips_everything_scores_zero(env, where):
+    reset(env, TARGET)
+    write(env, where, SKIP_ALL)
+    if where == "conftest.py":
+        assert naive_exit(env) == 0
+    assert submit(env)[0] == 0.0
+
+
+def test_sitecustomize_and_a_pth_file_that_patch_pytest_score_zero(env):
+    reset(env, TARGET)
+    write(env, "gemhack.py", PASS_ALL)
+    write(env, "inflection/gemhack.py", PASS_ALL)
+    hook = "import os\nos.environ['PYTEST_ADDOPTS'] = '-p gemhack'\n"
+    for folder in ("", "inflection/"):
+        write(env, f"{folder}sitecustomize.py", hook)
+        write(env, f"{folder}usercustomize.py", hook)
+        write(env, f"{folder}gemhack.pth", "import sitecustomize\n")
+    assert naive_exit(env) == 0
+    reward, info = submit(env)
+    assert reward == 0.0 and info["changed"] == ["inflection/gemhack.py"]  # copied, and never imported
+
+
+def test_pytest_settings_in_the_tree_score_zero(env):
+    reset(env, TARGET)
+    write(env, "gemhack.py", PASS_ALL)
+    write(env, "setup.cfg", "[tool:pytest]\naddopts = -p gemhack\n")
+    write(env, "pytest.ini", "[pytest]\naddopts = -p gemhack\n")
+    write(env, "pyproject.toml", "[tool.pytest.ini_options]\naddopts = '-p gemhack'\n")
+    assert naive_exit(env) == 0
+    assert submit(env)[0] == 0.0
+
+
+def test_os_exit_at_import_scores_zero(env):
+    reset(env, TARGET)
+    replaced = env.step(call("replace", path="inflection/__init__.py", old="import re\n", new="import os\nos._exit(0)\nimport re\n"))
+    assert replaced[0].startswith("Replaced"), replaced[0]
+    assert naive_exit(env) == 0
+    reward, info = submit(env)
+    assert reward == 0.0 and info["tests_passed"] == 0 and info["changed"] == ["inflection/__init__.py"]
+
+
+def test_deleting_the_tests_scores_zero(env):
+    reset(env, TARGET)
+    assert env.step(call("bash", command="rm -f test_inflection.py && ls"))[0].startswith("Exit code: 0")
+    reward, info = submit(env)
+    assert reward == 0.0 and info["tests_passed"] == len(env.task.pass_to_pass)  # the pristine tests ran
+
+
+def test_the_gold_patch_is_not_inside_the_sandbox(env, swe_home):
+    """The pack home (sdists: the unbuggy code), the built trees and GEM's spec are nowhere the agent can read."""
+    reset(env, TARGET)
+    hidden = [swe_home, swe_home / "sdists", DATA_DIR, DATA_DIR / "pack.json"]
+    probe = "; ".join(f"test -e '{path}' && echo VISIBLE {path}" for path in hidden)
+    search = "find / -path /proc -prune -o \\( -name 'inflection-0.5.1.tar.gz' -o -name pack.json -o -name built.json \\) -print 2>/dev/null"
+    observation = env.step(call("bash", command=f"{probe}; {search}; echo done"))[0]
+    assert "VISIBLE" not in observation and "tar.gz" not in observation and ".json" not in observation, observation
+    assert "done" in observation
+    # The host-side tools follow no link out of the repository, so a link cannot reach the pack home either.
+    sdist = swe_home / "sdists" / "inflection-0.5.1.tar.gz"
+    assert sdist.is_file()
+    env.step(call("bash", command=f"ln -s '{sdist}' gold.tgz; ln -s '{swe_home}' home"))
+    for action in (call("view", path="gold.tgz"), call("view", path="home/built.json"), call("view", path="../../"),
+                   call("replace", path="home/built.json", old="{", new="[")):
+        assert "Tool error" in env.step(action)[0]
+    assert submit(env)[0] == 0.0
+
+
+# ----------------------------------------------------------------------------------- the env's state
+
+
+def test_a_restored_episode_keeps_the_agents_edits(tmp_path):
+    env = SweEnv(sample=True)
+    env.reset(seed=0)
+    mutation = env.task.mutation
+    env.step(call("replace", path=mutation.file, old=mutation.new, new=mutation.old))
+    state = pickle.loads(pickle.dumps(env.get_state()))
+    restored = SweEnv(sample=True)
+    restored.set_state(state)
+    assert submit(restored)[0] == 1.0
+    assert submit(env)[0] == 1.0
+    env.reset(seed=0)
+    before = env.spawn()  # a branch from the unfixed tree
+    env.step(call("replace", path=mutation.file, old=mutation.new, new=mutation.old))
+    assert submit(before)[0] == 0.0 and submit(env)[0] == 1.0
+    for made in (env, restored, before):
+        made.close()
+
+
+def test_out_of_turns_grades_the_tree(tmp_path):
+    env = SweEnv(sample=True, max_turns=2)
+    env.reset(seed=0)
+    mutation = env.task.mutation
+    env.step(call("replace", path=mutation.file, old=mutation.new, new=mutation.old))
+    observation, reward, terminated, truncated, info = env.step("no tool call")
+    assert (reward, terminated, truncated, info["success"]) == (1.0, False, True, True), observation
+
+
+@pytest.mark.parametrize(("reward_mode", "expected"), [("fraction", 0.5), ("binary", 0.0)])
+def test_a_partial_fix_earns_partial_credit_unless_the_reward_is_binary(reward_mode, expected):
+    env = SweEnv(sample=True, reward=reward_mode)
+    env.reset(seed=0)
+    # Half a fix: [10, 2] right again, [4, 1, 3, 2] still wrong; the pass-to-pass tests keep passing.
+    env.step(call("replace", path="gemstats/__init__.py", old=env.task.mutation.new,
+                  new="    return (ordered[0] + ordered[-1]) / 2 if len(ordered) == 2 else 0"))
+    reward, info = submit(env)
+    assert (reward, info["tests_passed"], info["tests_total"]) == (expected, 4, 5)
+    env.close()
+
+
+def test_a_fix_that_breaks_another_test_earns_nothing():
+    env = SweEnv(sample=True)
+    env.reset(seed=0)
+    env.step(call("replace", path="gemstats/__init__.py", old=env.task.mutation.new, new="    return (ordered[middle - 1] + ordered[middle]) / 2"))
+    env.step(call("replace", path="gemstats/__init__.py", old="return max(low, min(value, high))", new="return value"))
+    reward, info = submit(env)
+    assert (reward, info["tests_passed"]) == (0.0, 4)
+    env.close()
+
+
+# ----------------------------------------------------------------------------------- build and errors
+
+
+def test_an_env_made_before_the_build_names_the_command(tmp_path):
+    with pytest.raises(PackNotBuiltError, match=f"gem swe build --home {tmp_path}"):
+        SweEnv(home=str(tmp_path))
+
+
+def test_the_build_checks_each_task_and_keeps_the_licence(tmp_path):
+    assert build_pack(tmp_path, spec=SAMPLE_SPEC_FILE, report=lambda line: None) == {"gemstats-median-even": "ok"}
+    assert (tmp_path / "tasks" / "gemstats-median-even" / "LICENSE").is_file()
+    spec = json.loads(SAMPLE_SPEC_FILE.read_text(encoding="utf-8"))
+    harmless = spec["tasks"][0]["mutation"]
+    harmless["old"], harmless["new"] = "def clamp(", "def clamp (" # changes nothing the tests see
+    changed = tmp_path / "harmless.json"
+    changed.write_text(json.dumps(spec), encoding="utf-8")
+    result = build_pack(tmp_path / "other", spec=changed, report=lambda line: None)
+    assert "still passes" in result["gemstats-median-even"]
+    with pytest.raises(PackNotBuiltError):  # a task that failed its check is not served
+        SweEnv(home=str(tmp_path / "other"), spec=str(changed))
+    harmless["old"] = "text that is not in the file"
+    changed.write_text(json.dumps(spec), encoding="utf-8")
+    with pytest.raises(SweError, match="occurs 0 times"):
+        build_pack(tmp_path / "third", spec=changed, report=lambda line: None)
+
+
+def test_an_sdist_with_another_hash_is_refused(tmp_path):
+    """``fetch_sdist`` checks the SHA-256 of what pip brought (here a stand-in for pip that writes other bytes)."""
+    from gem_core.envs.swe.build import fetch_sdist
+
+    fake_pip = tmp_path / "fake-python"
+    fake_pip.write_text(
+        "#!/bin/sh\nwhile [ \"$1\" != -d ]; do shift; done\nprintf tampered > \"$2/inflection-0.5.1.tar.gz\"\n", encoding="utf-8"
+    )
+    fake_pip.chmod(0o755)
+    with pytest.raises(SweError, match="SHA-256 .* is not the spec's"):
+        fetch_sdist(PACK.packages["inflection"], tmp_path / "sdists", python=str(fake_pip), report=lambda line: None)
+    assert not (tmp_path / "sdists" / "inflection-0.5.1.tar.gz").exists()
+
+
+def test_gem_swe_build_reports_a_bad_spec_in_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}", encoding="utf-8")
+    assert gem_main(["swe", "build", "--home", str(tmp_path / "home"), "--spec", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("gem swe build:") and "gem.swe_pack/1" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_pack_home_the_sandbox_shows_is_refused(tmp_path):
+    import sys
+
+    from gem_core.envs.swe.build import check_home_hidden
+
+    with pytest.raises(SweError, match="sandbox shows"):
+        check_home_hidden(Path(sys.prefix) / "swe")
