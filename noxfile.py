@@ -106,8 +106,12 @@ def ray(session: nox.Session) -> None:
 
 @nox.session
 def openrlhf(session: nox.Session) -> None:
-    """OpenRLHF's own MultiTurnAgentExecutor driving the GEM agent (openrlhf.utils.agent, no GPU deps)."""
-    _install_without_gpu_deps(session, "openrlhf==0.11.2", "aiohttp", "pylatexenc", "transformers==5.15.0")
+    """OpenRLHF's own MultiTurnAgentExecutor driving the GEM agent (openrlhf.utils.agent, no GPU deps).
+
+    Installed as the README says (tests/adapters/openrlhf/test_install_line.py holds the two together): the extra's
+    light dependencies, then OpenRLHF without its own (flash-attn's sdist cannot build without CUDA)."""
+    _install(session, "-e", ".[openrlhf,dev]")
+    session.install(*CONSTRAINTS, "--no-deps", "openrlhf==0.11.2")
     session.run("python", "-c", "import openrlhf.utils.agent")  # a broken install fails here, not as skips
     session.run(*PYTEST, "tests/adapters/openrlhf", *session.posargs)
 

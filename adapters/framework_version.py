@@ -60,6 +60,8 @@ class SupportedVersions:
         feature: what those versions have that the adapter needs.
         extra: the GEM extra that installs a supported version (``pip install -e ".[extra]"``).
         pin: the versions that extra installs, for the message, e.g. ``"trl>=1.16,<1.17"``.
+        then: a second install command, for a framework the extra cannot list (OpenRLHF: its own requirements
+            include GPU-only sdists, so it is installed ``--no-deps`` after the extra's light dependencies).
     """
 
     distribution: str
@@ -69,10 +71,12 @@ class SupportedVersions:
     feature: str
     extra: str
     pin: str
+    then: str | None = None
 
     @property
     def install_hint(self) -> str:
-        return f'Install the supported version with `pip install -e ".[{self.extra}]"` ({self.pin}).'
+        command = f'pip install -e ".[{self.extra}]"' + (f" && {self.then}" if self.then else "")
+        return f"Install the supported version with `{command}` ({self.pin})."
 
     def check(self) -> str:
         """The installed version, or :attr:`error` naming the install line."""

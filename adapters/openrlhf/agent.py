@@ -64,6 +64,8 @@ class OpenRLHFVersionError(FrameworkVersionError):
 SUPPORTED_OPENRLHF = SupportedVersions(
     "openrlhf", SpecifierSet("~=0.11.0"), OpenRLHFVersionError, adapter="gem_adapters.openrlhf",
     feature="the class-based agent hook", extra="openrlhf", pin="openrlhf==0.11.2",
+    # Not in the extra: OpenRLHF requires flash-attn, an sdist whose build imports torch (and needs CUDA).
+    then='pip install --no-deps "openrlhf==0.11.2"',
 )
 _INSTALL_HINT = SUPPORTED_OPENRLHF.install_hint
 

@@ -160,7 +160,7 @@ def test_instance_outside_the_gem_executor_says_how_to_define_the_agent_file():
 
 def test_other_openrlhf_version_fails_at_import_with_the_install_line(monkeypatch):
     monkeypatch.setattr(framework_version.metadata, "version", lambda name: "0.8.6")
-    with pytest.raises(OpenRLHFVersionError, match=r'pip install -e "\.\[openrlhf\]"'):
+    with pytest.raises(OpenRLHFVersionError, match=r'pip install -e "\.\[openrlhf\]" && pip install --no-deps "openrlhf==0\.11\.2"'):
         agent_module.check_openrlhf_version()
 
 
