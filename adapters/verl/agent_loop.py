@@ -24,14 +24,13 @@ Rows of other agent loops in the same batch (``single_turn_agent``, ``tool_agent
 ``extra_fields`` into ``non_tensor_batch`` per key, and ``AgentLoopManager`` concatenates its workers'
 chunks with ``DataProto.concat``, which needs every chunk to have the same keys. verl keeps a fixed
 set of keys (``turn_scores``, ``tool_rewards``, ``min_global_steps``, ``max_global_steps``, ``extras``)
-in every chunk for that reason, so GEM puts everything of its own under ``extras``. The legacy worker
-(``trainer.use_v1=False``) lifts ``reward_extra_info`` with the keys of a chunk's *first* row and reads
-each of them from every row, so a GEM key there breaks a chunk whose first row is GEM's (KeyError), and
-is dropped when another loop's row comes first. GEM therefore sends only ``acc`` there (the key verl's
-own reward managers write for every row they score; for a GEM episode, 1.0 if it succeeded) and
-answers None for a key it lacks, and carries its metrics in ``extras["metrics"]``. verl's default
-trainer (``use_v1=True``) merges ``reward_extra_info`` row by row, filling missing keys with None, so
-there the metrics also go to ``reward_extra_info`` and verl logs them (``val-aux/<data_source>/<key>/mean@N``).
+in every chunk for that reason, so GEM puts everything of its own under ``extras``. Under the legacy
+worker (``trainer.use_v1=False``) ``reward_extra_info`` must carry the same keys in every row, which
+GEM cannot see from here: :mod:`gem_adapters.verl.reward_extra_info` says which keys a GEM row carries
+there (``acc``, none without a reward loop, or ``reward_extra_keys`` from the YAML entry) and why;
+GEM's metrics then stay in ``extras["metrics"]``. verl's default trainer (``use_v1=True``) merges
+``reward_extra_info`` row by row, filling missing keys with None, so there the metrics also go to
+``reward_extra_info`` and verl logs them (``val-aux/<data_source>/<key>/mean@N``).
 
 Per-turn credit (``reward_placement: turn``, the default): verl writes ``reward_score`` on the last
 response token (``AgentLoopOutput.as_dict`` makes ``rm_scores``). The loop returns a
@@ -72,6 +71,7 @@ import torch  # noqa: E402
 from pydantic import PrivateAttr  # noqa: E402
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput  # noqa: E402
 
+from gem_adapters.verl.reward_extra_info import RewardExtraInfo, legacy_reward_extra_keys, reward_extra_info
 from gem_core.curriculum import shared_group_starts
 from gem_core.rollout.chat_template import ChatTemplate
 from gem_core.rows.label import EpisodeLabel, LabelError, parse_label
@@ -176,20 +176,6 @@ class GemAgentLoopOutput(AgentLoopOutput):
         return output
 
 
-class RewardExtraInfo(dict):
-    """A GEM row's ``reward_extra_info``: None for any key it lacks.
-
-    verl's legacy worker lifts ``reward_extra_info`` with the keys of a chunk's first row and reads
-    ``info[key]`` from every row; when another loop's row comes first with keys of its own reward
-    function, a GEM row answers None for them (what verl's v1 trainer fills in for missing keys) instead
-    of raising KeyError. Pickles as a dict subclass, so the trainer process needs ``gem_adapters``
-    importable (it does anyway: it loads the ``gem_rebn`` plugin).
-    """
-
-    def __missing__(self, key: Any) -> None:
-        return None
-
-
 def episode_label(row: Mapping[str, Any]) -> EpisodeLabel:
     """The episode a dataset row names in its ``extra_info`` (as parquet hands it back).
 
@@ -227,6 +213,10 @@ class GemAgentLoop(AgentLoopBase):
             label, one draw per prompt shared by its ``rollout.n`` copies (same ``uid``), and every finished
             episode updates it. One sampler serves the whole job (a named Ray actor). Give it to the entry
             that the *training* rows name, so validation rows keep their own episodes.
+        reward_extra_keys: with verl's legacy trainer (``trainer.use_v1=False``) only, the ``reward_extra_info``
+            keys of every row in a batch that mixes GEM rows with another agent loop's (e.g. the keys of the
+            dict its reward function returns); None: ``acc``, or none when the workers have no reward loop
+            (:mod:`gem_adapters.verl.reward_extra_info`).
         The remaining arguments are those verl's ``AgentLoopWorker`` passes (see ``AgentLoopBase``).
 
     Raises:
@@ -243,6 +233,7 @@ class GemAgentLoop(AgentLoopBase):
         max_new_tokens: int | None = None,
         reward_placement: RewardPlacement = "turn",
         curriculum: Mapping[str, Any] | None = None,
+        reward_extra_keys: list[str] | None = None,
         hf_model_type: str | None = None,
         **kwargs: Any,
     ):
@@ -252,7 +243,7 @@ class GemAgentLoop(AgentLoopBase):
         unknown = sorted(set(kwargs) - _VERL_KWARGS)  # AgentLoopBase drops unknown keys, so a typo would run with the default
         if unknown:
             raise ValueError(f"GemAgentLoop: unknown key(s) {', '.join(unknown)} in its agent loop YAML entry; it takes name, _target_, max_turns, "
-                             "system_prompt, max_new_tokens, reward_placement and curriculum (env kwargs go in the dataset: make_dataset's --env-kwargs).")
+                             "system_prompt, max_new_tokens, reward_placement, curriculum and reward_extra_keys (env kwargs go in the dataset: make_dataset's --env-kwargs).")
         check_episode_options("GemAgentLoop", max_turns=max_turns, system_prompt=system_prompt, max_new_tokens=max_new_tokens)
         super().__init__(*args, hf_model_type=None, **kwargs)
         if reward_placement not in ("turn", "episode"):
@@ -261,6 +252,7 @@ class GemAgentLoop(AgentLoopBase):
         self.system_prompt = system_prompt
         # Which worker merges the batch: v1 (verl's default) merges reward_extra_info row by row; the legacy one by the first row's keys.
         self.use_v1 = bool(self.config.get("trainer", {}).get("use_v1", True))
+        self.reward_extra_keys = legacy_reward_extra_keys(self.config, reward_extra_keys, use_v1=self.use_v1)
         self.reward_placement: RewardPlacement = reward_placement
         self.prompt_length = int(self.rollout_config.prompt_length)
         self.response_length = int(self.rollout_config.response_length)
@@ -325,7 +317,9 @@ class GemAgentLoop(AgentLoopBase):
                 "metrics": metrics,
             },
             # verl logs numbers under reward_extra_info as val-aux/<data_source>/<key>/mean@N (and dumps them).
-            "reward_extra_info": RewardExtraInfo(acc=metrics["gem_success"], **(metrics if self.use_v1 else {})),
+            "reward_extra_info": reward_extra_info(
+                metrics, trajectory.episode_return, use_v1=self.use_v1, legacy_keys=self.reward_extra_keys
+            ),
         }
         output_cls = GemAgentLoopOutput if self.reward_placement == "turn" else AgentLoopOutput
         output = output_cls(

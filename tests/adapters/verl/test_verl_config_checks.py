@@ -25,7 +25,7 @@ async def test_unknown_yaml_keys_are_refused_naming_them_and_the_accepted_ones(m
     assert isinstance(error, ValueError)
     assert str(error) == (
         f"GemAgentLoop: unknown key(s) {unknown} in its agent loop YAML entry; it takes name, _target_, max_turns, system_prompt, "
-        "max_new_tokens, reward_placement and curriculum (env kwargs go in the dataset: make_dataset's --env-kwargs)."
+        "max_new_tokens, reward_placement, curriculum and reward_extra_keys (env kwargs go in the dataset: make_dataset's --env-kwargs)."
     )
 
 
@@ -40,6 +40,8 @@ async def test_unknown_yaml_keys_are_refused_naming_them_and_the_accepted_ones(m
         ({"max_new_tokens": 2.5}, "GemAgentLoop: max_new_tokens=2.5 must be a positive whole number, or None."),
         ({"max_new_tokens": "64"}, "GemAgentLoop: max_new_tokens='64' must be a positive whole number, or None."),
         ({"system_prompt": 5}, "GemAgentLoop: system_prompt=5 must be a str, or None."),
+        ({"reward_extra_keys": "acc"}, "GemAgentLoop: reward_extra_keys must be a list of key names (e.g. [score, pred]), got 'acc'."),
+        ({"reward_extra_keys": [1]}, "GemAgentLoop: reward_extra_keys must be a list of key names (e.g. [score, pred]), got [1]."),
     ],
 )
 async def test_bad_episode_options_in_yaml_fail_at_construction_naming_the_key(make_agent_loop, model_server, entry, message):

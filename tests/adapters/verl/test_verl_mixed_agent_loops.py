@@ -110,6 +110,84 @@ async def test_legacy_worker_gem_row_answers_none_for_another_loops_reward_keys(
     assert_gem_metrics_kept(out, ["single_turn_agent", "gem_env"], [0, 1])
 
 
+def legacy_config(worker_config, tmp_path, *, entry: dict[str, Any] | None = None, reward_model: bool = False):
+    """The legacy worker's config with extra keys in the ``gem_env`` YAML entry, or with a reward model that
+    verl runs outside the agent-loop workers (``reward_model.enable`` without its own resource pool: then
+    the workers get no reward loop and other loops' rows come back unscored)."""
+    import yaml
+    from omegaconf import open_dict
+
+    config = worker_config.copy()
+    with open_dict(config):
+        if entry:
+            entries = yaml.safe_load(open(config.actor_rollout_ref.rollout.agent.agent_loop_config_path))
+            path = tmp_path / "agent_loops.yaml"
+            path.write_text(yaml.safe_dump([{**e, **entry} if e["name"] == "gem_env" else e for e in entries]))
+            config.actor_rollout_ref.rollout.agent.agent_loop_config_path = str(path)
+        if reward_model:
+            config.reward.reward_model.enable = True
+            config.reward.reward_model.enable_resource_pool = False
+    return config
+
+
+async def test_legacy_worker_without_a_reward_loop_merges_a_gem_first_chunk(worker_config, model_server, make_row, tmp_path):
+    # Issue 47: GEM's row carried `acc`; verl's _postprocess read it from the unscored single-turn row: KeyError 'acc'.
+    config = legacy_config(worker_config, tmp_path, reward_model=True)
+    worker = AgentLoopWorker(config, model_server)  # what verl builds when the reward model is colocated
+    agents = ["gem_env", "single_turn_agent"]
+    out = await worker.generate_sequences(rows(make_row, agents))
+
+    assert len(out) == 2 and "acc" not in out.non_tensor_batch
+    assert "rm_scores" not in out.batch.keys()  # the single-turn row is scored later, by the trainer
+    assert_gem_metrics_kept(out, agents, [0, 1])
+
+
+@pytest.mark.parametrize("agents", [["gem_env", "single_turn_agent"], ["single_turn_agent", "gem_env"]], ids=["gem_first", "gem_second"])
+async def test_legacy_worker_merges_gem_rows_with_a_reward_function_returning_a_dict(
+    worker_config, model_server, make_row, tmp_path, agents
+):
+    # Issue 47: with a dict from compute_score the other rows carry its keys and no `acc`; GEM rows carry the
+    # keys reward_extra_keys names: `score` is the episode return, a key GEM has no value for is None.
+    config = legacy_config(worker_config, tmp_path, entry={"reward_extra_keys": ["score", "pred"]})
+    handle = RewardLoopHandle(extra_info={"score": 0.25, "pred": "42"})
+    worker = AgentLoopWorker(config, model_server, reward_loop_worker_handles=[handle])
+    out = await worker.generate_sequences(rows(make_row, agents))
+
+    assert list(out.meta_info["reward_extra_keys"]) == ["score", "pred"]
+    gem = agents.index("gem_env")
+    expected_score = [0.25, 0.25]
+    expected_score[gem] = sum(out.non_tensor_batch["turn_scores"][gem])
+    assert out.non_tensor_batch["score"].tolist() == pytest.approx(expected_score)
+    assert out.non_tensor_batch["pred"].tolist() == [None if agent == "gem_env" else "42" for agent in agents]
+    assert_gem_metrics_kept(out, agents, [0, 1])
+
+
+async def test_manager_concat_of_a_gem_chunk_and_a_chunk_scored_by_a_dict_reward_function(worker_config, model_server, make_row, tmp_path):
+    config = legacy_config(worker_config, tmp_path, entry={"reward_extra_keys": ["score", "pred"]})
+    chunks = []
+    for agent in ("gem_env", "single_turn_agent"):
+        worker = AgentLoopWorker(config, model_server, reward_loop_worker_handles=[RewardLoopHandle({"score": 0.25, "pred": "42"})])
+        chunk = await worker.generate_sequences(rows(make_row, [agent]))
+        chunk.meta_info.pop("metrics")
+        chunks.append(chunk)
+
+    out = DataProto.concat(chunks)  # verl asserts every chunk lifted the same reward_extra_keys
+
+    assert list(out.meta_info["reward_extra_keys"]) == ["score", "pred"] and out.non_tensor_batch["pred"].tolist() == [None, "42"]
+
+
+async def test_legacy_loop_with_a_custom_reward_function_warns_which_keys_to_set(worker_config, model_server, make_agent_loop, tmp_path):
+    from omegaconf import open_dict
+
+    config = legacy_config(worker_config, tmp_path)
+    with open_dict(config):
+        config.reward.custom_reward_function.path = str(tmp_path / "reward.py")
+
+    with pytest.warns(UserWarning, match=r"reward_extra_keys.*trainer\.use_v1=True"):
+        loop = make_agent_loop(model_server, config)
+    assert loop.reward_extra_keys == ("acc",)
+
+
 @pytest.mark.parametrize("gem_chunk_first", [True, False], ids=["gem_chunk_first", "gem_chunk_second"])
 async def test_manager_concat_of_a_gem_chunk_and_a_single_turn_chunk(worker_config, model_server, make_row, gem_chunk_first):
     gem, _ = await generate(worker_config, model_server, make_row, ["gem_env"])
