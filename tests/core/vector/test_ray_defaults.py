@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import time
 from typing import Any
 
 import pytest
@@ -78,6 +79,9 @@ def two_cpu_cluster():
     ray.init(address=cluster.address, include_dashboard=False, log_to_driver=False)
     try:
         assert ray.cluster_resources()["CPU"] == CLUSTER_CPUS
+        deadline = time.monotonic() + 60  # Ray's view of free resources follows the cluster's with a lag
+        while ray.available_resources().get("CPU", 0) < CLUSTER_CPUS and time.monotonic() < deadline:
+            time.sleep(0.1)
         yield ray
     finally:
         ray.shutdown()
