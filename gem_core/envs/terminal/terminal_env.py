@@ -10,7 +10,10 @@ the work directory's size); the observation is its exit code and its (shortened)
 
 Actions are one command in a fenced block, ```` ```bash ... ``` ```` (on one line too: ```` ```bash ls``` ````).
 The command ``submit`` ends the episode: the task's checker script runs in the same kind of sandbox on
-the directory, and its exit status gives the reward (1.0 for status 0, else 0.0). Running out of turns
+a copy of the directory, and its exit status gives the reward (1.0 for status 0, else 0.0). The copy
+holds the directory's files and directories, no link (a link to a file inside the tree arrives as that
+file): a link planted for the checker to follow out of the tree, to where it keeps its expected values,
+leads nowhere (:mod:`.checker_view`). Running out of turns
 truncates the episode with reward 0. An action without a command block is a format error (the turn
 counts). A command that fills the work directory past its cap ends the episode with reward 0.
 
@@ -45,7 +48,9 @@ from pathlib import Path
 from typing import Any
 
 from gem_core.env import Env, StepResult
+from gem_core.envs.terminal.checker_view import checker_files
 from gem_core.tools.sandbox import SandboxConfig, SandboxResult, resolve_mode
+from gem_core.tools.sandbox.config import MIB
 from gem_core.tools.sandbox.shell import WorkDir, run_shell
 
 __all__ = ["TerminalTask", "TerminalEnv", "load_tasks", "extract_command", "SUBMIT"]
@@ -207,7 +212,19 @@ class TerminalEnv(Env):
         return observation + f"\n(commands left: {self.max_turns - self.turn})", 0.0, False, False, info
 
     def _submit(self) -> StepResult:
-        result = self._run(self.task.check)
+        """Run the checker on a copy of the working directory that holds no link (:mod:`.checker_view`)."""
+        try:
+            files = checker_files(_read_tree(self.work_dir.path), self.sandbox_config.max_work_mb * MIB)
+        except (OSError, ValueError) as error:  # a path too long to copy, or a file the host cannot read
+            return f"Submitted: the working directory cannot be checked ({error}).", 0.0, True, False, {"success": False}
+        checked = _work_dir_with(files)
+        try:
+            result = run_shell(
+                self.task.check, checked, timeout=self.command_timeout, memory_mb=self.memory_mb,
+                mode=self.sandbox, config=self.sandbox_config,
+            )
+        finally:
+            checked.close()
         passed = result.ok
         verdict = "passed" if passed else "failed"
         return (
@@ -262,25 +279,7 @@ class TerminalEnv(Env):
         """Replace this env's working directory by a fresh one holding ``files``
         (path -> (mode, bytes for a file, None for a directory, str: a symbolic link's target))."""
         self._close_work_dir()
-        work = WorkDir()
-        try:
-            for relative, (mode, content) in sorted(files.items()):
-                path = os.path.join(work.path, relative)
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                if content is None:
-                    os.makedirs(path, exist_ok=True)
-                    os.chmod(path, mode)
-                elif isinstance(content, str):
-                    os.symlink(content, path)
-                else:
-                    with open(path, "wb") as file:
-                        file.write(content)
-                    os.chmod(path, mode)
-            work.chown_tree()
-        except BaseException:
-            work.close()
-            raise
-        self.work_dir, self._work_owner = work, id(self)
+        self.work_dir, self._work_owner = _work_dir_with(files), id(self)
 
     def _close_work_dir(self) -> None:
         # A spawned copy shares its original's directory until set_state gives it its own: only the env
@@ -322,6 +321,30 @@ class TerminalEnv(Env):
         """Delete the working directory."""
         self._close_work_dir()
         super().close()
+
+
+def _work_dir_with(files: dict[str, tuple[int, bytes | str | None]]) -> WorkDir:
+    """A fresh working directory holding ``files`` (path -> (mode, bytes for a file, None for a
+    directory, str: a symbolic link's target)), owned by its own uid when the host is root."""
+    work = WorkDir()
+    try:
+        for relative, (mode, content) in sorted(files.items()):
+            path = os.path.join(work.path, relative)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            if content is None:
+                os.makedirs(path, exist_ok=True)
+                os.chmod(path, mode)
+            elif isinstance(content, str):
+                os.symlink(content, path)
+            else:
+                with open(path, "wb") as file:
+                    file.write(content)
+                os.chmod(path, mode)
+        work.chown_tree()
+    except BaseException:
+        work.close()
+        raise
+    return work
 
 
 def _read_tree(root: str) -> dict[str, tuple[int, bytes | str | None]]:

@@ -415,3 +415,51 @@ def test_a_tree_too_long_to_snapshot_is_refused_clearly_and_still_deleted():
     env.reset(seed=0)
     assert not first.exists()
     env.close()
+
+
+# ------------------------------------------------------------------------------ the checker's view (issue 47.5)
+# The checker runs on a copy of the working directory holding its files and directories: a link is
+# never followed out of the tree (`ln -sf /tmp/expected.ini app.ini` passed replace_text, whose checker
+# writes its expected file to its own /tmp).
+
+
+@pytest.mark.parametrize("command", [
+    "ln -sf /tmp/expected.ini app.ini",  # the checker's own expected file
+    "ln -sf ../tmp/expected.ini app.ini",  # the same, relative: /workspace/.. is /
+    "ln -sf /proc/self/root/tmp/expected.ini app.ini",
+    "ln -s . here && ln -sf here/../tmp/expected.ini app.ini",  # inside the tree by its spelling, not by where it leads
+])
+def test_a_link_to_the_checkers_expected_file_does_not_pass(env, command):
+    env.reset(seed=0, options={"task": "replace_text"})
+    env.step(bash(command))
+    _, reward, terminated, _, info = env.step(bash(SUBMIT))
+    assert (reward, terminated, info["success"]) == (0.0, True, False)
+
+
+def test_a_link_to_a_file_inside_the_tree_is_checked_as_that_file(env):
+    env.reset(seed=0, options={"task": "sort_unique"})
+    env.step(bash("mkdir -p out && sort -u fruits.txt > out/sorted && ln -s ../unique.txt out/back && ln -s out/sorted unique.txt"))
+    _, reward, _, _, info = env.step(bash(SUBMIT))
+    assert reward == 1.0, info
+    assert os.path.islink(os.path.join(env.work_dir.path, "unique.txt"))  # the agent's own tree is untouched
+
+
+def test_every_checker_sees_files_and_directories_only(tmp_path):
+    """Whatever the task: the checker's copy holds no link, and a link's file inside the tree arrives as a file."""
+    task = tmp_path / "spy"
+    (task / "files").mkdir(parents=True)
+    (task / "files" / "inside.txt").write_text("hi")
+    (task / "task.json").write_text('{"instructions": "nothing"}')
+    (task / "solution.sh").write_text("true")
+    (task / "check.sh").write_text(
+        '[ -z "$(find . -type l)" ] && [ ! -e up ] && [ ! -e root ] && [ ! -e loop ] && [ "$(cat alias)" = hi ] '
+        '&& [ "$(cat d/alias)" = hi ] && [ -d d ]'
+    )
+    env = TerminalEnv(command_timeout=5.0, data_dir=str(tmp_path))
+    try:
+        env.reset(seed=0)
+        env.step(bash("ln -s .. up; ln -s / root; ln -s loop loop; ln -s inside.txt alias; mkdir d; ln -s ../alias d/alias"))
+        _, reward, _, _, info = env.step(bash(SUBMIT))
+        assert reward == 1.0, info
+    finally:
+        env.close()
