@@ -1,4 +1,5 @@
-cat > /tmp/expected.ini <<'INI'
+# The expected file reaches cmp on its stdin (a here-document), not under a file name of its own.
+cmp -s app.ini - <<'INI'
 [server]
 host=0.0.0.0
 port=8080
@@ -13,4 +14,3 @@ debug_level=3
 # debug=true is the default for development
 timeout=30
 INI
-cmp -s app.ini /tmp/expected.ini
