@@ -41,7 +41,7 @@ def spread(completion_ids, **kwargs):
     KL term too: the policy is its reference). With this reward the loss's value is still about zero (a
     group's advantages sum to zero), so the gradients are what shows a wrong head.
     """
-    return [float(sum(ids) % 97) for ids in completion_ids]
+    return [float(sum(ids)) for ids in completion_ids]
 
 
 def build(grpo_config, model, tokenizer, *, score_env_tokens: bool, **config):
