@@ -5,7 +5,9 @@ httpx decodes each received chunk completely before the caller sees it, so a 2 K
 byte cap can be checked. Here the raw bytes are decompressed incrementally with an output limit
 (zlib's ``max_length``, brotli's ``output_buffer_limit``), so at most one small piece beyond the cap is
 ever held, and only one encoding is accepted: identity, gzip, deflate or br (when ``brotli`` is
-installed). Stacked encodings (``gzip, gzip``) are refused outright: no honest server needs them.
+installed). Stacked encodings (``gzip, gzip``) are refused outright: no honest server needs them. A gzip
+body of several members back to back (valid gzip) decodes to all of them, under the same one cap; any byte
+stream ends the decoding, with the body, an error or :class:`ResponseTooLarge`, never a loop.
 
 Used by every HTTP client of the project: :mod:`gem_core.transport.http_call` (``RemoteEnv``, the search tool),
 the MCP tool over HTTP (:func:`capped_transport`) and ``gem eval``'s chat client.
@@ -107,7 +109,7 @@ class BoundedDecoder:
         # One byte past the cap is enough to know it is exceeded.
         return max(1, min(PIECE_BYTES, self.max_bytes - self.decoded + 1))
 
-    def _inflate(self, data: bytes) -> Iterator[bytes]:
+    def _decompress(self, data: bytes) -> bytes:
         try:
             piece = self._zlib.decompress(data, self._room())
         except zlib.error:
@@ -117,16 +119,46 @@ class BoundedDecoder:
             self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
             piece = self._zlib.decompress(data, self._room())
         self._deflate_first = False
-        yield self._count(piece)
-        while self._zlib.unconsumed_tail:
-            yield self._count(self._zlib.decompress(self._zlib.unconsumed_tail, self._room()))
+        return piece
+
+    def _after_end(self, data: bytes) -> bytes:
+        """What of ``data`` (bytes past the end of a finished stream) is a next gzip member; b"" for none."""
+        if self.coding != "gzip":
+            raise zlib.error(f"{len(data)} bytes follow the end of the deflate stream")
+        # A gzip body may hold several members back to back (RFC 1952), each decoding to its own part,
+        # and gzip tools accept zero bytes padding the end.
+        data = data.lstrip(b"\0")
+        if data:
+            self._zlib = zlib.decompressobj(zlib.MAX_WBITS | 16)
+        return data
+
+    def _inflate(self, data: bytes) -> Iterator[bytes]:
+        # Each round either fills the output room (at least one byte, and the cap is checked on it) or uses
+        # up its input, or the stream ends and what follows starts the next member (at least 18 bytes each),
+        # so the loop ends on any input. zlib keeps a stale ``unconsumed_tail`` once a stream ends: the rest is
+        # in ``unused_data`` then, and reading the tail again would loop for ever (two gzip members did).
+        pending = data
+        while pending:
+            if self._zlib.eof:
+                pending = self._after_end(pending)
+                if not pending:
+                    return
+            piece = self._decompress(pending)
+            rest = self._zlib.unused_data if self._zlib.eof else self._zlib.unconsumed_tail
+            if not piece and not self._zlib.eof and len(rest) >= len(pending):
+                raise zlib.error("the decoder made no progress on the body")  # never seen; a guard against a hang
+            if piece:
+                yield self._count(piece)
+            pending = rest
 
     def _unbrotli(self, data: bytes) -> Iterator[bytes]:
         decompressor = self._brotli
-        yield self._count(decompressor.process(data, output_buffer_limit=self._room()))
+        piece = decompressor.process(data, output_buffer_limit=self._room())
+        if piece:
+            yield self._count(piece)
         while not decompressor.is_finished():
             piece = decompressor.process(b"", output_buffer_limit=self._room())
-            if not piece and decompressor.can_accept_more_data():
+            if not piece:  # it needs more input (or is stuck): either way the next chunk decides
                 break
             yield self._count(piece)
 
@@ -151,8 +183,10 @@ class BoundedDecoder:
 
     def flush(self) -> Iterator[bytes]:
         """What the decoder still holds at the end of the body."""
-        if self.coding in ("gzip", "deflate"):
-            yield self._count(self._zlib.flush(self._room()))
+        if self.coding in ("gzip", "deflate") and not self._zlib.eof:
+            piece = self._zlib.flush(self._room())
+            if piece:
+                yield self._count(piece)
 
 
 async def read_capped(raw_chunks: AsyncIterator[bytes], content_encoding: str | None, max_bytes: int) -> bytes:
