@@ -528,10 +528,8 @@ class _Networks:
     Creating a network namespace and tearing it down cost about 0.85 ms of CPU per call, a seventh of
     a call's total (issue 23). A call's namespace holds nothing of it once the call's PID 1 has been
     reaped: the kernel killed every process of the call's PID namespace before that, so every socket
-    is closed, and no process of a call keeps the capabilities to change ``lo``, routes or sysctls. Only
-    the kernel's own closing TCP states (``TIME_WAIT`` and the like) may remain: a port the earlier call
-    closed first can refuse a ``bind`` without ``SO_REUSEADDR`` for up to a minute. Concurrent calls
-    never share one.
+    is closed, and no process of a call keeps the capabilities to change ``lo``, routes or sysctls (and
+    no call can make an IP socket: :mod:`.syscall_filter`). Concurrent calls never share one.
     """
 
     #: Free namespaces kept; more are closed (the kernel frees them).

@@ -27,6 +27,7 @@ import sysconfig
 from pathlib import Path
 
 from gem_core.tools.sandbox.config import MIB, MODES, SandboxConfig, SandboxUnavailableError, mode_from_environment
+from gem_core.tools.sandbox.socket_memory import check_available
 from gem_core.tools.sandbox.syscall_filter import compiled_filter
 
 __all__ = ["ENV", "BwrapLaunch", "bwrap_launch", "python_dirs", "hidden_dirs", "site_dirs", "resolve_mode", "available_modes"]
@@ -234,6 +235,14 @@ def _probe(mode: str, config: SandboxConfig) -> str | None:
         return (
             f"its seccomp filter cannot be compiled ({error}); install the `pyseccomp` package and the "
             "system's libseccomp (Debian/Ubuntu: `apt-get install -y libseccomp2`)"
+        )
+    try:
+        check_available()
+    except OSError as error:
+        return (
+            f"the kernel cannot report the memory of the sandbox's sockets ({error}); it needs sock_diag for "
+            "Unix and netlink sockets (CONFIG_UNIX_DIAG, CONFIG_NETLINK_DIAG, built in or as the unix_diag and "
+            "netlink_diag modules: `modprobe unix_diag netlink_diag`)"
         )
     launch = bwrap_launch(config, os.geteuid() == 0)
     try:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import socket
 import struct
 
-__all__ = ["SocketMemory", "diag_socket", "UNIX_HIDDEN_BYTES"]
+__all__ = ["SocketMemory", "diag_socket", "check_available", "UNIX_HIDDEN_BYTES"]
 
 _NETLINK_SOCK_DIAG, _SOCK_DIAG_BY_FAMILY = 4, 20
 _NLM_F_REQUEST, _NLM_F_DUMP = 0x1, 0x300
@@ -72,6 +72,18 @@ def diag_socket() -> socket.socket:
     return socket.socket(socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_CLOEXEC, _NETLINK_SOCK_DIAG)
 
 
+def check_available() -> None:
+    """Raise ``OSError`` where this kernel cannot report Unix or netlink socket memory (no
+    ``CONFIG_UNIX_DIAG`` / ``CONFIG_NETLINK_DIAG``): the sandbox could not count socket buffers there."""
+    memory = SocketMemory(diag_socket().detach())
+    try:
+        memory.bytes_held()
+        if memory.failed:
+            raise OSError(memory.failed, "the kernel's sock_diag cannot report Unix and netlink sockets")
+    finally:
+        memory.close()
+
+
 def _attributes(data: bytes, start: int, end: int) -> dict[int, bytes]:
     found: dict[int, bytes] = {}
     while start + _ATTRIBUTE.size <= end:
@@ -100,6 +112,9 @@ class SocketMemory:
         self.socket = socket.socket(fileno=fd)
         self.socket.settimeout(1.0)
         self._sequence = 0
+        #: The error number of the last dump the kernel refused (0: none): a kernel without
+        #: ``unix_diag`` or ``netlink_diag`` (see :func:`check_available`).
+        self.failed = 0
 
     def close(self) -> None:
         self.socket.close()
@@ -130,6 +145,8 @@ class SocketMemory:
                 if length < _HEADER.size:
                     return replies
                 if sequence == self._sequence:
+                    if kind == _NLMSG_ERROR and length >= _HEADER.size + 4:
+                        self.failed = -struct.unpack_from("=i", data, at + _HEADER.size)[0] or self.failed
                     if kind in (_NLMSG_DONE, _NLMSG_ERROR):
                         return replies
                     replies.append((data[at:at + length], _HEADER.size))

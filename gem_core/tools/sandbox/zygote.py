@@ -4,8 +4,8 @@ Starting a sandbox per snippet costs a bubblewrap start plus an interpreter star
 under back-to-back calls that is the whole cost (issue 23). A zygote pays it once, and keeps
 ``SandboxConfig.pool_size`` calls forked and waiting, so a snippet is only handed over. Each call is
 forked as PID 1 of a PID namespace of its own, into a network namespace no other running call has
-(concurrent calls cannot reach each other, not even over loopback; a namespace is reused once its call
-has ended, as making one costs a seventh of a call), makes new mount and IPC namespaces, mounts a fresh ``/tmp`` and
+(concurrent calls cannot reach each other, not even through an abstract Unix socket; a namespace is
+reused once its call has ended, as making one costs a seventh of a call; no IP socket can be made in it), makes new mount and IPC namespaces, mounts a fresh ``/tmp`` and
 ``/dev/shm`` (size and inode caps enforced by the kernel), and forks the snippet's process, which drops
 every capability (as root: switches to a uid of its own), loads the seccomp filter, and only then waits
 for its request; resource limits are applied when it arrives. When the call's PID 1 exits, or the host
