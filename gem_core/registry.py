@@ -20,7 +20,7 @@ import importlib
 import inspect
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,6 +55,8 @@ class EnvSpec:
     sample_kwargs: dict[str, Any] = field(default_factory=dict)
     #: Turns an episode may take (None: no limit beyond the env's own rules); ``make`` applies it.
     max_turns: int | None = None
+    #: The pip extras the env needs beyond the core install (``pip install -e ".[math]"``); ``gem list`` shows them.
+    extras: tuple[str, ...] = ()
 
     @property
     def category(self) -> str:
@@ -194,13 +196,15 @@ def register(
     *,
     max_turns: int | None = None,
     sample_kwargs: dict[str, Any] | None = None,
+    extras: Sequence[str] = (),
     **kwargs: Any,
 ) -> EnvSpec:
     """Register an env under ``id``; ``kwargs`` become the constructor defaults.
 
     ``max_turns`` is the episode's turn limit (:attr:`EnvSpec.max_turns`, applied by :func:`make`).
     ``sample_kwargs`` are the overrides that make a dataset-backed env load its shipped sample instead
-    of the hub (see :attr:`EnvSpec.sample_kwargs`).
+    of the hub (see :attr:`EnvSpec.sample_kwargs`). ``extras`` names the pip extras the env needs
+    (:attr:`EnvSpec.extras`).
 
     Raises:
         ValueError: if the id is malformed or already taken (shipped ids included), or ``max_turns``
@@ -225,7 +229,8 @@ def register(
                         f"returns the env, got {type(entry_point).__name__} {entry_point!r}.")
     _check_max_turns(max_turns, f"register({id!r})")
     env_spec = EnvSpec(
-        id=id, entry_point=entry_point, kwargs=dict(kwargs), sample_kwargs=dict(sample_kwargs or {}), max_turns=max_turns
+        id=id, entry_point=entry_point, kwargs=dict(kwargs), sample_kwargs=dict(sample_kwargs or {}), max_turns=max_turns,
+        extras=tuple(extras),
     )
     _REGISTRY[id] = env_spec
     return env_spec

@@ -38,7 +38,17 @@ def _list(args: argparse.Namespace) -> int:
     if not ids:
         print(f"No env id matches {args.pattern!r}.", file=sys.stderr)
         return 1
-    print("\n".join(ids))
+    if args.ids:
+        print("\n".join(ids))
+        return 0
+    from gem_core.cli.env_table import env_rows
+
+    rows = env_rows(ids)
+    print("\n".join(rows))
+    if any("hub data" in row for row in rows):  # on stderr: stdout stays one line per id
+        print("hub data downloads on first use; offline, use the category's :Sample id (shipped data), "
+              "make(ID, data_files=...) with a local copy, or HF_HUB_OFFLINE=1 with it in the Hugging Face cache.",
+              file=sys.stderr)
     return 0
 
 
@@ -179,12 +189,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gem", description="GEM: multi-turn environments for LLM agents.")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    list_parser = commands.add_parser("list", help="list registered env ids")
+    list_parser = commands.add_parser(
+        "list", help="list registered env ids, with the data each needs (shipped, hub) and its pip extra"
+    )
     list_parser.add_argument("pattern", nargs="?", default=None, help="glob ('game:*') or substring")
     list_parser.add_argument(
         "--aliases", action="store_true",
         help="list other names of ids (upstream GEM's) instead; the pattern matches an alias or the id it stands for",
     )
+    list_parser.add_argument("--ids", action="store_true", help="ids only, without the data and extra columns")
     list_parser.set_defaults(run=_list)
 
     play_parser = commands.add_parser("play", help="play an env in the terminal")

@@ -10,7 +10,10 @@ decides the rows (source, config, split, data files), so two ids that read the s
 from __future__ import annotations
 
 import os
+import socket
 import threading
+import urllib.parse
+import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +33,9 @@ _LOCAL_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".c
 
 _cache: dict[tuple, "Dataset"] = {}
 _cache_lock = threading.Lock()
+#: How long the one connect that tells whether the hub can be reached may take (datasets' own download
+#: retries a failed connection five times with backoff, ~25 s, before it reports anything).
+HUB_PROBE_SECONDS = 3.0
 
 
 class DatasetUnavailableError(GemError, RuntimeError):
@@ -119,15 +125,67 @@ def _load_uncached(path: str | None, *, split: str, name: str | None, data_files
         raise ValueError(f"Split {split!r} not in the local files; available: {sorted(loaded)}.")
     if not path:
         raise ValueError("Give either a hub id (`dataset_path=`) or local files (`data_files=`).")
+    unreachable = None if _in_hf_cache(path) else _hub_unreachable()
+    if unreachable:  # not cached and no way to download it: say so now, not after datasets' retries
+        raise DatasetUnavailableError(f"{_readers(path)}the hub dataset {path!r}, which is not in the Hugging Face cache, "
+                                      f"and the hub cannot be reached ({unreachable}). {_OFFLINE_FIXES}")
     try:
         return datasets.load_dataset(path, name, split=split)
     except Exception as exc:  # network errors come as many types (ConnectionError, HfHubHTTPError, OSError, ...)
         raise DatasetUnavailableError(
-            f"Could not load the hub dataset {path!r} (config={name!r}, split={split!r}): {type(exc).__name__}: {exc}. "
-            "If you are offline, download it elsewhere and pass a local copy, e.g. "
-            "make(ENV_ID, data_files='path/to/rows.jsonl') (JSONL/Parquet/CSV with the same columns), "
-            "or set HF_DATASETS_OFFLINE=1 with the dataset already in the Hugging Face cache."
+            f"{_readers(path)}the hub dataset {path!r} (config={name!r}, split={split!r}), which could not be loaded: "
+            f"{type(exc).__name__}: {exc}. {_OFFLINE_FIXES}"
         ) from exc
+
+
+_OFFLINE_FIXES = (
+    "Without network: use the shipped sample (the same category's :Sample id, e.g. math:Sample), or pass a local "
+    "copy, make(ENV_ID, data_files='path/to/rows.jsonl') (JSONL/Parquet/CSV with the same columns), or set "
+    "HF_HUB_OFFLINE=1 with the dataset already in the Hugging Face cache (`gem list` shows which ids need hub data)."
+)
+
+
+def _readers(path: str) -> str:
+    """``"math:GSM8K, math:GSM8K-python need "``: the registered ids that read the hub dataset ``path``."""
+    from gem_core.registry import list_envs, spec
+
+    ids = [env_id for env_id in list_envs() if spec(env_id).kwargs.get("dataset_path") == path]
+    if not ids:
+        return "This env needs "
+    return f"{', '.join(ids)} need{'s' if len(ids) == 1 else ''} "
+
+
+def _in_hf_cache(path: str) -> bool:
+    """Whether the Hugging Face caches hold anything of the hub dataset ``path`` (then ``datasets`` may load
+    it without network, after its retries, and no early refusal applies)."""
+    from datasets import config
+    from datasets.naming import camelcase_to_snakecase
+    from huggingface_hub import constants
+
+    *namespace, dataset = path.split("/")
+    prepared = Path(config.HF_DATASETS_CACHE) / "___".join([*namespace, camelcase_to_snakecase(dataset)])
+    downloaded = Path(constants.HF_HUB_CACHE) / ("datasets--" + path.replace("/", "--"))
+    return prepared.is_dir() or downloaded.is_dir()
+
+
+def _hub_unreachable() -> str | None:
+    """Why the hub cannot be reached from here, by one TCP connect of at most :data:`HUB_PROBE_SECONDS`; None
+    when it can, in offline mode (``datasets`` then reads its cache and fails at once by itself), or behind a
+    proxy (the proxy decides what is reachable)."""
+    from datasets import config
+
+    if config.HF_HUB_OFFLINE:
+        return None
+    endpoint = urllib.parse.urlsplit(config.HF_ENDPOINT)
+    proxies = urllib.request.getproxies()
+    if endpoint.hostname is None or proxies.get(endpoint.scheme) or proxies.get("all"):
+        return None
+    port = endpoint.port or (443 if endpoint.scheme == "https" else 80)
+    try:
+        socket.create_connection((endpoint.hostname, port), timeout=HUB_PROBE_SECONDS).close()
+    except OSError as exc:
+        return f"{endpoint.hostname}:{port}: {exc.strerror or type(exc).__name__}"
+    return None
 
 
 def _iter_files(data_files: DataFiles):
@@ -198,6 +256,8 @@ def register_hub_datasets(
     sample_kwargs: dict[str, Any],
     hub_datasets: dict[str, tuple[Any, ...]],
     columns: Sequence[str],
+    *,
+    extras: Sequence[str] = (),
 ) -> None:
     """Register ``<category>:Sample`` (the shipped rows) and one id per hub dataset, in every variant.
 
@@ -210,6 +270,7 @@ def register_hub_datasets(
         sample_kwargs: the shipped set's kwargs: ``<category>:Sample``'s own, and every id's ``sample_kwargs``.
         hub_datasets: id name -> (hub id, config, split, then one value per name in ``columns``).
         columns: the env's keyword names for the rest of each row, e.g. ``("question_field", "answer_field")``.
+        extras: the pip extras every id needs (:attr:`gem_core.registry.EnvSpec.extras`), e.g. ``("math",)``.
     """
     from gem_core.registry import register
 
@@ -221,4 +282,4 @@ def register_hub_datasets(
         kwargs_by_name[name] = dict(zip(keys, row))
     for name, kwargs in kwargs_by_name.items():
         for suffix, entry_point in entry_points.items():
-            register(f"{category}:{name}{suffix}", entry_point, sample_kwargs=sample_kwargs, **kwargs)
+            register(f"{category}:{name}{suffix}", entry_point, sample_kwargs=sample_kwargs, extras=extras, **kwargs)

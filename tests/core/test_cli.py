@@ -8,8 +8,9 @@ from gem_core.cli import main
 
 
 def test_list_prints_matching_ids(capsys):
-    assert main(["list", "game:Wordle*"]) == 0
-    assert capsys.readouterr().out.split() == ["game:Wordle-v0", "game:Wordle-v0-easy", "game:Wordle-v0-hard", "game:Wordle-v0-random"]
+    assert main(["list", "game:Wordle*"]) == 0  # one line per id, the id first (then its data and extra columns)
+    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()] == [
+        "game:Wordle-v0", "game:Wordle-v0-easy", "game:Wordle-v0-hard", "game:Wordle-v0-random"]
 
 
 def test_list_unknown_pattern_fails(capsys):

@@ -26,4 +26,4 @@ HUB_DATASETS: dict[str, tuple[str, str | None, str, str, str]] = {
     "PrimeIntellect15k": ("axon-rl/PrimeIntellect-15k", None, "train", "problem", "tests"),
 }
 
-register_hub_datasets("code", {"": _ENV}, SAMPLE_KWARGS, HUB_DATASETS, ("question_field", "tests_field"))
+register_hub_datasets("code", {"": _ENV}, SAMPLE_KWARGS, HUB_DATASETS, ("question_field", "tests_field"), extras=("code",))

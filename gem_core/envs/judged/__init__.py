@@ -20,4 +20,4 @@ _ENV = "gem_core.envs.judged.env:make_judged_task"
 SAMPLE_FILE = str(Path(__file__).parent / "data" / "sample.jsonl")
 SAMPLE_KWARGS = {"data_files": SAMPLE_FILE}
 
-register("judge:Sample", _ENV, sample_kwargs=SAMPLE_KWARGS, data_files=SAMPLE_FILE)
+register("judge:Sample", _ENV, sample_kwargs=SAMPLE_KWARGS, extras=("judge",), data_files=SAMPLE_FILE)

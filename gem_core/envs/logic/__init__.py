@@ -27,5 +27,5 @@ HUB_DATASETS: dict[str, tuple[str, str | None, str, str, str, str]] = {
 
 register_hub_datasets(
     "logic", {"": _ENV}, {**SAMPLE_KWARGS, "prompt_suffix": PROMPT_SUFFIX}, HUB_DATASETS,
-    ("question_field", "answer_field", "prompt_suffix"),
+    ("question_field", "answer_field", "prompt_suffix"), extras=("qa",),
 )

@@ -42,7 +42,7 @@ HUB_DATASETS: dict[str, tuple[str, str | None, str, str, str, str]] = {
 
 register_hub_datasets(
     "math", {"": _ENV, "-python": _ENV_WITH_PYTHON}, SAMPLE_KWARGS, HUB_DATASETS,
-    ("question_field", "answer_field", "answer_format"),
+    ("question_field", "answer_field", "answer_format"), extras=("math",),
 )
 
 # Geometry problems drawn as figures: the images travel in the first step's info["images"] (see
@@ -52,6 +52,7 @@ register(
     "math:Geometry3K",
     "gem_core.envs.math.visual:MathVisualEnv",
     sample_kwargs={"data_files": GEOMETRY_SAMPLE_FILE},
+    extras=("math", "vision"),
     dataset_path="axon-rl/geometry3k",
     split="train",
     question_field="problem",

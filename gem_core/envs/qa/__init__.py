@@ -44,5 +44,5 @@ HUB_DATASETS: dict[str, tuple[str, str | None, str, str, str]] = {
 }
 
 register_hub_datasets(
-    "qa", {"": _ENV, "-search": _ENV_WITH_SEARCH}, SAMPLE_KWARGS, HUB_DATASETS, ("question_field", "answer_field")
+    "qa", {"": _ENV, "-search": _ENV_WITH_SEARCH}, SAMPLE_KWARGS, HUB_DATASETS, ("question_field", "answer_field"), extras=("qa",)
 )

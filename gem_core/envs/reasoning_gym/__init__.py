@@ -10,4 +10,4 @@ from gem_core.envs.reasoning_gym.dataset_names import DATASET_NAMES
 from gem_core.registry import register
 
 for _name in DATASET_NAMES:
-    register(f"rg:{_name}", "gem_core.envs.reasoning_gym.env:ReasoningGymEnv", name=_name)
+    register(f"rg:{_name}", "gem_core.envs.reasoning_gym.env:ReasoningGymEnv", extras=("rg",), name=_name)

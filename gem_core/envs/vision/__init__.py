@@ -4,4 +4,4 @@ place of the tokenizer; see :mod:`gem_core.rollout.vision`. Needs Pillow (``pip 
 
 from gem_core.registry import register
 
-register("vision:ChartQA-v0", "gem_core.envs.vision.chart_qa:ChartQA", max_turns=2)
+register("vision:ChartQA-v0", "gem_core.envs.vision.chart_qa:ChartQA", max_turns=2, extras=("vision",))
