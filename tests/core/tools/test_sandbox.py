@@ -136,6 +136,21 @@ def test_refuses_to_fall_back_when_bwrap_is_missing(monkeypatch):
         isolation.probe_cached.cache_clear()
 
 
+def test_refuses_bwrap_where_the_kernel_cannot_report_socket_memory(monkeypatch, bwrap_mode):
+    """Socket buffers count toward memory_mb through sock_diag (issue 47.1); without it they would read 0."""
+
+    def no_sock_diag():
+        raise OSError(22, "the kernel's sock_diag cannot report Unix and netlink sockets")
+
+    monkeypatch.setattr(isolation, "check_available", no_sock_diag)
+    isolation.probe_cached.cache_clear()
+    try:
+        with pytest.raises(SandboxUnavailableError, match="unix_diag netlink_diag"):
+            sandbox.resolve_mode("bwrap")
+    finally:
+        isolation.probe_cached.cache_clear()
+
+
 def test_pool_survives_fork(bwrap_mode):
     """A forked child (process backends) uses its own workers, and its copies of the parent's pipes do not
     stall the parent's snippets while it lives."""
