@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import errno
 import hashlib
 import hmac
 import itertools
@@ -25,6 +26,7 @@ import math
 import os
 import pickle
 import secrets
+import stat
 import warnings
 import zlib
 from collections import defaultdict
@@ -32,6 +34,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from gem_core.errors import GemError
 from gem_core.rollout.trajectory import TokenTrajectory
 from gem_core.rollout.vision import TrajectoryImage
 
@@ -45,6 +48,7 @@ __all__ = [
     "encode_env_state",
     "decode_env_state",
     "state_key",
+    "UnsafeKeyFile",
     "sft_records",
     "preference_pairs",
 ]
@@ -59,9 +63,18 @@ STATE_FORMAT = "gem.state/2"
 STATE_KEY_FILE = Path(".config", "gem", "state-key")
 
 
+class UnsafeKeyFile(GemError, PermissionError):
+    """The env-state key file, or a folder above it, is one another user could read, write or swap."""
+
+
 def state_key() -> bytes:
     """The key that signs env states: ``$GEM_STATE_KEY`` (set it alike on every machine of a job), else
-    the key in ``~/.config/gem/state-key``, made (random, mode 0600) the first time one is needed."""
+    the key in ``~/.config/gem/state-key``, made (random, mode 0600) the first time one is needed.
+
+    Raises:
+        UnsafeKeyFile: the key file is a symbolic link, not a regular file, not the user's own, readable or
+            writable by others (like ssh with a private key), or in a folder others may write (and not sticky).
+    """
     from gem_core.settings import environment_value
 
     value = environment_value("GEM_STATE_KEY")
@@ -74,16 +87,19 @@ def state_key() -> bytes:
         pass
     try:
         return _new_key(path)
+    except UnsafeKeyFile:
+        raise
     except OSError as exc:  # a read-only home, say
         raise OSError(f"cannot make the env-state signing key {path} ({exc.strerror or exc}); set GEM_STATE_KEY instead.") from exc
 
 
 def _new_key(path: Path) -> bytes:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _check_folders(path)  # before writing a key where another user could swap it
     # Written whole under a private name, then linked into place: a worker starting at the same moment
     # never reads a half-written key, and the first link wins (both then use that key).
     draft = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-    fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(secrets.token_hex(32).encode("ascii") + b"\n")
@@ -96,11 +112,65 @@ def _new_key(path: Path) -> bytes:
     return _key_in(path)
 
 
+_FIX = "or set GEM_STATE_KEY instead"
+
+
 def _key_in(path: Path) -> bytes:
-    key = path.read_bytes().strip()
+    """The key in ``path``, read only from a regular file of this user's that no one else may read or write.
+
+    Whoever can write the key signs states this user then unpickles (code runs), and whoever can read it
+    forges them: so, as ssh does for a private key, a key file others could reach is refused, not used.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # O_NOFOLLOW: the last part is a symbolic link
+            raise UnsafeKeyFile(
+                f"The env-state key file {path} is a symbolic link (it could point at a file someone else controls); "
+                f"refused. Remove it (rm {path}; a new key is made on next use) {_FIX}."
+            ) from None
+        raise
+    with os.fdopen(fd, "rb") as file:
+        info = os.fstat(file.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise UnsafeKeyFile(f"The env-state key file {path} is not a regular file; refused. Remove it (a new key is made) {_FIX}.")
+        if hasattr(os, "geteuid"):
+            if info.st_uid != os.geteuid():
+                raise UnsafeKeyFile(
+                    f"The env-state key file {path} belongs to uid {info.st_uid}, not to you (uid {os.geteuid()}); refused. "
+                    f"Remove it (rm {path}; a new key is made on next use) {_FIX}."
+                )
+            if info.st_mode & 0o077:
+                raise UnsafeKeyFile(
+                    f"Permissions {stat.S_IMODE(info.st_mode):04o} for the env-state key file {path} are too open: others could "
+                    f"read or change the key that signs your states; refused. Run chmod 600 {path} (and make a new key if "
+                    f"someone may have read it: rm {path}) {_FIX}."
+                )
+        _check_folders(path)
+        key = file.read(4096).strip()
     if not key:
         raise ValueError(f"The env-state key file {path} is empty; delete it (a new key is made) or set GEM_STATE_KEY.")
     return key
+
+
+def _check_folders(path: Path) -> None:
+    """Refuse a key under a folder that another user may write without the sticky bit (they could swap the
+    key file), or that another user (not root) owns: checked from the key's folder up to ``/``, as ssh does."""
+    if not hasattr(os, "geteuid"):
+        return
+    me = os.geteuid()
+    for folder in path.absolute().parents:
+        info = os.stat(folder)
+        if info.st_uid not in (me, 0):
+            raise UnsafeKeyFile(
+                f"The env-state key file {path} lies in {folder}, which belongs to uid {info.st_uid}, not to you or root: "
+                f"they could swap the key; refused. Keep the key in a folder of your own (HOME) {_FIX}."
+            )
+        if info.st_mode & stat.S_IWOTH and not info.st_mode & stat.S_ISVTX:
+            raise UnsafeKeyFile(
+                f"The env-state key file {path} lies in {folder}, which anyone may write (mode {stat.S_IMODE(info.st_mode):04o}, "
+                f"not sticky): another user could swap the key; refused. Run chmod o-w {folder} {_FIX}."
+            )
 
 
 def _signature(payload: str, key: bytes) -> str:
