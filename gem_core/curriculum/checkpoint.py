@@ -13,10 +13,14 @@ from pathlib import Path
 
 from gem_core.curriculum.sampler import SamplerStateError, TaskSampler
 from gem_core.transport.atomic_file import atomic_path
+from gem_core.transport.json_depth import nests_deeper_than
 
 __all__ = ["SAMPLER_STATE_FILE", "load_sampler_state", "save_sampler_state"]
 
 SAMPLER_STATE_FILE = "gem_task_sampler.json"
+#: The deepest nesting a state file may hold (a sampler's own state is 5 deep); checked before ``json.loads``
+#: recurses, so a file of nested brackets is a damaged state, not a RecursionError.
+MAX_STATE_DEPTH = 32
 
 
 def save_sampler_state(sampler: TaskSampler, folder: str | os.PathLike[str]) -> Path:
@@ -44,7 +48,10 @@ def load_sampler_state(sampler: TaskSampler, folder: str | os.PathLike[str]) -> 
         raise SamplerStateError(f"{path} is a folder, not the sampler's state file: remove it (or give another folder) to start "
                                 "the curriculum afresh.")
     try:
-        state = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        if nests_deeper_than(text, MAX_STATE_DEPTH):
+            raise SamplerStateError(f"{path} nests deeper than {MAX_STATE_DEPTH} levels, which no sampler state does; {_AFRESH}")
+        state = json.loads(text)
     except UnicodeDecodeError as error:
         raise SamplerStateError(f"{path} is not UTF-8 JSON ({error}); {_AFRESH}") from None
     except json.JSONDecodeError as error:

@@ -115,3 +115,14 @@ def test_a_good_state_still_loads_and_its_seed_replaces_the_constructors(tmp_pat
     fresh = sampler()
     fresh.load_state_dict(legacy)
     assert fresh.state_dict() == original.state_dict()
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, '{"tasks": ' + "[" * 5000 + "]" * 5000 + "}", "{" + '"a":{' * 3000 + "}" * 3001])
+def test_a_deeply_nested_state_file_is_a_damaged_state_not_a_recursion_error(tmp_path, text):
+    (tmp_path / SAMPLER_STATE_FILE).write_text(text)
+    s = sampler()
+    before = s.state_dict()
+    with pytest.raises(TaskError) as caught:
+        load_sampler_state(s, tmp_path)
+    assert str(tmp_path / SAMPLER_STATE_FILE) in str(caught.value) and AFRESH in str(caught.value)
+    assert s.state_dict() == before
