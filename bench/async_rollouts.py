@@ -22,7 +22,7 @@ of wall time with no sequence on the server), its slot use (busy sequence-slots 
 generations aborted by updates, episodes dropped as too stale, and the mean turns of the episodes the
 trainer got (dropping stale episodes drops the long ones first: compare with the workload's mean).
 
-    python bench/async_rollouts.py [--steps 8] [--train-time 0.3] [--token-time 0.001] [--tokens-per-turn 32]
+    python bench/async_rollouts.py [--steps 16] [--train-time 0.3] [--token-time 0.001] [--tokens-per-turn 32]
 """
 
 from __future__ import annotations
@@ -182,7 +182,7 @@ def workload_mean_turns(args, n: int = 100_000) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=8, help="training steps per row")
+    parser.add_argument("--steps", type=int, default=16, help="training steps per row (more amortize the first batch)")
     parser.add_argument("--batch", type=int, default=64, help="episodes per training step")
     parser.add_argument("--slots", type=int, default=64, help="sequences the generation server runs at once")
     parser.add_argument("--token-time", type=float, default=0.001, help="seconds per token of a sequence")

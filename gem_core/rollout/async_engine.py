@@ -12,8 +12,11 @@ as its own task, continuously, and hands the trainer finished episodes in the or
   current version is never handed to the trainer. By default it is dropped (``on_stale="drop"``: its seed is
   not played again, so the data distribution does not lean towards short episodes through replays);
   ``on_stale="regenerate"`` plays the same seed again from the start. Both are counted in
-  :meth:`AsyncEpisodeEngine.metrics`. It is checked when the episode is handed over, and before each turn
-  (an episode that is already too old stops at once instead of wasting generation).
+  :meth:`AsyncEpisodeEngine.metrics`. It is checked when the episode is handed over; finished episodes are
+  handed oldest first (the one nearest the bound goes now rather than being dropped at the next batch).
+  Once a batch has been handed, episodes (finished, or before their next turn) that will be past the bound
+  under the next version stop at once, so their replacements play while the trainer trains (this assumes
+  the usual cadence of one batch per update; a trainer that takes more loses those episodes, never the bound).
 - **admission.** At most ``max_in_flight`` episodes run at once, and no more episodes start than the
   trainer can take within the bound: with ``u`` updates so far, kept episodes plus running ones stay
   below ``(u + max_staleness + 1) * batch_size`` (AReaL's rule). So ``max_staleness=0`` is the
@@ -115,6 +118,30 @@ class AsyncRolloutConfig:
             raise AsyncRolloutConfigError(f"AsyncRolloutConfig.on_update must be 'interrupt' or 'drain', got {self.on_update!r}.") from None
 
 
+class _Signal:
+    """Wakes every coroutine waiting for the engine's state to change.
+
+    No lock: the engine's state changes only between awaits on one event loop. A lock (``asyncio.Condition``)
+    made the trainer queue behind the producer after an update, so a new batch's env resets and prompt
+    encodings ran before the trainer took the episodes already waiting for it.
+    """
+
+    def __init__(self) -> None:
+        self._waiters: list[asyncio.Future] = []
+
+    async def wait_until(self, predicate: Any) -> None:
+        while not predicate():
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            await waiter
+
+    def notify(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+
 class AsyncEpisodeEngine:
     """Plays episodes continuously with a versioned policy and hands the trainer batches within a staleness bound.
 
@@ -163,10 +190,10 @@ class AsyncEpisodeEngine:
         self._sampling = sampling
         self._seeds = iter(seeds)
         self._retry: deque[int | None] = deque()  # seeds to play again (on_stale="regenerate")
-        self._ready: deque[TokenTrajectory] = deque()  # finished, in finishing order
+        self._ready: list[tuple[int, TokenTrajectory]] = []  # (oldest version, episode), in finishing order
         self._tasks: set[asyncio.Task] = set()
         self._producer: asyncio.Task | None = None
-        self._changed: asyncio.Condition | None = None
+        self._changed: _Signal | None = None
         self._error: BaseException | None = None
         self._exhausted = False  # the seeds ran out
         self._base_version = self.policy.version
@@ -185,7 +212,7 @@ class AsyncEpisodeEngine:
     async def start(self) -> AsyncEpisodeEngine:
         """Start playing episodes (on the running event loop)."""
         if self._producer is None:
-            self._changed = asyncio.Condition()
+            self._changed = _Signal()
             self._producer = asyncio.create_task(self._produce())
         return self
 
@@ -216,7 +243,8 @@ class AsyncEpisodeEngine:
         return 0 if oldest is None else self.version - oldest
 
     async def next_batch(self) -> list[TokenTrajectory]:
-        """The next ``batch_size`` finished episodes within the staleness bound, in finishing order.
+        """The next ``batch_size`` finished episodes within the staleness bound, the oldest first (then in
+        finishing order); the episodes past the bound are dropped or regenerated here.
 
         Fewer (possibly none) only when the seeds have run out.
 
@@ -235,22 +263,23 @@ class AsyncEpisodeEngine:
             )
         batch: list[TokenTrajectory] = []
         staleness: list[int] = []
-        async with self._changed:
-            while len(batch) < size:
-                await self._changed.wait_for(lambda: bool(self._ready) or self._error is not None or self._finished_all)
-                if self._error is not None:
-                    raise self._error
-                if not self._ready:
-                    break  # the seeds ran out
-                trajectory = self._ready.popleft()
-                lag = self.staleness(trajectory)
-                if lag > bound:
-                    self._kept -= 1
-                    self._discard(trajectory.seed)
-                    continue
-                batch.append(trajectory)
-                staleness.append(lag)
+        while len(batch) < size:
+            await self._changed.wait_until(lambda: bool(self._ready) or self._error is not None or self._finished_all)
+            if self._error is not None:
+                raise self._error
+            if not self._ready:
+                break  # the seeds ran out
+            fresh = self._drop_stale_ready(self.version)
+            # Oldest first (a stable sort keeps finishing order among equals): the episodes nearest the
+            # bound are handed now rather than dropped at the next batch.
+            fresh.sort(key=lambda item: item[0])
+            taken, self._ready = fresh[: size - len(batch)], fresh[size - len(batch) :]
+            batch += [trajectory for _, trajectory in taken]
+            staleness += [self.version - oldest for oldest, _ in taken]
         self._batches += 1
+        # The next batch is handed under a newer version: what is too old for it goes now, so its
+        # replacement plays while the trainer trains instead of after the update.
+        self._ready = self._drop_stale_ready(self._handout_version)
         self.counts["episodes_handed"] += len(batch)
         self._last_staleness = staleness
         return batch
@@ -263,8 +292,7 @@ class AsyncEpisodeEngine:
         """
         version = await self.policy.update(apply, interrupt=self.config.on_update is OnUpdate.INTERRUPT)
         if self._changed is not None:
-            async with self._changed:
-                self._changed.notify_all()
+            self._changed.notify()
         return version
 
     def metrics(self, prefix: str = "gem/async/") -> dict[str, float]:
@@ -285,6 +313,23 @@ class AsyncEpisodeEngine:
         return self.version - self._base_version
 
     @property
+    def _handout_version(self) -> int:
+        """The version the next batch will be handed under: this one, or (once a batch has been handed since
+        the last update, the usual cadence of one batch per update) at least the next."""
+        return self.version + (1 if self._batches > self._updates else 0)
+
+    def _drop_stale_ready(self, at_version: int) -> list[tuple[int, TokenTrajectory]]:
+        """The finished episodes still within the bound at ``at_version``; the others are dropped or regenerated."""
+        fresh = []
+        for oldest, trajectory in self._ready:
+            if at_version - oldest > self.config.max_staleness:
+                self._kept -= 1
+                self._discard(trajectory.seed)
+            else:
+                fresh.append((oldest, trajectory))
+        return fresh
+
+    @property
     def _finished_all(self) -> bool:
         return self._exhausted and not self._retry and self._running == 0
 
@@ -296,13 +341,13 @@ class AsyncEpisodeEngine:
         return self._running < self.config.max_in_flight and self._kept + self._running < allowed
 
     def _discard(self, seed: int | None) -> None:
-        """A too-old episode: count it, and play its seed again if the config says so (caller holds the lock)."""
+        """A too-old episode: count it, and play its seed again if the config says so."""
         if self.config.on_stale is OnStale.REGENERATE:
             self.counts["regenerated_stale"] += 1
             self._retry.append(seed)
         else:
             self.counts["dropped_stale"] += 1
-        self._changed.notify_all()
+        self._changed.notify()
 
     def _next_seed(self) -> tuple[bool, int | None]:
         if self._retry:
@@ -316,14 +361,13 @@ class AsyncEpisodeEngine:
     async def _produce(self) -> None:
         assert self._changed is not None
         while True:
-            async with self._changed:
-                await self._changed.wait_for(self._may_start)
-                found, seed = self._next_seed()
-                if not found:
-                    self._changed.notify_all()  # a trainer waiting on the last batch sees the end
-                    continue
-                self._running += 1
-                self.counts["episodes_started"] += 1
+            await self._changed.wait_until(self._may_start)
+            found, seed = self._next_seed()
+            if not found:
+                self._changed.notify()  # a trainer waiting on the last batch sees the end
+                continue
+            self._running += 1
+            self.counts["episodes_started"] += 1
             task = asyncio.create_task(self._episode(seed))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
@@ -344,16 +388,16 @@ class AsyncEpisodeEngine:
         except Exception as error:  # noqa: BLE001 - a policy error: the trainer hears it at next_batch
             self._error = error
         finally:
-            async with self._changed:
-                self._running -= 1
-                if stale:
-                    self.counts["stopped_stale_in_flight"] += 1
-                    self._discard(seed)
-                elif trajectory is not None:
-                    self._ready.append(trajectory)
-                    self._kept += 1
-                    self.counts["episodes_finished"] += 1
-                self._changed.notify_all()
+            self._running -= 1
+            if stale:
+                self.counts["stopped_stale_in_flight"] += 1
+                self._discard(seed)
+            elif trajectory is not None:
+                oldest = trajectory.oldest_version
+                self._ready.append((self.version if oldest is None else oldest, trajectory))
+                self._kept += 1
+                self.counts["episodes_finished"] += 1
+            self._changed.notify()
 
     async def _play(self, env: Any, seed: int | None) -> TokenTrajectory | None:
         """One episode, one turn at a time; None when it stopped early, its oldest token past the bound."""
@@ -362,7 +406,7 @@ class AsyncEpisodeEngine:
         await session.start(seed=seed)
         while not session.done:
             oldest = session.oldest_version
-            if oldest is not None and self.version - oldest > self.config.max_staleness:
+            if oldest is not None and self._handout_version - oldest > self.config.max_staleness:
                 return None
             await _play(session, self.policy, sampling, until_turn=session.num_turns + 1)
         return session.trajectory()

@@ -135,6 +135,25 @@ async def test_an_episode_held_back_past_max_staleness_is_never_handed_to_the_tr
         assert metrics["gem/async/regenerated_stale"] == 1 and metrics["gem/async/dropped_stale"] == 0
 
 
+async def test_the_oldest_finished_episode_is_handed_first_instead_of_going_stale(tiny_tokenizer, scripted_env):
+    release = asyncio.Event()
+    env_class = held_env_class(scripted_env, hold_seed=0, release=release)
+    config = AsyncRolloutConfig(batch_size=1, max_staleness=1, max_in_flight=4)
+    policy = VersionedPolicy(ScriptedPolicy(tiny_tokenizer, ["go"]))
+    async with AsyncEpisodeEngine(lambda: env_class(rewards=[1.0]), policy, tiny_tokenizer, range(4), config) as engine:
+        assert [t.seed for t in await engine.next_batch()] == [1]  # seed 0 is held in its env step
+        await engine.update_policy()
+        while engine.counts["episodes_finished"] < 2:  # seed 2 (version 1) finishes first
+            await asyncio.sleep(0)
+        release.set()
+        while engine.counts["episodes_finished"] < 3:  # then seed 0 (version 0)
+            await asyncio.sleep(0)
+        handed = await engine.next_batch()
+        metrics = engine.metrics()
+    assert [(t.seed, t.oldest_version) for t in handed] == [(0, 0)]  # one version behind: still within the bound
+    assert metrics["gem/async/dropped_stale"] == 0
+
+
 async def test_max_staleness_zero_starts_no_episode_of_the_next_batch_before_the_update(tiny_tokenizer, scripted_env):
     config = AsyncRolloutConfig(batch_size=3, max_staleness=0, max_in_flight=16)
     policy = VersionedPolicy(ScriptedPolicy(tiny_tokenizer, ["go"]))
