@@ -1,0 +1,405 @@
+"""An OpenAI-compatible endpoint on loopback that answers agent programs with the policy being trained.
+
+An agent that already talks to an OpenAI-style URL (its own loop, mini-swe-agent, an Agents SDK graph) is
+pointed at ``http://127.0.0.1:PORT/v1`` with a per-episode API key, or at ``.../episodes/KEY/v1`` with any
+key. Each ``/v1/chat/completions`` call is rendered with the policy tokenizer's chat template, sampled by
+any :class:`~gem_core.rollout.policy.Policy`, and recorded in the episode's
+:class:`~gem_core.agent.episode.AgentEpisode`, which stitches the calls into token trajectories.
+``/v1/completions`` takes a raw prompt (text or token ids) and extends a branch when the prompt starts
+with an earlier call's prompt and completion.
+
+Errors are OpenAI-shaped (``{"error": {"message", "type", "code"}}``) so clients raise them as such:
+400 malformed request, 401 missing or unknown key, 404 unknown episode path, 409 the episode is over,
+413 body over ``max_body_bytes``, 408 a body too slow to arrive, 502 the policy failed or overran
+``call_timeout``. Every request is bounded (body size, body time, headers and connections through
+:class:`~gem_core.serve.connections.ConnectionGuard`), and the server listens on 127.0.0.1 only.
+
+Calls of one episode are served one at a time in arrival order (its lock); calls of different episodes
+run concurrently, on the endpoint's own event loop thread, so one policy object serves them all (a
+:class:`~gem_core.rollout.policy.BatchingPolicy` batches their turns).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from gem_core.agent.episode import AgentCall, AgentEpisode, EpisodeOver, MessageError, normalize_messages
+from gem_core.rollout.policy import Generation, Policy, SamplingParams, default_stop_token_ids
+from gem_core.serve.asgi import RequestError, json_bytes, read_json
+from gem_core.tools.calls import call_format_for, parse_native_calls
+from gem_core.transport.sync_bridge import LoopThread
+
+__all__ = ["AgentEndpoint", "AgentEndpointConfig"]
+
+
+@dataclass(frozen=True)
+class AgentEndpointConfig:
+    """Limits and defaults of an :class:`AgentEndpoint`."""
+
+    max_body_bytes: int = 8 << 20
+    """Largest request body in bytes (an agent resends its whole history each call); larger is a 413."""
+    body_timeout: float = 30.0
+    """Seconds a client has to send a request body (408 after)."""
+    call_timeout: float = 600.0
+    """Seconds one policy call may take (502 after; the episode goes on)."""
+    default_max_tokens: int = 1024
+    """Tokens sampled per call when the request gives no ``max_tokens``."""
+    max_tokens_cap: int = 32768
+    """Most tokens one call may ask for (a larger ``max_tokens`` is lowered to this)."""
+    chat_template_kwargs: dict = field(default_factory=dict)
+    """Extra chat-template variables (e.g. ``{"enable_thinking": False}``), as the trainer passes them."""
+    model_name: str = "gem-policy"
+    """The model name reported in answers and ``/v1/models`` (requests may name any model)."""
+    max_closed_keys: int = 4096
+    """Ended episodes remembered, so their late calls get 409 "over" rather than 401 "unknown"."""
+
+
+def _error(status: int, message: str, code: str) -> Any:
+    from starlette.responses import Response
+
+    kind = {401: "authentication_error", 404: "not_found_error", 409: "conflict_error"}.get(status, "invalid_request_error")
+    if status >= 500:
+        kind = "server_error"
+    return Response(json_bytes({"error": {"message": message, "type": kind, "code": code}}), status, media_type="application/json")
+
+
+def _number(body: dict, name: str, default: float, low: float, high: float) -> float:
+    value = body.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+        raise RequestError(400, f"'{name}' must be a number from {low:g} to {high:g}")
+    return float(value)
+
+
+class AgentEndpoint:
+    """The OpenAI-compatible server for agent episodes; see the module docstring.
+
+    Args:
+        policy: samples every call (any :class:`~gem_core.rollout.policy.Policy`); used only on the
+            endpoint's event loop.
+        tokenizer: the policy's tokenizer with its chat template.
+        config: limits and defaults.
+        port: the loopback port (0 picks a free one; :attr:`port` says which).
+
+    Use as a context manager, or :meth:`start` and :meth:`stop`::
+
+        with AgentEndpoint(policy, tokenizer) as endpoint:
+            episode = endpoint.open_episode(max_turns=20)
+            # run the agent with OPENAI_BASE_URL=endpoint.base_url, OPENAI_API_KEY=episode.key
+            trajectories = endpoint.close_episode(episode.key).trajectories(reward)
+    """
+
+    def __init__(self, policy: Policy, tokenizer: Any, config: AgentEndpointConfig = AgentEndpointConfig(), *, port: int = 0):
+        self.policy = policy
+        self.tokenizer = tokenizer
+        self.config = config
+        self.port = port
+        self.episodes: dict[str, AgentEpisode] = {}
+        self._closed: dict[str, str] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._stop_ids = default_stop_token_ids(tokenizer)
+        self._call_format = call_format_for(tokenizer)
+        self._loop: LoopThread | None = None
+        self._server: Any = None
+        self._serving: Any = None
+
+    # -- episodes (thread-safe: each runs on the endpoint's loop) --------------------------------
+
+    def _on_loop(self, function: Any) -> Any:
+        if self._loop is None:
+            return function()
+
+        async def call() -> Any:
+            return function()
+
+        return self._loop.run(call)
+
+    def open_episode(self, key: str | None = None, *, max_turns: int | None = None) -> AgentEpisode:
+        """A new episode reachable with ``key`` (a fresh random key when None) as API key or URL path.
+
+        Raises:
+            ValueError: ``key`` is in use, or is not URL-safe.
+        """
+        key = key or secrets.token_urlsafe(18)
+        if not key.replace("-", "").replace("_", "").isalnum():
+            raise MessageError(f"episode key {key!r} must hold only letters, digits, '-' and '_' (it is a URL path segment)")
+        episode = AgentEpisode(key, self.tokenizer, chat_template_kwargs=self.config.chat_template_kwargs, max_turns=max_turns)
+
+        def add() -> AgentEpisode:
+            if key in self.episodes or key in self._closed:
+                raise MessageError(f"episode key {key!r} is already in use; open each episode with a new key")
+            self.episodes[key] = episode
+            self._locks[key] = asyncio.Lock()
+            return episode
+
+        return self._on_loop(add)
+
+    def close_episode(self, key: str, reason: str = "closed by its owner", *, truncated: bool = False) -> AgentEpisode:
+        """End episode ``key`` (later calls get 409) and return it for its trajectories.
+
+        Raises:
+            KeyError: no open episode has this key.
+        """
+
+        def remove() -> AgentEpisode:
+            episode = self.episodes.pop(key)
+            self._locks.pop(key, None)
+            episode.end(reason, truncated=truncated)
+            self._closed[key] = episode.ended or reason
+            while len(self._closed) > self.config.max_closed_keys:
+                self._closed.pop(next(iter(self._closed)))
+            return episode
+
+        return self._on_loop(remove)
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI base URL (``http://127.0.0.1:PORT/v1``); the API key picks the episode."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def episode_url(self, key: str) -> str:
+        """A base URL that picks episode ``key`` by its path (for clients whose API key is fixed)."""
+        return f"http://127.0.0.1:{self.port}/episodes/{key}/v1"
+
+    # -- serving -------------------------------------------------------------------------------
+
+    def start(self) -> AgentEndpoint:
+        """Listen on 127.0.0.1 and serve on a thread of the endpoint's own; returns self."""
+        import uvicorn
+
+        from gem_core.serve.asgi import listening_socket
+        from gem_core.serve.connections import ConnectionGuard, ConnectionLimits
+
+        if self._loop is not None:
+            return self
+        guard = ConnectionGuard(ConnectionLimits(body_timeout=self.config.body_timeout))
+        sock = guard.listen(listening_socket("127.0.0.1", self.port))
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            self.app(), http=guard.protocol_class(), loop="asyncio", log_level="warning", access_log=False,
+            lifespan="off", timeout_keep_alive=30,
+        )
+        self._server = uvicorn.Server(config)
+        self._loop = LoopThread("gem-agent-endpoint")
+        self._serving = self._loop.submit(self._server.serve(sockets=[sock]))
+        deadline = time.monotonic() + 30
+        while not self._server.started and not self._serving.done() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if not self._server.started:
+            self.stop()
+            raise RuntimeError("the agent endpoint did not start within 30 s")
+        return self
+
+    def stop(self) -> None:
+        """Stop serving (open episodes stay readable); safe to call twice."""
+        if self._loop is None:
+            return
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._serving is not None:
+            try:
+                self._serving.result(15)
+            except Exception:
+                pass
+        self._loop.stop()
+        self._loop = None
+
+    def __enter__(self) -> AgentEndpoint:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    # -- the app -------------------------------------------------------------------------------
+
+    def _episode(self, request: Any) -> AgentEpisode:
+        path_key = request.path_params.get("key")
+        header = request.headers.get("authorization", "")
+        bearer = header[7:].strip() if header[:7].lower() == "bearer " else ""
+        if path_key is not None:
+            if path_key in self._closed:
+                raise EpisodeOver(f"episode {path_key!r} is over ({self._closed[path_key]}); start a new episode")
+            if path_key not in self.episodes:
+                raise RequestError(404, f"no episode {path_key!r} at this endpoint; open one with AgentEndpoint.open_episode()")
+            if bearer and bearer != path_key and (bearer in self.episodes or bearer in self._closed):
+                raise RequestError(400, "the URL path and the API key name two different episodes; use one of them")
+            return self.episodes[path_key]
+        if not bearer:
+            raise RequestError(401, "no API key: send the episode's key as 'Authorization: Bearer KEY' (OPENAI_API_KEY)")
+        if bearer in self._closed:
+            raise EpisodeOver(f"episode {bearer!r} is over ({self._closed[bearer]}); start a new episode")
+        if bearer not in self.episodes:
+            raise RequestError(401, "unknown episode key: use the key AgentEndpoint.open_episode() returned (OPENAI_API_KEY)")
+        return self.episodes[bearer]
+
+    def _sampling(self, body: dict) -> SamplingParams:
+        if body.get("n", 1) != 1:
+            raise RequestError(400, "'n' must be 1: each call samples one answer")
+        if body.get("stream"):
+            raise RequestError(400, "'stream' is not supported: call without streaming")
+        limit = body.get("max_completion_tokens", body.get("max_tokens"))
+        if limit is None:
+            limit = self.config.default_max_tokens
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise RequestError(400, "'max_tokens' must be a positive integer")
+        return SamplingParams(
+            max_new_tokens=min(limit, self.config.max_tokens_cap),
+            temperature=_number(body, "temperature", 1.0, 0.0, 100.0),
+            top_p=_number(body, "top_p", 1.0, 0.0, 1.0),
+            stop_token_ids=list(self._stop_ids),
+        )
+
+    async def _generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
+        try:
+            return await asyncio.wait_for(self.policy.generate(list(prompt_ids), sampling), self.config.call_timeout)
+        except asyncio.TimeoutError:
+            raise RequestError(502, f"the policy took over {self.config.call_timeout:g} s for this call") from None
+        except RequestError:
+            raise
+        except Exception as error:
+            raise RequestError(502, f"the policy failed: {type(error).__name__}: {error}") from None
+
+    def _text(self, generation: Generation) -> str:
+        ids = list(generation.token_ids)
+        while ids and ids[-1] in self._stop_ids:
+            ids.pop()
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    def _reply(self, text: str, tools: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """(the reply as the episode records it, the tool calls as OpenAI sends them)."""
+        calls = []
+        content = text
+        if tools and self._call_format is not None:
+            found = [c for c in parse_native_calls(self._call_format, text) if c.error is None]
+            for call in sorted(found, key=lambda c: c.span[0], reverse=True):
+                content = content[: call.span[0]] + content[call.span[1] :]
+            calls = sorted(found, key=lambda c: c.span[0])
+            content = content.strip() if calls else content
+        reply: dict[str, Any] = {"role": "assistant", "content": content}
+        wire = []
+        if calls:
+            reply["tool_calls"] = [
+                {"id": f"call_{secrets.token_hex(6)}", "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in calls
+            ]
+            wire = [
+                {"id": c["id"], "type": "function", "function": {"name": c["function"]["name"], "arguments": json_bytes(c["function"]["arguments"]).decode()}}
+                for c in reply["tool_calls"]
+            ]
+        return reply, wire
+
+    def _logprobs(self, generation: Generation) -> dict[str, Any]:
+        tokens = self.tokenizer.convert_ids_to_tokens(list(generation.token_ids))
+        values = generation.logprobs or [0.0] * len(tokens)
+        return {"content": [{"token": t, "logprob": lp, "bytes": None, "top_logprobs": []} for t, lp in zip(tokens, values)]}
+
+    async def _chat(self, request: Any, body: Any) -> dict[str, Any]:
+        if not isinstance(body, dict):
+            raise RequestError(400, "expected a JSON object like {'model': ..., 'messages': [...]}")
+        messages = normalize_messages(body.get("messages"))
+        tools = body.get("tools") or None
+        if tools is not None and not isinstance(tools, list):
+            raise RequestError(400, "'tools' must be a list of tool definitions")
+        sampling = self._sampling(body)
+        episode = self._episode(request)
+        async with self._locks[episode.key]:
+            call: AgentCall = episode.begin_call(messages, tools)
+            try:
+                generation = await self._generate(call.prompt_ids, sampling)
+            except BaseException:
+                episode.abandon_call(call)
+                raise
+            text = self._text(generation)
+            reply, wire_calls = self._reply(text, tools)
+            episode.finish_call(call, generation, reply, text)
+        message: dict[str, Any] = {"role": "assistant", "content": reply["content"] if not wire_calls or reply["content"] else None}
+        if wire_calls:
+            message["tool_calls"] = wire_calls
+        finish = "tool_calls" if wire_calls else ("length" if generation.finish_reason == "length" else "stop")
+        choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish}
+        if body.get("logprobs"):
+            choice["logprobs"] = self._logprobs(generation)
+        return {
+            "id": f"chatcmpl-{episode.key[:8]}-{call.index}", "object": "chat.completion", "created": int(time.time()),
+            "model": self.config.model_name, "choices": [choice],
+            "usage": {"prompt_tokens": len(call.prompt_ids), "completion_tokens": len(generation.token_ids),
+                      "total_tokens": len(call.prompt_ids) + len(generation.token_ids)},
+        }
+
+    async def _completion(self, request: Any, body: Any) -> dict[str, Any]:
+        if not isinstance(body, dict):
+            raise RequestError(400, "expected a JSON object like {'model': ..., 'prompt': '...'}")
+        prompt = body.get("prompt")
+        vocab = len(self.tokenizer)
+        if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) and 0 <= t < vocab for t in prompt):
+            pass
+        elif not (isinstance(prompt, str) and prompt):
+            raise RequestError(400, "'prompt' must be a non-empty string or a list of token ids of this model")
+        sampling = self._sampling(body)
+        episode = self._episode(request)
+        async with self._locks[episode.key]:
+            call = episode.begin_completion(prompt)
+            try:
+                generation = await self._generate(call.prompt_ids, sampling)
+            except BaseException:
+                episode.abandon_call(call)
+                raise
+            text = self._text(generation)
+            episode.finish_completion(call, generation, text)
+        choice: dict[str, Any] = {"index": 0, "text": text, "finish_reason": "length" if generation.finish_reason == "length" else "stop"}
+        if body.get("logprobs"):
+            choice["logprobs"] = {"tokens": self.tokenizer.convert_ids_to_tokens(list(generation.token_ids)),
+                                  "token_logprobs": list(generation.logprobs or [])}
+        return {
+            "id": f"cmpl-{episode.key[:8]}-{call.index}", "object": "text_completion", "created": int(time.time()),
+            "model": self.config.model_name, "choices": [choice],
+            "usage": {"prompt_tokens": len(call.prompt_ids), "completion_tokens": len(generation.token_ids),
+                      "total_tokens": len(call.prompt_ids) + len(generation.token_ids)},
+        }
+
+    def app(self) -> Any:
+        """The Starlette app (built once per :meth:`start`)."""
+        from starlette.applications import Starlette
+        from starlette.responses import Response
+        from starlette.routing import Route
+
+        def endpoint(work: Any) -> Any:
+            async def handle(request: Any) -> Any:
+                try:
+                    body = None
+                    if request.method == "POST":
+                        body = await read_json(request, max_bytes=self.config.max_body_bytes, timeout=self.config.body_timeout)
+                    payload = await work(request, body)
+                except RequestError as error:
+                    codes = {400: "invalid_request", 401: "invalid_api_key", 404: "unknown_episode", 408: "body_timeout",
+                             413: "request_too_large", 502: "policy_error"}
+                    return _error(error.status, str(error), codes.get(error.status, "error"))
+                except EpisodeOver as error:
+                    return _error(409, str(error), "episode_over")
+                except MessageError as error:
+                    return _error(400, str(error), "invalid_messages")
+                except Exception as error:  # a bug here fails this request only; the episode and server live on
+                    return _error(500, f"the endpoint raised {type(error).__name__}: {error}", "internal_error")
+                return Response(json_bytes(payload), 200, media_type="application/json")
+
+            return handle
+
+        async def models(request: Any, body: Any) -> dict[str, Any]:
+            if request.path_params.get("key") is not None or request.headers.get("authorization"):
+                self._episode(request)
+            return {"object": "list", "data": [{"id": self.config.model_name, "object": "model", "owned_by": "gem"}]}
+
+        routes = []
+        for prefix in ("", "/episodes/{key}"):
+            routes += [
+                Route(prefix + "/v1/chat/completions", endpoint(self._chat), methods=["POST"]),
+                Route(prefix + "/v1/completions", endpoint(self._completion), methods=["POST"]),
+                Route(prefix + "/v1/models", endpoint(models), methods=["GET"]),
+            ]
+        return Starlette(routes=routes)
+
