@@ -11,9 +11,9 @@ it to the host, which asks the kernel for every socket of the namespace with its
 - Unix sockets (``unix_diag``): a writer's queued data is charged to the writer (``wmem_alloc``). A writer
   that closes leaves its data at the reader, charged to a socket no longer listed, and the reader only
   says how many bytes wait (one-byte writes cost the kernel ~1 KiB each). A reader with data waiting
-  and no listed peer is counted at :data:`UNIX_HIDDEN_BYTES` (a datagram socket without a peer at that
-  times its queue length): the most a writer can leave, as the seccomp filter keeps every send buffer at
-  the kernel's default;
+  and no listed peer is counted at :data:`UNIX_HIDDEN_BYTES`: the most a writer can leave, as the
+  seccomp filter keeps every send buffer at the kernel's default and every Unix socket a stream (a
+  datagram reader reports its first message's length only);
 - netlink sockets (``netlink_diag``): their receive and send allocations.
 
 The kernel answers on the host's copy of the socket; a snippet has no capabilities in the namespace, so
@@ -46,7 +46,7 @@ _NETLINK_MESSAGE_SIZE = 28
 # struct sk_meminfo fields used: rmem_alloc, wmem_alloc, optmem
 _RMEM, _WMEM, _OPTMEM = 0, 2, 6
 
-_SOCK_DGRAM, _LISTENING = 2, 10
+_SOCK_STREAM, _LISTENING = 1, 10
 _ALL_STATES = 0xFFFFFFFF
 
 
@@ -170,8 +170,9 @@ class SocketMemory:
         for _, kind, peer, waiting, info in sockets:
             total += info[_RMEM] + info[_WMEM] + info[_OPTMEM]
             if waiting and peer not in listed:
-                # data from a writer that closed: charged to it, and it is no longer listed
-                total += UNIX_HIDDEN_BYTES * (_DGRAM_QUEUE if kind == _SOCK_DGRAM and not peer else 1)
+                # data from a writer that closed: charged to it, and it is no longer listed (a datagram
+                # socket, which the sandbox cannot make, could hold a message from each of many writers)
+                total += UNIX_HIDDEN_BYTES * (_DGRAM_QUEUE if kind != _SOCK_STREAM else 1)
         return total
 
     def _netlink(self) -> int:

@@ -25,7 +25,9 @@ Kernel buffers no process maps either (issue 47): a POSIX message queue (``mq_op
 families whose queues the host reads through the kernel's ``sock_diag`` (:mod:`.socket_memory`); any
 other fails with ``EAFNOSUPPORT``. IP sockets are gone with them: the sandbox has no network, and
 loopback TCP queues filled and then hidden (a connection reset takes a socket off the kernel's lists
-with its receive queue still full) held 938 MiB under a 128 MiB cap. Setting a socket's buffer sizes
+with its receive queue still full) held 938 MiB under a 128 MiB cap. A Unix socket is a stream
+(``SOCK_DGRAM`` and ``SOCK_SEQPACKET`` fail with ``EPROTONOSUPPORT``): only a stream reader reports all
+it holds. Setting a socket's buffer sizes
 (``SO_SNDBUF``, ``SO_RCVBUF``) does nothing and reports success: a Unix socket closed with data queued
 at its peer leaves that data charged to no socket the host can see, at most
 :data:`.socket_memory.UNIX_HIDDEN_BYTES` with the kernel's default send buffer, which the host counts for
@@ -66,6 +68,9 @@ ABSENT_SYSCALLS = ("memfd_create", "memfd_secret", "shmget", "semget", "msgget",
 #: Socket families a snippet may create: AF_UNIX and AF_NETLINK (their queues are what
 #: :mod:`.socket_memory` counts; the sandbox's supervisor makes its ``sock_diag`` socket under this filter).
 SOCKET_FAMILIES = (1, 16)
+#: A Unix socket is a stream: a datagram or seqpacket reader reports only its first message's length
+#: (or none for empty ones), so a queue left by writers that closed could not be told from an empty one.
+_AF_UNIX, _SOCK_STREAM = 1, 1
 #: setsockopt(SOL_SOCKET, ...) names that size a socket's buffers: SO_SNDBUF, SO_RCVBUF, SO_SNDBUFFORCE,
 #: SO_RCVBUFFORCE. They succeed and change nothing.
 _SOL_SOCKET, _BUFFER_OPTIONS = 1, (7, 8, 32, 33)
@@ -116,12 +121,15 @@ def _socket_rules(seccomp, rules) -> None:
     """Only the socket families whose buffers the host can count; socket and pipe buffer sizes stay the
     kernel's defaults; no FIFOs. (libseccomp compares the full 64-bit register: a family with high bits set is greater
     than any allowed one, so it is refused too.)"""
-    no_family = seccomp.ERRNO(errno.EAFNOSUPPORT)
+    no_family, no_type = seccomp.ERRNO(errno.EAFNOSUPPORT), seccomp.ERRNO(errno.EPROTONOSUPPORT)
     for call in ("socket", "socketpair"):
         rules.add_rule(no_family, call, seccomp.Arg(0, seccomp.GT, max(SOCKET_FAMILIES)))
         for family in range(max(SOCKET_FAMILIES)):
             if family not in SOCKET_FAMILIES:
                 rules.add_rule(no_family, call, seccomp.Arg(0, seccomp.EQ, family))
+        for kind in range(16):  # the low four bits of ``type``; the rest are flags
+            if kind != _SOCK_STREAM:
+                rules.add_rule(no_type, call, seccomp.Arg(0, seccomp.EQ, _AF_UNIX), seccomp.Arg(1, seccomp.MASKED_EQ, 0xF, kind))
     denied = seccomp.ERRNO(errno.EPERM)
     rules.add_rule(denied, "fcntl", seccomp.Arg(1, seccomp.MASKED_EQ, 0xFFFFFFFF, _F_SETPIPE_SZ))
     rules.add_rule(denied, "mknod", seccomp.Arg(1, seccomp.MASKED_EQ, _S_IFMT, _S_IFIFO))

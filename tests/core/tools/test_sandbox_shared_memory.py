@@ -415,14 +415,20 @@ def test_unix_socket_queues_of_closed_writers_count_toward_the_cap(parallel):
 
 
 def test_only_unix_and_netlink_sockets_exist_and_their_buffers_keep_the_default_size(bwrap_mode):
-    """IP sockets (no network: loopback TCP queues held 938 MiB) and every family whose queues the host
-    cannot read are refused; a buffer size set is ignored (issue 47.1)."""
+    """IP sockets (no network: loopback TCP queues held 938 MiB), every family whose queues the host
+    cannot read, and Unix sockets other than streams are refused; a buffer size set is ignored (issue 47.1)."""
     code = (
         "import socket\n"
         "for family in (socket.AF_INET, socket.AF_INET6, socket.AF_PACKET, 38, 40):  # 38 AF_ALG, 40 AF_VSOCK\n"
         "    try:\n"
         "        socket.socket(family, socket.SOCK_STREAM if family in (socket.AF_INET, socket.AF_INET6) else socket.SOCK_DGRAM)\n"
         "        print('made', family)\n"
+        "    except OSError as error:\n"
+        "        print('refused', error.errno)\n"
+        "for kind in (socket.SOCK_DGRAM, socket.SOCK_SEQPACKET, socket.SOCK_RAW):  # a reader that hides its queue\n"
+        "    try:\n"
+        "        socket.socketpair(socket.AF_UNIX, kind)\n"
+        "        print('made', kind)\n"
         "    except OSError as error:\n"
         "        print('refused', error.errno)\n"
         "a, b = socket.socketpair()\n"
@@ -435,7 +441,8 @@ def test_only_unix_and_netlink_sockets_exist_and_their_buffers_keep_the_default_
         for run in (lambda **kw: run_python(code, mode=bwrap_mode, **kw), lambda **kw: per_call.run(code, **kw)):
             result = run(timeout=20)
             assert result.ok, result
-            assert result.stdout.splitlines() == ["refused 97"] * 5 + ["unchanged True"], result  # EAFNOSUPPORT
+            # EAFNOSUPPORT, EPROTONOSUPPORT
+            assert result.stdout.splitlines() == ["refused 97"] * 5 + ["refused 93"] * 3 + ["unchanged True"], result
     finally:
         per_call.close()
 
