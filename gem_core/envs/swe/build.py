@@ -139,7 +139,7 @@ def _original_tree(package: Package, home: Path, scratch: Path, report: Report) 
     return tree
 
 
-def _verify(task: SweTask, original: Path, mutated: Path, mode: str | None, gold_ok: dict[str, str]) -> str | None:
+def _verify(task: SweTask, mutated: Path, mode: str | None, gold_ok: dict[str, str]) -> str | None:
     """Why the task fails its checks, or None: the original passes its tests, the mutation fails each fail-to-pass."""
     broken = [test for test in task.tests if gold_ok.get(test) != "passed"]
     if broken:
@@ -186,7 +186,7 @@ def build_pack(
                 staged = scratch / f"task-{task.id}"
                 copy_tree(original, staged)
                 apply_mutation(staged, task)
-                problem = _verify(task, original, staged, mode, gold) if verify else None
+                problem = _verify(task, staged, mode, gold) if verify else None
                 results[task.id] = problem or "ok"
                 report(f"  {task.id}: {'ok' if problem is None else 'FAILED: ' + problem}")
                 if problem is None:
