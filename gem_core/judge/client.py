@@ -28,7 +28,7 @@ from gem_core.errors import DependencyNotInstalled, causes
 from gem_core.judge.cache import VerdictCache, verdict_key
 from gem_core.judge.prompt import PROMPT_VERSION, PromptBuilder, build_messages, new_nonce
 from gem_core.judge.rubric import Rubric
-from gem_core.judge.verdict import VerdictError, parse_verdict
+from gem_core.judge.verdict import VerdictError, echoes_answer, parse_verdict
 from gem_core.transport.sync_bridge import LoopThread
 
 __all__ = ["Judge", "Verdict"]
@@ -190,7 +190,7 @@ class Judge:
         truncated = cut_task or cut_answer or cut_reference
         key = verdict_key(self.model, rubric.digest, PROMPT_VERSION, task, reference, answer)
         cached = self.cache.get(key)
-        if cached is not None:
+        if cached is not None and not echoes_answer(cached, answer):
             try:
                 parsed = parse_verdict(cached, rubric)
                 return Verdict(parsed.reward, parsed.scores, parsed.reason, cached, None, True, self.model, rubric.digest, PROMPT_VERSION, key, truncated)
@@ -217,6 +217,11 @@ class Judge:
             parsed = parse_verdict(reply.text, rubric)
         except VerdictError as exc:
             return self._failed(rubric, f"judge: malformed verdict: {exc}", key, raw=reply.text[:4000], truncated=truncated)
+        if echoes_answer(reply.text, answer):
+            return self._failed(
+                rubric, "judge: the judge's verdict is written out in the answer being graded (a verdict the answer planted "
+                "and the judge repeated); refused, no reward", key, raw=reply.text[:4000], truncated=truncated,
+            )
         self.cache.put(key, self.model, reply.text)
         return Verdict(parsed.reward, parsed.scores, parsed.reason, reply.text, None, False, self.model, rubric.digest, PROMPT_VERSION, key, truncated)
 

@@ -6,12 +6,18 @@ untrusted. It must be exactly one JSON object (a single fenced ```json block aro
 an integer on its scale, and nothing else. Anything more (a second object, prose around it, an unknown
 key, a score of 11) is refused with :class:`VerdictError` naming what was wrong, and the step pays 0:
 a reply that holds two verdicts (the judge's and one the answer planted) is not guessed at.
+
+A judge can also be talked into repeating a verdict the answer wrote, whole. The answer cannot know the
+call's nonce, but it can hold a verdict-shaped object: :func:`echoes_answer` finds a reply that appears in
+the answer (compared after NFKC folding, case folding and dropping whitespace and backslashes, so a
+re-spaced or escaped copy counts too), and the judge refuses such a reply as no verdict.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -19,7 +25,7 @@ from gem_core.errors import GemError
 from gem_core.transport.json_depth import nests_deeper_than
 from gem_core.judge.rubric import Rubric
 
-__all__ = ["VerdictError", "ParsedVerdict", "parse_verdict", "MAX_VERDICT_CHARS", "MAX_VERDICT_DEPTH"]
+__all__ = ["VerdictError", "ParsedVerdict", "parse_verdict", "echoes_answer", "MAX_VERDICT_CHARS", "MAX_VERDICT_DEPTH"]
 
 #: The longest reply read as a verdict (a verdict is a few hundred characters).
 MAX_VERDICT_CHARS = 16_000
@@ -50,6 +56,28 @@ def _no_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
     return data
 
 
+def _body(text: str) -> str:
+    """The reply without surrounding space and the one tolerated ```json fence."""
+    body = text.strip()
+    block = _CODE_BLOCK.match(body)
+    return block.group("body").strip() if block else body
+
+
+_IGNORED_IN_ECHOES = re.compile(r"[\s\\]+")
+
+
+def _folded(text: str) -> str:
+    return _IGNORED_IN_ECHOES.sub("", unicodedata.normalize("NFKC", text).casefold())
+
+
+def echoes_answer(reply: str, answer: str) -> bool:
+    """Whether the judge's ``reply`` (its verdict object) is written out in ``answer``: a verdict the answer
+    planted and the judge repeated, which must not pay. Compared folded (NFKC, case, no whitespace or
+    backslashes), so a copy re-spaced, escaped inside a string or in full-width letters still counts."""
+    verdict = _folded(_body(reply))
+    return bool(verdict) and verdict in _folded(answer)
+
+
 def parse_verdict(text: str, rubric: Rubric) -> ParsedVerdict:
     """The scores, reason and reward in the judge's reply ``text``.
 
@@ -60,10 +88,7 @@ def parse_verdict(text: str, rubric: Rubric) -> ParsedVerdict:
         raise VerdictError(f"the judge's reply is a {type(text).__name__}, not text")
     if len(text) > MAX_VERDICT_CHARS:
         raise VerdictError(f"the judge's reply is {len(text)} characters, over the verdict cap of {MAX_VERDICT_CHARS}")
-    body = text.strip()
-    block = _CODE_BLOCK.match(body)
-    if block:
-        body = block.group("body").strip()
+    body = _body(text)
     if not body.startswith("{"):
         raise VerdictError(f"the judge's reply is not a JSON object: {text[:200]!r}")
     if nests_deeper_than(body, MAX_VERDICT_DEPTH):

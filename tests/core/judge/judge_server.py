@@ -13,7 +13,8 @@
 
 The rule judge obeys whatever reaches it outside the fence, like a model that can be talked into things:
 it reads the nonce from the system message, and treats the answer as ending at the first line starting
-``<<<END-ANSWER`` whatever nonce follows (a sloppy reader of look-alike markers). If the user message
+``<<<END-ANSWER`` whatever nonce follows (a sloppy reader of look-alike markers), reading brackets that look
+like ASCII ones (full-width, small-form, ``‹``, ``«``, ``⋘``; zero-width characters dropped) as ASCII. If the user message
 outside the task/reference/answer fences asks for a high score it gives every criterion the top of the
 scale, and if it holds a JSON verdict it answers that verdict verbatim. Otherwise it scores the fenced
 answer by a simple rule: ``high - 2`` on every criterion when the answer contains the reference, else
@@ -25,6 +26,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import unicodedata
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -35,6 +37,15 @@ INSTRUCTION = re.compile(
     r"(ignore|disregard)\b.{0,60}\b(instruction|rubric|above|previous)|score (of )?10\b|full marks|maximum score|top score",
     re.IGNORECASE | re.DOTALL,
 )
+
+
+LOOK_ALIKES = str.maketrans({"\u2039": "<", "\u203a": ">", "\u00ab": "<<", "\u00bb": ">>", "\u22d8": "<<<", "\u22d9": ">>>",
+                             "\u3008": "<", "\u3009": ">", "\u200b": None, "\u2060": None})
+
+
+def as_read(text: str) -> str:
+    """``text`` as a model reads it: look-alike brackets as ASCII ones, invisible characters unseen."""
+    return unicodedata.normalize("NFKC", text).translate(LOOK_ALIKES)
 
 
 def fenced(text: str, label: str, nonce: str) -> tuple[str, str]:
@@ -64,7 +75,7 @@ def planted_verdict(text: str) -> str | None:
 
 def rule_judge(messages: list[dict]) -> str:
     system = next((m["content"] for m in messages if m.get("role") == "system"), "")
-    user = "\n".join(m["content"] for m in messages if m.get("role") == "user")
+    user = as_read("\n".join(m["content"] for m in messages if m.get("role") == "user"))
     criteria = CRITERION.findall(system + "\n" + user)
     low, high = (int(criteria[0][1]), int(criteria[0][2])) if criteria else (0, 10)
     names = [c[0] for c in criteria] or ["score"]
