@@ -71,6 +71,7 @@ from gem_core.rollout.policy import Generation, SamplingParams
         self.interrupted = 0
         """How many generations :meth:`update` aborted so far."""
         self._open: asyncio.Event | None = None  # made on first use, on the loop that uses it
+        self._open_loop: asyncio.AbstractEventLoop | None = None
         self._in_flight: set[asyncio.Task] = set()
         self._aborted: set[asyncio.Task] = set()
         self._updating = False
@@ -86,9 +87,14 @@ from gem_core.rollout.policy import Generation, SamplingParams
         return len(self._in_flight)
 
     def _gate(self) -> asyncio.Event:
-        if self._open is None:
-            self._open = asyncio.Event()
-            self._open.set()
+        # An asyncio.Event belongs to the loop it first waited on: a policy kept across asyncio.run calls
+        # (one per eval, say) gets a gate of the running loop's own, open unless an update holds it shut.
+        loop = asyncio.get_running_loop()
+        if self._open is None or self._open_loop is not loop:
+            was_open = self._open is None or self._open.is_set()
+            self._open, self._open_loop = asyncio.Event(), loop
+            if was_open:
+                self._open.set()
         return self._open
 
     async def generate(self, prompt_ids: list[int], sampling: SamplingParams, **kwargs: Any) -> Generation:

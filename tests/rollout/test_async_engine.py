@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from gem_core.rollout import ChatTemplate, SamplingParams, run_episode
+from gem_core.rollout import ChatTemplate, Generation, SamplingParams, run_episode
 from gem_core.rollout.async_engine import AsyncEpisodeEngine, AsyncRolloutConfig, AsyncRolloutConfigError
 from gem_core.rollout.policy_version import VersionedPolicy
 from gem_core.rollout.trajectory_io import trajectory_from_record, trajectory_to_record
@@ -212,6 +212,27 @@ async def test_drain_update_waits_for_the_generation_in_flight_and_keeps_its_ver
     release.set()
     assert await update == 1
     assert set((await generation).versions) == {0} and policy.interrupted == 0
+
+
+def test_a_versioned_policy_serves_one_event_loop_after_another():
+    class Slow:
+        async def generate(self, prompt_ids, sampling):
+            await asyncio.sleep(0.001)
+            return Generation(token_ids=[5], logprobs=None, finish_reason="stop")
+
+    policy = VersionedPolicy(Slow())
+
+    async def update_while_sampling():
+        first = asyncio.create_task(policy.generate([1], SamplingParams()))
+        await asyncio.sleep(0)
+        update = asyncio.create_task(policy.update())
+        await asyncio.sleep(0)
+        second = asyncio.create_task(policy.generate([1], SamplingParams()))  # waits at the closed gate
+        await asyncio.gather(first, update, second)
+        return (await first).versions + (await second).versions
+
+    assert asyncio.run(update_while_sampling()) == [0, 1]
+    assert asyncio.run(update_while_sampling()) == [1, 2]  # a new loop: was "bound to a different event loop"
 
 
 def test_config_errors_name_the_field():
