@@ -10,6 +10,11 @@
 Needs the ``serve`` extra (starlette, uvicorn) for the endpoint.
 """
 
+from gem_core.agent.endpoint import AgentEndpoint, AgentEndpointConfig
 from gem_core.agent.episode import AgentCall, AgentEpisode, Branch, EpisodeOver, MessageError
+from gem_core.agent.program import AgentCommand, AgentProgram, AgentRun, Grader
 
-__all__ = ["AgentCall", "AgentEpisode", "Branch", "EpisodeOver", "MessageError"]
+__all__ = [
+    "AgentCall", "AgentCommand", "AgentEndpoint", "AgentEndpointConfig", "AgentEpisode", "AgentProgram", "AgentRun",
+    "Branch", "EpisodeOver", "Grader", "MessageError",
+]

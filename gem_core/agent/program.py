@@ -1,0 +1,171 @@
+"""An agent program run as a subprocess against one task: one episode of an :class:`AgentEndpoint`.
+
+The program is any command (mini-swe-agent, a script using the OpenAI client) that reads the standard
+variables: ``OPENAI_BASE_URL`` (also ``OPENAI_API_BASE`` for older clients) points at the endpoint and
+``OPENAI_API_KEY`` is the episode's key, so every call it makes is recorded in its own episode. It runs
+in a fresh working directory (or the one given), under two limits:
+
+- ``time_limit``: past it the process group is killed and the episode is truncated (a hung agent);
+- ``max_turns``: the call after the last allowed one is refused (409), the process group is killed and
+  the episode is truncated.
+
+An agent that exits on its own, early or not, ends the episode (terminated, its exit code in
+:attr:`AgentRun.exit_code`). The reward comes from ``grader(run)`` once the process is gone (e.g. a
+task's tests run in :attr:`AgentRun.workdir`); without a grader, from the number the agent wrote to
+``$GEM_REWARD_FILE`` (0.0 when it wrote none or not a finite number).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gem_core.agent.episode import AgentEpisode
+from gem_core.errors import GemError
+from gem_core.rollout.trajectory import TokenTrajectory
+
+__all__ = ["AgentCommand", "AgentProgram", "AgentRun", "Grader"]
+
+#: The command to run for a task: a fixed argument list, or a function of the task that returns one.
+AgentCommand = Sequence[str] | Callable[[Any], Sequence[str]]
+#: The reward of a finished run (called after the process is gone; ``run.workdir`` holds what the agent left).
+Grader = Callable[["AgentRun"], float]
+
+_TAIL_BYTES = 8192
+_POLL_SECONDS = 0.05
+
+
+@dataclass
+class AgentRun:
+    """One finished agent episode."""
+
+    key: str
+    task: Any
+    workdir: Path
+    episode: AgentEpisode
+    exit_code: int | None
+    """The program's exit status; None when it was killed at a limit."""
+    ended: str
+    """Why the episode ended (the agent exited, the time limit, the turn limit)."""
+    truncated: bool
+    seconds: float
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+    reward: float = 0.0
+    trajectories: list[TokenTrajectory] = field(default_factory=list)
+    """One per branch (see :class:`~gem_core.agent.episode.AgentEpisode`); the reward is on the last call's branch."""
+
+
+def _tail(path: Path) -> str:
+    with open(path, "rb") as handle:
+        handle.seek(max(0, path.stat().st_size - _TAIL_BYTES))
+        return handle.read().decode("utf-8", "replace")
+
+
+def _reward_from_file(path: Path) -> float:
+    try:
+        value = float(path.read_text()[:100].strip())
+    except (OSError, ValueError):
+        return 0.0
+    return value if math.isfinite(value) else 0.0
+
+
+@dataclass
+class AgentProgram:
+    """How to run an agent program for one task (see the module docstring)."""
+
+    command: AgentCommand
+    """The program and its arguments, or a function of the task returning them."""
+    time_limit: float = 600.0
+    """Seconds the program may run; then its process group is killed and the episode truncated."""
+    max_turns: int | None = None
+    """Calls the program may make; the next one is refused and the episode truncated (None: no limit)."""
+    grader: Grader | None = None
+    """The run's reward, after the program is gone (None: the number in ``$GEM_REWARD_FILE``, else 0.0)."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Extra environment variables for the program (the endpoint's variables win)."""
+
+    def __post_init__(self) -> None:
+        if not self.time_limit > 0:
+            raise GemError(f"AgentProgram time_limit must be positive seconds, got {self.time_limit!r}")
+        if self.max_turns is not None and self.max_turns < 1:
+            raise GemError(f"AgentProgram max_turns must be at least 1 (or None), got {self.max_turns!r}")
+
+    def run(self, endpoint: Any, task: Any = None, *, workdir: str | Path | None = None) -> AgentRun:
+        """Run the program for ``task`` against ``endpoint`` (a started :class:`AgentEndpoint`) and grade it.
+
+        Args:
+            endpoint: the endpoint whose policy answers the program's calls.
+            task: handed to ``command`` (when callable) and to the grader; also in ``$GEM_TASK`` as JSON
+                when it serializes.
+            workdir: the program's working directory (None: a fresh temporary one, kept for the grader
+                and removed by nobody; pass your own to control it).
+        """
+        argv = [str(a) for a in (self.command(task) if callable(self.command) else self.command)]
+        if not argv:
+            raise GemError("AgentProgram command is empty; give the program and its arguments, e.g. ['python', 'agent.py']")
+        workdir = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="gem-agent-"))
+        episode = endpoint.open_episode(max_turns=self.max_turns)
+        with tempfile.TemporaryDirectory(prefix="gem-agent-io-") as io_dir:
+            io = Path(io_dir)
+            reward_file = io / "reward"
+            environment = {**os.environ, **self.env, "OPENAI_BASE_URL": endpoint.base_url, "OPENAI_API_BASE": endpoint.base_url,
+                           "OPENAI_API_KEY": episode.key, "GEM_EPISODE_KEY": episode.key, "GEM_REWARD_FILE": str(reward_file)}
+            try:
+                environment["GEM_TASK"] = json.dumps(task)
+            except (TypeError, ValueError):
+                pass
+            started = time.monotonic()
+            with open(io / "stdout", "wb") as out, open(io / "stderr", "wb") as err:
+                # A session of its own, so a limit kills the agent and every process it started.
+                process = subprocess.Popen(argv, cwd=workdir, env=environment, stdin=subprocess.DEVNULL, stdout=out,
+                                           stderr=err, start_new_session=True)
+                exit_code, ended, truncated = self._wait(process, episode, started)
+            seconds = time.monotonic() - started
+            endpoint.close_episode(episode.key, ended, truncated=truncated)
+            run = AgentRun(
+                key=episode.key, task=task, workdir=workdir, episode=episode, exit_code=exit_code,
+                ended=episode.ended or ended, truncated=episode.truncated, seconds=seconds,
+                stdout_tail=_tail(io / "stdout"), stderr_tail=_tail(io / "stderr"),
+            )
+            run.reward = float(self.grader(run)) if self.grader is not None else _reward_from_file(reward_file)
+        if not math.isfinite(run.reward):
+            raise GemError(f"the grader returned {run.reward!r} for episode {run.key!r}; a reward must be a finite number")
+        run.trajectories = episode.trajectories(run.reward)
+        return run
+
+    async def arun(self, endpoint: Any, task: Any = None, *, workdir: str | Path | None = None) -> AgentRun:
+        """:meth:`run` off the event loop, so many agents run at once."""
+        return await asyncio.to_thread(self.run, endpoint, task, workdir=workdir)
+
+    def _wait(self, process: subprocess.Popen, episode: AgentEpisode, started: float) -> tuple[int | None, str, bool]:
+        """(exit code, why the episode ended, truncated), killing the process group at a limit."""
+        while True:
+            code = process.poll()
+            if code is not None:
+                return code, f"the agent exited with status {code}", False
+            if episode.ended is not None:  # the turn limit (the endpoint refused a call)
+                _kill(process)
+                return None, episode.ended, True
+            if time.monotonic() - started > self.time_limit:
+                _kill(process)
+                return None, f"time limit of {self.time_limit:g} s reached", True
+            time.sleep(_POLL_SECONDS)
+
+
+def _kill(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)  # the group this run started (start_new_session)
+    except ProcessLookupError:
+        pass
+    process.wait()
