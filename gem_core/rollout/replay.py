@@ -190,7 +190,8 @@ def trajectory_episodes(path: str) -> Iterator[StoredEpisode]:
         try:
             trajectory = trajectory_from_record(record)
         except ValueError as exc:
-            raise ValueError(f"{path}: episode {index}: {exc}") from None
+            raise ValueError(f"{path}: episode {index}: {exc} gem replay also reads a gem eval run (its folder, "
+                             "episodes.jsonl or report.json).") from None
         if trajectory.env_id is None or trajectory.seed is None:
             raise ValueError(f"{path}: episode {index} has no env_id or seed, so it cannot be replayed.")
         yield StoredEpisode(trajectory.env_id, trajectory.seed, list(trajectory.actions), list(trajectory.rewards),

@@ -76,3 +76,11 @@ def test_an_eval_run_folder_without_a_run_is_one_line(tmp_path, capsys):
     assert gem(["replay", str(tmp_path)]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("gem replay: ") and "holds no gem eval run" in line
+
+
+def test_a_file_of_neither_kind_names_both_kinds_in_one_line(tmp_path, capsys):
+    path = tmp_path / "rows.jsonl"
+    path.write_text('{"prompt": "hello"}\n')
+    assert gem(["replay", str(path)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "Not a 'gem.trajectory/1' record" in line and "gem eval run (its folder, episodes.jsonl or report.json)" in line
