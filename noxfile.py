@@ -124,6 +124,14 @@ def rl2(session: nox.Session) -> None:
     session.run(*PYTEST, "tests/adapters/rl2", *session.posargs)
 
 
+@nox.session
+def agents(session: nox.Session) -> None:
+    """Agent programs nobody here wrote (mini-swe-agent, unchanged) run against the agent endpoint, a scripted policy behind it."""
+    _install(session, "-e", ".[rollout,serve,dev]", "mini-swe-agent==2.4.6")
+    session.run("python", "-c", "import minisweagent")
+    session.run(*PYTEST, "tests/agents", *session.posargs)
+
+
 # oat's own modules import these (pure Python, or CPU wheels); its GPU packages are stubbed in tests/adapters/oat.
 OAT_LIGHT_DEPS = ("datasets", "pandas", "peft", "einops", "dm-tree", "tyro", "msgspec", "httpx", "openai", "scipy", "rich", "Levenshtein")
 
@@ -138,3 +146,11 @@ def oat(session: nox.Session) -> None:
     _install_without_gpu_deps(session, "oat-llm==0.2.4", *OAT_LIGHT_DEPS, pip_flags=("--ignore-requires-python",))
     session.run("python", "-c", "import oat.types")
     session.run(*PYTEST, "tests/adapters/oat", *session.posargs)
+
+
+@nox.session
+def skyrl(session: nox.Session) -> None:
+    """SkyRL-Gym envs as GEM envs (make("skyrl:<id>")) through the episode runner, and GEM envs in SkyRL-Gym's own registry."""
+    _install(session, "-e", ".[skyrl,rollout,dev]")
+    session.run("python", "-c", "import skyrl_gym")
+    session.run(*PYTEST, "tests/interop/skyrl", *session.posargs)
