@@ -176,8 +176,9 @@ def test_deleting_the_tests_scores_zero(env):
     assert reward == 0.0 and info["tests_passed"] == len(env.task.pass_to_pass)  # the pristine tests ran
 
 
-def test_the_gold_patch_is_not_inside_the_sandbox(env, swe_home):
+def test_the_gold_patch_is_not_inside_the_sandbox(swe_home):
     """The pack home (sdists: the unbuggy code), the built trees and GEM's spec are nowhere the agent can read."""
+    env = SweEnv(home=str(swe_home), command_timeout=120)  # `find /` walks the whole interpreter too
     reset(env, TARGET)
     hidden = [swe_home, swe_home / "sdists", DATA_DIR, DATA_DIR / "pack.json"]
     probe = "; ".join(f"test -e '{path}' && echo VISIBLE {path}" for path in hidden)
@@ -193,6 +194,7 @@ def test_the_gold_patch_is_not_inside_the_sandbox(env, swe_home):
                    call("replace", path="home/built.json", old="{", new="[")):
         assert "Tool error" in env.step(action)[0]
     assert submit(env)[0] == 0.0
+    env.close()
 
 
 # ----------------------------------------------------------------------------------- the env's state
