@@ -20,6 +20,7 @@ from gem_core.cli.options import folder_problem, run_until_pipe_closes
 from gem_core.eval.bounds import BACKEND_BOUNDS, MAX_PLANNED_EPISODES, SETTING_BOUNDS, base_url_problem, setting_problem
 from gem_core.eval.config import existing_run
 from gem_core.settings import environment_value
+from gem_core.transport.url_secrets import redact_user_info
 
 if TYPE_CHECKING:
     from gem_core.eval.resume import RunHeader
@@ -253,7 +254,8 @@ def _model_folder_problem(model: str) -> str | None:
 
 def resume_command(args: argparse.Namespace, out_dir: Path) -> str:
     """The ``gem eval --resume`` command that continues this run: with what :func:`file_choice_refused`
-    never takes from the run's files (the in-process --model, --base-url, remote: --env ids, the judge)."""
+    never takes from the run's files (the in-process --model, --base-url, remote: --env ids, the judge),
+    and without the password of any URL among them."""
     argv = ["gem", "eval", "--resume", str(out_dir)]
     if args.base_url:
         argv += ["--base-url", str(args.base_url)]
@@ -265,7 +267,9 @@ def resume_command(args: argparse.Namespace, out_dir: Path) -> str:
     for flag in ("judge_url", "judge_model", "judge_rubric"):
         if getattr(args, flag, None):
             argv += [_flag(flag), str(getattr(args, flag))]
-    return shlex.join(argv)
+    # The hint is printed (and logged): a password in a URL is masked, and the note says to put it back.
+    command = shlex.join(redact_user_info(arg) for arg in argv)
+    return command if command == shlex.join(argv) else f"{command} (with the URL's password where *** stands)"
 
 
 def _flag(setting: str) -> str:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ import openai
 
 from gem_core.errors import GemError, causes
 from gem_core.transport.http_limits import ResponseTooLarge, UnsupportedEncoding, accept_encoding, read_capped
+from gem_core.transport.url_secrets import has_user_info, redact_user_info, without_user_info
 
 __all__ = ["ChatEndpoint", "ChatReply", "DeadlineTransport", "EndpointError", "connection_failure"]
 
@@ -93,7 +95,8 @@ class ChatEndpoint:
     Args:
         base_url: the API root, e.g. ``http://127.0.0.1:8000/v1`` (vLLM's ``vllm serve`` default).
         model: the ``model`` field of each request (the name the server serves).
-        api_key: sent as ``Authorization: Bearer``; local servers usually ignore it.
+        api_key: sent as ``Authorization: Bearer``; local servers usually ignore it. With a key, user info in
+            ``base_url`` (``http://user:password@host``) is not sent (it would replace the key's header).
         timeout: seconds for one whole request (connect to last byte); each retry gets its own.
         max_retries: extra attempts after the first, on timeouts, connection errors, 408/409/429 and 5xx
             (openai's backoff: about 0.5 s doubling, at most 8 s, or the server's ``Retry-After``).
@@ -123,14 +126,23 @@ class ChatEndpoint:
             raise ValueError(f"max_retries must be 0 or more, got {max_retries}.")
         if timeout <= 0:
             raise ValueError(f"timeout must be positive, got {timeout}.")
-        self.base_url = base_url.rstrip("/")
+        # Messages name the server without a password in its URL; with an api_key, the URL's user info is
+        # not sent either: httpx would turn it into a Basic Authorization header that replaces the key.
+        self.base_url = redact_user_info(base_url.rstrip("/"), api_key)
         self.url = f"{self.base_url}/chat/completions"
+        send_url = base_url.rstrip("/")
+        if api_key and has_user_info(send_url):
+            send_url = without_user_info(send_url)
+            logging.getLogger(__name__).warning(
+                "%s: the URL's user and password are not sent; the API key is (one Authorization header holds one of them).",
+                self.base_url,
+            )
         self.model = model
         self.max_retries = max_retries
         self.extra_body = dict(extra_body or {})
         inner = transport or httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=max_in_flight))
         self._client = openai.AsyncOpenAI(
-            base_url=self.base_url,
+            base_url=send_url,
             api_key=api_key or "EMPTY",  # openai requires a key; local servers ignore it (vLLM's docs use "EMPTY")
             timeout=timeout,
             max_retries=max_retries,

@@ -18,11 +18,10 @@ import asyncio
 import concurrent.futures
 import math
 import os
-import re
 import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from gem_core.errors import DependencyNotInstalled, causes
 from gem_core.judge.cache import VerdictCache, verdict_key
@@ -30,6 +29,7 @@ from gem_core.judge.prompt import PROMPT_VERSION, PromptBuilder, build_messages,
 from gem_core.judge.rubric import Rubric
 from gem_core.judge.verdict import VerdictError, echoes_answer, parse_verdict
 from gem_core.transport.sync_bridge import LoopThread
+from gem_core.transport.url_secrets import redact_user_info
 
 __all__ = ["Judge", "Verdict"]
 
@@ -299,17 +299,8 @@ def redact(text: str | None, api_key: str | None, base_url: str | None = None) -
     """``text`` with ``api_key`` and the user info of ``base_url`` (and of any URL in ``text``) masked as ``***``."""
     if not text:
         return text
-    if api_key:
-        text = text.replace(api_key, "***")
-    if base_url:
-        password = urlsplit(base_url).password
-        if password:
-            text = text.replace(password, "***")
-            text = text.replace(unquote(password), "***")
-    return _USER_INFO.sub(lambda m: m.group(1) + (m.group(2) + ":***@" if m.group(2) else "***@"), text)
-
-
-_USER_INFO = re.compile(r"(https?://)(?:([^:@/\s]*):)?[^@/\s]*@")
+    password = urlsplit(base_url).password if base_url else None
+    return redact_user_info(text, api_key, password)
 
 
 def _rebuild_judge(base_url: str, model: str, kwargs: dict[str, Any]) -> Judge:
