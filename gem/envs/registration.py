@@ -3,6 +3,8 @@ registry (:mod:`gem_core.registry`) and vector env (:mod:`gem_core.vector`).
 
 What GEM's arguments become:
 
+- ``make(env_id, ...)`` of a game id GEM defines builds GEM's game (:mod:`gem.envs.game_env`), not the
+  core's game of that name: GEM's levels, turn limits, rewards and rules.
 - ``make(env_id, seed=S, **kwargs)``: GEM passes ``seed`` to the env's constructor, where it starts the
   env's stream of episodes. Here an env whose constructor takes ``seed`` (the ``rg:`` envs) gets it;
   any other env has its :attr:`np_random` seeded with ``S``, so its ``reset()`` calls without a seed
@@ -25,7 +27,7 @@ from gymnasium.utils import seeding
 from gem_core import registry
 from gem_core.env import Env
 
-__all__ = ["register", "make", "make_vec", "print_envs"]
+__all__ = ["register", "make", "make_vec", "print_envs", "spec"]
 
 
 def register(env_id: str, entry_point: str | Callable[..., Env], **kwargs: Any) -> None:
@@ -52,6 +54,17 @@ def seed_stream(env: Any, seed: int) -> None:
     base.np_random, _ = seeding.np_random(seed)
 
 
+def spec(env_id: str) -> registry.EnvSpec:
+    """The spec ``import gem`` builds ``env_id`` from: GEM's game where GEM defines one, else the core's.
+
+    Raises:
+        gem_core.registry.UnknownEnvError: no such id (the message names the closest ones).
+    """
+    from gem.envs.game_env import GAME_SPECS
+
+    return GAME_SPECS.get(env_id) or registry.spec(env_id)
+
+
 def make(env_id: str, **kwargs: Any) -> Env:
     """Build the env registered as ``env_id`` (upstream GEM's ids included) with ``kwargs`` over its
     registered ones; ``seed`` seeds its stream of episodes (see the module docstring).
@@ -62,10 +75,10 @@ def make(env_id: str, **kwargs: Any) -> Env:
             names it and how to pass a local copy (``data_files=``).
     """
     seed = kwargs.pop("seed", None)
-    env_spec = registry.spec(env_id)
+    env_spec = spec(env_id)
     if seed is not None and _takes_seed(env_spec.load()):
         kwargs["seed"], seed = seed, None
-    env = registry.make(env_id, **kwargs)
+    env = env_spec.make(**kwargs)
     if seed is not None:
         seed_stream(env, seed)
     return env
@@ -94,7 +107,7 @@ def make_vec(
         raise ValueError(f"make_vec: vec_kwargs has {len(vec_kwargs)} entries for {len(ids)} env ids; give one per env.")
     factories = []
     for index, env_id in enumerate(ids):
-        registry.spec(env_id)  # an unknown id fails here, naming the closest ids
+        spec(env_id)  # an unknown id fails here, naming the closest ids
         env_kwargs = dict(vec_kwargs[index]) if vec_kwargs is not None else {}
         if seed is not None:
             env_kwargs.setdefault("seed", seed + index)
