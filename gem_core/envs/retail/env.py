@@ -131,6 +131,35 @@ def apply_action(db: dict[str, Any], name: str, arguments: dict[str, Any], *, id
     return order
 
 
+#: Arguments that are lists of ids (one id alone is accepted too); every other argument is one text.
+_ID_LISTS = frozenset({"item_ids", "new_item_ids"})
+
+
+def _argument_type_error(name: str, arguments: Any) -> str | None:
+    """Why the call's arguments are malformed (a list or an object where an id or a reason goes), or None.
+
+    Checked before the store runs the call: a list as ``order_id`` cannot name an order (and is no key of
+    the orders table), so it is a malformed action, answered with the format penalty like bad JSON."""
+    if not isinstance(arguments, dict):
+        return f"the arguments are a {type(arguments).__name__}, not an object"
+    for key in TOOLS.get(name, ((),))[0]:
+        value = arguments.get(key)
+        if value is None:
+            continue  # missing: the store names it
+        if key in _ID_LISTS:
+            values = value if isinstance(value, list) else [value]
+            if any(not isinstance(v, (str, int)) or isinstance(v, bool) for v in values):
+                return f"{key} must be a list of item ids such as [\"1001\"]"
+        elif not isinstance(value, str):
+            example = _EXAMPLES.get(key, '"..."')
+            return f"{key} must be text such as {example}, not a {type(value).__name__}"
+    return None
+
+
+_EXAMPLES = {"order_id": '"#W1001"', "user_id": '"the id find_user_id_by_email returned"', "email": '"name@example.com"',
+             "product_id": '"the product id in the order"', "reason": '"no longer needed"'}
+
+
 def _get(table: dict[str, Any], key: Any, what: str) -> Any:
     if key not in table:
         raise ToolError(f"No {what} {key!r}.")
@@ -220,8 +249,9 @@ class RetailService(Env):
         if calls:
             call = calls[-1]
             name, arguments = call.name, call.arguments
-            if call.error:
-                message = f"Invalid tool call ({call.error}); write it as {format_instruction(self.call_format, 'get_order_details', 'order_id')}."
+            error = call.error or _argument_type_error(name, arguments)
+            if error:
+                message = f"Invalid tool call ({error}); write it as {format_instruction(self.call_format, 'get_order_details', 'order_id')}."
                 if out_of_turns:
                     return self._end(message, truncated=True)
                 return self.invalid_action(message)

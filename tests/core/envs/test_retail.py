@@ -237,3 +237,25 @@ def test_personal_data_is_shown_only_for_the_identified_customer():
     for action in (call("get_user_details", user_id="alan_turing_1912"), call("get_order_details", order_id="#W1003")):
         observation, *_ = env.step(action)
         assert observation.startswith("Tool error:") and "alan" not in observation, observation
+
+
+@pytest.mark.parametrize(
+    "name, arguments, message",
+    [
+        ("get_order_details", {"order_id": ["#W1001"]}, "order_id must be text"),
+        ("get_order_details", {"order_id": {"id": "#W1001"}}, "order_id must be text"),
+        ("cancel_pending_order", {"order_id": "#W1002", "reason": ["no longer needed"]}, "reason must be text"),
+        ("get_user_details", {"user_id": [1]}, "user_id must be text"),
+        ("get_product_details", {"product_id": ["x"]}, "product_id must be text"),
+        ("find_user_id_by_email", {"email": {"a": 1}}, "email must be text"),
+        ("return_delivered_order_items", {"order_id": "#W1001", "item_ids": [["1001"]]}, "item_ids must be a list of item ids"),
+    ],
+)
+def test_an_argument_of_the_wrong_type_is_a_malformed_action_not_an_exception(name, arguments, message):
+    env = RetailService()
+    env.reset(options={"task": 0})
+    identify(env)
+    observation, reward, terminated, truncated, info = env.step(call(name, **arguments))
+    assert observation.startswith("Invalid tool call") and message in observation, observation
+    assert reward == env.format_penalty and info["format_error"] and not (terminated or truncated)
+    assert env.db == load_store()
