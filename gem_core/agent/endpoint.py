@@ -102,6 +102,7 @@ class AgentEndpoint:
         self.episodes: dict[str, AgentEpisode] = {}
         self._closed: dict[str, str] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        self._sampling_now: dict[str, asyncio.Future] = {}
         self._stop_ids = default_stop_token_ids(tokenizer)
         self._call_format = call_format_for(tokenizer)
         self._loop: LoopThread | None = None
@@ -150,6 +151,9 @@ class AgentEndpoint:
             episode = self.episodes.pop(key)
             self._locks.pop(key, None)
             episode.end(reason, truncated=truncated)
+            sampling = self._sampling_now.pop(key, None)
+            if sampling is not None:  # the agent is gone or over its limit: stop sampling for it
+                sampling.cancel()
             self._closed[key] = episode.ended or reason
             while len(self._closed) > self.config.max_closed_keys:
                 self._closed.pop(next(iter(self._closed)))
@@ -254,15 +258,24 @@ class AgentEndpoint:
             stop_token_ids=list(self._stop_ids),
         )
 
-    async def _generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
+    async def _generate(self, episode: AgentEpisode, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
+        task = asyncio.ensure_future(asyncio.wait_for(self.policy.generate(list(prompt_ids), sampling), self.config.call_timeout))
+        self._sampling_now[episode.key] = task
         try:
-            return await asyncio.wait_for(self.policy.generate(list(prompt_ids), sampling), self.config.call_timeout)
+            return await task
+        except asyncio.CancelledError:
+            if task.cancelled() and episode.ended is not None:  # cancelled by close_episode, not by a shutdown
+                raise EpisodeOver(f"episode {episode.key!r} ended while this call was sampled ({episode.ended})") from None
+            raise
         except asyncio.TimeoutError:
             raise RequestError(502, f"the policy took over {self.config.call_timeout:g} s for this call") from None
-        except RequestError:
+        except (RequestError, EpisodeOver):
             raise
         except Exception as error:
             raise RequestError(502, f"the policy failed: {type(error).__name__}: {error}") from None
+        finally:
+            if self._sampling_now.get(episode.key) is task:
+                del self._sampling_now[episode.key]
 
     def _text(self, generation: Generation) -> str:
         ids = list(generation.token_ids)
@@ -310,7 +323,7 @@ class AgentEndpoint:
         async with self._locks[episode.key]:
             call: AgentCall = episode.begin_call(messages, tools)
             try:
-                generation = await self._generate(call.prompt_ids, sampling)
+                generation = await self._generate(episode, call.prompt_ids, sampling)
             except BaseException:
                 episode.abandon_call(call)
                 raise
@@ -345,7 +358,7 @@ class AgentEndpoint:
         async with self._locks[episode.key]:
             call = episode.begin_completion(prompt)
             try:
-                generation = await self._generate(call.prompt_ids, sampling)
+                generation = await self._generate(episode, call.prompt_ids, sampling)
             except BaseException:
                 episode.abandon_call(call)
                 raise

@@ -178,6 +178,8 @@ class AgentEpisode:
         self.branches: list[Branch] = []
         self.ended: str | None = None
         """Why the episode ended (None while it runs)."""
+        self.pending: list[AgentCall] = []
+        """Calls begun and not yet finished (being sampled)."""
         self.truncated = False
 
     # -- rendering -----------------------------------------------------------------------------
@@ -261,6 +263,7 @@ class AgentEpisode:
                 self._add_observation(branch, prompt_ids)
                 branch.busy = True
                 self.calls.append(call)
+                self.pending.append(call)
                 return call
             if shared > best[0]:
                 best = (shared, index, reason)
@@ -275,6 +278,7 @@ class AgentEpisode:
         )
         call = AgentCall(len(self.calls), len(self.branches) - 1, messages, list(prompt_ids))
         self.calls.append(call)
+        self.pending.append(call)
         return call
 
     def _admit(self) -> None:
@@ -304,6 +308,7 @@ class AgentEpisode:
                 branch.busy = True
                 call.text_before, branch.text = branch.text, prompt if isinstance(prompt, str) else ""
                 self.calls.append(call)
+                self.pending.append(call)
                 return call
         ids = list(prompt) if isinstance(prompt, list) else self.template._encode(prompt)
         reason = "the prompt does not start with an earlier prompt and its completion" if self.calls else None
@@ -313,10 +318,13 @@ class AgentEpisode:
         )
         call = AgentCall(len(self.calls), len(self.branches) - 1, [], list(ids))
         self.calls.append(call)
+        self.pending.append(call)
         return call
 
     def finish_completion(self, call: AgentCall, generation: Generation, text: str) -> None:
         """Record a completion; the branch's text becomes prompt + completion (+ the stop token sampled)."""
+        if call not in self.pending:
+            raise EpisodeOver(f"episode {self.key!r} ended while this call was sampled ({self.ended}); its answer was dropped")
         branch = self.branches[call.branch]
         prompt_text = branch.text
         self.finish_call(call, generation, {"role": "assistant", "content": text}, text, close_turn=False)
@@ -332,7 +340,14 @@ class AgentEpisode:
     def finish_call(
         self, call: AgentCall, generation: Generation, reply: dict[str, Any], action_text: str, *, close_turn: bool = True
     ) -> None:
-        """Record what the policy sampled for ``call`` and the reply the agent gets."""
+        """Record what the policy sampled for ``call`` and the reply the agent gets.
+
+        Raises:
+            EpisodeOver: the episode ended while the call was sampled (its sample is dropped, not recorded).
+        """
+        if call not in self.pending:
+            raise EpisodeOver(f"episode {self.key!r} ended while this call was sampled ({self.ended}); its answer was dropped")
+        self.pending.remove(call)
         branch = self.branches[call.branch]
         start = len(branch.response_ids)
         ids = list(generation.token_ids)
@@ -349,6 +364,9 @@ class AgentEpisode:
 
     def abandon_call(self, call: AgentCall) -> None:
         """The policy failed for ``call`` (the latest): undo it, so a retry extends the branch as this call would have."""
+        if call not in self.pending:
+            return
+        self.pending.remove(call)
         branch = self.branches[call.branch]
         if self.calls and self.calls[-1] is call:
             self.calls.pop()
@@ -365,6 +383,8 @@ class AgentEpisode:
         if self.ended is None:
             self.ended = reason
             self.truncated = truncated
+        for call in reversed(self.pending):  # a call cut off mid-sample leaves no prompt tokens without an answer
+            self.abandon_call(call)
 
     # -- results -------------------------------------------------------------------------------
 

@@ -272,3 +272,45 @@ def test_a_failing_policy_is_a_502_and_the_episode_can_go_on(tiny_tokenizer):
         assert client.chat.completions.create(model="any", messages=messages).choices[0].message.content == "fine"
         trajectories = endpoint.close_episode(episode.key).trajectories()
     assert [t.num_turns for t in trajectories] == [1]
+
+
+def test_closing_an_episode_mid_call_cancels_the_sample_and_leaves_no_unanswered_prompt(tiny_tokenizer):
+    """An agent killed at its time limit while the policy samples: the call is cut, nothing dangles."""
+    import threading
+
+    reached, cancelled = threading.Event(), threading.Event()
+
+    class Stuck(ScriptedPolicy):
+        async def generate(self, prompt_ids, sampling):
+            if self.calls == 1:
+                reached.set()
+                try:
+                    await asyncio.Event().wait()
+                except asyncio.CancelledError:
+                    cancelled.set()
+                    raise
+            return await super().generate(prompt_ids, sampling)
+
+    with AgentEndpoint(Stuck(tiny_tokenizer, ["first", "second"]), tiny_tokenizer) as endpoint:
+        episode = endpoint.open_episode()
+        client = openai.OpenAI(base_url=endpoint.base_url, api_key=episode.key, max_retries=0)
+        messages = [{"role": "user", "content": "hi"}]
+        first = client.chat.completions.create(model="any", messages=messages).choices[0].message.content
+        messages += [{"role": "assistant", "content": first}, {"role": "user", "content": "more"}]
+        errors = []
+
+        def second_call():
+            try:
+                client.chat.completions.create(model="any", messages=messages)
+            except openai.APIStatusError as error:
+                errors.append(error)
+
+        caller = threading.Thread(target=second_call)
+        caller.start()
+        assert reached.wait(30)
+        closed = endpoint.close_episode(episode.key, "time limit of 1 s reached", truncated=True)
+        caller.join(30)
+        assert cancelled.is_set() and errors and errors[0].status_code == 409
+        (trajectory,) = closed.trajectories()
+    assert trajectory.num_turns == 1 and trajectory.truncated
+    assert trajectory.prompt_ids + trajectory.response_ids == rendered_ids(tiny_tokenizer, messages[:2], generation_prompt=False)[:-1]
