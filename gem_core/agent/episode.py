@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gem_core.errors import GemError
-from gem_core.rollout.chat_template import ChatTemplate, ChatTemplateError
+from gem_core.rollout.chat_template import ChatTemplate
 from gem_core.rollout.policy import Generation
 from gem_core.rollout.trajectory import TokenTrajectory
 
