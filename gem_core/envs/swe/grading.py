@@ -15,15 +15,19 @@ so an ``os._exit(0)`` at import yields no outcomes (every test failed). Run as r
 owned by root and read-only to the sandbox's uid, so the tested code cannot rewrite a test file that
 has not been collected yet (unprivileged, its files are only made read-only).
 
-What is not covered: library code that deliberately rewrites pytest's own objects in memory from its
-import (the tests run in the process that imports it). The issue's hacks (editing tests, conftest,
-sitecustomize/.pth, plugins, settings, an early exit, deleting tests) all score 0.
+Library code runs in the process that runs the tests, so it could rewrite pytest's objects in memory
+from its import. Against the blunt form of that (every report made a pass), each graded test file gets
+a canary appended in the grading copy, a test under a fresh random name that must fail: if a canary does
+not come back failed, the grade is 0. Code that singles out the graded tests by name is not covered.
+The issue's hacks (editing tests, conftest, sitecustomize/.pth, plugins, settings, an early exit,
+deleting tests) all score 0.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import stat
 from dataclasses import dataclass, field, replace
@@ -134,6 +138,22 @@ def overlay_source(agent_root: str | Path, tree: str | Path, package: Package, *
     return sorted(changed)
 
 
+def _plant_canaries(tree: Path, tests: tuple[str, ...]) -> tuple[str, ...]:
+    """Append a test that must fail, under a fresh random name, to each test file of ``tests`` (in the
+    grading copy); its ids. If one does not come back failed, code in the process rewrote how pytest
+    reports (a patch that passes every test passes these too), and the grade is 0."""
+    canaries = []
+    for test_file in dict.fromkeys(test.split("::", 1)[0] for test in tests):
+        path = tree / test_file
+        if not test_file.endswith(".py") or not path.is_file():
+            continue
+        name = f"test_gem_canary_{secrets.token_hex(8)}"
+        with open(path, "a", encoding="utf-8") as file:
+            file.write(f"\n\ndef {name}():\n    raise AssertionError('this test must fail')\n")
+        canaries.append(f"{test_file}::{name}")
+    return tuple(canaries)
+
+
 @dataclass(frozen=True)
 class Grade:
     """The outcome of grading: each listed test's outcome, and the reward rules over them."""
@@ -203,7 +223,12 @@ def grade_tree(
         tree = os.path.join(work.path, _TREE)
         copy_tree(pristine, tree)
         changed = overlay_source(agent_root, tree, task.package)
-        grade = _run_in_sandbox(work.path, task.package, task.tests, timeout=task.test_timeout, mode=mode, memory_mb=memory_mb)
+        canaries = _plant_canaries(Path(tree), task.fail_to_pass)
+        grade = _run_in_sandbox(
+            work.path, task.package, task.tests + canaries, timeout=task.test_timeout, mode=mode, memory_mb=memory_mb
+        )
+        if grade.error is None and any(grade.outcomes.get(canary) != "failed" for canary in canaries):
+            grade = replace(grade, outcomes={}, error="a test that must fail did not: the test run was tampered with")
         return replace(grade, fail_to_pass=task.fail_to_pass, pass_to_pass=task.pass_to_pass, changed=tuple(changed))
     finally:
         work.close()
