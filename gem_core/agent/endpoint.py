@@ -11,7 +11,7 @@ with an earlier call's prompt and completion.
 Errors are OpenAI-shaped (``{"error": {"message", "type", "code"}}``) so clients raise them as such:
 400 malformed request, 401 missing or unknown key, 404 unknown episode path, 409 the episode is over,
 413 body over ``max_body_bytes``, 408 a body too slow to arrive, 502 the policy failed or overran
-``call_timeout``. Every request is bounded (body size, body time, headers and connections through
+``call_timeout``. ``stream=true`` is answered as server-sent events holding the whole answer in one chunk. Every request is bounded (body size, body time, headers and connections through
 :class:`~gem_core.serve.connections.ConnectionGuard`), and the server listens on 127.0.0.1 only.
 
 Calls of one episode are served one at a time in arrival order (its lock); calls of different episodes
@@ -74,6 +74,28 @@ def _number(body: dict, name: str, default: float, low: float, high: float) -> f
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
         raise RequestError(400, f"'{name}' must be a number from {low:g} to {high:g}")
     return float(value)
+
+
+def _event_stream(payload: dict[str, Any], body: dict[str, Any]) -> bytes:
+    """A whole answer as server-sent events (one chunk, then ``[DONE]``) for clients that ask to stream.
+
+    The answer is sampled in full before it is sent (the episode records it whole); clients that only
+    know how to stream (Agents SDK, LangGraph defaults) read it like any stream.
+    """
+    choice = payload["choices"][0]
+    if payload["object"] == "chat.completion":
+        delta = dict(choice["message"])
+        if "tool_calls" in delta:
+            delta["tool_calls"] = [{"index": i, **call} for i, call in enumerate(delta["tool_calls"])]
+        chunk_choice = {"index": 0, "delta": delta, "finish_reason": choice["finish_reason"]}
+        kind = "chat.completion.chunk"
+    else:
+        chunk_choice, kind = dict(choice), "text_completion"
+    chunk = {key: payload[key] for key in ("id", "created", "model")} | {"object": kind, "choices": [chunk_choice]}
+    events = [chunk]
+    if (body.get("stream_options") or {}).get("include_usage"):
+        events.append({**{key: payload[key] for key in ("id", "created", "model")}, "object": kind, "choices": [], "usage": payload["usage"]})
+    return b"".join(b"data: " + json_bytes(event) + b"\n\n" for event in events) + b"data: [DONE]\n\n"
 
 
 class AgentEndpoint:
@@ -244,8 +266,6 @@ class AgentEndpoint:
     def _sampling(self, body: dict) -> SamplingParams:
         if body.get("n", 1) != 1:
             raise RequestError(400, "'n' must be 1: each call samples one answer")
-        if body.get("stream"):
-            raise RequestError(400, "'stream' is not supported: call without streaming")
         limit = body.get("max_completion_tokens", body.get("max_tokens"))
         if limit is None:
             limit = self.config.default_max_tokens
@@ -388,6 +408,8 @@ class AgentEndpoint:
                     if request.method == "POST":
                         body = await read_json(request, max_bytes=self.config.max_body_bytes, timeout=self.config.body_timeout)
                     payload = await work(request, body)
+                    if isinstance(body, dict) and body.get("stream"):
+                        return Response(_event_stream(payload, body), 200, media_type="text/event-stream")
                 except RequestError as error:
                     codes = {400: "invalid_request", 401: "invalid_api_key", 404: "unknown_episode", 408: "body_timeout",
                              413: "request_too_large", 502: "policy_error"}

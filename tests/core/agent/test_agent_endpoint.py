@@ -314,3 +314,22 @@ def test_closing_an_episode_mid_call_cancels_the_sample_and_leaves_no_unanswered
         (trajectory,) = closed.trajectories()
     assert trajectory.num_turns == 1 and trajectory.truncated
     assert trajectory.prompt_ids + trajectory.response_ids == rendered_ids(tiny_tokenizer, messages[:2], generation_prompt=False)[:-1]
+
+
+def test_a_streaming_client_reads_the_whole_answer_and_the_calls_still_extend(tiny_tokenizer):
+    policy = ScriptedPolicy(tiny_tokenizer, ["the quick brown fox", "jumps over the lazy dog"])
+    with AgentEndpoint(policy, tiny_tokenizer) as endpoint:
+        episode = endpoint.open_episode()
+        client = openai.OpenAI(base_url=endpoint.base_url, api_key=episode.key, max_retries=0)
+        messages = [{"role": "user", "content": "hello"}]
+        sent = []
+        for _ in range(2):
+            sent.append(list(messages))
+            stream = client.chat.completions.create(model="any", messages=messages, stream=True, stream_options={"include_usage": True})
+            chunks = list(stream)
+            text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+            assert chunks[-1].usage.completion_tokens > 0
+            messages += [{"role": "assistant", "content": text}, {"role": "user", "content": "and then?"}]
+        (trajectory,) = endpoint.close_episode(episode.key).trajectories()
+    assert [m["content"] for m in messages if m["role"] == "assistant"] == ["the quick brown fox", "jumps over the lazy dog"]
+    assert_calls_match_rendering(tiny_tokenizer, trajectory, sent)
