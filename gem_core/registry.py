@@ -267,11 +267,29 @@ def _remote_spec(id: str) -> EnvSpec:
     return EnvSpec(id=id, entry_point="gem_core.serve.remote:RemoteEnv", kwargs={"url": url, "env_id": env_id})
 
 
+#: Ids of envs written against another project's standard, built by the bridge in gem_core.interop:
+#: ``skyrl:<SkyRL-Gym id>``; the bridge's entry point, the keyword that takes the rest of the id, its extra.
+INTEROP_PREFIXES: dict[str, tuple[str, str, str]] = {
+    "skyrl:": ("gem_core.interop.skyrl:SkyRLEnv", "skyrl_id", "skyrl"),
+}
+
+
+def _interop_spec(id: str) -> EnvSpec | None:
+    for prefix, (entry_point, keyword, extra) in INTEROP_PREFIXES.items():
+        if id.startswith(prefix) and len(id) > len(prefix):
+            return EnvSpec(id=id, entry_point=entry_point, kwargs={keyword: id[len(prefix):]}, extras=(extra,))
+    return None
+
+
 def spec(id: str) -> EnvSpec:
-    """The :class:`EnvSpec` registered under ``id`` (or an alias of it, or a ``remote:URL/ID``)."""
+    """The :class:`EnvSpec` registered under ``id`` (or an alias of it, a ``remote:URL/ID``, or another standard's
+    env through its bridge: ``skyrl:gsm8k``, see :data:`INTEROP_PREFIXES`)."""
     _check_id(id)
     if id.startswith(REMOTE_PREFIX):
         return _remote_spec(id)
+    interop = _interop_spec(id)
+    if interop is not None:
+        return interop
     _load_builtin_envs()
     if id not in _REGISTRY:
         _register_upstream_aliases()

@@ -1,0 +1,215 @@
+"""SkyRL-Gym both ways with skyrl_gym's own registry and envs: every env it registers that runs offline
+(on a row written here, or a SQLite file made here) played through make("skyrl:<id>") and the episode
+runner with a scripted policy, its per-turn rewards equal to what SkyRL-Gym's own step returns for the
+same actions; the envs that need a server or a database file refused with what they need; and GEM envs
+made and stepped by skyrl_gym.make."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sqlite3
+
+import pytest
+
+skyrl_gym = pytest.importorskip("skyrl_gym")
+
+from gem_core import make  # noqa: E402
+from gem_core.interop.skyrl import SkyRLEnvUnavailable, SkyRLTaskError, aggregate_metrics, register_gem_envs  # noqa: E402
+from gem_core.registry import UnknownEnvError  # noqa: E402
+from gem_core.rollout import run_episode, run_episodes  # noqa: E402
+from gem_core.testing import ScriptedPolicy, make_tokenizer  # noqa: E402
+
+QUESTION = [{"role": "system", "content": "Answer as '#### N'."}, {"role": "user", "content": "What is 6 * 12?"}]
+LCB_TESTS = json.dumps([{"input": "3\n", "output": "6\n", "testtype": "stdin"}, {"input": "10\n", "output": "20\n", "testtype": "stdin"}])
+DOUBLE = "```python\nprint(2 * int(input()))\n```"
+
+
+@pytest.fixture(scope="module")
+def sql_data(tmp_path_factory):
+    """A Spider-layout database folder: sql_data/spider/database/shop/shop.sqlite."""
+    root = tmp_path_factory.mktemp("sql_data")
+    folder = root / "spider" / "database" / "shop"
+    folder.mkdir(parents=True)
+    with sqlite3.connect(folder / "shop.sqlite") as db:
+        db.execute("CREATE TABLE item (name TEXT, price INTEGER)")
+        db.executemany("INSERT INTO item VALUES (?, ?)", [("pen", 2), ("book", 12), ("lamp", 30)])
+    return str(root)
+
+
+def cases(sql_data):
+    """(SkyRL id, task row, env_config, scripted actions) for every SkyRL-Gym env that runs offline."""
+    gold = "SELECT name FROM item WHERE price > 10"
+    return {
+        "gsm8k": ({"prompt": QUESTION, "env_class": "gsm8k", "reward_spec": {"method": "rule", "ground_truth": "72"}}, None, ["6 * 12 = 72\n#### 72"]),
+        "gsm8k_multi_turn": (
+            {"prompt": QUESTION, "reward_spec": {"ground_truth": "72"}, "extra_info": {"max_turns": 3}}, None,
+            ["#### 70", "no answer yet", "#### 72"],
+        ),
+        "aime": ({"prompt": QUESTION, "reward_model": {"ground_truth": "72"}}, None, ["so \\boxed{72}"]),
+        "lcb": ({"prompt": [{"role": "user", "content": "Double n."}], "reward_spec": {"ground_truth": LCB_TESTS}}, None, [DOUBLE]),
+        "text2sql": (
+            {"prompt": [{"role": "user", "content": "Items over 10?"}], "db_id": "shop", "data": "spider",
+             "reward_spec": {"ground_truth": gold}, "max_turns": 3},
+            {"db_path": sql_data},
+            [f"<think>look</think><sql>{gold}</sql>", f"<think>that is it</think><solution>{gold}</solution>"],
+        ),
+        "searchcode": (
+            {"prompt": QUESTION, "reward_spec": {"ground_truth": "72"}, "max_turns": 3}, None,
+            ["<tool><python>print(6 * 12)</python></tool>", "<solution>#### 72</solution>"],
+        ),
+    }
+
+
+def skyrl_rewards(skyrl_id, row, env_config, actions):
+    """What SkyRL-Gym's own make/init/step give for these actions (the loop SkyRL-train's generator runs)."""
+    from omegaconf import OmegaConf
+
+    from gem_core.interop.skyrl import _config
+
+    env = skyrl_gym.make(skyrl_id, env_config=_config(skyrl_id, env_config) if env_config else OmegaConf.create({}),
+                         extras={k: v for k, v in row.items() if k not in ("prompt", "env_class")})
+    env.init(row["prompt"])
+    rewards = []
+    for action in actions:
+        output = env.step(action)
+        rewards.append(float(output["reward"]))
+        if output["done"]:
+            return rewards, env.get_metrics()
+    raise AssertionError(f"{skyrl_id}: the scripted actions do not end the episode")
+
+
+def test_every_offline_skyrl_env_plays_through_the_episode_runner_with_skyrl_s_own_rewards(sql_data):
+    import asyncio
+
+    tokenizer = make_tokenizer("chatml")
+    offline = cases(sql_data)
+    # Every env SkyRL-Gym registers is either played here or refused with what it needs (the next tests).
+    assert set(skyrl_gym.registry) - {"search"} <= set(offline)
+    for skyrl_id, (row, env_config, actions) in offline.items():
+        expected, metrics = skyrl_rewards(skyrl_id, row, env_config, actions)
+        env = make(f"skyrl:{skyrl_id}", row=row, env_config=env_config)
+        trajectory = asyncio.run(run_episode(env, ScriptedPolicy(tokenizer, actions), tokenizer, seed=0))
+        assert trajectory.actions == actions[: len(expected)], skyrl_id
+        assert trajectory.rewards == expected, skyrl_id
+        assert trajectory.terminated and not trajectory.truncated, skyrl_id
+        assert trajectory.infos[-1]["skyrl_metrics"] == metrics, skyrl_id
+    # The inputs are chosen so the rewards say something: right answers score, per-turn rewards differ.
+    assert skyrl_rewards("gsm8k", *offline["gsm8k"][:2], ["#### 72"])[0] == [1.0]
+    assert skyrl_rewards("lcb", *offline["lcb"][:2], [DOUBLE])[0] == [1.0]
+    assert skyrl_rewards("text2sql", *offline["text2sql"])[0] == [0, 1.0]
+    multi = skyrl_rewards("gsm8k_multi_turn", *offline["gsm8k_multi_turn"])[0]
+    assert len(set(multi)) == 3 and multi[-1] == 1.0
+
+
+def test_the_first_observation_is_the_prompt_and_a_data_file_feeds_the_tasks(tmp_path):
+    rows = [{"prompt": [{"role": "user", "content": f"What is {n} + {n}?"}], "reward_spec": {"ground_truth": str(2 * n)}} for n in (1, 2, 3)]
+    (tmp_path / "tasks.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    env = make("skyrl:gsm8k", data_file=str(tmp_path / "tasks.jsonl"))
+    observation, info = env.reset(options={"index": 2})
+    assert observation == "What is 3 + 3?" and info["task_index"] == 2
+    assert env.step("#### 6")[1:3] == (1.0, True)
+    first = env.reset(seed=5)
+    assert env.reset(seed=5) == first  # same seed, same task
+    sys_env = make("skyrl:gsm8k", row={"prompt": QUESTION, "reward_spec": {"ground_truth": "72"}})
+    assert sys_env.reset(seed=0)[0] == "Answer as '#### N'.\n\nWhat is 6 * 12?"
+
+
+def test_skyrl_metrics_aggregate_with_skyrl_s_own_function():
+    assert aggregate_metrics("skyrl:gsm8k_multi_turn", [{"steps": 1}, {"steps": 3}]) == {"avg_steps": 2.0}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_envs_that_need_a_server_or_a_database_say_what_they_need(tmp_path):
+    row = {"prompt": QUESTION, "reward_spec": {"ground_truth": "72"}}
+    url = f"http://127.0.0.1:{free_port()}/retrieve"
+    with pytest.raises(SkyRLEnvUnavailable, match=r"skyrl:search needs a Search-R1 retrieval server.*search_url"):
+        make("skyrl:search", row=row, env_config={"search_url": url}).reset(seed=0)
+    sql_row = {"prompt": QUESTION, "db_id": "shop", "data": "spider", "reward_spec": {"ground_truth": "SELECT 1"}}
+    with pytest.raises(SkyRLEnvUnavailable, match=r"skyrl:text2sql needs a SQL database file.*db_path"):
+        make("skyrl:text2sql", row=sql_row, env_config={"db_path": str(tmp_path)}).reset(seed=0)
+
+
+def test_bad_input_names_the_env_and_the_fix(monkeypatch):
+    with pytest.raises(UnknownEnvError, match=r"skyrl:gsm9k.*gsm8k.*skyrl_gym.register"):
+        make("skyrl:gsm9k", row={"prompt": QUESTION})
+    with pytest.raises(SkyRLTaskError, match=r"skyrl:gsm8k: pass exactly one task source"):
+        make("skyrl:gsm8k")
+    with pytest.raises(SkyRLTaskError, match=r"skyrl:gsm8k: the task row does not fit the env \(AssertionError: reward_spec field is required\)"):
+        make("skyrl:gsm8k", row={"prompt": QUESTION}).reset(seed=0)
+
+    import requests
+
+    class NeedsNetwork(skyrl_gym.Env):
+        def __init__(self, env_config=None, extras=None):
+            requests.get(f"http://127.0.0.1:{free_port()}/dataset", timeout=2)
+
+    skyrl_gym.register(id="test_needs_network", entry_point=NeedsNetwork)
+    try:
+        with pytest.raises(SkyRLEnvUnavailable, match=r"skyrl:test_needs_network: its constructor needs the network"):
+            make("skyrl:test_needs_network", row={"prompt": QUESTION}).reset(seed=0)
+    finally:
+        skyrl_gym.envs.registration.deregister("test_needs_network")
+
+
+def test_an_env_that_raises_mid_step_ends_its_episode_only():
+    from skyrl_gym.envs.gsm8k.env import GSM8kEnv
+
+    class Flaky(GSM8kEnv):
+        def step(self, action):
+            if "boom" in action:
+                raise RuntimeError("tool crashed")
+            return super().step(action)
+
+    skyrl_gym.register(id="test_flaky", entry_point=Flaky)
+    try:
+        tokenizer = make_tokenizer("chatml")
+        rows = [{"prompt": QUESTION, "reward_spec": {"ground_truth": "72"}}]
+        policy = ScriptedPolicy(tokenizer, lambda ids: "boom" if "boom" in tokenizer.decode(ids) else "#### 72")
+        import asyncio
+
+        def factory_for(seed_text):
+            def factory():
+                return make("skyrl:test_flaky", rows=[{**rows[0], "prompt": [{"role": "user", "content": seed_text}]}])
+            return factory
+
+        good = asyncio.run(run_episode(factory_for("calm")(), policy, tokenizer, seed=0))
+        bad = asyncio.run(run_episode(factory_for("boom")(), policy, tokenizer, seed=0))
+        assert good.rewards == [1.0] and good.terminated
+        assert bad.truncated and not bad.terminated and bad.rewards == [0.0]
+        assert "skyrl:test_flaky: step raised RuntimeError: tool crashed" in bad.infos[-1]["error"]
+        batch = asyncio.run(run_episodes(lambda: make("skyrl:test_flaky", row=rows[0]), policy, tokenizer, seeds=[0, 1]))
+        assert [t.rewards for t in batch] == [[1.0], [1.0]]
+    finally:
+        skyrl_gym.envs.registration.deregister("test_flaky")
+
+
+def test_a_gem_env_through_skyrl_gym_s_own_registry_make_and_step():
+    assert register_gem_envs("game:GuessTheNumber-v0") == ["game:GuessTheNumber-v0"]
+    assert register_gem_envs(["game:GuessTheNumber-v0"]) == ["game:GuessTheNumber-v0"]  # twice is harmless
+    local = make("game:GuessTheNumber-v0")
+    env = skyrl_gym.make("game:GuessTheNumber-v0", env_config={}, extras={"seed": 3})
+    chat, _ = env.init([{"role": "system", "content": "Play."}, {"role": "user", "content": "ignored"}])
+    observation, _ = local.reset(seed=3)
+    assert chat == [{"role": "system", "content": "Play."}, {"role": "user", "content": observation}]
+    low, high, rewards, expected = 1, 20, [], []
+    for _ in range(8):  # binary search: the reward at the end is the win's
+        guess = (low + high) // 2
+        output = env.step(f"\\boxed{{{guess}}}")
+        o, r, terminated, truncated, _ = local.step(f"\\boxed{{{guess}}}")
+        low, high = (guess + 1, high) if "higher" in o else (low, guess - 1) if "lower" in o else (low, high)
+        rewards.append(output["reward"])
+        expected.append(float(r))
+        assert output["done"] == (terminated or truncated)
+        assert output["observations"] == ([] if output["done"] else [{"role": "user", "content": o}])
+        if output["done"]:
+            break
+    assert rewards == expected and max(rewards) > 0
+    assert env.get_metrics()["return"] == pytest.approx(sum(expected))
+    with pytest.raises(UnknownEnvError):
+        register_gem_envs("game:NoSuchGame-v0")
