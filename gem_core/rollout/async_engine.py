@@ -59,11 +59,15 @@ from gem_core.rollout.runner import EnvFactory, _play, _with_stop_tokens
 from gem_core.rollout.session import EpisodeSession
 from gem_core.rollout.trajectory import TokenTrajectory
 
-__all__ = ["AsyncEpisodeEngine", "AsyncRolloutConfig", "AsyncRolloutConfigError", "OnStale", "OnUpdate"]
+__all__ = ["AsyncEpisodeEngine", "AsyncRolloutConfig", "AsyncRolloutConfigError", "AsyncRolloutOrderError", "OnStale", "OnUpdate"]
 
 
 class AsyncRolloutConfigError(GemError, ValueError):
     """An :class:`AsyncRolloutConfig` field holds a value the engine cannot run with."""
+
+
+class AsyncRolloutOrderError(GemError, RuntimeError):
+    """:class:`AsyncEpisodeEngine` was used out of order (a batch before ``start``, too many batches per update)."""
 
 
 class OnStale(str, Enum):
@@ -249,15 +253,15 @@ class AsyncEpisodeEngine:
         Fewer (possibly none) only when the seeds have run out.
 
         Raises:
-            RuntimeError: the engine was not started, or more batches were taken than the bound allows
-                without an update in between (call :meth:`update_policy` after each training step).
+            AsyncRolloutOrderError: the engine was not started, or more batches were taken than the bound
+                allows without an update in between (call :meth:`update_policy` after each training step).
             Exception: what an episode raised (a policy error), re-raised here.
         """
         if self._changed is None:
-            raise RuntimeError("Start the engine first: `async with AsyncEpisodeEngine(...) as engine:` or `await engine.start()`.")
+            raise AsyncRolloutOrderError("Start the engine first: `async with AsyncEpisodeEngine(...) as engine:` or `await engine.start()`.")
         size, bound = self.config.batch_size, self.config.max_staleness
         if self._batches >= self._updates + bound + 1:
-            raise RuntimeError(
+            raise AsyncRolloutOrderError(
                 f"next_batch() called {self._batches + 1} times with {self._updates} policy updates: max_staleness={bound} "
                 "lets the trainer run at most that many batches ahead. Call update_policy() after each training step."
             )

@@ -25,7 +25,7 @@ from typing import Any
 from gem_core.errors import GemError
 from gem_core.rollout.policy import Generation, Policy, SamplingParams
 
-__all__ = ["GenerationInterrupted", "VersionedPolicy", "WeightUpdate"]
+__all__ = ["GenerationInterrupted", "UpdateInProgress", "VersionedPolicy", "WeightUpdate"]
 
 #: What :meth:`VersionedPolicy.update` runs while no generation is in flight: loads the new weights
 #: into the backend (sync or async; its return value is ignored).
@@ -40,6 +40,10 @@ class GenerationInterrupted(GemError):
     def __init__(self, version: int):
         super().__init__(f"generation under policy version {version} was aborted by a weight update; generate again")
         self.version = version
+
+
+class UpdateInProgress(GemError, RuntimeError):
+    """:meth:`VersionedPolicy.update` was called while another update of the same policy was running."""
 
 
 class VersionedPolicy:
@@ -148,10 +152,10 @@ from gem_core.rollout.policy import Generation, SamplingParams
             The new version.
 
         Raises:
-            RuntimeError: another update is under way.
+            UpdateInProgress: another update is under way.
         """
         if self._updating:
-            raise RuntimeError("VersionedPolicy.update is already running; await it before starting the next.")
+            raise UpdateInProgress("VersionedPolicy.update is already running; await it before starting the next.")
         self._updating = True
         gate = self._gate()
         gate.clear()

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from gem_core.rollout import ChatTemplate, Generation, SamplingParams, run_episode
-from gem_core.rollout.async_engine import AsyncEpisodeEngine, AsyncRolloutConfig, AsyncRolloutConfigError
+from gem_core.rollout.async_engine import AsyncEpisodeEngine, AsyncRolloutConfig, AsyncRolloutConfigError, AsyncRolloutOrderError
 from gem_core.rollout.policy_version import VersionedPolicy
 from gem_core.rollout.trajectory_io import trajectory_from_record, trajectory_to_record
 from gem_core.testing import ScriptedPolicy
@@ -162,7 +162,7 @@ async def test_max_staleness_zero_starts_no_episode_of_the_next_batch_before_the
         for _ in range(5):
             await asyncio.sleep(0)
         assert engine.counts["episodes_started"] == 3  # the trainer has not updated: nothing more may start
-        with pytest.raises(RuntimeError, match="Call update_policy"):
+        with pytest.raises(AsyncRolloutOrderError, match="Call update_policy"):
             await engine.next_batch()
         await engine.update_policy()
         batch = await engine.next_batch()
@@ -233,6 +233,19 @@ def test_a_versioned_policy_serves_one_event_loop_after_another():
 
     assert asyncio.run(update_while_sampling()) == [0, 1]
     assert asyncio.run(update_while_sampling()) == [1, 2]  # a new loop: was "bound to a different event loop"
+
+
+async def test_a_second_update_while_one_runs_is_refused(tiny_tokenizer):
+    from gem_core.rollout.policy_version import UpdateInProgress
+
+    release = asyncio.Event()
+    policy = VersionedPolicy(ScriptedPolicy(tiny_tokenizer, ["x"]))
+    first = asyncio.create_task(policy.update(release.wait))
+    await asyncio.sleep(0)
+    with pytest.raises(UpdateInProgress, match="already running"):
+        await policy.update()
+    release.set()
+    assert await first == 1
 
 
 def test_config_errors_name_the_field():
