@@ -151,6 +151,6 @@ def oat(session: nox.Session) -> None:
 @nox.session
 def skyrl(session: nox.Session) -> None:
     """SkyRL-Gym envs as GEM envs (make("skyrl:<id>")) through the episode runner, and GEM envs in SkyRL-Gym's own registry."""
-    _install(session, "-e", ".[skyrl,rollout,dev]")
+    _install(session, "-e", ".[skyrl,search,rollout,dev]")  # search: gem-retrieval-server plays skyrl:search
     session.run("python", "-c", "import skyrl_gym")
     session.run(*PYTEST, "tests/interop/skyrl", *session.posargs)

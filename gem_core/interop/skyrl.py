@@ -60,7 +60,8 @@ _DEFAULT_CONFIGS = {
 #: Envs whose every tool call goes to a service: (its ``env_config`` key, what it is, how to get one).
 _NEEDS_SERVICE = {
     "search": ("search_url", "a Search-R1 retrieval server",
-               "start one (gem-retrieval-server --corpus CORPUS.jsonl serves that protocol) and pass env_config={'search_url': 'http://HOST:PORT/retrieve'}"),
+               "start one (`gem-retrieval-server --corpus CORPUS.jsonl` serves that protocol at SkyRL's default "
+               "http://127.0.0.1:8000/retrieve) or pass env_config={'search_url': 'http://HOST:PORT/retrieve'}"),
 }
 _ROW_HELP = ("a task row reads like SkyRL-train's dataset rows: {'prompt': [{'role': 'user', 'content': ...}], "
              "'reward_spec': {'method': 'rule', 'ground_truth': ...}, 'extra_info': {...}} (the fields besides prompt "

@@ -3,6 +3,7 @@
 Protocol (the Search-R1 family's, so clients of either side interoperate):
 
 - ``POST /retrieve`` with ``{"queries": [str, ...], "topk": int (optional), "return_scores": bool}``
+  (or ``"query": str``, one query, as SkyRL-Gym's search tool sends it)
   answers ``{"result": [[{"document": {"id", "contents", ...}, "score": float}, ...], ...]}`` with one
   list per query, best first; without ``return_scores`` each inner list holds the documents alone.
 - ``GET /health`` answers ``{"status": "ok", "documents": N}``.
@@ -51,6 +52,8 @@ def parse_request(body: Any, default_topk: int, limits: Limits = Limits()) -> tu
     if not isinstance(body, dict):
         raise RequestError(422, 'expected a JSON object like {"queries": ["..."], "topk": 3, "return_scores": true}')
     queries = body.get("queries")
+    if queries is None and isinstance(body.get("query"), str):  # SkyRL-Gym's search tool sends one query so
+        queries = [body["query"]]
     if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
         raise RequestError(422, '"queries" must be a list of strings')
     if len(queries) > limits.max_queries:

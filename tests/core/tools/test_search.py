@@ -60,6 +60,12 @@ def test_bad_requests_are_rejected_with_a_reason(body):
         parse_request(body, 3)
 
 
+def test_a_single_query_field_is_one_query_as_skyrl_gym_s_search_tool_sends_it():
+    assert parse_request({"query": "capital of France", "topk": 2, "return_scores": True}, 3) == (["capital of France"], 2, True)
+    with pytest.raises(ValueError):
+        parse_request({"query": ["not", "a", "string"]}, 3)
+
+
 def test_server_ranks_the_shipped_corpus(retrieval_server):
     queries = [q for q, _ in RANKING_CASES]
     response = httpx.post(retrieval_server.url, json={"queries": queries, "topk": 3, "return_scores": True}, timeout=10)

@@ -85,7 +85,7 @@ def test_every_offline_skyrl_env_plays_through_the_episode_runner_with_skyrl_s_o
     tokenizer = make_tokenizer("chatml")
     offline = cases(sql_data)
     # Every env SkyRL-Gym registers is either played here or refused with what it needs (the next tests).
-    assert set(skyrl_gym.registry) - {"search"} <= set(offline)
+    assert set(skyrl_gym.registry) - {"search"} <= set(offline)  # search: its own test, against a loopback server
     for skyrl_id, (row, env_config, actions) in offline.items():
         expected, metrics = skyrl_rewards(skyrl_id, row, env_config, actions)
         env = make(f"skyrl:{skyrl_id}", row=row, env_config=env_config)
@@ -123,6 +123,46 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def retrieval_server():
+    """gem-retrieval-server's app over its shipped corpus under uvicorn on a loopback port (in a thread)."""
+    import threading
+    import time
+
+    import uvicorn
+
+    from gem_core.serve.asgi import listening_socket
+    from gem_core.tools.retrieval_server import BM25Index, load_corpus, shipped_corpus_path
+    from gem_core.tools.retrieval_server.server import create_app
+
+    sock = listening_socket("127.0.0.1", 0)
+    server = uvicorn.Server(uvicorn.Config(create_app(BM25Index(load_corpus(shipped_corpus_path()))), log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}/retrieve"
+    server.should_exit = True
+    thread.join(10)
+    sock.close()
+
+
+def test_skyrl_search_plays_against_gem_s_retrieval_server_with_skyrl_s_own_rewards(retrieval_server):
+    import asyncio
+
+    row = {"prompt": [{"role": "user", "content": "Which city is the capital of France?"}],
+           "reward_spec": {"ground_truth": {"target": ["Paris"]}}, "max_turns": 3}
+    config = {"search_url": retrieval_server, "log_requests": False}
+    actions = ["<search>capital of France</search>", "<answer>Paris</answer>"]
+    expected, _ = skyrl_rewards("search", row, config, actions)
+    tokenizer = make_tokenizer("chatml")
+    env = make("skyrl:search", row=row, env_config=config)
+    trajectory = asyncio.run(run_episode(env, ScriptedPolicy(tokenizer, actions), tokenizer, seed=0))
+    assert trajectory.rewards == expected == [0, 1.0] and trajectory.terminated
+    assert "Eiffel Tower" in trajectory.observations[1]  # the passage came from the server
 
 
 def test_envs_that_need_a_server_or_a_database_say_what_they_need(tmp_path):
