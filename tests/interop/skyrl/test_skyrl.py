@@ -253,3 +253,21 @@ def test_a_gem_env_through_skyrl_gym_s_own_registry_make_and_step():
     assert env.get_metrics()["return"] == pytest.approx(sum(expected))
     with pytest.raises(UnknownEnvError):
         register_gem_envs("game:NoSuchGame-v0")
+
+
+def test_a_skyrl_task_as_an_adapter_dataset_label_plays_through_episode_session_from_label():
+    """The path the row-receiving adapters (verl, OpenRLHF, RL2) take: a label naming skyrl:<env_class> with
+    the SkyRL-train row as env_kwargs, EpisodeSession.from_label, the episode runner."""
+    import asyncio
+
+    from gem_core.rollout import EpisodeSession
+    from gem_core.rollout.runner import run_session
+
+    row = {"prompt": QUESTION, "env_class": "gsm8k_multi_turn", "reward_spec": {"ground_truth": "72"}, "extra_info": {"max_turns": 2}}
+    label = json.dumps({"env_id": f"skyrl:{row['env_class']}", "seed": 0, "env_kwargs": {"row": row}})
+    actions = ["#### 71", "#### 72"]
+    tokenizer = make_tokenizer("chatml")
+    trajectory = asyncio.run(run_session(EpisodeSession.from_label(label, tokenizer), ScriptedPolicy(tokenizer, actions)))
+    expected, _ = skyrl_rewards("gsm8k_multi_turn", row, None, actions)
+    assert trajectory.rewards == expected and expected[-1] == 1.0 and 0 < expected[0] < 1
+    assert sum(trajectory.token_rewards) == pytest.approx(sum(expected))  # per-turn rewards on the turns' last tokens
