@@ -14,7 +14,11 @@ import pytest
 from gem_core.errors import DependencyNotInstalled, GemError
 
 ROOT = Path(__file__).resolve().parents[2]
-BUILTIN_EXCEPTIONS = {name for name, value in vars(builtins).items() if isinstance(value, type) and issubclass(value, BaseException)}
+#: Warnings are not errors: they are reported through ``warnings`` and never raised at a user, so they keep
+#: the built-in warning class a ``-W``/``filterwarnings`` rule names.
+BUILTIN_EXCEPTIONS = {
+    name for name, value in vars(builtins).items() if isinstance(value, type) and issubclass(value, BaseException) and not issubclass(value, Warning)
+}
 #: Exceptions that are not errors: control flow inside one module, and a stop by signal (a
 #: KeyboardInterrupt, which ``except Exception`` must not catch, so it cannot derive from GemError).
 NOT_ERRORS = {"CallTimedOut", "_MalformedStep", "Interrupted"}
