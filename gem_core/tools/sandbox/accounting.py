@@ -364,7 +364,7 @@ class SandboxMonitor:
         if self.count_tmpfs and root is not None:
             held += tmpfs_bytes(root)
         if self.sockets is not None:
-            held += self.sockets.bytes_held()
+            held += self.sockets.bytes_held(inside[0] if inside else None)
         used = held + sum(resident for resident, _ in statuses.values())
         if used > self.memory_bytes:
             # Pages shared with other processes split among them; pages of shared memory objects are

@@ -72,6 +72,16 @@ def diag_socket() -> socket.socket:
     return socket.socket(socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_CLOEXEC, _NETLINK_SOCK_DIAG)
 
 
+def _sockets_in_use(pid: int) -> int | None:
+    """How many sockets exist in ``pid``'s network namespace (``sockets: used``); None if unreadable."""
+    try:
+        with open(f"/proc/{pid}/net/sockstat", "rb") as file:
+            first = file.readline()
+        return int(first.split()[2]) if first.startswith(b"sockets: used ") else None
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def check_available() -> None:
     """Raise ``OSError`` where this kernel cannot report Unix or netlink socket memory (no
     ``CONFIG_UNIX_DIAG`` / ``CONFIG_NETLINK_DIAG``): the sandbox could not count socket buffers there."""
@@ -119,8 +129,15 @@ class SocketMemory:
     def close(self) -> None:
         self.socket.close()
 
-    def bytes_held(self) -> int:
-        """Bytes in the queues of every socket of the namespace (a dump that fails counts as 0)."""
+    def bytes_held(self, pid: int | None = None) -> int:
+        """Bytes in the queues of every socket of the namespace (a dump that fails counts as 0).
+
+        Args:
+            pid: a process in the namespace, if known: where its ``/proc/PID/net/sockstat`` counts no
+                socket but this one (a queue needs a socket that holds it), the dumps (0.1-0.3 ms) are skipped.
+        """
+        if pid is not None and _sockets_in_use(pid) == 1:
+            return 0
         return self._unix() + self._netlink()
 
     def _dump(self, request: bytes) -> list[tuple[bytes, int]]:
