@@ -10,6 +10,8 @@
   continues that one assistant turn).
 
 The separators are the core's (blank lines, ``Observation:``/``Action:`` labels), not GEM's newlines.
+As in GEM, the latest ``info["prefix"]`` goes before the history and ``info["suffix"]`` after it: GEM's
+games put their board there, so a long history shows the board once, in its current state.
 """
 
 from __future__ import annotations
@@ -62,6 +64,9 @@ class ObservationWrapper(ObservationFormat):
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
     def _shown(self, observation: str, info: dict[str, Any]) -> str:
+        return info.get("prefix", "") + self._history(observation, info) + info.get("suffix", "")
+
+    def _history(self, observation: str, info: dict[str, Any]) -> str:
         if self.mode == "chat":
             return self._render(info["messages"])
         if self.apply_chat_template_on_reset:

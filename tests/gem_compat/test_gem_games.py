@@ -90,3 +90,14 @@ def test_tower_of_hanoi_pays_1_on_solving_and_nothing_per_move() -> None:
     moves = ["A C", "A B", "C B", "A C", "B A", "B C", "A C"]
     rewards = [env.step(f"\\boxed{{{move}}}")[1] for move in moves]
     assert rewards == [0.0] * 6 + [1.0]
+
+
+def test_concat_shows_a_gem_games_board_once_after_the_history() -> None:
+    from gem.wrappers.wrapper_factory import WRAPPER_FACTORY
+
+    env = WRAPPER_FACTORY["concat"](gem.make("game:Minesweeper-v0-easy"))
+    shown, info = env.reset(seed=3)
+    assert shown.endswith(info["suffix"])
+    shown, _, _, _, info = env.step("\\boxed{reveal 0 0}")
+    assert shown.endswith(info["suffix"]) and shown.count("Here is the current board layout:") == 1
+    assert "At turn 1, you successfully revealed cell (0, 0)." in shown
