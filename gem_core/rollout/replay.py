@@ -108,13 +108,20 @@ _DIMENSIONS = frozenset(
         "num_colors", "blanks", "boxes", "mines", "inner_walls",
     }
 )
+#: Kwargs that set how much work building an episode takes (moves that scramble a board, attempts at
+#: placing mines; a reasoning-gym dataset's ``size``, which some datasets generate whole when built): a
+#: file's value is bounded so that replaying it stays quick (FifteenPuzzle's scramble at 10**7 ran
+#: past a minute; reasoning-gym's acre takes ~10 s at its default size of 10,000, the bound).
+_WORK = frozenset({"scramble_moves", "reverse_steps", "placement_attempts"})
+_WORK_BOUND = 10_000
 _DIMENSION_BOUND, _NUMBER_BOUND, _TEXT_BOUND, _ITEMS_BOUND = 100, 10**7, 10_000, 100_000
 #: The kwargs whose value may be a list or an object (of plain values): a word list, a task config.
 _CONTAINERS = frozenset({"words", "config"})
 
 
 def _plain_value_problem(value: Any, bound: int, depth: int, budget: list[int]) -> str | None:
-    """Why ``value`` is not plain bounded data (None when it is); ``budget`` counts the items left."""
+    """Why ``value`` is not plain bounded data (None when it is); ``budget`` counts the items left. A
+    ``size`` inside an object (a reasoning-gym composite's sub-dataset) gets the work bound."""
     budget[0] -= 1
     if budget[0] < 0:
         return f"more than {_ITEMS_BOUND} items"
@@ -127,8 +134,9 @@ def _plain_value_problem(value: Any, bound: int, depth: int, budget: list[int]) 
     if isinstance(value, str):
         return None if len(value) <= _TEXT_BOUND else f"a text longer than {_TEXT_BOUND} characters"
     if isinstance(value, (list, dict)) and depth > 0:
-        items = value.values() if isinstance(value, dict) else value
-        return next((p for p in (_plain_value_problem(v, bound, depth - 1, budget) for v in items) if p), None)
+        pairs = value.items() if isinstance(value, dict) else ((None, v) for v in value)
+        return next((p for p in (_plain_value_problem(v, min(bound, _WORK_BOUND) if k == "size" else bound, depth - 1, budget)
+                                 for k, v in pairs) if p), None)
     return f"a {type(value).__name__}, not a plain value"
 
 
@@ -137,7 +145,12 @@ def file_env_kwargs_problem(env_id: str, env_kwargs: dict[str, Any]) -> str | No
     for key, value in env_kwargs.items():
         if key not in FILE_ENV_KWARGS:
             return f"env_kwargs[{key!r}] is not a plain setting a file may choose (a sandbox mode, URL, path, module or limit)"
-        bound = _DIMENSION_BOUND if key in _DIMENSIONS and not env_id.startswith("rg:") else _NUMBER_BOUND
+        if key in _DIMENSIONS and not env_id.startswith("rg:"):
+            bound = _DIMENSION_BOUND
+        elif key in _WORK or key == "size":  # an rg: dataset's size (a board's size is a dimension, above)
+            bound = _WORK_BOUND
+        else:
+            bound = _NUMBER_BOUND
         problem = _plain_value_problem(value, bound, 3 if key in _CONTAINERS else 0, [_ITEMS_BOUND])
         if problem:
             return f"env_kwargs[{key!r}] is {problem}"
