@@ -9,10 +9,13 @@ What GEM's arguments become:
   env's stream of episodes. Here an env whose constructor takes ``seed`` (the ``rg:`` envs) gets it;
   any other env has its :attr:`np_random` seeded with ``S``, so its ``reset()`` calls without a seed
   draw the same episodes for the same ``S``.
-- ``make_vec(env_ids, wrappers=, vec_kwargs=, async_mode=, seed=)``: env ``i`` is made with
+- ``make(env_id, load_from_cache_file=...)``: a hint about ``datasets``' cache, dropped for an env that
+  does not take it (the shipped envs keep their own cache).
+- ``make_vec(env_ids, wrappers=, vec_kwargs=, async_mode=, seed=, use_mp=)``: env ``i`` is made with
   ``vec_kwargs[i]`` (``seed`` defaults to ``seed + i``) and ``kwargs``, then wrapped by ``wrappers`` in
-  order; ``async_mode`` picks the core's ``"async"`` backend, else ``"sync"``. Autoreset is GEM's
-  ``SAME_STEP``; infos are gymnasium's batched dict (the core's), not a list of dicts.
+  order; ``use_mp`` picks the core's ``"process"`` backend, ``async_mode`` its ``"async"`` one, else
+  ``"sync"``. The result is GEM's :class:`gem.vector.VectorEnv` (infos a list of dicts, ``.envs``,
+  ``.env_ids``, dict-of-actions steps returning the active envs); autoreset is GEM's ``SAME_STEP``.
 """
 
 from __future__ import annotations
@@ -40,12 +43,13 @@ def register(env_id: str, entry_point: str | Callable[..., Env], **kwargs: Any) 
     registry.register(env_id, entry_point, **kwargs)
 
 
-def _takes_seed(factory: Callable[..., Any]) -> bool:
+def _takes(factory: Callable[..., Any], name: str) -> bool:
+    """Whether ``factory`` names a parameter ``name``."""
     try:
         parameters = inspect.signature(factory).parameters
     except (TypeError, ValueError):
         return False
-    return "seed" in parameters
+    return name in parameters
 
 
 def seed_stream(env: Any, seed: int) -> None:
@@ -76,11 +80,20 @@ def make(env_id: str, **kwargs: Any) -> Env:
     """
     seed = kwargs.pop("seed", None)
     env_spec = spec(env_id)
-    if seed is not None and _takes_seed(env_spec.load()):
+    if "load_from_cache_file" in kwargs and not _takes(env_spec.load(), "load_from_cache_file"):
+        del kwargs["load_from_cache_file"]
+    if seed is not None and _takes(env_spec.load(), "seed"):
         kwargs["seed"], seed = seed, None
     env = env_spec.make(**kwargs)
     if seed is not None:
         seed_stream(env, seed)
+    return env
+
+
+def _make_wrapped(env_id: str, wrappers: Sequence[Callable[[Any], Any]], kwargs: Mapping[str, Any]) -> Any:
+    env = make(env_id, **kwargs)
+    for wrapper in wrappers:
+        env = wrapper(env)
     return env
 
 
@@ -90,17 +103,17 @@ def make_vec(
     vec_kwargs: Sequence[Mapping[str, Any]] | None = None,
     async_mode: bool = False,
     seed: int | None = 0,
+    use_mp: bool = False,
     **kwargs: Any,
 ):
-    """A :class:`gem_core.vector.VectorEnv` of one env per id in ``env_ids`` (see the module docstring).
+    """A :class:`gem.vector.VectorEnv` of one env per id in ``env_ids`` (see the module docstring);
+    ``use_mp`` runs each env in a worker process (the core's ``process`` backend).
 
     Raises:
         ValueError: ``vec_kwargs`` does not have one entry per env.
         gem_core.registry.UnknownEnvError: an id is not registered.
     """
-    from gymnasium.vector import AutoresetMode
-
-    from gem_core.vector import make_vec as core_make_vec
+    from gem.vector.vector_env import AutoresetMode, VectorEnv
 
     ids = [env_ids] if isinstance(env_ids, str) else list(env_ids)
     if vec_kwargs is not None and len(vec_kwargs) != len(ids):
@@ -112,14 +125,9 @@ def make_vec(
         if seed is not None:
             env_kwargs.setdefault("seed", seed + index)
         env_kwargs.update(kwargs)
-        factories.append(functools.partial(make, env_id, **env_kwargs))
-    return core_make_vec(
-        factories,
-        wrappers=tuple(wrappers or ()),
-        backend="async" if async_mode else "sync",
-        autoreset_mode=AutoresetMode.SAME_STEP,
-        seed=None,  # each env's stream is seeded by make() above
-    )
+        factories.append(functools.partial(_make_wrapped, env_id, tuple(wrappers or ()), env_kwargs))
+    backend = "process" if use_mp else "async" if async_mode else "sync"
+    return VectorEnv(ids, factories, autoreset_mode=AutoresetMode.SAME_STEP, backend=backend)
 
 
 def print_envs() -> None:

@@ -283,7 +283,7 @@ def test_make_vec_as_the_training_examples_call_it():
         for guess in (10, 5, 15):
             observations, rewards, terminated, truncated, infos = vec.step(["\\boxed{%d}" % guess] * 3)
             ended = (terminated | truncated).tolist()
-            trace.append((observations, rewards.tolist(), infos["step_counter"].tolist(), ended))
+            trace.append((observations, rewards.tolist(), [info["step_counter"] for info in infos], ended))
         vec.close()
         return trace
 

@@ -1,0 +1,18 @@
+"""``gem.vector.async_vector_env.AsyncVectorEnv``: GEM's concurrent vector env (the core's ``async`` backend)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from gem.vector.vector_env import AutoresetMode, VectorEnv
+
+__all__ = ["AsyncVectorEnv"]
+
+
+class AsyncVectorEnv(VectorEnv):
+    """Steps its envs concurrently (envs that wait on I/O overlap)."""
+
+    def __init__(self, env_ids: Sequence[str], env_fns: Sequence[Callable[[], Any]],
+                 autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP) -> None:
+        super().__init__(env_ids, env_fns, autoreset_mode, backend="async")

@@ -1,0 +1,117 @@
+"""``gem.vector.vector_env``: GEM's vector env, in GEM's shapes, over the core's :class:`~gem_core.vector.VectorEnv`.
+
+What a GEM user's code relies on, and the core does differently (gymnasium's way):
+
+- infos are a list of dicts, one per env (the core batches them into one dict of arrays);
+- ``step({i: action, ...})`` steps those envs and returns only their results, in the dict's order
+  (the core returns every env's slot);
+- ``.envs`` and ``.env_ids`` list the envs and the ids they were made from.
+
+Stepping, autoreset (GEM's ``SAME_STEP``: an ended env's reset observation comes back in the same step,
+its final observation in ``info["final_obs"]``), seeding and the backends are the core's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from gem_core.errors import GemError
+from gem_core.vector import VectorEnv as CoreVectorEnv
+
+__all__ = ["AutoresetMode", "VectorEnv", "unbatch_info"]
+
+
+class EnvsNotInProcessError(GemError, AttributeError):
+    """Raised by :attr:`VectorEnv.envs` when the envs live in worker processes (``use_mp=True``)."""
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def unbatch_info(infos: Mapping[str, Any], index: int) -> dict[str, Any]:
+    """Env ``index``'s own info out of gymnasium's batched infos (the keys its ``_key`` mask marks)."""
+    info = {}
+    for key, value in infos.items():
+        if key.startswith("_"):
+            continue
+        mask = infos.get(f"_{key}")
+        if mask is not None and not mask[index]:
+            continue
+        info[key] = unbatch_info(value, index) if isinstance(value, Mapping) else _plain(value[index])
+    return info
+
+
+class VectorEnv:
+    """``num_envs`` envs stepped together, with GEM's ``reset``/``step`` shapes (see the module docstring).
+
+    ``backend`` is the core's (``"sync"``, ``"async"``, ``"thread"``, ``"process"``); the other attributes
+    and methods (``call``, ``get_attr``, ``close``) are the core vector env's.
+    """
+
+    def __init__(
+        self,
+        env_ids: Sequence[str],
+        env_fns: Sequence[Callable[[], Any]],
+        autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP,
+        backend: str = "sync",
+    ) -> None:
+        self.env_ids = list(env_ids)
+        self.env_fns = list(env_fns)
+        self.vector_env = CoreVectorEnv(self.env_fns, backend=backend, autoreset_mode=autoreset_mode, seed=None)
+        self.num_envs = self.vector_env.num_envs
+        self.autoreset_mode = self.vector_env.autoreset_mode
+
+    @property
+    def envs(self) -> list[Any]:
+        """The env objects, for backends that keep them in this process (all but ``use_mp=True``).
+
+        Raises:
+            EnvsNotInProcessError: the envs live in worker processes; use ``call``/``get_attr`` instead.
+        """
+        envs = getattr(self.vector_env.backend, "envs", None)
+        if envs is None:
+            raise self._envs_elsewhere()
+        return list(envs)
+
+    def _envs_elsewhere(self) -> EnvsNotInProcessError:
+        return EnvsNotInProcessError(
+            f".envs: the {self.vector_env.backend_name!r} backend keeps its envs in worker processes; read them "
+            "with vec.get_attr(name) or vec.call(name, ...), or make the vector env without use_mp=True."
+        )
+
+    def reset(self, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None) -> tuple[list[Any], list[dict[str, Any]]]:
+        """Reset every env: ``seed`` None continues each env's stream, an int ``s`` seeds env ``i`` with
+        ``s + i``, a list gives one seed per env. Returns ``(observations, infos)``, one entry per env."""
+        observations, infos = self.vector_env.reset(seed=seed, options=options)
+        return list(observations), [unbatch_info(infos, i) for i in range(self.num_envs)]
+
+    def step(self, actions: Sequence[str] | Mapping[int, str]) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
+        """Step the envs given actions: all of them for a list, the keys of a dict (only those are returned,
+        in the dict's order). Returns ``(observations, rewards, terminated, truncated, infos)``."""
+        active = list(actions) if isinstance(actions, Mapping) else list(range(len(actions)))
+        observations, rewards, terminated, truncated, infos = self.vector_env.step(actions)
+        return (
+            [observations[i] for i in active],
+            rewards[active],
+            terminated[active],
+            truncated[active],
+            [unbatch_info(infos, i) for i in active],
+        )
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "vector_env":  # not built yet (a failed __init__): no recursion
+            raise AttributeError(name)
+        if name == "envs":  # the property raised; Python retries here, so raise its error again
+            raise self._envs_elsewhere()
+        return getattr(self.vector_env, name)
+
+    def __enter__(self) -> VectorEnv:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.vector_env.close()
