@@ -20,7 +20,12 @@ from gem_core.rows.mixture import parse_env_options
 from gem_core.rows.rows import EpisodeRow, episode_rows
 from gem_core.transport.atomic_file import atomic_path
 
-__all__ = ["WriteRows", "add_dataset_arguments", "jsonl_writer", "rows_from_arguments", "run_dataset_cli"]
+__all__ = ["MAX_ROWS", "WriteRows", "add_dataset_arguments", "jsonl_writer", "rows_from_arguments", "run_dataset_cli"]
+
+#: The most rows one command writes. Every format's writer holds the rows in memory before the file
+#: appears whole (a parquet table, a ``datasets.Dataset``): ``--n 100000000`` grew to 7.7 GB. A million is
+#: past what a training run reads per epoch; a larger set is several files with disjoint ``--seed-start``.
+MAX_ROWS = 1_000_000
 
 WriteRows = Callable[[list[EpisodeRow], argparse.Namespace], str]
 """Writes the rows to ``args.out`` in one framework's format and says what it wrote (``"4 rows"``), for the
@@ -59,6 +64,12 @@ def rows_from_arguments(args: argparse.Namespace, *, with_messages: bool = True)
         raise SystemExit(f"--env: {exc}") from None
     if args.seed_start < 0:
         raise SystemExit(f"--seed-start must be 0 or more (gymnasium seeds are non-negative), got {args.seed_start}.")
+    ids = 1 if isinstance(env_ids, (str, Mapping)) else len(env_ids)  # a mixture's --n is rows in all
+    total = args.n * ids
+    if total > MAX_ROWS:
+        each = f" ({args.n} for each of {ids} env ids)" if ids > 1 else ""
+        raise SystemExit(f"--n {args.n} asks for {total} rows{each}, over the {MAX_ROWS} one file holds (the rows are built in "
+                         "memory first); write several files with disjoint --seed-start ranges instead.")
     try:
         return list(
             episode_rows(

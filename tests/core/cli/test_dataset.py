@@ -136,3 +136,32 @@ def test_a_remote_env_without_the_serve_extra_is_one_line_with_the_install_comma
     with pytest.raises(SystemExit, match=r'^remote: envs need httpx: pip install -e "\.\[serve\]"'):
         run_dataset_cli("python -m fw", "Rows.", lambda rows, args: "never", ["--env", remote, "--n", "1", "--out", str(tmp_path / "x.jsonl")],
                         with_messages=False)
+
+
+@pytest.mark.parametrize(("envs", "n", "total"), [
+    (["game:GuessTheNumber-v0"], 100_000_000, 100_000_000),  # grew to 7.7 GB
+    (["game:GuessTheNumber-v0", "game:Wordle-v0"], 600_000, 1_200_000),  # bare ids: --n rows each
+    (["game:GuessTheNumber-v0:1", "game:Wordle-v0:1"], 1_000_001, 1_000_001),  # a mixture: --n in all
+])
+def test_n_past_the_row_bound_ends_in_one_line_before_any_row_is_built(tmp_path, monkeypatch, envs, n, total):
+    import gem_core.cli.dataset as dataset
+
+    def no_rows(*args, **kwargs):
+        raise AssertionError(f"rows were built for --n {n}, over the bound")
+        yield  # pragma: no cover
+
+    monkeypatch.setattr(dataset, "episode_rows", no_rows)
+    options = [arg for env in envs for arg in ("--env", env)]
+    with pytest.raises(SystemExit) as ended:
+        run_dataset_cli("python -m fw", "Rows.", lambda rows, args: "never", [*options, "--n", str(n), "--out", str(tmp_path / "x.jsonl")])
+    message = str(ended.value.code)
+    assert f"--n {n}" in message and f"{total} rows" in message and "--seed-start" in message and "\n" not in message
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_n_at_the_row_bound_is_accepted(monkeypatch):
+    import gem_core.cli.dataset as dataset
+
+    monkeypatch.setattr(dataset, "episode_rows", lambda env_ids, n, **kwargs: iter([n]))
+    args = add_dataset_arguments(argparse.ArgumentParser()).parse_args(["--env", "game:GuessTheNumber-v0", "--n", str(dataset.MAX_ROWS), "--out", "x"])
+    assert rows_from_arguments(args) == [dataset.MAX_ROWS]
