@@ -259,7 +259,7 @@ def test_an_env_made_before_the_build_names_the_command(tmp_path):
 
 def test_the_build_checks_each_task_and_keeps_the_licence(tmp_path):
     assert build_pack(tmp_path, spec=SAMPLE_SPEC_FILE, report=lambda line: None) == {"gemstats-median-even": "ok"}
-    assert (tmp_path / "tasks" / "gemstats-median-even" / "LICENSE").is_file()
+    assert (tmp_path / "tasks" / "gemstats-median-even" / "LICENSE.txt").is_file()
     spec = json.loads(SAMPLE_SPEC_FILE.read_text(encoding="utf-8"))
     harmless = spec["tasks"][0]["mutation"]
     harmless["old"], harmless["new"] = "def clamp(", "def clamp (" # changes nothing the tests see
