@@ -260,13 +260,22 @@ def create_app(env_id: str, config: ServeConfig = ServeConfig(), *, make_env: An
         return 200, answer
 
     async def websocket_session(websocket: WebSocket) -> None:
-        await websocket.accept()
+        # The session comes before the handshake is accepted: one the server cannot serve (no session slot,
+        # stuck env threads) is refused with an HTTP answer and its connection ends at once. Accepted and
+        # then closed, it held its connection through the WebSocket close handshake (10 s with a client
+        # that never answers): ~900 raw handshakes from loopback filled the per-client connection cap and
+        # /health answered 503 for 10-15 s.
         try:
             session = await ops.create({})
         except RequestError as error:
-            await websocket.send_text(json_bytes({"error": str(error), "status": error.status}).decode("ascii"))
-            await websocket.close(code=1013)
+            await _refuse_handshake(websocket, error)
             return
+        try:
+            await websocket.accept()
+        except BaseException:  # the client left while its env was built
+            await store.end(session.id)
+            raise
+
         async def send(answer: Any) -> None:
             await websocket.send_text(json_bytes(answer).decode("ascii"))
 
@@ -313,6 +322,14 @@ def create_app(env_id: str, config: ServeConfig = ServeConfig(), *, make_env: An
             pass
         finally:
             await store.end(session.id)
+
+    async def _refuse_handshake(websocket: WebSocket, error: RequestError) -> None:
+        """Answer a WebSocket handshake with ``error``'s status and JSON detail (HTTP 403 where the server
+        cannot send an HTTP answer to a handshake), and close the connection without upgrading it."""
+        if "websocket.http.response" in websocket.scope.get("extensions", {}):
+            await websocket.send_denial_response(reply(error.status, {"detail": str(error)}))
+        else:
+            await websocket.close(code=1013)
 
     async def not_found(request: Request, exc: Exception) -> Response:
         return reply(404, {"detail": f"no route {request.method} {request.url.path}; see `gem serve --help` for the protocol"})
