@@ -10,6 +10,11 @@ from gem_adapters.oat.actor import (
 from gem_adapters.oat.policy import ActorPolicy
 from gem_adapters.oat.transitions import oat_transitions
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # loaded by __getattr__ on first use; declared for type checkers and the API reference
+    from gem_adapters.oat.actor import GemActor, GemLearner
+
 __all__ = ["ActorPolicy", "BosTokenError", "GemActor", "GemArgsMixin", "GemCollector", "GemLearner", "OatVersionError", "actor_class",
            "check_oat_version", "learner_class", "oat_transitions", "tokenizer_writing_bos"]
 

@@ -32,7 +32,7 @@ import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.specifiers import SpecifierSet
 
@@ -250,6 +250,13 @@ def learner_class(base: type | None = None) -> type:
         return {}  # evaluate GEM envs with `gem eval` on saved checkpoints
 
     return type("GemLearner", (base,), {"prepare_data": prepare_data, "evaluate": evaluate})
+
+
+if TYPE_CHECKING:  # built on first access by __getattr__ below (it imports oat); declared for readers and type checkers
+    GemActor: type
+    """oat's ``PPOMultiTurnActor`` playing GEM envs: :func:`actor_class` with its defaults."""
+    GemLearner: type
+    """oat's ``PPOMultiTurnLearner`` fed by the env: :func:`learner_class` with its defaults."""
 
 
 def __getattr__(name: str) -> Any:

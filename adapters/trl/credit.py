@@ -40,7 +40,8 @@ class TurnCreditGRPOTrainer(GRPOTrainer):
             ``"baseline"`` (per-turn returns minus the batch mean) or ``"episode"`` (stock GRPO on the
             episode return).
         gamma: discount over turns for the per-turn credits.
-        *args, **kwargs: ``GRPOTrainer``'s; ``rollout_func`` must be a
+        *args: ``GRPOTrainer``'s.
+        **kwargs: ``GRPOTrainer``'s; ``rollout_func`` must be a
             :class:`~gem_adapters.trl.GemRolloutFunc` (it provides ``turn_rewards`` and ``turn_spans``).
     """
 

@@ -13,10 +13,14 @@ The agent loop and estimator are imported lazily: ``make_dataset`` runs without 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gem_adapters.framework_version import VerlVersionError, check_verl_version
 from gem_adapters.verl.make_dataset import make_dataset  # the function; `python -m gem_adapters.verl` is its CLI
+
+if TYPE_CHECKING:  # loaded by __getattr__ on first use; declared for type checkers and the API reference
+    from gem_adapters.verl.advantage import ESTIMATOR_NAME, compute_rebn_advantage
+    from gem_adapters.verl.agent_loop import GemAgentLoop, GemAgentLoopOutput, ServerManagerPolicy
 
 __all__ = ["make_dataset", "GemAgentLoop", "GemAgentLoopOutput", "ServerManagerPolicy", "ESTIMATOR_NAME", "compute_rebn_advantage",
            "VerlVersionError", "check_verl_version"]

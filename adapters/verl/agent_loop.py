@@ -217,7 +217,8 @@ class GemAgentLoop(AgentLoopBase):
             keys of every row in a batch that mixes GEM rows with another agent loop's (e.g. the keys of the
             dict its reward function returns); None: ``acc``, or none when the workers have no reward loop
             (:mod:`gem_adapters.verl.reward_extra_info`).
-        The remaining arguments are those verl's ``AgentLoopWorker`` passes (see ``AgentLoopBase``).
+
+    The remaining arguments are those verl's ``AgentLoopWorker`` passes (see ``AgentLoopBase``).
 
     Raises:
         ValueError: a key of the YAML entry the loop does not take (verl's base class would drop it, and the

@@ -211,7 +211,10 @@ class DatasetEnv(Env):
     :meth:`draw_row` in ``reset``. One answer ends the episode, so a malformed one does too.
 
     Args:
-        dataset_path, dataset_name, split, data_files: see :func:`load_rows`.
+        dataset_path: see :func:`load_rows`.
+        dataset_name: see :func:`load_rows`.
+        split: see :func:`load_rows`.
+        data_files: see :func:`load_rows`.
         fields: the constructor arguments that name columns, ``{"question_field": "problem", ...}``;
             a missing column is reported under the argument's name, so the fix is obvious.
     """

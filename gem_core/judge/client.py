@@ -81,7 +81,8 @@ class Judge:
         deadline: seconds one whole judgement may take, retries and backoff included (default:
             ``timeout * (max_retries + 1) + 10``); past it the verdict is an error.
         cache: a :class:`VerdictCache`, a SQLite file path for one, or None for an in-memory cache.
-        temperature, max_tokens: sampling of the judge's reply.
+        temperature: sampling temperature of the judge's reply.
+        max_tokens: the most tokens the judge's reply may take.
         max_text_chars: the task, the reference and the answer are each cut to this many characters.
         prompt: the prompt builder (default :func:`~gem_core.judge.prompt.build_messages`, the fenced prompt).
         transport: the httpx transport under the client (tests).

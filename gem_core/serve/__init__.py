@@ -24,6 +24,11 @@ never a dead server. Connections are bounded too (:mod:`gem_core.serve.connectio
 have deadlines, and connections are capped in total and per client address.
 """
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # loaded by __getattr__ on first use; declared for type checkers and the API reference
+    from gem_core.serve.app import create_app
+
 __all__ = ["create_app"]
 
 

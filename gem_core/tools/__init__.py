@@ -11,9 +11,14 @@ gem_core.tools`` needs neither ``httpx`` nor ``fastmcp``.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gem_core.tools.tool import SyncTool, Tool, ToolCall, ToolResult
+
+if TYPE_CHECKING:  # loaded by __getattr__ on first use; declared for type checkers and the API reference
+    from gem_core.tools.mcp import MCPTool
+    from gem_core.tools.python import PythonTool
+    from gem_core.tools.search import SearchTool
 
 __all__ = ["Tool", "ToolCall", "ToolResult", "SyncTool", "PythonTool", "SearchTool", "MCPTool"]
 

@@ -50,7 +50,7 @@ class EpisodeStatistics(RecordEpisodeStatistics, _Replay):
         buffer_length: episodes kept in ``return_queue``/``length_queue``/``time_queue``.
     """
 
-    def __init__(self, env, buffer_length: int = 100):
+    def __init__(self, env: gym.Env, buffer_length: int = 100):
         inner = env
         while isinstance(inner, gym.Wrapper):  # a second recorder would fail at the first episode's end
             if isinstance(inner, RecordEpisodeStatistics):

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gem_core.env import StepResult, log_error_once
+from gem_core.env import Env, StepResult, log_error_once
 from gem_core.judge.client import Judge, Verdict
 from gem_core.judge.rubric import Rubric
 from gem_core.wrappers.core import Wrapper
@@ -52,7 +52,7 @@ class Judged(Wrapper):
 
     def __init__(
         self,
-        env,
+        env: Env,
         judge: Judge | None,
         rubric: Rubric | dict | str | None = None,
         *,

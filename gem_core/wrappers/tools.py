@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gem_core.env import StepResult
+from gem_core.env import Env, StepResult
 from gem_core.tools.calls import CALL_FORMATS, CallParser, format_instruction, parse_native_calls
 from gem_core.tools.tool import Tool, ToolCall, ToolResult
 from gem_core.wrappers.core import Wrapper
@@ -72,7 +72,7 @@ class ToolUse(Wrapper):
 
     def __init__(
         self,
-        env,
+        env: Env,
         tools: Sequence[Tool],
         *,
         max_tool_calls: int = 5,

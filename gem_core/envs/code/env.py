@@ -40,14 +40,17 @@ class CodeEnv(DatasetEnv):
     """Code problems from a dataset, one per episode, picked by ``self.np_random``.
 
     Args:
-        dataset_path, dataset_name, split, data_files: where the rows come from (see
-            :func:`gem_core.envs.dataset.load_rows`); ``data_files`` reads a local copy instead of the hub.
+        dataset_path: the hub dataset the rows come from (see :func:`gem_core.envs.dataset.load_rows`).
+        dataset_name: its config name.
+        split: the split to read.
+        data_files: a local copy to read instead of the hub.
         question_field: the column with the problem statement.
         tests_field: the column with the test cases (any shape :func:`parse_test_cases` reads).
         fn_name_field: optional column naming the function for call-style tests, when the tests do not.
         reward: ``"all"`` or ``"fraction"`` (see the module docstring).
         max_tests: judge at most this many tests per problem (the first ones).
-        timeout, memory_mb: sandbox limits per test run.
+        timeout: the sandbox's time limit per test run, in seconds.
+        memory_mb: the sandbox's memory limit per test run, in MiB.
         sandbox_mode: ``"bwrap"``, ``"process"`` or ``None`` (``$GEM_SANDBOX``, else bwrap).
         sandbox_backend: ``"local"`` or ``"ray"`` (tests run on Ray nodes labelled ``gem_sandbox``,
             :mod:`gem_core.tools.sandbox.ray_pool`); None reads ``$GEM_SANDBOX_BACKEND`` (default local).

@@ -87,7 +87,8 @@ class WikiGame(TurnBasedGame):
     """Reach ``target`` from ``start`` by clicking links. See the module docstring.
 
     Args:
-        min_distance, max_distance: the episode's target is this many clicks away (shortest path).
+        min_distance: the fewest clicks (shortest path) the episode's target may be away.
+        max_distance: the most clicks (shortest path) the episode's target may be away.
         max_turns: clicks allowed (the episode is truncated after the last).
         graph_file: a link graph in the shipped format (default: the shipped graph).
     """

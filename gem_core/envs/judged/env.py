@@ -24,10 +24,12 @@ class OpenTaskEnv(DatasetEnv):
     """Poses one task from a dataset (columns ``task_field``, ``reference_field``); one answer ends it.
 
     Args:
-        dataset_path, dataset_name, split, data_files: where the rows come from (see
-            :func:`gem_core.envs.dataset.load_rows`).
-        task_field, reference_field: the columns holding the task and the reference answer
-            (``reference_field=None``: no reference).
+        dataset_path: the hub dataset the rows come from (see :func:`gem_core.envs.dataset.load_rows`).
+        dataset_name: its config name.
+        split: the split to read.
+        data_files: a local copy to read instead of the hub.
+        task_field: the column holding the task.
+        reference_field: the column holding the reference answer (None: no reference).
         prompt_suffix: appended to every task.
     """
 

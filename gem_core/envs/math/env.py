@@ -47,7 +47,8 @@ class MathEnv(DatasetEnv):
         dataset_name: hub config name (GSM8K's ``"main"``).
         split: split to draw questions from.
         data_files: local JSONL/Parquet/CSV file(s) with the same columns, read instead of the hub.
-        question_field, answer_field: the columns holding the question and the gold answer.
+        question_field: the column holding the question.
+        answer_field: the column holding the gold answer.
         answer_format: how the gold answer is written in ``answer_field`` (see :func:`gold_from_field`).
         grade_timeout: seconds a grade may take before it counts as wrong; ``None`` grades in-process with
             no limit (only for trusted answers).

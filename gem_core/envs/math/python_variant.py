@@ -25,7 +25,8 @@ def make_math_with_python(
 
     Args:
         max_tool_calls: programs the agent may run per episode; after that its reply is graded.
-        python_timeout, python_memory_mb: sandbox limits per program.
+        python_timeout: the sandbox's time limit per program, in seconds.
+        python_memory_mb: the sandbox's memory limit per program, in MiB.
         sandbox_mode: ``"bwrap"``, ``"process"`` or ``None`` (``$GEM_SANDBOX``, else bwrap).
     """
     from gem_core.tools.python import PythonTool

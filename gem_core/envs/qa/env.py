@@ -57,9 +57,12 @@ class QAEnv(DatasetEnv):
     """Question answering from a dataset, one question per episode, picked by ``self.np_random``.
 
     Args:
-        dataset_path, dataset_name, split, data_files: where the rows come from (see
-            :func:`gem_core.envs.dataset.load_rows`); ``data_files`` reads a local copy instead of the hub.
-        question_field, answer_field: the columns holding the question and the gold answer(s).
+        dataset_path: the hub dataset the rows come from (see :func:`gem_core.envs.dataset.load_rows`).
+        dataset_name: its config name.
+        split: the split to read.
+        data_files: a local copy to read instead of the hub.
+        question_field: the column holding the question.
+        answer_field: the column holding the gold answer(s).
         reward: ``"em"`` (1.0 on exact match) or ``"f1"`` (best token F1).
         prompt_suffix: appended to every question (the answer-format instruction).
         score_timeout: seconds scoring may take before the answer counts as wrong; ``None`` scores

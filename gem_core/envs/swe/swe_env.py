@@ -106,7 +106,10 @@ class SweEnv(TerminalEnv):
         spec: a pack spec file (default: the shipped pack).
         sample: use the shipped one-task sample pack instead (GEM's own tiny package, built on first use
             without the network): for tests and demos.
-        memory_mb, max_output_chars, max_work_mb, sandbox: as for the terminal env.
+        memory_mb: as for the terminal env.
+        max_output_chars: as for the terminal env.
+        max_work_mb: as for the terminal env.
+        sandbox: as for the terminal env.
 
     Raises:
         PackNotBuiltError: the tasks are not built in ``home``; the message gives the command.

@@ -17,7 +17,8 @@ from typing import Any
 
 __all__ = ["ChartItem", "WIDTH", "HEIGHT", "UNIT", "BASELINE", "COLORS", "make_items", "draw_chart", "write_charts"]
 
-WIDTH, HEIGHT = 112, 84
+WIDTH = 112
+HEIGHT = 84
 UNIT = 7
 """Pixels per unit of value."""
 BASELINE = 76

@@ -61,7 +61,7 @@ def start_process(command: list[str], **options: Any) -> subprocess.Popen:
     The descriptors named in ``pass_fds`` must stay open until this returns (the caller's do: it waits).
 
     Raises:
-        whatever ``Popen`` raised (``OSError`` when the program cannot be started).
+        OSError: the program cannot be started (and whatever else ``Popen`` raised).
     """
     global _launcher
     with _lock:

@@ -177,7 +177,8 @@ def run_shell(
     Args:
         command: the shell command (untrusted).
         work_dir: the directory to bind read-write (a :class:`WorkDir`, or its path).
-        timeout, memory_mb: as for :func:`~gem_core.tools.sandbox.run_python`.
+        timeout: as for :func:`~gem_core.tools.sandbox.run_python`.
+        memory_mb: as for :func:`~gem_core.tools.sandbox.run_python`.
         mode: ``"bwrap"`` (default) or ``"process"``; None reads ``$GEM_SANDBOX``.
         config: other limits (output cap, processes, file size, work-directory caps); its ``work_dir``,
             ``pool_size`` and ``zygote`` are set here.
