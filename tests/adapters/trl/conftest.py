@@ -77,3 +77,31 @@ def tool_tokenizer(tiny_tokenizer):
     tokenizer.chat_template = TOOL_TEMPLATE
     tokenizer.response_template = qwen3_template
     return tokenizer
+
+
+class TorchVarlenAttention:
+    """``flash_attn_varlen_func`` in torch, for TRL's async trainer on CPU: causal attention per packed segment
+    (bottom-right aligned, as flash-attention aligns a query block shorter than its keys), grouped-query heads
+    repeated. TRL loads a flash-attention-3 GPU kernel from the Hub instead."""
+
+    @staticmethod
+    def flash_attn_varlen_func(q, k, v, cu_q, cu_k, max_q, max_k, softmax_scale=None, causal=True, window_size=(-1, -1), **_):
+        import torch
+        import torch.nn.functional as F
+
+        out = torch.empty_like(q)
+        repeat = q.shape[1] // k.shape[1]
+        for i in range(len(cu_q) - 1):
+            qs, qe, ks, ke = int(cu_q[i]), int(cu_q[i + 1]), int(cu_k[i]), int(cu_k[i + 1])
+            keys = k[ks:ke].repeat_interleave(repeat, dim=1).transpose(0, 1)
+            values = v[ks:ke].repeat_interleave(repeat, dim=1).transpose(0, 1)
+            mask = torch.ones(qe - qs, ke - ks, dtype=torch.bool).tril(diagonal=(ke - ks) - (qe - qs))
+            out[qs:qe] = F.scaled_dot_product_attention(q[qs:qe].transpose(0, 1), keys, values, attn_mask=mask,
+                                                        scale=softmax_scale).transpose(0, 1)
+        return out
+
+
+@pytest.fixture
+def torch_varlen_attention():
+    """:class:`TorchVarlenAttention`, what TRL's ``packing._flash_attn()`` returns on a GPU."""
+    return TorchVarlenAttention

@@ -32,31 +32,12 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from gem_adapters.trl import environment_factories, make_dataset, with_environment_column
 
 MIXTURE = {"game:GuessTheNumber-v0-easy": 0.5, "game:Mastermind-v0-easy": 0.5}
 ACTIONS = {"game:GuessTheNumber-v0-easy": ["\\\\boxed{3}", "\\\\boxed{7}", "no move"],
            "game:Mastermind-v0-easy": ["\\\\boxed{1 2 3}", "\\\\boxed{4 4 1}", "no move"]}
-
-
-class TorchVarlenAttention:
-    """``flash_attn_varlen_func`` in torch: causal attention per packed segment (bottom-right aligned, as
-    flash-attention aligns a query block shorter than its keys), grouped-query heads repeated."""
-
-    @staticmethod
-    def flash_attn_varlen_func(q, k, v, cu_q, cu_k, max_q, max_k, softmax_scale=None, causal=True, window_size=(-1, -1), **_):
-        out = torch.empty_like(q)
-        repeat = q.shape[1] // k.shape[1]
-        for i in range(len(cu_q) - 1):
-            qs, qe, ks, ke = int(cu_q[i]), int(cu_q[i + 1]), int(cu_k[i]), int(cu_k[i + 1])
-            keys = k[ks:ke].repeat_interleave(repeat, dim=1).transpose(0, 1)
-            values = v[ks:ke].repeat_interleave(repeat, dim=1).transpose(0, 1)
-            mask = torch.ones(qe - qs, ke - ks, dtype=torch.bool).tril(diagonal=(ke - ks) - (qe - qs))
-            out[qs:qe] = F.scaled_dot_product_attention(q[qs:qe].transpose(0, 1), keys, values, attn_mask=mask,
-                                                        scale=softmax_scale).transpose(0, 1)
-        return out
 
 
 class CpuWeightTransfer:
@@ -140,13 +121,14 @@ class InProcessRolloutWorker:
             raise RuntimeError("the rollout loop failed") from self.error
 
 
-def test_async_grpo_trainer_trains_on_a_gem_mixture_within_its_staleness_bound(tmp_path, tiny_tokenizer, tool_tokenizer, monkeypatch):
+def test_async_grpo_trainer_trains_on_a_gem_mixture_within_its_staleness_bound(tmp_path, tiny_tokenizer, tool_tokenizer, monkeypatch,
+                                                                              torch_varlen_attention):
     from accelerate.state import PartialState
     from trl.experimental.async_grpo import AsyncGRPOConfig, AsyncGRPOTrainer, async_grpo_trainer, packing
 
     from gem_core.testing import make_model
 
-    monkeypatch.setattr(packing, "_flash_attn", lambda: TorchVarlenAttention)
+    monkeypatch.setattr(packing, "_flash_attn", lambda: torch_varlen_attention)
     monkeypatch.setattr(async_grpo_trainer, "get_peak_flops_per_device", lambda *args, **kwargs: None)
     monkeypatch.setattr(async_grpo_trainer, "VLLMClient", lambda *args, **kwargs: None)
     PartialState()

@@ -163,3 +163,48 @@ def test_trls_async_rollout_worker_plays_a_gem_mixture_on_the_generation_server(
         recomputed, logged = completion_logprobs(trained, sample)
         assert len(logged) > 0 and torch.allclose(recomputed, logged, atol=1e-3)
     assert server.completions_served >= len(samples)
+
+
+def test_trls_async_grpo_trainer_trains_against_the_generation_server(vllm_stub, tmp_path, tiny_tokenizer, tool_tokenizer,
+                                                                      torch_varlen_attention, monkeypatch):
+    """TRL builds its own worker (spawned) and weight client; besides the vLLM stub, two CPU stand-ins for
+    TRL's GPU-only pieces: the flash-attention-3 varlen kernel (a Hub kernel) runs as torch attention, and
+    ``get_peak_flops_per_device`` (asks CUDA for the device name) returns None."""
+    from accelerate.state import PartialState
+    from trl.experimental.async_grpo import AsyncGRPOConfig, AsyncGRPOTrainer, async_grpo_trainer, packing
+
+    from gem_core.serve.generation_server import GenerationServer, GenerationServerConfig
+    from gem_core.testing import make_model
+
+    monkeypatch.setattr(packing, "_flash_attn", lambda: torch_varlen_attention)
+    monkeypatch.setattr(async_grpo_trainer, "get_peak_flops_per_device", lambda *args, **kwargs: None)
+    PartialState()
+    model_dir = tmp_path / "model"
+    make_model(tiny_tokenizer, seed=0).save_pretrained(model_dir)
+    tool_tokenizer.save_pretrained(model_dir)
+    served = copy.deepcopy(make_model(tiny_tokenizer, seed=1))  # other weights until TRL's first sync
+    dataset = with_environment_column(make_dataset(MIXTURE, 8))
+    with GenerationServer(served, tool_tokenizer, GenerationServerConfig(max_model_len=1024)) as server:
+        args = AsyncGRPOConfig(
+            output_dir=str(tmp_path / "out"), use_cpu=True, bf16=False, per_device_train_batch_size=4, num_generations=2,
+            max_completion_length=16, max_steps=2, max_staleness=1, learning_rate=1e-2, logging_steps=1, save_strategy="no",
+            report_to=[], seed=0, vllm_server_base_url=server.url, vllm_server_timeout=30, max_inflight_tasks=4,
+        )
+        trainer = AsyncGRPOTrainer(model=str(model_dir), args=args, processing_class=tool_tokenizer, train_dataset=dataset,
+                                   environment_factory=environment_factories(MIXTURE))
+        try:
+            trainer.train()
+        finally:
+            trainer.rollout_worker.stop()
+        version = server.weight_version
+
+    steps = [h for h in trainer.state.log_history if "loss" in h]
+    assert trainer.state.global_step == 2 and len(steps) == 2
+    assert all(h["sample/staleness_max"] <= 1 for h in steps)
+    # Step 1 trains on samples of the weights TRL synced at train begin: the trainer's log-probs of the
+    # server's tokens are the server's log-probs (same weights, same tokens).
+    assert steps[0]["ratio"] == pytest.approx(1.0, abs=1e-3) and steps[0]["kl"] == pytest.approx(0.0, abs=1e-3)
+    # TRL synced at train begin and after each step; the server holds the trained weights.
+    assert version == 3
+    trained = dict(trainer.model.named_parameters())
+    assert all(torch.equal(p, trained[name].detach()) for name, p in served.named_parameters())
