@@ -154,3 +154,11 @@ def skyrl(session: nox.Session) -> None:
     _install(session, "-e", ".[skyrl,search,rollout,dev]")  # search: gem-retrieval-server plays skyrl:search
     session.run("python", "-c", "import skyrl_gym")
     session.run(*PYTEST, "tests/interop/skyrl", *session.posargs)
+
+
+@nox.session
+def verifiers(session: nox.Session) -> None:
+    """verifiers tasksets as GEM envs (make("verifiers:<module>")); a session of its own: verifiers pins many packages."""
+    _install(session, "-e", ".[verifiers,rollout,dev]")
+    session.run("python", "-c", "import verifiers.v1")
+    session.run(*PYTEST, "tests/interop/verifiers", *session.posargs)

@@ -268,9 +268,10 @@ def _remote_spec(id: str) -> EnvSpec:
 
 
 #: Ids of envs written against another project's standard, built by the bridge in gem_core.interop:
-#: ``skyrl:<SkyRL-Gym id>``; the bridge's entry point, the keyword that takes the rest of the id, its extra.
+#: ``skyrl:<SkyRL-Gym id>``, ``verifiers:<taskset module>``; the bridge's entry point, the keyword that takes the rest of the id, its extra.
 INTEROP_PREFIXES: dict[str, tuple[str, str, str]] = {
     "skyrl:": ("gem_core.interop.skyrl:SkyRLEnv", "skyrl_id", "skyrl"),
+    "verifiers:": ("gem_core.interop.verifiers:VerifiersEnv", "module", "verifiers"),
 }
 
 

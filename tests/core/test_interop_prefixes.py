@@ -22,3 +22,9 @@ def test_without_skyrl_gym_make_names_the_extra_to_install():
 
     with pytest.raises(ImportError, match=r'skyrl:gsm8k.*pip install -e "\.\[skyrl\]"'):
         make("skyrl:gsm8k", row={"prompt": "2 + 2?"})
+
+
+def test_a_verifiers_id_resolves_to_the_verifiers_bridge():
+    found = spec("verifiers:my_env.tasks")
+    assert found.entry_point == "gem_core.interop.verifiers:VerifiersEnv"
+    assert found.kwargs == {"module": "my_env.tasks"} and found.extras == ("verifiers",)

@@ -1,0 +1,156 @@
+"""verifiers (0.4.0, ``verifiers.v1``) tasksets as GEM envs (``pip install -e ".[verifiers]"``). A partial bridge.
+
+``make("verifiers:<taskset>")`` is :class:`VerifiersEnv`: the taskset is loaded by verifiers' own loader
+(an installed package, or a module on ``sys.path``, exporting its ``Taskset`` subclass in ``__all__``, as
+``vf-eval <taskset>`` loads it). Each episode is one task: the first observation is its prompt (system
+prompt first), the action is the model's reply, and the reward is what the task's own ``@vf.reward``
+functions (and plugged reward functions) give, computed by verifiers' ``Task.score`` over a trace holding
+that conversation. The episode ends there (``terminated``): verifiers scores a finished rollout, so the
+whole reward arrives at the last (here: the only) turn.
+
+What is not bridged: in verifiers 0.4.0 multi-turn play and tools are run by a *harness* (a chat program
+or an agent launched in a runtime, calling the model through verifiers' interception server), not by the
+task. Tasks that declare toolsets, need a container, or score with a runtime are refused with a
+:class:`VerifiersUnsupported` error that says so; the export the other way (a GEM env as a verifiers
+taskset) is not built yet.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from gem_core.env import Env, StepResult, log_error_once
+from gem_core.errors import DependencyNotInstalled, GemError
+
+try:
+    import verifiers.v1 as vf
+    from verifiers.v1.configs.taskset import TasksetConfig
+    from verifiers.v1.graph import MessageNode
+    from verifiers.v1.state import state_cls
+    from verifiers.v1.trace import AgentInfo, Trace, TraceTask
+    from verifiers.v1.types import AssistantMessage, SystemMessage, UserMessage
+    from verifiers.v1.utils.generic import concrete_type
+    from verifiers.v1.utils.loaders import taskset_class
+except ImportError as error:  # pragma: no cover - the extra is missing
+    raise DependencyNotInstalled(f'verifiers:* envs need verifiers 0.4.0 ({error}): pip install -e ".[verifiers]"') from error
+
+__all__ = ["VerifiersEnv", "VerifiersUnsupported", "UnknownVerifiersModule", "PREFIX"]
+
+PREFIX = "verifiers:"
+
+
+class UnknownVerifiersModule(GemError, KeyError):
+    """``verifiers:<module>`` names no importable verifiers taskset."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+class VerifiersUnsupported(GemError, NotImplementedError):
+    """A verifiers task needs what this bridge does not run (a harness's tools, a container, a runtime)."""
+
+
+def _load_taskset(module: str, config: dict[str, Any]) -> Any:
+    name = PREFIX + module
+    try:
+        cls = taskset_class(module)
+    except ModuleNotFoundError as error:
+        raise UnknownVerifiersModule(
+            f"{name}: no verifiers taskset module {module!r} ({error}). Install the environment's package "
+            "(its Hub package, pip install ...) or put its module on sys.path; the module exports its vf.Taskset subclass in __all__."
+        ) from None
+    except (TypeError, AttributeError, ValueError) as error:
+        raise UnknownVerifiersModule(f"{name}: module {module!r} is not a verifiers taskset ({error}).") from None
+    config_cls = concrete_type(cls, TasksetConfig) or TasksetConfig
+    return cls(config_cls.model_validate({**config, "id": module}))
+
+
+def _needs_harness(task: Any, name: str) -> str | None:
+    """Why ``task`` cannot be played by this bridge, or None."""
+    import inspect
+
+    if getattr(task, "NEEDS_CONTAINER", False):
+        return "it needs a container"
+    toolsets = getattr(type(task), "toolsets", None)
+    if callable(toolsets) and toolsets(task.config):
+        return "it declares toolsets (tools run by verifiers' harness)"
+    for fn in task.hooks("reward"):
+        parameter = inspect.signature(fn).parameters.get("runtime")
+        if parameter is not None and parameter.default is inspect.Parameter.empty:
+            return f"its reward {fn.__name__} reads the runtime"
+    return None
+
+
+class VerifiersEnv(Env):
+    """A verifiers taskset as a GEM env, one task per episode (see the module docstring).
+
+    Args:
+        module: the taskset's module or package name (``make`` passes what follows ``verifiers:``).
+        taskset_config: fields of the taskset's config (its ``TasksetConfig`` subclass), e.g. a split.
+        max_tasks: tasks read from the taskset (an infinite taskset is cut here).
+
+    Raises:
+        UnknownVerifiersModule: no such module, or it exports no taskset.
+    """
+
+    max_step_seconds = 30.0  # a reward function may parse, verify math or call a judge
+
+    def __init__(self, module: str, *, taskset_config: dict[str, Any] | None = None, max_tasks: int = 100_000):
+        self.module, self.name = module, PREFIX + module
+        self.taskset = _load_taskset(module, dict(taskset_config or {}))
+        self.tasks = list(itertools.islice(iter(self.taskset), max_tasks))
+        if not self.tasks:
+            raise UnknownVerifiersModule(f"{self.name}: the taskset yields no tasks; check taskset_config.")
+        self.task: Any = None
+        self.messages: list[Any] = []
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        options = options or {}
+        index = int(options["index"]) % len(self.tasks) if "index" in options else int(self.np_random.integers(len(self.tasks)))
+        task = self.tasks[index]
+        reason = _needs_harness(task, self.name)
+        if reason is not None:
+            raise VerifiersUnsupported(
+                f"{self.name}: task {index} cannot be played through GEM yet: {reason}. This bridge plays tasks whose "
+                "reply is scored offline (prompt in, one reply, @vf.reward over the trace); run this taskset with verifiers' own harness."
+            )
+        self.task = task
+        data = task.data
+        prompt = data.prompt if not isinstance(data.prompt, str) and data.prompt is not None else [UserMessage(content=data.prompt or "")]
+        self.messages = ([SystemMessage(content=data.system_prompt)] if data.system_prompt else []) + list(prompt)
+        text = "\n\n".join(t for t in ((data.system_prompt or ""), data.prompt_text) if t)
+        return text, {"task_index": index, "task_key": task.key}
+
+    def _trace(self, task: Any, action: str) -> Trace:
+        """The trace verifiers' scoring reads: the prompt's messages, then ``action`` as the sampled reply."""
+        trace = Trace(
+            task=TraceTask(type=type(task).__name__, data=task.data, key=task.key, hash=task.hash),
+            state=state_cls(type(task))(),
+            agent=AgentInfo(config=vf.AgentConfig(), name="gem", trainable=True),
+        )
+        for message in self.messages:
+            trace.nodes.append(MessageNode(parent=len(trace.nodes) - 1 if trace.nodes else None, message=message))
+        trace.nodes.append(MessageNode(parent=len(trace.nodes) - 1 if trace.nodes else None, message=AssistantMessage(content=action), sampled=True))
+        trace.is_completed = trace.ok = True
+        return trace
+
+    def step(self, action: str) -> StepResult:
+        from gem_core.transport.sync_bridge import run_sync
+
+        if self.task is None:
+            return "", 0.0, False, True, {"error": f"{self.name}: no episode; call reset() first"}
+        task, self.task = self.task, None  # one reply per task: the next step is past the end
+        trace = self._trace(task, action)
+        try:
+            run_sync(lambda: task.score(trace))
+        except Exception as error:  # a reward function's bug ends this episode, not the batch
+            message = f"{self.name}: scoring raised {type(error).__name__}: {error}"
+            log_error_once(self, message)
+            return "", 0.0, False, True, {"error": message}
+        rewards = {k: (None if r is None else r.value) for k, r in trace.rewards.items()}
+        return "", float(trace.reward), True, False, {"rewards": rewards, "metrics": dict(trace.metrics)}
+
+    def sample_random_action(self) -> str:
+        raise NotImplementedError(f"{self.name}: verifiers tasks have no random action; a policy writes the reply.")

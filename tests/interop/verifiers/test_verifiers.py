@@ -1,0 +1,127 @@
+"""verifiers 0.4.0 tasksets (written here against verifiers.v1's own Taskset, Task, TaskData and
+@vf.reward) played through make("verifiers:<module>") and the episode runner with a scripted policy, the
+reward equal to what verifiers' own Task.score gives; tasks that need verifiers' harness (tools) and
+unknown modules refused with what to do."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import textwrap
+
+import pytest
+
+vf = pytest.importorskip("verifiers.v1")
+
+from gem_core import make  # noqa: E402
+from gem_core.interop.verifiers import UnknownVerifiersModule, VerifiersUnsupported  # noqa: E402
+from gem_core.rollout import run_episode  # noqa: E402
+from gem_core.testing import ScriptedPolicy, make_tokenizer  # noqa: E402
+
+SINGLE_TURN = '''
+import verifiers.v1 as vf
+
+
+class SumData(vf.TaskData):
+    answer: str
+
+
+class SumTask(vf.Task[SumData, vf.State, vf.TaskConfig]):
+    @vf.reward
+    async def correct(self, trace) -> float:
+        return 1.0 if trace.last_reply.strip() == self.data.answer else 0.0
+
+    @vf.reward(weight=0.5)
+    async def brief(self, trace) -> float:
+        return 1.0 if len(trace.last_reply) <= 3 else 0.0
+
+    @vf.metric
+    async def reply_chars(self, trace) -> float:
+        if trace.last_reply == "boom":
+            raise RuntimeError("grader crashed")
+        return float(len(trace.last_reply))
+
+
+class SumTaskset(vf.Taskset[SumTask]):
+    def load(self):
+        for a, b in [(1, 2), (30, 40), (5, 6)]:
+            yield SumTask(SumData(prompt=f"What is {a} + {b}?", system_prompt="Reply with the number only.", answer=str(a + b)), self.config.task)
+
+
+__all__ = ["SumTaskset"]
+'''
+
+WITH_TOOLS = '''
+import verifiers.v1 as vf
+
+
+class ToolTask(vf.Task[vf.TaskData, vf.State, vf.TaskConfig]):
+    @classmethod
+    def toolsets(cls, config):
+        return [object()]
+
+    @vf.reward
+    async def anything(self, trace) -> float:
+        return 1.0
+
+
+class ToolTaskset(vf.Taskset[ToolTask]):
+    def load(self):
+        yield ToolTask(vf.TaskData(prompt="use the tool"), self.config.task)
+
+
+__all__ = ["ToolTaskset"]
+'''
+
+
+@pytest.fixture(scope="module")
+def modules(tmp_path_factory):
+    root = tmp_path_factory.mktemp("vf_modules")
+    (root / "gem_test_sum.py").write_text(textwrap.dedent(SINGLE_TURN))
+    (root / "gem_test_tools.py").write_text(textwrap.dedent(WITH_TOOLS))
+    sys.path.insert(0, str(root))
+    yield root
+    sys.path.remove(str(root))
+
+
+def verifiers_reward(module: str, index: int, reply: str) -> float:
+    """What verifiers' own Task.score gives the reply, on the task its own loader yields."""
+    from gem_core.interop.verifiers import VerifiersEnv
+
+    env = VerifiersEnv(module)
+    env.reset(options={"index": index})
+    trace = env._trace(env.tasks[index], reply)
+    asyncio.run(env.tasks[index].score(trace))
+    return trace.reward
+
+
+def test_a_single_turn_taskset_plays_through_the_episode_runner_with_verifiers_own_rewards(modules):
+    tokenizer = make_tokenizer("chatml")
+    env = make("verifiers:gem_test_sum")
+    observation, info = env.reset(options={"index": 1})
+    assert observation == "Reply with the number only.\n\nWhat is 30 + 40?" and info["task_index"] == 1
+    for reply, expected in (("70", 1.5), ("seventy", 0.0), ("71", 0.5)):
+        assert verifiers_reward("gem_test_sum", 1, reply) == expected  # the inputs make the rewards differ
+        env = make("verifiers:gem_test_sum")
+        seed = next(s for s in range(50) if env.reset(seed=s)[1]["task_index"] == 1)
+        trajectory = asyncio.run(run_episode(env, ScriptedPolicy(tokenizer, [reply]), tokenizer, seed=seed))
+        assert trajectory.rewards == [expected] and trajectory.terminated and not trajectory.truncated
+        assert trajectory.infos[-1]["rewards"] == {"correct": float(expected >= 1.0), "brief": 0.5 * float(len(reply) <= 3)}
+        assert trajectory.infos[-1]["metrics"] == {"reply_chars": float(len(reply))}
+
+
+def test_tasks_that_need_verifiers_harness_and_unknown_modules_are_refused_with_the_fix(modules):
+    with pytest.raises(VerifiersUnsupported, match=r"verifiers:gem_test_tools: task 0 cannot be played.*toolsets.*verifiers' own harness"):
+        make("verifiers:gem_test_tools").reset(seed=0)
+    with pytest.raises(UnknownVerifiersModule, match=r"verifiers:no_such_taskset: no verifiers taskset module.*sys.path"):
+        make("verifiers:no_such_taskset")
+
+
+def test_a_task_whose_scoring_raises_ends_that_episode_only(modules):
+    env = make("verifiers:gem_test_sum")
+    env.reset(seed=0)
+    observation, reward, terminated, truncated, info = env.step("boom")
+    assert (reward, terminated, truncated) == (0.0, False, True)
+    assert "verifiers:gem_test_sum: scoring raised TaskError" in info["error"] and "grader crashed" in info["error"]
+    env.reset(options={"index": 0})
+    assert env.step("3")[1:3] == (1.5, True)  # the next episode plays
