@@ -47,7 +47,7 @@ from typing import Any
 
 from gem_core.rollout.policy import SamplingParams, TransformersPolicy
 from gem_core.serve.asgi import RequestError, json_bytes, read_json
-from gem_core.serve.weight_stream import WeightReceiver
+from gem_core.serve.weight_stream import WeightReceiver, WeightStreamError
 
 __all__ = ["GenerationServer", "GenerationServerConfig", "main"]
 
@@ -285,7 +285,13 @@ class GenerationServer:
         unknown = [name for name in info["names"] if name not in targets]
         if unknown:
             raise RequestError(400, f"the model has no parameter {unknown[0]!r} ({len(unknown)} unknown names in the manifest)")
-        await asyncio.to_thread(self._receive_into_model, info, targets)
+        try:
+            await asyncio.to_thread(self._receive_into_model, info, targets)
+        except WeightStreamError as error:
+            # The stream's position is unknown after a bad frame: the trainer must join again.
+            self._receiver.close()
+            self._receiver = None
+            raise RequestError(400, f"{error}; the weight stream is closed, call /init_weight_transfer_engine again") from None
         return {}
 
     def _receive_into_model(self, info: dict, targets: dict[str, Any]) -> None:
