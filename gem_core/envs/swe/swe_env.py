@@ -100,7 +100,8 @@ class SweEnv(TerminalEnv):
         package: only this package's tasks.
         max_turns: tool calls per episode, ``submit`` included (None: each task's spec).
         command_timeout: seconds per shell command (None: each task's spec); tests get the spec's test timeout.
-        reward: ``"fraction"`` (share of the listed tests that pass) or ``"binary"`` (1.0 only if all pass).
+        reward: ``"fraction"`` (share of the fail-to-pass tests that pass, 0.0 if a pass-to-pass test fails) or
+            ``"binary"`` (1.0 only if every listed test passes).
         call_format: the tool-call syntax the agent writes (:data:`gem_core.tools.calls.CALL_FORMATS`).
         home: where ``gem swe build`` put the tasks (None: ``$GEM_SWE_HOME`` or ``~/.cache/gem/swe``).
         spec: a pack spec file (default: the shipped pack).
@@ -135,6 +136,8 @@ class SweEnv(TerminalEnv):
         max_work_mb: int = 128,
         sandbox: str | None = None,
     ):
+        # TerminalEnv's constructor reads its shipped shell tasks; this sets what its working-directory,
+        # snapshot and output methods use (work_dir, sandbox, sandbox_config, limits) itself.
         if reward not in REWARDS:
             raise SweError(f"reward={reward!r}: choose one of {REWARDS}.")
         if call_format not in CALL_FORMATS:
