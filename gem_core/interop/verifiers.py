@@ -8,11 +8,18 @@ functions (and plugged reward functions) give, computed by verifiers' ``Task.sco
 that conversation. The episode ends there (``terminated``): verifiers scores a finished rollout, so the
 whole reward arrives at the last (here: the only) turn.
 
+The other way, :func:`load_environment` exports a GEM env as a verifiers taskset (:class:`GemTaskset`):
+one task per seed, its prompt GEM's first observation, its ``gem`` reward GEM's own rewards for the
+trace's replies (a fresh env reset with the task's seed, stepped with each assistant reply in order).
+verifiers' loader imports a taskset by a top-level module name, so for its CLI a two-line module
+(``gem_tasks.py``: ``from gem_core.interop.verifiers import GemTaskset`` and ``__all__ = ["GemTaskset"]``)
+makes it a plugin: ``--env.taskset.id gem_tasks --env.taskset.env_id math:GSM8K``.
+
 What is not bridged: in verifiers 0.4.0 multi-turn play and tools are run by a *harness* (a chat program
 or an agent launched in a runtime, calling the model through verifiers' interception server), not by the
 task. Tasks that declare toolsets, need a container, or score with a runtime are refused with a
-:class:`VerifiersUnsupported` error that says so; the export the other way (a GEM env as a verifiers
-taskset) is not built yet.
+:class:`VerifiersUnsupported` error that says so; and an exported multi-turn GEM env is scored on the
+replies alone (no harness here relays GEM's later observations to the model).
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ try:
 except ImportError as error:  # pragma: no cover - the extra is missing
     raise DependencyNotInstalled(f'verifiers:* envs need verifiers 0.4.0 ({error}): pip install -e ".[verifiers]"') from error
 
-__all__ = ["VerifiersEnv", "VerifiersUnsupported", "UnknownVerifiersModule", "PREFIX"]
+__all__ = ["VerifiersEnv", "VerifiersUnsupported", "UnknownVerifiersModule", "GemTaskset", "GemTasksetConfig", "load_environment", "PREFIX"]
 
 PREFIX = "verifiers:"
 
@@ -56,6 +63,11 @@ def _load_taskset(module: str, config: dict[str, Any]) -> Any:
     try:
         cls = taskset_class(module)
     except ModuleNotFoundError as error:
+        if "." in module:  # verifiers looks a dotted id up under verifiers.v1.tasksets first, and fails there
+            raise UnknownVerifiersModule(
+                f"{name}: verifiers' loader imports a taskset by a top-level module name, not {module!r}; write a module "
+                f"that re-exports its Taskset (from {module} import MyTaskset; __all__ = ['MyTaskset']) and name that."
+            ) from None
         raise UnknownVerifiersModule(
             f"{name}: no verifiers taskset module {module!r} ({error}). Install the environment's package "
             "(its Hub package, pip install ...) or put its module on sys.path; the module exports its vf.Taskset subclass in __all__."
@@ -154,3 +166,94 @@ class VerifiersEnv(Env):
 
     def sample_random_action(self) -> str:
         raise NotImplementedError(f"{self.name}: verifiers tasks have no random action; a policy writes the reply.")
+
+
+class GemTasksetConfig(TasksetConfig):
+    """Which GEM env and seeds :class:`GemTaskset` exports (``--env.taskset.env_id`` and so on)."""
+
+    env_id: str = ""
+    """The GEM env id (``math:GSM8K``, ``game:GuessTheNumber-v0``)."""
+    num_tasks: int = 100
+    """Tasks, one per seed."""
+    seed_start: int = 0
+    """The first task's seed; task ``i`` plays seed ``seed_start + i``."""
+    make_kwargs: dict[str, Any] = {}
+    """Keyword arguments for GEM's ``make``."""
+
+
+class GemTaskData(vf.TaskData):
+    """One GEM episode: the env, its seed and make kwargs (the prompt is its first observation)."""
+
+    env_id: str
+    seed: int
+    make_kwargs: dict[str, Any] = {}
+
+
+def _replay(env_id: str, seed: int, make_kwargs: dict[str, Any], replies: list[str]) -> tuple[float, int, bool]:
+    """GEM's return for ``replies`` played in order from ``reset(seed)``: (return, turns played, episode ended)."""
+    from gem_core.registry import make
+
+    env = make(env_id, **make_kwargs)
+    try:
+        env.reset(seed=seed)
+        total, turns, ended = 0.0, 0, False
+        for reply in replies:
+            _, reward, terminated, truncated, _ = env.step(reply)
+            total, turns, ended = total + float(reward), turns + 1, bool(terminated or truncated)
+            if ended:
+                break
+        return total, turns, ended
+    finally:
+        env.close()
+
+
+class GemTask(vf.Task[GemTaskData, vf.State, vf.TaskConfig]):
+    """A GEM episode as a verifiers task, scored by GEM's own env."""
+
+    async def _played(self, trace: Trace) -> tuple[float, int, bool]:
+        import asyncio
+
+        replies = [message.content or "" for message in trace.assistant_messages]
+        cached = trace.info.get("gem")
+        if cached is None or cached["replies"] != replies:
+            d = self.data
+            result = await asyncio.to_thread(_replay, d.env_id, d.seed, dict(d.make_kwargs), replies)
+            trace.info["gem"] = cached = {"replies": replies, "result": list(result)}
+        return tuple(cached["result"])  # type: ignore[return-value]
+
+    @vf.reward
+    async def gem(self, trace: Trace) -> float:
+        return (await self._played(trace))[0]
+
+    @vf.metric
+    async def gem_turns(self, trace: Trace) -> float:
+        return float((await self._played(trace))[1])
+
+
+class GemTaskset(vf.Taskset[GemTask, GemTasksetConfig]):
+    """A GEM env as a verifiers taskset (see :func:`load_environment`)."""
+
+    def load(self) -> Any:
+        from gem_core.registry import make, spec
+
+        config = self.config
+        spec(config.env_id)  # an unknown id fails here, naming the closest ones
+        for i in range(config.num_tasks):
+            seed = config.seed_start + i
+            env = make(config.env_id, **dict(config.make_kwargs))
+            try:
+                observation, _ = env.reset(seed=seed)
+            finally:
+                env.close()
+            data = GemTaskData(prompt=observation, env_id=config.env_id, seed=seed, make_kwargs=dict(config.make_kwargs))
+            yield GemTask(data, config.task)
+
+
+def load_environment(env_id: str, *, num_tasks: int = 100, seed_start: int = 0, **make_kwargs: Any) -> GemTaskset:
+    """The GEM env ``env_id`` as a verifiers taskset: ``num_tasks`` tasks, seeds ``seed_start`` onwards.
+
+    Raises:
+        UnknownEnvError: GEM has no env ``env_id`` (when the taskset is iterated).
+    """
+    config = GemTasksetConfig(id=__name__, env_id=env_id, num_tasks=num_tasks, seed_start=seed_start, make_kwargs=make_kwargs)
+    return GemTaskset(config)

@@ -125,3 +125,43 @@ def test_a_task_whose_scoring_raises_ends_that_episode_only(modules):
     assert "verifiers:gem_test_sum: scoring raised TaskError" in info["error"] and "grader crashed" in info["error"]
     env.reset(options={"index": 0})
     assert env.step("3")[1:3] == (1.5, True)  # the next episode plays
+
+
+def gem_first_step_reward(env_id: str, seed: int, reply: str) -> float:
+    env = make(env_id)
+    env.reset(seed=seed)
+    return float(env.step(reply)[1])
+
+
+def answer_of(seed: int) -> int:
+    return next(g for g in range(1, 21) if gem_first_step_reward("game:GuessTheNumber-v0", seed, f"\\boxed{{{g}}}") > 0)
+
+
+def test_a_gem_env_exported_as_a_verifiers_taskset_is_scored_by_verifiers_with_gem_s_rewards(modules):
+    from gem_core.interop.verifiers import load_environment
+
+    env_id = "game:GuessTheNumber-v0"
+    tasks = list(load_environment(env_id, num_tasks=3, seed_start=4).take(3))  # verifiers' own taskset view
+    assert [t.data.seed for t in tasks] == [4, 5, 6]
+    for task in tasks:
+        assert task.data.prompt == make(env_id).reset(seed=task.data.seed)[0]
+        right = f"\\boxed{{{answer_of(task.data.seed)}}}"
+        for reply in (right, "\\boxed{0}", "no guess"):
+            env = make("verifiers:gem_test_sum")  # only for its trace builder
+            trace = env._trace(task, reply)
+            asyncio.run(task.score(trace))  # verifiers' own scoring of the exported task
+            assert trace.reward == gem_first_step_reward(env_id, task.data.seed, reply)
+        assert gem_first_step_reward(env_id, task.data.seed, right) == 1.0
+
+
+def test_a_gem_env_round_trips_through_verifiers_loader_and_back_into_gem(modules):
+    (modules / "gem_tasks.py").write_text("from gem_core.interop.verifiers import GemTaskset\n\n__all__ = ['GemTaskset']\n")
+    tokenizer = make_tokenizer("chatml")
+    config = {"env_id": "game:GuessTheNumber-v0", "num_tasks": 2, "seed_start": 7}
+    env = make("verifiers:gem_tasks", taskset_config=config)
+    reply = f"\\boxed{{{answer_of(8)}}}"
+    trajectory = asyncio.run(run_episode(env, ScriptedPolicy(tokenizer, [reply]), tokenizer, seed=next(
+        s for s in range(50) if make("verifiers:gem_tasks", taskset_config=config).reset(seed=s)[1]["task_index"] == 1)))
+    assert trajectory.rewards == [gem_first_step_reward("game:GuessTheNumber-v0", 8, reply)] == [1.0]
+    with pytest.raises(UnknownVerifiersModule, match=r"top-level module name.*__all__"):
+        make("verifiers:gem_core.interop.verifiers")
