@@ -72,10 +72,22 @@ _LISTING_LINES = 200
 def _sample_home(spec: str) -> str:
     """The shipped sample pack, built once per process (no network: its package is GEM's own) into a
     temporary folder removed at exit."""
-    home = tempfile.mkdtemp(prefix="gem-swe-sample-")
+    home = tempfile.mkdtemp(prefix="gem-swe-sample-", dir=_hidden_temp_dir())
     atexit.register(shutil.rmtree, home, True)
     build_pack(home, spec=spec, verify=False, report=lambda line: None)
     return home
+
+
+def _hidden_temp_dir() -> str:
+    """The system temp folder, unless the sandbox shows it (nox and tox point TMPDIR inside the virtualenv,
+    whose prefix every snippet sees): then /tmp, which each sandbox replaces with its own."""
+    for folder in (tempfile.gettempdir(), "/tmp"):
+        try:
+            check_home_hidden(Path(folder))
+        except SweError:
+            continue
+        return folder
+    raise SweError(f"No temporary folder the sandbox hides for the SWE sample pack (TMPDIR={tempfile.gettempdir()}): set TMPDIR to one outside the Python installation.")
 
 
 @functools.lru_cache(maxsize=64)

@@ -324,3 +324,21 @@ def test_library_code_that_makes_every_report_a_pass_scores_zero(env):
     assert naive_exit(env) == 0
     observation, reward, _, _, info = env.step(call("submit"))
     assert reward == 0.0 and info["tests_passed"] == 0 and "tampered" in observation
+
+
+def test_the_sample_pack_is_built_outside_a_tmpdir_the_sandbox_shows(monkeypatch):
+    """nox points TMPDIR inside the virtualenv, whose prefix every snippet sees: the sample pack (with its
+    unmutated tree) must not be built there, and swe:Sample-v0 must still make (the wheel test makes every id)."""
+    import sys
+    import tempfile
+
+    from gem_core.envs.swe import swe_env
+
+    monkeypatch.setattr(tempfile, "tempdir", sys.prefix)
+    swe_env._sample_home.cache_clear()
+    try:
+        env = SweEnv(sample=True)
+        assert Path(sys.prefix).resolve() not in env.home.resolve().parents
+        env.close()
+    finally:
+        swe_env._sample_home.cache_clear()
