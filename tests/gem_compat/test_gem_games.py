@@ -12,7 +12,8 @@ import gem
 from gem.envs.game_env import GAME_SPECS
 
 # GEM's own FifteenPuzzle-v0-random cannot be built (num_rows=None reaches num_rows**2): an upstream bug.
-BUILDABLE = sorted(set(GAME_SPECS) - {"game:FifteenPuzzle-v0-random"})
+# Sokoban-v0-hard's room search takes seconds, as in GEM: its rule is the easy level's (and tests/gem_upstream plays it).
+BUILDABLE = sorted(set(GAME_SPECS) - {"game:FifteenPuzzle-v0-random", "game:Sokoban-v0-hard"})
 
 
 @pytest.mark.parametrize("env_id", BUILDABLE)
@@ -101,3 +102,16 @@ def test_concat_shows_a_gem_games_board_once_after_the_history() -> None:
     shown, _, _, _, info = env.step("\\boxed{reveal 0 0}")
     assert shown.endswith(info["suffix"]) and shown.count("Here is the current board layout:") == 1
     assert "At turn 1, you successfully revealed cell (0, 0)." in shown
+
+
+def test_sokoban_is_gems_room_and_takes_any_turn_limit() -> None:
+    env = gem.make("game:Sokoban-v0-easy", max_turns=3)  # GEM's own test: fewer turns than a solution needs
+    _, info = env.reset(seed=0)
+    rows = ["# # # # # #", "# # _ _ _ #", "# _ X _ O #", "# _ # O X #", "# _ _ _ P #", "# # # # # #"]
+    assert info["suffix"] == "Here is the current board layout:\n" + "\n".join(rows) + "\n\nEnter your move."  # GEM's room for seed 0
+    results = [env.step(move)[:4] for move in ("\\boxed{up}", "\\boxed{up}", "\\boxed{left}")]
+    assert results == [
+        ("At turn 1, you pushed a box while you moved up.", 0.0, False, False),
+        ("At turn 2, you pushed a box while you moved up.", 0.0, False, False),
+        ("You have reached the maximum number of turns.", 0.0, True, True),
+    ]

@@ -4,8 +4,8 @@
 malformed move). A GEM user's ids must mean GEM's games, or reported numbers silently stop being
 comparable, so :func:`gem.make` looks ids up in :data:`GAME_SPECS` first: a registry view private to the
 ``gem`` layer, leaving the core registry and its games unchanged. Ids GEM defines that are not in this
-table (Wordle, Hangman, WordSearch and Crosswords, which draw from word lists GEM downloads at run time;
-Sokoban) resolve to the core's games.
+table (Wordle, Hangman, WordSearch and Crosswords, which draw from word lists GEM downloads at run time)
+resolve to the core's games.
 """
 
 from __future__ import annotations
@@ -51,5 +51,8 @@ GAME_SPECS: dict[str, EnvSpec] = {
         _spec("game:Game2048-v0-hard", "game_2048:Game2048Env", target_tile=512, max_turns=50),
         _spec("game:Game2048-v0-extreme-hard", "game_2048:Game2048Env", target_tile=2048, max_turns=100),
         _spec("game:Game2048-v0-random", "game_2048:Game2048Env", target_tile=None, max_turns=None),
+        _spec("game:Sokoban-v0-easy", "sokoban:SokobanEnv", dim_room=(6, 6), num_boxes=2, max_turns=20),
+        _spec("game:Sokoban-v0-hard", "sokoban:SokobanEnv", dim_room=(8, 8), num_boxes=4, max_turns=50),
+        _spec("game:Sokoban-v0-random", "sokoban:SokobanEnv", room_size=None, num_boxes=None, max_turns=None),
     )
 }
