@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import threading
 import time
@@ -366,6 +367,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8000, help="loopback port (0: any free one; the URL is printed)")
     parser.add_argument("--max-model-len", type=int, default=GenerationServerConfig.max_model_len)
     args = parser.parse_args(argv)
+    if not os.path.isdir(args.model):
+        print(f"error: --model {args.model!r} is not a directory; give a local model directory (weights and tokenizer)", file=sys.stderr)
+        return 2
     try:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 

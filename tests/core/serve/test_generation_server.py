@@ -130,3 +130,27 @@ def test_a_stream_sending_what_the_manifest_does_not_name_is_refused_and_must_re
     assert client.post("/update_weights", json={"update_info": manifest}).status_code == 409  # the stream is closed
     assert all(torch.equal(p, q) for p, q in zip(server.model.parameters(), before))
     sender.close()
+
+
+def test_the_command_serves_a_local_model_until_ctrl_c(tmp_path, tiny_tokenizer, capsys):
+    import re
+    import signal
+    import subprocess
+    import sys
+
+    from gem_core.serve.generation_server import main
+
+    assert main(["--model", str(tmp_path / "nope")]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "not a directory" in error
+    make_model(tiny_tokenizer, seed=0).save_pretrained(tmp_path / "model")
+    tiny_tokenizer.save_pretrained(tmp_path / "model")
+    process = subprocess.Popen([sys.executable, "-m", "gem_core.serve.generation_server", "--model", str(tmp_path / "model"), "--port", "0"],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        url = re.search(r"http://127\.0\.0\.1:\d+", process.stdout.readline()).group(0)
+        assert httpx.get(url + "/health", timeout=30).status_code == 200
+        process.send_signal(signal.SIGINT)
+        assert process.wait(30) == 0
+    finally:
+        process.kill()
