@@ -223,8 +223,10 @@ def test_an_env_that_raises_mid_step_ends_its_episode_only():
         assert good.rewards == [1.0] and good.terminated
         assert bad.truncated and not bad.terminated and bad.rewards == [0.0]
         assert "skyrl:test_flaky: step raised RuntimeError: tool crashed" in bad.infos[-1]["error"]
-        batch = asyncio.run(run_episodes(lambda: make("skyrl:test_flaky", row=rows[0]), policy, tokenizer, seeds=[0, 1]))
-        assert [t.rewards for t in batch] == [[1.0], [1.0]]
+        prompts = iter(["calm", "boom", "calm"])
+        batch = asyncio.run(run_episodes(lambda: factory_for(next(prompts))(), policy, tokenizer, seeds=[0, 1, 2]))
+        outcomes = sorted((t.truncated, t.rewards, "error" in t.infos[-1]) for t in batch)
+        assert outcomes == [(False, [1.0], False), (False, [1.0], False), (True, [0.0], True)]  # one episode ended, the batch played
     finally:
         skyrl_gym.envs.registration.deregister("test_flaky")
 
