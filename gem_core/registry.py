@@ -216,6 +216,9 @@ def register(
         raise ValueError(
             f"Env id {id!r} is malformed: expected 'category:Name-vN[-variant]', e.g. 'game:GuessTheNumber-v0-hard'."
         )
+    if _interop_spec(id) is not None:
+        raise ValueError(f"Env id {id!r} starts with {id.split(':', 1)[0]!r}:, which names another standard's envs through "
+                         "gem_core.interop (make builds them without registering); pick another category.")
     if id in _REGISTRY:
         raise ValueError(f"Env id {id!r} is already registered (entry point {_REGISTRY[id].entry_point!r}); pick another id.")
     _register_upstream_aliases()

@@ -17,6 +17,8 @@ with ``init(prompt)`` (a chat, returned as the first chat) and stepped with the 
 - ``done`` is "the episode has ended" in SkyRL-Gym's docs, the env's own end (an answer, its own turn
   budget): it maps to ``terminated``. ``truncated`` comes from GEM's turn limit (``make(id, max_turns=N)``)
   and from a step that raised: that episode ends with ``info["error"]``, the rest of a batch plays on;
+- the env's tool groups run its tools inside ``step`` as in SkyRL (their names and tools are in the
+  reset's ``info["skyrl_tool_groups"]``);
 - ``metadata`` is ``info``; the env's ``get_metrics()`` arrives in ``info["skyrl_metrics"]`` at the end,
   and :func:`aggregate_metrics` is SkyRL's own aggregation over episodes.
 
@@ -233,7 +235,11 @@ class SkyRLEnv(Env):
         self.env = self._build(self.row)
         prompt = self.row["prompt"]
         observations, metadata = self.env.init(prompt)
-        return _text(observations), {"task_index": index, **dict(metadata or {})}
+        info = {"task_index": index, **dict(metadata or {})}
+        groups = getattr(self.env, "tool_groups", None) or []
+        if groups:  # the env runs its tools itself; the policy's prompt may need to name them
+            info["skyrl_tool_groups"] = {group.get_name(): group.get_tool_names() for group in groups}
+        return _text(observations), info
 
     def step(self, action: str) -> StepResult:
         if self.env is None:

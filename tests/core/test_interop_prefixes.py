@@ -28,3 +28,10 @@ def test_a_verifiers_id_resolves_to_the_verifiers_bridge():
     found = spec("verifiers:my_env.tasks")
     assert found.entry_point == "gem_core.interop.verifiers:VerifiersEnv"
     assert found.kwargs == {"module": "my_env.tasks"} and found.extras == ("verifiers",)
+
+
+def test_registering_an_id_under_an_interop_prefix_is_refused_as_it_could_never_be_made():
+    from gem_core import register
+
+    with pytest.raises(ValueError, match=r"'skyrl:mine-v0' starts with 'skyrl':.*pick another category"):
+        register("skyrl:mine-v0", lambda: None)

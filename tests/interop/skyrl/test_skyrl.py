@@ -94,6 +94,8 @@ def test_every_offline_skyrl_env_plays_through_the_episode_runner_with_skyrl_s_o
         assert trajectory.rewards == expected, skyrl_id
         assert trajectory.terminated and not trajectory.truncated, skyrl_id
         assert trajectory.infos[-1]["skyrl_metrics"] == metrics, skyrl_id
+    searchcode = make("skyrl:searchcode", row=offline["searchcode"][0])
+    assert searchcode.reset(seed=0)[1]["skyrl_tool_groups"] == {"SearchToolGroup": ["search"], "PythonCodeExecutorToolGroup": ["python"]}
     # The inputs are chosen so the rewards say something: right answers score, per-turn rewards differ.
     assert skyrl_rewards("gsm8k", *offline["gsm8k"][:2], ["#### 72"])[0] == [1.0]
     assert skyrl_rewards("lcb", *offline["lcb"][:2], [DOUBLE])[0] == [1.0]
