@@ -24,5 +24,8 @@ class GemToolMethods:
         calls = self.parse(action)  # type: ignore[attr-defined]
         if not calls:
             return False, True, "", action
-        result = self.execute(calls[0])  # type: ignore[attr-defined]
-        return True, not result.ok, result.observation, action[: calls[0].span[1]]
+        call = calls[0]
+        if call.error:  # a malformed call is answered as ToolUse answers it, never run
+            return True, True, f"[{call.tool} call error] {call.error}", action[: call.span[1]]
+        result = self.execute(call)  # type: ignore[attr-defined]
+        return True, not result.ok, result.observation, action[: call.span[1]]

@@ -1,0 +1,1 @@
+"""``gem.tools.mcp_server``: GEM's example MCP servers (``time_mcp``), for ``MCPTool`` demos and tests."""
