@@ -165,3 +165,108 @@ def test_a_gem_env_round_trips_through_verifiers_loader_and_back_into_gem(module
     assert trajectory.rewards == [gem_first_step_reward("game:GuessTheNumber-v0", 8, reply)] == [1.0]
     with pytest.raises(UnknownVerifiersModule, match=r"top-level module name.*__all__"):
         make("verifiers:gem_core.interop.verifiers")
+
+
+ONE_SHOT_HARNESS = '''
+"""A tool-less chat harness written against verifiers' Harness: one model call through the rollout's endpoint."""
+import httpx
+from verifiers.v1.configs.harness import HarnessConfig
+from verifiers.v1.harness import Harness
+from verifiers.v1.runtimes import ProgramResult
+
+
+class OneShotConfig(HarnessConfig):
+    pass
+
+
+class OneShotHarness(Harness[OneShotConfig]):
+    APPENDS_SYSTEM_PROMPT = True
+    EXECUTES_CODE = False
+    NEEDS_CONTAINER = False
+
+    async def launch(self, ctx, trace, runtime, endpoint, secret, mcp_urls, data, tool_interception_url=None):
+        system, prompt = self.resolve_prompt(data)
+        messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
+        async with httpx.AsyncClient(timeout=30) as client:
+            response = await client.post(f"{endpoint}/chat/completions", headers={"Authorization": f"Bearer {secret}"},
+                                         json={"model": ctx.model, "messages": messages})
+        return ProgramResult(exit_code=0 if response.status_code == 200 else 1, stdout=response.text, stderr="")
+
+
+__all__ = ["OneShotHarness"]
+'''
+
+
+@pytest.fixture
+def scripted_openai_server():
+    """An OpenAI-compatible /v1/chat/completions on a loopback port answering the scripted replies in turn."""
+    import threading
+    import time
+
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    from gem_core.serve.asgi import listening_socket
+
+    script = {"replies": [], "requests": []}
+
+    async def chat(request):
+        body = await request.json()
+        script["requests"].append(body)
+        content = script["replies"].pop(0)
+        return JSONResponse({
+            "id": f"chat-{len(script['requests'])}", "object": "chat.completion", "created": 0, "model": body["model"],
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        })
+
+    sock = listening_socket("127.0.0.1", 0)
+    server = uvicorn.Server(uvicorn.Config(Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])]), log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    script["url"] = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    yield script
+    server.should_exit = True
+    thread.join(10)
+    sock.close()
+
+
+def test_an_exported_gem_env_runs_in_verifiers_own_rollout_with_gem_s_rewards(modules, scripted_openai_server, monkeypatch):
+    """verifiers' SingleAgentEnv.run_episode (its interception server, trace and scoring) plays the exported
+    env against a scripted OpenAI-compatible server on loopback; the reward is GEM's for the same reply."""
+    from verifiers.v1.envs.single_agent import SingleAgentEnv, SingleAgentEnvConfig
+
+    (modules / "gem_tasks.py").write_text("from gem_core.interop.verifiers import GemTaskset\n\n__all__ = ['GemTaskset']\n")
+    (modules / "gem_one_shot_harness.py").write_text(textwrap.dedent(ONE_SHOT_HARNESS))
+    monkeypatch.setenv("GEM_TEST_OPENAI_KEY", "not-a-secret")
+    env_id = "game:GuessTheNumber-v0"
+    config = SingleAgentEnvConfig(
+        taskset={"id": "gem_tasks", "env_id": env_id, "num_tasks": 2, "seed_start": 3},
+        agent={"harness": {"id": "gem_one_shot_harness"}, "runtime": {"type": "subprocess"}},
+    )
+    env = SingleAgentEnv(config)
+    ctx = vf.ModelContext(model="scripted", client=vf.EvalClientConfig(base_url=scripted_openai_server["url"], api_key_var="GEM_TEST_OPENAI_KEY"))
+
+    async def play(task):
+        await env.start()
+        try:
+            return await env.run_episode(task, ctx)
+        finally:
+            await env.stop()
+
+    for task in env.taskset:
+        right = f"\\boxed{{{answer_of(task.data.seed)}}}"
+        for reply in (right, "\\boxed{0}"):
+            scripted_openai_server["replies"].append(reply)
+            episode = asyncio.run(play(task))
+            assert episode.ok and not episode.errors
+            (trace,) = episode.traces
+            assert trace.last_reply == reply
+            assert trace.reward == gem_first_step_reward(env_id, task.data.seed, reply)
+            assert scripted_openai_server["requests"][-1]["messages"][-1]["content"] == make(env_id).reset(seed=task.data.seed)[0]
+        assert gem_first_step_reward(env_id, task.data.seed, right) == 1.0
