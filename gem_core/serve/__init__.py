@@ -22,6 +22,9 @@ frame with the same fields as above and read one JSON answer per message (``{"er
 bad one, a binary frame included; the connection stays open). Bad requests get a 4xx and a message,
 never a dead server. Connections are bounded too (:mod:`gem_core.serve.connections`): headers and bodies
 have deadlines, and connections are capped in total and per client address.
+
+Beside it, :mod:`gem_core.serve.generation_server` serves a model instead of an env: a loopback stand-in for
+``vllm serve`` (its completion, pause/resume and weight-update routes) for asynchronous trainers on a CPU.
 """
 
 from typing import TYPE_CHECKING
