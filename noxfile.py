@@ -162,3 +162,16 @@ def verifiers(session: nox.Session) -> None:
     _install(session, "-e", ".[verifiers,rollout,dev]")
     session.run("python", "-c", "import verifiers.v1")
     session.run(*PYTEST, "tests/interop/verifiers", *session.posargs)
+
+
+@nox.session
+def gem_upstream(session: nox.Session) -> None:
+    """GEM's released package (gem-llm 0.1.0) side by side with `import gem`: the same seeded, scripted game
+    episodes must give the same observations, rewards and endings. GEM's package is named `gem` too, so it
+    gets a virtualenv of its own, which the tests drive as a subprocess."""
+    _install(session, "-e", ".[dev]")
+    upstream = os.path.abspath(os.path.join(session.create_tmp(), "gem-llm"))  # the tests run it from another folder
+    python = os.path.join(upstream, "bin", "python")
+    session.run_install("python", "-m", "venv", "--clear", upstream)
+    session.run_install(python, "-m", "pip", "install", "-q", *CONSTRAINTS, "gem-llm==0.1.0", external=True)
+    session.run(*PYTEST, "tests/gem_upstream", *session.posargs, env={"GEM_UPSTREAM_PYTHON": python})

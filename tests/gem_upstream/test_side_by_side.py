@@ -1,0 +1,87 @@
+"""GEM's released package (``gem-llm`` 0.1.0) and ``import gem`` play the same episodes.
+
+Both packages are named ``gem``, so GEM's lives in a virtualenv of its own (the ``gem_upstream`` nox
+session builds it and names its interpreter in ``GEM_UPSTREAM_PYTHON``) and each side plays the same
+seeded, scripted episodes in a subprocess (``play_scripts.py``). Every step's observation, reward,
+``terminated``/``truncated`` and info must be equal, and so must each episode's length.
+
+The scripts mix legal moves, legal-format illegal moves and malformed actions, drawn from a fixed
+generator so that both sides get the same list; a script ends where the episode does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gem.envs.game_env import GAME_SPECS
+
+HERE = Path(__file__).resolve().parent
+SEEDS = (0, 1, 7)
+MALFORMED = ["I pass", "\\boxed{}", "boxed{1}", "\\boxed{forty-two}"]
+# Actions a player might send to each game: most are legal in format, many are illegal moves.
+VOCABULARY = {
+    "GuessTheNumber": [f"\\boxed{{{n}}}" for n in range(0, 62)],
+    "Mastermind": [f"\\boxed{{{' '.join(map(str, digits))}}}" for digits in
+                   ([a, b] for a in range(0, 10) for b in range(1, 9))] + ["\\boxed{1 2 3}", "\\boxed{1 2 3 4}", "\\boxed{5 6 7 8}"],
+    "Minesweeper": [f"\\boxed{{{kind} {r} {c}}}" for kind in ("reveal", "reveal", "REVEAL", "flag", "dig") for r in range(9) for c in range(9)],
+    "Sudoku": [f"\\boxed{{{r} {c} {n}}}" for r in range(0, 10) for c in range(0, 10) for n in range(0, 10)],
+    "TowerofHanoi": [f"\\boxed{{{a} {b}}}" for a in "ABCa" for b in "ABCc"] + ["\\boxed{A,C}", "\\boxed{A D}"],
+    "FifteenPuzzle": [f"\\boxed{{{d}}}" for d in ("up", "down", "left", "right")],
+    "Game2048": [f"\\boxed{{{d}}}" for d in ("up", "down", "left", "right", "UP")],
+    "Sokoban": [f"\\boxed{{{d}}}" for d in ("up", "down", "left", "right", "LEFT", "north")],
+}
+
+
+def _episodes(env_id: str) -> list[dict]:
+    game = env_id.split(":")[1].split("-")[0]
+    episodes = []
+    for seed in SEEDS:
+        draw = random.Random(f"{env_id}/{seed}")
+        script = [draw.choice(MALFORMED) if draw.random() < 0.04 else draw.choice(VOCABULARY[game]) for _ in range(120)]
+        episodes.append({"id": env_id, "seed": seed, "actions": script})
+        episodes.append({"id": env_id, "seed": seed, "actions": [draw.choice(VOCABULARY[game]), draw.choice(MALFORMED)]})
+    return episodes
+
+
+def _play(python: str, episodes: list[dict], cwd: str) -> list[dict]:
+    """The episodes as played by ``python``'s ``gem``."""
+    done = subprocess.run([python, str(HERE / "play_scripts.py")], input=json.dumps(episodes), capture_output=True,
+                          text=True, cwd=cwd, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+@pytest.fixture(scope="module")
+def played(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[list[dict], list[dict]]]:
+    """Every id's episodes as ``(GEM's, ours)``: one subprocess per side for all ids (importing is the slow part)."""
+    python = os.environ.get("GEM_UPSTREAM_PYTHON")
+    if not python:
+        pytest.skip("needs GEM 0.1.0 in its own virtualenv: run `nox -s gem_upstream`")
+    python = os.path.abspath(python)  # the episodes are played from another folder
+    episodes = [episode for env_id in sorted(GAME_SPECS) for episode in _episodes(env_id)]
+    # Both sides run outside the checkout, so GEM's `gem` is its installed package, not this one.
+    cwd = str(tmp_path_factory.mktemp("play"))
+    theirs, ours = _play(python, episodes, cwd), _play(sys.executable, episodes, cwd)
+    by_id: dict[str, tuple[list[dict], list[dict]]] = {env_id: ([], []) for env_id in GAME_SPECS}
+    for upstream, here in zip(theirs, ours, strict=True):
+        by_id[upstream["id"]][0].append(upstream)
+        by_id[upstream["id"]][1].append(here)
+    return by_id
+
+
+@pytest.mark.parametrize("env_id", sorted(GAME_SPECS))
+def test_gems_released_package_and_import_gem_play_the_same_episodes(env_id: str, played: dict) -> None:
+    for upstream, here in zip(*played[env_id], strict=True):
+        where = f"{env_id} seed {upstream['seed']}"
+        assert here.get("error") == upstream.get("error"), where
+        assert here.get("reset") == upstream.get("reset"), f"{where}: reset"
+        for turn, (step_upstream, step_here) in enumerate(zip(upstream.get("steps", []), here.get("steps", [])), 1):
+            assert step_here == step_upstream, f"{where}: turn {turn}"
+        assert len(here.get("steps", [])) == len(upstream.get("steps", [])), f"{where}: episode length"
