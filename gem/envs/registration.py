@@ -131,18 +131,20 @@ def make_vec(
 
 
 def print_envs() -> None:
-    """Print every registered id with its entry point and kwargs, then upstream GEM's ids that are
-    other names for them and those not shipped here (with why)."""
-    ids = registry.list_envs()
+    """Print every id ``make`` builds with its entry point and kwargs (GEM's games under GEM's ids first),
+    then upstream GEM's ids that are other names for them and those not shipped here (with why)."""
+    from gem.envs.game_env import GAME_SPECS
+
     print("Detailed Registered Environments:")
-    for env_id in ids:
-        env_spec = registry.spec(env_id)
-        print(f"  - {env_id}:")
+    specs = [*GAME_SPECS.values(), *(registry.spec(env_id) for env_id in registry.list_envs() if env_id not in GAME_SPECS)]
+    for env_spec in specs:
+        print(f"  - {env_spec.id}:")
         print(f"      Entry Point: {env_spec.entry_point}")
         print(f"      Kwargs: {env_spec.kwargs}")
     print("Upstream GEM ids that name an env above:")
     for alias, target in registry.aliases().items():
-        print(f"  - {alias} -> {target}")
+        if alias not in GAME_SPECS:
+            print(f"  - {alias} -> {target}")
     print("Upstream GEM ids not shipped here:")
     by_reason: dict[str, list[str]] = {}
     for env_id, reason in registry.UPSTREAM_UNAVAILABLE.items():

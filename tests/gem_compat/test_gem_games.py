@@ -115,3 +115,10 @@ def test_sokoban_is_gems_room_and_takes_any_turn_limit() -> None:
         ("At turn 2, you pushed a box while you moved up.", 0.0, False, False),
         ("You have reached the maximum number of turns.", 0.0, True, True),
     ]
+
+
+def test_print_envs_lists_gems_games_under_gems_ids(capsys: pytest.CaptureFixture[str]) -> None:
+    gem.print_envs()
+    printed = capsys.readouterr().out
+    assert "  - game:TowerofHanoi-v0-easy:\n      Entry Point: gem.envs.game_env.tower_of_hanoi:TowerofHanoiEnv" in printed
+    assert "game:TowerofHanoi-v0-easy ->" not in printed  # no longer an alias of the core's game under import gem
