@@ -1,4 +1,4 @@
-"""The README's OpenRLHF install lines are the ones the ``openrlhf`` nox session runs, and work without CUDA.
+"""The docs' OpenRLHF install lines (docs/frameworks/openrlhf.md) are the ones the ``openrlhf`` nox session runs, and work without CUDA.
 
 ``pip install "openrlhf==0.11.2"`` with its requirements fails on a CPU machine (flash-attn 2.8.3 is an sdist
 whose build imports torch), so the extra lists only the light dependencies and OpenRLHF goes in ``--no-deps``.
@@ -15,10 +15,10 @@ ROOT = Path(__file__).resolve().parents[3]
 PIN = "openrlhf==0.11.2"
 
 
-def _readme_lines() -> list[str]:
-    """The commands of the README's OpenRLHF install block (its first code block)."""
-    section = (ROOT / "README.md").read_text().split("\n## OpenRLHF\n", 1)[1].split("\n## ", 1)[0]
-    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+def _docs_lines() -> list[str]:
+    """The commands of the OpenRLHF page's install block (its first code block)."""
+    page = (ROOT / "docs" / "frameworks" / "openrlhf.md").read_text()
+    block = re.search(r"```bash\n(.*?)```", page, re.S).group(1)
     return [line.split("  #", 1)[0].strip() for line in block.splitlines() if line.startswith("pip install")]
 
 
@@ -27,8 +27,8 @@ def _session_source() -> str:
     return source.split("def openrlhf(", 1)[1].split("\n@nox.session", 1)[0]
 
 
-def test_the_readme_installs_the_extra_then_openrlhf_without_its_requirements():
-    assert _readme_lines() == [
+def test_the_docs_install_the_extra_then_openrlhf_without_its_requirements():
+    assert _docs_lines() == [
         'pip install -c constraints-cpu.txt -e ".[openrlhf]"',
         f'pip install -c constraints-cpu.txt --no-deps "{PIN}"',
     ]
