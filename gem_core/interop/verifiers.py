@@ -15,10 +15,13 @@ verifiers' loader imports a taskset by a top-level module name, so for its CLI a
 (``gem_tasks.py``: ``from gem_core.interop.verifiers import GemTaskset`` and ``__all__ = ["GemTaskset"]``)
 makes it a plugin: ``--env.taskset.id gem_tasks --env.taskset.env_id math:GSM8K``.
 
-What is not bridged: in verifiers 0.4.0 multi-turn play and tools are run by a *harness* (a chat program
-or an agent launched in a runtime, calling the model through verifiers' interception server), not by the
-task. Tasks that declare toolsets, need a container, or score with a runtime are refused with a
-:class:`VerifiersUnsupported` error that says so; and an exported multi-turn GEM env is scored on the
+Multi-turn play and tools: in verifiers 0.4.0 a *harness* runs them (a chat loop or an agent, calling the
+model through verifiers' interception server), not the task. ``make("verifiers:<module>", harness=ID)``
+runs verifiers' own rollout with that harness, its model calls answered by GEM's actions
+(:mod:`gem_core.interop.verifiers_relay`): each request's new messages are an observation, each action
+the reply (tool calls written in ``call_format``), and the rollout's reward arrives at the last turn.
+Without ``harness``, tasks that declare toolsets, need a container, or score with a runtime are refused
+with a :class:`VerifiersUnsupported` error that says so. An exported multi-turn GEM env is scored on the
 replies alone (no harness here relays GEM's later observations to the model).
 """
 
@@ -101,6 +104,10 @@ class VerifiersEnv(Env):
         module: the taskset's module or package name (``make`` passes what follows ``verifiers:``).
         taskset_config: fields of the taskset's config (its ``TasksetConfig`` subclass), e.g. a split.
         max_tasks: tasks read from the taskset (an infinite taskset is cut here).
+        harness: play each task through verifiers' own rollout with this harness (its id), GEM's actions
+            answering its model calls; None scores one reply per task offline.
+        call_format: how actions write tool calls in harness mode (:data:`gem_core.tools.calls.CALL_FORMATS`).
+        relay_timeout: seconds to wait for the harness's next model call or the rollout's end.
 
     Raises:
         UnknownVerifiersModule: no such module, or it exports no taskset.
@@ -108,9 +115,24 @@ class VerifiersEnv(Env):
 
     max_step_seconds = 30.0  # a reward function may parse, verify math or call a judge
 
-    def __init__(self, module: str, *, taskset_config: dict[str, Any] | None = None, max_tasks: int = 100_000):
+    def __init__(
+        self,
+        module: str,
+        *,
+        taskset_config: dict[str, Any] | None = None,
+        max_tasks: int = 100_000,
+        harness: str | None = None,
+        call_format: str = "hermes",
+        relay_timeout: float = 120.0,
+    ):
         self.module, self.name = module, PREFIX + module
         self.taskset = _load_taskset(module, dict(taskset_config or {}))
+        self.relay = None
+        if harness is not None:
+            from gem_core.interop.verifiers_relay import HarnessRelay
+
+            self.relay = HarnessRelay(module, dict(taskset_config or {}), harness, call_format=call_format, timeout=relay_timeout)
+        self._ended: Any = None
         self.tasks = list(itertools.islice(iter(self.taskset), max_tasks))
         if not self.tasks:
             raise UnknownVerifiersModule(f"{self.name}: the taskset yields no tasks; check taskset_config.")
@@ -122,11 +144,15 @@ class VerifiersEnv(Env):
         options = options or {}
         index = int(options["index"]) % len(self.tasks) if "index" in options else int(self.np_random.integers(len(self.tasks)))
         task = self.tasks[index]
+        if self.relay is not None:
+            self.task, self._ended = task, None
+            observation, self._ended = self.relay.begin(task)
+            return observation, {"task_index": index, "task_key": task.key}
         reason = _needs_harness(task, self.name)
         if reason is not None:
             raise VerifiersUnsupported(
-                f"{self.name}: task {index} cannot be played through GEM yet: {reason}. This bridge plays tasks whose "
-                "reply is scored offline (prompt in, one reply, @vf.reward over the trace); run this taskset with verifiers' own harness."
+                f"{self.name}: task {index} cannot be scored from one reply: {reason}. Play it through a verifiers harness, "
+                f"which runs its tools and turns: make({self.name!r}, harness='HARNESS_ID') (a built-in harness or a module exporting one)."
             )
         self.task = task
         data = task.data
@@ -153,6 +179,8 @@ class VerifiersEnv(Env):
 
         if self.task is None:
             return "", 0.0, False, True, {"error": f"{self.name}: no episode; call reset() first"}
+        if self.relay is not None:
+            return self._relayed_step(action)
         task, self.task = self.task, None  # one reply per task: the next step is past the end
         trace = self._trace(task, action)
         try:
@@ -163,6 +191,37 @@ class VerifiersEnv(Env):
             return "", 0.0, False, True, {"error": message}
         rewards = {k: (None if r is None else r.value) for k, r in trace.rewards.items()}
         return "", float(trace.reward), True, False, {"rewards": rewards, "metrics": dict(trace.metrics)}
+
+    def _relayed_step(self, action: str) -> StepResult:
+        """The harness's model call answered with ``action``; the reward comes when its rollout ends."""
+        from gem_core.interop.verifiers_relay import RelayError
+
+        assert self.relay is not None
+        try:
+            observation, episode = (("", self._ended) if self._ended is not None else self.relay.answer(action))
+        except RelayError as error:
+            log_error_once(self, str(error))
+            self.task = None
+            self.relay.cancel()
+            return "", 0.0, False, True, {"error": str(error)}
+        if episode is None:
+            return observation, 0.0, False, False, {}
+        self.task = None
+        traces = list(episode.traces)
+        errors = [f"{e.type}: {e.message}" for e in (*episode.errors, *(x for t in traces for x in t.errors))]
+        trace = traces[-1] if traces else None
+        info: dict[str, Any] = {}
+        if trace is not None:
+            info = {"rewards": {k: (None if r is None else r.value) for k, r in trace.rewards.items()}, "metrics": dict(trace.metrics)}
+        if errors or trace is None:
+            info["error"] = f"{self.name}: the rollout failed: " + "; ".join(errors or ["it recorded no trace"])
+            return "", 0.0, False, True, info
+        return "", float(trace.reward), not trace.is_truncated, bool(trace.is_truncated), info
+
+    def close(self) -> None:
+        if self.relay is not None:
+            self.relay.close()
+        super().close()
 
     def sample_random_action(self) -> str:
         raise NotImplementedError(f"{self.name}: verifiers tasks have no random action; a policy writes the reply.")

@@ -111,7 +111,7 @@ def test_a_single_turn_taskset_plays_through_the_episode_runner_with_verifiers_o
 
 
 def test_tasks_that_need_verifiers_harness_and_unknown_modules_are_refused_with_the_fix(modules):
-    with pytest.raises(VerifiersUnsupported, match=r"verifiers:gem_test_tools: task 0 cannot be played.*toolsets.*verifiers' own harness"):
+    with pytest.raises(VerifiersUnsupported, match=r"verifiers:gem_test_tools: task 0 cannot be scored from one reply.*toolsets.*harness='HARNESS_ID'"):
         make("verifiers:gem_test_tools").reset(seed=0)
     with pytest.raises(UnknownVerifiersModule, match=r"verifiers:no_such_taskset: no verifiers taskset module.*sys.path"):
         make("verifiers:no_such_taskset")
@@ -270,3 +270,65 @@ def test_an_exported_gem_env_runs_in_verifiers_own_rollout_with_gem_s_rewards(mo
             assert trace.reward == gem_first_step_reward(env_id, task.data.seed, reply)
             assert scripted_openai_server["requests"][-1]["messages"][-1]["content"] == make(env_id).reset(seed=task.data.seed)[0]
         assert gem_first_step_reward(env_id, task.data.seed, right) == 1.0
+
+
+# A multi-turn taskset and two harnesses written against verifiers' own Harness: in verifiers 0.4.0 the
+# harness runs the conversation (a user turn after each reply; a tool it offers and runs).
+QUIZ = 'import verifiers.v1 as vf\n\n\nclass QuizData(vf.TaskData):\n    answer: str\n\n\nclass QuizTask(vf.Task[QuizData, vf.State, vf.TaskConfig]):\n    @vf.reward\n    async def correct(self, trace) -> float:\n        return 1.0 if trace.last_reply.replace("final", "").strip() == self.data.answer else 0.0\n\n    @vf.metric\n    async def turns(self, trace) -> float:\n        return float(trace.num_turns)\n\n    @vf.metric\n    async def tool_results(self, trace) -> float:\n        return float(len(trace.tool_messages))\n\n\nclass QuizTaskset(vf.Taskset[QuizTask]):\n    def load(self):\n        for a, b in [(2, 3), (20, 22)]:\n            yield QuizTask(QuizData(prompt=f"What is {a} + {b}?", system_prompt="Reply with the number only.", answer=str(a + b)), self.config.task)\n\n\n__all__ = ["QuizTaskset"]\n'
+RETRY_HARNESS = '"""A multi-turn chat harness: asks again until the reply says \'final\' (at most three turns)."""\nimport httpx\nfrom verifiers.v1.configs.harness import HarnessConfig\nfrom verifiers.v1.harness import Harness\nfrom verifiers.v1.runtimes import ProgramResult\n\n\nclass RetryConfig(HarnessConfig):\n    pass\n\n\nclass RetryHarness(Harness[RetryConfig]):\n    APPENDS_SYSTEM_PROMPT = True\n    EXECUTES_CODE = False\n    NEEDS_CONTAINER = False\n\n    async def launch(self, ctx, trace, runtime, endpoint, secret, mcp_urls, data, tool_interception_url=None):\n        system, prompt = self.resolve_prompt(data)\n        messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]\n        async with httpx.AsyncClient(timeout=60) as client:\n            for _ in range(3):\n                response = await client.post(f"{endpoint}/chat/completions", headers={"Authorization": f"Bearer {secret}"},\n                                             json={"model": ctx.model, "messages": messages})\n                reply = response.json()["choices"][0]["message"]\n                messages.append({"role": "assistant", "content": reply["content"]})\n                if "final" in (reply["content"] or ""):\n                    break\n                messages.append({"role": "user", "content": "Are you sure? Say \'final\' with your answer when you are."})\n        return ProgramResult(exit_code=0, stdout="", stderr="")\n\n\n__all__ = ["RetryHarness"]\n'
+TOOL_HARNESS = '"""A tool-calling chat harness: offers an `add` tool, runs the calls the model makes, until a reply without calls."""\nimport json\n\nimport httpx\nfrom verifiers.v1.configs.harness import HarnessConfig\nfrom verifiers.v1.harness import Harness\nfrom verifiers.v1.runtimes import ProgramResult\n\nADD = {"type": "function", "function": {"name": "add", "description": "Add two integers.",\n       "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}}}\n\n\nclass ToolConfig(HarnessConfig):\n    pass\n\n\nclass ToolHarness(Harness[ToolConfig]):\n    APPENDS_SYSTEM_PROMPT = True\n    EXECUTES_CODE = False\n    NEEDS_CONTAINER = False\n\n    async def launch(self, ctx, trace, runtime, endpoint, secret, mcp_urls, data, tool_interception_url=None):\n        system, prompt = self.resolve_prompt(data)\n        messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]\n        async with httpx.AsyncClient(timeout=60) as client:\n            for _ in range(4):\n                response = await client.post(f"{endpoint}/chat/completions", headers={"Authorization": f"Bearer {secret}"},\n                                             json={"model": ctx.model, "messages": messages, "tools": [ADD]})\n                reply = response.json()["choices"][0]["message"]\n                messages.append({k: v for k, v in reply.items() if k in ("role", "content", "tool_calls")})\n                if not reply.get("tool_calls"):\n                    break\n                for call in reply["tool_calls"]:\n                    args = json.loads(call["function"]["arguments"])\n                    messages.append({"role": "tool", "tool_call_id": call["id"], "content": str(args["a"] + args["b"])})\n        return ProgramResult(exit_code=0, stdout="", stderr="")\n\n\n__all__ = ["ToolHarness"]\n'
+
+
+@pytest.fixture
+def multi_turn_modules(modules):
+    for name, source in (("gem_test_quiz", QUIZ), ("gem_test_retry_harness", RETRY_HARNESS), ("gem_test_tool_harness", TOOL_HARNESS)):
+        (modules / f"{name}.py").write_text(source)
+    return modules
+
+
+def gem_trajectory(harness, index, actions):
+    tokenizer = make_tokenizer("chatml")
+    seed = next(s for s in range(50) if make("verifiers:gem_test_quiz").reset(seed=s)[1]["task_index"] == index)
+    env = make("verifiers:gem_test_quiz", harness=harness)
+    try:
+        return asyncio.run(run_episode(env, ScriptedPolicy(tokenizer, actions), tokenizer, seed=seed))
+    finally:
+        env.close()
+
+
+def test_a_multi_turn_taskset_plays_through_gem_with_the_rewards_of_verifiers_own_rollout(multi_turn_modules, scripted_openai_server, monkeypatch):
+    from verifiers.v1.envs.single_agent import SingleAgentEnv, SingleAgentEnvConfig
+
+    monkeypatch.setenv("GEM_TEST_OPENAI_KEY", "not-a-secret")
+    direct = SingleAgentEnv(SingleAgentEnvConfig(taskset={"id": "gem_test_quiz"}, agent={"harness": {"id": "gem_test_retry_harness"}, "runtime": {"type": "subprocess"}}))
+    ctx = vf.ModelContext(model="scripted", client=vf.EvalClientConfig(base_url=scripted_openai_server["url"], api_key_var="GEM_TEST_OPENAI_KEY"))
+
+    async def play(task):
+        await direct.start()
+        try:
+            return await direct.run_episode(task, ctx)
+        finally:
+            await direct.stop()
+
+    for index, actions in ((1, ["maybe 41", "final 42"]), (1, ["40", "41", "43"]), (0, ["final 5"])):
+        scripted_openai_server["replies"].extend(actions)
+        (trace,) = asyncio.run(play(list(direct.taskset)[index])).traces
+        trajectory = gem_trajectory("gem_test_retry_harness", index, actions)
+        assert trajectory.actions == actions
+        assert trajectory.rewards == [0.0] * (len(actions) - 1) + [trace.reward]  # the rollout's reward, at the last turn
+        assert trajectory.terminated and trajectory.infos[-1]["metrics"]["turns"] == len(actions) == trace.num_turns
+        assert trajectory.observations[1:len(actions)] == ["Are you sure? Say 'final' with your answer when you are."] * (len(actions) - 1)
+    assert [gem_trajectory("gem_test_retry_harness", 1, a).rewards[-1] for a in (["final 42"], ["final 41"])] == [1.0, 0.0]
+
+
+def test_a_tool_taskset_plays_through_gem_the_harness_running_the_calls(multi_turn_modules):
+    call = '<tool_call>{"name": "add", "arguments": {"a": 20, "b": 22}}</tool_call>'
+    trajectory = gem_trajectory("gem_test_tool_harness", 1, [call, "42"])
+    assert '"name": "add"' in trajectory.observations[0]  # the offered tool is shown to the policy
+    assert trajectory.observations[1] == "42"  # the harness ran add(20, 22)
+    assert trajectory.rewards == [0.0, 1.0] and trajectory.terminated
+    assert trajectory.infos[-1]["metrics"]["tool_results"] == 1.0
+    # A harness that raises mid-rollout (add without "b") ends that episode with the error; the env plays on.
+    broken = gem_trajectory("gem_test_tool_harness", 1, ['<tool_call>{"name": "add", "arguments": {"a": 1}}</tool_call>', "42"])
+    assert broken.truncated and not broken.terminated and broken.rewards[-1] == 0.0
+    assert "verifiers:gem_test_quiz: the rollout failed" in broken.infos[-1]["error"] and "KeyError" in broken.infos[-1]["error"]
