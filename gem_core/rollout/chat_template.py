@@ -52,6 +52,7 @@ from __future__ import annotations
 import re
 import threading
 import weakref
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -63,8 +64,19 @@ __all__ = ["HISTORY_MODES", "ChatTemplate", "ChatTemplateError", "RenderedWindow
 #: What the policy sees of earlier turns: the sampled ids ("as_sampled") or the template's rendering ("as_rendered").
 HISTORY_MODES = ("as_sampled", "as_rendered")
 
-#: Observation deltas kept per template (cleared when full): repeated env messages cost a dict lookup.
+#: Observation deltas kept per template, least recently used out first: repeated env messages ("Invalid
+#: move", "The number is lower than 52.") cost a lookup instead of an encode (65 us for 43 characters with
+#: DeepSeek's 128k BPE, three times a GuessTheNumber step).
 _DELTA_CACHE_SIZE = 4096
+#: First prompts kept per template (the same env variant opens every episode with the same text).
+_INITIAL_CACHE_SIZE = 1024
+#: Decoded actions kept per template (short actions repeat: ``\\boxed{50}``); only those of at most
+#: :data:`_DECODE_CACHE_MAX_IDS` ids, so a key stays cheap to hash.
+_DECODE_CACHE_SIZE = 4096
+_DECODE_CACHE_MAX_IDS = 64
+#: Texts longer than this are encoded every time: a long tool output rarely repeats, and a bounded count of
+#: short entries keeps the caches' memory small (4096 x 2k characters at most).
+_CACHED_TEXT_LIMIT = 2048
 
 # Placeholders chosen to survive any template filter (no surrounding whitespace, no markup).
 _USER_A, _USER_B, _USER_C = "GEMPROBEUSERAAA", "GEMPROBEUSERBBB", "GEMPROBEUSERCCC"
@@ -92,6 +104,40 @@ class RenderedWindow:
     """The open turns' assistant and observation messages."""
     text: str = ""
     """Their text as rendered when each arrived."""
+
+
+class _LRU:
+    """A bounded map, least recently used out first, shared by every episode of a run (thread-safe: sessions
+    step in worker threads too). A copy or a pickle starts empty: it is a cache, never state."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._items: OrderedDict[Any, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Any) -> Any:
+        # No lock on a read: each OrderedDict call is atomic under the GIL, and a key another thread evicted
+        # between the two calls is simply a miss.
+        value = self._items.get(key)
+        if value is not None:
+            try:
+                self._items.move_to_end(key)
+            except KeyError:
+                return None
+        return value
+
+    def put(self, key: Any, value: Any) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            if len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __reduce__(self) -> tuple:
+        return (_LRU, (self.size,))
 
 
 def _snippet(text: str, limit: int = 160) -> str:
@@ -138,7 +184,9 @@ class ChatTemplate:
         self._cache_slot: tuple[dict, tuple] | None = None
         # The tokenizers backend encodes without transformers' per-call overhead (a third of a delta's cost).
         self._backend = getattr(tokenizer, "backend_tokenizer", None) if getattr(tokenizer, "is_fast", False) else None
-        self._deltas: dict[tuple[str, str, int], tuple[int, ...]] = {}  # (role, observation, images) -> delta, bounded
+        self._deltas = _LRU(_DELTA_CACHE_SIZE)  # (role, observation, images) -> delta ids (a tuple)
+        self._initials = _LRU(_INITIAL_CACHE_SIZE)  # (observation, images) -> first prompt ids (a tuple)
+        self._decoded = _LRU(_DECODE_CACHE_SIZE)  # action content ids (a tuple) -> text
         added = [t for t in (getattr(tokenizer, "added_tokens_decoder", {}) or {}).values() if str(t.content)]
         # Env text is data: no added token spelled in it becomes its id (DeepSeek's <｜User｜> is added but
         # not special). Model text keeps its non-special added tokens (Qwen's <tool_call>), loses the special ones.
@@ -186,6 +234,15 @@ class ChatTemplate:
         each rendered by the template as its vision markers with one image placeholder id
         (:class:`gem_core.rollout.vision.ImageEncoder` widens them to the processor's count).
         """
+        cached = self._initials.get((observation, images))
+        if cached is not None:  # a delta depends on nothing but its arguments and the (frozen) template
+            return list(cached)
+        ids = self._initial_ids(observation, images)
+        if len(observation) <= _CACHED_TEXT_LIMIT:
+            self._initials.put((observation, images), tuple(ids))
+        return ids
+
+    def _initial_ids(self, observation: str, images: int) -> list[int]:
         messages = [*self._base(), _user(observation, images)]
         text = self._render_images(messages, generation_prompt=True) if images else self._render(messages, generation_prompt=True)
         parts = self._first_turn_parts
@@ -225,10 +282,21 @@ class ChatTemplate:
                 "history. The template was dropped from the cache and is probed again for the next episode."
             )
         ids = self._encode_env_text(text[len(self._through_first_turn) :], observation, glue_parts)
-        if len(self._deltas) >= _DELTA_CACHE_SIZE:
-            self._deltas.clear()
-        self._deltas[(role, observation, images)] = tuple(ids)
+        if len(observation) <= _CACHED_TEXT_LIMIT:
+            self._deltas.put((role, observation, images), tuple(ids))
         return ids
+
+    def decode_action(self, content_ids: list[int]) -> str:
+        """The text of an assistant turn's ids (its end-of-turn ids left out): ``tokenizer.decode(...,
+        skip_special_tokens=True)``, what the env is given; short actions are remembered."""
+        if len(content_ids) > _DECODE_CACHE_MAX_IDS:
+            return self.tokenizer.decode(content_ids, skip_special_tokens=True)
+        key = tuple(content_ids)
+        text = self._decoded.get(key)
+        if text is None:
+            text = self.tokenizer.decode(content_ids, skip_special_tokens=True)
+            self._decoded.put(key, text)
+        return text
 
     def rendered_prompt_ids(self, observation: str) -> list[int]:
         """``"as_rendered"`` history: [system] + user(observation), without the generation prompt."""

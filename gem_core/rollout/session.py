@@ -365,7 +365,7 @@ class EpisodeSession:
         else:
             self._end(observation, terminated, truncated)
         return SessionStep(
-            observation_ids=list(observation_ids),
+            observation_ids=observation_ids,  # a fresh list (the template's copy); _append copied it
             observation=observation,
             reward=reward,
             terminated=terminated,
@@ -411,7 +411,10 @@ class EpisodeSession:
         closed = self.chat_template.ends_turn(ids)
         if action_text is None or clipped:
             content = ids[: len(ids) - len(self.chat_template.end_of_turn_ids)] if closed else ids
-            action_text = self.tokenizer.decode(content, skip_special_tokens=True)
+            if self.chat_template.tokenizer is self.tokenizer:  # the template remembers short actions' texts
+                action_text = self.chat_template.decode_action(content)
+            else:
+                action_text = self.tokenizer.decode(content, skip_special_tokens=True)
         start = len(self._ids) - self._prompt_len
         if self._rendered is not None:
             self._rendered_context_ends.append(len(self._rendered))
@@ -534,7 +537,7 @@ class EpisodeSession:
             images=list(self._images),
             env_states=list(self._env_states),
             # Only an episode that a versioned policy played records versions (others keep their records small).
-            token_versions=list(self._versions) if any(v >= 0 for v in self._versions) else [],
+            token_versions=list(self._versions) if max(self._versions, default=-1) >= 0 else [],
         )
 
     # -- lifecycle ------------------------------------------------------------------------------
