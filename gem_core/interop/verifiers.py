@@ -45,7 +45,7 @@ try:
 except ImportError as error:  # pragma: no cover - the extra is missing
     raise DependencyNotInstalled(f'verifiers:* envs need verifiers 0.4.0 ({error}): pip install -e ".[verifiers]"') from error
 
-__all__ = ["VerifiersEnv", "VerifiersUnsupported", "UnknownVerifiersModule", "GemTaskset", "GemTasksetConfig", "load_environment", "PREFIX"]
+__all__ = ["VerifiersEnv", "VerifiersUnsupported", "VerifiersUnavailable", "UnknownVerifiersModule", "GemTaskset", "GemTasksetConfig", "load_environment", "PREFIX"]
 
 PREFIX = "verifiers:"
 
@@ -55,6 +55,10 @@ class UnknownVerifiersModule(GemError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0])
+
+
+class VerifiersUnavailable(GemError, RuntimeError):
+    """A verifiers taskset needs what this machine lacks (the network, to load its data)."""
 
 
 class VerifiersUnsupported(GemError, NotImplementedError):
@@ -79,6 +83,24 @@ def _load_taskset(module: str, config: dict[str, Any]) -> Any:
         raise UnknownVerifiersModule(f"{name}: module {module!r} is not a verifiers taskset ({error}).") from None
     config_cls = concrete_type(cls, TasksetConfig) or TasksetConfig
     return cls(config_cls.model_validate({**config, "id": module}))
+
+
+def _read_tasks(name: str, taskset: Any, max_tasks: int) -> list[Any]:
+    """The taskset's tasks; a ``load()`` that needs the network and cannot reach it is said as such."""
+    import socket
+
+    from gem_core.errors import causes
+
+    try:
+        return list(itertools.islice(iter(taskset), max_tasks))
+    except Exception as error:
+        if any(isinstance(e, (ConnectionError, TimeoutError, socket.gaierror)) or type(e).__module__.split(".")[0] in ("httpx", "httpcore", "requests")
+               for e in causes(error)):
+            raise VerifiersUnavailable(
+                f"{name}: its taskset's load() needs the network and could not reach it ({type(error).__name__}: {error}); "
+                "run it where that is reachable, or point its taskset_config at a local copy of the data."
+            ) from error
+        raise
 
 
 def _needs_harness(task: Any, name: str) -> str | None:
@@ -133,7 +155,7 @@ class VerifiersEnv(Env):
 
             self.relay = HarnessRelay(module, dict(taskset_config or {}), harness, call_format=call_format, timeout=relay_timeout)
         self._ended: Any = None
-        self.tasks = list(itertools.islice(iter(self.taskset), max_tasks))
+        self.tasks = _read_tasks(self.name, self.taskset, max_tasks)
         if not self.tasks:
             raise UnknownVerifiersModule(f"{self.name}: the taskset yields no tasks; check taskset_config.")
         self.task: Any = None

@@ -110,6 +110,35 @@ def test_a_single_turn_taskset_plays_through_the_episode_runner_with_verifiers_o
         assert trajectory.infos[-1]["metrics"] == {"reply_chars": float(len(reply))}
 
 
+NEEDS_NETWORK = '''
+import httpx
+import verifiers.v1 as vf
+
+
+class RemoteTaskset(vf.Taskset[vf.Task]):
+    def load(self):
+        rows = httpx.get("http://127.0.0.1:PORT/rows.json", timeout=2).json()
+        for row in rows:
+            yield vf.Task(vf.TaskData(prompt=row))
+
+
+__all__ = ["RemoteTaskset"]
+'''
+
+
+def test_a_taskset_that_needs_the_network_says_so(modules):
+    import socket
+
+    from gem_core.interop.verifiers import VerifiersUnavailable
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (modules / "gem_test_remote.py").write_text(textwrap.dedent(NEEDS_NETWORK).replace("PORT", str(port)))
+    with pytest.raises(VerifiersUnavailable, match=r"verifiers:gem_test_remote: its taskset's load\(\) needs the network"):
+        make("verifiers:gem_test_remote")
+
+
 def test_tasks_that_need_verifiers_harness_and_unknown_modules_are_refused_with_the_fix(modules):
     with pytest.raises(VerifiersUnsupported, match=r"verifiers:gem_test_tools: task 0 cannot be scored from one reply.*toolsets.*harness='HARNESS_ID'"):
         make("verifiers:gem_test_tools").reset(seed=0)
