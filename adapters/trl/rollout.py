@@ -18,13 +18,19 @@ Vision envs (``vision:*``) train a VLM with its processor as ``processing_class`
 those into ``pixel_values``/``image_grid_thw`` for the loss, and the episode's prompt ids hold exactly
 the processor's placeholders for them (the prompt is the env's first observation with its images).
 Images shown after the first turn are refused with an error (TRL takes images only for the prompt).
+
+An agent program (:mod:`gem_core.agent`) instead of the env loop: ``GemRolloutFunc(agent=AgentProgram(...))``
+runs the program once per prompt, its task the prompt's label, against an endpoint the trainer's policy
+answers (:func:`~gem_core.agent.episodes.run_agent_episodes`, with the trainer's temperature, top-p, top-k and
+``max_new_tokens`` over the agent's); the completion is the branch of the program's last call, the grader's
+reward on its last sampled token (e.g. :func:`~gem_core.agent.swe.swe_agent_program` on ``swe:*`` rows).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gem_adapters.framework_version import check_trl_version
 from gem_adapters.trl.make_dataset import episode_label
@@ -36,6 +42,9 @@ from gem_core.rollout.metrics import trajectory_metrics
 from gem_core.rollout.options import check_episode_options
 from gem_core.rollout.vision import require_prompt_images_only, text_tokenizer
 from gem_core.transport.sync_bridge import run_sync
+
+if TYPE_CHECKING:
+    from gem_core.agent.program import AgentProgram
 
 __all__ = ["GemRolloutFunc", "env_return_reward", "trajectories_to_rollout"]
 
@@ -70,12 +79,22 @@ class GemRolloutFunc:
     ``num_generations`` copies, instead of the prompt's label (the prompt then gives only the system prompt);
     each finished training episode updates it with its success and return. Evaluation batches keep their
     dataset's episodes and leave it alone. None: every episode is its prompt's label."""
+    agent: AgentProgram | None = None
+    """Play each prompt's episode with this agent program (:mod:`gem_core.agent`) instead of the env loop: the
+    prompt's label is its task, the trainer's policy answers its calls, its grader gives the reward. The
+    program's own ``max_turns`` and ``time_limit`` bound it (``max_turns`` here and the system prompt are the
+    env loop's); with the endpoint's ``serve`` extra (starlette, uvicorn). None: the env loop."""
 
     def __post_init__(self) -> None:
         check_trl_version()  # a wrong TRL install fails here with the install line (reads metadata only; no import of trl)
         check_episode_options("GemRolloutFunc", max_turns=self.max_turns, max_new_tokens=self.max_new_tokens)
         if not isinstance(self.task_sampler, (TaskSampler, type(None))):
             raise TypeError(f"GemRolloutFunc: task_sampler must be a gem_core.curriculum.TaskSampler (or None), got {type(self.task_sampler).__name__}.")
+        if self.agent is not None:
+            from gem_core.agent.program import AgentProgram  # no server import: the endpoint's extra is needed only when it runs
+
+            if not isinstance(self.agent, AgentProgram):
+                raise TypeError(f"GemRolloutFunc: agent must be a gem_core.agent.AgentProgram (or None), got {type(self.agent).__name__}.")
         vision = [task.name for task in (self.task_sampler.tasks if self.task_sampler is not None else ()) if task.env_id.startswith("vision:")]
         if vision:
             # TRL takes a prompt's images from its dataset row, which would not be the drawn episode's.
@@ -106,11 +125,17 @@ class GemRolloutFunc:
         async def play_all() -> list[TokenTrajectory]:
             # Every episode of the batch is in flight at once: the policy batches their turns (and
             # the vLLM batcher waits for all live episodes, so none may be held back).
-            trajectories = await run_labels(
-                [label for label, _ in episodes], policy, processing_class, system_prompts=[system for _, system in episodes],
-                sampling=sampling, chat_template_kwargs=template_kwargs, max_turns=self.max_turns,
-                max_response_tokens=args.max_completion_length,
-            )
+            if self.agent is not None:
+                from gem_core.agent import AgentEndpointConfig, run_agent_episodes
+
+                config = AgentEndpointConfig(sampling=sampling, chat_template_kwargs=template_kwargs)
+                trajectories = await run_agent_episodes(self.agent, policy, tokenizer, [label for label, _ in episodes], config=config)
+            else:
+                trajectories = await run_labels(
+                    [label for label, _ in episodes], policy, processing_class, system_prompts=[system for _, system in episodes],
+                    sampling=sampling, chat_template_kwargs=template_kwargs, max_turns=self.max_turns,
+                    max_response_tokens=args.max_completion_length,
+                )
             if hasattr(policy, "drain"):
                 policy.drain()  # vLLM: stay in step with ranks whose episodes are still running
             return trajectories

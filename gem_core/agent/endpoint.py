@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gem_core.agent.episode import AgentCall, AgentEpisode, EpisodeOver, MessageError, normalize_messages
+from gem_core.errors import StartFailed
 from gem_core.rollout.policy import Generation, Policy, SamplingParams, default_stop_token_ids
 from gem_core.serve.asgi import RequestError, json_bytes, read_json
 from gem_core.tools.calls import call_format_for, parse_native_calls
@@ -56,6 +57,10 @@ class AgentEndpointConfig:
     """The model name reported in answers and ``/v1/models`` (requests may name any model)."""
     max_closed_keys: int = 4096
     """Ended episodes remembered, so their late calls get 409 "over" rather than 401 "unknown"."""
+    sampling: SamplingParams | None = None
+    """The trainer's sampling, which then wins over the agent's: its temperature, top-p and top-k replace the
+    request's (the samples stay on-policy whatever the agent asks for), and its ``max_new_tokens`` caps the
+    request's ``max_tokens``. None: each request's own (an agent evaluated, not trained)."""
 
 
 def _error(status: int, message: str, code: str) -> Any:
@@ -218,7 +223,7 @@ class AgentEndpoint:
             time.sleep(0.01)
         if not self._server.started:
             self.stop()
-            raise RuntimeError("the agent endpoint did not start within 30 s")
+            raise StartFailed("the agent endpoint did not start within 30 s")
         return self
 
     def stop(self) -> None:
@@ -271,10 +276,15 @@ class AgentEndpoint:
             limit = self.config.default_max_tokens
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise RequestError(400, "'max_tokens' must be a positive integer")
+        temperature, top_p = _number(body, "temperature", 1.0, 0.0, 100.0), _number(body, "top_p", 1.0, 0.0, 1.0)
+        trainer = self.config.sampling
+        if trainer is not None:
+            return SamplingParams(
+                max_new_tokens=min(limit, self.config.max_tokens_cap, trainer.max_new_tokens), temperature=trainer.temperature,
+                top_p=trainer.top_p, top_k=trainer.top_k, stop_token_ids=list(self._stop_ids),
+            )
         return SamplingParams(
-            max_new_tokens=min(limit, self.config.max_tokens_cap),
-            temperature=_number(body, "temperature", 1.0, 0.0, 100.0),
-            top_p=_number(body, "top_p", 1.0, 0.0, 1.0),
+            max_new_tokens=min(limit, self.config.max_tokens_cap), temperature=temperature, top_p=top_p,
             stop_token_ids=list(self._stop_ids),
         )
 

@@ -13,6 +13,11 @@ An agent that exits on its own, early or not, ends the episode (terminated, its 
 :attr:`AgentRun.exit_code`). The reward comes from ``grader(run)`` once the process is gone (e.g. a
 task's tests run in :attr:`AgentRun.workdir`); without a grader, from the number the agent wrote to
 ``$GEM_REWARD_FILE`` (0.0 when it wrote none or not a finite number).
+
+A task that needs its working directory filled first (a repository to fix) gives ``setup(task, workdir)``,
+run before the program starts; the :class:`TaskSetup` it returns carries the task's text for the agent
+(``$GEM_TASK_PROMPT``, and the file ``$GEM_TASK_PROMPT_FILE``) and whatever the grader needs
+(:attr:`AgentRun.setup`).
 """
 
 from __future__ import annotations
@@ -34,12 +39,27 @@ from gem_core.agent.episode import AgentEpisode
 from gem_core.errors import GemError
 from gem_core.rollout.trajectory import TokenTrajectory
 
-__all__ = ["AgentCommand", "AgentProgram", "AgentRun", "Grader"]
+__all__ = ["AgentCommand", "AgentProgram", "AgentRun", "Grader", "TaskSetup", "TaskSetupFn"]
 
 #: The command to run for a task: a fixed argument list, or a function of the task that returns one.
 AgentCommand = Sequence[str] | Callable[[Any], Sequence[str]]
 #: The reward of a finished run (called after the process is gone; ``run.workdir`` holds what the agent left).
+#: It may add the task's verdict to ``run.info`` (e.g. ``{"success": True}``), which ends up in the trajectory's last info.
 Grader = Callable[["AgentRun"], float]
+
+
+@dataclass
+class TaskSetup:
+    """What :attr:`AgentProgram.setup` made of a task: its text for the agent and its grader's data."""
+
+    prompt: str | None = None
+    """The task as the agent reads it (``$GEM_TASK_PROMPT``, ``$GEM_TASK_PROMPT_FILE``); None: none given."""
+    data: Any = None
+    """Anything the grader needs (the pristine tree, the tests); the setup and the grader agree on it."""
+
+
+#: Fills a fresh working directory for a task before the program starts (e.g. copies a repository into it).
+TaskSetupFn = Callable[[Any, Path], TaskSetup | None]
 
 _TAIL_BYTES = 8192
 _POLL_SECONDS = 0.05
@@ -62,6 +82,10 @@ class AgentRun:
     stdout_tail: str = ""
     stderr_tail: str = ""
     reward: float = 0.0
+    setup: TaskSetup = field(default_factory=TaskSetup)
+    """What the program's ``setup`` returned for this task (empty without one)."""
+    info: dict[str, Any] = field(default_factory=dict)
+    """The grader's verdict beside the reward (e.g. ``success``); merged into the trajectory's last info."""
     trajectories: list[TokenTrajectory] = field(default_factory=list)
     """One per branch (see :class:`~gem_core.agent.episode.AgentEpisode`); the reward is on the last call's branch."""
 
@@ -94,6 +118,9 @@ class AgentProgram:
     """The run's reward, after the program is gone (None: the number in ``$GEM_REWARD_FILE``, else 0.0)."""
     env: dict[str, str] = field(default_factory=dict)
     """Extra environment variables for the program (the endpoint's variables win)."""
+    setup: TaskSetupFn | None = None
+    """Fills the working directory for a task before the program starts and returns its :class:`TaskSetup`
+    (None: the program starts in an empty directory, with no ``$GEM_TASK_PROMPT``)."""
 
     def __post_init__(self) -> None:
         if not self.time_limit > 0:
@@ -101,7 +128,9 @@ class AgentProgram:
         if self.max_turns is not None and self.max_turns < 1:
             raise GemError(f"AgentProgram max_turns must be at least 1 (or None), got {self.max_turns!r}")
 
-    def run(self, endpoint: Any, task: Any = None, *, workdir: str | Path | None = None) -> AgentRun:
+    def run(
+        self, endpoint: Any, task: Any = None, *, workdir: str | Path | None = None, on_exit: Callable[[], None] | None = None
+    ) -> AgentRun:
         """Run the program for ``task`` against ``endpoint`` (a started :class:`AgentEndpoint`) and grade it.
 
         Args:
@@ -110,17 +139,25 @@ class AgentProgram:
                 when it serializes.
             workdir: the program's working directory (None: a fresh temporary one, kept for the grader
                 and removed by nobody; pass your own to control it).
+            on_exit: called once the program is gone and its episode closed, before grading (a batching
+                policy is told there that this episode asks for nothing more, so a slow grader holds no round).
         """
         argv = [str(a) for a in (self.command(task) if callable(self.command) else self.command)]
         if not argv:
             raise GemError("AgentProgram command is empty; give the program and its arguments, e.g. ['python', 'agent.py']")
         workdir = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="gem-agent-"))
+        setup = (self.setup(task, workdir) if self.setup is not None else None) or TaskSetup()
         episode = endpoint.open_episode(max_turns=self.max_turns)
         with tempfile.TemporaryDirectory(prefix="gem-agent-io-") as io_dir:
             io = Path(io_dir)
             reward_file = io / "reward"
             environment = {**os.environ, **self.env, "OPENAI_BASE_URL": endpoint.base_url, "OPENAI_API_BASE": endpoint.base_url,
                            "OPENAI_API_KEY": episode.key, "GEM_EPISODE_KEY": episode.key, "GEM_REWARD_FILE": str(reward_file)}
+            if setup.prompt is not None:
+                (io / "prompt").write_text(setup.prompt)
+                environment["GEM_TASK_PROMPT_FILE"] = str(io / "prompt")
+                if len(setup.prompt) < 100_000:  # one variable may hold 128 KiB at most (Linux's MAX_ARG_STRLEN)
+                    environment["GEM_TASK_PROMPT"] = setup.prompt
             try:
                 environment["GEM_TASK"] = json.dumps(task)
             except (TypeError, ValueError):
@@ -133,10 +170,12 @@ class AgentProgram:
                 exit_code, ended, truncated = self._wait(process, episode, started)
             seconds = time.monotonic() - started
             endpoint.close_episode(episode.key, ended, truncated=truncated)
+            if on_exit is not None:
+                on_exit()
             run = AgentRun(
                 key=episode.key, task=task, workdir=workdir, episode=episode, exit_code=exit_code,
                 ended=episode.ended or ended, truncated=episode.truncated, seconds=seconds,
-                stdout_tail=_tail(io / "stdout"), stderr_tail=_tail(io / "stderr"),
+                stdout_tail=_tail(io / "stdout"), stderr_tail=_tail(io / "stderr"), setup=setup,
             )
             run.reward = float(self.grader(run)) if self.grader is not None else _reward_from_file(reward_file)
         if not math.isfinite(run.reward):
@@ -145,7 +184,8 @@ class AgentProgram:
         return run
 
     async def arun(self, endpoint: Any, task: Any = None, *, workdir: str | Path | None = None) -> AgentRun:
-        """:meth:`run` off the event loop, so many agents run at once."""
+        """:meth:`run` off the event loop, so many agents run at once (on the loop's default executor, which
+        bounds how many; :func:`~gem_core.agent.episodes.run_agent_episodes` gives every run a thread)."""
         return await asyncio.to_thread(self.run, endpoint, task, workdir=workdir)
 
     def _wait(self, process: subprocess.Popen, episode: AgentEpisode, started: float) -> tuple[int | None, str, bool]:

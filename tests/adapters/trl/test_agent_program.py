@@ -1,0 +1,91 @@
+"""TRL's GRPOTrainer (rollout_func route) training an agent program: each prompt's label is a SWE task, the
+program (a stdlib script that owns its loop) calls the endpoint the trainer's policy answers, and the task's
+tests grade what it left. A scripted policy stands in for sampling (a random tiny model never writes the fix)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+
+import pytest
+
+pytest.importorskip("uvicorn")
+
+import gem_adapters.trl.rollout as rollout_module  # noqa: E402
+from gem_adapters.trl import GemRolloutFunc, env_return_reward, make_dataset  # noqa: E402
+from gem_core.agent.swe import swe_agent_program  # noqa: E402
+from gem_core.testing import ScriptedPolicy  # noqa: E402
+from gem_core.tools.sandbox import available_modes  # noqa: E402
+
+pytestmark = pytest.mark.skipif("bwrap" not in available_modes(), reason="the SWE grader runs in the bubblewrap sandbox")
+
+FIX = {"path": "gemstats/__init__.py", "old": "    return (ordered[middle] + ordered[middle + 1]) / 2",
+       "new": "    return (ordered[middle - 1] + ordered[middle]) / 2"}
+ASK = "Reply with your edit as JSON: {\"path\": ..., \"old\": ..., \"new\": ...}"
+
+# The agent: two calls (a look, then the edit as JSON), the edit applied to the repository it runs in.
+AGENT = textwrap.dedent(
+    f"""
+    import json, os, urllib.request
+
+    def chat(messages):
+        request = urllib.request.Request(
+            os.environ["OPENAI_BASE_URL"] + "/chat/completions", json.dumps({{"model": "m", "messages": messages}}).encode(),
+            {{"Content-Type": "application/json", "Authorization": "Bearer " + os.environ["OPENAI_API_KEY"]}})
+        return json.load(urllib.request.urlopen(request, timeout=120))["choices"][0]["message"]["content"]
+
+    messages = [{{"role": "user", "content": os.environ["GEM_TASK_PROMPT"]}}]
+    messages += [{{"role": "assistant", "content": chat(messages)}}, {{"role": "user", "content": {ASK!r}}}]
+    edit = json.loads(chat(messages))
+    source = open(edit["path"]).read()
+    open(edit["path"], "w").write(source.replace(edit["old"], edit["new"]))
+    """
+)
+
+
+def test_grpo_trains_an_agent_program_on_swe_tasks_rewarded_by_their_tests(grpo_config, fresh_model, tiny_tokenizer, monkeypatch, tmp_path):
+    from trl import GRPOTrainer
+
+    agent = tmp_path / "agent.py"
+    agent.write_text(AGENT)
+    actions = ["I will fix the median.", json.dumps(FIX)]
+    monkeypatch.setattr(rollout_module, "trainer_policy", lambda trainer, n, **kwargs: ScriptedPolicy(tiny_tokenizer, actions))
+    received: list[dict] = []
+
+    def reward(completions, env_return, **kwargs):
+        received.append({"env_return": list(env_return), **kwargs})
+        return env_return_reward(completions, env_return)
+
+    rollout = GemRolloutFunc(max_new_tokens=256, agent=swe_agent_program([sys.executable, str(agent)], time_limit=120, max_turns=4))
+    trainer = GRPOTrainer(
+        model=fresh_model, reward_funcs=reward, args=grpo_config(max_steps=1, max_completion_length=4096),
+        processing_class=tiny_tokenizer, train_dataset=make_dataset("swe:Sample-v0", n=2, seed_start=0), rollout_func=rollout,
+    )
+    trainer.train()
+    assert received and received[-1]["env_return"] == [1.0] * 4  # the task's tests passed on what the agent left
+    trajectories = rollout.last_trajectories
+    assert [t.rewards for t in trajectories] == [[0.0, 1.0]] * 4 and all(t.infos[-1]["success"] for t in trajectories)
+    assert received[-1]["num_turns"] == [2] * 4 and received[-1]["truncated"] == [False] * 4
+    # Token-exact: each call's prompt is the trajectory so far and the chat template's rendering of what the agent sent.
+    for trajectory in trajectories:
+        ids = trajectory.prompt_ids + trajectory.response_ids
+        first = [{"role": "user", "content": trajectory_prompt(trajectory, tiny_tokenizer)}]
+        second = [*first, {"role": "assistant", "content": actions[0]}, {"role": "user", "content": ASK}]
+        for (start, end), messages in zip(trajectory.turn_spans, [first, second]):
+            text = tiny_tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            assert ids[: len(trajectory.prompt_ids) + start] == tiny_tokenizer.encode(text, add_special_tokens=False)
+            assert trajectory.loss_mask[start:end] == [1] * (end - start)
+
+
+def trajectory_prompt(trajectory, tokenizer):
+    """The task text the agent got: the user turn of the first call's rendering (the issue, from the SWE task)."""
+    from gem_core.agent.swe import _prompt
+    from gem_core.envs.swe.swe_env import SweEnv
+
+    env = SweEnv(sample=True)
+    env.reset(seed=trajectory.seed)
+    try:
+        return _prompt(env.task)
+    finally:
+        env.close()
