@@ -151,6 +151,8 @@ class Branch:
     """A completion branch: its prompt and completions as text (what a text prompt must start with to extend)."""
     busy: bool = False
     """A call on this branch is being sampled; a second call cannot extend it until it is recorded."""
+    missing_logprobs: bool = False
+    """A call's policy gave no log-probs (recorded as 0.0; the trajectory's ``metrics["has_logprobs"]`` says so)."""
 
     def ids(self) -> list[int]:
         return self.prompt_ids + self.response_ids
@@ -354,6 +356,7 @@ class AgentEpisode:
         branch.response_ids += ids
         branch.loss_mask += [1] * len(ids)
         branch.logprobs += list(generation.logprobs) if generation.logprobs is not None else [0.0] * len(ids)
+        branch.missing_logprobs = branch.missing_logprobs or (generation.logprobs is None and bool(ids))
         branch.turn_spans.append((start, start + len(ids)))
         branch.actions.append(action_text)
         if close_turn and not self.template.ends_turn(ids):  # cut by the length limit: close the turn, outside the loss
@@ -391,8 +394,9 @@ class AgentEpisode:
     def trajectories(self, reward: float = 0.0) -> list[TokenTrajectory]:
         """One trajectory per branch; ``reward`` is put on the last turn of the branch of the last call.
 
-        Each trajectory's ``metrics`` hold ``branch``, ``num_branches``, and for a fork ``parent_branch``,
-        ``forked_at_call``, ``shared_messages`` and ``fork_reason``.
+        Each trajectory's ``metrics`` hold ``branch``, ``num_branches``, ``has_logprobs`` (False when a call's
+        policy gave none: its log-probs are 0.0 placeholders, as :class:`~gem_core.rollout.session.EpisodeSession`
+        says), and for a fork ``parent_branch``, ``forked_at_call``, ``shared_messages`` and ``fork_reason``.
         """
         last = self.calls[-1].branch if self.calls else None
         out = []
@@ -400,7 +404,8 @@ class AgentEpisode:
             rewards = [0.0] * len(branch.turn_spans)
             if index == last and rewards:
                 rewards[-1] = float(reward)
-            metrics: dict[str, Any] = {"branch": index, "num_branches": len(self.branches), "num_turns": len(rewards)}
+            metrics: dict[str, Any] = {"branch": index, "num_branches": len(self.branches), "num_turns": len(rewards),
+                                       "has_logprobs": not branch.missing_logprobs}
             if branch.forked_at_call is not None:
                 metrics.update(
                     parent_branch=branch.parent, forked_at_call=branch.forked_at_call,

@@ -159,3 +159,18 @@ def test_every_run_is_in_flight_at_once_for_a_policy_that_waits_for_every_live_e
     trajectories = asyncio.run(run_agent_episodes(program, policy, tiny_tokenizer, tasks, config=config))
     assert [t.episode_return for t in trajectories] == [1.0] * len(tasks)
     assert policy.rounds[0] == len(tasks)  # the first round held every run's first call
+
+
+class NoLogprobs(ScriptedPolicy):
+    """A backend that reports no log-probabilities (TRL's own generation without vLLM)."""
+
+    async def generate(self, prompt_ids, sampling):
+        generation = await super().generate(prompt_ids, sampling)
+        return type(generation)(token_ids=generation.token_ids, logprobs=None, finish_reason=generation.finish_reason)
+
+
+def test_a_policy_without_logprobs_is_said_so_in_the_metrics_not_read_as_zeros(program, tiny_tokenizer):
+    (with_none,) = asyncio.run(run_agent_episodes(program, NoLogprobs(tiny_tokenizer, lambda ids: answer(tiny_tokenizer.decode(ids))), tiny_tokenizer, ["apple"]))
+    (with_some,) = asyncio.run(run_agent_episodes(program, scripted(tiny_tokenizer), tiny_tokenizer, ["apple"]))
+    assert with_none.num_turns == 2 and with_none.metrics["has_logprobs"] is False
+    assert with_some.metrics["has_logprobs"] is True
