@@ -89,3 +89,68 @@ def trajectory_prompt(trajectory, tokenizer):
         return _prompt(env.task)
     finally:
         env.close()
+
+
+# A task of any env's label: the agent asks twice and writes the second answer; sent.json logs its calls.
+ECHO_AGENT = textwrap.dedent(
+    """
+    import json, os, urllib.request
+
+    def chat(messages):
+        request = urllib.request.Request(
+            os.environ["OPENAI_BASE_URL"] + "/chat/completions",
+            json.dumps({"model": "m", "messages": messages, "temperature": 0.0, "max_tokens": 1000}).encode(),
+            {"Content-Type": "application/json", "Authorization": "Bearer " + os.environ["OPENAI_API_KEY"]})
+        return json.load(urllib.request.urlopen(request, timeout=300))["choices"][0]["message"]["content"]
+
+    messages, sent = [{"role": "user", "content": os.environ["GEM_TASK_PROMPT"]}], []
+    for turn in range(2):
+        sent.append(list(messages))
+        messages += [{"role": "assistant", "content": chat(messages)}, {"role": "user", "content": "Once more."}]
+    json.dump(sent, open("sent.json", "w"))
+    open("answer.txt", "w").write(messages[-2]["content"])
+    """
+)
+
+
+def test_the_trainers_own_model_answers_the_agent_through_the_endpoint(grpo_config, fresh_model, tiny_tokenizer, tmp_path):
+    """No stand-in: TRL's model samples every call (a batching policy over the 4 runs, on the endpoint's loop),
+    with the trainer's token budget over the agent's max_tokens, and the trajectories reach TRL."""
+    from trl import GRPOTrainer
+
+    from gem_core.agent import AgentProgram, TaskSetup
+
+    agent = tmp_path / "agent.py"
+    agent.write_text(ECHO_AGENT)
+    workdirs = []
+
+    def setup(label, workdir):
+        workdirs.append(workdir)
+        return TaskSetup(prompt=f"Say something about the number {label.seed}.")
+
+    def grader(run):
+        return float(bool((run.workdir / "answer.txt").read_text()))
+
+    received: list[dict] = []
+
+    def reward(completions, env_return, **kwargs):
+        received.append({"env_return": list(env_return), **kwargs})
+        return env_return_reward(completions, env_return)
+
+    program = AgentProgram(command=[sys.executable, str(agent)], setup=setup, grader=grader, time_limit=300)
+    rollout = GemRolloutFunc(max_new_tokens=6, agent=program)
+    trainer = GRPOTrainer(
+        model=fresh_model, reward_funcs=reward, args=grpo_config(max_steps=1), processing_class=tiny_tokenizer,
+        train_dataset=make_dataset("game:GuessTheNumber-v0", n=2, seed_start=0), rollout_func=rollout,
+    )
+    trainer.train()
+    trajectories = rollout.last_trajectories
+    assert received and received[-1]["num_turns"] == [2] * 4 and len(workdirs) == 4
+    for trajectory in trajectories:
+        assert trajectory.metrics["num_branches"] == 1 and trajectory.metrics["has_logprobs"] is False  # TRL recomputes them
+        assert all(end - start <= 6 for start, end in trajectory.turn_spans)  # the trainer's max_new_tokens, not the agent's 1000
+        assert trajectory.episode_return == trajectory.metrics["agent_reward"]
+    sent = json.loads((workdirs[0] / "sent.json").read_text())
+    first = tiny_tokenizer.apply_chat_template(sent[0], tokenize=False, add_generation_prompt=True)
+    prompts = {tuple(t.prompt_ids) for t in trajectories}
+    assert tuple(tiny_tokenizer.encode(first, add_special_tokens=False)) in prompts
