@@ -12,8 +12,10 @@ The other way, :func:`load_environment` exports a GEM env as a verifiers taskset
 one task per seed, its prompt GEM's first observation, its ``gem`` reward GEM's own rewards for the
 trace's replies (a fresh env reset with the task's seed, stepped with each assistant reply in order).
 verifiers' loader imports a taskset by a top-level module name, so for its CLI a two-line module
-(``gem_tasks.py``: ``from gem_core.interop.verifiers import GemTaskset`` and ``__all__ = ["GemTaskset"]``)
-makes it a plugin: ``--env.taskset.id gem_tasks --env.taskset.env_id math:GSM8K``.
+(``gem_tasks.py``: ``from gem_core.interop.verifiers import GemHarness, GemTaskset`` and ``__all__ =
+["GemTaskset", "GemHarness"]``) makes it a plugin: ``--env.taskset.id gem_tasks --env.taskset.env_id
+math:GSM8K``; :class:`GemHarness`, exported beside it, is then its default harness, which plays
+multi-turn GEM envs (GEM's observations as the user turns).
 
 Multi-turn play and tools: in verifiers 0.4.0 a *harness* runs them (a chat loop or an agent, calling the
 model through verifiers' interception server), not the task. ``make("verifiers:<module>", harness=ID)``
@@ -21,8 +23,7 @@ runs verifiers' own rollout with that harness, its model calls answered by GEM's
 (:mod:`gem_core.interop.verifiers_relay`): each request's new messages are an observation, each action
 the reply (tool calls written in ``call_format``), and the rollout's reward arrives at the last turn.
 Without ``harness``, tasks that declare toolsets, need a container, or score with a runtime are refused
-with a :class:`VerifiersUnsupported` error that says so. An exported multi-turn GEM env is scored on the
-replies alone (no harness here relays GEM's later observations to the model).
+with a :class:`VerifiersUnsupported` error that says so.
 """
 
 from __future__ import annotations
@@ -36,7 +37,10 @@ from gem_core.errors import DependencyNotInstalled, GemError
 try:
     import verifiers.v1 as vf
     from verifiers.v1.configs.taskset import TasksetConfig
+    from verifiers.v1.configs.harness import HarnessConfig
     from verifiers.v1.graph import MessageNode
+    from verifiers.v1.harness import Harness
+    from verifiers.v1.runtimes import ProgramResult
     from verifiers.v1.state import state_cls
     from verifiers.v1.trace import AgentInfo, Trace, TraceTask
     from verifiers.v1.types import AssistantMessage, SystemMessage, UserMessage
@@ -45,7 +49,7 @@ try:
 except ImportError as error:  # pragma: no cover - the extra is missing
     raise DependencyNotInstalled(f'verifiers:* envs need verifiers 0.4.0 ({error}): pip install -e ".[verifiers]"') from error
 
-__all__ = ["VerifiersEnv", "VerifiersUnsupported", "VerifiersUnavailable", "UnknownVerifiersModule", "GemTaskset", "GemTasksetConfig", "load_environment", "PREFIX"]
+__all__ = ["VerifiersEnv", "VerifiersUnsupported", "VerifiersUnavailable", "UnknownVerifiersModule", "GemTaskset", "GemTasksetConfig", "GemHarness", "load_environment", "PREFIX"]
 
 PREFIX = "verifiers:"
 
@@ -328,6 +332,46 @@ class GemTaskset(vf.Taskset[GemTask, GemTasksetConfig]):
                 env.close()
             data = GemTaskData(prompt=observation, env_id=config.env_id, seed=seed, make_kwargs=dict(config.make_kwargs))
             yield GemTask(data, config.task)
+
+
+class GemHarness(Harness[HarnessConfig]):
+    """The chat loop that plays an exported GEM env in verifiers: each model reply is GEM's action, each GEM
+    observation the next user message, until the episode ends (then :class:`GemTask`'s ``gem`` reward
+    replays the same replies from the same seed). A taskset module that exports it beside
+    :class:`GemTaskset` makes it that taskset's default harness."""
+
+    APPENDS_SYSTEM_PROMPT = True
+    EXECUTES_CODE = False
+    NEEDS_CONTAINER = False
+
+    async def launch(self, ctx: Any, trace: Any, runtime: Any, endpoint: str, secret: str, mcp_urls: Any, data: Any,
+                     tool_interception_url: str | None = None) -> ProgramResult:
+        import asyncio
+
+        import httpx
+
+        from gem_core.registry import make
+
+        system, prompt = self.resolve_prompt(data)
+        messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+        env = make(data.env_id, **dict(data.make_kwargs))
+        try:
+            observation, _ = await asyncio.to_thread(env.reset, seed=data.seed)
+            messages.append({"role": "user", "content": observation})
+            async with httpx.AsyncClient(timeout=None) as client:
+                while True:
+                    response = await client.post(f"{endpoint}/chat/completions", headers={"Authorization": f"Bearer {secret}"},
+                                                 json={"model": ctx.model, "messages": messages})
+                    if response.status_code != 200:
+                        return ProgramResult(exit_code=1, stdout="", stderr=response.text[:2000])
+                    reply = response.json()["choices"][0]["message"].get("content") or ""
+                    messages.append({"role": "assistant", "content": reply})
+                    observation, _, terminated, truncated, _ = await asyncio.to_thread(env.step, reply)
+                    if terminated or truncated:
+                        return ProgramResult(exit_code=0, stdout="", stderr="")
+                    messages.append({"role": "user", "content": observation})
+        finally:
+            env.close()
 
 
 def load_environment(env_id: str, *, num_tasks: int = 100, seed_start: int = 0, **make_kwargs: Any) -> GemTaskset:

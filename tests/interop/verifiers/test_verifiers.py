@@ -361,3 +361,53 @@ def test_a_tool_taskset_plays_through_gem_the_harness_running_the_calls(multi_tu
     broken = gem_trajectory("gem_test_tool_harness", 1, ['<tool_call>{"name": "add", "arguments": {"a": 1}}</tool_call>', "42"])
     assert broken.truncated and not broken.terminated and broken.rewards[-1] == 0.0
     assert "verifiers:gem_test_quiz: the rollout failed" in broken.infos[-1]["error"] and "KeyError" in broken.infos[-1]["error"]
+
+
+def binary_search_actions(seed: int) -> tuple[list[str], list[str], float]:
+    """A multi-turn GEM episode played here: the guesses, GEM's observations after each, and its return."""
+    env = make("game:GuessTheNumber-v0")
+    env.reset(seed=seed)
+    low, high, actions, observations, total = 1, 20, [], [], 0.0
+    while True:
+        # A first move without a guess (a format error, which costs a turn), so every episode has several turns.
+        action = f"\\boxed{{{(low + high) // 2}}}" if actions else "no guess yet"
+        observation, reward, terminated, truncated, _ = env.step(action)
+        actions.append(action)
+        total += float(reward)
+        if terminated or truncated:
+            return actions, observations, total
+        observations.append(observation)
+        if action.startswith("\\boxed"):
+            guess = (low + high) // 2
+            low, high = (guess + 1, high) if "higher" in observation else (low, guess - 1)
+
+
+def test_a_multi_turn_gem_env_plays_in_verifiers_own_rollout_through_gem_s_harness(modules, scripted_openai_server, monkeypatch):
+    from verifiers.v1.envs.single_agent import SingleAgentEnv, SingleAgentEnvConfig
+
+    (modules / "gem_tasks_mt.py").write_text(
+        "from gem_core.interop.verifiers import GemHarness, GemTaskset\n\n__all__ = ['GemTaskset', 'GemHarness']\n")
+    monkeypatch.setenv("GEM_TEST_OPENAI_KEY", "not-a-secret")
+    env = SingleAgentEnv(SingleAgentEnvConfig(taskset={"id": "gem_tasks_mt", "env_id": "game:GuessTheNumber-v0", "num_tasks": 2},
+                                              agent={"runtime": {"type": "subprocess"}}))  # the harness: the taskset's own
+    ctx = vf.ModelContext(model="scripted", client=vf.EvalClientConfig(base_url=scripted_openai_server["url"], api_key_var="GEM_TEST_OPENAI_KEY"))
+
+    async def play(task):
+        await env.start()
+        try:
+            return await env.run_episode(task, ctx)
+        finally:
+            await env.stop()
+
+    for task in env.taskset:
+        actions, observations, gem_return = binary_search_actions(task.data.seed)
+        assert len(actions) >= 2 and gem_return > 0.5  # a win after a format penalty
+        scripted_openai_server["replies"].extend(actions)
+        before = len(scripted_openai_server["requests"])
+        episode = asyncio.run(play(task))
+        assert episode.ok and not episode.errors
+        (trace,) = episode.traces
+        assert trace.num_turns == len(actions) and trace.reward == gem_return
+        # The model saw GEM's observations as its user turns.
+        seen = [r["messages"][-1]["content"] for r in scripted_openai_server["requests"][before + 1:]]
+        assert seen == observations
