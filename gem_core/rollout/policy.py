@@ -16,6 +16,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from gem_core.rollout.kv_cache import PrefixKVCache
 from gem_core.rollout.vision import text_tokenizer
 
 __all__ = ["BatchingPolicy", "Generation", "Policy", "SampledLogprobs", "SamplingParams", "TransformersPolicy", "cut_at_stop"]
@@ -184,6 +185,14 @@ class BatchingPolicy:
             self.live -= 1
             self._schedule()
 
+    def release_context(self, token_ids: list[int]) -> None:
+        """An episode ended with context ``token_ids``: drop what the backend kept for its next turn
+        (the episode loop calls it; a no-op for backends that keep nothing)."""
+
+    def invalidate_caches(self) -> None:
+        """The backend's weights changed: drop whatever was computed with the old ones
+        (:meth:`~gem_core.rollout.policy_version.VersionedPolicy.update` calls it; a no-op here)."""
+
     def _round_ready(self) -> bool:
         return bool(self._pending) and (self.live is None or len(self._pending) >= self.live)
 
@@ -255,6 +264,27 @@ class TransformersPolicy(BatchingPolicy):
 
     Sampling uses torch's global RNG: seed it with ``torch.manual_seed`` for a reproducible run.
 
+    KV reuse between turns: each sampled sequence's attention keys and values are kept
+    (:class:`~gem_core.rollout.kv_cache.PrefixKVCache`), so the next turn of the same episode, whose prompt
+    extends them, prefills only its new observation tokens instead of the whole context. A prompt reuses
+    the longest prefix it shares with a kept sequence; anything else is a miss (a full prefill), never a
+    wrong reuse. Bounds: ``kv_cache_sequences`` sequences and ``kv_cache_tokens`` tokens (a token costs
+    ``2 x layers x kv_heads x head_dim x dtype bytes``), least recently used out first. A sequence is
+    dropped when its episode's next turn extends it, when the episode ends (the runner calls
+    :meth:`release_context`), and all of them when the weights change: :meth:`invalidate_caches`
+    (``VersionedPolicy.update`` calls it), and, as a guard for trainers that step the optimizer on the same
+    model, whenever a parameter was written in place or replaced since the last call (torch's per-tensor
+    version counters). With greedy decoding the ids are those of a full prefill and the log-probs equal up
+    to float rounding. Batching: the rows of one ``generate`` call each reuse their own prefix; their
+    cached parts are right-aligned and padded on the left to the longest, their new tokens right-aligned
+    after a second pad run (the attention mask hides both runs; positions come from the mask, so each
+    row's positions are those of its unpadded sequence). The tradeoff: a batch mixing a long cached row
+    with a long new prompt attends over both widths, and each stored sequence is a copy of its row's
+    states (memory traffic of one cache per turn), against a manual decode loop (exact per-row caches, but
+    generate's sampling and processors re-implemented) or reuse only for single-row batches (none of the
+    batching). Vision-language models, image prompts and models whose cache is not one plain growing
+    key/value pair per layer (sliding windows, linear attention) always prefill in full.
+
     A vision-language model (Qwen2-VL style: ``model.config.image_token_id``) gets each prompt's images
     as ``pixel_values``/``image_grid_thw`` (concatenated over the batch in order) and
     ``mm_token_type_ids`` marking the image placeholders.
@@ -268,11 +298,13 @@ class TransformersPolicy(BatchingPolicy):
         num_episodes: see :class:`BatchingPolicy`.
         logprobs: return the sampled tokens' log-probabilities (False: ``Generation.logprobs`` is None).
         sample_in_thread: see :class:`BatchingPolicy`.
+        kv_cache_sequences: most sequences whose attention states are kept between turns (0: no reuse).
+        kv_cache_tokens: most tokens kept, all sequences together (0: no reuse).
     """
 
     def __init__(
         self, model: Any, tokenizer: Any, *, device: Any = None, max_batch_size: int = 64, num_episodes: int | None = None,
-        logprobs: bool = True, sample_in_thread: bool = True,
+        logprobs: bool = True, sample_in_thread: bool = True, kv_cache_sequences: int = 256, kv_cache_tokens: int = 65_536,
     ):
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be at least 1, got {max_batch_size}.")
@@ -281,6 +313,18 @@ class TransformersPolicy(BatchingPolicy):
         self.logprobs = logprobs
         self.device = device if device is not None else getattr(model, "device", "cpu")
         self._lock = threading.Lock()
+        self.kv_cache = PrefixKVCache(kv_cache_sequences, kv_cache_tokens)
+        """The attention states kept between turns (see the class docstring)."""
+        self._kv_supported: bool | None = None  # decided on first use, from the model's cache layout
+        self._weights_seen: tuple | None = None
+
+    def release_context(self, token_ids: list[int]) -> None:
+        """An episode ended with context ``token_ids``: free its kept attention states."""
+        self.kv_cache.release(token_ids)
+
+    def invalidate_caches(self) -> None:
+        """The weights changed: every kept attention state was computed by the old ones."""
+        self.kv_cache.clear()
 
     accepts_images = True
 
@@ -309,11 +353,18 @@ class TransformersPolicy(BatchingPolicy):
             gen_kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k)
         else:
             gen_kwargs.update(temperature=None, top_p=None, top_k=None)
-        width = max(len(p) for p in prompts)
-        # Left padding: every prompt ends where generation starts; the attention mask hides the pads.
-        input_ids = torch.tensor([[pad_id] * (width - len(p)) + p for p in prompts], dtype=torch.long, device=self.device)
-        attention_mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], dtype=torch.long,
-                                      device=self.device)
+        reuse = not (images and any(images)) and self._kv_reusable()
+        if reuse:
+            reused = [self.kv_cache.lookup(p) for p in prompts]
+            input_ids, attention_mask, cache = self._inputs_after_cached_prefixes(prompts, reused, pad_id)
+            gen_kwargs.update(_cache_kwarg(cache), use_cache=True)
+        else:
+            width = max(len(p) for p in prompts)
+            # Left padding: every prompt ends where generation starts; the attention mask hides the pads.
+            input_ids = torch.tensor([[pad_id] * (width - len(p)) + p for p in prompts], dtype=torch.long, device=self.device)
+            attention_mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], dtype=torch.long,
+                                          device=self.device)
+        width = input_ids.shape[1]
         if images and any(images):
             gen_kwargs.update(self._image_inputs(input_ids, [image for row in images for image in row]))
         config = getattr(self.model, "config", None)
@@ -327,6 +378,8 @@ class TransformersPolicy(BatchingPolicy):
                 gen_kwargs["suppress_tokens"] = suppressed
         with self._lock, torch.no_grad():
             sequences = self.model.generate(input_ids=input_ids, attention_mask=attention_mask, **gen_kwargs)
+            if reuse:  # under the lock: an update waiting for it then clears what this call kept
+                self._keep_states(prompts, reused, sequences, attention_mask, cache, stop_ids)
         new_ids = sequences[:, width:]
         ids = new_ids.tolist()
         if recorder is None:
@@ -334,6 +387,68 @@ class TransformersPolicy(BatchingPolicy):
         picked = recorder.result(new_ids).tolist()  # the pads past a stop are cut by the caller
         return list(zip(ids, picked))
 
+
+    def _kv_reusable(self) -> bool:
+        """Whether this call may reuse kept states; clears them if the weights changed since the last call."""
+        if not self.kv_cache.enabled:
+            return False
+        if self._kv_supported is None:
+            self._kv_supported = _plain_kv_layout(self.model)
+        if not self._kv_supported:
+            return False
+        seen = _weights_fingerprint(self.model)
+        if seen != self._weights_seen:
+            self.kv_cache.clear()
+            self._weights_seen = seen
+        return True
+
+    def _inputs_after_cached_prefixes(self, prompts: list[list[int]], reused: list[tuple[Any, int]], pad_id: int) -> tuple[Any, Any, Any]:
+        """``(input_ids, attention_mask, cache)``: per row ``[pads][cached prefix][pads][new tokens]``, the
+        cache holding each row's kept states right-aligned in the first part (zeros, masked, before them)."""
+        import torch
+        from transformers import DynamicCache
+
+        cached = [n for _, n in reused]
+        head = max(cached)
+        tail = max(len(p) - n for p, n in zip(prompts, cached))
+        rows, masks = [], []
+        for prompt, n in zip(prompts, cached):
+            new = len(prompt) - n
+            rows.append([pad_id] * (head - n) + prompt[:n] + [pad_id] * (tail - new) + prompt[n:])
+            masks.append([0] * (head - n) + [1] * n + [0] * (tail - new) + [1] * new)
+        input_ids = torch.tensor(rows, dtype=torch.long, device=self.device)
+        attention_mask = torch.tensor(masks, dtype=torch.long, device=self.device)
+        if head == 0:
+            return input_ids, attention_mask, DynamicCache(config=self.model.config)
+        sample = next(entry for entry, n in reused if n > 0).layers
+        data = []
+        for layer, (keys, values) in enumerate(sample):
+            batch_keys = keys.new_zeros((len(prompts), keys.shape[1], head, keys.shape[3]))
+            batch_values = values.new_zeros((len(prompts), values.shape[1], head, values.shape[3]))
+            for row, (entry, n) in enumerate(reused):
+                if n > 0:
+                    batch_keys[row, :, head - n :] = entry.layers[layer][0][0, :, :n]
+                    batch_values[row, :, head - n :] = entry.layers[layer][1][0, :, :n]
+            data.append((batch_keys, batch_values))
+        return input_ids, attention_mask, DynamicCache(ddp_cache_data=data, config=self.model.config)
+
+    def _keep_states(self, prompts: list[list[int]], reused: list[tuple[Any, int]], sequences: Any, attention_mask: Any,
+                     cache: Any, stop_ids: list[int]) -> None:
+        """Keep each row's states for its prompt and sampled ids (up to its first stop id; the last sampled
+        id was never fed to the model, so it has none)."""
+        import torch
+
+        width = attention_mask.shape[1]
+        held = cache.get_seq_length()  # width + sampled - 1
+        stop = set(stop_ids)
+        for row, (prompt, (entry, n)) in enumerate(zip(prompts, reused)):
+            sampled = sequences[row, width:held].tolist()
+            end = next((i + 1 for i, t in enumerate(sampled) if t in stop), len(sampled))
+            positions = torch.cat([attention_mask[row].nonzero().squeeze(1),
+                                   torch.arange(width, width + end, device=attention_mask.device)])
+            layers = [(layer.keys[row : row + 1].index_select(2, positions), layer.values[row : row + 1].index_select(2, positions))
+                      for layer in cache.layers]
+            self.kv_cache.store(prompt + sampled[:end], len(prompt), layers, extends=entry if entry is not None and n == len(entry) else None)
 
     def _image_inputs(self, input_ids: Any, images: list) -> dict[str, Any]:
         from gem_core.rollout.vision import multimodal_inputs
@@ -402,6 +517,40 @@ class SampledLogprobs:
         if not picked:
             return torch.zeros(new_ids.shape, dtype=torch.float32)
         return torch.stack(picked, dim=1).cpu()
+
+
+def _plain_kv_layout(model: Any) -> bool:
+    """A decoder-only text model whose cache is one growing key/value pair per layer (what reuse copies)."""
+    try:
+        from transformers import DynamicCache
+        from transformers.cache_utils import DynamicLayer
+    except ImportError:
+        return False
+    config = getattr(model, "config", None)
+    if config is None or getattr(config, "is_encoder_decoder", False):
+        return False
+    if any(getattr(config, k, None) is not None for k in ("image_token_id", "video_token_id", "vision_config")):
+        return False
+    try:
+        layers = DynamicCache(config=config).layers
+    except Exception:  # noqa: BLE001 - an older transformers or an unusual config: prefill in full
+        return False
+    return bool(layers) and all(type(layer) is DynamicLayer for layer in layers)
+
+
+def _weights_fingerprint(model: Any) -> tuple:
+    """Changes whenever a parameter or buffer is written in place (torch bumps a tensor's version counter
+    on every in-place op: an optimizer step, ``load_state_dict``) or replaced (another storage)."""
+    tensors = [*model.parameters(), *model.buffers()]
+    return tuple((t.data_ptr(), t._version) for t in tensors)
+
+
+def _cache_kwarg(cache: Any) -> dict[str, Any]:
+    """``generate``'s keyword for a cache passed in: ``cache`` where transformers renamed ``past_key_values``
+    (its output field was renamed with it)."""
+    from transformers.generation.utils import GenerateDecoderOnlyOutput
+
+    return {"cache" if "cache" in GenerateDecoderOnlyOutput.__dataclass_fields__ else "past_key_values": cache}
 
 
 def _batch_key(sampling: SamplingParams) -> tuple:

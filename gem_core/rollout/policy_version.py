@@ -173,6 +173,9 @@ from gem_core.rollout.policy import Generation, SamplingParams
                 result = apply()
                 if inspect.isawaitable(result):
                     await result
+            invalidate = getattr(self.policy, "invalidate_caches", None)
+            if callable(invalidate):  # states a backend kept (KV caches) were computed by the old weights
+                invalidate()
             self.version += 1
             return self.version
         finally:

@@ -110,6 +110,9 @@ async def _play(session: EpisodeSession, policy: Policy, sampling: SamplingParam
             generation.token_ids, logprobs=generation.logprobs, finish_reason=generation.finish_reason,
             versions=generation.versions,
         )
+    release = getattr(policy, "release_context", None)
+    if session.done and callable(release):  # a backend that kept this episode's states frees them
+        release(session.context_ids)
 
 
 async def run_branched_episode(

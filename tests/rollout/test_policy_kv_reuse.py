@@ -1,0 +1,154 @@
+"""TransformersPolicy keeps each episode's attention states between turns (issue 46): a turn prefills only its
+new tokens, and greedy outputs and log-probs are those of a full prefill."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+
+import pytest
+import torch
+
+from gem_core.rollout import ChatTemplate, SamplingParams, TransformersPolicy
+from gem_core.rollout.kv_cache import PrefixKVCache
+from gem_core.rollout.policy_version import VersionedPolicy
+from gem_core.rollout.runner import run_episodes
+
+GREEDY = SamplingParams(max_new_tokens=6, temperature=0.0, stop_token_ids=[])
+TASKS = ["Guess a number between 1 and 20.", "Hi.", "Play Wordle: five letters, six tries."]
+
+
+def play(policy, tokenizer, prompts, sampling=GREEDY, turns=3, joins=None):
+    """Sample ``turns`` turns of one episode per prompt, each next prompt the context plus an observation;
+    ``joins`` (turn -> prompts) adds new episodes' first prompts to that turn's batch."""
+    template = ChatTemplate.for_tokenizer(tokenizer)
+    contexts = [list(p) for p in prompts]
+    out = []
+    for turn in range(turns):
+        contexts += [list(p) for p in (joins or {}).get(turn, [])]
+        results = policy.sample_batch(contexts, sampling, sampling.max_new_tokens)
+        out.append(results)
+        contexts = [
+            context + ids + template.close_turn_ids() + template.observation_ids(f"turn {turn} of episode {i}: try again")
+            for i, (context, (ids, _)) in enumerate(zip(contexts, results))
+        ]
+    return out
+
+
+def assert_same(got, want):
+    for got_turn, want_turn in zip(got, want, strict=True):
+        for (ids, logprobs), (want_ids, want_logprobs) in zip(got_turn, want_turn, strict=True):
+            assert ids == want_ids
+            assert logprobs == pytest.approx(want_logprobs, abs=1e-4)
+
+
+def first_prompts(tokenizer):
+    template = ChatTemplate.for_tokenizer(tokenizer)
+    return [template.initial_ids(task) for task in TASKS]
+
+
+def test_greedy_turns_with_kept_states_equal_a_full_prefill_and_prefill_only_the_new_tokens(tiny_tokenizer, tiny_model):
+    prompts = first_prompts(tiny_tokenizer)
+    full = play(TransformersPolicy(tiny_model, tiny_tokenizer, kv_cache_tokens=0), tiny_tokenizer, prompts)
+    policy = TransformersPolicy(tiny_model, tiny_tokenizer)
+    assert_same(play(policy, tiny_tokenizer, prompts), full)
+    # Turns 2 and 3 each reused their whole context but the sampled turn's last id and the observation.
+    assert policy.kv_cache.hits >= 2 * len(prompts)
+    assert policy.kv_cache.reused_tokens >= 2 * sum(map(len, prompts))
+    assert len(policy.kv_cache) == len(prompts), "an episode's earlier turn is dropped once its next turn extends it"
+
+
+def test_rows_that_stop_at_different_steps_keep_their_states_up_to_their_stop(tiny_tokenizer, tiny_model):
+    prompts = first_prompts(tiny_tokenizer)
+    free = play(TransformersPolicy(tiny_model, tiny_tokenizer, kv_cache_tokens=0), tiny_tokenizer, prompts, turns=1)
+    stop = free[0][0][0][2]  # row 0's third greedy id: row 0 stops there, the others run on (or stop elsewhere)
+    sampling = SamplingParams(max_new_tokens=6, temperature=0.0, stop_token_ids=[stop])
+    want = play(TransformersPolicy(tiny_model, tiny_tokenizer, kv_cache_tokens=0), tiny_tokenizer, prompts, sampling)
+    cut = [[(ids[: ids.index(stop) + 1] if stop in ids else ids) for ids, _ in turn] for turn in want]
+    assert any(len(ids) < sampling.max_new_tokens for turn in cut for ids in turn), "no row stopped early"
+    got = play(TransformersPolicy(tiny_model, tiny_tokenizer), tiny_tokenizer, prompts, sampling)
+    assert_same(got, want)
+
+
+def test_a_batch_mixing_continued_episodes_and_new_ones_equals_a_full_prefill(tiny_tokenizer, tiny_model):
+    prompts = first_prompts(tiny_tokenizer)
+    joins = {1: [prompts[1]], 2: [prompts[0], prompts[2]]}
+    full = play(TransformersPolicy(tiny_model, tiny_tokenizer, kv_cache_tokens=0), tiny_tokenizer, prompts[:2], joins=joins)
+    policy = TransformersPolicy(tiny_model, tiny_tokenizer)
+    assert_same(play(policy, tiny_tokenizer, prompts[:2], joins=joins), full)
+    assert policy.kv_cache.hits > 0
+
+
+def test_a_prompt_that_leaves_a_kept_sequence_reuses_only_the_shared_prefix(tiny_tokenizer, tiny_model):
+    prompt = first_prompts(tiny_tokenizer)[2]
+    policy = TransformersPolicy(tiny_model, tiny_tokenizer)
+    (ids, _), = policy.sample_batch([prompt], GREEDY, GREEDY.max_new_tokens)
+    edited = prompt[:-3] + [prompt[-3] + 1] + prompt[-2:] + ids + [5, 6, 7]  # one token of history changed
+    entry, shared = policy.kv_cache.lookup(edited)
+    assert shared == len(prompt) - 3
+    alone = TransformersPolicy(tiny_model, tiny_tokenizer, kv_cache_tokens=0).sample_batch([edited], GREEDY, 6)
+    got = policy.sample_batch([edited], GREEDY, 6)
+    assert got[0][0] == alone[0][0]
+    assert got[0][1] == pytest.approx(alone[0][1], abs=1e-4)
+
+
+def test_weights_written_in_place_drop_every_kept_state(tiny_tokenizer, tiny_model):
+    model = copy.deepcopy(tiny_model)
+    prompts = first_prompts(tiny_tokenizer)
+    policy = TransformersPolicy(model, tiny_tokenizer)
+    turn = play(policy, tiny_tokenizer, prompts, turns=1)[0]
+    template = ChatTemplate.for_tokenizer(tiny_tokenizer)
+    nexts = [p + ids + template.close_turn_ids() + template.observation_ids("again") for p, (ids, _) in zip(prompts, turn)]
+    with torch.no_grad():  # an optimizer step on the policy's own model (TRL without vLLM)
+        for parameter in model.model.layers[0].parameters():
+            parameter.mul_(3.0)
+    want = TransformersPolicy(model, tiny_tokenizer, kv_cache_tokens=0).sample_batch(nexts, GREEDY, 6)
+    hits = policy.kv_cache.hits
+    got = policy.sample_batch(nexts, GREEDY, 6)
+    assert policy.kv_cache.hits == hits, "states computed by the old weights were reused"
+    assert [ids for ids, _ in got] == [ids for ids, _ in want]
+    for (_, logprobs), (_, want_logprobs) in zip(got, want):
+        assert logprobs == pytest.approx(want_logprobs, abs=1e-4)
+
+
+def test_a_versioned_policy_update_drops_every_kept_state(tiny_tokenizer, tiny_model):
+    policy = TransformersPolicy(tiny_model, tiny_tokenizer)
+    versioned = VersionedPolicy(policy)
+    play(policy, tiny_tokenizer, first_prompts(tiny_tokenizer), turns=1)
+    assert len(policy.kv_cache) == 3
+    asyncio.run(versioned.update(lambda: None))  # weights loaded elsewhere (a server, another process)
+    assert len(policy.kv_cache) == 0 and policy.kv_cache.tokens == 0
+
+
+def test_an_ended_episode_frees_its_states(tiny_tokenizer, tiny_model, scripted_env):
+    policy = TransformersPolicy(tiny_model, tiny_tokenizer)
+    sampling = SamplingParams(max_new_tokens=4, temperature=0.0)
+    trajectories = asyncio.run(run_episodes(lambda: scripted_env(rewards=[0.0, 0.0, 1.0]), policy, tiny_tokenizer, [0, 1],
+                                            sampling=sampling))
+    assert all(t.num_turns == 3 for t in trajectories)
+    assert policy.kv_cache.hits >= 4, "turns 2 and 3 of both episodes did not reuse their context"
+    assert len(policy.kv_cache) == 0 and policy.kv_cache.tokens == 0
+
+
+def test_the_store_keeps_its_bounds_least_recently_used_out_first():
+    layers = lambda n: [(torch.zeros(1, 1, n, 2), torch.zeros(1, 1, n, 2))]  # noqa: E731
+    store = PrefixKVCache(max_sequences=2, max_tokens=10)
+    store.store([1, 2, 3], 2, layers(3))
+    store.store([4, 5, 6], 2, layers(3))
+    assert store.lookup([1, 2, 3, 9])[1] == 3  # used: [4, 5, 6] is now the least recently used
+    store.store([7, 8, 9], 2, layers(3))
+    assert store.lookup([4, 5, 6, 9]) == (None, 0)
+    assert store.lookup([1, 2, 3, 9])[1] == 3 and len(store) == 2
+    store.store([1, 2, 3, 4, 5, 6, 7, 8], 4, layers(8))  # past max_tokens with the others: they go
+    assert len(store) == 1 and store.tokens == 8
+    store.store(list(range(11)), 4, layers(11))  # longer than max_tokens alone: not kept
+    assert store.tokens == 8
+
+
+def test_release_drops_the_ended_episode_but_not_one_sharing_only_its_prompt():
+    layers = lambda n: [(torch.zeros(1, 1, n, 2), torch.zeros(1, 1, n, 2))]  # noqa: E731
+    store = PrefixKVCache()
+    store.store([1, 2, 3, 10, 11], 3, layers(5))  # prompt [1, 2, 3], sampled [10, 11]
+    store.store([1, 2, 3, 20, 21], 3, layers(5))  # the same prompt, another sample (a GRPO group)
+    assert store.release([1, 2, 3, 10, 11, 12]) == 1
+    assert store.lookup([1, 2, 3, 20, 21, 5])[1] == 5
