@@ -22,8 +22,8 @@ Images shown after the first turn are refused with an error (TRL takes images on
 An agent program (:mod:`gem_core.agent`) instead of the env loop: ``GemRolloutFunc(agent=AgentProgram(...))``
 runs the program once per prompt, its task the prompt's label, against an endpoint the trainer's policy
 answers (:func:`~gem_core.agent.episodes.run_agent_episodes`, with the trainer's temperature, top-p, top-k and
-``max_new_tokens`` over the agent's); the completion is the branch of the program's last call, the grader's
-reward on its last sampled token (e.g. :func:`~gem_core.agent.swe.swe_agent_program` on ``swe:*`` rows).
+``max_new_tokens`` over the agent's, ``max_completion_length`` as its response budget); the completion is the
+branch of the program's last call, the grader's reward on its last sampled token (e.g. :func:`~gem_core.agent.swe.swe_agent_program` on ``swe:*`` rows).
 """
 
 from __future__ import annotations
@@ -129,7 +129,10 @@ class GemRolloutFunc:
                 from gem_core.agent import AgentEndpointConfig, run_agent_episodes
 
                 config = AgentEndpointConfig(sampling=sampling, chat_template_kwargs=template_kwargs)
-                trajectories = await run_agent_episodes(self.agent, policy, tokenizer, [label for label, _ in episodes], config=config)
+                trajectories = await run_agent_episodes(
+                    self.agent, policy, tokenizer, [label for label, _ in episodes], config=config,
+                    max_response_tokens=args.max_completion_length,
+                )
             else:
                 trajectories = await run_labels(
                     [label for label, _ in episodes], policy, processing_class, system_prompts=[system for _, system in episodes],

@@ -22,6 +22,7 @@ run concurrently, on the endpoint's own event loop thread, so one policy object 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -79,6 +80,13 @@ def _number(body: dict, name: str, default: float, low: float, high: float) -> f
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
         raise RequestError(400, f"'{name}' must be a number from {low:g} to {high:g}")
     return float(value)
+
+
+def _within(sampling: SamplingParams, call: AgentCall) -> SamplingParams:
+    """``sampling`` lowered to what the episode's response budget leaves this call."""
+    if call.max_new_tokens is None or call.max_new_tokens >= sampling.max_new_tokens:
+        return sampling
+    return dataclasses.replace(sampling, max_new_tokens=call.max_new_tokens)
 
 
 def _event_stream(payload: dict[str, Any], body: dict[str, Any]) -> bytes:
@@ -147,8 +155,10 @@ class AgentEndpoint:
 
         return self._loop.run(call)
 
-    def open_episode(self, key: str | None = None, *, max_turns: int | None = None) -> AgentEpisode:
+    def open_episode(self, key: str | None = None, *, max_turns: int | None = None, max_response_tokens: int | None = None) -> AgentEpisode:
         """A new episode reachable with ``key`` (a fresh random key when None) as API key or URL path.
+
+        ``max_turns`` and ``max_response_tokens`` bound it (:class:`~gem_core.agent.episode.AgentEpisode`).
 
         Raises:
             ValueError: ``key`` is in use, or is not URL-safe.
@@ -156,7 +166,10 @@ class AgentEndpoint:
         key = key or secrets.token_urlsafe(18)
         if not key.replace("-", "").replace("_", "").isalnum():
             raise MessageError(f"episode key {key!r} must hold only letters, digits, '-' and '_' (it is a URL path segment)")
-        episode = AgentEpisode(key, self.tokenizer, chat_template_kwargs=self.config.chat_template_kwargs, max_turns=max_turns)
+        episode = AgentEpisode(
+            key, self.tokenizer, chat_template_kwargs=self.config.chat_template_kwargs, max_turns=max_turns,
+            max_response_tokens=max_response_tokens,
+        )
 
         def add() -> AgentEpisode:
             if key in self.episodes or key in self._closed:
@@ -353,7 +366,7 @@ class AgentEndpoint:
         async with self._locks[episode.key]:
             call: AgentCall = episode.begin_call(messages, tools)
             try:
-                generation = await self._generate(episode, call.prompt_ids, sampling)
+                generation = await self._generate(episode, call.prompt_ids, _within(sampling, call))
             except BaseException:
                 episode.abandon_call(call)
                 raise
@@ -388,7 +401,7 @@ class AgentEndpoint:
         async with self._locks[episode.key]:
             call = episode.begin_completion(prompt)
             try:
-                generation = await self._generate(episode, call.prompt_ids, sampling)
+                generation = await self._generate(episode, call.prompt_ids, _within(sampling, call))
             except BaseException:
                 episode.abandon_call(call)
                 raise

@@ -128,6 +128,8 @@ class AgentCall:
     """A completion branch's text before this call (restored if the policy fails)."""
     rollback: int = 0
     """Length of the branch's response ids before this call (undone to it if the policy fails)."""
+    max_new_tokens: int | None = None
+    """Tokens this call may sample: what the episode's ``max_response_tokens`` leaves on its branch (None: no cap)."""
 
 
 @dataclass
@@ -168,14 +170,23 @@ class AgentEpisode:
         tokenizer: the policy's tokenizer, with its chat template.
         chat_template_kwargs: extra template variables (e.g. ``{"enable_thinking": False}``).
         max_turns: calls allowed; the one after is refused and ends the episode truncated (None: no limit).
+        max_response_tokens: most response ids (sampled and template) one branch may hold, as a trainer's
+            completion length: each call samples at most what is left, and a call that leaves nothing to
+            sample is refused and ends the episode truncated (None: no limit).
     """
 
-    def __init__(self, key: str, tokenizer: Any, *, chat_template_kwargs: dict | None = None, max_turns: int | None = None):
+    def __init__(
+        self, key: str, tokenizer: Any, *, chat_template_kwargs: dict | None = None, max_turns: int | None = None,
+        max_response_tokens: int | None = None,
+    ):
         self.key = key
         self.tokenizer = tokenizer
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self.template = ChatTemplate.for_tokenizer(tokenizer, chat_template_kwargs=chat_template_kwargs)
         self.max_turns = max_turns
+        if max_response_tokens is not None and max_response_tokens < 1:
+            raise GemError(f"max_response_tokens must be at least 1 (or None), got {max_response_tokens!r}")
+        self.max_response_tokens = max_response_tokens
         self.calls: list[AgentCall] = []
         self.branches: list[Branch] = []
         self.ended: str | None = None
@@ -261,7 +272,8 @@ class AgentEpisode:
             prompt_ids, reason, shared = self._extension(self.branches[index], messages, tools)
             if prompt_ids is not None:
                 branch = self.branches[index]
-                call = AgentCall(len(self.calls), index, messages, branch.ids() + prompt_ids, rollback=len(branch.response_ids))
+                left = self._budget(len(branch.response_ids) + len(prompt_ids))
+                call = AgentCall(len(self.calls), index, messages, branch.ids() + prompt_ids, rollback=len(branch.response_ids), max_new_tokens=left)
                 self._add_observation(branch, prompt_ids)
                 branch.busy = True
                 self.calls.append(call)
@@ -278,7 +290,7 @@ class AgentEpisode:
                 fork_reason=reason if self.calls else None, busy=True,
             )
         )
-        call = AgentCall(len(self.calls), len(self.branches) - 1, messages, list(prompt_ids))
+        call = AgentCall(len(self.calls), len(self.branches) - 1, messages, list(prompt_ids), max_new_tokens=self.max_response_tokens)
         self.calls.append(call)
         self.pending.append(call)
         return call
@@ -289,6 +301,16 @@ class AgentEpisode:
         if self.max_turns is not None and len(self.calls) >= self.max_turns:
             self.end(f"turn limit of {self.max_turns} calls reached", truncated=True)
             raise EpisodeOver(f"episode {self.key!r} is over ({self.ended}); start a new episode")
+
+    def _budget(self, used: int) -> int | None:
+        """Tokens a call may sample on a branch whose response would hold ``used`` ids before it; ends the
+        episode (truncated) and raises :class:`EpisodeOver` when that leaves none."""
+        if self.max_response_tokens is None:
+            return None
+        if used >= self.max_response_tokens:
+            self.end(f"response token budget of {self.max_response_tokens} reached", truncated=True)
+            raise EpisodeOver(f"episode {self.key!r} is over ({self.ended}); start a new episode")
+        return self.max_response_tokens - used
 
     def begin_completion(self, prompt: str | list[int]) -> AgentCall:
         """A ``/v1/completions`` call: it extends a completion branch whose prompt and completion (text, or
@@ -305,7 +327,8 @@ class AgentEpisode:
                 text = branch.text
                 delta = self.template._encode(prompt[len(text) :]) if text and len(prompt) > len(text) and prompt.startswith(text) else None
             if delta is not None:
-                call = AgentCall(len(self.calls), index, [], branch.ids() + delta, rollback=len(branch.response_ids))
+                left = self._budget(len(branch.response_ids) + len(delta))
+                call = AgentCall(len(self.calls), index, [], branch.ids() + delta, rollback=len(branch.response_ids), max_new_tokens=left)
                 self._add_observation(branch, delta)
                 branch.busy = True
                 call.text_before, branch.text = branch.text, prompt if isinstance(prompt, str) else ""
@@ -318,7 +341,7 @@ class AgentEpisode:
             Branch(prompt_ids=ids, tools=_COMPLETION, forked_at_call=len(self.calls) if self.calls else None,
                    fork_reason=reason, busy=True, text=prompt if isinstance(prompt, str) else "")
         )
-        call = AgentCall(len(self.calls), len(self.branches) - 1, [], list(ids))
+        call = AgentCall(len(self.calls), len(self.branches) - 1, [], list(ids), max_new_tokens=self.max_response_tokens)
         self.calls.append(call)
         self.pending.append(call)
         return call
@@ -360,7 +383,11 @@ class AgentEpisode:
         branch.turn_spans.append((start, start + len(ids)))
         branch.actions.append(action_text)
         if close_turn and not self.template.ends_turn(ids):  # cut by the length limit: close the turn, outside the loss
-            self._add_observation(branch, self.template.close_turn_ids())
+            closing = self.template.close_turn_ids()
+            if self.max_response_tokens is not None and len(branch.response_ids) + len(closing) > self.max_response_tokens:
+                self.end(f"response token budget of {self.max_response_tokens} reached", truncated=True)  # no room to close it
+            else:
+                self._add_observation(branch, closing)
         branch.conversation = [*call.messages, reply]
         branch.busy = False
         call.generation, call.reply = generation, reply

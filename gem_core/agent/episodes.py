@@ -21,6 +21,7 @@ gone, before grading, so a slow grader holds no round.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -35,7 +36,8 @@ __all__ = ["episode_trajectory", "run_agent_episodes", "run_agent_programs"]
 
 
 async def run_agent_programs(
-    program: AgentProgram, policy: Policy, tokenizer: Any, tasks: Sequence[Any], *, config: AgentEndpointConfig | None = None
+    program: AgentProgram, policy: Policy, tokenizer: Any, tasks: Sequence[Any], *, config: AgentEndpointConfig | None = None,
+    max_response_tokens: int | None = None,
 ) -> list[AgentRun]:
     """Run ``program`` once per task, all at once, against one endpoint that ``policy`` answers.
 
@@ -47,6 +49,8 @@ async def run_agent_programs(
         tasks: one per run; each is handed to the program's command, setup and grader.
         config: the endpoint's limits; pass ``AgentEndpointConfig(sampling=...)`` to train, so the
             trainer's temperature and token budget win over the agent's request.
+        max_response_tokens: the trainer's completion length: lowers the program's own
+            ``max_response_tokens`` (a branch's response never holds more; None: the program's).
 
     Returns:
         The runs in ``tasks`` order.
@@ -54,6 +58,9 @@ async def run_agent_programs(
     Raises:
         Exception: the first error a run raised (its setup or grader failed), once every run has ended.
     """
+    if max_response_tokens is not None:
+        own = program.max_response_tokens
+        program = dataclasses.replace(program, max_response_tokens=max_response_tokens if own is None else min(own, max_response_tokens))
     finished = getattr(policy, "episode_finished", None)
     endpoint = AgentEndpoint(policy, tokenizer, config or AgentEndpointConfig())
     await asyncio.to_thread(endpoint.start)
@@ -114,8 +121,9 @@ def episode_trajectory(run: AgentRun, tokenizer: Any) -> TokenTrajectory:
 
 
 async def run_agent_episodes(
-    program: AgentProgram, policy: Policy, tokenizer: Any, tasks: Sequence[Any], *, config: AgentEndpointConfig | None = None
+    program: AgentProgram, policy: Policy, tokenizer: Any, tasks: Sequence[Any], *, config: AgentEndpointConfig | None = None,
+    max_response_tokens: int | None = None,
 ) -> list[TokenTrajectory]:
     """:func:`run_agent_programs`, then :func:`episode_trajectory` of each run: one trajectory per task, in order."""
-    runs = await run_agent_programs(program, policy, tokenizer, tasks, config=config)
+    runs = await run_agent_programs(program, policy, tokenizer, tasks, config=config, max_response_tokens=max_response_tokens)
     return [episode_trajectory(run, tokenizer) for run in runs]

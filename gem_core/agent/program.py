@@ -7,7 +7,8 @@ in a fresh working directory (or the one given), under two limits:
 
 - ``time_limit``: past it the process group is killed and the episode is truncated (a hung agent);
 - ``max_turns``: the call after the last allowed one is refused (409), the process group is killed and
-  the episode is truncated.
+  the episode is truncated; ``max_response_tokens`` likewise once a branch's response is full (each call
+  samples at most what is left).
 
 An agent that exits on its own, early or not, ends the episode (terminated, its exit code in
 :attr:`AgentRun.exit_code`). The reward comes from ``grader(run)`` once the process is gone (e.g. a
@@ -114,6 +115,9 @@ class AgentProgram:
     """Seconds the program may run; then its process group is killed and the episode truncated."""
     max_turns: int | None = None
     """Calls the program may make; the next one is refused and the episode truncated (None: no limit)."""
+    max_response_tokens: int | None = None
+    """Response ids (sampled and template) a branch may hold; each call samples at most what is left, and a
+    call with nothing left is refused and the episode truncated, as for ``max_turns`` (None: no limit)."""
     grader: Grader | None = None
     """The run's reward, after the program is gone (None: the number in ``$GEM_REWARD_FILE``, else 0.0)."""
     env: dict[str, str] = field(default_factory=dict)
@@ -127,6 +131,8 @@ class AgentProgram:
             raise GemError(f"AgentProgram time_limit must be positive seconds, got {self.time_limit!r}")
         if self.max_turns is not None and self.max_turns < 1:
             raise GemError(f"AgentProgram max_turns must be at least 1 (or None), got {self.max_turns!r}")
+        if self.max_response_tokens is not None and self.max_response_tokens < 1:
+            raise GemError(f"AgentProgram max_response_tokens must be at least 1 (or None), got {self.max_response_tokens!r}")
 
     def run(
         self, endpoint: Any, task: Any = None, *, workdir: str | Path | None = None, on_exit: Callable[[], None] | None = None
@@ -147,7 +153,7 @@ class AgentProgram:
             raise GemError("AgentProgram command is empty; give the program and its arguments, e.g. ['python', 'agent.py']")
         workdir = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="gem-agent-"))
         setup = (self.setup(task, workdir) if self.setup is not None else None) or TaskSetup()
-        episode = endpoint.open_episode(max_turns=self.max_turns)
+        episode = endpoint.open_episode(max_turns=self.max_turns, max_response_tokens=self.max_response_tokens)
         with tempfile.TemporaryDirectory(prefix="gem-agent-io-") as io_dir:
             io = Path(io_dir)
             reward_file = io / "reward"

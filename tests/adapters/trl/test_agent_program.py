@@ -154,3 +154,22 @@ def test_the_trainers_own_model_answers_the_agent_through_the_endpoint(grpo_conf
     first = tiny_tokenizer.apply_chat_template(sent[0], tokenize=False, add_generation_prompt=True)
     prompts = {tuple(t.prompt_ids) for t in trajectories}
     assert tuple(tiny_tokenizer.encode(first, add_special_tokens=False)) in prompts
+
+
+def test_max_completion_length_is_the_agent_runs_response_budget(grpo_config, fresh_model, tiny_tokenizer, tmp_path):
+    """A run whose second call would not fit in GRPOConfig.max_completion_length is refused and truncated there."""
+    from trl import GRPOTrainer
+
+    from gem_core.agent import AgentProgram, TaskSetup
+
+    agent = tmp_path / "agent.py"
+    agent.write_text(ECHO_AGENT)
+    program = AgentProgram(command=[sys.executable, str(agent)], setup=lambda label, workdir: TaskSetup(prompt="Say something."), time_limit=300)
+    rollout = GemRolloutFunc(max_new_tokens=6, agent=program)
+    trainer = GRPOTrainer(
+        model=fresh_model, reward_funcs=env_return_reward, args=grpo_config(max_steps=1, max_completion_length=8),
+        processing_class=tiny_tokenizer, train_dataset=make_dataset("game:GuessTheNumber-v0", n=2, seed_start=0), rollout_func=rollout,
+    )
+    trainer.train()
+    for trajectory in rollout.last_trajectories:
+        assert trajectory.truncated and trajectory.num_turns == 1 and len(trajectory.response_ids) <= 8

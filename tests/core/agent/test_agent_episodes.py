@@ -174,3 +174,14 @@ def test_a_policy_without_logprobs_is_said_so_in_the_metrics_not_read_as_zeros(p
     (with_some,) = asyncio.run(run_agent_episodes(program, scripted(tiny_tokenizer), tiny_tokenizer, ["apple"]))
     assert with_none.num_turns == 2 and with_none.metrics["has_logprobs"] is False
     assert with_some.metrics["has_logprobs"] is True
+
+
+@pytest.mark.parametrize("budget", [4, 12])
+def test_a_response_token_budget_caps_each_call_and_truncates_the_episode_when_full(program, tiny_tokenizer, budget):
+    """4: the first answer is cut to the budget (no room to close its turn); 12: the answer fits, but the
+    next call's user turn would fill the budget, so that call is refused. Either way: truncated, within budget."""
+    (trajectory,) = asyncio.run(run_agent_episodes(program, scripted(tiny_tokenizer), tiny_tokenizer, ["apple"], max_response_tokens=budget))
+    assert trajectory.truncated and "response token budget of" in trajectory.metrics["agent_ended"]
+    assert trajectory.num_turns == 1 and len(trajectory.response_ids) <= budget
+    start, end = trajectory.turn_spans[0]
+    assert (end - start == budget) == (budget == 4)
