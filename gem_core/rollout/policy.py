@@ -353,32 +353,28 @@ class TransformersPolicy(BatchingPolicy):
             gen_kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k)
         else:
             gen_kwargs.update(temperature=None, top_p=None, top_k=None)
-        reuse = not (images and any(images)) and self._kv_reusable()
-        if reuse:
-            reused = [self.kv_cache.lookup(p) for p in prompts]
-            input_ids, attention_mask, cache = self._inputs_after_cached_prefixes(prompts, reused, pad_id)
-            gen_kwargs.update(_cache_kwarg(cache), use_cache=True)
-        else:
-            width = max(len(p) for p in prompts)
-            # Left padding: every prompt ends where generation starts; the attention mask hides the pads.
-            input_ids = torch.tensor([[pad_id] * (width - len(p)) + p for p in prompts], dtype=torch.long, device=self.device)
-            attention_mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], dtype=torch.long,
-                                          device=self.device)
-        width = input_ids.shape[1]
-        if images and any(images):
-            gen_kwargs.update(self._image_inputs(input_ids, [image for row in images for image in row]))
-        config = getattr(self.model, "config", None)
-        vision_ids = [getattr(config, k, None) for k in ("image_token_id", "video_token_id")]
-        if any(t is not None for t in vision_ids):
-            # A sampled placeholder would claim image features that do not exist (the trainer's forward fails).
-            suppressed = [int(t) for t in vision_ids if t is not None]
-            if recorder is not None:
-                recorder.suppress_ids = suppressed  # after recording: log-probs stay those of the raw logits
-            else:
-                gen_kwargs["suppress_tokens"] = suppressed
         with self._lock, torch.no_grad():
+            # The weights' check, the kept states' lookup and generate under one hold of the lock: an update that
+            # takes it (VersionedPolicy.update's apply) cannot slip new weights under states of the old ones.
+            reuse = not (images and any(images)) and self._kv_reusable()
+            reused = [self.kv_cache.lookup(p) for p in prompts] if reuse else []
+            input_ids, attention_mask, cache = self._inputs(prompts, reused, pad_id)
+            if reuse:
+                gen_kwargs.update(_cache_kwarg(cache), use_cache=True)
+            width = input_ids.shape[1]
+            if images and any(images):
+                gen_kwargs.update(self._image_inputs(input_ids, [image for row in images for image in row]))
+            config = getattr(self.model, "config", None)
+            vision_ids = [getattr(config, k, None) for k in ("image_token_id", "video_token_id")]
+            if any(t is not None for t in vision_ids):
+                # A sampled placeholder would claim image features that do not exist (the trainer's forward fails).
+                suppressed = [int(t) for t in vision_ids if t is not None]
+                if recorder is not None:
+                    recorder.suppress_ids = suppressed  # after recording: log-probs stay those of the raw logits
+                else:
+                    gen_kwargs["suppress_tokens"] = suppressed
             sequences = self.model.generate(input_ids=input_ids, attention_mask=attention_mask, **gen_kwargs)
-            if reuse:  # under the lock: an update waiting for it then clears what this call kept
+            if reuse:
                 self._keep_states(prompts, reused, sequences, attention_mask, cache, stop_ids)
         new_ids = sequences[:, width:]
         ids = new_ids.tolist()
@@ -402,12 +398,20 @@ class TransformersPolicy(BatchingPolicy):
             self._weights_seen = seen
         return True
 
-    def _inputs_after_cached_prefixes(self, prompts: list[list[int]], reused: list[tuple[Any, int]], pad_id: int) -> tuple[Any, Any, Any]:
-        """``(input_ids, attention_mask, cache)``: per row ``[pads][cached prefix][pads][new tokens]``, the
-        cache holding each row's kept states right-aligned in the first part (zeros, masked, before them)."""
+    def _inputs(self, prompts: list[list[int]], reused: list[tuple[Any, int]], pad_id: int) -> tuple[Any, Any, Any]:
+        """``(input_ids, attention_mask, cache)``. Without reuse (``reused`` empty) the prompts left-padded, so
+        each ends where generation starts (the mask hides the pads), and no cache. With reuse, per row
+        ``[pads][cached prefix][pads][new tokens]``, the cache holding each row's kept states right-aligned
+        in the first part (zeros, masked, before them)."""
         import torch
         from transformers import DynamicCache
 
+        if not reused:
+            width = max(len(p) for p in prompts)
+            input_ids = torch.tensor([[pad_id] * (width - len(p)) + p for p in prompts], dtype=torch.long, device=self.device)
+            attention_mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], dtype=torch.long,
+                                          device=self.device)
+            return input_ids, attention_mask, None
         cached = [n for _, n in reused]
         head = max(cached)
         tail = max(len(p) - n for p, n in zip(prompts, cached))
