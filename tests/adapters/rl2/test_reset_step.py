@@ -1,19 +1,13 @@
 """gem_adapters.rl2.reset_step driven by rl-square 0.0.2's own rollout loop (``Rollout.rollout``).
 
-rl-square is installed with ``--no-deps``; its rollout module imports SGLang (CUDA only) and wandb at
-the top, so this test puts stand-in modules in ``sys.modules`` for ``sglang.*``, ``wandb`` and
-``RL2.utils.sglang``, and loads ``RL2/workers/rollout.py`` without ``RL2/workers/__init__.py`` (which imports
-the FSDP actor). The stand-in ``async_generate(url, states, sampling_params)`` POSTs to the
-fake router exactly as the real one does. Everything else, the loop, the state dict bookkeeping
-and ``state_dict_to_tensor_dict``, is rl-square's code.
+rl-square's ``Rollout`` class comes from the ``rl_square_rollout`` fixture (``conftest.py``: stand-ins for
+its GPU-only imports); the loop, the state dict bookkeeping and ``state_dict_to_tensor_dict`` are
+rl-square's code.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import sys
-import types
-from pathlib import Path
 
 import pytest
 
@@ -33,51 +27,7 @@ ACTIONS = ["no idea", "\\boxed{10}", "\\boxed{5}", "\\boxed{15}", "\\boxed{3}", 
 ENV_FILE = shipped_path("rl2-reset-step")
 
 
-@pytest.fixture
-def rl_square_rollout(monkeypatch):
-    """rl-square's ``Rollout`` class, imported with stand-ins for its GPU-only imports."""
-
-    async def async_generate(url, states, sampling_params):
-        import aiohttp
-
-        payload = {"input_ids": states, "sampling_params": sampling_params, "return_logprob": True}
-        async with aiohttp.ClientSession() as session, session.post(f"{url}/generate", json=payload) as response:
-            return await response.json(content_type=None)
-
-    stubs = {
-        "sglang": {}, "sglang.srt": {}, "sglang.srt.utils": {"MultiprocessingSerializer": object},
-        "sglang.srt.model_executor": {}, "sglang.srt.model_executor.model_runner": {"LocalSerializedTensor": object},
-        "wandb": {"log": lambda *a, **k: None},
-        "RL2.utils.sglang": {"prepare_environment_variables": None, "launch_server_process": None,
-                             "launch_router_process": None, "make_request": None, "async_generate": async_generate},
-    }
-    for name, attrs in stubs.items():
-        module = types.ModuleType(name)
-        module.__dict__.update(attrs)
-        monkeypatch.setitem(sys.modules, name, module)
-    # RL2/workers/__init__.py also imports the FSDP actor (flash-attn era transformers); load only the rollout module.
-    import RL2
-
-    workers = types.ModuleType("RL2.workers")
-    workers.__path__ = [str(Path(RL2.__file__).parent / "workers")]
-    monkeypatch.setitem(sys.modules, "RL2.workers", workers)
-    monkeypatch.delitem(sys.modules, "RL2.workers.rollout", raising=False)
-    from RL2.workers.rollout import Rollout
-
-    return Rollout
-
-
-def _rollout(rollout_cls, tokenizer, url, env, max_turns=20):
-    from omegaconf import OmegaConf
-
-    rollout = rollout_cls.__new__(rollout_cls)  # __init__ launches SGLang servers
-    rollout.config = OmegaConf.create({"max_turns": max_turns})
-    rollout.tokenizer, rollout.router_url, rollout.env = tokenizer, url, env
-    rollout.train_sampling_params = {"max_new_tokens": 64, "temperature": 1.0}
-    return rollout
-
-
-async def test_rl_square_rollout_gives_the_core_episode(tokenizer, fake_router, rl_square_rollout, tmp_path, open_envs):
+async def test_rl_square_rollout_gives_the_core_episode(tokenizer, fake_router, rl_square, tmp_path, open_envs):
     from omegaconf import OmegaConf
     from RL2.datasets import RLDataset
 
@@ -92,7 +42,7 @@ async def test_rl_square_rollout_gives_the_core_episode(tokenizer, fake_router, 
     core = await run_episode(make(ENV_ID), policy, tokenizer, seed=2)
     env = ResetStepEnv(tokenizer)
     async with fake_router(policy) as (url, _):
-        tensor_dicts, metric = await _rollout(rl_square_rollout, tokenizer, url, env).rollout(row, train=True)
+        tensor_dicts, metric = await rl_square(url, env).rollout(row, train=True)
 
     assert len(tensor_dicts) == 1, "GEM's next_state extends the previous state: one sequence per episode"
     td = tensor_dicts[0]
@@ -109,7 +59,7 @@ async def test_rl_square_rollout_gives_the_core_episode(tokenizer, fake_router, 
     assert len(env.episodes) == 0 and open_envs.made - checked == 1 and open_envs.open == 0, "finished episodes are closed"
 
 
-async def test_episodes_rl_square_drops_at_max_turns_are_closed_past_the_bound(tokenizer, fake_router, rl_square_rollout, tmp_path, open_envs):
+async def test_episodes_rl_square_drops_at_max_turns_are_closed_past_the_bound(tokenizer, fake_router, rl_square, tmp_path, open_envs):
     from RL2.datasets import RLDataset
     from omegaconf import OmegaConf
 
@@ -121,7 +71,7 @@ async def test_episodes_rl_square_drops_at_max_turns_are_closed_past_the_bound(t
     async with fake_router(policy) as (url, _):
         for i in range(6):
             (row,) = dataset.collate_fn([dataset[i]])
-            await _rollout(rl_square_rollout, tokenizer, url, env, max_turns=1).rollout(row, train=True)
+            await rl_square(url, env, max_turns=1).rollout(row, train=True)
     assert open_envs.made - checked == 6
     assert len(env.episodes) == open_envs.open == 2, "the oldest abandoned episodes are closed"
 
