@@ -1,4 +1,12 @@
-"""GEM's sliding puzzle (``num_rows``² - 1 tiles): ``\\boxed{up|down|left|right}`` slides a tile into the gap."""
+"""GEM's sliding puzzle (``num_rows``² - 1 tiles): ``\\boxed{up|down|left|right}`` slides a tile into the gap.
+
+Two GEMs differ here. GEM 0.1.0 (the released ``gem-llm``) shuffles the tiles, so about half of its boards
+cannot be solved. GEM after 0.1.0 (4069f2f) draws solvable boards (``init_algo``: ``monte_carlo`` walks
+``mc_rand_moves`` random moves back from the goal, ``pure_random`` fixes a shuffle's parity) and its own
+test drives the board helpers below. GEM's ids keep 0.1.0's shuffle (``init_algo=None``), so a seed gives
+the released package's board, as the side-by-side session checks; passing ``init_algo`` gives the later
+GEM's board, drawn in its order.
+"""
 
 from __future__ import annotations
 
@@ -6,17 +14,44 @@ import re
 from typing import Any
 
 from gem.envs.game_env.base import INTERNAL_STEP_REWARD, INVALID_ACTION_REWARD, SUCCESS_REWARD, GameEnv
+from gem_core.errors import GemError
+
+Board = list[list[int | None]]
 
 _MOVE = re.compile(r"\\boxed{(up|down|left|right)}")
 # Where the tile that slides into the gap sits, relative to the gap.
 _SOURCE = {"up": (1, 0), "down": (-1, 0), "left": (0, 1), "right": (0, -1)}
+_OPPOSITE = {"up": "down", "down": "up", "left": "right", "right": "left"}
+
+
+class InitAlgoError(GemError, ValueError):
+    """Raised for an ``init_algo`` GEM does not define (GEM asserts; a user mistake deserves a named error)."""
 
 
 class FifteenPuzzleEnv(GameEnv):
-    """Running out of turns adds the share of tiles in place. GEM's shuffle may draw an unsolvable board."""
+    """Running out of turns adds the share of tiles in place. 0.1.0's shuffle may draw an unsolvable board."""
 
-    def __init__(self, max_turns: int | None = 20, num_rows: int | None = 2, seed: int | None = None, **_: Any) -> None:
+    VALID_INITIALIZATION_ALGOS = ["monte_carlo", "pure_random"]
+
+    def __init__(
+        self,
+        max_turns: int | None = 20,
+        num_rows: int | None = 2,
+        init_algo: str | None = None,
+        mc_rand_moves: int = 100,
+        seed: int | None = None,
+        **_: Any,
+    ) -> None:
+        """``init_algo=None`` is GEM 0.1.0's shuffle; ``monte_carlo``/``pure_random`` are the later GEM's."""
         super().__init__(seed)
+        if init_algo is not None and init_algo not in self.VALID_INITIALIZATION_ALGOS:
+            raise InitAlgoError(
+                f"init_algo={init_algo!r} is not one of GEM's board generators: pass one of "
+                f"{self.VALID_INITIALIZATION_ALGOS}, or None for GEM 0.1.0's shuffle"
+            )
+        if mc_rand_moves <= 0:
+            raise InitAlgoError(f"mc_rand_moves={mc_rand_moves} must be positive (random moves back from the goal)")
+        self.init_algo, self.mc_rand_moves = init_algo, mc_rand_moves
         self.max_turns, self.num_rows = max_turns, num_rows
         self.greatest_num = num_rows**2 - 1  # GEM fails here too for num_rows=None (its -random id)
         self._is_random = num_rows is None or max_turns is None
@@ -47,9 +82,9 @@ class FifteenPuzzleEnv(GameEnv):
         if self._is_random:
             self.num_rows, self.max_turns = self.rng.choice([(2, 10), (3, 20), (4, 50)])
             self.greatest_num = self.num_rows**2 - 1
-        tiles: list[int | None] = [*range(1, self.greatest_num + 1), None]
-        self.rng.shuffle(tiles)
-        self.board = [tiles[i:i + self.num_rows] for i in range(0, len(tiles), self.num_rows)]
+        self.goal_board = self._generate_goal_board()
+        self.goal_parity = self._get_board_parity(self.goal_board)
+        self.board = self._generate_solvable_board() if self.init_algo else self._shuffled_board()
         self.turn_count = 0
         return self._instructions(), {"suffix": self.get_task_suffix()}
 
@@ -57,14 +92,80 @@ class FifteenPuzzleEnv(GameEnv):
         solved = [*range(1, self.greatest_num + 1), None]
         return sum(tile == want for tile, want in zip((t for row in self.board for t in row), solved))
 
-    def _slide(self, direction: str) -> bool:
-        row, col = next((r, c) for r in range(self.num_rows) for c in range(self.num_rows) if self.board[r][c] is None)
+    def _rows(self, tiles: list[int | None]) -> Board:
+        return [tiles[i:i + self.num_rows] for i in range(0, len(tiles), self.num_rows)]
+
+    def _shuffled_board(self) -> Board:
+        tiles: list[int | None] = [*range(1, self.greatest_num + 1), None]
+        self.rng.shuffle(tiles)
+        return self._rows(tiles)
+
+    def _generate_goal_board(self) -> Board:
+        """Tiles in row-major order, the gap last."""
+        return self._rows([*range(1, self.greatest_num + 1), None])
+
+    def _has_correct_tiles(self, board: Board) -> bool:
+        return {t for row in board for t in row} == {*range(1, self.greatest_num + 1), None}
+
+    def _get_board_parity(self, board: Board) -> int:
+        """Parity of the tile permutation plus the gap's distance from the top-left corner: every move
+        keeps it, so it decides solvability (GEM counts the transpositions of a selection sort)."""
+        tiles = [t for row in board for t in row]
+        swaps = 0
+        for i in range(len(tiles) - 1):
+            at = tiles.index(i + 1)
+            if at != i:
+                tiles[i], tiles[at] = tiles[at], tiles[i]
+                swaps += 1
+        gap_row, gap_col = divmod([t for row in board for t in row].index(None), self.num_rows)
+        return (swaps + gap_row + gap_col) % 2
+
+    def _is_solvable(self, board: Board) -> bool:
+        return self._has_correct_tiles(board) and self._get_board_parity(board) == self.goal_parity
+
+    def _generate_solvable_board(self) -> Board:
+        """The later GEM's generators, drawing from :attr:`rng` in GEM's order (GEM draws from ``random``)."""
+        if self.init_algo == "pure_random":
+            tiles: list[int | None] = [*range(1, self.greatest_num + 1), None]
+            self.rng.shuffle(tiles)
+            board = self._rows(tiles)
+            if not self._is_solvable(board):
+                # swapping two tiles flips the parity, keeping the shuffle's distribution over solvable boards
+                first, second = self.rng.sample([t for t in tiles if t is not None], 2)
+                (r1, c1), (r2, c2) = (divmod(tiles.index(t), self.num_rows) for t in (first, second))
+                board[r1][c1], board[r2][c2] = board[r2][c2], board[r1][c1]
+            return board
+        board = self._generate_goal_board()
+        last = None
+        for _ in range(self.mc_rand_moves):
+            row, col = next((r, c) for r in range(self.num_rows) for c in range(self.num_rows) if board[r][c] is None)
+            moves = [
+                m for m in ("up", "down", "left", "right")
+                if m != (_OPPOSITE[last] if last else None)
+                and 0 <= row + _SOURCE[m][0] < self.num_rows and 0 <= col + _SOURCE[m][1] < self.num_rows
+            ]
+            last = self.rng.choice(moves)  # never undoes the previous move
+            src_row, src_col = row + _SOURCE[last][0], col + _SOURCE[last][1]
+            board[row][col], board[src_row][src_col] = board[src_row][src_col], None
+        return board
+
+    def _get_empty_position(self) -> tuple[int, int]:
+        return next((r, c) for r in range(self.num_rows) for c in range(self.num_rows) if self.board[r][c] is None)
+
+    def _is_solved(self) -> bool:
+        return self._tiles_in_place() == self.greatest_num + 1
+
+    def _move(self, direction: str) -> bool:
+        """Slide the tile on the ``direction`` side of the gap into it; False (board unchanged) when there is none."""
+        row, col = self._get_empty_position()
         dr, dc = _SOURCE[direction]
         src_row, src_col = row + dr, col + dc
         if not (0 <= src_row < self.num_rows and 0 <= src_col < self.num_rows):
             return False
         self.board[row][col], self.board[src_row][src_col] = self.board[src_row][src_col], None
         return True
+
+    _slide = _move
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         self.turn_count += 1
