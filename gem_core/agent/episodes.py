@@ -14,8 +14,9 @@ grader's reward on the last sampled token.
 
 Every run of a batch has a thread of its own, so all of them are in flight at once: a batching policy
 (``num_episodes``) waits for every live episode before it samples a round, so a run held back by a
-bounded pool would stall the batch. Each run tells the policy (``episode_finished``) when its program is
-gone, before grading, so a slow grader holds no round.
+bounded pool would stall the batch. Each run tells the policy when its program is gone, before grading,
+so a slow grader holds no round: ``episode_finished``, and ``release_context`` with each branch's ids (a
+backend that keeps attention states between turns frees them).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from gem_core.agent.endpoint import AgentEndpoint, AgentEndpointConfig
+from gem_core.agent.episode import AgentEpisode
 from gem_core.agent.program import AgentProgram, AgentRun
 from gem_core.rollout.policy import Policy
 from gem_core.rollout.trajectory import TokenTrajectory
@@ -62,16 +64,26 @@ async def run_agent_programs(
         own = program.max_response_tokens
         program = dataclasses.replace(program, max_response_tokens=max_response_tokens if own is None else min(own, max_response_tokens))
     finished = getattr(policy, "episode_finished", None)
+    release = getattr(policy, "release_context", None)
     endpoint = AgentEndpoint(policy, tokenizer, config or AgentEndpointConfig())
     await asyncio.to_thread(endpoint.start)
 
     def play(task: Any) -> AgentRun:
         told = threading.Event()
 
-        def tell_policy() -> None:  # once per run, however it ends (a setup that raised included)
-            if finished is not None and not told.is_set():
-                told.set()
-                endpoint._on_loop(finished)  # the policy lives on the endpoint's loop
+        def tell_policy(episode: AgentEpisode | None = None) -> None:  # once per run, however it ends (a setup that raised too)
+            if told.is_set():
+                return
+            told.set()
+
+            def on_loop() -> None:  # the policy lives on the endpoint's loop
+                if callable(release) and episode is not None:  # a backend that kept the branches' states frees them
+                    for branch in episode.branches:
+                        release(branch.ids())
+                if callable(finished):
+                    finished()
+
+            endpoint._on_loop(on_loop)
 
         try:
             return program.run(endpoint, task, on_exit=tell_policy)

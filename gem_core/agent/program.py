@@ -135,7 +135,8 @@ class AgentProgram:
             raise GemError(f"AgentProgram max_response_tokens must be at least 1 (or None), got {self.max_response_tokens!r}")
 
     def run(
-        self, endpoint: Any, task: Any = None, *, workdir: str | Path | None = None, on_exit: Callable[[], None] | None = None
+        self, endpoint: Any, task: Any = None, *, workdir: str | Path | None = None,
+        on_exit: Callable[[AgentEpisode], None] | None = None
     ) -> AgentRun:
         """Run the program for ``task`` against ``endpoint`` (a started :class:`AgentEndpoint`) and grade it.
 
@@ -145,7 +146,7 @@ class AgentProgram:
                 when it serializes.
             workdir: the program's working directory (None: a fresh temporary one, kept for the grader
                 and removed by nobody; pass your own to control it).
-            on_exit: called once the program is gone and its episode closed, before grading (a batching
+            on_exit: called with the closed episode once the program is gone, before grading (a batching
                 policy is told there that this episode asks for nothing more, so a slow grader holds no round).
         """
         argv = [str(a) for a in (self.command(task) if callable(self.command) else self.command)]
@@ -177,7 +178,7 @@ class AgentProgram:
             seconds = time.monotonic() - started
             endpoint.close_episode(episode.key, ended, truncated=truncated)
             if on_exit is not None:
-                on_exit()
+                on_exit(episode)
             run = AgentRun(
                 key=episode.key, task=task, workdir=workdir, episode=episode, exit_code=exit_code,
                 ended=episode.ended or ended, truncated=episode.truncated, seconds=seconds,

@@ -132,9 +132,13 @@ class CountsFinishedEpisodes(ScriptedPolicy):
     def __init__(self, tokenizer):
         super().__init__(tokenizer, lambda ids: answer(tokenizer.decode(ids)))
         self.finished = 0
+        self.released: list[list[int]] = []
 
     def episode_finished(self):
         self.finished += 1
+
+    def release_context(self, token_ids):
+        self.released.append(list(token_ids))
 
 
 def test_a_hung_agent_is_truncated_at_its_time_limit_and_one_that_exits_early_has_no_turns(program, tiny_tokenizer):
@@ -148,6 +152,8 @@ def test_a_hung_agent_is_truncated_at_its_time_limit_and_one_that_exits_early_ha
     assert exited.num_turns == 0 and exited.response_ids == [] and exited.metrics["agent_exit_code"] == 2
     assert exited.prompt_ids == rendered_ids(tiny_tokenizer, [{"role": "user", "content": "Write the word exit to answer.txt."}])
     assert policy.finished == len(tasks)  # each run told the policy once, however it ended
+    # ... and a backend that keeps attention states is told which contexts are over (the exited run had none).
+    assert sorted(policy.released) == sorted([solved.prompt_ids + solved.response_ids, hung.prompt_ids + hung.response_ids])
 
 
 def test_every_run_is_in_flight_at_once_for_a_policy_that_waits_for_every_live_episode(program, tiny_tokenizer):
