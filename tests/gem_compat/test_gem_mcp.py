@@ -44,3 +44,16 @@ def test_a_call_in_the_cores_format_runs_and_bad_arguments_are_answered(time_too
 def test_handlers_the_core_client_does_not_take_are_refused_by_name() -> None:
     with pytest.raises(UnsupportedMCPOptionError, match="log_handler"):
         MCPTool("http://127.0.0.1:1/mcp", log_handler=print)
+
+
+def test_the_time_servers_helpers_are_at_gems_names() -> None:
+    # GEM's own tests (tests/test_tool/test_time_mcp.py) import these private helpers by name.
+    from gem.tools.mcp_server.time_mcp import _moment_to_strftime, _parse_date, _parse_dt
+
+    assert _moment_to_strftime("YYYY-MM-DD HH:mm:ss") == "%Y-%m-%d %H:%M:%S"
+    assert _moment_to_strftime("h:mm A") == "%-I:%M %p"
+    moment = _parse_dt("2023-01-01 12:30:45.123")
+    assert (moment.hour, moment.minute, moment.second, moment.microsecond) == (12, 30, 45, 123000)
+    assert moment.tzinfo is not None  # GEM reads times in the local zone
+    day = _parse_date("2023-01-01")
+    assert (day.year, day.month, day.day, day.hour) == (2023, 1, 1, 0) and day.tzinfo is not None

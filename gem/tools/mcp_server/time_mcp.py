@@ -47,6 +47,22 @@ def _day(text: str | None) -> datetime:
     return datetime.strptime(text, "%Y-%m-%d") if text else datetime.now()
 
 
+# GEM's names for the helpers above: its own tests import them from this module.
+def _moment_to_strftime(fmt: str) -> str:
+    """A Moment.js-like format as a ``strftime`` format."""
+    return _strftime(fmt)
+
+
+def _parse_dt(time_str: str) -> datetime:
+    """'YYYY-MM-DD HH:mm:ss[.SSS]' in the local zone."""
+    return _parse(time_str)
+
+
+def _parse_date(date_str: str) -> datetime:
+    """'YYYY-MM-DD' at midnight in the local zone."""
+    return datetime.strptime(date_str, "%Y-%m-%d").replace(tzinfo=_zone(None))
+
+
 @app.tool
 def current_time(format: str = "YYYY-MM-DD HH:mm:ss", timezone: str | None = None) -> str:  # noqa: A002 (GEM's names)
     """The current date/time in a Moment.js-like ``format`` and an optional IANA ``timezone``."""
