@@ -380,7 +380,7 @@ class EpisodeSession:
         if logprobs is None:
             self._missing_logprobs = True
             return [0.0] * len(ids)
-        lps = [float(x) for x in logprobs]
+        lps = list(map(float, logprobs))
         eot = self.chat_template.end_of_turn_ids
         if text_mode and finish_reason == "stop" and len(lps) == len(ids) - len(eot):
             lps += [0.0] * len(eot)  # text mode: the end-of-turn ids were added here, without logprobs
@@ -442,7 +442,7 @@ class EpisodeSession:
             return "", 0.0, False, True, info, None
         try:
             observation, reward, terminated, truncated, info = await self.env.astep(action_text)
-            if not (isinstance(reward, numbers.Real) and math.isfinite(reward)):
+            if not ((type(reward) is float or isinstance(reward, numbers.Real)) and math.isfinite(reward)):
                 # One NaN normalized with the batch's returns makes every advantage NaN.
                 raise ValueError(f"the env's reward is {reward!r}; rewards must be finite numbers")
             info = dict(info)
@@ -458,10 +458,10 @@ class EpisodeSession:
         the turn limit, a template that cannot render the turn, or the token limit end the episode."""
         if self.max_turns is not None and self.num_turns >= self.max_turns:
             return False, self._truncate("max_turns", info), [], []
-        role = str(info.get("observation_role", "user"))  # "tool": ToolUse answered native calls
+        role = str(info["observation_role"]) if "observation_role" in info else "user"  # "tool": ToolUse answered native calls
         rendered_turn: list[int] = []
         try:
-            encoded = self._encode_images(images, info)
+            encoded = self._encode_images(images, info) if images else []
             observation_ids = self.chat_template.observation_ids(observation, role, images=len(encoded))
             if encoded:
                 observation_ids = self._place_images(observation_ids, encoded, turn=self.num_turns, offset=len(self._ids))
@@ -558,7 +558,7 @@ class EpisodeSession:
 
     def _action_ids(self, action_ids: list[int] | None, action_text: str | None, finish_reason: str) -> list[int]:
         if action_ids is not None:
-            return [int(t) for t in action_ids]
+            return list(map(int, action_ids))  # numpy or torch ids become ints (map: no per-id bytecode)
         assert action_text is not None
         ids = list(self.tokenizer.encode(action_text, add_special_tokens=False))
         if finish_reason == "stop":
@@ -590,10 +590,11 @@ class EpisodeSession:
         return ids
 
     def _append(self, ids: list[int], *, mask: int, logprobs: list[float] | None = None, versions: list[int] | None = None) -> None:
+        n = len(ids)
         self._ids.extend(ids)
-        self._loss_mask.extend([mask] * len(ids))
-        self._logprobs.extend(logprobs if logprobs is not None else [0.0] * len(ids))
-        self._versions.extend(versions if versions is not None else [-1] * len(ids))
+        self._loss_mask.extend([mask] * n)
+        self._logprobs.extend(logprobs if logprobs is not None else [0.0] * n)
+        self._versions.extend(versions if versions is not None else [-1] * n)
 
     def _truncate(self, reason: str, info: dict[str, Any] | None = None) -> bool:
         self._truncated = True
