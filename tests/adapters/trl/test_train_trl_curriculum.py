@@ -75,7 +75,7 @@ def test_tasks_given_from_python_keep_their_own_kwargs():
     example = load_example()
     tasks = [Task(GUESS, example.DEFAULT_ENV_KWARGS), Task(HARD, {}, weight=2.0)]
     assert example.check_tasks(example.Args(env=tasks)) == tasks
-    with pytest.raises(example.UsageError, match="do not fit"):
+    with pytest.raises(example.InvalidRecipeArgument, match="do not fit"):
         example.check_tasks(example.Args(env=[Task(GUESS, {"bogus": 1})]))
 
 

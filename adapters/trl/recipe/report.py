@@ -1,0 +1,179 @@
+"""What ``examples/train_trl.py`` prints and writes about a run: one console line per step, TRL's metrics as JSON
+lines, ``metrics.json`` beside a random-move baseline, the reward curve; and the Ctrl-C that stops a run after
+the step under way and still writes all of it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+import gem_core
+from gem_core.curriculum import Task, TaskSampler
+
+__all__ = ["StepLog", "plot_reward_curve", "random_move_return", "run_metrics", "step_log_callback",
+           "train_until_stopped", "write_report"]
+
+
+def random_move_return(env_id: str, env_kwargs: dict, episodes: int = 2000) -> float:
+    """Mean return of a policy that plays ``env.sample_random_action()`` every turn (the baseline)."""
+    env, total = gem_core.make(env_id, **env_kwargs), 0.0
+    for episode_seed in range(episodes):
+        env.reset(seed=10_000 + episode_seed)
+        done = False
+        while not done:
+            _, reward, terminated, truncated, _ = env.step(env.sample_random_action())
+            total, done = total + float(reward), terminated or truncated
+    return total / episodes
+
+
+class StepLog:
+    """One console line per step (step, mean return, success rate, seconds); TRL's whole dict to ``log.jsonl``.
+
+    A ``transformers.TrainerCallback`` (built in :func:`step_log_callback`, so this module imports no torch).
+    """
+
+    def __init__(self, rollout_func: Any, total_steps: int, log_path: str):
+        self.rollout_func, self.total_steps, self.log_path = rollout_func, total_steps, log_path
+        self.rewards: list[float] = []
+        self.success: list[float] = []
+        self.frac_reward_zero_std: list[float | None] = []  # groups whose episodes all scored the same
+        self.task_metrics: list[dict[str, float]] = []  # per step: gem/task/... and gem/curriculum/... of TRL's log
+        self.stop_requested = False  # set by Ctrl-C: training ends after the step under way
+        self._last = time.perf_counter()
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Ends training after this step once Ctrl-C was pressed."""
+        if self.stop_requested:
+            control.should_training_stop = True
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
+        """Records and prints a training step's log (TRL logs every step: ``logging_steps=1``)."""
+        if not logs or "reward" not in logs:
+            return
+        trajectories = self.rollout_func.last_trajectories
+        success = sum(bool(t.metrics.get("success")) for t in trajectories) / max(1, len(trajectories))
+        now, seconds = time.perf_counter(), time.perf_counter() - self._last
+        self._last = now
+        self.rewards.append(float(logs["reward"]))
+        self.success.append(success)
+        self.frac_reward_zero_std.append(logs.get("frac_reward_zero_std"))
+        self.task_metrics.append({k: v for k, v in logs.items() if k.startswith(("gem/task/", "gem/curriculum/"))})
+        print(f"step {state.global_step:>4}/{self.total_steps}  return {logs['reward']:+.3f}  "
+              f"success {success:.2f}  {seconds:5.1f} s", flush=True)
+        with open(self.log_path, "a") as f:
+            f.write(json.dumps({"step": state.global_step, "success": success, "seconds": seconds, **logs}) + "\n")
+
+
+def step_log_callback(rollout_func: Any, total_steps: int, log_path: str) -> StepLog:
+    """A :class:`StepLog` that is also a ``transformers.TrainerCallback``; starts ``log_path`` empty."""
+    from transformers import TrainerCallback
+
+    os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
+    open(log_path, "w").close()
+    return type("StepLogCallback", (StepLog, TrainerCallback), {})(rollout_func, total_steps, log_path)
+
+
+def train_until_stopped(trainer: Any, step_log: StepLog) -> bool:
+    """``trainer.train()``; the first Ctrl-C stops after the step under way, a second at once. Returns whether
+    the run was interrupted."""
+
+    def request_stop(signum: int, frame: Any) -> None:
+        # A flag, not a KeyboardInterrupt: one raised inside a rollout's event loop can be lost in its
+        # cancellation, and one raised in backward leaves the step half done. A second Ctrl-C stops at once.
+        if step_log.stop_requested:
+            raise KeyboardInterrupt
+        step_log.stop_requested = True
+        print("\nCtrl-C: stopping after this step (Ctrl-C again to stop at once).", file=sys.stderr, flush=True)
+
+    interrupted = False
+    previous_handler = signal.signal(signal.SIGINT, request_stop)
+    try:
+        trainer.train()
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        signal.signal(signal.SIGINT, previous_handler)
+    interrupted = interrupted or step_log.stop_requested
+    if interrupted:
+        print(f"Interrupted after {len(step_log.rewards)} steps; saving what was done.", file=sys.stderr, flush=True)
+    return interrupted
+
+
+def run_metrics(args: Any, tasks: list[Task], step_log: StepLog, **measured: Any) -> dict:
+    """``metrics.json`` of a run: its settings, the reward per step, its first and last 20%, the random-move
+    baseline (a mixture's: the tasks' averaged by their weights); ``measured`` adds what the run found
+    (``minutes``, ``interrupted``, the token limits)."""
+    mixture = len(tasks) > 1
+    curve = np.array(step_log.rewards)
+    fifth = max(1, len(curve) // 5)
+    random_per_task = {task.name: random_move_return(task.env_id, dict(task.env_kwargs)) for task in tasks}
+    metrics = {
+        "env": {task.env_id: task.weight for task in tasks} if mixture else tasks[0].env_id,
+        "env_kwargs": dict(tasks[0].env_kwargs),
+        "tasks": [task.to_json() for task in tasks],
+        "curriculum": args.curriculum if mixture else None,
+        "seed": args.seed,
+        "turn_credit": args.turn_credit,
+        "steps": len(curve),
+        "warm_start_steps": args.warm_start_steps if args.model is None else 0,
+        "interrupted": measured["interrupted"],
+        "minutes": round(measured["minutes"], 2),
+        "max_new_tokens": measured["max_new_tokens"],
+        "max_completion_length": measured["max_completion_length"],
+        "first_20pct_reward": float(curve[:fifth].mean()) if len(curve) else None,
+        "last_20pct_reward": float(curve[-fifth:].mean()) if len(curve) else None,
+        "random_move_reward": sum(task.weight * random_per_task[task.name] for task in tasks) / sum(task.weight for task in tasks),
+        "random_move_reward_per_task": random_per_task,
+        "reward_per_step": curve.tolist(),
+        "success_per_step": step_log.success,
+        "frac_reward_zero_std_per_step": step_log.frac_reward_zero_std,
+    }
+    if mixture:
+        metrics["task_metrics_per_step"] = step_log.task_metrics
+    return metrics
+
+
+def write_report(metrics: dict, out: str, sampler: TaskSampler | None = None) -> None:
+    """``out/metrics.json`` (and a mixture's sampler state), ``out/reward_curve.png``, and the summary line."""
+    if sampler is not None:
+        from gem_core.curriculum import save_sampler_state
+
+        metrics["sampler_state_file"] = str(save_sampler_state(sampler, out))
+    with open(os.path.join(out, "metrics.json"), "w") as f:
+        json.dump(metrics, f, indent=2)
+    if metrics["reward_per_step"]:
+        plot_reward_curve(np.array(metrics["reward_per_step"]), metrics, os.path.join(out, "reward_curve.png"))
+        print(f"\nreward: first 20% {metrics['first_20pct_reward']:.3f} -> last 20% {metrics['last_20pct_reward']:.3f} "
+              f"(random moves: {metrics['random_move_reward']:.3f}) in {metrics['minutes']:.1f} min; "
+              f"curve: {out}/reward_curve.png")
+
+
+def plot_reward_curve(curve: np.ndarray, metrics: dict, path: str) -> None:
+    """The reward per step, its moving average and the random-move baseline, saved to ``path`` (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = np.arange(1, len(curve) + 1)
+    window = max(1, len(curve) // 15)
+    smooth = np.convolve(curve, np.ones(window) / window, mode="valid")
+    # Constrained layout keeps the title and the legend inside the figure; the legend sits below the axes,
+    # where it can hide no part of the curve.
+    fig, ax = plt.subplots(figsize=(7, 4.6), layout="constrained")
+    ax.plot(steps, curve, color="tab:blue", alpha=0.3, label="mean episode return per step")
+    ax.plot(steps[window - 1 :], smooth, color="tab:blue", label=f"moving average ({window} steps)")
+    ax.axhline(metrics["random_move_reward"], color="tab:red", linestyle="--", label="random moves")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("episode return")
+    env = metrics["env"] if isinstance(metrics["env"], str) else f"{len(metrics['env'])} tasks ({metrics['curriculum']})"
+    ax.set_title(f"TRL GRPOTrainer ({metrics['turn_credit']} credit) on {env}\n{metrics['minutes']:.1f} min", fontsize=11)
+    fig.legend(loc="outside lower center", ncols=3, fontsize=9)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
