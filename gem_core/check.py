@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from gem_core.errors import InvalidArgument
+
 __all__ = ["CheckResult", "check_env", "HOSTILE_ACTIONS", "add_check_parser", "random_play_transcript"]
 
 HOSTILE_ACTIONS: dict[str, str] = {
@@ -212,7 +214,7 @@ def check_env(make_env: Callable[[], Any], *, step_limit: float = 10.0, seeds: t
     ``step_limit``: seconds a hostile step may take (at least twice the env's ``max_step_seconds``).
     """
     if not (isinstance(step_limit, (int, float)) and math.isfinite(step_limit) and step_limit > 0):
-        raise ValueError(f"step_limit must be a positive number of seconds, got {step_limit!r}.")
+        raise InvalidArgument(f"step_limit must be a positive number of seconds, got {step_limit!r}.")
     results = []
     for check in (_gymnasium_check, lambda m: _determinism_check(m, seeds), lambda m: _hostile_check(m, step_limit)):
         try:

@@ -21,6 +21,8 @@ from typing import Any, ClassVar, SupportsFloat
 import gymnasium as gym
 from gymnasium import spaces
 
+from gem_core.errors import InvalidArgument, InvalidArgumentType
+
 __all__ = [
     "Env", "TextSpace", "StepResult", "MAX_TEXT_LENGTH", "EnvThreadPool", "ENV_THREADS", "run_in_env_thread",
     "EPISODE_OVER", "episode_over_result", "guard_episode_end", "log_error_once", "warn_once", "episode_success",
@@ -271,7 +273,7 @@ class StateSnapshots:
             try:
                 attributes[name] = copy.deepcopy(value)
             except Exception as exc:
-                raise TypeError(
+                raise InvalidArgumentType(
                     f"{type(self).__name__}.get_state() cannot copy attribute {name!r} ({type(value).__name__}: {exc}); "
                     f"if it is a shared resource rather than episode state, add it to {type(self).__name__}.state_excludes."
                 ) from exc
@@ -408,6 +410,6 @@ def _qualified_name(obj: Any) -> str:
 def _check_state(owner: Any, state: Any) -> None:
     if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
         found = state.get("format") if isinstance(state, dict) else type(state).__name__
-        raise ValueError(f"Not an env state of format {STATE_FORMAT!r} (got {found!r}); take it from get_state().")
+        raise InvalidArgument(f"Not an env state of format {STATE_FORMAT!r} (got {found!r}); take it from get_state().")
     if state.get("env") != _qualified_name(owner):
-        raise ValueError(f"This state belongs to {state.get('env')!r}, not {_qualified_name(owner)!r}; restore it into an env of that class.")
+        raise InvalidArgument(f"This state belongs to {state.get('env')!r}, not {_qualified_name(owner)!r}; restore it into an env of that class.")

@@ -3,12 +3,63 @@
 Each error also keeps the built-in base that says what kind of failure it is (``LabelError`` is a
 ``ValueError``, ``UnknownEnvError`` a ``KeyError``, ``RemoteEnvError`` a ``ConnectionError``), so code
 that catches those goes on working. Like gymnasium's ``gymnasium.error``: :class:`GemError` is its
-``Error``, :class:`DependencyNotInstalled` its ``DependencyNotInstalled``.
+``Error``, :class:`DependencyNotInstalled` its ``DependencyNotInstalled``, :class:`ResetNeeded` its
+``ResetNeeded``.
+
+The generic errors are defined here; a module whose mistakes a caller may want to catch apart defines
+its own beside the code that raises it (its docstring says when). The whole tree, by built-in base
+(``tests/core/test_user_errors.py`` keeps this list complete)::
+
+    GemError
+    ├── DependencyNotInstalled (ImportError)       here; adapters.framework_version.FrameworkVersionError under it,
+    │                                              and under that each adapter's: TRLVersionError, VerlVersionError,
+    │                                              OpenRLHFVersionError, RL2VersionError, OatVersionError
+    ├── InvalidArgument (ValueError)               here; MalformedFile under it; adapters.trl.recipe.options.InvalidRecipeArgument
+    ├── ValueError kind, per module                rows.label.LabelError (EnvKwargsError), rows.mixture.MixtureError,
+    │                                              curriculum.task.TaskError (curriculum.sampler.SamplerStateError),
+    │                                              eval.resume.ResumeMismatch, judge.verdict.VerdictError,
+    │                                              rollout.chat_template.ChatTemplateError,
+    │                                              rollout.async_engine.AsyncRolloutConfigError, envs.swe.pack.SweError,
+    │                                              serve.asgi.RequestError, agent.episode.MessageError,
+    │                                              transport.http_limits.ResponseTooLarge / UnsupportedEncoding,
+    │                                              interop.skyrl.SkyRLTaskError, adapters.oat.actor.BosTokenError,
+    │                                              adapters.verl.reward_extra_info.RewardExtraKeysError,
+    │                                              gem.envs.code_env.DatasetSplitError, gem.envs.game_env.fifteen_puzzle.InitAlgoError
+    ├── InvalidArgumentType (TypeError)            here; rollout.runner.EpisodeArgumentError, gem.tools.mcp_tool.UnsupportedMCPOptionError
+    ├── UnknownKey (KeyError)                      here; registry.UnknownEnvError, interop.verifiers.UnknownVerifiersModule
+    ├── UsageError (RuntimeError)                  here; ResetNeeded under it
+    ├── RuntimeError kind, per module              StartFailed (here), registry.EnvUnavailableError,
+    │                                              envs.dataset.DatasetUnavailableError, tools.sandbox.config.SandboxUnavailableError,
+    │                                              eval.openai_client.EndpointError, agent.episode.EpisodeOver,
+    │                                              rollout.policy_version.UpdateInProgress, rollout.async_engine.AsyncRolloutOrderError,
+    │                                              serve.sessions.SessionLimitError, serve.weight_stream.WeightStreamError,
+    │                                              interop.skyrl.SkyRLEnvUnavailable, interop.verifiers.VerifiersUnavailable,
+    │                                              interop.verifiers_relay.RelayError
+    ├── other built-ins                            serve.remote.RemoteEnvError (ConnectionError), eval.episode_log.ReportWriteError
+    │                                              (OSError), rollout.trajectory_io.UnsafeKeyFile (PermissionError),
+    │                                              envs.swe.pack.PackNotBuiltError (FileNotFoundError),
+    │                                              interop.verifiers.VerifiersUnsupported (NotImplementedError),
+    │                                              gem.vector.vector_env.EnvsNotInProcessError (AttributeError)
+    └── GemError only                              transport.http_call.CallFailed, rollout.policy_version.GenerationInterrupted,
+                                                   envs.retail.env.ToolError
+
+Module paths are under ``gem_core`` unless they start with ``adapters`` (``gem_adapters``) or ``gem``.
 """
 
 from __future__ import annotations
 
-__all__ = ["GemError", "DependencyNotInstalled", "causes"]
+__all__ = [
+    "GemError",
+    "DependencyNotInstalled",
+    "InvalidArgument",
+    "InvalidArgumentType",
+    "MalformedFile",
+    "UnknownKey",
+    "UsageError",
+    "ResetNeeded",
+    "StartFailed",
+    "causes",
+]
 
 
 class GemError(Exception):
@@ -18,6 +69,39 @@ class GemError(Exception):
 class DependencyNotInstalled(GemError, ImportError):
     """An optional dependency (an extra, a framework) is missing or unusable; the message gives the
     install line (e.g. ``pip install -e ".[vision]"``)."""
+
+
+class InvalidArgument(GemError, ValueError):
+    """An argument, option, config key or value is malformed or out of range; the message names it and what
+    to give instead. The generic one: a module with a more specific error (``LabelError``, ``TaskError``) raises that."""
+
+
+class MalformedFile(InvalidArgument):
+    """A file the user gave (a trajectory JSONL, a gem eval run or report, a key file) is malformed, damaged
+    or of another format; the message names the file (and line) and what wrote the right kind."""
+
+
+class InvalidArgumentType(GemError, TypeError):
+    """An argument has the wrong type, or a call got a keyword it does not take; the message names it and the
+    type or keywords accepted."""
+
+
+class UnknownKey(GemError, KeyError):
+    """A name looked up in a fixed table (a setting, a wrapper, a shipped file, a field) is not in it; the
+    message lists the known ones."""
+
+
+class UsageError(GemError, RuntimeError):
+    """A method was called when it cannot run: on a closed object, out of turn, from the wrong place; the
+    message says what to call first or instead."""
+
+
+class ResetNeeded(UsageError):
+    """``step`` was called before ``reset`` or after the episode ended (gymnasium's ``ResetNeeded``)."""
+
+
+class StartFailed(GemError, RuntimeError):
+    """A worker, actor or server did not start (in time); the message names the limit or resource to change."""
 
 
 def causes(exc: BaseException) -> list[BaseException]:

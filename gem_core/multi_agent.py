@@ -24,6 +24,7 @@ from typing import Any
 import gymnasium as gym
 
 from gem_core.env import Env, StateSnapshots, StepResult, TextSpace
+from gem_core.errors import InvalidArgument, InvalidArgumentType, UsageError
 
 __all__ = ["MultiAgentEnv", "MultiStepResult", "SeatEnv", "seat_envs"]
 
@@ -70,10 +71,10 @@ class MultiAgentEnv(StateSnapshots, gym.Env):
         if not isinstance(actions, Mapping):
             shown = reprlib.repr(actions)
             example = call.replace("action", shown, 1) if isinstance(actions, str) and len(acting) == 1 else call
-            raise TypeError(f"step() takes a dict of the acting agents' actions, got a {type(actions).__name__} ({shown}); call {example}.")
+            raise InvalidArgumentType(f"step() takes a dict of the acting agents' actions, got a {type(actions).__name__} ({shown}); call {example}.")
         if set(actions) != set(acting):
             who = " and ".join(repr(agent) for agent in acting)
-            raise ValueError(f"It is the move of {who}; step() needs exactly {call[5:-1]}, got {sorted(actions, key=repr)}.")
+            raise InvalidArgument(f"It is the move of {who}; step() needs exactly {call[5:-1]}, got {sorted(actions, key=repr)}.")
 
     def render(self) -> str | None:
         return None
@@ -116,7 +117,7 @@ class _Table:
 
     def _raise_if_failed(self) -> None:
         if self.error is not None:
-            raise RuntimeError("Another seat of this game failed; the game was abandoned.") from self.error
+            raise UsageError("Another seat of this game failed; the game was abandoned.") from self.error
 
     def _earned(self, agent: str) -> StepResult:
         """What ``agent`` gets back now: the observation, rewards and info gathered since it last acted."""
@@ -134,7 +135,7 @@ class _Table:
             if self.over:  # the game ended while this seat was being asked for its move
                 return self._earned(agent)
             if agent not in self.env.acting_agents():
-                raise RuntimeError(f"Seat {agent!r} acted out of turn; the acting agents are {self.env.acting_agents()}.")
+                raise UsageError(f"Seat {agent!r} acted out of turn; the acting agents are {self.env.acting_agents()}.")
             self.pending[agent] = action
             if set(self.pending) >= set(self.env.acting_agents()):
                 actions, self.pending = self.pending, {}
@@ -185,10 +186,10 @@ class SeatEnv(Env):
         self.agent = agent
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        raise RuntimeError("A seat of a multi-agent game is played with `await seat.areset(...)` (see run_self_play).")
+        raise UsageError("A seat of a multi-agent game is played with `await seat.areset(...)` (see run_self_play).")
 
     def step(self, action: str) -> StepResult:
-        raise RuntimeError("A seat of a multi-agent game is played with `await seat.astep(...)` (see run_self_play).")
+        raise UsageError("A seat of a multi-agent game is played with `await seat.astep(...)` (see run_self_play).")
 
     async def areset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         await self.table.reset(seed, options)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from gem_core.errors import InvalidArgument
 from gem_core.settings import environment_value
 
 __all__ = ["make_env", "ENV_BACKENDS", "env_backend_from_environment"]
@@ -53,6 +54,6 @@ def make_env(env_id: str, env_backend: str | None = None, **env_kwargs: Any) -> 
     target = _BUILDERS.get(chosen)
     if target is None:
         source = "env_backend" if env_backend else "GEM_ENV_BACKEND"
-        raise ValueError(f"{source}={chosen!r} is not an env placement; choose one of {ENV_BACKENDS}.")
+        raise InvalidArgument(f"{source}={chosen!r} is not an env placement; choose one of {ENV_BACKENDS}.")
     module_name, _, function = target.partition(":")
     return getattr(importlib.import_module(module_name), function)(env_id, **env_kwargs)

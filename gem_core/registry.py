@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gem_core.env import Env
-from gem_core.errors import GemError
+from gem_core.errors import GemError, InvalidArgument, InvalidArgumentType
 
 __all__ = ["EnvSpec", "register", "aliases", "make", "spec", "list_envs", "UnknownEnvError", "EnvUnavailableError", "ENV_ID_PATTERN", "REMOTE_PREFIX", "parse_remote_id"]
 
@@ -77,7 +77,9 @@ class EnvSpec:
         (None: :attr:`max_turns`), see the module docstring for where the limit is counted.
 
         Raises:
-            ValueError: ``max_turns`` is not a positive whole number.
+            InvalidArgument: (a ValueError) ``max_turns`` is not a positive whole number.
+            InvalidArgumentType: (a TypeError) a keyword the env's constructor does not take, or a required one
+                missing; the message lists the keywords it takes.
         """
         limit = self.max_turns if max_turns is None else _check_max_turns(max_turns, f"make({self.id!r})")
         factory = self.load()
@@ -85,6 +87,7 @@ class EnvSpec:
         counts_own = limit is not None and _takes_max_turns(factory)
         if counts_own:
             kwargs["max_turns"] = limit
+        _check_kwargs(self.id, factory, kwargs)
         env = factory(**kwargs)
         env.unwrapped.env_id = self.id  # names the env in logged warnings (see gem_core.env.log_error_once)
         if limit is not None and not counts_own:
@@ -109,17 +112,31 @@ def _takes_max_turns(factory: Callable[..., Any]) -> bool:
     return parameter is not None and parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
 
 
+def _check_kwargs(id: str, factory: Callable[..., Any], kwargs: dict[str, Any]) -> None:
+    """Refuse ``kwargs`` the factory's signature cannot take before calling it, so the error is a GemError
+    naming the env id and the keywords it takes (Python's own TypeError names neither)."""
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):  # a builtin or C callable without a signature: let the call decide
+        return
+    try:
+        signature.bind(**kwargs)
+    except TypeError as exc:
+        takes = [name for name, p in signature.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        raise InvalidArgumentType(f"make({id!r}): {exc}; it takes {', '.join(takes) or 'no keywords'}.") from None
+
+
 def _split_entry_point(id: str, entry_point: Any) -> tuple[str, str]:
     """``("package.module", "Class")`` of a ``"package.module:Class"`` string."""
     module_name, _, attr = entry_point.partition(":")
     if not module_name or not attr:
-        raise ValueError(f"Entry point {entry_point!r} of {id!r} must read 'package.module:Class'.")
+        raise InvalidArgument(f"Entry point {entry_point!r} of {id!r} must read 'package.module:Class'.")
     return module_name, attr
 
 
 def _check_id(id: Any) -> None:
     if not isinstance(id, str):
-        raise TypeError(f"An env id is a str such as 'game:Wordle-v0', got {type(id).__name__} {id!r}.")
+        raise InvalidArgumentType(f"An env id is a str such as 'game:Wordle-v0', got {type(id).__name__} {id!r}.")
 
 
 _REGISTRY: dict[str, EnvSpec] = {}
@@ -213,22 +230,22 @@ def register(
     _load_builtin_envs()
     _check_id(id)
     if not ENV_ID_PATTERN.match(id):
-        raise ValueError(
+        raise InvalidArgument(
             f"Env id {id!r} is malformed: expected 'category:Name-vN[-variant]', e.g. 'game:GuessTheNumber-v0-hard'."
         )
     if _interop_spec(id) is not None:
-        raise ValueError(f"Env id {id!r} starts with {id.split(':', 1)[0]!r}:, which names another standard's envs through "
+        raise InvalidArgument(f"Env id {id!r} starts with {id.split(':', 1)[0]!r}:, which names another standard's envs through "
                          "gem_core.interop (make builds them without registering); pick another category.")
     if id in _REGISTRY:
-        raise ValueError(f"Env id {id!r} is already registered (entry point {_REGISTRY[id].entry_point!r}); pick another id.")
+        raise InvalidArgument(f"Env id {id!r} is already registered (entry point {_REGISTRY[id].entry_point!r}); pick another id.")
     _register_upstream_aliases()
     if id in _ALIASES or id in UPSTREAM_ALIASES:
-        raise ValueError(f"Env id {id!r} is an alias of {UPSTREAM_ALIASES.get(id, _ALIASES.get(id))!r} (upstream GEM's name, "
+        raise InvalidArgument(f"Env id {id!r} is an alias of {UPSTREAM_ALIASES.get(id, _ALIASES.get(id))!r} (upstream GEM's name, "
                          "which configs use); registering it would shadow that env: pick another id.")
     if isinstance(entry_point, str):
         _split_entry_point(id, entry_point)
     elif not callable(entry_point):
-        raise TypeError(f"register({id!r}): the entry point is a 'package.module:Class' string or a callable that "
+        raise InvalidArgumentType(f"register({id!r}): the entry point is a 'package.module:Class' string or a callable that "
                         f"returns the env, got {type(entry_point).__name__} {entry_point!r}.")
     _check_max_turns(max_turns, f"register({id!r})")
     env_spec = EnvSpec(
@@ -257,7 +274,7 @@ def parse_remote_id(remote_id: str) -> tuple[str, str]:
     address = remote_id.removeprefix(REMOTE_PREFIX)
     url, _, env_id = address.rpartition("/")
     if not url.startswith(("http://", "https://")) or not ENV_ID_PATTERN.match(env_id):
-        raise ValueError(
+        raise InvalidArgument(
             f"Remote env id {remote_id!r} is malformed: expected 'remote:http://HOST:PORT/category:Name', "
             "e.g. 'remote:http://127.0.0.1:8765/game:Wordle-v0' (the server runs `gem serve game:Wordle-v0`)."
         )
@@ -325,7 +342,7 @@ def import_env_modules(modules: list[str]) -> None:
     for module in modules:
         if Path(module).is_dir() and not (Path(module) / "__init__.py").is_file():  # an empty namespace package: registers nothing
             files = ", ".join(str(Path(module) / f.name) for f in sorted(Path(module).glob("*.py"))[:3]) or "none here"
-            raise ValueError(f"{module} is a folder: --import takes the .py file that registers the env ({files}) or a dotted module name.")
+            raise InvalidArgument(f"{module} is a folder: --import takes the .py file that registers the env ({files}) or a dotted module name.")
         if module.endswith(".py"):
             runpy.run_path(module, run_name="gem_env_module")
         else:
@@ -339,7 +356,7 @@ def list_envs(pattern: str | None = None) -> list[str]:
     if pattern is None:
         return ids
     if not isinstance(pattern, str):
-        raise TypeError(f"list_envs(pattern): a glob ('game:*') or a substring, got {type(pattern).__name__} {pattern!r}.")
+        raise InvalidArgumentType(f"list_envs(pattern): a glob ('game:*') or a substring, got {type(pattern).__name__} {pattern!r}.")
     if any(ch in pattern for ch in "*?["):
         return [i for i in ids if fnmatch.fnmatchcase(i, pattern)]
     return [i for i in ids if pattern.lower() in i.lower()]

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 
+from gem_core.errors import UnknownKey
+
 __all__ = ["VARIABLES", "environment_value"]
 
 #: Every variable GEM reads, and what it sets.
@@ -38,5 +40,5 @@ def environment_value(name: str) -> str | None:
         KeyError: ``name`` is not in :data:`VARIABLES` (add it there, with what it sets).
     """
     if name not in VARIABLES:
-        raise KeyError(f"{name!r} is not a GEM environment variable; list it in gem_core.settings.VARIABLES first.")
+        raise UnknownKey(f"{name!r} is not a GEM environment variable; list it in gem_core.settings.VARIABLES first.")
     return os.environ.get(name) or None

@@ -26,6 +26,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from gem_core.errors import InvalidArgument
 from gem_core.rollout.policy import Generation, SamplingParams
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -203,7 +204,7 @@ def make_tokenizer(template: str = "chatml") -> PreTrainedTokenizerFast:
         template: a key of :data:`CHAT_TEMPLATES`.
     """
     if template not in CHAT_TEMPLATES:
-        raise ValueError(f"Unknown chat template {template!r}; choose one of {sorted(CHAT_TEMPLATES)}.")
+        raise InvalidArgument(f"Unknown chat template {template!r}; choose one of {sorted(CHAT_TEMPLATES)}.")
     from tokenizers import Tokenizer
     from transformers import PreTrainedTokenizerFast
 
@@ -363,7 +364,7 @@ class ScriptedPolicy:
         from gem_core.rollout.chat_template import ChatTemplate
 
         if not callable(actions) and len(actions) == 0:
-            raise ValueError("ScriptedPolicy needs at least one action text.")
+            raise InvalidArgument("ScriptedPolicy needs at least one action text.")
         self.tokenizer = tokenizer
         self.actions = actions
         self.chat_template = ChatTemplate.for_tokenizer(tokenizer)
