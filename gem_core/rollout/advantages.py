@@ -20,6 +20,8 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 
+from gem_core.errors import InvalidArgument
+
 __all__ = [
     "discounted_returns",
     "grpo_advantages",
@@ -33,7 +35,7 @@ __all__ = [
 
 def _check_gamma(name: str, value: float) -> None:
     if not 0.0 <= value <= 1.0:
-        raise ValueError(f"{name} must be in [0, 1], got {value}.")
+        raise InvalidArgument(f"{name} must be in [0, 1], got {value}.")
 
 
 _KINDS = {0: "a finite number", 1: "one episode's values (a 1-D sequence of numbers)"}
@@ -48,10 +50,10 @@ def check_finite(name: str, values: ArrayLike, ndim: int | None = None) -> np.nd
     try:
         arr = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be finite numbers, got {reprlib.repr(values)}.") from None
+        raise InvalidArgument(f"{name} must be finite numbers, got {reprlib.repr(values)}.") from None
     if ndim is not None and (arr.ndim != ndim or values is None):
         got = reprlib.repr(values) if arr.ndim == 0 or values is None else f"shape {arr.shape}"
-        raise ValueError(f"{name} must be {_KINDS[ndim]}, got {got}.")
+        raise InvalidArgument(f"{name} must be {_KINDS[ndim]}, got {got}.")
     finite = np.isfinite(arr)
     if not finite.all():
         where = np.unravel_index(int(np.argmin(finite)), arr.shape)
@@ -63,13 +65,13 @@ def check_finite(name: str, values: ArrayLike, ndim: int | None = None) -> np.nd
             shown = arr[where]
         position = name + "".join(f"[{i}]" for i in where)
         must = "a finite number" if arr.ndim == 0 else "finite numbers"
-        raise ValueError(f"{position} is {shown}: {name} must be {must}.")
+        raise InvalidArgument(f"{position} is {shown}: {name} must be {must}.")
     return arr
 
 
 def _check_eps(eps: float) -> None:
     if check_finite("eps", eps, ndim=0) < 0:
-        raise ValueError(f"eps must be a finite number >= 0, got {eps}.")
+        raise InvalidArgument(f"eps must be a finite number >= 0, got {eps}.")
 
 
 def discounted_returns(rewards: ArrayLike, gamma: float) -> np.ndarray:
@@ -119,7 +121,7 @@ def grpo_advantages(
     _check_eps(eps)
     r = check_finite("returns", returns).reshape(-1)
     if len(group_ids) != r.size:
-        raise ValueError(f"Got {r.size} returns but {len(group_ids)} group ids; need one group id per return.")
+        raise InvalidArgument(f"Got {r.size} returns but {len(group_ids)} group ids; need one group id per return.")
     out = np.zeros_like(r)
     groups: dict[Hashable, list[int]] = {}
     for i, g in enumerate(group_ids):
@@ -152,11 +154,11 @@ def same_state_advantages(
     it has no ``G_fork`` to compare, and counting it as 0 would bias the baseline.
     """
     if isinstance(fork_turn, bool) or not isinstance(fork_turn, (int, np.integer)) or fork_turn < 0:
-        raise ValueError(f"fork_turn must be an int >= 0, got {fork_turn!r}.")
+        raise InvalidArgument(f"fork_turn must be an int >= 0, got {fork_turn!r}.")
     rewards = [check_finite(f"branch_rewards[{b}]", r, ndim=1) for b, r in enumerate(branch_rewards)]
     for b, r in enumerate(rewards):
         if r.size <= fork_turn:
-            raise ValueError(
+            raise InvalidArgument(
                 f"branch {b} has {r.size} turns, none at fork_turn {fork_turn}: every branch must have played the fork turn."
             )
     at_fork = [discounted_returns(r, gamma)[fork_turn] for r in rewards]
@@ -187,7 +189,7 @@ def turn_level_gae(
     v = check_finite("values", values, ndim=1)
     last_value = check_finite("last_value", last_value, ndim=0)
     if r.shape != v.shape:
-        raise ValueError(f"Got {r.size} rewards but {v.size} values; need one value per turn.")
+        raise InvalidArgument(f"Got {r.size} rewards but {v.size} values; need one value per turn.")
     adv = np.zeros_like(r)
     running = 0.0
     next_value = float(last_value)
@@ -209,11 +211,11 @@ def turn_to_token_advantages(
     """
     a = check_finite("turn_advantages", turn_advantages).reshape(-1)
     if a.size != len(turn_spans):
-        raise ValueError(f"Got {a.size} turn advantages but {len(turn_spans)} turn spans; need one per turn.")
+        raise InvalidArgument(f"Got {a.size} turn advantages but {len(turn_spans)} turn spans; need one per turn.")
     out = np.zeros(length, dtype=np.float64)
     for value, (start, end) in zip(a, turn_spans):
         if not 0 <= start <= end <= length:
-            raise ValueError(f"Turn span ({start}, {end}) does not fit in a sequence of length {length}.")
+            raise InvalidArgument(f"Turn span ({start}, {end}) does not fit in a sequence of length {length}.")
         out[start:end] = value
     return out
 
@@ -241,12 +243,12 @@ def turn_returns_to_token_advantages(
     """
     returns = [check_finite(f"turn_returns[{i}]", g).reshape(-1) for i, g in enumerate(turn_returns)]
     if len(returns) != len(turn_spans):
-        raise ValueError(f"Got {len(returns)} episodes' returns but {len(turn_spans)} episodes' turn spans; need one of each per episode.")
+        raise InvalidArgument(f"Got {len(returns)} episodes' returns but {len(turn_spans)} episodes' turn spans; need one of each per episode.")
     flat = np.concatenate(returns) if returns else np.zeros(0)
     if normalize:
         pool = flat if population is None else check_finite("population", population).reshape(-1)
         if not 0 <= offset <= pool.size - flat.size:
-            raise ValueError(f"This batch's {flat.size} turns do not fit at offset {offset} of a population of {pool.size}.")
+            raise InvalidArgument(f"This batch's {flat.size} turns do not fit at offset {offset} of a population of {pool.size}.")
         flat = return_batch_normalize(pool, scale=scale)[offset : offset + flat.size]
     rows = np.zeros((len(returns), length), dtype=np.float64)
     start = 0

@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from gem_core.errors import InvalidArgument
+
 __all__ = ["CachedSequence", "PrefixKVCache"]
 
 
@@ -58,7 +60,7 @@ class PrefixKVCache:
 
     def __init__(self, max_sequences: int = 256, max_tokens: int = 65_536):
         if max_sequences < 0 or max_tokens < 0:
-            raise ValueError(f"max_sequences and max_tokens must be >= 0, got {max_sequences} and {max_tokens}.")
+            raise InvalidArgument(f"max_sequences and max_tokens must be >= 0, got {max_sequences} and {max_tokens}.")
         self.max_sequences = max_sequences
         self.max_tokens = max_tokens
         self.tokens = 0

@@ -13,6 +13,7 @@ import math
 import numbers
 from typing import Any
 
+from gem_core.errors import InvalidArgument, InvalidArgumentType
 from gem_core.wrappers.turn_limit import check_max_turns
 
 __all__ = ["check_episode_options"]
@@ -64,7 +65,7 @@ def check_episode_options(owner: str, **options: Any) -> None:
             continue
         rule = _copies if key.endswith("_per_prompt") or key.startswith("num_") else _RULES.get("gamma" if key.endswith("gamma") else key)
         if rule is None:
-            raise TypeError(f"check_episode_options: no rule for {key!r}; known: max_turns, {', '.join(_RULES)}, *_per_prompt, num_*.")
+            raise InvalidArgumentType(f"check_episode_options: no rule for {key!r}; known: max_turns, {', '.join(_RULES)}, *_per_prompt, num_*.")
         problem = rule(value)
         if problem:
-            raise ValueError(f"{owner}: {key}={value!r} {problem}.")
+            raise InvalidArgument(f"{owner}: {key}={value!r} {problem}.")

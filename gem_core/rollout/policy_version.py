@@ -22,7 +22,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from gem_core.errors import GemError
+from gem_core.errors import GemError, InvalidArgument
 from gem_core.rollout.policy import Generation, Policy, SamplingParams
 
 __all__ = ["GenerationInterrupted", "UpdateInProgress", "VersionedPolicy", "WeightUpdate"]
@@ -69,7 +69,7 @@ from gem_core.rollout.policy import Generation, SamplingParams
 
     def __init__(self, policy: Policy, *, version: int = 0):
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-            raise ValueError(f"version must be a non-negative int, got {version!r}.")
+            raise InvalidArgument(f"version must be a non-negative int, got {version!r}.")
         self.policy = policy
         self.version = version
         self.interrupted = 0

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gem_core.errors import InvalidArgument
 from gem_core.rollout.trajectory import TokenTrajectory
 from gem_core.rollout.trajectory_io import read_records, trajectory_from_record
 
@@ -164,7 +165,7 @@ def _env_for(path: str, episode: int, record: dict[str, Any], env_id: str, env_i
     if env_id_override is not None:
         env_id = env_id_override
     elif env_id.startswith("remote:"):
-        raise ValueError(
+        raise InvalidArgument(
             f"{path}: episode {episode} has env_id {env_id!r}: a file never chooses where the replay connects; "
             "if you trust that server, give the id yourself with --env-id (or a local id to replay here)."
         )
@@ -173,7 +174,7 @@ def _env_for(path: str, episode: int, record: dict[str, Any], env_id: str, env_i
     kwargs = record.get("env_kwargs") or {}
     problem = file_env_kwargs_problem(env_id, kwargs)
     if problem:
-        raise ValueError(
+        raise InvalidArgument(
             f"{path}: episode {episode}: {problem}; a trajectory file may not set it. If you trust that "
             "setting, give the env kwargs yourself with --env-kwargs JSON (they replace the file's)."
         )
@@ -203,10 +204,10 @@ def trajectory_episodes(path: str) -> Iterator[StoredEpisode]:
         try:
             trajectory = trajectory_from_record(record)
         except ValueError as exc:
-            raise ValueError(f"{path}: episode {index}: {exc} gem replay also reads a gem eval run (its folder, "
+            raise InvalidArgument(f"{path}: episode {index}: {exc} gem replay also reads a gem eval run (its folder, "
                              "episodes.jsonl or report.json).") from None
         if trajectory.env_id is None or trajectory.seed is None:
-            raise ValueError(f"{path}: episode {index} has no env_id or seed, so it cannot be replayed.")
+            raise InvalidArgument(f"{path}: episode {index} has no env_id or seed, so it cannot be replayed.")
         yield StoredEpisode(trajectory.env_id, trajectory.seed, list(trajectory.actions), list(trajectory.rewards),
                             record.get("env_kwargs") or {})
 
@@ -245,12 +246,12 @@ def replay_episodes(
                                       env_kwargs_override)
             key = (env_id, json.dumps(kwargs, sort_keys=True))
             if key not in envs and judge is None and takes_judge(env_id):
-                raise ValueError(f"{path}: episode {episode} is of the judged env {env_id}: give --judge-url URL and --judge-model NAME to re-judge it.")
+                raise InvalidArgument(f"{path}: episode {episode} is of the judged env {env_id}: give --judge-url URL and --judge-model NAME to re-judge it.")
             if key not in envs:
                 try:
                     envs[key] = placement.make_env(env_id, **kwargs, **judge_env_kwargs(env_id, judge, rubric))  # the judge: only from the command line
                 except TypeError as exc:  # a kwarg the env does not take
-                    raise ValueError(
+                    raise InvalidArgument(
                         f"{path}: episode {episode}: cannot build {env_id} with env_kwargs {sorted(kwargs)}: {exc}"
                     ) from None
             replay = replay_actions(envs[key], stored.seed, stored.actions, stored.rewards, episode=episode)

@@ -14,7 +14,7 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from gem_core.errors import DependencyNotInstalled, GemError
+from gem_core.errors import DependencyNotInstalled, GemError, InvalidArgument
 from gem_core.rollout.chat_template import ChatTemplate
 from gem_core.rollout.policy import Policy, SamplingParams, default_stop_token_ids
 from gem_core.rollout.policy_version import GenerationInterrupted
@@ -135,7 +135,7 @@ async def run_branched_episode(
     ``branch_turn``, that one trajectory is returned. ``session_kwargs`` go to :class:`EpisodeSession`.
     """
     if branch_turn < 0:
-        raise ValueError(f"branch_turn must be >= 0, got {branch_turn}.")
+        raise InvalidArgument(f"branch_turn must be >= 0, got {branch_turn}.")
     session = EpisodeSession(env, tokenizer, **session_kwargs)
     sampling = _with_stop_tokens(session, sampling)
     await session.start(seed=seed)
@@ -168,7 +168,7 @@ async def run_labels(
     its rounds stop waiting for an episode that will ask for nothing more.
     """
     if system_prompts is not None and len(system_prompts) != len(labels):
-        raise ValueError(f"Got {len(system_prompts)} system prompts for {len(labels)} labels: give one system prompt per label, or None.")
+        raise InvalidArgument(f"Got {len(system_prompts)} system prompts for {len(labels)} labels: give one system prompt per label, or None.")
     finished = getattr(policy, "episode_finished", None)
 
     async def play(label: Any, system_prompt: str | None) -> TokenTrajectory:
@@ -209,7 +209,7 @@ async def run_episodes(
         run_episode_kwargs: passed to :func:`run_episode` (``max_turns``, ``sampling``, ...).
     """
     if concurrency < 1:
-        raise ValueError(f"concurrency must be at least 1, got {concurrency}.")
+        raise InvalidArgument(f"concurrency must be at least 1, got {concurrency}.")
     _check_run_episode_kwargs(run_episode_kwargs)
     if isinstance(env_fn, str):
         from gem_core import placement

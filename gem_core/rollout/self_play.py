@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
+from gem_core.errors import InvalidArgument
 from gem_core.multi_agent import MultiAgentEnv, seat_envs
 from gem_core.rollout.policy import Policy
 from gem_core.rollout.runner import run_episode
@@ -22,7 +23,7 @@ __all__ = ["run_self_play"]
 def _per_seat(value: Any, agent: str, what: str) -> Any:
     if isinstance(value, Mapping):
         if agent not in value:
-            raise ValueError(f"No {what} for seat {agent!r}; give one per agent ({', '.join(map(repr, value))} given) or one for all.")
+            raise InvalidArgument(f"No {what} for seat {agent!r}; give one per agent ({', '.join(map(repr, value))} given) or one for all.")
         return value[agent]
     return value
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from gem_core.errors import InvalidArgument
 from gem_core.rollout.advantages import check_finite, discounted_returns
 
 __all__ = ["SequenceSample", "TokenTrajectory", "Transition"]
@@ -127,33 +128,33 @@ class TokenTrajectory:
     def __post_init__(self) -> None:
         n = len(self.response_ids)
         if len(self.loss_mask) != n or len(self.logprobs) != n:
-            raise ValueError(
+            raise InvalidArgument(
                 f"response_ids ({n}), loss_mask ({len(self.loss_mask)}) and logprobs ({len(self.logprobs)}) "
                 "must have the same length."
             )
         if self.token_versions and len(self.token_versions) != n:
-            raise ValueError(
+            raise InvalidArgument(
                 f"token_versions has {len(self.token_versions)} entries for {n} response ids; need one per id (or none)."
             )
         if len(self.turn_spans) != len(self.rewards):
-            raise ValueError(f"{len(self.turn_spans)} turn spans but {len(self.rewards)} rewards; need one per turn.")
+            raise InvalidArgument(f"{len(self.turn_spans)} turn spans but {len(self.rewards)} rewards; need one per turn.")
         check_finite("rewards", self.rewards, ndim=1)
         previous_end = 0
         for i, (start, end) in enumerate(self.turn_spans):
             if not 0 <= start <= end <= n:
-                raise ValueError(f"turn_spans[{i}] is ({start}, {end}): need 0 <= start <= end <= len(response_ids) ({n}).")
+                raise InvalidArgument(f"turn_spans[{i}] is ({start}, {end}): need 0 <= start <= end <= len(response_ids) ({n}).")
             if start < previous_end:
-                raise ValueError(
+                raise InvalidArgument(
                     f"turn_spans[{i}] is ({start}, {end}): it starts before turn_spans[{i - 1}] ends ({previous_end}); "
                     "spans must be in turn order and not overlap."
                 )
             previous_end = end
         if self.env_states and len(self.env_states) != len(self.turn_spans):
-            raise ValueError(f"{len(self.env_states)} env states but {len(self.turn_spans)} turns; need one per turn (or none).")
+            raise InvalidArgument(f"{len(self.env_states)} env states but {len(self.turn_spans)} turns; need one per turn (or none).")
         if self.history == "as_rendered" and (
             self.rendered_ids is None or len(self.rendered_context_ends) != len(self.turn_spans)
         ):
-            raise ValueError("An as_rendered trajectory needs rendered_ids and one rendered context end per turn.")
+            raise InvalidArgument("An as_rendered trajectory needs rendered_ids and one rendered context end per turn.")
 
     @property
     def num_turns(self) -> int:
@@ -203,7 +204,7 @@ class TokenTrajectory:
     def as_sequence(self) -> SequenceSample:
         """The whole episode as one sample."""
         if self.history == "as_rendered":
-            raise ValueError(
+            raise InvalidArgument(
                 "This trajectory was played with history='as_rendered': the policy saw each turn's rendered context, "
                 "not one growing sequence. Train it per turn with as_transitions(), or play with history='as_sampled'."
             )

@@ -34,7 +34,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from gem_core.errors import GemError
+from gem_core.errors import GemError, MalformedFile
 from gem_core.rollout.trajectory import TokenTrajectory
 from gem_core.rollout.vision import TrajectoryImage
 
@@ -149,7 +149,7 @@ def _key_in(path: Path) -> bytes:
         _check_folders(path)
         key = file.read(4096).strip()
     if not key:
-        raise ValueError(f"The env-state key file {path} is empty; delete it (a new key is made) or set GEM_STATE_KEY.")
+        raise MalformedFile(f"The env-state key file {path} is empty; delete it (a new key is made) or set GEM_STATE_KEY.")
     return key
 
 
@@ -196,12 +196,12 @@ def decode_env_state(text: str, *, key: bytes | None = None) -> dict[str, Any]:
     head, _, rest = text.partition(":") if isinstance(text, str) else ("", "", "")
     signature, _, payload = rest.partition(":")
     if head != STATE_FORMAT or not payload:
-        raise ValueError(
+        raise MalformedFile(
             f"This env state is not signed (no {STATE_FORMAT!r} prefix): it comes from an older file or another "
             "tool, and unpickling it could run code. Record the episode again (record_env_states=True)."
         )
     if not hmac.compare_digest(_signature(payload, key or state_key()), signature):
-        raise ValueError(
+        raise MalformedFile(
             "This env state's signature does not match your key: it was written with another key (another "
             "user or machine: set GEM_STATE_KEY alike on each) or altered since; it is not unpickled."
         )
@@ -254,20 +254,20 @@ def _check_record(record: Mapping[str, Any]) -> None:
         value = record.get(name)
         if name in record and (not isinstance(value, types) or (name == "seed" and isinstance(value, bool))):
             expected = " or ".join(t.__name__ for t in types)
-            raise ValueError(f"field {name!r} is {type(value).__name__}, expected {expected}.")
+            raise MalformedFile(f"field {name!r} is {type(value).__name__}, expected {expected}.")
     for name, item in _LIST_ITEMS.items():
         value = record.get(name, [])
         if not isinstance(value, list):
-            raise ValueError(f"field {name!r} is {type(value).__name__}, expected a list.")
+            raise MalformedFile(f"field {name!r} is {type(value).__name__}, expected a list.")
         bad = next((v for v in value if not isinstance(v, item) or (item is int and isinstance(v, bool))), None)
         if bad is not None:
-            raise ValueError(f"field {name!r} holds a {type(bad).__name__}; expected {getattr(item, '__name__', 'number')} items.")
+            raise MalformedFile(f"field {name!r} holds a {type(bad).__name__}; expected {getattr(item, '__name__', 'number')} items.")
     if any(len(span) != 2 or not all(isinstance(x, int) for x in span) for span in record.get("turn_spans", [])):
-        raise ValueError("field 'turn_spans' must hold [start, end] pairs of token indices.")
+        raise MalformedFile("field 'turn_spans' must hold [start, end] pairs of token indices.")
     if not all(isinstance(x, int) for x in record.get("rendered_ids") or []):
-        raise ValueError("field 'rendered_ids' must hold token ids.")
+        raise MalformedFile("field 'rendered_ids' must hold token ids.")
     if not isinstance(record.get("env_kwargs", {}), dict):
-        raise ValueError(f"field 'env_kwargs' is {type(record.get('env_kwargs')).__name__}, expected an object.")
+        raise MalformedFile(f"field 'env_kwargs' is {type(record.get('env_kwargs')).__name__}, expected an object.")
 
 
 def trajectory_from_record(record: Mapping[str, Any]) -> TokenTrajectory:
@@ -278,7 +278,7 @@ def trajectory_from_record(record: Mapping[str, Any]) -> TokenTrajectory:
     """
     if not isinstance(record, Mapping) or record.get("format") != TRAJECTORY_FORMAT:
         found = record.get("format") if isinstance(record, Mapping) else type(record).__name__
-        raise ValueError(f"Not a {TRAJECTORY_FORMAT!r} record (format={found!r}); write it with write_trajectories().")
+        raise MalformedFile(f"Not a {TRAJECTORY_FORMAT!r} record (format={found!r}); write it with write_trajectories().")
     _check_record(record)
     fields = {name: record[name] for name in _FIELDS if name in record}
     fields["turn_spans"] = [tuple(span) for span in fields.get("turn_spans", [])]
@@ -289,7 +289,7 @@ def trajectory_from_record(record: Mapping[str, Any]) -> TokenTrajectory:
         ]
         return TokenTrajectory(**fields)
     except (KeyError, TypeError) as exc:  # a required field missing, an image without its keys
-        raise ValueError(f"not a complete trajectory record ({type(exc).__name__}: {exc}).") from None
+        raise MalformedFile(f"not a complete trajectory record ({type(exc).__name__}: {exc}).") from None
 
 
 def write_trajectories(
@@ -326,17 +326,17 @@ def read_records(path: str | os.PathLike, *, max_line_bytes: int = MAX_LINE_BYTE
             if not line:
                 return
             if len(line) > max_line_bytes:
-                raise ValueError(f"{path}:{number} is longer than {max_line_bytes} bytes; not a trajectory this reader loads.")
+                raise MalformedFile(f"{path}:{number} is longer than {max_line_bytes} bytes; not a trajectory this reader loads.")
             if not line.strip():
                 continue
             try:
                 record = json.loads(line)
             except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                raise ValueError(f"{path}:{number} is not a JSON line ({exc}).") from None
+                raise MalformedFile(f"{path}:{number} is not a JSON line ({exc}).") from None
             except RecursionError:
-                raise ValueError(f"{path}:{number} is nested too deeply to be a trajectory record.") from None
+                raise MalformedFile(f"{path}:{number} is nested too deeply to be a trajectory record.") from None
             if not isinstance(record, dict):
-                raise ValueError(f"{path}:{number} is a JSON {type(record).__name__}, not a trajectory record.")
+                raise MalformedFile(f"{path}:{number} is a JSON {type(record).__name__}, not a trajectory record.")
             yield record
 
 

@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gem_core.errors import InvalidArgument, InvalidArgumentType
+
 __all__ = ["ImageEncoder", "TrajectoryImage", "is_processor", "message_text", "multimodal_inputs", "require_prompt_images_only", "text_tokenizer"]
 
 
@@ -71,7 +73,7 @@ def require_prompt_images_only(trajectory: Any, framework: str) -> None:
         ValueError: naming the env and what to use instead.
     """
     if any(image.turn > 0 for image in trajectory.images):
-        raise ValueError(
+        raise InvalidArgument(
             f"{trajectory.env_id} showed an image after the first turn; {framework} feeds the model only the prompt's "
             "images (its dataset's 'images' column). Use an env that shows its images in the first observation."
         )
@@ -82,14 +84,14 @@ class ImageEncoder:
 
     def __init__(self, processor: Any):
         if not is_processor(processor):
-            raise TypeError(f"Expected a processor with .tokenizer and .image_processor, got {type(processor).__name__}.")
+            raise InvalidArgumentType(f"Expected a processor with .tokenizer and .image_processor, got {type(processor).__name__}.")
         self.processor = processor
         self.image_processor = processor.image_processor
         token = getattr(processor, "image_token", None)
         tokenizer = processor.tokenizer
         image_id = tokenizer.convert_tokens_to_ids(token) if token else None
         if image_id is None or image_id == tokenizer.unk_token_id:
-            raise ValueError(
+            raise InvalidArgument(
                 f"The processor's image token {token!r} is not in its tokenizer; add it as a special token "
                 "(tokenizer.add_special_tokens) before building the processor."
             )
@@ -118,7 +120,7 @@ class ImageEncoder:
         """
         found = [i for i, t in enumerate(ids) if t == self.image_token_id]
         if len(found) != len(encoded):
-            raise ValueError(
+            raise InvalidArgument(
                 f"The chat template rendered {len(found)} image placeholders for {len(encoded)} images; it must render "
                 "each {'type': 'image'} content item with the processor's image token (use the model's own template)."
             )
@@ -143,7 +145,7 @@ def multimodal_inputs(images: Sequence[TrajectoryImage]) -> dict[str, Any]:
     if not images:
         return {}
     if any(image.pixel_values is None for image in images):
-        raise ValueError("These images carry no pixel values (read back from a file); replay the episode to get them.")
+        raise InvalidArgument("These images carry no pixel values (read back from a file); replay the episode to get them.")
     return {
         "pixel_values": torch.from_numpy(np.concatenate([np.asarray(i.pixel_values) for i in images])),
         "image_grid_thw": torch.tensor([list(i.grid_thw) for i in images], dtype=torch.long),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gem_core.errors import InvalidArgument
 from gem_core.rollout.policy import Generation
 
 __all__ = ["generation_from_vllm"]
@@ -25,13 +26,13 @@ def generation_from_vllm(output: Any) -> Generation:
         ValueError: the output has no completion, or its logprobs do not cover every sampled id.
     """
     if not getattr(output, "outputs", None):
-        raise ValueError("The vLLM RequestOutput has no completion (outputs is empty); request n >= 1.")
+        raise InvalidArgument("The vLLM RequestOutput has no completion (outputs is empty); request n >= 1.")
     completion = output.outputs[0]
     token_ids = [int(t) for t in completion.token_ids]
     logprobs = None
     if completion.logprobs is not None:
         if len(completion.logprobs) != len(token_ids):
-            raise ValueError(f"vLLM returned {len(completion.logprobs)} logprob entries for {len(token_ids)} sampled ids.")
+            raise InvalidArgument(f"vLLM returned {len(completion.logprobs)} logprob entries for {len(token_ids)} sampled ids.")
         logprobs = [float(position[token].logprob) for position, token in zip(completion.logprobs, token_ids)]
     reason = completion.finish_reason if completion.finish_reason in ("stop", "length") else "abort"
     return Generation(token_ids=token_ids, logprobs=logprobs, finish_reason=reason)
