@@ -11,6 +11,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from gem_core.errors import InvalidArgument
+
 __all__ = [
     "MAX_PLANNED_EPISODES",
     "SETTING_BOUNDS",
@@ -74,10 +76,10 @@ def check_settings(settings: Mapping[str, Any], *, where: str, env_count: int = 
         if name in settings:
             problem = setting_problem(name, settings[name])
             if problem:
-                raise ValueError(f"{where}{name}: {problem}.")
+                raise InvalidArgument(f"{where}{name}: {problem}.")
     episodes, samples = settings.get("episodes", 1), settings.get("samples", 1)
     if episodes * samples * max(env_count, 1) > MAX_PLANNED_EPISODES:
-        raise ValueError(
+        raise InvalidArgument(
             f"{where}episodes x samples x envs = {episodes} x {samples} x {env_count} is more than the "
             f"{MAX_PLANNED_EPISODES} episodes one run may ask for; split it into several runs."
         )
@@ -90,7 +92,7 @@ def check_backend_settings(settings: Mapping[str, Any], *, label: str = "{name}"
         if name in settings:
             problem = setting_problem(name, settings[name], BACKEND_BOUNDS)
             if problem:
-                raise ValueError(f"{label.format(name=name)}: {problem}.")
+                raise InvalidArgument(f"{label.format(name=name)}: {problem}.")
 
 
 def base_url_problem(base_url: Any) -> str | None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gem_core.errors import InvalidArgument
 from gem_core.eval.bounds import check_settings
 
 __all__ = ["EvalConfig", "existing_run"]
@@ -43,9 +44,9 @@ class EvalConfig:
         # where a comparison would raise a bare TypeError.
         check_settings(self.run_settings(), where="", env_count=len(self.env_ids))
         if self.resume and self.out_dir is None:
-            raise ValueError("resume=True needs out_dir: the folder of the run to continue.")
+            raise InvalidArgument("resume=True needs out_dir: the folder of the run to continue.")
         if self.resume and self.overwrite:
-            raise ValueError("resume=True continues the run in out_dir and overwrite=True replaces it; give one of them.")
+            raise InvalidArgument("resume=True continues the run in out_dir and overwrite=True replaces it; give one of them.")
 
     def check_out_dir(self) -> None:
         """Raise ValueError when ``out_dir`` already holds a run that this one would replace unasked
@@ -54,7 +55,7 @@ class EvalConfig:
             return
         existing = existing_run(self.out_dir)
         if existing:
-            raise ValueError(f"out_dir {self.out_dir} already holds a run ({existing}); continue it with resume=True, "
+            raise InvalidArgument(f"out_dir {self.out_dir} already holds a run ({existing}); continue it with resume=True, "
                              "replace it with overwrite=True, or choose another out_dir.")
 
     @property

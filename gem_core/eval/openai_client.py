@@ -30,7 +30,7 @@ from typing import Any
 import httpx
 import openai
 
-from gem_core.errors import GemError, causes
+from gem_core.errors import GemError, InvalidArgument, causes
 from gem_core.transport.http_limits import ResponseTooLarge, UnsupportedEncoding, accept_encoding, read_capped
 from gem_core.transport.url_secrets import has_user_info, redact_user_info, without_user_info
 
@@ -121,11 +121,11 @@ class ChatEndpoint:
         max_response_bytes: int = 64 << 20,
     ):
         if max_in_flight < 1:
-            raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}.")
+            raise InvalidArgument(f"max_in_flight must be at least 1, got {max_in_flight}.")
         if max_retries < 0:
-            raise ValueError(f"max_retries must be 0 or more, got {max_retries}.")
+            raise InvalidArgument(f"max_retries must be 0 or more, got {max_retries}.")
         if timeout <= 0:
-            raise ValueError(f"timeout must be positive, got {timeout}.")
+            raise InvalidArgument(f"timeout must be positive, got {timeout}.")
         # Messages name the server without a password in its URL; with an api_key, the URL's user info is
         # not sent either: httpx would turn it into a Basic Authorization header that replaces the key.
         self.base_url = redact_user_info(base_url.rstrip("/"), api_key)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gem_core.env import Env, episode_success
+from gem_core.errors import InvalidArgument
 from gem_core.eval.report import EpisodeRecord
 from gem_core.eval.report import step_error
 
@@ -46,7 +47,7 @@ class PolicyBackend:
 
         tokenizer = AutoTokenizer.from_pretrained(model, trust_remote_code=trust_remote_code)
         if tokenizer.chat_template is None:
-            raise ValueError(
+            raise InvalidArgument(
                 f"The tokenizer of {model!r} has no chat template, so multi-turn episodes cannot be formatted; "
                 "evaluate an instruct/chat model, or set tokenizer.chat_template and save it next to the model."
             )
@@ -85,7 +86,7 @@ def check_model_name(model: str) -> None:
     path = Path(model).expanduser()
     written_as_path = model.startswith(("/", "./", "../", "~", ".\\")) or model.count("/") > 1 or model in (".", "..")
     if written_as_path and not path.exists():
-        raise ValueError(f"--model {model}: {path} does not exist (a local model folder, or a hub id such as Qwen/Qwen3-0.6B).")
+        raise InvalidArgument(f"--model {model}: {path} does not exist (a local model folder, or a hub id such as Qwen/Qwen3-0.6B).")
 
 
 def record_from_trajectory(trajectory: Any, record: EpisodeRecord, *, system_prompt: str | None = None) -> EpisodeRecord:

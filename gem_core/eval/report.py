@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from gem_core.errors import InvalidArgument, MalformedFile
 from gem_core.eval.bounds import check_settings
 from gem_core.transport.atomic_file import atomic_path
 
@@ -131,20 +132,20 @@ class EpisodeRecord:
         """The record a :meth:`to_dict` dict holds; ValueError naming the first field of the wrong type
         (a file is data: a bad record must not surface as a TypeError in a summary later)."""
         if not isinstance(data, Mapping):
-            raise ValueError(f"an episode record is a JSON object, not a {type(data).__name__}.")
+            raise MalformedFile(f"an episode record is a JSON object, not a {type(data).__name__}.")
         names = {f for f in cls.__dataclass_fields__}
         values = {k: v for k, v in data.items() if k in names}
         for name, kind in _RECORD_FIELDS.items():
             if name in values and not _is(values[name], kind):
-                raise ValueError(f"episode field {name!r} is {values[name]!r:.60}, not {kind[1]}.")
+                raise MalformedFile(f"episode field {name!r} is {values[name]!r:.60}, not {kind[1]}.")
         if "env_id" not in values or "seed" not in values:
-            raise ValueError("an episode record needs env_id and seed.")
+            raise MalformedFile("an episode record needs env_id and seed.")
         rewards = values.get("rewards", [])
         if not all(_is(r, _NUMBER) for r in rewards):
-            raise ValueError("episode field 'rewards' holds a value that is not a finite number.")
+            raise MalformedFile("episode field 'rewards' holds a value that is not a finite number.")
         transcript = values.get("transcript", [])
         if not all(isinstance(m, Mapping) and all(isinstance(v, str) for v in m.values()) for m in transcript):
-            raise ValueError("episode field 'transcript' holds a message that is not {role: text, content: text}.")
+            raise MalformedFile("episode field 'transcript' holds a message that is not {role: text, content: text}.")
         values["rewards"] = [float(r) for r in rewards]
         return cls(**values)
 
@@ -183,7 +184,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     float for a few hundred samples, the product of ``c`` factors in (0, 1] does not.
     """
     if not 0 <= c <= n or not 1 <= k <= n:
-        raise ValueError(f"pass_at_k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}.")
+        raise InvalidArgument(f"pass_at_k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}.")
     if n - c < k:  # every k-subset holds a success
         return 1.0
     return 1.0 - float(np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
@@ -349,14 +350,14 @@ class EvalReport:
         envs = data.get("envs") if isinstance(data, Mapping) else None
         if not isinstance(envs, Mapping) or data.get("format_version") != REPORT_FORMAT_VERSION:
             found = data.get("format_version") if isinstance(data, Mapping) else type(data).__name__
-            raise ValueError(
+            raise MalformedFile(
                 f"Not a gem eval report (format_version={found!r}, expected "
                 f"{REPORT_FORMAT_VERSION}); pass the report.json that `gem eval --out DIR` wrote."
             )
         if not all(isinstance(env, Mapping) and isinstance(env.get("episodes"), list) for env in envs.values()):
-            raise ValueError("A gem eval report whose envs hold no episode lists; pass the report.json that `gem eval` wrote.")
+            raise MalformedFile("A gem eval report whose envs hold no episode lists; pass the report.json that `gem eval` wrote.")
         if not isinstance(data.get("config", {}), Mapping):
-            raise ValueError("A gem eval report whose config is not an object.")
+            raise MalformedFile("A gem eval report whose config is not an object.")
         # The summaries multiply these counts: a report is a file, so they are bounded before use.
         check_settings(data.get("config", {}), where="report config.", env_count=len(envs))
         return cls(
@@ -388,9 +389,9 @@ class EvalReport:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except RecursionError:
-            raise ValueError(f"{path} is nested too deeply to be a gem eval report.") from None
+            raise MalformedFile(f"{path} is nested too deeply to be a gem eval report.") from None
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise ValueError(f"{path} is not valid JSON ({exc}).") from None
+            raise MalformedFile(f"{path} is not valid JSON ({exc}).") from None
         return cls.from_dict(data)
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from gem_core import placement
 from gem_core.env import episode_success
+from gem_core.errors import InvalidArgument
 from gem_core.eval.episode_log import EPISODES_FILENAME, read_episodes
 from gem_core.eval.report import REPORT_FILENAME, EpisodeRecord, EvalReport, step_error
 from gem_core.eval.resume import RUN_FILENAME, read_run_header
@@ -45,7 +46,7 @@ def load_run(path: str | Path) -> EvalReport:
         report.interrupted = report.episodes_finished < planned
         return report
     if path.is_dir() and not (path / REPORT_FILENAME).is_file():
-        raise ValueError(f"{path} holds no gem eval run (no {REPORT_FILENAME}, nor {RUN_FILENAME} with {EPISODES_FILENAME}).")
+        raise InvalidArgument(f"{path} holds no gem eval run (no {REPORT_FILENAME}, nor {RUN_FILENAME} with {EPISODES_FILENAME}).")
     return EvalReport.load(path)
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gem_core.errors import GemError
+from gem_core.errors import GemError, MalformedFile
 from gem_core.eval.bounds import BACKEND_BOUNDS, check_settings, setting_problem
 from gem_core.eval.report import REPORT_FILENAME, EvalReport
 from gem_core.transport.atomic_file import atomic_path
@@ -96,16 +96,16 @@ def read_run_header(out_dir: str | Path) -> RunHeader:
     path = out_dir / RUN_FILENAME
     if path.is_file():
         if path.stat().st_size > MAX_RUN_FILE_BYTES:
-            raise ValueError(f"{path} is larger than {MAX_RUN_FILE_BYTES} bytes; not a gem eval run file.")
+            raise MalformedFile(f"{path} is larger than {MAX_RUN_FILE_BYTES} bytes; not a gem eval run file.")
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise ValueError(f"{path} is not valid JSON ({exc}).") from None
+            raise MalformedFile(f"{path} is not valid JSON ({exc}).") from None
         except RecursionError:
-            raise ValueError(f"{path} is nested too deeply to be a gem eval run file.") from None
+            raise MalformedFile(f"{path} is nested too deeply to be a gem eval run file.") from None
         found = data.get("format") if isinstance(data, dict) else type(data).__name__
         if found != RUN_FORMAT:
-            raise ValueError(f"{path} is not a gem eval run file (format={found!r}, expected {RUN_FORMAT!r}).")
+            raise MalformedFile(f"{path} is not a gem eval run file (format={found!r}, expected {RUN_FORMAT!r}).")
         try:
             header = RunHeader(
                 model=data["model"],
@@ -117,17 +117,17 @@ def read_run_header(out_dir: str | Path) -> RunHeader:
                 path=path,
             )
         except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"{path} is damaged: {type(exc).__name__}: {exc}.") from None
+            raise MalformedFile(f"{path} is damaged: {type(exc).__name__}: {exc}.") from None
         check_header(header)
         return header
     if (out_dir / REPORT_FILENAME).is_file():
         try:
             header = RunHeader.of_report(EvalReport.load(out_dir / REPORT_FILENAME), out_dir / REPORT_FILENAME)
         except (KeyError, TypeError, AttributeError) as exc:
-            raise ValueError(f"{out_dir / REPORT_FILENAME} is damaged: {type(exc).__name__}: {exc}.") from None
+            raise MalformedFile(f"{out_dir / REPORT_FILENAME} is damaged: {type(exc).__name__}: {exc}.") from None
         check_header(header)
         return header
-    raise ValueError(f"{out_dir} holds no gem eval run to resume (no {RUN_FILENAME} or {REPORT_FILENAME}); pass the --out folder of that run.")
+    raise MalformedFile(f"{out_dir} holds no gem eval run to resume (no {RUN_FILENAME} or {REPORT_FILENAME}); pass the --out folder of that run.")
 
 
 def check_header(header: RunHeader) -> None:
@@ -137,25 +137,25 @@ def check_header(header: RunHeader) -> None:
     for name in ("model", "backend"):
         value = getattr(header, name)
         if not isinstance(value, str) or len(value) > 10_000:
-            raise ValueError(f"{where}{name} is not a name (a text of at most 10000 characters).")
+            raise MalformedFile(f"{where}{name} is not a name (a text of at most 10000 characters).")
     env_ids = header.env_ids
     if not env_ids or len(env_ids) > 10_000 or not all(isinstance(e, str) and len(e) <= 10_000 for e in env_ids):
-        raise ValueError(f"{where}env_ids is not a list of env ids.")
+        raise MalformedFile(f"{where}env_ids is not a list of env ids.")
     times = [header.started_at or "", *header.resumed_at]
     if len(times) > 100_000 or not all(isinstance(t, str) for t in times):
-        raise ValueError(f"{where}started_at/resumed_at are not times.")
+        raise MalformedFile(f"{where}started_at/resumed_at are not times.")
     check_settings(header.config, where=f"{where}config.", env_count=len(header.env_ids))
     backend = header.config.get("backend_settings") or {}
     if not isinstance(backend, dict):
-        raise ValueError(f"{where}config.backend_settings is not an object.")
+        raise MalformedFile(f"{where}config.backend_settings is not an object.")
     for name in BACKEND_BOUNDS:
         if name in backend:
             problem = setting_problem(name, backend[name], BACKEND_BOUNDS)
             if problem:
-                raise ValueError(f"{where}config.backend_settings.{name}: {problem}.")
+                raise MalformedFile(f"{where}config.backend_settings.{name}: {problem}.")
     base_url = backend.get("base_url")
     if base_url is not None and not isinstance(base_url, str):
-        raise ValueError(f"{where}config.backend_settings.base_url is not a URL.")
+        raise MalformedFile(f"{where}config.backend_settings.base_url is not a URL.")
 
 
 def check_resume(header: RunHeader, *, model: str, backend: str, env_ids: Sequence[str], settings: Mapping[str, Any]) -> None:

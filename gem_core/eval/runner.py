@@ -32,6 +32,7 @@ from gem_core.eval.progress import EvalProgress
 from gem_core.eval.report import REPORT_FILENAME, EpisodeRecord, EvalReport
 from gem_core.eval.resume import check_resume, check_resumed_episodes, read_run_header, write_run_header
 from gem_core import placement
+from gem_core.errors import InvalidArgument
 from gem_core.registry import spec
 
 __all__ = ["EvalConfig", "EpisodeBackend", "Interrupted", "evaluate", "evaluate_async", "make_backend", "write_outputs"]
@@ -75,7 +76,7 @@ async def evaluate_async(
         asyncio.CancelledError: when cancelled, after writing the partial report to ``config.out_dir``.
     """
     if not config.env_ids:
-        raise ValueError("No env to evaluate: give at least one env id (e.g. env_ids=['game:Wordle-v0']).")
+        raise InvalidArgument("No env to evaluate: give at least one env id (e.g. env_ids=['game:Wordle-v0']).")
     for env_id in config.env_ids:
         spec(env_id)  # an unknown id fails now, with suggestions, not once per episode
     records: dict[str, list[EpisodeRecord]] = {env_id: [] for env_id in config.env_ids}
@@ -167,7 +168,7 @@ def _open_run(config: EvalConfig, report: EvalReport) -> EpisodeLog:
     unknown = next((r.key for r in log.records if not config.plans(r.key)), None)
     if unknown is not None:
         log.close()
-        raise ValueError(f"{log.path} holds episodes this run does not ask for, e.g. (env, seed, sample) = {unknown}.")
+        raise InvalidArgument(f"{log.path} holds episodes this run does not ask for, e.g. (env, seed, sample) = {unknown}.")
     return log
 
 
@@ -209,24 +210,24 @@ def make_backend(
     out of bounds is a ValueError naming them, before anything loads.
     """
     if base_url is not None and (policy is not None or tokenizer is not None):
-        raise ValueError("make_backend: policy=/tokenizer= (a model in memory) and base_url= (a model served over HTTP) "
+        raise InvalidArgument("make_backend: policy=/tokenizer= (a model in memory) and base_url= (a model served over HTTP) "
                          "are two ways to name a model; give one of them.")
     if tokenizer is not None and policy is None:
-        raise ValueError("make_backend: tokenizer= goes with policy= (the model in memory that uses it); without a policy, "
+        raise InvalidArgument("make_backend: tokenizer= goes with policy= (the model in memory that uses it); without a policy, "
                          "model= names a model that brings its own tokenizer.")
     if base_url is not None:
         problem = base_url_problem(base_url)
         if problem:
-            raise ValueError(problem)
+            raise InvalidArgument(problem)
         check_backend_settings({"timeout": timeout, "max_retries": max_retries, "max_in_flight": max_in_flight})
     if policy is not None:
         if tokenizer is None:
-            raise ValueError("A policy needs its tokenizer: pass tokenizer= (the one whose chat template it uses).")
+            raise InvalidArgument("A policy needs its tokenizer: pass tokenizer= (the one whose chat template it uses).")
         from gem_core.eval.policy_backend import PolicyBackend
 
         return PolicyBackend(policy, tokenizer, model_name=model or type(policy).__name__)
     if model is None:
-        raise ValueError("Name a model: model='path/or/hub-id' (with base_url= for an HTTP endpoint), or policy= and tokenizer=.")
+        raise InvalidArgument("Name a model: model='path/or/hub-id' (with base_url= for an HTTP endpoint), or policy= and tokenizer=.")
     if base_url is not None:
         from gem_core.eval.chat_backend import ChatBackend
 
@@ -285,12 +286,12 @@ def evaluate(
                                           ("base_url", base_url), ("backend_options", backend_options or None))
                  if value is not None]
         if other:
-            raise ValueError(f"evaluate: backend= is the model; drop {'=, '.join(other)}= (they would build another one).")
+            raise InvalidArgument(f"evaluate: backend= is the model; drop {'=, '.join(other)}= (they would build another one).")
     else:  # the backend's options fail here, named as the caller gave them, not once per episode
         if base_url is not None:
             problem = base_url_problem(base_url)
             if problem:
-                raise ValueError(problem)
+                raise InvalidArgument(problem)
         check_backend_settings(backend_options or {}, label="backend_options[{name!r}]")
     eval_config.check_out_dir()  # a run already in out_dir is kept unless asked (before a model loads)
     if eval_config.resume and eval_config.out_dir is not None and backend is None:  # so does a resume asking for other episodes
