@@ -19,6 +19,7 @@ from typing import Any
 import gymnasium as gym
 
 from gem_core.env import run_in_env_thread
+from gem_core.errors import InvalidArgument, InvalidArgumentType, UsageError
 
 __all__ = [
     "OneBatchAtATime",
@@ -160,7 +161,7 @@ def run_call(env: gym.Env, call: EnvCall) -> Any:
     if isinstance(call, Call):
         attr = getattr(env, call.name)
         return attr(*call.args, **call.kwargs) if callable(attr) else attr
-    raise TypeError(f"Unknown env call {call!r}; expected Reset, Step or Call.")
+    raise InvalidArgumentType(f"Unknown env call {call!r}; expected Reset, Step or Call.")
 
 
 def _has_own(env: gym.Env, name: str) -> bool:
@@ -193,7 +194,7 @@ def never_blocks(env: gym.Env) -> bool:
 
 def check_step_timeout(step_timeout: float | None) -> float | None:
     if step_timeout is not None and not step_timeout > 0:
-        raise ValueError(f"step_timeout must be a positive number of seconds or None, got {step_timeout!r}.")
+        raise InvalidArgument(f"step_timeout must be a positive number of seconds or None, got {step_timeout!r}.")
     return step_timeout
 
 
@@ -208,7 +209,7 @@ class OneBatchAtATime:
     def run(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]:
         with self._lock:
             if self._closed:
-                raise RuntimeError("This vector env is closed; make a new one with make_vec(...).")
+                raise UsageError("This vector env is closed; make a new one with make_vec(...).")
             return self._run(calls)
 
     async def arun(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]:

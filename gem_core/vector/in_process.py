@@ -26,6 +26,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from gem_core.errors import UsageError
 from gem_core.vector.calls import (
     CLOSED,
     TIMEOUT,
@@ -205,7 +206,7 @@ class _InProcessBackend:
 
     def _check_open(self) -> None:
         if self._closed or self._closing:
-            raise RuntimeError("This vector env is closed; make a new one with make_vec(...).")
+            raise UsageError("This vector env is closed; make a new one with make_vec(...).")
 
     # --- closing ------------------------------------------------------------------------------------
 
@@ -348,7 +349,7 @@ class AsyncBackend(_InProcessBackend):
         if len(self._inline_calls(calls)) == len(calls):
             return {i: self._run_one(i, c) for i, c in calls.items()}  # no event loop needed
         if _loop_is_running():
-            raise RuntimeError(
+            raise UsageError(
                 "VectorEnv.step()/reset() with backend='async' was called from a running event loop; "
                 "use `await vec.astep(actions)` / `await vec.areset()` there instead."
             )

@@ -5,13 +5,14 @@ from __future__ import annotations
 import functools
 import numbers
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
 from gymnasium.vector import AutoresetMode
 
 from gem_core import registry
+from gem_core.errors import InvalidArgument, InvalidArgumentType
 from gem_core.vector.calls import add_note
 from gem_core.vector.vector_env import VectorEnv
 
@@ -101,25 +102,27 @@ def make_vec(
         **env_kwargs: passed to every env's constructor (override the registered defaults).
     """
     if num_envs is not None and (isinstance(num_envs, bool) or not isinstance(num_envs, numbers.Integral)):
-        raise ValueError(f"num_envs must be a whole number of envs (or None), got {num_envs!r}.")
+        raise InvalidArgument(f"num_envs must be a whole number of envs (or None), got {num_envs!r}.")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0):
-        raise ValueError(f"seed={seed!r}: env i is seeded with seed + i, so seed must be a whole number >= 0 (or None).")
+        raise InvalidArgument(f"seed={seed!r}: env i is seeded with seed + i, so seed must be a whole number >= 0 (or None).")
     if isinstance(env_id_or_ids, str) or callable(env_id_or_ids):
         count = 1 if num_envs is None else num_envs
         if count < 1:
-            raise ValueError(f"num_envs must be at least 1, got {num_envs}.")
+            raise InvalidArgument(f"num_envs must be at least 1, got {num_envs}.")
         sources = [env_id_or_ids] * count
     else:
+        if not isinstance(env_id_or_ids, Iterable):
+            raise InvalidArgumentType(f"make_vec takes an env id (str), an env factory (callable) or a list of them, got {env_id_or_ids!r}.")
         sources = list(env_id_or_ids)
         if num_envs is not None and num_envs != len(sources):
-            raise ValueError(
+            raise InvalidArgument(
                 f"num_envs={num_envs} but {len(sources)} env ids were given; leave num_envs=None with a list of ids."
             )
     for source in sources:
         if isinstance(source, str):
             registry.spec(source)  # fail here, with the closest ids, rather than in a worker
         elif not callable(source):
-            raise TypeError(f"Expected an env id (str) or an env factory (callable), got {source!r}.")
+            raise InvalidArgumentType(f"Expected an env id (str) or an env factory (callable), got {source!r}.")
     wrappers = tuple(wrappers)
     env_fns = [functools.partial(_build_env, source, wrappers, dict(env_kwargs)) for source in sources]
     if backend == "process" and all(_declares_never_blocking(source, wrappers) for source in sources):

@@ -38,6 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gem_core.errors import InvalidArgument, StartFailed
 from gem_core.vector.calls import (
     CLOSED,
     TIMEOUT,
@@ -240,16 +241,16 @@ class ProcessBackend(HostedBackend):
         self.num_envs = len(self._builders)
         count = num_workers or self.num_envs
         if not 1 <= count <= self.num_envs:
-            raise ValueError(f"num_workers must be between 1 and the number of envs ({self.num_envs}), got {num_workers}.")
+            raise InvalidArgument(f"num_workers must be between 1 and the number of envs ({self.num_envs}), got {num_workers}.")
         if recycle_after_steps is not None and recycle_after_steps < 1:
-            raise ValueError(f"recycle_after_steps must be a positive number of steps or None, got {recycle_after_steps!r}.")
+            raise InvalidArgument(f"recycle_after_steps must be a positive number of steps or None, got {recycle_after_steps!r}.")
         self.step_timeout = check_step_timeout(step_timeout)
         self._recycle_after_steps = recycle_after_steps
         self._max_memory_mb = max_worker_memory_mb
         self._ctx = mp.get_context(context or default_start_method())
         self._start_timeout = start_timeout
         if spin_seconds < 0:
-            raise ValueError(f"spin_seconds must be 0 (no polling) or positive, got {spin_seconds!r}.")
+            raise InvalidArgument(f"spin_seconds must be 0 (no polling) or positive, got {spin_seconds!r}.")
         self._spin_seconds = spin_seconds
         self._spinner = Spinner(spin_seconds)
         self._place([i % count for i in range(self.num_envs)])
@@ -285,13 +286,13 @@ class ProcessBackend(HostedBackend):
         assert worker is not None
         ready = mp.connection.wait([worker.conn, worker.process.sentinel], timeout=self._start_timeout)
         if not ready:
-            raise RuntimeError(
+            raise StartFailed(
                 f"The worker process for envs {self._hosted[w]} did not build them within start_timeout="
                 f"{self._start_timeout:g} s; raise start_timeout in backend_kwargs if building them is slow."
             )
         received, answer = self._receive(worker)
         if received != "ok":
-            raise RuntimeError(f"The worker process for envs {self._hosted[w]} died while building them ({answer}).")
+            raise StartFailed(f"The worker process for envs {self._hosted[w]} died while building them ({answer}).")
         status, payload = answer
         if status != "ok":  # a builder raised: its own exception, closed envs and all
             raise_portable_error(payload, f"in the worker process for envs {self._hosted[w]}")

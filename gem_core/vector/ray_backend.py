@@ -30,6 +30,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gem_core.errors import InvalidArgument, StartFailed
 from gem_core.vector.calls import CLOSED, TIMEOUT, EnvBuilder, check_step_timeout, describe_exception, raise_portable_error
 from gem_core.vector.hosted import Batch, HostedBackend, HostedEnvs
 from gem_core.vector.in_process import CLOSE_TIMEOUT
@@ -107,7 +108,7 @@ class RayBackend(HostedBackend):
         blocking: bool = True,
     ):
         if envs_per_actor is not None and envs_per_actor < 1:
-            raise ValueError(f"envs_per_actor must be at least 1, got {envs_per_actor}.")
+            raise InvalidArgument(f"envs_per_actor must be at least 1, got {envs_per_actor}.")
         from gem_core.vector.ray_env import connect_ray
 
         self._ray = ray = connect_ray(address)
@@ -146,7 +147,7 @@ class RayBackend(HostedBackend):
         try:
             errors = self._ray.get(refs, timeout=self._start_timeout)
         except self._ray.exceptions.GetTimeoutError:
-            raise RuntimeError(
+            raise StartFailed(
                 f"The Ray actors for the envs did not start within start_timeout={self._start_timeout:g} s. Each asks for "
                 f"{self._asked}; the cluster may not have room for {len(refs)} of them: lower num_cpus, raise "
                 "envs_per_actor, or add nodes with those resources."

@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from gem_core.env import Env, StepResult
-from gem_core.errors import DependencyNotInstalled
+from gem_core.errors import DependencyNotInstalled, InvalidArgument, ResetNeeded, StartFailed, UsageError
 from gem_core.placement import make_env
 from gem_core.settings import environment_value
 
@@ -78,14 +78,14 @@ class _EnvHost:
     def reset(self, key: int, spec: EnvSpec | None, kwargs: dict[str, Any], seed: int | None, options: dict | None) -> Any:
         if key not in self.envs:
             if spec is None:
-                raise RuntimeError("This env's actor was replaced; its next reset rebuilds it.")
+                raise UsageError("This env's actor was replaced; its next reset rebuilds it.")
             self.envs[key] = _build(spec, kwargs)
         return self.envs[key].reset(seed=seed, options=options)
 
     def _env(self, key: int) -> Any:
         env = self.envs.get(key)
         if env is None:
-            raise RuntimeError("This actor has no such env: call reset() first (after a lost actor, reset rebuilds the env).")
+            raise ResetNeeded("This actor has no such env: call reset() first (after a lost actor, reset rebuilds the env).")
         return env
 
     def step(self, key: int, action: str) -> StepResult:
@@ -134,9 +134,9 @@ class RayEnvPool:
         start_timeout: float = 120.0,
     ):
         if num_actors < 1:
-            raise ValueError(f"num_actors must be at least 1, got {num_actors}.")
+            raise InvalidArgument(f"num_actors must be at least 1, got {num_actors}.")
         if max_envs_per_actor < 1:
-            raise ValueError(f"max_envs_per_actor must be at least 1, got {max_envs_per_actor}.")
+            raise InvalidArgument(f"max_envs_per_actor must be at least 1, got {max_envs_per_actor}.")
         self._ray = connect_ray(address)
         options: dict[str, Any] = {
             "num_cpus": num_cpus,
@@ -167,7 +167,7 @@ class RayEnvPool:
         try:
             self._ray.get([actor.node_id.remote() for actor in actors], timeout=self._start_timeout)
         except self._ray.exceptions.GetTimeoutError:
-            raise RuntimeError(
+            raise StartFailed(
                 f"The env actors did not start within start_timeout={self._start_timeout:g} s. Each asks for "
                 f"{self._asked}; the cluster may not have room for {len(actors)} of them: lower num_cpus or "
                 "num_actors, or add nodes with those resources."
@@ -184,7 +184,7 @@ class RayEnvPool:
     def _assign(self, slot: int | None = None) -> tuple[int, Any]:
         with self._lock:
             if self.closed:
-                raise RuntimeError("This RayEnvPool is closed; make a new one.")
+                raise UsageError("This RayEnvPool is closed; make a new one.")
             if slot is None:
                 slot = min(self._load, key=self._load.__getitem__)
             self._load[slot] += 1
@@ -372,7 +372,7 @@ def pool_options_from_environment() -> dict[str, Any]:
             try:
                 options[key] = kind(value)
             except ValueError:
-                raise ValueError(f"{variable} must be a number ({key}), got {value!r}.") from None
+                raise InvalidArgument(f"{variable} must be a number ({key}), got {value!r}.") from None
     value = environment_value("GEM_RAY_ENV_RESOURCES")
     if value:
         try:
@@ -380,7 +380,7 @@ def pool_options_from_environment() -> dict[str, Any]:
         except ValueError:
             resources = None
         if not isinstance(resources, dict):
-            raise ValueError(f'GEM_RAY_ENV_RESOURCES must be a JSON object such as {{"gem_env": 1}}, got {value!r}.')
+            raise InvalidArgument(f'GEM_RAY_ENV_RESOURCES must be a JSON object such as {{"gem_env": 1}}, got {value!r}.')
         options["resources"] = resources
     options.setdefault("num_actors", 2)
     return options

@@ -14,6 +14,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
+from gem_core.errors import InvalidArgument, InvalidArgumentType, ResetNeeded, UnknownKey, UsageError
 from gem_core.vector.backends import BACKENDS, Backend
 from gem_core.vector.calls import Call, EnvBuilder, EnvCall, Failure, Reset, Step, check_step_timeout
 
@@ -30,7 +31,7 @@ def _parse_autoreset_mode(mode: AutoresetMode | str) -> AutoresetMode:
     for member in AutoresetMode:
         if mode in (member.value, member.name) or str(mode).upper().replace("-", "_") == member.name:
             return member
-    raise ValueError(
+    raise InvalidArgument(
         f"Unknown autoreset_mode {mode!r}; use gymnasium.vector.AutoresetMode.NEXT_STEP, SAME_STEP or DISABLED "
         f"(or their values {[m.value for m in AutoresetMode]})."
     )
@@ -59,9 +60,9 @@ class VectorEnv(gym.vector.VectorEnv):
         step_timeout: float | None = None,
     ):
         if not env_fns:
-            raise ValueError("A VectorEnv needs at least one env; pass num_envs >= 1 or a non-empty list of ids.")
+            raise InvalidArgument("A VectorEnv needs at least one env; pass num_envs >= 1 or a non-empty list of ids.")
         if backend not in BACKENDS:
-            raise ValueError(f"Unknown backend {backend!r}; choose one of {sorted(BACKENDS)}.")
+            raise InvalidArgument(f"Unknown backend {backend!r}; choose one of {sorted(BACKENDS)}.")
         self.autoreset_mode = _parse_autoreset_mode(autoreset_mode)
         self.backend_name = backend
         kwargs = dict(backend_kwargs or {})
@@ -141,7 +142,7 @@ class VectorEnv(gym.vector.VectorEnv):
         if options is not None and "reset_mask" in options:
             mask = np.asarray(options.pop("reset_mask"))
             if mask.shape != (self.num_envs,) or mask.dtype != np.bool_ or not mask.any():
-                raise ValueError(
+                raise InvalidArgument(
                     f"options['reset_mask'] must be a bool numpy array of shape ({self.num_envs},) with at least one "
                     f"True entry, got {mask!r}."
                 )
@@ -153,7 +154,7 @@ class VectorEnv(gym.vector.VectorEnv):
         else:
             seeds = list(seed)
             if len(seeds) != self.num_envs:
-                raise ValueError(f"seed as a list needs one entry per env ({self.num_envs}), got {len(seeds)}.")
+                raise InvalidArgument(f"seed as a list needs one entry per env ({self.num_envs}), got {len(seeds)}.")
         return {i: Reset(seed=seeds[i], options=options) for i in range(self.num_envs) if mask[i]}
 
     def _record_reset(self, calls: Mapping[int, Reset], outcomes: Mapping[int, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -206,16 +207,16 @@ class VectorEnv(gym.vector.VectorEnv):
             chosen = {}
             for key, action in actions.items():
                 if not isinstance(key, (int, np.integer)) or not 0 <= key < self.num_envs:
-                    raise KeyError(f"Action key {key!r} is not an env index in [0, {self.num_envs}).")
+                    raise UnknownKey(f"Action key {key!r} is not an env index in [0, {self.num_envs}).")
                 chosen[int(key)] = action
             return chosen
         if isinstance(actions, (str, bytes)) or not isinstance(actions, (Sequence, np.ndarray)):
-            raise TypeError(
+            raise InvalidArgumentType(
                 f"step() takes one action per env (a list/tuple of length {self.num_envs}) or a dict "
                 f"{{env_index: action}}, got {type(actions).__name__}."
             )
         if len(actions) != self.num_envs:
-            raise ValueError(
+            raise InvalidArgument(
                 f"step() got {len(actions)} actions for {self.num_envs} envs; pass one per env, or a dict "
                 "{env_index: action} to step only some envs."
             )
@@ -224,13 +225,13 @@ class VectorEnv(gym.vector.VectorEnv):
     def _plan_step(self, actions: Actions) -> dict[int, EnvCall]:
         self._check_open()
         if not self._was_reset:
-            raise RuntimeError("Call reset() before step().")
+            raise ResetNeeded("Call reset() before step().")
         calls: dict[int, EnvCall] = {}
         for i, action in self._select(actions).items():
             if not self._needs_reset[i]:
                 calls[i] = Step(action)
             elif self.autoreset_mode == AutoresetMode.DISABLED:
-                raise ValueError(
+                raise InvalidArgument(
                     f"Env {i}'s episode has ended and autoreset_mode is DISABLED: reset it first with "
                     f"vec.reset(options={{'reset_mask': mask}}) where mask[{i}] is True, or leave it out of the actions."
                 )
@@ -326,7 +327,7 @@ class VectorEnv(gym.vector.VectorEnv):
 
     def _check_open(self) -> None:
         if self.closed:
-            raise RuntimeError("This vector env is closed; build a new one with make_vec(...).")
+            raise UsageError("This vector env is closed; build a new one with make_vec(...).")
 
     def close_extras(self, timeout: float | None = None, **kwargs: Any) -> None:
         """Close every env and stop the backend's threads, event loop or worker processes.
