@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gem_core.env import Env
-from gem_core.errors import DependencyNotInstalled, GemError
+from gem_core.errors import DependencyNotInstalled, GemError, InvalidArgument
 
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
@@ -60,7 +60,7 @@ def _builder_for(data_files: DataFiles) -> str:
         first = next(iter(first))
     suffix = Path(first).suffix.lower()
     if suffix not in _LOCAL_BUILDERS:
-        raise ValueError(f"Cannot tell the format of {first!s}: use a file ending in one of {sorted(_LOCAL_BUILDERS)}.")
+        raise InvalidArgument(f"Cannot tell the format of {first!s}: use a file ending in one of {sorted(_LOCAL_BUILDERS)}.")
     return _LOCAL_BUILDERS[suffix]
 
 
@@ -122,9 +122,9 @@ def _load_uncached(path: str | None, *, split: str, name: str | None, data_files
             return loaded[split]
         if len(loaded) == 1:  # a plain file list is one "train" split; accept any requested split name
             return next(iter(loaded.values()))
-        raise ValueError(f"Split {split!r} not in the local files; available: {sorted(loaded)}.")
+        raise InvalidArgument(f"Split {split!r} not in the local files; available: {sorted(loaded)}.")
     if not path:
-        raise ValueError("Give either a hub id (`dataset_path=`) or local files (`data_files=`).")
+        raise InvalidArgument("Give either a hub id (`dataset_path=`) or local files (`data_files=`).")
     unreachable = None if _in_hf_cache(path) else _hub_unreachable()
     if unreachable:  # not cached and no way to download it: say so now, not after datasets' retries
         raise DatasetUnavailableError(f"{_readers(path)}the hub dataset {path!r}, which is not in the Hugging Face cache, "
@@ -235,12 +235,12 @@ class DatasetEnv(Env):
         self.rows = load_rows(dataset_path, split=split, name=dataset_name, data_files=data_files)
         missing = {column for column in fields.values() if column} - set(self.rows.column_names)
         if missing:
-            raise ValueError(
+            raise InvalidArgument(
                 f"Dataset {dataset_path or data_files!r} has no column(s) {sorted(missing)}; its columns are "
                 f"{self.rows.column_names}. Pass {'/'.join(f'{arg}=' for arg in fields)} naming the right ones."
             )
         if len(self.rows) == 0:
-            raise ValueError(f"Dataset {dataset_path or data_files!r} (split {split!r}) is empty.")
+            raise InvalidArgument(f"Dataset {dataset_path or data_files!r} (split {split!r}) is empty.")
         self.index: int | None = None
 
     def draw_row(self, seed: int | None, options: dict[str, Any] | None) -> dict[str, Any]:
@@ -281,7 +281,7 @@ def register_hub_datasets(
     kwargs_by_name = {"Sample": sample_kwargs}
     for name, row in hub_datasets.items():
         if len(row) != len(keys):
-            raise ValueError(f"{category}:{name}: expected a row of {keys}, got {row!r}.")
+            raise InvalidArgument(f"{category}:{name}: expected a row of {keys}, got {row!r}.")
         kwargs_by_name[name] = dict(zip(keys, row))
     for name, kwargs in kwargs_by_name.items():
         for suffix, entry_point in entry_points.items():

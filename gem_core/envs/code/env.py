@@ -15,6 +15,7 @@ from gem_core.env import StepResult
 from gem_core.envs.code.judge import judge
 from gem_core.envs.code.test_cases import TestCase, parse_test_cases
 from gem_core.envs.dataset import DataFiles, DatasetEnv
+from gem_core.errors import InvalidArgument, ResetNeeded
 
 __all__ = ["CodeEnv", "extract_program"]
 
@@ -74,9 +75,9 @@ class CodeEnv(DatasetEnv):
         sandbox_backend: str | None = None,
     ):
         if reward not in ("all", "fraction"):
-            raise ValueError(f"reward must be 'all' (every test passes) or 'fraction', got {reward!r}.")
+            raise InvalidArgument(f"reward must be 'all' (every test passes) or 'fraction', got {reward!r}.")
         if max_tests < 1:
-            raise ValueError(f"max_tests must be at least 1, got {max_tests}.")
+            raise InvalidArgument(f"max_tests must be at least 1, got {max_tests}.")
         super().__init__(
             dataset_path, dataset_name=dataset_name, split=split, data_files=data_files,
             fields={"question_field": question_field, "tests_field": tests_field},
@@ -110,7 +111,7 @@ class CodeEnv(DatasetEnv):
 
     def step(self, action: str) -> StepResult:
         if self.index is None:
-            raise RuntimeError("Call reset() before step().")
+            raise ResetNeeded("Call reset() before step().")
         program = extract_program(action) if isinstance(action, str) else None
         if program is None:
             return self.invalid_action("No program found: reply with your code inside one ```python code block.")

@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gem_core.errors import InvalidArgument
+
 __all__ = ["TestCase", "parse_test_cases", "stdout_matches", "call_result_matches"]
 
 
@@ -50,7 +52,7 @@ def _maybe_json(value: Any) -> Any:
 def _record(item: Mapping[str, Any], fn_name: str | None) -> TestCase:
     name = item.get("fn_name") or fn_name
     if item.get("type") == "function_call" and not name:
-        raise ValueError("a function_call test needs fn_name")
+        raise InvalidArgument("a function_call test needs fn_name")
     args = item["input"]
     if name and isinstance(args, str):
         args = _maybe_json(args)
@@ -74,11 +76,11 @@ def parse_test_cases(value: Any, fn_name: str | None = None) -> list[TestCase]:
             if inputs_key in value and outputs_key in value:
                 inputs, outputs = list(value[inputs_key]), list(value[outputs_key])
                 if len(inputs) != len(outputs):
-                    raise ValueError(f"{len(inputs)} test inputs but {len(outputs)} outputs")
+                    raise InvalidArgument(f"{len(inputs)} test inputs but {len(outputs)} outputs")
                 return [TestCase(i, o, fn_name or None) for i, o in zip(inputs, outputs)]
     if isinstance(value, list) and all(isinstance(item, Mapping) and "input" in item and "output" in item for item in value):
         return [_record(item, fn_name) for item in value]
-    raise ValueError(f"Unrecognized test cases: {str(value)[:200]!r}")
+    raise InvalidArgument(f"Unrecognized test cases: {str(value)[:200]!r}")
 
 
 def _lines(text: str) -> list[str]:

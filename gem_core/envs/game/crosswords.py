@@ -28,6 +28,7 @@ import numpy as np
 from gem_core.env import StepResult
 from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
 from gem_core.envs.game.turn_based import TurnBasedGame
+from gem_core.errors import InvalidArgument
 
 _MOVE = re.compile(r"^(\d{1,6})\s*-?\s*(across|down|a|d)\s*[:=\-]?\s*([a-z]+)$", re.IGNORECASE)
 ACROSS, DOWN = (0, 1), (1, 0)
@@ -119,7 +120,7 @@ def generate_layout(rng: np.random.Generator, count: int, clues: tuple[tuple[str
 class Crosswords(TurnBasedGame):
     def __init__(self, words: int = 5, max_turns: int = 10):
         if words < 1 or max_turns < 1:
-            raise ValueError(f"words and max_turns must be at least 1, got {words} and {max_turns}.")
+            raise InvalidArgument(f"words and max_turns must be at least 1, got {words} and {max_turns}.")
         self.num_words, self.max_turns = words, max_turns
         self.entries: list[Entry] = []
         self.solved: set[str] = set()

@@ -22,6 +22,7 @@ import numpy as np
 from gem_core.env import StepResult
 from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
 from gem_core.envs.game.turn_based import TurnBasedGame
+from gem_core.errors import InvalidArgument
 
 
 def manhattan(board: np.ndarray) -> int:
@@ -39,7 +40,7 @@ def solved_board(size: int) -> np.ndarray:
 class FifteenPuzzle(TurnBasedGame):
     def __init__(self, size: int = 3, scramble_moves: int = 30, max_turns: int = 60):
         if size < 2 or scramble_moves < 1 or max_turns < 1:
-            raise ValueError(f"size must be at least 2 and scramble_moves, max_turns at least 1, got {size}, {scramble_moves}, {max_turns}.")
+            raise InvalidArgument(f"size must be at least 2 and scramble_moves, max_turns at least 1, got {size}, {scramble_moves}, {max_turns}.")
         self.size, self.scramble_moves, self.max_turns = size, scramble_moves, max_turns
         self.board = solved_board(size)
         self.start_distance = 1

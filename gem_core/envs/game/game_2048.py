@@ -30,6 +30,7 @@ import numpy as np
 from gem_core.env import StepResult
 from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
 from gem_core.envs.game.turn_based import TurnBasedGame
+from gem_core.errors import InvalidArgument
 
 DIRECTIONS = ("up", "down", "left", "right")
 
@@ -81,7 +82,7 @@ def slide(board: np.ndarray, direction: str) -> tuple[np.ndarray, int]:
 class Game2048(TurnBasedGame):
     def __init__(self, size: int = 4, target: int = 256, max_turns: int = 350):
         if size < 2 or target < 8 or target & (target - 1):
-            raise ValueError(f"size must be at least 2 and target a power of two of at least 8, got {size} and {target}.")
+            raise InvalidArgument(f"size must be at least 2 and target a power of two of at least 8, got {size} and {target}.")
         self.size, self.target, self.max_turns = size, target, max_turns
         self.board = np.zeros((size, size), dtype=int)
         self.score = 0

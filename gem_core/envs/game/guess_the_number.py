@@ -12,14 +12,15 @@ from typing import Any
 from gem_core.env import StepResult
 from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
 from gem_core.envs.game.turn_based import TurnBasedGame
+from gem_core.errors import InvalidArgument
 
 
 class GuessTheNumber(TurnBasedGame):
     def __init__(self, min_number: int = 1, max_number: int = 20, max_turns: int = 8):
         if min_number >= max_number:
-            raise ValueError(f"min_number ({min_number}) must be below max_number ({max_number}).")
+            raise InvalidArgument(f"min_number ({min_number}) must be below max_number ({max_number}).")
         if max_turns < 1:
-            raise ValueError(f"max_turns must be at least 1, got {max_turns}.")
+            raise InvalidArgument(f"max_turns must be at least 1, got {max_turns}.")
         self.min_number, self.max_number, self.max_turns = min_number, max_number, max_turns
         self.target: int | None = None
         self.guesses: list[int] = []

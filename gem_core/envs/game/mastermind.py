@@ -22,6 +22,7 @@ from typing import Any
 from gem_core.env import StepResult
 from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
 from gem_core.envs.game.turn_based import TurnBasedGame
+from gem_core.errors import InvalidArgument
 
 
 def score_code(guess: tuple[int, ...], code: tuple[int, ...]) -> tuple[int, int]:
@@ -47,9 +48,9 @@ def _rules(code_length: int, num_colors: int, max_turns: int) -> str:
 class Mastermind(TurnBasedGame):
     def __init__(self, code_length: int = 4, num_colors: int = 6, max_turns: int = 10):
         if not 1 <= num_colors <= 9:
-            raise ValueError(f"num_colors must be between 1 and 9 (one digit per colour), got {num_colors}.")
+            raise InvalidArgument(f"num_colors must be between 1 and 9 (one digit per colour), got {num_colors}.")
         if code_length < 1 or max_turns < 1:
-            raise ValueError(f"code_length and max_turns must be at least 1, got {code_length} and {max_turns}.")
+            raise InvalidArgument(f"code_length and max_turns must be at least 1, got {code_length} and {max_turns}.")
         self.code_length, self.num_colors, self.max_turns = code_length, num_colors, max_turns
         self.code: tuple[int, ...] | None = None
         self.best_black = 0

@@ -31,6 +31,7 @@ import numpy as np
 from gem_core.env import StepResult
 from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
 from gem_core.envs.game.turn_based import TurnBasedGame
+from gem_core.errors import InvalidArgument
 
 _MOVE = re.compile(r"^(?:(reveal|flag|r|f)\s+)?(\d{1,6})\s*[ ,]\s*(\d{1,6})$", re.IGNORECASE)
 
@@ -282,7 +283,7 @@ def _rules(rows: int, cols: int, mines: int, max_turns: int) -> str:
 class Minesweeper(TurnBasedGame):
     def __init__(self, rows: int = 8, cols: int = 8, mines: int = 10, max_turns: int = 80, placement_attempts: int = 300):
         if not 0 < mines <= rows * cols - 9:
-            raise ValueError(f"mines must be between 1 and rows*cols-9 = {rows * cols - 9} (the first reveal's 3x3 is kept free), got {mines}.")
+            raise InvalidArgument(f"mines must be between 1 and rows*cols-9 = {rows * cols - 9} (the first reveal's 3x3 is kept free), got {mines}.")
         self.rows, self.cols, self.num_mines, self.max_turns = rows, cols, mines, max_turns
         self.placement_attempts = placement_attempts
         self.placed = False

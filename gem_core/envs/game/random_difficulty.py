@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gem_core.env import Env, StepResult
+from gem_core.errors import InvalidArgument, ResetNeeded
 
 
 class RandomDifficulty(Env):
@@ -23,7 +24,7 @@ class RandomDifficulty(Env):
         """``game`` is ``"package.module:Class"``; ``levels`` are constructor kwargs, one dict per level;
         ``max_turns`` (from ``make(id, max_turns=N)``) replaces every level's own limit."""
         if not levels:
-            raise ValueError("RandomDifficulty needs at least one level (a dict of the game's constructor kwargs).")
+            raise InvalidArgument("RandomDifficulty needs at least one level (a dict of the game's constructor kwargs).")
         module_name, _, class_name = game.partition(":")
         self.game_class = getattr(importlib.import_module(module_name), class_name)
         self.levels = [dict(level) if max_turns is None else {**level, "max_turns": max_turns} for level in levels]
@@ -34,7 +35,7 @@ class RandomDifficulty(Env):
     @property
     def current_game(self) -> Env:
         if self.level is None:
-            raise RuntimeError("Call reset() before using the game.")
+            raise ResetNeeded("Call reset() before using the game.")
         return self._games[self.level]
 
     @property

@@ -32,6 +32,7 @@ import numpy as np
 from gem_core.env import StepResult
 from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
 from gem_core.envs.game.turn_based import TurnBasedGame
+from gem_core.errors import InvalidArgument
 
 MOVES = {"up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1)}
 Cell = tuple[int, int]
@@ -53,9 +54,9 @@ def _connected(floor: np.ndarray) -> bool:
 class Sokoban(TurnBasedGame):
     def __init__(self, height: int = 6, width: int = 6, boxes: int = 2, inner_walls: int = 3, reverse_steps: int = 25, max_turns: int = 60):
         if height * width < 2 * boxes + inner_walls + 2:
-            raise ValueError(f"A {height}x{width} room is too small for {boxes} boxes and {inner_walls} inner walls.")
+            raise InvalidArgument(f"A {height}x{width} room is too small for {boxes} boxes and {inner_walls} inner walls.")
         if reverse_steps > max_turns:
-            raise ValueError(f"max_turns ({max_turns}) must be at least reverse_steps ({reverse_steps}) so the room is solvable in time.")
+            raise InvalidArgument(f"max_turns ({max_turns}) must be at least reverse_steps ({reverse_steps}) so the room is solvable in time.")
         self.height, self.width, self.num_boxes = height, width, boxes
         self.inner_walls, self.reverse_steps, self.max_turns = inner_walls, reverse_steps, max_turns
         self.floor = np.zeros((height + 2, width + 2), dtype=bool)

@@ -23,6 +23,7 @@ import numpy as np
 from gem_core.env import StepResult
 from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
 from gem_core.envs.game.turn_based import TurnBasedGame
+from gem_core.errors import InvalidArgument
 
 _MOVE = re.compile(r"^(\d{1,6})\s*[ ,]\s*(\d{1,6})\s*[ ,]\s*(\d{1,6})$")
 
@@ -82,7 +83,7 @@ class Sudoku(TurnBasedGame):
     def __init__(self, box_rows: int = 3, box_cols: int = 3, blanks: int = 30, max_turns: int = 45):
         size = box_rows * box_cols
         if not 1 <= blanks < size * size:
-            raise ValueError(f"blanks must be between 1 and {size * size - 1} for a {size}x{size} grid, got {blanks}.")
+            raise InvalidArgument(f"blanks must be between 1 and {size * size - 1} for a {size}x{size} grid, got {blanks}.")
         self.box_rows, self.box_cols, self.size = box_rows, box_cols, size
         self.blanks, self.max_turns = blanks, max_turns
         self.solution = np.zeros((size, size), dtype=int)

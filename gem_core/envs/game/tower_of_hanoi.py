@@ -22,6 +22,7 @@ from typing import Any
 from gem_core.env import StepResult
 from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
 from gem_core.envs.game.turn_based import TurnBasedGame
+from gem_core.errors import InvalidArgument
 
 PEGS = "ABC"
 _MOVE = re.compile(r"^([ABC])\s*(?:->|to|,|\s)\s*([ABC])$", re.IGNORECASE)
@@ -30,7 +31,7 @@ _MOVE = re.compile(r"^([ABC])\s*(?:->|to|,|\s)\s*([ABC])$", re.IGNORECASE)
 class TowerOfHanoi(TurnBasedGame):
     def __init__(self, disks: int = 4, max_turns: int = 20):
         if disks < 1 or max_turns < 1:
-            raise ValueError(f"disks and max_turns must be at least 1, got {disks} and {max_turns}.")
+            raise InvalidArgument(f"disks and max_turns must be at least 1, got {disks} and {max_turns}.")
         self.disks, self.max_turns = disks, max_turns
         self.pegs: dict[str, list[int]] = {}
         self.best_settled = 0

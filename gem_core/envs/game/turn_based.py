@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from gem_core.env import Env, StepResult
+from gem_core.errors import ResetNeeded
 
 __all__ = ["TurnBasedGame"]
 
@@ -47,7 +48,7 @@ class TurnBasedGame(Env):
             RuntimeError: ``step`` before ``reset``.
         """
         if not self._turns_started:
-            raise RuntimeError("Call reset() before step().")
+            raise ResetNeeded("Call reset() before step().")
         self.turn += 1
         return self.turn >= self.max_turns
 

@@ -22,6 +22,7 @@ from typing import Any
 from gem_core.env import StepResult
 from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
 from gem_core.envs.game.turn_based import TurnBasedGame
+from gem_core.errors import InvalidArgument
 
 __all__ = ["LinkGraph", "WikiGame", "load_link_graph"]
 
@@ -75,7 +76,7 @@ def load_link_graph(path: str | Path = DEFAULT_GRAPH) -> LinkGraph:
             continue
         parts = line.split("\t")
         if len(parts) != 3:
-            raise ValueError(f"{path}:{number}: expected 'title<TAB>summary<TAB>links', got {len(parts)} fields.")
+            raise InvalidArgument(f"{path}:{number}: expected 'title<TAB>summary<TAB>links', got {len(parts)} fields.")
         title, summary, links = (part.strip() for part in parts)
         summaries[title] = summary
         raw_links[title] = [link.strip() for link in links.split(";") if link.strip()]
@@ -95,9 +96,9 @@ class WikiGame(TurnBasedGame):
 
     def __init__(self, min_distance: int = 2, max_distance: int = 3, max_turns: int = 8, graph_file: str | None = None):
         if not 1 <= min_distance <= max_distance:
-            raise ValueError(f"Need 1 <= min_distance <= max_distance, got {min_distance} and {max_distance}.")
+            raise InvalidArgument(f"Need 1 <= min_distance <= max_distance, got {min_distance} and {max_distance}.")
         if max_turns < max_distance:
-            raise ValueError(f"max_turns ({max_turns}) must allow the longest shortest path ({max_distance} clicks).")
+            raise InvalidArgument(f"max_turns ({max_turns}) must allow the longest shortest path ({max_distance} clicks).")
         self.min_distance, self.max_distance, self.max_turns = min_distance, max_distance, max_turns
         self.graph = load_link_graph(graph_file or DEFAULT_GRAPH)
         self.pairs = sorted(
@@ -107,7 +108,7 @@ class WikiGame(TurnBasedGame):
             if min_distance <= distance <= max_distance
         )
         if not self.pairs:
-            raise ValueError(f"No page pair of the graph is {min_distance}-{max_distance} clicks apart; widen the range.")
+            raise InvalidArgument(f"No page pair of the graph is {min_distance}-{max_distance} clicks apart; widen the range.")
         self.start = self.target = self.page = ""
         self.path: list[str] = []
 

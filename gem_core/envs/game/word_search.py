@@ -26,6 +26,7 @@ from gem_core.env import StepResult
 from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
 from gem_core.envs.game.turn_based import TurnBasedGame
 from gem_core.envs.game.wordle import load_words
+from gem_core.errors import InvalidArgument
 
 _MOVE = re.compile(r"^(\d{1,6})[\s,]+(\d{1,6})[\s,]+(\d{1,6})[\s,]+(\d{1,6})$")
 ALL_DIRECTIONS = ((0, 1), (1, 0), (1, 1), (-1, 1), (0, -1), (-1, 0), (-1, -1), (1, -1))
@@ -36,7 +37,7 @@ class WordSearch(TurnBasedGame):
         """``directions`` is how many of :data:`ALL_DIRECTIONS` are used: 2 (right, down), 3 (+ down-right
         diagonal), 4 (+ up-right diagonal) ... 8 (every direction, backwards too)."""
         if not 2 <= directions <= 8 or size < 5 or words < 1:
-            raise ValueError(f"Need 2 <= directions <= 8, size >= 5 (words have 5 letters) and words >= 1; got {directions}, {size}, {words}.")
+            raise InvalidArgument(f"Need 2 <= directions <= 8, size >= 5 (words have 5 letters) and words >= 1; got {directions}, {size}, {words}.")
         self.size, self.num_words, self.max_turns = size, words, max_turns
         self.directions = ALL_DIRECTIONS[:directions]
         self.vocabulary = load_words(5)

@@ -19,6 +19,7 @@ from typing import Any
 from gem_core.env import StepResult
 from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
 from gem_core.envs.game.turn_based import TurnBasedGame
+from gem_core.errors import InvalidArgument
 
 
 @cache
@@ -48,7 +49,7 @@ class Wordle(TurnBasedGame):
     def __init__(self, word_length: int = 5, max_turns: int = 6, words: tuple[str, ...] | None = None):
         self.words = words or load_words(word_length)
         if not self.words:
-            raise ValueError(f"No {word_length}-letter words in the word list; use word_length=5 or pass words=.")
+            raise InvalidArgument(f"No {word_length}-letter words in the word list; use word_length=5 or pass words=.")
         self.word_length, self.max_turns = word_length, max_turns
         self.target: str | None = None
         self.history: list[tuple[str, str]] = []

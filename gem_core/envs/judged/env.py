@@ -13,6 +13,7 @@ from typing import Any
 
 from gem_core.env import StepResult
 from gem_core.envs.dataset import DataFiles, DatasetEnv
+from gem_core.errors import InvalidArgument, ResetNeeded
 from gem_core.judge.client import Judge
 from gem_core.judge.rubric import Rubric
 from gem_core.wrappers.judged import Judged
@@ -62,7 +63,7 @@ class OpenTaskEnv(DatasetEnv):
 
     def step(self, action: str) -> StepResult:
         if self.index is None:
-            raise RuntimeError("Call reset() before step().")
+            raise ResetNeeded("Call reset() before step().")
         if not isinstance(action, str) or not action.strip():
             return self.invalid_action("No answer: reply with your answer as text.")
         return "Your answer was recorded.", 0.0, True, False, {"answer_chars": len(action)}
@@ -99,7 +100,7 @@ def make_judged_task(
     owned = False
     if judge is None and (judge_url or judge_model):
         if not (judge_url and judge_model):
-            raise ValueError("Give both judge_url= and judge_model= (gem eval: --judge-url and --judge-model), or judge=Judge(...).")
+            raise InvalidArgument("Give both judge_url= and judge_model= (gem eval: --judge-url and --judge-model), or judge=Judge(...).")
         judge, owned = Judge(judge_url, judge_model, cache=judge_cache), True
     env = OpenTaskEnv(dataset_path, **env_kwargs)
     return Judged(env, judge, rubric, on="final", truncate_on_error=truncate_on_error, close_judge=owned)

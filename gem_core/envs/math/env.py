@@ -15,6 +15,7 @@ from gem_core.envs.dataset import DataFiles, DatasetEnv
 from gem_core.envs.math.answer import BOXED_HINT, extract_boxed
 from gem_core.envs.math.grading import grade
 from gem_core.envs.scoring_pool import report_scoring
+from gem_core.errors import InvalidArgument, ResetNeeded
 
 __all__ = ["MathEnv", "gold_from_field"]
 
@@ -35,7 +36,7 @@ def gold_from_field(value: Any, answer_format: str = "plain") -> str:
         boxed = extract_boxed(text)
         return boxed if boxed is not None else text
     if answer_format != "plain":
-        raise ValueError(f"answer_format must be 'plain', 'gsm8k' or 'boxed', got {answer_format!r}.")
+        raise InvalidArgument(f"answer_format must be 'plain', 'gsm8k' or 'boxed', got {answer_format!r}.")
     return text
 
 
@@ -93,7 +94,7 @@ class MathEnv(DatasetEnv):
 
     def step(self, action: str) -> StepResult:
         if self.index is None:
-            raise RuntimeError("Call reset() before step().")
+            raise ResetNeeded("Call reset() before step().")
         answer = extract_boxed(action) if isinstance(action, str) else None
         if not answer:
             return self.invalid_action("No final answer found: put it inside \\boxed{}, e.g. \\boxed{42}.", gold=self.gold)

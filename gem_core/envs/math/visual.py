@@ -18,7 +18,7 @@ from typing import Any
 
 from gem_core.envs.dataset import DataFiles
 from gem_core.envs.math.env import MathEnv
-from gem_core.errors import DependencyNotInstalled
+from gem_core.errors import DependencyNotInstalled, InvalidArgument
 
 __all__ = ["MathVisualEnv", "load_images"]
 
@@ -39,7 +39,7 @@ def _image_module() -> Any:
 def _open(Image: Any, source: Any) -> Any:
     image = Image.open(source)
     if image.width * image.height > MAX_PIXELS:
-        raise ValueError(f"Figure of {image.width}x{image.height} pixels is over the {MAX_PIXELS}-pixel limit.")
+        raise InvalidArgument(f"Figure of {image.width}x{image.height} pixels is over the {MAX_PIXELS}-pixel limit.")
     return image.convert("RGB")
 
 
@@ -57,7 +57,7 @@ def load_images(cell: Any, folder: Path | None) -> list[Any]:
     Image = _image_module()
     items = cell if isinstance(cell, (list, tuple)) else [cell]
     if len(items) > MAX_IMAGES:
-        raise ValueError(f"A row has {len(items)} images; at most {MAX_IMAGES} are read.")
+        raise InvalidArgument(f"A row has {len(items)} images; at most {MAX_IMAGES} are read.")
     images = []
     for item in items:
         if isinstance(item, Image.Image):
@@ -67,13 +67,13 @@ def load_images(cell: Any, folder: Path | None) -> list[Any]:
         elif isinstance(item, (str, dict)):
             name = item if isinstance(item, str) else item.get("path")
             if not name or folder is None:
-                raise ValueError(f"Image {name!r} is a file name, but the rows come from the hub, not a local file.")
+                raise InvalidArgument(f"Image {name!r} is a file name, but the rows come from the hub, not a local file.")
             path = (folder / name).resolve()
             if folder not in path.parents:
-                raise ValueError(f"Image {name!r} is outside {folder}; a row may only name files beside its data file.")
+                raise InvalidArgument(f"Image {name!r} is outside {folder}; a row may only name files beside its data file.")
             images.append(_open(Image, path))
         else:
-            raise ValueError(f"Cannot read an image from a {type(item).__name__} cell.")
+            raise InvalidArgument(f"Cannot read an image from a {type(item).__name__} cell.")
     return images
 
 
@@ -90,7 +90,7 @@ class MathVisualEnv(MathEnv):
     ):
         super().__init__(dataset_path, data_files=data_files, **kwargs)
         if image_field not in self.rows.column_names:
-            raise ValueError(
+            raise InvalidArgument(
                 f"Dataset {dataset_path or data_files!r} has no column {image_field!r}; its columns are "
                 f"{self.rows.column_names}. Pass image_field= naming the one that holds the figures."
             )

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gem_core.envs.game.action_format import extract_boxed
+from gem_core.errors import InvalidArgument, ResetNeeded
 from gem_core.multi_agent import MultiAgentEnv, MultiStepResult
 
 __all__ = ["Password", "load_words"]
@@ -39,7 +40,7 @@ class Password(MultiAgentEnv):
 
     def __init__(self, max_rounds: int = 3, max_invalid: int = 3, words_file: str | None = None):
         if max_rounds < 1 or max_invalid < 1:
-            raise ValueError(f"max_rounds and max_invalid must be at least 1, got {max_rounds} and {max_invalid}.")
+            raise InvalidArgument(f"max_rounds and max_invalid must be at least 1, got {max_rounds} and {max_invalid}.")
         self.max_rounds, self.max_invalid = max_rounds, max_invalid
         self.words = sorted(load_words(words_file or WORDS_FILE))
         self.secret = ""
@@ -86,7 +87,7 @@ class Password(MultiAgentEnv):
 
     def step(self, actions: Mapping[str, str]) -> MultiStepResult:  # type: ignore[override]
         if self.to_move is None:
-            raise RuntimeError("No game is in progress (none started yet, or it is over): call reset() before step().")
+            raise ResetNeeded("No game is in progress (none started yet, or it is over): call reset() before step().")
         agent = self.to_move
         self.check_actions(actions)
         text = (extract_boxed(actions[agent]) or "").strip().lower()

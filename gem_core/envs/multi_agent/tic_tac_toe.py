@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gem_core.envs.game.action_format import extract_boxed
+from gem_core.errors import InvalidArgument, ResetNeeded
 from gem_core.multi_agent import MultiAgentEnv, MultiStepResult
 
 __all__ = ["TicTacToe", "LINES"]
@@ -24,7 +25,7 @@ class TicTacToe(MultiAgentEnv):
 
     def __init__(self, max_invalid: int = 3):
         if max_invalid < 1:
-            raise ValueError(f"max_invalid must be at least 1, got {max_invalid}.")
+            raise InvalidArgument(f"max_invalid must be at least 1, got {max_invalid}.")
         self.max_invalid = max_invalid
         self.board = [" "] * 9
         self.to_move: str | None = None
@@ -64,7 +65,7 @@ class TicTacToe(MultiAgentEnv):
 
     def step(self, actions: Mapping[str, str]) -> MultiStepResult:  # type: ignore[override]
         if self.to_move is None:
-            raise RuntimeError("No game is in progress (none started yet, or it is over): call reset() before step().")
+            raise ResetNeeded("No game is in progress (none started yet, or it is over): call reset() before step().")
         agent = self.to_move
         other = "o" if agent == "x" else "x"
         self.check_actions(actions)

@@ -19,6 +19,7 @@ from gem_core.envs.dataset import DataFiles, DatasetEnv
 from gem_core.envs.math.answer import extract_final_answer
 from gem_core.envs.qa.scoring import score_answer
 from gem_core.envs.scoring_pool import report_scoring, scoring_pool
+from gem_core.errors import InvalidArgument, ResetNeeded
 
 __all__ = ["QAEnv", "gold_answers"]
 
@@ -83,7 +84,7 @@ class QAEnv(DatasetEnv):
         score_timeout: float | None = 5.0,
     ):
         if reward not in ("em", "f1"):
-            raise ValueError(f"reward must be 'em' (exact match) or 'f1', got {reward!r}.")
+            raise InvalidArgument(f"reward must be 'em' (exact match) or 'f1', got {reward!r}.")
         super().__init__(
             dataset_path, dataset_name=dataset_name, split=split, data_files=data_files,
             fields={"question_field": question_field, "answer_field": answer_field},
@@ -104,7 +105,7 @@ class QAEnv(DatasetEnv):
 
     def step(self, action: str) -> StepResult:
         if self.index is None:
-            raise RuntimeError("Call reset() before step().")
+            raise ResetNeeded("Call reset() before step().")
         answer = extract_final_answer(action) if isinstance(action, str) else None
         if not answer:
             # The prompt's own instruction (True/False for the logic envs), else the generic one.

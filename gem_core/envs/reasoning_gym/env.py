@@ -23,7 +23,7 @@ from typing import Any
 from gem_core.env import Env, StepResult
 from gem_core.envs.math.answer import extract_final_answer
 from gem_core.envs.scoring_pool import report_scoring, scoring_pool
-from gem_core.errors import DependencyNotInstalled
+from gem_core.errors import DependencyNotInstalled, ResetNeeded
 
 __all__ = ["ReasoningGymEnv", "load_procedural_dataset"]
 
@@ -206,7 +206,7 @@ class ReasoningGymEnv(Env):
 
     def step(self, action: str) -> StepResult:
         if self.index is None:
-            raise RuntimeError("Call reset() before step().")
+            raise ResetNeeded("Call reset() before step().")
         answer = extract_final_answer(action) if isinstance(action, str) else None
         if answer is None:
             return self.invalid_action("No final answer found. " + ANSWER_HINT)

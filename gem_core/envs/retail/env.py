@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from gem_core.env import Env, StepResult
-from gem_core.errors import GemError
+from gem_core.errors import GemError, InvalidArgument, ResetNeeded
 from gem_core.tools.calls import CALL_FORMATS, format_instruction, parse_native_calls
 
 __all__ = ["RetailService", "load_store", "load_tasks", "apply_action", "TOOLS"]
@@ -184,9 +184,9 @@ class RetailService(Env):
 
     def __init__(self, max_turns: int = 20, call_format: str = "hermes"):
         if max_turns < 1:
-            raise ValueError(f"max_turns must be at least 1, got {max_turns}.")
+            raise InvalidArgument(f"max_turns must be at least 1, got {max_turns}.")
         if call_format not in CALL_FORMATS:
-            raise ValueError(f"call_format must be one of {sorted(CALL_FORMATS)}, got {call_format!r}.")
+            raise InvalidArgument(f"call_format must be one of {sorted(CALL_FORMATS)}, got {call_format!r}.")
         self.max_turns, self.call_format = max_turns, call_format
         self.tasks = load_tasks()
         self.task: dict[str, Any] = {}
@@ -242,7 +242,7 @@ class RetailService(Env):
 
     def step(self, action: str) -> StepResult:
         if not self.task:
-            raise RuntimeError("Call reset() before step().")
+            raise ResetNeeded("Call reset() before step().")
         self.turn += 1
         out_of_turns = self.turn >= self.max_turns
         calls = parse_native_calls(self.call_format, action)

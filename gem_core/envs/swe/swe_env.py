@@ -47,7 +47,7 @@ from gem_core.envs.swe.pack import (
     SAMPLE_SPEC_FILE, SPEC_FILE, SweError, SweTask, built_tasks_dir, default_home, load_pack,
 )
 from gem_core.envs.terminal.terminal_env import TerminalEnv
-from gem_core.errors import DependencyNotInstalled
+from gem_core.errors import DependencyNotInstalled, ResetNeeded
 from gem_core.tools.calls import CALL_FORMATS, format_instruction, parse_native_calls
 from gem_core.tools.sandbox import SandboxConfig, SandboxResult, resolve_mode
 from gem_core.tools.sandbox.shell import run_shell
@@ -208,7 +208,7 @@ class SweEnv(TerminalEnv):
 
     def step(self, action: str) -> StepResult:
         if self.task is None or self.work_dir is None:
-            raise RuntimeError("Call reset() before step().")
+            raise ResetNeeded("Call reset() before step().")
         self.turn += 1
         calls = parse_native_calls(self.call_format, action) if isinstance(action, str) else []
         if not calls or calls[-1].error:

@@ -49,6 +49,7 @@ from typing import Any
 
 from gem_core.env import Env, StepResult
 from gem_core.envs.terminal.checker_view import checker_files
+from gem_core.errors import InvalidArgument, ResetNeeded
 from gem_core.tools.sandbox import SandboxConfig, SandboxResult, resolve_mode
 from gem_core.tools.sandbox.config import MIB
 from gem_core.tools.sandbox.shell import WorkDir, run_shell
@@ -100,7 +101,7 @@ def load_tasks(data_dir: str | Path = DATA_DIR) -> tuple[TerminalTask, ...]:
             solution=(directory / "solution.sh").read_text(encoding="utf-8"),
         ))
     if not tasks:
-        raise ValueError(f"No terminal task under {data_dir} (expected <name>/task.json, files/, check.sh).")
+        raise InvalidArgument(f"No terminal task under {data_dir} (expected <name>/task.json, files/, check.sh).")
     return tuple(tasks)
 
 
@@ -154,10 +155,10 @@ class TerminalEnv(Env):
             by_name = {task.name: task for task in shipped}
             unknown = sorted(set(tasks) - set(by_name))
             if unknown or not tasks:
-                raise ValueError(f"tasks={list(tasks)!r}: unknown or empty; choose from {sorted(by_name)}.")
+                raise InvalidArgument(f"tasks={list(tasks)!r}: unknown or empty; choose from {sorted(by_name)}.")
             shipped = tuple(by_name[name] for name in tasks)
         if max_turns < 1 or command_timeout <= 0 or max_output_chars < 100 or max_work_mb < 1:
-            raise ValueError("Need max_turns >= 1, command_timeout > 0, max_output_chars >= 100 and max_work_mb >= 1.")
+            raise InvalidArgument("Need max_turns >= 1, command_timeout > 0, max_output_chars >= 100 and max_work_mb >= 1.")
         self.tasks = shipped
         self.max_turns, self.command_timeout, self.memory_mb = max_turns, float(command_timeout), memory_mb
         self.max_output_chars = max_output_chars
@@ -178,7 +179,7 @@ class TerminalEnv(Env):
         if options and "task" in options:
             names = [task.name for task in self.tasks]
             if options["task"] not in names:
-                raise ValueError(f"options['task']={options['task']!r} is not one of {names}.")
+                raise InvalidArgument(f"options['task']={options['task']!r} is not one of {names}.")
             index = names.index(options["task"])
         self.task, self.turn = self.tasks[index], 0
         self._new_work_dir({name: (0o644, data) for name, data in self.task.files.items()})
@@ -192,7 +193,7 @@ class TerminalEnv(Env):
 
     def step(self, action: str) -> StepResult:
         if self.task is None or self.work_dir is None:
-            raise RuntimeError("Call reset() before step().")
+            raise ResetNeeded("Call reset() before step().")
         self.turn += 1
         out_of_turns = self.turn >= self.max_turns
         command = extract_command(action)
@@ -370,7 +371,7 @@ def _read_tree(root: str) -> dict[str, tuple[int, bytes | str | None]]:
             for name in sorted(os.listdir(directory)):
                 path, key = os.path.join(directory, name), os.path.join(relative, name)
                 if len(key) > MAX_SNAPSHOT_PATH:
-                    raise ValueError(
+                    raise InvalidArgument(
                         f"The working directory holds a path of {len(key)}+ characters ({key[:80]}...), too long to "
                         f"snapshot: get_state() keeps paths up to {MAX_SNAPSHOT_PATH} characters, which a copy can "
                         "recreate. The episode can go on (and reset() deletes the tree); take no snapshot of it."

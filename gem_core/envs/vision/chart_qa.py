@@ -20,7 +20,7 @@ from gem_core.env import StepResult
 from gem_core.envs.game.action_format import extract_boxed
 from gem_core.envs.game.turn_based import TurnBasedGame
 from gem_core.envs.vision.charts import ChartItem
-from gem_core.errors import DependencyNotInstalled
+from gem_core.errors import DependencyNotInstalled, InvalidArgument, ResetNeeded
 
 __all__ = ["ChartQA", "load_items", "load_image"]
 
@@ -51,7 +51,7 @@ class ChartQA(TurnBasedGame):
 
     def __init__(self, max_turns: int = 2):
         if max_turns < 1:
-            raise ValueError(f"max_turns must be at least 1, got {max_turns}.")
+            raise InvalidArgument(f"max_turns must be at least 1, got {max_turns}.")
         self.max_turns = max_turns
         self.turn = 0
         self.index: int | None = None
@@ -59,7 +59,7 @@ class ChartQA(TurnBasedGame):
     @property
     def item(self) -> ChartItem:
         if self.index is None:
-            raise RuntimeError("Call reset() before step().")
+            raise ResetNeeded("Call reset() before step().")
         return load_items()[self.index]
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
