@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gem_core.errors import InvalidArgument
 from gem_core.transport.json_depth import nests_deeper_than
 from gem_core.tools.tags import tag_spans
 
@@ -169,7 +170,7 @@ def parse_native_calls(call_format: str | CallParser, action: str) -> list[Nativ
     try:
         parser = CALL_FORMATS[call_format]
     except KeyError:
-        raise ValueError(f"call_format={call_format!r}: expected one of {sorted(CALL_FORMATS)} (or None for GEM tags).") from None
+        raise InvalidArgument(f"call_format={call_format!r}: expected one of {sorted(CALL_FORMATS)} (or None for GEM tags).") from None
     return parser(action)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gem_core.errors import InvalidArgument
 from gem_core.transport.http_call import CallFailed, Reply, arequest
 from gem_core.transport.sync_bridge import run_sync
 from gem_core.tools.tags import tag_spans
@@ -73,9 +74,9 @@ class SearchTool:
         import httpx  # noqa: F401  (fail at setup, not at the first call, when the extra is missing)
 
         if topk < 1:
-            raise ValueError(f"SearchTool(topk={topk}): expected at least 1 passage per query.")
+            raise InvalidArgument(f"SearchTool(topk={topk}): expected at least 1 passage per query.")
         if max_chars < 1:
-            raise ValueError(f"SearchTool(max_chars={max_chars}): expected a positive observation length.")
+            raise InvalidArgument(f"SearchTool(max_chars={max_chars}): expected a positive observation length.")
         self.url = url
         self.topk = topk
         self.timeout = timeout

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import NamedTuple
 
+from gem_core.errors import InvalidArgument
+
 __all__ = ["TagSpan", "tag_spans"]
 
 
@@ -33,7 +35,7 @@ def tag_spans(text: object, open_tag: str, close_tag: str) -> Iterator[TagSpan]:
     the first ``close_tag`` after its opener: the matches of ``open(.*?)close`` with ``re.DOTALL``.
     An action that is not a str holds no tags: the env behind the tool answers it as malformed."""
     if not open_tag or not close_tag:
-        raise ValueError("tag_spans needs non-empty opening and closing tags")
+        raise InvalidArgument("tag_spans needs non-empty opening and closing tags")
     if not isinstance(text, str):
         return
     position = 0

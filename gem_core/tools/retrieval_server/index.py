@@ -7,6 +7,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from gem_core.errors import InvalidArgument
+
 __all__ = ["BM25Index", "load_corpus", "shipped_corpus_path"]
 
 
@@ -28,25 +30,25 @@ def load_corpus(path: str | Path) -> list[dict[str, Any]]:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as error:
                 bad = raw[error.start]
-                raise ValueError(f"{path}:{number}: not UTF-8 text (byte 0x{bad:02x}); save the corpus as UTF-8.") from None
+                raise InvalidArgument(f"{path}:{number}: not UTF-8 text (byte 0x{bad:02x}); save the corpus as UTF-8.") from None
             if not line.strip():
                 continue
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as error:
-                raise ValueError(f"{path}:{number}: not a JSON object ({error}); expected one document per line.") from None
+                raise InvalidArgument(f"{path}:{number}: not a JSON object ({error}); expected one document per line.") from None
             if not isinstance(record, dict) or not ("contents" in record or "text" in record):
-                raise ValueError(f"{path}:{number}: a document needs a 'contents' or a 'text' field.")
+                raise InvalidArgument(f"{path}:{number}: a document needs a 'contents' or a 'text' field.")
             for key in ("contents", "text", "title"):
                 if key in record and not isinstance(record[key], str) and not (key == "title" and record[key] is None):
-                    raise ValueError(f"{path}:{number}: {key!r} must be a string, got {type(record[key]).__name__}.")
+                    raise InvalidArgument(f"{path}:{number}: {key!r} must be a string, got {type(record[key]).__name__}.")
             if "contents" not in record:
                 title = record.get("title")
                 record["contents"] = f'"{title}"\n{record["text"]}' if title else str(record["text"])
             record.setdefault("id", str(len(documents)))
             documents.append(record)
     if not documents:
-        raise ValueError(f"{path}: the corpus is empty.")
+        raise InvalidArgument(f"{path}: the corpus is empty.")
     return documents
 
 

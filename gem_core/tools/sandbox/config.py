@@ -7,7 +7,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from gem_core.errors import GemError
+from gem_core.errors import GemError, InvalidArgument
 from gem_core.settings import environment_value
 
 __all__ = [
@@ -55,7 +55,7 @@ def resolve_backend(backend: str | None = None) -> str:
     chosen = backend or environment_value("GEM_SANDBOX_BACKEND") or "local"
     if chosen not in BACKENDS:
         source = "sandbox_backend" if backend else "GEM_SANDBOX_BACKEND"
-        raise ValueError(f"{source}={chosen!r} is not a sandbox backend; choose one of {BACKENDS}.")
+        raise InvalidArgument(f"{source}={chosen!r} is not a sandbox backend; choose one of {BACKENDS}.")
     return chosen
 
 
@@ -72,7 +72,7 @@ def pool_size_from_environment(default: int = 4) -> int:
     try:
         return max(0, int(value))
     except ValueError:
-        raise ValueError(f"GEM_SANDBOX_POOL must be a whole number of workers, got {value!r}.") from None
+        raise InvalidArgument(f"GEM_SANDBOX_POOL must be a whole number of workers, got {value!r}.") from None
 
 
 @dataclass(frozen=True)

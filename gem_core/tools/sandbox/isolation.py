@@ -26,6 +26,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
+from gem_core.errors import InvalidArgument
 from gem_core.tools.sandbox.config import MIB, MODES, SandboxConfig, SandboxUnavailableError, mode_from_environment
 from gem_core.tools.sandbox.socket_memory import check_available
 from gem_core.tools.sandbox.syscall_filter import compiled_filter
@@ -136,7 +137,7 @@ class BwrapLaunch:
 
     def _pipe_with(self, data: bytes) -> int:
         if len(data) > 60_000:  # a pipe holds 64 KiB before a writer blocks
-            raise ValueError("bwrap arguments too long for a pipe")
+            raise InvalidArgument("bwrap arguments too long for a pipe")
         read, write = os.pipe()
         try:
             os.write(write, data)
@@ -196,7 +197,7 @@ def _arguments(config: SandboxConfig, privileged: bool, zygote: bool) -> list[st
         if not mount.is_absolute() or mount == Path("/") or any(
             _is_within(Path(d), mount) or _is_within(mount, Path(d)) for d in (*interpreter_dirs, *SYSTEM_DIRS, "/tmp", "/proc", "/dev")
         ):
-            raise ValueError(
+            raise InvalidArgument(
                 f"SandboxConfig.work_mount={config.work_mount!r} would cover or sit inside a directory the sandbox "
                 "needs; pick an absolute path of its own, such as '/workspace'."
             )
@@ -279,7 +280,7 @@ def resolve_mode(mode: str | None = None, python: str = sys.executable) -> str:
     """
     chosen = mode or mode_from_environment() or "bwrap"
     if chosen not in MODES:
-        raise ValueError(f"Unknown sandbox mode {chosen!r}: expected one of {', '.join(MODES)}.")
+        raise InvalidArgument(f"Unknown sandbox mode {chosen!r}: expected one of {', '.join(MODES)}.")
     reason = probe_cached(chosen, python)
     if reason is not None:
         raise SandboxUnavailableError(

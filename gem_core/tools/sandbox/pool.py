@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 
+from gem_core.errors import InvalidArgument, UsageError
 from gem_core.tools.sandbox.config import (
     FunctionCall,
     SandboxConfig,
@@ -131,7 +132,7 @@ class SandboxPool:
             self._after_fork()
         with self._lock:
             if self._closed:
-                raise RuntimeError("This sandbox pool is closed.")
+                raise UsageError("This sandbox pool is closed.")
             if self._zygote is None or not self._zygote.alive():
                 if self._zygote is not None:
                     self._zygote.close()
@@ -166,9 +167,9 @@ class SandboxPool:
     ) -> SandboxResult:
         """Run ``code`` in a fresh worker of this pool (see :func:`run_python`)."""
         if timeout <= 0:
-            raise ValueError(f"timeout must be positive seconds, got {timeout}.")
+            raise InvalidArgument(f"timeout must be positive seconds, got {timeout}.")
         if memory_mb < 16:
-            raise ValueError(f"memory_mb must be at least 16 (MiB), got {memory_mb}.")
+            raise InvalidArgument(f"memory_mb must be at least 16 (MiB), got {memory_mb}.")
         request = {
             "code": code,
             "stdin": stdin,

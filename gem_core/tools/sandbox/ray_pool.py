@@ -30,6 +30,7 @@ import threading
 import time
 from typing import Any, Callable
 
+from gem_core.errors import InvalidArgument
 from gem_core.tools.sandbox.config import FunctionCall, SandboxResult, SandboxUnavailableError, ray_resource_from_environment
 
 __all__ = ["RaySandboxPool", "default_ray_pool", "ACTOR_SHARE", "NAMESPACE"]
@@ -50,7 +51,7 @@ def _check_target(target: str) -> tuple[str, str]:
     """``(module, function)`` of a ``"package.module:function"`` reference; refused here, before it travels."""
     module_name, _, attr = target.partition(":") if isinstance(target, str) else ("", "", "")
     if not module_name or not attr:
-        raise ValueError(f"A sandbox node call names its function as 'package.module:function', got {target!r}.")
+        raise InvalidArgument(f"A sandbox node call names its function as 'package.module:function', got {target!r}.")
     return module_name, attr
 
 

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from gem_core.errors import InvalidArgument
 from gem_core.tools.sandbox.accounting import SandboxMonitor
 from gem_core.tools.sandbox.config import MIB, SandboxConfig, SandboxResult, SandboxUnavailableError
 from gem_core.tools.sandbox.isolation import ENV, bwrap_launch, site_dirs
@@ -42,7 +43,7 @@ def _work_dir_owner(work_dir: str | None) -> int:
         return 0
     owner = os.stat(work_dir).st_uid
     if owner == 0:
-        raise ValueError(
+        raise InvalidArgument(
             f"SandboxConfig.work_dir {work_dir!r} is owned by root: the sandbox would run as root. Create it "
             "with gem_core.tools.sandbox.shell.WorkDir, which gives it an unprivileged owner of its own."
         )
