@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from gem_core.errors import DependencyNotInstalled, causes
+from gem_core.errors import DependencyNotInstalled, InvalidArgument, causes
 from gem_core.judge.cache import VerdictCache, verdict_key
 from gem_core.judge.prompt import PROMPT_VERSION, PromptBuilder, build_messages, new_nonce
 from gem_core.judge.rubric import Rubric
@@ -106,9 +106,9 @@ class Judge:
         transport: Any = None,
     ):
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
-            raise ValueError(f"Judge base_url must be an http:// or https:// URL such as http://127.0.0.1:8000/v1, got {base_url!r}.")
+            raise InvalidArgument(f"Judge base_url must be an http:// or https:// URL such as http://127.0.0.1:8000/v1, got {base_url!r}.")
         if not isinstance(model, str) or not model:
-            raise ValueError("Judge needs the judge model's served name (model=..., --judge-model).")
+            raise InvalidArgument("Judge needs the judge model's served name (model=..., --judge-model).")
         _check_options(timeout=timeout, deadline=deadline, max_retries=max_retries, max_in_flight=max_in_flight,
                        max_tokens=max_tokens, max_text_chars=max_text_chars, temperature=temperature, prompt=prompt, cache=cache)
         try:
@@ -275,7 +275,7 @@ def _check_options(**given: Any) -> None:
 
     def refuse(name: str, rule: str) -> None:
         flag = f" ({flags[name]})" if name in flags else ""
-        raise ValueError(f"Judge {name}={given[name]!r}{flag}: must be {rule}.")
+        raise InvalidArgument(f"Judge {name}={given[name]!r}{flag}: must be {rule}.")
 
     def real(value: Any) -> bool:
         return isinstance(value, _NUMBER) and not isinstance(value, bool) and math.isfinite(value)

@@ -10,6 +10,7 @@ import argparse
 import inspect
 from typing import Any
 
+from gem_core.errors import InvalidArgument
 from gem_core.judge.client import Judge
 from gem_core.judge.rubric import Rubric
 
@@ -40,10 +41,10 @@ def judge_from_args(args: argparse.Namespace) -> tuple[Judge | None, Rubric | No
     rubric_file = getattr(args, "judge_rubric", None)
     if not url and not model:
         if rubric_file or getattr(args, "judge_cache", None):
-            raise ValueError("--judge-rubric and --judge-cache need a judge: give --judge-url URL and --judge-model NAME.")
+            raise InvalidArgument("--judge-rubric and --judge-cache need a judge: give --judge-url URL and --judge-model NAME.")
         return None, None
     if not (url and model):
-        raise ValueError("give both --judge-url URL and --judge-model NAME (the judge's API root and served model name).")
+        raise InvalidArgument("give both --judge-url URL and --judge-model NAME (the judge's API root and served model name).")
     rubric = Rubric.load(rubric_file) if rubric_file else None
     judge = Judge(
         url, model, api_key=args.judge_api_key, timeout=args.judge_timeout, max_retries=args.judge_retries,

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gem_core.errors import InvalidArgument
+
 __all__ = ["Criterion", "Rubric", "DEFAULT_RUBRIC", "MAX_RUBRIC_BYTES"]
 
 #: The largest rubric file read (a rubric is a few hundred bytes; this only bounds a hostile file).
@@ -42,12 +44,12 @@ class Criterion:
         if not isinstance(self.name, str) or not self.name or len(self.name) > 64 or not all(
             ch.isascii() and (ch.isalnum() or ch in "_-") for ch in self.name
         ):
-            raise ValueError(f"Criterion name {self.name!r}: use 1-64 ASCII letters, digits, '_' or '-' (the verdict's JSON key).")
+            raise InvalidArgument(f"Criterion name {self.name!r}: use 1-64 ASCII letters, digits, '_' or '-' (the verdict's JSON key).")
         if not isinstance(self.description, str) or len(self.description) > _MAX_TEXT:
-            raise ValueError(f"Criterion {self.name!r}: the description must be a string of at most {_MAX_TEXT} characters.")
+            raise InvalidArgument(f"Criterion {self.name!r}: the description must be a string of at most {_MAX_TEXT} characters.")
         weight = self.weight
         if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight <= 0:
-            raise ValueError(f"Criterion {self.name!r}: weight must be a positive finite number, got {weight!r}.")
+            raise InvalidArgument(f"Criterion {self.name!r}: weight must be a positive finite number, got {weight!r}.")
         object.__setattr__(self, "weight", float(weight))  # 3 and 3.0 are one rubric, with one digest
 
 
@@ -72,21 +74,21 @@ class Rubric:
         criteria = tuple(self.criteria)
         object.__setattr__(self, "criteria", criteria)
         if not criteria or len(criteria) > _MAX_CRITERIA:
-            raise ValueError(f"A rubric needs 1 to {_MAX_CRITERIA} criteria, got {len(criteria)}.")
+            raise InvalidArgument(f"A rubric needs 1 to {_MAX_CRITERIA} criteria, got {len(criteria)}.")
         if not all(isinstance(c, Criterion) for c in criteria):
-            raise ValueError("Rubric.criteria must be Criterion objects; use Rubric.from_dict for plain data.")
+            raise InvalidArgument("Rubric.criteria must be Criterion objects; use Rubric.from_dict for plain data.")
         names = [c.name for c in criteria]
         if not math.isfinite(sum(c.weight for c in criteria)):
-            raise ValueError("the criteria's total weight must be finite (it overflows); use smaller weights, e.g. 1 to 10.")
+            raise InvalidArgument("the criteria's total weight must be finite (it overflows); use smaller weights, e.g. 1 to 10.")
         if len(set(names)) != len(names):
-            raise ValueError(f"Rubric criteria names must be distinct, got {names}.")
+            raise InvalidArgument(f"Rubric criteria names must be distinct, got {names}.")
         scale = tuple(self.scale) if isinstance(self.scale, (list, tuple)) else ()
         low, high = scale if len(scale) == 2 else (None, None)
         if any(isinstance(v, bool) or not isinstance(v, int) for v in (low, high)) or not (-1000 <= low < high <= 1000):
-            raise ValueError(f"Rubric scale must be two integers low < high within +-1000, e.g. [0, 10]; got {self.scale!r}.")
+            raise InvalidArgument(f"Rubric scale must be two integers low < high within +-1000, e.g. [0, 10]; got {self.scale!r}.")
         object.__setattr__(self, "scale", (low, high))
         if not isinstance(self.instructions, str) or len(self.instructions) > _MAX_TEXT:
-            raise ValueError(f"Rubric instructions must be a string of at most {_MAX_TEXT} characters.")
+            raise InvalidArgument(f"Rubric instructions must be a string of at most {_MAX_TEXT} characters.")
         object.__setattr__(self, "_digest", hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest())
 
     @property
@@ -117,19 +119,19 @@ class Rubric:
             ValueError: naming the field that is missing or malformed.
         """
         if not isinstance(data, Mapping):
-            raise ValueError(f"A rubric is a JSON object with 'criteria', got {type(data).__name__}.")
+            raise InvalidArgument(f"A rubric is a JSON object with 'criteria', got {type(data).__name__}.")
         unknown = set(data) - {"criteria", "scale", "instructions"}
         if unknown:
-            raise ValueError(f"Unknown rubric field(s) {sorted(unknown)}; a rubric has 'criteria', 'scale' and 'instructions'.")
+            raise InvalidArgument(f"Unknown rubric field(s) {sorted(unknown)}; a rubric has 'criteria', 'scale' and 'instructions'.")
         raw = data.get("criteria")
         if isinstance(raw, Mapping):
             raw = [{"name": name, "description": text} for name, text in raw.items()]
         if not isinstance(raw, list):
-            raise ValueError("Rubric 'criteria' must be a list of {'name', 'description', 'weight'} objects (or a name -> description object).")
+            raise InvalidArgument("Rubric 'criteria' must be a list of {'name', 'description', 'weight'} objects (or a name -> description object).")
         criteria = []
         for i, item in enumerate(raw[: _MAX_CRITERIA + 1]):
             if not isinstance(item, Mapping) or set(item) - {"name", "description", "weight"} or "name" not in item:
-                raise ValueError(f"Rubric criteria[{i}] must be an object with 'name', 'description' and an optional 'weight'.")
+                raise InvalidArgument(f"Rubric criteria[{i}] must be an object with 'name', 'description' and an optional 'weight'.")
             criteria.append(Criterion(item["name"], item.get("description", ""), item.get("weight", 1.0)))
         return cls(tuple(criteria), scale=data.get("scale", (0, 10)), instructions=data.get("instructions", ""))
 
@@ -140,15 +142,15 @@ class Rubric:
         with file.open("rb") as handle:
             text = handle.read(MAX_RUBRIC_BYTES + 1)
         if len(text) > MAX_RUBRIC_BYTES:
-            raise ValueError(f"Rubric file {file} is over {MAX_RUBRIC_BYTES} bytes; a rubric is a short JSON object.")
+            raise InvalidArgument(f"Rubric file {file} is over {MAX_RUBRIC_BYTES} bytes; a rubric is a short JSON object.")
         try:
             data = json.loads(text)
         except ValueError as exc:
-            raise ValueError(f"Rubric file {file} is not JSON: {exc}.") from None
+            raise InvalidArgument(f"Rubric file {file} is not JSON: {exc}.") from None
         try:
             return cls.from_dict(data)
         except ValueError as exc:
-            raise ValueError(f"Rubric file {file}: {exc}") from None
+            raise InvalidArgument(f"Rubric file {file}: {exc}") from None
 
     @classmethod
     def coerce(cls, value: Rubric | Mapping[str, Any] | str | os.PathLike | None) -> Rubric:
