@@ -17,6 +17,7 @@ import gymnasium as gym
 from gymnasium.wrappers import RecordEpisodeStatistics
 
 from gem_core.env import StepResult, episode_success
+from gem_core.errors import InvalidArgument
 from gem_core.wrappers.core import Wrapper
 
 __all__ = ["EpisodeStatistics"]
@@ -54,7 +55,7 @@ class EpisodeStatistics(RecordEpisodeStatistics, _Replay):
         inner = env
         while isinstance(inner, gym.Wrapper):  # a second recorder would fail at the first episode's end
             if isinstance(inner, RecordEpisodeStatistics):
-                raise ValueError(f"{env} already records episode statistics ({type(inner).__name__}); wrap it once.")
+                raise InvalidArgument(f"{env} already records episode statistics ({type(inner).__name__}); wrap it once.")
             inner = inner.env
         RecordEpisodeStatistics.__init__(self, env, buffer_length=buffer_length)
         self.format_errors = 0

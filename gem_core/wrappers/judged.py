@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gem_core.env import Env, StepResult, log_error_once
+from gem_core.errors import InvalidArgument, InvalidArgumentType
 from gem_core.judge.client import Judge, Verdict
 from gem_core.judge.rubric import Rubric
 from gem_core.wrappers.core import Wrapper
@@ -64,11 +65,11 @@ class Judged(Wrapper):
     ):
         super().__init__(env)
         if on not in ("final", "turn"):
-            raise ValueError(f"Judged(on={on!r}): expected 'final' (the episode's last answer) or 'turn' (every answer).")
+            raise InvalidArgument(f"Judged(on={on!r}): expected 'final' (the episode's last answer) or 'turn' (every answer).")
         if reward not in ("replace", "add"):
-            raise ValueError(f"Judged(reward={reward!r}): expected 'replace' or 'add'.")
+            raise InvalidArgument(f"Judged(reward={reward!r}): expected 'replace' or 'add'.")
         if judge is not None and not isinstance(judge, Judge):
-            raise TypeError(f"Judged(judge=...) takes a gem_core.judge.Judge or None, got {type(judge).__name__}.")
+            raise InvalidArgumentType(f"Judged(judge=...) takes a gem_core.judge.Judge or None, got {type(judge).__name__}.")
         self.judge, self.rubric, self.on, self.reward_mode = judge, Rubric.coerce(rubric), on, reward
         self.reference_source, self.truncate_on_error, self.close_judge = reference, truncate_on_error, close_judge
         self.task = ""

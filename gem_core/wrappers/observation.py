@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from gem_core.env import StepResult
+from gem_core.errors import InvalidArgument
 from gem_core.wrappers.core import Wrapper
 
 __all__ = ["ObservationFormat", "ObservationMode"]
@@ -31,7 +32,7 @@ class ObservationFormat(Wrapper):
 
     def __init__(self, env, mode: ObservationMode = "raw", *, system_prompt: str | None = None):
         if mode not in _MODES:
-            raise ValueError(f"ObservationFormat(mode={mode!r}): expected one of {', '.join(_MODES)}.")
+            raise InvalidArgument(f"ObservationFormat(mode={mode!r}): expected one of {', '.join(_MODES)}.")
         super().__init__(env)
         self.mode = mode
         self.system_prompt = system_prompt

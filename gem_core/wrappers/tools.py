@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gem_core.env import Env, StepResult
+from gem_core.errors import InvalidArgument
 from gem_core.tools.calls import CALL_FORMATS, CallParser, format_instruction, parse_native_calls
 from gem_core.tools.tool import Tool, ToolCall, ToolResult
 from gem_core.wrappers.core import Wrapper
@@ -82,14 +83,14 @@ class ToolUse(Wrapper):
     ):
         super().__init__(env)
         if not tools:
-            raise ValueError("ToolUse needs at least one tool, e.g. ToolUse(env, [PythonTool()]).")
+            raise InvalidArgument("ToolUse needs at least one tool, e.g. ToolUse(env, [PythonTool()]).")
         names = [tool.name for tool in tools]
         if len(set(names)) != len(names):
-            raise ValueError(f"ToolUse: tool names must be distinct, got {names}.")
+            raise InvalidArgument(f"ToolUse: tool names must be distinct, got {names}.")
         if max_tool_calls < 0:
-            raise ValueError(f"ToolUse(max_tool_calls={max_tool_calls}): expected a number of calls >= 0.")
+            raise InvalidArgument(f"ToolUse(max_tool_calls={max_tool_calls}): expected a number of calls >= 0.")
         if call_format is not None and not callable(call_format) and call_format not in CALL_FORMATS:
-            raise ValueError(
+            raise InvalidArgument(
                 f"ToolUse(call_format={call_format!r}): expected one of {sorted(CALL_FORMATS)}, or None for GEM tags."
             )
         self.call_format = call_format

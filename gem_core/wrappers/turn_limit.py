@@ -6,6 +6,7 @@ import numbers
 from typing import Any
 
 from gem_core.env import StepResult
+from gem_core.errors import InvalidArgument
 from gem_core.wrappers.core import Wrapper
 
 __all__ = ["TurnLimit", "check_max_turns"]
@@ -15,7 +16,7 @@ def check_max_turns(max_turns: Any, where: str) -> int | None:
     """``max_turns`` if it is a positive whole number of turns or None; else a ValueError naming ``where``
     (the one rule for ``register``, ``make`` and :class:`TurnLimit`: 2.5, True and "3" are not turn counts)."""
     if max_turns is not None and (isinstance(max_turns, bool) or not isinstance(max_turns, numbers.Integral) or max_turns < 1):
-        raise ValueError(f"{where}: max_turns={max_turns!r} must be a positive whole number of turns, or None.")
+        raise InvalidArgument(f"{where}: max_turns={max_turns!r} must be a positive whole number of turns, or None.")
     return max_turns
 
 
@@ -28,7 +29,7 @@ class TurnLimit(Wrapper):
 
     def __init__(self, env, max_turns: int):
         if check_max_turns(max_turns, "TurnLimit") is None:
-            raise ValueError("TurnLimit: max_turns=None sets no limit; leave the wrapper out instead.")
+            raise InvalidArgument("TurnLimit: max_turns=None sets no limit; leave the wrapper out instead.")
         super().__init__(env)
         self.max_turns = max_turns
         self.turn = 0
