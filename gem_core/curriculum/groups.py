@@ -32,6 +32,7 @@ from gem_core.curriculum.metrics import tag_task
 from gem_core.curriculum.sampler import TaskSampler
 from gem_core.curriculum.task import TaskError
 from gem_core.env import episode_success
+from gem_core.errors import InvalidArgument
 from gem_core.rows.label import EpisodeLabel
 
 if TYPE_CHECKING:  # the sampler side of this package needs no rollout engine
@@ -72,16 +73,16 @@ def group_starts(sampler: TaskSampler, rows: Sequence[Any], group: int, *, rank:
             does not hand over its copies consecutively).
     """
     if isinstance(group, bool) or not isinstance(group, int) or group < 1:
-        raise ValueError(f"group must be a positive number of copies per prompt, got {group!r}.")
+        raise InvalidArgument(f"group must be a positive number of copies per prompt, got {group!r}.")
     if not 0 <= rank < world:
-        raise ValueError(f"rank {rank} is not one of the {world} processes.")
+        raise InvalidArgument(f"rank {rank} is not one of the {world} processes.")
     local = len(rows)
     if (local * world) % group:
-        raise ValueError(f"The batch of {local * world} rows is not a whole number of groups of {group}; "
+        raise InvalidArgument(f"The batch of {local * world} rows is not a whole number of groups of {group}; "
                          "set the batch size to a multiple of the group size (GRPO's num_generations).")
     for i in range(1, local):
         if (rank * local + i) % group and rows[i] != rows[i - 1]:
-            raise ValueError(f"Rows {i - 1} and {i} belong to one group of {group} but differ: the trainer does not hand over "
+            raise InvalidArgument(f"Rows {i - 1} and {i} belong to one group of {group} but differ: the trainer does not hand over "
                              "a prompt's copies consecutively, so they cannot share an episode start.")
     starts = sampler.draw(local * world // group)
     return [starts[(rank * local + i) // group] for i in range(local)]
@@ -111,7 +112,7 @@ class GroupStarts:
     def __init__(self, sampler: TaskSampler, copies: int, *, state_dir: str | os.PathLike[str] | None = None, max_open: int = 4096):
         for name, value in (("copies", copies), ("max_open", max_open)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+                raise InvalidArgument(f"{name} must be a positive integer, got {value!r}.")
         self.sampler, self.copies, self.max_open, self.state_dir = sampler, copies, max_open, state_dir
         self._open: OrderedDict[Hashable, list[Any]] = OrderedDict()  # key -> [start, copies handed out]
         self._finished = 0
@@ -245,7 +246,7 @@ class RowStarts:
 
     async def start(self, key: Hashable, row_label: EpisodeLabel | None = None) -> EpisodeLabel:
         if row_label is None:
-            raise ValueError("Without a task sampler an episode starts at its row's label: pass start(key, row_label).")
+            raise InvalidArgument("Without a task sampler an episode starts at its row's label: pass start(key, row_label).")
         return row_label
 
     async def finish(self, start: EpisodeLabel, trajectory: TokenTrajectory) -> None:

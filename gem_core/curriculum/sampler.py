@@ -27,6 +27,7 @@ import numpy as np
 from gem_core.curriculum.stats import TaskStats
 from gem_core.curriculum.task import Task, TaskError, check_task_envs, metric_name, task_name
 from gem_core.curriculum.weighting import WEIGHTINGS, Weighting, informative_group_probability, with_floor
+from gem_core.errors import InvalidArgument
 from gem_core.rows.label import EpisodeLabel
 
 __all__ = ["STATE_FORMAT", "SamplerStateError", "TaskSampler"]
@@ -171,7 +172,7 @@ class TaskSampler:
         """The next ``k`` episode starts, all from the current probabilities (one per GRPO group: give every
         copy of a group the same start)."""
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-            raise ValueError(f"draw(k) needs a number of episode starts >= 0, got {k!r}.")
+            raise InvalidArgument(f"draw(k) needs a number of episode starts >= 0, got {k!r}.")
         cumulative = list(itertools.accumulate(self.probabilities().values()))
         starts = []
         for _ in range(k):

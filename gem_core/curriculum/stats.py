@@ -11,6 +11,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from gem_core.errors import InvalidArgument
+
 __all__ = ["TaskStats"]
 
 
@@ -28,7 +30,7 @@ class TaskStats:
 
     def __post_init__(self) -> None:
         if isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 2:
-            raise ValueError(f"window must be an integer of at least 2 episodes, got {self.window!r}.")
+            raise InvalidArgument(f"window must be an integer of at least 2 episodes, got {self.window!r}.")
         self.recent_success = deque((bool(s) for s in self.recent_success), maxlen=self.window)
         self.recent_return = deque((float(r) for r in self.recent_return), maxlen=self.window)
 
