@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gem_core.errors import InvalidArgument
 from gem_core.rows.label import EpisodeLabel, LabelError, make_label_env, parse_label
 from gem_core.rows.mixture import env_weights, mixture_draws
 from gem_core.rollout.options import check_episode_options
@@ -71,9 +72,9 @@ def episode_rows(
     """
     if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
         what = "rows of the mixture" if isinstance(env_ids, Mapping) else "episodes per env id"
-        raise ValueError(f"n (the number of {what}) must be a positive integer, got {n!r}.")
+        raise InvalidArgument(f"n (the number of {what}) must be a positive integer, got {n!r}.")
     if isinstance(seed_start, bool) or not isinstance(seed_start, numbers.Integral) or not 0 <= seed_start <= MAX_SEED - n + 1:
-        raise ValueError(f"seed_start must be 0 or more (gymnasium seeds are non-negative), with seed_start + n - 1 at most "
+        raise InvalidArgument(f"seed_start must be 0 or more (gymnasium seeds are non-negative), with seed_start + n - 1 at most "
                          f"{MAX_SEED} (a dataset column holds 64-bit seeds), got {seed_start!r}.")
     check_episode_options("make_dataset", system_prompt=system_prompt)
     n, seed_start = int(n), int(seed_start)
@@ -86,12 +87,12 @@ def episode_rows(
     elif isinstance(env_ids, (str, Sequence)):
         ids = [env_ids] if isinstance(env_ids, str) else list(env_ids)
     else:
-        raise ValueError(f"env_ids is an env id, a list of env ids or a mixture {{env_id: weight}}, got {env_ids!r}.")
+        raise InvalidArgument(f"env_ids is an env id, a list of env ids or a mixture {{env_id: weight}}, got {env_ids!r}.")
     if not ids:
-        raise ValueError("episode_rows needs at least one env id.")
+        raise InvalidArgument("episode_rows needs at least one env id.")
     repeated = sorted({env_id for env_id in ids if ids.count(env_id) > 1})
     if repeated:  # its rows would repeat the same seeds, so the same episodes
-        raise ValueError(f"env id(s) {', '.join(repeated)} given more than once would repeat the same episodes: give each "
+        raise InvalidArgument(f"env id(s) {', '.join(repeated)} given more than once would repeat the same episodes: give each "
                          "once (n rows each), or a mixture {env_id: weight} for unequal shares.")
     labels = {env_id: parse_label({"env_id": env_id, "seed": seed_start, "env_kwargs": dict(env_kwargs or {})}) for env_id in ids}
     if not with_messages:  # nothing below builds the envs: build each once, so bad kwargs fail now
@@ -146,5 +147,5 @@ def refuse_system_prompt(system_prompt: str | None, framework: str, where: str) 
     """For frameworks whose rows carry only the label (the agent renders the first observation itself):
     a system prompt given to ``make_dataset`` would be silently lost, so it is refused, naming ``where`` it goes."""
     if system_prompt is not None:
-        raise ValueError(f"{framework}'s rows carry no messages (its agent renders the first observation), so make_dataset "
+        raise InvalidArgument(f"{framework}'s rows carry no messages (its agent renders the first observation), so make_dataset "
                          f"cannot hold a system prompt; set it in {where}.")
