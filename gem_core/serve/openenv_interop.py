@@ -39,6 +39,7 @@ from openenv.core.env_server import Action, Environment, Observation, State, cre
 from pydantic import Field, ValidationError
 
 from gem_core.env import Env, StepResult
+from gem_core.errors import InvalidArgument, InvalidArgumentType, UnknownKey
 from gem_core.serve.asgi import json_bytes
 from gem_core.serve.remote import RemoteEnvError
 
@@ -127,7 +128,7 @@ def _open(environment: Any) -> Any:
     if _is_env(environment):
         return environment
     if not callable(environment):
-        raise TypeError(
+        raise InvalidArgumentType(
             f"OpenEnvEnv(environment={type(environment).__name__}): expected an OpenEnv Environment, an OpenEnv client "
             "(GenericEnvClient(base_url=...).sync()) or a callable that builds one."
         )
@@ -135,7 +136,7 @@ def _open(environment: Any) -> Any:
     if isinstance(built, EnvClient):
         return built.sync()
     if not _is_env(built):
-        raise TypeError(f"OpenEnvEnv: {environment!r} built a {type(built).__name__}, which has no reset() and step().")
+        raise InvalidArgumentType(f"OpenEnvEnv: {environment!r} built a {type(built).__name__}, which has no reset() and step().")
     return built
 
 
@@ -188,7 +189,7 @@ class OpenEnvEnv(Env):
         sample_action: Callable[[np.random.Generator], str] | None = None,
     ):
         if action_field not in action_cls.model_fields:
-            raise ValueError(f"OpenEnvEnv(action_field={action_field!r}): {action_cls.__name__} has fields {list(action_cls.model_fields)}; name the one that takes the text.")
+            raise InvalidArgument(f"OpenEnvEnv(action_field={action_field!r}): {action_cls.__name__} has fields {list(action_cls.model_fields)}; name the one that takes the text.")
         self.environment = _open(environment)
         self.action_cls, self.action_field = action_cls, action_field
         self.observation_field = observation_field
@@ -213,10 +214,10 @@ class OpenEnvEnv(Env):
     def _text(self, observation: Any) -> str:
         fields = observation.model_dump() if isinstance(observation, Observation) else observation
         if not isinstance(fields, dict):
-            raise TypeError(f"OpenEnvEnv: the env answered a {type(observation).__name__}, not an Observation or a dict of its fields.")
+            raise InvalidArgumentType(f"OpenEnvEnv: the env answered a {type(observation).__name__}, not an Observation or a dict of its fields.")
         if self.observation_field is not None:
             if self.observation_field not in fields:
-                raise KeyError(f"OpenEnvEnv(observation_field={self.observation_field!r}): the observation has fields {sorted(fields)[:20]}.")
+                raise UnknownKey(f"OpenEnvEnv(observation_field={self.observation_field!r}): the observation has fields {sorted(fields)[:20]}.")
             return str(fields[self.observation_field])
         fields = {k: v for k, v in fields.items() if k not in ("done", "reward", "metadata")}
         strings = [v for v in fields.values() if isinstance(v, str)]
