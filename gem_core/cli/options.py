@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
+from gem_core.errors import InvalidArgument
+
 __all__ = ["OneLineErrors", "env_kwargs_option", "folder_problem", "run_until_pipe_closes", "seed_option"]
 
 #: Python's own exit status when its stdout is a closed pipe (the docs' SIGPIPE note uses it too).
@@ -100,7 +102,7 @@ def env_kwargs_option(text: str, option: str = "--env-kwargs") -> dict[str, Any]
     try:
         env_kwargs = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{option} is not JSON ({exc}): it must be a JSON object, {example}") from None
+        raise InvalidArgument(f"{option} is not JSON ({exc}): it must be a JSON object, {example}") from None
     if not isinstance(env_kwargs, dict):
-        raise ValueError(f"{option} must be a JSON object, got {text!r}; {example}")
+        raise InvalidArgument(f"{option} must be a JSON object, got {text!r}; {example}")
     return env_kwargs
