@@ -16,6 +16,8 @@ from importlib.resources import as_file, files
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
+from gem_core.errors import UnknownKey
+
 __all__ = ["SHIPPED_FILES", "shipped_file", "shipped_path", "main"]
 
 #: name -> (package, file inside it, what it is for)
@@ -33,7 +35,7 @@ def shipped_file(name: str) -> Traversable:
     try:
         package, relative, _ = SHIPPED_FILES[name]
     except KeyError:
-        raise KeyError(f"no shipped file {name!r}; choose one of {', '.join(SHIPPED_FILES)}") from None
+        raise UnknownKey(f"no shipped file {name!r}; choose one of {', '.join(SHIPPED_FILES)}") from None
     return files(package).joinpath(relative)
 
 

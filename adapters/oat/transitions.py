@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gem_core.errors import InvalidArgument
 from gem_core.rollout import ChatTemplate, TokenTrajectory
 
 __all__ = ["oat_transitions"]
@@ -26,11 +27,11 @@ def oat_transitions(trajectory: TokenTrajectory, tokenizer: Any) -> list[Any]:
     from oat.types import Transition
 
     if trajectory.num_turns == 0:
-        raise ValueError("The episode has no turns (its prompt filled the token budget); raise max_total_tokens.")
+        raise InvalidArgument("The episode has no turns (its prompt filled the token budget); raise max_total_tokens.")
     if not (trajectory.terminated or trajectory.truncated):
-        raise ValueError("oat needs finished episodes (the last transition must have done=True); this one is still running.")
+        raise InvalidArgument("oat needs finished episodes (the last transition must have done=True); this one is still running.")
     if not trajectory.metrics.get("has_logprobs", True):
-        raise ValueError("oat needs the sampled tokens' logprobs; sample with vllm.SamplingParams(logprobs=1).")
+        raise InvalidArgument("oat needs the sampled tokens' logprobs; sample with vllm.SamplingParams(logprobs=1).")
     template = ChatTemplate.for_tokenizer(tokenizer)
     per_turn = trajectory.as_transitions()
     out = []

@@ -44,6 +44,7 @@ from packaging.specifiers import SpecifierSet
 
 from gem_adapters.framework_version import FrameworkVersionError, SupportedVersions
 from gem_core.curriculum import shared_group_starts
+from gem_core.errors import ResetNeeded, UsageError
 from gem_core.rollout import ChatTemplate, EpisodeSession, Generation
 from gem_core.rollout.options import check_episode_options
 from gem_core.rows.label import EpisodeLabel, parse_label
@@ -185,7 +186,7 @@ class GemAgentInstance(AgentInstanceBase):
         try:
             self._episode = _CURRENT_EPISODE.get()
         except LookupError:
-            raise RuntimeError(
+            raise UsageError(
                 "GemAgentInstance must be run by GemAgentExecutor: in the agent file, define "
                 "`class AgentExecutor(GemAgentExecutor)` (`python -m gem_adapters.files openrlhf-agent` prints one)."
             ) from None
@@ -209,7 +210,7 @@ class GemAgentInstance(AgentInstanceBase):
     async def step(self, state_dict: dict, **kwargs: Any) -> dict:
         generation = self._episode.last_generation
         if self.session is None or generation is None:
-            raise RuntimeError("step() before reset() or before a generation: GemAgentInstance needs GemAgentExecutor.")
+            raise ResetNeeded("step() before reset() or before a generation: GemAgentInstance needs GemAgentExecutor.")
         if self.session.done:  # the prompt alone filled max_length: OpenRLHF cut it and sampled anyway
             return {"rewards": torch.tensor(0.0), "scores": 0.0, "environment_feedback": "", "done": True, "extra_logs": self._logs()}
         turn = self.session.num_turns

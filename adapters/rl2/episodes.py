@@ -13,6 +13,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+from gem_core.errors import InvalidArgument
 from gem_core.rollout import EpisodeSession
 from gem_core.rollout.options import check_episode_options
 from gem_core.rows.label import EpisodeLabel
@@ -35,7 +36,7 @@ class OpenEpisodes:
     def __init__(self, max_open: int, *, owner: str, **session_kwargs: Any):
         check_episode_options(owner, **session_kwargs)  # the env file's options, refused where it is built (``owner``)
         if max_open < 1:
-            raise ValueError(f"max_open_episodes must be at least 1, got {max_open}.")
+            raise InvalidArgument(f"max_open_episodes must be at least 1, got {max_open}.")
         self.max_open = max_open
         self._session_kwargs = session_kwargs
         self._open: OrderedDict[str, OpenEpisode] = OrderedDict()

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gem_core.curriculum import shared_group_starts, task_metrics
+from gem_core.errors import InvalidArgument
 from gem_core.rollout import EpisodeSession
 from gem_core.rollout.options import check_episode_options
 from gem_core.rollout.policy import default_stop_token_ids
@@ -95,7 +96,7 @@ class GenerateEnv:
         sampling_params = _plain(config.sampling_params)
         max_new_tokens = sampling_params.get("max_new_tokens")
         if not max_new_tokens:
-            raise ValueError(
+            raise InvalidArgument(
                 "rollout.train.sampling_params.max_new_tokens is not set (RL2 defaults it to null); "
                 "set it to the per-turn token cap, e.g. rollout.train.sampling_params.max_new_tokens=512."
             )

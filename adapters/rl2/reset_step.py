@@ -18,6 +18,8 @@ from typing import Any
 
 from gem_adapters.rl2.episodes import OpenEpisodes
 
+from gem_core.errors import ResetNeeded
+
 __all__ = ["ResetStepEnv"]
 
 _EPISODE_KEY = "gem_episode"
@@ -67,9 +69,9 @@ class ResetStepEnv:
         key = extra_info.get(_EPISODE_KEY)
         episode = self.episodes.get(key)
         if episode is None and self.episodes.ended(key):
-            raise RuntimeError(f"GEM episode {key!r} is over (its last step() returned done=True): reset() starts the next one.")
+            raise ResetNeeded(f"GEM episode {key!r} is over (its last step() returned done=True): reset() starts the next one.")
         if episode is None:
-            raise RuntimeError(
+            raise ResetNeeded(
                 f"No open GEM episode {key!r}: step() needs the extra_info returned by reset() "
                 f"(or more than max_open_episodes={self.episodes.max_open} episodes were open)."
             )

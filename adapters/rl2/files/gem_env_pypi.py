@@ -9,12 +9,13 @@ sets it from ``--model``; set it to ``actor.model_name`` when launching RL2 your
 """
 
 from gem_adapters.rl2 import ResetStepEnv, check_rl2_api
+from gem_core.errors import UsageError
 from gem_core.settings import environment_value
 
 check_rl2_api("reset_step")  # fails at start-up, naming the right env file, if RL2 calls generate instead
 MODEL = environment_value("GEM_RL2_MODEL")
 if not MODEL:
-    raise RuntimeError("Set GEM_RL2_MODEL to the actor's model (actor.model_name) so the env renders with its chat template.")
+    raise UsageError("Set GEM_RL2_MODEL to the actor's model (actor.model_name) so the env renders with its chat template.")
 
 _env = ResetStepEnv(
     tokenizer=MODEL,  # loaded on first reset
