@@ -65,6 +65,8 @@ from uuid import uuid4
 
 from gem_adapters.framework_version import check_verl_version
 
+from gem_core.errors import InvalidArgument
+
 check_verl_version()  # before verl is imported: a wrong install fails with the install line first
 
 import torch  # noqa: E402
@@ -163,7 +165,7 @@ class GemAgentLoopOutput(AgentLoopOutput):
 
     def with_token_rewards(self, token_rewards: list[float]) -> GemAgentLoopOutput:
         if len(token_rewards) != len(self.response_ids):
-            raise ValueError(
+            raise InvalidArgument(
                 f"Got {len(token_rewards)} token rewards for {len(self.response_ids)} response ids; need one per id."
             )
         self._token_rewards = [float(r) for r in token_rewards]
@@ -243,12 +245,12 @@ class GemAgentLoop(AgentLoopBase):
         # builder may reject a tokenizer GEM handles (verl's Qwen builder wants "\n" to be one token).
         unknown = sorted(set(kwargs) - _VERL_KWARGS)  # AgentLoopBase drops unknown keys, so a typo would run with the default
         if unknown:
-            raise ValueError(f"GemAgentLoop: unknown key(s) {', '.join(unknown)} in its agent loop YAML entry; it takes name, _target_, max_turns, "
+            raise InvalidArgument(f"GemAgentLoop: unknown key(s) {', '.join(unknown)} in its agent loop YAML entry; it takes name, _target_, max_turns, "
                              "system_prompt, max_new_tokens, reward_placement, curriculum and reward_extra_keys (env kwargs go in the dataset: make_dataset's --env-kwargs).")
         check_episode_options("GemAgentLoop", max_turns=max_turns, system_prompt=system_prompt, max_new_tokens=max_new_tokens)
         super().__init__(*args, hf_model_type=None, **kwargs)
         if reward_placement not in ("turn", "episode"):
-            raise ValueError(f"reward_placement must be 'turn' or 'episode', got {reward_placement!r}.")
+            raise InvalidArgument(f"reward_placement must be 'turn' or 'episode', got {reward_placement!r}.")
         self.max_turns = max_turns
         self.system_prompt = system_prompt
         # Which worker merges the batch: v1 (verl's default) merges reward_extra_info row by row; the legacy one by the first row's keys.
@@ -293,7 +295,7 @@ class GemAgentLoop(AgentLoopBase):
             await session.aclose()
         await self.task_starts.finish(label, trajectory)  # tags its task (and updates the sampler)
         if len(trajectory.prompt_ids) > self.prompt_length:
-            raise ValueError(
+            raise InvalidArgument(
                 f"The first observation of {label.env_id!r} (seed {label.seed}) is {len(trajectory.prompt_ids)} tokens with the "
                 f"chat template, more than actor_rollout_ref.rollout.prompt_length={self.prompt_length}; raise "
                 "data.max_prompt_length (rollout.prompt_length follows it) or shorten the system prompt."
