@@ -18,7 +18,7 @@ import importlib.util
 import sys
 from dataclasses import dataclass
 
-from prerequisites import require_gpu_stack
+from gem_adapters.gpu_stack import require_gpu_stack
 
 GPU_PACKAGES = ("oat", "vllm", "launchpad", "deepspeed")
 INSTALL = 'pip install -e ".[oat]" on Python 3.10'

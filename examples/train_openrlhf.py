@@ -19,10 +19,10 @@ import sys
 from pathlib import Path
 
 from gem_adapters.files import shipped_path
+from gem_adapters.gpu_stack import require_gpu_stack
 from gem_adapters.openrlhf.make_dataset import make_dataset
 from gem_core.cli.options import OneLineErrors
 from gem_core.rows import write_jsonl
-from prerequisites import require_gpu_stack
 
 
 # -- arguments -------------------------------------------------------------------------------------

@@ -23,11 +23,11 @@ import sys
 from pathlib import Path
 
 from gem_adapters.files import shipped_path
+from gem_adapters.gpu_stack import require_gpu_stack
 from gem_adapters.rl2 import installed_rl2_api
 from gem_adapters.rl2.make_dataset import make_dataset
 from gem_core.cli.options import OneLineErrors
 from gem_core.rows import write_jsonl
-from prerequisites import require_gpu_stack
 
 
 # -- arguments -------------------------------------------------------------------------------------
