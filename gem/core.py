@@ -18,6 +18,7 @@ from typing import Any
 
 from gem_core.env import Env as CoreEnv
 from gem_core.env import StepResult, run_in_env_thread
+from gem_core.errors import InvalidArgumentType
 from gem_core.wrappers.core import Wrapper
 
 __all__ = ["Env", "EnvWrapper"]
@@ -38,7 +39,7 @@ def _accept_options(cls: type) -> None:
     @functools.wraps(reset)
     def reset_without_options(self: Any, *args: Any, options: dict[str, Any] | None = None, **kwargs: Any) -> Any:
         if options:
-            raise TypeError(
+            raise InvalidArgumentType(
                 f"{cls.__qualname__}.reset() takes no options, got options={options!r}; "
                 "add an `options=None` parameter to it to receive them."
             )

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gem_core.envs.code.env import CodeEnv as CoreCodeEnv
-from gem_core.errors import GemError
+from gem_core.errors import GemError, InvalidArgument
 
 __all__ = ["CodeEnv"]
 
@@ -69,7 +69,7 @@ class CodeEnv(CoreCodeEnv):
         **kwargs: Any,
     ):
         if sandbox_type not in _SANDBOX_TYPES:
-            raise ValueError(f"CodeEnv(sandbox_type={sandbox_type!r}): expected one of {sorted(_SANDBOX_TYPES)}.")
+            raise InvalidArgument(f"CodeEnv(sandbox_type={sandbox_type!r}): expected one of {sorted(_SANDBOX_TYPES)}.")
         if _SANDBOX_TYPES[sandbox_type]:
             kwargs.setdefault("sandbox_mode", _SANDBOX_TYPES[sandbox_type])
         if dataset is not None:

@@ -29,6 +29,7 @@ from gymnasium.utils import seeding
 
 from gem_core import registry
 from gem_core.env import Env
+from gem_core.errors import InvalidArgument
 
 __all__ = ["register", "make", "make_vec", "print_envs", "spec"]
 
@@ -117,7 +118,7 @@ def make_vec(
 
     ids = [env_ids] if isinstance(env_ids, str) else list(env_ids)
     if vec_kwargs is not None and len(vec_kwargs) != len(ids):
-        raise ValueError(f"make_vec: vec_kwargs has {len(vec_kwargs)} entries for {len(ids)} env ids; give one per env.")
+        raise InvalidArgument(f"make_vec: vec_kwargs has {len(vec_kwargs)} entries for {len(ids)} env ids; give one per env.")
     factories = []
     for index, env_id in enumerate(ids):
         spec(env_id)  # an unknown id fails here, naming the closest ids

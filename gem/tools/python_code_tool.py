@@ -10,6 +10,7 @@ failing program's stderr, as in GEM.
 from __future__ import annotations
 
 from gem.tools.base_tool import GemToolMethods
+from gem_core.errors import InvalidArgument
 from gem_core.tools.python import PythonTool, format_sandbox_result
 from gem_core.tools.sandbox import SandboxResult
 from gem_core.tools.tool import ToolResult
@@ -26,7 +27,7 @@ class PythonCodeTool(GemToolMethods, PythonTool):
 
     def __init__(self, timeout: float = 5, sandbox_type: str = "none", keep_error_last_line: bool = False):
         if sandbox_type not in _MODES:
-            raise ValueError(
+            raise InvalidArgument(
                 f"PythonCodeTool(sandbox_type={sandbox_type!r}): expected one of {sorted(_MODES)}; "
                 "programs always run in the core's sandbox (see gem_core.tools.sandbox)."
             )

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gem_core.env import StepResult
+from gem_core.errors import InvalidArgument
 from gem_core.tools.tool import Tool
 from gem_core.wrappers.tools import ToolRewards, ToolUse
 
@@ -34,9 +35,9 @@ class ToolEnvWrapper(ToolUse):
         max_tool_uses: int | None = 10,
     ):
         if tool_execute_error_reward > 0:
-            raise ValueError(f"ToolEnvWrapper(tool_execute_error_reward={tool_execute_error_reward}): an error reward must be negative.")
+            raise InvalidArgument(f"ToolEnvWrapper(tool_execute_error_reward={tool_execute_error_reward}): an error reward must be negative.")
         if tool_execute_error_reward and (tool_reward or tool_success_reward):
-            raise ValueError(
+            raise InvalidArgument(
                 "ToolEnvWrapper: tool_execute_error_reward replaces tool_reward and tool_success_reward; set those to 0."
             )
         rewards = ToolRewards(per_call=tool_reward, per_success=tool_success_reward, per_error=tool_execute_error_reward)

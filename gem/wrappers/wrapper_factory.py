@@ -21,6 +21,8 @@ from typing import Any
 from gem.wrappers.episode_tracking_wrapper import EpisodeTrackingWrapper
 from gem.wrappers.observation_wrapper import ObservationWrapper
 
+from gem_core.errors import UnknownKey
+
 __all__ = ["WRAPPER_FACTORY", "TOKENIZER_REQUIRED", "get_wrapper_fns"]
 
 
@@ -70,7 +72,7 @@ def get_wrapper_fns(wrappers: str, tokenizer: Any = None) -> list[Callable[..., 
     fns = []
     for name in filter(None, (part.strip() for part in (wrappers or "").split(","))):
         if name not in WRAPPER_FACTORY:
-            raise KeyError(f"Unknown wrapper {name!r}; known: {', '.join(WRAPPER_FACTORY)}.")
+            raise UnknownKey(f"Unknown wrapper {name!r}; known: {', '.join(WRAPPER_FACTORY)}.")
         fn = WRAPPER_FACTORY[name]
         if name in TOKENIZER_REQUIRED and tokenizer is not None:
             fn = functools.partial(fn, tokenizer=tokenizer)
