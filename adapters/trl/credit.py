@@ -24,6 +24,7 @@ import torch
 from accelerate.utils import gather_object
 from trl import GRPOTrainer
 
+from gem_core.errors import InvalidArgument
 from gem_core.rollout.advantages import discounted_returns, turn_returns_to_token_advantages
 from gem_core.rollout.options import check_episode_options
 
@@ -47,7 +48,7 @@ class TurnCreditGRPOTrainer(GRPOTrainer):
 
     def __init__(self, *args: Any, turn_credit: TurnCredit = "rebn", gamma: float = 1.0, **kwargs: Any):
         if turn_credit not in ("episode", "rebn", "reinforce", "baseline"):
-            raise ValueError(
+            raise InvalidArgument(
                 f"turn_credit={turn_credit!r}: expected 'rebn' (per-turn ReBN), 'reinforce' (per-turn returns, "
                 "no baseline), 'baseline' (per-turn returns minus the batch mean) or 'episode' (stock GRPO)."
             )
@@ -62,7 +63,7 @@ class TurnCreditGRPOTrainer(GRPOTrainer):
             return output
         # TRL merged the rollout's extra fields into each input row before scoring.
         if any("turn_rewards" not in row or "turn_spans" not in row for row in inputs):
-            raise ValueError(
+            raise InvalidArgument(
                 f"turn_credit={self.turn_credit!r} needs per-turn rewards and spans from the rollout: pass "
                 "rollout_func=gem_adapters.trl.GemRolloutFunc(...) to the trainer, or use turn_credit='episode'."
             )

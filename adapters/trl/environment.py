@@ -25,6 +25,7 @@ from typing import Any
 from gem_adapters.framework_version import check_trl_version
 from gem_adapters.trl.make_dataset import GEM_KEY, episode_label
 from gem_core import placement
+from gem_core.errors import InvalidArgument, InvalidArgumentType, ResetNeeded
 from gem_core.rows import EpisodeLabel, make_label_env
 
 __all__ = ["environment_factory", "environment_factories", "GemToolEnvironment", "with_environment_column"]
@@ -58,11 +59,11 @@ class GemToolEnvironment(metaclass=_EnvironmentClass):
         if isinstance(prompt, list) and prompt and isinstance(prompt[-1], dict) and prompt[-1].get(GEM_KEY):
             label, _ = episode_label(prompt)
             if env_id not in (None, label.env_id):  # the row's env would be played in silence
-                raise ValueError(f"environment_factory({env_id!r}) got a dataset row of {label.env_id!r}: give environment_factory the rows' "
+                raise InvalidArgument(f"environment_factory({env_id!r}) got a dataset row of {label.env_id!r}: give environment_factory the rows' "
                                  f"env id ({label.env_id!r}), or no env id (rows from make_dataset name their own env).")
             env_id, seed, env_kwargs = label.env_id, label.seed, {**env_kwargs, **label.env_kwargs}  # the row's kwargs win
         elif env_id is None or seed is None:  # seed=None: every copy of a GRPO group would draw its own game
-            raise ValueError(f"environment_factory({env_id!r}) cannot tell which episode to reset: the dataset row has no GEM label, so it needs "
+            raise InvalidArgument(f"environment_factory({env_id!r}) cannot tell which episode to reset: the dataset row has no GEM label, so it needs "
                              "a default env_id and a 'seed' column; give the dataset a 'seed' column, or build it with gem_adapters.trl.make_dataset.")
         if self.env is not None:
             self.env.close()
@@ -81,9 +82,9 @@ class GemToolEnvironment(metaclass=_EnvironmentClass):
             The game's reply: what happened, and the reward.
         """
         if self.env is None:
-            raise RuntimeError("The game has not started yet.")
+            raise ResetNeeded("The game has not started yet.")
         if self.done:
-            raise RuntimeError("The game is over; no more moves are accepted.")
+            raise ResetNeeded("The game is over; no more moves are accepted.")
         observation, reward, terminated, truncated, _ = self.env.step(action)
         self.rewards.append(float(reward))
         self.done = terminated or truncated
@@ -134,7 +135,7 @@ def environment_factories(env_ids: Sequence[str] | Mapping[str, float], **env_kw
     row's label: give it ``with_environment_column(make_dataset(env_ids, n))``.
     """
     if isinstance(env_ids, str):
-        raise TypeError(f"environment_factories takes several env ids (a list or a {{env_id: weight}} mixture); for one, use environment_factory({env_ids!r}).")
+        raise InvalidArgumentType(f"environment_factories takes several env ids (a list or a {{env_id: weight}} mixture); for one, use environment_factory({env_ids!r}).")
     return {env_id: environment_factory(env_id, **env_kwargs) for env_id in env_ids}
 
 

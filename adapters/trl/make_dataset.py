@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from gem_core.errors import InvalidArgument
 from gem_core.rows import EpisodeLabel, EpisodeRow, episode_rows, parse_label
 from gem_core.rollout.vision import message_text
 
@@ -65,13 +66,13 @@ def episode_label(prompt: Any) -> tuple[EpisodeLabel, str | None]:
         gem_core.rows.label.LabelError: the prompt carries no (valid) label; the message says how to fix the dataset.
     """
     if not isinstance(prompt, list) or not prompt or not isinstance(prompt[-1], dict):
-        raise ValueError(
+        raise InvalidArgument(
             "GEM's rollout_func expects conversational prompts built by gem_adapters.trl.make_dataset "
             f"(a list of messages); got {type(prompt).__name__}."
         )
     tag = prompt[-1].get(GEM_KEY)
     if not tag:
-        raise ValueError(f"The prompt's last message has no 'gem' key, so the env and seed are unknown. {_FIX}")
+        raise InvalidArgument(f"The prompt's last message has no 'gem' key, so the env and seed are unknown. {_FIX}")
     system = next((message_text(m["content"]) for m in prompt if m.get("role") == "system"), None)
     return parse_label(tag, fix_hint=_FIX), system
 

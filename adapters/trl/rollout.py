@@ -37,6 +37,7 @@ from gem_adapters.trl.make_dataset import episode_label
 from gem_adapters.trl.policy import trainer_policy
 from gem_adapters.trl.sampled_head import score_sampled_tokens_only
 from gem_core.curriculum import TaskSampler, episode_outcome, group_starts, record_outcomes, tag_task, task_metrics
+from gem_core.errors import InvalidArgument, InvalidArgumentType
 from gem_core.rollout import SamplingParams, TokenTrajectory, run_labels
 from gem_core.rollout.metrics import trajectory_metrics
 from gem_core.rollout.options import check_episode_options
@@ -89,16 +90,16 @@ class GemRolloutFunc:
         check_trl_version()  # a wrong TRL install fails here with the install line (reads metadata only; no import of trl)
         check_episode_options("GemRolloutFunc", max_turns=self.max_turns, max_new_tokens=self.max_new_tokens)
         if not isinstance(self.task_sampler, (TaskSampler, type(None))):
-            raise TypeError(f"GemRolloutFunc: task_sampler must be a gem_core.curriculum.TaskSampler (or None), got {type(self.task_sampler).__name__}.")
+            raise InvalidArgumentType(f"GemRolloutFunc: task_sampler must be a gem_core.curriculum.TaskSampler (or None), got {type(self.task_sampler).__name__}.")
         if self.agent is not None:
             from gem_core.agent.program import AgentProgram  # no server import: the endpoint's extra is needed only when it runs
 
             if not isinstance(self.agent, AgentProgram):
-                raise TypeError(f"GemRolloutFunc: agent must be a gem_core.agent.AgentProgram (or None), got {type(self.agent).__name__}.")
+                raise InvalidArgumentType(f"GemRolloutFunc: agent must be a gem_core.agent.AgentProgram (or None), got {type(self.agent).__name__}.")
         vision = [task.name for task in (self.task_sampler.tasks if self.task_sampler is not None else ()) if task.env_id.startswith("vision:")]
         if vision:
             # TRL takes a prompt's images from its dataset row, which would not be the drawn episode's.
-            raise ValueError(f"task_sampler cannot draw vision tasks ({', '.join(vision)}): TRL shows the dataset row's images, "
+            raise InvalidArgument(f"task_sampler cannot draw vision tasks ({', '.join(vision)}): TRL shows the dataset row's images, "
                              "not the drawn episode's; train vision envs from make_dataset's rows (no task_sampler).")
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
@@ -226,7 +227,7 @@ def env_return_reward(
     success per task (``gem/curriculum/<task>/probability``, ``/success``).
     """
     if env_return is None:  # TRL gives reward functions only the rollout's own fields
-        raise ValueError("env_return_reward reads the episode returns that GemRolloutFunc returns: pass rollout_func=GemRolloutFunc(...) "
+        raise InvalidArgument("env_return_reward reads the episode returns that GemRolloutFunc returns: pass rollout_func=GemRolloutFunc(...) "
                          "to GRPOTrainer, or, with environment_factory, pass no reward_funcs (TRL then scores each episode with the env's get_reward()).")
     if log_metric is not None and gem_trajectory:
         for name, value in {**trajectory_metrics(gem_trajectory), **task_metrics(gem_trajectory)}.items():
