@@ -16,6 +16,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from gem_core.errors import InvalidArgument, UsageError
 from gem_core.rollout.kv_cache import PrefixKVCache
 from gem_core.rollout.vision import text_tokenizer
 
@@ -55,17 +56,17 @@ class Generation:
 
     def __post_init__(self) -> None:
         if self.logprobs is not None and len(self.logprobs) != len(self.token_ids):
-            raise ValueError(
+            raise InvalidArgument(
                 f"Generation has {len(self.token_ids)} token ids but {len(self.logprobs)} logprobs; "
                 "a policy must return one logprob per sampled token (or None)."
             )
         if self.versions is not None and len(self.versions) != len(self.token_ids):
-            raise ValueError(
+            raise InvalidArgument(
                 f"Generation has {len(self.token_ids)} token ids but {len(self.versions)} versions; "
                 "a policy must return one version per sampled token (or None)."
             )
         if self.finish_reason not in ("stop", "length", "abort"):
-            raise ValueError(f"finish_reason must be 'stop', 'length' or 'abort', got {self.finish_reason!r}.")
+            raise InvalidArgument(f"finish_reason must be 'stop', 'length' or 'abort', got {self.finish_reason!r}.")
 
 
 @runtime_checkable
@@ -141,7 +142,7 @@ class BatchingPolicy:
         sample_in_thread: bool = True,
     ):
         if max_batch_size is not None and max_batch_size < 1:
-            raise ValueError(f"max_batch_size must be at least 1 (or None), got {max_batch_size}.")
+            raise InvalidArgument(f"max_batch_size must be at least 1 (or None), got {max_batch_size}.")
         self.tokenizer = text_tokenizer(tokenizer)  # a vision model's processor: its tokenizer
         self.max_batch_size = max_batch_size
         self.live = num_episodes
@@ -173,7 +174,7 @@ class BatchingPolicy:
         if sampling.max_new_tokens <= 0:
             return Generation(token_ids=[], logprobs=[], finish_reason="length")
         if images and not self.accepts_images:
-            raise ValueError(f"{type(self).__name__} cannot take image inputs; use a backend with accepts_images=True.")
+            raise InvalidArgument(f"{type(self).__name__} cannot take image inputs; use a backend with accepts_images=True.")
         request = _Request(list(prompt_ids), sampling, asyncio.get_running_loop().create_future(), list(images or []) or None)
         self._pending.append(request)
         self._schedule()
@@ -231,7 +232,7 @@ class BatchingPolicy:
             else:
                 results = self.sample_batch(prompts, sampling, budget, **extra)
             if len(results) != len(batch):
-                raise RuntimeError(f"{type(self).__name__}.sample_batch returned {len(results)} samples for {len(batch)} prompts.")
+                raise UsageError(f"{type(self).__name__}.sample_batch returned {len(results)} samples for {len(batch)} prompts.")
             stop_ids = self.stop_token_ids(sampling)
             generations = [cut_at_stop(ids, lps, stop_ids, r.sampling.max_new_tokens) for r, (ids, lps) in zip(batch, results)]
         except Exception as error:  # every waiting episode hears about it; none hangs
@@ -307,7 +308,7 @@ class TransformersPolicy(BatchingPolicy):
         logprobs: bool = True, sample_in_thread: bool = True, kv_cache_sequences: int = 256, kv_cache_tokens: int = 65_536,
     ):
         if max_batch_size < 1:
-            raise ValueError(f"max_batch_size must be at least 1, got {max_batch_size}.")
+            raise InvalidArgument(f"max_batch_size must be at least 1, got {max_batch_size}.")
         super().__init__(tokenizer, max_batch_size=max_batch_size, num_episodes=num_episodes, sample_in_thread=sample_in_thread)
         self.model = model
         self.logprobs = logprobs
@@ -459,7 +460,7 @@ class TransformersPolicy(BatchingPolicy):
 
         image_token_id = getattr(self.model.config, "image_token_id", None)
         if image_token_id is None:
-            raise ValueError(f"{type(self.model).__name__} has no config.image_token_id: it is not a vision-language model.")
+            raise InvalidArgument(f"{type(self.model).__name__} has no config.image_token_id: it is not a vision-language model.")
         inputs = multimodal_inputs(images)
         inputs["pixel_values"] = inputs["pixel_values"].to(device=self.device, dtype=self.model.dtype)
         inputs["image_grid_thw"] = inputs["image_grid_thw"].to(self.device)
@@ -484,7 +485,7 @@ class SampledLogprobs:
 
     def __init__(self, temperature: float = 1.0, suppress_ids: list[int] | None = None):
         if not temperature > 0:
-            raise ValueError(f"temperature must be positive (1.0 for greedy decoding), got {temperature}.")
+            raise InvalidArgument(f"temperature must be positive (1.0 for greedy decoding), got {temperature}.")
         self.temperature = float(temperature)
         self.suppress_ids = list(suppress_ids or [])
         self._picked: list[Any] = []

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gem_core.env import episode_success, warn_once
+from gem_core.errors import InvalidArgument, ResetNeeded, UsageError
 from gem_core.rollout.chat_template import HISTORY_MODES, ChatTemplate, RenderedWindow
 from gem_core.rollout.options import check_episode_options
 from gem_core.rows.label import EpisodeLabel, make_label_env, parse_label
@@ -127,24 +128,24 @@ class EpisodeSession:
         record_env_states: bool = False,
     ):
         if history not in HISTORY_MODES:
-            raise ValueError(f"history={history!r}: expected one of {HISTORY_MODES}.")
+            raise InvalidArgument(f"history={history!r}: expected one of {HISTORY_MODES}.")
         if chat_template is not None and chat_template_kwargs and chat_template.chat_template_kwargs != {
             **chat_template.chat_template_kwargs,
             **chat_template_kwargs,
         }:
-            raise ValueError(
+            raise InvalidArgument(
                 "Pass chat_template_kwargs to ChatTemplate(tokenizer, chat_template_kwargs=...) when you also pass "
                 f"chat_template; got {chat_template_kwargs!r} but the template has {chat_template.chat_template_kwargs!r}."
             )
         if chat_template is not None and system_prompt is not None and chat_template.system_prompt != system_prompt:
-            raise ValueError(
+            raise InvalidArgument(
                 "Pass the system prompt to ChatTemplate(tokenizer, system_prompt=...) when you also pass chat_template; "
                 f"got system_prompt={system_prompt!r} but the template has {chat_template.system_prompt!r}."
             )
         check_episode_options("EpisodeSession", max_turns=max_turns, max_total_tokens=max_total_tokens,
                               max_response_tokens=max_response_tokens)
         if record_env_states and not callable(getattr(env, "get_state", None)):
-            raise ValueError(
+            raise InvalidArgument(
                 f"record_env_states=True needs an env with get_state(); {type(env).__name__} has none (an env served "
                 "elsewhere keeps its state there). Record without states, or run the env in-process."
             )
@@ -266,12 +267,12 @@ class EpisodeSession:
             RuntimeError: the session has not started, or its env cannot spawn.
         """
         if not self._started:
-            raise RuntimeError("Call `await session.start(seed)` before `fork`.")
+            raise ResetNeeded("Call `await session.start(seed)` before `fork`.")
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"fork(n) needs a positive number of branches, got {n!r}.")
+            raise InvalidArgument(f"fork(n) needs a positive number of branches, got {n!r}.")
         spawn = getattr(self.env, "spawn", None)
         if spawn is None:
-            raise RuntimeError(f"{type(self.env).__name__} has no spawn(); only envs with state snapshots can be forked.")
+            raise UsageError(f"{type(self.env).__name__} has no spawn(); only envs with state snapshots can be forked.")
         shared = {"env", "tokenizer", "processor", "image_encoder", "chat_template", "label"}
         books = {name: value for name, value in vars(self).items() if name not in shared}
         branches = []
@@ -338,11 +339,11 @@ class EpisodeSession:
                 action id (``Generation.versions``); None: unknown (-1 in ``token_versions``).
         """
         if not self._started:
-            raise RuntimeError("Call `await session.start(seed)` before `step`.")
+            raise ResetNeeded("Call `await session.start(seed)` before `step`.")
         if self.done:
-            raise RuntimeError("The episode is over (session.done is True); start a new one with `await session.start(seed)`.")
+            raise ResetNeeded("The episode is over (session.done is True); start a new one with `await session.start(seed)`.")
         if action_ids is None and action_text is None:
-            raise ValueError("step() needs the sampled action_ids (preferred) or the action_text.")
+            raise InvalidArgument("step() needs the sampled action_ids (preferred) or the action_text.")
         ids = self._action_ids(action_ids, action_text, finish_reason)
         lps = self._action_logprobs(ids, logprobs, text_mode=action_ids is None, finish_reason=finish_reason)
         tags = self._action_versions(ids, versions)
@@ -385,7 +386,7 @@ class EpisodeSession:
         if text_mode and finish_reason == "stop" and len(lps) == len(ids) - len(eot):
             lps += [0.0] * len(eot)  # text mode: the end-of-turn ids were added here, without logprobs
         if len(lps) != len(ids):
-            raise ValueError(f"Got {len(ids)} action ids but {len(lps)} logprobs; need one per id.")
+            raise InvalidArgument(f"Got {len(ids)} action ids but {len(lps)} logprobs; need one per id.")
         return lps
 
     def _action_versions(self, ids: list[int], versions: int | Sequence[int] | None) -> list[int]:
@@ -398,7 +399,7 @@ class EpisodeSession:
         if tags and len(tags) < len(ids) and len(ids) - len(tags) == len(self.chat_template.end_of_turn_ids):
             tags += [tags[-1]] * (len(ids) - len(tags))  # text mode: end-of-turn ids added here
         if len(tags) != len(ids):
-            raise ValueError(f"Got {len(ids)} action ids but {len(tags)} versions; need one per id (or one int per turn).")
+            raise InvalidArgument(f"Got {len(ids)} action ids but {len(tags)} versions; need one per id (or one int per turn).")
         return tags
 
     def _record_action(self, ids: list[int], lps: list[float], action_text: str | None, versions: list[int]) -> tuple[str, bool]:
@@ -444,7 +445,7 @@ class EpisodeSession:
             observation, reward, terminated, truncated, info = await self.env.astep(action_text)
             if not ((type(reward) is float or isinstance(reward, numbers.Real)) and math.isfinite(reward)):
                 # One NaN normalized with the batch's returns makes every advantage NaN.
-                raise ValueError(f"the env's reward is {reward!r}; rewards must be finite numbers")
+                raise InvalidArgument(f"the env's reward is {reward!r}; rewards must be finite numbers")
             info = dict(info)
             return observation, float(reward), bool(terminated), bool(truncated), info, info.pop("images", None)
         except Exception as exc:  # noqa: BLE001 - a broken env step ends this episode, not the run
@@ -571,12 +572,12 @@ class EpisodeSession:
         if not images:
             return []
         if self.image_encoder is None:
-            raise ValueError(
+            raise InvalidArgument(
                 f"The env {self.env_id or type(self.env).__name__} shows images, but the session was given a tokenizer; "
                 "pass the vision model's processor (e.g. AutoProcessor.from_pretrained(...)) where the tokenizer goes."
             )
         if self.history == "as_rendered":
-            raise ValueError("history='as_rendered' does not support image observations yet; use history='as_sampled'.")
+            raise InvalidArgument("history='as_rendered' does not support image observations yet; use history='as_sampled'.")
         encoded = self.image_encoder.encode(images)
         info["num_images"] = len(encoded)
         return encoded
