@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from gem_core.env import StepResult
+from gem_core.errors import InvalidArgument
 from gem_core.wrappers.observation import ObservationFormat
 
 __all__ = ["ObservationWrapper"]
@@ -40,13 +41,13 @@ class ObservationWrapper(ObservationFormat):
         tokenizer: Any = None,
     ):
         if include_chat_template and apply_chat_template_on_reset:
-            raise ValueError("ObservationWrapper: include_chat_template and apply_chat_template_on_reset cannot both be True.")
+            raise InvalidArgument("ObservationWrapper: include_chat_template and apply_chat_template_on_reset cannot both be True.")
         if (include_chat_template or apply_chat_template_on_reset) and tokenizer is None:
-            raise ValueError("ObservationWrapper: a chat template needs tokenizer=, e.g. AutoTokenizer.from_pretrained(...).")
+            raise InvalidArgument("ObservationWrapper: a chat template needs tokenizer=, e.g. AutoTokenizer.from_pretrained(...).")
         if include_chat_template and not include_action:
-            raise ValueError("ObservationWrapper: include_chat_template needs include_action=True (the actions are the assistant turns).")
+            raise InvalidArgument("ObservationWrapper: include_chat_template needs include_action=True (the actions are the assistant turns).")
         if max_history_length is not None:
-            raise ValueError(
+            raise InvalidArgument(
                 f"ObservationWrapper(max_history_length={max_history_length}): not supported, the whole history is kept; "
                 "leave it None."
             )
