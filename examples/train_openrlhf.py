@@ -6,6 +6,7 @@ OpenRLHF runs its own loop (vLLM engines, Ray, DeepSpeed); GEM plugs in through
 
     python examples/train_openrlhf.py --env game:GuessTheNumber-v0 --model Qwen/Qwen3-1.7B --gpus 8
     python examples/train_openrlhf.py --dry-run      # print the command only (works without GPUs)
+    python examples/train_openrlhf.py --report-to wandb   # OpenRLHF's metrics to wandb (or tensorboard; default none)
 
 Needs ``pip install -e ".[openrlhf]"`` and ``pip install "openrlhf[vllm]==0.11.2"`` on a GPU machine.
 """
@@ -41,6 +42,9 @@ parser.add_argument("--n-samples", type=int, default=8, help="episodes per promp
 parser.add_argument("--estimator", default="reinforce_baseline", help="--algo.advantage.estimator")
 parser.add_argument("--out", default="runs/openrlhf", help="dataset and checkpoint directory")
 parser.add_argument("--agent-file", default=None, help="your edited agent file (default: the shipped one; `python -m gem_adapters.files openrlhf-agent > gem_agent.py` copies it)")
+parser.add_argument("--report-to", choices=["none", "wandb", "tensorboard"], default="none",
+                    help="where OpenRLHF also logs its metrics: wandb (log in first, `wandb login` or WANDB_API_KEY; the key "
+                         "never goes on the command line) or tensorboard (OUT/tensorboard) (default: none)")
 parser.add_argument("--dry-run", action="store_true", help="write the dataset, print the command, do not launch")
 args = parser.parse_args()
 # A bad option ends here in one line (exit 2), before the GPU check and before anything is written.
@@ -50,7 +54,9 @@ if not 0 < args.vllm_memory <= 1:
 parser.require_env(args.env)
 parser.require_folder("--out", args.out)
 if not args.dry_run:
-    require_gpu_stack("train_openrlhf.py", packages=("openrlhf", "ray", "vllm", "deepspeed"), install='pip install "openrlhf[vllm]==0.11.2"')
+    logger = () if args.report_to == "none" else (args.report_to,)  # its package, checked with the others
+    require_gpu_stack("train_openrlhf.py", packages=("openrlhf", "ray", "vllm", "deepspeed", *logger),
+                      install=f'pip install "openrlhf[vllm]==0.11.2"{"".join(" " + name for name in logger)}')
 
 # -- setup: the dataset OpenRLHF counts episodes with ----------------------------------------------
 out = Path(args.out)
@@ -83,6 +89,12 @@ command = [
     "--actor.gradient_checkpointing_enable",
     "--ckpt.output_dir", str(out / "checkpoints"),
 ]
+# OpenRLHF's loggers: wandb is on when --logger.wandb.key is set (a logged-in wandb never reads it, and OpenRLHF
+# copies its args into the wandb run's config: so a placeholder, not the key), TensorBoard when its folder is.
+if args.report_to == "wandb":
+    command += ["--logger.wandb.key", "from-wandb-login", "--logger.wandb.project", "gem"]
+elif args.report_to == "tensorboard":
+    command += ["--logger.tensorboard_dir", str(out / "tensorboard")]
 print(shlex.join(command))
 if not args.dry_run:
     # On a multi-node cluster submit the same command with `ray job submit --address ... -- <command>`.

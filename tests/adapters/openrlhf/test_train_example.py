@@ -96,3 +96,16 @@ def test_launch_on_a_cpu_machine_says_what_is_missing_in_one_line(tmp_path):
     (line,) = done.stderr.strip().splitlines()
     assert "missing" in line and "ray" in line and "vllm" in line and "CUDA" in line
     assert not (tmp_path / "train.jsonl").exists(), "the check runs before any work"
+
+
+@pytest.mark.parametrize("report_to", ["none", "wandb", "tensorboard"])
+def test_report_to_turns_on_openrlhfs_own_logger(report_to, tmp_path):
+    """``--report-to`` reaches OpenRLHF's logger args as its parser reads them (wandb: on when a key is set;
+    TensorBoard: on when its folder is); the default, none, leaves both off."""
+    argv = ["--dry-run", "--episodes", "1", "--out", str(tmp_path)] + ([] if report_to == "none" else ["--report-to", report_to])
+    done = run_example(*argv, tmp_path=tmp_path)
+    assert done.returncode == 0, done.stderr
+    command = shlex.split(done.stdout.strip().splitlines()[-1])
+    logger = hierarchize(openrlhf_parser().parse_args(command[command.index("openrlhf.cli.train_ppo_ray") + 1 :])).logger
+    assert bool(logger.wandb.key) == (report_to == "wandb")
+    assert logger.tensorboard_dir == (str(tmp_path / "tensorboard") if report_to == "tensorboard" else None)
