@@ -24,7 +24,8 @@ its own beside the code that raises it (its docstring says when). The whole tree
     │                                              transport.http_limits.ResponseTooLarge / UnsupportedEncoding,
     │                                              interop.skyrl.SkyRLTaskError, adapters.oat.actor.BosTokenError,
     │                                              adapters.verl.reward_extra_info.RewardExtraKeysError,
-    │                                              gem.envs.code_env.DatasetSplitError, gem.envs.game_env.fifteen_puzzle.InitAlgoError
+    │                                              gem.envs.code_env.DatasetSplitError, gem.envs.game_env.fifteen_puzzle.InitAlgoError,
+    │                                              gem.envs.multiagent.multi_agent_env.MultiAgentError
     ├── InvalidArgumentType (TypeError)            here; rollout.runner.EpisodeArgumentError, gem.tools.mcp_tool.UnsupportedMCPOptionError
     ├── UnknownKey (KeyError)                      here; registry.UnknownEnvError, interop.verifiers.UnknownVerifiersModule
     ├── UsageError (RuntimeError)                  here; ResetNeeded under it
