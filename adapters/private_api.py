@@ -182,8 +182,9 @@ def private_names_used(paths: Sequence[Path], frameworks: Sequence[str], project
     """``(path, line, name)`` of each private attribute of the framework the adapter files ``paths`` touch.
 
     A use is an attribute (or ``getattr``/``setattr``/``hasattr`` of a string) starting with one underscore on
-    the framework's imported modules and classes, on ``super()``, or on any other object when neither the
-    adapter nor the files in ``project`` (the core) define that name. An import of ``_name`` from the
+    the framework's imported modules and classes; on ``self`` or ``super()`` in a subclass of a framework
+    class, unless the subclass defines it; or on any other object when neither the adapter nor the files in
+    ``project`` (the core) define that name. An import of ``_name`` from the
     framework counts too. A heuristic for the tests: it finds the uses a hook makes, not every dynamic one.
     """
     frozen = frozenset(frameworks)
@@ -208,7 +209,7 @@ def private_names_used(paths: Sequence[Path], frameworks: Sequence[str], project
             if isinstance(owner, ast.Name) and owner.id in framework:
                 found.append((str(path), node.lineno, f"{framework[owner.id]}.{attribute}"))
             elif isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "super":
-                found.append((str(path), node.lineno, attribute))
+                continue  # a base's private method: the framework's only if the base is (see _inherited_uses)
             elif attribute not in ours and not (isinstance(owner, ast.Name) and owner.id in other):
                 found.append((str(path), node.lineno, attribute))
         found.extend(_inherited_uses(path, tree, framework))
@@ -225,8 +226,11 @@ def _inherited_uses(path: Path, tree: ast.AST, framework: dict[str, str]) -> lis
         own = {n.name for n in ast.walk(cls) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
         own |= {n.attr for n in ast.walk(cls) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)}
         for node in ast.walk(cls):
-            if (isinstance(node, ast.Attribute) and _is_private(node.attr) and node.attr not in own
-                    and isinstance(node.value, ast.Name) and node.value.id == "self"):
+            if not (isinstance(node, ast.Attribute) and _is_private(node.attr)):
+                continue
+            on_super = isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name) and node.value.func.id == "super"
+            on_self = isinstance(node.value, ast.Name) and node.value.id == "self" and node.attr not in own
+            if on_super or on_self:
                 found.append((str(path), node.lineno, f"{bases[0]}.{node.attr}"))
     return found
 
