@@ -7,6 +7,7 @@ the stock trainer with the matching env file::
 
     python examples/train_rl2.py --env game:GuessTheNumber-v0 --model Qwen/Qwen2.5-1.5B-Instruct --gpus 8
     python examples/train_rl2.py --dry-run --api generate    # print the command only
+    python examples/train_rl2.py --report-to wandb           # RL2's metrics to wandb (default none)
 
 RL2 main keeps each turn's reward on that turn's last action token; ``adv.estimator=reinforce`` sums
 them per episode, ``gae`` discounts per token with ``adv.gamma``.
@@ -47,6 +48,9 @@ parser.add_argument("--prompts-per-rollout", type=int, default=64, help="dataset
 parser.add_argument("--total-steps", type=int, default=None, help="RL2 main's trainer.total_steps (default: one pass over the dataset)")
 parser.add_argument("--api", choices=["generate", "reset_step"], default=None, help="RL2 env hook (default: the installed RL2's)")
 parser.add_argument("--out", default="runs/rl2", help="dataset directory")
+parser.add_argument("--report-to", choices=["none", "wandb"], default="none",
+                    help="where RL2 also logs its metrics (trainer.use_wandb; RL2 has no TensorBoard logger); wandb needs "
+                         "`wandb login` first (default: none, though RL2's own default is wandb)")
 parser.add_argument("--dry-run", action="store_true", help="write the dataset, print the command, do not launch")
 args = parser.parse_args()
 # A bad option ends here in one line (exit 2), before the RL2 and GPU checks and before anything is written.
@@ -76,6 +80,7 @@ common = [
     f"actor.max_length_per_device={args.max_length}",
     "adv.estimator=reinforce",
     "trainer.project=gem",
+    f"trainer.use_wandb={str(args.report_to == 'wandb').lower()}",
     f"trainer.experiment_name=rl2-{args.env.replace(':', '-')}",
 ]
 if api == "generate":  # RL2 main: no default step count (its scheduler and loop need trainer.total_steps)

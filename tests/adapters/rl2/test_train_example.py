@@ -66,3 +66,23 @@ def test_launch_on_a_cpu_machine_says_what_is_missing_in_one_line(tmp_path):
     assert done.returncode != 0 and "Traceback" not in done.stderr
     (line,) = done.stderr.strip().splitlines()
     assert "missing" in line and "sglang" in line and "CUDA" in line
+
+
+@pytest.mark.parametrize(("argv", "use_wandb"), [([], False), (["--report-to", "wandb"], True)])
+def test_report_to_sets_rl2s_own_wandb_switch(argv, use_wandb, tmp_path):
+    """``--report-to`` reaches RL2's ``trainer.use_wandb`` in rl-square's own config (whose default is on:
+    the example's default, none, turns it off) and in RL2 main's command."""
+    _, command = dry_run(tmp_path, "--api", "reset_step", *argv)
+    config = OmegaConf.load(Path(RL2.__file__).parent / "trainer" / "config" / "ppo.yaml")
+    OmegaConf.set_struct(config, True)
+    merged = OmegaConf.merge(config, OmegaConf.from_dotlist(command[command.index("RL2.trainer.ppo") + 1 :]))
+    assert merged.trainer.use_wandb is use_wandb
+    _, command = dry_run(tmp_path, "--api", "generate", *argv)
+    assert f"trainer.use_wandb={str(use_wandb).lower()}" in command
+
+
+def test_report_to_tensorboard_is_refused_in_one_line(tmp_path):
+    done = run_example("--dry-run", "--report-to", "tensorboard", "--out", str(tmp_path / "out"), cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "--report-to" in line and "invalid choice: 'tensorboard'" in line and not (tmp_path / "out").exists()
