@@ -9,13 +9,18 @@
   generation prompt, then each action and the observation after it appended as text (the whole episode
   continues that one assistant turn).
 
-The separators are the core's (blank lines, ``Observation:``/``Action:`` labels), not GEM's newlines.
-As in GEM, the latest ``info["prefix"]`` goes before the history and ``info["suffix"]`` after it: GEM's
-games put their board there, so a long history shows the board once, in its current state.
+The text is GEM's, character for character (a model trained or evaluated on GEM's prompts sees the same
+prompts here): each observation and action on its own line (a newline added where one is missing, none
+between), an action as ``info["parsed_action"]`` where the env reports one, a tool's answer as a ``tool``
+turn in the chat template, at most ``max_history_length`` actions (and one more observation) kept. The
+latest ``info["prefix"]`` goes before the history and ``info["suffix"]`` after it: GEM's games put their
+board there, so a long history shows the board once, in its current state. The core's format (its
+``info["messages"]`` in chat mode) is still computed underneath, for the core's consumers.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 from gem_core.env import StepResult
@@ -25,8 +30,13 @@ from gem_core.wrappers.observation import ObservationFormat
 __all__ = ["ObservationWrapper"]
 
 
+def maybe_add_new_line(text: str) -> str:
+    """``text`` ending in a newline (GEM's joiner: none added to an empty text or one that has it)."""
+    return text + "\n" if text and not text.endswith("\n") else text
+
+
 class ObservationWrapper(ObservationFormat):
-    """See the module docstring. ``max_history_length`` must be None: the core keeps the whole history."""
+    """See the module docstring."""
 
     #: A tokenizer is a resource, not episode state (see gem_core.wrappers.core.Wrapper.get_state).
     state_excludes = frozenset({"tokenizer"})
@@ -46,17 +56,18 @@ class ObservationWrapper(ObservationFormat):
             raise InvalidArgument("ObservationWrapper: a chat template needs tokenizer=, e.g. AutoTokenizer.from_pretrained(...).")
         if include_chat_template and not include_action:
             raise InvalidArgument("ObservationWrapper: include_chat_template needs include_action=True (the actions are the assistant turns).")
-        if max_history_length is not None:
-            raise InvalidArgument(
-                f"ObservationWrapper(max_history_length={max_history_length}): not supported, the whole history is kept; "
-                "leave it None."
-            )
         mode = "chat" if include_chat_template else "history_with_actions" if include_action else "history"
         if apply_chat_template_on_reset:
             mode = "raw"  # the transcript is appended to the rendered prompt below, without labels
         super().__init__(env, mode)
         self.tokenizer = tokenizer
+        self.include_action = include_action
+        self.include_chat_template = include_chat_template
         self.apply_chat_template_on_reset = apply_chat_template_on_reset
+        self.max_history_length = max_history_length
+        # GEM's queues: (observation, came from a tool) and the actions between them
+        self.obs_queue: deque[tuple[str, bool]] = deque(maxlen=max_history_length + 1 if max_history_length else None)
+        self.act_queue: deque[str] = deque(maxlen=max_history_length)
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         return super().reset(seed=seed, options=options)
@@ -64,23 +75,35 @@ class ObservationWrapper(ObservationFormat):
     def _render(self, messages: list[dict[str, str]]) -> str:
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
-    def _shown(self, observation: str, info: dict[str, Any]) -> str:
-        return info.get("prefix", "") + self._history(observation, info) + info.get("suffix", "")
+    def _shown(self, info: dict[str, Any]) -> str:
+        return info.get("prefix", "") + self._history() + info.get("suffix", "")
 
-    def _history(self, observation: str, info: dict[str, Any]) -> str:
-        if self.mode == "chat":
-            return self._render(info["messages"])
-        if self.apply_chat_template_on_reset:
-            turns = (f"{action}\n\n{seen}" for action, seen in zip(self.actions, self.observations[1:]))
-            return self.observations[0] + "\n\n".join(turns)  # the action goes right after the generation prompt
-        return observation
+    def _history(self) -> str:
+        if not self.include_action:
+            return "".join(maybe_add_new_line(seen) for seen, _ in self.obs_queue)
+        turns = list(zip(list(self.obs_queue)[:-1], self.act_queue))
+        last, last_is_tool = self.obs_queue[-1]
+        if self.include_chat_template:
+            messages: list[dict[str, str]] = []
+            for (seen, is_tool), action in turns:
+                messages += [{"role": "tool" if is_tool else "user", "content": seen}, {"role": "assistant", "content": action}]
+            messages.append({"role": "tool" if last_is_tool else "user", "content": last})
+            return self._render(messages)
+        text = "".join(maybe_add_new_line(seen) + maybe_add_new_line(action) for (seen, _), action in turns)
+        return text + maybe_add_new_line(last)
 
     def on_reset(self, observation: str, info: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         if self.apply_chat_template_on_reset:
             observation = self._render([{"role": "user", "content": observation}])
-        observation, info = super().on_reset(observation, info)
-        return self._shown(observation, info), info
+        self.obs_queue.clear()
+        self.act_queue.clear()
+        self.obs_queue.append((observation, bool(info.get("use_tool", False))))
+        _, info = super().on_reset(observation, info)
+        return self._shown(info), info
 
     def on_step(self, action: str, result: StepResult) -> StepResult:
-        observation, reward, terminated, truncated, info = super().on_step(action, result)
-        return self._shown(observation, info), reward, terminated, truncated, info
+        observation, reward, terminated, truncated, info = result
+        self.act_queue.append(info.get("parsed_action", action))
+        self.obs_queue.append((observation, bool(info.get("use_tool", False))))
+        _, reward, terminated, truncated, info = super().on_step(action, result)
+        return self._shown(info), reward, terminated, truncated, info

@@ -123,8 +123,10 @@ def test_getting_started_python_tool_example(tiny_tokenizer):
     assert "9.9 > 9.11? True" in obs
     assert info["use_tool"] is True and info["tool_use_counter"] == 1 and info["tool_success_counter"] == 1
     assert not terminated and not truncated
-    # concat_chat: the whole conversation in the chat template, ending with the generation prompt
-    assert obs.count("<|im_start|>user") == 2 and dummy_action in obs and obs.endswith("<|im_start|>assistant\n")
+    # concat_chat: the whole conversation in the chat template, the tool's answer as a tool turn (GEM's
+    # roles), ending with the generation prompt
+    assert obs.count("<|im_start|>user") == 1 and obs.count("<|im_start|>tool") == 1
+    assert dummy_action in obs and obs.endswith("<|im_start|>assistant\n")
 
 
 def test_getting_started_search_tool_example(retrieval_server, tiny_tokenizer):
@@ -289,7 +291,7 @@ def test_make_vec_as_the_training_examples_call_it():
 
     sync, asynchronous = play(False), play(True)
     assert sync == asynchronous  # same seeds, same episodes, whichever backend
-    assert "Action: \\boxed{10}" in sync[1][0][0]  # concat_with_action keeps the actions
+    assert "\n\\boxed{10}\n" in sync[1][0][0]  # concat_with_action keeps the actions, each on its own line
     # GEM's SAME_STEP autoreset: an env whose episode ended already shows its next episode's counters
     assert sync[1][2] == [0 if ended else 1 for ended in sync[1][3]]
 
@@ -325,7 +327,7 @@ def test_concat_keeps_every_observation_and_concat_chat_on_reset_templates_the_f
     first, _ = env.reset(seed=1)
     assert first.startswith("<|im_start|>user") and first.endswith("<|im_start|>assistant\n")
     second, *_ = env.step("\\boxed{7}")
-    assert second.startswith(first + "\\boxed{7}\n\n") and second.count("<|im_start|>") == 2
+    assert second.startswith(first + "\\boxed{7}\n") and second.count("<|im_start|>") == 2  # GEM's newline joiner
     with pytest.raises(ValueError, match="tokenizer"):
         WRAPPER_FACTORY["concat_chat"](gem.make("game:GuessTheNumber-v0"))
 
