@@ -10,6 +10,8 @@ or the discounted return (``--gamma``). Needs Python 3.10, GPUs and ``pip instal
 The flags are oat's ``PPOArgs`` (``--help`` lists them where oat is installed) plus the env fields of
 ``gem_adapters.oat.GemArgsMixin``: ``--env_id``, ``--num_env``, ``--max_turns``, ``--max_total_tokens``,
 ``--system_prompt``. The training length is oat's ``--max_train`` (prompts, i.e. actor steps x batch).
+``--report_to wandb`` (default ``none``) turns on oat's wandb logging (``--use_wb``; log in first with
+``wandb login``); oat has no TensorBoard logger.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 from dataclasses import dataclass
+from typing import Literal
 
 from gem_adapters.gpu_stack import require_gpu_stack
 
@@ -34,6 +37,8 @@ def args_class() -> type:
     class Args(GemArgsMixin, PPOArgs):
         gamma: float = 0.9  # per-turn discount: credit moves to the turns that led to the reward
         whiten_adv: bool = True  # normalize per-turn advantages over the batch (ReBN-style)
+        # Where oat also logs its metrics: wandb sets oat's --use_wb (oat has no TensorBoard logger).
+        report_to: Literal["none", "wandb"] = "none"
 
     return Args
 
@@ -47,6 +52,7 @@ def training_args() -> object:
     args.oracle = ""
     args.prompt_data = ""
     args.rollout_batch_size = args.rollout_batch_size_per_device * args.gpus
+    args.use_wb = args.use_wb or args.report_to == "wandb"  # oat's own wandb switch (its --wb_project names the project)
     return default_args_validation(args)
 
 

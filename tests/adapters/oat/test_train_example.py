@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 EXAMPLE = Path(__file__).parents[3] / "examples" / "train_oat.py"
@@ -52,3 +53,16 @@ def test_launch_on_a_cpu_machine_says_what_is_missing_in_one_line(tmp_path):
     assert done.returncode != 0 and "Traceback" not in done.stderr
     (line,) = done.stderr.strip().splitlines()
     assert "missing" in line and "vllm" in line and "launchpad" in line and "CUDA" in line
+
+
+def test_report_to_wandb_sets_oats_own_wandb_switch(monkeypatch):
+    """``--report_to`` (default none) reaches oat's ``use_wb``; a logger oat lacks is refused by oat's parser."""
+    example = load_example(monkeypatch)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
+    for argv, use_wb in (([], False), (["--report-to", "wandb"], True)):
+        monkeypatch.setattr(sys, "argv", ["train_oat.py", *documented_command(), *argv])
+        assert example.training_args().use_wb is use_wb
+    monkeypatch.setattr(sys, "argv", ["train_oat.py", *documented_command(), "--report_to", "tensorboard"])
+    with pytest.raises(SystemExit) as exited:
+        example.training_args()
+    assert exited.value.code == 2
