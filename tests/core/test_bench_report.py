@@ -1,0 +1,39 @@
+"""``bench/report.py --quick``: the throughput table has every row, each a positive number, and the JSON
+written where asked holds the same table with the machine named (no timing asserted: a smoke test)."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+REPORT = Path(__file__).resolve().parents[2] / "bench" / "report.py"
+
+#: Every row the README's Performance table shows, by section.
+EXPECTED = {
+    "env steps/s": {"games: game:GuessTheNumber-v0", "games: game:Wordle-v0", "games: game:Minesweeper-v0-hard",
+                    "math: math:Sample", "logic: logic:Sample", "code: code:Sample", "terminal: terminal:Tasks-v0",
+                    "swe sample: swe:Sample-v0"},
+    "episodes/s, scripted policy": {"EpisodeSession (32 in flight)", "vector sync (8 envs)", "vector thread (8 envs)",
+                                    "vector async (8 envs)", "vector process (8 envs)"},
+    "sandbox, print(1+1)": {"start p50", "start p99", "exec p50", "exec p99"},
+    "grades/s": {"math (math-verify, grader worker)", "code (sandboxed tests)"},
+    "step latency, game:GuessTheNumber-v0": {"in process p50", "in process p99", "gem serve (HTTP) p50", "gem serve (HTTP) p99"},
+}
+
+
+def test_the_quick_report_prints_and_writes_every_row_with_a_positive_number(tmp_path):
+    out = tmp_path / "nested" / "report.json"
+    done = subprocess.run([sys.executable, str(REPORT), "--quick", "--out", str(out)], capture_output=True, text=True,
+                          timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(out.read_text())
+    found: dict[str, set[str]] = {}
+    for row in report["rows"]:
+        found.setdefault(row["section"], set()).add(row["name"])
+        assert math.isfinite(row["value"]) and row["value"] > 0, row
+        assert f"| {row['name']} |" in done.stdout  # the printed table has the row too
+    assert found == EXPECTED
+    assert report["machine"]["cores"] >= 1 and report["machine"]["cpu"] and report["date"] and report["quick"] is True
