@@ -60,7 +60,10 @@ class PrefixKVCache:
 
     def __init__(self, max_sequences: int = 256, max_tokens: int = 65_536):
         if max_sequences < 0 or max_tokens < 0:
-            raise InvalidArgument(f"max_sequences and max_tokens must be >= 0, got {max_sequences} and {max_tokens}.")
+            raise InvalidArgument(
+                f"max_sequences and max_tokens must be >= 0 (0 turns reuse off), got {max_sequences} and {max_tokens}; "
+                "TransformersPolicy takes them as kv_cache_sequences and kv_cache_tokens."
+            )
         self.max_sequences = max_sequences
         self.max_tokens = max_tokens
         self.tokens = 0

@@ -152,3 +152,11 @@ def test_release_drops_the_ended_episode_but_not_one_sharing_only_its_prompt():
     store.store([1, 2, 3, 20, 21], 3, layers(5))  # the same prompt, another sample (a GRPO group)
     assert store.release([1, 2, 3, 10, 11, 12]) == 1
     assert store.lookup([1, 2, 3, 20, 21, 5])[1] == 5
+
+
+def test_a_negative_bound_is_refused_naming_the_argument(tiny_tokenizer, tiny_model):
+    from gem_core.errors import GemError
+
+    with pytest.raises(GemError, match="kv_cache_tokens") as error:
+        TransformersPolicy(tiny_model, tiny_tokenizer, kv_cache_tokens=-1)
+    assert isinstance(error.value, ValueError)
