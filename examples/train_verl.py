@@ -11,6 +11,7 @@ verl itself is not modified or wrapped: the trainer is verl's, started as verl d
     python examples/train_verl.py                                  # Wordle, Qwen2.5-1.5B-Instruct, 8 GPUs
     python examples/train_verl.py --env game:Sudoku-v0-easy --n-gpus 4 --adv-estimator grpo
     python examples/train_verl.py --dry-run                        # build the data, print the command
+    python examples/train_verl.py --report-to wandb                # verl's metrics to wandb (or tensorboard; default none)
     python examples/train_verl.py trainer.total_epochs=3           # extra `key=value` go to verl as they are
 """
 
@@ -48,6 +49,11 @@ class Args:
     lr: float = field(default=1e-6, metadata={"help": "actor learning rate"})
     n_gpus: int = field(default=8, metadata={"help": "GPUs on this node"})
     total_epochs: int = field(default=10, metadata={"help": "passes over the training rows"})
+    report_to: str = field(
+        default="none", metadata={"help": "where verl also logs its metrics (trainer.logger, beside the console): none, wandb "
+                                          "(`wandb login` first) or tensorboard (verl's tensorboard_log/ or $TENSORBOARD_DIR)",
+                                  "choices": ["none", "wandb", "tensorboard"]}
+    )
     dry_run: bool = field(default=False, metadata={"help": "build the data and print the command without starting verl"})
 
 
@@ -132,7 +138,7 @@ def verl_overrides(args: Args, train_file: Path, val_file: Path, agent_loop_conf
         f"trainer.total_epochs={args.total_epochs}",
         "trainer.project_name=gem",
         f"trainer.experiment_name={args.env.replace(':', '_')}-{args.adv_estimator}",
-        "trainer.logger=[console]",
+        "trainer.logger=[console]" if args.report_to == "none" else f"trainer.logger=[console,{args.report_to}]",
         "trainer.val_before_train=True",
         "trainer.test_freq=10",
         "trainer.save_freq=-1",

@@ -92,3 +92,21 @@ def test_without_gpus_or_rollout_engine_it_says_what_is_missing_in_one_line(tmp_
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "train_verl.py needs" in lines[0] and ("vllm" in lines[0] or "CUDA" in lines[0])
     assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize(("argv", "loggers"), [([], ["console"]), (["--report-to", "wandb"], ["console", "wandb"]),
+                                               (["--report_to", "tensorboard"], ["console", "tensorboard"])])
+def test_report_to_reaches_verls_trainer_logger(train_verl, tmp_path, argv, loggers):
+    """``--report-to`` sets verl's own ``trainer.logger`` in the config ``main_ppo`` composes (console always)."""
+    from hydra import compose, initialize_config_module
+
+    command = dry_run(train_verl, tmp_path, *argv)
+    with initialize_config_module("verl.trainer.config", version_base=None):
+        config = compose("ppo_trainer", overrides=command[3:])
+    assert list(config.trainer.logger) == loggers
+
+
+def test_report_to_a_logger_outside_the_three_is_refused(train_verl, tmp_path):
+    with pytest.raises(SystemExit) as exited:
+        dry_run(train_verl, tmp_path, "--report-to", "mlflow")
+    assert exited.value.code == 2 and not any(tmp_path.iterdir())
