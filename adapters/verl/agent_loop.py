@@ -44,6 +44,17 @@ manager or worker subclass, no trainer patch, only the object the loop returns. 
 (``trainer.use_v1=False``, deprecated) pads outputs without ``as_dict`` and keeps the return on the
 last token.
 
+Asynchronous training (``verl.experimental.one_step_off_policy``, ``verl.experimental.fully_async_policy``):
+both build verl's legacy ``AgentLoopManager``/``AgentLoopWorker`` whatever ``trainer.use_v1`` says, so the
+loop merges ``reward_extra_info`` the legacy way there (:func:`runs_in_v1_worker`). A weight sync may abort a
+turn in flight: under fully_async with ``async_training.partial_rollout=True`` verl's
+``FullyAsyncLLMServerClient`` resumes it itself (the turn's tokens span two versions); with a plain client
+(``one_step_off_policy``, ``partial_rollout=False``) the aborted turn comes back and
+:class:`ServerManagerPolicy` samples it again from the same context. Either way the env is stepped once per
+action. ``extra_fields`` carry verl's ``min_global_steps``/``max_global_steps`` (fully_async's batch step
+reads them from every trajectory), and ``extras`` the version of each response token (``token_versions``)
+and each turn's ``[min, max]`` (``turn_versions``).
+
 Curriculum (``curriculum:`` in a YAML entry, :mod:`gem_core.curriculum`): verl 0.9.1 has no hook for a
 sampler of its own over the dataset (``create_rl_sampler`` builds a random or sequential one and
 ``main_ppo`` passes no other), so the agent loop chooses the episode start instead: one draw per prompt,
@@ -58,6 +69,7 @@ the job starts again), and a worker cannot add metrics to verl's training log (e
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -84,7 +96,7 @@ from gem_core.rollout.runner import run_session
 from gem_core.rollout.session import EpisodeSession
 from gem_core.rollout.trajectory import TokenTrajectory
 
-__all__ = ["GemAgentLoop", "GemAgentLoopOutput", "ServerManagerPolicy", "RewardPlacement", "RewardExtraInfo", "episode_label", "GEM_EXTRAS_KEY"]
+__all__ = ["GemAgentLoop", "GemAgentLoopOutput", "ServerManagerPolicy", "runs_in_v1_worker", "RewardPlacement", "RewardExtraInfo", "episode_label", "GEM_EXTRAS_KEY"]
 
 #: The ``extra_fields`` key holding GEM's own per-episode data (one of the keys verl keeps in every
 #: chunk, so chunks without GEM rows still concatenate): ``env_id``, ``env_seed``, ``task``, ``turn_spans``, ``metrics``.
@@ -105,9 +117,24 @@ class ServerManagerPolicy:
     """verl's server manager as a :class:`gem_core.rollout.policy.Policy` for one episode.
 
     ``await server_manager.generate(request_id, prompt_ids=..., sampling_params=...)`` returns a
-    ``TokenOutput`` (``token_ids``, ``log_probs``, ``stop_reason``). verl's sampling parameters
+    ``TokenOutput`` (``token_ids``, ``log_probs``, ``stop_reason``, ``extra_fields``). verl's sampling parameters
     (temperature, top-p/k, ``logprobs``; greedy during validation) are kept as verl chose them; the
     policy adds only the per-turn ``max_tokens`` and the ``stop_token_ids`` that end a turn.
+
+    Asynchronous training (verl's ``fully_async_policy``, ``one_step_off_policy``, v1 ``*_async`` trainers):
+
+    - weight versions: verl's vLLM server reports the version of its weights in
+      ``extra_fields["global_steps"]``, and its client ``min_global_steps``/``max_global_steps`` of a
+      request. Each sampled token is tagged with its turn's ``min_global_steps`` (``Generation.versions``);
+      a turn verl resumed across a weight sync (``FullyAsyncLLMServerClient`` with
+      ``async_training.partial_rollout=True``) reports only its first and last version, not where the
+      sync fell, so its tokens carry the oldest (a staleness computed from them is never too small), and
+      :attr:`turn_versions` keeps both ends.
+    - an aborted turn (``stop_reason="aborted"``: a plain client, which ``one_step_off_policy`` uses, or
+      ``partial_rollout=False``; also a server that refuses requests while paused) is sampled again from
+      the same context after :attr:`abort_backoff_s`, as :class:`gem_core.rollout.policy_version.VersionedPolicy`
+      does: the env never sees the fragment, and the turn is what the new weights sampled. Only after
+      :attr:`max_consecutive_aborts` aborts in a row does the turn come back aborted (the episode ends truncated).
 
     Args:
         server_manager: verl's ``LLMServerClient`` (``AgentLoopBase.server_manager``).
@@ -115,6 +142,11 @@ class ServerManagerPolicy:
         request_id: one id per episode: verl routes it to the same server (prefix cache).
         request_kwargs: extra keyword arguments for every call (e.g. ``priority``).
     """
+
+    abort_backoff_s: float = 1.0
+    """Wait before sampling an aborted turn again (verl's own client waits 1 s before it resumes)."""
+    max_consecutive_aborts: int = 600
+    """Aborts of one turn in a row after which the turn stands aborted (a server that never resumes)."""
 
     def __init__(self, server_manager: Any, sampling_params: Mapping[str, Any], *, request_id: str | None = None,
                  request_kwargs: Mapping[str, Any] | None = None):
@@ -125,6 +157,10 @@ class ServerManagerPolicy:
         self.num_preempted = 0
         self.generate_seconds = 0.0
         """Time spent waiting for the server: verl's ``generate_sequences`` phase of the episode."""
+        self.resampled_turns = 0
+        """Aborted generations sampled again."""
+        self.turn_versions: list[list[int | None]] = []
+        """``[min_global_steps, max_global_steps]`` of each sampled turn, as verl's client reports them."""
 
     async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
         started = time.perf_counter()
@@ -132,26 +168,69 @@ class ServerManagerPolicy:
         stop_ids = list(sampling.stop_token_ids or [])
         if stop_ids:
             params["stop_token_ids"] = stop_ids
-        output = await self.server_manager.generate(
-            request_id=self.request_id, prompt_ids=list(prompt_ids), sampling_params=params, **self.request_kwargs
-        )
+        aborts = 0
+        while True:
+            output = await self.server_manager.generate(
+                request_id=self.request_id, prompt_ids=list(prompt_ids), sampling_params=params, **self.request_kwargs
+            )
+            self.num_preempted += int(output.num_preempted or 0)
+            if output.stop_reason not in _ABORTED or aborts >= self.max_consecutive_aborts:
+                break
+            aborts += 1
+            self.resampled_turns += 1
+            await asyncio.sleep(self.abort_backoff_s)
         self.generate_seconds += time.perf_counter() - started
-        self.num_preempted += int(output.num_preempted or 0)
         token_ids = [int(t) for t in output.token_ids]
+        oldest, newest = _version_span(output)
+        self.turn_versions.append([oldest, newest])
         return Generation(  # refuses log-probs that are not one per token
             token_ids=token_ids,
             logprobs=[float(x) for x in output.log_probs] if output.log_probs is not None else None,
             finish_reason=_finish_reason(output.stop_reason, token_ids, stop_ids, sampling.max_new_tokens),
+            versions=None if oldest is None else [oldest] * len(token_ids),
         )
+
+    @property
+    def version_span(self) -> tuple[int | None, int | None]:
+        """The episode's oldest and newest weight version (verl's ``min_global_steps``/``max_global_steps``)."""
+        oldest = [v for v, _ in self.turn_versions if v is not None]
+        newest = [v for _, v in self.turn_versions if v is not None]
+        return (min(oldest) if oldest else None, max(newest) if newest else None)
+
+
+#: verl's stop reason for a request a weight sync (or a paused server) aborted; vLLM's own word too.
+_ABORTED = ("aborted", "abort")
+
+
+def _version_span(output: Any) -> tuple[int | None, int | None]:
+    """``(min_global_steps, max_global_steps)`` of one verl ``TokenOutput`` (None: the server reports none)."""
+    extra = getattr(output, "extra_fields", None) or {}
+    version = extra.get("global_steps")
+    oldest, newest = extra.get("min_global_steps", version), extra.get("max_global_steps", version)
+    return (None if oldest is None else int(oldest), None if newest is None else int(newest))
 
 
 def _finish_reason(stop_reason: str | None, token_ids: list[int], stop_ids: list[int], max_tokens: int) -> str:
     """verl reports ``'completed'`` for both a stop token and the length limit; tell them apart."""
-    if stop_reason == "aborted":
+    if stop_reason in _ABORTED:
         return "abort"
     if token_ids and token_ids[-1] in stop_ids:
         return "stop"
     return "length" if len(token_ids) >= max_tokens else "stop"
+
+
+def runs_in_v1_worker(config: Mapping[str, Any]) -> bool:
+    """Whether verl runs the agent loops of this config in its v1 worker (``AgentLoopWorkerTQ``).
+
+    ``trainer.use_v1`` says so for ``main_ppo``. verl's experimental asynchronous entry points
+    (``verl.experimental.one_step_off_policy.main_ppo``, ``verl.experimental.fully_async_policy.fully_async_main``)
+    build the legacy ``AgentLoopManager`` and its ``AgentLoopWorker`` whatever ``trainer.use_v1`` says
+    (their configs keep it true); theirs are the configs with a top-level ``rollout`` section (the
+    separate rollout resources), fully_async's also with ``async_training``.
+    """
+    if "async_training" in config or "rollout" in config:
+        return False
+    return bool((config.get("trainer") or {}).get("use_v1", True))
 
 
 class GemAgentLoopOutput(AgentLoopOutput):
@@ -254,7 +333,7 @@ class GemAgentLoop(AgentLoopBase):
         self.max_turns = max_turns
         self.system_prompt = system_prompt
         # Which worker merges the batch: v1 (verl's default) merges reward_extra_info row by row; the legacy one by the first row's keys.
-        self.use_v1 = bool(self.config.get("trainer", {}).get("use_v1", True))
+        self.use_v1 = runs_in_v1_worker(self.config)
         self.reward_extra_keys = legacy_reward_extra_keys(self.config, reward_extra_keys, use_v1=self.use_v1)
         self.reward_placement: RewardPlacement = reward_placement
         self.prompt_length = int(self.rollout_config.prompt_length)
@@ -304,9 +383,10 @@ class GemAgentLoop(AgentLoopBase):
             generate_sequences=policy.generate_seconds, num_preempted=policy.num_preempted,
             tool_calls=time.perf_counter() - started - policy.generate_seconds,
         )
-        return self._output(trajectory, metrics, want_logprobs=bool(sampling_params.get("logprobs")))
+        return self._output(trajectory, metrics, want_logprobs=bool(sampling_params.get("logprobs")), policy=policy)
 
-    def _output(self, trajectory: TokenTrajectory, timing: AgentLoopMetrics, *, want_logprobs: bool) -> AgentLoopOutput:
+    def _output(self, trajectory: TokenTrajectory, timing: AgentLoopMetrics, *, want_logprobs: bool,
+                policy: ServerManagerPolicy) -> AgentLoopOutput:
         # The session's max_response_tokens keeps the response within response_length.
         metrics = trajectory_metrics([trajectory], prefix="gem_")
         # Only keys of verl's fixed set, so a batch mixing GEM rows with other agent loops merges (module docstring).
@@ -318,7 +398,16 @@ class GemAgentLoop(AgentLoopBase):
                 "task": trajectory.metrics["task"],  # env id and level kwargs (gem_core.curriculum.task_name)
                 "turn_spans": [[int(s), int(e)] for s, e in trajectory.turn_spans],
                 "metrics": metrics,
+                # Which weights sampled what (module docstring, asynchronous training): per response token (-1 on env
+                # tokens), per turn [min, max] as verl reports it, and how many aborted turns were sampled again.
+                "token_versions": list(trajectory.token_versions) or [-1] * len(trajectory.response_ids),
+                "turn_versions": policy.turn_versions,
+                "resampled_turns": policy.resampled_turns,
             },
+            # verl's own keys (its ToolAgentLoop sets them): fully_async's batch step reads both from every
+            # trajectory (its partial-rollout and staleness metrics), the v1 worker stores them with the sample.
+            "min_global_steps": policy.version_span[0],
+            "max_global_steps": policy.version_span[1],
             # verl logs numbers under reward_extra_info as val-aux/<data_source>/<key>/mean@N (and dumps them).
             "reward_extra_info": reward_extra_info(
                 metrics, trajectory.episode_return, use_v1=self.use_v1, legacy_keys=self.reward_extra_keys
