@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gem_core.errors import GemError
-from gem_core.rollout.chat_template import ChatTemplate
+from gem_core.rollout.chat_template import ChatTemplate, ChatTemplateError
 from gem_core.rollout.policy import Generation
 from gem_core.rollout.trajectory import TokenTrajectory
 
@@ -206,27 +206,11 @@ class AgentEpisode:
             raise MessageError(f"the model's chat template cannot render these messages: {type(error).__name__}: {error}") from None
 
     def _encode(self, text: str, messages: list[dict[str, Any]]) -> list[int]:
-        """``text`` (a rendering that holds ``messages``' contents in order) encoded with the contents as data.
-
-        Without a control token spelled in any content (the common case) this is one encode of ``text``,
-        identical to tokenizing the template's rendering.
-        """
-        template = self.template
-        # The template's own helpers: its control-token pattern and plain-text encoder (env text stays text).
-        controls = template._controls
-        risky = [m for m in messages if controls is not None and controls.search(m["content"])]
-        if not risky:
-            return template._encode(text)
-        ids: list[int] = []
-        position = 0
-        for message in risky:
-            at = text.find(message["content"], position)
-            if at < 0:
-                raise MessageError("could not locate a message's content in the chat template's rendering")
-            ids += template._encode(text[position:at])
-            ids += template._encode_plain(message["content"], keep_added=message["role"] == "assistant")
-            position = at + len(message["content"])
-        return ids + template._encode(text[position:])
+        """``text`` (a rendering that holds ``messages``' contents in order) encoded with the contents as data."""
+        try:
+            return self.template.encode_rendering(text, messages)
+        except ChatTemplateError as error:
+            raise MessageError(str(error)) from None
 
     # -- stitching -----------------------------------------------------------------------------
 
@@ -252,7 +236,7 @@ class AgentEpisode:
             return None, "no new message after the assistant reply (a repeated call)", shared
         before = self._render(messages[: len(old)], tools, generation_prompt=False)
         after = self._render(messages, tools, generation_prompt=True)
-        eot = self.template._end_text
+        eot = self.template.end_of_turn_text
         cut = before.rfind(eot)
         if not after.startswith(before) or cut < 0:
             return None, "the chat template renders the earlier turns differently once new messages follow", shared
@@ -325,7 +309,7 @@ class AgentEpisode:
                 delta = prompt[len(ids) :] if len(prompt) > len(ids) and prompt[: len(ids)] == ids else None
             else:
                 text = branch.text
-                delta = self.template._encode(prompt[len(text) :]) if text and len(prompt) > len(text) and prompt.startswith(text) else None
+                delta = self.template.encode_rendering(prompt[len(text) :]) if text and len(prompt) > len(text) and prompt.startswith(text) else None
             if delta is not None:
                 left = self._budget(len(branch.response_ids) + len(delta))
                 call = AgentCall(len(self.calls), index, [], branch.ids() + delta, rollback=len(branch.response_ids), max_new_tokens=left)
@@ -335,7 +319,7 @@ class AgentEpisode:
                 self.calls.append(call)
                 self.pending.append(call)
                 return call
-        ids = list(prompt) if isinstance(prompt, list) else self.template._encode(prompt)
+        ids = list(prompt) if isinstance(prompt, list) else self.template.encode_rendering(prompt)
         reason = "the prompt does not start with an earlier prompt and its completion" if self.calls else None
         self.branches.append(
             Branch(prompt_ids=ids, tools=_COMPLETION, forked_at_call=len(self.calls) if self.calls else None,

@@ -53,6 +53,7 @@ import re
 import threading
 import weakref
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -382,6 +383,36 @@ class ChatTemplate:
     def close_turn_ids(self) -> list[int]:
         """Tokens that close an assistant turn cut by the length limit (appended with loss mask 0)."""
         return list(self.end_of_turn_ids)
+
+    @property
+    def end_of_turn_text(self) -> str:
+        """The text the template writes after an assistant turn's content (the end-of-turn glue)."""
+        return self._end_text
+
+    def encode_rendering(self, text: str, messages: Sequence[dict[str, Any]] = ()) -> list[int]:
+        """Ids of ``text``, a rendering by this template that holds ``messages``' contents in order, with each content
+        encoded as data: a special token spelled in a content stays plain text, as env text does in a trajectory
+        (model text keeps non-special added tokens, env text does not). Only the template's own glue carries control ids.
+
+        Without a control token spelled in any content (the common case) this is one encode of ``text``, identical to
+        tokenizing the rendering.
+
+        Raises:
+            ChatTemplateError: a content that spells a control token is not in ``text`` after the content before it.
+        """
+        risky = [m for m in messages if _found(self._controls, m["content"])]
+        if not risky:
+            return self._encode(text)
+        ids: list[int] = []
+        position = 0
+        for message in risky:
+            at = text.find(message["content"], position)
+            if at < 0:
+                raise ChatTemplateError("could not locate a message's content in the chat template's rendering")
+            ids += self._encode(text[position:at])
+            ids += self._encode_plain(message["content"], keep_added=message["role"] == "assistant")
+            position = at + len(message["content"])
+        return ids + self._encode(text[position:])
 
     def ends_turn(self, action_ids: list[int]) -> bool:
         """Whether ``action_ids`` already end with :attr:`end_of_turn_ids`."""
