@@ -196,7 +196,7 @@ class _Parser(OneLineErrors, argparse.ArgumentParser):
 
     def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
         words = list(sys.argv[1:] if args is None else args)
-        known = {action.option_strings[0] for action in self._actions if action.option_strings}
+        known: set[str] = getattr(self, "flags", set())  # set by dataclass_parser
         for i, word in enumerate(words):
             flag, sep, value = word.partition("=")
             if flag.startswith("--") and "-" in flag[2:] and (underscored := "--" + flag[2:].replace("-", "_")) in known:
@@ -222,6 +222,7 @@ def dataclass_parser(args_class: type, prog: str, description: str) -> argparse.
     ``str | list[str] | ...`` is repeatable (``--env`` twice is a mixture) and absent when not given.
     """
     parser = _Parser(prog=prog, description=description, formatter_class=_DefaultsOnce)
+    parser.flags = {f"--{f.name}" for f in dataclasses.fields(args_class)}
     hints = typing.get_type_hints(args_class)
     for f in dataclasses.fields(args_class):
         kind, help_text = hints[f.name], f.metadata["help"]
