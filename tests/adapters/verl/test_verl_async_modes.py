@@ -209,7 +209,7 @@ async def test_fully_async_partial_rollout_resume_reaches_the_trainer_batch(mode
 async def test_aborted_turn_is_resampled_under_the_new_weights(mode, model_dir, tiny_tokenizer, make_row, wordle_steps, monkeypatch):
     """A plain client (one_step_off_policy's manager) or partial_rollout=False hands back the aborted turn."""
 
-    monkeypatch.setattr(gem_agent_loop.ServerManagerPolicy, "abort_backoff_s", 0.0, raising=False)  # verl waits 1 s
+    monkeypatch.setattr(gem_agent_loop.ServerManagerPolicy, "abort_backoff_s", 0.0)  # verl waits 1 s
     actions, target = wordle_script(8)
     replica = ScriptedReplica(tiny_tokenizer, actions, abort_turn=1, keep=3)
     if mode == "plain_client":
@@ -236,18 +236,18 @@ async def test_aborted_turn_is_resampled_under_the_new_weights(mode, model_dir, 
     assert out.extra_fields["turn_scores"][-1] > 0 and out.extra_fields["extras"]["resampled_turns"] == 1
 
 
-def one_step_off_config(model_dir: str, monkeypatch):
+def one_step_off_config(model_dir: str):
     """verl's ``one_step_off_ppo_trainer`` config (``trainer.use_v1`` left at its default, true) with the GEM overrides."""
     import verl
     from hydra import compose, initialize_config_dir
 
-    package_parent = os.path.dirname(os.path.dirname(verl.__file__))
-    monkeypatch.chdir(package_parent)  # the config's searchpath is file://verl/trainer/config, relative to verl's checkout
-    config_dir = os.path.join(package_parent, "verl", "experimental", "one_step_off_policy", "config")
+    config_dir = os.path.join(os.path.dirname(verl.__file__), "experimental", "one_step_off_policy", "config")
     with initialize_config_dir(config_dir=config_dir, version_base=None):
         return compose(
             "one_step_off_ppo_trainer",
             overrides=[
+                # its searchpath, file://verl/trainer/config, holds only inside verl's checkout (README's command line)
+                "hydra.searchpath=[pkg://verl.trainer.config]",
                 "actor_rollout_ref.rollout.name=vllm",
                 "actor_rollout_ref.rollout.mode=async",
                 "actor_rollout_ref.rollout.n=1",
@@ -260,13 +260,13 @@ def one_step_off_config(model_dir: str, monkeypatch):
 
 
 @pytest.mark.parametrize("mode", ["one_step_off", "fully_async"])
-async def test_async_modes_merge_gem_and_single_turn_rows_in_the_legacy_worker(mode, model_dir, model_server, make_row, monkeypatch):
+async def test_async_modes_merge_gem_and_single_turn_rows_in_the_legacy_worker(mode, model_dir, model_server, make_row):
     """Both experimental modes run verl's legacy AgentLoopWorker (their managers are AgentLoopManager's) while
     their configs keep ``trainer.use_v1: true``; the worker lifts the first row's ``reward_extra_info`` keys
     and reads them from every row, so a GEM row must carry the legacy keys there."""
     from test_verl_mixed_agent_loops import RewardLoopHandle, rows  # same folder, on sys.path
 
-    config = one_step_off_config(model_dir, monkeypatch) if mode == "one_step_off" else fully_async_config(model_dir)
+    config = one_step_off_config(model_dir) if mode == "one_step_off" else fully_async_config(model_dir)
     assert config.trainer.use_v1
     handle = RewardLoopHandle()
     worker = AgentLoopWorker(config, model_server, reward_loop_worker_handles=[handle])
