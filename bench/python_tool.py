@@ -13,6 +13,11 @@ hot path), a whole worker start (bwrap + interpreter + preloads, until it report
 part of a warm worker, and a zygote call (hand the snippet to a call forked ahead of time, collect its
 status).
 
+Then one zygote call part by part (:func:`call_parts`, also alone with ``--only-parts``), from timestamps
+recorded along its path (the host's steps, and the snippet's own clock readings inside the sandbox), next
+to a fork+exit of an interpreter with numpy in alternating rounds, with the CPU a call costs on each side:
+where the time over the fork floor goes, and the ratio issue 46 targets (<= 1.5x).
+
 Then back-to-back ``print(1+1)`` (no pause between calls): p50 of one caller and calls/s of
 ``--concurrency`` callers through the zygote, against the cold subprocess of this run and GEM's quoted
 figure, with the machine's load average (other jobs share its cores).
@@ -35,7 +40,7 @@ loopback whose node advertises ``gem_sandbox``, calls made with ``sandbox_backen
 throughput per core: back-to-back calls (no gap) from ``2 x cores`` callers, calls/s divided by the
 cores, locally and through Ray. That figure sizes a cluster (README, "Scaling out").
 
-    python bench/python_tool.py [--calls 30] [--concurrency 8] [--gap 0.2] [--mode bwrap] [--ray] [--only-back-to-back]
+    python bench/python_tool.py [--calls 30] [--concurrency 8] [--gap 0.2] [--mode bwrap] [--ray] [--only-back-to-back] [--only-parts]
 """
 
 from __future__ import annotations
@@ -159,15 +164,21 @@ try:
     import numpy
 except ImportError:
     pass
-times = []
-for _ in range(int(sys.argv[1])):
-    start = time.perf_counter()
-    pid = os.fork()
-    if pid == 0:
-        os._exit(0)
-    os.waitpid(pid, 0)
-    times.append(time.perf_counter() - start)
-print(statistics.median(times) * 1e3)
+def batch(n):
+    times = []
+    for _ in range(n):
+        start = time.perf_counter()
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+        times.append(time.perf_counter() - start)
+    return times
+if sys.argv[1] == "serve":  # one line per batch asked on stdin: its times in ms
+    for line in sys.stdin:
+        print(" ".join(str(t * 1e3) for t in batch(int(line))), flush=True)
+else:
+    print(statistics.median(batch(int(sys.argv[1]))) * 1e3)
 """
 
 
@@ -175,6 +186,131 @@ def fork_p50_ms(calls: int) -> float:
     """Fork, exit and wait of an interpreter with numpy imported, as the zygote's is (measured in a child)."""
     done = subprocess.run([sys.executable, "-I", "-c", FORK_PROBE, str(calls)], capture_output=True, text=True, check=True)
     return float(done.stdout)
+
+
+#: The snippet of :func:`call_parts`: ``print(1+1)`` with the clock read where the snippet starts and ends
+#: (``CLOCK_MONOTONIC`` is one clock for the host and every namespace of the sandbox).
+TIMED_SNIPPET = "import time\n_t0 = time.monotonic()\nprint(1+1)\nprint(_t0, time.monotonic())"
+
+
+def call_parts(calls: int, pool_size: int, rounds: int = 5) -> dict[str, float]:
+    """Where one zygote call's time goes, from timestamps recorded along its path (p50 of ``calls``, ms),
+    with the CPU one call costs on each side (host, and the zygote's tree, refill included).
+
+    Host-side parts are timed by wrapping the functions of :mod:`gem_core.tools.sandbox.zygote` that
+    :meth:`Zygote.run` calls in order; sandbox-side parts by the clock readings of the snippet itself:
+
+    - ``take + ready``: a call forked ahead of time taken, its ready message (and PID) read;
+    - ``pidfd``: the pidfd of the call's PID 1 opened and checked;
+    - ``hand-over``: the request encoded and written on the call's pipe;
+    - ``refill order``: the order for the replacement call sent to the zygote (after a short call's status,
+      so inside ``teardown``);
+    - ``to snippet start``: the snippet's process reads the request, sets limits, compiles, starts;
+    - ``snippet``: the snippet itself;
+    - ``to status``: the snippet's report and exit, its PID 1's status, the host woken with it (output
+      collection and memory accounting, if a sample falls due, included);
+    - ``teardown``: the call's PID 1 killed, its descriptors closed, the result built.
+    """
+    from gem_core.tools.sandbox import zygote as zygote_module
+
+    stamps: dict[str, float] = {}
+
+    def stamped(name: str, function: Callable) -> Callable:
+        def wrapper(*args, **kwargs):
+            stamps[name.replace("refilled", "refill from")] = time.monotonic()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                stamps[name] = time.monotonic()
+
+        return wrapper
+
+    originals = {
+        "started": zygote_module._ForkedCall.started, "hand_over": zygote_module._ForkedCall.hand_over,
+        "top_up": zygote_module.Zygote._top_up, "watch": zygote_module.watch,
+        "pidfd": zygote_module._pidfd_of_waiting_call,
+    }
+    pool = SandboxPool("bwrap", SandboxConfig(pool_size=pool_size))
+    parts: dict[str, list[float]] = {}
+    try:
+        zygote_module._ForkedCall.started = stamped("ready", originals["started"])
+        zygote_module._ForkedCall.hand_over = stamped("handed", originals["hand_over"])
+        zygote_module.Zygote._top_up = stamped("refilled", originals["top_up"])
+        zygote_module.watch = stamped("status", originals["watch"])
+        zygote_module._pidfd_of_waiting_call = stamped("pidfd", originals["pidfd"])
+        pool.run("pass", timeout=30)
+        interpreter = next(pid for pid, depth in process_tree(pool.zygote().process.pid) if depth == 3)
+        probe = subprocess.Popen([sys.executable, "-I", "-c", FORK_PROBE, "serve"], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, text=True)
+        floor: list[float] = []
+        ratios: list[float] = []
+        cpu_seconds = own_seconds = 0.0
+        try:
+            for round_calls in _rounds(calls, rounds):
+                probe.stdin.write(f"{round_calls}\n")
+                probe.stdin.flush()
+                round_floor = [float(value) for value in probe.stdout.readline().split()]
+                floor += round_floor
+                cpu_before, own_before = _cpu_seconds(interpreter), _own_cpu_seconds()
+                round_calls_ms = []
+                for _ in range(round_calls):
+                    stamps.clear()
+                    began = time.monotonic()
+                    result = pool.run(TIMED_SNIPPET, timeout=30)
+                    ended = time.monotonic()
+                    snippet_start, snippet_end = (float(value) for value in result.stdout.split()[1:3])
+                    for name, (a, b) in {
+                        "take + ready": (began, stamps["ready"]),
+                        "pidfd": (stamps["ready"], stamps["pidfd"]),
+                        "hand-over": (stamps["pidfd"], stamps["handed"]),
+                        "refill order": (stamps["refill from"], stamps["refilled"]),
+                        "to snippet start": (stamps["handed"], snippet_start),
+                        "snippet": (snippet_start, snippet_end),
+                        "to status": (snippet_end, stamps["status"]),
+                        "teardown": (stamps["status"], ended),
+                        "whole call": (began, ended),
+                    }.items():
+                        parts.setdefault(name, []).append((b - a) * 1e3)
+                    round_calls_ms.append((ended - began) * 1e3)
+                time.sleep(0.05)
+                pool.run("pass", timeout=30)  # the zygote reaps the calls that ended when next asked for one
+                cpu_seconds += _cpu_seconds(interpreter) - cpu_before
+                own_seconds += _own_cpu_seconds() - own_before
+                ratios.append(statistics.median(round_calls_ms) / statistics.median(round_floor))
+        finally:
+            probe.stdin.close()
+            probe.wait()
+        sandbox_cpu = cpu_seconds / (calls + rounds) * 1e3
+        host_cpu = own_seconds / (calls + rounds) * 1e3
+    finally:
+        zygote_module._ForkedCall.started, zygote_module._ForkedCall.hand_over = originals["started"], originals["hand_over"]
+        zygote_module.Zygote._top_up, zygote_module.watch = originals["top_up"], originals["watch"]
+        zygote_module._pidfd_of_waiting_call = originals["pidfd"]
+        pool.close()
+    table = {name: statistics.median(values) for name, values in parts.items()}
+    table["fork+exit floor"] = statistics.median(floor)
+    table["whole call / floor, median of rounds"] = statistics.median(ratios)
+    table["CPU ms/call, host"] = host_cpu
+    table["CPU ms/call, sandbox (refill included)"] = sandbox_cpu
+    return table
+
+
+def _rounds(calls: int, rounds: int) -> list[int]:
+    """``calls`` split into ``rounds`` near-equal batches (each at least one)."""
+    rounds = max(1, min(rounds, calls))
+    return [calls // rounds + (1 if index < calls % rounds else 0) for index in range(rounds)]
+
+
+def print_call_parts(calls: int, pool_size: int) -> dict[str, float]:
+    table = call_parts(calls, pool_size)
+    print(f"one zygote call, part by part, next to a fork+exit of an interpreter with numpy, in alternating rounds "
+          f"(p50 of {calls} each); load average {load_average()}")
+    for name, value in table.items():
+        print(f"{name:<42} {value:>8.3f}")
+    print(f"target: whole call <= 1.5x the fork+exit floor (median of the rounds' ratios: "
+          f"{table['whole call / floor, median of rounds']:.2f}x)")
+    print()
+    return table
 
 
 def load_average() -> str:
@@ -257,15 +393,20 @@ def main() -> None:
     parser.add_argument("--pool-size", type=int, default=8, help="warm workers kept by the pool")
     parser.add_argument("--ray", action="store_true", help="also measure sandbox calls through Ray")
     parser.add_argument("--only-ray", action="store_true", help="measure only the Ray rows")
+    parser.add_argument("--only-parts", action="store_true", help="measure only one zygote call part by part")
     parser.add_argument("--only-back-to-back", action="store_true", help="measure only the call parts and back-to-back rows")
     args = parser.parse_args()
     mode = resolve_mode(args.mode)
     if args.only_ray:
         ray_rows(args, mode)
         return
+    if args.only_parts:
+        print_call_parts(args.calls, args.pool_size)
+        return
     print(f"mode={mode} calls={args.calls} concurrency={args.concurrency} gap={args.gap}s pool_size={args.pool_size}")
     startup_parts(mode, args.calls)
     if mode == "bwrap":
+        print_call_parts(args.calls, args.pool_size)
         back_to_back(mode, args.calls, args.concurrency, args.pool_size)
     if args.only_back_to_back:
         return

@@ -11,8 +11,9 @@ every capability (as root: switches to a uid of its own), loads the seccomp filt
 for its request; resource limits are applied when it arrives. When the call's PID 1 exits, or the host
 kills it, the kernel kills everything the snippet left behind. The zygote never runs snippet code,
 never sees a request, holds no call's descriptors after the fork, and its control socket is closed in
-every call. Taking a waiting call sends the zygote the order for its replacement, so the refill runs in
-the zygote while the snippet runs.
+every call. A call sends the zygote the order for its replacement once it has ended, or has run for a
+sample interval (``SandboxConfig.sample_interval``): the refill then runs in the zygote after a short
+call, not while it runs, when it took CPU from the snippet.
 
 A call's request pipe, stdout, stderr and status socket travel to the zygote over a Unix socket
 (``SCM_RIGHTS``). The call's PID 1 says it is ready on the status socket; the kernel attaches its PID,
@@ -203,6 +204,14 @@ class Zygote:
             while len(self._forked) < self.config.pool_size:
                 self._forked.append(_ForkedCall(self.control, self._send_lock))
 
+    def _refill(self) -> None:
+        """:meth:`_top_up`, where a zygote that is gone is the next call's affair (it forks its own call
+        then, and reports the zygote's end): the call that orders a replacement has its own result."""
+        try:
+            self._top_up()
+        except SandboxUnavailableError:
+            pass
+
     def _take(self) -> _ForkedCall:
         with self._forked_lock:
             if self._forked:
@@ -244,15 +253,29 @@ class Zygote:
                 if pidfd is None:
                     raise SandboxUnavailableError("A call forked by the sandbox zygote ended before it got its snippet.")
                 writer = call.hand_over(payload)
-            self._top_up()
             if pid is None:
+                self._refill()
                 return SandboxResult("", "", None, True, "time", self.mode, time.monotonic() - start)
             # Below the call's PID 1: the snippet's processes.
             monitor = SandboxMonitor(
                 pid, supervisor_depth=0, memory_bytes=int(request["memory_mb"]) * MIB, max_files=None, count_tmpfs=True,
                 sockets=call.sockets,
             )
-            watched = watch(call.stdout, call.stderr, call.status.fileno(), None, start + timeout, config, lambda _lines: monitor)
+            refilled = False
+
+            def monitor_for(_lines: list[dict]) -> SandboxMonitor:
+                # The replacement is ordered once the call has outlasted a sample interval, or has ended
+                # (below): forking and setting it up costs more CPU than a short call, and done while
+                # the snippet runs it competed with the snippet for the cores.
+                nonlocal refilled
+                if not refilled:
+                    refilled = True
+                    self._refill()
+                return monitor
+
+            watched = watch(call.stdout, call.stderr, call.status.fileno(), None, start + timeout, config, monitor_for)
+            if not refilled:
+                self._refill()
         finally:
             if pidfd is not None:
                 try:  # the call's PID 1: the kernel then kills its whole PID namespace

@@ -485,3 +485,30 @@ def test_a_call_whose_zygote_dies_while_it_runs_is_run_again_on_a_new_zygote(bwr
         assert pool.zygote() is not first and pool.zygote().alive()
     finally:
         pool.close()
+
+
+@pytest.mark.parametrize(("sample_interval", "refilled_while_running"), [(60.0, False), (0.01, True)])
+def test_a_zygote_call_orders_its_replacement_after_a_short_call_not_while_it_runs(bwrap_mode, sample_interval, refilled_while_running):
+    """Issue 46: forking and setting up a replacement costs more CPU than a short call, so it is ordered
+    once the call ends or has run for a sample interval, whichever comes first; a long call's
+    replacement is still forked while it runs."""
+    pool = SandboxPool(bwrap_mode, SandboxConfig(pool_size=1, preload=(), sample_interval=sample_interval))
+    try:
+        pool.run("pass")
+        zygote = pool.zygote()
+        deadline = time.monotonic() + 30
+        while len(zygote._forked) < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(zygote._forked) == 1
+        result: list = []
+        runner = threading.Thread(target=lambda: result.append(pool.run("import time\ntime.sleep(1.5)", timeout=30)))
+        runner.start()
+        while len(zygote._forked) == 1 and runner.is_alive():  # until the call took the waiting one
+            time.sleep(0.005)
+        time.sleep(0.5)  # the call runs: long past a 0.01 s sample interval, far from 60 s
+        assert (len(zygote._forked) == 1) is refilled_while_running
+        runner.join(30)
+        assert result and result[0].ok, result
+        assert len(zygote._forked) == 1  # ordered at the latest when the call ended
+    finally:
+        pool.close()
