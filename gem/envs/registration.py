@@ -9,6 +9,9 @@ What GEM's arguments become:
   env's stream of episodes. Here an env whose constructor takes ``seed`` (the ``rg:`` envs) gets it;
   any other env has its :attr:`np_random` seeded with ``S``, so its ``reset()`` calls without a seed
   draw the same episodes for the same ``S``.
+- ``env.reset(seed)``: GEM's envs take the seed positionally, the core's by keyword only. An env ``make``
+  builds from a core class is given a subclass of that class (same name, module and behaviour) whose
+  ``reset`` also takes it positionally.
 - ``make(env_id, load_from_cache_file=...)``: a hint about ``datasets``' cache, dropped for an env that
   does not take it (the shipped envs keep their own cache).
 - ``make_vec(env_ids, wrappers=, vec_kwargs=, async_mode=, seed=, use_mp=)``: env ``i`` is made with
@@ -85,9 +88,64 @@ def make(env_id: str, **kwargs: Any) -> Env:
         del kwargs["load_from_cache_file"]
     if seed is not None and _takes(env_spec.load(), "seed"):
         kwargs["seed"], seed = seed, None
-    env = env_spec.make(**kwargs)
+    env = accept_positional_seed(env_spec.make(**kwargs))
     if seed is not None:
         seed_stream(env, seed)
+    return env
+
+
+_POSITIONAL_RESET: dict[type, type] = {}
+
+
+def _rebuilt(create: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    """Unpickle/copy step of :func:`accept_positional_seed`'s subclass: the core's object, moved back."""
+    return accept_positional_seed(create(*args))
+
+
+def _takes_positional_seed(cls: type) -> bool:
+    try:
+        parameters = list(inspect.signature(cls.reset).parameters.values())[1:]  # after self
+    except (TypeError, ValueError):
+        return True  # nothing to learn from; leave the class alone
+    return any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in parameters)
+
+
+def accept_positional_seed(env: Any) -> Any:
+    """Let ``env.reset(seed)`` work as in GEM when ``env``'s class takes the seed by keyword only.
+
+    The instance moves to a cached subclass (same ``__name__``/``__qualname__``/``__module__``, so state
+    snapshots, copies and pickles see the core's class) whose ``reset`` forwards the seed by keyword. A
+    subclass, not a wrapper: a wrapper would hide the env's attributes (``max_turns``, ``dataset``...)
+    that GEM's examples read.
+    """
+    cls = type(env)
+    if _takes_positional_seed(cls):
+        return env
+    sub = _POSITIONAL_RESET.get(cls)
+    if sub is None:
+
+        def reset(self: Any, seed: int | None = None, options: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+            return cls.reset(self, seed=seed, options=options, **kwargs)
+
+        def __reduce_ex__(self: Any, protocol: Any) -> Any:
+            # pickle and copy find classes by name, which names the core's class: reduce as that class,
+            # then move the rebuilt object back here
+            self.__class__ = cls
+            try:
+                reduced = cls.__reduce_ex__(self, protocol)
+            finally:
+                self.__class__ = _POSITIONAL_RESET[cls]
+            return (_rebuilt, (reduced[0], reduced[1]), *reduced[2:])
+
+        namespace = {
+            "reset": reset,
+            "__reduce_ex__": __reduce_ex__,
+            "__module__": cls.__module__,
+            "__qualname__": cls.__qualname__,
+            "__doc__": cls.__doc__,
+        }
+        sub = _POSITIONAL_RESET[cls] = type(cls.__name__, (cls,), namespace)
+    env.__class__ = sub
     return env
 
 
