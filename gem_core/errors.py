@@ -36,6 +36,7 @@ its own beside the code that raises it (its docstring says when). The whole tree
     │                                              serve.sessions.SessionLimitError, serve.weight_stream.WeightStreamError,
     │                                              interop.skyrl.SkyRLEnvUnavailable, interop.verifiers.VerifiersUnavailable,
     │                                              interop.verifiers_relay.RelayError
+    ├── MissingFile (FileNotFoundError)            here; envs.swe.pack.PackNotBuiltError is its own
     ├── other built-ins                            serve.remote.RemoteEnvError (ConnectionError), eval.episode_log.ReportWriteError
     │                                              (OSError), rollout.trajectory_io.UnsafeKeyFile (PermissionError),
     │                                              envs.swe.pack.PackNotBuiltError (FileNotFoundError),
@@ -55,6 +56,7 @@ __all__ = [
     "InvalidArgument",
     "InvalidArgumentType",
     "MalformedFile",
+    "MissingFile",
     "UnknownKey",
     "UsageError",
     "ResetNeeded",
@@ -80,6 +82,11 @@ class InvalidArgument(GemError, ValueError):
 class MalformedFile(InvalidArgument):
     """A file the user gave (a trajectory JSONL, a gem eval run or report, a key file) is malformed, damaged
     or of another format; the message names the file (and line) and what wrote the right kind."""
+
+
+class MissingFile(GemError, FileNotFoundError):
+    """A file or folder the user named (a local data file, a work directory) does not exist; the message
+    names the path."""
 
 
 class InvalidArgumentType(GemError, TypeError):

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gem_core.env import Env
-from gem_core.errors import DependencyNotInstalled, GemError, InvalidArgument
+from gem_core.errors import DependencyNotInstalled, GemError, InvalidArgument, MissingFile
 
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
@@ -92,7 +92,7 @@ def load_rows(
     Raises:
         DatasetUnavailableError: the hub could not be reached (or the id/split is wrong) and no local file
             was given; the message says how to point the env at a local copy.
-        FileNotFoundError: a local file does not exist.
+        MissingFile: (a FileNotFoundError) a local file does not exist.
     """
     key = (path if data_files is None else None, name, split, _freeze(data_files))
     cached = _cache.get(key)
@@ -114,7 +114,7 @@ def _load_uncached(path: str | None, *, split: str, name: str | None, data_files
     if data_files is not None:
         for file in _iter_files(data_files):
             if not Path(file).exists():
-                raise FileNotFoundError(f"Local data file {file!s} does not exist.")
+                raise MissingFile(f"Local data file {file!s} does not exist; give an existing path in data_files.")
         builder = _builder_for(data_files)
         files = _as_paths(data_files)
         loaded = datasets.load_dataset(builder, data_files=files)

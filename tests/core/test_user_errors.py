@@ -20,7 +20,7 @@ from gem_core.errors import GemError
 ROOT = Path(__file__).resolve().parents[2]
 SCANNED = ("gem_core", "adapters", "gem")
 #: Built-ins a user's mistake used to be raised as; each has a GemError subclass in gem_core/errors.py.
-REPLACED = {"ValueError", "TypeError", "KeyError", "RuntimeError"}
+REPLACED = {"ValueError", "TypeError", "KeyError", "RuntimeError", "FileNotFoundError"}
 #: Raises that stay built-in, each with why: ``(path, first words of the message)``. Not a user's mistake
 #: (a relayed failure of the env's own code or of a data program, an unreachable state), a protocol that
 #: names the built-in (``json``'s ``default`` hook), or code that is not GEM's (a sample repository
@@ -80,6 +80,7 @@ def test_no_user_error_is_raised_as_a_bare_builtin():
     assert not offending, (
         "Raise a gem_core.errors.GemError subclass for a user's mistake (InvalidArgument for a ValueError, "
         "InvalidArgumentType for a TypeError, UnknownKey for a KeyError, UsageError/ResetNeeded for a RuntimeError, "
+        "MissingFile for a FileNotFoundError, "
         "or the module's own error), or add the raise to ALLOWED with why:\n" + "\n".join(offending)
     )
 
@@ -200,6 +201,13 @@ def _eval_config_resume_without_folder():
     EvalConfig(resume=True)
 
 
+def _local_data_file_that_does_not_exist(tmp_path):
+    pytest.importorskip("datasets")
+    from gem_core.envs.dataset import load_rows
+
+    load_rows(None, split="train", data_files=str(tmp_path / "no_such_rows.jsonl"))
+
+
 MISTAKES = {
     "unknown env id": (_unknown_env_id, KeyError),
     "env kwarg the env does not take": (_env_kwarg_the_env_does_not_take, TypeError),
@@ -215,6 +223,7 @@ MISTAKES = {
     "make_vec of something not an env": (_vector_env_of_something_not_an_env, TypeError),
     "mixture weight below zero": (_mixture_with_a_negative_weight, ValueError),
     "eval resume without its folder": (_eval_config_resume_without_folder, ValueError),
+    "local data file that does not exist": (_local_data_file_that_does_not_exist, FileNotFoundError),
 }
 
 

@@ -21,6 +21,7 @@ import weakref
 from dataclasses import replace
 from pathlib import Path
 
+from gem_core.errors import MissingFile
 from gem_core.tools.sandbox.config import SandboxConfig, SandboxResult
 from gem_core.tools.sandbox.isolation import resolve_mode
 from gem_core.tools.sandbox.pool import SandboxPool
@@ -188,7 +189,7 @@ def run_shell(
     """
     path = work_dir.path if isinstance(work_dir, WorkDir) else str(work_dir)
     if not Path(path).is_dir():
-        raise FileNotFoundError(f"The work directory {path!r} does not exist (closed already?).")
+        raise MissingFile(f"The work directory {path!r} does not exist (closed already?).")
     resolved = resolve_mode(mode)
     settings = replace(config or SandboxConfig(), work_dir=path, pool_size=0, zygote=False, preload=())
     code = f"import os\nos.execvp({SHELL!r}, [{SHELL!r}, '-c', {command!r}])\n"
