@@ -36,14 +36,24 @@ def _accept_options(cls: type) -> None:
     if any(p.name == "options" or p.kind is p.VAR_KEYWORD for p in parameters):
         return
 
+    declared = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)} - {"self", "seed"}
+
     @functools.wraps(reset)
     def reset_without_options(self: Any, *args: Any, options: dict[str, Any] | None = None, **kwargs: Any) -> Any:
-        if options:
+        # GEM's per-env reset kwargs (``vec.reset(env0_kwargs={"idx": 3})``) travel as options: a key the
+        # reset declares becomes its keyword ("index" is the core's name for GEM's ``idx``, sent alongside)
+        options = dict(options or {})
+        if "idx" in declared and "index" in options:
+            options.setdefault("idx", options["index"])
+        if "index" not in declared:
+            options.pop("index", None)
+        unknown = sorted(set(options) - declared)
+        if unknown:
             raise InvalidArgumentType(
-                f"{cls.__qualname__}.reset() takes no options, got options={options!r}; "
+                f"{cls.__qualname__}.reset() takes no options {unknown}, got options={options!r}; "
                 "add an `options=None` parameter to it to receive them."
             )
-        return reset(self, *args, **kwargs)
+        return reset(self, *args, **options, **kwargs)
 
     reset_without_options._gem_guarded = getattr(reset, "_gem_guarded", False)  # type: ignore[attr-defined]
     cls.reset = reset_without_options  # type: ignore[attr-defined]

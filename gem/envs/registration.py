@@ -11,7 +11,7 @@ What GEM's arguments become:
   draw the same episodes for the same ``S``.
 - ``env.reset(seed)``: GEM's envs take the seed positionally, the core's by keyword only. An env ``make``
   builds from a core class is given a subclass of that class (same name, module and behaviour) whose
-  ``reset`` also takes it positionally.
+  ``reset`` also takes it positionally, and GEM's ``idx=`` (a dataset row: the core's ``options["index"]``).
 - ``make(env_id, load_from_cache_file=...)``: a hint about ``datasets``' cache, dropped for an env that
   does not take it (the shipped envs keep their own cache).
 - ``make_vec(env_ids, wrappers=, vec_kwargs=, async_mode=, seed=, use_mp=)``: env ``i`` is made with
@@ -124,8 +124,10 @@ def accept_positional_seed(env: Any) -> Any:
     sub = _POSITIONAL_RESET.get(cls)
     if sub is None:
 
-        def reset(self: Any, seed: int | None = None, options: dict[str, Any] | None = None, **kwargs: Any) -> Any:
-            return cls.reset(self, seed=seed, options=options, **kwargs)
+        def reset(self: Any, seed: int | None = None, options: dict[str, Any] | None = None, idx: int | None = None) -> Any:
+            if idx is not None:  # GEM's dataset envs take the row as ``idx``; the core's as options["index"]
+                options = {**(options or {}), "index": idx}
+            return cls.reset(self, seed=seed, options=options)
 
         def __reduce_ex__(self: Any, protocol: Any) -> Any:
             # pickle and copy find classes by name, which names the core's class: reduce as that class,

@@ -13,13 +13,15 @@ its final observation in ``info["final_obs"]``), seeding and the backends are th
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from gem_core.errors import GemError
+from gem_core.errors import GemError, InvalidArgumentType
 from gem_core.vector import VectorEnv as CoreVectorEnv
 
 __all__ = ["AutoresetMode", "VectorEnv", "unbatch_info"]
@@ -84,11 +86,46 @@ class VectorEnv:
             "with vec.get_attr(name) or vec.call(name, ...), or make the vector env without use_mp=True."
         )
 
-    def reset(self, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None) -> tuple[list[Any], list[dict[str, Any]]]:
+    def reset(
+        self, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None, **env_kwargs: Any
+    ) -> tuple[list[Any], list[dict[str, Any]]]:
         """Reset every env: ``seed`` None continues each env's stream, an int ``s`` seeds env ``i`` with
-        ``s + i``, a list gives one seed per env. Returns ``(observations, infos)``, one entry per env."""
-        observations, infos = self.vector_env.reset(seed=seed, options=options)
+        ``s + i``, a list gives one seed per env; ``env{i}_kwargs={...}`` are env ``i``'s own reset kwargs
+        (GEM's, e.g. ``idx``; they reach the env as reset options). Returns ``(observations, infos)``, one
+        entry per env.
+
+        Raises:
+            InvalidArgumentType: a keyword other than ``env{i}_kwargs`` for an env ``i`` of this vector env.
+        """
+        per_env = self._per_env_kwargs(env_kwargs)
+        if not per_env:
+            observations, infos = self.vector_env.reset(seed=seed, options=options)
+        else:
+            # The core's vector reset gives every env the same options; plan its calls, then give each env
+            # its own (the core's planner and recorder keep seeding and bookkeeping the core's).
+            core = self.vector_env
+            calls = core._plan_reset(seed, options)
+            for i, extra in per_env.items():
+                if i in calls:
+                    merged = {**(calls[i].options or {}), **extra}
+                    if "idx" in extra:
+                        merged.setdefault("index", extra["idx"])
+                    calls[i] = dataclasses.replace(calls[i], options=merged)
+            observations, infos = core._record_reset(calls, core.backend.run(calls))
         return list(observations), [unbatch_info(infos, i) for i in range(self.num_envs)]
+
+    def _per_env_kwargs(self, env_kwargs: Mapping[str, Any]) -> dict[int, dict[str, Any]]:
+        per_env: dict[int, dict[str, Any]] = {}
+        for name, value in env_kwargs.items():
+            match = re.fullmatch(r"env(\d+)_kwargs", name)
+            if match is None or int(match[1]) >= self.num_envs or not isinstance(value, Mapping):
+                raise InvalidArgumentType(
+                    f"VectorEnv.reset({name}=...): expected env<i>_kwargs={{...}} for an env i below {self.num_envs} "
+                    "(GEM's per-env reset kwargs), or seed=/options=."
+                )
+            if value:
+                per_env[int(match[1])] = dict(value)
+        return per_env
 
     def step(self, actions: Sequence[str] | Mapping[int, str]) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
         """Step the envs given actions: all of them for a list, the keys of a dict (only those are returned,
