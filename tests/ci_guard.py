@@ -11,7 +11,7 @@ from typing import Any, NoReturn, TypeVar
 
 import pytest
 
-__all__ = ["in_ci", "needs", "skip_unless_ci"]
+__all__ = ["in_ci", "module_needs", "needs", "skip_unless_ci"]
 
 Test = TypeVar("Test", bound=Callable[..., Any])
 
@@ -43,3 +43,16 @@ def needs(available: bool, reason: str) -> Callable[[Test], Test]:
         return missing  # type: ignore[return-value]
 
     return decorate
+
+
+def module_needs(available: bool, reason: str) -> Callable[[], None]:
+    """The same rule for every test of a module: assign the result to a module-level name
+    (``_bubblewrap = module_needs("bwrap" in available_modes(), "...")``) and pytest runs it as an
+    autouse fixture, so each test is skipped here, or failed in CI, where ``available`` is false."""
+
+    @pytest.fixture(autouse=True)
+    def _needs() -> None:
+        if not available:
+            skip_unless_ci(reason)
+
+    return _needs

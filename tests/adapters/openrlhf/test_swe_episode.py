@@ -15,8 +15,9 @@ from gem_adapters.files import shipped_path  # noqa: E402
 from gem_core.rows.label import EpisodeLabel  # noqa: E402
 from gem_core.testing import ScriptedPolicy  # noqa: E402
 from gem_core.tools.sandbox import available_modes  # noqa: E402
+from ci_guard import module_needs
 
-pytestmark = pytest.mark.skipif("bwrap" not in available_modes(), reason="the SWE grader runs in the bubblewrap sandbox")
+_bubblewrap = module_needs("bwrap" in available_modes(), "the SWE grader runs in the bubblewrap sandbox")
 
 FIX = {"path": "gemstats/__init__.py", "old": "    return (ordered[middle] + ordered[middle + 1]) / 2",
        "new": "    return (ordered[middle - 1] + ordered[middle]) / 2"}

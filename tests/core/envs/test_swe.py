@@ -9,7 +9,6 @@ contract and snapshot tests over every registered id use it too (tests/core/test
 from __future__ import annotations
 
 import json
-import os
 import pickle
 from pathlib import Path
 
@@ -20,8 +19,9 @@ from gem_core.envs.swe.build import build_pack
 from gem_core.envs.swe.pack import DATA_DIR, SAMPLE_SPEC_FILE, PackNotBuiltError, SweError, load_pack
 from gem_core.envs.swe.swe_env import SweEnv
 from gem_core.tools.sandbox import available_modes
+from ci_guard import module_needs, skip_unless_ci
 
-pytestmark = pytest.mark.skipif("bwrap" not in available_modes(), reason="the SWE grader runs in the bubblewrap sandbox")
+_bubblewrap = module_needs("bwrap" in available_modes(), "the SWE grader runs in the bubblewrap sandbox")
 
 PACK = load_pack()
 TASK_IDS = [task.id for task in PACK.tasks]
@@ -40,9 +40,7 @@ def swe_home(tmp_path_factory) -> Path:
     # The gold and empty patches below are the build's own checks, run through the env: skip them here.
     code = gem_main(["swe", "build", "--home", str(home), "--no-verify"])
     if code != 0:
-        if os.environ.get("CI"):
-            pytest.fail("gem swe build failed in CI (it needs the package index)")
-        pytest.skip("gem swe build failed: the package index is unreachable here")
+        skip_unless_ci("gem swe build failed: the package index is unreachable here")
     return home
 
 

@@ -10,8 +10,9 @@ from openai_test_server import OpenAITestServer
 
 from gem_core.eval.cli import main
 from gem_core.tools.sandbox import available_modes
+from ci_guard import module_needs
 
-pytestmark = pytest.mark.skipif("bwrap" not in available_modes(), reason="the SWE grader runs in the bubblewrap sandbox")
+_bubblewrap = module_needs("bwrap" in available_modes(), "the SWE grader runs in the bubblewrap sandbox")
 
 FIX = {"path": "gemstats/__init__.py", "old": "    return (ordered[middle] + ordered[middle + 1]) / 2",
        "new": "    return (ordered[middle - 1] + ordered[middle]) / 2"}
