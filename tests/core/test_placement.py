@@ -133,7 +133,13 @@ def test_the_environment_variable_chooses_the_placement(monkeypatch):
 #: Where episodes are played: nothing here may build an env except through the entry point.
 EPISODE_PACKAGES = ("gem_core/rollout", "gem_core/rows", "gem_core/eval", "gem_core/curriculum", "gem_core/judge", "adapters")
 #: Calls of ``make`` there that play no episode, and why.
-NOT_AN_EPISODE = {"gem_core/curriculum/ladder.py": "builds each level once and closes it, to check its kwargs"}
+NOT_AN_EPISODE = {
+    "gem_core/curriculum/ladder.py": "builds each level once and closes it, to check its kwargs",
+    # The TRL example's recipe (moved out of examples/train_trl.py): none of these is a training episode.
+    "adapters/trl/recipe/options.py": "builds the env once and closes it, to check --env's kwargs before torch loads",
+    "adapters/trl/recipe/report.py": "the random-move baseline the report prints, played in process",
+    "adapters/trl/recipe/tiny_model.py": "random episodes that give the tiny tokenizer its corpus",
+}
 
 
 def _make_calls(root) -> dict[str, list[int]]:
