@@ -11,7 +11,8 @@ What GEM's arguments become:
   draw the same episodes for the same ``S``.
 - ``env.reset(seed)``: GEM's envs take the seed positionally, the core's by keyword only. An env ``make``
   builds from a core class is given a subclass of that class (same name, module and behaviour) whose
-  ``reset`` also takes it positionally, and GEM's ``idx=`` (a dataset row: the core's ``options["index"]``).
+  ``reset`` also takes it positionally, and GEM's ``idx=`` (a dataset row: the core's ``options["index"]``);
+  a dataset env also shows its rows as GEM's ``dataset``.
 - ``make(env_id, load_from_cache_file=...)``: a hint about ``datasets``' cache, dropped for an env that
   does not take it (the shipped envs keep their own cache).
 - ``make_vec(env_ids, wrappers=, vec_kwargs=, async_mode=, seed=, use_mp=)``: env ``i`` is made with
@@ -32,6 +33,7 @@ from gymnasium.utils import seeding
 
 from gem_core import registry
 from gem_core.env import Env
+from gem_core.envs.dataset import DatasetEnv
 from gem_core.errors import InvalidArgument
 
 __all__ = ["register", "make", "make_vec", "print_envs", "spec"]
@@ -139,13 +141,16 @@ def accept_positional_seed(env: Any) -> Any:
                 self.__class__ = _POSITIONAL_RESET[cls]
             return (_rebuilt, (reduced[0], reduced[1]), *reduced[2:])
 
-        namespace = {
+        namespace: dict[str, Any] = {
             "reset": reset,
             "__reduce_ex__": __reduce_ex__,
             "__module__": cls.__module__,
             "__qualname__": cls.__qualname__,
             "__doc__": cls.__doc__,
         }
+        if issubclass(cls, DatasetEnv) and not hasattr(cls, "dataset"):
+            # GEM's dataset envs hold their rows as ``dataset`` (its oat example sizes evaluations by it)
+            namespace["dataset"] = property(lambda self: self.rows, doc="The env's rows (GEM's name for them).")
         sub = _POSITIONAL_RESET[cls] = type(cls.__name__, (cls,), namespace)
     env.__class__ = sub
     return env

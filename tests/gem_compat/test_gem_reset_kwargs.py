@@ -44,3 +44,10 @@ def test_a_gem_style_env_gets_the_kwarg_it_declares() -> None:
     observations, _ = vec.reset(env1_kwargs={"idx": 7})
     assert observations == ["picked None", "picked 7"]
     vec.close()
+
+
+def test_a_dataset_env_shows_its_rows_as_gems_dataset() -> None:
+    # GEM's oat example sizes its evaluation by the env's ``dataset``; without it, it plays one question
+    env = gem.make("math:GSM8K", **SAMPLE)
+    assert len(env.dataset) == len(env.rows) > 1
+    assert env.reset(idx=len(env.dataset) - 1)[0] == _question(len(env.rows) - 1)
