@@ -13,8 +13,9 @@ What GEM's arguments become:
   builds from a core class is given a subclass of that class (same name, module and behaviour) whose
   ``reset`` also takes it positionally, and GEM's ``idx=`` (a dataset row: the core's ``options["index"]``);
   a dataset env also shows its rows as GEM's ``dataset``.
-- ``make(env_id, load_from_cache_file=...)``: a hint about ``datasets``' cache, dropped for an env that
-  does not take it (the shipped envs keep their own cache).
+- ``make(env_id, load_from_cache_file=..., use_mp=...)``: hints about ``datasets``' cache and grading in
+  a process pool, dropped for an env that does not take them (the shipped envs keep their own cache and
+  grade their own way).
 - ``make_vec(env_ids, wrappers=, vec_kwargs=, async_mode=, seed=, use_mp=)``: env ``i`` is made with
   ``vec_kwargs[i]`` (``seed`` defaults to ``seed + i``) and ``kwargs``, then wrapped by ``wrappers`` in
   order; ``use_mp`` picks the core's ``"process"`` backend, ``async_mode`` its ``"async"`` one, else
@@ -86,8 +87,10 @@ def make(env_id: str, **kwargs: Any) -> Env:
     """
     seed = kwargs.pop("seed", None)
     env_spec = spec(env_id)
-    if "load_from_cache_file" in kwargs and not _takes(env_spec.load(), "load_from_cache_file"):
-        del kwargs["load_from_cache_file"]
+    # GEM's hints about how an env runs, not what it is: datasets' cache, grading in a process pool
+    for hint in ("load_from_cache_file", "use_mp"):
+        if hint in kwargs and not _takes(env_spec.load(), hint):
+            del kwargs[hint]
     if seed is not None and _takes(env_spec.load(), "seed"):
         kwargs["seed"], seed = seed, None
     env = accept_positional_seed(env_spec.make(**kwargs))

@@ -57,3 +57,14 @@ def test_envs_of_a_process_backend_name_the_fix() -> None:
 def test_load_from_cache_file_is_accepted() -> None:
     env = gem.make("game:GuessTheNumber-v0", load_from_cache_file=False)  # the core's game, which does not take it
     assert env.reset(seed=3)[0]
+
+
+@pytest.mark.parametrize("env_id", ["math:GSM8K", "rg:leg_counting"])
+def test_use_mp_is_accepted_by_make(env_id: str) -> None:
+    # GEM's tinker example: gem.make(env_id, seed=..., use_mp=False) (GEM's math envs grade in a process
+    # pool unless told not to; the core's envs grade their own way)
+    from gem.envs.registration import spec
+
+    kwargs = spec(env_id).sample_kwargs if env_id.startswith("math:") else {"size": 5}
+    env = gem.make(env_id, seed=3, use_mp=False, **kwargs)
+    assert isinstance(env.reset()[0], str)
