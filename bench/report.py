@@ -80,16 +80,16 @@ def _tool_call(name: str, **arguments) -> str:
     return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
 
 
-#: (family, env id, scripted action or None for the env's random action)
+#: (family, env id, scripted action or None for the env's random action, note)
 FAMILIES = [
-    ("games", "game:GuessTheNumber-v0", None),
-    ("games", "game:Wordle-v0", None),
-    ("games", "game:Minesweeper-v0-hard", None),
-    ("math", "math:Sample", "\\boxed{3}"),
-    ("logic", "logic:Sample", "\\boxed{True}"),
-    ("code", "code:Sample", "```python\nprint(1)\n```"),
-    ("terminal", "terminal:Tasks-v0", "```bash\nls\n```"),
-    ("swe sample", "swe:Sample-v0", _tool_call("run_tests")),
+    ("games", "game:GuessTheNumber-v0", None, "random moves"),
+    ("games", "game:Wordle-v0", None, "random moves"),
+    ("games", "game:Minesweeper-v0-hard", None, "random moves"),
+    ("math", "math:Sample", "\\boxed{3}", "one answer repeated: math-verify's parse cache warm (grades/s below: fresh answers)"),
+    ("logic", "logic:Sample", "\\boxed{True}", "one-turn episodes"),
+    ("code", "code:Sample", "```python\nprint(1)\n```", "print(1): a wrong answer, run against the row's tests"),
+    ("terminal", "terminal:Tasks-v0", "```bash\nls\n```", "a shell command in the sandbox"),
+    ("swe sample", "swe:Sample-v0", _tool_call("run_tests"), "run_tests: the repository's tests in the sandbox"),
 ]
 
 
@@ -275,9 +275,9 @@ def machine() -> dict:
 def measure(budget: Budget, progress: Callable[[str], None] = lambda _: None) -> list[Row]:
     """Every row of the table, in order."""
     rows: list[Row] = []
-    for family, env_id, action in FAMILIES:
+    for family, env_id, action, note in FAMILIES:
         progress(env_id)
-        rows.append(Row("env steps/s", f"{family}: {env_id}", env_steps_per_second(env_id, action, budget.seconds), "steps/s"))
+        rows.append(Row("env steps/s", f"{family}: {env_id}", env_steps_per_second(env_id, action, budget.seconds), "steps/s", note))
     progress("EpisodeSession")
     rows.append(Row("episodes/s, scripted policy", "EpisodeSession (32 in flight)", session_episodes_per_second(budget.seconds),
                     "episodes/s", "game:GuessTheNumber-v0, token bookkeeping included"))
