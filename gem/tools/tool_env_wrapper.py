@@ -5,7 +5,8 @@ GEM's rewards map onto :class:`~gem_core.wrappers.tools.ToolRewards`: ``tool_rew
 ``tool_success_reward`` per call that ran cleanly, ``tool_execute_error_reward`` (negative, only with the
 other two at zero) per call that failed. ``max_tool_uses=None`` allows any number of calls. Besides the
 core's ``tool_calls``/``tool_call_count``, each step's ``info`` holds GEM's ``use_tool`` (this step ran a
-tool), ``tool_use_counter`` and ``tool_success_counter``.
+tool), ``tool_use_counter`` and ``tool_success_counter``; a reset's ``info`` also holds the ended episode's
+``prev_ep_tool_use_counter`` and ``prev_ep_tool_success_counter``.
 """
 
 from __future__ import annotations
@@ -48,9 +49,11 @@ class ToolEnvWrapper(ToolUse):
         return super().reset(seed=seed, options=options)
 
     def on_reset(self, observation: str, info: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        # the episode that just ended, as GEM reports it (its training examples log tool use from these)
+        previous = {"prev_ep_tool_use_counter": self.tool_call_count, "prev_ep_tool_success_counter": self.tool_success_counter}
         self.tool_success_counter = 0
         observation, info = super().on_reset(observation, info)
-        return observation, {**info, "use_tool": False, "tool_use_counter": 0, "tool_success_counter": 0}
+        return observation, {**info, "use_tool": False, "tool_use_counter": 0, "tool_success_counter": 0, **previous}
 
     def _with_gem_info(self, result: StepResult) -> StepResult:
         observation, reward, terminated, truncated, info = result

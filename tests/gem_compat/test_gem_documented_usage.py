@@ -377,3 +377,19 @@ def test_tool_env_wrapper_checks_gems_reward_rules():
         ToolEnvWrapper(env, tools=[SearchTool()], tool_execute_error_reward=0.5)
     with pytest.raises(ValueError, match="replaces"):
         ToolEnvWrapper(env, tools=[SearchTool()], tool_reward=0.1, tool_execute_error_reward=-0.5)
+
+
+@needs(python_sandbox_usable(), "the Python tool's sandbox (bubblewrap) cannot run here")
+def test_tool_wrapper_reports_the_previous_episodes_tool_counts_on_reset():
+    # GEM's oat and verl examples log tool use from info["prev_ep_tool_use_counter"] when an episode ends
+    from gem.tools.python_code_tool import PythonCodeTool
+    from gem.tools.tool_env_wrapper import ToolEnvWrapper
+
+    env = ToolEnvWrapper(gem.make("game:GuessTheNumber-v0-easy"), tools=[PythonCodeTool()])
+    _, info = env.reset(seed=0)
+    assert (info["prev_ep_tool_use_counter"], info["prev_ep_tool_success_counter"]) == (0, 0)
+    env.step("<python>print(1)</python>")
+    env.step("<python>raise SystemExit(3)</python>")
+    _, info = env.reset(seed=1)
+    assert (info["prev_ep_tool_use_counter"], info["prev_ep_tool_success_counter"]) == (2, 1)
+    assert (info["tool_use_counter"], info["tool_success_counter"]) == (0, 0)
