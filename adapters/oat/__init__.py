@@ -4,13 +4,20 @@ Importing this package does not import oat (which needs vLLM and launchpad); ``G
 ``GemLearner`` are built from oat's classes on first access.
 """
 
+from typing import TYPE_CHECKING
+
 from gem_adapters.oat.actor import (
-    BosTokenError, GemArgsMixin, GemCollector, OatVersionError, actor_class, check_oat_version, learner_class, tokenizer_writing_bos,
+    BosTokenError,
+    GemArgsMixin,
+    GemCollector,
+    OatVersionError,
+    actor_class,
+    check_oat_version,
+    learner_class,
+    tokenizer_writing_bos,
 )
 from gem_adapters.oat.policy import ActorPolicy
 from gem_adapters.oat.transitions import oat_transitions
-
-from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # loaded by __getattr__ on first use; declared for type checkers and the API reference
     from gem_adapters.oat.actor import GemActor, GemLearner

@@ -36,16 +36,23 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.specifiers import SpecifierSet
 
+from gem_adapters.framework_version import FrameworkVersionError, SupportedVersions
+from gem_adapters.oat.policy import ActorPolicy
+from gem_adapters.oat.transitions import oat_transitions
 from gem_core.curriculum import (
-    episode_outcome, load_sampler_state, record_outcomes, sampler_from_spec, sampler_spec, save_sampler_state, tag_task, task_metrics,
+    episode_outcome,
+    load_sampler_state,
+    record_outcomes,
+    sampler_from_spec,
+    sampler_spec,
+    save_sampler_state,
+    tag_task,
+    task_metrics,
 )
 from gem_core.errors import GemError
 from gem_core.registry import spec as env_spec
 from gem_core.rollout import ChatTemplate, SamplingParams, run_labels, trajectory_metrics
 from gem_core.rollout.options import check_episode_options
-from gem_adapters.framework_version import FrameworkVersionError, SupportedVersions
-from gem_adapters.oat.policy import ActorPolicy
-from gem_adapters.oat.transitions import oat_transitions
 
 __all__ = [
     "GemArgsMixin", "GemCollector", "OatVersionError", "BosTokenError", "actor_class", "learner_class", "check_oat_version",

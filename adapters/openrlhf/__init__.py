@@ -4,10 +4,10 @@ The label helpers import without OpenRLHF; the agent classes (``GemAgentExecutor
 ``GemAgentInstance``, ``AgentConfig``) load OpenRLHF on first access.
 """
 
+from typing import TYPE_CHECKING
+
 from gem_adapters.openrlhf.make_dataset import make_dataset  # the function; `python -m gem_adapters.openrlhf` is its CLI
 from gem_core.rows.label import EpisodeLabel, LabelError, parse_label
-
-from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # loaded by __getattr__ on first use; declared for type checkers and the API reference
     from gem_adapters.openrlhf.agent import AgentConfig, GemAgentExecutor, GemAgentInstance, OpenRLHFVersionError

@@ -47,8 +47,8 @@ from gem_core.curriculum import shared_group_starts
 from gem_core.errors import ResetNeeded, UsageError
 from gem_core.rollout import ChatTemplate, EpisodeSession, Generation
 from gem_core.rollout.options import check_episode_options
-from gem_core.rows.label import EpisodeLabel, parse_label
 from gem_core.rollout.vllm_output import generation_from_vllm
+from gem_core.rows.label import EpisodeLabel, parse_label
 
 DATASET_HINT = (
     "Build the dataset with `python -m gem_adapters.openrlhf --env ENV_ID --n N --out train.jsonl` "

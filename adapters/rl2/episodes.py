@@ -13,11 +13,11 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+from gem_adapters.rl2.api import row_label
 from gem_core.errors import InvalidArgument
 from gem_core.rollout import EpisodeSession
 from gem_core.rollout.options import check_episode_options
 from gem_core.rows.label import EpisodeLabel
-from gem_adapters.rl2.api import row_label
 
 __all__ = ["OpenEpisode", "OpenEpisodes"]
 

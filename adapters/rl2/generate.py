@@ -28,13 +28,13 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from gem_adapters.rl2.api import row_label
+from gem_adapters.rl2.episodes import OpenEpisodes
 from gem_core.curriculum import shared_group_starts, task_metrics
 from gem_core.errors import InvalidArgument
 from gem_core.rollout import EpisodeSession
 from gem_core.rollout.options import check_episode_options
 from gem_core.rollout.policy import default_stop_token_ids
-from gem_adapters.rl2.api import row_label
-from gem_adapters.rl2.episodes import OpenEpisodes
 
 __all__ = ["GenerateEnv"]
 

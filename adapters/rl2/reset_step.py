@@ -17,7 +17,6 @@ from __future__ import annotations
 from typing import Any
 
 from gem_adapters.rl2.episodes import OpenEpisodes
-
 from gem_core.errors import ResetNeeded
 
 __all__ = ["ResetStepEnv"]

@@ -18,8 +18,8 @@ import importlib
 from typing import TYPE_CHECKING
 
 from gem_adapters.framework_version import TRLVersionError, check_trl_version
-from gem_adapters.trl.make_dataset import make_dataset  # the function; `python -m gem_adapters.trl` is its CLI
 from gem_adapters.trl.environment import GemToolEnvironment, environment_factories, environment_factory, with_environment_column
+from gem_adapters.trl.make_dataset import make_dataset  # the function; `python -m gem_adapters.trl` is its CLI
 from gem_adapters.trl.rollout import GemRolloutFunc, env_return_reward, trajectories_to_rollout
 
 if TYPE_CHECKING:  # loaded by __getattr__ on first use; declared for type checkers and the API reference

@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from gem_core.errors import InvalidArgument
-from gem_core.rows import EpisodeLabel, EpisodeRow, episode_rows, parse_label
 from gem_core.rollout.vision import message_text
+from gem_core.rows import EpisodeLabel, EpisodeRow, episode_rows, parse_label
 
 if TYPE_CHECKING:
     from datasets import Dataset

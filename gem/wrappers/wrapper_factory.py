@@ -20,7 +20,6 @@ from typing import Any
 
 from gem.wrappers.episode_tracking_wrapper import EpisodeTrackingWrapper
 from gem.wrappers.observation_wrapper import ObservationWrapper
-
 from gem_core.errors import UnknownKey
 
 __all__ = ["WRAPPER_FACTORY", "TOKENIZER_REQUIRED", "get_wrapper_fns"]

@@ -6,7 +6,6 @@ import argparse
 import fnmatch
 import sys
 from collections.abc import Sequence
-
 from typing import Any
 
 from gem_core.cli.options import run_until_pipe_closes, seed_option

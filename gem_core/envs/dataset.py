@@ -31,7 +31,7 @@ DataFiles = str | os.PathLike | Sequence[str | os.PathLike] | dict[str, Any]
 
 _LOCAL_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv", ".arrow": "arrow"}
 
-_cache: dict[tuple, "Dataset"] = {}
+_cache: dict[tuple, Dataset] = {}
 _cache_lock = threading.Lock()
 #: How long the one connect that tells whether the hub can be reached may take (datasets' own download
 #: retries a failed connection five times with backoff, ~25 s, before it reports anything).
@@ -78,7 +78,7 @@ def load_rows(
     split: str = "train",
     name: str | None = None,
     data_files: DataFiles | None = None,
-) -> "Dataset":
+) -> Dataset:
     """The rows of one split, loaded once per process and shared.
 
     Args:
@@ -106,7 +106,7 @@ def load_rows(
         return dataset
 
 
-def _load_uncached(path: str | None, *, split: str, name: str | None, data_files: DataFiles | None) -> "Dataset":
+def _load_uncached(path: str | None, *, split: str, name: str | None, data_files: DataFiles | None) -> Dataset:
     try:
         import datasets
     except ImportError as exc:  # pragma: no cover - depends on the install

@@ -8,8 +8,8 @@ modules (transformers, httpx, matplotlib) load only when used.
 
 from __future__ import annotations
 
-from gem_core.eval.report import EnvSummary, EpisodeRecord, EvalReport
 from gem_core.eval.config import EvalConfig
+from gem_core.eval.report import EnvSummary, EpisodeRecord, EvalReport
 from gem_core.eval.runner import evaluate, evaluate_async, make_backend
 
 __all__ = ["EvalConfig", "EvalReport", "EnvSummary", "EpisodeRecord", "evaluate", "evaluate_async", "make_backend"]

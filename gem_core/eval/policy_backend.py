@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from gem_core.env import Env, episode_success
 from gem_core.errors import InvalidArgument
-from gem_core.eval.report import EpisodeRecord
-from gem_core.eval.report import step_error
+from gem_core.eval.report import EpisodeRecord, step_error
 
 if TYPE_CHECKING:
     from gem_core.eval.config import EvalConfig

@@ -24,15 +24,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
+from gem_core import placement
 from gem_core.env import Env
+from gem_core.errors import InvalidArgument
 from gem_core.eval.bounds import base_url_problem, check_backend_settings
 from gem_core.eval.config import EvalConfig
 from gem_core.eval.episode_log import EpisodeLog, ReportWriteError, read_episodes
 from gem_core.eval.progress import EvalProgress
 from gem_core.eval.report import REPORT_FILENAME, EpisodeRecord, EvalReport
 from gem_core.eval.resume import check_resume, check_resumed_episodes, read_run_header, write_run_header
-from gem_core import placement
-from gem_core.errors import InvalidArgument
 from gem_core.registry import spec
 
 __all__ = ["EvalConfig", "EpisodeBackend", "Interrupted", "evaluate", "evaluate_async", "make_backend", "write_outputs"]

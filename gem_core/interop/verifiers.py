@@ -36,8 +36,8 @@ from gem_core.errors import DependencyNotInstalled, GemError
 
 try:
     import verifiers.v1 as vf
-    from verifiers.v1.configs.taskset import TasksetConfig
     from verifiers.v1.configs.harness import HarnessConfig
+    from verifiers.v1.configs.taskset import TasksetConfig
     from verifiers.v1.graph import MessageNode
     from verifiers.v1.harness import Harness
     from verifiers.v1.runtimes import ProgramResult

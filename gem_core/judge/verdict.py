@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gem_core.errors import GemError
-from gem_core.transport.json_depth import nests_deeper_than
 from gem_core.judge.rubric import Rubric
+from gem_core.transport.json_depth import nests_deeper_than
 
 __all__ = ["VerdictError", "ParsedVerdict", "parse_verdict", "echoes_answer", "MAX_VERDICT_CHARS", "MAX_VERDICT_DEPTH"]
 

@@ -15,7 +15,6 @@
 Importing this package needs numpy only; torch and transformers are imported when a policy samples.
 """
 
-from gem_core.rollout.async_engine import AsyncEpisodeEngine, AsyncRolloutConfig
 from gem_core.rollout.advantages import (
     discounted_returns,
     grpo_advantages,
@@ -25,6 +24,7 @@ from gem_core.rollout.advantages import (
     turn_returns_to_token_advantages,
     turn_to_token_advantages,
 )
+from gem_core.rollout.async_engine import AsyncEpisodeEngine, AsyncRolloutConfig
 from gem_core.rollout.chat_template import HISTORY_MODES, ChatTemplate, ChatTemplateError
 from gem_core.rollout.metrics import trajectory_metrics
 from gem_core.rollout.policy import Generation, Policy, SamplingParams, TransformersPolicy

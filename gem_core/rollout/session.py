@@ -50,10 +50,10 @@ from gem_core.env import episode_success, warn_once
 from gem_core.errors import InvalidArgument, ResetNeeded, UsageError
 from gem_core.rollout.chat_template import HISTORY_MODES, ChatTemplate, RenderedWindow
 from gem_core.rollout.options import check_episode_options
-from gem_core.rows.label import EpisodeLabel, make_label_env, parse_label
 from gem_core.rollout.trajectory import TokenTrajectory
-from gem_core.rollout.vision import ImageEncoder, TrajectoryImage, is_processor, text_tokenizer
 from gem_core.rollout.trajectory_io import encode_env_state
+from gem_core.rollout.vision import ImageEncoder, TrajectoryImage, is_processor, text_tokenizer
+from gem_core.rows.label import EpisodeLabel, make_label_env, parse_label
 
 __all__ = ["EpisodeSession", "SessionStep"]
 
@@ -176,10 +176,12 @@ class EpisodeSession:
         self.done = False
         self._ids: list[int] = []  # prompt + response
         self._prompt_len = 0
-        self._loss_mask: list[int] = []
-        self._logprobs: list[float] = []
-        self._versions: list[int] = []  # -1 where no version is known (env tokens, unversioned turns)
+        # Per turn, not per token: the loss mask is 1 exactly on the turn spans, and log-probs and versions
+        # are the defaults (0.0, -1) outside them, so trajectory() assembles the per-token lists once per
+        # episode instead of every turn extending four lists (the step stays O(turn), not O(tokens) twice).
         self._turn_spans: list[tuple[int, int]] = []
+        self._turn_logprobs: list[list[float] | None] = []  # None: the framework gave none (all 0.0)
+        self._turn_versions: list[list[int] | None] = []  # None: no version known (all -1)
         self._rewards: list[float] = []
         self._observations: list[str] = []
         self._actions: list[str] = []
@@ -191,7 +193,8 @@ class EpisodeSession:
         self._missing_logprobs = False
         self._rendered: list[int] | None = None  # "as_rendered": the conversation as the template shows it
         self._rendered_context_ends: list[int] = []
-        self._rendered_window = RenderedWindow()  # "as_rendered": turns a later message could still re-render
+        # "as_rendered": turns a later message could still re-render (None otherwise: nothing to keep).
+        self._rendered_window = RenderedWindow() if self.history == "as_rendered" else None
         self._images: list[TrajectoryImage] = []
         self._env_states: list[str] = []
 
@@ -221,7 +224,7 @@ class EpisodeSession:
     @property
     def oldest_version(self) -> int | None:
         """The oldest policy version among the tokens sampled so far (None: none carries a version)."""
-        return min((v for v in self._versions if v >= 0), default=None)
+        return min((v for tags in self._turn_versions if tags for v in tags if v >= 0), default=None)
 
     def generation_budget(self, max_new_tokens: int) -> int:
         """How many tokens the next turn may sample: ``max_new_tokens`` clipped so that the sequence,
@@ -359,14 +362,14 @@ class EpisodeSession:
         if continues:
             continues, truncated, observation_ids, rendered_turn = self._observation_turn(observation, action_text, images, info)
         if continues:
-            self._append(observation_ids, mask=0)
+            self._ids += observation_ids  # env tokens: loss mask 0, log-prob 0.0, version -1 (trajectory())
             self._observations.append(observation)
             if self._rendered is not None:
                 self._rendered.extend(rendered_turn)
         else:
             self._end(observation, terminated, truncated)
         return SessionStep(
-            observation_ids=observation_ids,  # a fresh list (the template's copy); _append copied it
+            observation_ids=observation_ids,  # a fresh list (the template's copy); the books extended by it
             observation=observation,
             reward=reward,
             terminated=terminated,
@@ -375,24 +378,24 @@ class EpisodeSession:
             info=info,
         )
 
-    def _action_logprobs(self, ids: list[int], logprobs: list[float] | None, *, text_mode: bool, finish_reason: str) -> list[float]:
-        """One log-prob per action id: 0.0 where the framework gave none (``metrics["has_logprobs"]`` says
-        so), and for the end-of-turn ids added to an action given as text."""
+    def _action_logprobs(self, ids: list[int], logprobs: list[float] | None, *, text_mode: bool, finish_reason: str) -> list[float] | None:
+        """One log-prob per action id, 0.0 for the end-of-turn ids added to an action given as text; None
+        where the framework gave none (recorded as 0.0; ``metrics["has_logprobs"]`` says so)."""
         if logprobs is None:
             self._missing_logprobs = True
-            return [0.0] * len(ids)
+            return None
         lps = list(map(float, logprobs))
-        eot = self.chat_template.end_of_turn_ids
-        if text_mode and finish_reason == "stop" and len(lps) == len(ids) - len(eot):
-            lps += [0.0] * len(eot)  # text mode: the end-of-turn ids were added here, without logprobs
+        if text_mode and finish_reason == "stop" and len(lps) == len(ids) - len(self.chat_template.end_of_turn_ids):
+            lps += [0.0] * len(self.chat_template.end_of_turn_ids)  # text mode: the end-of-turn ids were added here, without logprobs
         if len(lps) != len(ids):
             raise InvalidArgument(f"Got {len(ids)} action ids but {len(lps)} logprobs; need one per id.")
         return lps
 
-    def _action_versions(self, ids: list[int], versions: int | Sequence[int] | None) -> list[int]:
-        """One version per action id; the end-of-turn ids added to a text action take the turn's last version."""
+    def _action_versions(self, ids: list[int], versions: int | Sequence[int] | None) -> list[int] | None:
+        """One version per action id (None: unknown); the end-of-turn ids added to a text action take the
+        turn's last version."""
         if versions is None:
-            return [-1] * len(ids)
+            return None
         if isinstance(versions, numbers.Integral):
             return [int(versions)] * len(ids)
         tags = [int(v) for v in versions]
@@ -402,16 +405,23 @@ class EpisodeSession:
             raise InvalidArgument(f"Got {len(ids)} action ids but {len(tags)} versions; need one per id (or one int per turn).")
         return tags
 
-    def _record_action(self, ids: list[int], lps: list[float], action_text: str | None, versions: list[int]) -> tuple[str, bool]:
+    def _record_action(
+        self, ids: list[int], lps: list[float] | None, action_text: str | None, versions: list[int] | None
+    ) -> tuple[str, bool]:
         """Append the sampled ids verbatim (clipped to the budget, the turn closed if it was cut) and the
         action's text; returns the text the env gets and whether the ids were clipped."""
-        budget = self.generation_budget(len(ids))
-        clipped = budget < len(ids)
-        if clipped:
-            ids, lps, versions = ids[:budget], lps[:budget], versions[:budget]
-        closed = self.chat_template.ends_turn(ids)
+        clipped = False
+        if self._token_limit is not None:
+            budget = self.generation_budget(len(ids))
+            clipped = budget < len(ids)
+            if clipped:
+                ids = ids[:budget]
+                lps = None if lps is None else lps[:budget]
+                versions = None if versions is None else versions[:budget]
+        eot = self.chat_template.end_of_turn_ids
+        closed = len(ids) >= len(eot) and ids[-len(eot) :] == eot  # ChatTemplate.ends_turn, without its copy
         if action_text is None or clipped:
-            content = ids[: len(ids) - len(self.chat_template.end_of_turn_ids)] if closed else ids
+            content = ids[: len(ids) - len(eot)] if closed else ids
             if self.chat_template.tokenizer is self.tokenizer:  # the template remembers short actions' texts
                 action_text = self.chat_template.decode_action(content)
             else:
@@ -419,10 +429,12 @@ class EpisodeSession:
         start = len(self._ids) - self._prompt_len
         if self._rendered is not None:
             self._rendered_context_ends.append(len(self._rendered))
-        self._append(ids, mask=1, logprobs=lps, versions=versions)
+        self._ids += ids
         self._turn_spans.append((start, start + len(ids)))
+        self._turn_logprobs.append(lps)
+        self._turn_versions.append(versions)
         if not closed:
-            self._append(self.chat_template.close_turn_ids(), mask=0)
+            self._ids += self.chat_template.close_turn_ids()
         self._actions.append(action_text)
         return action_text, clipped
 
@@ -500,7 +512,8 @@ class EpisodeSession:
 
     def trajectory(self) -> TokenTrajectory:
         """The episode so far (or finished) as a :class:`TokenTrajectory` (copies, safe to keep)."""
-        num_sampled = sum(self._loss_mask)
+        loss_mask, logprobs, versions = self._token_columns()
+        num_sampled = sum(end - start for start, end in self._turn_spans)
         metrics = {
             "num_turns": self.num_turns,
             "num_tokens": len(self._ids),
@@ -518,8 +531,8 @@ class EpisodeSession:
         return TokenTrajectory(
             prompt_ids=self._ids[: self._prompt_len],
             response_ids=self._ids[self._prompt_len :],
-            loss_mask=list(self._loss_mask),
-            logprobs=list(self._logprobs),
+            loss_mask=loss_mask,
+            logprobs=logprobs,
             turn_spans=list(self._turn_spans),
             rewards=list(self._rewards),
             terminated=self._terminated,
@@ -538,8 +551,26 @@ class EpisodeSession:
             images=list(self._images),
             env_states=list(self._env_states),
             # Only an episode that a versioned policy played records versions (others keep their records small).
-            token_versions=list(self._versions) if max(self._versions, default=-1) >= 0 else [],
+            token_versions=versions,
         )
+
+    def _token_columns(self) -> tuple[list[int], list[float], list[int]]:
+        """``(loss_mask, logprobs, token_versions)`` aligned to the response, from the per-turn books: 1, the
+        turn's log-probs and versions on each turn's span; 0, 0.0 and -1 on env and template tokens.
+        ``token_versions`` is [] unless some sampled token carries a version."""
+        n = len(self._ids) - self._prompt_len
+        loss_mask, logprobs = [0] * n, [0.0] * n
+        for (start, end), lps in zip(self._turn_spans, self._turn_logprobs):
+            loss_mask[start:end] = [1] * (end - start)
+            if lps is not None:
+                logprobs[start:end] = lps
+        versions: list[int] = []
+        if any(tags and max(tags) >= 0 for tags in self._turn_versions):
+            versions = [-1] * n
+            for (start, end), tags in zip(self._turn_spans, self._turn_versions):
+                if tags is not None:
+                    versions[start:end] = tags
+        return loss_mask, logprobs, versions
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -589,13 +620,6 @@ class EpisodeSession:
         for (pixels, grid, count), start in zip(encoded, starts):
             self._images.append(TrajectoryImage(turn=turn, start=offset + start, num_tokens=count, grid_thw=grid, pixel_values=pixels))
         return ids
-
-    def _append(self, ids: list[int], *, mask: int, logprobs: list[float] | None = None, versions: list[int] | None = None) -> None:
-        n = len(ids)
-        self._ids.extend(ids)
-        self._loss_mask.extend([mask] * n)
-        self._logprobs.extend(logprobs if logprobs is not None else [0.0] * n)
-        self._versions.extend(versions if versions is not None else [-1] * n)
 
     def _truncate(self, reason: str, info: dict[str, Any] | None = None) -> bool:
         self._truncated = True

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gem_core.errors import InvalidArgument
+from gem_core.rollout.options import check_episode_options
 from gem_core.rows.label import EpisodeLabel, LabelError, make_label_env, parse_label
 from gem_core.rows.mixture import env_weights, mixture_draws
-from gem_core.rollout.options import check_episode_options
 
 __all__ = ["EpisodeRow", "episode_rows", "refuse_system_prompt"]
 

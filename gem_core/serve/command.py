@@ -6,14 +6,7 @@ import argparse
 import sys
 
 from gem_core.serve.app import ServeConfig
-from gem_core.serve.connections import (
-    ConnectionLimits,
-    add_connection_arguments,
-    connection_limits_from,
-    port_error,
-    positive_int,
-    positive_float,
-)
+from gem_core.serve.connections import ConnectionLimits, add_connection_arguments, connection_limits_from, port_error, positive_float, positive_int
 
 __all__ = ["add_serve_parser"]
 

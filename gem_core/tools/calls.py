@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gem_core.errors import InvalidArgument
-from gem_core.transport.json_depth import nests_deeper_than
 from gem_core.tools.tags import tag_spans
+from gem_core.transport.json_depth import nests_deeper_than
 
 __all__ = [
     "CALL_FORMATS",

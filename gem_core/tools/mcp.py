@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from gem_core.errors import causes
-from gem_core.transport.sync_bridge import LoopThread, run_sync
 from gem_core.tools.tags import tag_spans
 from gem_core.tools.tool import ToolCall, ToolResult
+from gem_core.transport.sync_bridge import LoopThread, run_sync
 
 __all__ = ["MCPTool", "parse_tool_calls"]
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from gem_core.errors import InvalidArgument
-from gem_core.transport.http_call import CallFailed, Reply, arequest
-from gem_core.transport.sync_bridge import run_sync
 from gem_core.tools.tags import tag_spans
 from gem_core.tools.tool import ToolCall, ToolResult
+from gem_core.transport.http_call import CallFailed, Reply, arequest
+from gem_core.transport.sync_bridge import run_sync
 
 __all__ = ["SearchTool", "format_passages"]
 

@@ -39,17 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gem_core.errors import InvalidArgument, StartFailed
-from gem_core.vector.calls import (
-    CLOSED,
-    TIMEOUT,
-    Call,
-    EnvBuilder,
-    Failure,
-    Step,
-    check_step_timeout,
-    describe_exception,
-    raise_portable_error,
-)
+from gem_core.vector.calls import CLOSED, TIMEOUT, Call, EnvBuilder, Failure, Step, check_step_timeout, describe_exception, raise_portable_error
 from gem_core.vector.hosted import Batch, CallTimedOut, HostedBackend, HostedEnvs
 from gem_core.vector.in_process import CLOSE_TIMEOUT
 

@@ -24,15 +24,7 @@ from gem_adapters.trl.recipe.options import (
     report_to_list,
     task_sampler,
 )
-from gem_adapters.trl.recipe.report import (
-    StepLog,
-    plot_reward_curve,
-    random_move_return,
-    run_metrics,
-    step_log_callback,
-    train_until_stopped,
-    write_report,
-)
+from gem_adapters.trl.recipe.report import StepLog, plot_reward_curve, random_move_return, run_metrics, step_log_callback, train_until_stopped, write_report
 from gem_adapters.trl.recipe.tiny_model import MAX_MOVE_TOKENS, TINY_VOCAB_SIZE, format_warm_start, random_episodes, tiny_model_and_tokenizer
 
 __all__ = [

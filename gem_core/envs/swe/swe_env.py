@@ -43,9 +43,7 @@ from typing import Any
 from gem_core.env import StepResult
 from gem_core.envs.swe.build import build_pack, check_home_hidden
 from gem_core.envs.swe.grading import grade_tree
-from gem_core.envs.swe.pack import (
-    SAMPLE_SPEC_FILE, SPEC_FILE, SweError, SweTask, built_tasks_dir, default_home, load_pack,
-)
+from gem_core.envs.swe.pack import SAMPLE_SPEC_FILE, SPEC_FILE, SweError, SweTask, built_tasks_dir, default_home, load_pack
 from gem_core.envs.terminal.terminal_env import TerminalEnv
 from gem_core.errors import DependencyNotInstalled, ResetNeeded
 from gem_core.tools.calls import CALL_FORMATS, format_instruction, parse_native_calls

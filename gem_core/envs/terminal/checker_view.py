@@ -17,15 +17,13 @@ outside the tree can reach the copy.
 
 from __future__ import annotations
 
-from typing import Union
-
 __all__ = ["Tree", "checker_files", "MAX_LINK_HOPS"]
 
 #: Links followed while resolving one path before it counts as a loop (the kernel's limit).
 MAX_LINK_HOPS = 40
 
 #: relative path -> (mode, content): bytes for a regular file, None for a directory, str for a link's target.
-Tree = dict[str, tuple[int, Union[bytes, str, None]]]
+Tree = dict[str, tuple[int, bytes | str | None]]
 
 
 def resolve_link(tree: Tree, link: str) -> str | None:

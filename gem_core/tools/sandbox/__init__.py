@@ -30,13 +30,7 @@ host). Use it only for trusted code or inside a container that is the sandbox. T
 Install bubblewrap on Debian/Ubuntu with ``apt-get install -y bubblewrap``.
 """
 
-from gem_core.tools.sandbox.config import (
-    MODES,
-    FunctionCall,
-    SandboxConfig,
-    SandboxResult,
-    SandboxUnavailableError,
-)
+from gem_core.tools.sandbox.config import MODES, FunctionCall, SandboxConfig, SandboxResult, SandboxUnavailableError
 from gem_core.tools.sandbox.isolation import available_modes, resolve_mode
 from gem_core.tools.sandbox.pool import SandboxPool, SandboxPools, arun_python, default_pools, run_python
 from gem_core.tools.sandbox.shell import WorkDir, run_shell

@@ -108,7 +108,7 @@ def python_dirs(python: str) -> list[str]:
     return dirs
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def site_dirs(python: str) -> tuple[str, ...]:
     """The interpreter's site-packages, put on ``sys.path`` by the worker itself: it starts with ``-S``,
     so no ``.pth`` hook (an editable install's costs ~10 ms and would point into the checkout) runs."""
@@ -260,7 +260,7 @@ def _probe(mode: str, config: SandboxConfig) -> str | None:
     return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def probe_cached(mode: str, python: str) -> str | None:
     return _probe(mode, SandboxConfig(python=python))
 

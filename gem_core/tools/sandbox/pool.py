@@ -23,14 +23,7 @@ import threading
 import time
 
 from gem_core.errors import InvalidArgument, UsageError
-from gem_core.tools.sandbox.config import (
-    FunctionCall,
-    SandboxConfig,
-    SandboxResult,
-    SandboxUnavailableError,
-    pool_size_from_environment,
-    resolve_backend,
-)
+from gem_core.tools.sandbox.config import FunctionCall, SandboxConfig, SandboxResult, SandboxUnavailableError, pool_size_from_environment, resolve_backend
 from gem_core.tools.sandbox.isolation import resolve_mode
 from gem_core.tools.sandbox.worker import Worker
 from gem_core.tools.sandbox.zygote import Zygote

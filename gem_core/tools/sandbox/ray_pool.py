@@ -28,7 +28,8 @@ import importlib
 import logging
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from gem_core.errors import InvalidArgument
 from gem_core.tools.sandbox.config import FunctionCall, SandboxResult, SandboxUnavailableError, ray_resource_from_environment
