@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -34,7 +35,6 @@ from gymnasium.utils import seeding
 
 from gem_core import registry
 from gem_core.env import Env
-from gem_core.envs.dataset import DatasetEnv
 from gem_core.errors import InvalidArgument
 
 __all__ = ["register", "make", "make_vec", "print_envs", "spec"]
@@ -151,7 +151,9 @@ def accept_positional_seed(env: Any) -> Any:
             "__qualname__": cls.__qualname__,
             "__doc__": cls.__doc__,
         }
-        if issubclass(cls, DatasetEnv) and not hasattr(cls, "dataset"):
+        # a dataset env's class has loaded gem_core.envs.dataset; not importing it here keeps `import gem` light
+        datasets_module = sys.modules.get("gem_core.envs.dataset")
+        if datasets_module is not None and issubclass(cls, datasets_module.DatasetEnv) and not hasattr(cls, "dataset"):
             # GEM's dataset envs hold their rows as ``dataset`` (its oat example sizes evaluations by it)
             namespace["dataset"] = property(lambda self: self.rows, doc="The env's rows (GEM's name for them).")
         sub = _POSITIONAL_RESET[cls] = type(cls.__name__, (cls,), namespace)
