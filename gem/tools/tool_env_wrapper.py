@@ -6,11 +6,17 @@ GEM's rewards map onto :class:`~gem_core.wrappers.tools.ToolRewards`: ``tool_rew
 other two at zero) per call that failed. ``max_tool_uses=None`` allows any number of calls. Besides the
 core's ``tool_calls``/``tool_call_count``, each step's ``info`` holds GEM's ``use_tool`` (this step ran a
 tool), ``tool_use_counter`` and ``tool_success_counter``; a reset's ``info`` also holds the ended episode's
-``prev_ep_tool_use_counter`` and ``prev_ep_tool_success_counter``.
+``prev_ep_tool_use_counter`` and ``prev_ep_tool_success_counter``; a tool step's ``info`` also holds GEM's
+``parsed_action`` (the action up to the end of the call) and ``tool_type``.
+
+The text is GEM's: the first observation is the task, a newline and the tools' ``instruction_string()``
+(under "Available tools:" when there are several), and the step that spends the last allowed call ends
+with GEM's "Reached the maximum number of tool use" notice. Parsing, running and rewards are the core's.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -21,6 +27,10 @@ from gem_core.tools.tool import Tool
 from gem_core.wrappers.tools import ToolRewards, ToolUse
 
 __all__ = ["ToolEnvWrapper"]
+
+# the core's notice for the last allowed call, replaced by GEM's
+_CORE_LIMIT_NOTICE = re.compile(r"\n\n\[Tool call limit reached: [^\]]*\]$")
+_GEM_LIMIT_NOTICE = "\n\nReached the maximum number of tool use. Please output final answer directly."
 
 
 class ToolEnvWrapper(ToolUse):
@@ -42,7 +52,9 @@ class ToolEnvWrapper(ToolUse):
                 "ToolEnvWrapper: tool_execute_error_reward replaces tool_reward and tool_success_reward; set those to 0."
             )
         rewards = ToolRewards(per_call=tool_reward, per_success=tool_success_reward, per_error=tool_execute_error_reward)
-        super().__init__(env, tools, max_tool_calls=sys.maxsize if max_tool_uses is None else max_tool_uses, rewards=rewards)
+        super().__init__(
+            env, tools, max_tool_calls=sys.maxsize if max_tool_uses is None else max_tool_uses, rewards=rewards, add_instructions=False
+        )
         self.tool_success_counter = 0
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
@@ -53,9 +65,14 @@ class ToolEnvWrapper(ToolUse):
         previous = {"prev_ep_tool_use_counter": self.tool_call_count, "prev_ep_tool_success_counter": self.tool_success_counter}
         self.tool_success_counter = 0
         observation, info = super().on_reset(observation, info)
+        tools = list(self.tools.values())
+        instructions = "\n".join(getattr(tool, "instruction_string", lambda t=tool: t.instruction)() for tool in tools)
+        if len(tools) > 1:
+            instructions = f"Available tools:\n{instructions}"
+        observation = f"{observation}\n{instructions}"  # GEM's layout
         return observation, {**info, "use_tool": False, "tool_use_counter": 0, "tool_success_counter": 0, **previous}
 
-    def _with_gem_info(self, result: StepResult) -> StepResult:
+    def _with_gem_info(self, action: str, result: StepResult) -> StepResult:
         observation, reward, terminated, truncated, info = result
         calls = info.get("tool_calls") or []
         self.tool_success_counter += sum(1 for call in calls if call["ok"])
@@ -65,10 +82,17 @@ class ToolEnvWrapper(ToolUse):
             "tool_use_counter": self.tool_call_count,
             "tool_success_counter": self.tool_success_counter,
         }
+        if calls:
+            observation = _CORE_LIMIT_NOTICE.sub(lambda _: _GEM_LIMIT_NOTICE, observation)
+            tool = self.tools.get(calls[0]["tool"])
+            found = tool.parse(action) if tool is not None else []
+            if found:
+                info["parsed_action"] = action[: found[0].span[1]]
+            info["tool_type"] = getattr(tool, "tool_type", calls[0]["tool"])
         return observation, reward, terminated, truncated, info
 
     def step(self, action: str) -> StepResult:
-        return self._with_gem_info(super().step(action))
+        return self._with_gem_info(action, super().step(action))
 
     async def astep(self, action: str) -> StepResult:
-        return self._with_gem_info(await super().astep(action))
+        return self._with_gem_info(action, await super().astep(action))
