@@ -244,10 +244,12 @@ def scripted_openai_server():
     async def chat(request):
         body = await request.json()
         script["requests"].append(body)
-        content = script["replies"].pop(0)
+        reply = script["replies"].pop(0)  # a text, or a whole assistant message (one with tool_calls)
+        message = reply if isinstance(reply, dict) else {"role": "assistant", "content": reply}
+        finish = "tool_calls" if message.get("tool_calls") else "stop"
         return JSONResponse({
             "id": f"chat-{len(script['requests'])}", "object": "chat.completion", "created": 0, "model": body["model"],
-            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+            "choices": [{"index": 0, "finish_reason": finish, "message": message}],
             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
         })
 
