@@ -99,10 +99,10 @@ def verl(session: nox.Session) -> None:
     session.run(*PYTEST, "tests/adapters/verl", *session.posargs)
 
 
-def _install_without_gpu_deps(session: nox.Session, framework: str, *light_deps: str, pip_flags: tuple = ()) -> None:
+def _install_without_gpu_deps(session: nox.Session, framework: str, *light_deps: str, pip_flags: tuple = (), extras: str = "rollout,dev") -> None:
     """Frameworks whose wheels pull flash-attn/vLLM (or pin Python < 3.11) install with --no-deps plus the
     few pure-Python modules their agent/data code imports; the module under test must then import."""
-    _install(session, "-e", ".[rollout,dev]")
+    _install(session, "-e", f".[{extras}]")
     session.install(*CONSTRAINTS, "--no-deps", *pip_flags, framework)
     if light_deps:
         session.install(*CONSTRAINTS, *light_deps)
@@ -129,10 +129,14 @@ def openrlhf(session: nox.Session) -> None:
     session.run(*PYTEST, "tests/adapters/openrlhf", *session.posargs)
 
 
+# rl-square without its GPU dependencies: RL2's CPU path, also the adapter the skyrl and verifiers sessions play their envs through.
+RL2_INSTALL = ("rl-square==0.0.2", "datasets", "torchdata", "omegaconf", "aiohttp")
+
+
 @nox.session
 def rl2(session: nox.Session) -> None:
     """RL2: rl-square 0.0.2's own rollout loop, and RL2 main's generate hook against a fake SGLang router."""
-    _install_without_gpu_deps(session, "rl-square==0.0.2", "datasets", "torchdata", "omegaconf", "aiohttp")
+    _install_without_gpu_deps(session, *RL2_INSTALL)
     session.run("python", "-c", "import RL2.datasets, omegaconf, aiohttp")
     session.run(*PYTEST, "tests/adapters/rl2", *session.posargs)
 
@@ -163,17 +167,17 @@ def oat(session: nox.Session) -> None:
 
 @nox.session
 def skyrl(session: nox.Session) -> None:
-    """SkyRL-Gym envs as GEM envs (make("skyrl:<id>")) through the episode runner, and GEM envs in SkyRL-Gym's own registry."""
-    _install(session, "-e", ".[skyrl,search,rollout,dev]")  # search: gem-retrieval-server plays skyrl:search
-    session.run("python", "-c", "import skyrl_gym")
+    """SkyRL-Gym envs as GEM envs (make("skyrl:<id>")) through the episode runner and the RL2 adapter, and GEM envs in SkyRL-Gym's own registry."""
+    _install_without_gpu_deps(session, *RL2_INSTALL, extras="skyrl,search,rollout,dev")  # search: gem-retrieval-server plays skyrl:search
+    session.run("python", "-c", "import skyrl_gym, RL2.datasets")
     session.run(*PYTEST, "tests/interop/skyrl", *session.posargs)
 
 
 @nox.session
 def verifiers(session: nox.Session) -> None:
-    """verifiers tasksets as GEM envs (make("verifiers:<module>")); a session of its own: verifiers pins many packages."""
-    _install(session, "-e", ".[verifiers,rollout,dev]")
-    session.run("python", "-c", "import verifiers.v1")
+    """verifiers tasksets as GEM envs (make("verifiers:<module>")), also through the RL2 adapter; a session of its own: verifiers pins many packages."""
+    _install_without_gpu_deps(session, *RL2_INSTALL, extras="verifiers,rollout,dev")
+    session.run("python", "-c", "import verifiers.v1, RL2.datasets")
     session.run(*PYTEST, "tests/interop/verifiers", *session.posargs)
 
 
