@@ -233,6 +233,7 @@ class _FixedServer:
 async def test_server_stop_reason_becomes_the_sessions_finish_reason(token_ids, stop_reason, expected):
     output = TokenOutput(token_ids=token_ids, log_probs=[-1.0] * len(token_ids), stop_reason=stop_reason)
     policy = ServerManagerPolicy(_FixedServer(output), {"temperature": 1.0, "logprobs": True})
+    policy.max_consecutive_aborts = 0  # the mapping only (an aborted turn is sampled again: test_verl_async_modes.py)
     generation = await policy.generate([1, 2], SamplingParams(max_new_tokens=3, stop_token_ids=[99]))
     assert generation.finish_reason == expected and generation.token_ids == token_ids
 
