@@ -141,7 +141,7 @@ def _determinism_check(make_env: Callable[[], Any], seeds: tuple[int, ...] = (0,
         except Exception as error:
             return CheckResult("determinism", False, f"playing seed {seed} raised {type(error).__name__}: {error}")
         if first != second:
-            turn = next(i for i, (a, b) in enumerate(zip(first, second)) if a != b) if any(a != b for a, b in zip(first, second)) else min(len(first), len(second))
+            turn = next(i for i, (a, b) in enumerate(zip(first, second, strict=False)) if a != b) if any(a != b for a, b in zip(first, second, strict=False)) else min(len(first), len(second))
             return CheckResult(
                 "determinism",
                 False,

@@ -182,8 +182,8 @@ class GemCollector:
         while sum(len(e) for e in episodes) < wanted:
             starts = self._gem_sampler.draw(int(getattr(args, "num_env", 16)))
             batch = asyncio.run(run_labels(starts, policy, tokenizer, sampling=sampling, **session_kwargs))
-            record_outcomes(self._gem_sampler, [episode_outcome(start, t) for start, t in zip(starts, batch)])
-            for start, trajectory in zip(starts, batch):
+            record_outcomes(self._gem_sampler, [episode_outcome(start, t) for start, t in zip(starts, batch, strict=True)])
+            for start, trajectory in zip(starts, batch, strict=True):
                 tag_task(trajectory, start, self._gem_sampler.task_of(start).name)
                 if trajectory.num_turns:
                     trajectories.append(trajectory)

@@ -162,7 +162,7 @@ class GenerateEnv:
         """The session's sequence in RL2's per-token layout (the same sequence keeps growing)."""
         trajectory = session.trajectory()
         n_prompt = len(trajectory.prompt_ids)
-        response_actions = [t if m else 0 for t, m in zip(trajectory.response_ids, trajectory.loss_mask)]
+        response_actions = [t if m else 0 for t, m in zip(trajectory.response_ids, trajectory.loss_mask, strict=True)]
         sample.state_dict = {
             "states": trajectory.prompt_ids + trajectory.response_ids,
             "actions": [0] * n_prompt + response_actions,

@@ -77,7 +77,7 @@ class VLLMTrainerPolicy(BatchingPolicy):
             return [([], None)]  # a filler round: nothing to hand back, but not the end
         return [
             (list(ids), None if lps is None else [lp[0] for lp in lps])
-            for ids, lps in zip(completions[: len(prompts)], (logprobs or [None] * size)[: len(prompts)])
+            for ids, lps in zip(completions[: len(prompts)], (logprobs or [None] * size)[: len(prompts)], strict=True)
         ]
 
 

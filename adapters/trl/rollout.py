@@ -118,7 +118,7 @@ class GemRolloutFunc:
         if curriculum:  # one draw per GRPO group of the global batch (TRL gives a group's copies consecutively)
             rank, world = _process_slot(trainer)
             starts = group_starts(self.task_sampler, episodes, int(trainer.num_generations), rank=rank, world=world)
-            episodes = [(start, system) for start, (_, system) in zip(starts, episodes)]
+            episodes = [(start, system) for start, (_, system) in zip(starts, episodes, strict=True)]
         want_logprobs = self.logprobs if self.logprobs is not None else getattr(args, "off_policy_mask_threshold", None) is not None
         policy = trainer_policy(trainer, len(prompts), logprobs=want_logprobs)
         template_kwargs = dict(getattr(args, "chat_template_kwargs", None) or {})
@@ -145,7 +145,7 @@ class GemRolloutFunc:
             return trajectories
 
         self.last_trajectories = run_sync(play_all)
-        for (label, _), trajectory in zip(episodes, self.last_trajectories):
+        for (label, _), trajectory in zip(episodes, self.last_trajectories, strict=True):
             tag_task(trajectory, label, self.task_sampler.task_of(label).name if curriculum else None)
         if curriculum:  # every process updates its copy of the sampler with the whole batch, in global order
             outcomes = [episode_outcome(t.metrics["task"], t) for t in self.last_trajectories]

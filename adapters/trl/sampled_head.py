@@ -48,7 +48,7 @@ class SampledTokensHead:
         """Remember one rollout's completions (the two latest rollouts are kept: TRL scores a rollout's
         batch before it asks for the next one, and may score it again for ``num_iterations``)."""
         masks: dict[tuple[int, ...], tuple[int, ...]] = {}
-        for ids, mask in zip(completion_ids, env_masks):
+        for ids, mask in zip(completion_ids, env_masks, strict=True):
             if len(ids) != len(mask):
                 continue
             key, value = tuple(ids), tuple(1 if m else 0 for m in mask)

@@ -81,7 +81,7 @@ class ObservationWrapper(ObservationFormat):
     def _history(self) -> str:
         if not self.include_action:
             return "".join(maybe_add_new_line(seen) for seen, _ in self.obs_queue)
-        turns = list(zip(list(self.obs_queue)[:-1], self.act_queue))
+        turns = list(zip(list(self.obs_queue)[:-1], self.act_queue, strict=True))
         last, last_is_tool = self.obs_queue[-1]
         if self.include_chat_template:
             messages: list[dict[str, str]] = []

@@ -352,7 +352,7 @@ class AgentEndpoint:
     def _logprobs(self, generation: Generation) -> dict[str, Any]:
         tokens = self.tokenizer.convert_ids_to_tokens(list(generation.token_ids))
         values = generation.logprobs or [0.0] * len(tokens)
-        return {"content": [{"token": t, "logprob": lp, "bytes": None, "top_logprobs": []} for t, lp in zip(tokens, values)]}
+        return {"content": [{"token": t, "logprob": lp, "bytes": None, "top_logprobs": []} for t, lp in zip(tokens, values, strict=True)]}
 
     async def _chat(self, request: Any, body: Any) -> dict[str, Any]:
         if not isinstance(body, dict):

@@ -139,9 +139,9 @@ class TaskSampler:
         weights = [task.weight for task in self._tasks]
         if self.weighting == "uniform":
             total = sum(weights)
-            return {task.name: w / total for task, w in zip(self._tasks, weights)}
+            return {task.name: w / total for task, w in zip(self._tasks, weights, strict=True)}
         scores = [self._score(i, task) for i, task in enumerate(self._tasks)]
-        return dict(zip(self._by_name, with_floor(scores, weights, self.floor)))
+        return dict(zip(self._by_name, with_floor(scores, weights, self.floor), strict=True))
 
     def _score(self, index: int, task: Task) -> float:
         if index >= self._unlocked:

@@ -33,7 +33,7 @@ def with_floor(scores: Sequence[float], weights: Sequence[float], floor: float) 
     """Probabilities ``floor + (1 - k*floor) * w_i s_i / sum(w s)``: every one of the ``k`` tasks gets at least
     ``floor``; when no task scores above zero (all unseen-free tasks at 0 or 1), the rest goes by ``weights``."""
     k = len(scores)
-    mass = [w * s for w, s in zip(weights, scores)]
+    mass = [w * s for w, s in zip(weights, scores, strict=True)]
     total = sum(mass)
     if total <= 0:
         mass, total = list(weights), sum(weights)

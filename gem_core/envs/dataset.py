@@ -282,7 +282,7 @@ def register_hub_datasets(
     for name, row in hub_datasets.items():
         if len(row) != len(keys):
             raise InvalidArgument(f"{category}:{name}: expected a row of {keys}, got {row!r}.")
-        kwargs_by_name[name] = dict(zip(keys, row))
+        kwargs_by_name[name] = dict(zip(keys, row, strict=True))
     for name, kwargs in kwargs_by_name.items():
         for suffix, entry_point in entry_points.items():
             register(f"{category}:{name}{suffix}", entry_point, sample_kwargs=sample_kwargs, extras=extras, **kwargs)

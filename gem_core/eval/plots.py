@@ -37,7 +37,7 @@ def plot_report(report: EvalReport, out_dir: str | Path) -> list[Path]:
     ax_success, ax_return = axes[0], axes[1]
     success = [summaries[e].success_rate for e in env_ids]
     bars = ax_success.bar(positions, [s if s is not None else 0.0 for s in success], width=0.6, color="tab:green")
-    for bar, value, env_id in zip(bars, success, env_ids):
+    for bar, value, env_id in zip(bars, success, env_ids, strict=True):
         n = summaries[env_id].episodes_completed
         label = f"{value:.0%}\nn={n}" if value is not None else "n/a"
         ax_success.annotate(label, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize=8)
@@ -49,10 +49,10 @@ def plot_report(report: EvalReport, out_dir: str | Path) -> list[Path]:
     cis = [summaries[e].return_ci for e in env_ids]
     heights = np.array([m if m is not None else 0.0 for m in means])
     # Clipped at 0: a constant sample's mean can differ from its CI bounds by a rounding error.
-    lower = np.array([max(m - ci[0], 0.0) if ci is not None and m is not None else 0.0 for m, ci in zip(means, cis)])
-    upper = np.array([max(ci[1] - m, 0.0) if ci is not None and m is not None else 0.0 for m, ci in zip(means, cis)])
+    lower = np.array([max(m - ci[0], 0.0) if ci is not None and m is not None else 0.0 for m, ci in zip(means, cis, strict=True)])
+    upper = np.array([max(ci[1] - m, 0.0) if ci is not None and m is not None else 0.0 for m, ci in zip(means, cis, strict=True)])
     return_bars = ax_return.bar(positions, heights, yerr=np.vstack([lower, upper]), width=0.6, capsize=6, color="tab:blue")
-    for bar, mean, high in zip(return_bars, means, heights + upper):
+    for bar, mean, high in zip(return_bars, means, heights + upper, strict=True):
         label = f"{mean:.2f}" if mean is not None else "n/a"
         ax_return.annotate(label, (bar.get_x() + bar.get_width() / 2, max(high, 0.0)), ha="center", va="bottom", fontsize=8)
     ax_return.axhline(0.0, color="black", linewidth=0.8)

@@ -164,7 +164,7 @@ def same_state_advantages(
     at_fork = [discounted_returns(r, gamma)[fork_turn] for r in rewards]
     advantages = grpo_advantages(at_fork, [0] * len(rewards), eps=eps, scale=scale)
     out = []
-    for r, advantage in zip(rewards, advantages):
+    for r, advantage in zip(rewards, advantages, strict=True):
         per_turn = np.zeros_like(r)
         per_turn[fork_turn:] = advantage
         out.append(per_turn)
@@ -213,7 +213,7 @@ def turn_to_token_advantages(
     if a.size != len(turn_spans):
         raise InvalidArgument(f"Got {a.size} turn advantages but {len(turn_spans)} turn spans; need one per turn.")
     out = np.zeros(length, dtype=np.float64)
-    for value, (start, end) in zip(a, turn_spans):
+    for value, (start, end) in zip(a, turn_spans, strict=True):
         if not 0 <= start <= end <= length:
             raise InvalidArgument(f"Turn span ({start}, {end}) does not fit in a sequence of length {length}.")
         out[start:end] = value
@@ -252,7 +252,7 @@ def turn_returns_to_token_advantages(
         flat = return_batch_normalize(pool, scale=scale)[offset : offset + flat.size]
     rows = np.zeros((len(returns), length), dtype=np.float64)
     start = 0
-    for row, g, spans in zip(rows, returns, turn_spans):
+    for row, g, spans in zip(rows, returns, turn_spans, strict=True):
         row[:] = turn_to_token_advantages(flat[start : start + g.size], spans, length)
         start += g.size
     return rows

@@ -328,7 +328,7 @@ class ChatTemplate:
             together = self._render_after_first_turn([*window.messages, *messages])
             if together != window.text + text:
                 before, now = window.text + text, together
-                at = next((i for i, (a, b) in enumerate(zip(before, now)) if a != b), min(len(before), len(now)))
+                at = next((i for i, (a, b) in enumerate(zip(before, now, strict=False)) if a != b), min(len(before), len(now)))
                 changed = "the earlier turns" if at < len(window.text) else "this turn"
                 raise ChatTemplateError(
                     f"history='as_rendered' cannot show this turn: the chat template renders {changed} differently once a "
@@ -436,7 +436,7 @@ class ChatTemplate:
         pieces = [text]
         if not keep_added and self._controls is not None:
             cuts = [m.start() + 1 for m in self._controls.finditer(text)]
-            pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])]
+            pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
         return [
             int(t)
             for piece in pieces

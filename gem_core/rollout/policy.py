@@ -234,13 +234,13 @@ class BatchingPolicy:
             if len(results) != len(batch):
                 raise UsageError(f"{type(self).__name__}.sample_batch returned {len(results)} samples for {len(batch)} prompts.")
             stop_ids = self.stop_token_ids(sampling)
-            generations = [cut_at_stop(ids, lps, stop_ids, r.sampling.max_new_tokens) for r, (ids, lps) in zip(batch, results)]
+            generations = [cut_at_stop(ids, lps, stop_ids, r.sampling.max_new_tokens) for r, (ids, lps) in zip(batch, results, strict=True)]
         except Exception as error:  # every waiting episode hears about it; none hangs
             for request in batch:
                 if not request.future.done():
                     request.future.set_exception(error)
             return
-        for request, generation in zip(batch, generations):
+        for request, generation in zip(batch, generations, strict=True):
             if not request.future.done():
                 request.future.set_result(generation)
 
@@ -382,7 +382,7 @@ class TransformersPolicy(BatchingPolicy):
         if recorder is None:
             return [(row, None) for row in ids]
         picked = recorder.result(new_ids).tolist()  # the pads past a stop are cut by the caller
-        return list(zip(ids, picked))
+        return list(zip(ids, picked, strict=True))
 
 
     def _kv_reusable(self) -> bool:
@@ -415,9 +415,9 @@ class TransformersPolicy(BatchingPolicy):
             return input_ids, attention_mask, None
         cached = [n for _, n in reused]
         head = max(cached)
-        tail = max(len(p) - n for p, n in zip(prompts, cached))
+        tail = max(len(p) - n for p, n in zip(prompts, cached, strict=True))
         rows, masks = [], []
-        for prompt, n in zip(prompts, cached):
+        for prompt, n in zip(prompts, cached, strict=True):
             new = len(prompt) - n
             rows.append([pad_id] * (head - n) + prompt[:n] + [pad_id] * (tail - new) + prompt[n:])
             masks.append([0] * (head - n) + [1] * n + [0] * (tail - new) + [1] * new)
@@ -446,7 +446,7 @@ class TransformersPolicy(BatchingPolicy):
         width = attention_mask.shape[1]
         held = cache.get_seq_length()  # width + sampled - 1
         stop = set(stop_ids)
-        for row, (prompt, (entry, n)) in enumerate(zip(prompts, reused)):
+        for row, (prompt, (entry, n)) in enumerate(zip(prompts, reused, strict=True)):
             sampled = sequences[row, width:held].tolist()
             end = next((i + 1 for i, t in enumerate(sampled) if t in stop), len(sampled))
             positions = torch.cat([attention_mask[row].nonzero().squeeze(1),

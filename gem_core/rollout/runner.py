@@ -184,7 +184,7 @@ async def run_labels(
                 finished()
 
     prompts = system_prompts if system_prompts is not None else [None] * len(labels)
-    return list(await asyncio.gather(*(play(label, prompt) for label, prompt in zip(labels, prompts))))
+    return list(await asyncio.gather(*(play(label, prompt) for label, prompt in zip(labels, prompts, strict=True))))
 
 
 async def run_episodes(

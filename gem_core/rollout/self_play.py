@@ -67,4 +67,4 @@ async def run_self_play(
     for result in results:
         if isinstance(result, BaseException):
             raise result
-    return dict(zip(seats, results))
+    return dict(zip(seats, results, strict=True))

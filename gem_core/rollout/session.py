@@ -560,14 +560,14 @@ class EpisodeSession:
         ``token_versions`` is [] unless some sampled token carries a version."""
         n = len(self._ids) - self._prompt_len
         loss_mask, logprobs = [0] * n, [0.0] * n
-        for (start, end), lps in zip(self._turn_spans, self._turn_logprobs):
+        for (start, end), lps in zip(self._turn_spans, self._turn_logprobs, strict=True):
             loss_mask[start:end] = [1] * (end - start)
             if lps is not None:
                 logprobs[start:end] = lps
         versions: list[int] = []
         if any(tags and max(tags) >= 0 for tags in self._turn_versions):
             versions = [-1] * n
-            for (start, end), tags in zip(self._turn_spans, self._turn_versions):
+            for (start, end), tags in zip(self._turn_spans, self._turn_versions, strict=True):
                 if tags is not None:
                     versions[start:end] = tags
         return loss_mask, logprobs, versions
@@ -617,7 +617,7 @@ class EpisodeSession:
         """Widen the placeholders of a turn's ids and record where each image starts in the episode."""
         assert self.image_encoder is not None
         ids, starts = self.image_encoder.expand(ids, encoded)
-        for (pixels, grid, count), start in zip(encoded, starts):
+        for (pixels, grid, count), start in zip(encoded, starts, strict=True):
             self._images.append(TrajectoryImage(turn=turn, start=offset + start, num_tokens=count, grid_thw=grid, pixel_values=pixels))
         return ids
 

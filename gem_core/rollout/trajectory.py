@@ -176,7 +176,7 @@ class TokenTrajectory:
         return max(versions) if versions else None
 
     def _sampled_versions(self) -> list[int]:
-        return [v for v, m in zip(self.token_versions, self.loss_mask) if m and v >= 0]
+        return [v for v, m in zip(self.token_versions, self.loss_mask, strict=False) if m and v >= 0]
 
     @property
     def episode_return(self) -> float:
@@ -193,7 +193,7 @@ class TokenTrajectory:
         out = [0.0] * len(self.response_ids)
         if not out:
             return out
-        for (start, end), reward in zip(self.turn_spans, self.rewards):
+        for (start, end), reward in zip(self.turn_spans, self.rewards, strict=True):
             index = end - 1 if end > start else max(start - 1, 0)
             out[min(index, len(out) - 1)] += float(reward)
         return out
@@ -223,7 +223,7 @@ class TokenTrajectory:
         returns = self.returns(gamma)
         ended = self.terminated or self.truncated
         out = []
-        for turn, ((start, end), reward) in enumerate(zip(self.turn_spans, self.rewards)):
+        for turn, ((start, end), reward) in enumerate(zip(self.turn_spans, self.rewards, strict=True)):
             if self.rendered_ids is not None:
                 context = self.rendered_ids[: self.rendered_context_ends[turn]] + self.generation_prompt_ids
             else:

@@ -127,7 +127,7 @@ class ImageEncoder:
         out: list[int] = []
         starts: list[int] = []
         last = 0
-        for at, (_, _, count) in zip(found, encoded):
+        for at, (_, _, count) in zip(found, encoded, strict=True):
             out.extend(ids[last:at])
             starts.append(len(out))
             out.extend([self.image_token_id] * count)

@@ -33,6 +33,6 @@ def generation_from_vllm(output: Any) -> Generation:
     if completion.logprobs is not None:
         if len(completion.logprobs) != len(token_ids):
             raise InvalidArgument(f"vLLM returned {len(completion.logprobs)} logprob entries for {len(token_ids)} sampled ids.")
-        logprobs = [float(position[token].logprob) for position, token in zip(completion.logprobs, token_ids)]
+        logprobs = [float(position[token].logprob) for position, token in zip(completion.logprobs, token_ids, strict=True)]
     reason = completion.finish_reason if completion.finish_reason in ("stop", "length") else "abort"
     return Generation(token_ids=token_ids, logprobs=logprobs, finish_reason=reason)

@@ -336,7 +336,7 @@ class AsyncBackend(_InProcessBackend):
         if rest:
             self._tasks = [asyncio.ensure_future(self._arun_one(i, calls[i])) for i in rest]
             try:
-                results.update(zip(rest, await asyncio.gather(*self._tasks)))
+                results.update(zip(rest, await asyncio.gather(*self._tasks), strict=True))
             finally:
                 self._tasks = []
         return {i: results[i] for i in calls}

@@ -152,7 +152,7 @@ class RayBackend(HostedBackend):
                 f"{self._asked}; the cluster may not have room for {len(refs)} of them: lower num_cpus, raise "
                 "envs_per_actor, or add nodes with those resources."
             ) from None
-        for a, error in zip(actors, errors):
+        for a, error in zip(actors, errors, strict=True):
             if error is not None:  # a builder raised: its own exception
                 raise_portable_error(error, f"in the Ray actor for envs {self._hosted[a]}")
 

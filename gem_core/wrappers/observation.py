@@ -55,13 +55,13 @@ class ObservationFormat(Wrapper):
             return "\n\n".join(self.observations), info
         if self.mode == "history_with_actions":
             blocks = [f"Observation: {self.observations[0]}"]
-            for action, observation in zip(self.actions, self.observations[1:]):
+            for action, observation in zip(self.actions, self.observations[1:], strict=True):
                 blocks += [f"Action: {action}", f"Observation: {observation}"]
             return "\n\n".join(blocks), info
         if self.mode == "chat":
             messages = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
             messages.append({"role": "user", "content": self.observations[0]})
-            for action, observation in zip(self.actions, self.observations[1:]):
+            for action, observation in zip(self.actions, self.observations[1:], strict=True):
                 messages += [{"role": "assistant", "content": action}, {"role": "user", "content": observation}]
             return self.observations[-1], {**info, "messages": messages}
         return self.observations[-1], info

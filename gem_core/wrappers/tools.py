@@ -170,7 +170,7 @@ class ToolUse(Wrapper):
         reward = sum(self.rewards.for_result(result) for result in results)
         info = {
             "tool_calls": [
-                {"tool": call.tool, "ok": result.ok, "info": result.info} for call, result in zip(calls, results)
+                {"tool": call.tool, "ok": result.ok, "info": result.info} for call, result in zip(calls, results, strict=True)
             ],
             "tool_call_count": self.tool_call_count,
         }

@@ -90,7 +90,7 @@ class FifteenPuzzleEnv(GameEnv):
 
     def _tiles_in_place(self) -> int:
         solved = [*range(1, self.greatest_num + 1), None]
-        return sum(tile == want for tile, want in zip((t for row in self.board for t in row), solved))
+        return sum(tile == want for tile, want in zip((t for row in self.board for t in row), solved, strict=True))
 
     def _rows(self, tiles: list[int | None]) -> Board:
         return [tiles[i:i + self.num_rows] for i in range(0, len(tiles), self.num_rows)]

@@ -32,10 +32,10 @@ def slide_row_left(row: list[int]) -> list[int]:
 def slide(board: Board, direction: str) -> Board:
     """The board after sliding every tile towards ``direction``."""
     columns = direction in ("up", "down")
-    lines = [list(line) for line in zip(*board)] if columns else [list(row) for row in board]
+    lines = [list(line) for line in zip(*board, strict=True)] if columns else [list(row) for row in board]
     backwards = direction in ("right", "down")
     moved = [slide_row_left(line[::-1])[::-1] if backwards else slide_row_left(line) for line in lines]
-    return [list(row) for row in zip(*moved)] if columns else moved
+    return [list(row) for row in zip(*moved, strict=True)] if columns else moved
 
 
 class Game2048Env(GameEnv):

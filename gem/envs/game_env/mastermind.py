@@ -12,10 +12,10 @@ _GUESS = re.compile(r"\\boxed{(\d+(?:\s+\d+)*)}")
 
 def score_guess(code: list[int], guess: list[int]) -> tuple[int, int]:
     """``(black, white)`` pegs: right digit in the right place, right digit in another place."""
-    black = sum(c == g for c, g in zip(code, guess))
-    unmatched_code = [c for c, g in zip(code, guess) if c != g]
+    black = sum(c == g for c, g in zip(code, guess, strict=True))
+    unmatched_code = [c for c, g in zip(code, guess, strict=True) if c != g]
     white = 0
-    for digit in (g for c, g in zip(code, guess) if c != g):
+    for digit in (g for c, g in zip(code, guess, strict=True) if c != g):
         if digit in unmatched_code:
             unmatched_code.remove(digit)
             white += 1

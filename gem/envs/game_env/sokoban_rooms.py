@@ -76,9 +76,9 @@ def _box_frozen(state: np.ndarray, r: int, c: int) -> bool:
 def has_deadlock(state: np.ndarray, structure: np.ndarray) -> bool:
     """Whether a box sits in a corner trap, or (with two or more boxes) some box cannot be pushed at all."""
     rows, cols = np.where((state == BOX_ON_TARGET) | (state == BOX))
-    if any(is_corner_trap(structure, r, c) for r, c in zip(rows, cols)):
+    if any(is_corner_trap(structure, r, c) for r, c in zip(rows, cols, strict=True)):
         return True
-    return len(rows) >= 2 and any(_box_frozen(state, r, c) for r, c in zip(rows, cols))
+    return len(rows) >= 2 and any(_box_frozen(state, r, c) for r, c in zip(rows, cols, strict=True))
 
 
 def _carve(dim: tuple[int, int], p_turn: float, steps: int, draw: random.Random) -> np.ndarray:
@@ -136,7 +136,7 @@ class _ReverseSearch:
         self.explored: set[bytes] = set()
         self.best_score = -1
         self.best_room: np.ndarray | None = None
-        self.best_mapping = {(r, c): (r, c) for r, c in zip(*targets)}
+        self.best_mapping = {(r, c): (r, c) for r, c in zip(*targets, strict=True)}
 
     def search(self, state: np.ndarray, mapping: dict, swaps: int, last_pull: tuple, ttl: int) -> None:
         ttl -= 1

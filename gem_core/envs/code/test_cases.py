@@ -77,7 +77,7 @@ def parse_test_cases(value: Any, fn_name: str | None = None) -> list[TestCase]:
                 inputs, outputs = list(value[inputs_key]), list(value[outputs_key])
                 if len(inputs) != len(outputs):
                     raise InvalidArgument(f"{len(inputs)} test inputs but {len(outputs)} outputs")
-                return [TestCase(i, o, fn_name or None) for i, o in zip(inputs, outputs)]
+                return [TestCase(i, o, fn_name or None) for i, o in zip(inputs, outputs, strict=True)]
     if isinstance(value, list) and all(isinstance(item, Mapping) and "input" in item and "output" in item for item in value):
         return [_record(item, fn_name) for item in value]
     raise InvalidArgument(f"Unrecognized test cases: {str(value)[:200]!r}")

@@ -102,7 +102,7 @@ def generate_layout(rng: np.random.Generator, count: int, clues: tuple[tuple[str
                 row, col, direction = 0, 0, ACROSS
             entry = Entry(word, clue, row, col, direction)
             entries.append(entry)
-            for cell, ch in zip(entry.cells(), word):
+            for cell, ch in zip(entry.cells(), word, strict=True):
                 letters[cell] = ch
                 directions.setdefault(cell, set()).add(direction)
             if len(entries) == count:
@@ -177,7 +177,7 @@ class Crosswords(TurnBasedGame):
         cells = {cell: "_" for e in self.entries for cell in e.cells()}
         for e in self.entries:
             if e.name in self.solved:
-                cells.update(zip(e.cells(), e.word.upper()))
+                cells.update(zip(e.cells(), e.word.upper(), strict=True))
         rows, cols = 1 + max(r for r, _ in cells), 1 + max(c for _, c in cells)
         grid = ["".join(cells.get((r, c), "#") for c in range(cols)) for r in range(rows)]
         clues = [

@@ -66,11 +66,11 @@ def _line_moves(line: tuple[int, ...]) -> tuple[bool, bool]:
 
 def _slide_rows(rows: tuple[tuple[int, ...], ...], direction: str) -> tuple[tuple[tuple[int, ...], ...], int]:
     # Read each line from the side the tiles slide towards, slide it "left", write it back.
-    lines = tuple(zip(*rows)) if direction in ("up", "down") else rows
+    lines = tuple(zip(*rows, strict=True)) if direction in ("up", "down") else rows
     backwards = direction in ("right", "down")
     slid = [_slide_line(line[::-1] if backwards else line) for line in lines]
     out = tuple(line[::-1] if backwards else line for line, _ in slid)
-    return (tuple(zip(*out)) if direction in ("up", "down") else out), sum(points for _, points in slid)
+    return (tuple(zip(*out, strict=True)) if direction in ("up", "down") else out), sum(points for _, points in slid)
 
 
 def slide(board: np.ndarray, direction: str) -> tuple[np.ndarray, int]:
@@ -121,7 +121,7 @@ class Game2048(TurnBasedGame):
         """The directions that change the board, in :data:`DIRECTIONS` order (computed once per board)."""
         if self._legal is None:
             rows = [_line_moves(row) for row in self._rows]
-            cols = [_line_moves(col) for col in zip(*self._rows)]
+            cols = [_line_moves(col) for col in zip(*self._rows, strict=True)]
             found = {
                 "up": any(c[0] for c in cols), "down": any(c[1] for c in cols),
                 "left": any(r[0] for r in rows), "right": any(r[1] for r in rows),

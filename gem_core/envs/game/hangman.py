@@ -72,7 +72,7 @@ class Hangman(TurnBasedGame):
             self.revealed = [True] * len(self.word)
             hit = True
         elif len(move) == 1 and move in self.word:
-            self.revealed = [r or ch == move for r, ch in zip(self.revealed, self.word)]
+            self.revealed = [r or ch == move for r, ch in zip(self.revealed, self.word, strict=True)]
             hit = True
         else:
             hit = False
@@ -94,5 +94,5 @@ class Hangman(TurnBasedGame):
     def render(self) -> str:
         if self.word is None:
             return "(no game yet)"
-        pattern = " ".join(ch if shown else "_" for ch, shown in zip(self.word, self.revealed))
+        pattern = " ".join(ch if shown else "_" for ch, shown in zip(self.word, self.revealed, strict=True))
         return f"Word: {pattern}   Lives: {self.lives_left}   Guessed: {' '.join(self.guessed) or '-'}"

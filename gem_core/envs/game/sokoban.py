@@ -39,7 +39,7 @@ Cell = tuple[int, int]
 
 
 def _connected(floor: np.ndarray) -> bool:
-    cells = list(zip(*np.nonzero(floor)))
+    cells = list(zip(*np.nonzero(floor), strict=True))
     seen, queue = {cells[0]}, deque([cells[0]])
     while queue:
         r, c = queue.popleft()

@@ -37,7 +37,7 @@ def _candidates(grid: np.ndarray, r: int, c: int, box_rows: int, box_cols: int) 
 
 def count_solutions(grid: np.ndarray, box_rows: int, box_cols: int, limit: int = 2) -> int:
     """Solutions of ``grid`` (0 = empty), counted up to ``limit`` (most-constrained cell first)."""
-    empty = list(zip(*np.nonzero(grid == 0)))
+    empty = list(zip(*np.nonzero(grid == 0), strict=True))
     if not empty:
         return 1
     best, best_cands = None, None
@@ -147,7 +147,7 @@ class Sudoku(TurnBasedGame):
     def sample_random_action(self) -> str:
         """A random digit that breaks no rule in a random open cell (may still be wrong)."""
         moves = []
-        for r, c in zip(*np.nonzero(~self.given)):
+        for r, c in zip(*np.nonzero(~self.given), strict=True):
             previous, self.grid[r, c] = self.grid[r, c], 0
             moves += [(int(r), int(c), d) for d in sorted(_candidates(self.grid, r, c, self.box_rows, self.box_cols))]
             self.grid[r, c] = previous

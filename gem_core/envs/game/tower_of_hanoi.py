@@ -107,7 +107,7 @@ def _rules(disks: int, max_turns: int) -> str:
 @functools.lru_cache(maxsize=1 << 14)
 def _settled(peg_c: tuple[int, ...], disks: int) -> int:
     count = 0
-    for want, have in zip(range(disks, 0, -1), peg_c):
+    for want, have in zip(range(disks, 0, -1), peg_c, strict=False):
         if want != have:
             break
         count += 1
@@ -116,7 +116,7 @@ def _settled(peg_c: tuple[int, ...], disks: int) -> int:
 
 @functools.lru_cache(maxsize=1 << 14)
 def _legal_moves(pegs: tuple[tuple[int, ...], ...]) -> tuple[tuple[str, str], ...]:
-    tops = dict(zip(PEGS, (peg[-1] if peg else None for peg in pegs)))
+    tops = dict(zip(PEGS, (peg[-1] if peg else None for peg in pegs), strict=True))
     return tuple(
         (src, dst) for src in PEGS for dst in PEGS if src != dst and tops[src] and (not tops[dst] or tops[dst] > tops[src])
     )
@@ -124,4 +124,4 @@ def _legal_moves(pegs: tuple[tuple[int, ...], ...]) -> tuple[tuple[str, str], ..
 
 @functools.lru_cache(maxsize=1 << 14)
 def _render(pegs: tuple[tuple[int, ...], ...]) -> str:
-    return "\n".join(f"{name}: {' '.join(map(str, peg)) or '-'}" for name, peg in zip(PEGS, pegs))
+    return "\n".join(f"{name}: {' '.join(map(str, peg)) or '-'}" for name, peg in zip(PEGS, pegs, strict=True))

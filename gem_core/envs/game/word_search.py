@@ -51,11 +51,11 @@ class WordSearch(TurnBasedGame):
             for r in range(self.size):
                 for c in range(self.size):
                     cells = [(r + dr * k, c + dc * k) for k in range(len(word))]
-                    if all(0 <= x < self.size and 0 <= y < self.size and grid[x, y] in ("", ch) for (x, y), ch in zip(cells, word)):
+                    if all(0 <= x < self.size and 0 <= y < self.size and grid[x, y] in ("", ch) for (x, y), ch in zip(cells, word, strict=True)):
                         options.append(cells)
         if not options:
             return False
-        for (x, y), ch in zip(options[int(self.np_random.integers(len(options)))], word):
+        for (x, y), ch in zip(options[int(self.np_random.integers(len(options)))], word, strict=True):
             grid[x, y] = ch
         return True
 

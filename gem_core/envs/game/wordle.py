@@ -33,7 +33,7 @@ def score_guess(guess: str, target: str) -> str:
     """Per-letter feedback ``G``/``Y``/``X`` for ``guess`` against ``target``."""
     feedback = ["X"] * len(guess)
     unmatched: dict[str, int] = {}
-    for i, (g, t) in enumerate(zip(guess, target)):
+    for i, (g, t) in enumerate(zip(guess, target, strict=True)):
         if g == t:
             feedback[i] = "G"
         else:

@@ -121,7 +121,7 @@ def apply_action(db: dict[str, Any], name: str, arguments: dict[str, Any], *, id
     if len(new_ids) != len(item_ids):
         raise ToolError("Give one new item for each item exchanged.")
     product_of = {item["item_id"]: item["product_id"] for item in order["items"]}
-    for old, new in zip(item_ids, new_ids):
+    for old, new in zip(item_ids, new_ids, strict=True):
         product = db["products"][product_of[old]]
         if new not in product["items"] or new == old:
             raise ToolError(f"{new} is not another item of product {product_of[old]!r}.")

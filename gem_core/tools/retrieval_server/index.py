@@ -74,6 +74,6 @@ class BM25Index:
         with self._lock:
             indices, scores = self._retriever.retrieve(tokens, k=k, show_progress=False, n_threads=1)
         return [
-            [(self.documents[int(i)], float(s)) for i, s in zip(row_indices, row_scores)]
-            for row_indices, row_scores in zip(indices, scores)
+            [(self.documents[int(i)], float(s)) for i, s in zip(row_indices, row_scores, strict=True)]
+            for row_indices, row_scores in zip(indices, scores, strict=True)
         ]
