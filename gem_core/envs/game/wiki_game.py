@@ -80,7 +80,7 @@ def load_link_graph(path: str | Path = DEFAULT_GRAPH) -> LinkGraph:
         title, summary, links = (part.strip() for part in parts)
         summaries[title] = summary
         raw_links[title] = [link.strip() for link in links.split(";") if link.strip()]
-    links = {title: tuple(dict.fromkeys(l for l in raw if l in summaries and l != title)) for title, raw in raw_links.items()}
+    links = {title: tuple(dict.fromkeys(link for link in raw if link in summaries and link != title)) for title, raw in raw_links.items()}
     return LinkGraph(summaries=summaries, links=links)
 
 

@@ -12,6 +12,7 @@ an answer, so no grader downstream is handed megabytes to parse.
 from __future__ import annotations
 
 import re
+from collections import deque
 
 __all__ = ["extract_boxed", "extract_tagged", "extract_final_answer", "BOXED_HINT", "MAX_ANSWER_CHARS"]
 
@@ -67,15 +68,12 @@ def extract_boxed(text: str) -> str | None:
 
 
 def _last_tag_span(text: str) -> tuple[int, int] | None:
-    closing = None
-    for closing in _CLOSE_TAG.finditer(text):
-        pass
-    if closing is None:
+    closing = deque(_CLOSE_TAG.finditer(text), maxlen=1)  # the last match, without a list of all
+    if not closing:
         return None
-    opening = None
-    for opening in _OPEN_TAG.finditer(text, 0, closing.start()):
-        pass
-    return None if opening is None else (opening.end(), closing.start())
+    end = closing[0].start()
+    opening = deque(_OPEN_TAG.finditer(text, 0, end), maxlen=1)
+    return (opening[0].end(), end) if opening else None
 
 
 def extract_tagged(text: str) -> str | None:
