@@ -25,13 +25,12 @@ from typing import Any
 import numpy as np
 
 from gem_adapters.framework_version import check_verl_version
+from gem_core.rollout.advantages import discounted_returns, turn_returns_to_token_advantages
 
 check_verl_version()  # before verl is imported: a wrong install fails with the install line first
 
 import torch  # noqa: E402
 from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, register_adv_est  # noqa: E402
-
-from gem_core.rollout.advantages import discounted_returns, turn_returns_to_token_advantages
 
 __all__ = ["ESTIMATOR_NAME", "compute_rebn_advantage", "turns_from_mask"]
 
@@ -45,7 +44,7 @@ def turns_from_mask(response_mask: np.ndarray) -> list[tuple[int, int]]:
     edges = np.diff(np.concatenate([[0], mask, [0]]))
     starts = np.flatnonzero(edges == 1)
     ends = np.flatnonzero(edges == -1)
-    return [(int(s), int(e)) for s, e in zip(starts, ends)]
+    return [(int(s), int(e)) for s, e in zip(starts, ends, strict=True)]
 
 
 def turn_rewards_from_tokens(token_rewards: np.ndarray, spans: list[tuple[int, int]]) -> np.ndarray:
@@ -87,7 +86,7 @@ def compute_rebn_advantage(
     masks = response_mask.detach().cpu().numpy()
     length = rewards.shape[1]
     spans = [turns_from_mask(m) for m in masks]
-    returns = [discounted_returns(turn_rewards_from_tokens(r, s), gamma) for r, s in zip(rewards, spans)]
+    returns = [discounted_returns(turn_rewards_from_tokens(r, s), gamma) for r, s in zip(rewards, spans, strict=True)]
     advantages = turn_returns_to_token_advantages(returns, spans, length)
     token_returns = turn_returns_to_token_advantages(returns, spans, length, normalize=False)
     dtype, device = token_level_rewards.dtype, token_level_rewards.device

@@ -76,16 +76,9 @@ from typing import Any, Literal
 from uuid import uuid4
 
 from gem_adapters.framework_version import check_verl_version
-from gem_core.errors import InvalidArgument
-
-check_verl_version()  # before verl is imported: a wrong install fails with the install line first
-
-import torch  # noqa: E402
-from pydantic import PrivateAttr  # noqa: E402
-from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput  # noqa: E402
-
 from gem_adapters.verl.reward_extra_info import RewardExtraInfo, legacy_reward_extra_keys, reward_extra_info
 from gem_core.curriculum import shared_group_starts
+from gem_core.errors import InvalidArgument
 from gem_core.rollout.chat_template import ChatTemplate
 from gem_core.rollout.metrics import trajectory_metrics
 from gem_core.rollout.options import check_episode_options
@@ -94,6 +87,12 @@ from gem_core.rollout.runner import run_session
 from gem_core.rollout.session import EpisodeSession
 from gem_core.rollout.trajectory import TokenTrajectory
 from gem_core.rows.label import EpisodeLabel, LabelError, parse_label
+
+check_verl_version()  # before verl is imported: a wrong install fails with the install line first
+
+import torch  # noqa: E402
+from pydantic import PrivateAttr  # noqa: E402
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput  # noqa: E402
 
 __all__ = ["GemAgentLoop", "GemAgentLoopOutput", "ServerManagerPolicy", "runs_in_v1_worker", "RewardPlacement", "RewardExtraInfo", "episode_label", "GEM_EXTRAS_KEY"]
 
