@@ -85,6 +85,14 @@ def docs(session: nox.Session) -> None:
 
 
 @nox.session
+def lint(session: nox.Session) -> None:
+    """ruff over gem_core, adapters and gem, the rules in pyproject.toml. ruff only, pinned (a new release adds
+    rules and findings): no project install, no torch."""
+    session.install(*CONSTRAINTS, "ruff==0.17.6")
+    session.run("ruff", "check", "gem_core", "adapters", "gem", *session.posargs)
+
+
+@nox.session
 def trl(session: nox.Session) -> None:
     """The TRL adapter against the real GRPOTrainer (CPU training), learning test included."""
     _install(session, "-e", ".[trl,dev]")
