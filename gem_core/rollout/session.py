@@ -514,13 +514,14 @@ class EpisodeSession:
         """The episode so far (or finished) as a :class:`TokenTrajectory` (copies, safe to keep)."""
         loss_mask, logprobs, versions = self._token_columns()
         num_sampled = sum(end - start for start, end in self._turn_spans)
+        episode_return = sum(self._rewards)
         metrics = {
             "num_turns": self.num_turns,
             "num_tokens": len(self._ids),
             "num_sampled_tokens": num_sampled,
             "format_errors": sum(1 for i in self._infos if i.get("format_error")),
-            "success": episode_success(self._infos, sum(self._rewards), self._terminated),
-            "episode_return": float(sum(self._rewards)),
+            "success": episode_success(self._infos, episode_return, self._terminated),
+            "episode_return": float(episode_return),
             "terminated": self._terminated,
             "truncated": self._truncated,
             "truncated_by": self._truncated_by,
@@ -565,7 +566,7 @@ class EpisodeSession:
             if lps is not None:
                 logprobs[start:end] = lps
         versions: list[int] = []
-        if any(tags and max(tags) >= 0 for tags in self._turn_versions):
+        if any(self._turn_versions) and any(tags and max(tags) >= 0 for tags in self._turn_versions):
             versions = [-1] * n
             for (start, end), tags in zip(self._turn_spans, self._turn_versions, strict=True):
                 if tags is not None:

@@ -236,3 +236,26 @@ def test_a_label_whose_env_kwargs_the_env_refuses_names_them_and_the_registered_
     label = {"env_id": "game:GuessTheNumber-v0", "seed": 0, "env_kwargs": {"bogus": 1}}
     with pytest.raises(EnvKwargsError, match=r'env_kwargs \{"bogus": 1\} do not fit game:GuessTheNumber-v0 .*and max_turns'):
         EpisodeSession.from_label(label, tiny_tokenizer)
+
+
+async def test_per_token_columns_of_turns_with_and_without_logprobs_and_versions(tiny_tokenizer, scripted_env):
+    """The session keeps log-probs and versions per turn and lays them out per token in trajectory() (issue 46):
+    a turn with log-probs and one version, a turn with neither, a cut turn with one version per id."""
+    ct = ChatTemplate.for_tokenizer(tiny_tokenizer)
+    session = EpisodeSession(scripted_env(rewards=[0.0, 0.0, 1.0]), tiny_tokenizer)
+    await session.start(seed=1)
+    action = encode(tiny_tokenizer, "\\boxed{7}") + ct.end_of_turn_ids
+    cut = encode(tiny_tokenizer, "\\boxed{8}")
+    first = await session.step(action, logprobs=[-0.5] * len(action), versions=3)
+    assert session.trajectory().token_versions == [3] * len(action) + [-1] * len(first.observation_ids)
+    second = await session.step(action)
+    third = await session.step(cut, logprobs=[-0.25] * len(cut), finish_reason="length", versions=list(range(len(cut))))
+    assert third.done
+    traj = session.trajectory()
+    n, o1, o2, c, e = len(action), len(first.observation_ids), len(second.observation_ids), len(cut), len(ct.end_of_turn_ids)
+    assert traj.response_ids == action + first.observation_ids + action + second.observation_ids + cut + ct.close_turn_ids()
+    assert traj.loss_mask == [1] * n + [0] * o1 + [1] * n + [0] * o2 + [1] * c + [0] * e
+    assert traj.logprobs == [-0.5] * n + [0.0] * (o1 + n + o2) + [-0.25] * c + [0.0] * e
+    assert traj.token_versions == [3] * n + [-1] * (o1 + n + o2) + list(range(c)) + [-1] * e
+    assert traj.metrics["has_logprobs"] is False and traj.metrics["num_sampled_tokens"] == 2 * n + c
+    assert session.oldest_version == 0 and traj.oldest_version == 0
