@@ -21,6 +21,8 @@ __all__ = ["Wrapper"]
 class Wrapper(gym.Wrapper[str, str, str, str]):
     """Wraps a GEM :class:`~gem_core.env.Env` (or another GEM wrapper)."""
 
+    env: Env | Wrapper  # narrower than gymnasium's: a GEM env, so areset/astep/get_state are there
+
     def __init__(self, env: Env | Wrapper):
         super().__init__(env)
 
