@@ -46,7 +46,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gem_core.env import episode_success, warn_once
+from gem_core.env import Env, episode_success, warn_once
 from gem_core.errors import InvalidArgument, ResetNeeded, UsageError
 from gem_core.rollout.chat_template import HISTORY_MODES, ChatTemplate, RenderedWindow
 from gem_core.rollout.options import check_episode_options
@@ -58,6 +58,8 @@ from gem_core.rows.label import EpisodeLabel, make_label_env, parse_label
 __all__ = ["EpisodeSession", "SessionStep"]
 
 logger = logging.getLogger("gem.rollout")
+
+_ENV_ASTEP = Env.astep  # an env that keeps it steps inline when not blocking (see _act)
 
 
 def _warn_once(env_id: str | None, error: str) -> None:
@@ -454,7 +456,12 @@ class EpisodeSession:
             self._truncate("abort", info)
             return "", 0.0, False, True, info, None
         try:
-            observation, reward, terminated, truncated, info = await self.env.astep(action_text)
+            env, astep = self.env, self.env.astep
+            if getattr(astep, "__func__", None) is _ENV_ASTEP and not env.blocking:
+                # What Env.astep does for a non-blocking env, without a coroutine per turn.
+                observation, reward, terminated, truncated, info = env.step(action_text)
+            else:
+                observation, reward, terminated, truncated, info = await astep(action_text)
             if not ((type(reward) is float or isinstance(reward, numbers.Real)) and math.isfinite(reward)):
                 # One NaN normalized with the batch's returns makes every advantage NaN.
                 raise InvalidArgument(f"the env's reward is {reward!r}; rewards must be finite numbers")

@@ -259,3 +259,26 @@ async def test_per_token_columns_of_turns_with_and_without_logprobs_and_versions
     assert traj.token_versions == [3] * n + [-1] * (o1 + n + o2) + list(range(c)) + [-1] * e
     assert traj.metrics["has_logprobs"] is False and traj.metrics["num_sampled_tokens"] == 2 * n + c
     assert session.oldest_version == 0 and traj.oldest_version == 0
+
+
+async def test_a_non_blocking_env_steps_inline_but_an_env_with_its_own_astep_is_awaited(tiny_tokenizer):
+    """The session skips Env.astep's coroutine for a non-blocking env (issue 46) and must still await an
+    astep the env replaced, also on the instance."""
+    import gem_core
+
+    ct = ChatTemplate.for_tokenizer(tiny_tokenizer)
+    action = encode(tiny_tokenizer, "\\boxed{7}") + ct.end_of_turn_ids
+    env = gem_core.make("game:GuessTheNumber-v0")
+    assert not env.blocking
+    session = EpisodeSession(env, tiny_tokenizer)
+    await session.start(seed=0)
+    first = await session.step(action)  # inline: the game's own answer
+    assert "error" not in first.info and first.observation.startswith("Turns left: ")
+    assert session.trajectory().actions == ["\\boxed{7}"]
+
+    async def own_astep(text):
+        return f"own astep saw {text}", 0.5, False, False, {}
+
+    env.astep = own_astep
+    step = await session.step(action)
+    assert step.observation == "own astep saw \\boxed{7}" and step.reward == 0.5
