@@ -4,19 +4,35 @@ Run by ``test_side_by_side.py`` twice: under GEM's released package (its own vir
 packages are named ``gem``) and under this project's. Reads ``[{"id", "seed", "actions"}, ...]`` on
 stdin; writes one record per episode: the reset's observation and info, then each step's full result,
 stopping at the end of the episode. An error is recorded, not raised, so both sides can be compared.
+
+An episode may carry ``"words"``: the word list both sides' word games draw from. GEM downloads NLTK's
+corpus at construction (no network here), so under GEM only that corpus is replaced by the list
+(``nltk.download`` a no-op, ``nltk.corpus.words.words`` returning it); this project's games get it as
+``words=``, which GEM's constructors ignore.
 """
 
 import json
 import sys
 
 
-def play(env_id, seed, actions, envs):
+def use_word_list(words):
+    """Make NLTK's ``words`` corpus, where installed, answer with ``words`` (GEM's word source)."""
+    try:
+        import nltk
+        from nltk.corpus import words as corpus
+    except ImportError:  # this project's side: its games take words= instead
+        return
+    nltk.download = lambda *args, **kwargs: True
+    corpus.words = lambda *args, **kwargs: list(words)  # an instance attribute: the lazy loader never loads
+
+
+def play(env_id, seed, actions, envs, words=None):
     import gem
 
     record = {"id": env_id, "seed": seed}
     try:
         # one env per id, reset with each episode's seed: building some envs draws a whole episode
-        env = envs[env_id] if env_id in envs else envs.setdefault(env_id, gem.make(env_id))
+        env = envs[env_id] if env_id in envs else envs.setdefault(env_id, gem.make(env_id, **({"words": words} if words else {})))
         observation, info = env.reset(seed=seed)
         record["reset"] = [observation, info]
         steps = record["steps"] = []
@@ -33,7 +49,11 @@ def play(env_id, seed, actions, envs):
 def main():
     episodes = json.load(sys.stdin)
     envs = {}
-    json.dump([play(e["id"], e["seed"], e["actions"], envs) for e in episodes], sys.stdout)
+    word_lists = {tuple(e["words"]) for e in episodes if e.get("words")}
+    assert len(word_lists) <= 1, "one word list per run: NLTK's corpus is patched once"
+    if word_lists:
+        use_word_list(next(iter(word_lists)))
+    json.dump([play(e["id"], e["seed"], e["actions"], envs, e.get("words")) for e in episodes], sys.stdout)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,9 @@ seeded, scripted episodes in a subprocess (``play_scripts.py``). Every step's ob
 
 The scripts mix legal moves, legal-format illegal moves and malformed actions, drawn from a fixed
 generator so that both sides get the same list; a script ends where the episode does.
+
+The word games get the same word list on both sides (:data:`WORDS`, standing in for NLTK's corpus,
+which GEM downloads at run time): the list's order is part of what the seeded draws pick from.
 """
 
 from __future__ import annotations
@@ -25,6 +28,12 @@ from gem.envs.game_env import GAME_SPECS
 HERE = Path(__file__).resolve().parent
 SEEDS = (0, 1, 7)
 MALFORMED = ["I pass", "\\boxed{}", "boxed{1}", "\\boxed{forty-two}"]
+# Short lists per length (so scripted guesses often hit the secret), plus entries GEM's filter drops.
+WORDS = ["cat", "dog", "sun", "map", "ten", "arm", "egg", "ice", "Bob", "x-y",
+         "bird", "cake", "door", "fish", "gold", "hand", "moon", "rain", "IBM",
+         "apple", "bread", "chair", "dance", "eagle", "flame", "grape", "house", "lemon", "Paris", "e-mail",
+         "balance", "captain", "diamond", "example", "freedom", "kitchen", "machine", "picture", "weather", "ABCDEFG"]
+_GUESSES = [w for w in WORDS if w.isalpha() and w.islower()]
 # Actions a player might send to each game: most are legal in format, many are illegal moves.
 VOCABULARY = {
     "GuessTheNumber": [f"\\boxed{{{n}}}" for n in range(0, 62)],
@@ -36,6 +45,24 @@ VOCABULARY = {
     "FifteenPuzzle": [f"\\boxed{{{d}}}" for d in ("up", "down", "left", "right")],
     "Game2048": [f"\\boxed{{{d}}}" for d in ("up", "down", "left", "right", "UP")],
     "Sokoban": [f"\\boxed{{{d}}}" for d in ("up", "down", "left", "right", "LEFT", "north")],
+    "Wordle": [f"\\boxed{{{w}}}" for w in _GUESSES] + [f"\\boxed{{{w.upper()}}}" for w in _GUESSES[:12]]
+              + ["\\boxed{c a t}", "\\boxed{ab}", "\\boxed{zzzzz}", "\\boxed{eagles}"],
+    "Hangman": [f"\\boxed{{{c}}}" for c in "abcdefghijklmnopqrstuvwxyzAEIOU"] + [f"\\boxed{{{w}}}" for w in _GUESSES]
+               + ["\\boxed{zz}", "\\boxed{c a t}"],
+    # 0-based start/end cells of words across or down (lengths 3-7, as in WORDS), some off the grid or diagonal
+    "WordSearch": [f"\\boxed{{{r} {c} {r + dr * n} {c + dc * n}}}" for r in range(10) for c in range(10) for n in (2, 3, 4, 6)
+                   for dr, dc in ((0, 1), (1, 0), (0, -1), (-1, 0)) if r + dr * n >= 0 and c + dc * n >= 0]
+                  + ["\\boxed{0 0 2 2}", "\\boxed{3 3 3 3}", "\\boxed{12 0 12 4}"],
+    "Crosswords": [f"\\boxed{{{r} {c} {letter}}}" for r in range(8) for c in range(8) for letter in "aeinorstAE"],
+}
+WORD_GAMES = ("Wordle", "Hangman", "WordSearch", "Crosswords")
+# Every game id GEM 0.1.0 registers; those not yet in GAME_SPECS are still gem_core's games (strict xfail).
+GEM_GAME_IDS = sorted(
+    [f"game:{game}-v0-{level}" for game in VOCABULARY for level in ("easy", "hard", "random")] + ["game:Game2048-v0-extreme-hard"]
+)
+NOT_YET_GEMS = {
+    env_id: "GEM's Crosswords reads its own clue file with pandas: not ported to import gem yet"
+    for env_id in GEM_GAME_IDS if env_id not in GAME_SPECS
 }
 
 
@@ -47,7 +74,28 @@ def _episodes(env_id: str) -> list[dict]:
         script = [draw.choice(MALFORMED) if draw.random() < 0.04 else draw.choice(VOCABULARY[game]) for _ in range(120)]
         episodes.append({"id": env_id, "seed": seed, "actions": script})
         episodes.append({"id": env_id, "seed": seed, "actions": [draw.choice(VOCABULARY[game]), draw.choice(MALFORMED)]})
+    if game == "WordSearch":  # random lines rarely name a word: also play each seed's grid from its answers
+        episodes += [{"id": env_id, "seed": seed, "actions": _word_search_script(env_id, seed)} for seed in SEEDS]
+    if game in WORD_GAMES:
+        for episode in episodes:
+            episode["words"] = WORDS
     return episodes
+
+
+def _word_search_script(env_id: str, seed: int) -> list[str]:
+    """Guesses naming the words this project's game placed (a script only: GEM's side is played on its own
+    grid, so a different grid shows up as different observations): each word from its start, one from its
+    end too (GEM scores it again), a repeat and a miss, the last word last."""
+    import gem
+
+    env = gem.make(env_id, words=WORDS)
+    env.reset(seed=seed)
+    ends = []
+    for word, (row, col, direction) in env.placed_words.items():
+        last = (row, col + len(word) - 1) if direction == "across" else (row + len(word) - 1, col)
+        ends.append(f"\\boxed{{{row} {col} {last[0]} {last[1]}}}")
+    first_reversed = " ".join(ends[0][7:-1].split()[2:] + ends[0][7:-1].split()[:2])
+    return [ends[0], "\\boxed{0 0 0 1}", ends[0], f"\\boxed{{{first_reversed}}}", *ends[1:]]
 
 
 def _play(python: str, episodes: list[dict], cwd: str) -> list[dict]:
@@ -65,18 +113,21 @@ def played(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[list[dic
     if not python:
         pytest.skip("needs GEM 0.1.0 in its own virtualenv: run `nox -s gem_upstream`")
     python = os.path.abspath(python)  # the episodes are played from another folder
-    episodes = [episode for env_id in sorted(GAME_SPECS) for episode in _episodes(env_id)]
+    episodes = [episode for env_id in GEM_GAME_IDS for episode in _episodes(env_id)]
     # Both sides run outside the checkout, so GEM's `gem` is its installed package, not this one.
     cwd = str(tmp_path_factory.mktemp("play"))
     theirs, ours = _play(python, episodes, cwd), _play(sys.executable, episodes, cwd)
-    by_id: dict[str, tuple[list[dict], list[dict]]] = {env_id: ([], []) for env_id in GAME_SPECS}
+    by_id: dict[str, tuple[list[dict], list[dict]]] = {env_id: ([], []) for env_id in GEM_GAME_IDS}
     for upstream, here in zip(theirs, ours, strict=True):
         by_id[upstream["id"]][0].append(upstream)
         by_id[upstream["id"]][1].append(here)
     return by_id
 
 
-@pytest.mark.parametrize("env_id", sorted(GAME_SPECS))
+@pytest.mark.parametrize("env_id", [
+    pytest.param(env_id, marks=pytest.mark.xfail(strict=True, reason=NOT_YET_GEMS[env_id])) if env_id in NOT_YET_GEMS else env_id
+    for env_id in GEM_GAME_IDS
+])
 def test_gems_released_package_and_import_gem_play_the_same_episodes(env_id: str, played: dict) -> None:
     for upstream, here in zip(*played[env_id], strict=True):
         where = f"{env_id} seed {upstream['seed']}"

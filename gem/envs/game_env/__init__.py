@@ -3,9 +3,9 @@
 ``gem_core`` ships its own versions of these games (other levels, turn limits, rewards and a retry after a
 malformed move). A GEM user's ids must mean GEM's games, or reported numbers silently stop being
 comparable, so :func:`gem.make` looks ids up in :data:`GAME_SPECS` first: a registry view private to the
-``gem`` layer, leaving the core registry and its games unchanged. Ids GEM defines that are not in this
-table (Wordle, Hangman, WordSearch and Crosswords, which draw from word lists GEM downloads at run time)
-resolve to the core's games.
+``gem`` layer, leaving the core registry and its games unchanged. The word games take their words from
+GEM's source, NLTK's corpus, when it is on disk (:mod:`gem.envs.game_env.words`). Ids GEM defines that
+are not in this table (Crosswords) resolve to the core's games.
 """
 
 from __future__ import annotations
@@ -54,5 +54,14 @@ GAME_SPECS: dict[str, EnvSpec] = {
         _spec("game:Sokoban-v0-easy", "sokoban:SokobanEnv", dim_room=(6, 6), num_boxes=2, max_turns=20),
         _spec("game:Sokoban-v0-hard", "sokoban:SokobanEnv", dim_room=(8, 8), num_boxes=4, max_turns=50),
         _spec("game:Sokoban-v0-random", "sokoban:SokobanEnv", room_size=None, num_boxes=None, max_turns=None),
+        _spec("game:Wordle-v0-hard", "wordle:WordleEnv", word_length=5, only_real_words=True, max_turns=25),
+        _spec("game:Wordle-v0-easy", "wordle:WordleEnv", word_length=3, only_real_words=True, max_turns=15),
+        _spec("game:Wordle-v0-random", "wordle:WordleEnv", word_length=None, only_real_words=True, max_turns=None),
+        _spec("game:Hangman-v0-random", "hangman:HangmanEnv", word_length=None, hardcore=False, max_turns=None),
+        _spec("game:Hangman-v0-easy", "hangman:HangmanEnv", word_length=3, hardcore=False, max_turns=10),
+        _spec("game:Hangman-v0-hard", "hangman:HangmanEnv", word_length=7, hardcore=False, max_turns=20),
+        _spec("game:WordSearch-v0-easy", "word_search:WordSearchEnv", num_words=5, max_turns=20, hardcore=False),
+        _spec("game:WordSearch-v0-hard", "word_search:WordSearchEnv", num_words=5, max_turns=20, hardcore=True),
+        _spec("game:WordSearch-v0-random", "word_search:WordSearchEnv", num_words=None, max_turns=None, hardcore=None),
     )
 }
