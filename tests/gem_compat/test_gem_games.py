@@ -34,6 +34,9 @@ def test_a_malformed_action_ends_the_episode_with_the_format_penalty(env_id: str
         ("game:Minesweeper-v0-easy", "\\boxed{reveal 5 5}", 25),  # 0-based: row 5 is off a 5x5 board
         ("game:Sudoku-v0-easy", "\\boxed{5 5 5}", 15),
         ("game:TowerofHanoi-v0-easy", "\\boxed{B C}", 10),  # tower B is empty
+        ("game:Wordle-v0-easy", "\\boxed{ab}", 15),  # 2 letters, the secret has 3
+        ("game:Hangman-v0-easy", "\\boxed{zz}", 10),  # a whole-word guess of the wrong length
+        ("game:WordSearch-v0-easy", "\\boxed{20 20 20 24}", 20),  # off the grid
     ],
 )
 def test_turn_limit_is_gems_and_a_legal_format_illegal_move_scores_zero(env_id: str, illegal_move: str, turns: int) -> None:

@@ -133,6 +133,6 @@ def test_gems_released_package_and_import_gem_play_the_same_episodes(env_id: str
         where = f"{env_id} seed {upstream['seed']}"
         assert here.get("error") == upstream.get("error"), where
         assert here.get("reset") == upstream.get("reset"), f"{where}: reset"
-        for turn, (step_upstream, step_here) in enumerate(zip(upstream.get("steps", []), here.get("steps", [])), 1):
+        for turn, (step_upstream, step_here) in enumerate(zip(upstream.get("steps", []), here.get("steps", []), strict=False), 1):  # lengths compared below
             assert step_here == step_upstream, f"{where}: turn {turn}"
         assert len(here.get("steps", [])) == len(upstream.get("steps", [])), f"{where}: episode length"
