@@ -29,11 +29,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gem_core.agent.episode import AgentCall, AgentEpisode, EpisodeOver, MessageError, normalize_messages
-from gem_core.errors import StartFailed
 from gem_core.rollout.policy import Generation, Policy, SamplingParams, default_stop_token_ids
 from gem_core.serve.asgi import RequestError, json_bytes, read_json
+from gem_core.serve.loopback import LoopbackServer
 from gem_core.tools.calls import call_format_for, parse_native_calls
-from gem_core.transport.sync_bridge import LoopThread
 
 __all__ = ["AgentEndpoint", "AgentEndpointConfig"]
 
@@ -140,20 +139,18 @@ class AgentEndpoint:
         self._sampling_now: dict[str, asyncio.Future] = {}
         self._stop_ids = default_stop_token_ids(tokenizer)
         self._call_format = call_format_for(tokenizer)
-        self._loop: LoopThread | None = None
-        self._server: Any = None
-        self._serving: Any = None
+        self._http: LoopbackServer | None = None
 
     # -- episodes (thread-safe: each runs on the endpoint's loop) --------------------------------
 
     def _on_loop(self, function: Any) -> Any:
-        if self._loop is None:
+        if self._http is None:
             return function()
 
         async def call() -> Any:
             return function()
 
-        return self._loop.run(call)
+        return self._http.run(call)
 
     def open_episode(self, key: str | None = None, *, max_turns: int | None = None, max_response_tokens: int | None = None) -> AgentEpisode:
         """A new episode reachable with ``key`` (a fresh random key when None) as API key or URL path.
@@ -213,45 +210,22 @@ class AgentEndpoint:
     # -- serving -------------------------------------------------------------------------------
 
     def start(self) -> AgentEndpoint:
-        """Listen on 127.0.0.1 and serve on a thread of the endpoint's own; returns self."""
-        import uvicorn
+        """Listen on 127.0.0.1 and serve on a thread of the endpoint's own; returns self.
 
-        from gem_core.serve.asgi import listening_socket
-        from gem_core.serve.connections import ConnectionGuard, ConnectionLimits
-
-        if self._loop is not None:
-            return self
-        guard = ConnectionGuard(ConnectionLimits(body_timeout=self.config.body_timeout))
-        sock = guard.listen(listening_socket("127.0.0.1", self.port))
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(
-            self.app(), http=guard.protocol_class(), loop="asyncio", log_level="warning", access_log=False,
-            lifespan="off", timeout_keep_alive=30,
-        )
-        self._server = uvicorn.Server(config)
-        self._loop = LoopThread("gem-agent-endpoint")
-        self._serving = self._loop.submit(self._server.serve(sockets=[sock]))
-        deadline = time.monotonic() + 30
-        while not self._server.started and not self._serving.done() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        if not self._server.started:
-            self.stop()
-            raise StartFailed("the agent endpoint did not start within 30 s")
+        Raises:
+            StartFailed: the server did not listen within 30 s.
+        """
+        if self._http is None:
+            http = LoopbackServer("gem-agent-endpoint", self.app(), port=self.port, body_timeout=self.config.body_timeout)
+            self.port = http.start()
+            self._http = http
         return self
 
     def stop(self) -> None:
         """Stop serving (open episodes stay readable); safe to call twice."""
-        if self._loop is None:
-            return
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._serving is not None:
-            try:
-                self._serving.result(15)
-            except Exception:
-                pass
-        self._loop.stop()
-        self._loop = None
+        if self._http is not None:
+            self._http.stop()
+            self._http = None
 
     def __enter__(self) -> AgentEndpoint:
         return self.start()

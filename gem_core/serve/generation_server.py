@@ -48,6 +48,7 @@ from typing import Any
 
 from gem_core.rollout.policy import SamplingParams, TransformersPolicy
 from gem_core.serve.asgi import RequestError, json_bytes, read_json
+from gem_core.serve.loopback import LoopbackServer
 from gem_core.serve.weight_stream import WeightReceiver, WeightStreamError
 
 __all__ = ["GenerationServer", "GenerationServerConfig", "main"]
@@ -110,9 +111,7 @@ class GenerationServer:
         self._idle: asyncio.Event | None = None
         self._receiver: WeightReceiver | None = None
         self._update_lock = threading.Lock()
-        self._loop: Any = None
-        self._server: Any = None
-        self._serving: Any = None
+        self._http: LoopbackServer | None = None
 
     @property
     def url(self) -> str:
@@ -122,31 +121,15 @@ class GenerationServer:
     # -- serving -------------------------------------------------------------------------------
 
     def start(self) -> GenerationServer:
-        """Listen on 127.0.0.1 and serve on a thread of the server's own; returns self."""
-        import uvicorn
+        """Listen on 127.0.0.1 and serve on a thread of the server's own; returns self.
 
-        from gem_core.serve.asgi import listening_socket
-        from gem_core.serve.connections import ConnectionGuard, ConnectionLimits
-        from gem_core.transport.sync_bridge import LoopThread
-
-        if self._loop is not None:
-            return self
-        guard = ConnectionGuard(ConnectionLimits(body_timeout=self.config.body_timeout))
-        sock = guard.listen(listening_socket("127.0.0.1", self.port))
-        self.port = sock.getsockname()[1]
-        self._server = uvicorn.Server(uvicorn.Config(
-            self.app(), http=guard.protocol_class(), loop="asyncio", log_level="warning", access_log=False,
-            lifespan="off", timeout_keep_alive=30,
-        ))
-        self._loop = LoopThread("gem-generation-server")
-        self._loop.run(self._make_gates)
-        self._serving = self._loop.submit(self._server.serve(sockets=[sock]))
-        deadline = time.monotonic() + 30
-        while not self._server.started and not self._serving.done() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        if not self._server.started:
-            self.stop()
-            raise RuntimeError("the generation server did not start within 30 s")
+        Raises:
+            StartFailed: the server did not listen within 30 s.
+        """
+        if self._http is None:
+            http = LoopbackServer("gem-generation-server", self.app(), port=self.port, body_timeout=self.config.body_timeout)
+            self.port = http.start(before_serving=self._make_gates)
+            self._http = http
         return self
 
     async def _make_gates(self) -> None:
@@ -156,20 +139,13 @@ class GenerationServer:
 
     def stop(self) -> None:
         """Stop serving; safe to call twice."""
-        if self._loop is None:
+        if self._http is None:
             return
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._serving is not None:
-            try:
-                self._serving.result(15)
-            except Exception:
-                pass
+        self._http.stop()
+        self._http = None
         if self._receiver is not None:
             self._receiver.close()
             self._receiver = None
-        self._loop.stop()
-        self._loop = None
 
     def __enter__(self) -> GenerationServer:
         return self.start()

@@ -1,0 +1,98 @@
+"""An ASGI app served on 127.0.0.1 from an event-loop thread of its own, behind the project's connection limits.
+
+The agent endpoint (an agent's OpenAI calls answered by the policy being trained) and the generation server (a stand-in
+for ``vllm serve``) both live inside a trainer's process and must not block it: each gets one of these. The connection
+guard is ``gem serve``'s (:class:`~gem_core.serve.connections.ConnectionGuard`), so a slow or flooding client is cut off
+the same way everywhere.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from gem_core.errors import StartFailed, UsageError
+from gem_core.transport.sync_bridge import LoopThread
+
+__all__ = ["LoopbackServer"]
+
+T = TypeVar("T")
+
+#: Seconds ``start`` waits for uvicorn to listen, and ``stop`` for it to finish open requests.
+START_SECONDS = 30.0
+STOP_SECONDS = 15.0
+
+
+class LoopbackServer:
+    """Serve ``app`` on 127.0.0.1 (``port`` 0 picks a free one) from a thread named ``name``.
+
+    Args:
+        name: the thread's name, and how errors name the server.
+        app: the ASGI app (built once by the caller).
+        port: the port to listen on; 0 for any free port (read :attr:`port` after :meth:`start`).
+        body_timeout: seconds a client may take to send a request body before the guard cuts it off.
+    """
+
+    def __init__(self, name: str, app: Any, *, port: int = 0, body_timeout: float) -> None:
+        self.name, self.app, self.port, self.body_timeout = name, app, port, body_timeout
+        self.loop: LoopThread | None = None
+        self._server: Any = None
+        self._serving: Any = None
+
+    def start(self, before_serving: Callable[[], Awaitable[Any]] | None = None) -> int:
+        """Listen and serve; returns the port. ``before_serving`` runs on the server's loop first (objects such as
+        ``asyncio.Event`` must be made on the loop that awaits them).
+
+        Raises:
+            StartFailed: uvicorn did not listen within 30 s (the server is stopped again).
+        """
+        import uvicorn
+
+        from gem_core.serve.asgi import listening_socket
+        from gem_core.serve.connections import ConnectionGuard, ConnectionLimits
+
+        if self.loop is not None:
+            return self.port
+        guard = ConnectionGuard(ConnectionLimits(body_timeout=self.body_timeout))
+        sock = guard.listen(listening_socket("127.0.0.1", self.port))
+        self.port = sock.getsockname()[1]
+        self._server = uvicorn.Server(uvicorn.Config(
+            self.app, http=guard.protocol_class(), loop="asyncio", log_level="warning", access_log=False,
+            lifespan="off", timeout_keep_alive=30,
+        ))
+        self.loop = LoopThread(self.name)
+        if before_serving is not None:
+            self.loop.run(before_serving)
+        self._serving = self.loop.submit(self._server.serve(sockets=[sock]))
+        deadline = time.monotonic() + START_SECONDS
+        while not self._server.started and not self._serving.done() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if not self._server.started:
+            self.stop()
+            raise StartFailed(f"{self.name} did not start listening on 127.0.0.1:{self.port} within {START_SECONDS:g} s")
+        return self.port
+
+    def run(self, make_coroutine: Callable[[], Awaitable[T]]) -> T:
+        """Run a coroutine on the server's loop (thread-safe) and return its result.
+
+        Raises:
+            UsageError: the server is not running.
+        """
+        if self.loop is None:
+            raise UsageError(f"{self.name} is not running: call start() first")
+        return self.loop.run(make_coroutine)
+
+    def stop(self) -> None:
+        """Stop serving, letting open requests finish for up to 15 s; safe to call twice."""
+        if self.loop is None:
+            return
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._serving is not None:
+            try:
+                self._serving.result(STOP_SECONDS)
+            except Exception:  # noqa: BLE001  (a server that failed while serving is stopped all the same)
+                pass
+        self.loop.stop()
+        self.loop = None

@@ -1,0 +1,45 @@
+"""gem_core.serve.loopback: the one way an in-process server (the agent endpoint, the generation server) listens."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+
+from gem_core.errors import UsageError
+from gem_core.serve.loopback import LoopbackServer
+
+
+async def _app(scope, receive, send):
+    """An ASGI app answering every request with the id of the loop it runs on."""
+    if scope["type"] != "http":
+        return
+    body = str(id(asyncio.get_running_loop())).encode()
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def test_serves_on_loopback_runs_coroutines_on_the_servers_loop_and_stops_twice():
+    server = LoopbackServer("gem-test-loopback", _app, body_timeout=5)
+    with pytest.raises(UsageError, match="call start"):
+        server.run(lambda: asyncio.sleep(0))
+    made_on = []
+
+    async def before() -> None:
+        made_on.append(id(asyncio.get_running_loop()))
+
+    port = server.start(before_serving=before)
+    try:
+        assert port > 0 and server.start() == port  # a second start is the same server
+        answered = httpx.get(f"http://127.0.0.1:{port}/", timeout=10).text
+
+        async def loop_id() -> int:
+            return id(asyncio.get_running_loop())
+
+        assert int(answered) == server.run(loop_id) == made_on[0]
+    finally:
+        server.stop()
+    server.stop()
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"http://127.0.0.1:{port}/", timeout=2)
