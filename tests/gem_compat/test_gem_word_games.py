@@ -65,3 +65,18 @@ def test_nltk_corpus_is_the_source_when_on_disk(monkeypatch: pytest.MonkeyPatch)
 def test_no_words_of_the_length_names_words_and_the_corpus_download() -> None:
     with pytest.raises(GemError, match=r"No 6-letter words.*words=.*nltk\.downloader words"):
         gem.make("game:Wordle-v0-easy", words=WORDS, word_length=6)
+
+
+CLUES = [{"word": w, "hardcore": False, "clues": {"1": f"clue {w}", "2": "x"}} for w in ["apple", "lemon", "pear", "plum"]]
+
+
+def test_crosswords_lays_out_gems_grid_and_pays_per_letter_cell() -> None:
+    env = gem.make("game:Crosswords-v0-easy", clues=CLUES)
+    _, info = env.reset(seed=3)
+    assert env.placed_words == {"lemon": (1, 4, "down"), "apple": (0, 0, "down"), "pear": (1, 0, "across")}
+    assert "R01  _   _   _   _   _   .   .   .  " in info["suffix"]
+    assert info["suffix"].endswith("1. clue lemon (down): 5 letters\n2. clue apple (down): 5 letters\n"
+                                   "3. clue pear (across): 4 letters\nEnter your guess.")
+    assert env.step("\\boxed{0 0 q}")[:3] == ("At turn 1, you tried to place Q at (0, 0), but it is incorrect.", 0.0, False)
+    _, reward, _, _, info = env.step("\\boxed{0 0 a}")
+    assert reward == pytest.approx(1 / 13) and "R00  A   .  " in info["suffix"]  # 13 letter cells

@@ -4,8 +4,8 @@
 malformed move). A GEM user's ids must mean GEM's games, or reported numbers silently stop being
 comparable, so :func:`gem.make` looks ids up in :data:`GAME_SPECS` first: a registry view private to the
 ``gem`` layer, leaving the core registry and its games unchanged. The word games take their words from
-GEM's source, NLTK's corpus, when it is on disk (:mod:`gem.envs.game_env.words`). Ids GEM defines that
-are not in this table (Crosswords) resolve to the core's games.
+GEM's source, NLTK's corpus, when it is on disk (:mod:`gem.envs.game_env.words`); Crosswords its clues
+from ``clues=`` or ``gem_core``'s shipped ones (GEM's clue file is not shipped).
 """
 
 from __future__ import annotations
@@ -63,5 +63,8 @@ GAME_SPECS: dict[str, EnvSpec] = {
         _spec("game:WordSearch-v0-easy", "word_search:WordSearchEnv", num_words=5, max_turns=20, hardcore=False),
         _spec("game:WordSearch-v0-hard", "word_search:WordSearchEnv", num_words=5, max_turns=20, hardcore=True),
         _spec("game:WordSearch-v0-random", "word_search:WordSearchEnv", num_words=None, max_turns=None, hardcore=None),
+        _spec("game:Crosswords-v0-easy", "crosswords:CrosswordsEnv", hardcore=False, max_turns=30, num_words=3),
+        _spec("game:Crosswords-v0-hard", "crosswords:CrosswordsEnv", hardcore=True, max_turns=40, num_words=3),
+        _spec("game:Crosswords-v0-random", "crosswords:CrosswordsEnv", hardcore=None, max_turns=None, num_words=None),
     )
 }

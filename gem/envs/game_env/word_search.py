@@ -141,36 +141,22 @@ class WordSearchEnv(GameEnv):
         for word in chosen:
             direction = directions[word]
             if not placed:
-                spot = (size // 2, (size - len(word)) // 2) if direction == "across" else ((size - len(word)) // 2, size // 2)
-                candidates = [(*spot, direction)]
+                middle = (size // 2, (size - len(word)) // 2) if direction == "across" else ((size - len(word)) // 2, size // 2)
+                candidates = [(*middle, direction)]
             else:
-                candidates = self._crossings(word, size, placed, direction)
+                candidates = crossings(word, size, placed, direction)
                 self.rng.shuffle(candidates)
-            fits = [c for c in candidates if _fits(grid, word, c)][:1]
-            if not fits:  # GEM falls back to the first free place, scanning row by row
-                fits = [(r, c, direction) for r in range(size) for c in range(size) if _fits(grid, word, (r, c, direction))][:1]
-            if fits:
-                _write(grid, word, fits[0])
-                placed[word] = fits[0]
+            spot = [c for c in candidates if fits(grid, word, c)][:1]
+            if not spot:  # GEM falls back to the first free place, scanning row by row
+                spot = [(r, c, direction) for r in range(size) for c in range(size) if fits(grid, word, (r, c, direction))][:1]
+            if spot:
+                write(grid, word, spot[0])
+                placed[word] = spot[0]
         for row in grid:
             for c, cell in enumerate(row):
                 if cell == ".":
                     row[c] = self.rng.choice(string.ascii_uppercase)
         return grid, placed
-
-    @staticmethod
-    def _crossings(word: str, size: int, placed: dict[str, Placement], direction: str) -> list[Placement]:
-        """Places where ``word`` would cross a placed word at a shared letter (start cell inside the grid)."""
-        found = []
-        for other, (row, col, other_direction) in placed.items():
-            for i, letter in enumerate(word):
-                for j, other_letter in enumerate(other):
-                    if letter != other_letter or other_direction == direction:
-                        continue
-                    start = (row - i, col + j) if other_direction == "across" else (row + j, col - i)
-                    if 0 <= start[0] < size and 0 <= start[1] < size:
-                        found.append((*start, direction))
-        return found
 
     def _render_board(self) -> str:
         lines = ["   " + " ".join(f"C{i:02}" for i in range(len(self.game_board)))]
@@ -183,7 +169,22 @@ class WordSearchEnv(GameEnv):
         return "\\boxed{" + " ".join(str(self.rng.randint(0, size - 1)) for _ in range(4)) + "}"
 
 
-def _fits(grid: list[list[str]], word: str, placement: Placement) -> bool:
+def crossings(word: str, size: int, placed: dict[str, Placement], direction: str) -> list[Placement]:
+    """Places where ``word`` would cross a placed word at a shared letter (start cell inside the grid), in
+    GEM's order (also Crosswords')."""
+    found = []
+    for other, (row, col, other_direction) in placed.items():
+        for i, letter in enumerate(word):
+            for j, other_letter in enumerate(other):
+                if letter != other_letter or other_direction == direction:
+                    continue
+                start = (row - i, col + j) if other_direction == "across" else (row + j, col - i)
+                if 0 <= start[0] < size and 0 <= start[1] < size:
+                    found.append((*start, direction))
+    return found
+
+
+def fits(grid: list[list[str]], word: str, placement: Placement) -> bool:
     row, col, direction = placement
     cells = [(row, col + i) for i in range(len(word))] if direction == "across" else [(row + i, col) for i in range(len(word))]
     if cells[-1][0] >= len(grid) or cells[-1][1] >= len(grid[0]):
@@ -191,7 +192,7 @@ def _fits(grid: list[list[str]], word: str, placement: Placement) -> bool:
     return all(grid[r][c] in (".", letter) for (r, c), letter in zip(cells, word, strict=True))
 
 
-def _write(grid: list[list[str]], word: str, placement: Placement) -> None:
+def write(grid: list[list[str]], word: str, placement: Placement) -> None:
     row, col, direction = placement
     for i, letter in enumerate(word):
         if direction == "across":
