@@ -129,7 +129,7 @@ def ray(session: nox.Session) -> None:
 def openrlhf(session: nox.Session) -> None:
     """OpenRLHF's own MultiTurnAgentExecutor driving the GEM agent (openrlhf.utils.agent, no GPU deps).
 
-    Installed as the README says (tests/adapters/openrlhf/test_install_line.py holds the two together): the extra's
+    Installed as docs/frameworks/openrlhf.md says (tests/adapters/openrlhf/test_install_line.py holds the two together): the extra's
     light dependencies, then OpenRLHF without its own (flash-attn's sdist cannot build without CUDA)."""
     _install(session, "-e", ".[openrlhf,dev]")
     session.install(*CONSTRAINTS, "--no-deps", "openrlhf==0.11.2")
