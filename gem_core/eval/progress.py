@@ -5,8 +5,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 
-from tqdm.auto import tqdm
-
 from gem_core.eval.report import EpisodeRecord
 
 __all__ = ["EvalProgress"]
@@ -19,6 +17,8 @@ class EvalProgress:
         self, total: int, *, enabled: bool = True, description: str = "gem eval", done: Iterable[EpisodeRecord] = ()
     ):
         """``done``: episodes finished before (a resumed run), counted from the start."""
+        from tqdm.auto import tqdm  # here, not at import: every `gem` command builds eval's parser (the eval extra has tqdm)
+
         self._bar = tqdm(total=total, desc=description, unit="ep", disable=not enabled, file=sys.stderr, dynamic_ncols=True)
         self._successes: dict[str, int] = {}
         self._completed: dict[str, int] = {}
