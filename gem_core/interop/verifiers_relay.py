@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import uuid
 from typing import Any
 
@@ -24,6 +23,8 @@ from gem_core.errors import GemError
 
 __all__ = ["HarnessRelay", "RelayError"]
 
+#: The most bytes one chat request from the harness may hold (a whole conversation with its tool specs).
+MAX_REQUEST_BYTES = 8 << 20
 _API_KEY_VAR = "GEM_VERIFIERS_RELAY_KEY"  # the loopback endpoint checks nothing; verifiers reads a key from the environment
 
 
@@ -58,18 +59,16 @@ class HarnessRelay:
     def __init__(self, module: str, taskset_config: dict[str, Any], harness: str, *, call_format: str = "hermes", timeout: float = 120.0):
         import os
 
-        import uvicorn
         from starlette.applications import Starlette
         from starlette.responses import JSONResponse
         from starlette.routing import Route
+        from verifiers.v1 import EvalClientConfig, ModelContext
         from verifiers.v1.envs.single_agent import SingleAgentEnv, SingleAgentEnvConfig
 
-        from gem_core.serve.asgi import listening_socket
+        from gem_core.serve.asgi import RequestError, read_json
+        from gem_core.serve.loopback import LoopbackServer
 
         self.name, self.call_format, self.timeout = f"verifiers:{module}", call_format, timeout
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="gem-verifiers-relay", daemon=True)
-        self._thread.start()
         self.env = SingleAgentEnv(SingleAgentEnvConfig(
             taskset={**taskset_config, "id": module}, agent={"harness": {"id": harness}, "runtime": {"type": "subprocess"}},
         ))
@@ -79,28 +78,30 @@ class HarnessRelay:
         self._seen = 0
 
         async def chat(request: Any) -> Any:
-            body = await request.json()
-            answer = self.loop.create_future()
-            assert self._requests is not None
+            try:
+                body = await read_json(request, max_bytes=MAX_REQUEST_BYTES, timeout=self.timeout)
+            except RequestError as error:
+                return JSONResponse({"error": {"message": str(error), "type": "invalid_request_error"}}, error.status)
+            if not isinstance(body, dict) or self._requests is None:
+                return JSONResponse({"error": {"message": "a chat request is a JSON object", "type": "invalid_request_error"}}, 400)
+            answer = asyncio.get_running_loop().create_future()
             await self._requests.put((body, answer))
             return JSONResponse(self._completion(body, await answer))
 
-        self._socket = listening_socket("127.0.0.1", 0)
-        self._server = uvicorn.Server(uvicorn.Config(Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])]), log_level="warning"))
+        self._http: LoopbackServer | None = LoopbackServer(
+            "gem-verifiers-relay", Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])]), body_timeout=timeout
+        )
+        port = self._http.start(before_serving=self._start)
         os.environ.setdefault(_API_KEY_VAR, "gem-relay")
-        from verifiers.v1 import EvalClientConfig, ModelContext
-
-        url = f"http://127.0.0.1:{self._socket.getsockname()[1]}/v1"
-        self.ctx = ModelContext(model="gem-policy", client=EvalClientConfig(base_url=url, api_key_var=_API_KEY_VAR))
-        self._run(self._start())
+        self.ctx = ModelContext(model="gem-policy", client=EvalClientConfig(base_url=f"http://127.0.0.1:{port}/v1", api_key_var=_API_KEY_VAR))
 
     async def _start(self) -> None:
         self._requests = asyncio.Queue()
-        self._serving = asyncio.ensure_future(self._server.serve(sockets=[self._socket]))
         await self.env.start()
 
     def _run(self, coroutine: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+        assert self._http is not None
+        return self._http.run(lambda: coroutine)
 
     def _completion(self, body: dict[str, Any], action: str) -> dict[str, Any]:
         from gem_core.tools.calls import parse_native_calls
@@ -179,22 +180,20 @@ class HarnessRelay:
                 _, answer = self._requests.get_nowait()
                 answer.cancel()
 
-        if self._thread.is_alive():
+        if self._http is not None:
             self._run(stop())
 
     def close(self) -> None:
-        if not self._thread.is_alive():
+        """Stop the rollout in flight, verifiers' env and the loopback server; safe to call twice."""
+        if self._http is None:
             return
         self.cancel()
 
         async def shutdown() -> None:
             await self.env.stop()
-            self._server.should_exit = True
-            await asyncio.gather(self._serving, return_exceptions=True)
 
         try:
             self._run(shutdown())
         finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join(10)
-            self._socket.close()
+            self._http.stop()
+            self._http = None

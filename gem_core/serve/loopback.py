@@ -42,7 +42,8 @@ class LoopbackServer:
 
     def start(self, before_serving: Callable[[], Awaitable[Any]] | None = None) -> int:
         """Listen and serve; returns the port. ``before_serving`` runs on the server's loop first (objects such as
-        ``asyncio.Event`` must be made on the loop that awaits them).
+        ``asyncio.Event`` must be made on the loop that awaits them); if it raises, the server is stopped and the
+        error propagates.
 
         Raises:
             StartFailed: uvicorn did not listen within 30 s (the server is stopped again).
@@ -63,7 +64,12 @@ class LoopbackServer:
         ))
         self.loop = LoopThread(self.name)
         if before_serving is not None:
-            self.loop.run(before_serving)
+            try:
+                self.loop.run(before_serving)
+            except BaseException:
+                self.stop()  # the loop thread and the socket go with the failed start
+                sock.close()
+                raise
         self._serving = self.loop.submit(self._server.serve(sockets=[sock]))
         deadline = time.monotonic() + START_SECONDS
         while not self._server.started and not self._serving.done() and time.monotonic() < deadline:

@@ -43,3 +43,17 @@ def test_serves_on_loopback_runs_coroutines_on_the_servers_loop_and_stops_twice(
     server.stop()
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"http://127.0.0.1:{port}/", timeout=2)
+
+
+def test_a_failing_before_serving_stops_the_server_and_raises():
+    import threading
+
+    server = LoopbackServer("gem-test-loopback-failing", _app, body_timeout=5)
+
+    async def broken() -> None:
+        raise ValueError("setup failed")
+
+    with pytest.raises(ValueError, match="setup failed"):
+        server.start(before_serving=broken)
+    assert server.loop is None
+    assert not [t for t in threading.enumerate() if t.name == "gem-test-loopback-failing"]
