@@ -49,6 +49,14 @@ def shipped_path(name: str) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m gem_adapters.files [NAME] [--path]``: list the shipped files, or print one's text or path.
+
+    Args:
+        argv: The command's arguments (None: ``sys.argv[1:]``).
+
+    Returns:
+        0; argparse exits with status 2 on an unknown name.
+    """
     parser = argparse.ArgumentParser(prog="python -m gem_adapters.files", description=__doc__.split("\n\n")[0])
     parser.add_argument("name", nargs="?", choices=sorted(SHIPPED_FILES), help="the file to print (default: list all)")
     parser.add_argument("--path", action="store_true", help="print the installed file's path instead of its text")

@@ -75,6 +75,7 @@ class SupportedVersions:
 
     @property
     def install_hint(self) -> str:
+        """The sentence that ends every version error: the install command of the supported versions."""
         command = f'pip install -e ".[{self.extra}]"' + (f" && {self.then}" if self.then else "")
         return f"Install the supported version with `{command}` ({self.pin})."
 

@@ -35,6 +35,16 @@ class ActorPolicy(BatchingPolicy):
         self._base = base_sampling_params
 
     def sample_batch(self, prompts: list[list[int]], sampling: SamplingParams, max_new_tokens: int) -> list[tuple[list[int], list[float] | None]]:
+        """Sample every prompt in one ``actor.generate`` call, with the actor's sampling settings.
+
+        Args:
+            prompts: Token ids of each episode's context.
+            sampling: The turn's settings; only its stop ids are used (the actor's own temperature and top-p stand).
+            max_new_tokens: The request's ``max_tokens``.
+
+        Returns:
+            ``(ids, logprobs)`` per prompt, in order.
+        """
         params = copy.deepcopy(self._base)
         params.max_tokens, params.n, params.logprobs = max_new_tokens, 1, 1
         params.stop_token_ids = self.stop_token_ids(sampling)

@@ -193,6 +193,18 @@ class GemAgentInstance(AgentInstanceBase):
         self.session: EpisodeSession | None = None
 
     async def reset(self, states: dict, **kwargs: Any) -> dict:
+        """Reset the env the prompt's label names (a curriculum may draw another start); OpenRLHF calls this first.
+
+        Args:
+            states: OpenRLHF's ``{"observation": prompt, "label": label}``; the label is the dataset's GEM label.
+
+        Returns:
+            ``observation``: the env's first observation rendered with the chat template (replacing the dataset's
+            prompt text), and the ``label`` unchanged.
+
+        Raises:
+            LabelError: The label is not JSON, lacks ``env_id`` or ``seed``, or names an unknown env.
+        """
         episode = self._episode
         config, tokenizer = episode.config, episode.tokenizer
         template = ChatTemplate.for_tokenizer(tokenizer, system_prompt=config.system_prompt, chat_template_kwargs=config.chat_template_kwargs)
@@ -208,6 +220,20 @@ class GemAgentInstance(AgentInstanceBase):
         return {"observation": tokenizer.decode(prompt_ids, skip_special_tokens=False), "label": states["label"]}
 
     async def step(self, state_dict: dict, **kwargs: Any) -> dict:
+        """Step the env with the turn the engine just sampled (its ids as sampled, not re-tokenized text).
+
+        Args:
+            state_dict: OpenRLHF's state of the turn; unused, the action's ids come from the recording engine.
+
+        Returns:
+            OpenRLHF's step dict: ``rewards`` (the turn's reward times ``reward_gamma`` to the turn index, a tensor),
+            ``scores`` (the episode return so far), ``environment_feedback`` (the text appended after the action:
+            the observation, with a closing end-of-turn for a cut turn), ``done`` and ``extra_logs`` (``gem/*``
+            episode metrics).
+
+        Raises:
+            ResetNeeded: Called before :meth:`reset` or before a generation, i.e. not run by :class:`GemAgentExecutor`.
+        """
         generation = self._episode.last_generation
         if self.session is None or generation is None:
             raise ResetNeeded("step() before reset() or before a generation: GemAgentInstance needs GemAgentExecutor.")
@@ -247,6 +273,28 @@ class GemAgentExecutor(MultiTurnAgentExecutor):
         self._copies: dict[int, _Copies] = {}  # by id of the sampling_params a prompt's copies share
 
     async def execute(self, prompt, label, sampling_params, max_length: int, hf_tokenizer, llm_engine, images=None):
+        """Play one GEM episode for a prompt; OpenRLHF's rollout worker calls this per sample.
+
+        Runs OpenRLHF's own multi-turn loop with a :class:`GemAgentInstance`, recording each turn's sampled ids
+        so the env is stepped with them, then adds the curriculum's metrics and flags an episode the token
+        budget ended as truncated.
+
+        Args:
+            prompt: The dataset's prompt text (replaced by the env's first observation).
+            label: The dataset row's GEM label (env id, seed, env kwargs).
+            sampling_params: vLLM's sampling params, shared by the prompt's copies (each copy works on its own copy).
+            max_length: Most tokens of prompt and response together.
+            hf_tokenizer: The policy's tokenizer.
+            llm_engine: OpenRLHF's vLLM engine.
+            images: The prompt's images, passed through to OpenRLHF's loop.
+
+        Returns:
+            OpenRLHF's result dict (``observation_tokens``, ``action_ranges``, ``reward``, ``scores``,
+            ``rollout_log_probs``, ``truncated``, ``extra_logs``, ...).
+
+        Raises:
+            LabelError: The label does not name a GEM episode.
+        """
         episode = _Episode(config=self.config, tokenizer=hf_tokenizer, max_length=max_length)
         group = await self._copy_arrived(sampling_params)
         # Each execute runs in its own task (OpenRLHF gathers them), so the variable is per episode.

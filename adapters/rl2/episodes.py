@@ -24,10 +24,13 @@ __all__ = ["OpenEpisode", "OpenEpisodes"]
 
 @dataclass
 class OpenEpisode:
+    """One episode an RL2 env file has open: its session and the ids of a turn an abort cut short."""
+
     session: EpisodeSession
     pending_ids: list[int] = field(default_factory=list)
     """Ids sampled before an abort (RL2 main's partial rollout), continued by the next call."""
     pending_logps: list[float] = field(default_factory=list)
+    """Log-probs of :attr:`pending_ids`."""
 
 
 class OpenEpisodes:
@@ -46,6 +49,7 @@ class OpenEpisodes:
         return len(self._open)
 
     def get(self, key: str | None) -> OpenEpisode | None:
+        """The open episode under ``key``; None for None, an ended or evicted episode, or an unknown key."""
         return self._open.get(key) if key is not None else None
 
     def ended(self, key: str | None) -> bool:

@@ -90,6 +90,22 @@ class GenerateEnv:
         return shared_group_starts(self.curriculum if train else None, copies)
 
     async def generate(self, config: Any, tokenizer: Any, router_url: str, sample: Any) -> None:
+        """Play the sample's episode until it ends or the router aborts a turn; RL2 awaits this per sample.
+
+        A first call starts the episode the row's label names (or a curriculum's draw); a call after an abort
+        continues the turn in flight. The results go into ``sample`` (nothing is returned): its ``state_dict``
+        in RL2's per-token layout, its texts, ``status`` (DONE, or ABORTED to be called again) and ``metrics``.
+
+        Args:
+            config: RL2's ``rollout.train`` or ``rollout.test`` config (``sampling_params``, ``responses_per_prompt``).
+            tokenizer: The policy's tokenizer.
+            router_url: The SGLang router's address; each turn POSTs token ids to its ``/generate``.
+            sample: RL2's ``Sample``; a sample already DONE is left as it is.
+
+        Raises:
+            InvalidArgument: ``sampling_params.max_new_tokens`` is not set (RL2 defaults it to null).
+            LabelError: The row has no GEM label, or it does not name a registered env with a seed.
+        """
         status = type(sample).Status
         if sample.status == status.DONE:
             return

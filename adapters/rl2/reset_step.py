@@ -52,6 +52,7 @@ class ResetStepEnv:
 
     @property
     def tokenizer(self) -> Any:
+        """The tokenizer; one given by name is loaded (``AutoTokenizer.from_pretrained``) on first use."""
         if isinstance(self._tokenizer, str):
             from transformers import AutoTokenizer
 

@@ -35,10 +35,19 @@ class TaskSamplerCallback(TrainerCallback):
         self.resume_from = resume_from
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Write the sampler's state into the checkpoint folder just saved (on the main process only)."""
         if state.is_world_process_zero:  # every process holds the same sampler; one writes it
             save_sampler_state(self.sampler, os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"))
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Restore the sampler from the checkpoint training resumes from (nothing on a fresh run).
+
+        A missing state file is a warning, not an error: the sampler then starts afresh.
+
+        Raises:
+            TaskError: The checkpoint holds another sampler's state (other tasks).
+            SamplerStateError: (a TaskError) The checkpoint's state file is not JSON or is damaged.
+        """
         if not state.global_step:  # a fresh run: nothing to restore
             return
         folder = self.resume_from

@@ -54,6 +54,20 @@ class GemToolEnvironment(metaclass=_EnvironmentClass):
         self.done = False
 
     def reset(self, **row: Any) -> str | None:
+        """Start the episode a dataset row names (closing the previous one); TRL calls this before each rollout.
+
+        Args:
+            **row: The dataset row: a ``prompt`` from :func:`~gem_adapters.trl.make_dataset` (its ``gem`` label
+                names env, seed and kwargs), or else a ``seed`` column for the class's default env.
+
+        Returns:
+            None: the env's first observation is already the row's prompt.
+
+        Raises:
+            InvalidArgument: The row's label names another env than the class's ``env_id``, or the row has no
+                label and there is no default ``env_id`` or no ``seed`` column.
+            LabelError: The row's label is malformed or names an unknown env.
+        """
         prompt = row.get("prompt")
         env_id, seed, env_kwargs = self.env_id, row.get("seed"), dict(self.env_kwargs)
         if isinstance(prompt, list) and prompt and isinstance(prompt[-1], dict) and prompt[-1].get(GEM_KEY):

@@ -60,6 +60,14 @@ class VLLMTrainerPolicy(BatchingPolicy):
         """The prompt that pads a rank's batch to the agreed size; its samples are dropped."""
 
     def sample_batch(self, prompts: list[list[int]], sampling: SamplingParams, max_new_tokens: int) -> list[tuple[list[int], list[float] | None]]:
+        """Sample every prompt with TRL's vLLM (a collective call in server mode or with tensor parallelism).
+
+        ``sampling`` and ``max_new_tokens`` are not sent: vLLM samples with the trainer's ``GRPOConfig`` settings
+        and the core's batcher cuts each turn to its own budget and stop tokens.
+
+        Returns:
+            ``(ids, logprobs or None)`` per prompt, in order.
+        """
         return self._generate(prompts)
 
     def drain(self) -> None:

@@ -103,6 +103,29 @@ class GemRolloutFunc:
                              "not the drawn episode's; train vision envs from make_dataset's rows (no task_sampler).")
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
+        """Play one episode per prompt with the trainer's model; TRL calls this once per generation batch.
+
+        The episodes run concurrently (their turns batched by the trainer's generation backend); the
+        trajectories stay in :attr:`last_trajectories` until the next call.
+
+        Args:
+            prompts: The batch's prompts from :func:`~gem_adapters.trl.make_dataset` (each repeated
+                ``num_generations`` times); the ``gem`` label on each prompt's last message fixes its episode.
+            trainer: The ``GRPOTrainer`` calling; its ``GRPOConfig`` gives the sampling settings and
+                ``max_completion_length``, its model (or vLLM) samples the actions.
+
+        Returns:
+            TRL's rollout dict (:func:`trajectories_to_rollout`): ``prompt_ids``, ``completion_ids``,
+            ``logprobs`` and ``env_mask`` per episode, plus the per-episode columns TRL passes to reward
+            functions (``env_return``, ``turn_rewards``, ``gem_trajectory``, ...) and, with a ``task_sampler``
+            while training, ``gem_curriculum``.
+
+        Raises:
+            InvalidArgument: A prompt is not a message list or its last message has no ``gem`` key (the
+                dataset was not made by ``make_dataset``), or a vision env showed an image after its first turn.
+            LabelError: A prompt's ``gem`` label is not valid JSON, lacks ``env_id`` or ``seed``, or names an
+                unknown env.
+        """
         # A vision model's processor plays vision envs (its tokenizer does the text).
         processing_class = trainer.processing_class
         tokenizer = text_tokenizer(processing_class)

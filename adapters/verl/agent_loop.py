@@ -161,6 +161,21 @@ class ServerManagerPolicy:
         """``[min_global_steps, max_global_steps]`` of each sampled turn, as verl's client reports them."""
 
     async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
+        """Sample one turn from verl's server, sampling an aborted turn again (class docstring).
+
+        Args:
+            prompt_ids: The episode's context so far (prompt, earlier turns and observations).
+            sampling: The turn's limits: ``max_new_tokens`` becomes the request's ``max_tokens``, and
+                ``stop_token_ids`` end the turn.
+
+        Returns:
+            The sampled ids, their log-probs (None when verl returned none), the finish reason (``"stop"``,
+            ``"length"``, or ``"abort"`` after :attr:`max_consecutive_aborts` aborts in a row) and the
+            turn's weight version per token.
+
+        Raises:
+            InvalidArgument: The server returned log-probs that are not one per sampled token.
+        """
         started = time.perf_counter()
         params = {**self.sampling_params, "max_tokens": int(sampling.max_new_tokens)}
         stop_ids = list(sampling.stop_token_ids or [])
@@ -241,6 +256,17 @@ class GemAgentLoopOutput(AgentLoopOutput):
     _token_rewards: list[float] | None = PrivateAttr(default=None)
 
     def with_token_rewards(self, token_rewards: list[float]) -> GemAgentLoopOutput:
+        """Set the per-token rewards :meth:`as_dict` writes into ``rm_scores``.
+
+        Args:
+            token_rewards: One reward per response id (each turn's reward on its last sampled token, 0 elsewhere).
+
+        Returns:
+            This output, for chaining.
+
+        Raises:
+            InvalidArgument: ``token_rewards`` is not one per response id.
+        """
         if len(token_rewards) != len(self.response_ids):
             raise InvalidArgument(
                 f"Got {len(token_rewards)} token rewards for {len(self.response_ids)} response ids; need one per id."
@@ -249,6 +275,12 @@ class GemAgentLoopOutput(AgentLoopOutput):
         return self
 
     def as_dict(self) -> dict[str, Any]:
+        """verl's dict of this output, with ``rm_scores`` the per-token rewards where they were set.
+
+        Returns:
+            ``AgentLoopOutput.as_dict()``'s dict; its ``rm_scores`` (present when verl scores in the worker)
+            replaced by a float32 tensor of :meth:`with_token_rewards`'s values, if given.
+        """
         output = super().as_dict()
         if self._token_rewards is not None and "rm_scores" in output:
             output["rm_scores"] = torch.tensor(self._token_rewards, dtype=torch.float32)
@@ -349,6 +381,26 @@ class GemAgentLoop(AgentLoopBase):
         self.task_starts = shared_group_starts(curriculum, int(self.rollout_config.n))
 
     async def run(self, sampling_params: dict[str, Any], **row: Any) -> AgentLoopOutput:
+        """Play the episode a dataset row names; verl's ``AgentLoopWorker`` awaits this once per sample.
+
+        Args:
+            sampling_params: verl's sampling settings for the batch (temperature, top-p, ``logprobs``, ...),
+                sent with every turn.
+            **row: The dataset row: ``extra_info`` names the episode (env id, seed, env kwargs), ``uid`` groups
+                a prompt's ``rollout.n`` copies (one curriculum draw each group), ``priority`` goes to vLLM.
+
+        Returns:
+            The episode as verl's output: prompt and response ids, the response's loss mask (env tokens 0),
+            ``reward_score`` the episode return, ``extra_fields`` with ``turn_scores``, GEM's ``extras`` and
+            ``reward_extra_info`` (module docstring). With ``reward_placement="turn"`` a
+            :class:`GemAgentLoopOutput` that puts each turn's reward on its last sampled token.
+
+        Raises:
+            LabelError: The row's ``extra_info`` does not name an episode (no ``env_id`` or ``seed``, or an
+                unknown env).
+            InvalidArgument: The env's first observation is longer than ``rollout.prompt_length`` tokens (the
+                message says which setting to raise).
+        """
         # verl gives the rollout.n copies of a prompt one uid (a row without one is its own group).
         label = await self.task_starts.start(str(row.get("uid") or uuid4().hex), episode_label(row))
         # As verl's ToolAgentLoop does: only vLLM's server takes a scheduling priority.
