@@ -43,11 +43,11 @@ class CrosswordsEnv(GameEnv):
     def __init__(self, hardcore: bool | None = False, max_turns: int | None = 100, num_words: int | None = 5,
                  clues: Sequence[Mapping[str, Any]] | None = None, seed: int | None = None, **_: Any) -> None:
         super().__init__(seed)
-        self.hardcore, self.max_turns, self.num_words = hardcore, max_turns, num_words
-        self._is_random = hardcore is None or max_turns is None or num_words is None
+        # None anywhere: each episode draws the level (GEM's rule); otherwise reset() takes this one.
+        self._level = None if hardcore is None or max_turns is None or num_words is None else (hardcore, max_turns, num_words)
         self._records = list(clues) if clues is not None else shipped_clue_records()
-        if not self._is_random:
-            self.word_data = self._level_records(hardcore)
+        if self._level is not None:
+            self.word_data = self._level_records(self._level[0])
         self.reset()
 
     def _level_records(self, hardcore: bool) -> list[Mapping[str, Any]]:
@@ -74,10 +74,12 @@ class CrosswordsEnv(GameEnv):
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed, options)
-        if self._is_random:
+        if self._level is None:
             self.hardcore = self.rng.choice([False, True])
             self.num_words, self.max_turns = 3, 20
             self.word_data = self._level_records(self.hardcore)
+        else:
+            self.hardcore, self.max_turns, self.num_words = self._level
         self.solution, self.placed_words, self.clues = self._build_grid()
         self.board = [["." if cell == "." else "_" for cell in row] for row in self.solution]
         self.total_letter_cells = sum(cell != "." for row in self.board for cell in row)

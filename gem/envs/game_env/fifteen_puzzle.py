@@ -52,9 +52,10 @@ class FifteenPuzzleEnv(GameEnv):
         if mc_rand_moves <= 0:
             raise InitAlgoError(f"mc_rand_moves={mc_rand_moves} must be positive (random moves back from the goal)")
         self.init_algo, self.mc_rand_moves = init_algo, mc_rand_moves
-        self.max_turns, self.num_rows = max_turns, num_rows
-        self.greatest_num = num_rows**2 - 1  # GEM fails here too for num_rows=None (its -random id)
-        self._is_random = num_rows is None or max_turns is None
+        # None anywhere: each episode draws the level (GEM's rule); otherwise reset() takes this one.
+        self._level = None if num_rows is None or max_turns is None else (num_rows, max_turns)
+        # GEM fails here too for num_rows=None, its -random id (a TypeError, kept)
+        self.greatest_num = num_rows**2 - 1  # type: ignore[operator]
         self.reset()
 
     def _instructions(self) -> str:
@@ -79,9 +80,11 @@ class FifteenPuzzleEnv(GameEnv):
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed, options)
-        if self._is_random:
+        if self._level is None:
             self.num_rows, self.max_turns = self.rng.choice([(2, 10), (3, 20), (4, 50)])
             self.greatest_num = self.num_rows**2 - 1
+        else:
+            self.num_rows, self.max_turns = self._level
         self.goal_board = self._generate_goal_board()
         self.goal_parity = self._get_board_parity(self.goal_board)
         self.board = self._generate_solvable_board() if self.init_algo else self._shuffled_board()
@@ -136,7 +139,7 @@ class FifteenPuzzleEnv(GameEnv):
                 board[r1][c1], board[r2][c2] = board[r2][c2], board[r1][c1]
             return board
         board = self._generate_goal_board()
-        last = None
+        last: str | None = None
         for _ in range(self.mc_rand_moves):
             row, col = next((r, c) for r in range(self.num_rows) for c in range(self.num_rows) if board[r][c] is None)
             moves = [

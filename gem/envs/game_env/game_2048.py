@@ -44,8 +44,9 @@ class Game2048Env(GameEnv):
     def __init__(self, target_tile: int | None = 2048, max_turns: int | None = 1000, board_size: int = 4,
                  seed: int | None = None, **_: Any) -> None:
         super().__init__(seed)
-        self.target_tile, self.max_turns, self.board_size = target_tile, max_turns, board_size
-        self._is_random = target_tile is None or max_turns is None
+        self.board_size = board_size
+        # None anywhere: each episode draws the level (GEM's rule); otherwise reset() takes this one.
+        self._level = None if target_tile is None or max_turns is None else (target_tile, max_turns)
         self.reset()
 
     def _instructions(self) -> str:
@@ -67,8 +68,7 @@ class Game2048Env(GameEnv):
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed, options)
-        if self._is_random:
-            self.target_tile, self.max_turns = self.rng.choice([(16, 20), (32, 30), (64, 50)])
+        self.target_tile, self.max_turns = self._level or self.rng.choice([(16, 20), (32, 30), (64, 50)])
         self.board = [[0] * self.board_size for _ in range(self.board_size)]
         self.turn_count = 0
         self._add_tile()

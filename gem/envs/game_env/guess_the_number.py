@@ -20,8 +20,9 @@ class GuessTheNumberEnv(GameEnv):
     def __init__(self, min_number: int | None = 1, max_number: int | None = 20, max_turns: int | None = 20,
                  seed: int | None = None, **_: Any) -> None:
         super().__init__(seed)
-        self.min_number, self.max_number, self.max_turns = min_number, max_number, max_turns
-        self._is_random = min_number is None or max_number is None
+        # None anywhere: each episode draws the range and turn limit (GEM's rule; GEM itself fails later on a
+        # max_turns=None beside a fixed range, where this draws); otherwise reset() takes this level.
+        self._level = None if min_number is None or max_number is None or max_turns is None else (min_number, max_number, max_turns)
         self.reset()
 
     def _instructions(self) -> str:
@@ -40,10 +41,12 @@ class GuessTheNumberEnv(GameEnv):
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed, options)
-        if self._is_random:
+        if self._level is None:
             self.min_number = self.rng.randint(1, 10)
             self.max_number = self.rng.randint(self.min_number + 5, self.min_number + 50)
             self.max_turns = math.ceil(math.sqrt(self.max_number - self.min_number)) + 1
+        else:
+            self.min_number, self.max_number, self.max_turns = self._level
         self.game_number = self.rng.randint(self.min_number, self.max_number)
         self.previous_guesses: set[int] = set()
         self.turn_count = 0

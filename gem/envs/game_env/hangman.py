@@ -25,8 +25,9 @@ class HangmanEnv(GameEnv):
     def __init__(self, word_length: int | None = 5, hardcore: bool | None = False, max_turns: int | None = 20,
                  words: Sequence[str] | None = None, seed: int | None = None, **_: Any) -> None:
         super().__init__(seed)
-        self.word_length, self.hardcore, self.max_turns = word_length, hardcore, max_turns
-        self._is_random = word_length is None or max_turns is None
+        self.hardcore = hardcore
+        # None anywhere: each episode draws the level (GEM's rule); otherwise reset() takes this one.
+        self._level = None if word_length is None or max_turns is None else (word_length, max_turns)
         self.all_words = load_words("en" if hardcore else "en-basic", words)
         self.reset()
 
@@ -51,8 +52,7 @@ class HangmanEnv(GameEnv):
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed, options)
-        if self._is_random:
-            self.word_length, self.max_turns = self.rng.choice(_LEVELS)
+        self.word_length, self.max_turns = self._level or self.rng.choice(_LEVELS)
         self.available_words = words_of_length(self.all_words, self.word_length)
         self.secret_word = self.rng.choice(self.available_words).upper()
         self.board = ["_"] * len(self.secret_word)

@@ -28,9 +28,9 @@ class MastermindEnv(GameEnv):
     def __init__(self, code_length: int | None = 4, num_numbers: int | None = 6, duplicate_numbers: bool | None = False,
                  max_turns: int | None = 20, seed: int | None = None, **_: Any) -> None:
         super().__init__(seed)
-        self.code_length, self.num_numbers, self.max_turns = code_length, num_numbers, max_turns
+        # None anywhere: each episode draws the level (GEM's rule); otherwise reset() takes this one.
+        self._level = None if code_length is None or num_numbers is None or max_turns is None else (code_length, num_numbers, max_turns)
         self.duplicate_numbers = duplicate_numbers
-        self._is_random = code_length is None or num_numbers is None or max_turns is None
         self.reset()
 
     def _instructions(self) -> str:
@@ -51,8 +51,7 @@ class MastermindEnv(GameEnv):
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed, options)
-        if self._is_random:
-            self.code_length, self.num_numbers, self.max_turns = self.rng.choice([(2, 4, 10), (4, 6, 20), (4, 8, 30)])
+        self.code_length, self.num_numbers, self.max_turns = self._level or self.rng.choice([(2, 4, 10), (4, 6, 20), (4, 8, 30)])
         digits = list(range(1, self.num_numbers + 1))
         draw = self.rng.choices if self.duplicate_numbers else self.rng.sample
         self.game_code = draw(digits, k=self.code_length)

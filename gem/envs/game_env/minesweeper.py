@@ -23,8 +23,8 @@ class MinesweeperEnv(GameEnv):
     def __init__(self, rows: int | None = 8, cols: int | None = 8, num_mines: int | None = 10, max_turns: int | None = 20,
                  seed: int | None = None, **_: Any) -> None:
         super().__init__(seed)
-        self.rows, self.cols, self.num_mines, self.max_turns = rows, cols, num_mines, max_turns
-        self._is_random = rows is None or cols is None or num_mines is None or max_turns is None
+        # None anywhere: each episode draws the level (GEM's rule); otherwise reset() takes this one.
+        self._level = None if rows is None or cols is None or num_mines is None or max_turns is None else (rows, cols, num_mines, max_turns)
         self.reset()
 
     def _instructions(self) -> str:
@@ -64,10 +64,12 @@ class MinesweeperEnv(GameEnv):
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed, options)
-        if self._is_random:
+        if self._level is None:
             size = self.rng.randint(5, 8)
             self.rows = self.cols = size
             self.num_mines, self.max_turns = size**2 // 5, size**2
+        else:
+            self.rows, self.cols, self.num_mines, self.max_turns = self._level
         self.grid = [[0] * self.cols for _ in range(self.rows)]
         self.revealed = [[False] * self.cols for _ in range(self.rows)]
         self.flags = [[False] * self.cols for _ in range(self.rows)]

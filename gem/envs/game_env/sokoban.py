@@ -26,9 +26,10 @@ class SokobanEnv(GameEnv):
     def __init__(self, dim_room: tuple[int, int] | None = (6, 6), max_turns: int | None = 100, num_boxes: int | None = 3,
                  seed: int | None = None, **_: Any) -> None:
         super().__init__(seed)
-        self.dim_room, self.max_turns, self.num_boxes = dim_room, max_turns, num_boxes
-        self.num_gen_steps = int(1.7 * (dim_room[0] + dim_room[1]))  # GEM fails here too for dim_room=None
-        self._is_random = dim_room is None or max_turns is None or num_boxes is None
+        # None anywhere: each episode draws the level (GEM's rule); otherwise reset() takes this one.
+        self._level = None if dim_room is None or max_turns is None or num_boxes is None else (dim_room, num_boxes, max_turns)
+        # GEM fails here too for dim_room=None (a TypeError; its -random id passes a room size, so it is kept)
+        self.num_gen_steps = int(1.7 * (dim_room[0] + dim_room[1]))  # type: ignore[index]
         self.reset()
 
     def _instructions(self) -> str:
@@ -57,9 +58,11 @@ class SokobanEnv(GameEnv):
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed, options)
-        if self._is_random:
+        if self._level is None:
             self.dim_room, self.num_boxes, self.max_turns = self.rng.choice([((6, 6), 2, 20), ((8, 8), 5, 50)])
             self.num_gen_steps = int(1.7 * (self.dim_room[0] + self.dim_room[1]))
+        else:
+            self.dim_room, self.num_boxes, self.max_turns = self._level
         base = seed if seed is not None else self.rng.randrange(2**31)
         for attempt in range(_ROOM_RETRIES):
             try:

@@ -197,6 +197,8 @@ def generate_room(dim: tuple[int, int], num_steps: int, num_boxes: int, seed: in
             continue
         search = _ReverseSearch(structure)
         search.search(state, search.best_mapping, 0, (-1, -1), _SEARCH_DEPTH)
+        # the search's first state scores >= 0, above best_score's starting -1, so a room is always kept
+        assert search.best_room is not None
         state = search.best_room
         state[state == BOX_ON_TARGET] = BOX
         if search.best_score > 0 and not has_deadlock(state, structure):

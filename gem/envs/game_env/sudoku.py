@@ -22,8 +22,8 @@ class SudokuEnv(GameEnv):
     def __init__(self, clues: int | None = 30, max_turns: int | None = 100, scale: int | None = 9, seed: int | None = None,
                  **_: Any) -> None:
         super().__init__(seed)
-        self.clues, self.max_turns, self.scale = clues, max_turns, scale
-        self._is_random = scale is None or clues is None or max_turns is None
+        # None anywhere: each episode draws the level (GEM's rule); otherwise reset() takes this one.
+        self._level = None if scale is None or clues is None or max_turns is None else (scale, clues, max_turns)
         self.reset()
 
     def _instructions(self) -> str:
@@ -61,8 +61,7 @@ class SudokuEnv(GameEnv):
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed, options)
-        if self._is_random:
-            self.scale, self.clues, self.max_turns = self.rng.choice([(4, 10, 15), (9, 50, 50)])
+        self.scale, self.clues, self.max_turns = self._level or self.rng.choice([(4, 10, 15), (9, 50, 50)])
         self.full_grid = [[0] * self.scale for _ in range(self.scale)]
         self._fill(self.full_grid)
         self.board = self._remove_cells(self.full_grid)

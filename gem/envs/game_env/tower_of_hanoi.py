@@ -15,8 +15,8 @@ class TowerofHanoiEnv(GameEnv):
 
     def __init__(self, num_disks: int | None = 3, max_turns: int | None = 100, seed: int | None = None, **_: Any) -> None:
         super().__init__(seed)
-        self.num_disks, self.max_turns = num_disks, max_turns
-        self._is_random = num_disks is None or max_turns is None
+        # None anywhere: each episode draws the level (GEM's rule); otherwise reset() takes this one.
+        self._level = None if num_disks is None or max_turns is None else (num_disks, max_turns)
         self.reset()
 
     def _instructions(self) -> str:
@@ -36,8 +36,7 @@ class TowerofHanoiEnv(GameEnv):
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed, options)
-        if self._is_random:
-            self.num_disks, self.max_turns = self.rng.choice([(3, 10), (4, 20), (5, 35)])
+        self.num_disks, self.max_turns = self._level or self.rng.choice([(3, 10), (4, 20), (5, 35)])
         self.board: dict[str, list[int]] = {"A": list(range(self.num_disks, 0, -1)), "B": [], "C": []}
         self.turn_count = 0
         return self._instructions(), {"suffix": self.get_task_suffix()}

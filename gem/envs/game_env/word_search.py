@@ -32,8 +32,8 @@ class WordSearchEnv(GameEnv):
     def __init__(self, hardcore: bool | None = False, max_turns: int | None = 20, num_words: int | None = 5,
                  words: Sequence[str] | None = None, seed: int | None = None, **_: Any) -> None:
         super().__init__(seed)
-        self.hardcore, self.max_turns, self.num_words = hardcore, max_turns, num_words
-        self._is_random = hardcore is None or max_turns is None or num_words is None
+        # None anywhere: each episode draws the level (GEM's rule); otherwise reset() takes this one.
+        self._level = None if hardcore is None or max_turns is None or num_words is None else (hardcore, max_turns, num_words)
         self._words = words
         self._lists: dict[str, list[str]] = {}
         self.reset()
@@ -68,9 +68,11 @@ class WordSearchEnv(GameEnv):
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed, options)
-        if self._is_random:
+        if self._level is None:
             self.hardcore = self.rng.choice([False, True])
             self.num_words, self.max_turns = 5, 20
+        else:
+            self.hardcore, self.max_turns, self.num_words = self._level
         self.game_board, self.placed_words = self._build_grid(self._word_list())
         self.highlighted_positions: set[tuple[int, int]] = set()
         self.correct_words: set[str] = set()
@@ -84,8 +86,8 @@ class WordSearchEnv(GameEnv):
         if not found:
             return self.format_error(f"At turn {self.turn_count}, you did not provide a valid guess in "
                                      "\\boxed{start_row start_col end_row end_col} format.")
-        guess = tuple(int(x) for x in found[-1].groups())
-        r0, c0, r1, c1 = guess
+        r0, c0, r1, c1 = (int(x) for x in found[-1].groups())
+        guess = (r0, c0, r1, c1)
         where = f"({r0}, {c0}) to ({r1}, {c1})"
         size = len(self.game_board)
         word = self._word_at(guess)

@@ -23,8 +23,9 @@ class WordleEnv(GameEnv):
     def __init__(self, word_length: int | None = 5, only_real_words: bool | None = True, max_turns: int | None = 20,
                  words: Sequence[str] | None = None, seed: int | None = None, **_: Any) -> None:
         super().__init__(seed)
-        self.word_length, self.only_real_words, self.max_turns = word_length, only_real_words, max_turns
-        self._is_random = word_length is None or max_turns is None
+        self.only_real_words = only_real_words
+        # None anywhere: each episode draws the level (GEM's rule); otherwise reset() takes this one.
+        self._level = None if word_length is None or max_turns is None else (word_length, max_turns)
         self.all_words = load_words("en-basic", words)
         self.reset()
 
@@ -46,9 +47,11 @@ class WordleEnv(GameEnv):
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed, options)
-        if self._is_random:
+        if self._level is None:
             self.word_length = self.rng.randint(3, 5)
             self.max_turns = self.word_length * 5
+        else:
+            self.word_length, self.max_turns = self._level
         self.available_words = words_of_length(self.all_words, self.word_length)
         self.secret_word = self.rng.choice(self.available_words).upper()
         self.previous_guesses: set[str] = set()
