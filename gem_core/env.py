@@ -29,14 +29,15 @@ __all__ = [
     "STATE_FORMAT", "StateSnapshots",
 ]
 
-#: Longest observation or action the spaces admit. Actions longer than this are still answered (with a
-#: format penalty), never rejected with an exception: a model's output is untrusted input.
 MAX_TEXT_LENGTH = 1_000_000
+"""Longest observation or action the spaces admit. Actions longer than this are still answered (with a
+format penalty), never rejected with an exception: a model's output is untrusted input.
+"""
 
 StepResult = tuple[str, SupportsFloat, bool, bool, dict[str, Any]]
 
-#: Version tag of :meth:`Env.get_state` snapshots; :meth:`Env.set_state` refuses any other.
 STATE_FORMAT = "gem.env_state/1"
+"""Version tag of :meth:`Env.get_state` snapshots; :meth:`Env.set_state` refuses any other."""
 
 
 class EnvThreadPool:
@@ -102,8 +103,8 @@ class EnvThreadPool:
             executor.shutdown(wait=wait, cancel_futures=cancel_futures)
 
 
-#: The process-wide pool behind the default :meth:`Env.astep`/:meth:`Env.areset`.
 ENV_THREADS = EnvThreadPool()
+"""The process-wide pool behind the default :meth:`Env.astep`/:meth:`Env.areset`."""
 
 
 async def run_in_env_thread(fn: Any, /, *args: Any, **kwargs: Any) -> Any:
@@ -130,8 +131,8 @@ class TextSpace(spaces.Text):
         return f"TextSpace(min_length={self.min_length}, max_length={self.max_length})"
 
 
-#: The observation for an action sent after the episode ended (see :func:`guard_episode_end`).
 EPISODE_OVER = "The episode is over; this action was not scored. Call reset() to start a new episode."
+"""The observation for an action sent after the episode ended (see :func:`guard_episode_end`)."""
 
 logger = logging.getLogger("gem.env")
 _warned: set[Hashable] = set()

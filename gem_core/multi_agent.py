@@ -28,8 +28,8 @@ from gem_core.errors import InvalidArgument, InvalidArgumentType, UsageError
 
 __all__ = ["MultiAgentEnv", "MultiStepResult", "SeatEnv", "seat_envs"]
 
-#: ``(observations, rewards, terminations, truncations, infos)``, each keyed by agent name.
 MultiStepResult = tuple[dict[str, str], dict[str, float], dict[str, bool], dict[str, bool], dict[str, dict[str, Any]]]
+"""``(observations, rewards, terminations, truncations, infos)``, each keyed by agent name."""
 
 
 class MultiAgentEnv(StateSnapshots, gym.Env):

@@ -15,7 +15,6 @@ from gem_core.errors import UnknownKey
 
 __all__ = ["VARIABLES", "environment_value"]
 
-#: Every variable GEM reads, and what it sets.
 VARIABLES: dict[str, str] = {
     "GEM_ENV_BACKEND": "where episodes' envs are built (gem_core.placement.make_env): 'local' (default) or 'ray'",
     "GEM_RAY_ENV_ACTORS": "actors of the default Ray env pool (default 2)",
@@ -31,6 +30,7 @@ VARIABLES: dict[str, str] = {
     "GEM_STATE_KEY": "the key that signs env states in trajectory files (default: one made in ~/.config/gem/state-key)",
     "OPENAI_API_KEY": "gem eval's API key for --base-url when --api-key is not given",
 }
+"""Every variable GEM reads, and what it sets."""
 
 
 def environment_value(name: str) -> str | None:

@@ -60,8 +60,6 @@ def load_script(path: str | Path, name: str) -> ModuleType:
     return module
 
 
-#: Qwen3's thinking switch in a ChatML template: ``enable_thinking=False`` (a chat-template kwarg every
-#: adapter must pass through) pre-fills an empty think block after the generation prompt.
 QWEN3_THINKING_SWITCH = (
     "{% for message in messages %}"
     "{{ '<|im_start|>' + message['role'] + '\n' }}"
@@ -73,6 +71,9 @@ QWEN3_THINKING_SWITCH = (
     "{% if enable_thinking is defined and enable_thinking is false %}{{ '<think>\n\n</think>\n\n' }}{% endif %}"
     "{% endif %}"
 )
+"""Qwen3's thinking switch in a ChatML template: ``enable_thinking=False`` (a chat-template kwarg every
+adapter must pass through) pre-fills an empty think block after the generation prompt.
+"""
 
 # Chat templates in the styles of the common families. Written here, not downloaded, so tests pin them.
 _CHATML = (
@@ -113,19 +114,19 @@ _DROP_THINKING = (
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
 
-#: Chat templates by style name; :func:`make_tokenizer` takes one of these names.
 CHAT_TEMPLATES: dict[str, str] = {
     "chatml": _CHATML,
     "llama3": _LLAMA3,
     "system_default": _SYSTEM_DEFAULT,
     "drop_thinking": _DROP_THINKING,
 }
+"""Chat templates by style name; :func:`make_tokenizer` takes one of these names."""
 
-#: Templates whose rendering of a conversation only ever appends (earlier turns render the same way
-#: whatever follows). ``drop_thinking`` is not: it rewrites earlier assistant turns.
 PREFIX_STABLE_TEMPLATES: frozenset[str] = frozenset({"chatml", "llama3", "system_default"})
+"""Templates whose rendering of a conversation only ever appends (earlier turns render the same way
+whatever follows). ``drop_thinking`` is not: it rewrites earlier assistant turns.
+"""
 
-#: Special tokens of every template style (one vocabulary serves all of them).
 SPECIAL_TOKENS: list[str] = [
     "<|endoftext|>",
     "<|im_start|>",
@@ -135,6 +136,7 @@ SPECIAL_TOKENS: list[str] = [
     "<|end_header_id|>",
     "<|eot_id|>",
 ]
+"""Special tokens of every template style (one vocabulary serves all of them)."""
 # Added but not special (as in Qwen3): decoding with skip_special_tokens keeps them in the action text.
 _THINK_TOKENS = ["<think>", "</think>"]
 
@@ -274,8 +276,6 @@ def make_model(tokenizer: PreTrainedTokenizerFast, *, seed: int = 0) -> PreTrain
         return model
 
 
-#: Qwen2-VL's chat template, reduced to what the tests use: content is a string or a list of image and
-#: text items (every role), an image renders as ``<|vision_start|><|image_pad|><|vision_end|>``.
 QWEN2_VL_TEMPLATE = (
     "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' }}"
     "{% if message['content'] is string %}{{ message['content'] }}"
@@ -285,8 +285,11 @@ QWEN2_VL_TEMPLATE = (
     "{% endfor %}{% endif %}{{ '<|im_end|>\n' }}{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
-#: The vision tokens Qwen2-VL's tokenizer adds (special), in the order they are added here.
+"""Qwen2-VL's chat template, reduced to what the tests use: content is a string or a list of image and
+text items (every role), an image renders as ``<|vision_start|><|image_pad|><|vision_end|>``.
+"""
 VISION_TOKENS = ["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
+"""The vision tokens Qwen2-VL's tokenizer adds (special), in the order they are added here."""
 
 
 def make_vision_processor(*, min_pixels: int = 28 * 28 * 4, max_pixels: int = 28 * 28 * 16) -> Any:

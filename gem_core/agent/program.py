@@ -42,11 +42,12 @@ from gem_core.rollout.trajectory import TokenTrajectory
 
 __all__ = ["AgentCommand", "AgentProgram", "AgentRun", "Grader", "TaskSetup", "TaskSetupFn"]
 
-#: The command to run for a task: a fixed argument list, or a function of the task that returns one.
 AgentCommand = Sequence[str] | Callable[[Any], Sequence[str]]
-#: The reward of a finished run (called after the process is gone; ``run.workdir`` holds what the agent left).
-#: It may add the task's verdict to ``run.info`` (e.g. ``{"success": True}``), which ends up in the trajectory's last info.
+"""The command to run for a task: a fixed argument list, or a function of the task that returns one."""
 Grader = Callable[["AgentRun"], float]
+"""The reward of a finished run (called after the process is gone; ``run.workdir`` holds what the agent left).
+It may add the task's verdict to ``run.info`` (e.g. ``{"success": True}``), which ends up in the trajectory's last info.
+"""
 
 
 @dataclass
@@ -59,8 +60,8 @@ class TaskSetup:
     """Anything the grader needs (the pristine tree, the tests); the setup and the grader agree on it."""
 
 
-#: Fills a fresh working directory for a task before the program starts (e.g. copies a repository into it).
 TaskSetupFn = Callable[[Any, Path], TaskSetup | None]
+"""Fills a fresh working directory for a task before the program starts (e.g. copies a repository into it)."""
 
 _TAIL_BYTES = 8192
 _POLL_SECONDS = 0.05

@@ -22,10 +22,11 @@ from gem_core.transport.atomic_file import atomic_path
 
 __all__ = ["MAX_ROWS", "WriteRows", "add_dataset_arguments", "jsonl_writer", "rows_from_arguments", "run_dataset_cli"]
 
-#: The most rows one command writes. Every format's writer holds the rows in memory before the file
-#: appears whole (a parquet table, a ``datasets.Dataset``): ``--n 100000000`` grew to 7.7 GB. A million is
-#: past what a training run reads per epoch; a larger set is several files with disjoint ``--seed-start``.
 MAX_ROWS = 1_000_000
+"""The most rows one command writes. Every format's writer holds the rows in memory before the file
+appears whole (a parquet table, a ``datasets.Dataset``): ``--n 100000000`` grew to 7.7 GB. A million is
+past what a training run reads per epoch; a larger set is several files with disjoint ``--seed-start``.
+"""
 
 WriteRows = Callable[[list[EpisodeRow], argparse.Namespace], str]
 """Writes the rows to ``args.out`` in one framework's format and says what it wrote (``"4 rows"``), for the

@@ -14,7 +14,6 @@ from gem_core.registry import EnvSpec, spec
 
 __all__ = ["EXTRA_MODULES", "env_rows", "data_source", "missing_extras"]
 
-#: The modules that tell whether an extra of pyproject.toml is installed (its packages' import names).
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "math": ("math_verify", "datasets"),
     "code": ("datasets",),
@@ -23,6 +22,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "vision": ("PIL",),
     "judge": ("openai", "httpx", "datasets"),
 }
+"""The modules that tell whether an extra of pyproject.toml is installed (its packages' import names)."""
 
 
 def data_source(env_spec: EnvSpec) -> str:

@@ -40,11 +40,11 @@ if TYPE_CHECKING:  # the sampler side of this package needs no rollout engine
 
 __all__ = ["LOCK_FILE", "GroupStarts", "Outcome", "RowStarts", "episode_outcome", "group_starts", "record_outcomes"]
 
-#: The file in a ``state_dir`` that its owner holds an exclusive lock on (and writes its pid into).
 LOCK_FILE = ".gem_task_sampler.lock"
+"""The file in a ``state_dir`` that its owner holds an exclusive lock on (and writes its pid into)."""
 
-#: One finished episode for :meth:`TaskSampler.update`: (its start or task name, success, return).
 Outcome = tuple["EpisodeLabel | str", bool, float]
+"""One finished episode for :meth:`TaskSampler.update`: (its start or task name, success, return)."""
 
 
 def episode_outcome(episode: EpisodeLabel | str, trajectory: TokenTrajectory) -> Outcome:

@@ -20,8 +20,8 @@ from gem_core.registry import list_envs, spec
 
 __all__ = ["LEVELS", "difficulty_ladder", "numeric_ladder"]
 
-#: Level suffixes of registered game ids, easiest first ("" is the plain ``-v0`` id).
 LEVELS: tuple[str, ...] = ("-easy", "", "-hard", "-extreme-hard")
+"""Level suffixes of registered game ids, easiest first ("" is the plain ``-v0`` id)."""
 _LEVEL = re.compile(r"^(?P<base>.+-v\d+)(?P<level>-easy|-hard|-extreme-hard|-random)?$")
 
 

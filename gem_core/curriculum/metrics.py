@@ -21,8 +21,8 @@ if TYPE_CHECKING:  # the sampler side of this package needs no rollout engine
 
 __all__ = ["TASK_KEY", "tag_task", "task_metrics"]
 
-#: The key of ``TokenTrajectory.metrics`` that names an episode's task.
 TASK_KEY = "task"
+"""The key of ``TokenTrajectory.metrics`` that names an episode's task."""
 
 
 def tag_task(trajectory: TokenTrajectory, label: EpisodeLabel, name: str | None = None) -> TokenTrajectory:

@@ -26,8 +26,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["load_rows", "DatasetEnv", "DatasetUnavailableError", "clear_cache", "DataFiles", "register_hub_datasets"]
 
-#: One local file, several files, or a ``datasets``-style ``{split: files}`` mapping.
 DataFiles = str | os.PathLike | Sequence[str | os.PathLike] | dict[str, Any]
+"""One local file, several files, or a ``datasets``-style ``{split: files}`` mapping."""
 
 _LOCAL_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv", ".arrow": "arrow"}
 

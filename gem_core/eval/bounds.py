@@ -23,10 +23,9 @@ __all__ = [
     "base_url_problem",
 ]
 
-#: Episodes one run may ask for, all envs and samples together (each is a record kept in memory and a line on disk).
 MAX_PLANNED_EPISODES = 1_000_000
+"""Episodes one run may ask for, all envs and samples together (each is a record kept in memory and a line on disk)."""
 
-#: ``name: (kind, low, high, may be None)``; kind ``int``, ``float`` or ``str`` (high: its length).
 SETTING_BOUNDS: dict[str, tuple[type, float, float, bool]] = {
     "episodes": (int, 1, MAX_PLANNED_EPISODES, False),
     # Episode i plays seed `seed + i`, and every env seeds gymnasium's np_random, which refuses a negative
@@ -41,13 +40,15 @@ SETTING_BOUNDS: dict[str, tuple[type, float, float, bool]] = {
     "top_k": (int, 0, 10_000_000, False),
     "system_prompt": (str, 0, 1_000_000, True),
 }
-#: The HTTP backend's transport settings, under their ``backend_settings`` names (and ``make_backend``'s
-#: keywords, so ``evaluate(backend_options=)`` is checked against them too).
+"""``name: (kind, low, high, may be None)``; kind ``int``, ``float`` or ``str`` (high: its length)."""
 BACKEND_BOUNDS: dict[str, tuple[type, float, float, bool]] = {
     "timeout": (float, 1e-3, 86_400.0, False),
     "max_retries": (int, 0, 100, False),
     "max_in_flight": (int, 1, 10_000, True),
 }
+"""The HTTP backend's transport settings, under their ``backend_settings`` names (and ``make_backend``'s
+keywords, so ``evaluate(backend_options=)`` is checked against them too).
+"""
 
 
 def setting_problem(name: str, value: Any, bounds: Mapping[str, tuple[type, float, float, bool]] = SETTING_BOUNDS) -> str | None:

@@ -32,9 +32,10 @@ RUN_FORMAT = "gem.eval_run/1"
 #: A run file holds settings, not episodes: anything larger is not one.
 MAX_RUN_FILE_BYTES = 4 * 1024 * 1024
 
-#: The settings that decide which episodes are played and how; a resumed run must ask for the same.
-#: (``concurrency`` and the backend's transport settings may change: they do not change an episode.)
 EPISODE_SETTINGS = ("episodes", "seed", "samples", "max_turns", "max_new_tokens", "temperature", "top_p", "top_k", "system_prompt")
+"""The settings that decide which episodes are played and how; a resumed run must ask for the same.
+(``concurrency`` and the backend's transport settings may change: they do not change an episode.)
+"""
 #: Defaults of settings that older runs did not record.
 _SETTING_DEFAULTS = {"samples": 1}
 

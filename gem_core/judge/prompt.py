@@ -24,11 +24,11 @@ from gem_core.judge.rubric import Rubric
 
 __all__ = ["PROMPT_VERSION", "PromptBuilder", "build_messages", "neutralise", "new_nonce", "fence"]
 
-#: Part of every cache key: a change to the prompt below is a new version, so old verdicts are not reused.
 PROMPT_VERSION = "gem.judge.prompt/2"
+"""Part of every cache key: a change to the prompt below is a new version, so old verdicts are not reused."""
 
-#: ``(rubric, task, answer, reference, nonce) -> chat messages``: what :class:`~gem_core.judge.Judge` sends.
 PromptBuilder = Callable[[Rubric, str, str, "str | None", str], list[dict[str, str]]]
+"""``(rubric, task, answer, reference, nonce) -> chat messages``: what :class:`~gem_core.judge.Judge` sends."""
 
 
 def new_nonce(*avoid: str) -> str:

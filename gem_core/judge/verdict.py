@@ -27,10 +27,10 @@ from gem_core.transport.json_depth import nests_deeper_than
 
 __all__ = ["VerdictError", "ParsedVerdict", "parse_verdict", "echoes_answer", "MAX_VERDICT_CHARS", "MAX_VERDICT_DEPTH"]
 
-#: The longest reply read as a verdict (a verdict is a few hundred characters).
 MAX_VERDICT_CHARS = 16_000
-#: The deepest nesting accepted (the verdict itself is 2 deep); checked before ``json.loads`` recurses.
+"""The longest reply read as a verdict (a verdict is a few hundred characters)."""
 MAX_VERDICT_DEPTH = 4
+"""The deepest nesting accepted (the verdict itself is 2 deep); checked before ``json.loads`` recurses."""
 _MAX_REASON = 4000
 _CODE_BLOCK = re.compile(r"\A```(?:json)?[ \t]*\n(?P<body>.*)\n```\Z", re.DOTALL)
 

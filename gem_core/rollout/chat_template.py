@@ -62,8 +62,8 @@ from gem_core.errors import GemError
 
 __all__ = ["HISTORY_MODES", "ChatTemplate", "ChatTemplateError", "RenderedWindow"]
 
-#: What the policy sees of earlier turns: the sampled ids ("as_sampled") or the template's rendering ("as_rendered").
 HISTORY_MODES = ("as_sampled", "as_rendered")
+"""What the policy sees of earlier turns: the sampled ids ("as_sampled") or the template's rendering ("as_rendered")."""
 
 #: Observation deltas kept per template, least recently used out first: repeated env messages ("Invalid
 #: move", "The number is lower than 52.") cost a lookup instead of an encode (65 us for 43 characters with

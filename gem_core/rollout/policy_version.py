@@ -27,9 +27,10 @@ from gem_core.rollout.policy import Generation, Policy, SamplingParams
 
 __all__ = ["GenerationInterrupted", "UpdateInProgress", "VersionedPolicy", "WeightUpdate"]
 
-#: What :meth:`VersionedPolicy.update` runs while no generation is in flight: loads the new weights
-#: into the backend (sync or async; its return value is ignored).
 WeightUpdate = Callable[[], Awaitable[Any] | Any]
+"""What :meth:`VersionedPolicy.update` runs while no generation is in flight: loads the new weights
+into the backend (sync or async; its return value is ignored).
+"""
 
 
 class GenerationInterrupted(GemError):

@@ -88,10 +88,6 @@ def replay_trajectory(trajectory: TokenTrajectory, env: Any, *, episode: int = 0
     return replay.rewards, replay.changes
 
 
-#: Env kwargs a trajectory file may set by itself: the plain knobs of a game or a task (sizes, counts,
-#: ranges, a split or task name). Everything else (a sandbox or isolation mode, a URL, a file or dataset
-#: path, a module to import, a time or memory limit) decides what the env may do on this machine, so a
-#: file someone else wrote never chooses it: the user gives it with --env-kwargs (issue 27.1).
 FILE_ENV_KWARGS = frozenset(
     {
         "max_turns", "size", "rows", "cols", "width", "height", "box_rows", "box_cols", "disks", "code_length",
@@ -101,6 +97,11 @@ FILE_ENV_KWARGS = frozenset(
         "prompt_suffix", "reward", "name", "words", "config",
     }
 )
+"""Env kwargs a trajectory file may set by itself: the plain knobs of a game or a task (sizes, counts,
+ranges, a split or task name). Everything else (a sandbox or isolation mode, a URL, a file or dataset
+path, a module to import, a time or memory limit) decides what the env may do on this machine, so a
+file someone else wrote never chooses it: the user gives it with --env-kwargs (issue 27.1).
+"""
 #: Kwargs that size a board or a puzzle: a file's value is bounded so it cannot size an allocation
 #: (reasoning-gym's ``size`` is a dataset length, generated lazily, and gets the general bound).
 _DIMENSIONS = frozenset(

@@ -23,8 +23,8 @@ from gem_core.rollout.trajectory import TokenTrajectory
 
 __all__ = ["EnvFactory", "EpisodeArgumentError", "run_episode", "run_episodes", "run_session", "run_branched_episode"]
 
-#: What :func:`run_episodes` builds envs from: a registered env id, or a function returning a new env.
 EnvFactory = str | Callable[[], Any]
+"""What :func:`run_episodes` builds envs from: a registered env id, or a function returning a new env."""
 
 
 async def run_episode(

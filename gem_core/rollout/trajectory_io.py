@@ -57,8 +57,8 @@ TRAJECTORY_FORMAT = "gem.trajectory/1"
 _FIELDS = {f.name for f in dataclasses.fields(TokenTrajectory)}
 
 
-#: The prefix of a signed state: ``gem.state/2:<hex HMAC-SHA256 of the payload>:<payload>``.
 STATE_FORMAT = "gem.state/2"
+"""The prefix of a signed state: ``gem.state/2:<hex HMAC-SHA256 of the payload>:<payload>``."""
 #: Where the signing key lives when ``$GEM_STATE_KEY`` is unset (made on first use, readable by the user only).
 STATE_KEY_FILE = Path(".config", "gem", "state-key")
 

@@ -19,9 +19,10 @@ from gem_core.registry import spec as env_spec
 
 __all__ = ["EnvIds", "MixtureError", "env_weights", "mixture_draws", "parse_env_option", "parse_env_options"]
 
-#: What every ``make_dataset`` and :func:`~gem_core.rows.episode_rows` take: one id, a list of ids
-#: (``n`` rows each, in blocks), or a weighted mixture (``n`` rows in all, interleaved).
 EnvIds = str | Sequence[str] | Mapping[str, float]
+"""What every ``make_dataset`` and :func:`~gem_core.rows.episode_rows` take: one id, a list of ids
+(``n`` rows each, in blocks), or a weighted mixture (``n`` rows in all, interleaved).
+"""
 
 _EXAMPLE = "e.g. {'game:GuessTheNumber-v0': 3, 'game:Wordle-v0': 1}"
 

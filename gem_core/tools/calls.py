@@ -52,10 +52,11 @@ class NativeCall:
     error: str | None = None
 
 
-#: The deepest nesting of arrays and objects a call may have (the call object itself counts one). Python's
-#: ``json`` recurses once per level: a kilobyte of brackets would exhaust the interpreter's stack, so
-#: deeper text is refused before it is parsed, as a malformed call. No tool's arguments come near it.
 MAX_CALL_DEPTH = 100
+"""The deepest nesting of arrays and objects a call may have (the call object itself counts one). Python's
+``json`` recurses once per level: a kilobyte of brackets would exhaust the interpreter's stack, so
+deeper text is refused before it is parsed, as a malformed call. No tool's arguments come near it.
+"""
 
 
 def _depth_error(what: str = "tool call") -> str:
@@ -143,13 +144,13 @@ def _parse_mistral(action: str) -> list[NativeCall]:
     return [_load_call(json.dumps(c), span) for c in payload]
 
 
-#: Parser per native format name.
 CALL_FORMATS: dict[str, Callable[[str], list[NativeCall]]] = {
     "hermes": _parse_hermes,
     "llama3_json": _parse_llama3_json,
     "deepseek_v3": _parse_deepseek_v3,
     "mistral": _parse_mistral,
 }
+"""Parser per native format name."""
 
 _EXAMPLES = {
     "hermes": '<tool_call>\n{{"name": "{name}", "arguments": {{"{arg}": ...}}}}\n</tool_call>',
@@ -159,8 +160,8 @@ _EXAMPLES = {
 }
 
 
-#: A native-call parser: the action text in, its calls out (what :func:`response_template_parser` returns).
 CallParser = Callable[[str], list[NativeCall]]
+"""A native-call parser: the action text in, its calls out (what :func:`response_template_parser` returns)."""
 
 
 def parse_native_calls(call_format: str | CallParser, action: str) -> list[NativeCall]:

@@ -43,15 +43,16 @@ __all__ = [
     "check_step_timeout",
 ]
 
-#: Builds one sub-env of a vector env. For the ``process`` backend it runs inside the worker, so with a
-#: ``spawn`` or ``forkserver`` context it must be picklable (a module-level function, class or
-#: ``functools.partial``).
 EnvBuilder = Callable[[], gym.Env]
+"""Builds one sub-env of a vector env. For the ``process`` backend it runs inside the worker, so with a
+``spawn`` or ``forkserver`` context it must be picklable (a module-level function, class or
+``functools.partial``).
+"""
 
-#: ``info["error"]`` of a call that ran past ``step_timeout``.
 TIMEOUT = "timeout"
-#: ``info["error"]`` of a call cut off because the vector env was closed while it ran.
+"""``info["error"]`` of a call that ran past ``step_timeout``."""
 CLOSED = "closed: the vector env was closed while this call was running"
+"""``info["error"]`` of a call cut off because the vector env was closed while it ran."""
 
 
 @dataclass(frozen=True)

@@ -35,8 +35,8 @@ from gem_core.vector.calls import (
 
 __all__ = ["HostedEnvs", "HostedBackend", "CallTimedOut", "Batch"]
 
-#: One worker's share of a batch: (env index, call) pairs.
 Batch = list[tuple[int, EnvCall]]
+"""One worker's share of a batch: (env index, call) pairs."""
 
 
 class CallTimedOut(BaseException):

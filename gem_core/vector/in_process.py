@@ -44,8 +44,8 @@ from gem_core.vector.calls import (
 
 __all__ = ["SyncBackend", "ThreadBackend", "AsyncBackend", "CLOSE_TIMEOUT"]
 
-#: Seconds ``close()`` lets calls in flight finish before cutting them off.
 CLOSE_TIMEOUT = 5.0
+"""Seconds ``close()`` lets calls in flight finish before cutting them off."""
 
 
 def _as_failure(exc: BaseException) -> Failure:

@@ -18,8 +18,8 @@ from gem_core.vector.vector_env import VectorEnv
 
 __all__ = ["make_vec", "Wrapper"]
 
-#: A wrapper: any callable that takes an env and returns an env (a ``gymnasium.Wrapper`` class qualifies).
 Wrapper = Callable[[gym.Env], gym.Env]
+"""A wrapper: any callable that takes an env and returns an env (a ``gymnasium.Wrapper`` class qualifies)."""
 
 
 def _build_env(source: str | Callable[..., gym.Env], wrappers: tuple[Wrapper, ...], env_kwargs: dict[str, Any]) -> gym.Env:

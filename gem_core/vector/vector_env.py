@@ -20,9 +20,10 @@ from gem_core.vector.calls import Call, EnvBuilder, EnvCall, Failure, Reset, Ste
 
 __all__ = ["VectorEnv", "Actions"]
 
-#: Actions for :meth:`VectorEnv.step`: one per env (a list/tuple of length ``num_envs``), or a dict
-#: ``{env_index: action}`` to step only some envs.
 Actions = Sequence[Any] | Mapping[int, Any]
+"""Actions for :meth:`VectorEnv.step`: one per env (a list/tuple of length ``num_envs``), or a dict
+``{env_index: action}`` to step only some envs.
+"""
 
 
 def _parse_autoreset_mode(mode: AutoresetMode | str) -> AutoresetMode:

@@ -25,9 +25,10 @@ from gem_core.wrappers.core import Wrapper
 
 __all__ = ["Judged", "ReferenceSource", "NO_JUDGE"]
 
-#: Where the reference answer comes from: a fixed text, or a function of the (unwrapped) env; None reads
-#: the env's ``judge_reference`` attribute when it has one.
 ReferenceSource = str | Callable[[Any], "str | None"] | None
+"""Where the reference answer comes from: a fixed text, or a function of the (unwrapped) env; None reads
+the env's ``judge_reference`` attribute when it has one.
+"""
 
 NO_JUDGE = "judge: no judge configured; pass judge=Judge(url, model) (gem eval/replay: --judge-url URL --judge-model NAME)"
 

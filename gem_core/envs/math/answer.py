@@ -18,9 +18,10 @@ __all__ = ["extract_boxed", "extract_tagged", "extract_final_answer", "BOXED_HIN
 
 BOXED_HINT = "Put your final answer inside \\boxed{}, for example \\boxed{42}."
 
-#: Longest final answer (in characters) the extractors return; a longer box or tag counts as no answer.
-#: Real answers (an expression, a list, a short program for ReasoningGym's Brainf*ck tasks) are far shorter.
 MAX_ANSWER_CHARS = 20_000
+"""Longest final answer (in characters) the extractors return; a longer box or tag counts as no answer.
+Real answers (an expression, a list, a short program for ReasoningGym's Brainf*ck tasks) are far shorter.
+"""
 
 # One token stream: a box opener (ending in its "{"), or a run of plain braces. Written to start with a
 # character class, which lets the regex engine skip ahead to the next candidate (4x faster on prose).

@@ -14,8 +14,8 @@ from gem_core.settings import environment_value
 
 __all__ = ["make_qa_with_search", "DEFAULT_SEARCH_URL"]
 
-#: Where the retrieval server listens unless ``search_url=`` or ``$GEM_SEARCH_URL`` says otherwise.
 DEFAULT_SEARCH_URL = "http://127.0.0.1:8000/retrieve"
+"""Where the retrieval server listens unless ``search_url=`` or ``$GEM_SEARCH_URL`` says otherwise."""
 
 
 def make_qa_with_search(

@@ -40,7 +40,6 @@ __all__ = ["RetailService", "load_store", "load_tasks", "apply_action", "TOOLS"]
 DATA = Path(__file__).with_name("data")
 STOP = "###STOP###"
 
-#: Tool name -> (argument names, what it does), shown to the agent in the first observation.
 TOOLS: dict[str, tuple[tuple[str, ...], str]] = {
     "find_user_id_by_email": (("email",), "identify the customer by the email they gave you; required before reading their account or changing anything"),
     "get_user_details": (("user_id",), "name, email and payment methods of the identified customer"),
@@ -50,6 +49,7 @@ TOOLS: dict[str, tuple[tuple[str, ...], str]] = {
     "return_delivered_order_items": (("order_id", "item_ids"), "return items of a delivered order"),
     "exchange_delivered_order_items": (("order_id", "item_ids", "new_item_ids"), "exchange items of a delivered order for available items of the same products"),
 }
+"""Tool name -> (argument names, what it does), shown to the agent in the first observation."""
 _WRITES = {"cancel_pending_order", "return_delivered_order_items", "exchange_delivered_order_items"}
 
 

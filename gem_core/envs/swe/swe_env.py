@@ -52,7 +52,6 @@ from gem_core.tools.sandbox.shell import run_shell
 
 __all__ = ["SweEnv", "TOOLS", "REWARDS"]
 
-#: Tool name -> (arguments, what it does), shown in the first observation.
 TOOLS: dict[str, tuple[str, str]] = {
     "bash": ("command", "run a shell command in the repository (no network); python and pytest are on PATH"),
     "view": ("path, start?, end?", "show a file's numbered lines (optionally lines start..end), or a folder's entries"),
@@ -60,6 +59,7 @@ TOOLS: dict[str, tuple[str, str]] = {
     "run_tests": ("tests?", "run the package's tests with pytest, or only the given test files or ids (a list)"),
     "submit": ("", "finish: your fix is graded by the package's tests"),
 }
+"""Tool name -> (arguments, what it does), shown in the first observation."""
 REWARDS = ("fraction", "binary")
 #: Characters of a file :func:`view` reads at most (larger files: ask for a line range).
 _MAX_VIEW_BYTES = 2 << 20

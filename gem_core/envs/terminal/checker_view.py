@@ -19,11 +19,11 @@ from __future__ import annotations
 
 __all__ = ["Tree", "checker_files", "MAX_LINK_HOPS"]
 
-#: Links followed while resolving one path before it counts as a loop (the kernel's limit).
 MAX_LINK_HOPS = 40
+"""Links followed while resolving one path before it counts as a loop (the kernel's limit)."""
 
-#: relative path -> (mode, content): bytes for a regular file, None for a directory, str for a link's target.
 Tree = dict[str, tuple[int, bytes | str | None]]
+"""relative path -> (mode, content): bytes for a regular file, None for a directory, str for a link's target."""
 
 
 def resolve_link(tree: Tree, link: str) -> str | None:

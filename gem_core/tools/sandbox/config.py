@@ -23,8 +23,8 @@ __all__ = [
     "ray_resource_from_environment",
 ]
 
-#: Isolation modes, strongest first.
 MODES = ("bwrap", "process")
+"""Isolation modes, strongest first."""
 
 MIB = 1024 * 1024
 
@@ -41,9 +41,10 @@ def mode_from_environment() -> str | None:
     return environment_value("GEM_SANDBOX")
 
 
-#: Where snippets run: ``"local"`` (this machine's pools) or ``"ray"`` (actors on labelled Ray nodes,
-#: :mod:`gem_core.tools.sandbox.ray_pool`).
 BACKENDS = ("local", "ray")
+"""Where snippets run: ``"local"`` (this machine's pools) or ``"ray"`` (actors on labelled Ray nodes,
+:mod:`gem_core.tools.sandbox.ray_pool`).
+"""
 
 
 def resolve_backend(backend: str | None = None) -> str:

@@ -35,7 +35,6 @@ __all__ = ["ENV", "BwrapLaunch", "bwrap_launch", "python_dirs", "hidden_dirs", "
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 
-#: The whole environment of a snippet (nothing of the host's is passed on).
 ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "HOME": "/tmp",
@@ -46,6 +45,7 @@ ENV = {
     "OMP_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
 }
+"""The whole environment of a snippet (nothing of the host's is passed on)."""
 
 
 def bwrap_binary() -> str | None:

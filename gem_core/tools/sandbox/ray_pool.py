@@ -38,14 +38,14 @@ __all__ = ["RaySandboxPool", "default_ray_pool", "ACTOR_SHARE", "NAMESPACE"]
 
 logger = logging.getLogger("gem.tools.sandbox")
 
-#: The amount of the label each node's actor reserves (it only has to land on the node).
 ACTOR_SHARE = 0.001
+"""The amount of the label each node's actor reserves (it only has to land on the node)."""
 #: Nodes a call is tried on before it gives up (each try after a node was lost).
 ATTEMPTS = 3
 #: Seconds between two looks for labelled nodes (new ones join the pool; the look runs in the background).
 REFRESH_SECONDS = 30.0
-#: The Ray namespace of the per-node actors (shared by every job process that joins it).
 NAMESPACE = "gem"
+"""The Ray namespace of the per-node actors (shared by every job process that joins it)."""
 
 
 def _check_target(target: str) -> tuple[str, str]:

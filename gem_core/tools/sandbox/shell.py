@@ -28,8 +28,8 @@ from gem_core.tools.sandbox.pool import SandboxPool
 
 __all__ = ["WorkDir", "run_shell", "SHELL"]
 
-#: The shell commands run in (``bash``, found on the sandbox's ``PATH``).
 SHELL = "bash"
+"""The shell commands run in (``bash``, found on the sandbox's ``PATH``)."""
 _uids = random.SystemRandom()
 
 

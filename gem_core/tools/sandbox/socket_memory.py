@@ -58,10 +58,11 @@ def _default_send_buffer() -> int:
         return 212992  # the kernel's default
 
 
-#: What a closed Unix writer can leave queued at its reader, charged to no listed socket: its send buffer
-#: (the kernel's default; the sandbox cannot change it) plus the one buffer it may allocate past it, taken
-#: as twice the send buffer.
 UNIX_HIDDEN_BYTES = 2 * _default_send_buffer()
+"""What a closed Unix writer can leave queued at its reader, charged to no listed socket: its send buffer
+(the kernel's default; the sandbox cannot change it) plus the one buffer it may allocate past it, taken
+as twice the send buffer.
+"""
 #: How many datagrams a Unix datagram socket queues from writers other than its peer (the kernel's
 #: ``net.unix.max_dgram_qlen`` in a new network namespace, 10) plus one.
 _DGRAM_QUEUE = 11

@@ -47,7 +47,6 @@ import tempfile
 
 __all__ = ["DENIED_SYSCALLS", "ABSENT_SYSCALLS", "NAMESPACE_FLAGS", "SOCKET_FAMILIES", "compiled_filter"]
 
-#: Calls that fail with EPERM inside the sandbox.
 DENIED_SYSCALLS = (
     "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd",
     "unshare", "setns",
@@ -61,13 +60,15 @@ DENIED_SYSCALLS = (
     "acct", "swapon", "swapoff", "reboot", "syslog", "iopl", "ioperm", "quotactl", "lookup_dcookie",
     "personality", "vhangup", "settimeofday", "clock_settime", "adjtimex", "clock_adjtime",
 )
+"""Calls that fail with EPERM inside the sandbox."""
 
-#: Calls that fail with ENOSYS inside the sandbox: ways to hold memory outside every process.
 ABSENT_SYSCALLS = ("memfd_create", "memfd_secret", "shmget", "semget", "msgget", "mq_open")
+"""Calls that fail with ENOSYS inside the sandbox: ways to hold memory outside every process."""
 
-#: Socket families a snippet may create: AF_UNIX and AF_NETLINK (their queues are what
-#: :mod:`.socket_memory` counts; the sandbox's supervisor makes its ``sock_diag`` socket under this filter).
 SOCKET_FAMILIES = (1, 16)
+"""Socket families a snippet may create: AF_UNIX and AF_NETLINK (their queues are what
+:mod:`.socket_memory` counts; the sandbox's supervisor makes its ``sock_diag`` socket under this filter).
+"""
 #: A Unix socket is a stream: a datagram or seqpacket reader reports only its first message's length
 #: (or none for empty ones), so a queue left by writers that closed could not be told from an empty one.
 _AF_UNIX, _SOCK_STREAM = 1, 1
@@ -77,9 +78,10 @@ _SOL_SOCKET, _BUFFER_OPTIONS = 1, (7, 8, 32, 33)
 #: fcntl's F_SETPIPE_SZ; a FIFO's file type bits in mknod's mode.
 _F_SETPIPE_SZ, _S_IFMT, _S_IFIFO = 1031, 0o170000, 0o010000
 
-#: ``clone`` flags that make a new namespace (CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID,
-#: NEWNET, NEWTIME).
 NAMESPACE_FLAGS = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000, 0x00000080)
+"""``clone`` flags that make a new namespace (CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID,
+NEWNET, NEWTIME).
+"""
 
 
 @functools.lru_cache(maxsize=1)
