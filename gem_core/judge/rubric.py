@@ -20,8 +20,8 @@ from gem_core.errors import InvalidArgument
 
 __all__ = ["Criterion", "Rubric", "DEFAULT_RUBRIC", "MAX_RUBRIC_BYTES"]
 
-#: The largest rubric file read (a rubric is a few hundred bytes; this only bounds a hostile file).
 MAX_RUBRIC_BYTES = 256 * 1024
+"""The largest rubric file read (a rubric is a few hundred bytes; this only bounds a hostile file)."""
 _MAX_CRITERIA = 32
 _MAX_TEXT = 4000
 
@@ -164,7 +164,6 @@ class Rubric:
         return cls.load(value)
 
 
-#: Used when no rubric is given: one criterion, the answer's overall quality against the task.
 DEFAULT_RUBRIC = Rubric(
     (
         Criterion("correctness", "The answer is factually correct and agrees with the reference answer where one is given.", 2.0),
@@ -173,3 +172,4 @@ DEFAULT_RUBRIC = Rubric(
     ),
     scale=(0, 10),
 )
+"""Used when no rubric is given: one criterion, the answer's overall quality against the task."""

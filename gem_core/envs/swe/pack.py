@@ -47,13 +47,13 @@ __all__ = [
 ]
 
 DATA_DIR = Path(__file__).with_name("data")
-#: The shipped pack: real packages from the index.
 SPEC_FILE = DATA_DIR / "pack.json"
-#: A one-package pack GEM wrote itself (``data/sample/``), built without the network: tests and demos.
+"""The shipped pack: real packages from the index."""
 SAMPLE_SPEC_FILE = DATA_DIR / "sample.json"
+"""A one-package pack GEM wrote itself (``data/sample/``), built without the network: tests and demos."""
 SPEC_FORMAT = "gem.swe_pack/1"
-#: The command that builds the pack, quoted in every error that needs it.
 BUILD_COMMAND = "gem swe build"
+"""The command that builds the pack, quoted in every error that needs it."""
 _TASK_ID = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 
 

@@ -57,8 +57,8 @@ from gem_core.tools.sandbox.shell import WorkDir, run_shell
 __all__ = ["TerminalTask", "TerminalEnv", "load_tasks", "extract_command", "SUBMIT"]
 
 DATA_DIR = Path(__file__).with_name("data")
-#: The command that ends the episode and runs the checker.
 SUBMIT = "submit"
+"""The command that ends the episode and runs the checker."""
 #: The longest path (relative to the working directory) a snapshot keeps: :meth:`TerminalEnv.set_state`
 #: recreates paths below a new working directory, and the whole must stay under ``PATH_MAX`` (4096).
 MAX_SNAPSHOT_PATH = 3072
