@@ -31,6 +31,7 @@ import logging
 import os
 import pickle
 import select
+import shutil
 import struct
 import subprocess
 import sys
@@ -48,9 +49,10 @@ logger = logging.getLogger("gem.envs.scoring_pool")
 
 _HEADER = struct.Struct("!Q")
 
-#: Envs put ``info["scorer_setup_seconds"]`` on a step whose scoring first waited this long for a
-#: worker to start or a dataset to be built there: time outside the step's declared limit, made visible.
 SETUP_REPORTED = 0.05
+"""Envs put ``info["scorer_setup_seconds"]`` on a step whose scoring first waited this long for a
+worker to start or a dataset to be built there: time outside the step's declared limit, made visible.
+"""
 
 
 def report_scoring(env: Any, info: dict[str, Any], answer: str, error: str | None, setup_seconds: float) -> None:
@@ -114,9 +116,18 @@ class _Worker:
             command += ["--memory-mb", str(memory_mb)]
         if warm_up:
             command += ["--warm-up", warm_up]
-        self.proc = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, close_fds=True
-        )
+        # The worker's working folder (a scorer that writes a file writes it there) is made and removed here:
+        # a worker is stopped with SIGKILL (an overrun, close()), so no cleanup of its own would run.
+        self.scratch = tempfile.mkdtemp(prefix="gem-scoring-")
+        command += ["--scratch", self.scratch]
+        try:
+            self.proc = subprocess.Popen(
+                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, close_fds=True,
+                cwd=self.scratch,
+            )
+        except BaseException:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            raise
         self.ready = False
         self._buffer = b""
 
@@ -167,6 +178,7 @@ class _Worker:
         for stream in (self.proc.stdin, self.proc.stdout):
             if stream is not None:
                 stream.close()
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 class ScoringPool:
@@ -302,14 +314,16 @@ def _close_pools() -> None:
 # ------------------------------------------------------------------------------- the worker's main loop
 
 
-def _exit_when_orphaned(poll_seconds: float = 1.0) -> None:
-    """Stop this worker if its parent dies mid-call (stdin EOF is only seen between calls)."""
+def _exit_when_orphaned(scratch: str, poll_seconds: float = 1.0) -> None:
+    """Stop this worker if its parent dies mid-call (stdin EOF is only seen between calls); the parent that
+    would have removed ``scratch`` is gone, so the worker does."""
     parent = os.getppid()
 
     def watch() -> None:
         while True:
             time.sleep(poll_seconds)
             if os.getppid() != parent:
+                shutil.rmtree(scratch, ignore_errors=True)
                 os._exit(1)
 
     threading.Thread(target=watch, name="orphan-watch", daemon=True).start()
@@ -327,8 +341,20 @@ def _serve(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m gem_core.envs.scoring_pool")
     parser.add_argument("--memory-mb", type=int, default=None)
     parser.add_argument("--warm-up", default=None)
+    parser.add_argument("--scratch", default=None, help="the working folder the pool made for this worker (removed on exit)")
     options = parser.parse_args(argv)
-    _exit_when_orphaned()
+    # A scorer or a dataset's own code that writes a file writes it here, not where the trainer runs.
+    scratch = options.scratch or tempfile.mkdtemp(prefix="gem-scoring-")
+    os.chdir(scratch)
+    _exit_when_orphaned(scratch)
+    try:
+        _answer(options)
+    finally:  # stdin closed: the parent is done with this worker (a killed one is cleaned up by the parent)
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _answer(options: argparse.Namespace) -> None:
+    """The worker proper: its limits, its warm-up, then one reply per request until stdin closes."""
     if options.memory_mb:
         try:
             import resource
@@ -348,9 +374,6 @@ def _serve(argv: list[str] | None = None) -> None:
             _resolve(options.warm_up)()
         except Exception:  # pragma: no cover - a failed warm-up shows up as errors on the calls
             pass
-    # A scorer or a dataset's own code that writes a file writes it here, not where the trainer runs.
-    scratch = tempfile.TemporaryDirectory(prefix="gem-scoring-")
-    os.chdir(scratch.name)
     _write_frame(stdout, "ready")
     while (request := _read_request(stdin)) is not None:
         try:

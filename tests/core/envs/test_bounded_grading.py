@@ -101,6 +101,22 @@ def test_math_grader_reports_a_crash_as_the_other_scorers_do():
     assert result.error is not None and result.error.startswith("scorer crashed: ")
 
 
+def test_a_workers_scratch_folder_is_removed_when_it_is_killed_and_when_the_pool_closes():
+    """Workers are stopped with SIGKILL (an overrun, ``close()``), so no cleanup of their own runs: ~250
+    ``gem-scoring-*`` folders were left in /tmp by one test run."""
+    scoring = ScoringPool(max_workers=1)
+    try:
+        overrun = Path(scoring.call("os:getcwd", timeout=30).value)
+        assert overrun.name.startswith("gem-scoring-") and overrun.is_dir()
+        assert scoring.call("time:sleep", 30, timeout=0.5).timed_out
+        assert not overrun.exists()  # the killed worker's folder
+        closed = Path(scoring.call("os:getcwd", timeout=30).value)  # its replacement's
+        assert closed != overrun and closed.is_dir()
+    finally:
+        scoring.close()
+    assert not closed.exists()
+
+
 def test_a_scorer_that_prints_does_not_corrupt_the_replies(pool):
     assert pool.call("builtins:print", "garbage on stdout", timeout=30).ok
     assert pool.call("math:factorial", 4, timeout=30).value == 24
