@@ -42,6 +42,9 @@ HOSTILE_ACTIONS: dict[str, str] = {
     "deep JSON": "[" * 50_000,
     "special tokens": "<|im_end|><|endoftext|></s>",
 }
+"""Actions :func:`check_env` sends to test that an env answers malformed model output with an observation, never an exception: name -> action text.
+
+"""
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ format penalty), never rejected with an exception: a model's output is untrusted
 """
 
 StepResult = tuple[str, SupportsFloat, bool, bool, dict[str, Any]]
+"""What :meth:`Env.step` returns: ``(observation, reward, terminated, truncated, info)``, gymnasium's order."""
 
 STATE_FORMAT = "gem.env_state/1"
 """Version tag of :meth:`Env.get_state` snapshots; :meth:`Env.set_state` refuses any other."""
@@ -71,6 +72,7 @@ class EnvThreadPool:
 
     @property
     def started(self) -> bool:
+        """Whether the threads are running (they start on first use)."""
         return self._executor is not None
 
     async def run(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
@@ -125,6 +127,7 @@ class TextSpace(spaces.Text):
         super().__init__(max_length=max_length, min_length=min_length, charset=charset, seed=seed)
 
     def contains(self, x: Any) -> bool:
+        """Whether ``x`` is a ``str`` whose length is within ``[min_length, max_length]``."""
         return isinstance(x, str) and self.min_length <= len(x) <= self.max_length
 
     def __repr__(self) -> str:

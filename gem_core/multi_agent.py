@@ -57,6 +57,14 @@ class MultiAgentEnv(StateSnapshots, gym.Env):
         raise NotImplementedError
 
     def step(self, actions: Mapping[str, str]) -> MultiStepResult:  # type: ignore[override]
+        """Step the game with the acting agents' actions.
+
+        Args:
+            actions: ``{agent: action}`` for exactly the agents :meth:`acting_agents` names.
+
+        Returns:
+            ``(observations, rewards, terminations, truncations, infos)``, each keyed by agent name.
+        """
         raise NotImplementedError
 
     def sample_random_action(self, agent: str) -> str:
@@ -77,6 +85,7 @@ class MultiAgentEnv(StateSnapshots, gym.Env):
             raise InvalidArgument(f"It is the move of {who}; step() needs exactly {call[5:-1]}, got {sorted(actions, key=repr)}.")
 
     def render(self) -> str | None:
+        """A text view of the game, or None (the default: nothing to show)."""
         return None
 
 

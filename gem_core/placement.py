@@ -36,6 +36,7 @@ _BUILDERS = {
     "ray": "gem_core.vector.ray_env:make_in_default_pool",
 }
 ENV_BACKENDS = tuple(_BUILDERS)
+"""The places :func:`make_env` can put an env (the values of ``env_backend=`` and ``$GEM_ENV_BACKEND``)."""
 
 
 def env_backend_from_environment() -> str:

@@ -32,6 +32,7 @@ __all__ = ["EnvSpec", "register", "aliases", "make", "spec", "list_envs", "Unkno
 REMOTE_PREFIX = "remote:"
 """Ids of envs served by ``gem serve`` elsewhere: ``remote:http://HOST:PORT/category:Name`` (:func:`parse_remote_id`)."""
 ENV_ID_PATTERN = re.compile(r"^(?P<category>[a-z][a-z0-9_]*):(?P<name>[A-Za-z0-9_.+\-]+)$")
+"""What a registered id looks like: ``category:Name`` (e.g. ``game:GuessTheNumber-v0``); :func:`register` refuses others."""
 
 EntryPoint = str | Callable[..., Env]
 
@@ -60,6 +61,7 @@ class EnvSpec:
 
     @property
     def category(self) -> str:
+        """The part of the id before the colon (``game`` of ``game:Sudoku-v0``)."""
         return self.id.split(":", 1)[0]
 
     def load(self) -> Callable[..., Env]:

@@ -391,6 +391,9 @@ class ScriptedPolicy:
         return self.actions[min(self._turn_index(prompt_ids), len(self.actions) - 1)]
 
     async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
+        """The scripted reply for ``prompt_ids`` as token ids plus the end-of-turn ids, cut at
+        ``sampling.max_new_tokens`` (then ``finish_reason`` is ``"length"``).
+        """
         self.calls += 1
         text = self.text_for(prompt_ids)
         ids = list(self.tokenizer.encode(text, add_special_tokens=False)) + list(self.chat_template.end_of_turn_ids)
@@ -413,6 +416,7 @@ class EnvLifecycles:
 
     @property
     def open(self) -> int:
+        """How many envs made since :meth:`install` are not closed yet."""
         return len(self._open)
 
     def install(self, monkeypatch: Any) -> EnvLifecycles:

@@ -157,6 +157,7 @@ class Branch:
     """A call's policy gave no log-probs (recorded as 0.0; the trajectory's ``metrics["has_logprobs"]`` says so)."""
 
     def ids(self) -> list[int]:
+        """The whole sequence: prompt then response ids."""
         return self.prompt_ids + self.response_ids
 
 

@@ -46,6 +46,7 @@ class OneLineErrors:
     checks the examples make before they write or launch anything end the same way."""
 
     def error(self, message: str) -> NoReturn:
+        """Print ``message`` as one line with a pointer to ``--help`` and exit with status 2 (argparse's hook)."""
         self.exit(2, f"{self.prog}: error: {message} (--help lists the options)\n")  # type: ignore[attr-defined]
 
     def require_counts(self, counts: Mapping[str, int]) -> None:

@@ -18,6 +18,7 @@ from gem_core.transport.json_depth import nests_deeper_than
 __all__ = ["SAMPLER_STATE_FILE", "load_sampler_state", "save_sampler_state"]
 
 SAMPLER_STATE_FILE = "gem_task_sampler.json"
+"""The file in a checkpoint folder that :func:`save_sampler_state` writes and :func:`load_sampler_state` reads."""
 #: The deepest nesting a state file may hold (a sampler's own state is 5 deep); checked before ``json.loads``
 #: recurses, so a file of nested brackets is a damaged state, not a RecursionError.
 MAX_STATE_DEPTH = 32

@@ -187,7 +187,7 @@ def _own_state_dir(folder: Path) -> int | None:
     try:
         import fcntl
     except ImportError:  # no flock on this platform: unlocked, as before
-        fcntl = None
+        fcntl = None  # type: ignore[assignment]  # the module or None: typeshed has no optional-module type
     folder.mkdir(parents=True, exist_ok=True)
     if fcntl is None:
         return None
@@ -245,6 +245,11 @@ class RowStarts:
     """No curriculum, with :class:`GroupStarts`'s coroutines: each episode starts at its dataset row's label."""
 
     async def start(self, key: Hashable, row_label: EpisodeLabel | None = None) -> EpisodeLabel:
+        """The row's own label: without a sampler every episode starts where its dataset row says.
+
+        Raises:
+            InvalidArgument: if ``row_label`` is None (the caller must pass the row's label).
+        """
         if row_label is None:
             raise InvalidArgument("Without a task sampler an episode starts at its row's label: pass start(key, row_label).")
         return row_label
@@ -254,4 +259,5 @@ class RowStarts:
         tag_task(trajectory, start)
 
     async def metrics(self) -> dict[str, float]:
+        """No metrics: there is no sampler to report on (an empty dict)."""
         return {}

@@ -33,6 +33,7 @@ from gem_core.rows.label import EpisodeLabel
 __all__ = ["STATE_FORMAT", "SamplerStateError", "TaskSampler"]
 
 STATE_FORMAT = "gem_core.curriculum.TaskSampler/1"
+"""Version tag of :meth:`TaskSampler.state_dict`; :meth:`TaskSampler.load_state_dict` refuses any other."""
 
 
 class TaskSampler:
@@ -104,6 +105,7 @@ class TaskSampler:
     # -- what it knows -------------------------------------------------------------------------------
     @property
     def tasks(self) -> tuple[Task, ...]:
+        """The tasks it draws from, in the order given."""
         return self._tasks
 
     @property

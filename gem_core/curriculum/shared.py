@@ -162,6 +162,7 @@ class RayGroupStarts:
         self._actor = actor.remote(dict(spec), copies)
 
     async def start(self, key: Hashable, row_label: EpisodeLabel | None = None) -> EpisodeLabel:
+        """The episode start of the copy of group ``key``, drawn by the shared actor; ``row_label`` is not used."""
         return await self._actor.start.remote(key)
 
     async def finish(self, start: EpisodeLabel, trajectory: TokenTrajectory) -> None:
@@ -169,6 +170,7 @@ class RayGroupStarts:
         tag_task(trajectory, start, await self._actor.record.remote(episode_outcome(start, trajectory)))
 
     async def metrics(self) -> dict[str, float]:
+        """The shared sampler's :meth:`TaskSampler.metrics`, fetched from the actor."""
         return await self._actor.metrics.remote()
 
     async def state_dict(self) -> dict[str, Any]:

@@ -69,6 +69,7 @@ class TaskStats:
         return abs(sum(newer) / len(newer) - sum(older) / len(older))
 
     def to_json(self) -> dict[str, Any]:
+        """The statistics as a JSON-ready dict, what :meth:`from_json` reads back."""
         return {
             "recent_success": [int(s) for s in self.recent_success],
             "recent_return": list(self.recent_return),

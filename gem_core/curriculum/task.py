@@ -118,4 +118,5 @@ class Task:
         return parse_label({"env_id": self.env_id, "seed": self.seed if self.seed is not None else seed, "env_kwargs": dict(self.env_kwargs)})
 
     def to_json(self) -> dict[str, Any]:
+        """The task as a JSON-ready dict (env id, kwargs, weight, seed, name)."""
         return {"env_id": self.env_id, "env_kwargs": dict(self.env_kwargs), "weight": self.weight, "seed": self.seed, "name": self.name}

@@ -21,7 +21,11 @@ from typing import Literal
 __all__ = ["Weighting", "WEIGHTINGS", "informative_group_probability", "with_floor"]
 
 Weighting = Literal["uniform", "band", "progress"]
+"""How a sampler weights its tasks: ``uniform``, ``band`` (by the chance a GRPO group of the task is
+informative) or ``progress`` (by how fast its success rate changes); see this module's docstring.
+"""
 WEIGHTINGS: tuple[str, ...] = ("uniform", "band", "progress")
+"""The values :data:`Weighting` allows, for checking a user's string at run time."""
 
 
 def informative_group_probability(p: float, group_size: int) -> float:

@@ -80,6 +80,7 @@ class CallResult:
 
     @property
     def ok(self) -> bool:
+        """Whether the call returned in time without an error."""
         return not self.timed_out and self.error is None
 
     @property

@@ -54,6 +54,7 @@ class ChatBackend:
 
     @property
     def endpoint(self) -> ChatEndpoint:
+        """The HTTP chat endpoint, built on first use (so a backend that plays no episode opens no client)."""
         if self._endpoint is None:
             self._endpoint = self._endpoint_factory()
         return self._endpoint
@@ -91,6 +92,7 @@ class ChatBackend:
             record.error = error
 
     async def aclose(self) -> None:
+        """Close the endpoint's HTTP client, if one was opened."""
         if self._endpoint is not None:
             await self._endpoint.aclose()
             self._endpoint = None

@@ -19,6 +19,7 @@ from gem_core.transport.atomic_file import atomic_path
 __all__ = ["EPISODES_FILENAME", "EpisodeLog", "ReportWriteError", "read_episodes"]
 
 EPISODES_FILENAME = "episodes.jsonl"
+"""The file in an eval's output folder that holds one JSON line per finished episode (what ``--resume`` reads)."""
 
 
 class ReportWriteError(GemError, OSError):
@@ -63,6 +64,7 @@ class EpisodeLog:
         self.written += 1
 
     def close(self) -> None:
+        """Close the file; what was written is already on disk (each record is fsync'd)."""
         try:
             self._file.close()
         except OSError:  # the data that could be written was fsync'd already

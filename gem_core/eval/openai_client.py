@@ -43,6 +43,9 @@ class EndpointError(GemError, RuntimeError):
 
 @dataclass(frozen=True)
 class ChatReply:
+    """One chat completion: the reply ``text``, the server's ``finish_reason`` (``"stop"``, ``"length"``, ...) and
+    the token counts the server reported for the prompt and the completion.
+    """
     text: str
     finish_reason: str
     prompt_tokens: int
@@ -63,6 +66,7 @@ class DeadlineTransport(httpx.AsyncBaseTransport):
         self.inner, self.seconds, self.max_bytes = inner, seconds, max_bytes
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        """Send ``request`` and read its whole answer within the deadline and the size limit (httpx's transport hook)."""
         async def whole_answer() -> httpx.Response:
             request.headers["Accept-Encoding"] = accept_encoding()
             response = await self.inner.handle_async_request(request)
@@ -86,6 +90,7 @@ class DeadlineTransport(httpx.AsyncBaseTransport):
             raise httpx.ReadTimeout(f"no complete answer within {self.seconds:g} s", request=request) from None
 
     async def aclose(self) -> None:
+        """Close the wrapped transport."""
         await self.inner.aclose()
 
 
@@ -188,6 +193,7 @@ class ChatEndpoint:
         return parse_reply(raw.http_response.text, self.url)
 
     async def aclose(self) -> None:
+        """Close the HTTP client and its connections."""
         await self._client.close()
 
     async def __aenter__(self) -> ChatEndpoint:

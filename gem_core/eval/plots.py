@@ -15,7 +15,9 @@ from gem_core.eval.report import CI_LEVEL, EvalReport
 __all__ = ["plot_report", "SUMMARY_PLOT", "DISTRIBUTION_PLOT"]
 
 SUMMARY_PLOT = "success_and_return.png"
+"""The file name of the success-rate and mean-return plot :func:`plot_report` writes."""
 DISTRIBUTION_PLOT = "return_distribution.png"
+"""The file name of the per-env return histogram :func:`plot_report` writes."""
 
 
 def plot_report(report: EvalReport, out_dir: str | Path) -> list[Path]:

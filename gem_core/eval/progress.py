@@ -27,6 +27,7 @@ class EvalProgress:
             self.update(record)
 
     def update(self, record: EpisodeRecord) -> None:
+        """Count one finished episode and refresh the per-env success rates on the bar."""
         if record.failed:
             self._failed += 1
         else:
@@ -39,4 +40,5 @@ class EvalProgress:
         self._bar.update(1)
 
     def close(self) -> None:
+        """Close the progress bar."""
         self._bar.close()

@@ -54,9 +54,12 @@ __all__ = [
 ]
 
 REPORT_FILENAME = "report.json"
+"""The file in an eval's output folder that holds the :class:`EvalReport` as JSON."""
 REPORT_FORMAT_VERSION = 1
 CI_LEVEL = 0.95
+"""Confidence level of the bootstrap interval around each mean return."""
 CI_RESAMPLES = 2000
+"""Bootstrap resamples per confidence interval."""
 _CI_SEED = 0
 
 
@@ -105,14 +108,17 @@ class EpisodeRecord:
 
     @property
     def turns(self) -> int:
+        """How many steps the episode took."""
         return len(self.rewards)
 
     @property
     def episode_return(self) -> float:
+        """The sum of the episode's rewards (undiscounted)."""
         return float(sum(self.rewards))
 
     @property
     def failed(self) -> bool:
+        """Whether the episode ended in an error (the backend or the env failed) instead of finishing."""
         return self.error is not None
 
     @property
@@ -121,6 +127,7 @@ class EpisodeRecord:
         return self.env_id, self.seed, self.sample
 
     def to_dict(self) -> dict[str, Any]:
+        """The record as a JSON-ready dict, with the derived ``turns`` and ``return`` added for readers of the file."""
         record = asdict(self)
         # Derived numbers are written too, so a reader of the JSON need not recompute them.
         record["turns"] = self.turns
@@ -222,9 +229,11 @@ class EnvSummary:
 
     @property
     def total_tokens(self) -> int:
+        """Prompt plus completion tokens over the env's episodes."""
         return self.prompt_tokens + self.completion_tokens
 
     def to_dict(self) -> dict[str, Any]:
+        """The summary as a JSON-ready dict (``total_tokens`` included)."""
         data = asdict(self)
         data["return_ci"] = list(self.return_ci) if self.return_ci is not None else None
         data["total_tokens"] = self.total_tokens
@@ -232,6 +241,7 @@ class EnvSummary:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EnvSummary:
+        """The summary a :meth:`to_dict` dict holds (unknown keys ignored)."""
         names = {f for f in cls.__dataclass_fields__}
         values = {k: v for k, v in data.items() if k in names}
         if values.get("return_ci") is not None:
@@ -294,9 +304,11 @@ class EvalReport:
 
     @property
     def samples(self) -> int:
+        """Samples per seed (the run's ``samples`` setting, default 1)."""
         return int(self.config.get("samples", 1))
 
     def summary(self, env_id: str) -> EnvSummary:
+        """The :class:`EnvSummary` of ``env_id`` over its recorded episodes (none recorded: an empty summary)."""
         return summarize_env(
             env_id, self.episodes.get(env_id, []), self.config.get("episodes", 0) * self.samples, self.samples
         )
@@ -307,13 +319,16 @@ class EvalReport:
         return sum(len(records) for records in self.episodes.values())
 
     def failed_episodes(self) -> list[EpisodeRecord]:
+        """The episodes that ended in an error, in env order."""
         return [r for env_id in self.env_ids for r in self.episodes.get(env_id, []) if r.failed]
 
     @property
     def summaries(self) -> dict[str, EnvSummary]:
+        """``{env_id: EnvSummary}`` for every env of the run."""
         return {env_id: self.summary(env_id) for env_id in self.env_ids}
 
     def to_dict(self) -> dict[str, Any]:
+        """The report as a JSON-ready dict (what ``report.json`` holds; :meth:`from_dict` reads it back)."""
         extra: dict[str, Any] = {}
         if self.resumed_at:
             extra["resumed_at"] = list(self.resumed_at)
@@ -347,6 +362,12 @@ class EvalReport:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EvalReport:
+        """The report a :meth:`to_dict` dict holds.
+
+        Raises:
+            MalformedFile: if ``data`` is not a gem eval report of this format version, or a part of it has the
+                wrong shape.
+        """
         envs = data.get("envs") if isinstance(data, Mapping) else None
         if not isinstance(envs, Mapping) or data.get("format_version") != REPORT_FORMAT_VERSION:
             found = data.get("format_version") if isinstance(data, Mapping) else type(data).__name__
@@ -383,6 +404,11 @@ class EvalReport:
 
     @classmethod
     def load(cls, path: str | Path) -> EvalReport:
+        """Read a report from ``path``: a ``report.json`` or the folder ``gem eval --out`` wrote.
+
+        Raises:
+            MalformedFile: if the file is not valid JSON or not a gem eval report.
+        """
         path = Path(path)
         if path.is_dir():
             path = path / REPORT_FILENAME

@@ -28,6 +28,7 @@ from gem_core.transport.atomic_file import atomic_path
 __all__ = ["RUN_FILENAME", "EPISODE_SETTINGS", "RunHeader", "ResumeMismatch", "read_run_header", "write_run_header", "check_header", "check_resume", "check_resumed_episodes"]
 
 RUN_FILENAME = "run.json"
+"""The file in an eval's output folder that records the run's settings, so ``--resume`` can refuse a changed run."""
 RUN_FORMAT = "gem.eval_run/1"
 #: A run file holds settings, not episodes: anything larger is not one.
 MAX_RUN_FILE_BYTES = 4 * 1024 * 1024
@@ -65,6 +66,7 @@ class RunHeader:
 
     @classmethod
     def of_report(cls, report: EvalReport, path: Path) -> RunHeader:
+        """The header of ``report`` (model, backend, envs, settings, start times), as found at ``path``."""
         return cls(report.model, report.backend, list(report.env_ids), dict(report.config), report.started_at, list(report.resumed_at), path)
 
 

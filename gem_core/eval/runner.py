@@ -51,7 +51,9 @@ class EpisodeBackend(Protocol):
         """Play the episode of ``seed`` and fill ``record``; raise on a backend failure."""
         ...
 
-    async def aclose(self) -> None: ...
+    async def aclose(self) -> None:
+        """Release what the backend holds (HTTP clients, engines); called once when the run ends."""
+        ...
 
 
 def _now() -> str:

@@ -52,6 +52,7 @@ except ImportError as error:  # pragma: no cover - the extra is missing
 __all__ = ["SkyRLEnv", "GemSkyRLEnv", "register_gem_envs", "aggregate_metrics", "SkyRLTaskError", "SkyRLEnvUnavailable", "PREFIX"]
 
 PREFIX = "skyrl:"
+"""The id prefix that makes a SkyRL-Gym env: ``make("skyrl:<env name>")``."""
 log = logging.getLogger(__name__)
 
 #: SkyRL-Gym's config dataclasses for its envs that read ``env_config``; a user's dict overrides their fields.
@@ -264,11 +265,13 @@ class SkyRLEnv(Env):
         raise NotImplementedError(f"{self.name}: SkyRL-Gym envs have no random action; a policy writes the text.")
 
     def close_episode(self) -> None:
+        """Close the current task's SkyRL-Gym env, if one is open; the next :meth:`reset` builds a fresh one."""
         if self.env is not None:
             env, self.env = self.env, None
             env.close()
 
     def close(self) -> None:
+        """Close the current task's env, then this env."""
         self.close_episode()
         super().close()
 
@@ -307,11 +310,27 @@ class GemSkyRLEnv(BaseTextEnv):
         self.truncated = False
 
     def init(self, prompt: Any = None) -> tuple[list[dict[str, str]], dict[str, Any]]:
+        """Reset the GEM env with the row's seed and options (SkyRL-Gym's first call of an episode).
+
+        Args:
+            prompt: the dataset row's chat prompt; its system messages are kept, the rest is the env's.
+
+        Returns:
+            ``(messages, info)``: the system messages then the first observation as a user message, and the
+            reset's info.
+        """
         observation, info = self.env.reset(seed=self.seed, options=self.options)
         system = [dict(m) for m in prompt or () if isinstance(m, Mapping) and m.get("role") == "system"]
         return [*system, {"role": "user", "content": observation}], dict(info)
 
     def step(self, action: str) -> dict[str, Any]:
+        """Step the GEM env with the model's reply (SkyRL-Gym's step).
+
+        Returns:
+            SkyRL-Gym's step dict: ``observations`` (the next user message, none at the end), ``reward``,
+            ``done`` and ``metadata``. An exception of the env ends the episode with reward 0 and the error in
+            ``metadata`` instead of propagating.
+        """
         self.turns += 1
         try:
             observation, reward, terminated, truncated, info = self.env.step(action)
@@ -331,9 +350,11 @@ class GemSkyRLEnv(BaseTextEnv):
         }
 
     def get_metrics(self) -> dict[str, Any]:
+        """The episode's turns, return and whether it was truncated (SkyRL-Gym's per-episode metrics)."""
         return {"turns": self.turns, "return": self.episode_return, "truncated": self.truncated}
 
     def close(self) -> None:
+        """Close the GEM env."""
         self.env.close()
 
 

@@ -52,6 +52,7 @@ except ImportError as error:  # pragma: no cover - the extra is missing
 __all__ = ["VerifiersEnv", "VerifiersUnsupported", "VerifiersUnavailable", "UnknownVerifiersModule", "GemTaskset", "GemTasksetConfig", "GemHarness", "load_environment", "PREFIX"]
 
 PREFIX = "verifiers:"
+"""The id prefix that makes a verifiers environment: ``make("verifiers:<module>")``."""
 
 
 class UnknownVerifiersModule(GemError, KeyError):
@@ -245,6 +246,7 @@ class VerifiersEnv(Env):
         return "", float(trace.reward), not trace.is_truncated, bool(trace.is_truncated), info
 
     def close(self) -> None:
+        """Stop the relay server, if one runs, then close this env."""
         if self.relay is not None:
             self.relay.close()
         super().close()
@@ -319,6 +321,11 @@ class GemTaskset(vf.Taskset[GemTask, GemTasksetConfig]):
     """A GEM env as a verifiers taskset (see :func:`load_environment`)."""
 
     def load(self) -> Any:
+        """The taskset's tasks: one per seed from ``seed_start``, each holding the env's first observation as its prompt.
+
+        Raises:
+            UnknownEnvError: if ``env_id`` is not registered (the message names the closest ids).
+        """
         from gem_core.registry import make, spec
 
         config = self.config
@@ -346,6 +353,11 @@ class GemHarness(Harness[HarnessConfig]):
 
     async def launch(self, ctx: Any, trace: Any, runtime: Any, endpoint: str, secret: str, mcp_urls: Any, data: Any,
                      tool_interception_url: str | None = None) -> ProgramResult:
+        """Play one GEM episode through the model ``endpoint`` (verifiers' harness hook) and return its result.
+
+        Each model reply is stepped into the env of the task's seed until the episode ends; the conversation
+        and the env's rewards are what the program result carries.
+        """
         import asyncio
 
         import httpx

@@ -117,6 +117,7 @@ class VerdictCache:
             return int(self._connection().execute("SELECT COUNT(*) FROM verdicts").fetchone()[0])
 
     def close(self) -> None:
+        """Close the SQLite file; safe to call twice."""
         with self._lock:
             if self._db is not None:
                 self._db.close()

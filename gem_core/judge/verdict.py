@@ -41,6 +41,9 @@ class VerdictError(GemError, ValueError):
 
 @dataclass(frozen=True)
 class ParsedVerdict:
+    """A judge's reply read and checked: a score per rubric criterion, the judge's reason (cut to 4,000
+    characters), and the reward the rubric gives those scores.
+    """
     scores: dict[str, int]
     reason: str
     reward: float

@@ -78,6 +78,7 @@ class PrefixKVCache:
 
     @property
     def enabled(self) -> bool:
+        """Whether it holds anything at all (both limits above zero)."""
         return self.max_sequences > 0 and self.max_tokens > 0
 
     def __len__(self) -> int:

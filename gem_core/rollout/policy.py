@@ -73,7 +73,18 @@ class Generation:
 class Policy(Protocol):
     """Anything that samples one assistant turn from a prompt of token ids."""
 
-    async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Generation: ...
+    async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
+        """Sample one turn's tokens after ``prompt_ids``.
+
+        Args:
+            prompt_ids: the whole conversation so far, as token ids.
+            sampling: temperature, token limit, stop ids and the other sampling settings.
+
+        Returns:
+            The sampled ids, their log-probabilities (one per id) and why sampling stopped (``"stop"`` or
+            ``"length"``).
+        """
+        ...
 
 
 def default_stop_token_ids(tokenizer: Any, chat_template: Any = None) -> list[int]:
@@ -159,6 +170,9 @@ class BatchingPolicy:
         raise NotImplementedError
 
     def stop_token_ids(self, sampling: SamplingParams) -> list[int]:
+        """The ids that end a turn: ``sampling.stop_token_ids`` if set, else the tokenizer's defaults (see
+        :func:`default_stop_token_ids`).
+        """
         if sampling.stop_token_ids is not None:
             return list(sampling.stop_token_ids)
         if self._default_stop_ids is None:
@@ -493,6 +507,9 @@ class SampledLogprobs:
         self._last_normalizer: Any = None
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
+        """Record this step's normalizer and the previous step's drawn token (``transformers``' logits-processor hook);
+        returns ``scores`` unchanged but for ``suppress_ids``.
+        """
         if self._last_logits is not None:
             self._picked.append(self._pick(input_ids[:, -1]))
         import torch

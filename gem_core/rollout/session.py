@@ -217,10 +217,12 @@ class EpisodeSession:
 
     @property
     def num_tokens(self) -> int:
+        """Tokens in the episode so far, prompt and responses together."""
         return len(self._ids)
 
     @property
     def num_turns(self) -> int:
+        """Turns stepped so far."""
         return len(self._turn_spans)
 
     @property

@@ -159,6 +159,7 @@ class TokenTrajectory:
 
     @property
     def num_turns(self) -> int:
+        """How many turns the episode took."""
         return len(self.turn_spans)
 
     @property
@@ -180,6 +181,7 @@ class TokenTrajectory:
 
     @property
     def episode_return(self) -> float:
+        """The sum of the per-turn rewards (undiscounted)."""
         return float(sum(self.rewards))
 
     @property

@@ -54,6 +54,7 @@ __all__ = [
 ]
 
 TRAJECTORY_FORMAT = "gem.trajectory/1"
+"""Version tag of each JSONL trajectory record; a reader refuses a record of another format."""
 _FIELDS = {f.name for f in dataclasses.fields(TokenTrajectory)}
 
 

@@ -34,6 +34,7 @@ class EpisodeLabel:
     env_kwargs: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:
+        """The label as JSON text with sorted keys (what a dataset row carries; :func:`parse_label` reads it)."""
         return json.dumps({"env_id": self.env_id, "seed": self.seed, "env_kwargs": self.env_kwargs}, sort_keys=True)
 
 

@@ -75,11 +75,21 @@ class GemEnvironment(Environment[TextAction, TextObservation, State]):
         self._state = State(episode_id=None, step_count=0)
 
     def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> TextObservation:
+        """Reset the GEM env (OpenEnv's reset); ``kwargs`` may hold GEM's reset ``options``.
+
+        Returns:
+            The first observation as OpenEnv's text observation (its ``info`` made JSON-safe).
+        """
         observation, info = self.env.reset(seed=seed, options=kwargs.get("options"))
         self._state = State(episode_id=episode_id or uuid.uuid4().hex, step_count=0)
         return TextObservation(text=observation, info=_jsonable(info), done=False, reward=None)
 
     def step(self, action: TextAction, timeout_s: float | None = None, **kwargs: Any) -> TextObservation:
+        """Step the GEM env with the action's text (OpenEnv's step); ``timeout_s`` is not used.
+
+        Returns:
+            The next observation with the reward, ``done`` (terminated or truncated) and ``truncated``.
+        """
         observation, reward, terminated, truncated, info = self.env.step(action.text)
         self._state.step_count += 1
         return TextObservation(
@@ -88,9 +98,11 @@ class GemEnvironment(Environment[TextAction, TextObservation, State]):
 
     @property
     def state(self) -> State:
+        """The session's OpenEnv state: the episode id and the steps taken in it."""
         return self._state
 
     def close(self) -> None:
+        """Close the GEM env."""
         self.env.close()
 
 
@@ -284,6 +296,7 @@ class OpenEnvEnv(Env):
         return self._sample_action(self.np_random)
 
     def close(self) -> None:
+        """Close the OpenEnv environment or client (a server that is already gone is not an error), then this env."""
         try:
             self.environment.close()
         except Exception as error:

@@ -31,6 +31,7 @@ class Session:
     started: bool = False
 
     def touch(self) -> None:
+        """Mark the session as used now (the idle timeout counts from the last use)."""
         self.last_used = time.monotonic()
 
 
@@ -56,6 +57,11 @@ class SessionStore:
 
     async def create(self) -> Session:
         # The slot is taken before the env is built (an await): requests arriving meanwhile see it.
+        """Build an env and hold it as a new session.
+
+        Raises:
+            SessionLimitError: if ``max_sessions`` sessions are live already.
+        """
         if len(self._sessions) + self._reserved >= self.max_sessions:
             raise SessionLimitError(
                 f"the server holds its maximum of {self.max_sessions} sessions; end one (DELETE /sessions/ID) "
@@ -71,6 +77,7 @@ class SessionStore:
         return session
 
     def get(self, session_id: str) -> Session | None:
+        """The session ``session_id`` (marked as used), or None if there is none."""
         session = self._sessions.get(session_id)
         if session is not None:
             session.touch()
@@ -93,6 +100,7 @@ class SessionStore:
         return len(idle)
 
     async def end_all(self) -> None:
+        """End every session and close its env (the server is shutting down)."""
         for session_id in list(self._sessions):
             await self.end(session_id)
 

@@ -259,6 +259,7 @@ class MCPTool:
 
     @property
     def instruction(self) -> str:
+        """The call format and each of the server's tools with its description and JSON schema, for the task prompt."""
         lines = [
             f"You can call tools: write {_CALL_FORMAT} with one of these tools "
             "(arguments follow the JSON schema shown). The result comes back inside <tool_response>...</tool_response>."
@@ -268,6 +269,7 @@ class MCPTool:
         return "\n".join(lines)
 
     def parse(self, action: str) -> list[ToolCall]:
+        """The ``<tool_call>`` calls in ``action``, in order (empty if none)."""
         return parse_tool_calls(action, self.name)
 
     def _unknown(self, call: ToolCall) -> ToolResult | None:
@@ -306,6 +308,9 @@ class MCPTool:
         return run_sync(lambda: self.aexecute(call))
 
     async def aexecute(self, call: ToolCall) -> ToolResult:
+        """Call the tool on the MCP server (started or reconnected as needed); a failure comes back as the result's
+        observation, never raised.
+        """
         for attempt in range(self.reconnects + 1):
             self._refusal = self._http_status = None
             try:

@@ -118,6 +118,7 @@ class PythonTool:
 
     @property
     def instruction(self) -> str:
+        """How to write code for the tool, for the task prompt."""
         return (
             "You can run Python code: write it inside <python>...</python> (or a ```python fenced block). "
             "The first block in your reply runs in a fresh sandbox without network access, and what it prints "
@@ -125,6 +126,7 @@ class PythonTool:
         )
 
     def parse(self, action: str) -> list[ToolCall]:
+        """The first ``<python>`` (or fenced ```` ```python ````) block in ``action``, as a one-call list; empty if none."""
         call = find_python_block(action)
         return [] if call is None else [call]
 
@@ -142,9 +144,11 @@ class PythonTool:
         return ToolResult(observation, result.ok, info)
 
     def execute(self, call: ToolCall) -> ToolResult:
+        """Run the code in a fresh sandbox; its output (or timeout, or limit broken) is the observation."""
         return self._result(run_python(call.content, timeout=self.timeout, memory_mb=self.memory_mb, mode=self.mode, backend=self.backend))
 
     async def aexecute(self, call: ToolCall) -> ToolResult:
+        """:meth:`execute` without blocking the event loop."""
         result = await arun_python(
             call.content, timeout=self.timeout, memory_mb=self.memory_mb, mode=self.mode, backend=self.backend
         )

@@ -93,12 +93,14 @@ class SearchTool:
 
     @property
     def instruction(self) -> str:
+        """How to write a search, for the task prompt."""
         return (
             "You can search a knowledge base: write <search>your query</search>. The best matching passages "
             "come back inside <information>...</information>."
         )
 
     def parse(self, action: str) -> list[ToolCall]:
+        """The ``<search>`` queries in ``action``, in order; an empty query is a call with an error the agent sees."""
         calls = []
         for found in tag_spans(action, "<search>", "</search>"):
             query = _clean_query(found.body(action).strip())
@@ -130,6 +132,7 @@ class SearchTool:
         )
 
     async def aexecute(self, call: ToolCall) -> ToolResult:
+        """Send the query to the retrieval server; its passages (or the failure, never raised) are the observation."""
         query = _clean_query(call.content)
         try:
             reply = await arequest(
@@ -146,6 +149,7 @@ class SearchTool:
         return self._answer(query, reply)
 
     def execute(self, call: ToolCall) -> ToolResult:
+        """:meth:`aexecute` for a caller without an event loop."""
         return run_sync(lambda: self.aexecute(call))
 
     def close(self) -> None:

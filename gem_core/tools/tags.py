@@ -27,6 +27,7 @@ class TagSpan(NamedTuple):
     end: int
 
     def body(self, text: str) -> str:
+        """The text between the tags, cut from ``text`` (the string the span was found in)."""
         return text[self.body_start : self.body_end]
 
 

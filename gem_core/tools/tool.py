@@ -80,15 +80,19 @@ class SyncTool:
 
     @property
     def instruction(self) -> str:
+        """Text added to the task prompt saying how to call the tool (none by default)."""
         return ""
 
     def parse(self, action: str) -> list[ToolCall]:
+        """The calls to this tool in ``action``, in order of appearance; a subclass must define it."""
         raise NotImplementedError
 
     def execute(self, call: ToolCall) -> ToolResult:
+        """Run ``call``; never raises for a bad call or a failing run. A subclass must define it."""
         raise NotImplementedError
 
     async def aexecute(self, call: ToolCall) -> ToolResult:
+        """:meth:`execute` in a worker thread, so the event loop is not blocked."""
         return await asyncio.to_thread(self.execute, call)
 
     def close(self) -> None:

@@ -37,6 +37,7 @@ class Reply:
 
     @property
     def text(self) -> str:
+        """The body decoded as UTF-8 (undecodable bytes replaced)."""
         return self.body.decode("utf-8", "replace")
 
     def json(self) -> Any:

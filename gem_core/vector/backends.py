@@ -38,11 +38,19 @@ class Backend(Protocol):
 
     num_envs: int
 
-    def run(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]: ...
+    def run(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]:
+        """Run each env's call (``{env index: call}``) and return ``{env index: result}``; an env's exception is its
+        result.
+        """
+        ...
 
-    async def arun(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]: ...
+    async def arun(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]:
+        """:meth:`run` without blocking the event loop."""
+        ...
 
-    def close(self, timeout: float | None = None) -> None: ...
+    def close(self, timeout: float | None = None) -> None:
+        """Close the envs and stop the workers, waiting at most ``timeout`` seconds for calls in flight."""
+        ...
 
 
 def _ray_backend(env_fns: Sequence[EnvBuilder], **kwargs: Any) -> Backend:
@@ -59,3 +67,4 @@ BACKENDS: dict[str, Callable[..., Backend]] = {
     "async": AsyncBackend,
     "ray": _ray_backend,
 }
+"""Backend name (the ``backend=`` of :func:`~gem_core.vector.make_vec`) -> its class."""

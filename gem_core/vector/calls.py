@@ -57,12 +57,14 @@ CLOSED = "closed: the vector env was closed while this call was running"
 
 @dataclass(frozen=True)
 class Reset:
+    """Reset the env with ``seed`` and ``options``."""
     seed: int | None = None
     options: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
 class Step:
+    """Step the env with ``action``."""
     action: Any
 
 
@@ -76,6 +78,7 @@ class Call:
 
 
 EnvCall = Reset | Step | Call
+"""One call a vector env sends to an env: a reset, a step or a named method call."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,7 @@ class Failure:
 
 
 def describe_exception(exc: BaseException) -> str:
+    """``"ExceptionType: message"``, the last line of the exception's traceback."""
     return "".join(traceback.format_exception_only(type(exc), exc)).strip()
 
 
@@ -194,6 +198,11 @@ def never_blocks(env: gym.Env) -> bool:
 
 
 def check_step_timeout(step_timeout: float | None) -> float | None:
+    """``step_timeout``, checked: a positive number of seconds, or None for no limit.
+
+    Raises:
+        InvalidArgument: if it is zero, negative or not a number.
+    """
     if step_timeout is not None and not step_timeout > 0:
         raise InvalidArgument(f"step_timeout must be a positive number of seconds or None, got {step_timeout!r}.")
     return step_timeout
@@ -208,12 +217,18 @@ class OneBatchAtATime:
     _closed: bool
 
     def run(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]:
+        """Run one batch of calls, waiting for any batch in flight.
+
+        Raises:
+            UsageError: if the vector env is closed.
+        """
         with self._lock:
             if self._closed:
                 raise UsageError("This vector env is closed; make a new one with make_vec(...).")
             return self._run(calls)
 
     async def arun(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]:
+        """:meth:`run` in a worker thread, so the event loop is not blocked."""
         return await asyncio.to_thread(self.run, calls)
 
     def _run(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]:

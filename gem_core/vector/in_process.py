@@ -342,6 +342,11 @@ class AsyncBackend(_InProcessBackend):
         return {i: results[i] for i in calls}
 
     async def arun(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]:
+        """Run the calls on the caller's event loop (blocking envs in threads).
+
+        Raises:
+            UsageError: if the vector env is closed.
+        """
         self._check_open()
         return await self._arun(calls)
 

@@ -208,6 +208,7 @@ class RayEnvPool:
             return self.actors[slot]
 
     def next_key(self) -> int:
+        """A fresh key for the next env an actor builds (unique within this pool)."""
         return next(self._keys)
 
     def actor_node_ids(self) -> list[str]:

@@ -41,18 +41,23 @@ class Wrapper(gym.Wrapper[str, str, str, str]):
         return result
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """Reset the inner env and pass its result through :meth:`on_reset`."""
         return self.on_reset(*self.env.reset(seed=seed, options=options))
 
     def step(self, action: str) -> StepResult:
+        """Step the inner env and pass its result through :meth:`on_step`."""
         return self.on_step(action, self.env.step(action))
 
     async def areset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """:meth:`reset` through the inner env's ``areset``, so a blocking env does not block the event loop."""
         return self.on_reset(*await self.env.areset(seed=seed, options=options))
 
     async def astep(self, action: str) -> StepResult:
+        """:meth:`step` through the inner env's ``astep``, so a blocking env does not block the event loop."""
         return self.on_step(action, await self.env.astep(action))
 
     def sample_random_action(self) -> str:
+        """The inner env's random action."""
         return self.env.sample_random_action()
 
     @property
@@ -75,6 +80,11 @@ class Wrapper(gym.Wrapper[str, str, str, str]):
         return {"format": STATE_FORMAT, "env": _qualified_name(self), "attributes": own, "inner": self.env.get_state()}
 
     def set_state(self, state: dict[str, Any]) -> None:
+        """Restore a :meth:`get_state` snapshot of this wrapper stack: the wrapper's attributes, then the inner env's.
+
+        Raises:
+            InvalidArgument: if ``state`` is not a snapshot of this wrapper (another wrapper's, or another format).
+        """
         _check_state(self, state)
         for name, value in state["attributes"].items():
             setattr(self, name, copy.deepcopy(value))

@@ -61,10 +61,12 @@ class EpisodeStatistics(RecordEpisodeStatistics, _Replay):
         self.format_errors = 0
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """Reset the env and the episode's counters."""
         self.format_errors = 0
         return RecordEpisodeStatistics.reset(self, seed=seed, options=options)
 
     def step(self, action: str) -> StepResult:
+        """Step the env; on the episode's last step ``info["episode"]`` holds its return, length, time and format errors."""
         observation, reward, terminated, truncated, info = RecordEpisodeStatistics.step(self, action)
         self.format_errors += bool(info.get("format_error"))
         if "episode" in info:
@@ -80,9 +82,11 @@ class EpisodeStatistics(RecordEpisodeStatistics, _Replay):
         return observation, reward, terminated, truncated, info
 
     async def areset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """:meth:`reset` through the inner env's ``areset``."""
         self._replay_reset = await self.env.areset(seed=seed, options=options)
         return self.reset(seed=seed, options=options)
 
     async def astep(self, action: str) -> StepResult:
+        """:meth:`step` through the inner env's ``astep``."""
         self._replay_step = await self.env.astep(action)
         return self.step(action)

@@ -31,6 +31,7 @@ the env's ``judge_reference`` attribute when it has one.
 """
 
 NO_JUDGE = "judge: no judge configured; pass judge=Judge(url, model) (gem eval/replay: --judge-url URL --judge-model NAME)"
+"""The verdict error of a :class:`Judged` env built without a judge: it scores 0 and says how to configure one."""
 
 
 class Judged(Wrapper):
@@ -132,6 +133,9 @@ class Judged(Wrapper):
     # -- stepping ---------------------------------------------------------------------------------
 
     def step(self, action: str) -> StepResult:
+        """Step the env; a step to judge (see ``on``) gets the verdict's reward, in place of or added to the env's
+        (``reward``).
+        """
         task = self._task_text()
         result = self.env.step(action)
         if not self._wants_judgement(result):
@@ -141,6 +145,7 @@ class Judged(Wrapper):
         return self._apply(result, self.judge.judge(task, action, rubric=self.rubric, reference=self._reference()))
 
     async def astep(self, action: str) -> StepResult:
+        """:meth:`step` with the env's ``astep`` and the judge's async call."""
         task = self._task_text()
         result = await self.env.astep(action)
         if not self._wants_judgement(result):
@@ -150,6 +155,7 @@ class Judged(Wrapper):
         return self._apply(result, await self.judge.ajudge(task, action, rubric=self.rubric, reference=self._reference()))
 
     def close(self) -> None:
+        """Close the env, and the judge too when this wrapper owns it (``close_judge``)."""
         super().close()
         if self.close_judge and self.judge is not None:
             self.judge.close()

@@ -16,6 +16,9 @@ from gem_core.wrappers.core import Wrapper
 __all__ = ["ObservationFormat", "ObservationMode"]
 
 ObservationMode = Literal["raw", "history", "history_with_actions", "chat"]
+"""What the policy sees each turn: the env's ``raw`` observation, the ``history`` of observations, the history with the actions (``history_with_actions``), or the conversation as ``chat`` messages (see :class:`ObservationFormat`).
+
+"""
 _MODES = ("raw", "history", "history_with_actions", "chat")
 
 

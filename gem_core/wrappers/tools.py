@@ -42,6 +42,7 @@ class ToolRewards:
     per_error: float = 0.0
 
     def for_result(self, result: ToolResult) -> float:
+        """The reward for one tool call: ``per_call`` plus ``per_success`` or ``per_error``."""
         return self.per_call + (self.per_success if result.ok else self.per_error)
 
 
@@ -102,6 +103,9 @@ class ToolUse(Wrapper):
 
     @property
     def instructions(self) -> str:
+        """The tool instructions added to the first observation: the native call format per tool, or each tool's own
+        text.
+        """
         if self.call_format is not None:
             lines = [f"- {name}: " + format_instruction(self.call_format, name, _argument_name(tool)) for name, tool in self.tools.items()]
             return "You can call these tools; to call one, write:\n" + "\n".join(lines)
@@ -221,6 +225,7 @@ class ToolUse(Wrapper):
             super().close()
 
     def step(self, action: str) -> StepResult:
+        """Run the tool calls in ``action`` and answer with their results, or, if it holds none, pass it to the env."""
         plan = self._plan(action)
         if plan is None:
             return self._passed_on(action, self.env.step(action))
@@ -229,6 +234,7 @@ class ToolUse(Wrapper):
         return self._answer(calls, results, cut)
 
     async def astep(self, action: str) -> StepResult:
+        """:meth:`step` with the tools' and the env's async calls."""
         plan = self._plan(action)
         if plan is None:
             return self._passed_on(action, await self.env.astep(action))

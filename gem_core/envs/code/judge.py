@@ -28,20 +28,28 @@ class TestOutcome:
 
     @property
     def passed(self) -> bool:
+        """Whether the verdict is ``"passed"``."""
         return self.verdict == "passed"
 
 
 @dataclass(frozen=True)
 class JudgeReport:
+    """The outcomes of one program's tests.
+
+    ``outcomes`` holds one :class:`TestOutcome` per test run (a run stops early after the first failure, so
+    it may be shorter than ``total``); ``total`` counts the tests the program was judged on.
+    """
     outcomes: list[TestOutcome] = field(default_factory=list)
     total: int = 0
 
     @property
     def passed(self) -> int:
+        """How many tests passed."""
         return sum(outcome.passed for outcome in self.outcomes)
 
     @property
     def all_passed(self) -> bool:
+        """Whether there was at least one test and every one passed."""
         return self.total > 0 and self.passed == self.total
 
 

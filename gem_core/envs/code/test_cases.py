@@ -35,6 +35,7 @@ class TestCase:
 
     @property
     def is_call(self) -> bool:
+        """Whether the test calls a function (``fn_name`` set) instead of feeding stdin."""
         return self.fn_name is not None
 
 

@@ -11,6 +11,7 @@ import re
 __all__ = ["extract_boxed", "BOXED_HINT"]
 
 BOXED_HINT = "Put your move inside \\boxed{}, for example \\boxed{%s}."
+r"""The instruction games append to ask for a move in ``\boxed{}``; ``%s`` is an example move."""
 _BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
 
 

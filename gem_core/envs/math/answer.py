@@ -17,6 +17,7 @@ from collections import deque
 __all__ = ["extract_boxed", "extract_tagged", "extract_final_answer", "BOXED_HINT", "MAX_ANSWER_CHARS"]
 
 BOXED_HINT = "Put your final answer inside \\boxed{}, for example \\boxed{42}."
+r"""The instruction math envs append to ask for the final answer in ``\boxed{}``."""
 
 MAX_ANSWER_CHARS = 20_000
 """Longest final answer (in characters) the extractors return; a longer box or tag counts as no answer.

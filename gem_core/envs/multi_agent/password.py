@@ -36,6 +36,16 @@ def load_words(path: str | Path = WORDS_FILE) -> dict[str, tuple[str, ...]]:
 
 
 class Password(MultiAgentEnv):
+    """Password, the cooperative clue-and-guess game (see the module docstring for the rules).
+
+    Args:
+        max_rounds: wrong guesses before the game ends with 0.
+        max_invalid: invalid clues in a row that end the game, truncated.
+        words_file: a ``word<TAB>clue; clue`` file of secret words (default: the shipped list).
+
+    Raises:
+        InvalidArgument: if ``max_rounds`` or ``max_invalid`` is below 1.
+    """
     agents = ("clue_giver", "guesser")
 
     def __init__(self, max_rounds: int = 3, max_invalid: int = 3, words_file: str | None = None):
@@ -86,6 +96,19 @@ class Password(MultiAgentEnv):
         )
 
     def step(self, actions: Mapping[str, str]) -> MultiStepResult:  # type: ignore[override]
+        """Play the acting seat's clue or guess.
+
+        Args:
+            actions: ``{agent: action}`` for the agent whose turn it is.
+
+        Returns:
+            ``(observations, rewards, terminations, truncations, infos)``, each keyed by agent.
+
+        Raises:
+            ResetNeeded: if no game is in progress (before ``reset()``, or after the game ended).
+            InvalidArgument: if ``actions`` does not hold exactly the acting agent's action.
+            InvalidArgumentType: if ``actions`` is not a dict (e.g. a bare action string).
+        """
         if self.to_move is None:
             raise ResetNeeded("No game is in progress (none started yet, or it is over): call reset() before step().")
         agent = self.to_move

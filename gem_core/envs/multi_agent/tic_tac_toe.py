@@ -18,9 +18,18 @@ from gem_core.multi_agent import MultiAgentEnv, MultiStepResult
 __all__ = ["TicTacToe", "LINES"]
 
 LINES = ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6))
+"""The eight winning lines of the 3x3 board, as cell indices (row-major, 0-8)."""
 
 
 class TicTacToe(MultiAgentEnv):
+    """Tic-tac-toe for seats ``x`` and ``o`` (see the module docstring for the rules and rewards).
+
+    Args:
+        max_invalid: malformed or illegal moves in a row that forfeit the game.
+
+    Raises:
+        InvalidArgument: if ``max_invalid`` is below 1.
+    """
     agents = ("x", "o")
 
     def __init__(self, max_invalid: int = 3):
@@ -64,6 +73,19 @@ class TicTacToe(MultiAgentEnv):
         return text, rewards, ended, {agent: False for agent in self.agents}, infos
 
     def step(self, actions: Mapping[str, str]) -> MultiStepResult:  # type: ignore[override]
+        r"""Play the acting seat's move.
+
+        Args:
+            actions: ``{agent: action}`` for the agent to move; the action holds a cell 1-9 in ``\boxed{}``.
+
+        Returns:
+            ``(observations, rewards, terminations, truncations, infos)``, each keyed by agent.
+
+        Raises:
+            ResetNeeded: if no game is in progress (before ``reset()``, or after the game ended).
+            InvalidArgument: if ``actions`` does not hold exactly the acting agent's action.
+            InvalidArgumentType: if ``actions`` is not a dict (e.g. a bare action string).
+        """
         if self.to_move is None:
             raise ResetNeeded("No game is in progress (none started yet, or it is over): call reset() before step().")
         agent = self.to_move
@@ -96,4 +118,5 @@ class TicTacToe(MultiAgentEnv):
         return f"\\boxed{{{free[int(self.np_random.integers(len(free)))]}}}"
 
     def render(self) -> str:
+        """The board as three text rows, free cells shown by their number."""
         return self._board_text()

@@ -27,6 +27,7 @@ def normalize_answer(text: str) -> str:
 
 
 def exact_match(prediction: str, gold: str) -> bool:
+    """Whether ``prediction`` equals ``gold`` after SQuAD-style normalization (case, punctuation, articles)."""
     return normalize_answer(prediction) == normalize_answer(gold)
 
 
@@ -45,10 +46,12 @@ def f1_score(prediction: str, gold: str) -> float:
 
 
 def best_exact_match(prediction: str, golds: Iterable[str]) -> bool:
+    """Whether ``prediction`` exactly matches any of ``golds`` (see :func:`exact_match`)."""
     return any(exact_match(prediction, gold) for gold in golds)
 
 
 def best_f1(prediction: str, golds: Iterable[str]) -> float:
+    """The best token F1 of ``prediction`` against ``golds``; 0.0 when there are none."""
     return max((f1_score(prediction, gold) for gold in golds), default=0.0)
 
 

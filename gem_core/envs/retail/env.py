@@ -64,6 +64,7 @@ def load_store(path: str | Path = DATA / "store.json") -> dict[str, Any]:
 
 
 def load_tasks(path: str | Path = DATA / "tasks.json") -> list[dict[str, Any]]:
+    """The retail tasks in ``path`` (a JSON list), as a fresh copy the caller may change."""
     return copy.deepcopy(_read_json(str(path)))
 
 

@@ -39,6 +39,7 @@ from gem_core.tools.sandbox import FunctionCall, SandboxConfig, SandboxPool, Wor
 __all__ = ["Grade", "run_tests", "grade_tree", "overlay_source", "copy_tree", "is_test_path", "RUNNER"]
 
 RUNNER = Path(__file__).with_name("pytest_runner.py").read_text(encoding="utf-8")
+"""Source of the program the grading sandbox runs: it runs pytest on the graded tree and prints each test's outcome."""
 #: Where a graded tree lies inside the grading sandbox's working directory (a root-owned folder).
 _TREE = "repo"
 _TEST_DIRS = frozenset({"tests", "test", "testing"})
@@ -168,6 +169,7 @@ class Grade:
 
     @property
     def tests(self) -> tuple[str, ...]:
+        """Every listed test: the fail-to-pass ones, then the pass-to-pass ones."""
         return self.fail_to_pass + self.pass_to_pass
 
     @property

@@ -47,6 +47,7 @@ __all__ = [
 ]
 
 DATA_DIR = Path(__file__).with_name("data")
+"""The folder of the shipped pack and sample files."""
 SPEC_FILE = DATA_DIR / "pack.json"
 """The shipped pack: real packages from the index."""
 SAMPLE_SPEC_FILE = DATA_DIR / "sample.json"
@@ -128,6 +129,11 @@ class TaskPack:
     tasks: tuple[SweTask, ...]
 
     def task(self, task_id: str) -> SweTask:
+        """The task with id ``task_id``.
+
+        Raises:
+            SweError: if the pack holds no such task (the message lists the ids it holds).
+        """
         for task in self.tasks:
             if task.id == task_id:
                 return task

@@ -61,6 +61,7 @@ TOOLS: dict[str, tuple[str, str]] = {
 }
 """Tool name -> (arguments, what it does), shown in the first observation."""
 REWARDS = ("fraction", "binary")
+"""The values ``SweEnv(reward=)`` accepts: ``fraction`` of the fail-to-pass tests that pass, or ``binary`` (all of them)."""
 #: Characters of a file :func:`view` reads at most (larger files: ask for a line range).
 _MAX_VIEW_BYTES = 2 << 20
 _LISTING_LINES = 200

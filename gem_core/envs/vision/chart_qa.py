@@ -58,6 +58,11 @@ class ChartQA(TurnBasedGame):
 
     @property
     def item(self) -> ChartItem:
+        """The chart and question of the current episode.
+
+        Raises:
+            ResetNeeded: before the first ``reset()``.
+        """
         if self.index is None:
             raise ResetNeeded("Call reset() before step().")
         return load_items()[self.index]

@@ -18,13 +18,16 @@ from typing import Any
 __all__ = ["ChartItem", "WIDTH", "HEIGHT", "UNIT", "BASELINE", "COLORS", "make_items", "draw_chart", "write_charts"]
 
 WIDTH = 112
+"""Chart image width in pixels."""
 HEIGHT = 84
+"""Chart image height in pixels."""
 UNIT = 7
 """Pixels per unit of value."""
 BASELINE = 76
 """Row of the black baseline; bars stand on the row above it."""
 BAR_WIDTH, BAR_GAP, LEFT = 12, 8, 8
 COLORS = ((214, 39, 40), (31, 119, 180), (44, 160, 44), (255, 127, 14), (148, 103, 189))
+"""RGB colours of the bars, in order; a question names a bar by its colour."""
 GRID = (225, 225, 225)
 ORDINALS = ("first", "second", "third", "fourth", "fifth")
 

@@ -347,6 +347,7 @@ class SandboxMonitor:
         self._object_bytes: dict[ObjectKey, int] = {}
 
     def snippet_pids(self) -> list[int]:
+        """The pids of the snippet's processes (everything below the supervisor)."""
         return [pid for pid, depth in process_tree(self.root) if depth > self.supervisor_depth]
 
     def broken_cap(self) -> str | None:

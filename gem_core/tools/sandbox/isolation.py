@@ -147,6 +147,7 @@ class BwrapLaunch:
         return read
 
     def close(self) -> None:
+        """Close the file descriptors passed to bwrap; safe to call twice."""
         for fd in self.fds:
             os.close(fd)
         self.fds = []

@@ -56,6 +56,9 @@ class SandboxPool:
     @property
     def uses_zygote(self) -> bool:
         # A zygote cannot bind a host working directory it does not see: those calls get a sandbox each.
+        """Whether calls fork from a zygote: bwrap mode with ``zygote`` and a pool on, and no host working directory to
+        bind.
+        """
         return self.mode == "bwrap" and self.config.zygote and self.config.pool_size > 0 and self.config.work_dir is None
 
     def _after_fork(self) -> None:
@@ -260,6 +263,7 @@ class SandboxPools:
 
     def executor(self) -> concurrent.futures.ThreadPoolExecutor:
         # A dedicated executor: the loop's default one has few threads and other work may fill it.
+        """The thread pool that runs blocking sandbox calls for async callers (64 threads, started on first use)."""
         self._check_fork()
         with self._lock:
             if self._executor is None:

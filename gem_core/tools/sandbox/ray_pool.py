@@ -263,6 +263,7 @@ class RaySandboxPool:
         return dict(self._ray.get([actor.stats.remote() for actor in actors]))
 
     def node_ids(self) -> list[str]:
+        """The Ray node ids that have a sandbox actor."""
         with self._lock:
             return list(self._actors)
 

@@ -57,6 +57,7 @@ class WorkDir:
 
     @property
     def closed(self) -> bool:
+        """Whether the directory has been removed."""
         return not self._finalizer.alive
 
     def chown_tree(self) -> None:

@@ -128,6 +128,7 @@ class SocketMemory:
         self.failed = 0
 
     def close(self) -> None:
+        """Close the netlink socket."""
         self.socket.close()
 
     def bytes_held(self, pid: int | None = None) -> int:

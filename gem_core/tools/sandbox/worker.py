@@ -145,6 +145,7 @@ class Worker:
         return byte
 
     def alive(self) -> bool:
+        """Whether the worker process is still running."""
         return self.process.poll() is None
 
     def kill(self, pids: list[int] = ()) -> None:
@@ -158,6 +159,7 @@ class Worker:
         kill_group(self.process)
 
     def close(self) -> None:
+        """Kill the worker, close its pipes and remove its working directory."""
         self.kill()
         self._close_handles()
         if self.workdir:

@@ -196,6 +196,7 @@ class Zygote:
         self._top_up()
 
     def alive(self) -> bool:
+        """Whether the zygote process is still running."""
         return self.process.poll() is None
 
     def _top_up(self) -> None:
