@@ -20,7 +20,6 @@ from gem_core.errors import UnknownKey
 
 __all__ = ["SHIPPED_FILES", "shipped_file", "shipped_path", "main"]
 
-#: name -> (package, file inside it, what it is for)
 SHIPPED_FILES: dict[str, tuple[str, str, str]] = {
     "verl-agent-loop": ("gem_adapters.verl", "gem_agent_loop.yaml",
                         "verl: actor_rollout_ref.rollout.agent.agent_loop_config_path=FILE"),
@@ -28,10 +27,15 @@ SHIPPED_FILES: dict[str, tuple[str, str, str]] = {
     "rl2-generate": ("gem_adapters.rl2", "files/gem_env.py", "RL2 main (from source): rollout.env_path=FILE"),
     "rl2-reset-step": ("gem_adapters.rl2", "files/gem_env_pypi.py", "rl-square 0.0.2 (PyPI): rollout.env_path=FILE"),
 }
+"""The files a framework reads by path, by name: ``(package, file inside it, the framework setting that takes it)``."""
 
 
 def shipped_file(name: str) -> Traversable:
-    """The packaged resource called ``name`` (a key of :data:`SHIPPED_FILES`)."""
+    """The packaged resource called ``name`` (a key of :data:`SHIPPED_FILES`).
+
+    Raises:
+        UnknownKey: ``name`` is not a shipped file; the message lists the names.
+    """
     try:
         package, relative, _ = SHIPPED_FILES[name]
     except KeyError:

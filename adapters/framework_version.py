@@ -38,6 +38,9 @@ def require_version(
         adapter: the adapter's module name, for the message.
         feature: what those versions have that the adapter needs, for the message.
         hint: how to install a supported version.
+
+    Raises:
+        FrameworkVersionError: (``error``) the framework is not installed, or its version is not in ``supported``.
     """
     try:
         version = metadata.version(distribution)
@@ -80,7 +83,12 @@ class SupportedVersions:
         return f"Install the supported version with `{command}` ({self.pin})."
 
     def check(self) -> str:
-        """The installed version, or :attr:`error` naming the install line."""
+        """The installed version (from package metadata; the framework is not imported).
+
+        Raises:
+            FrameworkVersionError: (:attr:`error`) the framework is missing or not a supported version; the
+                message gives the install line.
+        """
         return require_version(
             self.distribution, self.specifier, self.error, adapter=self.adapter, feature=self.feature, hint=self.install_hint
         )
@@ -98,15 +106,25 @@ class VerlVersionError(FrameworkVersionError):
     """The installed verl is missing or not a version whose agent-loop hook this adapter implements."""
 
 
-#: ``GRPOTrainer``'s ``rollout_func`` and ``environment_factory``, checked before the TRL adapter's trainer imports TRL.
 SUPPORTED_TRL = SupportedVersions(
     "trl", SpecifierSet(">=1.16,<1.17"), TRLVersionError, adapter="gem_adapters.trl",
     feature="GRPOTrainer(rollout_func=..., environment_factory=...)", extra="trl", pin="trl>=1.16,<1.17",
 )
-#: ``AgentLoopBase`` and the advantage-estimator registry, checked before the agent loop or the estimator imports verl.
+"""TRL versions with ``GRPOTrainer``'s ``rollout_func`` and ``environment_factory``, checked before the TRL adapter's trainer imports TRL."""
 SUPPORTED_VERL = SupportedVersions(
     "verl", SpecifierSet("~=0.9.1"), VerlVersionError, adapter="gem_adapters.verl",
     feature="experimental.agent_loop.AgentLoopBase and register_adv_est", extra="verl", pin="verl==0.9.1",
 )
+"""verl versions with ``AgentLoopBase`` and the advantage-estimator registry, checked before the agent loop or the estimator imports verl."""
 check_trl_version = SUPPORTED_TRL.check
+"""Fail fast unless a supported TRL is installed (reads package metadata only; TRL is not imported).
+
+Raises:
+    TRLVersionError: TRL is missing or outside :data:`SUPPORTED_TRL`; the message gives the install line.
+"""
 check_verl_version = SUPPORTED_VERL.check
+"""Fail fast unless a supported verl is installed (reads package metadata only; verl is not imported).
+
+Raises:
+    VerlVersionError: verl is missing or outside :data:`SUPPORTED_VERL`; the message gives the install line.
+"""

@@ -30,7 +30,7 @@ import asyncio
 import copy
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -69,8 +69,12 @@ SUPPORTED_OAT = SupportedVersions(
     "oat-llm", SpecifierSet(">=0.2.2,<0.3"), OatVersionError, adapter="gem_adapters.oat", feature="PPOMultiTurnActor",
     extra="oat", pin="oat-llm==0.2.4, Python 3.10",
 )
-#: Fail at start-up unless oat-llm 0.2.x (with ``oat.algorithms.ppo_multiturn``) is installed.
 check_oat_version = SUPPORTED_OAT.check
+"""Fail at start-up unless oat-llm 0.2.x (with ``oat.algorithms.ppo_multiturn``) is installed (reads package metadata only).
+
+Raises:
+    OatVersionError: oat-llm is missing or not 0.2.x; the message gives the install line.
+"""
 
 
 class BosTokenError(GemError, ValueError):
@@ -149,6 +153,12 @@ class GemCollector:
     ``self.sampling_params`` (vLLM) and ``self.generate``; and ``self.actor_id``.
     """
 
+    # oat's ActorBase.init sets these (annotations only: nothing here shadows the actor's own)
+    args: Any
+    tokenizer: Any
+    sampling_params: Any
+    generate: Callable[..., list[Any]]
+
     _gem_tokenizer: Any = None
     _gem_sampler: Any = None
     _gem_state_dir: str | None = None
@@ -176,7 +186,7 @@ class GemCollector:
         trajectories = []
         wanted = int(args.rollout_batch_size_per_device)
         template = ChatTemplate.for_tokenizer(tokenizer, system_prompt=getattr(args, "system_prompt", None))  # probed once
-        session_kwargs = dict(max_turns=getattr(args, "max_turns", None), max_total_tokens=getattr(args, "max_total_tokens", None),
+        session_kwargs: dict[str, Any] = dict(max_turns=getattr(args, "max_turns", None), max_total_tokens=getattr(args, "max_total_tokens", None),
                               chat_template=template, history=getattr(args, "history", "as_sampled"))
 
         while sum(len(e) for e in episodes) < wanted:
@@ -212,7 +222,9 @@ def actor_class(base: type | None = None) -> type:
     """``GemActor``: ``base`` (default: oat's ``PPOMultiTurnActor``) with :class:`GemCollector`'s ``collect_experience``."""
     if base is None:
         check_oat_version()
-        from oat.algorithms.ppo_multiturn import PPOMultiTurnActor as base
+        from oat.algorithms.ppo_multiturn import PPOMultiTurnActor
+
+        base = PPOMultiTurnActor
     return type("GemActor", (GemCollector, base), {"__doc__": "oat's multi-turn actor playing GEM envs."})
 
 
@@ -225,7 +237,7 @@ class _EnvPrompts(Sequence):
     def __len__(self) -> int:
         return self._length
 
-    def __getitem__(self, index: int) -> tuple[str, str, str]:
+    def __getitem__(self, index: int) -> tuple[str, str, str]:  # type: ignore[override]  # oat reads rows by index only, never by slice
         if not -self._length <= index < self._length:
             raise IndexError(index)
         return ("", "", "")
@@ -240,7 +252,9 @@ def learner_class(base: type | None = None) -> type:
     """
     if base is None:
         check_oat_version()
-        from oat.algorithms.ppo_multiturn import PPOMultiTurnLearner as base
+        from oat.algorithms.ppo_multiturn import PPOMultiTurnLearner
+
+        base = PPOMultiTurnLearner
 
     def prepare_data(self, strategy: Any, tokenizer: Any) -> None:
         from torch.utils.data import DataLoader

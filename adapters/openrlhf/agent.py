@@ -76,6 +76,13 @@ def check_openrlhf_version() -> str:
 
     Checks the version and the hook itself: 0.8.0-0.8.6 had a function API, and a future release
     may change ``execute``'s signature, which would otherwise fail only mid-rollout.
+
+    Returns:
+        The installed OpenRLHF version.
+
+    Raises:
+        OpenRLHFVersionError: OpenRLHF is missing, not 0.11, or its ``MultiTurnAgentExecutor.execute`` takes other
+            parameters; the message gives the install line.
     """
     version = SUPPORTED_OPENRLHF.check()
     try:
@@ -180,7 +187,12 @@ class _RecordingEngine:
 
 
 class GemAgentInstance(AgentInstanceBase):
-    """One GEM episode, built by OpenRLHF (no arguments) inside :meth:`GemAgentExecutor.execute`."""
+    """One GEM episode, built by OpenRLHF (no arguments) inside :meth:`GemAgentExecutor.execute`.
+
+    Raises:
+        UsageError: Built outside :meth:`GemAgentExecutor.execute` (the agent file's executor is not a
+            ``GemAgentExecutor``); the message shows the class to define.
+    """
 
     def __init__(self, *args: Any, **kwargs: Any):
         try:

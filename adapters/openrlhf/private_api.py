@@ -13,4 +13,6 @@ from gem_adapters.private_api import PrivateName
 __all__ = ["PRIVATE_API", "FRAMEWORK_MODULES"]
 
 FRAMEWORK_MODULES = ("openrlhf",)
+"""The framework's top-level modules: a name imported from them that starts with ``_`` must be listed in :data:`PRIVATE_API`."""
 PRIVATE_API: tuple[PrivateName, ...] = ()
+"""Every private name of the framework the adapter uses, with why and the version it was checked against (none)."""

@@ -51,6 +51,13 @@ def check_rl2_api(expected: RL2Api) -> None:
     """Raise :class:`RL2VersionError` if the installed RL2 calls another env hook than ``expected``.
 
     Env files call this at import, which RL2 does when its rollout worker starts.
+
+    Args:
+        expected: The hook the env file implements: ``"generate"`` (RL2 main) or ``"reset_step"`` (rl-square 0.0.2).
+
+    Raises:
+        RL2VersionError: RL2 is not installed (or its hook is not found), or it calls the other hook; the message
+            names the env file to use instead.
     """
     found = installed_rl2_api()
     if found is None:
@@ -70,8 +77,13 @@ DATASET_HINT = "Build the dataset with `python -m gem_adapters.rl2 --env ENV_ID 
 
 
 def row_label(row: Mapping[str, Any]) -> EpisodeLabel:
-    """The episode of a dataset row: ``row["extra_info"]["label"]`` (as :func:`dataset_row` writes) or ``row["label"]``."""
-    extra = row.get("extra_info") if isinstance(row.get("extra_info"), Mapping) else {}
+    """The episode of a dataset row: ``row["extra_info"]["label"]`` (as :func:`dataset_row` writes) or ``row["label"]``.
+
+    Raises:
+        LabelError: The row has no label, or the label is not JSON, lacks ``env_id`` or ``seed``, or names an unknown env.
+    """
+    extra = row.get("extra_info")
+    extra = extra if isinstance(extra, Mapping) else {}
     label = extra.get("label", row.get("label"))
     if label is None:
         raise LabelError(f"Dataset row {dict(row)!r} has no GEM label. {DATASET_HINT}")

@@ -34,7 +34,17 @@ class OpenEpisode:
 
 
 class OpenEpisodes:
-    """Sessions started from RL2 dataset rows, at most ``max_open`` at a time (oldest closed first)."""
+    """Sessions started from RL2 dataset rows, at most ``max_open`` at a time (oldest closed first).
+
+    Args:
+        max_open: Most episodes open at once; starting one more closes the oldest.
+        owner: The env file's class, named in option errors (``"GenerateEnv"``, ``"ResetStepEnv"``).
+        **session_kwargs: :class:`~gem_core.rollout.EpisodeSession` options for every episode (``system_prompt``,
+            ``max_turns``, ``max_total_tokens``).
+
+    Raises:
+        InvalidArgument: ``max_open`` is below 1, or an episode option is out of range.
+    """
 
     def __init__(self, max_open: int, *, owner: str, **session_kwargs: Any):
         check_episode_options(owner, **session_kwargs)  # the env file's options, refused where it is built (``owner``)

@@ -65,8 +65,13 @@ class ResetStepEnv:
         return self.tokenizer.decode(prompt_ids, skip_special_tokens=False), {**extra_info, _EPISODE_KEY: key}
 
     async def step(self, state: str, action: str, extra_info: dict[str, Any]) -> dict[str, Any]:
-        """One turn: ``reward``, ``score`` (the same), ``done``, ``next_state`` (= state + action + delta) and ``extra_info``."""
-        key = extra_info.get(_EPISODE_KEY)
+        """One turn: ``reward``, ``score`` (the same), ``done``, ``next_state`` (= state + action + delta) and ``extra_info``.
+
+        Raises:
+            ResetNeeded: ``extra_info`` names no open episode: it ended (its last step returned ``done``), was never
+                returned by :meth:`reset`, or was closed because more than ``max_open_episodes`` were open.
+        """
+        key: Any = extra_info.get(_EPISODE_KEY)  # an open episode's str; anything else is refused below
         episode = self.episodes.get(key)
         if episode is None and self.episodes.ended(key):
             raise ResetNeeded(f"GEM episode {key!r} is over (its last step() returned done=True): reset() starts the next one.")

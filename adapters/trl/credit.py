@@ -44,6 +44,10 @@ class TurnCreditGRPOTrainer(GRPOTrainer):
         *args: ``GRPOTrainer``'s.
         **kwargs: ``GRPOTrainer``'s; ``rollout_func`` must be a
             :class:`~gem_adapters.trl.GemRolloutFunc` (it provides ``turn_rewards`` and ``turn_spans``).
+
+    Raises:
+        InvalidArgument: ``turn_credit`` is not one of the four, or ``gamma`` is outside ``[0, 1]``; in training,
+            a per-turn ``turn_credit`` without ``GemRolloutFunc``'s ``turn_rewards`` and ``turn_spans``.
     """
 
     def __init__(self, *args: Any, turn_credit: TurnCredit = "rebn", gamma: float = 1.0, **kwargs: Any):

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import copyreg
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from gem_adapters.framework_version import check_trl_version
 from gem_adapters.trl.make_dataset import GEM_KEY, episode_label
 from gem_core import placement
 from gem_core.errors import InvalidArgument, InvalidArgumentType, ResetNeeded
+from gem_core.protocols import TextEnv
 from gem_core.rows import EpisodeLabel, make_label_env
 
 __all__ = ["environment_factory", "environment_factories", "GemToolEnvironment", "with_environment_column"]
@@ -49,7 +50,7 @@ class GemToolEnvironment(metaclass=_EnvironmentClass):
     env_kwargs: dict[str, Any] = {}
 
     def __init__(self) -> None:
-        self.env = None
+        self.env: TextEnv | None = None
         self.rewards: list[float] = []
         self.done = False
 
@@ -94,6 +95,9 @@ class GemToolEnvironment(metaclass=_EnvironmentClass):
 
         Returns:
             The game's reply: what happened, and the reward.
+
+        Raises:
+            ResetNeeded: The game has not started or is over.
         """
         if self.env is None:
             raise ResetNeeded("The game has not started yet.")
@@ -112,10 +116,11 @@ class GemToolEnvironment(metaclass=_EnvironmentClass):
 
 def _environment_class(env_id: str | None, env_kwargs: dict[str, Any]) -> type[GemToolEnvironment]:
     name = "GemEnv" if env_id is None else "GemEnv_" + "".join(ch if ch.isalnum() else "_" for ch in env_id)
-    return _EnvironmentClass(name, (GemToolEnvironment,), {"env_id": env_id, "env_kwargs": dict(env_kwargs), "__module__": __name__})
+    made = _EnvironmentClass(name, (GemToolEnvironment,), {"env_id": env_id, "env_kwargs": dict(env_kwargs), "__module__": __name__})
+    return cast("type[GemToolEnvironment]", made)  # the metaclass call makes a GemToolEnvironment subclass
 
 
-def _reduce_environment_class(cls: type) -> Any:
+def _reduce_environment_class(cls: type[GemToolEnvironment]) -> Any:
     # A class made at run time is not a module attribute, so pickle cannot name it; it is rebuilt instead
     # (AsyncGRPOTrainer's rollout worker pickles environment_factory into a spawned process).
     if cls is GemToolEnvironment or "env_id" not in vars(cls):
@@ -147,6 +152,11 @@ def environment_factories(env_ids: Sequence[str] | Mapping[str, float], **env_kw
 
     TRL picks each row's class by the row's ``environment`` column, which must hold the env id of the
     row's label: give it ``with_environment_column(make_dataset(env_ids, n))``.
+
+    Raises:
+        InvalidArgumentType: ``env_ids`` is one id (a str); use :func:`environment_factory` for one env.
+        UnknownEnvError: An id is not registered (naming the closest ids).
+        EnvKwargsError: ``env_kwargs`` holds a keyword an env does not take.
     """
     if isinstance(env_ids, str):
         raise InvalidArgumentType(f"environment_factories takes several env ids (a list or a {{env_id: weight}} mixture); for one, use environment_factory({env_ids!r}).")

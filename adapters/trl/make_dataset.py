@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 __all__ = ["GEM_KEY", "episode_label", "make_dataset", "prompt_dataset"]
 
 GEM_KEY = "gem"
+"""The key of a prompt's last message that carries the episode's label (env id, seed, env kwargs) to ``rollout_func``."""
 _FIX = "Build the training dataset with gem_adapters.trl.make_dataset(env_ids, n) (TRL passes only the prompt column to rollout_func)."
 
 
@@ -50,6 +51,8 @@ def prompt_dataset(rows: list[EpisodeRow]) -> Dataset:
     from datasets import Dataset
 
     def prompt(row: EpisodeRow) -> list[dict[str, Any]]:
+        if not row.messages:
+            raise InvalidArgument(f"row {row.label.to_json()} has no messages: build the rows with with_messages=True")
         # Every message has the same keys so Arrow can store the column.
         *system, user = row.messages
         return [{**m, GEM_KEY: None} for m in system] + [{**user, GEM_KEY: row.label.to_json()}]
@@ -62,8 +65,14 @@ def prompt_dataset(rows: list[EpisodeRow]) -> Dataset:
 def episode_label(prompt: Any) -> tuple[EpisodeLabel, str | None]:
     """The episode and the system prompt of a prompt made by :func:`make_dataset`.
 
+    Returns:
+        The episode's label, and the text of the prompt's system message (None without one).
+
     Raises:
-        gem_core.rows.label.LabelError: the prompt carries no (valid) label; the message says how to fix the dataset.
+        InvalidArgument: The prompt is not a list of messages, or its last message has no ``gem`` key (the
+            dataset was not made by :func:`make_dataset`); the message says how to build it.
+        gem_core.rows.label.LabelError: The ``gem`` label is not JSON, lacks ``env_id`` or ``seed``, or names an
+            unknown env.
     """
     if not isinstance(prompt, list) or not prompt or not isinstance(prompt[-1], dict):
         raise InvalidArgument(

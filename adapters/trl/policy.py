@@ -46,6 +46,10 @@ class VLLMTrainerPolicy(BatchingPolicy):
 
     vLLM samples up to ``GRPOConfig.max_completion_length`` tokens; the core's batcher keeps each turn's
     first ``max_new_tokens`` up to its stop token (a prefix of a sample is a sample).
+
+    Args:
+        trainer: The ``GRPOTrainer`` with ``use_vllm=True`` (its ``vllm_generation`` and ``processing_class``).
+        num_episodes: This rank's episodes in the batch; a round waits for every live one.
     """
 
     def __init__(self, trainer: Any, num_episodes: int):

@@ -13,8 +13,10 @@ from gem_adapters.private_api import PrivateName
 __all__ = ["PRIVATE_API", "CHECKED_TRL", "FRAMEWORK_MODULES"]
 
 FRAMEWORK_MODULES = ("trl",)
+"""The framework's top-level modules: a name imported from them that starts with ``_`` must be listed in :data:`PRIVATE_API`."""
 
 CHECKED_TRL = "1.16.0"
+"""The TRL version every entry of :data:`PRIVATE_API` was last read against."""
 
 PRIVATE_API: tuple[PrivateName, ...] = (
     PrivateName(
@@ -41,3 +43,4 @@ PRIVATE_API: tuple[PrivateName, ...] = (
         "trl", CHECKED_TRL, params=("device",),
     ),
 )
+"""Every private name of TRL the adapter uses: where, how (overrides, relies on, patches), why, and what is checked."""

@@ -206,6 +206,9 @@ def trajectories_to_rollout(
     that happens to end in EOS gets one masked ``filler_token_id`` (a plain-text id) after it.
     ``logprobs`` is None when no trajectory has them (a policy that does not record them), as in TRL's
     own generation without vLLM; zeros in their place would read as probability-one samples.
+
+    Raises:
+        InvalidArgument: An episode showed an image after its first turn (TRL takes images only with the prompt).
     """
     out: dict[str, list] = {k: [] for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask")}
     for trajectory in trajectories:
@@ -248,6 +251,13 @@ def env_return_reward(
     and level kwargs) it logs ``gem/task/<task>/success``, ``/return`` and ``/episodes``
     (:func:`~gem_core.curriculum.task_metrics`), and with a task sampler its next-draw probability and recent
     success per task (``gem/curriculum/<task>/probability``, ``/success``).
+
+    Returns:
+        One reward per completion: its episode's return.
+
+    Raises:
+        InvalidArgument: No ``env_return`` column: the rollout was not :class:`GemRolloutFunc`'s (e.g. TRL's own
+            generation, or ``environment_factory``, which scores episodes itself).
     """
     if env_return is None:  # TRL gives reward functions only the rollout's own fields
         raise InvalidArgument("env_return_reward reads the episode returns that GemRolloutFunc returns: pass rollout_func=GemRolloutFunc(...) "

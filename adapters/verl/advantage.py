@@ -34,8 +34,8 @@ from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, register_adv_est
 
 __all__ = ["ESTIMATOR_NAME", "compute_rebn_advantage", "turns_from_mask"]
 
-#: The name to put in ``algorithm.adv_estimator``.
 ESTIMATOR_NAME = "gem_rebn"
+"""The name to put in ``algorithm.adv_estimator``."""
 
 
 def turns_from_mask(response_mask: np.ndarray) -> list[tuple[int, int]]:

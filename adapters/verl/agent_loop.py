@@ -96,13 +96,14 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 
 __all__ = ["GemAgentLoop", "GemAgentLoopOutput", "ServerManagerPolicy", "runs_in_v1_worker", "RewardPlacement", "RewardExtraInfo", "episode_label", "GEM_EXTRAS_KEY"]
 
-#: The ``extra_fields`` key holding GEM's own per-episode data (one of the keys verl keeps in every
-#: chunk, so chunks without GEM rows still concatenate): ``env_id``, ``env_seed``, ``task``, ``turn_spans``, ``metrics``.
 GEM_EXTRAS_KEY = "extras"
+"""The ``extra_fields`` key holding GEM's own per-episode data (one of the keys verl keeps in every
+chunk, so chunks without GEM rows still concatenate): ``env_id``, ``env_seed``, ``task``, ``turn_spans``,
+``metrics``, ``token_versions``, ``turn_versions``, ``resampled_turns``."""
 
-#: Where the per-turn rewards go in ``rm_scores``: ``"turn"`` puts each turn's reward on its last
-#: sampled token; ``"episode"`` leaves verl's default (the return on the last response token).
 RewardPlacement = Literal["turn", "episode"]
+"""Where the per-turn rewards go in ``rm_scores``: ``"turn"`` puts each turn's reward on its last
+sampled token; ``"episode"`` leaves verl's default (the return on the last response token)."""
 
 #: The keyword arguments verl's ``AgentLoopWorker`` passes to every agent loop (``AgentLoopBase``'s, and ``tools``),
 #: and ``name``, which hydra passes on from the YAML entry: any other key the loop does not name is a mistake.
@@ -295,7 +296,7 @@ def episode_label(row: Mapping[str, Any]) -> EpisodeLabel:
             ``seed``, or names an unknown env (naming the closest ids).
     """
     extra_info = row.get("extra_info")
-    if hasattr(extra_info, "item") and not isinstance(extra_info, Mapping):
+    if extra_info is not None and hasattr(extra_info, "item") and not isinstance(extra_info, Mapping):
         extra_info = extra_info.item()  # a 0-d numpy object array
     fix_hint = f"The episode comes from the row's extra_info['env_id'/'seed']: {_MAKE_DATASET_HINT}."
     if not isinstance(extra_info, Mapping):
@@ -328,13 +329,16 @@ class GemAgentLoop(AgentLoopBase):
             keys of every row in a batch that mixes GEM rows with another agent loop's (e.g. the keys of the
             dict its reward function returns); None: ``acc``, or none when the workers have no reward loop
             (:mod:`gem_adapters.verl.reward_extra_info`).
+        hf_model_type: verl's model type for its own token builders; ignored (GEM's chat template makes the
+            token deltas, so verl gets the generic builder).
 
     The remaining arguments are those verl's ``AgentLoopWorker`` passes (see ``AgentLoopBase``).
 
     Raises:
-        ValueError: a key of the YAML entry the loop does not take (verl's base class would drop it, and the
-            loop run with the default), or a bad ``max_turns``, ``system_prompt`` or ``max_new_tokens``
-            (:func:`gem_core.rollout.options.check_episode_options`), named when verl builds the loop.
+        InvalidArgument: (a ValueError) a key of the YAML entry the loop does not take (verl's base class would
+            drop it, and the loop run with the default), a bad ``max_turns``, ``system_prompt`` or ``max_new_tokens``
+            (:func:`gem_core.rollout.options.check_episode_options`), or a ``reward_placement`` other than
+            ``"turn"``/``"episode"``, named when verl builds the loop.
     """
 
     def __init__(

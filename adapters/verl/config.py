@@ -12,8 +12,8 @@ from gem_adapters.files import shipped_file
 
 __all__ = ["AGENT_LOOP_YAML", "agent_loop_yaml"]
 
-#: The file inside the installed package (a path verl can read directly when the package is not zipped).
 AGENT_LOOP_YAML = shipped_file("verl-agent-loop")
+"""The agent loop YAML inside the installed package (a path verl can read directly when the package is not zipped)."""
 
 
 def agent_loop_yaml() -> str:

@@ -13,8 +13,10 @@ from gem_adapters.private_api import PrivateName
 __all__ = ["PRIVATE_API", "CHECKED_VERL", "FRAMEWORK_MODULES"]
 
 FRAMEWORK_MODULES = ("verl",)
+"""The framework's top-level modules: a name imported from them that starts with ``_`` must be listed in :data:`PRIVATE_API`."""
 
 CHECKED_VERL = "0.9.1"
+"""The verl version every entry of :data:`PRIVATE_API` was last read against."""
 
 PRIVATE_API: tuple[PrivateName, ...] = (
     PrivateName(
@@ -32,3 +34,4 @@ PRIVATE_API: tuple[PrivateName, ...] = (
         "verl", CHECKED_VERL, params=("self", "inputs"), source_has=("reward_extra_info",),
     ),
 )
+"""Every private name of verl the adapter uses: where, how (relies on), why, and what is checked."""

@@ -19,6 +19,7 @@ from typing import Any
 import gem_core
 from gem_core.cli.options import OneLineErrors, env_kwargs_option, folder_problem
 from gem_core.curriculum import Task, TaskError, TaskSampler
+from gem_core.curriculum.weighting import Weighting
 from gem_core.errors import InvalidArgument
 from gem_core.registry import UnknownEnvError
 from gem_core.rows import MixtureError, parse_env_options
@@ -39,14 +40,15 @@ __all__ = [
 ]
 
 DEFAULT_ENV = "game:GuessTheNumber-v0"
-#: The main job's own setting (1-4 in three guesses: small enough to learn on a CPU); only when no --env is given.
-#: A named --env (this id too, alone or in a mixture) gets the kwargs its registry spec declares (`--env_kwargs` overrides).
+"""The env the example trains on when no ``--env`` is given (the main job's)."""
 DEFAULT_ENV_KWARGS = {"min_number": 1, "max_number": 4, "max_turns": 3}
-#: How each GRPO group's task is drawn from a mixture (gem_core.curriculum weightings).
-CURRICULA = {"uniform": "uniform", "adaptive": "band", "progress": "progress"}
+"""The main job's own setting (1-4 in three guesses: small enough to learn on a CPU); only when no ``--env`` is given.
+A named ``--env`` (this id too, alone or in a mixture) gets the kwargs its registry spec declares (``--env_kwargs`` overrides)."""
+CURRICULA: dict[str, Weighting] = {"uniform": "uniform", "adaptive": "band", "progress": "progress"}
+"""``--curriculum`` values: how each GRPO group's task is drawn from a mixture (the :mod:`gem_core.curriculum` weighting each names)."""
 TURN_CREDITS = ("rebn", "reinforce", "baseline", "episode")
-#: ``--report_to`` values: where TRL (transformers' ``report_to``) sends its metrics, with the package each needs.
 REPORT_TO = {"none": None, "wandb": "wandb", "tensorboard": "tensorboard"}
+"""``--report_to`` values: where TRL (transformers' ``report_to``) sends its metrics, with the package each needs."""
 
 
 class InvalidRecipeArgument(InvalidArgument):
@@ -193,6 +195,8 @@ def task_sampler(args: Any, tasks: list[Task]) -> TaskSampler:
 class _Parser(OneLineErrors, argparse.ArgumentParser):
     """One-line usage errors; ``--report-to`` is read as ``--report_to`` (TRL's and verl's spelling, as
     transformers' ``HfArgumentParser`` accepts both) without doubling every line of ``--help``."""
+
+    flags: set[str]  # the dataclass's --flags, set by dataclass_parser
 
     def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
         words = list(sys.argv[1:] if args is None else args)

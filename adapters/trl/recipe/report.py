@@ -36,6 +36,11 @@ class StepLog:
     """One console line per step (step, mean return, success rate, seconds); TRL's whole dict to ``log.jsonl``.
 
     A ``transformers.TrainerCallback`` (built in :func:`step_log_callback`, so this module imports no torch).
+
+    Args:
+        rollout_func: The run's :class:`~gem_adapters.trl.GemRolloutFunc`; its ``last_trajectories`` give each step's success rate.
+        total_steps: The run's step count, for the ``step i/n`` column.
+        log_path: The JSON-lines file that gets TRL's whole log dict per step.
     """
 
     def __init__(self, rollout_func: Any, total_steps: int, log_path: str):

@@ -16,11 +16,11 @@ import gem_core
 
 __all__ = ["MAX_MOVE_TOKENS", "TINY_VOCAB_SIZE", "format_warm_start", "random_episodes", "tiny_model_and_tokenizer"]
 
-#: Up to this many distinct moves become whole tokens of the tiny tokenizer (games' move sets fit).
 MAX_MOVE_TOKENS = 4096
-#: BPE vocabulary of the tiny tokenizer: enough merges that GuessTheNumber's observations are one token each,
-#: so the hint is one token a few positions before the move (with 320 it was spread over ~10 fragments).
+"""Up to this many distinct moves become whole tokens of the tiny tokenizer (games' move sets fit)."""
 TINY_VOCAB_SIZE = 1000
+"""BPE vocabulary of the tiny tokenizer: enough merges that GuessTheNumber's observations are one token each,
+so the hint is one token a few positions before the move (with 320 it was spread over ~10 fragments)."""
 
 
 def random_episodes(env_id: str, env_kwargs: dict, episodes: int = 200) -> list[tuple[list[str], list[str]]]:
