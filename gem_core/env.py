@@ -49,6 +49,10 @@ class EnvThreadPool:
     episodes run by the hundred and a waiting thread is cheap (``bench/concurrency.py`` shows both).
     The threads start on first use, not at import; :meth:`shutdown` stops them, and a later call
     starts a fresh pool.
+
+    Args:
+        max_workers: threads in the pool.
+        thread_name_prefix: the threads' name prefix (seen in stack dumps and profilers).
     """
 
     def __init__(self, max_workers: int = 256, thread_name_prefix: str = "gem-env"):
@@ -120,6 +124,11 @@ class TextSpace(spaces.Text):
     gymnasium's ``Text`` checks membership against a finite charset (alphanumerics by default). LLM
     observations hold punctuation, newlines and arbitrary Unicode, so membership here is "is a ``str``
     of admissible length"; ``sample()`` still draws from the charset, which gives random actions.
+
+    Args:
+        max_length: the longest string admitted.
+        min_length: the shortest string admitted.
+        seed: seeds the space's own RNG (for ``sample()``).
     """
 
     def __init__(self, max_length: int = MAX_TEXT_LENGTH, *, min_length: int = 0, seed: int | None = None):

@@ -186,6 +186,10 @@ class SeatEnv(Env):
 
     Only the async methods work (a seat waits for the other seats, which only an event loop can
     interleave); all seats of one game must be played in the same event loop.
+
+    Args:
+        table: the shared game of this episode (one per game, made by :func:`seat_envs`).
+        agent: the seat this env plays.
     """
 
     blocking = False

@@ -151,7 +151,13 @@ class _SamplerActor:
 
 
 class RayGroupStarts:
-    """:class:`GroupStarts`'s coroutines, answered by the named Ray actor ``name`` (created if it does not exist)."""
+    """:class:`GroupStarts`'s coroutines, answered by the named Ray actor ``name`` (created if it does not exist).
+
+    Args:
+        name: the Ray actor's name; processes that pass the same name share one sampler.
+        spec: the task sampler spec (see :func:`~gem_core.curriculum.sampler_from_spec`), checked here, in the caller.
+        copies: episodes per group (GRPO's group size): the copies of a group start at the same draw.
+    """
 
     def __init__(self, name: str, spec: Mapping[str, Any], copies: int) -> None:
         import ray

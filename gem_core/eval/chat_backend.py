@@ -33,6 +33,7 @@ class ChatBackend:
         endpoint_factory: builds the :class:`ChatEndpoint` inside the running event loop (an
             ``httpx.AsyncClient`` belongs to the loop it was first used in).
         model_name: the name recorded in the report.
+        settings: the endpoint's settings recorded in the report (base URL, sampling; never the API key).
     """
 
     kind = "openai-chat"

@@ -60,6 +60,11 @@ class DeadlineTransport(httpx.AsyncBaseTransport):
     answer over ``max_bytes`` decoded, or with a stacked or unknown ``Content-Encoding``, raises
     ``httpx.DecodingError`` naming the cause (openai retries it as a connection error, then
     :class:`EndpointError` names it).
+
+    Args:
+        inner: the transport that sends the requests (httpx's default one, or a mock in tests).
+        seconds: the deadline for a whole answer.
+        max_bytes: the largest answer accepted, decoded.
     """
 
     def __init__(self, inner: httpx.AsyncBaseTransport, seconds: float, max_bytes: int = 64 << 20):

@@ -25,6 +25,11 @@ class PolicyBackend:
 
     Training scripts pass the policy they hold in memory; :meth:`from_pretrained` loads a
     ``transformers`` model from a local path or a hub id (CPU works).
+
+    Args:
+        policy: a :class:`~gem_core.rollout.Policy` (``generate(prompt_ids, sampling)``).
+        tokenizer: the tokenizer whose chat template renders the conversation.
+        model_name: the name recorded in the report.
     """
 
     kind = "transformers"

@@ -11,7 +11,14 @@ __all__ = ["EvalProgress"]
 
 
 class EvalProgress:
-    """One tqdm bar over all episodes of all envs; the postfix shows the live success rate per env."""
+    """One tqdm bar over all episodes of all envs; the postfix shows the live success rate per env.
+
+    Args:
+        total: episodes in the whole run.
+        enabled: False shows no bar (counts are still kept).
+        description: the bar's label.
+        done: episodes finished before (a resumed run), counted from the start.
+    """
 
     def __init__(
         self, total: int, *, enabled: bool = True, description: str = "gem eval", done: Iterable[EpisodeRecord] = ()

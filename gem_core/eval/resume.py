@@ -42,7 +42,14 @@ _SETTING_DEFAULTS = {"samples": 1}
 
 
 class ResumeMismatch(GemError, ValueError):
-    """A resumed run asks for other episodes than the run it continues; ``setting`` names what differs."""
+    """A resumed run asks for other episodes than the run it continues; ``setting`` names what differs.
+
+    Args:
+        setting: the name of the setting that differs.
+        stored: its value in the interrupted run.
+        requested: its value now.
+        path: the run file that holds the stored value.
+    """
 
     def __init__(self, setting: str, stored: Any, requested: Any, path: Path):
         super().__init__(

@@ -326,7 +326,11 @@ def evaluate(
 
 
 class Interrupted(KeyboardInterrupt):
-    """The run was stopped by a signal in ``stop_signals`` (after the partial report was written)."""
+    """The run was stopped by a signal in ``stop_signals`` (after the partial report was written).
+
+    Args:
+        signum: the signal that stopped the run.
+    """
 
     def __init__(self, signum: int):
         super().__init__(f"stopped by signal {signum}")

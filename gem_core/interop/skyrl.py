@@ -293,6 +293,11 @@ class GemSkyRLEnv(BaseTextEnv):
     GEM's observation as one user message, GEM's reward, ``done = terminated or truncated`` and GEM's info
     (with ``terminated``/``truncated``) as metadata. A GEM env that raises ends that episode with
     ``metadata["error"]`` instead of failing SkyRL's whole generation batch.
+
+    Args:
+        env_config: SkyRL's env config; may hold ``make_kwargs`` for GEM's ``make``.
+        extras: the dataset row's fields; may hold ``seed``, ``options`` and ``max_turns``.
+        gem_env_id: the GEM id to build (bound by :func:`register_gem_envs`).
     """
 
     def __init__(self, env_config: Any = None, extras: Mapping[str, Any] | None = None, *, gem_env_id: str):

@@ -36,7 +36,11 @@ into the backend (sync or async; its return value is ignored).
 class GenerationInterrupted(GemError):
     """A generation was aborted by :meth:`VersionedPolicy.update` (``interrupt=True``); ask again.
 
-    The episode loop catches it and resamples the turn; only code that calls ``generate`` itself sees it."""
+    The episode loop catches it and resamples the turn; only code that calls ``generate`` itself sees it.
+
+    Args:
+        version: the policy version the update installed.
+    """
 
     def __init__(self, version: int):
         super().__init__(f"generation under policy version {version} was aborted by a weight update; generate again")

@@ -19,7 +19,12 @@ __all__ = ["RequestError", "read_json", "listening_socket", "listen_error", "jso
 
 
 class RequestError(GemError, ValueError):
-    """A request the server refuses; ``status`` is the HTTP status to answer with, the message says why."""
+    """A request the server refuses; ``status`` is the HTTP status to answer with, the message says why.
+
+    Args:
+        status: the HTTP status to answer with.
+        detail: why, for the client (the body's ``detail``).
+    """
 
     def __init__(self, status: int, detail: str):
         super().__init__(detail)

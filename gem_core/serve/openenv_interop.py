@@ -65,7 +65,11 @@ def _jsonable(info: dict[str, Any]) -> dict[str, Any]:
 
 
 class GemEnvironment(Environment[TextAction, TextObservation, State]):
-    """One GEM env as an OpenEnv ``Environment`` (one instance per OpenEnv session)."""
+    """One GEM env as an OpenEnv ``Environment`` (one instance per OpenEnv session).
+
+    Args:
+        make_env: builds the GEM env this session steps.
+    """
 
     SUPPORTS_CONCURRENT_SESSIONS = True
 

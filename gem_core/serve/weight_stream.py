@@ -107,7 +107,11 @@ class WeightSender:
 
 
 class WeightReceiver:
-    """The server's end of a :class:`WeightSender` stream (see the module docstring)."""
+    """The server's end of a :class:`WeightSender` stream (see the module docstring).
+
+    Args:
+        conn: the connected socket (see :meth:`connect`).
+    """
 
     def __init__(self, conn: socket.socket):
         self._conn = conn

@@ -46,7 +46,12 @@ class Reply:
 
 
 class CallFailed(GemError, Exception):
-    """The call got no usable answer before its deadline; ``reason`` says why, for a person."""
+    """The call got no usable answer before its deadline; ``reason`` says why, for a person.
+
+    Args:
+        reason: why the call failed, for a person.
+        timed_out: whether the deadline passed (not a refused or broken answer).
+    """
 
     def __init__(self, reason: str, *, timed_out: bool = False):
         super().__init__(reason)

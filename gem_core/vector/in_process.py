@@ -268,7 +268,13 @@ class SyncBackend(_InProcessBackend):
 
 class ThreadBackend(_InProcessBackend):
     """Calls the envs concurrently from a thread pool (``max_workers`` threads, default one per env);
-    envs declaring ``blocking = False`` are called inline instead."""
+    envs declaring ``blocking = False`` are called inline instead.
+
+    Args:
+        env_fns: one function per env that builds it.
+        max_workers: threads in the pool (default one per env).
+        step_timeout: seconds a call may take before its result is a timeout error (None: no limit).
+    """
 
     def __init__(self, env_fns: Sequence[EnvBuilder], max_workers: int | None = None, step_timeout: float | None = None):
         super().__init__(env_fns, step_timeout=step_timeout)
@@ -295,6 +301,10 @@ class AsyncBackend(_InProcessBackend):
 
     :meth:`run` (used by ``VectorEnv.step``) runs the batch on a private event loop that lives as long
     as the backend; from inside a running loop use ``await vec.astep(...)`` instead.
+
+    Args:
+        env_fns: one function per env that builds it.
+        step_timeout: seconds a call may take before its result is a timeout error (None: no limit).
     """
 
     def __init__(self, env_fns: Sequence[EnvBuilder], step_timeout: float | None = None):

@@ -49,6 +49,18 @@ class VectorEnv(gym.vector.VectorEnv):
     called at all: their obs entry repeats their previous obs, their reward is 0, ``terminated`` and
     ``truncated`` are False, and their ``_key`` info masks are False. A pending autoreset of an env left
     out waits until the env is next given an action.
+
+    Args:
+        env_fns: one function per env that builds it.
+        backend: what runs the envs (see above).
+        autoreset_mode: gymnasium's :class:`~gymnasium.vector.AutoresetMode` (or its value as a string).
+        seed: env ``i`` is reset with ``seed + i`` on the first reset (None: unseeded).
+        backend_kwargs: passed to the backend (e.g. ``max_workers`` for ``thread``).
+        step_timeout: seconds a call may take before its result is a timeout error (None: no limit).
+
+    Raises:
+        InvalidArgument: if there are no envs, the backend or ``autoreset_mode`` is unknown, or ``step_timeout``
+            is not positive.
     """
 
     def __init__(

@@ -31,6 +31,14 @@ class ObservationFormat(Wrapper):
       newest observation.
     - ``"chat"``: the observation unchanged, and ``info["messages"]`` holds the conversation as chat
       messages (``user`` observations, ``assistant`` actions), ready for ``apply_chat_template``.
+
+    Args:
+        env: the env to wrap.
+        mode: one of the modes above.
+        system_prompt: in ``"chat"`` mode, a system message put before the conversation.
+
+    Raises:
+        InvalidArgument: if ``mode`` is not one of the four.
     """
 
     def __init__(self, env, mode: ObservationMode = "raw", *, system_prompt: str | None = None):

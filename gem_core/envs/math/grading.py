@@ -199,7 +199,13 @@ def _warm_up() -> None:
 
 
 class GraderPool(ScoringPool):
-    """Grading workers with math-verify loaded (see :class:`~gem_core.envs.scoring_pool.ScoringPool`)."""
+    """Grading workers with math-verify loaded (see :class:`~gem_core.envs.scoring_pool.ScoringPool`).
+
+    Args:
+        max_workers: most grading worker processes (None: the pool's default).
+        memory_mb: memory cap per worker (None: no cap).
+        startup_timeout: seconds a worker may take to start and load math-verify.
+    """
 
     def __init__(self, max_workers: int | None = None, *, memory_mb: int | None = 2048, startup_timeout: float = 120.0):
         super().__init__(

@@ -81,8 +81,14 @@ class MathVisualEnv(MathEnv):
     """A :class:`MathEnv` whose rows carry figures in ``image_field``; see the module docstring.
 
     Args:
+        dataset_path: a hub dataset id or local path (as :class:`MathEnv`).
         image_field: the column holding the row's image(s).
+        data_files: local data files (as :class:`MathEnv`); images named by relative path are found beside a
+            single file.
         **kwargs: as :class:`MathEnv`.
+
+    Raises:
+        InvalidArgument: if the dataset has no ``image_field`` column.
     """
 
     def __init__(

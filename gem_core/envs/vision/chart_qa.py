@@ -47,7 +47,11 @@ def load_image(item: ChartItem) -> Any:
 
 
 class ChartQA(TurnBasedGame):
-    """Answer a question about a bar chart; the chart is an image observation."""
+    """Answer a question about a bar chart; the chart is an image observation.
+
+    Args:
+        max_turns: answers the agent may give before the episode is truncated.
+    """
 
     def __init__(self, max_turns: int = 2):
         if max_turns < 1:

@@ -126,7 +126,13 @@ def site_dirs(python: str) -> tuple[str, ...]:
 
 class BwrapLaunch:
     """A bwrap command whose arguments and seccomp program wait in pipes: pass :attr:`fds` to the child
-    and call :meth:`close` once it started."""
+    and call :meth:`close` once it started.
+
+    Args:
+        bwrap: the bwrap executable.
+        arguments: bwrap's arguments (passed through a pipe, so no limit on their length applies).
+        seccomp_program: the compiled seccomp filter to load, or None for none.
+    """
 
     def __init__(self, bwrap: str, arguments: list[str], seccomp_program: bytes | None):
         self.fds: list[int] = []

@@ -44,6 +44,9 @@ class WorkDir:
     Commands can make trees of any depth (``mkdir -p`` of 1,100 levels, or past ``PATH_MAX``): the tree is
     walked and deleted with a list of directories to visit, never by recursion, which would exhaust the
     interpreter's stack (``os.walk`` and ``shutil.rmtree`` recurse once per level).
+
+    Args:
+        prefix: the name prefix of the directory.
     """
 
     def __init__(self, prefix: str = "gem-workdir-"):

@@ -65,7 +65,13 @@ def kill_group(process: subprocess.Popen) -> None:
 
 
 class Worker:
-    """One started sandbox waiting for its snippet."""
+    """One started sandbox waiting for its snippet.
+
+    Args:
+        mode: the isolation mode (``"bwrap"`` or ``"process"``).
+        config: the sandbox's limits and settings.
+        preload: modules the worker imports before it waits (warm start for the snippets).
+    """
 
     def __init__(self, mode: str, config: SandboxConfig, preload: tuple[str, ...] = ()):
         self.mode = mode

@@ -140,7 +140,12 @@ class _ForkedCall:
 
 
 class Zygote:
-    """One started zygote sandbox; :meth:`run` is safe to call from many threads at once."""
+    """One started zygote sandbox; :meth:`run` is safe to call from many threads at once.
+
+    Args:
+        config: the sandbox's limits and settings, shared by every forked call.
+        preload: modules the zygote imports once, so each forked call starts with them loaded.
+    """
 
     mode = "bwrap"
 
