@@ -3,7 +3,8 @@
 The program is any command (mini-swe-agent, a script using the OpenAI client) that reads the standard
 variables: ``OPENAI_BASE_URL`` (also ``OPENAI_API_BASE`` for older clients) points at the endpoint and
 ``OPENAI_API_KEY`` is the episode's key, so every call it makes is recorded in its own episode. It runs
-in a fresh working directory (or the one given), under two limits:
+in a fresh temporary working directory, removed once the run is graded (or in the one given, which is
+left as it is), under two limits:
 
 - ``time_limit``: past it the process group is killed and the episode is truncated (a hung agent);
 - ``max_turns``: the call after the last allowed one is refused (409), the process group is killed and
@@ -27,6 +28,7 @@ import asyncio
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -74,6 +76,8 @@ class AgentRun:
     key: str
     task: Any
     workdir: Path
+    """Where the program ran; a temporary one made by :meth:`AgentProgram.run` is gone once it returns
+    (the grader reads it before that)."""
     episode: AgentEpisode
     exit_code: int | None
     """The program's exit status; None when it was killed at a limit."""
@@ -145,15 +149,25 @@ class AgentProgram:
             endpoint: the endpoint whose policy answers the program's calls.
             task: handed to ``command`` (when callable) and to the grader; also in ``$GEM_TASK`` as JSON
                 when it serializes.
-            workdir: the program's working directory (None: a fresh temporary one, kept for the grader
-                and removed by nobody; pass your own to control it).
+            workdir: the program's working directory, never removed (None: a fresh temporary one, removed
+                once the grader has read it, also when the program, its setup or the grader failed).
             on_exit: called with the closed episode once the program is gone, before grading (a batching
                 policy is told there that this episode asks for nothing more, so a slow grader holds no round).
         """
         argv = [str(a) for a in (self.command(task) if callable(self.command) else self.command)]
         if not argv:
             raise GemError("AgentProgram command is empty; give the program and its arguments, e.g. ['python', 'agent.py']")
-        workdir = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="gem-agent-"))
+        if workdir is not None:
+            return self._run_in(Path(workdir), argv, endpoint, task, on_exit)
+        temporary = Path(tempfile.mkdtemp(prefix="gem-agent-"))
+        try:
+            return self._run_in(temporary, argv, endpoint, task, on_exit)
+        finally:  # nobody else knows of it: a run that leaves it behind leaves it forever
+            shutil.rmtree(temporary, ignore_errors=True)
+
+    def _run_in(
+        self, workdir: Path, argv: list[str], endpoint: Any, task: Any, on_exit: Callable[[AgentEpisode], None] | None
+    ) -> AgentRun:
         setup = (self.setup(task, workdir) if self.setup is not None else None) or TaskSetup()
         episode = endpoint.open_episode(max_turns=self.max_turns, max_response_tokens=self.max_response_tokens)
         with tempfile.TemporaryDirectory(prefix="gem-agent-io-") as io_dir:

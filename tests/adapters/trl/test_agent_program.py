@@ -123,13 +123,14 @@ def test_the_trainers_own_model_answers_the_agent_through_the_endpoint(grpo_conf
 
     agent = tmp_path / "agent.py"
     agent.write_text(ECHO_AGENT)
-    workdirs = []
+    workdirs, sent = [], []
 
     def setup(label, workdir):
         workdirs.append(workdir)
         return TaskSetup(prompt=f"Say something about the number {label.seed}.")
 
-    def grader(run):
+    def grader(run):  # the run's temporary workdir is gone once graded
+        sent.append(json.loads((run.workdir / "sent.json").read_text()))
         return float(bool((run.workdir / "answer.txt").read_text()))
 
     received: list[dict] = []
@@ -151,8 +152,7 @@ def test_the_trainers_own_model_answers_the_agent_through_the_endpoint(grpo_conf
         assert trajectory.metrics["num_branches"] == 1 and trajectory.metrics["has_logprobs"] is False  # TRL recomputes them
         assert all(end - start <= 6 for start, end in trajectory.turn_spans)  # the trainer's max_new_tokens, not the agent's 1000
         assert trajectory.episode_return == trajectory.metrics["agent_reward"]
-    sent = json.loads((workdirs[0] / "sent.json").read_text())
-    first = tiny_tokenizer.apply_chat_template(sent[0], tokenize=False, add_generation_prompt=True)
+    first = tiny_tokenizer.apply_chat_template(sent[0][0], tokenize=False, add_generation_prompt=True)
     prompts = {tuple(t.prompt_ids) for t in trajectories}
     assert tuple(tiny_tokenizer.encode(first, add_special_tokens=False)) in prompts
 

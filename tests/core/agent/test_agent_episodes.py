@@ -103,6 +103,13 @@ def rendered_ids(tokenizer, messages):
 
 def test_each_task_is_one_trajectory_the_endpoint_recorded_token_by_token_with_the_graders_reward(program, tiny_tokenizer):
     tasks = ["apple", "pear", "plum"]
+    sent_by_key = {}
+
+    def keep_what_was_sent(run):  # the run's temporary workdir is gone once graded
+        sent_by_key[run.key] = json.loads((run.workdir / "sent.json").read_text())
+        return grader(run)
+
+    program.grader = keep_what_was_sent
     runs = asyncio.run(run_agent_programs(program, scripted(tiny_tokenizer), tiny_tokenizer, tasks))
     assert [run.task for run in runs] == tasks
     for run in runs:
@@ -113,7 +120,7 @@ def test_each_task_is_one_trajectory_the_endpoint_recorded_token_by_token_with_t
             assert getattr(trajectory, name) == getattr(recorded, name), name
         assert trajectory.rewards == [0.0, 1.0] and trajectory.terminated and trajectory.infos[-1]["success"] is True
         # Each call's prompt is the trajectory so far and equals the template's rendering of what the agent sent.
-        sent = json.loads((run.workdir / "sent.json").read_text())
+        sent = sent_by_key[run.key]
         ids = trajectory.prompt_ids + trajectory.response_ids
         for (start, _), messages in zip(trajectory.turn_spans, sent):
             assert ids[: len(trajectory.prompt_ids) + start] == rendered_ids(tiny_tokenizer, messages)

@@ -110,3 +110,33 @@ def test_an_agent_that_exits_early_ends_its_episode_with_no_turns(endpoint, agen
     run = AgentProgram(command=agent("exit_early"), grader=answer_is_42, time_limit=60).run(endpoint, workdir=tmp_path)
     assert run.exit_code == 3 and not run.truncated and "status 3" in run.ended
     assert run.trajectories == [] and run.reward == 0.0
+
+
+def test_a_fresh_workdir_is_removed_once_graded_however_the_episode_ends(endpoint, agent):
+    """Without a caller's workdir each run gets a temporary one: ~390 ``gem-agent-*`` folders were left in /tmp."""
+    made = []
+
+    def setup(task, workdir):
+        made.append(workdir)
+
+    def grader(run):
+        assert run.workdir.is_dir()  # the grader still reads what the agent left
+        return answer_is_42(run)
+
+    def broken(run):
+        raise ZeroDivisionError("the grader's own bug")
+
+    solved = AgentProgram(command=agent("solve"), setup=setup, grader=grader, time_limit=60).run(endpoint)
+    failed = AgentProgram(command=agent("exit_early"), setup=setup, time_limit=60).run(endpoint)
+    timed_out = AgentProgram(command=agent("hang"), setup=setup, time_limit=2).run(endpoint)
+    with pytest.raises(ZeroDivisionError):
+        AgentProgram(command=agent("exit_early"), setup=setup, grader=broken, time_limit=60).run(endpoint)
+    with pytest.raises(FileNotFoundError):  # the program cannot even start
+        AgentProgram(command=["/nonexistent/agent"], setup=setup, time_limit=60).run(endpoint)
+    assert solved.reward == 1.0 and failed.exit_code == 3 and timed_out.truncated
+    assert len(made) == 5 and [path for path in made if path.exists()] == []
+
+
+def test_a_callers_workdir_is_kept(endpoint, agent, tmp_path):
+    AgentProgram(command=agent("solve"), grader=answer_is_42, time_limit=60).run(endpoint, workdir=tmp_path)
+    assert (tmp_path / "answer.txt").read_text() == "42"

@@ -54,7 +54,7 @@ def test_the_agents_fix_is_graded_by_the_tasks_tests_and_no_fix_scores_zero(comm
     assert fixed.exit_code == 0 and fixed.reward == 1.0 and fixed.info["success"] is True, fixed.stderr_tail
     assert fixed.info["changed"] == [FIX["path"]] and fixed.trajectories[0].rewards == [1.0]
     assert untouched.exit_code == 0 and untouched.reward == 0.0 and untouched.info["success"] is False
-    assert "gemstats" in fixed.setup.prompt and (fixed.workdir / FIX["path"]).exists()
+    assert "gemstats" in fixed.setup.prompt and not fixed.workdir.exists()  # the task's tree, graded and removed
 
 
 def test_a_task_that_is_not_a_swe_label_is_refused_with_what_it_must_be(command, tiny_tokenizer):
