@@ -215,6 +215,9 @@ def check_env(make_env: Callable[[], Any], *, step_limit: float = 10.0, seeds: t
 
     ``seeds``: the episodes replayed twice for determinism (each costs two env builds).
     ``step_limit``: seconds a hostile step may take (at least twice the env's ``max_step_seconds``).
+
+    Raises:
+        InvalidArgument: if ``step_limit`` is not a positive number of seconds.
     """
     if not (isinstance(step_limit, (int, float)) and math.isfinite(step_limit) and step_limit > 0):
         raise InvalidArgument(f"step_limit must be a positive number of seconds, got {step_limit!r}.")

@@ -73,7 +73,12 @@ class MultiAgentEnv(StateSnapshots, gym.Env):
 
     def check_actions(self, actions: Any) -> None:
         """Raise unless ``actions`` is a dict holding exactly the acting agents' actions: a caller's bug
-        (a bare action string, a move out of turn), unlike a malformed action, which is an observation."""
+        (a bare action string, a move out of turn), unlike a malformed action, which is an observation.
+
+        Raises:
+            InvalidArgument: if the dict does not hold exactly the acting agents' actions.
+            InvalidArgumentType: if ``actions`` is not a dict.
+        """
         acting = self.acting_agents()
         call = "step({" + ", ".join(f"{agent!r}: action" for agent in acting) + "})"
         if not isinstance(actions, Mapping):

@@ -272,7 +272,11 @@ def _register_upstream_aliases() -> None:
 
 
 def parse_remote_id(remote_id: str) -> tuple[str, str]:
-    """``"remote:http://host:port/game:Wordle-v0"`` → ``("http://host:port", "game:Wordle-v0")``."""
+    """``"remote:http://host:port/game:Wordle-v0"`` → ``("http://host:port", "game:Wordle-v0")``.
+
+    Raises:
+        InvalidArgument: if ``remote_id`` is not ``remote:http(s)://HOST:PORT/category:Name``.
+    """
     address = remote_id.removeprefix(REMOTE_PREFIX)
     url, _, env_id = address.rpartition("/")
     if not url.startswith(("http://", "https://")) or not ENV_ID_PATTERN.match(env_id):
@@ -306,7 +310,11 @@ def _interop_spec(id: str) -> EnvSpec | None:
 
 def spec(id: str) -> EnvSpec:
     """The :class:`EnvSpec` registered under ``id`` (or an alias of it, a ``remote:URL/ID``, or another standard's
-    env through its bridge: ``skyrl:gsm8k``, see :data:`INTEROP_PREFIXES`)."""
+    env through its bridge: ``skyrl:gsm8k``, see :data:`INTEROP_PREFIXES`).
+
+    Raises:
+        UnknownEnvError: if no env is registered as ``id`` (the message names the closest ids).
+    """
     _check_id(id)
     if id.startswith(REMOTE_PREFIX):
         return _remote_spec(id)
@@ -352,7 +360,11 @@ def import_env_modules(modules: list[str]) -> None:
 
 
 def list_envs(pattern: str | None = None) -> list[str]:
-    """Registered ids, sorted; ``pattern`` is a glob (``"game:*"``) or a plain substring."""
+    """Registered ids, sorted; ``pattern`` is a glob (``"game:*"``) or a plain substring.
+
+    Raises:
+        InvalidArgumentType: if ``pattern`` is not a str.
+    """
     _load_builtin_envs()
     ids = sorted(_REGISTRY)
     if pattern is None:

@@ -52,7 +52,11 @@ __all__ = [
 def load_script(path: str | Path, name: str) -> ModuleType:
     """A script (e.g. ``examples/train_trl.py``) imported as the module ``name``, so tests and benches use
     its code as is instead of copying it. It stays in ``sys.modules``: dataclasses defined in it resolve
-    their annotations through their module."""
+    their annotations through their module.
+
+    Raises:
+        MissingFile: if ``path`` is not a Python file that can be imported.
+    """
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
@@ -204,6 +208,9 @@ def make_tokenizer(template: str = "chatml") -> PreTrainedTokenizerFast:
 
     Args:
         template: a key of :data:`CHAT_TEMPLATES`.
+
+    Raises:
+        InvalidArgument: if ``template`` is not a key of :data:`CHAT_TEMPLATES`.
     """
     if template not in CHAT_TEMPLATES:
         raise InvalidArgument(f"Unknown chat template {template!r}; choose one of {sorted(CHAT_TEMPLATES)}.")
@@ -361,6 +368,9 @@ class ScriptedPolicy:
 
     Log-probabilities are :meth:`logprob_of` each token id: deterministic and varying with the id, so a
     test can check they stay aligned with the ids they belong to.
+
+    Raises:
+        InvalidArgument: if no action text is given.
     """
 
     def __init__(self, tokenizer: Any, actions: Sequence[str] | Callable[[list[int]], str]):

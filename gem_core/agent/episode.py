@@ -174,6 +174,9 @@ class AgentEpisode:
         max_response_tokens: most response ids (sampled and template) one branch may hold, as a trainer's
             completion length: each call samples at most what is left, and a call that leaves nothing to
             sample is refused and ends the episode truncated (None: no limit).
+
+    Raises:
+        GemError: if ``max_response_tokens`` is below 1.
     """
 
     def __init__(
@@ -332,7 +335,11 @@ class AgentEpisode:
         return call
 
     def finish_completion(self, call: AgentCall, generation: Generation, text: str) -> None:
-        """Record a completion; the branch's text becomes prompt + completion (+ the stop token sampled)."""
+        """Record a completion; the branch's text becomes prompt + completion (+ the stop token sampled).
+
+        Raises:
+            EpisodeOver: if the episode ended while this call was sampled (its answer is dropped).
+        """
         if call not in self.pending:
             raise EpisodeOver(f"episode {self.key!r} ended while this call was sampled ({self.ended}); its answer was dropped")
         branch = self.branches[call.branch]

@@ -153,6 +153,9 @@ class AgentProgram:
                 once the grader has read it, also when the program, its setup or the grader failed).
             on_exit: called with the closed episode once the program is gone, before grading (a batching
                 policy is told there that this episode asks for nothing more, so a slow grader holds no round).
+
+        Raises:
+            GemError: if the program's command is empty.
         """
         argv = [str(a) for a in (self.command(task) if callable(self.command) else self.command)]
         if not argv:

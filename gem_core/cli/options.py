@@ -98,7 +98,11 @@ def seed_option(text: str) -> int:
 
 def env_kwargs_option(text: str, option: str = "--env-kwargs") -> dict[str, Any]:
     """The env kwargs a command line option holds as JSON; ValueError naming ``option`` and an example if
-    ``text`` is not a JSON object (every command that takes env kwargs reads them the same way)."""
+    ``text`` is not a JSON object (every command that takes env kwargs reads them the same way).
+
+    Raises:
+        InvalidArgument: if ``text`` is not JSON or not a JSON object (the message names ``option`` and an example).
+    """
     example = f"e.g. {option} '{{\"max_turns\": 8}}'"
     try:
         env_kwargs = json.loads(text)

@@ -107,6 +107,9 @@ class GroupStarts:
 
     The methods are coroutines so that an async trainer awaits a local object and a shared one
     (:func:`gem_core.curriculum.shared_group_starts`) alike.
+
+    Raises:
+        InvalidArgument: if ``copies`` or ``max_open`` is not a positive integer.
     """
 
     def __init__(self, sampler: TaskSampler, copies: int, *, state_dir: str | os.PathLike[str] | None = None, max_open: int = 4096):
@@ -160,7 +163,11 @@ class GroupStarts:
         await self.record(episode_outcome(start, trajectory))
 
     async def record(self, outcome: Outcome) -> None:
-        """Record one finished copy (:func:`episode_outcome`); with ``state_dir``, save after every group's worth."""
+        """Record one finished copy (:func:`episode_outcome`); with ``state_dir``, save after every group's worth.
+
+        Raises:
+            TaskError: if this object was closed (it gave up its ``state_dir``).
+        """
         if self.state_dir is not None and self._closed:
             raise TaskError(f"This GroupStarts was closed and gave up state_dir {self.state_dir}: it records no more outcomes "
                             "(build a new one to continue).")

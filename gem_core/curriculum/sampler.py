@@ -60,6 +60,10 @@ class TaskSampler:
         unlock_at: treat ``tasks`` as a ladder in the order given: a task beyond the first gets only the floor
             until the one before it reaches this success rate over ``min_episodes`` or more episodes
             (then it stays unlocked). None (default): every task competes from the start.
+
+    Raises:
+        TaskError: if an argument is out of range: an unknown ``weighting``, a ``floor`` above ``1/len(tasks)``,
+            ``unlock_at`` outside (0, 1], ``min_episodes`` above ``window``, or a count that is not an integer.
     """
 
     def __init__(
@@ -172,7 +176,11 @@ class TaskSampler:
     # -- drawing and learning --------------------------------------------------------------------------
     def draw(self, k: int = 1) -> list[EpisodeLabel]:
         """The next ``k`` episode starts, all from the current probabilities (one per GRPO group: give every
-        copy of a group the same start)."""
+        copy of a group the same start).
+
+        Raises:
+            InvalidArgument: if ``k`` is negative.
+        """
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
             raise InvalidArgument(f"draw(k) needs a number of episode starts >= 0, got {k!r}.")
         cumulative = list(itertools.accumulate(self.probabilities().values()))

@@ -35,6 +35,9 @@ def sampler_spec(spec: Mapping[str, Any] | str) -> dict[str, Any]:
     """``spec`` as plain data (JSON text parsed, a YAML config's nodes made dicts and lists), checked to be
     an object with ``tasks``; where a curriculum comes in as text (a CLI flag, a YAML string) it fails here,
     at the first read, with a TaskError rather than a bare JSONDecodeError.
+
+    Raises:
+        TaskError: if ``spec`` is not JSON or not an object with ``tasks``.
     """
     if isinstance(spec, str):
         try:

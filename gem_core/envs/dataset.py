@@ -217,6 +217,9 @@ class DatasetEnv(Env):
         data_files: see :func:`load_rows`.
         fields: the constructor arguments that name columns, ``{"question_field": "problem", ...}``;
             a missing column is reported under the argument's name, so the fix is obvious.
+
+    Raises:
+        InvalidArgument: if the dataset split is empty or lacks a column the env reads.
     """
 
     terminate_on_format_error = True
@@ -274,6 +277,9 @@ def register_hub_datasets(
         hub_datasets: id name -> (hub id, config, split, then one value per name in ``columns``).
         columns: the env's keyword names for the rest of each row, e.g. ``("question_field", "answer_field")``.
         extras: the pip extras every id needs (:attr:`gem_core.registry.EnvSpec.extras`), e.g. ``("math",)``.
+
+    Raises:
+        InvalidArgument: if a ``hub_datasets`` row does not hold one value per column.
     """
     from gem_core.registry import register
 

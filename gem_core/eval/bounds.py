@@ -72,7 +72,11 @@ def setting_problem(name: str, value: Any, bounds: Mapping[str, tuple[type, floa
 
 def check_settings(settings: Mapping[str, Any], *, where: str, env_count: int = 1) -> None:
     """Raise ValueError naming the first setting out of bounds (``where`` prefixes the name), and when
-    the episodes asked for, all envs and samples together, exceed :data:`MAX_PLANNED_EPISODES`."""
+    the episodes asked for, all envs and samples together, exceed :data:`MAX_PLANNED_EPISODES`.
+
+    Raises:
+        InvalidArgument: if a setting is out of bounds or the run asks for too many episodes.
+    """
     for name in SETTING_BOUNDS:
         if name in settings:
             problem = setting_problem(name, settings[name])
@@ -88,7 +92,11 @@ def check_settings(settings: Mapping[str, Any], *, where: str, env_count: int = 
 
 def check_backend_settings(settings: Mapping[str, Any], *, label: str = "{name}") -> None:
     """Raise ValueError naming the first HTTP backend setting out of :data:`BACKEND_BOUNDS`; ``label``
-    formats the name as the caller knows it (e.g. ``"backend_options[{name!r}]"``)."""
+    formats the name as the caller knows it (e.g. ``"backend_options[{name!r}]"``).
+
+    Raises:
+        InvalidArgument: if a setting is out of :data:`BACKEND_BOUNDS`.
+    """
     for name in BACKEND_BOUNDS:
         if name in settings:
             problem = setting_problem(name, settings[name], BACKEND_BOUNDS)

@@ -50,7 +50,11 @@ class EvalConfig:
 
     def check_out_dir(self) -> None:
         """Raise ValueError when ``out_dir`` already holds a run that this one would replace unasked
-        (neither ``resume`` nor ``overwrite``): a new run rewrites run.json, episodes.jsonl and report.json."""
+        (neither ``resume`` nor ``overwrite``): a new run rewrites run.json, episodes.jsonl and report.json.
+
+        Raises:
+            InvalidArgument: if ``out_dir`` holds a run and neither ``resume`` nor ``overwrite`` is set.
+        """
         if self.out_dir is None or self.resume or self.overwrite:
             return
         existing = existing_run(self.out_dir)

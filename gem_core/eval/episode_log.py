@@ -29,7 +29,11 @@ class ReportWriteError(GemError, OSError):
 class EpisodeLog:
     """Appends episode records to ``out_dir/episodes.jsonl``: a new file per run, or with ``resume`` the
     file of an interrupted run, cleaned of a cut-short last line and of repeated episodes (``records``
-    holds what it kept)."""
+    holds what it kept).
+
+    Raises:
+        ReportWriteError: if the file cannot be opened.
+    """
 
     def __init__(self, out_dir: str | Path, *, resume: bool = False):
         self.path = Path(out_dir) / EPISODES_FILENAME
@@ -51,7 +55,11 @@ class EpisodeLog:
             partial.write_text("".join(json.dumps(r.to_dict(), allow_nan=False) + "\n" for r in records), encoding="utf-8")
 
     def append(self, record: EpisodeRecord) -> None:
-        """Write one record and force it to disk; raises :class:`ReportWriteError` on failure."""
+        """Write one record and force it to disk; raises :class:`ReportWriteError` on failure.
+
+        Raises:
+            ReportWriteError: if the record cannot be written (a full disk, a removed folder).
+        """
         try:
             self._file.write(json.dumps(record.to_dict(), allow_nan=False) + "\n")
             self._file.flush()

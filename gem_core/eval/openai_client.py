@@ -115,6 +115,9 @@ class ChatEndpoint:
             ``{"chat_template_kwargs": {"enable_thinking": False}}``).
         transport: the httpx transport under the deadline (tests pass ``httpx.MockTransport``).
         max_response_bytes: the largest answer accepted, counted decoded (a compression bomb stops there).
+
+    Raises:
+        InvalidArgument: if ``timeout`` is not positive, ``max_retries`` is negative or ``max_in_flight`` is below 1.
     """
 
     def __init__(
@@ -170,7 +173,12 @@ class ChatEndpoint:
         top_k: int = 0,
         seed: int | None = None,
     ) -> ChatReply:
-        """One assistant message for ``messages``; raises :class:`EndpointError` when none comes."""
+        """One assistant message for ``messages``; raises :class:`EndpointError` when none comes.
+
+        Raises:
+            EndpointError: if no reply comes: an HTTP error that is not retried, or the retries ran out (HTTP
+                errors, connection failures, timeouts).
+        """
         # top_k is not in OpenAI's API (vLLM and SGLang accept it): sent only when asked for.
         extra_body = {**({"top_k": top_k} if top_k > 0 else {}), **self.extra_body}
         try:

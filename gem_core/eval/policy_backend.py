@@ -43,7 +43,11 @@ class PolicyBackend:
 
     @classmethod
     def from_pretrained(cls, model: str, *, device: str | None = None, trust_remote_code: bool = False) -> PolicyBackend:
-        """Load ``model`` (path or hub id) with ``AutoModelForCausalLM`` and ``AutoTokenizer``."""
+        """Load ``model`` (path or hub id) with ``AutoModelForCausalLM`` and ``AutoTokenizer``.
+
+        Raises:
+            InvalidArgument: if the tokenizer has no chat template.
+        """
         check_model_name(model)
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -86,7 +90,11 @@ class PolicyBackend:
 
 def check_model_name(model: str) -> None:
     """Raise ValueError when ``model`` is written as a local path (``/...``, ``./...``, ``~/...``, more than one
-    ``/``) that does not exist: transformers would report it as a malformed hub id instead."""
+    ``/``) that does not exist: transformers would report it as a malformed hub id instead.
+
+    Raises:
+        InvalidArgument: if ``model`` looks like a local path that does not exist.
+    """
     path = Path(model).expanduser()
     written_as_path = model.startswith(("/", "./", "../", "~", ".\\")) or model.count("/") > 1 or model in (".", "..")
     if written_as_path and not path.exists():

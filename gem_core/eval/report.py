@@ -137,7 +137,11 @@ class EpisodeRecord:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EpisodeRecord:
         """The record a :meth:`to_dict` dict holds; ValueError naming the first field of the wrong type
-        (a file is data: a bad record must not surface as a TypeError in a summary later)."""
+        (a file is data: a bad record must not surface as a TypeError in a summary later).
+
+        Raises:
+            MalformedFile: if ``data`` is not an object, lacks ``env_id`` or ``seed``, or a field has the wrong type.
+        """
         if not isinstance(data, Mapping):
             raise MalformedFile(f"an episode record is a JSON object, not a {type(data).__name__}.")
         names = {f for f in cls.__dataclass_fields__}
@@ -189,6 +193,9 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
     ``1 - C(n-c, k) / C(n, k)`` computed as ``1 - prod_{i=n-c+1..n} (1 - k/i)``: the binomials overflow a
     float for a few hundred samples, the product of ``c`` factors in (0, 1] does not.
+
+    Raises:
+        InvalidArgument: unless ``0 <= c <= n`` and ``1 <= k <= n``.
     """
     if not 0 <= c <= n or not 1 <= k <= n:
         raise InvalidArgument(f"pass_at_k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}.")

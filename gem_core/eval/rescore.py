@@ -31,7 +31,11 @@ __all__ = ["load_run", "rescore_report", "rescore_record", "run_episodes_to_repl
 def load_run(path: str | Path) -> EvalReport:
     """The report of a run: a ``report.json`` file, or a run folder (its ``run.json`` and
     ``episodes.jsonl`` when present, which hold every finished episode even after a SIGKILL; else its
-    ``report.json``)."""
+    ``report.json``).
+
+    Raises:
+        InvalidArgument: if ``path`` holds no gem eval run.
+    """
     path = Path(path)
     if path.is_dir() and (path / RUN_FILENAME).is_file() and (path / EPISODES_FILENAME).is_file():
         header = read_run_header(path)

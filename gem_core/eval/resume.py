@@ -142,7 +142,11 @@ def read_run_header(out_dir: str | Path) -> RunHeader:
 
 def check_header(header: RunHeader) -> None:
     """Raise ValueError naming the first field of a run file that is not what ``gem eval`` writes: the
-    file is data, so every count in it is bounded and every value typed before the run uses it."""
+    file is data, so every count in it is bounded and every value typed before the run uses it.
+
+    Raises:
+        MalformedFile: if a field of the run file is missing, mistyped or out of bounds.
+    """
     where = f"{header.path}: "
     for name in ("model", "backend"):
         value = getattr(header, name)
@@ -169,7 +173,11 @@ def check_header(header: RunHeader) -> None:
 
 
 def check_resume(header: RunHeader, *, model: str, backend: str, env_ids: Sequence[str], settings: Mapping[str, Any]) -> None:
-    """Raise :class:`ResumeMismatch` naming the first setting in which the resumed run differs."""
+    """Raise :class:`ResumeMismatch` naming the first setting in which the resumed run differs.
+
+    Raises:
+        ResumeMismatch: if the model, the backend, the envs or an episode setting differs from the stored run.
+    """
     if backend != header.backend:
         raise ResumeMismatch("backend", header.backend, backend, header.path)
     if model != header.model:
@@ -179,7 +187,11 @@ def check_resume(header: RunHeader, *, model: str, backend: str, env_ids: Sequen
 
 def check_resumed_episodes(header: RunHeader, *, env_ids: Sequence[str], settings: Mapping[str, Any]) -> None:
     """The part of :func:`check_resume` that needs no model: the envs and the episode settings (checked
-    before a model loads, which can take minutes, so a resume that asks for other episodes fails at once)."""
+    before a model loads, which can take minutes, so a resume that asks for other episodes fails at once).
+
+    Raises:
+        ResumeMismatch: if the envs or an episode setting differ from the stored run.
+    """
     if list(env_ids) != list(header.env_ids):
         raise ResumeMismatch("env_ids", list(header.env_ids), list(env_ids), header.path)
     for name in EPISODE_SETTINGS:

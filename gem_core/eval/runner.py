@@ -210,6 +210,9 @@ def make_backend(
     ``model`` with ``policy`` is only the name the report gives the policy. More than one way (a policy and a
     ``base_url``), a ``tokenizer`` without its policy, a ``base_url`` that is not http(s):// or an HTTP option
     out of bounds is a ValueError naming them, before anything loads.
+
+    Raises:
+        InvalidArgument: if no way or more than one way names the model, or a setting is out of bounds.
     """
     if base_url is not None and (policy is not None or tokenizer is not None):
         raise InvalidArgument("make_backend: policy=/tokenizer= (a model in memory) and base_url= (a model served over HTTP) "
@@ -279,6 +282,10 @@ def evaluate(
     loop's wakeup fd, so a signal that the kernel delivers to one of the env threads still wakes the
     loop at once instead of at its next timer (up to ``--timeout`` later while a request is held). A write error (a full disk)
     raises :class:`~gem_core.eval.episode_log.ReportWriteError` saying what is on disk and where.
+
+    Raises:
+        InvalidArgument: if an argument is out of bounds or the model is named twice (see above), before any
+            model loads.
     """
     eval_config = EvalConfig(env_ids=[env_ids] if isinstance(env_ids, str) else list(env_ids), **config)
     for env_id in eval_config.env_ids:

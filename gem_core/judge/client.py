@@ -86,6 +86,10 @@ class Judge:
         max_text_chars: the task, the reference and the answer are each cut to this many characters.
         prompt: the prompt builder (default :func:`~gem_core.judge.prompt.build_messages`, the fenced prompt).
         transport: the httpx transport under the client (tests).
+
+    Raises:
+        DependencyNotInstalled: if ``openai`` is not installed (the ``judge`` extra).
+        InvalidArgument: if ``model`` is empty or ``base_url`` is not an http(s) URL.
     """
 
     def __init__(

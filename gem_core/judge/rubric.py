@@ -137,7 +137,11 @@ class Rubric:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Rubric:
-        """A rubric from a JSON file (at most :data:`MAX_RUBRIC_BYTES`)."""
+        """A rubric from a JSON file (at most :data:`MAX_RUBRIC_BYTES`).
+
+        Raises:
+            InvalidArgument: if the file cannot be read, is over :data:`MAX_RUBRIC_BYTES`, or is not a valid rubric.
+        """
         file = Path(path)
         with file.open("rb") as handle:
             text = handle.read(MAX_RUBRIC_BYTES + 1)

@@ -117,6 +117,10 @@ def grpo_advantages(
     need not be contiguous). ``std`` is the sample standard deviation (``ddof=1``, as TRL and verl
     compute it with ``torch.std``). A group of one has advantage 0; a group whose returns are all equal
     has advantage 0 (centered values are exactly 0). Returns must be finite and ``eps >= 0``.
+
+    Raises:
+        InvalidArgument: if ``returns`` and ``group_ids`` differ in length, a return is not finite or ``eps`` is
+            negative.
     """
     _check_eps(eps)
     r = check_finite("returns", returns).reshape(-1)
@@ -152,6 +156,9 @@ def same_state_advantages(
 
     Every branch must have played the fork turn (``len(branch_rewards[b]) > fork_turn``): a branch without
     it has no ``G_fork`` to compare, and counting it as 0 would bias the baseline.
+
+    Raises:
+        InvalidArgument: if ``fork_turn`` is not an int >= 0 or a branch did not play the fork turn.
     """
     if isinstance(fork_turn, bool) or not isinstance(fork_turn, (int, np.integer)) or fork_turn < 0:
         raise InvalidArgument(f"fork_turn must be an int >= 0, got {fork_turn!r}.")
@@ -182,6 +189,9 @@ def turn_level_gae(
 
     Returns:
         ``(advantages, returns)`` with ``returns = advantages + values`` (the value targets).
+
+    Raises:
+        InvalidArgument: if ``rewards`` and ``values`` differ in length.
     """
     _check_gamma("gamma", gamma)
     _check_gamma("lam", lam)
@@ -208,6 +218,9 @@ def turn_to_token_advantages(
 
     ``turn_spans`` are :attr:`TokenTrajectory.turn_spans` (the sampled tokens of each turn), so the
     result is non-zero only where ``loss_mask`` is 1.
+
+    Raises:
+        InvalidArgument: if there is not one advantage per span, or a span does not fit in ``length``.
     """
     a = check_finite("turn_advantages", turn_advantages).reshape(-1)
     if a.size != len(turn_spans):
@@ -240,6 +253,10 @@ def turn_returns_to_token_advantages(
     The population is this batch's turns unless a batch split across processes passes ``population``, every
     turn return of the whole batch (all processes', flat, in order), and ``offset``, where this batch's turns
     start in it.
+
+    Raises:
+        InvalidArgument: if ``turn_returns`` and ``turn_spans`` differ in length, or this batch's turns do not
+            fit at ``offset`` of ``population``.
     """
     returns = [check_finite(f"turn_returns[{i}]", g).reshape(-1) for i, g in enumerate(turn_returns)]
     if len(returns) != len(turn_spans):

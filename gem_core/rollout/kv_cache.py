@@ -56,6 +56,9 @@ class PrefixKVCache:
     Args:
         max_sequences: most sequences held.
         max_tokens: most tokens held, all sequences together.
+
+    Raises:
+        InvalidArgument: if a limit is negative.
     """
 
     def __init__(self, max_sequences: int = 256, max_tokens: int = 65_536):

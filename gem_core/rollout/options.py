@@ -58,6 +58,10 @@ def check_episode_options(owner: str, **options: Any) -> None:
     ``system_prompt`` (a str or None), any key ending in ``gamma`` (a number in [0, 1]), and counts of
     episodes, any key ending in ``_per_prompt`` (a GRPO group's size) or starting with ``num_`` (positive
     whole numbers, never None).
+
+    Raises:
+        InvalidArgument: if an option breaks its rule.
+        InvalidArgumentType: if a key has no rule (a caller's typo).
     """
     for key, value in options.items():
         if key == "max_turns":

@@ -146,6 +146,9 @@ class BatchingPolicy:
         num_episodes: the episodes that will call this policy; None starts a round at every event-loop tick.
         sample_in_thread: run :meth:`sample_batch` in a worker thread, so the loop keeps stepping envs
             meanwhile (off for backends whose calls must stay on the loop's thread).
+
+    Raises:
+        InvalidArgument: if ``max_batch_size`` is below 1.
     """
 
     def __init__(
@@ -184,7 +187,11 @@ class BatchingPolicy:
 
     async def generate(self, prompt_ids: list[int], sampling: SamplingParams, *, images: list | None = None) -> Generation:
         """Sample one turn; ``images`` (:class:`~gem_core.rollout.vision.TrajectoryImage`, in order) are the
-        images whose placeholder ids ``prompt_ids`` holds, for backends with :attr:`accepts_images`."""
+        images whose placeholder ids ``prompt_ids`` holds, for backends with :attr:`accepts_images`.
+
+        Raises:
+            InvalidArgument: if ``images`` are given to a backend that does not take them.
+        """
         if sampling.max_new_tokens <= 0:
             return Generation(token_ids=[], logprobs=[], finish_reason="length")
         if images and not self.accepts_images:
@@ -315,6 +322,9 @@ class TransformersPolicy(BatchingPolicy):
         sample_in_thread: see :class:`BatchingPolicy`.
         kv_cache_sequences: most sequences whose attention states are kept between turns (0: no reuse).
         kv_cache_tokens: most tokens kept, all sequences together (0: no reuse).
+
+    Raises:
+        InvalidArgument: if ``max_batch_size`` is below 1.
     """
 
     def __init__(
@@ -495,6 +505,9 @@ class SampledLogprobs:
     The logits are returned unchanged, so sampling is exactly what it would be without it; except for
     ``suppress_ids``, set to minus infinity after recording (as ``generate(suppress_tokens=...)`` would,
     which runs first and would leave them out of the log-probs' normalizer, unlike a trainer's forward).
+
+    Raises:
+        InvalidArgument: if ``temperature`` is not positive.
     """
 
     def __init__(self, temperature: float = 1.0, suppress_ids: list[int] | None = None):

@@ -70,6 +70,9 @@ from gem_core.rollout.policy import Generation, SamplingParams
         >>> policy = VersionedPolicy(Echo(), version=3)
         >>> asyncio.run(policy.generate([1], SamplingParams())).versions
         [3, 3]
+
+    Raises:
+        InvalidArgument: if ``version`` is not a non-negative int.
     """
 
     def __init__(self, policy: Policy, *, version: int = 0):

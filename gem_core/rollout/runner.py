@@ -133,6 +133,9 @@ async def run_branched_episode(
     their returns from the fork turn compare actions taken in one state
     (:func:`gem_core.rollout.advantages.same_state_advantages`). If the episode ends before
     ``branch_turn``, that one trajectory is returned. ``session_kwargs`` go to :class:`EpisodeSession`.
+
+    Raises:
+        InvalidArgument: if ``branch_turn`` is negative.
     """
     if branch_turn < 0:
         raise InvalidArgument(f"branch_turn must be >= 0, got {branch_turn}.")
@@ -166,6 +169,9 @@ async def run_labels(
     :mod:`gem_core.placement`) and, where ``system_prompts`` gives one, that episode's system prompt. A
     session is closed when its episode ends, and a batching policy is told then (``episode_finished``), so
     its rounds stop waiting for an episode that will ask for nothing more.
+
+    Raises:
+        InvalidArgument: if ``system_prompts`` does not hold one entry per label.
     """
     if system_prompts is not None and len(system_prompts) != len(labels):
         raise InvalidArgument(f"Got {len(system_prompts)} system prompts for {len(labels)} labels: give one system prompt per label, or None.")
@@ -207,6 +213,9 @@ async def run_episodes(
         concurrency: most episodes in flight at once.
         progress: show a progress bar (needs ``tqdm``).
         run_episode_kwargs: passed to :func:`run_episode` (``max_turns``, ``sampling``, ...).
+
+    Raises:
+        InvalidArgument: if ``concurrency`` is below 1.
     """
     if concurrency < 1:
         raise InvalidArgument(f"concurrency must be at least 1, got {concurrency}.")

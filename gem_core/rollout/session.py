@@ -112,6 +112,10 @@ class EpisodeSession:
         record_env_states: keep the env's state before each turn's action in the trajectory
             (``TokenTrajectory.env_states``), so a stored episode can be branched at any turn; costs a
             copy and a pickle of the state per turn.
+
+    Raises:
+        InvalidArgument: if ``history`` is unknown, ``record_env_states`` is set for an env without
+            ``get_state``, or ``system_prompt``/``chat_template_kwargs`` contradict the ``chat_template`` given.
     """
 
     def __init__(
@@ -344,6 +348,10 @@ class EpisodeSession:
                 sent to the env; the episode ends truncated (``info["truncated_by"] == "abort"``).
             versions: the policy version that sampled the action: one int for the whole turn, or one per
                 action id (``Generation.versions``); None: unknown (-1 in ``token_versions``).
+
+        Raises:
+            ResetNeeded: before :meth:`start`, or after the episode ended.
+            InvalidArgument: if neither ``action_ids`` nor ``action_text`` is given.
         """
         if not self._started:
             raise ResetNeeded("Call `await session.start(seed)` before `step`.")

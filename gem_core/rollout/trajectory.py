@@ -205,7 +205,11 @@ class TokenTrajectory:
         return discounted_returns(self.rewards, gamma).tolist()
 
     def as_sequence(self) -> SequenceSample:
-        """The whole episode as one sample."""
+        """The whole episode as one sample.
+
+        Raises:
+            InvalidArgument: if the episode was played with ``history="as_rendered"`` (use :meth:`as_transitions`).
+        """
         if self.history == "as_rendered":
             raise InvalidArgument(
                 "This trajectory was played with history='as_rendered': the policy saw each turn's rendered context, "

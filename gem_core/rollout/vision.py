@@ -80,7 +80,12 @@ def require_prompt_images_only(trajectory: Any, framework: str) -> None:
 
 
 class ImageEncoder:
-    """A processor's image side: pixel inputs per image and its placeholder ids widened to the right count."""
+    """A processor's image side: pixel inputs per image and its placeholder ids widened to the right count.
+
+    Raises:
+        InvalidArgumentType: if ``processor`` has no ``tokenizer`` and ``image_processor``.
+        InvalidArgument: if the processor's image token is not in its tokenizer.
+    """
 
     def __init__(self, processor: Any):
         if not is_processor(processor):
@@ -138,7 +143,11 @@ class ImageEncoder:
 
 def multimodal_inputs(images: Sequence[TrajectoryImage]) -> dict[str, Any]:
     """The model's image inputs for a sequence holding ``images`` (in order): ``pixel_values`` and
-    ``image_grid_thw`` as torch tensors, as Qwen2-VL's ``forward``/``generate`` take them; {} for none."""
+    ``image_grid_thw`` as torch tensors, as Qwen2-VL's ``forward``/``generate`` take them; {} for none.
+
+    Raises:
+        InvalidArgument: if the images carry no pixel values (read back from a file).
+    """
     import numpy as np
     import torch
 

@@ -145,7 +145,11 @@ def _row(label: EpisodeLabel, index: int, env: Any, system_prompt: str | None) -
 
 def refuse_system_prompt(system_prompt: str | None, framework: str, where: str) -> None:
     """For frameworks whose rows carry only the label (the agent renders the first observation itself):
-    a system prompt given to ``make_dataset`` would be silently lost, so it is refused, naming ``where`` it goes."""
+    a system prompt given to ``make_dataset`` would be silently lost, so it is refused, naming ``where`` it goes.
+
+    Raises:
+        InvalidArgument: if ``system_prompt`` is given.
+    """
     if system_prompt is not None:
         raise InvalidArgument(f"{framework}'s rows carry no messages (its agent renders the first observation), so make_dataset "
                          f"cannot hold a system prompt; set it in {where}.")

@@ -45,7 +45,11 @@ async def _read_body(receive: Any, max_bytes: int) -> bytes:
 
 
 async def read_json(request: Any, *, max_bytes: int, timeout: float, empty: Any = None) -> Any:
-    """The request's JSON body (``empty`` when there is none); raises :class:`RequestError` with a 4xx."""
+    """The request's JSON body (``empty`` when there is none); raises :class:`RequestError` with a 4xx.
+
+    Raises:
+        RequestError: 413 if the body is over ``max_bytes``, 408 if it arrives too slowly, 400 if it is not JSON.
+    """
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_bytes:
         raise RequestError(413, f"request body over {max_bytes} bytes")

@@ -193,6 +193,9 @@ class OpenEnvEnv(Env):
 
     ``reset(seed=, options=)`` passes ``seed`` (when not None) and the ``options`` entries only where the
     env's ``reset`` takes them, like OpenEnv's server; an env that takes no seed is not seeded by GEM.
+
+    Raises:
+        InvalidArgument: if ``action_field`` is not a field of the env's action class.
     """
 
     def __init__(

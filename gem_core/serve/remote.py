@@ -56,6 +56,9 @@ class RemoteEnv(Env):
         retries: further attempts after a connection error or a 5xx (steps: connection errors only).
         backoff: seconds before the first retry, doubled for each next one.
         max_response_bytes: the largest answer accepted.
+
+    Raises:
+        DependencyNotInstalled: if ``httpx`` is not installed (the ``serve`` extra).
     """
 
     def __init__(
@@ -237,7 +240,11 @@ class RemoteEnv(Env):
         return self._sync(lambda: self.astep(action))
 
     def sample_random_action(self) -> str:
-        """The served env's random well-formed action (needs an open session: call reset first)."""
+        """The served env's random well-formed action (needs an open session: call reset first).
+
+        Raises:
+            RemoteEnvError: if there is no session yet (call :meth:`reset` first).
+        """
         if self._session_id is None:
             raise RemoteEnvError("no remote session: call reset() before sample_random_action()")
 

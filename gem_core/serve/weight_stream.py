@@ -71,7 +71,11 @@ class WeightSender:
         self._conn: socket.socket | None = None
 
     def accept(self) -> WeightSender:
-        """Block until the server joins (``/init_weight_transfer_engine`` makes it connect); returns self."""
+        """Block until the server joins (``/init_weight_transfer_engine`` makes it connect); returns self.
+
+        Raises:
+            WeightStreamError: if no server joins within the timeout.
+        """
         try:
             self._conn, _ = self._listener.accept()
         except TimeoutError:
@@ -82,7 +86,11 @@ class WeightSender:
         return self
 
     def send(self, named_tensors: Iterable[tuple[str, Any]]) -> int:
-        """Stream ``(name, tensor)`` pairs, then the end mark; returns the number of tensors sent."""
+        """Stream ``(name, tensor)`` pairs, then the end mark; returns the number of tensors sent.
+
+        Raises:
+            WeightStreamError: if called before :meth:`accept`.
+        """
         import torch
 
         if self._conn is None:
@@ -118,7 +126,11 @@ class WeightReceiver:
 
     @classmethod
     def connect(cls, host: str, port: int, *, timeout: float = 300.0) -> WeightReceiver:
-        """Join the trainer's rendezvous, retrying until it listens (the two ends start concurrently)."""
+        """Join the trainer's rendezvous, retrying until it listens (the two ends start concurrently).
+
+        Raises:
+            WeightStreamError: if the trainer's rendezvous cannot be joined within ``timeout``.
+        """
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -130,7 +142,12 @@ class WeightReceiver:
                 time.sleep(0.05)
 
     def receive(self, names: list[str], dtype_names: list[str], shapes: list[list[int]]) -> Iterator[tuple[str, Any]]:
-        """Yield the tensors of one update, each checked against the manifest (vLLM's ``update_info`` fields)."""
+        """Yield the tensors of one update, each checked against the manifest (vLLM's ``update_info`` fields).
+
+        Raises:
+            WeightStreamError: if a tensor is not in the manifest (or comes twice), differs from it in dtype or shape,
+                a header is oversized, or the stream ends before every manifest tensor arrived.
+        """
         import torch
 
         expected = {name: (dtype, [int(d) for d in shape]) for name, dtype, shape in zip(names, dtype_names, shapes, strict=True)}

@@ -165,7 +165,11 @@ CallParser = Callable[[str], list[NativeCall]]
 
 
 def parse_native_calls(call_format: str | CallParser, action: str) -> list[NativeCall]:
-    """The calls in ``action`` written in ``call_format`` (a key of :data:`CALL_FORMATS`, or a parser)."""
+    """The calls in ``action`` written in ``call_format`` (a key of :data:`CALL_FORMATS`, or a parser).
+
+    Raises:
+        InvalidArgument: if ``call_format`` is not a known format name or a parser.
+    """
     if callable(call_format):
         return call_format(action)
     try:

@@ -56,6 +56,9 @@ class SearchTool:
         backoff: seconds before the first retry, doubled for each next one.
         max_chars: the longest observation; longer passages are cut with a note.
         max_response_bytes: the largest server answer read; a larger one is a failed search.
+
+    Raises:
+        InvalidArgument: if ``topk`` or ``max_chars`` is below 1.
     """
 
     name = "search"

@@ -34,7 +34,11 @@ class TagSpan(NamedTuple):
 def tag_spans(text: object, open_tag: str, close_tag: str) -> Iterator[TagSpan]:
     """Each ``open_tag ... close_tag`` in ``text``, left to right, non-overlapping, each body ending at
     the first ``close_tag`` after its opener: the matches of ``open(.*?)close`` with ``re.DOTALL``.
-    An action that is not a str holds no tags: the env behind the tool answers it as malformed."""
+    An action that is not a str holds no tags: the env behind the tool answers it as malformed.
+
+    Raises:
+        InvalidArgument: if a tag is empty.
+    """
     if not open_tag or not close_tag:
         raise InvalidArgument("tag_spans needs non-empty opening and closing tags")
     if not isinstance(text, str):

@@ -158,7 +158,11 @@ def raise_portable_error(error: PortableError, where: str) -> None:
 
 
 def run_call(env: gym.Env, call: EnvCall) -> Any:
-    """Perform one call on an in-process env (shared by every backend, including the workers)."""
+    """Perform one call on an in-process env (shared by every backend, including the workers).
+
+    Raises:
+        InvalidArgumentType: if ``call`` is not a :class:`Reset`, :class:`Step` or :class:`Call`.
+    """
     if isinstance(call, Step):
         return env.step(call.action)
     if isinstance(call, Reset):

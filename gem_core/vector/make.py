@@ -100,6 +100,11 @@ def make_vec(
         step_timeout: seconds a step or reset may run; past it the env's episode is truncated with
             ``info["error"] == "timeout"`` and the env is rebuilt (every backend). None: no limit.
         **env_kwargs: passed to every env's constructor (override the registered defaults).
+
+    Raises:
+        InvalidArgumentType: if an entry is neither an env id nor a callable.
+        InvalidArgument: if ``num_envs`` is not a whole number >= 1 or contradicts the list's length, or ``seed`` is
+            negative (and as :class:`VectorEnv` for the other arguments).
     """
     if num_envs is not None and (isinstance(num_envs, bool) or not isinstance(num_envs, numbers.Integral)):
         raise InvalidArgument(f"num_envs must be a whole number of envs (or None), got {num_envs!r}.")

@@ -214,6 +214,10 @@ class ProcessBackend(HostedBackend):
         spin_seconds: poll this long for an answer (parent) or the next batch (worker) before sleeping
             (see :class:`Spinner`); 0 sleeps at once. :func:`~gem_core.vector.make_vec` sets 200 µs for
             envs that declare ``blocking = False``.
+
+    Raises:
+        InvalidArgument: if ``num_workers`` is not between 1 and the number of envs, ``spin_seconds`` is negative,
+            or ``recycle_after_steps`` is not positive.
     """
 
     def __init__(
@@ -264,7 +268,7 @@ class ProcessBackend(HostedBackend):
     def _start(self, w: int) -> _Worker:
         parent_conn, child_conn = self._ctx.Pipe(duplex=True)
         builders = {i: self._builders[i] for i in self._hosted[w]}
-        process = self._ctx.Process(
+        process = self._ctx.Process(  # type: ignore[attr-defined]  # typeshed's BaseContext (get_context(str)) lacks it; every real context has it
             target=_worker_main, args=(child_conn, builders, self.step_timeout, self._spin_seconds), name=f"gem-vector-worker-{w}", daemon=True
         )
         process.start()

@@ -93,6 +93,9 @@ class RayBackend(HostedBackend):
         start_timeout: seconds the actors may take to build their envs.
         blocking: whether any env may block (:attr:`gem_core.Env.blocking`); :func:`~gem_core.vector.make_vec`
             passes False when every env declares ``blocking = False``, and only the defaults depend on it.
+
+    Raises:
+        InvalidArgument: if ``envs_per_actor`` is below 1.
     """
 
     def __init__(

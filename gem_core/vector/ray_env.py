@@ -51,6 +51,9 @@ def connect_ray(address: str | None = None) -> Any:
 
     ``address`` (e.g. ``"auto"``), else ``$RAY_ADDRESS`` (read by Ray itself), names an existing cluster;
     with neither, Ray starts a local one.
+
+    Raises:
+        DependencyNotInstalled: if Ray is not installed (the ``ray`` extra).
     """
     try:
         import ray
@@ -120,6 +123,9 @@ class RayEnvPool:
         actor_options: other ``ActorClass.options(...)`` keywords (default: ``SPREAD`` over the nodes).
         address: the cluster to join if Ray is not initialized (see :func:`connect_ray`).
         start_timeout: seconds the actors may take to start.
+
+    Raises:
+        InvalidArgument: if ``num_actors`` or ``max_envs_per_actor`` is below 1.
     """
 
     def __init__(
@@ -365,7 +371,11 @@ class RayEnv(Env):
 def pool_options_from_environment() -> dict[str, Any]:
     """The options of :func:`default_env_pool` from ``$GEM_RAY_ENV_ACTORS`` (actors, default 2),
     ``$GEM_RAY_ENV_CPUS`` (CPUs per actor, default 1) and ``$GEM_RAY_ENV_RESOURCES`` (JSON, e.g.
-    ``{"gem_env": 1}``); the one place that reads them."""
+    ``{"gem_env": 1}``); the one place that reads them.
+
+    Raises:
+        InvalidArgument: if a variable is not a number, or ``$GEM_RAY_ENV_RESOURCES`` not a JSON object.
+    """
     options: dict[str, Any] = {}
     for variable, key, kind in (("GEM_RAY_ENV_ACTORS", "num_actors", int), ("GEM_RAY_ENV_CPUS", "num_cpus", float)):
         value = environment_value(variable)

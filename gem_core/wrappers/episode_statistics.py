@@ -49,6 +49,9 @@ class EpisodeStatistics(RecordEpisodeStatistics, _Replay):
     Args:
         env: the env to record.
         buffer_length: episodes kept in ``return_queue``/``length_queue``/``time_queue``.
+
+    Raises:
+        InvalidArgument: if ``env`` already records episode statistics.
     """
 
     def __init__(self, env: gym.Env, buffer_length: int = 100):

@@ -48,6 +48,10 @@ class Judged(Wrapper):
         reference: see :data:`ReferenceSource`.
         truncate_on_error: truncate the episode when the judge gives no verdict (default: go on).
         close_judge: :meth:`close` closes the judge too (for a judge this env built; a shared one stays open).
+
+    Raises:
+        InvalidArgumentType: if ``judge`` is not a :class:`~gem_core.judge.Judge` or None.
+        InvalidArgument: if ``on`` or ``reward`` is not one of its values.
     """
 
     blocking = True  # a judgement waits on the judge server

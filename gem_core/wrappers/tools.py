@@ -68,6 +68,10 @@ class ToolUse(Wrapper):
 
     ``info`` of a tool step holds ``tool_calls`` (one record per call: tool, ok, info) and every step
     holds ``tool_call_count``, the calls made so far in the episode.
+
+    Raises:
+        InvalidArgument: if there is no tool, two tools share a name, ``max_tool_calls`` is negative or
+            ``call_format`` is unknown.
     """
 
     blocking = True  # tool calls wait on subprocesses and servers

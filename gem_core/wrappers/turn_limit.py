@@ -14,7 +14,11 @@ __all__ = ["TurnLimit", "check_max_turns"]
 
 def check_max_turns(max_turns: Any, where: str) -> int | None:
     """``max_turns`` if it is a positive whole number of turns or None; else a ValueError naming ``where``
-    (the one rule for ``register``, ``make`` and :class:`TurnLimit`: 2.5, True and "3" are not turn counts)."""
+    (the one rule for ``register``, ``make`` and :class:`TurnLimit`: 2.5, True and "3" are not turn counts).
+
+    Raises:
+        InvalidArgument: if ``max_turns`` is not a positive whole number or None.
+    """
     if max_turns is not None and (isinstance(max_turns, bool) or not isinstance(max_turns, numbers.Integral) or max_turns < 1):
         raise InvalidArgument(f"{where}: max_turns={max_turns!r} must be a positive whole number of turns, or None.")
     return max_turns
@@ -25,6 +29,9 @@ class TurnLimit(Wrapper):
 
     ``info["turn_limit_reached"]`` tells a trainer that the episode was cut, not finished, so it can
     bootstrap or drop the tail instead of treating the cut as the env's verdict.
+
+    Raises:
+        InvalidArgument: if ``max_turns`` is None (leave the wrapper out) or not a positive whole number.
     """
 
     def __init__(self, env, max_turns: int):

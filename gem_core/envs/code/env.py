@@ -55,6 +55,9 @@ class CodeEnv(DatasetEnv):
         sandbox_mode: ``"bwrap"``, ``"process"`` or ``None`` (``$GEM_SANDBOX``, else bwrap).
         sandbox_backend: ``"local"`` or ``"ray"`` (tests run on Ray nodes labelled ``gem_sandbox``,
             :mod:`gem_core.tools.sandbox.ray_pool`); None reads ``$GEM_SANDBOX_BACKEND`` (default local).
+
+    Raises:
+        InvalidArgument: if ``max_tests`` is below 1 or ``reward`` is not ``"all"`` or ``"fraction"``.
     """
 
     def __init__(

@@ -68,7 +68,11 @@ class LinkGraph:
 
 @functools.lru_cache(maxsize=8)
 def load_link_graph(path: str | Path = DEFAULT_GRAPH) -> LinkGraph:
-    """Read a ``title<TAB>summary<TAB>link; link; ...`` file (``#`` lines are comments), once per process."""
+    """Read a ``title<TAB>summary<TAB>link; link; ...`` file (``#`` lines are comments), once per process.
+
+    Raises:
+        InvalidArgument: if a line does not have three tab-separated fields.
+    """
     summaries: dict[str, str] = {}
     raw_links: dict[str, list[str]] = {}
     for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
@@ -92,6 +96,10 @@ class WikiGame(TurnBasedGame):
         max_distance: the most clicks (shortest path) the episode's target may be away.
         max_turns: clicks allowed (the episode is truncated after the last).
         graph_file: a link graph in the shipped format (default: the shipped graph).
+
+    Raises:
+        InvalidArgument: if the distance range is empty or inverted, no page pair of the graph lies in it, or
+            ``max_turns`` is shorter than ``max_distance``.
     """
 
     def __init__(self, min_distance: int = 2, max_distance: int = 3, max_turns: int = 8, graph_file: str | None = None):

@@ -96,6 +96,9 @@ def make_judged_task(
         rubric: see :class:`~gem_core.wrappers.judged.Judged` (default: correctness, completeness, clarity).
         truncate_on_error: see :class:`~gem_core.wrappers.judged.Judged`.
         env_kwargs: :class:`OpenTaskEnv`'s arguments (``data_files=``, ``task_field=``, ...).
+
+    Raises:
+        InvalidArgument: if only one of ``judge_url`` and ``judge_model`` is given.
     """
     owned = False
     if judge is None and (judge_url or judge_model):

@@ -27,6 +27,9 @@ def gold_from_field(value: Any, answer_format: str = "plain") -> str:
 
     ``answer_format``: ``"plain"`` (the cell is the answer), ``"gsm8k"`` (worked solution ending in
     ``#### 72``) or ``"boxed"`` (a worked solution whose last ``\\boxed{}`` is the answer, as in MATH).
+
+    Raises:
+        InvalidArgument: if ``answer_format`` is not ``"plain"``, ``"gsm8k"`` or ``"boxed"``.
     """
     text = str(value).strip()
     if answer_format == "gsm8k":

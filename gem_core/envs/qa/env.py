@@ -68,6 +68,9 @@ class QAEnv(DatasetEnv):
         prompt_suffix: appended to every question (the answer-format instruction).
         score_timeout: seconds scoring may take before the answer counts as wrong; ``None`` scores
             in-process with no limit (only for trusted answers).
+
+    Raises:
+        InvalidArgument: if ``reward`` is not ``"em"`` or ``"f1"``.
     """
 
     def __init__(

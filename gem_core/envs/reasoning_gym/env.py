@@ -52,7 +52,11 @@ def _composite_specs(datasets: list[Any] | None) -> list[Any]:
 
 
 def load_procedural_dataset(name: str, *, seed: int, size: int, config: dict[str, Any] | None = None) -> Any:
-    """The reasoning-gym dataset, built once per process for each ``(name, seed, size, config)``."""
+    """The reasoning-gym dataset, built once per process for each ``(name, seed, size, config)``.
+
+    Raises:
+        DependencyNotInstalled: if reasoning-gym is not installed.
+    """
     key = json.dumps([name, seed, size, config or {}], sort_keys=True, default=str)
     with _datasets_lock:
         if key not in _datasets:

@@ -178,6 +178,9 @@ class RetailService(Env):
         max_turns: agent turns (tool calls and messages) per episode.
         call_format: the tool-call syntax the agent writes (:data:`gem_core.tools.calls.CALL_FORMATS`:
             ``"hermes"``, ``"llama3_json"``, ``"deepseek_v3"``, ``"mistral"``), the policy model's native one.
+
+    Raises:
+        InvalidArgument: if ``call_format`` is unknown or ``max_turns`` is below 1.
     """
 
     blocking = False  # quick pure-Python steps: stepped inline, never via a thread

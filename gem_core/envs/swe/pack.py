@@ -140,7 +140,11 @@ class TaskPack:
         raise SweError(f"No SWE task {task_id!r} in {self.path.name}; choose one of {[t.id for t in self.tasks]}.")
 
     def select(self, task_ids: list[str] | tuple[str, ...] | None = None, package: str | None = None) -> tuple[SweTask, ...]:
-        """The tasks named (all if None), of ``package`` only if given; refuses unknown names and an empty choice."""
+        """The tasks named (all if None), of ``package`` only if given; refuses unknown names and an empty choice.
+
+        Raises:
+            SweError: if a task or ``package`` is not in the pack, or the choice leaves no task.
+        """
         chosen = self.tasks if task_ids is None else tuple(self.task(task_id) for task_id in task_ids)
         if package is not None:
             if package not in self.packages:

@@ -82,7 +82,11 @@ class TerminalTask:
 
 @functools.lru_cache(maxsize=4)
 def load_tasks(data_dir: str | Path = DATA_DIR) -> tuple[TerminalTask, ...]:
-    """Every task under ``data_dir`` (one directory each), sorted by name; read once per process."""
+    """Every task under ``data_dir`` (one directory each), sorted by name; read once per process.
+
+    Raises:
+        InvalidArgument: if ``data_dir`` holds no task.
+    """
     tasks = []
     for directory in sorted(Path(data_dir).iterdir()):
         if not (directory / "task.json").is_file():
@@ -131,6 +135,10 @@ class TerminalEnv(Env):
             episode ends).
         sandbox: ``"bwrap"`` or ``"process"``; None reads ``$GEM_SANDBOX`` (default bwrap).
         data_dir: a directory of tasks in the shipped layout (default: the shipped tasks).
+
+    Raises:
+        InvalidArgument: if a limit is out of range (``max_turns`` < 1, ``command_timeout`` <= 0,
+            ``max_output_chars`` < 100, ``max_work_mb`` < 1) or ``tasks`` names no known task.
     """
 
     max_return = 1.0

@@ -37,7 +37,11 @@ def load_items() -> tuple[ChartItem, ...]:
 
 
 def load_image(item: ChartItem) -> Any:
-    """The chart of ``item`` as an RGB PIL image (a new object each call: callers may keep or change it)."""
+    """The chart of ``item`` as an RGB PIL image (a new object each call: callers may keep or change it).
+
+    Raises:
+        DependencyNotInstalled: if Pillow is not installed (the ``vision`` extra).
+    """
     try:
         from PIL import Image
     except ImportError as exc:  # pragma: no cover - Pillow ships with the vision extra
@@ -51,6 +55,9 @@ class ChartQA(TurnBasedGame):
 
     Args:
         max_turns: answers the agent may give before the episode is truncated.
+
+    Raises:
+        InvalidArgument: if ``max_turns`` is below 1.
     """
 
     def __init__(self, max_turns: int = 2):

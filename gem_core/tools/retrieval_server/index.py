@@ -22,6 +22,9 @@ def load_corpus(path: str | Path) -> list[dict[str, Any]]:
 
     Each line needs ``contents`` (Search-R1's format: ``'"Title"\\ntext'``) or ``text`` (with an
     optional ``title``); ``id`` defaults to the line number. Other fields are kept and returned.
+
+    Raises:
+        InvalidArgument: if the corpus is empty or a line is not a UTF-8 JSON document with ``contents`` or ``text``.
     """
     documents = []
     with open(path, "rb") as lines:

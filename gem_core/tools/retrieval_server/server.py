@@ -48,7 +48,11 @@ class Limits:
 
 
 def parse_request(body: Any, default_topk: int, limits: Limits = Limits()) -> tuple[list[str], int, bool]:
-    """Validate a ``/retrieve`` body; raises ValueError (a :class:`RequestError`) with a message for the client."""
+    """Validate a ``/retrieve`` body; raises ValueError (a :class:`RequestError`) with a message for the client.
+
+    Raises:
+        RequestError: 422 for a body of the wrong shape or ``topk`` out of range, 413 for too many queries.
+    """
     if not isinstance(body, dict):
         raise RequestError(422, 'expected a JSON object like {"queries": ["..."], "topk": 3, "return_scores": true}')
     queries = body.get("queries")

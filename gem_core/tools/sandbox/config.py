@@ -66,7 +66,11 @@ def ray_resource_from_environment(default: str = "gem_sandbox") -> str:
 
 
 def pool_size_from_environment(default: int = 4) -> int:
-    """``$GEM_SANDBOX_POOL``: warm workers kept per pool (``default`` if unset)."""
+    """``$GEM_SANDBOX_POOL``: warm workers kept per pool (``default`` if unset).
+
+    Raises:
+        InvalidArgument: if ``$GEM_SANDBOX_POOL`` is not a whole number.
+    """
     value = environment_value("GEM_SANDBOX_POOL")
     if value is None:
         return default

@@ -224,6 +224,9 @@ def bwrap_launch(config: SandboxConfig, privileged: bool, zygote: bool = False) 
     """The bwrap prefix of a worker's command (append the program and its arguments to ``.command``).
 
     A zygote's sandbox gets no seccomp filter from bwrap: each call loads it itself, after its setup.
+
+    Raises:
+        SandboxUnavailableError: if bubblewrap is not installed.
     """
     bwrap = bwrap_binary()
     if bwrap is None:

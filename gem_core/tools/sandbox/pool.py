@@ -123,7 +123,11 @@ class SandboxPool:
                     self._wanted.clear()
 
     def zygote(self) -> Zygote:
-        """The pool's zygote, started on first use and again if it died."""
+        """The pool's zygote, started on first use and again if it died.
+
+        Raises:
+            UsageError: if the pool is closed.
+        """
         if self._pid != os.getpid():
             self._after_fork()
         with self._lock:
@@ -161,7 +165,11 @@ class SandboxPool:
     def run(
         self, code: str, *, stdin: str = "", timeout: float = 5.0, memory_mb: int = 512, call: FunctionCall | None = None
     ) -> SandboxResult:
-        """Run ``code`` in a fresh worker of this pool (see :func:`run_python`)."""
+        """Run ``code`` in a fresh worker of this pool (see :func:`run_python`).
+
+        Raises:
+            InvalidArgument: if ``memory_mb`` is below 16 or ``timeout`` is not positive.
+        """
         if timeout <= 0:
             raise InvalidArgument(f"timeout must be positive seconds, got {timeout}.")
         if memory_mb < 16:

@@ -120,7 +120,11 @@ class Worker:
                 launch.close()
 
     def wait_ready(self, timeout: float = 60.0) -> None:
-        """Block until the worker has started (and preloaded its modules)."""
+        """Block until the worker has started (and preloaded its modules).
+
+        Raises:
+            SandboxUnavailableError: if the worker failed to start (the message holds the end of its stderr).
+        """
         selector = selectors.DefaultSelector()
         selector.register(self.status_fd, selectors.EVENT_READ)
         ready = selector.select(timeout)

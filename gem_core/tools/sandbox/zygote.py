@@ -186,7 +186,11 @@ class Zygote:
         self._forked_lock = threading.Lock()
 
     def wait_ready(self, timeout: float = 60.0) -> None:
-        """Block until the zygote has started (and preloaded its modules), then have it fork calls ahead."""
+        """Block until the zygote has started (and preloaded its modules), then have it fork calls ahead.
+
+        Raises:
+            SandboxUnavailableError: if the zygote failed to start (the message holds the end of its stderr).
+        """
         self.control.settimeout(timeout)
         try:
             byte = self.control.recv(1)
@@ -245,7 +249,11 @@ class Zygote:
         self.process.returncode = 0
 
     def run(self, request: dict, timeout: float) -> SandboxResult:
-        """Hand the snippet to a call forked ahead of time, collect its output and status, kill what is left."""
+        """Hand the snippet to a call forked ahead of time, collect its output and status, kill what is left.
+
+        Raises:
+            SandboxUnavailableError: if the zygote or the forked call died before the call reported its status.
+        """
         start = time.monotonic()
         config = self.config
         payload = json.dumps(request).encode()
