@@ -83,10 +83,17 @@ class EnvWrapper(Wrapper):
         _accept_options(cls)
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """Reset the wrapped env (``seed`` positionally, as GEM calls it) and return its first observation and info."""
         return super().reset(seed=seed, options=options)
 
     async def areset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """:meth:`reset` on the env's worker thread, so a GEM-style override never blocks the event loop."""
         return await run_in_env_thread(self.reset, seed=seed, options=options)
 
     async def astep(self, action: str) -> StepResult:
+        """``step`` on the env's worker thread, so a GEM-style override never blocks the event loop.
+
+        Returns:
+            ``(observation, reward, terminated, truncated, info)``, as ``step`` returns it.
+        """
         return await run_in_env_thread(self.step, action)

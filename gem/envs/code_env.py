@@ -54,7 +54,22 @@ def _local_copy(dataset: Any, split: str | None) -> str:
 class CodeEnv(CoreCodeEnv):
     """Problems from ``dataset_name`` (a hub id; or ``data_files=`` for a local copy; or ``dataset=`` rows in
     memory) with their tests in ``test_key``. ``max_workers`` and ``verbose`` are accepted and unused (the
-    core's sandbox pool sizes itself); other keyword arguments are the core env's (``timeout``, ...)."""
+    core's sandbox pool sizes itself); other keyword arguments are the core env's (``timeout``, ...).
+
+    Args:
+        dataset_name: The hub dataset (empty: none, with ``data_files=`` or ``dataset=``).
+        split: The split to read; with a several-split ``dataset=``, the one to take.
+        dataset: Rows in memory (a ``datasets.Dataset`` or ``DatasetDict``), used instead of ``dataset_name``.
+        question_key: The column holding the problem statement.
+        test_key: The column holding the problem's tests.
+        max_workers: Accepted for GEM's signature; unused.
+        verbose: Accepted for GEM's signature; unused.
+        sandbox_type: ``"none"`` (the core's default sandbox mode: ``$GEM_SANDBOX``, else bwrap) or ``"bwrap"``.
+
+    Raises:
+        InvalidArgument: ``sandbox_type`` is not ``"none"`` or ``"bwrap"``.
+        DatasetSplitError: ``dataset`` has several splits and ``split`` names none of them.
+    """
 
     def __init__(
         self,

@@ -13,7 +13,14 @@ __all__ = ["MathEnv"]
 
 class MathEnv(CoreMathEnv):
     """Math questions from ``dataset_name`` (a hub id; or ``data_files=`` for a local copy), graded by
-    math-verify. Other keyword arguments are the core env's (``answer_format``, ``grade_timeout``, ...)."""
+    math-verify. Other keyword arguments are the core env's (``answer_format``, ``grade_timeout``, ...).
+
+    Args:
+        dataset_name: The hub dataset (empty: none, with ``data_files=``).
+        split: The split to read.
+        question_key: The column holding the question.
+        answer_key: The column holding the reference answer.
+    """
 
     def __init__(
         self, dataset_name: str = "", split: str = "train", question_key: str = "problem", answer_key: str = "answer", **kwargs: Any

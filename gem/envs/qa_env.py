@@ -13,7 +13,15 @@ __all__ = ["QaEnv"]
 
 class QaEnv(QAEnv):
     """Questions from ``dataset_name`` (a hub id; or ``data_files=`` for a local copy), scored by exact
-    match. Other keyword arguments are the core env's (``reward``, ``prompt_suffix``, ...)."""
+    match. Other keyword arguments are the core env's (``reward``, ``prompt_suffix``, ...).
+
+    Args:
+        dataset_name: The hub dataset (empty: none, with ``data_files=``).
+        split: The split to read.
+        question_key: The column holding the question.
+        answer_key: The column holding the reference answer.
+        extract_boxed: Accepted for GEM's signature; ignored (both answer forms are read).
+    """
 
     def __init__(
         self,

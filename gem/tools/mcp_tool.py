@@ -44,7 +44,25 @@ def _gem_call(text: str) -> tuple[dict[str, Any] | None, str | None] | None:
 
 class MCPTool(GemToolMethods, CoreMCPTool):
     """Calls the tools of the MCP server(s) in ``config``: a URL, a path to a server script, or an MCP
-    config dict (``{"mcpServers": {...}}``)."""
+    config dict (``{"mcpServers": {...}}``).
+
+    Args:
+        config: A server URL, a path to a server script, or an MCP config dict.
+        auth: A bearer token for a URL ``config`` (sent as the ``Authorization`` header).
+        headers: HTTP headers for a URL ``config``.
+        log_handler: GEM's client hook; not supported (must be None).
+        progress_handler: GEM's client hook; not supported (must be None).
+        sampling_handler: GEM's client hook; not supported (must be None).
+        max_retries: Reconnects after a lost connection (the core's ``reconnects``); a call the server
+            answered is never sent twice.
+        delay_between_retries: Accepted for GEM's signature; unused.
+        execution_timeout: Seconds one tool call may take (the core's ``timeout``).
+        validate_on_init: Accepted for GEM's signature; unused.
+        num_workers: Accepted for GEM's signature; unused.
+
+    Raises:
+        UnsupportedMCPOptionError: A handler is given, or ``auth``/``headers`` with a ``config`` that is not a URL.
+    """
 
     tool_type = "mcp"
 
@@ -81,6 +99,12 @@ class MCPTool(GemToolMethods, CoreMCPTool):
         self.raw_config = config
 
     def parse(self, action: str) -> list[ToolCall]:
+        """The ``<tool_call>`` calls in ``action``, in order, in GEM's XML form or the core's JSON form.
+
+        Returns:
+            One :class:`~gem_core.tools.tool.ToolCall` per call (empty if none); a malformed one has ``error`` set
+            and is answered with that message instead of being run.
+        """
         calls = []
         for call in super().parse(action):
             gem_form = _gem_call(action[call.span[0]:call.span[1]]) if call.error else None

@@ -33,12 +33,22 @@ GEM_INSTRUCTION = (
 
 
 class PythonCodeTool(GemToolMethods, PythonTool):
-    """Runs the first ``<python>...</python>`` or fenced Python block of an action in the sandbox."""
+    """Runs the first ``<python>...</python>`` or fenced Python block of an action in the sandbox.
+
+    Args:
+        timeout: Seconds a program may run; a program stopped there is answered with GEM's timeout text.
+        sandbox_type: ``"none"`` (the core's default sandbox mode: ``$GEM_SANDBOX``, else bubblewrap) or ``"bwrap"``.
+        keep_error_last_line: Show only the last line of a failing program's stderr, as GEM does.
+
+    Raises:
+        InvalidArgument: ``sandbox_type`` is not ``"none"`` or ``"bwrap"``.
+    """
 
     tool_type = "python_code"
 
     @property
     def instruction(self) -> str:
+        """GEM's instruction text for the tool, so prompts match GEM's."""
         return GEM_INSTRUCTION
 
     def __init__(self, timeout: float = 5, sandbox_type: str = "none", keep_error_last_line: bool = False):

@@ -17,6 +17,13 @@ class SearchTool(GemToolMethods, CoreSearchTool):
 
     ``num_workers`` is accepted for GEM's signature; calls are made one action at a time, and concurrency
     comes from the vector env's backend.
+
+    Args:
+        num_workers: Accepted for GEM's signature; unused.
+        search_url: The retrieval server's endpoint (None: ``$GEM_SEARCH_URL``, else the local
+            ``http://127.0.0.1:8000/retrieve``).
+        topk: Passages returned per query.
+        timeout: Seconds one query may take.
     """
 
     tool_type = "search"

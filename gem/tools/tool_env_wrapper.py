@@ -34,7 +34,20 @@ _GEM_LIMIT_NOTICE = "\n\nReached the maximum number of tool use. Please output f
 
 
 class ToolEnvWrapper(ToolUse):
-    """Wraps ``env`` with ``tools``; see the module docstring for GEM's arguments."""
+    """Wraps ``env`` with ``tools``; see the module docstring for GEM's arguments.
+
+    Args:
+        env: The env whose actions may call the tools.
+        tools: The tools; the first observation lists their ``instruction_string()``.
+        tool_reward: Reward per tool call.
+        tool_success_reward: Reward per call that ran cleanly.
+        tool_execute_error_reward: Reward (zero or negative) per call that failed; only with the other two at zero.
+        max_tool_uses: Calls allowed per episode (None: any number).
+
+    Raises:
+        InvalidArgument: ``tool_execute_error_reward`` is positive, or non-zero beside a non-zero ``tool_reward``
+            or ``tool_success_reward``.
+    """
 
     def __init__(
         self,
@@ -58,6 +71,13 @@ class ToolEnvWrapper(ToolUse):
         self.tool_success_counter = 0
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """Start an episode (``seed`` positionally, as GEM calls it).
+
+        Returns:
+            The task with the tools' instructions below it, and an ``info`` with GEM's counters: ``use_tool``,
+            ``tool_use_counter``, ``tool_success_counter`` (all zero) and the ended episode's
+            ``prev_ep_tool_use_counter`` and ``prev_ep_tool_success_counter``.
+        """
         return super().reset(seed=seed, options=options)
 
     def on_reset(self, observation: str, info: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -92,7 +112,16 @@ class ToolEnvWrapper(ToolUse):
         return observation, reward, terminated, truncated, info
 
     def step(self, action: str) -> StepResult:
+        """Run the action's tool calls (or pass the action to the env when it has none).
+
+        Returns:
+            ``(observation, reward, terminated, truncated, info)``: the tools' answers (with GEM's notice on the
+            step that spends the last allowed call) or the env's step, and ``info`` with the core's
+            ``tool_calls``/``tool_call_count`` and GEM's ``use_tool``, ``tool_use_counter``,
+            ``tool_success_counter`` (on a tool step also ``parsed_action`` and ``tool_type``).
+        """
         return self._with_gem_info(action, super().step(action))
 
     async def astep(self, action: str) -> StepResult:
+        """:meth:`step` with the tools' and the env's async calls: the same results and GEM ``info`` keys."""
         return self._with_gem_info(action, await super().astep(action))

@@ -15,4 +15,5 @@ class AsyncVectorEnv(VectorEnv):
 
     def __init__(self, env_ids: Sequence[str], env_fns: Sequence[Callable[[], Any]],
                  autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP) -> None:
+        """Build the envs; ``env_ids``, ``env_fns`` and ``autoreset_mode`` as :class:`~gem.vector.vector_env.VectorEnv` takes them."""
         super().__init__(env_ids, env_fns, autoreset_mode, backend="async")

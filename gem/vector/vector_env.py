@@ -53,6 +53,13 @@ class VectorEnv:
 
     ``backend`` is the core's (``"sync"``, ``"async"``, ``"thread"``, ``"process"``); the other attributes
     and methods (``call``, ``get_attr``, ``close``) are the core vector env's.
+
+    Args:
+        env_ids: The id each env was made from (listed as :attr:`env_ids`).
+        env_fns: One function per env that builds it.
+        autoreset_mode: When an ended env resets: GEM's ``SAME_STEP`` (its reset observation in the same step,
+            the final one in ``info["final_obs"]``) or another gymnasium ``AutoresetMode``.
+        backend: How the envs run (the core's backends).
     """
 
     def __init__(

@@ -25,7 +25,7 @@ from typing import Any
 
 from gem_core.env import StepResult
 from gem_core.errors import InvalidArgument
-from gem_core.wrappers.observation import ObservationFormat
+from gem_core.wrappers.observation import ObservationFormat, ObservationMode
 
 __all__ = ["ObservationWrapper"]
 
@@ -36,7 +36,21 @@ def maybe_add_new_line(text: str) -> str:
 
 
 class ObservationWrapper(ObservationFormat):
-    """See the module docstring."""
+    """GEM's observation history formats (see the module docstring for the text each gives).
+
+    Args:
+        env: The env (or wrapper) whose observations are formatted.
+        include_action: Interleave the actions with the observations (else observations only).
+        include_chat_template: Render the conversation with ``tokenizer``'s chat template (needs ``include_action``).
+        apply_chat_template_on_reset: Render only the first observation as a user turn, then append the
+            episode as text.
+        max_history_length: Actions kept (and one more observation); None keeps the whole episode.
+        tokenizer: A tokenizer with a chat template; needed by either chat template option.
+
+    Raises:
+        InvalidArgument: Both chat template options are set, either is set without ``tokenizer``, or
+            ``include_chat_template`` is set without ``include_action``.
+    """
 
     #: A tokenizer is a resource, not episode state (see gem_core.wrappers.core.Wrapper.get_state).
     state_excludes = frozenset({"tokenizer"})
@@ -56,7 +70,7 @@ class ObservationWrapper(ObservationFormat):
             raise InvalidArgument("ObservationWrapper: a chat template needs tokenizer=, e.g. AutoTokenizer.from_pretrained(...).")
         if include_chat_template and not include_action:
             raise InvalidArgument("ObservationWrapper: include_chat_template needs include_action=True (the actions are the assistant turns).")
-        mode = "chat" if include_chat_template else "history_with_actions" if include_action else "history"
+        mode: ObservationMode = "chat" if include_chat_template else "history_with_actions" if include_action else "history"
         if apply_chat_template_on_reset:
             mode = "raw"  # the transcript is appended to the rendered prompt below, without labels
         super().__init__(env, mode)
@@ -70,6 +84,12 @@ class ObservationWrapper(ObservationFormat):
         self.act_queue: deque[str] = deque(maxlen=max_history_length)
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """Start an episode (``seed`` positionally, as GEM calls it); the history starts over.
+
+        Returns:
+            The first observation in the chosen format (with the env's ``info["prefix"]``/``["suffix"]`` around
+            it), and the env's ``info``.
+        """
         return super().reset(seed=seed, options=options)
 
     def _render(self, messages: list[dict[str, str]]) -> str:

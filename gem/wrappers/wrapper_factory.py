@@ -56,9 +56,10 @@ WRAPPER_FACTORY: dict[str, Callable[..., Any]] = {
     ),
     "episode_tracking": EpisodeTrackingWrapper,
 }
+"""GEM's wrapper names, each with the function that wraps an env (``fn(env)``; chat ones also take ``tokenizer=``)."""
 
-#: The names that render a chat template and so need ``tokenizer=``.
 TOKENIZER_REQUIRED = ["concat_chat", "concat_chat_on_reset"]
+"""The names that render a chat template and so need ``tokenizer=``."""
 
 
 def get_wrapper_fns(wrappers: str, tokenizer: Any = None) -> list[Callable[..., Any]]:
@@ -66,7 +67,7 @@ def get_wrapper_fns(wrappers: str, tokenizer: Any = None) -> list[Callable[..., 
     with ``tokenizer`` given to those that need it.
 
     Raises:
-        KeyError: an unknown name (the message lists the known ones).
+        UnknownKey: (a KeyError) an unknown name (the message lists the known ones).
     """
     fns = []
     for name in filter(None, (part.strip() for part in (wrappers or "").split(","))):

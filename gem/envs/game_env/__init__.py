@@ -68,3 +68,5 @@ GAME_SPECS: dict[str, EnvSpec] = {
         _spec("game:Crosswords-v0-random", "crosswords:CrosswordsEnv", hardcore=None, max_turns=None, num_words=None),
     )
 }
+"""GEM 0.1.0's game ids, each with GEM's own class and level parameters; :func:`gem.make` looks an id up here before
+the core's registry, so a ``game:*`` id plays GEM's game."""

@@ -19,10 +19,15 @@ __all__ = ["GameEnv", "FORMAT_ERROR_REWARD", "INVALID_ACTION_REWARD", "INTERNAL_
 
 # GEM's ``LanguageGameReward``: a legal-format illegal move and a lost game score 0, not a penalty.
 SUCCESS_REWARD = 1.0
+"""Reward of the move that wins the game."""
 INTERNAL_STEP_REWARD = 0.0
+"""Reward of a legal move that neither wins nor loses."""
 FAIL_REWARD = 0.0
+"""Reward of the move that loses the game (0, as in GEM: no penalty)."""
 INVALID_ACTION_REWARD = 0.0
+"""Reward of a well-formatted but illegal move (0, as in GEM: no penalty)."""
 FORMAT_ERROR_REWARD = -0.1
+"""Reward of an action the game cannot parse (no ``\\boxed{...}`` move); the episode ends."""
 
 
 class GameEnv(Env):

@@ -18,6 +18,7 @@ __all__ = ["MOVES", "generate_room"]
 
 WALL, FLOOR, TARGET, BOX_ON_TARGET, BOX, PLAYER = range(6)
 MOVES = {"up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1)}
+"""The player's moves by name, each as a ``(row, column)`` step."""
 _SIDES = [(-1, 0), (1, 0), (0, -1), (0, 1)]
 _MASKS = [
     [[0, 0, 0], [1, 1, 1], [0, 0, 0]],

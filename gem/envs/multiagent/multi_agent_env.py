@@ -50,7 +50,19 @@ class MultiAgentEnv(abc.ABC):
         return self.agent_selector.get_active_agents() if self.agent_selector else self.agents
 
     def step(self, actions: dict[str, str]) -> MultiStepResult:  # type: ignore[override]
-        """Apply the acting agents' actions, add up rewards, drop finished agents, pass the turn on."""
+        """Apply the acting agents' actions, add up rewards, drop finished agents, pass the turn on.
+
+        Args:
+            actions: ``{agent: action}`` for every acting agent that is not done (and no other agent).
+
+        Returns:
+            ``(observations, rewards, terminations, truncations, infos)``, each a dict by agent, as the game's
+            ``_process_actions`` gives them; an agent terminated or truncated here has left :attr:`agents`.
+
+        Raises:
+            MultiAgentError: ``actions`` is not a dict, an acting agent has no action, or an agent that is not
+                acting gave one.
+        """
         if not isinstance(actions, dict):
             raise MultiAgentError(f"Actions must be a dict, got {type(actions)}: pass {{agent: action}} for the acting agents")
         self._validate_actions(actions, self._acting())
@@ -101,14 +113,24 @@ class MultiAgentEnv(abc.ABC):
         return {agent: self.observe(agent) for agent in self.agents}, {agent: {} for agent in self.agents}
 
     def sample_random_action(self) -> str:
+        """A random action, for games that define one.
+
+        Raises:
+            NotImplementedError: The game defines none (the base class's default).
+        """
         raise NotImplementedError
 
     @property
     def unwrapped(self) -> MultiAgentEnv:
+        """The env itself (a multi-agent env is never wrapped), as gymnasium's ``unwrapped``."""
         return self
 
     def get_state(self, agent: str) -> tuple[str, float, bool, bool, dict]:
-        """``(observation, cumulative reward, terminated, truncated, info)`` of ``agent``."""
+        """``(observation, cumulative reward, terminated, truncated, info)`` of ``agent``.
+
+        Raises:
+            MultiAgentError: ``agent`` is not in the env (never added, or gone since it finished).
+        """
         if agent not in self.agents:
             raise MultiAgentError(f"Agent {agent} not in environment (agents: {self.agents})")
         return (
@@ -120,9 +142,11 @@ class MultiAgentEnv(abc.ABC):
         )
 
     def get_active_states(self) -> dict[str, tuple[str, float, bool, bool, dict]]:
+        """:meth:`get_state` of each agent whose turn it is, by agent."""
         return {agent: self.get_state(agent) for agent in self._acting() if agent in self.agents}
 
     def add_agent(self, agent_id: str) -> None:
+        """Let ``agent_id`` join mid-episode, with fresh flags and zero reward (nothing if it is already in)."""
         if agent_id in self.agents:
             return
         self.agents.append(agent_id)
@@ -133,6 +157,7 @@ class MultiAgentEnv(abc.ABC):
             self.agent_selector.add_agent(agent_id)
 
     def remove_agent(self, agent_id: str) -> None:
+        """Take ``agent_id`` out of the episode with its flags and rewards (nothing if it is not in)."""
         if agent_id not in self.agents:
             return
         self.agents.remove(agent_id)
@@ -146,25 +171,48 @@ class MultiAgentEnv(abc.ABC):
             self.remove_agent(agent)
 
     def send_message(self, from_agent: str, to_agent: str, message: str) -> None:
+        """Post ``message`` from one agent to another on the shared board (:attr:`shared_memory`).
+
+        Raises:
+            MultiAgentError: The sender or the receiver is not in the env.
+        """
         for role, agent in (("Sender", from_agent), ("Receiver", to_agent)):
             if agent not in self.agents:
                 raise MultiAgentError(f"{role} {agent} not in environment (agents: {self.agents})")
         self.shared_memory.append({"from": from_agent, "to": to_agent, "message": message})
 
     def broadcast_message(self, from_agent: str, message: str) -> None:
+        """Post ``message`` from ``from_agent`` to every other agent on the shared board.
+
+        Raises:
+            MultiAgentError: The sender is not in the env.
+        """
         if from_agent not in self.agents:
             raise MultiAgentError(f"Sender {from_agent} not in environment (agents: {self.agents})")
         self.shared_memory.extend({"from": from_agent, "to": a, "message": message} for a in self.agents if a != from_agent)
 
 
 class AgentSelector:
-    """Whose turn it is: one agent at a time in order (``sequential``) or every agent (``parallel``)."""
+    """Whose turn it is: one agent at a time in order (``sequential``) or every agent (``parallel``).
+
+    Args:
+        agents: The agents in turn order; the first one acts first.
+        mode: ``"sequential"`` or ``"parallel"`` (any other fails in :meth:`get_active_agents`, as in GEM).
+    """
+
+    _current_idx: int  # set by reinit()
+    selected: str | None
 
     def __init__(self, agents: list[str], mode: str = "sequential") -> None:
         self.mode = mode
         self.reinit(agents)
 
     def get_active_agents(self) -> list[str]:
+        """The agents to act now: the selected one (sequential) or all of them (parallel).
+
+        Raises:
+            MultiAgentError: ``mode`` is neither ``"sequential"`` nor ``"parallel"``.
+        """
         if self.mode == "sequential":
             return [self.selected] if self.selected else []
         if self.mode == "parallel":
@@ -172,22 +220,27 @@ class AgentSelector:
         raise MultiAgentError(f"Unknown mode: {self.mode!r}: AgentSelector's mode is 'sequential' or 'parallel'")
 
     def next(self) -> None:
+        """Pass the turn to the next agent, wrapping around (parallel mode: nothing changes)."""
         if self.mode == "sequential" and self._agents:
             self._current_idx = (self._current_idx + 1) % len(self._agents)
             self.selected = self._agents[self._current_idx]
 
     def is_first(self) -> bool:
+        """Whether the first agent in turn order is to act."""
         return self._current_idx == 0
 
     def is_last(self) -> bool:
+        """Whether the last agent in turn order is to act."""
         return self._current_idx == len(self._agents) - 1
 
     def reinit(self, agents: list[str]) -> None:
+        """Start over with ``agents`` in turn order, the first one to act (none when empty)."""
         self._agents = agents.copy()
         self._current_idx = 0
         self.selected = self._agents[0] if self._agents else None
 
     def add_agent(self, agent: str) -> None:
+        """Append ``agent`` to the turn order (nothing if it is already there)."""
         if agent not in self._agents:
             self._agents.append(agent)
 
