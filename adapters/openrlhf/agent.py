@@ -292,16 +292,16 @@ class GemAgentExecutor(MultiTurnAgentExecutor):
         budget ended as truncated.
 
         Args:
-            prompt: The dataset's prompt text (replaced by the env's first observation).
-            label: The dataset row's GEM label (env id, seed, env kwargs).
-            sampling_params: vLLM's sampling params, shared by the prompt's copies (each copy works on its own copy).
+            prompt (str): The dataset's prompt text (replaced by the env's first observation).
+            label (str): The dataset row's GEM label (env id, seed, env kwargs).
+            sampling_params (vllm.SamplingParams): Shared by the prompt's copies (each copy works on its own copy).
             max_length: Most tokens of prompt and response together.
-            hf_tokenizer: The policy's tokenizer.
-            llm_engine: OpenRLHF's vLLM engine.
-            images: The prompt's images, passed through to OpenRLHF's loop.
+            hf_tokenizer (PreTrainedTokenizerBase): The policy's tokenizer.
+            llm_engine (Any): OpenRLHF's vLLM engine.
+            images (list | None): The prompt's images, passed through to OpenRLHF's loop.
 
         Returns:
-            OpenRLHF's result dict (``observation_tokens``, ``action_ranges``, ``reward``, ``scores``,
+            (dict[str, Any]): OpenRLHF's result dict (``observation_tokens``, ``action_ranges``, ``reward``, ``scores``,
             ``rollout_log_probs``, ``truncated``, ``extra_logs``, ...).
 
         Raises:

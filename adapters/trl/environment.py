@@ -62,7 +62,7 @@ class GemToolEnvironment(metaclass=_EnvironmentClass):
                 names env, seed and kwargs), or else a ``seed`` column for the class's default env.
 
         Returns:
-            None: the env's first observation is already the row's prompt.
+            Always None: the env's first observation is already the row's prompt.
 
         Raises:
             InvalidArgument: The row's label names another env than the class's ``env_id``, or the row has no
