@@ -36,13 +36,14 @@ __all__ = ["CachedSequence", "PrefixKVCache"]
 
 @dataclass
 class CachedSequence:
-    """One sequence's keys and values, per layer ``(keys, values)`` of shape ``(1, kv_heads, len(ids), head_dim)``."""
+    """One sequence's keys and values: ``layers`` is ``(keys, values)``, each of shape
+    ``(layers, 1, kv_heads, len(ids), head_dim)`` (all layers in one tensor, so a turn copies them in one go)."""
 
     ids: np.ndarray
     """The token ids whose states these are (int64)."""
     prompt_len: int
     """The length of the prompt that produced it (the rest are sampled ids)."""
-    layers: list[tuple[Any, Any]]
+    layers: Any
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -113,7 +114,7 @@ class PrefixKVCache:
                 self.reused_tokens += best_len
         return best, best_len
 
-    def store(self, ids: Sequence[int], prompt_len: int, layers: list[tuple[Any, Any]], *, extends: CachedSequence | None = None) -> None:
+    def store(self, ids: Sequence[int], prompt_len: int, layers: Any, *, extends: CachedSequence | None = None) -> None:
         """Hold ``layers`` as the states of ``ids``; ``extends``, a held sequence that ``ids`` extend, is dropped."""
         with self._lock:
             if extends is not None:
