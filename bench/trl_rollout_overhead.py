@@ -356,6 +356,7 @@ def run_shape(args, shape: str | None, clock: Clock, device: str) -> None:
               f"{env_tokens / len(trajectories):.0f} env tokens per completion (in the loss's forward, not its LM head)")
         n = max(1, len(gem_times))
         parts = {k: v / n for k, v in clock.seconds.items()}
+        gem_mean = statistics.mean(gem_times) if gem_times else float("nan")  # the parts are means: so is their whole
         rollout = parts.get("rollout_func", 0.0)
         env = parts.get("env step", 0.0) + parts.get("env reset", 0.0)
         session = parts.get("session step (env included)", 0.0) + parts.get("session start (env reset included)", 0.0)
@@ -365,11 +366,11 @@ def run_shape(args, shape: str | None, clock: Clock, device: str) -> None:
             ("session bookkeeping (less the env)", session - env),
             ("collation into TRL's dict", parts.get("collation", 0.0)),
             ("rest of rollout_func (event loop, labels)", rollout - parts.get("generate", 0.0) - session - parts.get("collation", 0.0)),
-            ("TRL's own (rewards, loss fwd/bwd, optimizer)", gem_step - rollout),
+            ("TRL's own (rewards, loss fwd/bwd, optimizer)", gem_mean - rollout),
         ]
         print("GEM step breakdown (mean per measured step):")
         for name, seconds in rows:
-            print(f"  {name:<48} {seconds:8.3f} s  {100 * seconds / gem_step:5.1f}%")
+            print(f"  {name:<48} {seconds:8.3f} s  {100 * seconds / gem_mean:5.1f}%")
         stock_generate_step = stock_generate[0] / max(1, len(stock_times))
         print(f"stock: generate {stock_generate_step:.3f} s/step, TRL's own {stock_step - stock_generate_step:.3f} s/step")
         batches = clock.counts.get("batch", [])
