@@ -60,7 +60,16 @@ def _accept_options(cls: type) -> None:
 
 
 class Env(CoreEnv):
-    """GEM's ``gem.core.Env``: a :class:`gem_core.Env` whose ``reset`` also takes the seed positionally."""
+    """GEM's ``gem.core.Env``: a :class:`gem_core.Env` whose ``reset`` also takes the seed positionally.
+
+    A subclass whose ``reset`` has no ``options`` parameter still takes ``options=`` (the core's wrappers and
+    vector envs always pass it): an option named like one of its parameters becomes that keyword (GEM's per-env
+    reset kwargs, e.g. ``idx``).
+
+    Raises:
+        InvalidArgumentType: From such a subclass's ``reset``: an option it has no parameter for (the message says
+            to add an ``options=None`` parameter).
+    """
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

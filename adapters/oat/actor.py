@@ -164,7 +164,19 @@ class GemCollector:
     _gem_state_dir: str | None = None
 
     def collect_experience(self) -> tuple[list[list[Any]], dict[str, Any]]:
-        """Run episodes until ``rollout_batch_size_per_device`` transitions are collected; all finished."""
+        """Run episodes until ``rollout_batch_size_per_device`` transitions are collected; all finished.
+
+        Returns:
+            ``(episodes, metrics)``: each episode's oat transitions, and the batch's ``actor/gem/*`` metrics (with a
+            curriculum also per task and the sampler's).
+
+        Raises:
+            InvalidArgument: An episode option in oat's args is out of range (``max_turns``, ``max_total_tokens``,
+                ``num_env``, ``system_prompt``); checked on the first call.
+            UnknownEnvError: ``env_id`` is not registered (naming the closest ids).
+            TaskError: The ``curriculum`` spec is malformed.
+            BosTokenError: oat needs the tokenizer's bos in every prompt and the chat template cannot be made to write it.
+        """
         args = self.args
         curriculum = getattr(args, "curriculum", None)
         if self._gem_sampler is None:  # without a curriculum: env_id's seeds in order (a sampler of one task)

@@ -111,7 +111,12 @@ class CopyCountWarning(UserWarning):
 
 @dataclass
 class AgentConfig:
-    """What an agent file sets; OpenRLHF's own flags (lengths, temperature, estimator) stay in the CLI."""
+    """What an agent file sets; OpenRLHF's own flags (lengths, temperature, estimator) stay in the CLI.
+
+    Raises:
+        InvalidArgument: An option is out of range (e.g. ``max_new_tokens=0``, ``reward_gamma`` outside [0, 1]),
+            when the agent file is loaded rather than inside OpenRLHF's workers.
+    """
 
     system_prompt: str | None = None
     """System message put before the first observation (None: the chat template's default)."""

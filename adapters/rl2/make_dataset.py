@@ -23,7 +23,15 @@ def make_dataset(
     """``n`` rows per env id, seeds ``seed_start ..`` (a weighted mixture ``{env_id: weight}``: ``n`` rows in all,
     interleaved); unknown ids and bad weights fail before any row is made. Write them with
     :func:`gem_core.rows.write_jsonl`. The system prompt belongs in the env file
-    (``system_prompt=``): giving one here is refused (the rows hold no messages)."""
+    (``system_prompt=``): giving one here is refused (the rows hold no messages).
+
+    Raises:
+        InvalidArgument: ``system_prompt`` is given, ``n`` is not positive, ``seed_start`` is negative, or an env id
+            is given twice.
+        MixtureError: A mixture weight is not a positive number.
+        LabelError: An env id is not registered.
+        EnvKwargsError: ``env_kwargs`` holds a keyword an env does not take.
+    """
     refuse_system_prompt(system_prompt, "RL2", "the env file (GenerateEnv/ResetStepEnv(system_prompt=...))")
     return [dataset_row(row.label) for row in episode_rows(env_ids, n, seed_start=seed_start, env_kwargs=env_kwargs, with_messages=False)]
 

@@ -136,9 +136,15 @@ def environment_factory(env_id: str | None = None, **env_kwargs: Any) -> type[Ge
     do not name one (rows from :func:`~gem_adapters.trl.make_dataset` always do; they must name this one).
 
     ``env_kwargs`` (e.g. ``max_turns``) apply to every episode, under a row's own kwargs. With an ``env_id``
-    the env is built once here, so an unknown id (:class:`~gem_core.registry.UnknownEnvError`) or kwargs it
-    does not take (:class:`~gem_core.rows.EnvKwargsError`, naming its registered kwargs) fail now, not in
-    the trainer; a wrong TRL install fails with the install line (:class:`~gem_adapters.trl.TRLVersionError`).
+    the env is built once here, so a wrong id or kwargs fail now, not in the trainer.
+
+    Returns:
+        A :class:`GemToolEnvironment` subclass for that env id (pickles as this call, for TRL's async trainer).
+
+    Raises:
+        UnknownEnvError: ``env_id`` is not registered (naming the closest ids).
+        EnvKwargsError: ``env_kwargs`` holds a keyword the env does not take (naming its registered kwargs).
+        TRLVersionError: The installed TRL is not a supported version (the message gives the install line).
     """
     check_trl_version()  # a wrong TRL install fails here with the install line (reads metadata only; no import of trl)
     if env_id is not None:  # an unknown id, or kwargs the env does not take, fail here (naming the closest ids, the registered kwargs)

@@ -41,6 +41,12 @@ def make_dataset(
 
     The user message is the env's first observation for that seed, so TRL's logs show what the model
     really saw. A vision env's first images go in an ``images`` column (TRL's VLM dataset format).
+
+    Raises:
+        InvalidArgument: ``n`` is not positive, ``seed_start`` is negative, or an env id is given twice.
+        MixtureError: A mixture weight is not a positive number.
+        LabelError: An env id is not registered.
+        EnvKwargsError: ``env_kwargs`` holds a keyword an env does not take.
     """
     rows = episode_rows(env_ids, n, seed_start=seed_start, env_kwargs=env_kwargs, system_prompt=system_prompt)
     return prompt_dataset(list(rows))

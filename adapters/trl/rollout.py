@@ -58,6 +58,11 @@ class GemRolloutFunc:
     from :func:`gem_adapters.trl.make_dataset`. Sampling temperature, top-p and top-k come from the
     trainer's ``GRPOConfig``; the episode's completion (all turns, env tokens included) is capped at
     ``GRPOConfig.max_completion_length`` tokens.
+
+    Raises:
+        TRLVersionError: The installed TRL is not a supported version (the message gives the install line).
+        InvalidArgument: ``max_turns`` or ``max_new_tokens`` is out of range, or ``task_sampler`` has vision tasks.
+        InvalidArgumentType: ``task_sampler`` is not a ``TaskSampler`` or ``agent`` not an ``AgentProgram``.
     """
 
     max_turns: int | None = None

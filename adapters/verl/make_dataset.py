@@ -41,7 +41,9 @@ def make_dataset(
 
     Raises:
         gem_core.rows.label.LabelError: an unknown env id (the message names close ids).
-        ValueError: ``n`` is not positive.
+        InvalidArgument: (a ValueError) ``n`` is not positive, ``seed_start`` is negative, or an env id is given twice.
+        MixtureError: a mixture weight is not a positive number.
+        EnvKwargsError: ``env_kwargs`` holds a keyword an env does not take.
     """
     rows = episode_rows(env_ids, n, seed_start=seed_start, env_kwargs=env_kwargs, system_prompt=system_prompt)
     return verl_rows(rows, DEFAULT_AGENT_NAME)

@@ -136,7 +136,20 @@ class VectorEnv:
 
     def step(self, actions: Sequence[str] | Mapping[int, str]) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
         """Step the envs given actions: all of them for a list, the keys of a dict (only those are returned,
-        in the dict's order). Returns ``(observations, rewards, terminated, truncated, infos)``."""
+        in the dict's order).
+
+        Returns:
+            ``(observations, rewards, terminated, truncated, infos)`` of the stepped envs: a list, three arrays and a
+            list of per-env info dicts. With the default ``SAME_STEP`` autoreset an env whose episode ended is reset
+            in the same step: its entry is the new episode's first observation, the final one in its info's ``final_obs``.
+
+        Raises:
+            ResetNeeded: Called before :meth:`reset`.
+            InvalidArgument: A list whose length is not ``num_envs``, or (autoreset ``DISABLED``) an action for an
+                env whose episode ended.
+            InvalidArgumentType: ``actions`` is neither a list of actions nor a dict ``{env_index: action}``.
+            UnknownKey: A dict key that is not an env index.
+        """
         active = list(actions) if isinstance(actions, Mapping) else list(range(len(actions)))
         observations, rewards, terminated, truncated, infos = self.vector_env.step(actions)
         return (
