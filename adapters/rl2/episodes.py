@@ -67,7 +67,11 @@ class OpenEpisodes:
         return key in self._ended
 
     async def start(self, row: dict[str, Any], tokenizer: Any, label: EpisodeLabel | None = None) -> tuple[str, OpenEpisode, list[int]]:
-        """Start the episode a dataset row names (or ``label``, a curriculum's draw): its key, the open episode and the prompt ids."""
+        """Start the episode a dataset row names (or ``label``, a curriculum's draw): its key, the open episode and the prompt ids.
+
+        Raises:
+            LabelError: Without ``label``, the row has no GEM label or its label does not name a registered env and seed.
+        """
         session = EpisodeSession.from_label(label or row_label(row), tokenizer, **self._session_kwargs)
         prompt_ids = await session.start()
         key = uuid.uuid4().hex

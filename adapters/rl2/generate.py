@@ -74,6 +74,9 @@ class GenerateEnv:
         curriculum: a task sampler spec (:func:`gem_core.curriculum.shared_group_starts`: ``tasks``, TaskSampler's
             arguments, ``state_dir``): training episodes start where it draws, one draw per row for its
             ``responses_per_prompt`` copies. None: every episode starts at its row's label.
+
+    Raises:
+        InvalidArgument: An option is out of range (``max_turns``, ``max_total_tokens``, ``max_open_episodes`` below 1).
     """
 
     def __init__(self, *, system_prompt: str | None = None, max_turns: int | None = None, max_total_tokens: int | None = None,

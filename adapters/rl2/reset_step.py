@@ -35,6 +35,9 @@ class ResetStepEnv:
         max_total_tokens: whole-episode token budget (keep it under ``actor.max_length_per_device``).
         max_open_episodes: episodes kept open; rl-square drops an episode at ``rollout.max_turns``
             without telling the env, so past this bound the oldest are closed.
+
+    Raises:
+        InvalidArgument: An option is out of range (``max_turns``, ``max_total_tokens``, ``max_open_episodes`` below 1).
     """
 
     def __init__(
@@ -60,7 +63,12 @@ class ResetStepEnv:
         return self._tokenizer
 
     async def reset(self, extra_info: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        """Start the episode named by ``extra_info["label"]``; returns the prompt text and the extra_info to pass on."""
+        """Start the episode named by ``extra_info["label"]``; returns the prompt text and the extra_info to pass on.
+
+        Raises:
+            LabelError: ``extra_info`` has no GEM label, or the label is not JSON, lacks ``env_id`` or ``seed``, or
+                names an unknown env.
+        """
         key, _, prompt_ids = await self.episodes.start({"extra_info": extra_info}, self.tokenizer)
         return self.tokenizer.decode(prompt_ids, skip_special_tokens=False), {**extra_info, _EPISODE_KEY: key}
 
