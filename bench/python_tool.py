@@ -207,8 +207,9 @@ def call_parts(calls: int, pool_size: int, rounds: int = 5) -> dict[str, float]:
       so inside ``teardown``);
     - ``to snippet start``: the snippet's process reads the request, sets limits, compiles, starts;
     - ``snippet``: the snippet itself;
-    - ``to status``: the snippet's report and exit, its PID 1's status, the host woken with it (output
-      collection and memory accounting, if a sample falls due, included);
+    - ``to status``: the snippet's report and exit, the host woken by the report and the kernel's
+      confirmation of the exit read (or, when it does not confirm the report, the call's PID 1's status);
+      output collection and memory accounting, if a sample falls due, included;
     - ``teardown``: the call's PID 1 killed, its descriptors closed, the result built.
     """
     from gem_core.tools.sandbox import zygote as zygote_module

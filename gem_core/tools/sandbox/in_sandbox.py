@@ -34,7 +34,6 @@ import os
 import resource
 import select
 import sys
-import time
 import traceback
 
 _PR_SET_DUMPABLE = 4
@@ -140,10 +139,10 @@ def _limit_hit(error):
     return None
 
 
-def _say_ready(status_fd):
-    """Write ``R`` on the status socket with a ``NETLINK_SOCK_DIAG`` socket of this network namespace
-    attached, through which the host counts the memory of the sandbox's sockets (sent without one if
-    the kernel has no ``sock_diag``); this process keeps no copy of it."""
+def _say_ready(status_fd, first_fds=()):
+    """Write ``R`` on the status socket with ``first_fds`` and then a ``NETLINK_SOCK_DIAG`` socket of
+    this network namespace attached, through which the host counts the memory of the sandbox's sockets
+    (sent without one if the kernel has no ``sock_diag``); this process keeps no copy of that socket."""
     import socket
 
     status = socket.socket(fileno=status_fd)
@@ -151,10 +150,13 @@ def _say_ready(status_fd):
         try:
             diag = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_CLOEXEC, 4)
         except OSError:
-            status.sendall(b"R")
+            if first_fds:
+                socket.send_fds(status, [b"R"], list(first_fds))
+            else:
+                status.sendall(b"R")
             return
         with diag:
-            socket.send_fds(status, [b"R"], [diag.fileno()])
+            socket.send_fds(status, [b"R"], [*first_fds, diag.fileno()])
     finally:
         status.detach()
 
@@ -208,17 +210,12 @@ def main():
     os._exit(0)
 
 
-def _supervise(child, report_read, cap, early=False, pidfd=None):
-    """Collect the child's report (at most ``cap`` bytes) while waiting for it; the status to send.
-
-    With ``early`` (a call's PID 1, whose own exit then ends everything the snippet left), the status goes
-    out as soon as the kernel has begun the child's exit with the wait status its report claims
-    (:func:`_exiting_with`), not once the exit is over. ``pidfd``: the child's, if already open."""
+def _supervise(child, report_read, cap):
+    """Collect the child's report (at most ``cap`` bytes) while waiting for it; the status to send."""
     report = bytearray()
-    pidfd = os.pidfd_open(child) if pidfd is None else pidfd
+    pidfd = os.pidfd_open(child)
     waiting = [report_read, pidfd]
     exited = False
-    wait_status = None
     while not exited:
         readable, _, _ = select.select(waiting, [], [])
         if report_read in readable:
@@ -227,23 +224,18 @@ def _supervise(child, report_read, cap, early=False, pidfd=None):
                 waiting.remove(report_read)
             elif len(report) <= cap:
                 report += chunk[: cap + 1 - len(report)]
-                if early and report.endswith(b"\n"):
-                    wait_status = _exiting_with(child, _claimed_wait_status(report))
-                    if wait_status is not None:
-                        break
         if pidfd in readable:
             exited = True
-    if wait_status is None:
-        os.set_blocking(report_read, False)
-        try:
-            while len(report) <= cap:
-                chunk = os.read(report_read, 65536)
-                if not chunk:
-                    break
-                report += chunk[: cap + 1 - len(report)]
-        except BlockingIOError:
-            pass  # a process the child started still holds the pipe: what it wrote so far is all we take
-        _, wait_status = os.waitpid(child, 0)
+    os.set_blocking(report_read, False)
+    try:
+        while len(report) <= cap:
+            chunk = os.read(report_read, 65536)
+            if not chunk:
+                break
+            report += chunk[: cap + 1 - len(report)]
+    except BlockingIOError:
+        pass  # a process the child started still holds the pipe: what it wrote so far is all we take
+    _, wait_status = os.waitpid(child, 0)
     status = {"exit": os.waitstatus_to_exitcode(wait_status)}
     if len(report) > cap:
         status["limit"] = "output"
@@ -260,54 +252,13 @@ def _supervise(child, report_read, cap, early=False, pidfd=None):
     return status
 
 
-_PF_EXITING = 0x4  # a task's flag from the start of its exit (``/proc/PID/stat`` field 9)
-
-
-def _claimed_wait_status(report):
-    """The wait status the runner's report (its last line) says the child exits with; None if it does not."""
-    try:
-        claims = json.loads(bytes(report).rstrip(b"\n").rsplit(b"\n", 1)[-1])
-    except ValueError:
-        return None
-    claimed = claims.get("wait_status") if isinstance(claims, dict) else None
-    return claimed if isinstance(claimed, int) and not isinstance(claimed, bool) else None
-
-
-def _exiting_with(child, claimed, patience=0.002):
-    """``claimed`` once the kernel has begun ``child``'s exit with that wait status (within ``patience``
-    seconds); None otherwise.
-
-    The exit of a process forked from the zygote tears down an address space with numpy in it: about
-    1 ms before its parent can reap it, a third of a short call. The report is written just before
-    ``os._exit``, so the exit starts within microseconds of it. The status is the kernel's exit code
-    (``/proc/PID/stat`` field 52, which reads 0 where ptrace would be refused, so then only a claim of 0
-    is taken), and only once the exit has started: a snippet that forges the report gains nothing it
-    could not get from ``os._exit`` itself. Anything else waits for the exit as before.
-    """
-    if claimed is None:
-        return None
-    deadline = time.monotonic() + patience
-    while True:
-        state = _exit_state(child)
-        if state is None:
-            return None
-        exiting, exit_code = state
-        if exiting:
-            return claimed if exit_code == claimed else None
-        if time.monotonic() > deadline:
-            return None
-        time.sleep(0.00005)  # not a busy loop: woken by the report, this process holds the child's core
-
-
-def _exit_state(pid):
-    """``(exiting, exit code)`` of ``pid`` from ``/proc/PID/stat`` (the code None where the field is
-    missing); None if it cannot be read."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as file:
-            fields = file.read().rsplit(b")", 1)[1].split()
-    except OSError:
-        return None
-    return bool(int(fields[6]) & _PF_EXITING), int(fields[49]) if len(fields) > 49 else None
+def _exit_status_of(child, pidfd):
+    """A call's PID 1: wait for the snippet's process to end; its status (``waitpid``'s, nothing the
+    snippet says). The snippet's report goes to the host, which does not wait for this when the report
+    and the kernel agree on how the process exits (:mod:`gem_core.tools.sandbox.zygote`)."""
+    select.select([pidfd], [], [])
+    _, wait_status = os.waitpid(child, 0)
+    return {"exit": os.waitstatus_to_exitcode(wait_status)}
 
 
 #: A request as the host sends one (:func:`_warm_up_snippet_path` parses it).
@@ -340,13 +291,11 @@ def _warm_up_snippet_path(scratch_fd):
     json.dumps({"wait_status": 0, "returned": ""}).encode()
 
 
-def _warm_up_status_path(child, report_read, pidfd):
-    """Walk a call's PID 1's way from the snippet's report to its status once (see
-    :func:`_warm_up_snippet_path`; this process's pages were shared again by the fork of ``child``)."""
-    select.select([report_read, pidfd], [], [], 0)
-    _claimed_wait_status(bytearray(b'{"wait_status": 0}\n'))
-    _exit_state(child)
-    json.dumps({"exit": os.waitstatus_to_exitcode(0), "limit": "", "returned": ""}).encode()
+def _warm_up_status_path(pidfd):
+    """Walk a call's PID 1's way from the snippet's exit to its status once (see
+    :func:`_warm_up_snippet_path`; this process's pages were shared again by the fork of the snippet's)."""
+    select.select([pidfd], [], [], 0)
+    json.dumps({"exit": os.waitstatus_to_exitcode(0)}).encode()
 
 
 def _run_snippet(request, report_fd, drop_to_uid, stdin_fd):
@@ -520,14 +469,14 @@ def zygote_main():
     control.sendall(b"R")
     while True:
         try:
-            message, fds, _, _ = socket.recv_fds(control, 1, 4)
+            message, fds, _, _ = socket.recv_fds(control, 1, 5)
         except OSError:
             break
         if not message:
             break  # the host closed the pool
         for ended in _reap():
             networks.give_back(ended)
-        if len(fds) != 4:
+        if len(fds) != 5:
             for fd in fds:
                 os.close(fd)
             continue
@@ -610,7 +559,8 @@ class _Networks:
         itself (``setns``): the zygote never leaves its own, which it could not enter again when
         unprivileged (bubblewrap's namespace is not the zygote's user namespace's to join)."""
         if self.free:
-            return self.free.pop()
+            # the one given back longest ago: every namespace is reused in turn, not the last one only
+            return self.free.pop(0)
         import socket
 
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -717,8 +667,9 @@ def _serve_call(kernel, fds, limits, uid):
     the zygote lends it alone (:class:`_Networks`): new mount and IPC namespaces with a fresh /tmp, then the snippet's process, which drops every capability (as
     root: switches to ``uid``), loads the seccomp filter and only then waits for the host's request.
     This process says ``R`` on the status socket once that process waits (the host learns this process's
-    PID from the message's credentials), supervises it and reports how it ended."""
-    request_fd, out_fd, err_fd, status_fd = fds
+    PID from the message's credentials, and gets a pidfd of the snippet's process with it), and reports
+    how that process ended. The snippet's report goes to the host on its own pipe (``report_fd``)."""
+    request_fd, out_fd, err_fd, status_fd, report_fd = fds
     os.setsid()
     os.dup2(out_fd, 1)
     os.dup2(err_fd, 2)
@@ -739,25 +690,26 @@ def _serve_call(kernel, fds, limits, uid):
         os.close(fd)
     # This process is PID 1 here: when it exits, the kernel kills everything the snippet left.
     kernel.mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None)
-    report_read, report_write = os.pipe()
+    ready_read, ready_write = os.pipe()
     child = os.fork()
     if child == 0:
         os.close(status_fd)
-        os.close(report_read)
+        os.close(ready_read)
         os.setsid()
         if uid:
             _drop_privileges(uid)
         kernel.drop_capabilities()  # as root, setuid left the inheritable set: empty it too
         stdin_fd = _stdin_file()
         _warm_up_snippet_path(_stdin_file())
-        _keep_only_fds({0, 1, 2, report_write, stdin_fd, request_fd})
+        _keep_only_fds({0, 1, 2, report_fd, ready_write, stdin_fd, request_fd})
         kernel.load_seccomp()
-        os.write(report_write, b"R")
+        os.write(ready_write, b"R")
+        os.close(ready_write)
         request = _read_request(request_fd)
         if request is None:
             os._exit(0)  # the host closed the pool
         os.close(request_fd)
-        _run_snippet(request, report_write, 0, stdin_fd)
+        _run_snippet(request, report_fd, 0, stdin_fd)
     # The kernel drops a signal sent to a namespace's PID 1 from inside it only where PID 1 keeps the
     # default action; the interpreter's SIGINT handler let a snippet of the same uid (unprivileged host)
     # raise KeyboardInterrupt here and end the call without a status. Set before the "R" below, so
@@ -765,13 +717,15 @@ def _serve_call(kernel, fds, limits, uid):
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-    os.close(report_write)
-    os.close(request_fd)
+    for fd in (ready_write, request_fd, report_fd):
+        os.close(fd)
     pidfd = os.pidfd_open(child)
-    _warm_up_status_path(child, report_read, pidfd)
-    if os.read(report_read, 1) == b"R":  # the snippet's process is ready (else it died setting up)
-        _say_ready(status_fd)
-    status = _supervise(child, report_read, limits["cap"], early=True, pidfd=pidfd)
+    _warm_up_status_path(pidfd)
+    ready = os.read(ready_read, 1) == b"R"  # the snippet's process is ready (else it died setting up)
+    os.close(ready_read)
+    if ready:
+        _say_ready(status_fd, [pidfd])
+    status = _exit_status_of(child, pidfd)
     os.write(status_fd, json.dumps(status).encode() + b"\n")
     os._exit(0)
 

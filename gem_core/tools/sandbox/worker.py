@@ -18,8 +18,9 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Protocol
 
 from gem_core.errors import InvalidArgument
 from gem_core.tools.sandbox.accounting import SandboxMonitor
@@ -158,7 +159,7 @@ class Worker:
         """Whether the worker process is still running."""
         return self.process.poll() is None
 
-    def kill(self, pids: list[int] = ()) -> None:
+    def kill(self, pids: Sequence[int] = ()) -> None:
         """Kill the worker and everything it started: its process group, the processes found in its tree
         (``pids``), and bwrap, which takes its PID namespace down with it."""
         for pid in pids:
@@ -198,6 +199,8 @@ class Worker:
         """Hand the snippet over, collect output until it ends, a limit hits or the timeout expires."""
         start = time.monotonic()
         process = self.process
+        # start_process opens all three as pipes
+        assert process.stdin is not None and process.stdout is not None and process.stderr is not None
         request = dict(request, max_returned_bytes=self.config.max_returned_bytes)
         payload = json.dumps(request).encode()
         try:
@@ -247,6 +250,8 @@ class Watched:
 
     def result(self, mode: str, start: float, exit_code_without_status: Callable[[], int]) -> SandboxResult:
         returned = None
+        exit_code: int | None
+        limit: str | None
         if self.timed_out:
             exit_code, limit = None, "time"
         elif self.output.over_cap:
@@ -277,10 +282,12 @@ def watch(
     deadline: float,
     config: SandboxConfig,
     monitor_for: Callable[[list[dict]], SandboxMonitor | None],
+    report: Report | None = None,
 ) -> Watched:
     """Read output and status until the status line arrives, ``end_fd`` turns readable (the worker
     died), the deadline passes, or a cap breaks; ``monitor_for(status lines so far)`` gives the monitor
-    to sample (None until it can be built)."""
+    to sample (None until it can be built). ``report``: a pipe whose reader may give the status first
+    (a zygote call's snippet report, :class:`gem_core.tools.sandbox.zygote._Report`)."""
     output = _OutputCollector(stdout_fd, stderr_fd, config.max_output_bytes)
     status_cap = config.max_returned_bytes * 2 + _STATUS_SLACK  # JSON may escape each byte
     selector = selectors.DefaultSelector()
@@ -290,6 +297,9 @@ def watch(
     selector.register(status_fd, selectors.EVENT_READ)
     if end_fd is not None:
         selector.register(end_fd, selectors.EVENT_READ)
+    if report is not None:
+        os.set_blocking(report.fd, False)
+        selector.register(report.fd, selectors.EVENT_READ)
     status_bytes = bytearray()
     lines: list[dict] = []
     timed_out = done = False
@@ -309,6 +319,16 @@ def watch(
             for key, _ in selector.select(min(deadline, next_sample) - now):
                 if key.fd == end_fd:
                     done = True  # ended without a status line (a signal, or bwrap failed)
+                elif report is not None and key.fd == report.fd:
+                    chunk = _read_some(report.fd)
+                    if not chunk:
+                        if chunk == b"":
+                            selector.unregister(report.fd)
+                        continue
+                    status = report.feed(chunk)
+                    if status is not None:
+                        lines.append(status)
+                        done = True
                 elif key.fd == status_fd:
                     chunk = _read_some(status_fd)
                     if not chunk:
@@ -331,6 +351,15 @@ def watch(
     for fd in output.fds:
         output.read(fd, until_empty=True)
     return Watched(output, lines, timed_out, cap)
+
+
+class Report(Protocol):
+    """A pipe :func:`watch` reads besides the output, whose reader may give the status."""
+
+    fd: int
+
+    def feed(self, chunk: bytes) -> dict | None:
+        """Take bytes read from ``fd``; the status (``{"exit": int, ...}``) once known, else None."""
 
 
 def _read_some(fd: int) -> bytes | None:

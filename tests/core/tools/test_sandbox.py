@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import sys
 import threading
 import time
@@ -11,7 +12,6 @@ import time
 import pytest
 
 from gem_core.tools import sandbox
-from gem_core.tools.sandbox import isolation
 from gem_core.tools.sandbox import (
     FunctionCall,
     SandboxConfig,
@@ -20,6 +20,7 @@ from gem_core.tools.sandbox import (
     SandboxResult,
     SandboxUnavailableError,
     arun_python,
+    isolation,
     run_python,
 )
 
@@ -512,3 +513,57 @@ def test_a_zygote_call_orders_its_replacement_after_a_short_call_not_while_it_ru
         assert len(zygote._forked) == 1  # ordered at the latest when the call ended
     finally:
         pool.close()
+
+
+def _stopping_each_calls_pid_1(monkeypatch) -> None:
+    """Stop (SIGSTOP) the PID 1 of every zygote call as soon as the host knows it, before the hand-over."""
+    from gem_core.tools.sandbox import zygote as zygote_module
+
+    started = zygote_module._ForkedCall.started
+
+    def started_then_stopped(self, deadline):
+        pid = started(self, deadline)
+        if pid is not None:
+            os.kill(pid, signal.SIGSTOP)
+        return pid
+
+    monkeypatch.setattr(zygote_module._ForkedCall, "started", started_then_stopped)
+
+
+def test_a_zygote_calls_status_comes_back_from_the_snippets_report_without_its_pid_1(bwrap_mode, monkeypatch):
+    """Issue 46: the way back is one wake-up, as for a fork and exit: the host takes the status from the
+    snippet's report once the kernel shows its process exiting with the claimed wait status, so a call
+    ends with its PID 1 never running again (it used to wait for PID 1's status)."""
+    _stopping_each_calls_pid_1(monkeypatch)
+    pool = SandboxPool(bwrap_mode, SandboxConfig(pool_size=1, preload=()))
+    try:
+        result = pool.run("print(1 + 1)\nraise SystemExit(3)", timeout=10)
+        called = pool.run("def f(x):\n    return x * 2", call=FunctionCall("f", [21]), timeout=10)
+    finally:
+        pool.close()
+    assert result.exit_code == 3 and result.stdout == "2\n" and not result.timed_out, result
+    assert called.ok and called.returned == "42", called
+
+
+def test_without_a_confirmed_report_a_zygote_call_waits_for_its_pid_1(bwrap_mode, monkeypatch):
+    """What the kernel does not confirm (a death by signal after a report claiming exit 0) never ends a
+    call from the report: only the call's PID 1, the process's parent, says how it ended; stopped, it
+    says nothing and the call times out."""
+    _stopping_each_calls_pid_1(monkeypatch)
+    pool = SandboxPool(bwrap_mode, SandboxConfig(pool_size=1, preload=()))
+    try:
+        forged = pool.run(FORGED_THEN_KILLED, timeout=1.5)
+    finally:
+        pool.close()
+    assert forged.timed_out and forged.exit_code is None, forged
+
+
+FORGED_THEN_KILLED = """
+import os, signal
+for fd in range(3, 64):
+    try:
+        os.write(fd, b'{"wait_status": 0}\\n')
+    except OSError:
+        pass
+os.kill(os.getpid(), signal.SIGKILL)
+"""
