@@ -424,7 +424,9 @@ class _Report:
     """The snippet's report, read by the host: JSON lines, the last written by the snippet's process
     just before it exits (``{"limit"?, "returned"?, "wait_status"}``), at most ``cap`` bytes kept (more
     is the ``output`` limit). :meth:`feed` gives the call's status as soon as the kernel confirms the
-    claimed wait status (:meth:`_SnippetProcess.exiting_with`)."""
+    claimed wait status (:meth:`_SnippetProcess.exiting_with`). Only the first complete line is checked:
+    the runner writes its report once, and a snippet that writes claims of its own (it holds the pipe)
+    must not keep the host polling ``/proc``; after a claim the kernel did not confirm, PID 1 decides."""
 
     def __init__(self, fd: int, cap: int, snippet: _SnippetProcess | None):
         self.fd, self.cap, self.snippet = fd, cap, snippet
@@ -437,8 +439,9 @@ class _Report:
             self.data += chunk[: self.cap + 1 - len(self.data)]
         if self.snippet is None or len(self.data) > self.cap or not self.data.endswith(b"\n"):
             return None
+        snippet, self.snippet = self.snippet, None  # one try
         claimed = _claimed_wait_status(self.data)
-        if claimed is None or self.snippet.exiting_with(claimed) is None:
+        if claimed is None or snippet.exiting_with(claimed) is None:
             return None
         self.confirmed = True
         return self.status(os.waitstatus_to_exitcode(claimed))

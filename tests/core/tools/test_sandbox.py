@@ -567,3 +567,39 @@ for fd in range(3, 64):
         pass
 os.kill(os.getpid(), signal.SIGKILL)
 """
+
+
+def test_claims_a_snippet_writes_itself_keep_the_host_polling_proc_at_most_once(bwrap_mode, monkeypatch):
+    """The snippet holds its report pipe: each line it writes there must not start another 2 ms of
+    polling /proc in the host (a CPU cost a hostile snippet could multiply); after one unconfirmed claim
+    the call's PID 1 decides, and the status is still right."""
+    from gem_core.tools.sandbox import zygote as zygote_module
+
+    checks = []
+    exiting_with = zygote_module._SnippetProcess.exiting_with
+
+    def counted(self, claimed, patience=0.002):
+        checks.append(claimed)
+        return exiting_with(self, claimed, patience)
+
+    monkeypatch.setattr(zygote_module._SnippetProcess, "exiting_with", counted)
+    pool = SandboxPool(bwrap_mode, SandboxConfig(pool_size=1, preload=()))
+    try:
+        result = pool.run(CLAIMS_THEN_EXIT, timeout=20)
+    finally:
+        pool.close()
+    assert result.exit_code == 3 and not result.timed_out, result
+    assert len(checks) == 1, checks
+
+
+CLAIMS_THEN_EXIT = """
+import os, time
+for _ in range(20):
+    for fd in range(3, 64):
+        try:
+            os.write(fd, b'{"wait_status": 0}\\n')
+        except OSError:
+            pass
+    time.sleep(0.01)
+os._exit(3)
+"""
