@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -86,7 +86,7 @@ def _source(target: Any) -> str:
         return ""
 
 
-def _parameters(names: Sequence[str]) -> tuple[str, ...]:
+def _parameters(names: Iterable[str]) -> tuple[str, ...]:
     """Parameter names as compared: without ``self`` (a Ray actor's method shows none) and Ray's tracing ones."""
     return tuple(name for name in names if name != "self" and not name.startswith("_ray_"))
 
@@ -204,7 +204,7 @@ def private_names_used(paths: Sequence[Path], frameworks: Sequence[str], project
             elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in frozen:
                 found.extend((str(path), node.lineno, f"{node.module}.{a.name}") for a in node.names if _is_private(a.name))
                 continue
-            if attribute is None:
+            if attribute is None or not isinstance(node, (ast.Attribute, ast.Call)):  # only those two set it
                 continue
             if isinstance(owner, ast.Name) and owner.id in framework:
                 found.append((str(path), node.lineno, f"{framework[owner.id]}.{attribute}"))

@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 from collections.abc import Hashable, Mapping, Sequence
-from typing import Any, ClassVar, SupportsFloat
+from typing import TYPE_CHECKING, Any, ClassVar, SupportsFloat, TypeVar
 
 import gymnasium as gym
 from gymnasium import spaces
@@ -255,9 +255,15 @@ def guard_episode_end(cls: type) -> type:
     return cls
 
 
+_Snapshotted = TypeVar("_Snapshotted", bound="StateSnapshots")
+
+
 class StateSnapshots:
     """Save, restore and branch an env's episode: the state methods of :class:`Env` and of
     :class:`gem_core.multi_agent.MultiAgentEnv` (any env whose state lives in its attributes)."""
+
+    if TYPE_CHECKING:  # the env class this is mixed into provides it (a real method here would shadow gymnasium's)
+        def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any: ...
 
     #: Attributes that are shared resources, not episode state (a dataset every env reads, a tool
     #: client): :meth:`get_state` leaves them out, :meth:`set_state` leaves them as they are, and
@@ -265,7 +271,7 @@ class StateSnapshots:
     state_excludes: ClassVar[frozenset[str]] = frozenset()
 
     def _state_attributes(self) -> dict[str, Any]:
-        excluded = set()
+        excluded: set[str] = set()
         for cls in type(self).__mro__:
             excluded.update(getattr(cls, "state_excludes", ()))
         return {name: value for name, value in vars(self).items() if name not in excluded}
@@ -302,7 +308,7 @@ class StateSnapshots:
         for name, value in state["attributes"].items():
             setattr(self, name, copy.deepcopy(value))
 
-    def spawn(self, same_state: bool = True, *, seed: int | None = None) -> Env:
+    def spawn(self: _Snapshotted, same_state: bool = True, *, seed: int | None = None) -> _Snapshotted:
         """A new env with this one's configuration (shared resources shared, see :attr:`state_excludes`).
 
         With ``same_state`` it continues from this env's current state (a branch); otherwise it is reset

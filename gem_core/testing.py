@@ -26,7 +26,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from gem_core.errors import InvalidArgument
+from gem_core.errors import InvalidArgument, MissingFile
 from gem_core.rollout.policy import Generation, SamplingParams
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -58,6 +58,8 @@ def load_script(path: str | Path, name: str) -> ModuleType:
         MissingFile: if ``path`` is not a Python file that can be imported.
     """
     spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise MissingFile(f"{path}: not a Python file that can be imported as {name!r}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)

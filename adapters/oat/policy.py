@@ -13,6 +13,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+from gem_core.protocols import Tokenizer
 from gem_core.rollout.policy import BatchingPolicy, SamplingParams
 from gem_core.rollout.vllm_output import generation_from_vllm
 
@@ -29,7 +30,7 @@ class ActorPolicy(BatchingPolicy):
         tokenizer: gives the default stop ids for requests that name none.
     """
 
-    def __init__(self, generate: Callable[[list[list[int]], Any], list[Any]], base_sampling_params: Any, tokenizer: Any = None):
+    def __init__(self, generate: Callable[[list[list[int]], Any], list[Any]], base_sampling_params: Any, tokenizer: Tokenizer | None = None):
         super().__init__(tokenizer)
         self._generate = generate
         self._base = base_sampling_params

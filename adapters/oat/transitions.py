@@ -12,12 +12,13 @@ from __future__ import annotations
 from typing import Any
 
 from gem_core.errors import InvalidArgument
+from gem_core.protocols import Tokenizer
 from gem_core.rollout import ChatTemplate, TokenTrajectory
 
 __all__ = ["oat_transitions"]
 
 
-def oat_transitions(trajectory: TokenTrajectory, tokenizer: Any) -> list[Any]:
+def oat_transitions(trajectory: TokenTrajectory, tokenizer: Tokenizer) -> list[Any]:
     """One ``oat.types.Transition`` per turn; the last has ``done=True`` (oat requires it).
 
     Raises:

@@ -45,6 +45,7 @@ from packaging.specifiers import SpecifierSet
 from gem_adapters.framework_version import FrameworkVersionError, SupportedVersions
 from gem_core.curriculum import shared_group_starts
 from gem_core.errors import ResetNeeded, UsageError
+from gem_core.protocols import Tokenizer
 from gem_core.rollout import ChatTemplate, EpisodeSession, Generation
 from gem_core.rollout.options import check_episode_options
 from gem_core.rollout.vllm_output import generation_from_vllm
@@ -146,7 +147,7 @@ class _Episode:
     """What one ``execute`` call shares with the instance OpenRLHF builds inside it."""
 
     config: AgentConfig
-    tokenizer: Any
+    tokenizer: Tokenizer
     max_length: int
     session: EpisodeSession | None = None
     last_generation: Generation | None = None
@@ -255,7 +256,7 @@ class GemAgentInstance(AgentInstanceBase):
         if self.session is None or generation is None:
             raise ResetNeeded("step() before reset() or before a generation: GemAgentInstance needs GemAgentExecutor.")
         if self.session.done:  # the prompt alone filled max_length: OpenRLHF cut it and sampled anyway
-            return {"rewards": torch.tensor(0.0), "scores": 0.0, "environment_feedback": "", "done": True, "extra_logs": self._logs()}
+            return {"rewards": torch.tensor(0.0), "scores": 0.0, "environment_feedback": "", "done": True, "extra_logs": self._logs(self.session)}
         turn = self.session.num_turns
         after_action = self.session.num_tokens + len(generation.token_ids)
         result = await self.session.step(generation.token_ids, logprobs=generation.logprobs, finish_reason=generation.finish_reason)
@@ -268,12 +269,13 @@ class GemAgentInstance(AgentInstanceBase):
             "scores": float(trajectory.episode_return),
             "environment_feedback": self._episode.tokenizer.decode(feedback_ids, skip_special_tokens=False),
             "done": result.done,
-            "extra_logs": self._logs(),
+            "extra_logs": self._logs(self.session),
         }
 
-    def _logs(self) -> dict[str, float]:
+    @staticmethod
+    def _logs(session: EpisodeSession) -> dict[str, float]:
         """The core's episode metrics (env errors, truncation, turns, success) for OpenRLHF's ``extra_logs``."""
-        return {f"gem/{k}": float(v) for k, v in self.session.trajectory().metrics.items() if isinstance(v, (int, float, bool))}
+        return {f"gem/{k}": float(v) for k, v in session.trajectory().metrics.items() if isinstance(v, (int, float, bool))}
 
 
 class GemAgentExecutor(MultiTurnAgentExecutor):
@@ -328,6 +330,7 @@ class GemAgentExecutor(MultiTurnAgentExecutor):
             self._copy_finished(group)
             if episode.session is not None:
                 await episode.session.aclose()
+        assert episode.session is not None  # reset() made it before execute() could return
         await episode.starts.finish(episode.start, episode.session.trajectory())  # tags the task, updates a sampler
         # Only keys every sample has: OpenRLHF averages each extra_logs key over the batch.
         result["extra_logs"].update({k: v for k, v in (await episode.starts.metrics()).items() if not k.endswith("/success")})

@@ -15,6 +15,7 @@ from typing import Any
 
 from gem_adapters.rl2.api import row_label
 from gem_core.errors import InvalidArgument
+from gem_core.protocols import Tokenizer
 from gem_core.rollout import EpisodeSession
 from gem_core.rollout.options import check_episode_options
 from gem_core.rows.label import EpisodeLabel
@@ -66,7 +67,7 @@ class OpenEpisodes:
         """Whether ``key``'s episode ended (closed with ``ended=True``), as opposed to never opened or evicted."""
         return key in self._ended
 
-    async def start(self, row: dict[str, Any], tokenizer: Any, label: EpisodeLabel | None = None) -> tuple[str, OpenEpisode, list[int]]:
+    async def start(self, row: dict[str, Any], tokenizer: Tokenizer, label: EpisodeLabel | None = None) -> tuple[str, OpenEpisode, list[int]]:
         """Start the episode a dataset row names (or ``label``, a curriculum's draw): its key, the open episode and the prompt ids.
 
         Raises:

@@ -32,6 +32,7 @@ from gem_adapters.rl2.api import row_label
 from gem_adapters.rl2.episodes import OpenEpisodes
 from gem_core.curriculum import shared_group_starts, task_metrics
 from gem_core.errors import InvalidArgument
+from gem_core.protocols import Tokenizer
 from gem_core.rollout import EpisodeSession
 from gem_core.rollout.options import check_episode_options
 from gem_core.rollout.policy import default_stop_token_ids
@@ -92,7 +93,7 @@ class GenerateEnv:
         check_episode_options(f"GenerateEnv: rollout.{'train' if train else 'test'}", responses_per_prompt=copies)
         return shared_group_starts(self.curriculum if train else None, copies)
 
-    async def generate(self, config: Any, tokenizer: Any, router_url: str, sample: Any) -> None:
+    async def generate(self, config: Any, tokenizer: Tokenizer, router_url: str, sample: Any) -> None:
         """Play the sample's episode until it ends or the router aborts a turn; RL2 awaits this per sample.
 
         A first call starts the episode the row's label names (or a curriculum's draw); a call after an abort

@@ -18,6 +18,7 @@ from typing import Any
 
 from gem_adapters.rl2.episodes import OpenEpisodes
 from gem_core.errors import ResetNeeded
+from gem_core.protocols import Tokenizer
 
 __all__ = ["ResetStepEnv"]
 
@@ -42,7 +43,7 @@ class ResetStepEnv:
 
     def __init__(
         self,
-        tokenizer: Any,
+        tokenizer: Tokenizer | str,
         *,
         system_prompt: str | None = None,
         max_turns: int | None = None,
@@ -54,12 +55,14 @@ class ResetStepEnv:
                                      max_total_tokens=max_total_tokens)
 
     @property
-    def tokenizer(self) -> Any:
+    def tokenizer(self) -> Tokenizer:
         """The tokenizer; one given by name is loaded (``AutoTokenizer.from_pretrained``) on first use."""
         if isinstance(self._tokenizer, str):
             from transformers import AutoTokenizer
 
-            self._tokenizer = AutoTokenizer.from_pretrained(self._tokenizer, trust_remote_code=True)
+            loaded: Tokenizer = AutoTokenizer.from_pretrained(self._tokenizer, trust_remote_code=True)
+            self._tokenizer = loaded
+            return loaded
         return self._tokenizer
 
     async def reset(self, extra_info: dict[str, Any]) -> tuple[str, dict[str, Any]]:

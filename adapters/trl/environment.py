@@ -35,6 +35,9 @@ __all__ = ["environment_factory", "environment_factories", "GemToolEnvironment",
 class _EnvironmentClass(type):
     """The type of the classes :func:`environment_factory` makes: they pickle as the call that makes them."""
 
+    env_id: str | None  # each class's own, set by _environment_class
+    env_kwargs: dict[str, Any]
+
 
 class GemToolEnvironment(metaclass=_EnvironmentClass):
     """Base of the classes :func:`environment_factory` returns (TRL instantiates them without arguments).
@@ -120,7 +123,7 @@ def _environment_class(env_id: str | None, env_kwargs: dict[str, Any]) -> type[G
     return cast("type[GemToolEnvironment]", made)  # the metaclass call makes a GemToolEnvironment subclass
 
 
-def _reduce_environment_class(cls: type[GemToolEnvironment]) -> Any:
+def _reduce_environment_class(cls: _EnvironmentClass) -> Any:
     # A class made at run time is not a module attribute, so pickle cannot name it; it is rebuilt instead
     # (AsyncGRPOTrainer's rollout worker pickles environment_factory into a spawned process).
     if cls is GemToolEnvironment or "env_id" not in vars(cls):

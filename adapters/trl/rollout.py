@@ -142,10 +142,10 @@ class GemRolloutFunc:
             top_k=args.top_k or 0,
         )
         episodes = [episode_label(p) for p in prompts]
-        curriculum = self.task_sampler is not None and trainer.model.training
-        if curriculum:  # one draw per GRPO group of the global batch (TRL gives a group's copies consecutively)
+        sampler = self.task_sampler if self.task_sampler is not None and trainer.model.training else None  # the curriculum trains only
+        if sampler is not None:  # one draw per GRPO group of the global batch (TRL gives a group's copies consecutively)
             rank, world = _process_slot(trainer)
-            starts = group_starts(self.task_sampler, episodes, int(trainer.num_generations), rank=rank, world=world)
+            starts = group_starts(sampler, episodes, int(trainer.num_generations), rank=rank, world=world)
             episodes = [(start, system) for start, (_, system) in zip(starts, episodes, strict=True)]
         want_logprobs = self.logprobs if self.logprobs is not None else getattr(args, "off_policy_mask_threshold", None) is not None
         policy = trainer_policy(trainer, len(prompts), logprobs=want_logprobs)
@@ -174,21 +174,21 @@ class GemRolloutFunc:
 
         self.last_trajectories = run_sync(play_all)
         for (label, _), trajectory in zip(episodes, self.last_trajectories, strict=True):
-            tag_task(trajectory, label, self.task_sampler.task_of(label).name if curriculum else None)
-        if curriculum:  # every process updates its copy of the sampler with the whole batch, in global order
+            tag_task(trajectory, label, sampler.task_of(label).name if sampler is not None else None)
+        if sampler is not None:  # every process updates its copy of the sampler with the whole batch, in global order
             outcomes = [episode_outcome(t.metrics["task"], t) for t in self.last_trajectories]
             if _process_slot(trainer)[1] > 1:
                 from accelerate.utils import gather_object
 
                 outcomes = gather_object(outcomes)
-            record_outcomes(self.task_sampler, outcomes)
+            record_outcomes(sampler, outcomes)
         newline = tokenizer.encode("\n", add_special_tokens=False)
         rollout = trajectories_to_rollout(self.last_trajectories, eos_token_id=tokenizer.eos_token_id, filler_token_id=newline[0] if newline else None)
         head = None if self.score_env_tokens else score_sampled_tokens_only(trainer)
         if head is not None:
             head.register(rollout["completion_ids"], rollout["env_mask"])
-        if curriculum:
-            rollout["gem_curriculum"] = self.task_sampler.metrics()  # not a list: TRL gives it to every row
+        if sampler is not None:
+            rollout["gem_curriculum"] = sampler.metrics()  # not a list: TRL gives it to every row
         return rollout
 
 
@@ -215,7 +215,7 @@ def trajectories_to_rollout(
     Raises:
         InvalidArgument: An episode showed an image after its first turn (TRL takes images only with the prompt).
     """
-    out: dict[str, list] = {k: [] for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask")}
+    out: dict[str, Any] = {k: [] for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask")}  # TRL's rollout dict
     for trajectory in trajectories:
         require_prompt_images_only(trajectory, "TRL's rollout_func path")
         completion = list(trajectory.response_ids)

@@ -78,7 +78,7 @@ def _fused_head_models(trainer: Any) -> list[Any]:
     model, accelerator = getattr(trainer, "model", None), getattr(trainer, "accelerator", None)
     if model is not None and accelerator is not None:
         model = accelerator.unwrap_model(model)
-    if hasattr(model, "get_base_model"):
+    if model is not None and hasattr(model, "get_base_model"):
         model = model.get_base_model()
     return [m for m in (model, getattr(trainer, "ref_model", None)) if m is not None and _has_fused_head(m)]
 

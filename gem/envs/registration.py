@@ -107,7 +107,7 @@ def _rebuilt(create: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     return accept_positional_seed(create(*args))
 
 
-def _takes_positional_seed(cls: type) -> bool:
+def _takes_positional_seed(cls: type[Any]) -> bool:
     try:
         parameters = list(inspect.signature(cls.reset).parameters.values())[1:]  # after self
     except (TypeError, ValueError):
@@ -123,7 +123,7 @@ def accept_positional_seed(env: Any) -> Any:
     subclass, not a wrapper: a wrapper would hide the env's attributes (``max_turns``, ``dataset``...)
     that GEM's examples read.
     """
-    cls = type(env)
+    cls: Any = type(env)  # any env class: its reset and reduce are called through it
     if _takes_positional_seed(cls):
         return env
     sub = _POSITIONAL_RESET.get(cls)

@@ -25,6 +25,7 @@ from typing import Any
 
 from gem_core.env import StepResult
 from gem_core.errors import InvalidArgument
+from gem_core.protocols import Tokenizer
 from gem_core.wrappers.observation import ObservationFormat, ObservationMode
 
 __all__ = ["ObservationWrapper"]
@@ -62,7 +63,7 @@ class ObservationWrapper(ObservationFormat):
         include_chat_template: bool = True,
         apply_chat_template_on_reset: bool = False,
         max_history_length: int | None = None,
-        tokenizer: Any = None,
+        tokenizer: Tokenizer | None = None,
     ):
         if include_chat_template and apply_chat_template_on_reset:
             raise InvalidArgument("ObservationWrapper: include_chat_template and apply_chat_template_on_reset cannot both be True.")
@@ -93,6 +94,7 @@ class ObservationWrapper(ObservationFormat):
         return super().reset(seed=seed, options=options)
 
     def _render(self, messages: list[dict[str, str]]) -> str:
+        assert self.tokenizer is not None  # __init__ refuses a chat template without a tokenizer
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
     def _shown(self, info: dict[str, Any]) -> str:

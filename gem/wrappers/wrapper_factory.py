@@ -21,6 +21,7 @@ from typing import Any
 from gem.wrappers.episode_tracking_wrapper import EpisodeTrackingWrapper
 from gem.wrappers.observation_wrapper import ObservationWrapper
 from gem_core.errors import UnknownKey
+from gem_core.protocols import Tokenizer
 
 __all__ = ["WRAPPER_FACTORY", "TOKENIZER_REQUIRED", "get_wrapper_fns"]
 
@@ -62,7 +63,7 @@ TOKENIZER_REQUIRED = ["concat_chat", "concat_chat_on_reset"]
 """The names that render a chat template and so need ``tokenizer=``."""
 
 
-def get_wrapper_fns(wrappers: str, tokenizer: Any = None) -> list[Callable[..., Any]]:
+def get_wrapper_fns(wrappers: str, tokenizer: Tokenizer | None = None) -> list[Callable[..., Any]]:
     """The wrappers named in the comma-separated ``wrappers`` (``"python_tool,concat_chat"``), in order,
     with ``tokenizer`` given to those that need it.
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gem_core.agent.episode import AgentCall, AgentEpisode, EpisodeOver, MessageError, normalize_messages
+from gem_core.protocols import Tokenizer
 from gem_core.rollout.policy import Generation, Policy, SamplingParams, default_stop_token_ids
 from gem_core.serve.asgi import RequestError, json_bytes, read_json
 from gem_core.serve.loopback import LoopbackServer
@@ -128,7 +129,7 @@ class AgentEndpoint:
             trajectories = endpoint.close_episode(episode.key).trajectories(reward)
     """
 
-    def __init__(self, policy: Policy, tokenizer: Any, config: AgentEndpointConfig = AgentEndpointConfig(), *, port: int = 0):
+    def __init__(self, policy: Policy, tokenizer: Tokenizer, config: AgentEndpointConfig = AgentEndpointConfig(), *, port: int = 0):
         self.policy = policy
         self.tokenizer = tokenizer
         self.config = config

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gem_core.errors import GemError
+from gem_core.protocols import Tokenizer
 from gem_core.rollout.chat_template import ChatTemplate, ChatTemplateError
 from gem_core.rollout.policy import Generation
 from gem_core.rollout.trajectory import TokenTrajectory
@@ -180,7 +181,7 @@ class AgentEpisode:
     """
 
     def __init__(
-        self, key: str, tokenizer: Any, *, chat_template_kwargs: dict | None = None, max_turns: int | None = None,
+        self, key: str, tokenizer: Tokenizer, *, chat_template_kwargs: dict | None = None, max_turns: int | None = None,
         max_response_tokens: int | None = None,
     ):
         self.key = key

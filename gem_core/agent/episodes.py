@@ -31,6 +31,7 @@ from typing import Any
 from gem_core.agent.endpoint import AgentEndpoint, AgentEndpointConfig
 from gem_core.agent.episode import AgentEpisode
 from gem_core.agent.program import AgentProgram, AgentRun
+from gem_core.protocols import Tokenizer
 from gem_core.rollout.policy import Policy
 from gem_core.rollout.trajectory import TokenTrajectory
 
@@ -38,7 +39,7 @@ __all__ = ["episode_trajectory", "run_agent_episodes", "run_agent_programs"]
 
 
 async def run_agent_programs(
-    program: AgentProgram, policy: Policy, tokenizer: Any, tasks: Sequence[Any], *, config: AgentEndpointConfig | None = None,
+    program: AgentProgram, policy: Policy, tokenizer: Tokenizer, tasks: Sequence[Any], *, config: AgentEndpointConfig | None = None,
     max_response_tokens: int | None = None,
 ) -> list[AgentRun]:
     """Run ``program`` once per task, all at once, against one endpoint that ``policy`` answers.
@@ -97,13 +98,15 @@ async def run_agent_programs(
     finally:
         pool.shutdown(wait=False)
         await asyncio.to_thread(endpoint.stop)
+    runs: list[AgentRun] = []
     for result in results:
         if isinstance(result, BaseException):
             raise result
-    return list(results)
+        runs.append(result)
+    return runs
 
 
-def episode_trajectory(run: AgentRun, tokenizer: Any) -> TokenTrajectory:
+def episode_trajectory(run: AgentRun, tokenizer: Tokenizer) -> TokenTrajectory:
     """The one trajectory of ``run`` for a framework that takes one sample per task: the branch of its last call.
 
     That branch carries the grader's reward. Other branches (the agent rewrote its history) are left out,
@@ -133,7 +136,7 @@ def episode_trajectory(run: AgentRun, tokenizer: Any) -> TokenTrajectory:
 
 
 async def run_agent_episodes(
-    program: AgentProgram, policy: Policy, tokenizer: Any, tasks: Sequence[Any], *, config: AgentEndpointConfig | None = None,
+    program: AgentProgram, policy: Policy, tokenizer: Tokenizer, tasks: Sequence[Any], *, config: AgentEndpointConfig | None = None,
     max_response_tokens: int | None = None,
 ) -> list[TokenTrajectory]:
     """:func:`run_agent_programs`, then :func:`episode_trajectory` of each run: one trajectory per task, in order."""

@@ -65,8 +65,9 @@ def _setup(task: Any, workdir: Path) -> TaskSetup:
         if not isinstance(swe, SweEnv):
             raise SweError(f"{label.env_id!r} is not a SWE env; swe_agent_program runs tasks of swe:* envs")
         swe.reset(seed=label.seed)
-        copy_tree(swe.work_dir.path, workdir)
-        grading = _Grading(swe.tasks_dir / swe.task.id, swe.task, swe.sandbox, swe.reward_mode)
+        task, work_dir = swe._swe_episode()
+        copy_tree(work_dir.path, workdir)
+        grading = _Grading(swe.tasks_dir / task.id, task, swe.sandbox, swe.reward_mode)
     finally:
         env.close()
     return TaskSetup(prompt=_prompt(grading.task), data=grading)

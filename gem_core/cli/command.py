@@ -60,8 +60,8 @@ def _cause(error: BaseException) -> str:
     connection fails, e.g. to a remote: port out of range) says only "unhandled errors in a TaskGroup":
     its first exception, named with its type, is the cause."""
     unwrapped = False
-    while isinstance(getattr(error, "exceptions", None), (list, tuple)) and error.exceptions:
-        error, unwrapped = error.exceptions[0], True
+    while isinstance(inner := getattr(error, "exceptions", None), (list, tuple)) and inner:
+        error, unwrapped = inner[0], True
     line = str(error).splitlines()[0] if str(error) else ""
     if not line:
         return type(error).__name__
@@ -112,7 +112,7 @@ def _next_move(env_id: str, turn: int, total: float) -> str | int:
         return 130
 
 
-def _play_seats(args: argparse.Namespace, env: Any, observations: dict[str, str]) -> int:
+def _play_seats(args: argparse.Namespace, env: Any, observations: Any) -> int:
     """A self-play game: the person takes one seat, the other seats move at random (the env's own sampler)."""
     seat = args.seat or env.agents[0]
     if seat not in env.agents:

@@ -9,7 +9,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from gem_core.errors import InvalidArgument
 
@@ -45,9 +45,14 @@ class OneLineErrors:
     is one line naming the option and the fix, not the whole usage printed above it; the ``require_*``
     checks the examples make before they write or launch anything end the same way."""
 
+    if TYPE_CHECKING:  # the ArgumentParser this is mixed into provides them
+        prog: str
+
+        def exit(self, status: int = 0, message: str | None = None) -> NoReturn: ...
+
     def error(self, message: str) -> NoReturn:
         """Print ``message`` as one line with a pointer to ``--help`` and exit with status 2 (argparse's hook)."""
-        self.exit(2, f"{self.prog}: error: {message} (--help lists the options)\n")  # type: ignore[attr-defined]
+        self.exit(2, f"{self.prog}: error: {message} (--help lists the options)\n")
 
     def require_counts(self, counts: Mapping[str, int]) -> None:
         """Each ``{flag: value}`` counts something, so is at least 1."""

@@ -158,7 +158,7 @@ class TaskSampler:
         if self.weighting == "progress":
             return float(stats.learning_progress or 0.0)
         best = informative_group_probability(0.5, self.group_size)
-        return informative_group_probability(float(stats.success_rate), self.group_size) / best
+        return informative_group_probability(stats.success_rate or 0.0, self.group_size) / best  # measured: not None
 
     def metrics(self, prefix: str = "gem/curriculum/") -> dict[str, float]:
         """Per task: ``{prefix}<name>/probability`` (``<name>``: its :func:`~gem_core.curriculum.task.metric_name`) of the next draw and ``{prefix}<name>/success`` over its window
@@ -202,7 +202,7 @@ class TaskSampler:
         if self.unlock_at is not None:
             while self._unlocked < len(self._tasks):
                 below = self._stats[self._tasks[self._unlocked - 1].name]
-                if below.seen < self.min_episodes or float(below.success_rate) < self.unlock_at:
+                if below.seen < self.min_episodes or (below.success_rate or 0.0) < self.unlock_at:
                     break
                 self._unlocked += 1
 

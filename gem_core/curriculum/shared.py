@@ -43,11 +43,11 @@ def sampler_spec(spec: Mapping[str, Any] | str) -> dict[str, Any]:
         try:
             spec = json.loads(spec)
         except json.JSONDecodeError as error:
-            raise TaskError(f"The task sampler spec {spec[:80]!r} is not JSON ({error}).") from None
+            raise TaskError(f"The task sampler spec {error.doc[:80]!r} is not JSON ({error}).") from None
     spec = _plain(spec)
     if not isinstance(spec, Mapping) or "tasks" not in spec:
         raise TaskError(f"A task sampler spec is an object with 'tasks' (and TaskSampler's arguments), got {spec!r}.")
-    return spec
+    return dict(spec)
 
 
 def sampler_from_spec(spec: Mapping[str, Any] | str) -> TaskSampler:

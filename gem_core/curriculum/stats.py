@@ -8,6 +8,7 @@ Everything here is plain numbers and lists, so it round-trips through JSON with 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,7 +80,7 @@ class TaskStats:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], window: int) -> TaskStats:
+    def from_json(cls, data: Mapping[str, Any], window: int) -> TaskStats:
         """Stats saved by :meth:`to_json`; a smaller ``window`` than the saved one keeps the newest episodes."""
         return cls(
             window=window,

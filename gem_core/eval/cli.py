@@ -520,6 +520,7 @@ def _rescore(args: argparse.Namespace, console: Any) -> int:
         _fail(f"cannot write the re-scored report to {out_dir}: {exc.strerror or exc}")
         return 1
     console.print(summary_table(rescored))
+    assert rescored.rescore is not None  # rescore_report fills it
     changed = rescored.rescore["changed"]
     for episode in changed:
         sample = f" sample {episode['sample']}" if rescored.samples > 1 else ""

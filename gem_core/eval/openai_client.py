@@ -219,7 +219,7 @@ class ChatEndpoint:
 def _attempts(exc: openai.APIError, max_retries: int) -> str:
     """"N attempts": the requests openai really sent (it numbers each in ``x-stainless-retry-count``, and gives
     up early on a ``Retry-After`` too long to wait), else the most it may send."""
-    request = getattr(getattr(exc, "response", None), "request", None) or getattr(exc, "request", None)
+    request: Any = getattr(getattr(exc, "response", None), "request", None) or getattr(exc, "request", None)  # read in the try
     try:
         made = int(request.headers["x-stainless-retry-count"]) + 1
     except (AttributeError, KeyError, TypeError, ValueError):

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from gem_core.env import Env, episode_success
 from gem_core.errors import InvalidArgument
 from gem_core.eval.report import EpisodeRecord, step_error
+from gem_core.protocols import Tokenizer
 
 if TYPE_CHECKING:
     from gem_core.eval.config import EvalConfig
@@ -34,7 +35,7 @@ class PolicyBackend:
 
     kind = "transformers"
 
-    def __init__(self, policy: Any, tokenizer: Any, *, model_name: str = "policy"):
+    def __init__(self, policy: Any, tokenizer: Tokenizer, *, model_name: str = "policy"):
         self.policy = policy
         self.tokenizer = tokenizer
         self.model_name = model_name

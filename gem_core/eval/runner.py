@@ -33,6 +33,7 @@ from gem_core.eval.episode_log import EpisodeLog, ReportWriteError, read_episode
 from gem_core.eval.progress import EvalProgress
 from gem_core.eval.report import REPORT_FILENAME, EpisodeRecord, EvalReport
 from gem_core.eval.resume import check_resume, check_resumed_episodes, read_run_header, write_run_header
+from gem_core.protocols import Tokenizer
 from gem_core.registry import spec
 
 __all__ = ["EvalConfig", "EpisodeBackend", "Interrupted", "evaluate", "evaluate_async", "make_backend", "write_outputs"]
@@ -148,7 +149,7 @@ async def evaluate_async(
             except OSError as exc:
                 raise ReportWriteError(
                     f"cannot write {Path(config.out_dir) / REPORT_FILENAME} ({exc.strerror or exc}); the "
-                    f"{report.episodes_finished} finished episodes are in {log.path}"
+                    f"{report.episodes_finished} finished episodes are in {log.path if log is not None else config.out_dir}"
                 ) from exc
     return report
 
@@ -161,7 +162,7 @@ def _open_run(config: EvalConfig, report: EvalReport) -> EpisodeLog:
     if config.resume:
         header = read_run_header(config.out_dir)
         check_resume(header, model=report.model, backend=report.backend, env_ids=report.env_ids, settings=report.config)
-        report.started_at, report.resumed_at = header.started_at, [*header.resumed_at, report.started_at]
+        report.started_at, report.resumed_at = header.started_at, [*header.resumed_at, report.started_at or _now()]
     try:
         write_run_header(config.out_dir, report)
     except OSError as exc:
@@ -192,7 +193,7 @@ def make_backend(
     model: str | None = None,
     *,
     policy: Any = None,
-    tokenizer: Any = None,
+    tokenizer: Tokenizer | None = None,
     base_url: str | None = None,
     api_key: str | None = None,
     timeout: float = 60.0,
@@ -255,7 +256,7 @@ def evaluate(
     *,
     model: str | None = None,
     policy: Any = None,
-    tokenizer: Any = None,
+    tokenizer: Tokenizer | None = None,
     base_url: str | None = None,
     backend: EpisodeBackend | None = None,
     backend_options: dict[str, Any] | None = None,
@@ -311,9 +312,15 @@ def evaluate(
 
     async def run() -> EvalReport:
         loop, main, handled = asyncio.get_running_loop(), asyncio.current_task(), []
+
+        def on_signal(signum: int) -> None:
+            received.append(signum)
+            if main is not None:  # always: run() is asyncio.run's task
+                main.cancel()
+
         for signum in stop_signals:
             try:
-                loop.add_signal_handler(signum, lambda signum=signum: (received.append(signum), main.cancel()))
+                loop.add_signal_handler(signum, on_signal, signum)
             except (RuntimeError, ValueError, NotImplementedError):  # not the main thread, or not here (Windows)
                 continue
             handled.append(signum)

@@ -183,7 +183,8 @@ class SkyRLEnv(Env):
                 f"{self.name}: pass exactly one task source, row={{...}}, rows=[...] or data_file='tasks.jsonl' "
                 f"(got {', '.join(given) or 'none'}); {_ROW_HELP}."
             )
-        self.rows = [dict(row)] if row is not None else [dict(r) for r in rows] if rows is not None else _load_rows(data_file)
+        self.rows = ([dict(row)] if row is not None else [dict(r) for r in rows] if rows is not None
+                     else _load_rows(data_file) if data_file is not None else [])  # exactly one is given (checked above)
         if not self.rows:
             raise SkyRLTaskError(f"{self.name}: the task source holds no rows; {_ROW_HELP}.")
         self.env_config = _config(skyrl_id, env_config)

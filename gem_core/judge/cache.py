@@ -48,6 +48,7 @@ class VerdictCache:
         self.hits = self.misses = 0
 
     def _connection(self) -> sqlite3.Connection:
+        assert self.path is not None, "an in-memory cache (path None) never opens a database: callers check first"
         if self._db is None:
             try:
                 db = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False, isolation_level=None)

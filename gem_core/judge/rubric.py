@@ -84,7 +84,8 @@ class Rubric:
             raise InvalidArgument(f"Rubric criteria names must be distinct, got {names}.")
         scale = tuple(self.scale) if isinstance(self.scale, (list, tuple)) else ()
         low, high = scale if len(scale) == 2 else (None, None)
-        if any(isinstance(v, bool) or not isinstance(v, int) for v in (low, high)) or not (-1000 <= low < high <= 1000):
+        if (not isinstance(low, int) or not isinstance(high, int) or isinstance(low, bool) or isinstance(high, bool)
+                or not -1000 <= low < high <= 1000):
             raise InvalidArgument(f"Rubric scale must be two integers low < high within +-1000, e.g. [0, 10]; got {self.scale!r}.")
         object.__setattr__(self, "scale", (low, high))
         if not isinstance(self.instructions, str) or len(self.instructions) > _MAX_TEXT:

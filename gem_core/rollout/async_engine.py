@@ -52,6 +52,7 @@ from enum import Enum
 from typing import Any
 
 from gem_core.errors import GemError
+from gem_core.protocols import Tokenizer
 from gem_core.rollout.chat_template import ChatTemplate
 from gem_core.rollout.policy import Policy, SamplingParams
 from gem_core.rollout.policy_version import VersionedPolicy, WeightUpdate
@@ -167,7 +168,7 @@ class AsyncEpisodeEngine:
         self,
         env_fn: EnvFactory,
         policy: VersionedPolicy | Policy,
-        tokenizer: Any,
+        tokenizer: Tokenizer,
         seeds: Iterable[int],
         config: AsyncRolloutConfig | None = None,
         *,
@@ -351,7 +352,8 @@ class AsyncEpisodeEngine:
             self._retry.append(seed)
         else:
             self.counts["dropped_stale"] += 1
-        self._changed.notify()
+        if self._changed is not None:  # set by start(), before any episode runs
+            self._changed.notify()
 
     def _next_seed(self) -> tuple[bool, int | None]:
         if self._retry:

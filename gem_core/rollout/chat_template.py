@@ -59,6 +59,7 @@ from datetime import datetime
 from typing import Any
 
 from gem_core.errors import GemError
+from gem_core.protocols import Tokenizer
 
 __all__ = ["HISTORY_MODES", "ChatTemplate", "ChatTemplateError", "RenderedWindow"]
 
@@ -168,7 +169,7 @@ class ChatTemplate:
     """True if rendering a longer conversation shows earlier assistant turns otherwise than sampled: it
     drops thinking, renders a header other than the generation prompt, or trims the content."""
 
-    def __init__(self, tokenizer: Any, *, system_prompt: str | None = None, chat_template_kwargs: dict | None = None):
+    def __init__(self, tokenizer: Tokenizer, *, system_prompt: str | None = None, chat_template_kwargs: dict | None = None):
         if not getattr(tokenizer, "chat_template", None):
             raise ChatTemplateError(
                 "The tokenizer has no chat template; set `tokenizer.chat_template` to the model's Jinja template "
@@ -202,7 +203,7 @@ class ChatTemplate:
 
     @classmethod
     def for_tokenizer(
-        cls, tokenizer: Any, *, system_prompt: str | None = None, chat_template_kwargs: dict | None = None
+        cls, tokenizer: Tokenizer, *, system_prompt: str | None = None, chat_template_kwargs: dict | None = None
     ) -> ChatTemplate:
         """A shared :class:`ChatTemplate` for ``tokenizer`` (probed once, then reused)."""
         key = (str(tokenizer.chat_template), system_prompt, repr(sorted((chat_template_kwargs or {}).items())))

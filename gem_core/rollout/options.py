@@ -20,13 +20,13 @@ __all__ = ["check_episode_options"]
 
 
 def _count(value: Any) -> str | None:
-    if value is None or (isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1):
+    if value is None or (isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= 1):
         return None
     return "must be a positive whole number, or None"
 
 
 def _copies(value: Any) -> str | None:
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1:
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= 1:
         return None
     return "must be a positive whole number"
 
@@ -36,7 +36,7 @@ def _text(value: Any) -> str | None:
 
 
 def _discount(value: Any) -> str | None:
-    if isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) and 0 <= value <= 1:
+    if isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) and 0 <= float(value) <= 1:
         return None
     return "must be a number in [0, 1] (a discount over turns)"
 

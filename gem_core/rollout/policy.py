@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from gem_core.errors import InvalidArgument, UsageError
+from gem_core.protocols import Tokenizer
 from gem_core.rollout.kv_cache import PrefixKVCache
 from gem_core.rollout.vision import text_tokenizer
 
-__all__ = ["BatchingPolicy", "Generation", "Policy", "SampledLogprobs", "SamplingParams", "TransformersPolicy", "cut_at_stop"]
+__all__ = ["BatchingPolicy", "Generation", "ImagePolicy", "Policy", "SampledLogprobs", "SamplingParams", "TransformersPolicy", "cut_at_stop"]
 
 
 @dataclass
@@ -87,7 +88,25 @@ class Policy(Protocol):
         ...
 
 
-def default_stop_token_ids(tokenizer: Any, chat_template: Any = None) -> list[int]:
+@runtime_checkable
+class ImagePolicy(Policy, Protocol):
+    """A :class:`Policy` that also takes the images of a vision env's context; the runner passes them when
+    :attr:`accepts_images` is true (:class:`BatchingPolicy` subclasses declare it)."""
+
+    #: Whether :meth:`generate` takes ``images=``.
+    accepts_images: bool
+
+    async def generate(self, prompt_ids: list[int], sampling: SamplingParams, *, images: list | None = None) -> Generation:
+        """:meth:`Policy.generate`, with ``images`` (:class:`~gem_core.rollout.vision.TrajectoryImage`, in order) the
+        images whose placeholder ids ``prompt_ids`` holds.
+
+        Returns:
+            As :meth:`Policy.generate`.
+        """
+        ...
+
+
+def default_stop_token_ids(tokenizer: Tokenizer, chat_template: Any = None) -> list[int]:
     """The ids that end a turn: ``chat_template``'s end-of-turn ids (by default the tokenizer's own
     template, when usable) plus the tokenizer's eos id.
 
@@ -152,7 +171,7 @@ class BatchingPolicy:
     """
 
     def __init__(
-        self, tokenizer: Any = None, *, max_batch_size: int | None = None, num_episodes: int | None = None,
+        self, tokenizer: Tokenizer | None = None, *, max_batch_size: int | None = None, num_episodes: int | None = None,
         sample_in_thread: bool = True,
     ):
         if max_batch_size is not None and max_batch_size < 1:
@@ -328,7 +347,7 @@ class TransformersPolicy(BatchingPolicy):
     """
 
     def __init__(
-        self, model: Any, tokenizer: Any, *, device: Any = None, max_batch_size: int = 64, num_episodes: int | None = None,
+        self, model: Any, tokenizer: Tokenizer, *, device: Any = None, max_batch_size: int = 64, num_episodes: int | None = None,
         logprobs: bool = True, sample_in_thread: bool = True, kv_cache_sequences: int = 256, kv_cache_tokens: int = 65_536,
     ):
         if max_batch_size < 1:

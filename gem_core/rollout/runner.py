@@ -15,8 +15,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from gem_core.errors import DependencyNotInstalled, GemError, InvalidArgument
+from gem_core.protocols import Tokenizer
 from gem_core.rollout.chat_template import ChatTemplate
-from gem_core.rollout.policy import Policy, SamplingParams, default_stop_token_ids
+from gem_core.rollout.policy import ImagePolicy, Policy, SamplingParams, default_stop_token_ids
 from gem_core.rollout.policy_version import GenerationInterrupted
 from gem_core.rollout.session import EpisodeSession
 from gem_core.rollout.trajectory import TokenTrajectory
@@ -30,7 +31,7 @@ EnvFactory = str | Callable[[], Any]
 async def run_episode(
     env: Any,
     policy: Policy,
-    tokenizer: Any,
+    tokenizer: Tokenizer,
     *,
     seed: int | None = None,
     max_turns: int | None = None,
@@ -100,7 +101,7 @@ async def _play(session: EpisodeSession, policy: Policy, sampling: SamplingParam
         # A policy that declares `accepts_images` gets the context's images beside the ids; others play blind.
         images = session.images if getattr(policy, "accepts_images", False) else None
         try:
-            if images:
+            if images and isinstance(policy, ImagePolicy):  # images are only drawn for such a policy
                 generation = await policy.generate(session.context_ids, turn_sampling, images=images)
             else:
                 generation = await policy.generate(session.context_ids, turn_sampling)
@@ -118,7 +119,7 @@ async def _play(session: EpisodeSession, policy: Policy, sampling: SamplingParam
 async def run_branched_episode(
     env: Any,
     policy: Policy,
-    tokenizer: Any,
+    tokenizer: Tokenizer,
     *,
     branch_turn: int,
     num_branches: int,
@@ -156,7 +157,7 @@ async def run_branched_episode(
 async def run_labels(
     labels: Sequence[Any],
     policy: Policy,
-    tokenizer: Any,
+    tokenizer: Tokenizer,
     *,
     system_prompts: Sequence[str | None] | None = None,
     sampling: SamplingParams | None = None,
@@ -196,7 +197,7 @@ async def run_labels(
 async def run_episodes(
     env_fn: EnvFactory,
     policy: Policy,
-    tokenizer: Any,
+    tokenizer: Tokenizer,
     seeds: Sequence[int],
     *,
     concurrency: int = 64,

@@ -64,7 +64,9 @@ async def run_self_play(
             await table.leave(agent)
 
     results = await asyncio.gather(*(play(agent) for agent in seats), return_exceptions=True)
-    for result in results:
+    played: dict[str, TokenTrajectory] = {}
+    for agent, result in zip(seats, results, strict=True):
         if isinstance(result, BaseException):
             raise result
-    return dict(zip(seats, results, strict=True))
+        played[agent] = result
+    return played

@@ -48,6 +48,7 @@ from typing import Any
 
 from gem_core.env import Env, episode_success, warn_once
 from gem_core.errors import InvalidArgument, ResetNeeded, UsageError
+from gem_core.protocols import Tokenizer
 from gem_core.rollout.chat_template import HISTORY_MODES, ChatTemplate, RenderedWindow
 from gem_core.rollout.options import check_episode_options
 from gem_core.rollout.trajectory import TokenTrajectory
@@ -121,7 +122,7 @@ class EpisodeSession:
     def __init__(
         self,
         env: Any,
-        tokenizer: Any,
+        tokenizer: Tokenizer,
         *,
         chat_template: ChatTemplate | None = None,
         system_prompt: str | None = None,
@@ -246,7 +247,7 @@ class EpisodeSession:
 
     @classmethod
     def from_label(
-        cls, label: str | Mapping[str, Any] | EpisodeLabel, tokenizer: Any, *, fix_hint: str | None = None, **session_kwargs: Any
+        cls, label: str | Mapping[str, Any] | EpisodeLabel, tokenizer: Tokenizer, *, fix_hint: str | None = None, **session_kwargs: Any
     ) -> EpisodeSession:
         """The session for one dataset row: the env its label names, made with the label's kwargs.
 
@@ -408,7 +409,7 @@ class EpisodeSession:
         turn's last version."""
         if versions is None:
             return None
-        if isinstance(versions, numbers.Integral):
+        if isinstance(versions, (int, numbers.Integral)):
             return [int(versions)] * len(ids)
         tags = [int(v) for v in versions]
         if tags and len(tags) < len(ids) and len(ids) - len(tags) == len(self.chat_template.end_of_turn_ids):

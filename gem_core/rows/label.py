@@ -50,7 +50,7 @@ def parse_label(label: str | Mapping[str, Any], *, fix_hint: str = _DATASET_HINT
         try:
             label = json.loads(label)
         except json.JSONDecodeError as err:
-            raise LabelError(f"Dataset label {label[:80]!r} is not JSON ({err}). {fix_hint}") from None
+            raise LabelError(f"Dataset label {err.doc[:80]!r} is not JSON ({err}). {fix_hint}") from None
     if not isinstance(label, Mapping):
         raise LabelError(f"Dataset label must be a JSON object, got {type(label).__name__}. {fix_hint}")
     missing = [key for key in ("env_id", "seed") if key not in label]

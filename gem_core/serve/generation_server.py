@@ -46,6 +46,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from gem_core.errors import UsageError
+from gem_core.protocols import Tokenizer
 from gem_core.rollout.policy import SamplingParams, TransformersPolicy
 from gem_core.serve.asgi import RequestError, json_bytes, read_json
 from gem_core.serve.loopback import LoopbackServer
@@ -96,7 +98,7 @@ class GenerationServer:
             ...  # point the rollout worker at server.url
     """
 
-    def __init__(self, model: Any, tokenizer: Any, config: GenerationServerConfig = GenerationServerConfig(), *, port: int = 0):
+    def __init__(self, model: Any, tokenizer: Tokenizer, config: GenerationServerConfig = GenerationServerConfig(), *, port: int = 0):
         self.model = model
         self.tokenizer = tokenizer
         self.config = config
@@ -136,6 +138,12 @@ class GenerationServer:
         self._open, self._idle = asyncio.Event(), asyncio.Event()
         self._open.set()
         self._idle.set()
+
+    def _gates(self) -> tuple[asyncio.Event, asyncio.Event]:
+        """The open and idle events, made on the serving loop by :meth:`start`."""
+        if self._open is None or self._idle is None:
+            raise UsageError("the generation server is not serving: call start() first")
+        return self._open, self._idle
 
     def stop(self) -> None:
         """Stop serving; safe to call twice."""
@@ -194,15 +202,15 @@ class GenerationServer:
                   and all(isinstance(t, int) and not isinstance(t, bool) and 0 <= t < vocab for t in prompt)):
             raise RequestError(400, "'prompt' must be a non-empty string or a list of this model's token ids")
         sampling = self._sampling(body, len(prompt))
-        await self._open.wait()  # paused for a weight update: wait for /resume
+        await self._gates()[0].wait()  # paused for a weight update: wait for /resume
         self._in_flight += 1
-        self._idle.clear()
+        self._gates()[1].clear()
         try:
             generation = await self.policy.generate(prompt, sampling)
         finally:
             self._in_flight -= 1
             if self._in_flight == 0:
-                self._idle.set()
+                self._gates()[1].set()
         self.completions_served += 1
         choice: dict[str, Any] = {
             "index": 0, "text": self.tokenizer.decode(generation.token_ids), "token_ids": list(generation.token_ids),
@@ -223,12 +231,12 @@ class GenerationServer:
     # -- pause, resume and weight updates ------------------------------------------------------
 
     async def _pause(self, request: Any, body: Any) -> dict[str, Any]:
-        self._open.clear()
-        await self._idle.wait()
+        self._gates()[0].clear()
+        await self._gates()[1].wait()
         return {}
 
     async def _resume(self, request: Any, body: Any) -> dict[str, Any]:
-        self._open.set()
+        self._gates()[0].set()
         return {}
 
     async def _init_weight_transfer(self, request: Any, body: Any) -> dict[str, Any]:
@@ -244,8 +252,8 @@ class GenerationServer:
     async def _start_weight_update(self, request: Any, body: Any) -> dict[str, Any]:
         if self._receiver is None:
             raise RequestError(409, "no weight stream: call /init_weight_transfer_engine first")
-        self._open.clear()  # a client that skipped /pause still gets no sample from half-copied weights
-        await self._idle.wait()
+        self._gates()[0].clear()  # a client that skipped /pause still gets no sample from half-copied weights
+        await self._gates()[1].wait()
         return {}
 
     async def _update_weights(self, request: Any, body: Any) -> dict[str, Any]:
@@ -256,14 +264,14 @@ class GenerationServer:
             raise RequestError(400, "'names', 'dtype_names' and 'shapes' must have one entry per tensor")
         if self._receiver is None:
             raise RequestError(409, "no weight stream: call /init_weight_transfer_engine first")
-        if self._open.is_set() or not self._idle.is_set():
+        if self._gates()[0].is_set() or not self._gates()[1].is_set():
             raise RequestError(409, "call /start_weight_update (or /pause) before /update_weights")
         targets = dict(self.model.named_parameters())
         unknown = [name for name in info["names"] if name not in targets]
         if unknown:
             raise RequestError(400, f"the model has no parameter {unknown[0]!r} ({len(unknown)} unknown names in the manifest)")
         try:
-            await asyncio.to_thread(self._receive_into_model, info, targets)
+            await asyncio.to_thread(self._receive_into_model, self._receiver, info, targets)
         except WeightStreamError as error:
             # The stream's position is unknown after a bad frame: the trainer must join again.
             self._receiver.close()
@@ -271,11 +279,11 @@ class GenerationServer:
             raise RequestError(400, f"{error}; the weight stream is closed, call /init_weight_transfer_engine again") from None
         return {}
 
-    def _receive_into_model(self, info: dict, targets: dict[str, Any]) -> None:
+    def _receive_into_model(self, receiver: WeightReceiver, info: dict, targets: dict[str, Any]) -> None:
         import torch
 
         with self._update_lock, torch.no_grad():
-            for name, tensor in self._receiver.receive(info["names"], info["dtype_names"], info["shapes"]):
+            for name, tensor in receiver.receive(info["names"], info["dtype_names"], info["shapes"]):
                 targets[name].copy_(tensor)
 
     async def _finish_weight_update(self, request: Any, body: Any) -> dict[str, Any]:

@@ -185,7 +185,7 @@ class MCPTool:
         return {key: getattr(self, key) for key in keys}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state.pop("server"), **state)
+        type(self).__init__(self, state.pop("server"), **state)
 
     def _start(self) -> None:
         """Open the session if none is open; on failure nothing is left running and the error propagates."""

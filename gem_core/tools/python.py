@@ -153,3 +153,6 @@ class PythonTool:
             call.content, timeout=self.timeout, memory_mb=self.memory_mb, mode=self.mode, backend=self.backend
         )
         return self._result(result)
+
+    def close(self) -> None:
+        """Nothing to release: each run's sandbox ends with the run (the :class:`~gem_core.tools.tool.Tool` contract)."""

@@ -30,7 +30,7 @@ def _contents(item: Any) -> str | None:
 
 def format_passages(documents: list[Any]) -> str:
     """Passages as Search-R1 shows them: ``Doc 1(Title: ...) text``, one per line (malformed hits skipped)."""
-    lines = []
+    lines: list[str] = []
     for item in documents:
         contents = _contents(item)
         if contents is None:

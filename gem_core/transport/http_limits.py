@@ -204,14 +204,15 @@ async def read_capped(raw_chunks: AsyncIterator[bytes], content_encoding: str | 
                 body += piece
         for piece in decoder.flush():
             body += piece
-    except (zlib.error, _decode_errors()) as error:
+    except _decode_errors() as error:
         raise UnsupportedEncoding(f"the body is not valid {decoder.coding} data ({error})") from None
     return bytes(body)
 
 
-def _decode_errors() -> type[BaseException] | tuple[type[BaseException], ...]:
+def _decode_errors() -> tuple[type[BaseException], ...]:
+    """What a decoder raises on data that is not its encoding: zlib's error, and brotli's where it is installed."""
     brotli = _brotli()
-    return brotli.error if brotli is not None else ()
+    return (zlib.error, brotli.error) if brotli is not None else (zlib.error,)
 
 
 def capped_transport(inner: Any, max_bytes: int | None, on_refused: Callable[[Exception], None] | None = None) -> Any:
@@ -249,7 +250,7 @@ def _transport_class(library: Any) -> type:
             except ResponseTooLarge as error:
                 self._refused(error)
                 raise
-            except (zlib.error, _decode_errors()) as error:
+            except _decode_errors() as error:
                 refusal = UnsupportedEncoding(f"the body is not valid {self._decoder.coding} data ({error})")
                 self._refused(refusal)
                 raise refusal from None

@@ -71,7 +71,7 @@ class HostedEnvs:
         try:
             if envs.get(index) is None:
                 envs[index] = self.builders[index]()
-            if timed:
+            if timed and step_timeout is not None:
                 signal.setitimer(signal.ITIMER_REAL, step_timeout)
             try:
                 return "ok", run_call(envs[index], call)

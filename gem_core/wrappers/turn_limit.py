@@ -21,7 +21,7 @@ def check_max_turns(max_turns: Any, where: str) -> int | None:
     """
     if max_turns is not None and (isinstance(max_turns, bool) or not isinstance(max_turns, numbers.Integral) or max_turns < 1):
         raise InvalidArgument(f"{where}: max_turns={max_turns!r} must be a positive whole number of turns, or None.")
-    return max_turns
+    return None if max_turns is None else int(max_turns)  # numpy's ints too, as a plain int
 
 
 class TurnLimit(Wrapper):

@@ -22,10 +22,12 @@ _TOKENS = [("YYYY", "%Y"), ("YY", "%y"), ("HH", "%H"), ("mm", "%M"), ("ss", "%S"
 
 def _zone(name: str | None) -> tzinfo:
     """The IANA zone ``name``; the local zone when it is empty or unknown (as GEM's server does)."""
+    local = datetime.now().astimezone().tzinfo  # astimezone() always sets one
+    assert local is not None
     try:
-        return ZoneInfo(name) if name else datetime.now().astimezone().tzinfo
+        return ZoneInfo(name) if name else local
     except (ZoneInfoNotFoundError, ValueError):
-        return datetime.now().astimezone().tzinfo
+        return local
 
 
 def _strftime(moment_format: str) -> str:

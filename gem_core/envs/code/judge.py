@@ -96,7 +96,7 @@ def judge(
 
     outcomes: list[TestOutcome] = []
     for test in tests:
-        if test.is_call:
+        if test.fn_name is not None:  # a call test (TestCase.is_call)
             call, stdin = FunctionCall(test.fn_name, test.input), ""
         else:
             call, stdin = None, _stdin(test)

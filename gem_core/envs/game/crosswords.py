@@ -154,7 +154,7 @@ class Crosswords(TurnBasedGame):
             elif len(match[3]) != len(entry.word):
                 problem = f"{name} has {len(entry.word)} letters, '{match[3]}' has {len(match[3])}"
         if problem is not None or entry is None or match is None:
-            return self.invalid_move(problem, out_of_turns)
+            return self.invalid_move(problem or f"'{action}' is not a move", out_of_turns)
         reward = 0.0
         if match[3].lower() == entry.word:
             self.solved.add(entry.name)

@@ -22,7 +22,7 @@ class GuessTheNumber(TurnBasedGame):
         if max_turns < 1:
             raise InvalidArgument(f"max_turns must be at least 1, got {max_turns}.")
         self.min_number, self.max_number, self.max_turns = min_number, max_number, max_turns
-        self.target: int | None = None
+        self.target = 0  # drawn by reset(); step() before it is refused
         self.guesses: list[int] = []
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:

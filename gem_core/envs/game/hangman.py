@@ -36,7 +36,7 @@ class Hangman(TurnBasedGame):
         if lives < 1 or max_turns < 1:
             raise InvalidArgument(f"lives and max_turns must be at least 1, got {lives} and {max_turns}.")
         self.lives, self.max_turns = lives, max_turns
-        self.word: str | None = None
+        self.word = ""  # drawn by reset()
         self.lives_left = lives
         self.guessed: list[str] = []
         self.revealed: list[bool] = []
@@ -92,7 +92,7 @@ class Hangman(TurnBasedGame):
         return f"\\boxed{{{unused[int(self.np_random.integers(len(unused)))]}}}"
 
     def render(self) -> str:
-        if self.word is None:
+        if not self.word:
             return "(no game yet)"
         pattern = " ".join(ch if shown else "_" for ch, shown in zip(self.word, self.revealed, strict=True))
         return f"Word: {pattern}   Lives: {self.lives_left}   Guessed: {' '.join(self.guessed) or '-'}"

@@ -52,7 +52,7 @@ class Mastermind(TurnBasedGame):
         if code_length < 1 or max_turns < 1:
             raise InvalidArgument(f"code_length and max_turns must be at least 1, got {code_length} and {max_turns}.")
         self.code_length, self.num_colors, self.max_turns = code_length, num_colors, max_turns
-        self.code: tuple[int, ...] | None = None
+        self.code: tuple[int, ...] = ()  # drawn by reset()
         self.best_black = 0
         self.history: list[tuple[tuple[int, ...], int, int]] = []
         self._lines: list[str] = []  # the rendered history, one line per guess, grown as guesses come

@@ -80,7 +80,7 @@ class Sokoban(TurnBasedGame):
     def _reverse_play(self) -> None:
         """Start solved, walk and pull boxes at random, and keep the walk's state whose boxes sit farthest
         from the goals (every state on the walk is solvable by walking it back)."""
-        cells = [tuple(int(x) for x in rc) for rc in np.argwhere(self.floor)]
+        cells = [(int(r), int(c)) for r, c in np.argwhere(self.floor)]
         picks = self.np_random.choice(len(cells), size=self.num_boxes + 1, replace=False)
         self.goals = frozenset(cells[int(i)] for i in picks[:-1])
         self.boxes, self.player = set(self.goals), cells[int(picks[-1])]

@@ -116,7 +116,7 @@ def _settled(peg_c: tuple[int, ...], disks: int) -> int:
 
 @functools.lru_cache(maxsize=1 << 14)
 def _legal_moves(pegs: tuple[tuple[int, ...], ...]) -> tuple[tuple[str, str], ...]:
-    tops = dict(zip(PEGS, (peg[-1] if peg else None for peg in pegs), strict=True))
+    tops = dict(zip(PEGS, (peg[-1] if peg else 0 for peg in pegs), strict=True))  # 0: empty (disks are 1..n)
     return tuple(
         (src, dst) for src in PEGS for dst in PEGS if src != dst and tops[src] and (not tops[dst] or tops[dst] > tops[src])
     )

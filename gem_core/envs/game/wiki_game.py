@@ -81,9 +81,9 @@ def load_link_graph(path: str | Path = DEFAULT_GRAPH) -> LinkGraph:
         parts = line.split("\t")
         if len(parts) != 3:
             raise InvalidArgument(f"{path}:{number}: expected 'title<TAB>summary<TAB>links', got {len(parts)} fields.")
-        title, summary, links = (part.strip() for part in parts)
+        title, summary, link_field = (part.strip() for part in parts)
         summaries[title] = summary
-        raw_links[title] = [link.strip() for link in links.split(";") if link.strip()]
+        raw_links[title] = [link.strip() for link in link_field.split(";") if link.strip()]
     links = {title: tuple(dict.fromkeys(link for link in raw if link in summaries and link != title)) for title, raw in raw_links.items()}
     return LinkGraph(summaries=summaries, links=links)
 

@@ -51,7 +51,7 @@ class Wordle(TurnBasedGame):
         if not self.words:
             raise InvalidArgument(f"No {word_length}-letter words in the word list; use word_length=5 or pass words=.")
         self.word_length, self.max_turns = word_length, max_turns
-        self.target: str | None = None
+        self.target = ""  # drawn by reset()
         self.history: list[tuple[str, str]] = []
         self.greens: set[int] = set()
 

@@ -101,8 +101,7 @@ class MathVisualEnv(MathEnv):
                 f"{self.rows.column_names}. Pass image_field= naming the one that holds the figures."
             )
         self.image_field = image_field
-        single_file = isinstance(data_files, (str, os.PathLike))
-        self.image_folder = Path(data_files).resolve().parent if single_file else None
+        self.image_folder = Path(data_files).resolve().parent if isinstance(data_files, (str, os.PathLike)) else None  # a single file
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         """Draw a question and its figures; ``options={"index": i}`` picks row ``i`` instead."""

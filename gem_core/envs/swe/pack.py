@@ -203,7 +203,8 @@ def _task(entry: Any, packages: dict[str, Package], defaults: dict[str, Any], wh
     task_id = _need(entry, "id", str, where)
     if not _TASK_ID.match(task_id):
         raise SweError(f"{where}: task id {task_id!r} must be lowercase letters, digits, '_', '.', '-'.")
-    package = packages.get(entry.get("package"))
+    name = entry.get("package")
+    package = packages.get(name) if isinstance(name, str) else None
     if package is None:
         raise SweError(f"{where} ({task_id}): 'package' must name one of {sorted(packages)}, got {entry.get('package')!r}.")
     mutation = _need(entry, "mutation", dict, where)

@@ -48,7 +48,7 @@ from gem_core.envs.terminal.terminal_env import TerminalEnv
 from gem_core.errors import DependencyNotInstalled, ResetNeeded
 from gem_core.tools.calls import CALL_FORMATS, format_instruction, parse_native_calls
 from gem_core.tools.sandbox import SandboxConfig, SandboxResult, resolve_mode
-from gem_core.tools.sandbox.shell import run_shell
+from gem_core.tools.sandbox.shell import WorkDir, run_shell
 
 __all__ = ["SweEnv", "TOOLS", "REWARDS"]
 
@@ -130,6 +130,10 @@ class SweEnv(TerminalEnv):
 
     max_return = 1.0
     state_excludes = frozenset({"pack", "home", "tasks_dir"})
+    # This env reuses TerminalEnv's working-directory, sandbox and output methods, never its shell tasks:
+    # its tasks are SWE tasks (a package, an issue, its tests), so the two attributes are retyped here.
+    tasks: tuple[SweTask, ...]  # type: ignore[assignment]
+    task: SweTask | None  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -172,7 +176,7 @@ class SweEnv(TerminalEnv):
         self.sandbox_config = SandboxConfig(max_work_mb=max_work_mb)
         slowest = max(max(t.command_timeout, t.test_timeout) for t in self.tasks)
         self.max_step_seconds = max(slowest, command_timeout or 0.0) + 15.0  # a command or a grade, plus sandbox start
-        self.task: SweTask | None = None
+        self.task = None
         self.max_turns, self.command_timeout = max_turns or self.tasks[0].max_turns, command_timeout or self.tasks[0].command_timeout
         self.turn = 0
         self.work_dir = None
@@ -233,8 +237,15 @@ class SweEnv(TerminalEnv):
             return self._grade(observation + "\nOut of turns.", truncated=True)
         return observation + f"\n(turns left: {self.max_turns - self.turn})", 0.0, False, False, {"tool": call.name}
 
+    def _swe_episode(self) -> tuple[SweTask, WorkDir]:
+        """This episode's task and working directory; :class:`ResetNeeded` before the first ``reset()``."""
+        if self.task is None or self.work_dir is None:
+            raise ResetNeeded("Call reset() before step().")
+        return self.task, self.work_dir
+
     def _grade(self, observation: str, *, truncated: bool, **info: Any) -> StepResult:
-        grade = grade_tree(self.work_dir.path, self.tasks_dir / self.task.id, self.task, mode=self.sandbox)
+        task, work_dir = self._swe_episode()
+        grade = grade_tree(work_dir.path, self.tasks_dir / task.id, task, mode=self.sandbox)
         reward = grade.fraction if self.reward_mode == "fraction" else float(grade.resolved)
         verdict = (
             f"{grade.fixed} of {len(grade.fail_to_pass)} tests of the issue pass, "
@@ -253,7 +264,7 @@ class SweEnv(TerminalEnv):
         # The interpreter that runs GEM (and has pytest) first on PATH; the user site stays off.
         prefix = f"export PATH={shlex.quote(os.path.dirname(sys.executable))}:$PATH PYTHONNOUSERSITE=1\n"
         return run_shell(
-            prefix + command, self.work_dir, timeout=timeout or self.command_timeout, memory_mb=self.memory_mb,
+            prefix + command, self._swe_episode()[1], timeout=timeout or self.command_timeout, memory_mb=self.memory_mb,
             mode=self.sandbox, config=self.sandbox_config,
         )
 
@@ -263,15 +274,16 @@ class SweEnv(TerminalEnv):
         return self._describe(self._run(command))
 
     def _tool_run_tests(self, tests: list[str] | str | None = None) -> str:
-        chosen = self.task.package.tests if tests in (None, [], "") else ([tests] if isinstance(tests, str) else tests)
+        package = self._swe_episode()[0].package
+        chosen = package.tests if tests in (None, [], "") else ([tests] if isinstance(tests, str) else tests)
         if not isinstance(chosen, (list, tuple)) or not all(isinstance(t, str) and t and "\x00" not in t for t in chosen):
             raise SweError("run_tests takes a list of test files or ids (strings), or nothing for all tests.")
-        path = ":".join(shlex.quote(p) for p in self.task.package.python_path)
+        path = ":".join(shlex.quote(p) for p in package.python_path)
         command = (
             f"PYTHONPATH={path} PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python -m pytest -q -p no:cacheprovider --tb=short "
             f"-W ignore::DeprecationWarning {' '.join(shlex.quote('--' if t == '--' else t) for t in chosen)}"
         )
-        return self._describe(self._run(command, timeout=self.task.test_timeout))
+        return self._describe(self._run(command, timeout=self._swe_episode()[0].test_timeout))
 
     def _resolve(self, path: Any) -> str:
         """The host path of ``path`` inside the working directory; refuses paths that leave it or pass a link."""
@@ -280,7 +292,7 @@ class SweEnv(TerminalEnv):
         relative = path[len("/workspace"):].lstrip("/") if path == "/workspace" or path.startswith("/workspace/") else path
         if os.path.isabs(relative) or ".." in Path(relative).parts:
             raise SweError(f"{path!r} is outside the repository: give a path relative to /workspace.")
-        root = self.work_dir.path
+        root = self._swe_episode()[1].path
         full = os.path.normpath(os.path.join(root, relative))
         if os.path.realpath(full) != full or not (full == root or full.startswith(root + os.sep)):
             raise SweError(f"{path!r} passes a symbolic link; view and replace follow none (use bash).")

@@ -42,7 +42,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -222,14 +222,15 @@ class TerminalEnv(Env):
 
     def _submit(self) -> StepResult:
         """Run the checker on a copy of the working directory that holds no link (:mod:`.checker_view`)."""
+        task, work_dir = self._episode()
         try:
-            files = checker_files(_read_tree(self.work_dir.path), self.sandbox_config.max_work_mb * MIB)
+            files = checker_files(_read_tree(work_dir.path), self.sandbox_config.max_work_mb * MIB)
         except (OSError, ValueError) as error:  # a path too long to copy, or a file the host cannot read
             return f"Submitted: the working directory cannot be checked ({error}).", 0.0, True, False, {"success": False}
         checked = _work_dir_with(files)
         try:
             result = run_shell(
-                self.task.check, checked, timeout=self.command_timeout, memory_mb=self.memory_mb,
+                task.check, checked, timeout=self.command_timeout, memory_mb=self.memory_mb,
                 mode=self.sandbox, config=self.sandbox_config,
             )
         finally:
@@ -244,9 +245,15 @@ class TerminalEnv(Env):
             {"success": passed, "checker_exit_code": result.exit_code, "checker_limit": result.limit},
         )
 
+    def _episode(self) -> tuple[TerminalTask, WorkDir]:
+        """This episode's task and working directory; :class:`ResetNeeded` before the first ``reset()``."""
+        if self.task is None or self.work_dir is None:
+            raise ResetNeeded("Call reset() before step().")
+        return self.task, self.work_dir
+
     def _run(self, command: str) -> SandboxResult:
         return run_shell(
-            command, self.work_dir, timeout=self.command_timeout, memory_mb=self.memory_mb,
+            command, self._episode()[1], timeout=self.command_timeout, memory_mb=self.memory_mb,
             mode=self.sandbox, config=self.sandbox_config,
         )
 
@@ -284,7 +291,7 @@ class TerminalEnv(Env):
 
     # ------------------------------------------------------------------ working directory
 
-    def _new_work_dir(self, files: dict[str, tuple[int, bytes | str | None]]) -> None:
+    def _new_work_dir(self, files: Mapping[str, tuple[int, bytes | str | None]]) -> None:
         """Replace this env's working directory by a fresh one holding ``files``
         (path -> (mode, bytes for a file, None for a directory, str: a symbolic link's target))."""
         self._close_work_dir()
@@ -332,7 +339,7 @@ class TerminalEnv(Env):
         super().close()
 
 
-def _work_dir_with(files: dict[str, tuple[int, bytes | str | None]]) -> WorkDir:
+def _work_dir_with(files: Mapping[str, tuple[int, bytes | str | None]]) -> WorkDir:
     """A fresh working directory holding ``files`` (path -> (mode, bytes for a file, None for a
     directory, str: a symbolic link's target)), owned by its own uid when the host is root."""
     work = WorkDir()

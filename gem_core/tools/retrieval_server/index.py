@@ -26,7 +26,7 @@ def load_corpus(path: str | Path) -> list[dict[str, Any]]:
     Raises:
         InvalidArgument: if the corpus is empty or a line is not a UTF-8 JSON document with ``contents`` or ``text``.
     """
-    documents = []
+    documents: list[dict[str, Any]] = []
     with open(path, "rb") as lines:
         for number, raw in enumerate(lines, 1):
             try:

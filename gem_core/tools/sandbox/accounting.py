@@ -423,7 +423,7 @@ class SandboxMonitor:
         for key, size in reach.items():
             # a mapping read from cached maps may be gone: a few others of the same object are tried
             allocated = next(
-                (found for pid, mapping in where[key][:3] if (found := object_allocated_bytes(pid, mapping)) is not None), None
+                (got for pid, mapping in where[key][:3] if (got := object_allocated_bytes(pid, mapping)) is not None), None
             )
             counted[key] = max(size, self._object_bytes.get(key, 0) if allocated is None else allocated)
         for key, allocated in memfds.items():

@@ -312,6 +312,18 @@ def test_library_code_that_makes_every_report_a_pass_scores_zero(env):
     patch = (
         "import re\n"
         "import _pytest.reports as _reports\n"
+def test_a_task_whose_package_is_not_a_name_is_a_swe_error(tmp_path):
+    """A spec is user data: ``"package": [...]`` (not a name) was a bare ``TypeError: unhashable type``."""
+    from gem_core.envs.swe.pack import SPEC_FILE
+
+    spec = json.loads(Path(SPEC_FILE).read_text(encoding="utf-8"))
+    spec["tasks"][0]["package"] = ["inflection"]
+    bad = tmp_path / "pack.json"
+    bad.write_text(json.dumps(spec), encoding="utf-8")
+    with pytest.raises(SweError, match="'package' must name one of"):
+        load_pack(bad)
+
+
         "_init = _reports.TestReport.__init__\n\n\n"
         "def _passing(self, *args, **kwargs):\n"
         "    _init(self, *args, **kwargs)\n"
