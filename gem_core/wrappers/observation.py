@@ -33,7 +33,7 @@ class ObservationFormat(Wrapper):
       messages (``user`` observations, ``assistant`` actions), ready for ``apply_chat_template``.
 
     Args:
-        env: the env to wrap.
+        env (Env): the env to wrap.
         mode: one of the modes above.
         system_prompt: in ``"chat"`` mode, a system message put before the conversation.
 
