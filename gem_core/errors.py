@@ -38,7 +38,8 @@ its own beside the code that raises it (its docstring says when). The whole tree
     │                                              interop.verifiers_relay.RelayError
     ├── MissingFile (FileNotFoundError)            here; envs.swe.pack.PackNotBuiltError is its own
     ├── other built-ins                            serve.remote.RemoteEnvError (ConnectionError), eval.episode_log.ReportWriteError
-    │                                              (OSError), rollout.trajectory_io.UnsafeKeyFile (PermissionError),
+    │                                              (OSError), judge.cache.CacheUnusable (OSError),
+    │                                              rollout.trajectory_io.UnsafeKeyFile (PermissionError),
     │                                              envs.swe.pack.PackNotBuiltError (FileNotFoundError),
     │                                              interop.verifiers.VerifiersUnsupported (NotImplementedError),
     │                                              gem.vector.vector_env.EnvsNotInProcessError (AttributeError)

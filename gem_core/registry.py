@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gem_core.env import Env
-from gem_core.errors import GemError, InvalidArgument, InvalidArgumentType
+from gem_core.errors import DependencyNotInstalled, GemError, InvalidArgument, InvalidArgumentType
 
 __all__ = ["EnvSpec", "register", "aliases", "make", "spec", "list_envs", "UnknownEnvError", "EnvUnavailableError", "ENV_ID_PATTERN", "REMOTE_PREFIX", "parse_remote_id"]
 
@@ -65,14 +65,22 @@ class EnvSpec:
         return self.id.split(":", 1)[0]
 
     def load(self) -> Callable[..., Env]:
-        """Import the entry point (``"package.module:Class"``) on first use."""
+        """Import the entry point (``"package.module:Class"``) on first use.
+
+        Raises:
+            DependencyNotInstalled: its module or class cannot be imported (most often an extra not installed;
+                the message gives the install line when the spec names its extras).
+        """
         if callable(self.entry_point):
             return self.entry_point
         module_name, attr = _split_entry_point(self.id, self.entry_point)
         try:
             return getattr(importlib.import_module(module_name), attr)
         except (ImportError, AttributeError) as exc:
-            raise ImportError(f"{self.id}: cannot load its entry point {self.entry_point!r} ({type(exc).__name__}: {exc}).") from exc
+            fix = f' Install its extras: pip install -e ".[{",".join(self.extras)}]".' if self.extras else ""
+            raise DependencyNotInstalled(
+                f"{self.id}: cannot load its entry point {self.entry_point!r} ({type(exc).__name__}: {exc}).{fix}"
+            ) from exc
 
     def make(self, *, max_turns: int | None = None, **overrides: Any) -> Env:
         """Build the env with ``overrides`` over the registered kwargs, limited to ``max_turns`` turns

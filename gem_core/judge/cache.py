@@ -20,15 +20,21 @@ import threading
 from collections import OrderedDict
 from pathlib import Path
 
+from gem_core.errors import GemError
 from gem_core.judge.verdict import MAX_VERDICT_CHARS
 
-__all__ = ["VerdictCache", "verdict_key"]
+__all__ = ["CacheUnusable", "VerdictCache", "verdict_key"]
 
 
 def verdict_key(model: str, rubric_digest: str, prompt_version: str, task: str, reference: str | None, answer: str) -> str:
     """The cache key of one judgement (a SHA-256 hex digest of its inputs)."""
     payload = json.dumps([model, rubric_digest, prompt_version, task, reference, answer], ensure_ascii=False)
     return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class CacheUnusable(GemError, OSError):
+    """The ``--judge-cache`` path cannot hold the verdict cache (a folder, not SQLite, its folder missing,
+    not writable); the message names the path and the fix."""
 
 
 class VerdictCache:
@@ -55,7 +61,7 @@ class VerdictCache:
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute("CREATE TABLE IF NOT EXISTS verdicts (key TEXT PRIMARY KEY, model TEXT NOT NULL, reply TEXT NOT NULL)")
             except sqlite3.Error as exc:
-                raise OSError(self._unusable(exc)) from None
+                raise CacheUnusable(self._unusable(exc)) from None
             self._db = db
         return self._db
 
@@ -64,14 +70,19 @@ class VerdictCache:
                 "file path in a folder that exists (cache=... in code), or none")
 
     def check(self) -> None:
-        """Raise OSError (naming the path and the fix) when the cache file cannot be used: a folder, a file that
-        is not SQLite, a missing folder. Opens and closes a connection, so nothing is held across a fork."""
+        """Refuse a cache file that cannot be used, before any judging starts. Opens and closes a connection, so
+        nothing is held across a fork.
+
+        Raises:
+            CacheUnusable: (an ``OSError``, naming the path and the fix) the path is a folder, not SQLite, or in a
+                folder that does not exist.
+        """
         if self.path is None:
             return
         if os.path.isdir(self.path):
-            raise OSError(self._unusable(IsADirectoryError("it is a folder")))
+            raise CacheUnusable(self._unusable(IsADirectoryError("it is a folder")))
         if not os.path.isdir(os.path.dirname(os.path.abspath(self.path))):
-            raise OSError(self._unusable(FileNotFoundError("its folder does not exist")))
+            raise CacheUnusable(self._unusable(FileNotFoundError("its folder does not exist")))
         with self._lock:
             if self._db is not None:
                 return

@@ -207,6 +207,18 @@ def _local_data_file_that_does_not_exist(tmp_path):
     load_rows(None, split="train", data_files=str(tmp_path / "no_such_rows.jsonl"))
 
 
+def _env_whose_entry_point_cannot_load():
+    from gem_core.registry import EnvSpec
+
+    EnvSpec(id="test:Unloadable-v0", entry_point="gem_no_such_package.module:Env", extras=("math",)).load()
+
+
+def _judge_cache_path_that_is_a_folder(tmp_path):
+    from gem_core.judge.cache import VerdictCache
+
+    VerdictCache(tmp_path).check()
+
+
 MISTAKES = {
     "unknown env id": (_unknown_env_id, KeyError),
     "env kwarg the env does not take": (_env_kwarg_the_env_does_not_take, TypeError),
@@ -223,6 +235,8 @@ MISTAKES = {
     "mixture weight below zero": (_mixture_with_a_negative_weight, ValueError),
     "eval resume without its folder": (_eval_config_resume_without_folder, ValueError),
     "local data file that does not exist": (_local_data_file_that_does_not_exist, FileNotFoundError),
+    "env whose extra is not installed": (_env_whose_entry_point_cannot_load, ImportError),
+    "judge cache path that is a folder": (_judge_cache_path_that_is_a_folder, OSError),
 }
 
 
