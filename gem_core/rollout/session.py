@@ -75,7 +75,7 @@ def _warn_once(env_id: str | None, error: str) -> None:
     )
 
 
-@dataclass
+@dataclass(slots=True)  # one per turn: no per-instance dict to allocate and for the GC to track
 class SessionStep:
     """What one :meth:`EpisodeSession.step` did."""
 
@@ -360,9 +360,12 @@ class EpisodeSession:
             raise ResetNeeded("The episode is over (session.done is True); start a new one with `await session.start(seed)`.")
         if action_ids is None and action_text is None:
             raise InvalidArgument("step() needs the sampled action_ids (preferred) or the action_text.")
-        ids = self._action_ids(action_ids, action_text, finish_reason)
-        lps = self._action_logprobs(ids, logprobs, text_mode=action_ids is None, finish_reason=finish_reason)
-        tags = self._action_versions(ids, versions)
+        # numpy or torch ids become ints (map: no per-id bytecode); the text path encodes.
+        ids = list(map(int, action_ids)) if action_ids is not None else self._action_ids(action_ids, action_text, finish_reason)
+        lps = None if logprobs is None else list(map(float, logprobs))
+        if lps is None or action_ids is None or len(lps) != len(ids):  # one log-prob per sampled id needs nothing more
+            lps = self._action_logprobs(ids, lps, text_mode=action_ids is None, finish_reason=finish_reason)
+        tags = None if versions is None else self._action_versions(ids, versions)
         action_text, clipped = self._record_action(ids, lps, action_text, tags)
         observation, reward, terminated, truncated, info, images = await self._act(action_text, finish_reason)
         if clipped:
@@ -530,20 +533,23 @@ class EpisodeSession:
 
     def trajectory(self) -> TokenTrajectory:
         """The episode so far (or finished) as a :class:`TokenTrajectory` (copies, safe to keep)."""
-        loss_mask, logprobs, versions = self._token_columns()
-        num_sampled = sum(end - start for start, end in self._turn_spans)
+        loss_mask, logprobs, versions, num_sampled = self._token_columns()
         episode_return = sum(self._rewards)
+        format_errors = env_error_turns = 0
+        for info in self._infos:  # one pass for both counts (this runs once per episode, for every episode)
+            format_errors += 1 if info.get("format_error") else 0
+            env_error_turns += "error" in info
         metrics = {
-            "num_turns": self.num_turns,
+            "num_turns": len(self._turn_spans),
             "num_tokens": len(self._ids),
             "num_sampled_tokens": num_sampled,
-            "format_errors": sum(1 for i in self._infos if i.get("format_error")),
+            "format_errors": format_errors,
             "success": episode_success(self._infos, episode_return, self._terminated),
             "episode_return": float(episode_return),
             "terminated": self._terminated,
             "truncated": self._truncated,
             "truncated_by": self._truncated_by,
-            "env_error_turns": sum(1 for i in self._infos if "error" in i),
+            "env_error_turns": env_error_turns,
             "has_logprobs": not self._missing_logprobs,
             "fork_turn": self.fork_turn,
         }
@@ -573,14 +579,16 @@ class EpisodeSession:
             token_versions=versions,
         )
 
-    def _token_columns(self) -> tuple[list[int], list[float], list[int]]:
-        """``(loss_mask, logprobs, token_versions)`` aligned to the response, from the per-turn books: 1, the
-        turn's log-probs and versions on each turn's span; 0, 0.0 and -1 on env and template tokens.
-        ``token_versions`` is [] unless some sampled token carries a version."""
+    def _token_columns(self) -> tuple[list[int], list[float], list[int], int]:
+        """``(loss_mask, logprobs, token_versions, num_sampled)`` aligned to the response, from the per-turn books:
+        1, the turn's log-probs and versions on each turn's span; 0, 0.0 and -1 on env and template tokens.
+        ``token_versions`` is [] unless some sampled token carries a version; ``num_sampled`` counts the span tokens."""
         n = len(self._ids) - self._prompt_len
         loss_mask, logprobs = [0] * n, [0.0] * n
+        num_sampled = 0
         for (start, end), lps in zip(self._turn_spans, self._turn_logprobs, strict=True):
             loss_mask[start:end] = [1] * (end - start)
+            num_sampled += end - start
             if lps is not None:
                 logprobs[start:end] = lps
         versions: list[int] = []
@@ -589,7 +597,7 @@ class EpisodeSession:
             for (start, end), tags in zip(self._turn_spans, self._turn_versions, strict=True):
                 if tags is not None:
                     versions[start:end] = tags
-        return loss_mask, logprobs, versions
+        return loss_mask, logprobs, versions, num_sampled
 
     # -- lifecycle ------------------------------------------------------------------------------
 

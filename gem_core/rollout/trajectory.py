@@ -30,6 +30,7 @@ allowed), in turn order and not overlapping (O(turns), no pass over the tokens).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -138,8 +139,11 @@ class TokenTrajectory:
             )
         if len(self.turn_spans) != len(self.rewards):
             raise InvalidArgument(f"{len(self.turn_spans)} turn spans but {len(self.rewards)} rewards; need one per turn.")
-        if not (type(self.rewards) is list and all(type(r) is float and r - r == 0.0 for r in self.rewards)):
-            check_finite("rewards", self.rewards, ndim=1)  # a list of finite floats (every session's) passes without numpy
+        rewards = self.rewards
+        # A list of finite floats (every session's) passes without numpy: only floats, and their sum finite (an
+        # inf or NaN makes it inf or NaN; a sum that merely overflows is sent to the full check, which passes it).
+        if not (type(rewards) is list and (not rewards or (set(map(type, rewards)) == {float} and math.isfinite(sum(rewards))))):
+            check_finite("rewards", rewards, ndim=1)
         previous_end = 0
         for i, (start, end) in enumerate(self.turn_spans):
             if not 0 <= start <= end <= n:

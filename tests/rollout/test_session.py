@@ -282,3 +282,45 @@ async def test_a_non_blocking_env_steps_inline_but_an_env_with_its_own_astep_is_
     env.astep = own_astep
     step = await session.step(action)
     assert step.observation == "own astep saw \\boxed{7}" and step.reward == 0.5
+
+
+async def test_logprobs_of_any_sequence_type_and_text_mode_and_per_episode_counts(tiny_tokenizer, scripted_env):
+    """step() checks one log-prob per id inline and leaves the rest to _action_logprobs; trajectory() counts format
+    errors, env errors and sampled tokens in one pass (issue 46): log-probs as a numpy array become floats, a text
+    action's log-probs without its end-of-turn ids get 0.0 there, a mismatch still raises, and the counts hold."""
+    import numpy as np
+
+    class Flagging(scripted_env):
+        def step(self, action):
+            obs, reward, terminated, truncated, info = super().step(action)
+            return obs, reward, terminated, truncated, {**info, "format_error": self.turn == 1, **({"error": "x"} if self.turn == 2 else {})}
+
+    ct = ChatTemplate.for_tokenizer(tiny_tokenizer)
+    session = EpisodeSession(Flagging(rewards=[0.0, 0.0, 1.0]), tiny_tokenizer)
+    await session.start(seed=1)
+    action = encode(tiny_tokenizer, "\\boxed{7}") + ct.end_of_turn_ids
+    await session.step(np.array(action), logprobs=np.full(len(action), -0.5, dtype=np.float32))
+    content = encode(tiny_tokenizer, "\\boxed{8}")
+    await session.step(action_text="\\boxed{8}", logprobs=[-0.25] * len(content))
+    with pytest.raises(ValueError, match=f"Got {len(action)} action ids but 1 logprobs"):
+        await session.step(action, logprobs=[-1.0])
+    await session.step(action, logprobs=[-0.125] * len(action))
+    traj = session.trajectory()
+    (s0, e0), (s1, e1), (s2, e2) = traj.turn_spans
+    assert traj.logprobs[s0:e0] == [-0.5] * len(action) and all(type(x) is float for x in traj.logprobs)
+    assert traj.logprobs[s1:e1] == [-0.25] * len(content) + [0.0] * len(ct.end_of_turn_ids)
+    assert traj.logprobs[s2:e2] == [-0.125] * len(action) and traj.metrics["has_logprobs"] is True
+    assert traj.metrics["format_errors"] == 1 and traj.metrics["env_error_turns"] == 1
+    assert traj.metrics["num_sampled_tokens"] == sum(e - s for s, e in traj.turn_spans) == 2 * len(action) + e1 - s1
+
+
+async def test_a_session_step_record_pickles_and_copies(tiny_tokenizer, scripted_env):
+    """SessionStep is a slotted dataclass (no per-turn dict, issue 46): it still pickles, copies and compares."""
+    import copy
+    import pickle
+
+    session = EpisodeSession(scripted_env(rewards=[0.0, 1.0]), tiny_tokenizer)
+    await session.start(seed=1)
+    step = await session.step(action_text="a")
+    assert pickle.loads(pickle.dumps(step)) == step == copy.deepcopy(step)
+    assert step.observation_ids and step.info == {"turn": 1}

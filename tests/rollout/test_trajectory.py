@@ -61,3 +61,22 @@ def test_misaligned_fields_are_rejected():
         two_turn_trajectory(logprobs=[0.0])
     with pytest.raises(ValueError, match="one per turn"):
         two_turn_trajectory(rewards=[1.0])
+
+
+@pytest.mark.parametrize(
+    "rewards, ok",
+    [
+        ([0.5, 2.0], True),
+        ([1e308, 1e308], True),  # finite rewards whose sum overflows: the quick check defers, the full one passes
+        ([0.5, float("inf")], False),
+        ([float("inf"), float("-inf")], False),  # their sum is NaN
+        ([0.5, float("nan")], False),
+        ([0.5, 2], True),  # an int: not the float-only quick path, still finite
+    ],
+)
+def test_rewards_are_checked_finite_by_the_quick_path_and_the_full_one(rewards, ok):
+    if ok:
+        assert two_turn_trajectory(rewards=rewards).rewards == rewards
+    else:
+        with pytest.raises(ValueError, match=r"rewards\[1\]|rewards\[0\]"):
+            two_turn_trajectory(rewards=rewards)
