@@ -5,6 +5,7 @@
 - :mod:`~gem_core.rollout.chat_template`: :class:`ChatTemplate`, token deltas from the tokenizer's own
   template (history is never decoded and re-encoded).
 - :mod:`~gem_core.rollout.session`: :class:`EpisodeSession` (driven mode).
+- :mod:`~gem_core.rollout.options`: :class:`EpisodeOptions`, an episode's options checked once (``options=``).
 - :mod:`~gem_core.rollout.runner`: :func:`run_episode`, :func:`run_episodes`, :func:`run_labels` (drive mode).
 - :mod:`~gem_core.rollout.policy_version`: :class:`VersionedPolicy`, a policy whose tokens record its version.
 - :mod:`~gem_core.rollout.async_engine`: :class:`AsyncEpisodeEngine`, off-policy rollouts within a staleness bound.
@@ -27,6 +28,7 @@ from gem_core.rollout.advantages import (
 from gem_core.rollout.async_engine import AsyncEpisodeEngine, AsyncRolloutConfig
 from gem_core.rollout.chat_template import HISTORY_MODES, ChatTemplate, ChatTemplateError
 from gem_core.rollout.metrics import trajectory_metrics
+from gem_core.rollout.options import EpisodeOptions
 from gem_core.rollout.policy import Generation, Policy, SamplingParams, TransformersPolicy
 from gem_core.rollout.policy_version import GenerationInterrupted, VersionedPolicy
 from gem_core.rollout.runner import EnvFactory, run_branched_episode, run_episode, run_episodes, run_labels
@@ -44,6 +46,7 @@ __all__ = [
     "run_branched_episode",
     "same_state_advantages",
     "EnvFactory",
+    "EpisodeOptions",
     "EpisodeSession",
     "Generation",
     "Policy",

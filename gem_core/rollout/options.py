@@ -1,4 +1,8 @@
-"""The rules for the episode options every adapter takes (turn and token limits, system prompt, discount).
+"""The episode options (turn and token limits, system prompt, history mode, ...) and the rules they follow.
+
+:class:`EpisodeOptions` holds the options of one episode, checked once when it is built; :class:`EpisodeSession`,
+:func:`run_episode`, :func:`run_episodes`, :func:`run_labels` and the adapters take it as ``options=``
+(the old keywords still work: a call builds one ``EpisodeOptions`` from them).
 
 Adapters read these from a framework's config (verl's YAML, OpenRLHF's ``AgentConfig``, a
 ``GemRolloutFunc`` field). Checked where the config is built, a bad value is one ``ValueError`` naming the
@@ -9,14 +13,18 @@ moves).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from gem_core.errors import InvalidArgument, InvalidArgumentType
+from gem_core.rollout.chat_template import HISTORY_MODES
 from gem_core.wrappers.turn_limit import check_max_turns
 
-__all__ = ["check_episode_options"]
+__all__ = ["EpisodeOptions", "check_episode_options", "episode_options"]
 
 
 def _count(value: Any) -> str | None:
@@ -73,3 +81,108 @@ def check_episode_options(owner: str, **options: Any) -> None:
         problem = rule(value)
         if problem:
             raise InvalidArgument(f"{owner}: {key}={value!r} {problem}.")
+
+
+def _history(value: Any) -> str | None:
+    return None if value in HISTORY_MODES and isinstance(value, str) else f"must be one of {HISTORY_MODES}"
+
+
+def _template_kwargs(value: Any) -> str | None:
+    if value is None or (isinstance(value, Mapping) and all(isinstance(key, str) for key in value)):
+        return None
+    return 'must be a dict of template variables with str keys (e.g. {"enable_thinking": False}), or None'
+
+
+def _flag(value: Any) -> str | None:
+    return None if isinstance(value, bool) else "must be True or False"
+
+
+@dataclass(frozen=True)
+class EpisodeOptions:
+    """The options of an episode, checked once here instead of in every function that passes them on.
+
+    :class:`~gem_core.rollout.session.EpisodeSession`, :func:`~gem_core.rollout.runner.run_episode`,
+    :func:`~gem_core.rollout.runner.run_episodes`, :func:`~gem_core.rollout.runner.run_labels` and the adapters
+    take one as ``options=``; build it where the settings are read (a framework's config) and pass it down.
+    Frozen: change a field with :func:`dataclasses.replace`, which checks it again.
+
+    Args:
+        max_turns: The trainer's turn budget: the episode is truncated after this many turns (verl's
+            ``max_assistant_turns``, RL2's ``rollout.max_turns``). None: only the env's own limit.
+        max_total_tokens: Bound on ``len(prompt_ids) + len(response_ids)``. None: unbounded.
+        max_response_tokens: Bound on ``len(response_ids)`` (all turns, env tokens included), the form trainers
+            state their budget in (TRL's ``max_completion_length``, verl's ``response_length``). None: unbounded.
+        system_prompt: A system message before the first user turn. None: none.
+        history: What the policy sees of earlier turns: ``"as_sampled"`` (the sampled tokens) or
+            ``"as_rendered"`` (the chat template's own rendering, for templates that rewrite past turns).
+        chat_template_kwargs: Template variables (e.g. ``{"enable_thinking": False}``). None: none.
+        record_env_states: Keep the env's state before each turn's action in the trajectory, so a stored
+            episode can be branched at any turn (costs a copy and a pickle of the state per turn).
+
+    Raises:
+        InvalidArgument: A field is out of range or of the wrong kind; the message names the field and what it must be.
+
+    Example:
+        >>> from gem_core.rollout import EpisodeOptions
+        >>> EpisodeOptions(max_turns=8, max_response_tokens=4096).max_turns
+        8
+    """
+
+    max_turns: int | None = None
+    max_total_tokens: int | None = None
+    max_response_tokens: int | None = None
+    system_prompt: str | None = None
+    history: str = "as_sampled"
+    chat_template_kwargs: Mapping[str, Any] | None = None
+    record_env_states: bool = False
+
+    def __post_init__(self) -> None:
+        where = "EpisodeOptions"
+        check_max_turns(self.max_turns, where)
+        for name, rule in _FIELD_RULES.items():
+            value = getattr(self, name)
+            problem = rule(value)
+            if problem:
+                raise InvalidArgument(f"{where}: {name}={value!r} {problem}.")  # the rule says what to set
+        for name in ("max_turns", "max_total_tokens", "max_response_tokens"):
+            if getattr(self, name) is not None:  # numpy's ints too, as plain ints
+                object.__setattr__(self, name, int(getattr(self, name)))
+
+
+_FIELD_RULES = {
+    "max_total_tokens": _count,
+    "max_response_tokens": _count,
+    "system_prompt": _text,
+    "history": _history,
+    "chat_template_kwargs": _template_kwargs,
+    "record_env_states": _flag,
+}
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(EpisodeOptions)}
+
+
+def episode_options(options: EpisodeOptions | None, owner: str, **keywords: Any) -> EpisodeOptions:
+    """The options of a call that takes ``options=`` beside the old keywords (``max_turns=``, ...).
+
+    Keywords left at their defaults are not counted as given.
+
+    Raises:
+        InvalidArgumentType: ``options`` is not an :class:`EpisodeOptions`, or a keyword is not one of its fields.
+        InvalidArgument: Both ``options`` and a keyword were given, or a keyword's value breaks its field's rule.
+    """
+    unknown = set(keywords) - set(_DEFAULTS)
+    if unknown:
+        raise InvalidArgumentType(f"{owner}: {', '.join(sorted(unknown))} is not an episode option; the options are {', '.join(_DEFAULTS)}.")
+    given = {name: value for name, value in keywords.items() if value is not _DEFAULTS[name] and value != _DEFAULTS[name]}
+    if options is None:
+        try:
+            return EpisodeOptions(**given)
+        except InvalidArgument as exc:  # the same rule, named after the call the user made
+            raise InvalidArgument(str(exc).replace("EpisodeOptions:", f"{owner}:", 1)) from None
+    if not isinstance(options, EpisodeOptions):
+        raise InvalidArgumentType(f"{owner}: options must be an EpisodeOptions, got {type(options).__name__}; build one with EpisodeOptions(max_turns=..., ...).")
+    if given:
+        raise InvalidArgument(
+            f"{owner}: got options= and also {', '.join(f'{k}={v!r}' for k, v in given.items())}; set them on the options instead: "
+            f"dataclasses.replace(options, {', '.join(f'{k}=...' for k in given)})."
+        )
+    return options

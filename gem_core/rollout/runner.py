@@ -17,6 +17,7 @@ from typing import Any
 from gem_core.errors import DependencyNotInstalled, GemError, InvalidArgument
 from gem_core.protocols import Tokenizer
 from gem_core.rollout.chat_template import ChatTemplate
+from gem_core.rollout.options import EpisodeOptions, episode_options
 from gem_core.rollout.policy import ImagePolicy, Policy, SamplingParams, default_stop_token_ids
 from gem_core.rollout.policy_version import GenerationInterrupted
 from gem_core.rollout.session import EpisodeSession
@@ -34,6 +35,7 @@ async def run_episode(
     tokenizer: Tokenizer,
     *,
     seed: int | None = None,
+    options: EpisodeOptions | None = None,
     max_turns: int | None = None,
     max_total_tokens: int | None = None,
     max_response_tokens: int | None = None,
@@ -49,12 +51,15 @@ async def run_episode(
 
     Each turn the policy gets the context ids and ``sampling`` with ``max_new_tokens`` lowered to what
     ``max_total_tokens`` leaves, and ``stop_token_ids`` filled in (eos and end-of-turn) when None.
-    ``history``, ``chat_template_kwargs`` and ``record_env_states`` go to :class:`EpisodeSession` (e.g.
-    Qwen3 with ``chat_template_kwargs={"enable_thinking": False}``).
+    The episode options go to :class:`EpisodeSession`: ``options=EpisodeOptions(...)``, or the same
+    options as keywords (``max_turns``, ``max_total_tokens``, ``max_response_tokens``, ``system_prompt``,
+    ``history``, ``chat_template_kwargs``, ``record_env_states``; e.g. Qwen3 with
+    ``chat_template_kwargs={"enable_thinking": False}``), not both.
     """
     session = EpisodeSession(
         env,
         tokenizer,
+        options=options,
         chat_template=chat_template,
         system_prompt=system_prompt,
         max_turns=max_turns,
@@ -167,8 +172,8 @@ async def run_labels(
     at once; the trajectories in ``labels`` order.
 
     Each session is :meth:`EpisodeSession.from_label` with ``session_kwargs`` (so its env is placed by
-    :mod:`gem_core.placement`) and, where ``system_prompts`` gives one, that episode's system prompt. A
-    session is closed when its episode ends, and a batching policy is told then (``episode_finished``), so
+    :mod:`gem_core.placement`; ``options=EpisodeOptions(...)`` among them, or the option keywords) and, where
+    ``system_prompts`` gives one, that episode's system prompt (set on the options when given). A session is closed when its episode ends, and a batching policy is told then (``episode_finished``), so
     its rounds stop waiting for an episode that will ask for nothing more.
 
     Raises:
@@ -178,8 +183,13 @@ async def run_labels(
         raise InvalidArgument(f"Got {len(system_prompts)} system prompts for {len(labels)} labels: give one system prompt per label, or None.")
     finished = getattr(policy, "episode_finished", None)
 
+    options = session_kwargs.pop("options", None)
+
     async def play(label: Any, system_prompt: str | None) -> TokenTrajectory:
-        extra = {} if system_prompt is None else {"system_prompt": system_prompt}
+        if options is not None:  # this label's system prompt goes onto the options
+            extra: dict[str, Any] = {"options": options if system_prompt is None else dataclasses.replace(options, system_prompt=system_prompt)}
+        else:
+            extra = {} if system_prompt is None else {"system_prompt": system_prompt}
         try:
             session = EpisodeSession.from_label(label, tokenizer, **extra, **session_kwargs)
             try:
@@ -221,6 +231,9 @@ async def run_episodes(
     if concurrency < 1:
         raise InvalidArgument(f"concurrency must be at least 1, got {concurrency}.")
     _check_run_episode_kwargs(run_episode_kwargs)
+    # The episode options are checked once here, before any env is built, and passed down as one object.
+    keywords = {name: run_episode_kwargs.pop(name) for name in _OPTION_FIELDS if name in run_episode_kwargs}
+    options = run_episode_kwargs["options"] = episode_options(run_episode_kwargs.get("options"), "run_episodes", **keywords)
     if isinstance(env_fn, str):
         from gem_core import placement
 
@@ -235,8 +248,8 @@ async def run_episodes(
         # Probe the template once for the whole batch.
         run_episode_kwargs["chat_template"] = ChatTemplate.for_tokenizer(
             tokenizer,
-            system_prompt=run_episode_kwargs.get("system_prompt"),
-            chat_template_kwargs=run_episode_kwargs.get("chat_template_kwargs"),
+            system_prompt=options.system_prompt,
+            chat_template_kwargs=None if options.chat_template_kwargs is None else dict(options.chat_template_kwargs),
         )
     bar = _progress_bar(len(seeds)) if progress else None
     limit = asyncio.Semaphore(concurrency)
@@ -256,6 +269,9 @@ async def run_episodes(
     finally:
         if bar is not None:
             bar.close()
+
+
+_OPTION_FIELDS = tuple(f.name for f in dataclasses.fields(EpisodeOptions))
 
 
 class EpisodeArgumentError(GemError, TypeError):

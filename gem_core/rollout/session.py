@@ -49,8 +49,8 @@ from typing import Any
 from gem_core.env import Env, episode_success, warn_once
 from gem_core.errors import InvalidArgument, ResetNeeded, UsageError
 from gem_core.protocols import Tokenizer
-from gem_core.rollout.chat_template import HISTORY_MODES, ChatTemplate, RenderedWindow
-from gem_core.rollout.options import check_episode_options
+from gem_core.rollout.chat_template import ChatTemplate, RenderedWindow
+from gem_core.rollout.options import EpisodeOptions, episode_options
 from gem_core.rollout.trajectory import TokenTrajectory
 from gem_core.rollout.trajectory_io import encode_env_state
 from gem_core.rollout.vision import ImageEncoder, TrajectoryImage, is_processor, text_tokenizer
@@ -100,6 +100,8 @@ class EpisodeSession:
         env: a :class:`gem_core.Env` (its ``areset``/``astep`` are used, so a slow step never blocks the loop).
         tokenizer: the policy's tokenizer, or a vision model's processor (then envs may show images,
             see :mod:`gem_core.rollout.vision`).
+        options: the episode options (:class:`~gem_core.rollout.options.EpisodeOptions`, checked once where they
+            were read); or the same options as the keywords below (not both).
         chat_template: the deltas to use; default: :meth:`ChatTemplate.for_tokenizer` (probed once per tokenizer).
         system_prompt: a system message before the first user turn (only when ``chat_template`` is None).
         max_turns: truncate the episode after this many turns.
@@ -115,7 +117,8 @@ class EpisodeSession:
             copy and a pickle of the state per turn.
 
     Raises:
-        InvalidArgument: if ``history`` is unknown, ``record_env_states`` is set for an env without
+        InvalidArgument: if an option breaks its rule (:class:`~gem_core.rollout.options.EpisodeOptions`), both
+            ``options`` and an option keyword are given, ``record_env_states`` is set for an env without
             ``get_state``, or ``system_prompt``/``chat_template_kwargs`` contradict the ``chat_template`` given.
     """
 
@@ -124,6 +127,7 @@ class EpisodeSession:
         env: Any,
         tokenizer: Tokenizer,
         *,
+        options: EpisodeOptions | None = None,
         chat_template: ChatTemplate | None = None,
         system_prompt: str | None = None,
         max_turns: int | None = None,
@@ -134,8 +138,13 @@ class EpisodeSession:
         chat_template_kwargs: dict | None = None,
         record_env_states: bool = False,
     ):
-        if history not in HISTORY_MODES:
-            raise InvalidArgument(f"history={history!r}: expected one of {HISTORY_MODES}.")
+        options = episode_options(
+            options, "EpisodeSession", system_prompt=system_prompt, max_turns=max_turns, max_total_tokens=max_total_tokens,
+            max_response_tokens=max_response_tokens, history=history, chat_template_kwargs=chat_template_kwargs,
+            record_env_states=record_env_states,
+        )
+        system_prompt = options.system_prompt
+        chat_template_kwargs = None if options.chat_template_kwargs is None else dict(options.chat_template_kwargs)
         if chat_template is not None and chat_template_kwargs and chat_template.chat_template_kwargs != {
             **chat_template.chat_template_kwargs,
             **chat_template_kwargs,
@@ -149,14 +158,13 @@ class EpisodeSession:
                 "Pass the system prompt to ChatTemplate(tokenizer, system_prompt=...) when you also pass chat_template; "
                 f"got system_prompt={system_prompt!r} but the template has {chat_template.system_prompt!r}."
             )
-        check_episode_options("EpisodeSession", max_turns=max_turns, max_total_tokens=max_total_tokens,
-                              max_response_tokens=max_response_tokens)
-        if record_env_states and not callable(getattr(env, "get_state", None)):
+        if options.record_env_states and not callable(getattr(env, "get_state", None)):
             raise InvalidArgument(
                 f"record_env_states=True needs an env with get_state(); {type(env).__name__} has none (an env served "
                 "elsewhere keeps its state there). Record without states, or run the env in-process."
             )
-        self.record_env_states = record_env_states
+        self.options = options
+        self.record_env_states = options.record_env_states
         self.env = env
         # A vision model's processor goes where the tokenizer goes: its tokenizer does the text, its
         # image processor the images (gem_core.rollout.vision).
@@ -167,11 +175,11 @@ class EpisodeSession:
         self.chat_template = chat_template or ChatTemplate.for_tokenizer(
             tokenizer, system_prompt=system_prompt, chat_template_kwargs=chat_template_kwargs
         )
-        self.history = history
-        self.max_turns = max_turns
-        self.max_total_tokens = max_total_tokens
-        self.max_response_tokens = max_response_tokens
-        self._token_limit = max_total_tokens  # the tighter of the two bounds, known once the prompt is
+        self.history = options.history
+        self.max_turns = options.max_turns
+        self.max_total_tokens = options.max_total_tokens
+        self.max_response_tokens = options.max_response_tokens
+        self._token_limit = options.max_total_tokens  # the tighter of the two bounds, known once the prompt is
         self.env_id = env_id
         self.label: EpisodeLabel | None = None
         self.fork_turn: int | None = None  # set on branches made by fork()
