@@ -50,8 +50,9 @@ from gem_core.curriculum import (
     task_metrics,
 )
 from gem_core.errors import GemError
+from gem_core.protocols import Tokenizer
 from gem_core.registry import spec as env_spec
-from gem_core.rollout import ChatTemplate, SamplingParams, run_labels, trajectory_metrics
+from gem_core.rollout import ChatTemplate, EpisodeOptions, SamplingParams, run_labels, trajectory_metrics
 from gem_core.rollout.options import check_episode_options
 
 __all__ = [
@@ -81,11 +82,11 @@ class BosTokenError(GemError, ValueError):
     """The tokenizer has a bos token that oat requires in every prompt, and GEM cannot make the template write it."""
 
 
-def _prompt_ids(tokenizer: Any, system_prompt: str | None) -> list[int]:
+def _prompt_ids(tokenizer: Tokenizer, system_prompt: str | None) -> list[int]:
     return ChatTemplate.for_tokenizer(tokenizer, system_prompt=system_prompt).initial_ids("GEM")
 
 
-def tokenizer_writing_bos(tokenizer: Any, system_prompt: str | None = None) -> Any:
+def tokenizer_writing_bos(tokenizer: Tokenizer, system_prompt: str | None = None) -> Tokenizer:
     """``tokenizer``, or a copy whose chat template writes the bos token first if oat needs it and the template omits it.
 
     oat's ``ActorBase.generate`` asserts ``tokenizer.bos_token_id in prompt_token_ids`` whenever the
@@ -198,8 +199,9 @@ class GemCollector:
         trajectories = []
         wanted = int(args.rollout_batch_size_per_device)
         template = ChatTemplate.for_tokenizer(tokenizer, system_prompt=getattr(args, "system_prompt", None))  # probed once
-        session_kwargs: dict[str, Any] = dict(max_turns=getattr(args, "max_turns", None), max_total_tokens=getattr(args, "max_total_tokens", None),
-                              chat_template=template, history=getattr(args, "history", "as_sampled"))
+        options = EpisodeOptions(max_turns=getattr(args, "max_turns", None), max_total_tokens=getattr(args, "max_total_tokens", None),
+                                 history=getattr(args, "history", "as_sampled"))
+        session_kwargs: dict[str, Any] = dict(options=options, chat_template=template)
 
         while sum(len(e) for e in episodes) < wanted:
             starts = self._gem_sampler.draw(int(getattr(args, "num_env", 16)))

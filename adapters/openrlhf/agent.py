@@ -47,7 +47,7 @@ from gem_core.curriculum import shared_group_starts
 from gem_core.errors import ResetNeeded, UsageError
 from gem_core.protocols import Tokenizer
 from gem_core.rollout import ChatTemplate, EpisodeSession, Generation
-from gem_core.rollout.options import check_episode_options
+from gem_core.rollout.options import EpisodeOptions, check_episode_options
 from gem_core.rollout.vllm_output import generation_from_vllm
 from gem_core.rows.label import EpisodeLabel, parse_label
 
@@ -231,7 +231,7 @@ class GemAgentInstance(AgentInstanceBase):
         episode.start = await episode.starts.start(states["label"], parse_label(states["label"], fix_hint=DATASET_HINT))
         self.session = EpisodeSession.from_label(
             episode.start, tokenizer, chat_template=template,
-            max_turns=config.max_turns, max_total_tokens=episode.max_length,
+            options=EpisodeOptions(max_turns=config.max_turns, max_total_tokens=episode.max_length),
         )
         episode.session = self.session
         prompt_ids = await self.session.start()

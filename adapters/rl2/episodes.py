@@ -17,7 +17,7 @@ from gem_adapters.rl2.api import row_label
 from gem_core.errors import InvalidArgument
 from gem_core.protocols import Tokenizer
 from gem_core.rollout import EpisodeSession
-from gem_core.rollout.options import check_episode_options
+from gem_core.rollout.options import episode_options
 from gem_core.rows.label import EpisodeLabel
 
 __all__ = ["OpenEpisode", "OpenEpisodes"]
@@ -48,11 +48,11 @@ class OpenEpisodes:
     """
 
     def __init__(self, max_open: int, *, owner: str, **session_kwargs: Any):
-        check_episode_options(owner, **session_kwargs)  # the env file's options, refused where it is built (``owner``)
+        options = episode_options(None, owner, **session_kwargs)  # the env file's options, refused where it is built (``owner``)
         if max_open < 1:
             raise InvalidArgument(f"max_open_episodes must be at least 1, got {max_open}.")
         self.max_open = max_open
-        self._session_kwargs = session_kwargs
+        self._options = options
         self._open: OrderedDict[str, OpenEpisode] = OrderedDict()
         self._ended: OrderedDict[str, None] = OrderedDict()  # the last ``max_open`` keys that ended, for "is over"
 
@@ -73,7 +73,7 @@ class OpenEpisodes:
         Raises:
             LabelError: Without ``label``, the row has no GEM label or its label does not name a registered env and seed.
         """
-        session = EpisodeSession.from_label(label or row_label(row), tokenizer, **self._session_kwargs)
+        session = EpisodeSession.from_label(label or row_label(row), tokenizer, options=self._options)
         prompt_ids = await session.start()
         key = uuid.uuid4().hex
         self._open[key] = episode = OpenEpisode(session)

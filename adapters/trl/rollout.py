@@ -38,7 +38,7 @@ from gem_adapters.trl.policy import trainer_policy
 from gem_adapters.trl.sampled_head import score_sampled_tokens_only
 from gem_core.curriculum import TaskSampler, episode_outcome, group_starts, record_outcomes, tag_task, task_metrics
 from gem_core.errors import InvalidArgument, InvalidArgumentType
-from gem_core.rollout import SamplingParams, TokenTrajectory, run_labels
+from gem_core.rollout import EpisodeOptions, SamplingParams, TokenTrajectory, run_labels
 from gem_core.rollout.metrics import trajectory_metrics
 from gem_core.rollout.options import check_episode_options
 from gem_core.rollout.vision import require_prompt_images_only, text_tokenizer
@@ -165,8 +165,9 @@ class GemRolloutFunc:
             else:
                 trajectories = await run_labels(
                     [label for label, _ in episodes], policy, processing_class, system_prompts=[system for _, system in episodes],
-                    sampling=sampling, chat_template_kwargs=template_kwargs, max_turns=self.max_turns,
-                    max_response_tokens=args.max_completion_length,
+                    sampling=sampling, options=EpisodeOptions(
+                        chat_template_kwargs=template_kwargs, max_turns=self.max_turns, max_response_tokens=args.max_completion_length,
+                    ),
                 )
             if hasattr(policy, "drain"):
                 policy.drain()  # vLLM: stay in step with ranks whose episodes are still running

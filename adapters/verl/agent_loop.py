@@ -81,7 +81,7 @@ from gem_core.curriculum import shared_group_starts
 from gem_core.errors import InvalidArgument
 from gem_core.rollout.chat_template import ChatTemplate
 from gem_core.rollout.metrics import trajectory_metrics
-from gem_core.rollout.options import check_episode_options
+from gem_core.rollout.options import EpisodeOptions, check_episode_options
 from gem_core.rollout.policy import Generation, SamplingParams, default_stop_token_ids
 from gem_core.rollout.runner import run_session
 from gem_core.rollout.session import EpisodeSession
@@ -416,8 +416,8 @@ class GemAgentLoop(AgentLoopBase):
         # Each turn samples at most what is left of response_length; an observation that would not fit
         # ends the episode (truncated).
         session = EpisodeSession.from_label(
-            label, self.tokenizer, chat_template=self.chat_template, max_turns=self.max_turns,
-            max_response_tokens=self.response_length,
+            label, self.tokenizer, chat_template=self.chat_template,
+            options=EpisodeOptions(max_turns=self.max_turns, max_response_tokens=self.response_length),
         )
         started = time.perf_counter()
         try:
