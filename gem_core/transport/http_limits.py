@@ -194,7 +194,7 @@ async def read_capped(raw_chunks: AsyncIterator[bytes], content_encoding: str | 
 
     Raises:
         ResponseTooLarge, UnsupportedEncoding: see :class:`BoundedDecoder`; a body that is not valid
-        for its encoding raises :class:`UnsupportedEncoding` too (it cannot be decoded).
+            for its encoding raises :class:`UnsupportedEncoding` too (it cannot be decoded).
     """
     decoder = BoundedDecoder(content_encoding, max_bytes)
     body = bytearray()

@@ -10,12 +10,7 @@ renderer without a warning; this test is what catches it.
 from __future__ import annotations
 
 import ast
-import os
-import subprocess
-import sys
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Source folder -> import name (setup.py's PACKAGE_ROOTS; ``gem/`` is upstream GEM's API, documented upstream).
@@ -36,15 +31,6 @@ def public_names() -> dict[str, list[str]]:
                     module = ".".join([name, *(parts[:-1] if parts[-1] == "__init__" else parts)])
                     found[module] = list(ast.literal_eval(node.value))
     return found
-
-
-@pytest.fixture(scope="module")
-def site(tmp_path_factory) -> Path:
-    if os.environ.get("GEM_DOCS_SITE"):
-        return Path(os.environ["GEM_DOCS_SITE"])
-    out = tmp_path_factory.mktemp("site")
-    subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(out)], cwd=ROOT, check=True)
-    return out
 
 
 def test_the_walk_finds_the_packages_public_modules():
