@@ -61,5 +61,9 @@ class GameEnv(Env):
         return observation, FORMAT_ERROR_REWARD, True, self.turn_count == self.max_turns, {"suffix": self.get_task_suffix()}
 
     def get_task_suffix(self) -> str:
-        """The text GEM's observation wrappers append after the history (the board, where there is one)."""
+        """The text GEM's observation wrappers append after the history (the board, where there is one).
+
+        Raises:
+            NotImplementedError: The game does not define it (each of GEM's games does).
+        """
         raise NotImplementedError
