@@ -27,6 +27,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from gem_core.errors import InvalidArgument, MissingFile
+from gem_core.protocols import Tokenizer
 from gem_core.rollout.policy import Generation, SamplingParams
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -375,7 +376,7 @@ class ScriptedPolicy:
         InvalidArgument: if no action text is given.
     """
 
-    def __init__(self, tokenizer: Any, actions: Sequence[str] | Callable[[list[int]], str]):
+    def __init__(self, tokenizer: Tokenizer, actions: Sequence[str] | Callable[[list[int]], str]):
         from gem_core.rollout.chat_template import ChatTemplate
 
         if not callable(actions) and len(actions) == 0:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gem_core.errors import InvalidArgument
+from gem_core.protocols import Tokenizer
 from gem_core.tools.tags import tag_spans
 from gem_core.transport.json_depth import nests_deeper_than
 
@@ -186,7 +187,7 @@ def format_instruction(call_format: str | CallParser, name: str, argument: str) 
     return _EXAMPLES[call_format].format(name=name, arg=argument)
 
 
-def response_template_parser(tokenizer: Any) -> CallParser | None:
+def response_template_parser(tokenizer: Tokenizer) -> CallParser | None:
     """transformers' response parsing for ``tokenizer`` (its ``response_template``), None if it has none."""
     spec = getattr(tokenizer, "response_template", None)
     if spec is None:
@@ -211,7 +212,7 @@ def response_template_parser(tokenizer: Any) -> CallParser | None:
     return parse
 
 
-def call_format_for(tokenizer: Any) -> str | CallParser | None:
+def call_format_for(tokenizer: Tokenizer) -> str | CallParser | None:
     """The tool-call parser for ``tokenizer``: transformers' response parsing when it ships a
     ``response_template``, else its family's format read from the chat template (None: GEM tags)."""
     parser = response_template_parser(tokenizer)
