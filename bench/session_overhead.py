@@ -18,14 +18,23 @@ Prints the per-turn time of each, the overhead over the bare step, the target fr
 turn <= 1.2 x bare per step + 100 us) and the one from issue 46 (session per turn <= 3 x bare per step).
 ``--clock cpu`` times with this process's CPU time instead of the wall clock: on a shared, oversubscribed
 machine the wall clock also counts the time other processes held the CPU, and both loops are CPU-bound.
+
+Steady state is what a training run sees: before anything is timed, each way runs ``--warmup`` seconds untimed
+(the chat template's caches of observation deltas and action texts fill: GuessTheNumber has ~1,150 distinct
+observations, each a tokenizer call the first time). ``--against REV`` also times the session code of a git
+revision (``gem_core/rollout/session.py`` and ``trajectory.py`` as they were there) in the same process, its
+rounds alternated with the bare loop's and this checkout's, so a change is judged on the same machine load.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -35,7 +44,6 @@ import gem_core
 from gem_core.rollout import ChatTemplate, EpisodeSession, SamplingParams
 from gem_core.rollout.policy import BatchingPolicy
 from gem_core.rollout.runner import run_episodes
-
 
 #: What the loops are timed with (``--clock``): the wall clock, or this process's CPU time.
 clock = time.perf_counter
@@ -57,12 +65,12 @@ class ActionIds:
 def bare(env_id: str, n: int, seconds: float) -> tuple[float, int]:
     envs = [gem_core.make(env_id) for _ in range(n)]
     seeds = list(range(n))
-    for env, seed in zip(envs, seeds):
+    for env, seed in zip(envs, seeds, strict=True):
         env.reset(seed=seed)
     steps, next_seed = 0, n
     start = clock()
     while clock() - start < seconds:
-        for i, env in enumerate(envs):
+        for env in envs:
             _, _, terminated, truncated, _ = env.step(env.sample_random_action())
             steps += 1
             if terminated or truncated:
@@ -71,9 +79,9 @@ def bare(env_id: str, n: int, seconds: float) -> tuple[float, int]:
     return (clock() - start) / steps, steps
 
 
-async def sessions(env_id: str, n: int, seconds: float, tokenizer, template: ChatTemplate) -> tuple[float, int]:
+async def sessions(env_id: str, n: int, seconds: float, tokenizer, template: ChatTemplate, session_class=EpisodeSession) -> tuple[float, int]:
     action_ids = ActionIds(tokenizer, template)
-    live = [EpisodeSession(gem_core.make(env_id), tokenizer, chat_template=template) for _ in range(n)]
+    live = [session_class(gem_core.make(env_id), tokenizer, chat_template=template) for _ in range(n)]
     for seed, session in enumerate(live):
         await session.start(seed=seed)
     steps, next_seed = 0, n
@@ -126,6 +134,24 @@ class _SessionAwarePolicy(BatchingPolicy):
         return [(ids, [-1.0] * len(ids)) for ids in (self.action_ids(env.sample_random_action()) for env in envs)]
 
 
+def session_class_at(rev: str) -> type:
+    """``EpisodeSession`` as git revision ``rev`` had it (with that revision's ``TokenTrajectory``), loaded beside this
+    checkout's under other module names; the rest of gem_core is this checkout's."""
+    root = Path(__file__).resolve().parent.parent
+    folder = Path(tempfile.mkdtemp(prefix="session_at_"))
+    modules = {}
+    for name in ("trajectory", "session"):
+        source = subprocess.run(["git", "show", f"{rev}:gem_core/rollout/{name}.py"], cwd=root, check=True, capture_output=True, text=True).stdout
+        (folder / f"{name}.py").write_text(source)
+        spec = importlib.util.spec_from_file_location(f"gem_core.rollout._{name}_at_{rev}", folder / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
+        spec.loader.exec_module(module)
+        modules[name] = module
+    modules["session"].TokenTrajectory = modules["trajectory"].TokenTrajectory
+    return modules["session"].EpisodeSession
+
+
 def load(name: str):
     from token_bookkeeping import load_tokenizer
 
@@ -140,16 +166,28 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds of bare and session")
     parser.add_argument("--tokenizer", default="deepseek", choices=["deepseek", "chatml"])
     parser.add_argument("--clock", default="wall", choices=["wall", "cpu"], help="cpu: this process's CPU time")
+    parser.add_argument("--warmup", type=float, default=1.0, help="untimed seconds of each way first (caches warm)")
+    parser.add_argument("--against", metavar="REV", help="also time the session code of this git revision, alternated")
     args = parser.parse_args(argv)
     global clock
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
     tokenizer, name = load(args.tokenizer)
     template = ChatTemplate.for_tokenizer(tokenizer)
     print(f"{args.env}, {args.episodes} episodes in flight, tokenizer {name}, {args.clock} clock")
-    bare_times, session_times = [], []
-    for _ in range(args.rounds):
-        bare_times.append(bare(args.env, args.episodes, args.seconds)[0])
-        session_times.append(asyncio.run(sessions(args.env, args.episodes, args.seconds, tokenizer, template))[0])
+    ways = {"bare": lambda seconds: bare(args.env, args.episodes, seconds)[0],
+            "session": lambda seconds: asyncio.run(sessions(args.env, args.episodes, seconds, tokenizer, template))[0]}
+    if args.against:
+        before = session_class_at(args.against)
+        ways[f"at {args.against}"] = lambda seconds: asyncio.run(sessions(args.env, args.episodes, seconds, tokenizer, template, before))[0]
+    if args.warmup > 0:
+        for way in ways.values():
+            way(args.warmup)
+    times: dict[str, list[float]] = {name: [] for name in ways}
+    names = list(ways)
+    for i in range(args.rounds):
+        for name in names[i % len(names):] + names[: i % len(names)]:  # each way takes each place in turn
+            times[name].append(ways[name](args.seconds))
+    bare_times, session_times = times["bare"], times["session"]
     drive_time, turns = asyncio.run(drive(args.env, args.episodes, tokenizer, template))
     b, s = statistics.median(bare_times), statistics.median(session_times)
     target = 1.2 * b + 100e-6
@@ -161,6 +199,14 @@ def main(argv: list[str] | None = None) -> None:
     print(f"target (1.2 x bare + 100 us): {target * 1e6:.1f} us/turn -> session {'meets' if s <= target else 'MISSES'} it, "
           f"drive mode {'meets' if drive_time <= target else 'misses'} it")
     print(f"target (3 x bare, issue 46): {3 * b * 1e6:.1f} us/turn -> session {'meets' if s <= 3 * b else 'MISSES'} it ({s / b:.2f}x)")
+    if args.against:
+        o = statistics.median(times[f"at {args.against}"])
+        rounds = " ".join(f"{t * 1e6:.1f}" for t in times[f"at {args.against}"])
+        per_round = " ".join(f"{x / y:.2f}x" for x, y in zip(times[f"at {args.against}"], bare_times, strict=True))
+        print(f"session at {args.against}:  {o * 1e6:8.1f} us/turn   (rounds: {rounds}); {o / b:.2f}x bare (per round: {per_round})")
+        print(f"this checkout / {args.against}: {s / o:.3f} (per round: "
+              + " ".join(f"{x / y:.3f}" for x, y in zip(session_times, times[f"at {args.against}"], strict=True)) + ")")
+        print("session / bare per round: " + " ".join(f"{x / y:.2f}x" for x, y in zip(session_times, bare_times, strict=True)))
 
 
 if __name__ == "__main__":
