@@ -6,7 +6,8 @@ the sdist unpacked with tarfile's ``data`` filter (no links out of the tree, no 
 paths). For each task: the unpacked tree with its mutation applied (the ``old`` text must occur exactly
 once) becomes ``<home>/tasks/<id>``. Then the checks that make a task worth training on, with the real
 grader in the sandbox: the unmutated tree passes every listed test, and the mutated tree fails every
-fail-to-pass test. A task that fails a check is not recorded as built (``built.json``), so no env serves it.
+fail-to-pass test and passes every pass-to-pass one. A task that fails a check is not recorded as built
+(``built.json``), so no env serves it. Downloads, and then checks, run side by side (up to one per CPU).
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ import sys
 import tarfile
 import tempfile
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from gem_core.envs.swe.grading import copy_tree, run_tests
+from gem_core.envs.swe.grading import Grade, copy_tree, run_tests
 from gem_core.envs.swe.pack import DATA_DIR, SPEC_FILE, Package, SweError, SweTask, TaskPack, load_pack
 from gem_core.tools.sandbox.isolation import SYSTEM_DIRS, python_dirs
 
@@ -127,28 +129,64 @@ def apply_mutation(tree: Path, task: SweTask) -> None:
     path.write_text(mutated, encoding="utf-8")
 
 
-def _original_tree(package: Package, home: Path, scratch: Path, report: Report) -> Path:
+def _original_tree(package: Package, sdist: Path | None, scratch: Path) -> Path:
     tree = scratch / f"{package.name}-{package.version}"
     if package.local is not None:
         copy_tree(DATA_DIR / package.local, tree)
     else:
-        unpack_sdist(fetch_sdist(package, home / "sdists", report=report), tree)
+        assert sdist is not None
+        unpack_sdist(sdist, tree)
     missing = [name for name in package.license_files if not (tree / name).is_file()]
     if missing:
         raise SweError(f"{package.name} {package.version}: licence file(s) {missing} not in the sdist; fix 'license_files' in the spec.")
     return tree
 
 
-def _verify(task: SweTask, mutated: Path, mode: str | None, gold_ok: dict[str, str]) -> str | None:
-    """Why the task fails its checks, or None: the original passes its tests, the mutation fails each fail-to-pass."""
+def _workers(jobs: int) -> int:
+    # pip downloads wait on the index and each check is a fresh sandboxed interpreter: one at a time leaves
+    # the other cores idle, so they run side by side (each check keeps its own time and memory limits).
+    return max(1, min(jobs, os.cpu_count() or 1, 8))
+
+
+def _fetch_all(packages: list[Package], home: Path, report: Report) -> dict[str, Path | None]:
+    """Each package's sdist (None for a local package), downloaded side by side."""
+    remote = [package for package in packages if package.local is None]
+    with ThreadPoolExecutor(max_workers=_workers(len(remote))) as pool:
+        fetched = {package.name: pool.submit(fetch_sdist, package, home / "sdists", report=report) for package in remote}
+        return {package.name: fetched[package.name].result() if package.name in fetched else None for package in packages}
+
+
+def _verdict(task: SweTask, gold_ok: dict[str, str], buggy: Grade) -> str | None:
+    """Why the task fails its checks, or None: the original passes its tests (the gold patch scores 1), the
+    mutation fails each fail-to-pass test and passes each pass-to-pass one (the empty patch scores 0, only for the bug)."""
     broken = [test for test in task.tests if gold_ok.get(test) != "passed"]
     if broken:
         return f"the unmutated tree does not pass {broken[:3]}"
-    buggy = run_tests(mutated, task.package, task.fail_to_pass, timeout=task.test_timeout, mode=mode)
     if buggy.error:
         return f"the mutated tree's run failed: {buggy.error}"
     still = [test for test in task.fail_to_pass if buggy.outcomes.get(test) == "passed"]
-    return f"the mutated tree still passes {still[:3]}" if still else None
+    if still:
+        return f"the mutated tree still passes {still[:3]}"
+    lost = [test for test in task.pass_to_pass if buggy.outcomes.get(test) != "passed"]
+    if lost:
+        return f"the mutated tree also fails pass-to-pass {lost[:3]}; list them in fail_to_pass or narrow the mutation"
+    return None
+
+
+def _check_all(tasks: list[SweTask], originals: dict[str, Path], staged: dict[str, Path], mode: str | None,
+               report: Report) -> dict[str, str | None]:
+    """Each task's problem (None: it passed), from every package's unmutated tree and every mutated one, run side by side."""
+    with ThreadPoolExecutor(max_workers=_workers(len(originals) + len(tasks))) as pool:
+        gold = {}
+        for name, tree in originals.items():
+            mine = [task for task in tasks if task.package.name == name]
+            wanted = tuple(dict.fromkeys(test for task in mine for test in task.tests))
+            report(f"checking {name} {mine[0].package.version}: {len(wanted)} listed tests on the unmutated tree")
+            timeout = max(task.test_timeout for task in mine) * 2
+            gold[name] = pool.submit(run_tests, tree, mine[0].package, wanted, timeout=timeout, mode=mode)
+        buggy = {task.id: pool.submit(run_tests, staged[task.id], task.package, task.tests, timeout=task.test_timeout, mode=mode)
+                 for task in tasks}
+        return {task.id: _verdict(task, gold[task.package.name].result().outcomes, buggy[task.id].result()) for task in tasks}
 
 
 def build_pack(
@@ -169,32 +207,27 @@ def build_pack(
     check_home_hidden(home)
     pack: TaskPack = load_pack(spec)
     tasks = pack.select(task_ids)
+    packages = [pack.packages[name] for name in dict.fromkeys(task.package.name for task in tasks)]
     results: dict[str, str] = {}
     with tempfile.TemporaryDirectory(dir=home, prefix=".build-") as scratch_name:
         scratch = Path(scratch_name)
-        for name in dict.fromkeys(task.package.name for task in tasks):
-            package = pack.packages[name]
-            mine = [task for task in tasks if task.package.name == name]
-            original = _original_tree(package, home, scratch, report)
-            gold: dict[str, str] = {}
-            if verify:
-                wanted = tuple(dict.fromkeys(test for task in mine for test in task.tests))
-                report(f"checking {name} {package.version}: {len(wanted)} listed tests on the unmutated tree")
-                timeout = max(task.test_timeout for task in mine) * 2
-                gold = run_tests(original, package, wanted, timeout=timeout, mode=mode).outcomes
-            for task in mine:
-                staged = scratch / f"task-{task.id}"
-                copy_tree(original, staged)
-                apply_mutation(staged, task)
-                problem = _verify(task, staged, mode, gold) if verify else None
-                results[task.id] = problem or "ok"
-                report(f"  {task.id}: {'ok' if problem is None else 'FAILED: ' + problem}")
-                if problem is None:
-                    final = home / "tasks" / task.id
-                    final.parent.mkdir(parents=True, exist_ok=True)
-                    if final.exists():
-                        shutil.rmtree(final)
-                    os.replace(staged, final)
+        sdists = _fetch_all(packages, home, report)
+        originals = {package.name: _original_tree(package, sdists[package.name], scratch) for package in packages}
+        staged = {task.id: scratch / f"task-{task.id}" for task in tasks}
+        for task in tasks:
+            copy_tree(originals[task.package.name], staged[task.id])
+            apply_mutation(staged[task.id], task)
+        problems = _check_all(tasks, originals, staged, mode, report) if verify else {}
+        for task in tasks:
+            problem = problems.get(task.id)
+            results[task.id] = problem or "ok"
+            report(f"  {task.id}: {'ok' if problem is None else 'FAILED: ' + problem}")
+            if problem is None:
+                final = home / "tasks" / task.id
+                final.parent.mkdir(parents=True, exist_ok=True)
+                if final.exists():
+                    shutil.rmtree(final)
+                os.replace(staged[task.id], final)
     _record(home, pack, [task_id for task_id, result in results.items() if result == "ok"])
     return results
 

@@ -1,6 +1,7 @@
-"""SWE envs: ``gem swe build`` makes the pack (the real sdists, downloaded once per session), every task is
-solved by its gold patch and failed by the empty patch under the real grader in the sandbox, and the
-reward hacks of issue 48 score 0.
+"""SWE envs: ``gem swe build`` makes the pack (the real sdists, downloaded once per session) and checks every
+task (its gold patch passes, the empty patch fails); one task of each package is solved by its gold patch and
+failed by the empty patch through the env under the real grader in the sandbox; the reward hacks of issue 48
+score 0.
 
 The shipped sample (GEM's own tiny package) covers the build's checks without the network; the
 contract and snapshot tests over every registered id use it too (tests/core/test_env_contract.py).
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import shutil
 from pathlib import Path
 
 import pytest
@@ -25,6 +27,9 @@ _bubblewrap = module_needs("bwrap" in available_modes(), "the SWE grader runs in
 
 PACK = load_pack()
 TASK_IDS = [task.id for task in PACK.tasks]
+#: One task of each package through the env: each package's layout and tests on the grader's path. Every
+#: task's gold and empty patch are checked by the build (test_gem_swe_build_checks_every_task_of_the_pack).
+ONE_PER_PACKAGE = [next(task.id for task in PACK.tasks if task.package.name == name) for name in PACK.packages]
 #: The task the hack tests attack: inflection's tests are one fast file.
 TARGET = "inflection-ordinal-13"
 
@@ -58,7 +63,7 @@ def reset(env: SweEnv, task_id: str) -> None:
 # ----------------------------------------------------------------------------------- gold and empty
 
 
-@pytest.mark.parametrize("task_id", TASK_IDS)
+@pytest.mark.parametrize("task_id", ONE_PER_PACKAGE)
 def test_the_gold_patch_scores_full_reward(env, task_id):
     reset(env, task_id)
     mutation = env.task.mutation  # the gold patch is the mutation reversed, through the env's own tool
@@ -69,12 +74,23 @@ def test_the_gold_patch_scores_full_reward(env, task_id):
     assert info["changed"] == [mutation.file]
 
 
-@pytest.mark.parametrize("task_id", TASK_IDS)
+@pytest.mark.parametrize("task_id", ONE_PER_PACKAGE)
 def test_the_empty_patch_scores_zero(env, task_id):
     reset(env, task_id)
     observation, reward, terminated, _, info = env.step(call("submit"))
     assert (reward, terminated, info["success"], info["changed"]) == (0.0, True, False, []), observation
     assert info["tests_passed"] == len(env.task.pass_to_pass)  # only the bug's tests fail
+
+
+@pytest.mark.slow  # 24 sandboxed test runs: each package's unmutated tree, then each task's mutated one
+def test_gem_swe_build_checks_every_task_of_the_pack(swe_home, tmp_path, capsys):
+    """The build's own check of every task: the unmutated tree (what the gold patch restores) passes the task's
+    tests; the mutated tree (the empty patch) fails each fail-to-pass test and passes each pass-to-pass one."""
+    shutil.copytree(swe_home / "sdists", tmp_path / "sdists")  # downloaded once, by the fixture
+    assert gem_main(["swe", "build", "--home", str(tmp_path)]) == 0, capsys.readouterr().out
+    report = capsys.readouterr().out
+    assert f"{len(TASK_IDS)} of {len(TASK_IDS)} tasks built" in report and "each checked" in report, report
+    assert sorted(json.loads((tmp_path / "built.json").read_text(encoding="utf-8"))["tasks"]) == sorted(TASK_IDS)
 
 
 # ----------------------------------------------------------------------------------- reward hacks
@@ -296,6 +312,18 @@ def test_gem_swe_build_reports_a_bad_spec_in_one_line(tmp_path, capsys):
     assert len(err.strip().splitlines()) == 1
 
 
+def test_a_task_whose_package_is_not_a_name_is_a_swe_error(tmp_path):
+    """A spec is user data: ``"package": [...]`` (not a name) was a bare ``TypeError: unhashable type``."""
+    from gem_core.envs.swe.pack import SPEC_FILE
+
+    spec = json.loads(Path(SPEC_FILE).read_text(encoding="utf-8"))
+    spec["tasks"][0]["package"] = ["inflection"]
+    bad = tmp_path / "pack.json"
+    bad.write_text(json.dumps(spec), encoding="utf-8")
+    with pytest.raises(SweError, match="'package' must name one of"):
+        load_pack(bad)
+
+
 def test_a_pack_home_the_sandbox_shows_is_refused(tmp_path):
     import sys
 
@@ -312,18 +340,6 @@ def test_library_code_that_makes_every_report_a_pass_scores_zero(env):
     patch = (
         "import re\n"
         "import _pytest.reports as _reports\n"
-def test_a_task_whose_package_is_not_a_name_is_a_swe_error(tmp_path):
-    """A spec is user data: ``"package": [...]`` (not a name) was a bare ``TypeError: unhashable type``."""
-    from gem_core.envs.swe.pack import SPEC_FILE
-
-    spec = json.loads(Path(SPEC_FILE).read_text(encoding="utf-8"))
-    spec["tasks"][0]["package"] = ["inflection"]
-    bad = tmp_path / "pack.json"
-    bad.write_text(json.dumps(spec), encoding="utf-8")
-    with pytest.raises(SweError, match="'package' must name one of"):
-        load_pack(bad)
-
-
         "_init = _reports.TestReport.__init__\n\n\n"
         "def _passing(self, *args, **kwargs):\n"
         "    _init(self, *args, **kwargs)\n"
