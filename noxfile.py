@@ -96,8 +96,9 @@ def lint(session: nox.Session) -> None:
     path = os.path.join(tmp, "mypy_path")
     os.makedirs(path, exist_ok=True)
     link = os.path.join(path, "gem_adapters")
-    if not os.path.islink(link):
-        os.symlink(os.path.abspath("adapters"), link)
+    if os.path.lexists(link):  # made fresh each run: a checkout moved since would leave it pointing at the old one
+        os.remove(link)
+    os.symlink(os.path.abspath("adapters"), link)
     session.run("mypy", "--cache-dir", os.path.join(tmp, "mypy_cache"), env={"MYPYPATH": path})
 
 
