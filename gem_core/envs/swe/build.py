@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -173,7 +173,7 @@ def _verdict(task: SweTask, gold_ok: dict[str, str], buggy: Grade) -> str | None
     return None
 
 
-def _check_all(tasks: list[SweTask], originals: dict[str, Path], staged: dict[str, Path], mode: str | None,
+def _check_all(tasks: Sequence[SweTask], originals: dict[str, Path], staged: dict[str, Path], mode: str | None,
                report: Report) -> dict[str, str | None]:
     """Each task's problem (None: it passed), from every package's unmutated tree and every mutated one, run side by side."""
     with ThreadPoolExecutor(max_workers=_workers(len(originals) + len(tasks))) as pool:
