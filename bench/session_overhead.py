@@ -207,6 +207,13 @@ def main(argv: list[str] | None = None) -> None:
         print(f"this checkout / {args.against}: {s / o:.3f} (per round: "
               + " ".join(f"{x / y:.3f}" for x, y in zip(session_times, times[f"at {args.against}"], strict=True)) + ")")
         print("session / bare per round: " + " ".join(f"{x / y:.2f}x" for x, y in zip(session_times, bare_times, strict=True)))
+        # On a loaded machine the load moves between rounds: the median of per-round ratios is the steadier figure.
+        def median_ratio(xs: list[float], ys: list[float]) -> float:
+            return statistics.median(x / y for x, y in zip(xs, ys, strict=True))
+
+        print(f"medians of per-round ratios: this checkout / {args.against} {median_ratio(session_times, times[f'at {args.against}']):.3f}; "
+              f"this checkout / bare {median_ratio(session_times, bare_times):.2f}x; {args.against} / bare "
+              f"{median_ratio(times[f'at {args.against}'], bare_times):.2f}x")
 
 
 if __name__ == "__main__":
