@@ -147,7 +147,7 @@ def openrlhf(session: nox.Session) -> None:
     session.run(*PYTEST, "tests/adapters/openrlhf", *session.posargs)
 
 
-# rl-square without its GPU dependencies: RL2's CPU path, also the adapter the skyrl and verifiers sessions play their envs through.
+# rl-square without its GPU dependencies: RL2's CPU path, also the adapter the interop session plays its envs through.
 RL2_INSTALL = ("rl-square==0.0.2", "datasets", "torchdata", "omegaconf", "aiohttp")
 
 
@@ -184,27 +184,23 @@ def oat(session: nox.Session) -> None:
 
 
 @nox.session
-def skyrl(session: nox.Session) -> None:
-    """SkyRL-Gym envs as GEM envs (make("skyrl:<id>")) through the episode runner and the RL2 adapter, and GEM envs in SkyRL-Gym's own registry."""
-    _install_without_gpu_deps(session, *RL2_INSTALL, extras="skyrl,search,rollout,dev")  # search: gem-retrieval-server plays skyrl:search
-    session.run("python", "-c", "import skyrl_gym, RL2.datasets")
-    session.run(*PYTEST, "tests/interop/skyrl", *session.posargs)
-
-
-@nox.session
-def verifiers(session: nox.Session) -> None:
-    """verifiers tasksets as GEM envs (make("verifiers:<module>")), also through the RL2 adapter; a session of its own: verifiers pins many packages."""
-    _install_without_gpu_deps(session, *RL2_INSTALL, extras="verifiers,rollout,dev")
-    session.run("python", "-c", "import verifiers.v1, RL2.datasets")
-    session.run(*PYTEST, "tests/interop/verifiers", *session.posargs)
+def interop(session: nox.Session) -> None:
+    """Other env standards both ways, through the episode runner and the RL2 adapter: SkyRL-Gym envs as GEM envs
+    (make("skyrl:<id>")) and GEM envs in SkyRL-Gym's own registry; verifiers tasksets as GEM envs
+    (make("verifiers:<module>")). One virtualenv for both: they play through the same RL2/rollout stack (two
+    sessions installed it twice), and verifiers' many pins leave skyrl-gym's and RL2's versions as they are."""
+    _install_without_gpu_deps(session, *RL2_INSTALL, extras="skyrl,verifiers,search,rollout,dev")  # search: gem-retrieval-server plays skyrl:search
+    session.run("python", "-c", "import skyrl_gym, verifiers.v1, RL2.datasets")
+    session.run(*PYTEST, "tests/interop", *session.posargs)
 
 
 @nox.session
 def gem_upstream(session: nox.Session) -> None:
     """GEM's released package (gem-llm 0.1.0) side by side with `import gem`: the same seeded, scripted game
     episodes must give the same observations, rewards and endings. GEM's package is named `gem` too, so it
-    gets a virtualenv of its own, which the tests drive as a subprocess."""
-    _install(session, "-e", ".[dev]")
+    gets a virtualenv of its own, which the tests drive as a subprocess. No torch: neither side imports it."""
+    _upgrade_pip(session)
+    session.install(*CONSTRAINTS, "-e", ".[dev]")
     upstream = os.path.abspath(os.path.join(session.create_tmp(), "gem-llm"))  # the tests run it from another folder
     python = os.path.join(upstream, "bin", "python")
     session.run_install("python", "-m", "venv", "--clear", upstream)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 pytest.importorskip("skyrl_gym")
-pytest.importorskip("RL2.datasets", reason="needs rl-square==0.0.2 (nox -s skyrl installs it)")
+pytest.importorskip("RL2.datasets", reason="needs rl-square==0.0.2 (nox -s interop installs it)")
 
 import skyrl_gym  # noqa: E402
 from test_skyrl import cases, retrieval_server, skyrl_rewards, sql_data  # noqa: E402,F401  (fixtures: the SkyRL tests' own)

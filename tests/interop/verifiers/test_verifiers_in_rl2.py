@@ -13,7 +13,7 @@ import json
 import pytest
 
 vf = pytest.importorskip("verifiers.v1")
-pytest.importorskip("RL2.datasets", reason="needs rl-square==0.0.2 (nox -s verifiers installs it)")
+pytest.importorskip("RL2.datasets", reason="needs rl-square==0.0.2 (nox -s interop installs it)")
 
 from test_verifiers import modules, multi_turn_modules, scripted_openai_server, verifiers_reward  # noqa: E402,F401  (fixtures: the verifiers tests' own)
 
