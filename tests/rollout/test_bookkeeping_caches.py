@@ -99,3 +99,44 @@ def test_a_template_copy_starts_with_empty_caches(tiny_tokenizer):
     assert len(template._deltas) == 1
     assert len(copy.deepcopy(template._deltas)) == 0
     assert len(pickle.loads(pickle.dumps(template._deltas))) == 0
+
+
+def test_the_cache_map_keeps_the_most_recently_used_and_stays_bounded_under_threads():
+    """_LRU is a plain dict whose hits are taken out and put back (issue 46): a hit makes a key the most recent, the
+    oldest goes first, a pickle starts empty, and readers and writers on threads never exceed the bound or raise."""
+    import pickle
+    import random
+    import threading
+
+    cache = chat_template_module._LRU(3)
+    for key in "abc":
+        cache.put(key, key.upper())
+    assert cache.get("a") == "A"  # a is now the most recent: b is the oldest
+    cache.put("d", "D")
+    assert cache.get("b") is None and [cache.get(k) for k in "acd"] == ["A", "C", "D"] and len(cache) == 3
+    cache.put("c", "C2")  # a put of a known key refreshes it too
+    cache.put("e", "E")
+    assert cache.get("a") is None and cache.get("c") == "C2" and len(cache) == 3
+    assert len(pickle.loads(pickle.dumps(cache))) == 0
+
+    shared = chat_template_module._LRU(50)
+    errors: list[BaseException] = []
+
+    def hammer(seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            for _ in range(20_000):
+                key = rng.randrange(120)
+                value = shared.get(key)
+                assert value is None or value == key * 2
+                if value is None:
+                    shared.put(key, key * 2)
+        except BaseException as exc:  # noqa: BLE001 - reported to the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=hammer, args=(seed,)) for seed in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == [] and len(shared) <= 50
