@@ -313,9 +313,6 @@ class SandboxMonitor:
         work_dir: the host working directory bound into the sandbox (None: none), checked now and then.
         work_bytes: the byte cap of ``work_dir``.
         work_files: the entry cap of ``work_dir``.
-        work_dir: the host working directory bound into the sandbox (None: none), checked now and then.
-        work_bytes: the byte cap of ``work_dir``.
-        work_files: the entry cap of ``work_dir``.
         count_tmpfs: add the bytes in use on the private ``/tmp`` and ``/dev/shm`` to the snippet's
             memory (bwrap mode: the process at ``supervisor_depth`` sees them).
         sockets: the memory of the sandbox's sockets, read in its own network namespace (bwrap mode;
