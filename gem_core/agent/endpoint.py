@@ -31,7 +31,7 @@ from typing import Any
 from gem_core.agent.episode import AgentCall, AgentEpisode, EpisodeOver, MessageError, normalize_messages
 from gem_core.protocols import Tokenizer
 from gem_core.rollout.policy import Generation, Policy, SamplingParams, default_stop_token_ids
-from gem_core.serve.asgi import RequestError, json_bytes, read_json
+from gem_core.serve.asgi import RequestError, json_bytes, json_route
 from gem_core.serve.loopback import LoopbackServer
 from gem_core.tools.calls import call_format_for, parse_native_calls
 
@@ -71,6 +71,21 @@ def _error(status: int, message: str, code: str) -> Any:
     if status >= 500:
         kind = "server_error"
     return Response(json_bytes({"error": {"message": message, "type": kind, "code": code}}), status, media_type="application/json")
+
+
+_REQUEST_ERROR_CODES = {400: "invalid_request", 401: "invalid_api_key", 404: "unknown_episode", 408: "body_timeout",
+                        413: "request_too_large", 502: "policy_error"}
+
+
+def _error_response(error: Exception) -> Any:
+    """OpenAI's error body for a failed request; a bug here fails this request only (a 500)."""
+    if isinstance(error, RequestError):
+        return _error(error.status, str(error), _REQUEST_ERROR_CODES.get(error.status, "error"))
+    if isinstance(error, EpisodeOver):
+        return _error(409, str(error), "episode_over")
+    if isinstance(error, MessageError):
+        return _error(400, str(error), "invalid_messages")
+    return _error(500, f"the endpoint raised {type(error).__name__}: {error}", "internal_error")
 
 
 def _number(body: dict, name: str, default: float, low: float, high: float) -> float:
@@ -396,31 +411,11 @@ class AgentEndpoint:
     def app(self) -> Any:
         """The Starlette app (built once per :meth:`start`)."""
         from starlette.applications import Starlette
-        from starlette.responses import Response
         from starlette.routing import Route
 
         def endpoint(work: Any) -> Any:
-            async def handle(request: Any) -> Any:
-                try:
-                    body = None
-                    if request.method == "POST":
-                        body = await read_json(request, max_bytes=self.config.max_body_bytes, timeout=self.config.body_timeout)
-                    payload = await work(request, body)
-                    if isinstance(body, dict) and body.get("stream"):
-                        return Response(_event_stream(payload, body), 200, media_type="text/event-stream")
-                except RequestError as error:
-                    codes = {400: "invalid_request", 401: "invalid_api_key", 404: "unknown_episode", 408: "body_timeout",
-                             413: "request_too_large", 502: "policy_error"}
-                    return _error(error.status, str(error), codes.get(error.status, "error"))
-                except EpisodeOver as error:
-                    return _error(409, str(error), "episode_over")
-                except MessageError as error:
-                    return _error(400, str(error), "invalid_messages")
-                except Exception as error:  # a bug here fails this request only; the episode and server live on
-                    return _error(500, f"the endpoint raised {type(error).__name__}: {error}", "internal_error")
-                return Response(json_bytes(payload), 200, media_type="application/json")
-
-            return handle
+            return json_route(work, max_bytes=self.config.max_body_bytes, timeout=self.config.body_timeout,
+                              error_response=_error_response, stream=_event_stream)
 
         async def models(request: Any, body: Any) -> dict[str, Any]:
             if request.path_params.get("key") is not None or request.headers.get("authorization"):

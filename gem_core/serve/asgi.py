@@ -1,4 +1,5 @@
-"""ASGI plumbing shared by ``gem serve`` and the retrieval server: bounded JSON bodies and the listening socket.
+"""ASGI plumbing shared by ``gem serve``, the retrieval server, the agent endpoint and the generation server:
+bounded JSON bodies, one JSON route's request/answer cycle, and the listening socket.
 
 A request body is read under a byte cap and a time limit (uvicorn bounds neither), and parsed so
 that absurd nesting is a 400, not a traceback. The socket is bound before uvicorn starts, so a server
@@ -11,11 +12,12 @@ import asyncio
 import errno
 import json
 import socket
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from gem_core.errors import GemError
 
-__all__ = ["RequestError", "read_json", "listening_socket", "listen_error", "json_bytes"]
+__all__ = ["RequestError", "read_json", "json_route", "listening_socket", "listen_error", "json_bytes"]
 
 
 class RequestError(GemError, ValueError):
@@ -58,6 +60,34 @@ async def read_json(request: Any, *, max_bytes: int, timeout: float, empty: Any 
     except asyncio.TimeoutError:
         raise RequestError(408, f"the request body took over {timeout:g} s to arrive") from None
     return parse_json(raw, empty=empty)
+
+
+def json_route(
+    work: Callable[[Any, Any], Awaitable[Any]], *, max_bytes: int, timeout: float, error_response: Callable[[Exception], Any],
+    stream: Callable[[Any, Any], Any] | None = None,
+) -> Callable[[Any], Awaitable[Any]]:
+    """A Starlette endpoint around ``work(request, body)``: a POST's JSON body read under ``max_bytes`` and
+    ``timeout`` (:func:`read_json`; None for a GET), ``work``'s payload answered as JSON (200), or as
+    ``stream(payload, body)``'s server-sent events when the body asks ``"stream": true`` and ``stream`` is given.
+
+    Any exception in reading or in ``work`` becomes ``error_response(error)`` (each server maps its own errors
+    to statuses and codes): a failure answers its request and the server lives on.
+    """
+    from starlette.responses import Response
+
+    async def handle(request: Any) -> Any:
+        try:
+            body = None
+            if request.method == "POST":
+                body = await read_json(request, max_bytes=max_bytes, timeout=timeout)
+            payload = await work(request, body)
+            if stream is not None and isinstance(body, dict) and body.get("stream"):
+                return Response(stream(payload, body), 200, media_type="text/event-stream")
+        except Exception as error:  # noqa: BLE001 - mapped to an answer by the server's error_response
+            return error_response(error)
+        return Response(json_bytes(payload), 200, media_type="application/json")
+
+    return handle
 
 
 def parse_json(raw: bytes | str, *, empty: Any = None) -> Any:

@@ -49,7 +49,7 @@ from typing import Any
 from gem_core.errors import UsageError
 from gem_core.protocols import Tokenizer
 from gem_core.rollout.policy import SamplingParams, TransformersPolicy
-from gem_core.serve.asgi import RequestError, json_bytes, read_json
+from gem_core.serve.asgi import RequestError, json_bytes, json_route
 from gem_core.serve.loopback import LoopbackServer
 from gem_core.serve.weight_stream import WeightReceiver, WeightStreamError
 
@@ -81,6 +81,13 @@ def _error(status: int, message: str) -> Any:
     body = {"error": {"message": message, "type": "invalid_request_error" if status < 500 else "server_error",
                       "code": codes.get(status, "error")}}
     return Response(json_bytes(body), status, media_type="application/json")
+
+
+def _error_response(error: Exception) -> Any:
+    """A refused request's status (:class:`RequestError`), else a 500 naming the failure."""
+    if isinstance(error, RequestError):
+        return _error(error.status, str(error))
+    return _error(500, f"the generation server raised {type(error).__name__}: {error}")
 
 
 class GenerationServer:
@@ -295,23 +302,11 @@ class GenerationServer:
     def app(self) -> Any:
         """The Starlette app (built once per :meth:`start`)."""
         from starlette.applications import Starlette
-        from starlette.responses import Response
         from starlette.routing import Route
 
         def endpoint(work: Any) -> Any:
-            async def handle(request: Any) -> Any:
-                try:
-                    body = None
-                    if request.method == "POST":
-                        body = await read_json(request, max_bytes=self.config.max_body_bytes, timeout=self.config.body_timeout)
-                    payload = await work(request, body)
-                except RequestError as error:
-                    return _error(error.status, str(error))
-                except Exception as error:  # a failure answers this request; the server lives on
-                    return _error(500, f"the generation server raised {type(error).__name__}: {error}")
-                return Response(json_bytes(payload), 200, media_type="application/json")
-
-            return handle
+            return json_route(work, max_bytes=self.config.max_body_bytes, timeout=self.config.body_timeout,
+                              error_response=_error_response)
 
         async def health(request: Any, body: Any) -> dict[str, Any]:
             return {"status": "ok", "weight_version": self.weight_version}
