@@ -25,7 +25,8 @@ CONSTRAINTS = ("-c", "constraints-cpu.txt")
 #: Everything the core environment runs: tests/test_nox_sessions.py checks that every test file is in some session.
 CORE_TESTS = ("tests/core", "tests/rollout", "tests/rows", "tests/curriculum", "tests/gem_compat", "tests/test_ci_guard.py",
               "tests/test_nox_sessions.py", "tests/adapters/test_make_dataset_shape.py")
-PYTEST = ("pytest", "-q", "-p", "no:cacheprovider")
+#: ``--durations=15``: each session's log names its slowest tests, so a CI log says where the suite's time goes.
+PYTEST = ("pytest", "-q", "-p", "no:cacheprovider", "--durations=15")
 
 
 def _upgrade_pip(session: nox.Session) -> None:
