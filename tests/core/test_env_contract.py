@@ -348,13 +348,19 @@ def make_tool_env(env_id: str, search_url: str):
     return env_spec.make(**{**env_spec.sample_kwargs, **overrides}), kind
 
 
-def fuzz_tool_env(env, kind: str) -> int:
+#: Programs that only end at the tool's time limit (a second each): they test the sandbox's clock, the same
+#: code for every env id, so the per-id fuzz under -m slow leaves them to the every-run fuzz of one id per tool.
+RUN_TO_THE_TIME_LIMIT = ("while True:\n    pass", "os.fork()", "time.sleep(60)")
+
+
+def fuzz_tool_env(env, kind: str, *, seconds: float = FUZZ_SECONDS_PER_TOOL_ENV, time_limit_attacks: bool = True) -> int:
     import numpy as np
 
+    attacks = [a for a in TOOL_ATTACKS[kind] if time_limit_attacks or not any(p in a for p in RUN_TO_THE_TIME_LIMIT)]
     env.reset(seed=0)
     env.step(WARM_UP[kind])
     try:
-        taken, _ = fuzz(env, np.random.default_rng(14), seconds=FUZZ_SECONDS_PER_TOOL_ENV, attacks=TOOL_ATTACKS[kind])
+        taken, _ = fuzz(env, np.random.default_rng(14), seconds=seconds, attacks=attacks)
     finally:
         env.close()
     return taken
@@ -386,7 +392,8 @@ def test_fuzz_every_other_env_for_a_bounded_time(env_id, retrieval_server):
 
     if spec(env_id).category == "code" or env_id.endswith(("-python", "-search")):
         env, kind = make_tool_env(env_id, retrieval_server.url)
-        assert fuzz_tool_env(env, kind) >= len(TOOL_ATTACKS[kind])
+        short = [a for a in TOOL_ATTACKS[kind] if not any(p in a for p in RUN_TO_THE_TIME_LIMIT)]
+        assert fuzz_tool_env(env, kind, seconds=FUZZ_SECONDS_PER_GRADED_ENV, time_limit_attacks=False) >= len(short)
         return
     taken, _ = fuzz(_warmed(env_id), np.random.default_rng(14), seconds=FUZZ_SECONDS_PER_GRADED_ENV)
     assert taken > 0
