@@ -490,9 +490,14 @@ class TransformersPolicy(BatchingPolicy):
         held = cache.get_seq_length()  # width + sampled - 1
         stop = set(stop_ids)
         # One device-to-host read of the mask and the ids, and one gather per row over all layers stacked
-        # (not a sync and two gathers per row and layer).
-        keys = torch.stack([layer.keys for layer in cache.layers])  # (layers, rows, kv heads, held, head dim)
-        values = torch.stack([layer.values for layer in cache.layers])
+        # (not a sync and two gathers per row and layer). Each layer is freed as it is stacked (generate is done
+        # with the cache), so the stack replaces the cache rather than doubling it.
+        layers = cache.layers
+        keys = layers[0].keys.new_empty((len(layers), *layers[0].keys.shape))  # (layers, rows, kv heads, held, head dim)
+        values = layers[0].values.new_empty((len(layers), *layers[0].values.shape))
+        for i, layer in enumerate(layers):
+            keys[i], values[i] = layer.keys, layer.values
+            layer.keys = layer.values = None
         masks, sampled_rows = attention_mask.tolist(), sequences[:, width:held].tolist()
         for row, (prompt, (entry, n)) in enumerate(zip(prompts, reused, strict=True)):
             sampled = sampled_rows[row]
