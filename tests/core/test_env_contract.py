@@ -256,8 +256,9 @@ def test_fuzz_every_game_with_ten_thousand_hostile_actions(game):
         fuzz(make_sample(env_id), rng, steps=FUZZ_ACTIONS_FOR_GAMES // len(variants))
 
 
-def _warmed(env_id: str) -> Env:
-    env = make_sample(env_id)
+def _warmed(env_id: str, **overrides) -> Env:
+    env_spec = spec(env_id)
+    env = env_spec.make(**{**env_spec.sample_kwargs, **overrides})
     env.reset(seed=0)
     env.step(env.sample_random_action())  # starts the grading worker (start-up is not a step's time)
     return env
@@ -395,8 +396,18 @@ def test_fuzz_every_other_env_for_a_bounded_time(env_id, retrieval_server):
         short = [a for a in TOOL_ATTACKS[kind] if not any(p in a for p in RUN_TO_THE_TIME_LIMIT)]
         assert fuzz_tool_env(env, kind, seconds=FUZZ_SECONDS_PER_GRADED_ENV, time_limit_attacks=False) >= len(short)
         return
-    taken, _ = fuzz(_warmed(env_id), np.random.default_rng(14), seconds=FUZZ_SECONDS_PER_GRADED_ENV)
+    taken, _ = fuzz(_warmed(env_id, **_short_grades(env_id)), np.random.default_rng(14), seconds=FUZZ_SECONDS_PER_GRADED_ENV)
     assert taken > 0
+
+
+def _short_grades(env_id: str) -> dict:
+    """A 1 s grading limit for the per-id fuzz under -m slow, where the env takes one (math's ``grade_timeout``,
+    ReasoningGym's ``score_timeout``): a hostile answer (``10**10**10``) runs to the limit, and the limit's path is
+    the same scoring pool for every id (the every-run fuzz of one id per grader keeps the default)."""
+    import inspect
+
+    accepted = inspect.signature(spec(env_id).load()).parameters
+    return {name: 1.0 for name in ("grade_timeout", "score_timeout") if name in accepted}
 
 
 NON_TEXT_ACTIONS = [None, b"\\boxed{1}", 3, 2.5, ["\\boxed{1}"], {"action": "\\boxed{1}"}]
