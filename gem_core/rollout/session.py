@@ -368,8 +368,8 @@ class EpisodeSession:
             raise ResetNeeded("The episode is over (session.done is True); start a new one with `await session.start(seed)`.")
         if action_ids is None and action_text is None:
             raise InvalidArgument("step() needs the sampled action_ids (preferred) or the action_text.")
-        # numpy or torch ids become ints (map: no per-id bytecode); the text path encodes.
-        ids = list(map(int, action_ids)) if action_ids is not None else self._action_ids(action_ids, action_text, finish_reason)
+        # numpy or torch ids become ints (map: no per-id bytecode); an action given as text is encoded (not None here).
+        ids = list(map(int, action_ids)) if action_ids is not None else self._encode_action(action_text or "", finish_reason)
         lps = None if logprobs is None else list(map(float, logprobs))
         if lps is None or action_ids is None or len(lps) != len(ids):  # one log-prob per sampled id needs nothing more
             lps = self._action_logprobs(ids, lps, text_mode=action_ids is None, finish_reason=finish_reason)
@@ -408,7 +408,7 @@ class EpisodeSession:
         if logprobs is None:
             self._missing_logprobs = True
             return None
-        lps = list(map(float, logprobs))
+        lps = logprobs  # step's own list of floats
         if text_mode and finish_reason == "stop" and len(lps) == len(ids) - len(self.chat_template.end_of_turn_ids):
             lps += [0.0] * len(self.chat_template.end_of_turn_ids)  # text mode: the end-of-turn ids were added here, without logprobs
         if len(lps) != len(ids):
@@ -623,10 +623,8 @@ class EpisodeSession:
 
     # -- helpers --------------------------------------------------------------------------------
 
-    def _action_ids(self, action_ids: list[int] | None, action_text: str | None, finish_reason: str) -> list[int]:
-        if action_ids is not None:
-            return list(map(int, action_ids))  # numpy or torch ids become ints (map: no per-id bytecode)
-        assert action_text is not None
+    def _encode_action(self, action_text: str, finish_reason: str) -> list[int]:
+        """The ids of an action given as text (a framework without ids): the end-of-turn ids added after a stop."""
         ids = list(self.tokenizer.encode(action_text, add_special_tokens=False))
         if finish_reason == "stop":
             ids += self.chat_template.end_of_turn_ids
