@@ -28,7 +28,6 @@ import asyncio
 import json
 import math
 import os
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -162,11 +161,9 @@ class AgentProgram:
             raise GemError("AgentProgram command is empty; give the program and its arguments, e.g. ['python', 'agent.py']")
         if workdir is not None:
             return self._run_in(Path(workdir), argv, endpoint, task, on_exit)
-        temporary = Path(tempfile.mkdtemp(prefix="gem-agent-"))
-        try:
-            return self._run_in(temporary, argv, endpoint, task, on_exit)
-        finally:  # nobody else knows of it: a run that leaves it behind leaves it forever
-            shutil.rmtree(temporary, ignore_errors=True)
+        # Nobody else knows of it: a run that leaves it behind leaves it forever.
+        with tempfile.TemporaryDirectory(prefix="gem-agent-", ignore_cleanup_errors=True) as temporary:
+            return self._run_in(Path(temporary), argv, endpoint, task, on_exit)
 
     def _run_in(
         self, workdir: Path, argv: list[str], endpoint: Any, task: Any, on_exit: Callable[[AgentEpisode], None] | None
