@@ -19,6 +19,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, SupportsFloat, TypeVar
 
 import gymnasium as gym
+import numpy as np
 from gymnasium import spaces
 
 from gem_core.errors import InvalidArgument, InvalidArgumentType
@@ -138,6 +139,21 @@ class TextSpace(spaces.Text):
     def contains(self, x: Any) -> bool:
         """Whether ``x`` is a ``str`` whose length is within ``[min_length, max_length]``."""
         return isinstance(x, str) and self.min_length <= len(x) <= self.max_length
+
+    def sample(self, mask: Any = None, probability: Any = None) -> str:
+        """A random string, the one :meth:`gymnasium.spaces.Text.sample` draws for the same RNG state.
+
+        gymnasium joins the drawn characters one numpy scalar at a time: ~0.1 s for the average
+        500,000 characters of this space (``gymnasium.utils.env_checker.check_env`` samples three).
+        The same draws, joined as one array, take a few milliseconds. ``mask``/``probability`` go to
+        gymnasium unchanged.
+        """
+        if mask is not None or probability is not None:
+            return super().sample(mask=mask, probability=probability)
+        length = self.np_random.integers(self.min_length, self.max_length + 1)
+        uniform = np.ones(len(self.character_set)) / len(self.character_set)
+        drawn = self.np_random.choice(self.character_list, size=length, p=uniform)  # gymnasium's draw, call for call
+        return drawn.astype("<U1").tobytes().decode("utf-32-le")
 
     def __repr__(self) -> str:
         return f"TextSpace(min_length={self.min_length}, max_length={self.max_length})"
