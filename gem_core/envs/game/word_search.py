@@ -46,13 +46,25 @@ class WordSearch(TurnBasedGame):
         self.found: set[str] = set()
 
     def _place(self, word: str, grid: np.ndarray) -> bool:
+        # Every line the word fits on, in direction, row, column order, then one drawn. A line is straight, so
+        # it stays on the grid when both its ends do; cells are read from lists (a numpy item read costs ~10x).
+        # A reset ~4x faster (hostile-action fuzz over the four levels: 16 s of resets -> 4 s); the same lines in the
+        # same order, so a seed deals the same board (tests/core/envs/test_word_search_placement.py).
+        size, last = self.size, len(word) - 1
+        rows = grid.tolist()
         options = []
         for dr, dc in self.directions:
-            for r in range(self.size):
-                for c in range(self.size):
-                    cells = [(r + dr * k, c + dc * k) for k in range(len(word))]
-                    if all(0 <= x < self.size and 0 <= y < self.size and grid[x, y] in ("", ch) for (x, y), ch in zip(cells, word, strict=True)):
-                        options.append(cells)
+            for r in range(size):
+                if not 0 <= r + dr * last < size:
+                    continue
+                for c in range(size):
+                    if not 0 <= c + dc * last < size:
+                        continue
+                    for k, ch in enumerate(word):
+                        if rows[r + dr * k][c + dc * k] not in ("", ch):
+                            break
+                    else:
+                        options.append([(r + dr * k, c + dc * k) for k in range(last + 1)])
         if not options:
             return False
         for (x, y), ch in zip(options[int(self.np_random.integers(len(options)))], word, strict=True):
