@@ -13,6 +13,7 @@ import threading
 import numpy as np
 import pytest
 from ci_guard import skip_unless_ci
+from sample_builds import one_id_per_sample_build, sample_build
 
 from gem_core import Env, list_envs, make, spec
 from gem_core.check import check_env
@@ -99,15 +100,24 @@ def test_shipped_envs_pass(env_id):
 
 
 def _every_shipped_id_but_most_rg() -> list[str]:
-    """Every single-agent id, with one ReasoningGym id in ten and each game at its default level only:
-    building the 106 rg datasets took most of this test's 7 minutes, the 39 other game levels (-easy,
-    -hard, -random: the same class with other sizes) a third of the rest, and tests/core/test_env_contract.py
-    already holds every rg id and every game level to the same checks (gymnasium's checker, same seed same
-    episode, hostile actions)."""
+    """Every single-agent sample build not in SHIPPED, with one ReasoningGym id in ten and each game at its
+    default level only: building the 106 rg datasets took most of this test's 7 minutes, the 39 other game
+    levels (-easy, -hard, -random: the same class with other sizes) a third of the rest, and
+    tests/core/test_env_contract.py already holds every rg id and every game level to the same checks
+    (gymnasium's checker, same seed same episode, hostile actions). The math, qa, logic and code ids whose
+    sample is another id's env (math:GSM8K's is math:Sample's, see tests/sample_builds.py) are checked once."""
     ids = [i for i in list_envs() if not i.startswith("multi:")]  # multi-agent: another contract
     rg = [i for i in ids if i.startswith("rg:")]
     levels = [i for i in ids if i.startswith("game:") and not re.fullmatch(r"game:[^-]+-v\d+", i)]
-    return [i for i in ids if not i.startswith("rg:") and i not in levels] + rg[::10]
+    return one_id_per_sample_build([i for i in ids if not i.startswith("rg:") and i not in levels], already_checked=SHIPPED) + rg[::10]
+
+
+def test_the_slow_check_keeps_every_sample_build_but_the_rg_datasets_and_game_levels():
+    levels = [i for i in list_envs() if i.startswith("game:") and not re.fullmatch(r"game:[^-]+-v\d+", i)]
+    ids = [i for i in list_envs() if not i.startswith(("multi:", "rg:")) and i not in levels]
+    checked = {sample_build(i) for i in SHIPPED + _every_shipped_id_but_most_rg()}
+    assert {sample_build(i) for i in ids} <= checked
+    assert {spec(i).entry_point for i in list_envs() if not i.startswith("multi:")} <= {spec(i).entry_point for i in SHIPPED + _every_shipped_id_but_most_rg()}
 
 
 @pytest.mark.slow

@@ -4,7 +4,6 @@ registered env is covered without touching this file)."""
 from __future__ import annotations
 
 import math
-import os
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,6 +12,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sample_builds import layers, one_id_per_sample_build, sample_build
 
 from gem_core import Env, list_envs, spec
 from gem_core.check import random_play_transcript
@@ -386,33 +386,10 @@ def test_fuzz_an_mcp_wrapped_env_for_a_bounded_time():
 OTHER_IDS = [i for i in ENV_IDS if not i.startswith("game:") and i not in FUZZ_GRADED_IDS + FUZZ_TOOL_IDS]
 
 
-def sample_build(env_id: str) -> tuple[str, str, int | None]:
-    """What the sample env of ``env_id`` is built from: its entry point, the keywords it gets and its turn limit.
-    Two ids with one build make the same env. A hub id, its config name and its split are dropped where the sample
-    reads local files: :func:`gem_core.envs.dataset.load_rows` ignores the hub id then, and reads a plain file (list)
-    for any split (math:GSM8K's sample is math:Sample's env; each ReasoningGym id names its own dataset)."""
-    env_spec = spec(env_id)
-    kwargs = {**env_spec.kwargs, **env_spec.sample_kwargs}
-    if isinstance(kwargs.get("data_files"), (str, os.PathLike, list, tuple)):
-        for hub_only in ("dataset_path", "dataset_name", "split"):
-            kwargs.pop(hub_only, None)
-    return env_spec.entry_point, repr(sorted(kwargs.items())), env_spec.max_turns
-
-
-def _one_id_per_sample_build(ids: Sequence[str], already_fuzzed: Sequence[str]) -> list[str]:
-    seen = {sample_build(i) for i in already_fuzzed}
-    kept = []
-    for env_id in ids:
-        if sample_build(env_id) not in seen:
-            seen.add(sample_build(env_id))
-            kept.append(env_id)
-    return kept
-
-
 #: The ids the per-id fuzz under -m slow plays: one per sample build not fuzzed on every run. The 28 other math
 #: and -python ids, 28 qa and -search ids, 5 logic and 5 code ids build the env of math:Sample, qa:Sample, ... again
 #: (tests below hold the selection to every class and build); every id still gets the every-run checks above.
-FUZZED_IDS = _one_id_per_sample_build(OTHER_IDS, already_fuzzed=FUZZ_GRADED_IDS + FUZZ_TOOL_IDS)
+FUZZED_IDS = one_id_per_sample_build(OTHER_IDS, already_checked=FUZZ_GRADED_IDS + FUZZ_TOOL_IDS)
 #: Hostile steps per id under -m slow (with the time bound, whichever ends first): about 70 of them reach the
 #: scorer, ~14 of those the numbers that explode in a parser. A step count, not a time alone, plays the same
 #: actions on a loaded machine; the time bound keeps an id whose every reset or score is slow from running long.
@@ -442,26 +419,18 @@ def test_the_per_id_fuzz_keeps_every_env_class_and_every_reasoning_gym_dataset()
 
 
 def test_ids_left_out_of_the_per_id_fuzz_build_the_env_of_one_fuzzed():
-    """The rule in :func:`sample_build` checked on the envs themselves: an id left out builds the same wrappers
+    """The rule in :func:`sample_builds.sample_build` checked on the envs themselves: an id left out builds the same wrappers
     around the same class, which deals the same episodes."""
     fuzzed = {sample_build(i): i for i in FUZZED_IDS + FUZZ_GRADED_IDS + FUZZ_TOOL_IDS}
     left_out = [i for i in OTHER_IDS if i not in FUZZED_IDS]
     assert left_out  # else the selection stopped selecting and this test checks nothing
     for env_id in left_out:
         ours, theirs = make_sample(env_id), make_sample(fuzzed[sample_build(env_id)])
-        assert _layers(ours) == _layers(theirs), env_id
+        assert layers(ours) == layers(theirs), env_id
         for seed in (0, 1, 2):
             assert ours.reset(seed=seed)[0] == theirs.reset(seed=seed)[0], (env_id, seed)
         ours.close()
         theirs.close()
-
-
-def _layers(env) -> list[type]:
-    layers = [type(env)]
-    while hasattr(env, "env"):
-        env = env.env
-        layers.append(type(env))
-    return layers
 
 
 def _short_grades(env_id: str) -> dict:
