@@ -36,26 +36,59 @@ def _candidates(grid: np.ndarray, r: int, c: int, box_rows: int, box_cols: int) 
 
 
 def count_solutions(grid: np.ndarray, box_rows: int, box_cols: int, limit: int = 2) -> int:
-    """Solutions of ``grid`` (0 = empty), counted up to ``limit`` (most-constrained cell first)."""
-    empty = list(zip(*np.nonzero(grid == 0), strict=True))
-    if not empty:
-        return 1
-    best, best_cands = None, None
-    for r, c in empty:
-        cands = _candidates(grid, r, c, box_rows, box_cols)
-        if best_cands is None or len(cands) < len(best_cands):
-            best, best_cands = (r, c), cands
-            if len(cands) <= 1:
+    """Solutions of ``grid`` (0 = empty), counted up to ``limit`` (most-constrained cell first); ``grid`` is left as it was.
+
+    The digits used in each row, column and box are bit masks, the empty cells a list: a reset counts solutions
+    once per blank it tries, and this search on numpy items and sets took most of a 9x9 reset.
+    """
+    size = grid.shape[0]
+    boxes_across = size // box_cols
+    rows, cols, boxes = [0] * size, [0] * size, [0] * size
+    empty: list[tuple[int, int, int]] = []
+    for r, line in enumerate(grid.tolist()):
+        for c, digit in enumerate(line):
+            b = r // box_rows * boxes_across + c // box_cols
+            if digit:
+                bit = 1 << digit
+                rows[r] |= bit
+                cols[c] |= bit
+                boxes[b] |= bit
+            else:
+                empty.append((r, c, b))
+    digits = (1 << (size + 1)) - 2  # bits 1..size
+
+    def search(unfilled: int, limit: int) -> int:  # empty[:unfilled] are still empty
+        if unfilled == 0:
+            return 1
+        best, best_free, best_count = 0, 0, size + 1
+        for i in range(unfilled):
+            r, c, b = empty[i]
+            free = digits & ~(rows[r] | cols[c] | boxes[b])
+            count = free.bit_count()
+            if count < best_count:
+                best, best_free, best_count = i, free, count
+                if count <= 1:
+                    break
+        last = unfilled - 1
+        empty[best], empty[last] = empty[last], empty[best]
+        r, c, b = empty[last]
+        found = 0
+        while best_free:  # smallest digit first, as sorted() gave
+            bit = best_free & -best_free
+            best_free ^= bit
+            rows[r] |= bit
+            cols[c] |= bit
+            boxes[b] |= bit
+            found += search(last, limit - found)
+            rows[r] ^= bit
+            cols[c] ^= bit
+            boxes[b] ^= bit
+            if found >= limit:
                 break
-    assert best is not None and best_cands is not None
-    found = 0
-    for d in sorted(best_cands):
-        grid[best] = d
-        found += count_solutions(grid, box_rows, box_cols, limit - found)
-        grid[best] = 0
-        if found >= limit:
-            break
-    return found
+        empty[best], empty[last] = empty[last], empty[best]
+        return found
+
+    return search(len(empty), limit)
 
 
 def random_full_grid(rng: np.random.Generator, box_rows: int, box_cols: int) -> np.ndarray:
@@ -67,8 +100,11 @@ def random_full_grid(rng: np.random.Generator, box_rows: int, box_cols: int) -> 
         if i == size * size:
             return True
         r, c = divmod(i, size)
+        # The cell's candidates once per visit: a digit tried and undone here stays out of them, and the
+        # permutation never offers it again, so membership is what a fresh look per digit would give.
+        candidates = _candidates(grid, r, c, box_rows, box_cols)
         for d in rng.permutation(np.arange(1, size + 1)):
-            if d in _candidates(grid, r, c, box_rows, box_cols):
+            if d in candidates:
                 grid[r, c] = d
                 if fill(i + 1):
                     return True
