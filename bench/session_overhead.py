@@ -50,16 +50,18 @@ clock = time.perf_counter
 
 
 class ActionIds:
-    """Each move's token ids (plus end of turn), encoded once per distinct text."""
+    """Each move's token ids (plus end of turn) and their log-probs, made once per distinct text: what a sampler hands
+    over is the sampler's work, not the session's (the session copies both, so handing the same lists is safe)."""
 
     def __init__(self, tokenizer, template: ChatTemplate):
         self.tokenizer, self.eot, self.cache = tokenizer, list(template.end_of_turn_ids), {}
 
-    def __call__(self, text: str) -> list[int]:
-        ids = self.cache.get(text)
-        if ids is None:
-            ids = self.cache[text] = self.tokenizer.encode(text, add_special_tokens=False) + self.eot
-        return ids
+    def __call__(self, text: str) -> tuple[list[int], list[float]]:
+        sample = self.cache.get(text)
+        if sample is None:
+            ids = self.tokenizer.encode(text, add_special_tokens=False) + self.eot
+            sample = self.cache[text] = (ids, [-1.0] * len(ids))
+        return sample
 
 
 def bare(env_id: str, n: int, seconds: float) -> tuple[float, int]:
@@ -88,8 +90,8 @@ async def sessions(env_id: str, n: int, seconds: float, tokenizer, template: Cha
     start = clock()
     while clock() - start < seconds:
         for session in live:
-            ids = action_ids(session.env.sample_random_action())
-            await session.step(ids, logprobs=[-1.0] * len(ids), finish_reason="stop")
+            ids, logprobs = action_ids(session.env.sample_random_action())
+            await session.step(ids, logprobs=logprobs, finish_reason="stop")
             steps += 1
             if session.done:
                 session.trajectory()  # what an adapter takes at the end of every episode
@@ -131,7 +133,7 @@ class _SessionAwarePolicy(BatchingPolicy):
 
     def sample_batch(self, prompts, sampling, max_new_tokens):
         envs, self._queue = self._queue[: len(prompts)], self._queue[len(prompts):]
-        return [(ids, [-1.0] * len(ids)) for ids in (self.action_ids(env.sample_random_action()) for env in envs)]
+        return [self.action_ids(env.sample_random_action()) for env in envs]
 
 
 def session_class_at(rev: str) -> type:

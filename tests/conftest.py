@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from gem_core.testing import make_model, make_tokenizer
@@ -29,3 +31,21 @@ def retrieval_server():
     server = RetrievalServerProcess()
     yield server
     server.stop()
+
+
+@pytest.fixture(autouse=True)
+def _session_trajectories_are_checked(monkeypatch):
+    """EpisodeSession builds each trajectory without TokenTrajectory's construction checks (a per-episode cost on
+    every rollout, issue 46), because its books keep the invariants turn by turn; every trajectory built that way in
+    a test is checked here instead, with every field given."""
+    from gem_core.rollout.trajectory import TokenTrajectory
+
+    unchecked = TokenTrajectory._from_checked_parts.__func__
+
+    def checked(cls, **fields):
+        assert set(fields) == {f.name for f in dataclasses.fields(cls)}, "every field must be given"
+        trajectory = unchecked(cls, **fields)
+        trajectory.__post_init__()
+        return trajectory
+
+    monkeypatch.setattr(TokenTrajectory, "_from_checked_parts", classmethod(checked))

@@ -107,6 +107,14 @@ class RenderedWindow:
     """Their text as rendered when each arrived."""
 
 
+class _IdObjects(dict):
+    """Token id -> the one int object the template's caches use for it; a copy or a pickle starts empty, as the
+    caches do."""
+
+    def __reduce__(self) -> tuple:
+        return (_IdObjects, ())
+
+
 class _LRU:
     """A bounded map, least recently used out first, shared by every episode of a run (thread-safe: sessions
     step in worker threads too). A copy or a pickle starts empty: it is a cache, never state.
@@ -196,6 +204,7 @@ class ChatTemplate:
         self._deltas = _LRU(_DELTA_CACHE_SIZE)  # (role, observation, images) -> delta ids (a tuple)
         self._initials = _LRU(_INITIAL_CACHE_SIZE)  # (observation, images) -> first prompt ids (a tuple)
         self._decoded = _LRU(_DECODE_CACHE_SIZE)  # action content ids (a tuple) -> text
+        self._id_objects = _IdObjects()  # one int object per token id for the ids the caches hold (see _interned)
         added = [t for t in (getattr(tokenizer, "added_tokens_decoder", {}) or {}).values() if str(t.content)]
         # Env text is data: no added token spelled in it becomes its id (DeepSeek's <｜User｜> is added but
         # not special). Model text keeps its non-special added tokens (Qwen's <tool_call>), loses the special ones.
@@ -248,7 +257,7 @@ class ChatTemplate:
             return list(cached)
         ids = self._initial_ids(observation, images)
         if len(observation) <= _CACHED_TEXT_LIMIT:
-            self._initials.put((observation, images), tuple(ids))
+            self._initials.put((observation, images), self._interned(ids))
         return ids
 
     def _initial_ids(self, observation: str, images: int) -> list[int]:
@@ -292,7 +301,7 @@ class ChatTemplate:
             )
         ids = self._encode_env_text(text[len(self._through_first_turn) :], observation, glue_parts)
         if len(observation) <= _CACHED_TEXT_LIMIT:
-            self._deltas.put((role, observation, images), tuple(ids))
+            self._deltas.put((role, observation, images), self._interned(ids))
         return ids
 
     def decode_action(self, content_ids: list[int]) -> str:
@@ -428,6 +437,18 @@ class ChatTemplate:
         return len(action_ids) >= n and list(action_ids[-n:]) == self.end_of_turn_ids
 
     # -- encoding -------------------------------------------------------------------------------
+
+    def _interned(self, ids: list[int]) -> tuple[int, ...]:
+        """``ids`` as a tuple whose ints are this template's one object per token id.
+
+        A tokenizer makes a new int object for every id it returns (above 256, Python's own small ints), so a
+        thousand cached deltas hold tens of thousands of ints scattered in memory, and each turn's copy of a delta,
+        and each episode's copy of its ids, touches them one cache line apiece. Shared, they are the few hundred
+        the env's texts use, kept in the CPU's cache (issue 46: with 512 episodes in flight, the session's time went
+        more to cache misses than to instructions). Bounded by the vocabulary.
+        """
+        objects = self._id_objects
+        return tuple([objects.setdefault(i, i) for i in ids])
 
     def _encode(self, text: str) -> list[int]:
         backend = self._backend

@@ -60,6 +60,7 @@ __all__ = ["EpisodeSession", "SessionStep"]
 
 logger = logging.getLogger("gem.rollout")
 
+_ONES = [1] * 4096  # a turn's loss mask is a slice of it (one copy, no list built per turn)
 _ENV_ASTEP = Env.astep  # an env that keeps it steps inline when not blocking (see _act)
 
 
@@ -184,13 +185,16 @@ class EpisodeSession:
         self.label: EpisodeLabel | None = None
         self.fork_turn: int | None = None  # set on branches made by fork()
         self._started = False
+        self._new_books()
         self._reset_books(seed=None)
 
-    def _reset_books(self, seed: int | None) -> None:
-        self.seed = seed
-        self.done = False
+    def _new_books(self) -> None:
+        """The episode's lists, made once per session (or per branch, by :meth:`fork`'s copy).
+
+        Each episode clears them in place (:meth:`_reset_books`): :meth:`trajectory` copies out of them, and lists
+        that live as long as the session sit in the garbage collector's oldest generation, where a fresh set per
+        episode was traversed, every id of the sequence included, by the young collections (issue 46)."""
         self._ids: list[int] = []  # prompt + response
-        self._prompt_len = 0
         # Per turn, not per token: the loss mask is 1 exactly on the turn spans, and log-probs and versions
         # are the defaults (0.0, -1) outside them, so trajectory() assembles the per-token lists once per
         # episode instead of every turn extending four lists (the step stays O(turn), not O(tokens) twice).
@@ -201,17 +205,25 @@ class EpisodeSession:
         self._observations: list[str] = []
         self._actions: list[str] = []
         self._infos: list[dict[str, Any]] = []
+        self._rendered_context_ends: list[int] = []
+        self._env_states: list[str] = []
+
+    def _reset_books(self, seed: int | None) -> None:
+        self.seed = seed
+        self.done = False
+        for books in (self._ids, self._turn_spans, self._turn_logprobs, self._turn_versions, self._rewards, self._observations,
+                      self._actions, self._infos, self._rendered_context_ends, self._env_states):
+            books.clear()
+        self._prompt_len = 0
         self._terminated = False
         self._truncated = False
         self._truncated_by: str | None = None
         self._final_observation: str | None = None
         self._missing_logprobs = False
         self._rendered: list[int] | None = None  # "as_rendered": the conversation as the template shows it
-        self._rendered_context_ends: list[int] = []
         # "as_rendered": turns a later message could still re-render (None otherwise: nothing to keep).
         self._rendered_window = RenderedWindow() if self.history == "as_rendered" else None
-        self._images: list[TrajectoryImage] = []
-        self._env_states: list[str] = []
+        self._images: list[TrajectoryImage] = []  # kept only on vision episodes (_end filters it into a new list)
 
     # -- state ----------------------------------------------------------------------------------
 
@@ -319,9 +331,10 @@ class EpisodeSession:
         info = dict(info)
         encoded = self._encode_images(info.pop("images", None), info)
         self._started = True
-        self._ids = self.chat_template.initial_ids(observation, images=len(encoded))
+        prompt_ids = self.chat_template.initial_ids(observation, images=len(encoded))
         if encoded:
-            self._ids = self._place_images(self._ids, encoded, turn=0, offset=0)
+            prompt_ids = self._place_images(prompt_ids, encoded, turn=0, offset=0)
+        self._ids += prompt_ids  # the books' own list, cleared by _reset_books
         if self.history == "as_rendered":
             self._rendered = self.chat_template.rendered_prompt_ids(observation)
         self._prompt_len = len(self._ids)
@@ -561,7 +574,8 @@ class EpisodeSession:
             "has_logprobs": not self._missing_logprobs,
             "fork_turn": self.fork_turn,
         }
-        return TokenTrajectory(
+        # The books hold the trajectory's invariants turn by turn (tests/rollout checks each one it builds).
+        return TokenTrajectory._from_checked_parts(
             prompt_ids=self._ids[: self._prompt_len],
             response_ids=self._ids[self._prompt_len :],
             loss_mask=loss_mask,
@@ -595,7 +609,7 @@ class EpisodeSession:
         loss_mask, logprobs = [0] * n, [0.0] * n
         num_sampled = 0
         for (start, end), lps in zip(self._turn_spans, self._turn_logprobs, strict=True):
-            loss_mask[start:end] = [1] * (end - start)
+            loss_mask[start:end] = _ONES[: end - start] if end - start <= len(_ONES) else [1] * (end - start)
             num_sampled += end - start
             if lps is not None:
                 logprobs[start:end] = lps

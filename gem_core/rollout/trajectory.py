@@ -126,6 +126,15 @@ class TokenTrajectory:
     tokens (and on a turn whose policy carried no version). Empty when no turn was sampled by a versioned
     policy."""
 
+    @classmethod
+    def _from_checked_parts(cls, **fields: Any) -> TokenTrajectory:
+        """The trajectory ``cls(**fields)`` makes, without running :meth:`__post_init__`'s checks: for a producer that
+        keeps every invariant as it records (:class:`~gem_core.rollout.session.EpisodeSession` builds one per episode,
+        for every episode of a run). Every field must be given. The rollout tests run the checks on each one."""
+        trajectory = cls.__new__(cls)
+        trajectory.__dict__.update(fields)
+        return trajectory
+
     def __post_init__(self) -> None:
         n = len(self.response_ids)
         if len(self.loss_mask) != n or len(self.logprobs) != n:

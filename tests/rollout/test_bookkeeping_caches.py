@@ -140,3 +140,21 @@ def test_the_cache_map_keeps_the_most_recently_used_and_stays_bounded_under_thre
     for thread in threads:
         thread.join()
     assert errors == [] and len(shared) <= 50
+
+
+def test_cached_ids_share_one_int_object_per_token_id_and_a_pickle_starts_without_them(tiny_tokenizer):
+    """The template's caches hold one int object per token id (issue 46): a tokenizer returns new ints on every call,
+    and thousands of cached deltas' scattered ints made each turn's copy miss the CPU's cache."""
+    import pickle
+
+    template = ChatTemplate(tiny_tokenizer)
+    first = template.observation_ids("The number is higher than 7. Turns left: 3.")
+    second = template.observation_ids("The number is lower than 9. Turns left: 2.")
+    again = template.observation_ids("The number is higher than 7. Turns left: 3.")  # from the cache
+    assert again == first
+    shared = [i for i in set(first) & set(second) if i > 256]  # Python keeps one object per int up to 256 itself
+    assert shared, "the two observations share tokens above 256"
+    firsts = {i: x for x, i in zip(again, again, strict=True)}
+    seconds = {i: x for x, i in zip(template.observation_ids("The number is lower than 9. Turns left: 2."), second, strict=True)}
+    assert all(firsts[i] is seconds[i] for i in shared)
+    assert len(pickle.loads(pickle.dumps(template._id_objects))) == 0

@@ -324,3 +324,27 @@ async def test_a_session_step_record_pickles_and_copies(tiny_tokenizer, scripted
     step = await session.step(action_text="a")
     assert pickle.loads(pickle.dumps(step)) == step == copy.deepcopy(step)
     assert step.observation_ids and step.info == {"turn": 1}
+
+
+async def test_a_trajectory_is_unchanged_by_the_sessions_next_episodes(tiny_tokenizer):
+    """The session clears its books in place for each episode (issue 46: lists that live as long as the session stay
+    out of the garbage collector's young collections); what trajectory() and step() handed out must not change."""
+    import copy
+
+    import gem_core
+
+    ct = ChatTemplate.for_tokenizer(tiny_tokenizer)
+    session = EpisodeSession(gem_core.make("game:GuessTheNumber-v0"), tiny_tokenizer, chat_template=ct)
+    kept, snapshots = [], []
+    for seed in range(3):
+        prompt = await session.start(seed=seed)
+        steps = []
+        for guess in (seed + 1, seed + 5, seed + 2, 9 - seed):  # each episode its own actions and answers
+            if session.done:
+                break
+            steps.append(await session.step(encode(tiny_tokenizer, f"\\boxed{{{guess}}}") + ct.end_of_turn_ids, logprobs=None))
+        trajectory = session.trajectory()
+        kept.append((prompt, steps, trajectory))
+        snapshots.append(copy.deepcopy((prompt, [s.observation_ids for s in steps], trajectory)))
+    assert [(p, [s.observation_ids for s in steps], t) for p, steps, t in kept] == snapshots
+    assert len({id(t.response_ids) for _, _, t in kept}) == 3

@@ -80,3 +80,17 @@ def test_rewards_are_checked_finite_by_the_quick_path_and_the_full_one(rewards, 
     else:
         with pytest.raises(ValueError, match=r"rewards\[1\]|rewards\[0\]"):
             two_turn_trajectory(rewards=rewards)
+
+
+def test_the_unchecked_constructor_makes_the_same_trajectory_and_the_suite_checks_each_one():
+    """A session builds its trajectories without the construction checks (issue 46); the object must equal the checked
+    constructor's, and the suite's fixture (tests/conftest.py) still runs the checks on each one it builds."""
+    import dataclasses
+
+    checked = two_turn_trajectory(env_id="e", seed=3)
+    fields = {f.name: getattr(checked, f.name) for f in dataclasses.fields(checked)}
+    assert TokenTrajectory._from_checked_parts(**fields) == checked
+    with pytest.raises(ValueError, match="same length"):
+        TokenTrajectory._from_checked_parts(**{**fields, "logprobs": [0.0]})
+    with pytest.raises(AssertionError, match="every field"):
+        TokenTrajectory._from_checked_parts(prompt_ids=[1])
