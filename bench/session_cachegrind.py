@@ -1,0 +1,142 @@
+"""Instructions and cache misses per turn of GEM's episode bookkeeping, counted by cachegrind: a measure that a
+noisy machine cannot move.
+
+``bench/session_overhead.py`` times the session against a bare ``env.step`` loop; on a shared 2-vCPU machine its
+rounds vary by 2x, so a 5% change is invisible there. This bench plays the same loops (512 episodes in flight,
+each move the env's own random action, its ids and log-probs made once per distinct text as a sampler hands them
+over) under ``valgrind --tool=cachegrind`` twice, with ``--turns`` and twice as many turns, and reports the
+difference per turn, so start-up (imports, tokenizer, the first episodes' template caches) cancels out:
+
+- ``I``: instructions;
+- ``D1 misses``: first-level data cache misses (reads and writes);
+- ``LL misses``: misses of the simulated last level, sized by default as this machine's 2 MiB L2 (its L3 is
+  shared and large: a miss of a 2 MiB level is what the session's working set pays).
+
+    python bench/session_cachegrind.py [--turns 10240] [--episodes 512] [--against REV]
+
+``--against REV`` also counts the session code of git revision ``REV`` (``session.py`` and ``trajectory.py``
+as they were there, the rest of gem_core this checkout's; see ``bench/session_overhead.py --against``). Each
+run takes one to three minutes (cachegrind runs Python ~50x slower). Needs valgrind (``apt install valgrind``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+ENV_ID = "game:GuessTheNumber-v0-hard"
+#: The summary lines cachegrind prints, and the counts read from each.
+SUMMARY = {"I": r"I\s+refs:\s+([\d,]+)", "D1 misses": r"D1\s+misses:\s+([\d,]+)", "LL misses": r"LL misses:\s+([\d,]+)"}
+
+
+def play(way: str, turns: int, episodes: int) -> None:
+    """Play ``turns`` turns of ``way`` ("bare", "session" or "at:REV") round-robin over ``episodes`` episodes."""
+    import gem_core
+
+    if way == "bare":
+        envs = [gem_core.make(ENV_ID) for _ in range(episodes)]
+        for seed, env in enumerate(envs):
+            env.reset(seed=seed)
+        next_seed, played = episodes, 0
+        while played < turns:
+            for env in envs:
+                _, _, terminated, truncated, _ = env.step(env.sample_random_action())
+                played += 1
+                if terminated or truncated:
+                    env.reset(seed=next_seed)
+                    next_seed += 1
+        return
+    from session_overhead import ActionIds, load, session_class_at
+
+    from gem_core.rollout import ChatTemplate, EpisodeSession
+
+    session_class = session_class_at(way.removeprefix("at:")) if way.startswith("at:") else EpisodeSession
+    tokenizer, _ = load("deepseek")
+    template = ChatTemplate.for_tokenizer(tokenizer)
+
+    async def run() -> None:
+        action_ids = ActionIds(tokenizer, template)
+        live = [session_class(gem_core.make(ENV_ID), tokenizer, chat_template=template) for _ in range(episodes)]
+        for seed, session in enumerate(live):
+            await session.start(seed=seed)
+        next_seed, played = episodes, 0
+        while played < turns:
+            for session in live:
+                ids, logprobs = action_ids(session.env.sample_random_action())
+                await session.step(ids, logprobs=logprobs, finish_reason="stop")
+                played += 1
+                if session.done:
+                    session.trajectory()  # what an adapter takes at the end of every episode
+                    await session.start(seed=next_seed)
+                    next_seed += 1
+
+    asyncio.run(run())
+
+
+def counts(way: str, turns: int, episodes: int, d1: str, ll: str) -> dict[str, int]:
+    """cachegrind's totals for one run of :func:`play` in a fresh interpreter."""
+    command = [
+        "valgrind", "--tool=cachegrind", "--cache-sim=yes", f"--D1={d1}", f"--LL={ll}", "--cachegrind-out-file=/dev/null",
+        sys.executable, __file__, "--play", way, "--turns", str(turns), "--episodes", str(episodes),
+    ]  # fmt: skip
+    # One hash seed: dicts and sets lay out the same way in every run, so the two runs differ only by their turns.
+    result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"}, check=False)
+    if result.returncode != 0:
+        raise SystemExit(f"cachegrind run of {way!r} failed (exit {result.returncode}):\n{result.stderr[-2000:]}")
+    found = {name: re.search(pattern, result.stderr) for name, pattern in SUMMARY.items()}
+    missing = [name for name, match in found.items() if match is None]
+    if missing:
+        raise SystemExit(f"cachegrind printed no {', '.join(missing)} for {way!r}:\n{result.stderr[-2000:]}")
+    return {name: int(match.group(1).replace(",", "")) for name, match in found.items() if match is not None}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--turns", type=int, default=10240, help="turns of the shorter run (the longer plays twice as many)")
+    parser.add_argument("--episodes", type=int, default=512, help="episodes in flight")
+    parser.add_argument("--against", metavar="REV", help="also count the session code of this git revision")
+    parser.add_argument("--d1", default="49152,12,64", help="simulated L1d: size,associativity,line (this machine's)")
+    parser.add_argument("--ll", default="2097152,16,64", help="simulated last level: size,associativity,line (this machine's L2)")
+    parser.add_argument("--play", help=argparse.SUPPRESS)  # inside valgrind: play one way
+    args = parser.parse_args(argv)
+    if args.turns < 1 or args.episodes < 1:
+        parser.error("--turns and --episodes must be at least 1")
+    if args.play:
+        play(args.play, args.turns, args.episodes)
+        return
+    if shutil.which("valgrind") is None:
+        raise SystemExit("valgrind is not installed: apt install valgrind (or your system's package of it)")
+    ways = ["bare", "session"] + ([f"at:{args.against}"] if args.against else [])
+    print(f"{ENV_ID}, {args.episodes} episodes in flight; per turn = (counts at {2 * args.turns} turns - at {args.turns}) / {args.turns}")
+    per_turn: dict[str, dict[str, float]] = {}
+    for way in ways:
+        runs = []
+        for turns in (args.turns, 2 * args.turns):
+            start = time.monotonic()
+            runs.append(counts(way, turns, args.episodes, args.d1, args.ll))
+            print(f"  {way}: {turns} turns counted in {time.monotonic() - start:.0f} s", flush=True)
+        per_turn[way] = {name: (runs[1][name] - runs[0][name]) / args.turns for name in SUMMARY}
+    print(f"{'':14}" + "".join(f"{name:>14}" for name in SUMMARY))
+    for way, values in per_turn.items():
+        print(f"{way:14}" + "".join(f"{values[name]:14,.0f}" for name in SUMMARY))
+    bare = per_turn["bare"]
+    for way in ways[1:]:
+        ratios = "  ".join(f"{name} {per_turn[way][name] / bare[name]:.2f}x" if bare[name] > 0 else f"{name} (bare: 0)" for name in SUMMARY)
+        print(f"{way} / bare: {ratios}")
+    if args.against:
+        at = per_turn[f"at:{args.against}"]
+        print(f"session / at {args.against}: " + "  ".join(f"{name} {per_turn['session'][name] / at[name]:.3f}" for name in SUMMARY if at[name] > 0))
+
+
+if __name__ == "__main__":
+    main()
