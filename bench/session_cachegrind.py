@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import re
 import shutil
@@ -40,47 +41,17 @@ SUMMARY = {"I": r"I\s+refs:\s+([\d,]+)", "D1 misses": r"D1\s+misses:\s+([\d,]+)"
 
 
 def play(way: str, turns: int, episodes: int) -> None:
-    """Play ``turns`` turns of ``way`` ("bare", "session" or "at:REV") round-robin over ``episodes`` episodes."""
-    import gem_core
-
-    if way == "bare":
-        envs = [gem_core.make(ENV_ID) for _ in range(episodes)]
-        for seed, env in enumerate(envs):
-            env.reset(seed=seed)
-        next_seed, played = episodes, 0
-        while played < turns:
-            for env in envs:
-                _, _, terminated, truncated, _ = env.step(env.sample_random_action())
-                played += 1
-                if terminated or truncated:
-                    env.reset(seed=next_seed)
-                    next_seed += 1
-        return
-    from session_overhead import ActionIds, load, session_class_at
+    """Play ``turns`` turns of ``way`` ("bare", "session" or "at:REV") with ``bench/session_overhead.py``'s loops."""
+    from session_overhead import bare, load, session_class_at, sessions
 
     from gem_core.rollout import ChatTemplate, EpisodeSession
 
+    if way == "bare":
+        bare(ENV_ID, episodes, math.inf, turns=turns)
+        return
     session_class = session_class_at(way.removeprefix("at:")) if way.startswith("at:") else EpisodeSession
     tokenizer, _ = load("deepseek")
-    template = ChatTemplate.for_tokenizer(tokenizer)
-
-    async def run() -> None:
-        action_ids = ActionIds(tokenizer, template)
-        live = [session_class(gem_core.make(ENV_ID), tokenizer, chat_template=template) for _ in range(episodes)]
-        for seed, session in enumerate(live):
-            await session.start(seed=seed)
-        next_seed, played = episodes, 0
-        while played < turns:
-            for session in live:
-                ids, logprobs = action_ids(session.env.sample_random_action())
-                await session.step(ids, logprobs=logprobs, finish_reason="stop")
-                played += 1
-                if session.done:
-                    session.trajectory()  # what an adapter takes at the end of every episode
-                    await session.start(seed=next_seed)
-                    next_seed += 1
-
-    asyncio.run(run())
+    asyncio.run(sessions(ENV_ID, episodes, math.inf, tokenizer, ChatTemplate.for_tokenizer(tokenizer), session_class, turns=turns))
 
 
 def counts(way: str, turns: int, episodes: int, d1: str, ll: str) -> dict[str, int]:

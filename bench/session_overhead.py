@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.util
+import math
 import statistics
 import subprocess
 import sys
@@ -64,14 +65,15 @@ class ActionIds:
         return sample
 
 
-def bare(env_id: str, n: int, seconds: float) -> tuple[float, int]:
+def bare(env_id: str, n: int, seconds: float, turns: float = math.inf) -> tuple[float, int]:
+    """A bare ``env.step`` loop over ``n`` envs for ``seconds`` (or ``turns`` steps, whichever ends first)."""
     envs = [gem_core.make(env_id) for _ in range(n)]
     seeds = list(range(n))
     for env, seed in zip(envs, seeds, strict=True):
         env.reset(seed=seed)
     steps, next_seed = 0, n
     start = clock()
-    while clock() - start < seconds:
+    while clock() - start < seconds and steps < turns:
         for env in envs:
             _, _, terminated, truncated, _ = env.step(env.sample_random_action())
             steps += 1
@@ -81,14 +83,17 @@ def bare(env_id: str, n: int, seconds: float) -> tuple[float, int]:
     return (clock() - start) / steps, steps
 
 
-async def sessions(env_id: str, n: int, seconds: float, tokenizer, template: ChatTemplate, session_class=EpisodeSession) -> tuple[float, int]:
+async def sessions(
+    env_id: str, n: int, seconds: float, tokenizer, template: ChatTemplate, session_class=EpisodeSession, turns: float = math.inf
+) -> tuple[float, int]:
+    """One session per episode, stepped round-robin for ``seconds`` (or ``turns`` turns, whichever ends first)."""
     action_ids = ActionIds(tokenizer, template)
     live = [session_class(gem_core.make(env_id), tokenizer, chat_template=template) for _ in range(n)]
     for seed, session in enumerate(live):
         await session.start(seed=seed)
     steps, next_seed = 0, n
     start = clock()
-    while clock() - start < seconds:
+    while clock() - start < seconds and steps < turns:
         for session in live:
             ids, logprobs = action_ids(session.env.sample_random_action())
             await session.step(ids, logprobs=logprobs, finish_reason="stop")
