@@ -30,13 +30,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import math
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
+import types
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -143,17 +142,16 @@ class _SessionAwarePolicy(BatchingPolicy):
 
 def session_class_at(rev: str) -> type:
     """``EpisodeSession`` as git revision ``rev`` had it (with that revision's ``TokenTrajectory``), loaded beside this
-    checkout's under other module names; the rest of gem_core is this checkout's."""
+    checkout's under other module names; the rest of gem_core is this checkout's. Compiled from ``git show``'s text
+    (named ``REV:path`` in tracebacks): nothing is written to disk."""
     root = Path(__file__).resolve().parent.parent
-    folder = Path(tempfile.mkdtemp(prefix="session_at_"))
     modules = {}
     for name in ("trajectory", "session"):
-        source = subprocess.run(["git", "show", f"{rev}:gem_core/rollout/{name}.py"], cwd=root, check=True, capture_output=True, text=True).stdout
-        (folder / f"{name}.py").write_text(source)
-        spec = importlib.util.spec_from_file_location(f"gem_core.rollout._{name}_at_{rev}", folder / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-        spec.loader.exec_module(module)
+        path = f"gem_core/rollout/{name}.py"
+        source = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=root, check=True, capture_output=True, text=True).stdout
+        module = types.ModuleType(f"gem_core.rollout._{name}_at_{rev}")
+        sys.modules[module.__name__] = module  # dataclasses look their module up while the class is built
+        exec(compile(source, f"{rev}:{path}", "exec"), module.__dict__)
         modules[name] = module
     modules["session"].TokenTrajectory = modules["trajectory"].TokenTrajectory
     return modules["session"].EpisodeSession
