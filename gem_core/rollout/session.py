@@ -574,7 +574,7 @@ class EpisodeSession:
             "has_logprobs": not self._missing_logprobs,
             "fork_turn": self.fork_turn,
         }
-        # The books hold the trajectory's invariants turn by turn (tests/rollout checks each one it builds).
+        # The books hold the trajectory's invariants turn by turn (tests/conftest.py checks each one a test builds).
         return TokenTrajectory._from_checked_parts(
             prompt_ids=self._ids[: self._prompt_len],
             response_ids=self._ids[self._prompt_len :],
