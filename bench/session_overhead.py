@@ -204,6 +204,11 @@ def main(argv: list[str] | None = None) -> None:
     print(f"target (1.2 x bare + 100 us): {target * 1e6:.1f} us/turn -> session {'meets' if s <= target else 'MISSES'} it, "
           f"drive mode {'meets' if drive_time <= target else 'misses'} it")
     print(f"target (3 x bare, issue 46): {3 * b * 1e6:.1f} us/turn -> session {'meets' if s <= 3 * b else 'MISSES'} it ({s / b:.2f}x)")
+    # Each round's session time over the bare time of the same round: load that comes and goes moves both.
+    per_round = sorted(x / y for x, y in zip(session_times, bare_times, strict=True))
+    noisy = per_round[-1] > 1.2 * per_round[0]
+    print(f"session / bare per round: median {statistics.median(per_round):.2f}x, range {per_round[0]:.2f}-{per_round[-1]:.2f}x"
+          + (" (a wide range: the machine's load moved; compare medians of runs with many --rounds)" if noisy else ""))
     if args.against:
         o = statistics.median(times[f"at {args.against}"])
         rounds = " ".join(f"{t * 1e6:.1f}" for t in times[f"at {args.against}"])
@@ -211,7 +216,6 @@ def main(argv: list[str] | None = None) -> None:
         print(f"session at {args.against}:  {o * 1e6:8.1f} us/turn   (rounds: {rounds}); {o / b:.2f}x bare (per round: {per_round})")
         print(f"this checkout / {args.against}: {s / o:.3f} (per round: "
               + " ".join(f"{x / y:.3f}" for x, y in zip(session_times, times[f"at {args.against}"], strict=True)) + ")")
-        print("session / bare per round: " + " ".join(f"{x / y:.2f}x" for x, y in zip(session_times, bare_times, strict=True)))
         # On a loaded machine the load moves between rounds: the median of per-round ratios is the steadier figure.
         def median_ratio(xs: list[float], ys: list[float]) -> float:
             return statistics.median(x / y for x, y in zip(xs, ys, strict=True))
