@@ -60,7 +60,6 @@ __all__ = ["EpisodeSession", "SessionStep"]
 
 logger = logging.getLogger("gem.rollout")
 
-_ONES = [1] * 4096  # a turn's loss mask is a slice of it (one copy, no list built per turn)
 _ENV_ASTEP = Env.astep  # an env that keeps it steps inline when not blocking (see _act)
 
 
@@ -223,7 +222,7 @@ class EpisodeSession:
         self._rendered: list[int] | None = None  # "as_rendered": the conversation as the template shows it
         # "as_rendered": turns a later message could still re-render (None otherwise: nothing to keep).
         self._rendered_window = RenderedWindow() if self.history == "as_rendered" else None
-        self._images: list[TrajectoryImage] = []  # kept only on vision episodes (_end filters it into a new list)
+        self._images: list[TrajectoryImage] = []  # made anew, not cleared: _end replaces it with a filtered copy
 
     # -- state ----------------------------------------------------------------------------------
 
@@ -609,7 +608,7 @@ class EpisodeSession:
         loss_mask, logprobs = [0] * n, [0.0] * n
         num_sampled = 0
         for (start, end), lps in zip(self._turn_spans, self._turn_logprobs, strict=True):
-            loss_mask[start:end] = _ONES[: end - start] if end - start <= len(_ONES) else [1] * (end - start)
+            loss_mask[start:end] = [1] * (end - start)
             num_sampled += end - start
             if lps is not None:
                 logprobs[start:end] = lps
