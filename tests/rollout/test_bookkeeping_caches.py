@@ -154,7 +154,7 @@ def test_cached_ids_share_one_int_object_per_token_id_and_a_pickle_starts_withou
     assert again == first
     shared = [i for i in set(first) & set(second) if i > 256]  # Python keeps one object per int up to 256 itself
     assert shared, "the two observations share tokens above 256"
-    firsts = {i: x for x, i in zip(again, again, strict=True)}
-    seconds = {i: x for x, i in zip(template.observation_ids("The number is lower than 9. Turns left: 2."), second, strict=True)}
-    assert all(firsts[i] is seconds[i] for i in shared)
+    first_objects = {x: x for x in again}  # token id -> the int object the cache handed out for it
+    second_objects = {x: x for x in template.observation_ids("The number is lower than 9. Turns left: 2.")}
+    assert all(first_objects[i] is second_objects[i] for i in shared)
     assert len(pickle.loads(pickle.dumps(template._id_objects))) == 0
