@@ -87,6 +87,9 @@ def main(argv: list[str] | None = None) -> None:
         return
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed: apt install valgrind (or your system's package of it)")
+    if args.against and subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{args.against}^{{commit}}"],
+                                       cwd=HERE, capture_output=True, check=False).returncode != 0:
+        raise SystemExit(f"--against {args.against}: not a commit of this repository (git rev-parse found none)")
     ways = ["bare", "session"] + ([f"at:{args.against}"] if args.against else [])
     print(f"{ENV_ID}, {args.episodes} episodes in flight; per turn = (counts at {2 * args.turns} turns - at {args.turns}) / {args.turns}")
     per_turn: dict[str, dict[str, float]] = {}
