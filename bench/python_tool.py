@@ -201,7 +201,7 @@ def call_parts(calls: int, pool_size: int, rounds: int = 5) -> dict[str, float]:
     :meth:`Zygote.run` calls in order; sandbox-side parts by the clock readings of the snippet itself:
 
     - ``take + ready``: a call forked ahead of time taken, its ready message (and PID) read;
-    - ``pidfd``: the pidfd of the call's PID 1 opened and checked;
+    - ``still waiting``: the call checked to be waiting still, its init's PID read;
     - ``hand-over``: the request encoded and written on the call's pipe;
     - ``refill order``: the order for the replacement call sent to the zygote (after a short call's status,
       so inside ``teardown``);
@@ -229,7 +229,7 @@ def call_parts(calls: int, pool_size: int, rounds: int = 5) -> dict[str, float]:
     originals = {
         "started": zygote_module._ForkedCall.started, "hand_over": zygote_module._ForkedCall.hand_over,
         "top_up": zygote_module.Zygote._top_up, "watch": zygote_module.watch,
-        "pidfd": zygote_module._pidfd_of_waiting_call,
+        "waiting": zygote_module._init_of_waiting_call,
     }
     pool = SandboxPool("bwrap", SandboxConfig(pool_size=pool_size))
     parts: dict[str, list[float]] = {}
@@ -238,7 +238,7 @@ def call_parts(calls: int, pool_size: int, rounds: int = 5) -> dict[str, float]:
         zygote_module._ForkedCall.hand_over = stamped("handed", originals["hand_over"])
         zygote_module.Zygote._top_up = stamped("refilled", originals["top_up"])
         zygote_module.watch = stamped("status", originals["watch"])
-        zygote_module._pidfd_of_waiting_call = stamped("pidfd", originals["pidfd"])
+        zygote_module._init_of_waiting_call = stamped("waiting", originals["waiting"])
         pool.run("pass", timeout=30)
         interpreter = next(pid for pid, depth in process_tree(pool.zygote().process.pid) if depth == 3)
         probe = subprocess.Popen([sys.executable, "-I", "-c", FORK_PROBE, "serve"], stdin=subprocess.PIPE,
@@ -262,8 +262,8 @@ def call_parts(calls: int, pool_size: int, rounds: int = 5) -> dict[str, float]:
                     snippet_start, snippet_end = (float(value) for value in result.stdout.split()[1:3])
                     for name, (a, b) in {
                         "take + ready": (began, stamps["ready"]),
-                        "pidfd": (stamps["ready"], stamps["pidfd"]),
-                        "hand-over": (stamps["pidfd"], stamps["handed"]),
+                        "still waiting": (stamps["ready"], stamps["waiting"]),
+                        "hand-over": (stamps["waiting"], stamps["handed"]),
                         "refill order": (stamps["refill from"], stamps["refilled"]),
                         "to snippet start": (stamps["handed"], snippet_start),
                         "snippet": (snippet_start, snippet_end),
@@ -286,7 +286,7 @@ def call_parts(calls: int, pool_size: int, rounds: int = 5) -> dict[str, float]:
     finally:
         zygote_module._ForkedCall.started, zygote_module._ForkedCall.hand_over = originals["started"], originals["hand_over"]
         zygote_module.Zygote._top_up, zygote_module.watch = originals["top_up"], originals["watch"]
-        zygote_module._pidfd_of_waiting_call = originals["pidfd"]
+        zygote_module._init_of_waiting_call = originals["waiting"]
         pool.close()
     table = {name: statistics.median(values) for name, values in parts.items()}
     table["fork+exit floor"] = statistics.median(floor)

@@ -15,7 +15,7 @@ Model-written code is hostile until proven otherwise, so a snippet runs:
   capabilities dropped and seccomp loaded before it waits for a snippet; so a call costs handing the
   snippet over, not a sandbox, an interpreter start or a fork (the zygote forks the replacement while the
   snippet runs); how it ended is the kernel's word: the snippet's own report once the kernel shows its exit
-  begun with the status claimed (:mod:`.zygote`), else its call's PID 1, which the snippet cannot reach (:mod:`.in_sandbox`). ``SandboxConfig(zygote=False)`` keeps sandboxes started ahead of time
+  begun with the status claimed (:mod:`.zygote`), else the zygote's ``waitpid``, which the snippet cannot reach (:mod:`.in_sandbox`). ``SandboxConfig(zygote=False)`` keeps sandboxes started ahead of time
   instead, one per snippet (:mod:`.worker`, :mod:`.pool`), as ``process`` mode always does.
 
 Shell commands with a host working directory of their own (a terminal env's workspace, bound read-write

@@ -317,6 +317,10 @@ class SandboxMonitor:
             memory (bwrap mode: the process at ``supervisor_depth`` sees them).
         sockets: the memory of the sandbox's sockets, read in its own network namespace (bwrap mode;
             :mod:`.socket_memory`), added to the snippet's; None: not counted.
+        snippet_root: the snippet's own process where it is not below the supervisor (a zygote's call:
+            the zygote forks it into the namespace of ``root``, the call's init, which gets only the
+            snippet's orphans): it and all below it are the snippet's too, and it stands for the
+            sandbox where the supervisor would (its ``/proc/PID/root``, its network namespace).
     """
 
     #: Samples between two walks of the working directory (a walk costs more than a memory sample).
@@ -336,8 +340,9 @@ class SandboxMonitor:
         work_files: int = 0,
         count_tmpfs: bool = False,
         sockets: SocketMemory | None = None,
+        snippet_root: int | None = None,
     ):
-        self.root, self.supervisor_depth = root, supervisor_depth
+        self.root, self.supervisor_depth, self.snippet_root = root, supervisor_depth, snippet_root
         self.count_tmpfs = count_tmpfs
         self.sockets = sockets
         self.memory_bytes, self.max_files = memory_bytes, max_files
@@ -350,14 +355,21 @@ class SandboxMonitor:
         self._object_bytes: dict[ObjectKey, int] = {}
 
     def snippet_pids(self) -> list[int]:
-        """The pids of the snippet's processes (everything below the supervisor)."""
-        return [pid for pid, depth in process_tree(self.root) if depth > self.supervisor_depth]
+        """The pids of the snippet's processes (everything below the supervisor, and the snippet root's tree)."""
+        return self._processes()[0]
+
+    def _processes(self) -> tuple[list[int], list[int]]:
+        """The snippet's pids, and the pids that stand for the sandbox (the supervisor, or the snippet root)."""
+        tree = process_tree(self.root)
+        snippet = [pid for pid, depth in tree if depth > self.supervisor_depth]
+        if self.snippet_root is None:
+            return snippet, [pid for pid, depth in tree if depth == self.supervisor_depth]
+        own = [pid for pid, _ in process_tree(self.snippet_root)]
+        return [*own, *(pid for pid in snippet if pid not in own)], own[:1]
 
     def broken_cap(self) -> str | None:
         """``"memory"``, ``"disk"`` or None."""
-        tree = process_tree(self.root)
-        snippet = [pid for pid, depth in tree if depth > self.supervisor_depth]
-        inside = [pid for pid, depth in tree if depth == self.supervisor_depth]
+        snippet, inside = self._processes()
         root = f"/proc/{inside[0]}/root" if inside else None
         statuses = {pid: _status(pid) for pid in snippet}
         mappings = self._shared_mappings(statuses)

@@ -33,6 +33,7 @@ import json
 import os
 import resource
 import select
+import signal
 import sys
 import traceback
 
@@ -252,15 +253,6 @@ def _supervise(child, report_read, cap):
     return status
 
 
-def _exit_status_of(child, pidfd):
-    """A call's PID 1: wait for the snippet's process to end; its status (``waitpid``'s, nothing the
-    snippet says). The snippet's report goes to the host, which does not wait for this when the report
-    and the kernel agree on how the process exits (:mod:`gem_core.tools.sandbox.zygote`)."""
-    select.select([pidfd], [], [])
-    _, wait_status = os.waitpid(child, 0)
-    return {"exit": os.waitstatus_to_exitcode(wait_status)}
-
-
 #: A request as the host sends one (:func:`_warm_up_snippet_path` parses it).
 _SAMPLE_REQUEST = (
     b'{"code": "pass", "stdin": "", "memory_mb": 512, "cpu_seconds": 10, "file_mb": 16, "processes": 32, '
@@ -289,13 +281,6 @@ def _warm_up_snippet_path(scratch_fd):
     exec(compile(request["code"], "<sandbox>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
     print(end="")
     json.dumps({"wait_status": 0, "returned": ""}).encode()
-
-
-def _warm_up_status_path(pidfd):
-    """Walk a call's PID 1's way from the snippet's exit to its status once (see
-    :func:`_warm_up_snippet_path`; this process's pages were shared again by the fork of the snippet's)."""
-    select.select([pidfd], [], [], 0)
-    json.dumps({"exit": os.waitstatus_to_exitcode(0)}).encode()
 
 
 def _run_snippet(request, report_fd, drop_to_uid, stdin_fd):
@@ -378,6 +363,10 @@ def _exit_status(code):
 # fully set up, for the snippet the host hands it.
 
 _CLONE_NEWNS, _CLONE_NEWIPC, _CLONE_NEWPID, _CLONE_NEWNET = 0x00020000, 0x08000000, 0x20000000, 0x40000000
+_CLONE_VM, _INIT_STACK_BYTES = 0x100, 4096
+#: ``pause``'s system call number where the architecture has one (x86-64); elsewhere an init calls libc's
+#: ``pause()`` (which may mark the cancellation state of the zygote's thread it shares; nothing cancels it).
+_SYS_PAUSE = {"x86_64": 34}.get(os.uname().machine)
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT, _MS_BIND = 1, 2, 4, 8, 32, 4096
 _MS_REC, _MS_PRIVATE = 16384, 1 << 18
 _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
@@ -409,9 +398,38 @@ class _Kernel:
             _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
         self.libc = ctypes.CDLL(None, use_errno=True)
+        self._clone = self.libc.clone
+        self._clone.restype = ctypes.c_int
+        self._clone.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+        if _SYS_PAUSE is None:
+            self._init_body, self._init_argument = ctypes.cast(self.libc.pause, ctypes.c_void_p), None
+        else:
+            self._init_body, self._init_argument = ctypes.cast(self.libc.syscall, ctypes.c_void_p), ctypes.c_void_p(_SYS_PAUSE)
+        self._stack = ctypes.create_string_buffer
+        self._address = ctypes.addressof
+        self._pointer = ctypes.c_void_p
+        #: init PID -> its stack, kept until it is reaped. Each init has its own: one shared stack broke
+        #: a call in a few (the wrapper writes the function and its argument at the stack's top for the
+        #: next init while the last one pushes a return address there, so the next one ran garbage).
+        self.init_stacks = {}
         self._no_capabilities = (ctypes.byref(Header(0x20080522, 0)), (Data * 2)())  # version 3: two sets
         self._filter_buffer = ctypes.create_string_buffer(seccomp_program, len(seccomp_program))
         self._filter = ctypes.byref(Program(len(seccomp_program) // 8, ctypes.cast(self._filter_buffer, ctypes.c_void_p)))
+
+    def start_init(self):
+        """A child that only waits in ``pause()`` (the first child after ``unshare(CLONE_NEWPID)``: that
+        namespace's PID 1) and its PID. It shares this process's memory (``CLONE_VM``): no page tables
+        copied, none torn down at its exit, where a forked interpreter's copy cost a millisecond of CPU
+        each way (issue 46). It runs no Python: ``syscall(SYS_pause)`` never returns, as every signal
+        handler it inherits is the default or ignored (:func:`zygote_main`), and the default action of
+        a signal sent to a PID 1 from inside its namespace is dropped by the kernel; SIGKILL from the
+        host or the zygote ends it, and with it the namespace."""
+        stack = self._stack(_INIT_STACK_BYTES)
+        top = self._pointer((self._address(stack) + _INIT_STACK_BYTES - 64) & ~0xF)
+        pid = self._clone(self._init_body, top, _CLONE_VM | signal.SIGCHLD, self._init_argument)
+        _check(0 if pid > 0 else -1, "clone")
+        self.init_stacks[pid] = stack
+        return pid
 
     def unshare(self, flags):
         _check(self.libc.unshare(flags), "unshare")
@@ -442,7 +460,6 @@ def zygote_main():
     and status socket). It never runs snippet code itself, and never reads a request."""
     import fcntl  # noqa: F401 - imported once here, not in every call (_loopback_up)
     import gc
-    import signal  # noqa: F401 - likewise (_serve_call)
     import socket
     import struct  # noqa: F401 - likewise
 
@@ -463,29 +480,43 @@ def zygote_main():
     own_pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
     networks = _Networks(kernel)
     control = socket.socket(fileno=control_fd)
+    # A call's init inherits these handlers and runs none: every one must be the default or ignored (the
+    # interpreter's SIGINT handler would run, in memory it shares with this process). Calls put it back.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    # Woken by an order on the control socket, or by the end of a call's process (its pidfd): poll, as
+    # a zygote serving hundreds of calls at once holds descriptors past select's limit.
+    poller = select.poll()
+    poller.register(control_fd, select.POLLIN)
+    running = _RunningCalls(poller)
     # Everything allocated so far is shared with every call: keep the calls' collections from touching
     # (and so copying) those pages.
     gc.freeze()
     control.sendall(b"R")
     while True:
+        events = poller.poll()
+        for ended, wait_status in _reap():
+            if not running.ended(ended, wait_status):
+                networks.give_back(ended)
+                kernel.init_stacks.pop(ended, None)
+        if not any(fd == control_fd for fd, _ in events):
+            continue
         try:
             message, fds, _, _ = socket.recv_fds(control, 1, 5)
         except OSError:
             break
         if not message:
             break  # the host closed the pool
-        for ended in _reap():
-            networks.give_back(ended)
         if len(fds) != 5:
             for fd in fds:
                 os.close(fd)
             continue
         uid = _FIRST_UID + int.from_bytes(os.urandom(4), "little") % _UIDS if own_uids else 0
-        # The next child is PID 1 of a PID namespace of its own, in a network namespace no running call
-        # has; the zygote's own children go back to the zygote's namespaces right after (a failure of
-        # either ends the zygote: the host notices).
+        # The call's init is PID 1 of a PID namespace of its own; the call's process, forked next, is its
+        # PID 2, and enters a network namespace no running call has; the zygote's own children go back to
+        # the zygote's namespace right after (a failure of any of these ends the zygote: the host notices).
         network = networks.take()
         kernel.unshare(_CLONE_NEWPID)
+        init = kernel.start_init()
         pid = os.fork()
         if pid == 0:
             try:
@@ -493,16 +524,64 @@ def zygote_main():
                 os.close(network)
                 os.close(own_pid_namespace)
                 networks.close()
+                running.close()
                 control.close()  # nothing a call can reach leads back to the zygote
                 _serve_call(kernel, fds, limits, uid)
             except BaseException:
                 traceback.print_exc()
             os._exit(70)
         kernel.setns(own_pid_namespace, _CLONE_NEWPID)
-        networks.lend(network, pid)
-        for fd in fds:
+        networks.lend(network, init)
+        request_fd, out_fd, err_fd, status_fd, report_fd = fds
+        for fd in (request_fd, out_fd, err_fd, report_fd):
             os.close(fd)
+        running.add(pid, init, status_fd)
     os._exit(0)
+
+
+class _RunningCalls:
+    """The calls' processes the zygote forked and has not reaped, with each one's init and status socket.
+
+    The zygote is the parent of a call's process, so ``waitpid``'s status of it is the zygote's to tell:
+    it keeps the call's status socket (the call's process closes its own before any snippet code runs)
+    and writes that status there when it reaps the process, then kills the call's init, which ends the
+    namespace and everything the snippet left in it. A pidfd of each process wakes the zygote then.
+    """
+
+    def __init__(self, poller):
+        self.poller = poller
+        self.calls = {}  # call's process PID -> (its pidfd, its init's PID, status socket fd)
+
+    def add(self, pid, init, status_fd):
+        pidfd = os.pidfd_open(pid)
+        self.poller.register(pidfd, select.POLLIN)
+        self.calls[pid] = (pidfd, init, status_fd)
+
+    def ended(self, pid, wait_status):
+        """Report a reaped call's status; False if ``pid`` was not a call's process."""
+        call = self.calls.pop(pid, None)
+        if call is None:
+            return False
+        pidfd, init, status_fd = call
+        self.poller.unregister(pidfd)
+        try:
+            os.write(status_fd, json.dumps({"exit": os.waitstatus_to_exitcode(wait_status)}).encode() + b"\n")
+        except OSError:
+            pass  # the host gave up on the call (it killed it at its time limit)
+        for fd in (status_fd, pidfd):
+            os.close(fd)
+        try:
+            os.kill(init, signal.SIGKILL)  # not reaped yet, so the PID is still the init's
+        except ProcessLookupError:
+            pass
+        return True
+
+    def close(self):
+        """In a call: hold none of the others' descriptors."""
+        for pidfd, _, status_fd in self.calls.values():
+            os.close(pidfd)
+            os.close(status_fd)
+        self.calls = {}
 
 
 def _enter_own_pid_namespace(kernel, control_fd):
@@ -524,16 +603,16 @@ def _enter_own_pid_namespace(kernel, control_fd):
 
 
 def _reap():
-    """The PIDs of the calls that ended since the last look (reaped: no zombies)."""
+    """``(PID, wait status)`` of each child that ended since the last look (reaped: no zombies)."""
     ended = []
     while True:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            pid, wait_status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             return ended
         if pid == 0:
             return ended
-        ended.append(pid)
+        ended.append((pid, wait_status))
 
 
 class _Networks:
@@ -663,18 +742,20 @@ def _keep_only_fds(keep):
 
 
 def _serve_call(kernel, fds, limits, uid):
-    """One call, forked ahead of its snippet, as PID 1 of a PID namespace of its own, in a network namespace
-    the zygote lends it alone (:class:`_Networks`): new mount and IPC namespaces with a fresh /tmp, then the snippet's process, which drops every capability (as
-    root: switches to ``uid``), loads the seccomp filter and only then waits for the host's request.
-    This process says ``R`` on the status socket once that process waits (the host learns this process's
-    PID from the message's credentials, and gets a pidfd of the snippet's process with it), and reports
-    how that process ended. The snippet's report goes to the host on its own pipe (``report_fd``)."""
+    """One call's process, forked ahead of its snippet as PID 2 of a PID namespace of its own (PID 1 is
+    the call's init, :meth:`_Kernel.start_init`), in a network namespace the zygote lends it alone
+    (:class:`_Networks`): it makes new mount and IPC namespaces with a fresh /tmp, drops every capability
+    (as root: switches to ``uid``), says ``R`` on the status socket with pidfds of the init and of itself
+    (the host learns its PID from the message's credentials), closes that socket, loads the seccomp
+    filter and only then waits for the host's request. Its report goes to the host on its own pipe
+    (``report_fd``); how it ended, the zygote tells (:class:`_RunningCalls`)."""
     request_fd, out_fd, err_fd, status_fd, report_fd = fds
     os.setsid()
     os.dup2(out_fd, 1)
     os.dup2(err_fd, 2)
     os.close(out_fd)
     os.close(err_fd)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # the zygote's is the default, for the inits
     kernel.unshare(_CLONE_NEWNS | _CLONE_NEWIPC)
     kernel.mount(None, "/", None, _MS_REC | _MS_PRIVATE, None)
     options = f"size={limits['tmp_bytes']},nr_inodes={limits['tmp_files']},mode=1777"
@@ -688,46 +769,23 @@ def _serve_call(kernel, fds, limits, uid):
         kernel.mount(f"/proc/self/fd/{fd}", directory, None, _MS_BIND | _MS_REC, None)
         kernel.mount(None, directory, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV, None)
         os.close(fd)
-    # This process is PID 1 here: when it exits, the kernel kills everything the snippet left.
     kernel.mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None)
-    ready_read, ready_write = os.pipe()
-    child = os.fork()
-    if child == 0:
-        os.close(status_fd)
-        os.close(ready_read)
-        os.setsid()
-        if uid:
-            _drop_privileges(uid)
-        kernel.drop_capabilities()  # as root, setuid left the inheritable set: empty it too
-        stdin_fd = _stdin_file()
-        _warm_up_snippet_path(_stdin_file())
-        _keep_only_fds({0, 1, 2, report_fd, ready_write, stdin_fd, request_fd})
-        kernel.load_seccomp()
-        os.write(ready_write, b"R")
-        os.close(ready_write)
-        request = _read_request(request_fd)
-        if request is None:
-            os._exit(0)  # the host closed the pool
-        os.close(request_fd)
-        _run_snippet(request, report_fd, 0, stdin_fd)
-    # The kernel drops a signal sent to a namespace's PID 1 from inside it only where PID 1 keeps the
-    # default action; the interpreter's SIGINT handler let a snippet of the same uid (unprivileged host)
-    # raise KeyboardInterrupt here and end the call without a status. Set before the "R" below, so
-    # before any snippet code runs.
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    for fd in (ready_write, request_fd, report_fd):
-        os.close(fd)
-    pidfd = os.pidfd_open(child)
-    _warm_up_status_path(pidfd)
-    ready = os.read(ready_read, 1) == b"R"  # the snippet's process is ready (else it died setting up)
-    os.close(ready_read)
-    if ready:
-        _say_ready(status_fd, [pidfd])
-    status = _exit_status_of(child, pidfd)
-    os.write(status_fd, json.dumps(status).encode() + b"\n")
-    os._exit(0)
+    # The init is PID 1 here: when the host (or the zygote) kills it, the kernel kills everything the
+    # snippet left in the namespace.
+    pidfds = [os.pidfd_open(1), os.pidfd_open(os.getpid())]
+    if uid:
+        _drop_privileges(uid)
+    kernel.drop_capabilities()  # as root, setuid left the inheritable set: empty it too
+    stdin_fd = _stdin_file()
+    _warm_up_snippet_path(_stdin_file())
+    _say_ready(status_fd, pidfds)
+    _keep_only_fds({0, 1, 2, report_fd, stdin_fd, request_fd})  # the status socket and pidfds too
+    kernel.load_seccomp()
+    request = _read_request(request_fd)
+    if request is None:
+        os._exit(0)  # the host closed the pool
+    os.close(request_fd)
+    _run_snippet(request, report_fd, 0, stdin_fd)
 
 
 if __name__ == "__main__":

@@ -2,31 +2,37 @@
 
 Starting a sandbox per snippet costs a bubblewrap start plus an interpreter start (and numpy's import);
 under back-to-back calls that is the whole cost (issue 23). A zygote pays it once, and keeps
-``SandboxConfig.pool_size`` calls forked and waiting, so a snippet is only handed over. Each call is
-forked as PID 1 of a PID namespace of its own, into a network namespace no other running call has
-(concurrent calls cannot reach each other, not even through an abstract Unix socket; a namespace is
-reused once its call has ended, as making one costs a seventh of a call; no IP socket can be made in it), makes new mount and IPC namespaces, mounts a fresh ``/tmp`` and
-``/dev/shm`` (size and inode caps enforced by the kernel), and forks the snippet's process, which drops
-every capability (as root: switches to a uid of its own), loads the seccomp filter, and only then waits
-for its request; resource limits are applied when it arrives. When the call's PID 1 exits, or the host
-kills it, the kernel kills everything the snippet left behind. The zygote never runs snippet code,
-never sees a request, holds no call's descriptors after the fork, and its control socket is closed in
-every call. A call sends the zygote the order for its replacement once it has ended, or has run for a
-sample interval (``SandboxConfig.sample_interval``): the refill then runs in the zygote after a short
-call, not while it runs, when it took CPU from the snippet.
+``SandboxConfig.pool_size`` calls forked and waiting, so a snippet is only handed over. Each call is a
+PID namespace of its own: its PID 1 is an init that only waits (a ``CLONE_VM`` child of the zygote that
+runs no code: no address space to copy or tear down), and its PID 2 is the call's process, forked from
+the zygote into that namespace and into a network namespace no other running call has (concurrent calls
+cannot reach each other, not even through an abstract Unix socket; a namespace is reused once its call
+has ended, as making one costs a seventh of a call; no IP socket can be made in it). That process makes
+new mount and IPC namespaces, mounts a fresh ``/tmp`` and ``/dev/shm`` (size and inode caps enforced by
+the kernel), drops every capability (as root: switches to a uid of its own), loads the seccomp filter,
+and only then waits for its request; resource limits are applied when it arrives. When the call's init
+is killed (by the host once it has the status, or by the zygote once it reaped the call's process), the
+kernel kills everything the snippet left behind. The zygote never runs snippet code, never sees a
+request, and keeps only each running call's status socket, to write there what ``waitpid`` says of the
+call's process; its control socket is closed in every call. A call sends the zygote the order for its
+replacement once it has ended, or has run for a sample interval (``SandboxConfig.sample_interval``): the
+refill then runs in the zygote after a short call, not while it runs, when it took CPU from the snippet.
 
 A call's request pipe, stdout, stderr, status socket and report pipe travel to the zygote over a Unix
-socket (``SCM_RIGHTS``). The call's PID 1 says it is ready on the status socket; the kernel attaches its
-PID, translated into the host's PID namespace (``SCM_CREDENTIALS``), so the host samples the call's memory
-and kills it without searching the process tree; the message carries a pidfd of the snippet's process.
+socket (``SCM_RIGHTS``). The call's process says it is ready on the status socket, with pidfds of the
+call's init and of itself attached, then closes the socket before any snippet code runs; the kernel
+attaches its PID, translated into the host's PID namespace (``SCM_CREDENTIALS``), so the host samples the
+call's memory and kills it without searching the process tree.
 
 The way back takes one wake-up, as a fork and exit does: the snippet's process writes its report (what
 the snippet returned, a limit it hit, the wait status it is about to exit with) on the report pipe and
 exits, and the host, woken by the report, takes the status once the kernel shows that process exiting
 with the wait status the report claims (:class:`_Report`). Anything else (a death by signal, no report,
-a claim the kernel does not confirm) waits for the call's PID 1, the process's parent, to report what
-``waitpid`` says. The old way back (the snippet's report to its PID 1, PID 1's status to the host: two
-wake-ups of separate processes in a row) took 0.3-0.8 ms of a short call (issue 46).
+a claim the kernel does not confirm) waits for the zygote, the process's parent, to report what
+``waitpid`` says. A call's own PID 1 used to be a fork of the zygote that forked the snippet's process and
+waited for it: two copies and two tear-downs of an address space with numpy in it per call, which made a
+call cost 7-9 ms of CPU against 5-5.5 ms now, and which, back to back on two cores, competed with the
+calls themselves (issue 46).
 """
 
 from __future__ import annotations
@@ -70,6 +76,7 @@ class _ForkedCall:
         self.status, status_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sockets: SocketMemory | None = None
         self.snippet: _SnippetProcess | None = None
+        self.init = -1  # a pidfd of the call's init: killed, it ends the call's PID namespace
         self.status.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
         theirs = [request_read, stdout_write, stderr_write, status_theirs.fileno(), report_write]
         try:
@@ -84,9 +91,9 @@ class _ForkedCall:
             status_theirs.close()
 
     def started(self, deadline: float) -> int | None:
-        """Wait until the call is ready for its snippet; its PID 1's host PID. None if the deadline passed.
-        The ready message carries a pidfd of the snippet's process (:attr:`snippet`) and the call's
-        socket-memory socket (kept in :attr:`sockets`).
+        """Wait until the call is ready for its snippet; its process's host PID. None if the deadline passed.
+        The ready message carries pidfds of the call's init (:attr:`init`) and of the process itself
+        (:attr:`snippet`), and the call's socket-memory socket (kept in :attr:`sockets`).
 
         Raises:
             SandboxUnavailableError: the call ended before it was ready (the zygote died, or the call's
@@ -96,13 +103,15 @@ class _ForkedCall:
         if not readable:
             return None
         try:
-            data, ancillary, _, _ = self.status.recvmsg(1, socket.CMSG_SPACE(_CREDENTIALS.size) + socket.CMSG_SPACE(8))
+            data, ancillary, _, _ = self.status.recvmsg(1, socket.CMSG_SPACE(_CREDENTIALS.size) + socket.CMSG_SPACE(3 * 4))
         except OSError:
             data, ancillary = b"", []
         for level, kind, payload in ancillary:
             if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
                 for fd in struct.unpack(f"{len(payload) // 4}i", payload[: len(payload) // 4 * 4]):
-                    if self.snippet is None:
+                    if self.init < 0:
+                        self.init = fd
+                    elif self.snippet is None:
                         self.snippet = _SnippetProcess(fd)
                     elif self.sockets is None:
                         self.sockets = SocketMemory(fd)
@@ -153,6 +162,17 @@ class _ForkedCall:
         if self.snippet is not None:
             self.snippet.close()
             self.snippet = None
+        if self.init >= 0:
+            os.close(self.init)
+            self.init = -1
+
+    def end(self) -> None:
+        """Kill the call's init: the kernel then kills everything left in the call's PID namespace."""
+        if self.init >= 0:
+            try:
+                signal.pidfd_send_signal(self.init, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
 
 class Zygote:
@@ -275,21 +295,20 @@ class Zygote:
         payload = json.dumps(request).encode()
         call = self._take()
         writer = None
-        pidfd = None
         try:
             pid = call.started(start + timeout)
             if pid is not None:
-                pidfd = _pidfd_of_waiting_call(pid, call.status)
-                if pidfd is None:
+                init = _init_of_waiting_call(call)
+                if init is None:
                     raise SandboxUnavailableError("A call forked by the sandbox zygote ended before it got its snippet.")
                 writer = call.hand_over(payload)
             if pid is None:
                 self._refill()
                 return SandboxResult("", "", None, True, "time", self.mode, time.monotonic() - start)
-            # Below the call's PID 1: the snippet's processes.
+            # The call's process and all below it, and what its orphans left below the call's init.
             monitor = SandboxMonitor(
-                pid, supervisor_depth=0, memory_bytes=int(request["memory_mb"]) * MIB, max_files=None, count_tmpfs=True,
-                sockets=call.sockets,
+                init, supervisor_depth=0, memory_bytes=int(request["memory_mb"]) * MIB, max_files=None, count_tmpfs=True,
+                sockets=call.sockets, snippet_root=pid,
             )
             refilled = False
 
@@ -308,15 +327,10 @@ class Zygote:
             if not refilled:
                 self._refill()
             if watched.status is not None and not report.confirmed:
-                # PID 1's status (waitpid's exit code), with what the snippet's report claims
+                # the zygote's status (waitpid's exit code), with what the snippet's report claims
                 watched.status = report.status(int(watched.status["exit"]), drain=True)
         finally:
-            if pidfd is not None:
-                try:  # the call's PID 1: the kernel then kills its whole PID namespace
-                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-                os.close(pidfd)
+            call.end()
             call.close()
             if writer is not None:
                 writer.join(timeout=1.0)
@@ -324,9 +338,9 @@ class Zygote:
             if self._ended(self.ENDING_PATIENCE):
                 raise SandboxUnavailableError(
                     "The sandbox zygote ended while a call ran in it (killed from outside the sandbox, or by the "
-                    "kernel); the call's PID 1 died with it and reported no status."
+                    "kernel); the call died with it and no status was reported."
                 )
-        # No status and the zygote lives on: the call's PID 1 failed (EX_SOFTWARE, its traceback on stderr).
+        # No status and the zygote lives on: the call's setup failed (EX_SOFTWARE, its traceback on stderr).
         return watched.result(self.mode, start, lambda: 70)
 
     #: Seconds a call that ended without a status waits for its zygote to be seen ending (the zygote's
@@ -342,37 +356,41 @@ class Zygote:
         return True
 
 
-def _pidfd_of_waiting_call(pid: int, status: socket.socket) -> int | None:
-    """A pidfd for the call's PID 1, or None if it already ended (its PID may then name another process).
+def _init_of_waiting_call(call: _ForkedCall) -> int | None:
+    """The host PID of the call's init, or None if the call already ended.
 
-    The call was handed nothing yet, so it writes nothing more and holds its status socket until it
-    exits: no data and no end of file on the socket after the pidfd was opened means the PID was still
-    the call's when it was.
+    The call was handed nothing yet, so nothing more is written on its status socket until its process
+    exits (then the zygote writes its status): no data and no end of file on the socket means the call
+    still waits, and its init lives (the zygote kills it only after that status). The init's PID is read
+    from its pidfd, which names no other process however late it is read.
     """
+    if call.init < 0 or call.snippet is None or select.select([call.status], [], [], 0)[0]:
+        return None
+    pid = _pid_of(call.init)
+    return pid if pid > 0 else None
+
+
+def _pid_of(pidfd: int) -> int:
+    """The host PID a pidfd names (-1 once its process was reaped, 0 if it cannot be read)."""
     try:
-        pidfd = os.pidfd_open(pid)
-    except OSError:
-        return None
-    readable, _, _ = select.select([status], [], [], 0)
-    if readable:
-        os.close(pidfd)
-        return None
-    return pidfd
+        with open(f"/proc/self/fdinfo/{pidfd}", "rb") as file:
+            return next((int(line.split()[1]) for line in file if line.startswith(b"Pid:")), 0)
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 _PF_EXITING = 0x4  # a task's flag from the start of its exit (``/proc/PID/stat`` field 9)
 
 
 class _SnippetProcess:
-    """A call's snippet process, as the host sees it: a pidfd (from its PID 1) and its ``/proc``
+    """A call's snippet process, as the host sees it: a pidfd (its own, sent when it was ready) and its ``/proc``
     directory, opened while the process was known to live, so reading it never reaches another
     process that got the PID later (the kernel refuses reads once the process is reaped)."""
 
     def __init__(self, pidfd: int):
         self.pidfd, self.proc = pidfd, -1
         try:
-            with open(f"/proc/self/fdinfo/{pidfd}", "rb") as file:
-                pid = next((int(line.split()[1]) for line in file if line.startswith(b"Pid:")), 0)
+            pid = _pid_of(pidfd)
             if pid > 0:
                 self.proc = os.open(f"/proc/{pid}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
                 if select.select([pidfd], [], [], 0)[0]:  # ended already: the directory may be another's
@@ -391,7 +409,7 @@ class _SnippetProcess:
         the status is the kernel's exit code (``/proc/PID/stat`` field 52, which reads 0 where ptrace
         would be refused, so then only a claim of 0 is taken), and only once the exit has started: a
         snippet that forges the report gains nothing it could not get from ``os._exit`` itself. Anything
-        else waits for the call's PID 1. Not waiting for the exit to finish keeps tearing down an address
+        else waits for the zygote's status. Not waiting for the exit to finish keeps tearing down an address
         space with numpy in it (about 1 ms) off the call's path.
         """
         if self.proc < 0:
@@ -426,7 +444,7 @@ class _Report:
     is the ``output`` limit). :meth:`feed` gives the call's status as soon as the kernel confirms the
     claimed wait status (:meth:`_SnippetProcess.exiting_with`). Only the first complete line is checked:
     the runner writes its report once, and a snippet that writes claims of its own (it holds the pipe)
-    must not keep the host polling ``/proc``; after a claim the kernel did not confirm, PID 1 decides."""
+    must not keep the host polling ``/proc``; after a claim the kernel did not confirm, the zygote's status decides."""
 
     def __init__(self, fd: int, cap: int, snippet: _SnippetProcess | None):
         self.fd, self.cap, self.snippet = fd, cap, snippet

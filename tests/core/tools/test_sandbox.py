@@ -315,20 +315,24 @@ def test_an_interpreter_in_a_virtualenv_under_tmp_can_start_children(bwrap_mode,
 
 
 def _calls_of(zygote) -> list[int]:
-    """Host PIDs of the calls a zygote forked (its children with their snippet's process below them),
-    waiting or running; not the ended ones it has yet to reap, nor a helper that is making a network
-    namespace for the next call."""
+    """Host PIDs of the calls' processes a zygote forked (its children that are PID 2 of their own PID
+    namespace, beside the call's init), waiting or running; not the ended ones it has yet to reap, nor
+    the inits, nor a helper that is making a network namespace for the next call."""
     from gem_core.tools.sandbox.accounting import process_tree
 
-    def ended(pid: int) -> bool:
+    def call_process(pid: int) -> bool:
         try:
             with open(f"/proc/{pid}/stat") as file:
                 fields = file.read().rsplit(")", 1)[1].split()
-        except OSError:
-            return True
-        return fields[0] in ("Z", "X") or bool(int(fields[6]) & 0x4)  # dead, or exiting (PF_EXITING)
+            with open(f"/proc/{pid}/status") as file:
+                namespace_pids = next(line.split()[1:] for line in file if line.startswith("NSpid:"))
+        except (OSError, StopIteration):
+            return False
+        if fields[0] in ("Z", "X") or int(fields[6]) & 0x4:  # dead, or exiting (PF_EXITING)
+            return False
+        return namespace_pids[-1] == "2"
 
-    return [pid for pid, depth in process_tree(zygote.process.pid) if depth == 4 and not ended(pid) and len(process_tree(pid)) > 1]
+    return [pid for pid, depth in process_tree(zygote.process.pid) if depth == 4 and call_process(pid)]
 
 
 def zygote_interpreter_pid(zygote) -> int:
@@ -356,8 +360,9 @@ def test_a_zygote_keeps_calls_forked_ahead_and_uses_each_once(bwrap_mode):
             time.sleep(0.05)
         assert len(zygote._forked) == 2 and len(waiting) == 2
         second = pool.run(code)
-        # A call's snippet is PID 2 under the call's own PID 1, and /tmp is its own.
-        assert first.stdout == second.stdout == "2 1 False\n", (first, second)
+        # A call's snippet is PID 2 beside the call's own init (its parent, the zygote, is outside its
+        # PID namespace), and /tmp is its own.
+        assert first.stdout == second.stdout == "2 0 False\n", (first, second)
         for _ in range(1200):  # the call that ran it is killed (and reaped) right after
             if set(waiting) - set(_calls_of(zygote)):
                 break
@@ -378,7 +383,7 @@ def test_closing_a_pool_kills_the_calls_waiting_for_a_snippet(bwrap_mode):
         time.sleep(0.05)
     assert len(_calls_of(zygote)) >= 3
     everything = [pid for pid, _ in process_tree(zygote.process.pid)]
-    assert len(everything) >= 4 + 2 * 3  # bwrap, its init, the zygote (two processes), each call's PID 1 and snippet
+    assert len(everything) >= 4 + 2 * 3  # bwrap, its init, the zygote (two processes), each call's init and process
     pool.close()
     deadline = time.monotonic() + 60
     left = everything
@@ -515,26 +520,39 @@ def test_a_zygote_call_orders_its_replacement_after_a_short_call_not_while_it_ru
         pool.close()
 
 
-def _stopping_each_calls_pid_1(monkeypatch) -> None:
-    """Stop (SIGSTOP) the PID 1 of every zygote call as soon as the host knows it, before the hand-over."""
+def _stopping_the_zygote_while_each_call_runs(monkeypatch) -> None:
+    """Stop (SIGSTOP) a call's zygote as soon as the host knows the call started, before the hand-over,
+    and let it go on (SIGCONT) when the host is done with the call: the zygote, the parent of the call's
+    process, then says nothing of how that process ended while the host waits."""
     from gem_core.tools.sandbox import zygote as zygote_module
 
-    started = zygote_module._ForkedCall.started
+    started, run = zygote_module._ForkedCall.started, zygote_module.Zygote.run
 
-    def started_then_stopped(self, deadline):
-        pid = started(self, deadline)
-        if pid is not None:
-            os.kill(pid, signal.SIGSTOP)
-        return pid
+    def run_with_the_zygote_stopped(self, request, timeout):
+        interpreter = zygote_interpreter_pid(self)
 
-    monkeypatch.setattr(zygote_module._ForkedCall, "started", started_then_stopped)
+        def started_then_stopped(call, deadline):
+            pid = started(call, deadline)
+            if pid is not None:
+                os.kill(interpreter, signal.SIGSTOP)
+            return pid
+
+        monkeypatch.setattr(zygote_module._ForkedCall, "started", started_then_stopped)
+        try:
+            return run(self, request, timeout)
+        finally:
+            os.kill(interpreter, signal.SIGCONT)
+            monkeypatch.setattr(zygote_module._ForkedCall, "started", started)
+
+    monkeypatch.setattr(zygote_module.Zygote, "run", run_with_the_zygote_stopped)
 
 
-def test_a_zygote_calls_status_comes_back_from_the_snippets_report_without_its_pid_1(bwrap_mode, monkeypatch):
+def test_a_zygote_calls_status_comes_back_from_the_snippets_report_without_its_zygote(bwrap_mode, monkeypatch):
     """Issue 46: the way back is one wake-up, as for a fork and exit: the host takes the status from the
     snippet's report once the kernel shows its process exiting with the claimed wait status, so a call
-    ends with its PID 1 never running again (it used to wait for PID 1's status)."""
-    _stopping_each_calls_pid_1(monkeypatch)
+    ends with no word from the process's parent (it used to wait for the call's PID 1's status; the
+    zygote is that parent now)."""
+    _stopping_the_zygote_while_each_call_runs(monkeypatch)
     pool = SandboxPool(bwrap_mode, SandboxConfig(pool_size=1, preload=()))
     try:
         result = pool.run("print(1 + 1)\nraise SystemExit(3)", timeout=10)
@@ -545,11 +563,11 @@ def test_a_zygote_calls_status_comes_back_from_the_snippets_report_without_its_p
     assert called.ok and called.returned == "42", called
 
 
-def test_without_a_confirmed_report_a_zygote_call_waits_for_its_pid_1(bwrap_mode, monkeypatch):
+def test_without_a_confirmed_report_a_zygote_call_waits_for_its_zygote(bwrap_mode, monkeypatch):
     """What the kernel does not confirm (a death by signal after a report claiming exit 0) never ends a
-    call from the report: only the call's PID 1, the process's parent, says how it ended; stopped, it
-    says nothing and the call times out."""
-    _stopping_each_calls_pid_1(monkeypatch)
+    call from the report: only the zygote, the process's parent, says how it ended; stopped, it says
+    nothing and the call times out."""
+    _stopping_the_zygote_while_each_call_runs(monkeypatch)
     pool = SandboxPool(bwrap_mode, SandboxConfig(pool_size=1, preload=()))
     try:
         forged = pool.run(FORGED_THEN_KILLED, timeout=1.5)
@@ -572,7 +590,7 @@ os.kill(os.getpid(), signal.SIGKILL)
 def test_claims_a_snippet_writes_itself_keep_the_host_polling_proc_at_most_once(bwrap_mode, monkeypatch):
     """The snippet holds its report pipe: each line it writes there must not start another 2 ms of
     polling /proc in the host (a CPU cost a hostile snippet could multiply); after one unconfirmed claim
-    the call's PID 1 decides, and the status is still right."""
+    the zygote's status decides, and the status is still right."""
     from gem_core.tools.sandbox import zygote as zygote_module
 
     checks = []
@@ -603,3 +621,30 @@ for _ in range(20):
     time.sleep(0.01)
 os._exit(3)
 """
+
+
+ORPHANS_HOLDING_MEMORY = """
+import os, time
+for _ in range(4):  # each orphan holds 48 MiB, under the per-process limit; four of them pass a 128 MiB cap
+    if os.fork() == 0:
+        if os.fork() == 0:
+            time.sleep(0.2)  # its parent has exited: it is the call's init's now, not below the snippet
+            block = bytearray(48 << 20)
+            block[::4096] = b'x' * len(range(0, len(block), 4096))
+            time.sleep(30)
+        os._exit(0)
+    os.wait()
+time.sleep(20)
+"""
+
+
+def test_memory_held_by_a_zygote_calls_orphans_counts_toward_its_cap(bwrap_mode):
+    """A zygote call's process is not below the call's init (the zygote forks both), and its orphans go
+    to the init: the host counts what is below either, or a snippet's double-forked children held memory
+    past the cap uncounted."""
+    pool = SandboxPool(bwrap_mode, SandboxConfig(pool_size=1, preload=()))
+    try:
+        result = pool.run(ORPHANS_HOLDING_MEMORY, memory_mb=128, timeout=15)
+    finally:
+        pool.close()
+    assert result.limit == "memory" and not result.timed_out, result
