@@ -475,6 +475,10 @@ def zygote_main():
     _close_inherited_fds({control_fd})
     _prctl(_PR_SET_DUMPABLE, 0)
     kernel = _Kernel(program)
+    # Each running call holds two descriptors here (its status socket, its process's pidfd): hundreds of
+    # calls at once pass a soft limit of 1024. A call's process sets its own limit from its request.
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    _limit(resource.RLIMIT_NOFILE, 1 << 20 if hard == resource.RLIM_INFINITY else hard, hard)
     _enter_own_pid_namespace(kernel, control_fd)
     _preload(site_dirs, preload)
     own_pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)

@@ -99,8 +99,7 @@ class _ForkedCall:
             SandboxUnavailableError: the call ended before it was ready (the zygote died, or the call's
                 setup failed: the message carries its stderr).
         """
-        readable, _, _ = select.select([self.status], [], [], max(0.0, deadline - time.monotonic()))
-        if not readable:
+        if not _readable(self.status.fileno(), deadline - time.monotonic()):
             return None
         try:
             data, ancillary, _, _ = self.status.recvmsg(1, socket.CMSG_SPACE(_CREDENTIALS.size) + socket.CMSG_SPACE(3 * 4))
@@ -364,10 +363,18 @@ def _init_of_waiting_call(call: _ForkedCall) -> int | None:
     still waits, and its init lives (the zygote kills it only after that status). The init's PID is read
     from its pidfd, which names no other process however late it is read.
     """
-    if call.init < 0 or call.snippet is None or select.select([call.status], [], [], 0)[0]:
+    if call.init < 0 or call.snippet is None or _readable(call.status.fileno(), 0):
         return None
     pid = _pid_of(call.init)
     return pid if pid > 0 else None
+
+
+def _readable(fd: int, timeout: float) -> bool:
+    """Whether ``fd`` is readable (or at its end) within ``timeout`` seconds. ``poll``, not ``select``: a
+    host running hundreds of calls at once holds descriptors past ``select``'s limit of 1024."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(max(0, int(timeout * 1000 + 0.999))))
 
 
 def _pid_of(pidfd: int) -> int:
@@ -393,7 +400,7 @@ class _SnippetProcess:
             pid = _pid_of(pidfd)
             if pid > 0:
                 self.proc = os.open(f"/proc/{pid}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-                if select.select([pidfd], [], [], 0)[0]:  # ended already: the directory may be another's
+                if _readable(pidfd, 0):  # ended already: the directory may be another's
                     os.close(self.proc)
                     self.proc = -1
         except (OSError, ValueError, IndexError):

@@ -648,3 +648,56 @@ def test_memory_held_by_a_zygote_calls_orphans_counts_toward_its_cap(bwrap_mode)
     finally:
         pool.close()
     assert result.limit == "memory" and not result.timed_out, result
+
+
+def test_a_host_holding_more_than_1024_descriptors_still_runs_zygote_calls(bwrap_mode):
+    """A trainer with hundreds of calls in flight holds descriptors numbered past 1024, where the
+    host's ``select`` raised ``ValueError: filedescriptor out of range`` and the call was lost."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"the hard limit of open files here is {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    pool = SandboxPool(bwrap_mode, SandboxConfig(pool_size=2, preload=()))
+    try:
+        results = [pool.run("print(6 * 7)", timeout=30) for _ in range(3)]
+    finally:
+        pool.close()
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert [result.stdout for result in results] == ["42\n"] * 3, results
+
+
+def test_a_zygote_started_under_a_low_soft_limit_serves_more_calls_at_once_than_it_allows(bwrap_mode):
+    """The zygote keeps two descriptors per running call (its status socket, its process's pidfd): under
+    the soft limit it inherited (1024 on many machines) it could not take the descriptors of the next
+    call past a few hundred at once, so it raises its soft limit to the hard one. Here it starts under
+    64 and serves 48 calls at once."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
+    try:
+        pool = SandboxPool(bwrap_mode, SandboxConfig(pool_size=1, preload=()))
+        pool.run("pass", timeout=30)  # the zygote starts here, under 64
+        first = pool.zygote()
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    results: list = []
+    try:
+        callers = [
+            threading.Thread(target=lambda: results.append(pool.run("import time\ntime.sleep(2)\nprint('done')", timeout=60)))
+            for _ in range(48)
+        ]
+        for caller in callers:
+            caller.start()
+        for caller in callers:
+            caller.join(120)
+        same_zygote = pool.zygote() is first and first.alive()
+    finally:
+        pool.close()
+    assert len(results) == 48 and all(result.stdout == "done\n" for result in results), results
+    assert same_zygote, "the zygote died (the calls ran on a replacement or a sandbox each)"
