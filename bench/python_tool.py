@@ -8,8 +8,8 @@ kind of call in this run, so each table also has a same-run ratio.
 First it prints where the time of a sandboxed call goes, each part timed alone (p50 of ``--calls`` runs):
 ``bwrap`` (namespaces, mounts and seccomp around ``/bin/true``), the interpreter with and without ``site``
 (``-I`` vs ``-I -S``: the ``.pth`` hooks, an editable install's among them, that sandboxes skip), a fork
-of an interpreter with numpy imported (fork, exit and wait: what the zygote pays twice per call, off the
-hot path), a whole worker start (bwrap + interpreter + preloads, until it reports ready), the per-call
+of an interpreter with numpy imported (fork, exit and wait: what the zygote pays once per call, mostly off
+the hot path; its call's init shares the zygote's memory and costs no copy), a whole worker start (bwrap + interpreter + preloads, until it reports ready), the per-call
 part of a warm worker, and a zygote call (hand the snippet to a call forked ahead of time, collect its
 status).
 
