@@ -10,7 +10,11 @@ difference per turn, so start-up (imports, tokenizer, the first episodes' templa
 - ``I``: instructions;
 - ``D1 misses``: first-level data cache misses (reads and writes);
 - ``LL misses``: misses of the simulated last level, sized by default as this machine's 2 MiB L2 (its L3 is
-  shared and large: a miss of a 2 MiB level is what the session's working set pays).
+  shared and large: a miss of a 2 MiB level is what the session's working set pays);
+- ``full GCs``: the garbage collector's full collections in the extra turns. One traverses every object of the
+  process (about 80k here) and costs ~1.2 M LL misses, ~110 a turn of a 10240-turn window, and ~3% of a turn's
+  instructions: two ways whose counts differ are not compared by their LL misses. Each run collects fully before
+  its turns, so the collection the start-up's objects would set off is not counted (a long run is long past it).
 
     python bench/session_cachegrind.py [--turns 10240] [--episodes 512] [--against REV]
 
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import math
 import os
 import re
@@ -38,6 +43,8 @@ sys.path.insert(0, str(HERE))
 ENV_ID = "game:GuessTheNumber-v0-hard"
 #: The summary lines cachegrind prints, and the counts read from each.
 SUMMARY = {"I": r"I\s+refs:\s+([\d,]+)", "D1 misses": r"D1\s+misses:\s+([\d,]+)", "LL misses": r"LL misses:\s+([\d,]+)"}
+#: The line :func:`play` ends with: the garbage collector's collections of each generation, the last one full.
+GC_LINE = re.compile(r"^gc collections: (\d+) (\d+) (\d+)$", re.MULTILINE)
 
 
 def play(way: str, turns: int, episodes: int) -> None:
@@ -46,16 +53,20 @@ def play(way: str, turns: int, episodes: int) -> None:
 
     from gem_core.rollout import ChatTemplate, EpisodeSession
 
+    # The full collection that the objects of the imports would set off comes now, not among the counted turns (a
+    # long run is long past it): whether it fell in the window moved a way's LL misses by ~110 a turn.
+    gc.collect()
     if way == "bare":
         bare(ENV_ID, episodes, math.inf, turns=turns)
-        return
-    session_class = session_class_at(way.removeprefix("at:")) if way.startswith("at:") else EpisodeSession
-    tokenizer, _ = load("deepseek")
-    asyncio.run(sessions(ENV_ID, episodes, math.inf, tokenizer, ChatTemplate.for_tokenizer(tokenizer), session_class, turns=turns))
+    else:
+        session_class = session_class_at(way.removeprefix("at:")) if way.startswith("at:") else EpisodeSession
+        tokenizer, _ = load("deepseek")
+        asyncio.run(sessions(ENV_ID, episodes, math.inf, tokenizer, ChatTemplate.for_tokenizer(tokenizer), session_class, turns=turns))
+    print("gc collections:", *(generation["collections"] for generation in gc.get_stats()), flush=True)
 
 
 def counts(way: str, turns: int, episodes: int, d1: str, ll: str) -> dict[str, int]:
-    """cachegrind's totals for one run of :func:`play` in a fresh interpreter."""
+    """cachegrind's totals for one run of :func:`play` in a fresh interpreter, and its full GCs (``"full GCs"``)."""
     command = [
         "valgrind", "--tool=cachegrind", "--cache-sim=yes", f"--D1={d1}", f"--LL={ll}", "--cachegrind-out-file=/dev/null",
         sys.executable, __file__, "--play", way, "--turns", str(turns), "--episodes", str(episodes),
@@ -68,7 +79,11 @@ def counts(way: str, turns: int, episodes: int, d1: str, ll: str) -> dict[str, i
     missing = [name for name, match in found.items() if match is None]
     if missing:
         raise SystemExit(f"cachegrind printed no {', '.join(missing)} for {way!r}:\n{result.stderr[-2000:]}")
-    return {name: int(match.group(1).replace(",", "")) for name, match in found.items() if match is not None}
+    collections = GC_LINE.search(result.stdout)
+    if collections is None:
+        raise SystemExit(f"the run of {way!r} printed no garbage collector counts:\n{result.stdout[-2000:]}")
+    totals = {name: int(match.group(1).replace(",", "")) for name, match in found.items() if match is not None}
+    return {**totals, "full GCs": int(collections.group(3))}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -93,6 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     ways = ["bare", "session"] + ([f"at:{args.against}"] if args.against else [])
     print(f"{ENV_ID}, {args.episodes} episodes in flight; per turn = (counts at {2 * args.turns} turns - at {args.turns}) / {args.turns}")
     per_turn: dict[str, dict[str, float]] = {}
+    full_gcs: dict[str, int] = {}  # full collections in the extra turns of each way
     for way in ways:
         runs = []
         for turns in (args.turns, 2 * args.turns):
@@ -100,9 +116,13 @@ def main(argv: list[str] | None = None) -> None:
             runs.append(counts(way, turns, args.episodes, args.d1, args.ll))
             print(f"  {way}: {turns} turns counted in {time.monotonic() - start:.0f} s", flush=True)
         per_turn[way] = {name: (runs[1][name] - runs[0][name]) / args.turns for name in SUMMARY}
-    print(f"{'':14}" + "".join(f"{name:>14}" for name in SUMMARY))
+        full_gcs[way] = runs[1]["full GCs"] - runs[0]["full GCs"]
+    print(f"{'':14}" + "".join(f"{name:>14}" for name in SUMMARY) + f"{'full GCs':>14}")
     for way, values in per_turn.items():
-        print(f"{way:14}" + "".join(f"{values[name]:14,.0f}" for name in SUMMARY))
+        print(f"{way:14}" + "".join(f"{values[name]:14,.0f}" for name in SUMMARY) + f"{full_gcs[way]:14}")
+    if len(set(full_gcs[way] for way in ways[1:])) > 1:
+        print("the sessions' windows hold different numbers of full garbage collections (each ~1.2 M LL misses): their LL misses "
+              "differ by those; run with another --turns to see whether the count is the code's or the window's")
     bare = per_turn["bare"]
     for way in ways[1:]:
         ratios = "  ".join(f"{name} {per_turn[way][name] / bare[name]:.2f}x" if bare[name] > 0 else f"{name} (bare: 0)" for name in SUMMARY)
