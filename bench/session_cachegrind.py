@@ -14,7 +14,7 @@ difference per turn, so start-up (imports, tokenizer, the first episodes' templa
 - ``full GCs``: the garbage collector's full collections in the extra turns. One traverses every object of the
   process (about 80k here) and costs ~1.2 M LL misses, ~110 a turn of a 10240-turn window, and ~3% of a turn's
   instructions: two ways whose counts differ are not compared by their LL misses. Each run collects fully before
-  its turns, so the collection the start-up's objects would set off is not counted (a long run is long past it).
+  its first turn, so the collection the start-up's objects would set off is not counted (a long run is past it).
 
     python bench/session_cachegrind.py [--turns 10240] [--episodes 512] [--against REV]
 
@@ -53,15 +53,16 @@ def play(way: str, turns: int, episodes: int) -> None:
 
     from gem_core.rollout import ChatTemplate, EpisodeSession
 
-    # The full collection that the objects of the imports would set off comes now, not among the counted turns (a
-    # long run is long past it): whether it fell in the window moved a way's LL misses by ~110 a turn.
-    gc.collect()
+    # The full collection that the objects of the imports and of the 512 episodes' set-up would set off comes before
+    # the first turn, not among the counted ones (a long run is long past it): whether it fell in the window moved a
+    # way's LL misses by ~110 a turn.
     if way == "bare":
-        bare(ENV_ID, episodes, math.inf, turns=turns)
+        bare(ENV_ID, episodes, math.inf, turns=turns, ready=gc.collect)
     else:
         session_class = session_class_at(way.removeprefix("at:")) if way.startswith("at:") else EpisodeSession
         tokenizer, _ = load("deepseek")
-        asyncio.run(sessions(ENV_ID, episodes, math.inf, tokenizer, ChatTemplate.for_tokenizer(tokenizer), session_class, turns=turns))
+        template = ChatTemplate.for_tokenizer(tokenizer)
+        asyncio.run(sessions(ENV_ID, episodes, math.inf, tokenizer, template, session_class, turns=turns, ready=gc.collect))
     print("gc collections:", *(generation["collections"] for generation in gc.get_stats()), flush=True)
 
 

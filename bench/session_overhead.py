@@ -36,6 +36,7 @@ import subprocess
 import sys
 import time
 import types
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -64,12 +65,14 @@ class ActionIds:
         return sample
 
 
-def bare(env_id: str, n: int, seconds: float, turns: float = math.inf) -> tuple[float, int]:
-    """A bare ``env.step`` loop over ``n`` envs for ``seconds`` (or ``turns`` steps, whichever ends first)."""
+def bare(env_id: str, n: int, seconds: float, turns: float = math.inf, ready: Callable[[], object] = lambda: None) -> tuple[float, int]:
+    """A bare ``env.step`` loop over ``n`` envs for ``seconds`` (or ``turns`` steps, whichever ends first); ``ready``
+    is called once the envs are made and reset, before the first step."""
     envs = [gem_core.make(env_id) for _ in range(n)]
     seeds = list(range(n))
     for env, seed in zip(envs, seeds, strict=True):
         env.reset(seed=seed)
+    ready()
     steps, next_seed = 0, n
     start = clock()
     while clock() - start < seconds and steps < turns:
@@ -83,13 +86,16 @@ def bare(env_id: str, n: int, seconds: float, turns: float = math.inf) -> tuple[
 
 
 async def sessions(
-    env_id: str, n: int, seconds: float, tokenizer, template: ChatTemplate, session_class=EpisodeSession, turns: float = math.inf
+    env_id: str, n: int, seconds: float, tokenizer, template: ChatTemplate, session_class=EpisodeSession, turns: float = math.inf,
+    ready: Callable[[], object] = lambda: None,
 ) -> tuple[float, int]:
-    """One session per episode, stepped round-robin for ``seconds`` (or ``turns`` turns, whichever ends first)."""
+    """One session per episode, stepped round-robin for ``seconds`` (or ``turns`` turns, whichever ends first); ``ready``
+    is called once the sessions are made and started, before the first turn."""
     action_ids = ActionIds(tokenizer, template)
     live = [session_class(gem_core.make(env_id), tokenizer, chat_template=template) for _ in range(n)]
     for seed, session in enumerate(live):
         await session.start(seed=seed)
+    ready()
     steps, next_seed = 0, n
     start = clock()
     while clock() - start < seconds and steps < turns:
