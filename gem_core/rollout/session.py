@@ -198,8 +198,11 @@ class EpisodeSession:
         # are the defaults (0.0, -1) outside them, so trajectory() assembles the per-token lists once per
         # episode instead of every turn extending four lists (the step stays O(turn), not O(tokens) twice).
         self._turn_spans: list[tuple[int, int]] = []
-        self._turn_logprobs: list[list[float] | None] = []  # None: the framework gave none (all 0.0)
-        self._turn_versions: list[list[int] | None] = []  # None: no version known (all -1)
+        # None: the framework gave none (all 0.0); versions None: no version known (all -1). Tuples, not lists: kept till the
+        # episode ends, a tuple of numbers is untracked by the garbage collector at its first pass, where a list is moved on
+        # to the oldest generation, and each object there brings the next full collection nearer (issue 46).
+        self._turn_logprobs: list[tuple[float, ...] | None] = []
+        self._turn_versions: list[tuple[int, ...] | None] = []
         self._rewards: list[float] = []
         self._observations: list[str] = []
         self._actions: list[str] = []
@@ -382,7 +385,7 @@ class EpisodeSession:
             raise InvalidArgument("step() needs the sampled action_ids (preferred) or the action_text.")
         # numpy or torch ids become ints (map: no per-id bytecode); an action given as text is encoded (not None here).
         ids = list(map(int, action_ids)) if action_ids is not None else self._encode_action(action_text or "", finish_reason)
-        lps = None if logprobs is None else list(map(float, logprobs))
+        lps = None if logprobs is None else tuple(map(float, logprobs))  # a tuple: see _new_books
         if lps is None or action_ids is None or len(lps) != len(ids):  # one log-prob per sampled id needs nothing more
             lps = self._action_logprobs(ids, lps, text_mode=action_ids is None, finish_reason=finish_reason)
         tags = None if versions is None else self._action_versions(ids, versions)
@@ -414,35 +417,35 @@ class EpisodeSession:
             info=info,
         )
 
-    def _action_logprobs(self, ids: list[int], logprobs: list[float] | None, *, text_mode: bool, finish_reason: str) -> list[float] | None:
+    def _action_logprobs(self, ids: list[int], logprobs: tuple[float, ...] | None, *, text_mode: bool, finish_reason: str) -> tuple[float, ...] | None:
         """One log-prob per action id, 0.0 for the end-of-turn ids added to an action given as text; None
         where the framework gave none (recorded as 0.0; ``metrics["has_logprobs"]`` says so)."""
         if logprobs is None:
             self._missing_logprobs = True
             return None
-        lps = logprobs  # step's own list of floats
+        lps = logprobs  # step's own tuple of floats
         if text_mode and finish_reason == "stop" and len(lps) == len(ids) - len(self.chat_template.end_of_turn_ids):
-            lps += [0.0] * len(self.chat_template.end_of_turn_ids)  # text mode: the end-of-turn ids were added here, without logprobs
+            lps += (0.0,) * len(self.chat_template.end_of_turn_ids)  # text mode: the end-of-turn ids were added here, without logprobs
         if len(lps) != len(ids):
             raise InvalidArgument(f"Got {len(ids)} action ids but {len(lps)} logprobs; need one per id.")
         return lps
 
-    def _action_versions(self, ids: list[int], versions: int | Sequence[int] | None) -> list[int] | None:
+    def _action_versions(self, ids: list[int], versions: int | Sequence[int] | None) -> tuple[int, ...] | None:
         """One version per action id (None: unknown); the end-of-turn ids added to a text action take the
         turn's last version."""
         if versions is None:
             return None
         if isinstance(versions, (int, numbers.Integral)):
-            return [int(versions)] * len(ids)
-        tags = [int(v) for v in versions]
+            return (int(versions),) * len(ids)
+        tags = tuple(map(int, versions))
         if tags and len(tags) < len(ids) and len(ids) - len(tags) == len(self.chat_template.end_of_turn_ids):
-            tags += [tags[-1]] * (len(ids) - len(tags))  # text mode: end-of-turn ids added here
+            tags += (tags[-1],) * (len(ids) - len(tags))  # text mode: end-of-turn ids added here
         if len(tags) != len(ids):
             raise InvalidArgument(f"Got {len(ids)} action ids but {len(tags)} versions; need one per id (or one int per turn).")
         return tags
 
     def _record_action(
-        self, ids: list[int], lps: list[float] | None, action_text: str | None, versions: list[int] | None
+        self, ids: list[int], lps: tuple[float, ...] | None, action_text: str | None, versions: tuple[int, ...] | None
     ) -> tuple[str, bool]:
         """Append the sampled ids verbatim (clipped to the budget, the turn closed if it was cut) and the
         action's text; returns the text the env gets and whether the ids were clipped."""

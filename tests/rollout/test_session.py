@@ -348,3 +348,27 @@ async def test_a_trajectory_is_unchanged_by_the_sessions_next_episodes(tiny_toke
         snapshots.append(copy.deepcopy((prompt, [s.observation_ids for s in steps], trajectory)))
     assert [(p, [s.observation_ids for s in steps], t) for p, steps, t in kept] == snapshots
     assert len({id(t.response_ids) for _, _, t in kept}) == 3
+
+
+async def test_a_turn_leaves_the_garbage_collector_no_object_to_track(tiny_tokenizer, scripted_env):
+    """What the books keep of a turn until the episode ends is not tracked by the garbage collector (issue 46): with
+    hundreds of sessions in flight each tracked object a turn keeps reaches the oldest generation, and the full
+    collections, which traverse every object of the process, come as often as objects reach it. Log-probs and
+    versions are kept as tuples (of floats, of ints), which the collector stops tracking at its first pass."""
+    import gc
+
+    ct = ChatTemplate.for_tokenizer(tiny_tokenizer)
+    session = EpisodeSession(scripted_env(rewards=[0.0] * 40, observations=["same"]), tiny_tokenizer, chat_template=ct)
+    await session.start(seed=1)
+    action = encode(tiny_tokenizer, "\\boxed{7}") + ct.end_of_turn_ids
+
+    async def tracked_after(turns: int) -> int:
+        for _ in range(turns):
+            await session.step(action, logprobs=[-0.5] * len(action), versions=[2] * len(action))
+        gc.collect()
+        return len(gc.get_objects())
+
+    before = await tracked_after(5)  # the template's caches and the env's first answers are made by now
+    grown = await tracked_after(20) - before
+    assert grown < 10, f"20 turns left {grown} more objects tracked by the garbage collector"
+    assert session.trajectory().logprobs.count(-0.5) == 25 * len(action)
