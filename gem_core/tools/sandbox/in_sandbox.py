@@ -465,6 +465,8 @@ def zygote_main():
 
     control_fd, seccomp_fd, preload, site_dirs = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
     limits = {"tmp_bytes": int(sys.argv[6]), "tmp_files": int(sys.argv[7]), "cap": int(sys.argv[8])}
+    # Found once here: walking the paths in each call cost its process ~60 page faults.
+    limits["interpreter_dirs_in_tmp"] = _interpreter_dirs_under("/tmp")
     own_uids = sys.argv[9] == "1"
     program = b""
     while True:
@@ -765,7 +767,7 @@ def _serve_call(kernel, fds, limits, uid):
     options = f"size={limits['tmp_bytes']},nr_inodes={limits['tmp_files']},mode=1777"
     # The interpreter may live under /tmp (a virtualenv in a checkout there): hold its directories
     # before the fresh /tmp covers them, and bind them back read-only on top of it.
-    keep = [(d, os.open(d, os.O_PATH | os.O_DIRECTORY)) for d in _interpreter_dirs_under("/tmp")]
+    keep = [(d, os.open(d, os.O_PATH | os.O_DIRECTORY)) for d in limits["interpreter_dirs_in_tmp"]]
     for target in ("/tmp", "/dev/shm"):
         kernel.mount("tmpfs", target, "tmpfs", _MS_NOSUID | _MS_NODEV, options)
     for directory, fd in keep:
