@@ -296,14 +296,13 @@ class Zygote:
         writer = None
         try:
             pid = call.started(start + timeout)
-            if pid is not None:
-                init = _init_of_waiting_call(call)
-                if init is None:
-                    raise SandboxUnavailableError("A call forked by the sandbox zygote ended before it got its snippet.")
-                writer = call.hand_over(payload)
             if pid is None:
                 self._refill()
                 return SandboxResult("", "", None, True, "time", self.mode, time.monotonic() - start)
+            init = _init_of_waiting_call(call)
+            if init is None:
+                raise SandboxUnavailableError("A call forked by the sandbox zygote ended before it got its snippet.")
+            writer = call.hand_over(payload)
             # The call's process and all below it, and what its orphans left below the call's init.
             monitor = SandboxMonitor(
                 init, supervisor_depth=0, memory_bytes=int(request["memory_mb"]) * MIB, max_files=None, count_tmpfs=True,
