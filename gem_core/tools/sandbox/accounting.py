@@ -365,7 +365,8 @@ class SandboxMonitor:
         if self.snippet_root is None:
             return snippet, [pid for pid, depth in tree if depth == self.supervisor_depth]
         own = [pid for pid, _ in process_tree(self.snippet_root)]
-        return [*own, *(pid for pid in snippet if pid not in own)], own[:1]
+        seen = set(own)
+        return [*own, *(pid for pid in snippet if pid not in seen)], own[:1]
 
     def broken_cap(self) -> str | None:
         """``"memory"``, ``"disk"`` or None."""

@@ -405,9 +405,7 @@ class _Kernel:
             self._init_body, self._init_argument = ctypes.cast(self.libc.pause, ctypes.c_void_p), None
         else:
             self._init_body, self._init_argument = ctypes.cast(self.libc.syscall, ctypes.c_void_p), ctypes.c_void_p(_SYS_PAUSE)
-        self._stack = ctypes.create_string_buffer
-        self._address = ctypes.addressof
-        self._pointer = ctypes.c_void_p
+        self._ctypes = ctypes  # imported here, not at the top: the single-sandbox worker never needs it
         #: init PID -> its stack, kept until it is reaped. Each init has its own: one shared stack broke
         #: a call in a few (the wrapper writes the function and its argument at the stack's top for the
         #: next init while the last one pushes a return address there, so the next one ran garbage).
@@ -424,8 +422,8 @@ class _Kernel:
         handler it inherits is the default or ignored (:func:`zygote_main`), and the default action of
         a signal sent to a PID 1 from inside its namespace is dropped by the kernel; SIGKILL from the
         host or the zygote ends it, and with it the namespace."""
-        stack = self._stack(_INIT_STACK_BYTES)
-        top = self._pointer((self._address(stack) + _INIT_STACK_BYTES - 64) & ~0xF)
+        stack = self._ctypes.create_string_buffer(_INIT_STACK_BYTES)
+        top = self._ctypes.c_void_p((self._ctypes.addressof(stack) + _INIT_STACK_BYTES - 64) & ~0xF)
         pid = self._clone(self._init_body, top, _CLONE_VM | signal.SIGCHLD, self._init_argument)
         _check(0 if pid > 0 else -1, "clone")
         self.init_stacks[pid] = stack
