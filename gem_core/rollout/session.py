@@ -122,6 +122,44 @@ class EpisodeSession:
             ``get_state``, or ``system_prompt``/``chat_template_kwargs`` contradict the ``chat_template`` given.
     """
 
+    # Attributes most sessions never set live on the class, the options are read through properties, and whether the
+    # session has started is whether it holds an observation: a session that sets at most 29 attributes, all in
+    # __init__, shares their names with every other session and keeps the values inline (CPython 3.11's key-sharing
+    # instance dicts), where 38 gave each session a dict of its own, slower to read and scattered in memory at
+    # hundreds of sessions in flight (issue 46; tests/rollout/test_session.py checks the count).
+    label: EpisodeLabel | None = None
+    """The dataset row a session made by :meth:`from_label` plays (None otherwise)."""
+    fork_turn: int | None = None
+    """On a branch made by :meth:`fork`: the turns it shares with the session it was forked from."""
+    image_encoder: ImageEncoder | None = None
+    """Set when the session is given a vision model's processor (:mod:`gem_core.rollout.vision`)."""
+
+    @property
+    def history(self) -> str:
+        """``"as_sampled"`` or ``"as_rendered"`` (the options')."""
+        return self.options.history
+
+    @property
+    def max_turns(self) -> int | None:
+        return self.options.max_turns
+
+    @property
+    def max_total_tokens(self) -> int | None:
+        return self.options.max_total_tokens
+
+    @property
+    def max_response_tokens(self) -> int | None:
+        return self.options.max_response_tokens
+
+    @property
+    def record_env_states(self) -> bool:
+        return self.options.record_env_states
+
+    @property
+    def processor(self) -> Any:
+        """The vision model's processor the session was given (None: a tokenizer)."""
+        return None if self.image_encoder is None else self.image_encoder.processor
+
     def __init__(
         self,
         env: Any,
@@ -164,26 +202,18 @@ class EpisodeSession:
                 "elsewhere keeps its state there). Record without states, or run the env in-process."
             )
         self.options = options
-        self.record_env_states = options.record_env_states
         self.env = env
         # A vision model's processor goes where the tokenizer goes: its tokenizer does the text, its
         # image processor the images (gem_core.rollout.vision).
-        self.processor = tokenizer if is_processor(tokenizer) else None
-        self.image_encoder = ImageEncoder(tokenizer) if self.processor is not None else None
+        if is_processor(tokenizer):
+            self.image_encoder = ImageEncoder(tokenizer)
         tokenizer = text_tokenizer(tokenizer)
         self.tokenizer = tokenizer
         self.chat_template = chat_template or ChatTemplate.for_tokenizer(
             tokenizer, system_prompt=system_prompt, chat_template_kwargs=chat_template_kwargs
         )
-        self.history = options.history
-        self.max_turns = options.max_turns
-        self.max_total_tokens = options.max_total_tokens
-        self.max_response_tokens = options.max_response_tokens
         self._token_limit = options.max_total_tokens  # the tighter of the two bounds, known once the prompt is
         self.env_id = env_id
-        self.label: EpisodeLabel | None = None
-        self.fork_turn: int | None = None  # set on branches made by fork()
-        self._started = False
         self._new_books()
         self._reset_books(seed=None)
 
@@ -221,11 +251,11 @@ class EpisodeSession:
         self._truncated = False
         self._truncated_by: str | None = None
         self._final_observation: str | None = None
-        self._missing_logprobs = False
         self._rendered: list[int] | None = None  # "as_rendered": the conversation as the template shows it
         # "as_rendered": turns a later message could still re-render (None otherwise: nothing to keep).
         self._rendered_window = RenderedWindow() if self.history == "as_rendered" else None
         self._images: list[TrajectoryImage] = []  # made anew, not cleared: _end replaces it with a filtered copy
+        self.reset_info: dict[str, Any] = {}  # the env's reset info, set by start()
 
     # -- state ----------------------------------------------------------------------------------
 
@@ -300,7 +330,7 @@ class EpisodeSession:
         Raises:
             RuntimeError: the session has not started, or its env cannot spawn.
         """
-        if not self._started:
+        if not self._observations:  # start() appends the first one
             raise ResetNeeded("Call `await session.start(seed)` before `fork`.")
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise InvalidArgument(f"fork(n) needs a positive number of branches, got {n!r}.")
@@ -332,7 +362,6 @@ class EpisodeSession:
         observation, info = await self.env.areset(seed=seed, options=options)
         info = dict(info)
         encoded = self._encode_images(info.pop("images", None), info)
-        self._started = True
         prompt_ids = self.chat_template.initial_ids(observation, images=len(encoded))
         if encoded:
             prompt_ids = self._place_images(prompt_ids, encoded, turn=0, offset=0)
@@ -377,7 +406,7 @@ class EpisodeSession:
             ResetNeeded: before :meth:`start`, or after the episode ended.
             InvalidArgument: if neither ``action_ids`` nor ``action_text`` is given.
         """
-        if not self._started:
+        if not self._observations:  # start() appends the first one
             raise ResetNeeded("Call `await session.start(seed)` before `step`.")
         if self.done:
             raise ResetNeeded("The episode is over (session.done is True); start a new one with `await session.start(seed)`.")
@@ -421,7 +450,6 @@ class EpisodeSession:
         """One log-prob per action id, 0.0 for the end-of-turn ids added to an action given as text; None
         where the framework gave none (recorded as 0.0; ``metrics["has_logprobs"]`` says so)."""
         if logprobs is None:
-            self._missing_logprobs = True
             return None
         lps = logprobs  # step's own tuple of floats
         if text_mode and finish_reason == "stop" and len(lps) == len(ids) - len(self.chat_template.end_of_turn_ids):
@@ -480,7 +508,7 @@ class EpisodeSession:
     async def _act(self, action_text: str, finish_reason: str) -> tuple[str, float, bool, bool, dict[str, Any], Any]:
         """Step the env with the action: ``(observation, reward, terminated, truncated, info, images)``. An
         aborted turn, a state the trajectory cannot hold, or an env that raises ends the episode truncated."""
-        snapshot_error = self._record_env_state() if self.record_env_states else None
+        snapshot_error = self._record_env_state() if self.options.record_env_states else None
         if snapshot_error is not None:
             # The turn is kept; the env is not stepped from a state the trajectory cannot hold.
             info: dict[str, Any] = {"error": snapshot_error}
@@ -513,7 +541,8 @@ class EpisodeSession:
     def _observation_turn(self, observation: str, action_text: str, images: Any, info: dict[str, Any]) -> tuple[bool, bool, list[int], list[int]]:
         """The next user (or tool) turn's tokens: ``(continues, truncated, observation_ids, rendered_turn)``;
         the turn limit, a template that cannot render the turn, or the token limit end the episode."""
-        if self.max_turns is not None and self.num_turns >= self.max_turns:
+        max_turns = self.options.max_turns
+        if max_turns is not None and len(self._turn_spans) >= max_turns:
             return False, self._truncate("max_turns", info), [], []
         role = str(info["observation_role"]) if "observation_role" in info else "user"  # "tool": ToolUse answered native calls
         rendered_turn: list[int] = []
@@ -573,7 +602,7 @@ class EpisodeSession:
             "truncated": self._truncated,
             "truncated_by": self._truncated_by,
             "env_error_turns": env_error_turns,
-            "has_logprobs": not self._missing_logprobs,
+            "has_logprobs": None not in self._turn_logprobs,  # a turn sampled without them holds None
             "fork_turn": self.fork_turn,
         }
         # The books hold the trajectory's invariants turn by turn (tests/conftest.py checks each one a test builds).

@@ -372,3 +372,46 @@ async def test_a_turn_leaves_the_garbage_collector_no_object_to_track(tiny_token
     grown = await tracked_after(20) - before
     assert grown < 10, f"20 turns left {grown} more objects tracked by the garbage collector"
     assert session.trajectory().logprobs.count(-0.5) == 25 * len(action)
+
+
+def _values_inline(obj: object) -> bool:
+    """CPython 3.11's layout: an instance whose attribute values live inline holds a pointer to them four words
+    before the object, and no dict three words before it."""
+    import ctypes
+
+    values, managed_dict = (ctypes.c_void_p.from_address(id(obj) - k * ctypes.sizeof(ctypes.c_void_p)).value for k in (4, 3))
+    return bool(values) and not managed_dict
+
+
+async def test_sessions_share_their_attribute_names_and_keep_the_values_inline(tiny_tokenizer, scripted_env):
+    """A session sets all its attributes in __init__, at most 29 of them, whatever its options and however it was made
+    (issue 46). CPython then shares the names among all sessions and keeps each session's values inline: with 38, and
+    one first set by start(), each of hundreds of sessions in flight had a dict of its own, scattered in memory and
+    read through a slower path every turn. The layout itself is checked where it is known (CPython 3.11)."""
+    import sys
+
+    ct = ChatTemplate.for_tokenizer(tiny_tokenizer)
+    action = encode(tiny_tokenizer, "\\boxed{7}") + ct.end_of_turn_ids
+    ways = {
+        "plain": lambda: EpisodeSession(scripted_env(rewards=[0.0, 1.0]), tiny_tokenizer, chat_template=ct),
+        "every option": lambda: EpisodeSession(
+            scripted_env(rewards=[0.0, 1.0]), tiny_tokenizer, chat_template=ct, max_turns=5, max_total_tokens=4096,
+            max_response_tokens=2048, history="as_rendered", record_env_states=True, env_id="scripted",
+        ),
+        "from a label": lambda: EpisodeSession.from_label({"env_id": "game:GuessTheNumber-v0", "seed": 3}, tiny_tokenizer),
+    }
+    for way, make in ways.items():
+        sessions = [make() for _ in range(4)]
+        names_made = [set(vars(s)) for s in sessions[2:]]  # vars() makes a dict: only the last two are looked into
+        for session in sessions:
+            for _ in range(2):  # two episodes: start, turns (with and without log-probs), the trajectory
+                await session.start(seed=1)
+                await session.step(action, logprobs=[-0.5] * len(action))
+                if not session.done:
+                    await session.step(action)
+                session.trajectory()
+        if sys.implementation.name == "cpython" and sys.version_info[:2] == (3, 11):
+            assert all(_values_inline(s) for s in sessions[:2]), f"{way}: a session's attribute values are not inline"
+        names = [set(vars(s)) for s in sessions[2:]]
+        assert names == names_made, f"{way}: attributes first set after __init__: {names[0] - names_made[0]}"
+        assert len(names[0]) <= 29, f"{way}: {len(names[0])} attributes: {sorted(names[0])}"
