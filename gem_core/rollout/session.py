@@ -42,6 +42,7 @@ import copy
 import logging
 import math
 import numbers
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,6 +64,14 @@ logger = logging.getLogger("gem.rollout")
 _ENV_ASTEP = Env.astep  # an env that keeps it steps inline when not blocking (see _act)
 
 
+def _types_in(values: Any) -> str:
+    """The element types of a bad ``action_ids``, named for its error (it may not even be iterable)."""
+    try:
+        return "elements of type " + ", ".join(sorted({type(v).__name__ for v in values}))
+    except TypeError:
+        return f"a {type(values).__name__}"
+
+
 def _warn_once(env_id: str | None, error: str) -> None:
     """Log the first error per env id: errors become truncations (reward 0) and must not pass unseen."""
     warn_once(
@@ -76,7 +85,7 @@ def _warn_once(env_id: str | None, error: str) -> None:
 
 
 @dataclass(slots=True)  # one per turn: no per-instance dict to allocate and for the GC to track
-class SessionStep:
+class SessionStep:  # fields in the order EpisodeSession.step passes them
     """What one :meth:`EpisodeSession.step` did."""
 
     observation_ids: list[int]
@@ -412,8 +421,13 @@ class EpisodeSession:
             raise ResetNeeded("The episode is over (session.done is True); start a new one with `await session.start(seed)`.")
         if action_ids is None and action_text is None:
             raise InvalidArgument("step() needs the sampled action_ids (preferred) or the action_text.")
-        # numpy or torch ids become ints (map: no per-id bytecode); an action given as text is encoded (not None here).
-        ids = list(map(int, action_ids)) if action_ids is not None else self._encode_action(action_text or "", finish_reason)
+        if action_ids is None:
+            ids = self._encode_action(action_text or "", finish_reason)
+        else:
+            try:  # numpy or torch ids become ints; operator.index takes half int()'s time and refuses floats and text
+                ids = list(map(operator.index, action_ids))
+            except TypeError:
+                raise InvalidArgument(f"step() needs integer action_ids; got {_types_in(action_ids)}.") from None
         lps = None if logprobs is None else tuple(map(float, logprobs))  # a tuple: see _new_books
         if lps is None or action_ids is None or len(lps) != len(ids):  # one log-prob per sampled id needs nothing more
             lps = self._action_logprobs(ids, lps, text_mode=action_ids is None, finish_reason=finish_reason)
@@ -424,10 +438,9 @@ class EpisodeSession:
             info["action_clipped"] = True
         self._rewards.append(reward)
         self._infos.append(info)
-        observation_ids: list[int] = []
-        rendered_turn: list[int] = []
-        continues = not (terminated or truncated)
-        if continues:
+        if terminated or truncated:
+            continues, observation_ids = False, []
+        else:
             continues, truncated, observation_ids, rendered_turn = self._observation_turn(observation, action_text, images, info)
         if continues:
             self._ids += observation_ids  # env tokens: loss mask 0, log-prob 0.0, version -1 (trajectory())
@@ -436,15 +449,9 @@ class EpisodeSession:
                 self._rendered.extend(rendered_turn)
         else:
             self._end(observation, terminated, truncated)
-        return SessionStep(
-            observation_ids=observation_ids,  # a fresh list (the template's copy); the books extended by it
-            observation=observation,
-            reward=reward,
-            terminated=terminated,
-            truncated=truncated,
-            done=self.done,
-            info=info,
-        )
+        # observation_ids: a fresh list (the template's copy); the books were extended by it. Positional: half the
+        # time of keywords, and this runs every turn.
+        return SessionStep(observation_ids, observation, reward, terminated, truncated, self.done, info)
 
     def _action_logprobs(self, ids: list[int], logprobs: tuple[float, ...] | None, *, text_mode: bool, finish_reason: str) -> tuple[float, ...] | None:
         """One log-prob per action id, 0.0 for the end-of-turn ids added to an action given as text; None

@@ -314,6 +314,30 @@ async def test_logprobs_of_any_sequence_type_and_text_mode_and_per_episode_count
     assert traj.metrics["num_sampled_tokens"] == sum(e - s for s, e in traj.turn_spans) == 2 * len(action) + e1 - s1
 
 
+async def test_action_ids_are_integers_of_any_kind_and_anything_else_is_refused_by_name(tiny_tokenizer, scripted_env):
+    """step() takes numpy and torch integer ids as ints (issue 46: operator.index, half int()'s cost per id); a float or
+    a text id is refused with the types named, where int() truncated 7.9 to token 7 and read "12" as token 12."""
+    import numpy as np
+    import torch
+
+    ct = ChatTemplate.for_tokenizer(tiny_tokenizer)
+    action = encode(tiny_tokenizer, "\\boxed{7}") + ct.end_of_turn_ids
+    for ids in (np.array(action), torch.tensor(action), [np.int64(i) for i in action]):
+        session = EpisodeSession(scripted_env(rewards=[0.0, 1.0]), tiny_tokenizer, chat_template=ct)
+        await session.start(seed=1)
+        await session.step(ids)
+        (start, end), = session.trajectory().turn_spans
+        response = session.trajectory().response_ids
+        assert response[start:end] == action and all(type(i) is int for i in response)
+    for bad, named in (([float(i) + 0.9 for i in action], "float"), ([str(i) for i in action], "str"), (7, "a int"),
+                       (torch.tensor(action, dtype=torch.float32), "Tensor")):
+        session = EpisodeSession(scripted_env(rewards=[0.0, 1.0]), tiny_tokenizer, chat_template=ct)
+        await session.start(seed=1)
+        with pytest.raises(ValueError, match=f"integer action_ids; got .*{named}"):
+            await session.step(bad)
+        assert session.num_turns == 0 and session.num_tokens == len(session.context_ids)
+
+
 async def test_a_session_step_record_pickles_and_copies(tiny_tokenizer, scripted_env):
     """SessionStep is a slotted dataclass (no per-turn dict, issue 46): it still pickles, copies and compares."""
     import copy
