@@ -438,6 +438,7 @@ class EpisodeSession:
             info["action_clipped"] = True
         self._rewards.append(reward)
         self._infos.append(info)
+        observation_ids: list[int]
         if terminated or truncated:
             continues, observation_ids = False, []
         else:
