@@ -150,18 +150,22 @@ class EpisodeSession:
 
     @property
     def max_turns(self) -> int | None:
+        """The turn limit (the options'); None: none."""
         return self.options.max_turns
 
     @property
     def max_total_tokens(self) -> int | None:
+        """The bound on prompt and response tokens together (the options'); None: none."""
         return self.options.max_total_tokens
 
     @property
     def max_response_tokens(self) -> int | None:
+        """The bound on response tokens, env tokens included (the options'); None: none."""
         return self.options.max_response_tokens
 
     @property
     def record_env_states(self) -> bool:
+        """Whether each turn's env state is kept in the trajectory (the options')."""
         return self.options.record_env_states
 
     @property
