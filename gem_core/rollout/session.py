@@ -65,11 +65,13 @@ _ENV_ASTEP = Env.astep  # an env that keeps it steps inline when not blocking (s
 
 
 def _types_in(values: Any) -> str:
-    """The element types of a bad ``action_ids``, named for its error (it may not even be iterable)."""
+    """The element types of a bad ``action_ids``, named for its error (it may not even be iterable, or be an iterator
+    that the failed conversion used up)."""
     try:
-        return "elements of type " + ", ".join(sorted({type(v).__name__ for v in values}))
+        types = sorted({type(v).__name__ for v in values})
     except TypeError:
-        return f"a {type(values).__name__}"
+        types = []
+    return "elements of type " + ", ".join(types) if types else f"a value of type {type(values).__name__}"
 
 
 def _warn_once(env_id: str | None, error: str) -> None:

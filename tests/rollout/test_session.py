@@ -329,7 +329,7 @@ async def test_action_ids_are_integers_of_any_kind_and_anything_else_is_refused_
         (start, end), = session.trajectory().turn_spans
         response = session.trajectory().response_ids
         assert response[start:end] == action and all(type(i) is int for i in response)
-    for bad, named in (([float(i) + 0.9 for i in action], "float"), ([str(i) for i in action], "str"), (7, "a int"),
+    for bad, named in (([float(i) + 0.9 for i in action], "float"), ([str(i) for i in action], "str"), (7, "a value of type int"), (iter([7.5]), "a value of type list_iterator"),
                        (torch.tensor(action, dtype=torch.float32), "Tensor")):
         session = EpisodeSession(scripted_env(rewards=[0.0, 1.0]), tiny_tokenizer, chat_template=ct)
         await session.start(seed=1)
