@@ -439,3 +439,31 @@ async def test_sessions_share_their_attribute_names_and_keep_the_values_inline(t
         names = [set(vars(s)) for s in sessions[2:]]
         assert names == names_made, f"{way}: attributes first set after __init__: {names[0] - names_made[0]}"
         assert len(names[0]) <= 29, f"{way}: {len(names[0])} attributes: {sorted(names[0])}"
+
+
+async def test_a_start_whose_reset_raises_leaves_the_session_not_started(tiny_tokenizer, scripted_env):
+    """Whether a session has started is whether it holds the episode's first observation (issue 46 made it so, to keep
+    a session's attributes few): a second start() whose env reset raises leaves a session that refuses step() and
+    fork() with ResetNeeded, where the flag kept from the first episode let step() run on cleared books."""
+    from gem_core.errors import ResetNeeded
+
+    class FailingSecondReset(scripted_env):
+        resets = 0
+
+        def reset(self, *, seed=None, options=None):
+            self.resets += 1
+            if self.resets == 2:
+                raise RuntimeError("reset crashed")
+            return super().reset(seed=seed, options=options)
+
+    ct = ChatTemplate.for_tokenizer(tiny_tokenizer)
+    action = encode(tiny_tokenizer, "\\boxed{7}") + ct.end_of_turn_ids
+    session = EpisodeSession(FailingSecondReset(rewards=[1.0]), tiny_tokenizer, chat_template=ct)
+    await session.start(seed=1)
+    assert (await session.step(action)).done
+    with pytest.raises(RuntimeError, match="reset crashed"):
+        await session.start(seed=2)
+    with pytest.raises(ResetNeeded, match="before `step`"):
+        await session.step(action)
+    await session.start(seed=3)  # the env resets again: the session plays on
+    assert (await session.step(action)).reward == 1.0 and session.trajectory().seed == 3
