@@ -104,6 +104,16 @@ class SessionStep:  # fields in the order EpisodeSession.step passes them
     info: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class _RenderedBooks:
+    """``history="as_rendered"``: the conversation as the template shows it, what the policy saw of it before each
+    turn, and the turns a later message could still re-render (:class:`RenderedWindow`)."""
+
+    ids: list[int]
+    context_ends: list[int] = field(default_factory=list)
+    window: RenderedWindow = field(default_factory=RenderedWindow)
+
+
 class EpisodeSession:
     """One episode in driven mode: the framework generates, the session steps the env and keeps the books.
 
@@ -133,17 +143,14 @@ class EpisodeSession:
             ``get_state``, or ``system_prompt``/``chat_template_kwargs`` contradict the ``chat_template`` given.
     """
 
-    # Attributes most sessions never set live on the class, the options are read through properties, and whether the
-    # session has started is whether it holds an observation: a session that sets at most 29 attributes, all in
-    # __init__, shares their names with every other session and keeps the values inline (CPython 3.11's key-sharing
-    # instance dicts), where 38 gave each session a dict of its own, slower to read and scattered in memory at
-    # hundreds of sessions in flight (issue 46; tests/rollout/test_session.py checks the count).
-    label: EpisodeLabel | None = None
-    """The dataset row a session made by :meth:`from_label` plays (None otherwise)."""
+    # Every session, however made, sets the same 27 attributes, all in __init__: CPython 3.11 then shares their names
+    # among all sessions and keeps each session's values inline. Past 29 names (fewer once sessions exist, or after a
+    # constructor raised), or with a name first set later, each of hundreds of sessions in flight had a dict of its own,
+    # slower to read and scattered in memory (38 names did, issue 46; tests/rollout/test_session.py holds the rule). So
+    # the options are read through properties, "started" is "holds an observation", the as_rendered books are one
+    # attribute, and only fork() branches, made as copies with dicts of their own, set one more.
     fork_turn: int | None = None
     """On a branch made by :meth:`fork`: the turns it shares with the session it was forked from."""
-    image_encoder: ImageEncoder | None = None
-    """Set when the session is given a vision model's processor (:mod:`gem_core.rollout.vision`)."""
 
     @property
     def history(self) -> str:
@@ -220,8 +227,7 @@ class EpisodeSession:
         self.env = env
         # A vision model's processor goes where the tokenizer goes: its tokenizer does the text, its
         # image processor the images (gem_core.rollout.vision).
-        if is_processor(tokenizer):
-            self.image_encoder = ImageEncoder(tokenizer)
+        self.image_encoder = ImageEncoder(tokenizer) if is_processor(tokenizer) else None
         tokenizer = text_tokenizer(tokenizer)
         self.tokenizer = tokenizer
         self.chat_template = chat_template or ChatTemplate.for_tokenizer(
@@ -229,6 +235,7 @@ class EpisodeSession:
         )
         self._token_limit = options.max_total_tokens  # the tighter of the two bounds, known once the prompt is
         self.env_id = env_id
+        self.label: EpisodeLabel | None = None  # the dataset row, on a session made by from_label()
         self._new_books()
         self._reset_books(seed=None)
 
@@ -252,23 +259,20 @@ class EpisodeSession:
         self._observations: list[str] = []
         self._actions: list[str] = []
         self._infos: list[dict[str, Any]] = []
-        self._rendered_context_ends: list[int] = []
         self._env_states: list[str] = []
 
     def _reset_books(self, seed: int | None) -> None:
         self.seed = seed
         self.done = False
         for books in (self._ids, self._turn_spans, self._turn_logprobs, self._turn_versions, self._rewards, self._observations,
-                      self._actions, self._infos, self._rendered_context_ends, self._env_states):
+                      self._actions, self._infos, self._env_states):
             books.clear()
         self._prompt_len = 0
         self._terminated = False
         self._truncated = False
         self._truncated_by: str | None = None
         self._final_observation: str | None = None
-        self._rendered: list[int] | None = None  # "as_rendered": the conversation as the template shows it
-        # "as_rendered": turns a later message could still re-render (None otherwise: nothing to keep).
-        self._rendered_window = RenderedWindow() if self.history == "as_rendered" else None
+        self._rendered: _RenderedBooks | None = None  # "as_rendered" only, made by start()
         self._images: list[TrajectoryImage] = []  # made anew, not cleared: _end replaces it with a filtered copy
         self.reset_info: dict[str, Any] = {}  # the env's reset info, set by start()
 
@@ -279,7 +283,7 @@ class EpisodeSession:
         """What the policy sees next (a copy): prompt + response so far, or with ``history="as_rendered"``
         the template's rendering of the conversation plus the generation prompt."""
         if self._rendered is not None:
-            return self._rendered + self.chat_template.generation_prompt_ids
+            return self._rendered.ids + self.chat_template.generation_prompt_ids
         return list(self._ids)
 
     @property
@@ -352,7 +356,7 @@ class EpisodeSession:
         spawn = getattr(self.env, "spawn", None)
         if spawn is None:
             raise UsageError(f"{type(self.env).__name__} has no spawn(); only envs with state snapshots can be forked.")
-        shared = {"env", "tokenizer", "processor", "image_encoder", "chat_template", "label"}
+        shared = {"env", "tokenizer", "image_encoder", "chat_template", "label"}
         books = {name: value for name, value in vars(self).items() if name not in shared}
         branches = []
         for _ in range(n):
@@ -382,7 +386,7 @@ class EpisodeSession:
             prompt_ids = self._place_images(prompt_ids, encoded, turn=0, offset=0)
         self._ids += prompt_ids  # the books' own list, cleared by _reset_books
         if self.history == "as_rendered":
-            self._rendered = self.chat_template.rendered_prompt_ids(observation)
+            self._rendered = _RenderedBooks(self.chat_template.rendered_prompt_ids(observation))
         self._prompt_len = len(self._ids)
         limits = [] if self.max_total_tokens is None else [self.max_total_tokens]
         if self.max_response_tokens is not None:
@@ -453,7 +457,7 @@ class EpisodeSession:
             self._ids += observation_ids  # env tokens: loss mask 0, log-prob 0.0, version -1 (trajectory())
             self._observations.append(observation)
             if self._rendered is not None:
-                self._rendered.extend(rendered_turn)
+                self._rendered.ids += rendered_turn
         else:
             self._end(observation, terminated, truncated)
         # observation_ids: a fresh list (the template's copy); the books were extended by it. Positional: half the
@@ -509,7 +513,7 @@ class EpisodeSession:
                 action_text = self.tokenizer.decode(content, skip_special_tokens=True)
         start = len(self._ids) - self._prompt_len
         if self._rendered is not None:
-            self._rendered_context_ends.append(len(self._rendered))
+            self._rendered.context_ends.append(len(self._rendered.ids))
         self._ids += ids
         self._turn_spans.append((start, start + len(ids)))
         self._turn_logprobs.append(lps)
@@ -566,7 +570,7 @@ class EpisodeSession:
             if encoded:
                 observation_ids = self._place_images(observation_ids, encoded, turn=self.num_turns, offset=len(self._ids))
             if self._rendered is not None:
-                rendered_turn = self.chat_template.rendered_turn_ids(action_text, observation, role, self._rendered_window)
+                rendered_turn = self.chat_template.rendered_turn_ids(action_text, observation, role, self._rendered.window)
         except Exception as exc:  # noqa: BLE001 - a template that cannot render this turn ends the episode
             info["error"] = f"{type(exc).__name__}: {exc}"
             _warn_once(self.env_id, info["error"])
@@ -637,8 +641,8 @@ class EpisodeSession:
             metrics=metrics,
             final_observation=self._final_observation,
             history=self.history,
-            rendered_ids=None if self._rendered is None else list(self._rendered),
-            rendered_context_ends=list(self._rendered_context_ends),
+            rendered_ids=None if self._rendered is None else list(self._rendered.ids),
+            rendered_context_ends=[] if self._rendered is None else list(self._rendered.context_ends),
             generation_prompt_ids=list(self.chat_template.generation_prompt_ids) if self._rendered is not None else [],
             images=list(self._images),
             env_states=list(self._env_states),
