@@ -476,5 +476,7 @@ async def test_a_start_whose_reset_raises_leaves_the_session_not_started(tiny_to
         await session.start(seed=2)
     with pytest.raises(ResetNeeded, match="before `step`"):
         await session.step(action)
+    with pytest.raises(ResetNeeded, match="before `fork`"):
+        session.fork(2)
     await session.start(seed=3)  # the env resets again: the session plays on
     assert (await session.step(action)).reward == 1.0 and session.trajectory().seed == 3
