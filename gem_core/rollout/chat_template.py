@@ -150,6 +150,10 @@ class _LRU:
                 except (RuntimeError, StopIteration):  # a lock-free get moved an entry meanwhile: look again
                     continue
 
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
     def __len__(self) -> int:
         return len(self._items)
 

@@ -158,3 +158,19 @@ def test_cached_ids_share_one_int_object_per_token_id_and_a_pickle_starts_withou
     second_objects = {x: x for x in template.observation_ids("The number is lower than 9. Turns left: 2.")}
     assert all(first_objects[i] is second_objects[i] for i in shared)
     assert len(pickle.loads(pickle.dumps(template._id_objects))) == 0
+
+
+def test_the_token_bookkeeping_benchs_session_rows_run_with_cold_and_warm_deltas(capsys):
+    """bench/token_bookkeeping.py times cold deltas by emptying the template's delta cache each turn: the cache map
+    that replaced the OrderedDict (issue 46) had no clear(), and the bench died on its first cold turn."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    try:
+        import token_bookkeeping
+    finally:
+        sys.path.pop(0)
+    token_bookkeeping.session_rows(episodes=1)
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.split()[-3:-2] in (["cold"], ["warm"])]
+    assert [row[-3] for row in rows] == ["cold", "cold", "warm"] and all(float(row[-1]) > 0 for row in rows), rows
