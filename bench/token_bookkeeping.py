@@ -64,9 +64,11 @@ def action(k: int) -> str:
     return f"<think>The range is {k} to {k + 40}; halve it.</think> My guess is \\boxed{{{k + 20}}}."
 
 
-def median_seconds(fn, repeats: int) -> float:
+def median_seconds(fn, repeats: int, setup=lambda: None) -> float:
+    """The median of ``repeats`` timings of ``fn``, ``setup`` run untimed before each."""
     samples = []
     for _ in range(repeats):
+        setup()
         start = time.perf_counter()
         fn()
         samples.append(time.perf_counter() - start)
@@ -100,16 +102,20 @@ def main() -> None:
         messages.append({"role": "user", "content": obs})
 
         def our_turn(ids=ids, obs=obs):
-            delta = ct.observation_ids(obs)
-            return ids + delta  # the context the policy gets next
+            # What a session's step does with an observation: render and encode its delta (cold: the template's
+            # cache of repeated observations is emptied before each timing) and extend the books by it, amortized
+            # O(delta). The copy of the whole context a policy is handed is O(k) for both methods, so neither pays it.
+            n = len(ids)
+            ids += ct.observation_ids(obs)
+            del ids[n:]
 
         def rerender_turn(messages=messages):
             text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
             return encode(text)
 
-        ours.append(median_seconds(our_turn, args.repeats))
+        ours.append(median_seconds(our_turn, args.repeats, setup=ct._deltas.clear))
         rerender.append(median_seconds(rerender_turn, args.repeats))
-        new_ids = our_turn()
+        new_ids = ids + ct.observation_ids(obs)
         if rerender_turn()[: len(new_ids)] != new_ids:
             drifted_turns += 1
         ids = new_ids
@@ -199,9 +205,12 @@ def family_rows(turns: int, repeats: int) -> None:
         cost = {}
         for k in (1, turns):
             history = messages[: 2 * k + 1]
-            cost[("ours", k)] = median_seconds(lambda k=k: ct.observation_ids(observation(k)), repeats)
+            # Cold, as in the first table: the delta rendered and encoded, not a hit in the template's cache.
+            cost[("ours", k)] = median_seconds(lambda ct=ct, k=k: ct.observation_ids(observation(k)), repeats, setup=ct._deltas.clear)
             cost[("re", k)] = median_seconds(
-                lambda h=history: tokenizer.apply_chat_template(h, tokenize=True, add_generation_prompt=True, **family.kwargs),
+                lambda h=history, tokenizer=tokenizer, kwargs=family.kwargs: tokenizer.apply_chat_template(
+                    h, tokenize=True, add_generation_prompt=True, **kwargs
+                ),
                 repeats,
             )
         o1, on, r1, rn = cost[("ours", 1)], cost[("ours", turns)], cost[("re", 1)], cost[("re", turns)]
