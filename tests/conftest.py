@@ -42,9 +42,9 @@ def _session_trajectories_are_checked(monkeypatch):
 
     unchecked = TokenTrajectory._from_checked_parts.__func__
 
-    def checked(cls, **fields):
-        assert set(fields) == {f.name for f in dataclasses.fields(cls)}, "every field must be given"
-        trajectory = unchecked(cls, **fields)
+    def checked(cls, fields):
+        assert list(fields) == [f.name for f in dataclasses.fields(cls)], "every field must be given, in the dataclass's order"
+        trajectory = unchecked(cls, fields)
         trajectory.__post_init__()
         return trajectory
 

@@ -624,31 +624,31 @@ class EpisodeSession:
             "fork_turn": self.fork_turn,
         }
         # The books hold the trajectory's invariants turn by turn (tests/conftest.py checks each one a test builds).
-        return TokenTrajectory._from_checked_parts(
-            prompt_ids=self._ids[: self._prompt_len],
-            response_ids=self._ids[self._prompt_len :],
-            loss_mask=loss_mask,
-            logprobs=logprobs,
-            turn_spans=list(self._turn_spans),
-            rewards=list(self._rewards),
-            terminated=self._terminated,
-            truncated=self._truncated,
-            env_id=self.env_id,
-            seed=self.seed,
-            observations=list(self._observations),
-            actions=list(self._actions),
-            infos=[dict(i) for i in self._infos],
-            metrics=metrics,
-            final_observation=self._final_observation,
-            history=self.history,
-            rendered_ids=None if self._rendered is None else list(self._rendered.ids),
-            rendered_context_ends=[] if self._rendered is None else list(self._rendered.context_ends),
-            generation_prompt_ids=list(self.chat_template.generation_prompt_ids) if self._rendered is not None else [],
-            images=list(self._images),
-            env_states=list(self._env_states),
+        return TokenTrajectory._from_checked_parts({  # a fresh dict: it becomes the trajectory's __dict__
+            "prompt_ids": self._ids[: self._prompt_len],
+            "response_ids": self._ids[self._prompt_len :],
+            "loss_mask": loss_mask,
+            "logprobs": logprobs,
+            "turn_spans": list(self._turn_spans),
+            "rewards": list(self._rewards),
+            "terminated": self._terminated,
+            "truncated": self._truncated,
+            "env_id": self.env_id,
+            "seed": self.seed,
+            "observations": list(self._observations),
+            "actions": list(self._actions),
+            "infos": [dict(i) for i in self._infos],
+            "metrics": metrics,
+            "final_observation": self._final_observation,
+            "history": self.history,
+            "rendered_ids": None if self._rendered is None else list(self._rendered.ids),
+            "rendered_context_ends": [] if self._rendered is None else list(self._rendered.context_ends),
+            "generation_prompt_ids": list(self.chat_template.generation_prompt_ids) if self._rendered is not None else [],
+            "images": list(self._images),
+            "env_states": list(self._env_states),
             # Only an episode that a versioned policy played records versions (others keep their records small).
-            token_versions=versions,
-        )
+            "token_versions": versions,
+        })
 
     def _token_columns(self) -> tuple[list[int], list[float], list[int], int]:
         """``(loss_mask, logprobs, token_versions, num_sampled)`` aligned to the response, from the per-turn books:

@@ -127,12 +127,16 @@ class TokenTrajectory:
     policy."""
 
     @classmethod
-    def _from_checked_parts(cls, **fields: Any) -> TokenTrajectory:
+    def _from_checked_parts(cls, fields: dict[str, Any]) -> TokenTrajectory:
         """The trajectory ``cls(**fields)`` makes, without running :meth:`__post_init__`'s checks: for a producer that
         keeps every invariant as it records (:class:`~gem_core.rollout.session.EpisodeSession` builds one per episode,
-        for every episode of a run). Every field must be given. The rollout tests run the checks on each one."""
+        for every episode of a run). Every field must be given. The rollout tests run the checks on each one.
+
+        ``fields`` becomes the trajectory's ``__dict__``, so it must be a fresh dict that the caller keeps no hold of.
+        Handing it over costs a tenth of passing the 22 fields as keywords and copying them in (0.2 against 2.1 us,
+        once per episode of a run)."""
         trajectory = cls.__new__(cls)
-        trajectory.__dict__.update(fields)
+        trajectory.__dict__ = fields
         return trajectory
 
     def __post_init__(self) -> None:

@@ -89,8 +89,10 @@ def test_the_unchecked_constructor_makes_the_same_trajectory_and_the_suite_check
 
     checked = two_turn_trajectory(env_id="e", seed=3)
     fields = {f.name: getattr(checked, f.name) for f in dataclasses.fields(checked)}
-    assert TokenTrajectory._from_checked_parts(**fields) == checked
+    unchecked = TokenTrajectory._from_checked_parts(dict(fields))
+    assert unchecked == checked
+    assert list(vars(unchecked)) == list(vars(checked)), "the same fields, in the dataclass's order"
     with pytest.raises(ValueError, match="same length"):
-        TokenTrajectory._from_checked_parts(**{**fields, "logprobs": [0.0]})
+        TokenTrajectory._from_checked_parts({**fields, "logprobs": [0.0]})
     with pytest.raises(AssertionError, match="every field"):
-        TokenTrajectory._from_checked_parts(prompt_ids=[1])
+        TokenTrajectory._from_checked_parts({"prompt_ids": [1]})
