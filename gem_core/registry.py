@@ -115,25 +115,42 @@ def _check_max_turns(max_turns: Any, where: str) -> int | None:
 
 def _takes_max_turns(factory: Callable[..., Any]) -> bool:
     """Whether ``factory`` names a ``max_turns`` parameter (an env that counts its own turns)."""
-    try:
-        parameter = inspect.signature(factory).parameters.get("max_turns")
-    except (TypeError, ValueError):  # a builtin or C callable without a signature
-        return False
+    signature = _signature(factory)
+    parameter = None if signature is None else signature.parameters.get("max_turns")
     return parameter is not None and parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
 
 
 def _check_kwargs(id: str, factory: Callable[..., Any], kwargs: dict[str, Any]) -> None:
     """Refuse ``kwargs`` the factory's signature cannot take before calling it, so the error is a GemError
     naming the env id and the keywords it takes (Python's own TypeError names neither)."""
-    try:
-        signature = inspect.signature(factory)
-    except (TypeError, ValueError):  # a builtin or C callable without a signature: let the call decide
+    signature = _signature(factory)
+    if signature is None:  # a builtin or C callable without a signature: let the call decide
         return
     try:
         signature.bind(**kwargs)
     except TypeError as exc:
         takes = [name for name, p in signature.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
         raise InvalidArgumentType(f"make({id!r}): {exc}; it takes {', '.join(takes) or 'no keywords'}.") from None
+
+
+def _signature(factory: Callable[..., Any]) -> inspect.Signature | None:
+    """The factory's signature (None: a builtin or C callable without one), read once per factory: reading it was
+    two thirds of a ``make``, which ``run_episodes`` pays per episode (issue 46). A factory that cannot be a cache
+    key (an unhashable callable object) is read every time."""
+    try:
+        return _cached_signature(factory)
+    except TypeError:  # unhashable: lru_cache could not key it
+        return _read_signature(factory)
+
+
+def _read_signature(factory: Callable[..., Any]) -> inspect.Signature | None:
+    try:
+        return inspect.signature(factory)
+    except (TypeError, ValueError):
+        return None
+
+
+_cached_signature = functools.lru_cache(maxsize=1024)(_read_signature)
 
 
 def _split_entry_point(id: str, entry_point: Any) -> tuple[str, str]:

@@ -135,3 +135,26 @@ def test_a_bad_turn_limit_names_the_key(bad):
         make("game:GuessTheNumber-v0", max_turns=bad)
     with pytest.raises(ValueError, match="max_turns"):
         register("test:Bad-v0", Steps, max_turns=bad)
+
+
+def test_make_reads_a_factorys_signature_once_not_twice_per_env(monkeypatch):
+    """``make`` checks the keywords against the factory's signature and asks it whether it counts its own turns; it
+    read the signature twice per env, two thirds of a ``make`` (issue 46: ~50 of 76 us, paid per episode by
+    ``run_episodes``' factories). A factory's signature is read once; a wrong keyword is still refused by name."""
+    import inspect
+
+    from gem_core.errors import InvalidArgumentType
+
+    class Counted(Env):
+        def __init__(self, size: int = 1, max_turns: int | None = None):
+            self.size, self.max_turns = size, max_turns
+
+    register("test:Counted-v0", Counted, max_turns=3)
+    reads = []
+    real_signature = inspect.signature
+    monkeypatch.setattr(inspect, "signature", lambda *a, **k: reads.append(a[0]) or real_signature(*a, **k))
+    envs = [make("test:Counted-v0", size=i) for i in range(5)]
+    assert [env.size for env in envs] == list(range(5)) and {env.max_turns for env in envs} == {3}
+    assert reads.count(Counted) <= 1, f"{reads.count(Counted)} signature reads for 5 envs"
+    with pytest.raises(InvalidArgumentType, match="it takes size, max_turns"):
+        make("test:Counted-v0", colour="red")
