@@ -158,3 +158,22 @@ def test_make_reads_a_factorys_signature_once_not_twice_per_env(monkeypatch):
     assert reads.count(Counted) <= 1, f"{reads.count(Counted)} signature reads for 5 envs"
     with pytest.raises(InvalidArgumentType, match="it takes size, max_turns"):
         make("test:Counted-v0", colour="red")
+
+
+def test_an_unhashable_factory_is_still_checked_and_made():
+    """A callable object that defines ``__eq__`` without ``__hash__`` cannot key the signature cache: it is read each time."""
+    from gem_core.errors import InvalidArgumentType
+
+    class Factory:
+        __hash__ = None  # type: ignore[assignment]
+
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, Factory)
+
+        def __call__(self, size: int = 1) -> Dummy:
+            return Dummy(size)
+
+    register("test:Unhashable-v0", Factory())
+    assert make("test:Unhashable-v0", size=4).size == 4
+    with pytest.raises(InvalidArgumentType, match="it takes size"):
+        make("test:Unhashable-v0", colour="red")
