@@ -94,10 +94,11 @@ class EnvSpec:
         limit = self.max_turns if max_turns is None else _check_max_turns(max_turns, f"make({self.id!r})")
         factory = self.load()
         kwargs = {**self.kwargs, **overrides}
-        counts_own = limit is not None and _takes_max_turns(factory)
+        signature = _signature(factory)
+        counts_own = limit is not None and _takes_max_turns(signature)
         if counts_own:
             kwargs["max_turns"] = limit
-        _check_kwargs(self.id, factory, kwargs)
+        _check_kwargs(self.id, signature, kwargs)
         env = factory(**kwargs)
         env.unwrapped.env_id = self.id  # names the env in logged warnings (see gem_core.env.log_error_once)
         if limit is not None and not counts_own:
@@ -113,17 +114,15 @@ def _check_max_turns(max_turns: Any, where: str) -> int | None:
     return check_max_turns(max_turns, where)
 
 
-def _takes_max_turns(factory: Callable[..., Any]) -> bool:
-    """Whether ``factory`` names a ``max_turns`` parameter (an env that counts its own turns)."""
-    signature = _signature(factory)
+def _takes_max_turns(signature: inspect.Signature | None) -> bool:
+    """Whether a factory's ``signature`` names a ``max_turns`` parameter (an env that counts its own turns)."""
     parameter = None if signature is None else signature.parameters.get("max_turns")
     return parameter is not None and parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
 
 
-def _check_kwargs(id: str, factory: Callable[..., Any], kwargs: dict[str, Any]) -> None:
-    """Refuse ``kwargs`` the factory's signature cannot take before calling it, so the error is a GemError
+def _check_kwargs(id: str, signature: inspect.Signature | None, kwargs: dict[str, Any]) -> None:
+    """Refuse ``kwargs`` the factory's ``signature`` cannot take before calling it, so the error is a GemError
     naming the env id and the keywords it takes (Python's own TypeError names neither)."""
-    signature = _signature(factory)
     if signature is None:  # a builtin or C callable without a signature: let the call decide
         return
     try:
