@@ -6,7 +6,8 @@ so its figures are the ones issue 23 measured on this machine, quoted as constan
 kind of call in this run, so each table also has a same-run ratio.
 
 First it prints where the time of a sandboxed call goes, each part timed alone (p50 of ``--calls`` runs):
-``bwrap`` (namespaces, mounts and seccomp around ``/bin/true``), the interpreter with and without ``site``
+``bwrap`` (namespaces, mounts and seccomp around ``/bin/true``), the seccomp filter's load (its CPU in a
+forked child, as each zygote call pays it before its snippet), the interpreter with and without ``site``
 (``-I`` vs ``-I -S``: the ``.pth`` hooks, an editable install's among them, that sandboxes skip), a fork
 of an interpreter with numpy imported (fork, exit and wait: what the zygote pays once per call, mostly off
 the hot path; its call's init shares the zygote's memory and costs no copy), a whole worker start (bwrap + interpreter + preloads, until it reports ready), the per-call
@@ -138,6 +139,7 @@ def startup_parts(mode: str, calls: int) -> None:
     parts = []
     if mode == "bwrap":
         parts.append(("bwrap around /bin/true", p50_ms(bwrap_true, calls)))
+        parts.append(("seccomp filter load (CPU, each call)", seccomp_load_ms(max(calls, 100))))
     parts += [
         ("python -I -c pass (site, .pth hooks)", p50_ms(interpreter("-I"), calls)),
         ("python -I -S -c pass (as workers start)", p50_ms(interpreter("-I", "-S"), calls)),
@@ -180,6 +182,46 @@ if sys.argv[1] == "serve":  # one line per batch asked on stdin: its times in ms
 else:
     print(statistics.median(batch(int(sys.argv[1]))) * 1e3)
 """
+
+
+#: Loads the compiled seccomp filter (stdin) in forked children, as each zygote call does before its snippet,
+#: and prints the median CPU time of the load (ms). The kernel checks, converts and JIT-compiles the program and
+#: fills its per-syscall cache by running it for every syscall number, so a longer program costs more.
+SECCOMP_PROBE = """
+import ctypes, os, statistics, sys, time
+program = sys.stdin.buffer.read()
+class Program(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+libc = ctypes.CDLL(None, use_errno=True)
+buffer = ctypes.create_string_buffer(program, len(program))
+filter_ = ctypes.byref(Program(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p)))
+times = []
+for _ in range(int(sys.argv[1])):
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
+        start = time.thread_time_ns()
+        loaded = libc.prctl(22, 2, filter_, 0, 0) == 0  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+        os.write(write, str(time.thread_time_ns() - start if loaded else -1).encode())
+        os._exit(0)
+    os.close(write)
+    times.append(int(os.read(read, 64)))
+    os.close(read)
+    os.waitpid(pid, 0)
+if min(times) < 0:
+    sys.exit("the filter did not load")
+print(statistics.median(times) / 1e6)
+"""
+
+
+def seccomp_load_ms(calls: int) -> float:
+    """CPU of loading the sandbox's seccomp filter in a fresh process (median), as every zygote call does."""
+    from gem_core.tools.sandbox.syscall_filter import compiled_filter
+
+    done = subprocess.run([sys.executable, "-I", "-c", SECCOMP_PROBE, str(calls)], input=compiled_filter(),
+                          capture_output=True, check=True)
+    return float(done.stdout)
 
 
 def fork_p50_ms(calls: int) -> float:
