@@ -406,10 +406,13 @@ class _Kernel:
         else:
             self._init_body, self._init_argument = ctypes.cast(self.libc.syscall, ctypes.c_void_p), ctypes.c_void_p(_SYS_PAUSE)
         self._ctypes = ctypes  # imported here, not at the top: the single-sandbox worker never needs it
-        #: init PID -> its stack, kept until it is reaped. Each init has its own: one shared stack broke
-        #: a call in a few (the wrapper writes the function and its argument at the stack's top for the
-        #: next init while the last one pushes a return address there, so the next one ran garbage).
+        #: init PID -> its stack and the stack's top, kept until it is reaped. Each init has its own: one shared
+        #: stack broke a call in a few (the wrapper writes the function and its argument at the stack's top
+        #: for the next init while the last one pushes a return address there, so the next one ran garbage).
         self.init_stacks = {}
+        #: Stacks of reaped inits, for the next ones: a new ``ctypes`` buffer per call touched pages the zygote
+        #: shares with the calls it forked, each a copy-on-write fault.
+        self._free_stacks = []
         self._no_capabilities = (ctypes.byref(Header(0x20080522, 0)), (Data * 2)())  # version 3: two sets
         self._filter_buffer = ctypes.create_string_buffer(seccomp_program, len(seccomp_program))
         self._filter = ctypes.byref(Program(len(seccomp_program) // 8, ctypes.cast(self._filter_buffer, ctypes.c_void_p)))
@@ -422,12 +425,23 @@ class _Kernel:
         handler it inherits is the default or ignored (:func:`zygote_main`), and the default action of
         a signal sent to a PID 1 from inside its namespace is dropped by the kernel; SIGKILL from the
         host or the zygote ends it, and with it the namespace."""
-        stack = self._ctypes.create_string_buffer(_INIT_STACK_BYTES)
-        top = self._ctypes.c_void_p((self._ctypes.addressof(stack) + _INIT_STACK_BYTES - 64) & ~0xF)
-        pid = self._clone(self._init_body, top, _CLONE_VM | signal.SIGCHLD, self._init_argument)
-        _check(0 if pid > 0 else -1, "clone")
+        if self._free_stacks:
+            stack = self._free_stacks.pop()
+        else:
+            buffer = self._ctypes.create_string_buffer(_INIT_STACK_BYTES)
+            stack = buffer, self._ctypes.c_void_p((self._ctypes.addressof(buffer) + _INIT_STACK_BYTES - 64) & ~0xF)
+        pid = self._clone(self._init_body, stack[1], _CLONE_VM | signal.SIGCHLD, self._init_argument)
+        if pid <= 0:
+            self._free_stacks.append(stack)
+            _check(-1, "clone")
         self.init_stacks[pid] = stack
         return pid
+
+    def init_reaped(self, pid):
+        """The init ``pid`` was reaped: its stack serves the next one (no thread of it runs any more)."""
+        stack = self.init_stacks.pop(pid, None)
+        if stack is not None:
+            self._free_stacks.append(stack)
 
     def unshare(self, flags):
         _check(self.libc.unshare(flags), "unshare")
@@ -501,7 +515,7 @@ def zygote_main():
         for ended, wait_status in _reap():
             if not running.ended(ended, wait_status):
                 networks.give_back(ended)
-                kernel.init_stacks.pop(ended, None)
+                kernel.init_reaped(ended)
         if not any(fd == control_fd for fd, _ in events):
             continue
         try:
@@ -569,7 +583,7 @@ class _RunningCalls:
         pidfd, init, status_fd = call
         self.poller.unregister(pidfd)
         try:
-            os.write(status_fd, json.dumps({"exit": os.waitstatus_to_exitcode(wait_status)}).encode() + b"\n")
+            os.write(status_fd, b'{"exit": %d}\n' % os.waitstatus_to_exitcode(wait_status))
         except OSError:
             pass  # the host gave up on the call (it killed it at its time limit)
         for fd in (status_fd, pidfd):
