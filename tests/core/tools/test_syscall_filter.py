@@ -111,7 +111,8 @@ def test_only_unix_streams_and_netlink_sockets_can_be_made(program):
 
 
 def test_no_clone_makes_a_namespace_and_clone3_is_absent(program):
-    for flag in syscall_filter.NAMESPACE_FLAGS:
+    # CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET, NEWTIME: the kernel's, not the module's list
+    for flag in (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000, 0x00000080):
         assert decide(program, "clone", flag | 17) == _ERRNO | errno.EPERM, hex(flag)  # 17: SIGCHLD
     assert decide(program, "clone", 0x3D0F00 | 17) == _ALLOW  # what a thread's clone passes
     assert decide(program, "clone3") == _ERRNO | errno.ENOSYS
