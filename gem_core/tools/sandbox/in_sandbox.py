@@ -27,6 +27,7 @@ standard library only. Protocol, all over pipes the host created:
 The worker runs exactly one snippet and is discarded.
 """
 
+import _signal  # signal.signal's C function: the module's wrapper turns the old handler into an enum
 import errno
 import io
 import json
@@ -506,6 +507,7 @@ def zygote_main():
     poller = select.poll()
     poller.register(control_fd, select.POLLIN)
     running = _RunningCalls(poller)
+    _rehearse_call_path()
     # Everything allocated so far is shared with every call: keep the calls' collections from touching
     # (and so copying) those pages.
     gc.freeze()
@@ -555,6 +557,38 @@ def zygote_main():
             os.close(fd)
         running.add(pid, init, status_fd)
     os._exit(0)
+
+
+def _rehearse_call_path(times=20):
+    """Walk the pure-Python part of a call's path here in the zygote, ``times`` times, before any call is forked.
+
+    Python 3.11 writes into a code object while it warms up (a counter on each run, then the adaptive
+    bytecode it specialises), and a first lookup fills the type cache and interns names. A call's process
+    runs its path once, so each of those writes copied a page it shares with the zygote; made here, they
+    are shared by every call instead: a call's process takes about 45 page faults fewer (issue 46). Nothing
+    here changes what a call sees: the descriptors are closed, the limits set to what they are, and the
+    handler of SIGINT put back to the default.
+    """
+    import socket
+
+    for _ in range(times):
+        _warm_up_snippet_path(_stdin_file())
+        read, write = os.pipe()
+        os.write(write, b"%d\n" % len(_SAMPLE_REQUEST) + _SAMPLE_REQUEST)
+        _read_request(read)
+        os.close(read)
+        os.close(write)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        pidfd = os.pidfd_open(os.getpid())
+        with ours, theirs:
+            _say_ready(theirs.fileno(), [pidfd])  # it keeps the fds it is given open: closed here
+            _, fds, _, _ = socket.recv_fds(ours, 1, 4)
+        for fd in (pidfd, *fds):
+            os.close(fd)
+        for kind in (resource.RLIMIT_CORE, resource.RLIMIT_AS, resource.RLIMIT_CPU):
+            _limit(kind, *resource.getrlimit(kind))
+        _signal.signal(signal.SIGINT, signal.default_int_handler)
+        _signal.signal(signal.SIGINT, _signal.SIG_DFL)
 
 
 class _RunningCalls:
@@ -773,7 +807,7 @@ def _serve_call(kernel, fds, limits, uid):
     os.dup2(err_fd, 2)
     os.close(out_fd)
     os.close(err_fd)
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # the zygote's is the default, for the inits
+    _signal.signal(signal.SIGINT, signal.default_int_handler)  # the zygote's is the default, for the inits
     kernel.unshare(_CLONE_NEWNS | _CLONE_NEWIPC)
     kernel.mount(None, "/", None, _MS_REC | _MS_PRIVATE, None)
     options = f"size={limits['tmp_bytes']},nr_inodes={limits['tmp_files']},mode=1777"

@@ -372,6 +372,39 @@ def test_a_zygote_keeps_calls_forked_ahead_and_uses_each_once(bwrap_mode):
         pool.close()
 
 
+def test_the_zygotes_rehearsal_of_a_call_leaves_nothing_a_call_sees(bwrap_mode):
+    """Issue 46: the zygote walks a call's path before forking any (so Python's warm-up writes are shared,
+    not copied in each call). A call still gets Python's own SIGINT handling, the zygote's SIGINT stays the
+    default (its calls' inits share its handlers), and no descriptor the walk opened is left in the zygote."""
+    pool = SandboxPool(bwrap_mode, SandboxConfig(pool_size=1, preload=()))
+    try:
+        code = (
+            "import os, signal\n"
+            "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n"
+            "try:\n    os.kill(os.getpid(), signal.SIGINT)\n    signal.pause()\nexcept KeyboardInterrupt:\n    print('interrupted')"
+        )
+        result = pool.run(code, timeout=30)
+        assert result.stdout == "True\ninterrupted\n", result
+        zygote = zygote_interpreter_pid(pool.zygote())
+        with open(f"/proc/{zygote}/status") as file:
+            caught = int(next(line.split()[1] for line in file if line.startswith("SigCgt:")), 16)
+        assert not caught & (1 << (signal.SIGINT - 1)), hex(caught)
+        # Its control socket, its PID namespace, a status socket and a pidfd per call, network namespaces:
+        # no memfd, pipe or socket of the walk's. An order for a call holds pipes until the call is forked:
+        # wait (bounded) for the zygote to be idle.
+        deadline = time.monotonic() + 60
+        while True:
+            links = [os.readlink(f"/proc/{zygote}/fd/{fd}") for fd in os.listdir(f"/proc/{zygote}/fd")]
+            if not any(link.startswith("pipe:") for link in links) or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert not [link for link in links if link.startswith(("/memfd:", "pipe:"))], links
+        assert sum(link.startswith("socket:") for link in links) <= 1 + 2 * pool.config.pool_size, links
+        assert sum(link == "anon_inode:[pidfd]" for link in links) <= 2 * pool.config.pool_size, links
+    finally:
+        pool.close()
+
+
 def test_closing_a_pool_kills_the_calls_waiting_for_a_snippet(bwrap_mode):
     from gem_core.tools.sandbox.accounting import process_tree
 
