@@ -37,3 +37,24 @@ def test_the_quick_report_prints_and_writes_every_row_with_a_positive_number(tmp
         assert f"| {row['name']} |" in done.stdout  # the printed table has the row too
     assert found == EXPECTED
     assert report["machine"]["cores"] >= 1 and report["machine"]["cpu"] and report["date"] and report["quick"] is True
+
+
+def test_the_readme_and_the_performance_guide_show_the_committed_report():
+    """Issue 46: the README's Performance section shows the throughput table, with the machine and the date.
+    Both copies must be the table rendered from ``bench/results/report.json``: a report measured again and
+    committed without them (or a figure edited by hand) fails here."""
+    sys.path.insert(0, str(REPORT.parent))
+    try:
+        from report import Row, render
+    finally:
+        sys.path.remove(str(REPORT.parent))
+    root = REPORT.parents[1]
+    report = json.loads((root / "bench" / "results" / "report.json").read_text())
+    assert report["quick"] is False  # the published table is a full run, not the smoke test
+    table = render([Row(**row) for row in report["rows"]], report)
+    heading, rows = table.split("\n\n", 1)
+    readme = (root / "README.md").read_text()
+    assert rows in readme
+    # The machine and the date, as report.py wrote them.
+    assert heading in readme
+    assert rows in (root / "docs" / "guides" / "performance.md").read_text()
