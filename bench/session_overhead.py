@@ -12,7 +12,7 @@ hand them over). Three ways, on the same envs, seeds and moves:
   goes through the batcher's rounds (all 512 episodes' turns gathered per round, as with a model).
 
     python bench/session_overhead.py [--episodes 512] [--env game:GuessTheNumber-v0-hard] [--seconds 3]
-                                     [--tokenizer deepseek|chatml]
+                                     [--tokenizer deepseek|chatml] [--system-words N]
 
 Prints the per-turn time of each, the overhead over the bare step, the target from issue 30 (session per
 turn <= 1.2 x bare per step + 100 us) and the one from issue 46 (session per turn <= 3 x bare per step).
@@ -179,12 +179,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--clock", default="wall", choices=["wall", "cpu"], help="cpu: this process's CPU time")
     parser.add_argument("--warmup", type=float, default=1.0, help="untimed seconds of each way first (caches warm)")
     parser.add_argument("--against", metavar="REV", help="also time the session code of this git revision, alternated")
+    parser.add_argument("--system-words", type=int, default=0, metavar="N",
+                        help="a system prompt of N words: every context that much longer (the policy gets the whole context each turn)")
     args = parser.parse_args(argv)
     global clock
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
     tokenizer, name = load(args.tokenizer)
-    template = ChatTemplate.for_tokenizer(tokenizer)
-    print(f"{args.env}, {args.episodes} episodes in flight, tokenizer {name}, {args.clock} clock")
+    template = ChatTemplate.for_tokenizer(tokenizer, system_prompt="word " * args.system_words or None)
+    print(f"{args.env}, {args.episodes} episodes in flight, tokenizer {name}, {args.clock} clock"
+          + (f", contexts from {len(template.initial_ids(''))} ids (--system-words)" if args.system_words else ""))
     ways = {"bare": lambda seconds: bare(args.env, args.episodes, seconds)[0],
             "session": lambda seconds: asyncio.run(sessions(args.env, args.episodes, seconds, tokenizer, template))[0]}
     if args.against:

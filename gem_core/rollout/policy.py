@@ -208,6 +208,10 @@ class BatchingPolicy:
         """Sample one turn; ``images`` (:class:`~gem_core.rollout.vision.TrajectoryImage`, in order) are the
         images whose placeholder ids ``prompt_ids`` holds, for backends with :attr:`accepts_images`.
 
+        ``prompt_ids`` is read, not copied, until its round is sampled: do not change the list before the call
+        returns. The runner hands over a fresh list each turn; a second copy of the whole context per turn, held
+        until the round is served, cost drive mode 16% of its instructions at 2,000-id contexts (issue 46).
+
         Raises:
             InvalidArgument: if ``images`` are given to a backend that does not take them.
         """
@@ -215,7 +219,7 @@ class BatchingPolicy:
             return Generation(token_ids=[], logprobs=[], finish_reason="length")
         if images and not self.accepts_images:
             raise InvalidArgument(f"{type(self).__name__} cannot take image inputs; use a backend with accepts_images=True.")
-        request = _Request(list(prompt_ids), sampling, asyncio.get_running_loop().create_future(), list(images or []) or None)
+        request = _Request(prompt_ids, sampling, asyncio.get_running_loop().create_future(), list(images or []) or None)
         self._pending.append(request)
         self._schedule()
         return await request.future
@@ -377,6 +381,9 @@ class TransformersPolicy(BatchingPolicy):
     ) -> list[tuple[list[int], list[float] | None]]:
         import torch
 
+        # Read three times (lookup, inputs, the kept states' keys) while the event loop runs on: a caller cancelled
+        # mid-round may change its list meanwhile, and states must be kept under the ids they were computed from.
+        prompts = [list(prompt) for prompt in prompts]
         stop_ids = self.stop_token_ids(sampling)
         pad_id = self.tokenizer.pad_token_id
         if pad_id is None:

@@ -200,3 +200,46 @@ def test_a_turn_moves_kept_states_with_a_few_copies_per_row_not_per_row_and_laye
     assert policy.kv_cache.hits >= rows, "turn 2 did not reuse the kept states"
     assert counts["keep"].calls.get("index_select", 0) <= 2 * rows, counts["keep"].calls
     assert counts["restore"].calls.get("copy_", 0) <= 2 * rows, counts["restore"].calls
+
+
+def test_a_caller_cancelled_mid_round_that_changes_its_list_leaves_no_states_under_ids_they_were_not_computed_from(
+    tiny_tokenizer, tiny_model, monkeypatch
+):
+    """``BatchingPolicy.generate`` reads the caller's list rather than copying it (issue 46): a caller cancelled while
+    its round samples may reuse its list at once, and the states of that round must still be kept under the ids
+    the model saw."""
+    import threading
+
+    prompts = first_prompts(tiny_tokenizer)
+    template = ChatTemplate.for_tokenizer(tiny_tokenizer)
+    policy = TransformersPolicy(tiny_model, tiny_tokenizer)
+    sampling_started, go_on = threading.Event(), threading.Event()
+    real_generate = tiny_model.generate
+
+    def generate_held(*args, **kwargs):
+        sampling_started.set()
+        assert go_on.wait(30), "the test never let the round go on"
+        return real_generate(*args, **kwargs)
+
+    monkeypatch.setattr(tiny_model, "generate", generate_held)
+    cancelled_list = list(prompts[0])
+
+    async def round_with_a_cancelled_caller():
+        cancelled = asyncio.ensure_future(policy.generate(cancelled_list, GREEDY))
+        kept = asyncio.ensure_future(policy.generate(list(prompts[1]), GREEDY))
+        assert await asyncio.to_thread(sampling_started.wait, 30)
+        cancelled.cancel()
+        cancelled_list.extend(prompts[2])  # the cancelled caller moves on with its list
+        go_on.set()
+        return await kept
+
+    asyncio.run(round_with_a_cancelled_caller())
+    monkeypatch.undo()
+    assert len(policy.kv_cache) == 2
+    full_prefill = TransformersPolicy(tiny_model, tiny_tokenizer, kv_cache_tokens=0)
+    (sampled, _), = full_prefill.sample_batch([prompts[0]], GREEDY, 6)  # greedy: what the cancelled row sampled
+    observation = template.close_turn_ids() + template.observation_ids("again")
+    nexts = [prompts[0] + sampled + observation, cancelled_list + sampled + observation]
+    hits = policy.kv_cache.hits
+    assert_same([policy.sample_batch(nexts, GREEDY, 6)], [full_prefill.sample_batch(nexts, GREEDY, 6)])
+    assert policy.kv_cache.hits > hits, "the cancelled row's states were not kept"
