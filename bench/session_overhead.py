@@ -133,6 +133,8 @@ class _SessionAwarePolicy(BatchingPolicy):
         self.env_of_task: dict = {}
         self._queue: list = []
 
+    borrows_prompt_ids = True  # reads no prompt at all
+
     def track(self, env):
         self.env_of_task[asyncio.current_task()] = env
         return env
@@ -179,6 +181,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--clock", default="wall", choices=["wall", "cpu"], help="cpu: this process's CPU time")
     parser.add_argument("--warmup", type=float, default=1.0, help="untimed seconds of each way first (caches warm)")
     parser.add_argument("--against", metavar="REV", help="also time the session code of this git revision, alternated")
+    parser.add_argument("--only-drive", action="store_true",
+                        help="time drive mode alone (one run: under valgrind, compare two checkouts' counts at the same arguments)")
     parser.add_argument("--system-words", type=int, default=0, metavar="N",
                         help="a system prompt of N words: every context that much longer (the policy gets the whole context each turn)")
     args = parser.parse_args(argv)
@@ -188,6 +192,10 @@ def main(argv: list[str] | None = None) -> None:
     template = ChatTemplate.for_tokenizer(tokenizer, system_prompt="word " * args.system_words or None)
     print(f"{args.env}, {args.episodes} episodes in flight, tokenizer {name}, {args.clock} clock"
           + (f", contexts from {len(template.initial_ids(''))} ids (--system-words)" if args.system_words else ""))
+    if args.only_drive:
+        drive_time, turns = asyncio.run(drive(args.env, args.episodes, tokenizer, template))
+        print(f"drive mode (batcher):   {drive_time * 1e6:8.1f} us/turn   ({turns} turns of {args.episodes} episodes)")
+        return
     ways = {"bare": lambda seconds: bare(args.env, args.episodes, seconds)[0],
             "session": lambda seconds: asyncio.run(sessions(args.env, args.episodes, seconds, tokenizer, template))[0]}
     if args.against:

@@ -72,7 +72,12 @@ class Generation:
 
 @runtime_checkable
 class Policy(Protocol):
-    """Anything that samples one assistant turn from a prompt of token ids."""
+    """Anything that samples one assistant turn from a prompt of token ids.
+
+    The runner also reads two optional attributes: ``accepts_images`` (:class:`ImagePolicy`) and
+    ``borrows_prompt_ids`` (True: the policy is done with ``prompt_ids`` when ``generate`` returns and keeps no
+    reference, so it is lent the episode's own context list, not a copy per turn; see :class:`BatchingPolicy`).
+    """
 
     async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
         """Sample one turn's tokens after ``prompt_ids``.
@@ -204,13 +209,19 @@ class BatchingPolicy:
     #: Whether :meth:`sample_batch` takes ``images=`` (the runner then passes a vision context's images).
     accepts_images = False
 
+    #: Whether :meth:`sample_batch` is done with its prompts when it returns (it keeps no reference to them). The
+    #: runner then lends each episode's own context list rather than a copy per turn, and extends that list once
+    #: the turn is sampled. Off here, so a backend written to keep its prompts (say, to log them) stays correct;
+    #: :class:`TransformersPolicy` turns it on.
+    borrows_prompt_ids = False
+
     async def generate(self, prompt_ids: list[int], sampling: SamplingParams, *, images: list | None = None) -> Generation:
         """Sample one turn; ``images`` (:class:`~gem_core.rollout.vision.TrajectoryImage`, in order) are the
         images whose placeholder ids ``prompt_ids`` holds, for backends with :attr:`accepts_images`.
 
         ``prompt_ids`` is read, not copied, until its round is sampled: do not change the list before the call
-        returns. The runner hands over a fresh list each turn; a second copy of the whole context per turn, held
-        until the round is served, cost drive mode 16% of its instructions at 2,000-id contexts (issue 46).
+        returns. A second copy of the whole context per turn, held until the round is served, cost drive mode 16%
+        of its instructions at 2,000-id contexts (issue 46).
 
         Raises:
             InvalidArgument: if ``images`` are given to a backend that does not take them.
@@ -375,6 +386,7 @@ class TransformersPolicy(BatchingPolicy):
         self.kv_cache.clear()
 
     accepts_images = True
+    borrows_prompt_ids = True  # the rows are copied when a round starts (sample_batch), and the kept states' keys are copies
 
     def sample_batch(
         self, prompts: list[list[int]], sampling: SamplingParams, max_new_tokens: int, images: list[list] | None = None

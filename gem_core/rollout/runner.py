@@ -101,15 +101,18 @@ async def _play(session: EpisodeSession, policy: Policy, sampling: SamplingParam
     from the same context: the env was not stepped for it, so it is stepped once, with what the new
     weights sampled.
     """
+    # A policy that reads the prompt only until its turn is sampled is lent the session's own list, not a copy per turn.
+    borrows = getattr(policy, "borrows_prompt_ids", False) is True
     while not session.done and (until_turn is None or session.num_turns < until_turn):
         turn_sampling = dataclasses.replace(sampling, max_new_tokens=session.generation_budget(sampling.max_new_tokens))
         # A policy that declares `accepts_images` gets the context's images beside the ids; others play blind.
         images = session.images if getattr(policy, "accepts_images", False) else None
+        context = session.borrow_context_ids() if borrows else session.context_ids
         try:
             if images and isinstance(policy, ImagePolicy):  # images are only drawn for such a policy
-                generation = await policy.generate(session.context_ids, turn_sampling, images=images)
+                generation = await policy.generate(context, turn_sampling, images=images)
             else:
-                generation = await policy.generate(session.context_ids, turn_sampling)
+                generation = await policy.generate(context, turn_sampling)
         except GenerationInterrupted:
             continue
         await session.step(

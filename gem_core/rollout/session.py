@@ -286,6 +286,15 @@ class EpisodeSession:
             return self._rendered.ids + self.chat_template.generation_prompt_ids
         return list(self._ids)
 
+    def borrow_context_ids(self) -> list[int]:
+        """:attr:`context_ids` without the copy: the session's own list, which its next :meth:`step` extends in place
+        (with ``history="as_rendered"``, a new list). For a policy that reads the context only until its turn
+        is sampled (``borrows_prompt_ids``): a copy per turn is the whole context again, and at 2,000-id contexts
+        it and the garbage collector's traversals of it were a quarter of drive mode's instructions (issue 46)."""
+        if self._rendered is not None:
+            return self._rendered.ids + self.chat_template.generation_prompt_ids
+        return self._ids
+
     @property
     def images(self) -> list[TrajectoryImage]:
         """The images in :attr:`context_ids` so far, in order (a copy); a vision policy gets them beside the ids."""

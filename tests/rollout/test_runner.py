@@ -194,3 +194,48 @@ async def test_run_labels_with_a_bad_label_raises_it_and_still_tells_the_policy(
     with pytest.raises(LabelError, match="Nope"):
         await run_labels([{"env_id": "game:Nope-v0", "seed": 0}], policy, tiny_tokenizer)
     assert policy.finished == 1
+
+
+class RecordingPolicy(ScriptedPolicy):
+    """Keeps each prompt it was given (the object, and its ids at the time)."""
+
+    def __init__(self, tokenizer, texts, borrows):
+        super().__init__(tokenizer, texts)
+        self.borrows_prompt_ids = borrows
+        self.given: list[tuple[list[int], list[int]]] = []
+
+    async def generate(self, prompt_ids, sampling):
+        self.given.append((prompt_ids, list(prompt_ids)))
+        return await super().generate(prompt_ids, sampling)
+
+
+@pytest.mark.parametrize("history", ["as_sampled", "as_rendered"])
+async def test_a_policy_that_borrows_the_prompt_is_lent_the_context_and_one_that_keeps_it_gets_its_own_copy(
+    tiny_tokenizer, scripted_env, history
+):
+    """``borrows_prompt_ids`` (issue 46): the runner lends the session's own context list instead of a copy per turn,
+    and only to a policy that says it reads the prompt only until its turn is sampled."""
+    texts = ["\\boxed{3}", "a longer answer than the first", "\\boxed{9}"]
+    rewards = [0.0, -0.1, 1.0]
+    trajectories = {}
+    for borrows in (False, True):
+        policy = RecordingPolicy(tiny_tokenizer, texts, borrows)
+        trajectories[borrows] = await run_episode(scripted_env(rewards=rewards), policy, tiny_tokenizer, seed=4, history=history)
+        prompts = [kept for kept, _ in policy.given]
+        assert len(prompts) == 3
+        if borrows and history == "as_sampled":
+            assert all(prompt is prompts[0] for prompt in prompts), "a copy per turn"
+        else:  # a kept prompt is still what the policy was asked to answer
+            assert len({id(prompt) for prompt in prompts}) == 3
+            assert [kept for kept, _ in policy.given] == [then for _, then in policy.given]
+    assert trajectories[True] == trajectories[False]
+    full = trajectories[True].prompt_ids + trajectories[True].response_ids
+    if history == "as_sampled":
+        assert all(full[: len(then)] == then for _, then in policy.given)
+
+
+async def test_a_versioned_policy_lends_as_its_backend_does(tiny_tokenizer, tiny_model):
+    from gem_core.rollout.policy_version import VersionedPolicy
+
+    assert VersionedPolicy(TransformersPolicy(tiny_model, tiny_tokenizer)).borrows_prompt_ids is True
+    assert getattr(VersionedPolicy(ScriptedPolicy(tiny_tokenizer, ["x"])), "borrows_prompt_ids", False) is False
