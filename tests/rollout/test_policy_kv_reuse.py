@@ -243,3 +243,34 @@ def test_a_caller_cancelled_mid_round_that_changes_its_list_leaves_no_states_und
     hits = policy.kv_cache.hits
     assert_same([policy.sample_batch(nexts, GREEDY, 6)], [full_prefill.sample_batch(nexts, GREEDY, 6)])
     assert policy.kv_cache.hits > hits, "the cancelled row's states were not kept"
+
+
+@pytest.mark.parametrize("weights", ["hashed", "every hash equal"])
+def test_a_lookup_finds_the_longest_shared_prefix_among_sequences_that_share_a_system_prompt(weights, monkeypatch):
+    """The lookup prunes with prefix hashes (issue 46); what it finds must stay the longest prefix an id-by-id
+    comparison finds. With every hash equal (all weights zero) nothing is pruned on a hash, and the answer is the same."""
+    import numpy as np
+
+    from gem_core.rollout import kv_cache
+
+    if weights == "every hash equal":
+        monkeypatch.setattr(kv_cache, "_position_weights", lambda n: np.zeros(n, dtype=np.uint64))
+    rng = np.random.default_rng(7)
+    layers = lambda n: [(torch.zeros(1, 1, n, 2), torch.zeros(1, 1, n, 2))]  # noqa: E731
+    system = rng.integers(0, 5, 6).tolist()  # few distinct ids: sequences that agree by chance past the system prompt
+    store = PrefixKVCache(max_sequences=64, max_tokens=10**6)
+    held = []
+    for _ in range(40):
+        parent = held[rng.integers(len(held))] if held and rng.random() < 0.6 else system
+        ids = parent[: rng.integers(1, len(parent) + 1)] + rng.integers(0, 5, rng.integers(1, 8)).tolist()
+        store.store(ids, len(ids) - 1, layers(len(ids)))
+        held.append(ids)
+    for _ in range(300):
+        base = held[rng.integers(len(held))]
+        prompt = base[: rng.integers(1, len(base) + 1)] + rng.integers(0, 5, rng.integers(0, 6)).tolist()
+        want = max((next((i for i, (a, b) in enumerate(zip(ids, prompt[:-1])) if a != b), min(len(ids), len(prompt) - 1))
+                    for ids in held), default=0)
+        entry, shared = store.lookup(prompt)
+        assert shared == want, (prompt, shared, want)
+        if shared:
+            assert entry.ids[:shared].tolist() == prompt[:shared]
