@@ -282,9 +282,8 @@ class EpisodeSession:
     def context_ids(self) -> list[int]:
         """What the policy sees next (a copy): prompt + response so far, or with ``history="as_rendered"``
         the template's rendering of the conversation plus the generation prompt."""
-        if self._rendered is not None:
-            return self._rendered.ids + self.chat_template.generation_prompt_ids
-        return list(self._ids)
+        ids = self.borrow_context_ids()
+        return list(ids) if ids is self._ids else ids
 
     def borrow_context_ids(self) -> list[int]:
         """:attr:`context_ids` without the copy: the session's own list, which its next :meth:`step` extends in place
