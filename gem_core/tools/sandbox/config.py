@@ -3,6 +3,8 @@ that reads the sandbox's environment variables."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +17,7 @@ __all__ = [
     "SandboxConfig",
     "SandboxResult",
     "SandboxUnavailableError",
+    "interpreter_path",
     "FunctionCall",
     "mode_from_environment",
     "pool_size_from_environment",
@@ -31,6 +34,20 @@ MIB = 1024 * 1024
 
 class SandboxUnavailableError(GemError, RuntimeError):
     """The requested isolation mode cannot run on this machine; the message says how to fix it."""
+
+
+def interpreter_path(python: str) -> str:
+    """``python`` as a path that names the same interpreter inside the sandbox: absolute, its directory resolved.
+
+    Started as ``../venv/bin/python``, an interpreter's ``sys.executable`` is ``CWD/../venv/bin/python``, and
+    the sandbox hides the working directory, so that path named nothing inside. The last part is kept as it
+    is: a virtualenv's ``bin/python`` is a link, and the interpreter finds its virtualenv by the link's path.
+    A bare name (``python3``) is looked up on ``PATH``.
+    """
+    if os.sep not in python:
+        python = shutil.which(python) or python
+    python = os.path.abspath(python)
+    return os.path.join(os.path.realpath(os.path.dirname(python)), os.path.basename(python))
 
 
 def mode_from_environment() -> str | None:
@@ -172,3 +189,6 @@ class SandboxConfig:
     #: sampled by the host like memory (past either the call is killed with ``limit="disk"``).
     max_work_mb: int = 64
     max_work_files: int = 10_000
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "python", interpreter_path(self.python))

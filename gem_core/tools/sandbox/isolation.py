@@ -27,7 +27,7 @@ import sysconfig
 from pathlib import Path
 
 from gem_core.errors import InvalidArgument
-from gem_core.tools.sandbox.config import MIB, MODES, SandboxConfig, SandboxUnavailableError, mode_from_environment
+from gem_core.tools.sandbox.config import MIB, MODES, SandboxConfig, SandboxUnavailableError, interpreter_path, mode_from_environment
 from gem_core.tools.sandbox.socket_memory import check_available
 from gem_core.tools.sandbox.syscall_filter import compiled_filter
 
@@ -82,9 +82,10 @@ def hidden_dirs() -> list[Path]:
 
 
 def _is_current_interpreter(python: str) -> bool:
-    """The path names this process's interpreter. Paths are compared unresolved: two virtualenvs of one
-    base interpreter link to the same binary but have different prefixes and packages."""
-    return os.path.abspath(python) == os.path.abspath(sys.executable)
+    """The path names this process's interpreter. The last parts are compared unresolved
+    (:func:`interpreter_path`): two virtualenvs of one base interpreter link to the same binary but have
+    different prefixes and packages."""
+    return interpreter_path(python) == interpreter_path(sys.executable)
 
 
 def python_dirs(python: str) -> list[str]:

@@ -314,6 +314,34 @@ def test_an_interpreter_in_a_virtualenv_under_tmp_can_start_children(bwrap_mode,
         assert result.stdout.splitlines() == [f"{venv}/bin/python True", "42", "read-only"], result
 
 
+@pytest.mark.parametrize("zygote", [True, False], ids=["zygote", "sandbox-per-call"])
+def test_an_interpreter_started_by_a_relative_path_runs_snippets(bwrap_mode, zygote, tmp_path):
+    """``../venv/bin/python train.py`` gives ``sys.executable`` as ``CWD/../venv/bin/python``, unnormalised, and
+    the sandbox hides the working directory: a path through it named no file inside, so every call failed
+    (the zygote, then the sandbox per call it fell back to)."""
+    import subprocess as host_subprocess
+
+    workdir = tmp_path / "project"
+    workdir.mkdir()
+    relative = os.path.relpath(sys.executable, workdir)  # ../../.. up to /, then down to the interpreter
+    assert ".." in relative.split(os.sep)
+    probe = (
+        "import sys\n"
+        "from gem_core.tools.sandbox import SandboxConfig, SandboxPool\n"
+        "assert '/../' in sys.executable, sys.executable\n"
+        f"pool = SandboxPool('bwrap', SandboxConfig(pool_size=1, zygote={zygote}, preload=()))\n"
+        "try:\n"
+        "    result = pool.run('import subprocess, sys\\nprint(subprocess.run([sys.executable, \"-c\", \"print(6 * 7)\"], "
+        "capture_output=True, text=True).stdout.strip())', timeout=20)\n"
+        "finally:\n"
+        "    pool.close()\n"
+        "print(result.stdout.strip(), result.exit_code)\n"
+    )
+    done = host_subprocess.run([relative, "-c", probe], cwd=workdir, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["42 0"], done.stdout + done.stderr
+
+
 def _calls_of(zygote) -> list[int]:
     """Host PIDs of the calls' processes a zygote forked (its children that are PID 2 of their own PID
     namespace, beside the call's init), waiting or running; not the ended ones it has yet to reap, nor
