@@ -10,10 +10,11 @@ so this table is the complete list.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from gem_core.errors import UnknownKey
 
-__all__ = ["VARIABLES", "environment_value"]
+__all__ = ["VARIABLES", "environment_value", "home_dir"]
 
 VARIABLES: dict[str, str] = {
     "GEM_ENV_BACKEND": "where episodes' envs are built (gem_core.placement.make_env): 'local' (default) or 'ray'",
@@ -42,3 +43,13 @@ def environment_value(name: str) -> str | None:
     if name not in VARIABLES:
         raise UnknownKey(f"{name!r} is not a GEM environment variable; list it in gem_core.settings.VARIABLES first.")
     return os.environ.get(name) or None
+
+
+def home_dir() -> Path | None:
+    """The user's home directory, or None where there is none to find: no ``$HOME`` and no passwd entry for
+    the uid (a container's random uid, as Kubernetes runs them), where ``Path.home()`` raises. Callers that
+    keep files there name the variable that moves them instead."""
+    try:
+        return Path.home()
+    except (RuntimeError, KeyError):
+        return None

@@ -33,6 +33,19 @@ def retrieval_server():
     server.stop()
 
 
+@pytest.fixture
+def no_home(monkeypatch):
+    """A user with no ``$HOME`` and no passwd entry (a container's random uid, as Kubernetes runs them): ``~``
+    cannot be determined, and ``Path.home()`` raises."""
+    import pwd
+
+    def no_entry(uid):
+        raise KeyError(f"getpwuid(): uid not found: {uid}")
+
+    monkeypatch.delenv("HOME", raising=False)
+    monkeypatch.setattr(pwd, "getpwuid", no_entry)
+
+
 @pytest.fixture(autouse=True)
 def _session_trajectories_are_checked(monkeypatch):
     """EpisodeSession builds each trajectory without TokenTrajectory's construction checks (a per-episode cost on

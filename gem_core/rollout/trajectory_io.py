@@ -34,7 +34,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from gem_core.errors import GemError, MalformedFile
+from gem_core.errors import GemError, MalformedFile, UsageError
 from gem_core.rollout.trajectory import TokenTrajectory
 from gem_core.rollout.vision import TrajectoryImage
 
@@ -76,12 +76,18 @@ def state_key() -> bytes:
         UnsafeKeyFile: the key file is a symbolic link, not a regular file, not the user's own, readable or
             writable by others (like ssh with a private key), or in a folder others may write (and not sticky).
     """
-    from gem_core.settings import environment_value
+    from gem_core.settings import environment_value, home_dir
 
     value = environment_value("GEM_STATE_KEY")
     if value is not None:
         return value.encode("utf-8")
-    path = Path.home() / STATE_KEY_FILE
+    home = home_dir()
+    if home is None:
+        raise UsageError(
+            "cannot find a home directory (no $HOME, and no passwd entry for this uid) to keep the env-state signing "
+            "key in; set GEM_STATE_KEY (alike on every machine of the job)."
+        )
+    path = home / STATE_KEY_FILE
     try:
         return _key_in(path)
     except FileNotFoundError:

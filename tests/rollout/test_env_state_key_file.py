@@ -123,3 +123,13 @@ def test_the_key_variable_needs_no_file(home, monkeypatch):
     key_file(home, mode=0o666)
     monkeypatch.setenv("GEM_STATE_KEY", "from-the-environment")
     assert state_key() == b"from-the-environment"
+
+
+def test_without_a_home_directory_the_error_names_the_key_variable(no_home, monkeypatch):
+    """No ``~`` (a container's random uid): the key cannot live there, and the error says what to set instead
+    of ``Could not determine home directory``."""
+    monkeypatch.delenv("GEM_STATE_KEY", raising=False)
+    with pytest.raises(GemError, match="GEM_STATE_KEY"):
+        state_key()
+    monkeypatch.setenv("GEM_STATE_KEY", "k" * 64)
+    assert state_key() == b"k" * 64

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from gem_core.errors import GemError
-from gem_core.settings import environment_value
+from gem_core.settings import environment_value, home_dir
 
 __all__ = [
     "DATA_DIR",
@@ -263,7 +263,13 @@ def _parse_pack(path: Path, raw: bytes) -> TaskPack:
 def default_home() -> Path:
     """``$GEM_SWE_HOME``, else ``~/.cache/gem/swe``: where ``gem swe build`` keeps sdists and built trees."""
     chosen = environment_value("GEM_SWE_HOME")
-    return Path(chosen).expanduser() if chosen else Path.home() / ".cache" / "gem" / "swe"
+    if chosen:
+        return Path(chosen).expanduser()
+    home = home_dir()
+    if home is None:
+        raise SweError("cannot find a home directory (no $HOME, and no passwd entry for this uid) for the SWE pack; "
+                       "set GEM_SWE_HOME to the folder `gem swe build` should keep it in.")
+    return home / ".cache" / "gem" / "swe"
 
 
 def built_tasks_dir(home: str | Path, pack: TaskPack, tasks: tuple[SweTask, ...]) -> Path:

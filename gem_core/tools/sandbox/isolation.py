@@ -27,6 +27,7 @@ import sysconfig
 from pathlib import Path
 
 from gem_core.errors import InvalidArgument
+from gem_core.settings import home_dir
 from gem_core.tools.sandbox.config import MIB, MODES, SandboxConfig, SandboxUnavailableError, interpreter_path, mode_from_environment
 from gem_core.tools.sandbox.socket_memory import check_available
 from gem_core.tools.sandbox.syscall_filter import compiled_filter
@@ -70,7 +71,8 @@ def _package_dir(name: str) -> Path | None:
 def hidden_dirs() -> list[Path]:
     """What the sandbox must not show: the home directory, the working directory (the user's project),
     GEM's source checkout when it runs from one, and GEM's installed packages with their data."""
-    dirs = [Path.home().resolve(), Path.cwd().resolve()]
+    home = home_dir()
+    dirs = [Path.cwd().resolve()] if home is None else [home.resolve(), Path.cwd().resolve()]
     checkout = Path(__file__).resolve().parents[3]
     if (checkout / "pyproject.toml").exists():
         dirs.append(checkout)
@@ -99,11 +101,11 @@ def python_dirs(python: str) -> list[str]:
         real = Path(os.path.realpath(python))
         # The virtualenv the path names (its bin/python is a link into the base interpreter) and the base.
         candidates = {str(Path(python).absolute().parent.parent), str(real.parent.parent)}
-    home = Path.home().resolve()
+    home = home_dir()
     dirs = []
     for candidate in sorted(candidates):
         path = Path(candidate).resolve()
-        if str(path) in ("/", "/usr") or _is_within(home, path):
+        if str(path) in ("/", "/usr") or (home is not None and _is_within(home.resolve(), path)):
             continue  # an ancestor of the home directory would expose it
         dirs.append(str(path))
     return dirs

@@ -271,6 +271,18 @@ def test_an_env_made_before_the_build_names_the_command(tmp_path):
         SweEnv(home=str(tmp_path))
 
 
+def test_without_a_home_directory_the_default_home_names_the_variable(no_home, monkeypatch):
+    """No ``~`` (a container's random uid): where the pack would be kept by default is unknown, and the error
+    says to set ``GEM_SWE_HOME``."""
+    from gem_core.envs.swe.pack import default_home
+
+    monkeypatch.delenv("GEM_SWE_HOME", raising=False)
+    with pytest.raises(SweError, match="GEM_SWE_HOME"):
+        default_home()
+    monkeypatch.setenv("GEM_SWE_HOME", "/srv/swe")
+    assert default_home() == Path("/srv/swe")
+
+
 def test_the_build_checks_each_task_and_keeps_the_licence(tmp_path):
     assert build_pack(tmp_path, spec=SAMPLE_SPEC_FILE, report=lambda line: None) == {"gemstats-median-even": "ok"}
     assert (tmp_path / "tasks" / "gemstats-median-even" / "LICENSE.txt").is_file()

@@ -342,6 +342,19 @@ def test_an_interpreter_started_by_a_relative_path_runs_snippets(bwrap_mode, zyg
     assert done.stdout.splitlines() == ["42 0"], done.stdout + done.stderr
 
 
+@pytest.mark.parametrize("zygote", [True, False], ids=["zygote", "sandbox-per-call"])
+def test_a_user_without_a_home_directory_runs_snippets(bwrap_mode, zygote, no_home):
+    """No ``~`` (a container's random uid): there is no home to hide, and the sandbox starts without one."""
+    from gem_core.tools.sandbox import SandboxConfig, SandboxPool
+
+    pool = SandboxPool(bwrap_mode, SandboxConfig(pool_size=1, zygote=zygote, preload=()))
+    try:
+        result = pool.run("print(6 * 7)", timeout=20)
+    finally:
+        pool.close()
+    assert (result.stdout, result.exit_code) == ("42\n", 0), result
+
+
 def _calls_of(zygote) -> list[int]:
     """Host PIDs of the calls' processes a zygote forked (its children that are PID 2 of their own PID
     namespace, beside the call's init), waiting or running; not the ended ones it has yet to reap, nor
