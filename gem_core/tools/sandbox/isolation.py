@@ -68,11 +68,18 @@ def _package_dir(name: str) -> Path | None:
     return Path(next(iter(spec.submodule_search_locations))).resolve()
 
 
+def _working_dir() -> Path | None:
+    """This process's working directory; None once it was deleted (nothing is left there to hide)."""
+    try:
+        return Path.cwd()
+    except FileNotFoundError:
+        return None
+
+
 def hidden_dirs() -> list[Path]:
     """What the sandbox must not show: the home directory, the working directory (the user's project),
     GEM's source checkout when it runs from one, and GEM's installed packages with their data."""
-    home = home_dir()
-    dirs = [Path.cwd().resolve()] if home is None else [home.resolve(), Path.cwd().resolve()]
+    dirs = [path.resolve() for path in (home_dir(), _working_dir()) if path is not None]
     checkout = Path(__file__).resolve().parents[3]
     if (checkout / "pyproject.toml").exists():
         dirs.append(checkout)

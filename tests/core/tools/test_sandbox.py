@@ -355,6 +355,24 @@ def test_a_user_without_a_home_directory_runs_snippets(bwrap_mode, zygote, no_ho
     assert (result.stdout, result.exit_code) == ("42\n", 0), result
 
 
+@pytest.mark.parametrize("zygote", [True, False], ids=["zygote", "sandbox-per-call"])
+def test_a_process_whose_working_directory_was_deleted_runs_snippets(bwrap_mode, zygote, tmp_path, monkeypatch):
+    """A job whose working directory was removed under it (a cleaned-up scratch folder): there is nothing left
+    to hide, and ``Path.cwd()`` raises, which stopped every sandbox from starting."""
+    from gem_core.tools.sandbox import SandboxConfig, SandboxPool
+
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    pool = SandboxPool(bwrap_mode, SandboxConfig(pool_size=1, zygote=zygote, preload=()))
+    try:
+        result = pool.run("print(6 * 7)", timeout=20)
+    finally:
+        pool.close()
+    assert (result.stdout, result.exit_code) == ("42\n", 0), result
+
+
 def _calls_of(zygote) -> list[int]:
     """Host PIDs of the calls' processes a zygote forked (its children that are PID 2 of their own PID
     namespace, beside the call's init), waiting or running; not the ended ones it has yet to reap, nor
