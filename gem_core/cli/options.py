@@ -77,13 +77,19 @@ class OneLineErrors:
 
 def folder_problem(path: str | os.PathLike[str]) -> str | None:
     """Why ``path`` cannot be (or become) a folder for a command's output: it, or a folder above it, is a
-    file (None: it can). Checked before any work, so the option is refused at once, not after a run."""
+    file, or the nearest folder that exists is one this user may not write in (None: it can). Checked before any work, so the option is refused at once, not after a run."""
     path = Path(path)
     for part in (path, *path.parents):
-        if part.exists():
-            if part.is_dir():
-                return None
+        try:
+            if not part.exists():
+                continue
+        except PermissionError:  # a folder above it may not be entered: the nearest one that may says so
+            continue
+        if not part.is_dir():
             return f"{path} is a file, not a folder" if part == path else f"{path}: {part} is a file, not a folder"
+        if not os.access(part, os.W_OK | os.X_OK):
+            return f"{path}: cannot write in {part}"
+        return None
     return None
 
 

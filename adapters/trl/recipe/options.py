@@ -142,6 +142,13 @@ def check_tasks(args: Any) -> list[Task]:
     for name in ("max_new_tokens", "max_completion_length"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise InvalidRecipeArgument(f"--{name} must be at least 1, got {getattr(args, name)}")
+    for name in ("temperature", "learning_rate"):  # a comparison with NaN is False: refused too
+        if not getattr(args, name) > 0:
+            raise InvalidRecipeArgument(f"--{name} must be a number above 0, got {getattr(args, name)}")
+    if not args.beta >= 0:
+        raise InvalidRecipeArgument(f"--beta must be a number 0 or more, got {args.beta}")
+    if not 0 <= args.gamma <= 1:
+        raise InvalidRecipeArgument(f"--gamma must be a number in [0, 1] (a discount over turns), got {args.gamma}")
     if args.curriculum not in CURRICULA:
         raise InvalidRecipeArgument(f"--curriculum must be 'uniform', 'adaptive' or 'progress', got {args.curriculum!r}")
     report_to_list(args.report_to)

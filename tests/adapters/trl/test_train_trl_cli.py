@@ -30,6 +30,13 @@ import gem_core
         (["--env_kwargs", "{not json"], "--env_kwargs is not JSON"),
         (["--turn_credit", "gae"], "--turn_credit must be"),
         (["--max_turn_tokens", "4"], "unrecognized arguments: --max_turn_tokens 4"),  # the old name is gone at 0.1.0
+        # These four went through and failed after torch loaded: a ZeroDivisionError in TRL's log-probs (temperature 0),
+        # a traceback from the trainer (gamma), NaN losses or a silent run (learning rate, beta).
+        (["--temperature", "0"], "--temperature must be a number above 0"),
+        (["--temperature", "nan"], "--temperature must be a number above 0"),
+        (["--gamma", "2"], "--gamma must be a number in [0, 1]"),
+        (["--learning_rate", "-1"], "--learning_rate must be a number above 0"),
+        (["--beta", "-0.1"], "--beta must be a number 0 or more"),
     ],
 )
 def test_bad_arguments_fail_before_torch_loads_with_one_line_and_nothing_written(argv, message, tmp_path):

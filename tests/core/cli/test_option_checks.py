@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pytest
 
@@ -45,3 +46,55 @@ def test_checks_that_hold_say_nothing(tmp_path, capsys):
     parser.require_env("game:Wordle-v0")
     parser.require_folder("--out", tmp_path / "new")
     assert capsys.readouterr().err == ""
+
+
+def _folder_problem_as_another_user(path) -> str | None:
+    """:func:`folder_problem` as uid 65534 when run as root (root may write anywhere), in a forked child that
+    drops to it; as this user otherwise."""
+    import json
+    import os
+
+    if os.geteuid() != 0:
+        return folder_problem(path)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through the pipe
+        try:
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            os.write(write, json.dumps(folder_problem(path)).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as answer:
+        text = answer.read()
+    os.waitpid(pid, 0)
+    return json.loads(text)
+
+
+def test_folder_problem_names_a_folder_the_user_cannot_write_in():
+    """``--out`` under a folder the user may not write was accepted, and the run failed at its first log line,
+    after the model was built and warmed up: it is refused before any work, naming the folder. A folder above it
+    that may not be entered (``/root/runs`` for another user) raised ``PermissionError``."""
+    import os
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="gem-folder-problem-", dir="/tmp"))  # pytest's tmp_path: only root may enter
+    closed = base / "closed"
+    private = base / "private"
+    try:
+        os.chmod(base, 0o755)
+        closed.mkdir(mode=0o555)
+        private.mkdir(mode=0o700)
+        os.chmod(closed, 0o555)
+        os.chmod(private, 0o700)
+        (private / "runs").mkdir()
+        assert _folder_problem_as_another_user(closed / "run") == f"{closed / 'run'}: cannot write in {closed}"
+        assert _folder_problem_as_another_user(closed) == f"{closed}: cannot write in {closed}"
+        assert _folder_problem_as_another_user(private / "runs" / "x") == f"{private / 'runs' / 'x'}: cannot write in {private}"
+        os.chmod(closed, 0o777)
+        assert _folder_problem_as_another_user(closed / "run" / "deeper") is None
+    finally:
+        shutil.rmtree(base)
