@@ -9,8 +9,8 @@ random moves win 57% of the games, a fixed guessing order at most 75%, the train
 0-4 (mean return over the last 20% of steps; bench/learning/results/README.md tells how). Each step prints
 one line (step, mean return, success rate, seconds); TRL's full metrics go to `runs/trl/log.jsonl` (and to
 wandb or TensorBoard with `--report_to wandb|tensorboard`), the reward curve (next to a random-move baseline)
-to `runs/trl/reward_curve.png`, the numbers to `metrics.json`. Ctrl-C stops early and still writes the curve
-and metrics of the steps done (exit 130).
+to `runs/trl/reward_curve.png`, the numbers to `metrics.json`. Ctrl-C, or SIGTERM as a scheduler sends it, stops
+early and still writes the curve and metrics of the steps done (exit 130, 143).
 
 `--env` takes any env id (`gem list`) with its registered kwargs unless `--env_kwargs` overrides them (the 1-4
 setting belongs to the main job, run without `--env`); the tiny tokenizer makes every move seen in random play
@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
 import warnings
@@ -154,7 +155,8 @@ def grpo_config(args: Args, max_completion_length: int, on_cpu: bool):
 
 
 def main(args: Args) -> dict:
-    """Train; on Ctrl-C, write the metrics and the curve of the steps done and return them (``interrupted``)."""
+    """Train; on Ctrl-C or SIGTERM, write the metrics and the curve of the steps done and return them (``interrupted``,
+    ``interrupted_by``)."""
     tasks = check_tasks(args)  # raises InvalidRecipeArgument before anything heavy loads or is written
     env_id, env_kwargs = tasks[0].env_id, dict(tasks[0].env_kwargs)
     envs = [(task.env_id, dict(task.env_kwargs)) for task in tasks]
@@ -218,9 +220,11 @@ def main(args: Args) -> dict:
 
     # -- the loop (TRL's), then the report ----------------------------------------------------------
     start = time.perf_counter()
-    interrupted = train_until_stopped(trainer, step_log)  # Ctrl-C: stop after this step, keep what was done
+    stopped_by = train_until_stopped(trainer, step_log)  # Ctrl-C or SIGTERM: stop after this step, keep what was done
+    interrupted = stopped_by is not None
     minutes = (time.perf_counter() - start + warm_start_seconds) / 60  # training = warm start + RL
     metrics = run_metrics(args, tasks, step_log, interrupted=interrupted, minutes=minutes,
+                          interrupted_by=signal.Signals(stopped_by).name if interrupted else None,
                           max_new_tokens=max_new_tokens, max_completion_length=max_completion_length)
     write_report(metrics, args.out, sampler)
     if args.save_model and not interrupted:
@@ -229,7 +233,8 @@ def main(args: Args) -> dict:
 
 
 def cli(argv: list[str] | None = None) -> int:
-    """The command line: exit 0 when trained, 2 on a bad argument (one line, nothing written), 130 on Ctrl-C."""
+    """The command line: exit 0 when trained, 2 on a bad argument (one line, nothing written), 128 + the signal's
+    number when Ctrl-C (130) or SIGTERM (143) stopped it."""
     options = vars(dataclass_parser(Args, "train_trl.py", __doc__.split("\n\n")[0]).parse_args(argv))
     env = options.pop("env", None)  # None: no --env given, the main job
     try:
@@ -240,7 +245,7 @@ def cli(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # before training started: nothing to save
         print("\nInterrupted before the first step; nothing written.", file=sys.stderr)
         return 130
-    return 130 if metrics["interrupted"] else 0
+    return 128 + signal.Signals[metrics["interrupted_by"]] if metrics["interrupted"] else 0
 
 
 if __name__ == "__main__":

@@ -49,12 +49,12 @@ class StepLog:
         self.success: list[float] = []
         self.frac_reward_zero_std: list[float | None] = []  # groups whose episodes all scored the same
         self.task_metrics: list[dict[str, float]] = []  # per step: gem/task/... and gem/curriculum/... of TRL's log
-        self.stop_requested = False  # set by Ctrl-C: training ends after the step under way
+        self.stop_signal: int | None = None  # Ctrl-C's or SIGTERM's number: training ends after the step under way
         self._last = time.perf_counter()
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        """Ends training after this step once Ctrl-C was pressed."""
-        if self.stop_requested:
+        """Ends training after this step once Ctrl-C was pressed (or SIGTERM came)."""
+        if self.stop_signal is not None:
             control.should_training_stop = True
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
@@ -84,36 +84,41 @@ def step_log_callback(rollout_func: Any, total_steps: int, log_path: str) -> Ste
     return type("StepLogCallback", (StepLog, TrainerCallback), {})(rollout_func, total_steps, log_path)
 
 
-def train_until_stopped(trainer: Any, step_log: StepLog) -> bool:
-    """``trainer.train()``; the first Ctrl-C stops after the step under way, a second at once. Returns whether
-    the run was interrupted."""
+def train_until_stopped(trainer: Any, step_log: StepLog) -> int | None:
+    """``trainer.train()``; the first Ctrl-C or SIGTERM stops after the step under way, a second at once. Returns the
+    number of the signal that stopped the run, None if it ran to the end.
+
+    SIGTERM is what a scheduler sends before it kills a job (SLURM's preemption, ``docker stop``, Kubernetes):
+    its grace period is for saving what was done, as Ctrl-C does."""
 
     def request_stop(signum: int, frame: Any) -> None:
         # A flag, not a KeyboardInterrupt: one raised inside a rollout's event loop can be lost in its
-        # cancellation, and one raised in backward leaves the step half done. A second Ctrl-C stops at once.
-        if step_log.stop_requested:
+        # cancellation, and one raised in backward leaves the step half done. A second signal stops at once.
+        if step_log.stop_signal is not None:
             raise KeyboardInterrupt
-        step_log.stop_requested = True
-        print("\nCtrl-C: stopping after this step (Ctrl-C again to stop at once).", file=sys.stderr, flush=True)
+        step_log.stop_signal = signum
+        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        print(f"\n{name}: stopping after this step (Ctrl-C again to stop at once).", file=sys.stderr, flush=True)
 
-    interrupted = False
-    previous_handler = signal.signal(signal.SIGINT, request_stop)
+    stopping = (signal.SIGINT, signal.SIGTERM)
+    previous_handlers = [signal.signal(signum, request_stop) for signum in stopping]
     try:
         trainer.train()
     except KeyboardInterrupt:
-        interrupted = True
+        if step_log.stop_signal is None:
+            step_log.stop_signal = signal.SIGINT
     finally:
-        signal.signal(signal.SIGINT, previous_handler)
-    interrupted = interrupted or step_log.stop_requested
-    if interrupted:
+        for signum, handler in zip(stopping, previous_handlers, strict=True):
+            signal.signal(signum, handler)
+    if step_log.stop_signal is not None:
         print(f"Interrupted after {len(step_log.rewards)} steps; saving what was done.", file=sys.stderr, flush=True)
-    return interrupted
+    return step_log.stop_signal
 
 
 def run_metrics(args: Any, tasks: list[Task], step_log: StepLog, **measured: Any) -> dict:
     """``metrics.json`` of a run: its settings, the reward per step, its first and last 20%, the random-move
     baseline (a mixture's: the tasks' averaged by their weights); ``measured`` adds what the run found
-    (``minutes``, ``interrupted``, the token limits)."""
+    (``minutes``, ``interrupted`` and ``interrupted_by``, the stopping signal's name, the token limits)."""
     mixture = len(tasks) > 1
     curve = np.array(step_log.rewards)
     fifth = max(1, len(curve) // 5)
@@ -128,6 +133,7 @@ def run_metrics(args: Any, tasks: list[Task], step_log: StepLog, **measured: Any
         "steps": len(curve),
         "warm_start_steps": args.warm_start_steps if args.model is None else 0,
         "interrupted": measured["interrupted"],
+        "interrupted_by": measured.get("interrupted_by"),
         "minutes": round(measured["minutes"], 2),
         "max_new_tokens": measured["max_new_tokens"],
         "max_completion_length": measured["max_completion_length"],

@@ -75,7 +75,10 @@ def test_the_tiny_tokenizer_makes_mastermind_moves_single_tokens_with_distinct_r
 
 
 @pytest.mark.slow
-def test_ctrl_c_keeps_the_metrics_and_the_curve_of_the_steps_done(tmp_path):
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_keeps_the_metrics_and_the_curve_of_the_steps_done(tmp_path, stop_signal):
+    """Ctrl-C, and SIGTERM as a scheduler sends it before it kills a job (SLURM's preemption, ``docker stop``,
+    Kubernetes): SIGTERM killed the run at once, with no metrics and no curve."""
     out = tmp_path / "run"
     process = subprocess.Popen(
         [sys.executable, str(EXAMPLE), "--steps", "50", "--prompts_per_step", "2", "--num_generations", "4",
@@ -90,16 +93,17 @@ def test_ctrl_c_keeps_the_metrics_and_the_curve_of_the_steps_done(tmp_path):
                 break
             time.sleep(0.2)
         assert process.poll() is None, process.communicate()
-        process.send_signal(signal.SIGINT)
+        process.send_signal(stop_signal)
         stdout, stderr = process.communicate(timeout=300)
     finally:
         if process.poll() is None:
             process.kill()
-    assert process.returncode == 130, stderr
+    assert process.returncode == 128 + stop_signal, stderr
     assert "Traceback" not in stderr and "Interrupted after" in stderr
     metrics = json.loads((out / "metrics.json").read_text())
     logged = [json.loads(line) for line in log.read_text().splitlines()]
     assert metrics["interrupted"] is True and 2 <= metrics["steps"] < 50
+    assert metrics["interrupted_by"] == signal.Signals(stop_signal).name
     assert metrics["reward_per_step"] == pytest.approx([line["reward"] for line in logged])
     assert len(metrics["success_per_step"]) == metrics["steps"]
     assert (out / "reward_curve.png").stat().st_size > 10_000
