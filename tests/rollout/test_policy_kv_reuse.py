@@ -154,6 +154,30 @@ def test_release_drops_the_ended_episode_but_not_one_sharing_only_its_prompt():
     assert store.lookup([1, 2, 3, 20, 21, 5])[1] == 5
 
 
+def test_release_drops_exactly_the_sequences_the_ended_context_continues_past_their_prompt():
+    """An ended context drops exactly the held sequences whose prompt and first sampled id it repeats (the episode's
+    own), against an id-by-id check over sequences that agree with it by chance well past their start; another
+    episode's, sharing only a prefix of the prompt, stays."""
+    import numpy as np
+
+    rng = np.random.default_rng(11)
+    held = []
+    for _ in range(40):  # few distinct ids: contexts that agree with a sequence by chance well past its start
+        parent = held[rng.integers(len(held))][0] if held and rng.random() < 0.6 else rng.integers(0, 4, 5).tolist()
+        ids = parent[: rng.integers(1, len(parent) + 1)] + rng.integers(0, 4, rng.integers(1, 8)).tolist()
+        held.append((ids, int(rng.integers(0, len(ids) + 1))))
+    for _ in range(200):
+        base = held[rng.integers(len(held))][0]
+        done = base[: rng.integers(0, len(base) + 1)] + rng.integers(0, 4, rng.integers(0, 6)).tolist()
+        store = PrefixKVCache(max_sequences=64, max_tokens=10**6)
+        for ids, prompt_len in held:
+            store.store(ids, prompt_len, None)
+        need = [min(len(ids), prompt_len + 1) for ids, prompt_len in held]
+        want = [ids for (ids, _), n in zip(held, need) if not (len(done) >= n and ids[:n] == done[:n])]
+        assert store.release(done) == len(held) - len(want)
+        assert [entry.ids.tolist() for entry in store._entries.values()] == want
+
+
 def test_a_negative_bound_is_refused_naming_the_argument(tiny_tokenizer, tiny_model):
     from gem_core.errors import GemError
 
