@@ -77,7 +77,8 @@ class OneLineErrors:
 
 def folder_problem(path: str | os.PathLike[str]) -> str | None:
     """Why ``path`` cannot be (or become) a folder for a command's output: it, or a folder above it, is a
-    file, or the nearest folder that exists is one this user may not write in (None: it can). Checked before any work, so the option is refused at once, not after a run."""
+    file, or the nearest folder that exists is one this user may not write in (None: it can). Checked before
+    any work, so the option is refused at once, not after a run."""
     path = Path(path)
     for part in (path, *path.parents):
         try:

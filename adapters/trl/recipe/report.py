@@ -98,7 +98,7 @@ def train_until_stopped(trainer: Any, step_log: StepLog) -> int | None:
             raise KeyboardInterrupt
         step_log.stop_signal = signum
         name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
-        print(f"\n{name}: stopping after this step (Ctrl-C again to stop at once).", file=sys.stderr, flush=True)
+        print(f"\n{name}: stopping after this step ({name} again to stop at once).", file=sys.stderr, flush=True)
 
     stopping = (signal.SIGINT, signal.SIGTERM)
     previous_handlers = [signal.signal(signum, request_stop) for signum in stopping]
