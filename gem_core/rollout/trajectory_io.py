@@ -75,6 +75,7 @@ def state_key() -> bytes:
     Raises:
         UnsafeKeyFile: the key file is a symbolic link, not a regular file, not the user's own, readable or
             writable by others (like ssh with a private key), or in a folder others may write (and not sticky).
+        UsageError: no ``$GEM_STATE_KEY`` and no home directory to keep the key in (a container's random uid).
     """
     from gem_core.settings import environment_value, home_dir
 

@@ -261,7 +261,11 @@ def _parse_pack(path: Path, raw: bytes) -> TaskPack:
 
 
 def default_home() -> Path:
-    """``$GEM_SWE_HOME``, else ``~/.cache/gem/swe``: where ``gem swe build`` keeps sdists and built trees."""
+    """``$GEM_SWE_HOME``, else ``~/.cache/gem/swe``: where ``gem swe build`` keeps sdists and built trees.
+
+    Raises:
+        SweError: neither is known: no ``$GEM_SWE_HOME`` and no home directory (a container's random uid).
+    """
     chosen = environment_value("GEM_SWE_HOME")
     if chosen:
         return Path(chosen).expanduser()
