@@ -345,27 +345,25 @@ def test_an_interpreter_started_by_a_relative_path_runs_snippets(bwrap_mode, zyg
 @pytest.mark.parametrize("zygote", [True, False], ids=["zygote", "sandbox-per-call"])
 def test_a_user_without_a_home_directory_runs_snippets(bwrap_mode, zygote, no_home):
     """No ``~`` (a container's random uid): there is no home to hide, and the sandbox starts without one."""
-    from gem_core.tools.sandbox import SandboxConfig, SandboxPool
-
-    pool = SandboxPool(bwrap_mode, SandboxConfig(pool_size=1, zygote=zygote, preload=()))
-    try:
-        result = pool.run("print(6 * 7)", timeout=20)
-    finally:
-        pool.close()
-    assert (result.stdout, result.exit_code) == ("42\n", 0), result
+    assert_a_fresh_pool_runs_a_snippet(bwrap_mode, zygote)
 
 
 @pytest.mark.parametrize("zygote", [True, False], ids=["zygote", "sandbox-per-call"])
 def test_a_process_whose_working_directory_was_deleted_runs_snippets(bwrap_mode, zygote, tmp_path, monkeypatch):
     """A job whose working directory was removed under it (a cleaned-up scratch folder): there is nothing left
     to hide, and ``Path.cwd()`` raises, which stopped every sandbox from starting."""
-    from gem_core.tools.sandbox import SandboxConfig, SandboxPool
-
     gone = tmp_path / "gone"
     gone.mkdir()
     monkeypatch.chdir(gone)
     gone.rmdir()
-    pool = SandboxPool(bwrap_mode, SandboxConfig(pool_size=1, zygote=zygote, preload=()))
+    assert_a_fresh_pool_runs_a_snippet(bwrap_mode, zygote)
+
+
+def assert_a_fresh_pool_runs_a_snippet(mode: str, zygote: bool) -> None:
+    """A pool made now (its zygote, or a sandbox per call, started in this process's state) runs ``print(6 * 7)``."""
+    from gem_core.tools.sandbox import SandboxConfig, SandboxPool
+
+    pool = SandboxPool(mode, SandboxConfig(pool_size=1, zygote=zygote, preload=()))
     try:
         result = pool.run("print(6 * 7)", timeout=20)
     finally:
