@@ -30,8 +30,9 @@ import gem_core
         (["--env_kwargs", "{not json"], "--env_kwargs is not JSON"),
         (["--turn_credit", "gae"], "--turn_credit must be"),
         (["--max_turn_tokens", "4"], "unrecognized arguments: --max_turn_tokens 4"),  # the old name is gone at 0.1.0
-        # These four went through and failed after torch loaded: a ZeroDivisionError in TRL's log-probs (temperature 0),
-        # a traceback from the trainer (gamma), NaN losses or a silent run (learning rate, beta).
+        # These four went through the checks and failed after torch loaded, each with a traceback: a ZeroDivisionError in
+        # TRL's log-probs (temperature 0), the trainer's InvalidArgument (gamma), AdamW's ValueError (learning rate), and
+        # an OSError about an empty repo id (a negative beta: TRL loads a reference model for any beta but 0).
         (["--temperature", "0"], "--temperature must be a number above 0"),
         (["--temperature", "nan"], "--temperature must be a number above 0"),
         (["--gamma", "2"], "--gamma must be a number in [0, 1]"),
