@@ -109,10 +109,11 @@ def python_dirs(python: str) -> list[str]:
         # The virtualenv the path names (its bin/python is a link into the base interpreter) and the base.
         candidates = {str(Path(python).absolute().parent.parent), str(real.parent.parent)}
     home = home_dir()
+    home = None if home is None else home.resolve()
     dirs = []
     for candidate in sorted(candidates):
         path = Path(candidate).resolve()
-        if str(path) in ("/", "/usr") or (home is not None and _is_within(home.resolve(), path)):
+        if str(path) in ("/", "/usr") or (home is not None and _is_within(home, path)):
             continue  # an ancestor of the home directory would expose it
         dirs.append(str(path))
     return dirs

@@ -86,10 +86,9 @@ def test_folder_problem_names_a_folder_the_user_cannot_write_in():
     private = base / "private"
     try:
         os.chmod(base, 0o755)
-        closed.mkdir(mode=0o555)
-        private.mkdir(mode=0o700)
-        os.chmod(closed, 0o555)
-        os.chmod(private, 0o700)
+        for folder, mode in ((closed, 0o555), (private, 0o700)):
+            folder.mkdir()
+            os.chmod(folder, mode)  # not mkdir's mode: the umask would narrow it
         (private / "runs").mkdir()
         assert _folder_problem_as_another_user(closed / "run") == f"{closed / 'run'}: cannot write in {closed}"
         assert _folder_problem_as_another_user(closed) == f"{closed}: cannot write in {closed}"
