@@ -52,7 +52,8 @@ from dataclasses import dataclass, field
 # Only light imports up here: a bad flag or env id is reported before torch and TRL load (~1 min on 2 cores).
 from gem_adapters.trl.recipe import (DEFAULT_ENV, DEFAULT_ENV_KWARGS, REPORT_TO, TINY_VOCAB_SIZE, InvalidRecipeArgument,
                                      check_tasks, dataclass_parser, format_warm_start, report_to_list, run_metrics,
-                                     step_log_callback, task_sampler, tiny_model_and_tokenizer, train_until_stopped, write_report)
+                                     step_log_callback, stop_signals, task_sampler, tiny_model_and_tokenizer, train_until_stopped,
+                                     write_report)
 from gem_adapters.trl.recipe import check_args, plot_reward_curve, random_episodes  # noqa: F401  (importable from here)
 from gem_core.curriculum import Task
 
@@ -220,15 +221,16 @@ def main(args: Args) -> dict:
 
     # -- the loop (TRL's), then the report ----------------------------------------------------------
     start = time.perf_counter()
-    stopped_by = train_until_stopped(trainer, step_log)  # Ctrl-C or SIGTERM: stop after this step, keep what was done
-    interrupted = stopped_by is not None
-    minutes = (time.perf_counter() - start + warm_start_seconds) / 60  # training = warm start + RL
-    metrics = run_metrics(args, tasks, step_log, interrupted=interrupted, minutes=minutes,
-                          interrupted_by=signal.Signals(stopped_by).name if interrupted else None,
-                          max_new_tokens=max_new_tokens, max_completion_length=max_completion_length)
-    write_report(metrics, args.out, sampler)
-    if args.save_model and not interrupted:
-        trainer.save_model(os.path.join(args.out, "model"))
+    with stop_signals(step_log):  # Ctrl-C or SIGTERM: stop after this step, keep what was done; any later one waits
+        stopped_by = train_until_stopped(trainer, step_log)
+        interrupted = stopped_by is not None
+        minutes = (time.perf_counter() - start + warm_start_seconds) / 60  # training = warm start + RL
+        metrics = run_metrics(args, tasks, step_log, interrupted=interrupted, minutes=minutes,
+                              interrupted_by=signal.Signals(stopped_by).name if interrupted else None,
+                              max_new_tokens=max_new_tokens, max_completion_length=max_completion_length)
+        write_report(metrics, args.out, sampler)
+        if args.save_model and not interrupted:
+            trainer.save_model(os.path.join(args.out, "model"))
     return metrics
 
 

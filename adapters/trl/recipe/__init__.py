@@ -24,7 +24,16 @@ from gem_adapters.trl.recipe.options import (
     report_to_list,
     task_sampler,
 )
-from gem_adapters.trl.recipe.report import StepLog, plot_reward_curve, random_move_return, run_metrics, step_log_callback, train_until_stopped, write_report
+from gem_adapters.trl.recipe.report import (
+    StepLog,
+    plot_reward_curve,
+    random_move_return,
+    run_metrics,
+    step_log_callback,
+    stop_signals,
+    train_until_stopped,
+    write_report,
+)
 from gem_adapters.trl.recipe.tiny_model import MAX_MOVE_TOKENS, TINY_VOCAB_SIZE, format_warm_start, random_episodes, tiny_model_and_tokenizer
 
 __all__ = [
@@ -48,6 +57,7 @@ __all__ = [
     "report_to_list",
     "run_metrics",
     "step_log_callback",
+    "stop_signals",
     "task_sampler",
     "tiny_model_and_tokenizer",
     "train_until_stopped",

@@ -1,14 +1,16 @@
 """What ``examples/train_trl.py`` prints and writes about a run: one console line per step, TRL's metrics as JSON
-lines, ``metrics.json`` beside a random-move baseline, the reward curve; and the Ctrl-C that stops a run after
-the step under way and still writes all of it."""
+lines, ``metrics.json`` beside a random-move baseline, the reward curve; and the Ctrl-C (or SIGTERM) that stops a
+run after the step under way and still writes all of it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -16,7 +18,7 @@ import numpy as np
 import gem_core
 from gem_core.curriculum import Task, TaskSampler
 
-__all__ = ["StepLog", "plot_reward_curve", "random_move_return", "run_metrics", "step_log_callback",
+__all__ = ["StepLog", "plot_reward_curve", "random_move_return", "run_metrics", "step_log_callback", "stop_signals",
            "train_until_stopped", "write_report"]
 
 
@@ -50,6 +52,7 @@ class StepLog:
         self.frac_reward_zero_std: list[float | None] = []  # groups whose episodes all scored the same
         self.task_metrics: list[dict[str, float]] = []  # per step: gem/task/... and gem/curriculum/... of TRL's log
         self.stop_signal: int | None = None  # Ctrl-C's or SIGTERM's number: training ends after the step under way
+        self.training_over = False  # set once trainer.train() returned: what was done is being saved
         self._last = time.perf_counter()
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -84,32 +87,46 @@ def step_log_callback(rollout_func: Any, total_steps: int, log_path: str) -> Ste
     return type("StepLogCallback", (StepLog, TrainerCallback), {})(rollout_func, total_steps, log_path)
 
 
-def train_until_stopped(trainer: Any, step_log: StepLog) -> int | None:
-    """``trainer.train()``; the first Ctrl-C or SIGTERM stops after the step under way, a second at once. Returns the
-    number of the signal that stopped the run, None if it ran to the end.
+@contextlib.contextmanager
+def stop_signals(step_log: StepLog) -> Iterator[None]:
+    """Ctrl-C and SIGTERM while open, for a run and the report of what it did: the first asks training to stop after
+    the step under way, a second stops training at once, and any that comes once training is over waits for the report.
 
-    SIGTERM is what a scheduler sends before it kills a job (SLURM's preemption, ``docker stop``, Kubernetes):
-    its grace period is for saving what was done, as Ctrl-C does."""
+    SIGTERM is what a scheduler sends before it kills a job (SLURM's preemption, ``docker stop``, Kubernetes): its
+    grace period is for saving what was done, as Ctrl-C does. A signal that came after training, with the handlers
+    put back, killed the run between ``metrics.json`` and the curve (SIGTERM) or lost the curve (Ctrl-C)."""
 
     def request_stop(signum: int, frame: Any) -> None:
+        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        if step_log.training_over:
+            print(f"\n{name}: saving what was done first.", file=sys.stderr, flush=True)
+            return
         # A flag, not a KeyboardInterrupt: one raised inside a rollout's event loop can be lost in its
         # cancellation, and one raised in backward leaves the step half done. A second signal stops at once.
         if step_log.stop_signal is not None:
             raise KeyboardInterrupt
         step_log.stop_signal = signum
-        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
         print(f"\n{name}: stopping after this step ({name} again to stop at once).", file=sys.stderr, flush=True)
 
     stopping = (signal.SIGINT, signal.SIGTERM)
     previous_handlers = [signal.signal(signum, request_stop) for signum in stopping]
+    try:
+        yield
+    finally:
+        for signum, handler in zip(stopping, previous_handlers, strict=True):
+            signal.signal(signum, handler)
+
+
+def train_until_stopped(trainer: Any, step_log: StepLog) -> int | None:
+    """``trainer.train()``, inside :func:`stop_signals`: returns the number of the signal that stopped the run, None
+    if it ran to the end."""
     try:
         trainer.train()
     except KeyboardInterrupt:
         if step_log.stop_signal is None:
             step_log.stop_signal = signal.SIGINT
     finally:
-        for signum, handler in zip(stopping, previous_handlers, strict=True):
-            signal.signal(signum, handler)
+        step_log.training_over = True
     if step_log.stop_signal is not None:
         print(f"Interrupted after {len(step_log.rewards)} steps; saving what was done.", file=sys.stderr, flush=True)
     return step_log.stop_signal

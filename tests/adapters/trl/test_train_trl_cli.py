@@ -75,15 +75,33 @@ def test_the_tiny_tokenizer_makes_mastermind_moves_single_tokens_with_distinct_r
     assert np.unique(legal).size > 1  # and moves differ in what they earn: something to learn
 
 
+#: ``python -c SECOND_SIGNAL_WHILE_SAVING SIGNUM SCRIPT ARGS`` runs SCRIPT as ``__main__``, sending it signal SIGNUM once
+#: more as the report of the steps done is being written (just before the curve is plotted).
+SECOND_SIGNAL_WHILE_SAVING = (
+    "import os, runpy, sys\n"
+    "from gem_adapters.trl.recipe import report\n"
+    "signum, plot = int(sys.argv[1]), report.plot_reward_curve\n"
+    "def plot_after_a_second_signal(*args, **kwargs):\n"
+    "    os.kill(os.getpid(), signum)\n"
+    "    return plot(*args, **kwargs)\n"
+    "report.plot_reward_curve = plot_after_a_second_signal\n"
+    "sys.argv = sys.argv[2:]\n"
+    "runpy.run_path(sys.argv[0], run_name='__main__')\n"
+)
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("second_while_saving", [False, True], ids=["once", "again-while-saving"])
 @pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_ctrl_c_keeps_the_metrics_and_the_curve_of_the_steps_done(tmp_path, stop_signal):
+def test_ctrl_c_keeps_the_metrics_and_the_curve_of_the_steps_done(tmp_path, stop_signal, second_while_saving):
     """Ctrl-C, and SIGTERM as a scheduler sends it before it kills a job (SLURM's preemption, ``docker stop``,
-    Kubernetes): SIGTERM killed the run at once, with no metrics and no curve."""
+    Kubernetes): SIGTERM killed the run at once, with no metrics and no curve. A second signal once training
+    stopped (a second Ctrl-C, a scheduler's repeated SIGTERM) came after the handlers were put back: SIGTERM
+    killed the run between metrics.json and the curve, and Ctrl-C lost the curve and said nothing was written."""
     out = tmp_path / "run"
+    run = [sys.executable, "-c", SECOND_SIGNAL_WHILE_SAVING, str(int(stop_signal))] if second_while_saving else [sys.executable]
     process = subprocess.Popen(
-        [sys.executable, str(EXAMPLE), "--steps", "50", "--prompts_per_step", "2", "--num_generations", "4",
-         "--out", str(out)],
+        [*run, str(EXAMPLE), "--steps", "50", "--prompts_per_step", "2", "--num_generations", "4", "--out", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     log = out / "log.jsonl"
