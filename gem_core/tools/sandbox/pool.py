@@ -321,8 +321,9 @@ def run_python(
         code: the program, run as ``__main__``.
         stdin: text the program reads on standard input.
         timeout: wall-clock seconds before the sandbox is killed (``timed_out=True``, ``limit="time"``).
-        memory_mb: memory limit in MiB, for each process (address space) and for all of the snippet's
-            processes together (resident memory, sampled by the host).
+        memory_mb: memory limit in MiB, for each process (the address space it maps beyond the
+            interpreter's own, preloads included) and for all of the snippet's processes together
+            (resident memory, sampled by the host).
         mode: ``"bwrap"`` (default) or ``"process"``; None reads ``$GEM_SANDBOX``.
         call: a function to call after the program ran; its return value comes back in
             :attr:`SandboxResult.returned`.
