@@ -43,6 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gem_core.cpus import usable_cpus
+
 __all__ = ["ScoringPool", "CallResult", "scoring_pool", "SETUP_REPORTED", "report_scoring"]
 
 logger = logging.getLogger("gem.envs.scoring_pool")
@@ -204,7 +206,7 @@ class ScoringPool:
         startup_timeout: float = 120.0,
         warm_up: str | None = None,
     ):
-        self.max_workers = max_workers or max(1, os.cpu_count() or 1)
+        self.max_workers = max_workers or usable_cpus()
         self.memory_mb = memory_mb
         self.startup_timeout = startup_timeout
         self.warm_up_function = warm_up

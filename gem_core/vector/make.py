@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import numbers
-import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -12,6 +11,7 @@ import gymnasium as gym
 from gymnasium.vector import AutoresetMode
 
 from gem_core import registry
+from gem_core.cpus import usable_cpus
 from gem_core.errors import InvalidArgument, InvalidArgumentType
 from gem_core.vector.calls import add_note
 from gem_core.vector.vector_env import VectorEnv
@@ -59,10 +59,6 @@ def _declares_never_blocking(source: str | Callable[..., gym.Env], wrappers: tup
 #: How long the process backend polls before sleeping, for envs that never block (see ``Spinner``): a few
 #: batches of the cheapest games, and far below what a sleeping wait costs.
 NEVER_BLOCKING_SPIN_SECONDS = 200e-6
-
-
-def _cpu_count() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def make_vec(
@@ -136,7 +132,7 @@ def make_vec(
         # poll for each other briefly instead of sleeping, the parent on the CPU left to it. Envs that
         # may wait keep a worker each, so their waits overlap and a fault touches one env only.
         backend_kwargs = {
-            "num_workers": min(len(sources), max(1, _cpu_count() - 1)), "spin_seconds": NEVER_BLOCKING_SPIN_SECONDS,
+            "num_workers": min(len(sources), max(1, usable_cpus() - 1)), "spin_seconds": NEVER_BLOCKING_SPIN_SECONDS,
             **dict(backend_kwargs or {}),
         }
     if backend == "ray" and all(_declares_never_blocking(source, wrappers) for source in sources):

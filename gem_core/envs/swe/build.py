@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from gem_core.cpus import usable_cpus
 from gem_core.envs.swe.grading import Grade, copy_tree, run_tests
 from gem_core.envs.swe.pack import DATA_DIR, SPEC_FILE, Package, SweError, SweTask, TaskPack, load_pack
 from gem_core.tools.sandbox.isolation import SYSTEM_DIRS, python_dirs
@@ -145,7 +146,7 @@ def _original_tree(package: Package, sdist: Path | None, scratch: Path) -> Path:
 def _workers(jobs: int) -> int:
     # pip downloads wait on the index and each check is a fresh sandboxed interpreter: one at a time leaves
     # the other cores idle, so they run side by side (each check keeps its own time and memory limits).
-    return max(1, min(jobs, os.cpu_count() or 1, 8))
+    return max(1, min(jobs, usable_cpus(), 8))
 
 
 def _fetch_all(packages: list[Package], home: Path, report: Report) -> dict[str, Path | None]:

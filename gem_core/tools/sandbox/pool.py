@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 
+from gem_core.cpus import usable_cpus
 from gem_core.errors import InvalidArgument, UsageError
 from gem_core.tools.sandbox.config import FunctionCall, SandboxConfig, SandboxResult, SandboxUnavailableError, pool_size_from_environment, resolve_backend
 from gem_core.tools.sandbox.isolation import resolve_mode
@@ -84,7 +85,7 @@ class SandboxPool:
         with self._lock:
             self._refillers = [t for t in self._refillers if t.is_alive()]
             # Start workers in parallel where there are cores for it (one at a time on a small machine).
-            wanted = max(1, min(self.config.pool_size, (os.cpu_count() or 2) // 2))
+            wanted = max(1, min(self.config.pool_size, usable_cpus() // 2))
             while len(self._refillers) < wanted:
                 thread = threading.Thread(target=self._refill_loop, name="gem-sandbox-pool", daemon=True)
                 thread.start()
