@@ -192,7 +192,7 @@ class ScoringPool:
     call returns, so the next call does not pay for the hang.
 
     Args:
-        max_workers: workers busy at once (default: one per CPU).
+        max_workers: workers busy at once (default: one per CPU this process may use, :func:`gem_core.cpus.usable_cpus`).
         memory_mb: address-space limit of each worker (a blown-up expression fails, not the host).
         startup_timeout: seconds a worker may take to start, and a ``prepare`` call to run.
         warm_up: ``"module:function"`` each worker calls before it says ready (imports, caches).
