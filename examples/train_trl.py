@@ -51,9 +51,9 @@ from dataclasses import dataclass, field
 
 # Only light imports up here: a bad flag or env id is reported before torch and TRL load (~1 min on 2 cores).
 from gem_adapters.trl.recipe import (DEFAULT_ENV, DEFAULT_ENV_KWARGS, REPORT_TO, TINY_VOCAB_SIZE, InvalidRecipeArgument,
-                                     check_tasks, dataclass_parser, format_warm_start, report_to_list, run_metrics,
-                                     step_log_callback, stop_signals, task_sampler, tiny_model_and_tokenizer, train_until_stopped,
-                                     write_report)
+                                     ReportNotWritten, check_tasks, dataclass_parser, format_warm_start, report_to_list,
+                                     run_metrics, save_model, step_log_callback, stop_signals, task_sampler,
+                                     tiny_model_and_tokenizer, train_until_stopped, write_report)
 from gem_adapters.trl.recipe import check_args, plot_reward_curve, random_episodes  # noqa: F401  (importable from here)
 from gem_core.curriculum import Task
 
@@ -230,13 +230,13 @@ def main(args: Args) -> dict:
                               max_new_tokens=max_new_tokens, max_completion_length=max_completion_length)
         write_report(metrics, args.out, sampler)
         if args.save_model and not interrupted:
-            trainer.save_model(os.path.join(args.out, "model"))
+            save_model(trainer, os.path.join(args.out, "model"))
     return metrics
 
 
 def cli(argv: list[str] | None = None) -> int:
-    """The command line: exit 0 when trained, 2 on a bad argument (one line, nothing written), 128 + the signal's
-    number when Ctrl-C (130) or SIGTERM (143) stopped it."""
+    """The command line: exit 0 when trained, 2 on a bad argument (one line, nothing written), 1 when the report or
+    the model could not be written (a full disk), 128 + the signal's number when Ctrl-C (130) or SIGTERM (143) stopped it."""
     options = vars(dataclass_parser(Args, "train_trl.py", __doc__.split("\n\n")[0]).parse_args(argv))
     env = options.pop("env", None)  # None: no --env given, the main job
     try:
@@ -244,6 +244,9 @@ def cli(argv: list[str] | None = None) -> int:
     except InvalidRecipeArgument as error:
         print(f"train_trl.py: error: {error}", file=sys.stderr)
         return 2
+    except ReportNotWritten as error:  # a full disk: the figures were printed, and no file is half written
+        print(f"train_trl.py: error: {error}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:  # before training started: nothing to save
         print("\nInterrupted before the first step; nothing written.", file=sys.stderr)
         return 130

@@ -25,10 +25,12 @@ from gem_adapters.trl.recipe.options import (
     task_sampler,
 )
 from gem_adapters.trl.recipe.report import (
+    ReportNotWritten,
     StepLog,
     plot_reward_curve,
     random_move_return,
     run_metrics,
+    save_model,
     step_log_callback,
     stop_signals,
     train_until_stopped,
@@ -44,6 +46,7 @@ __all__ = [
     "REPORT_TO",
     "TINY_VOCAB_SIZE",
     "InvalidRecipeArgument",
+    "ReportNotWritten",
     "StepLog",
     "check_args",
     "check_tasks",
@@ -56,6 +59,7 @@ __all__ = [
     "random_move_return",
     "report_to_list",
     "run_metrics",
+    "save_model",
     "step_log_callback",
     "stop_signals",
     "task_sampler",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import sys
 import time
@@ -17,9 +18,16 @@ import numpy as np
 
 import gem_core
 from gem_core.curriculum import Task, TaskSampler
+from gem_core.errors import GemError
+from gem_core.transport.atomic_file import atomic_path
 
-__all__ = ["StepLog", "plot_reward_curve", "random_move_return", "run_metrics", "step_log_callback", "stop_signals",
-           "train_until_stopped", "write_report"]
+__all__ = ["ReportNotWritten", "StepLog", "plot_reward_curve", "random_move_return", "run_metrics", "save_model",
+           "step_log_callback", "stop_signals", "train_until_stopped", "write_report"]
+
+
+class ReportNotWritten(GemError, OSError):
+    """A run's report or model could not be written (a full disk, a quota, a folder removed under the run). Its
+    figures were printed first, and no file was left half written."""
 
 
 def random_move_return(env_id: str, env_kwargs: dict, episodes: int = 2000) -> float:
@@ -53,6 +61,7 @@ class StepLog:
         self.task_metrics: list[dict[str, float]] = []  # per step: gem/task/... and gem/curriculum/... of TRL's log
         self.stop_signal: int | None = None  # Ctrl-C's or SIGTERM's number: training ends after the step under way
         self.training_over = False  # set once trainer.train() returned: what was done is being saved
+        self.log_lines_lost = 0  # steps whose log.jsonl line could not be written (a full disk): training went on
         self._last = time.perf_counter()
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -74,8 +83,26 @@ class StepLog:
         self.task_metrics.append({k: v for k, v in logs.items() if k.startswith(("gem/task/", "gem/curriculum/"))})
         print(f"step {state.global_step:>4}/{self.total_steps}  return {logs['reward']:+.3f}  "
               f"success {success:.2f}  {seconds:5.1f} s", flush=True)
-        with open(self.log_path, "a") as f:
-            f.write(json.dumps({"step": state.global_step, "success": success, "seconds": seconds, **logs}) + "\n")
+        self._append(json.dumps({"step": state.global_step, "success": success, "seconds": seconds, **logs}) + "\n",
+                     state.global_step)
+
+    def _append(self, line: str, step: int) -> None:
+        """A step's line, whole or not at all: a full disk costs the log its lines, not the run its training
+        (it crashed at the first line). Said once; ``metrics.json`` counts the lines lost, where it can be written."""
+        try:
+            with open(self.log_path, "a") as f:
+                start = f.tell()
+                try:
+                    f.write(line)
+                    f.flush()
+                except OSError:
+                    f.truncate(start)  # no half line for a JSON-lines reader to choke on
+                    raise
+        except OSError as error:
+            self.log_lines_lost += 1
+            if self.log_lines_lost == 1:
+                print(f"{self.log_path}: step {step} not written ({error.strerror or error}); training goes on, and "
+                      "metrics.json counts the lines lost.", file=sys.stderr, flush=True)
 
 
 def step_log_callback(rollout_func: Any, total_steps: int, log_path: str) -> StepLog:
@@ -161,6 +188,7 @@ def run_metrics(args: Any, tasks: list[Task], step_log: StepLog, **measured: Any
         "reward_per_step": curve.tolist(),
         "success_per_step": step_log.success,
         "frac_reward_zero_std_per_step": step_log.frac_reward_zero_std,
+        "log_lines_lost": step_log.log_lines_lost,
     }
     if mixture:
         metrics["task_metrics_per_step"] = step_log.task_metrics
@@ -168,18 +196,52 @@ def run_metrics(args: Any, tasks: list[Task], step_log: StepLog, **measured: Any
 
 
 def write_report(metrics: dict, out: str, sampler: TaskSampler | None = None) -> None:
-    """``out/metrics.json`` (and a mixture's sampler state), ``out/reward_curve.png``, and the summary line."""
-    if sampler is not None:
-        from gem_core.curriculum import save_sampler_state
+    """``out/metrics.json`` (and a mixture's sampler state), ``out/reward_curve.png``, and the summary line.
 
-        metrics["sampler_state_file"] = str(save_sampler_state(sampler, out))
-    with open(os.path.join(out, "metrics.json"), "w") as f:
-        json.dump(metrics, f, indent=2)
-    if metrics["reward_per_step"]:
-        plot_reward_curve(np.array(metrics["reward_per_step"]), metrics, os.path.join(out, "reward_curve.png"))
-        print(f"\nreward: first 20% {metrics['first_20pct_reward']:.3f} -> last 20% {metrics['last_20pct_reward']:.3f} "
-              f"(random moves: {metrics['random_move_reward']:.3f}) in {metrics['minutes']:.1f} min; "
-              f"curve: {out}/reward_curve.png")
+    Raises:
+        ReportNotWritten: if a file could not be written (a full disk); the summary line was printed, and each
+            file is whole or absent.
+    """
+    summary = (f"\nreward: first 20% {metrics['first_20pct_reward']:.3f} -> last 20% {metrics['last_20pct_reward']:.3f} "
+               f"(random moves: {metrics['random_move_reward']:.3f}) in {metrics['minutes']:.1f} min"
+               if metrics["reward_per_step"] else None)
+    try:
+        if sampler is not None:
+            from gem_core.curriculum import save_sampler_state
+
+            metrics["sampler_state_file"] = str(save_sampler_state(sampler, out))
+        with atomic_path(os.path.join(out, "metrics.json")) as partial:
+            partial.write_text(json.dumps(metrics, indent=2))
+        if summary:
+            with atomic_path(os.path.join(out, "reward_curve.png")) as partial:
+                plot_reward_curve(np.array(metrics["reward_per_step"]), metrics, str(partial))
+    except OSError as error:
+        if summary:
+            print(summary, flush=True)  # the run's figures, where its files cannot hold them
+        raise ReportNotWritten(f"could not write the run's report in {out}: {error.strerror or error}") from error
+    if summary:
+        print(f"{summary}; curve: {out}/reward_curve.png")
+
+
+def save_model(trainer: Any, folder: str) -> None:
+    """``trainer.save_model(folder)``, whole or not at all: written beside it, then renamed over it.
+
+    Raises:
+        ReportNotWritten: if the model could not be written (a full disk); ``folder`` is left as it was.
+    """
+    from safetensors import SafetensorError  # the weights' writer: its I/O errors (a full disk) are no OSError
+
+    partial = f"{folder}.{os.getpid()}.partial"
+    try:
+        trainer.save_model(partial)
+        if os.path.isdir(folder):
+            shutil.rmtree(folder)
+        os.replace(partial, folder)
+    except (OSError, SafetensorError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+        raise ReportNotWritten(f"could not save the model in {folder}: {reason}") from error
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
 
 
 def plot_reward_curve(curve: np.ndarray, metrics: dict, path: str) -> None:

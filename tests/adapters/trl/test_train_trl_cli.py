@@ -5,6 +5,7 @@ and Ctrl-C keeps the metrics and the curve of the steps done."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ci_guard import skip_unless_ci
 from example_usage import RUN_AND_REPORT_TORCH
 from test_learning import EXAMPLE, load_example
 
@@ -130,3 +132,47 @@ def test_ctrl_c_keeps_the_metrics_and_the_curve_of_the_steps_done(tmp_path, stop
     assert len(step_lines) == metrics["steps"] and all("return" in line and "success" in line for line in step_lines)
     assert "{'loss'" not in stdout  # TRL's per-step dict goes to log.jsonl, not the console
     assert Path(out / "metrics.json").exists()
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 400 KiB file system to fill: a tmpfs, which only root may mount (CI runs as root)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = os.geteuid() == 0 and subprocess.run(["mount", "-t", "tmpfs", "-o", "size=400k", "tmpfs", str(disk)],
+                                                   capture_output=True).returncode == 0
+    if not mounted:
+        skip_unless_ci("a disk to fill is a small tmpfs, and only root may mount one")
+    yield disk
+    subprocess.run(["umount", "--lazy", str(disk)], check=True)
+
+
+@pytest.mark.parametrize("room_kib", [0, 24, 96], ids=["full-while-training", "full-at-the-report", "full-at-the-model"])
+def test_a_full_disk_costs_the_files_it_cannot_hold_not_the_run(small_disk, room_kib):
+    """A disk that fills during a run (another job's checkpoints, a quota) crashed training at its first log line,
+    with a traceback; full at the report, the run ended in a PIL traceback, the summary line unprinted. Training
+    now goes on without the step log's lines (counted), the figures reach the console, each file is whole or
+    absent, and the error is one line."""
+    free = os.statvfs(small_disk)
+    with open(small_disk / "filler", "wb") as filler:  # leaves room_kib (tmpfs counts whole 4 KiB pages)
+        filler.write(b"\0" * max(0, free.f_bavail * free.f_frsize - room_kib * 1024))
+    out = small_disk / "run"
+    done = subprocess.run([sys.executable, str(EXAMPLE), "--steps", "3", "--prompts_per_step", "2", "--num_generations", "4",
+                           "--save_model", "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    error = [line for line in done.stderr.splitlines() if line.startswith("train_trl.py: error:")]
+    assert len(error) == 1 and str(out) in error[0] and "No space left on device" in error[0], done.stderr
+    assert len([line for line in done.stdout.splitlines() if line.startswith("step ")]) == 3
+    assert "reward: first 20%" in done.stdout  # the run's figures, though its files could not all be written
+    assert not [path.name for path in out.iterdir() if "partial" in path.name]
+    if room_kib == 0:
+        assert done.stderr.count("not written") == 1, done.stderr  # said once, not once per step
+        assert not (out / "metrics.json").exists()
+    else:  # room for the metrics; for the curve only in the last case, and never for the model
+        metrics = json.loads((out / "metrics.json").read_text())
+        assert metrics["steps"] == 3 and metrics["log_lines_lost"] == 0
+        assert [json.loads(line)["step"] for line in (out / "log.jsonl").read_text().splitlines()] == [1, 2, 3]
+        assert (out / "reward_curve.png").exists() == (room_kib == 96)
+        assert ("could not save the model" in error[0]) == (room_kib == 96)
+    assert not (out / "model").exists()
