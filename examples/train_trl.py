@@ -50,8 +50,8 @@ import warnings
 from dataclasses import dataclass, field
 
 # Only light imports up here: a bad flag or env id is reported before torch and TRL load (~1 min on 2 cores).
-from gem_adapters.trl.recipe import (DEFAULT_ENV, DEFAULT_ENV_KWARGS, REPORT_TO, TINY_VOCAB_SIZE, InvalidRecipeArgument,
-                                     ReportNotWritten, check_tasks, dataclass_parser, format_warm_start, report_to_list,
+from gem_adapters.trl.recipe import (DEFAULT_ENV, DEFAULT_ENV_KWARGS, REPORT_TO, TINY_VOCAB_SIZE, check_tasks,
+                                     dataclass_parser, exit_code, format_warm_start, own_output_folder, report_to_list,
                                      run_metrics, save_model, step_log_callback, stop_signals, task_sampler,
                                      tiny_model_and_tokenizer, train_until_stopped, write_report)
 from gem_adapters.trl.recipe import check_args, plot_reward_curve, random_episodes  # noqa: F401  (importable from here)
@@ -159,10 +159,14 @@ def main(args: Args) -> dict:
     """Train; on Ctrl-C or SIGTERM, write the metrics and the curve of the steps done and return them (``interrupted``,
     ``interrupted_by``)."""
     tasks = check_tasks(args)  # raises InvalidRecipeArgument before anything heavy loads or is written
-    env_id, env_kwargs = tasks[0].env_id, dict(tasks[0].env_kwargs)
-    envs = [(task.env_id, dict(task.env_kwargs)) for task in tasks]
-    mixture = len(tasks) > 1
+    with own_output_folder(args.out):  # a second run given this --out (a seed sweep with one --out) is refused
+        return train(args, tasks)
 
+
+def train(args: Args, tasks: list[Task]) -> dict:
+    """The run itself, in an ``--out`` this process holds: the model, TRL's trainer with GEM's rollout, the report."""
+    env_id, env_kwargs = tasks[0].env_id, dict(tasks[0].env_kwargs)
+    envs, mixture = [(task.env_id, dict(task.env_kwargs)) for task in tasks], len(tasks) > 1
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is marked experimental by TRL
     # TRL 1.16 reads `model.is_gradient_checkpointing` (trl/models/utils.py), an alias transformers 5 deprecated.
     warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
@@ -235,22 +239,11 @@ def main(args: Args) -> dict:
 
 
 def cli(argv: list[str] | None = None) -> int:
-    """The command line: exit 0 when trained, 2 on a bad argument (one line, nothing written), 1 when the report or
-    the model could not be written (a full disk), 128 + the signal's number when Ctrl-C (130) or SIGTERM (143) stopped it."""
+    """The command line: exit 0 when trained, 2 on a bad argument, 1 when a full disk kept the report or the model
+    from being written, 130 or 143 after Ctrl-C or SIGTERM (gem_adapters.trl.recipe.exit_code)."""
     options = vars(dataclass_parser(Args, "train_trl.py", __doc__.split("\n\n")[0]).parse_args(argv))
     env = options.pop("env", None)  # None: no --env given, the main job
-    try:
-        metrics = main(Args(env=env if env is None or len(env) > 1 else env[0], **options))
-    except InvalidRecipeArgument as error:
-        print(f"train_trl.py: error: {error}", file=sys.stderr)
-        return 2
-    except ReportNotWritten as error:  # a full disk: the figures were printed, and no file is half written
-        print(f"train_trl.py: error: {error}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:  # before training started: nothing to save
-        print("\nInterrupted before the first step; nothing written.", file=sys.stderr)
-        return 130
-    return 128 + signal.Signals[metrics["interrupted_by"]] if metrics["interrupted"] else 0
+    return exit_code(lambda: main(Args(env=env if env is None or len(env) > 1 else env[0], **options)), "train_trl.py")
 
 
 if __name__ == "__main__":

@@ -19,9 +19,7 @@ processes that gather the same outcomes keep the same sampler.
 
 from __future__ import annotations
 
-import errno
 import os
-import stat
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Sequence
 from pathlib import Path
@@ -34,6 +32,7 @@ from gem_core.curriculum.task import TaskError
 from gem_core.env import episode_success
 from gem_core.errors import InvalidArgument
 from gem_core.rows.label import EpisodeLabel
+from gem_core.transport.folder_lock import lock_folder
 
 if TYPE_CHECKING:  # the sampler side of this package needs no rollout engine
     from gem_core.rollout.trajectory import TokenTrajectory
@@ -122,7 +121,8 @@ class GroupStarts:
         self._lock: int | None = None
         self._closed = False
         if state_dir is not None:
-            self._lock = _own_state_dir(Path(state_dir))
+            self._lock = lock_folder(Path(state_dir), LOCK_FILE, what="state_dir", error=TaskError,
+                                     why="two runs sharing it overwrite each other's sampler state")
             try:
                 load_sampler_state(sampler, state_dir)
             except BaseException:
@@ -179,73 +179,6 @@ class GroupStarts:
     async def metrics(self) -> dict[str, float]:
         """The sampler's :meth:`~TaskSampler.metrics` (next-draw probability and recent success per task)."""
         return self.sampler.metrics()
-
-
-def _own_state_dir(folder: Path) -> int | None:
-    """Create ``folder`` if missing and take the exclusive lock on its :data:`LOCK_FILE`; the lock's descriptor
-    (None where the platform has no ``fcntl``).
-
-    Raises:
-        TaskError: ``folder`` is a file, or another process (or another sampler of this one) owns it, or its
-            lock file is a symbolic link or another user's file (:func:`_open_lock_file`).
-    """
-    if folder.exists() and not folder.is_dir():
-        raise TaskError(f"state_dir {folder} is a file, not a folder: give a folder (created if missing) for the sampler's state.")
-    try:
-        import fcntl
-    except ImportError:  # no flock on this platform: unlocked, as before
-        fcntl = None  # type: ignore[assignment]  # the module or None: typeshed has no optional-module type
-    folder.mkdir(parents=True, exist_ok=True)
-    if fcntl is None:
-        return None
-    fd = _open_lock_file(folder / LOCK_FILE)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        owner = os.read(fd, 32).decode("ascii", "replace").strip() or "unknown"
-        os.close(fd)
-        who = ("another sampler of this process" if owner == str(os.getpid()) else "another process") + f" (pid {owner})"
-        raise TaskError(f"state_dir {folder} is in use by {who}: two runs sharing it overwrite each other's sampler "
-                        "state; give each run its own state_dir.") from None
-    except BaseException:
-        os.close(fd)
-        raise
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
-    return fd
-
-
-def _open_lock_file(path: Path) -> int:
-    """A descriptor of the lock file at ``path``, never through a symbolic link and never another user's file.
-
-    The pid is written into the lock file: opened through a link someone planted in a folder they own, a
-    run (as root, say) would truncate and write the link's target. So a link, a file that is not a regular
-    file of this user, or one with other hard links is refused before anything is written, naming the fix.
-
-    Raises:
-        TaskError: the lock file is any of those.
-    """
-    fix = f"remove it (rm {path}) if no run uses this state_dir, or give a state_dir of your own"
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-                     | getattr(os, "O_NONBLOCK", 0), 0o644)
-    except OSError as error:
-        if error.errno == errno.ELOOP:
-            raise TaskError(f"The curriculum lock file {path} is a symbolic link: a run would write its pid into the link's "
-                            f"target; refused. {fix[0].upper()}{fix[1:]}.") from None
-        raise
-    info = os.fstat(fd)
-    why = None
-    if not stat.S_ISREG(info.st_mode):
-        why = "is not a regular file"
-    elif hasattr(os, "geteuid") and info.st_uid != os.geteuid():
-        why = f"belongs to uid {info.st_uid}, not to this run's user (uid {os.geteuid()}): it is not overwritten"
-    elif info.st_nlink > 1:
-        why = f"has {info.st_nlink} hard links: writing it would change another file too"
-    if why is not None:
-        os.close(fd)
-        raise TaskError(f"The curriculum lock file {path} {why}; refused. {fix[0].upper()}{fix[1:]}.")
-    return fd
 
 
 class RowStarts:

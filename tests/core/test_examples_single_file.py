@@ -34,3 +34,10 @@ def test_an_example_imports_no_file_beside_it(example):
 
 def test_there_are_examples_to_check():
     assert len(list(EXAMPLES.glob("train_*.py"))) >= 5
+
+
+@pytest.mark.parametrize("example", sorted(EXAMPLES.glob("*.py")), ids=lambda path: path.name)
+def test_an_example_is_at_most_250_lines(example):
+    """Read in one sitting (issue 44): what a reader need not see goes into the package (``gem_adapters.trl.recipe``)."""
+    lines = len(example.read_text(encoding="utf-8").splitlines())
+    assert lines <= 250, f"{example.name} has {lines} lines"

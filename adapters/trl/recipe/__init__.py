@@ -5,7 +5,8 @@ arguments, the model, ``GRPOConfig``, the trainer, the report) and imports the p
   defaults and the command line built from the example's ``Args`` dataclass;
 - :mod:`.tiny_model`: the CPU run's model, a random-weight 2-layer transformer with a tokenizer trained on the
   env's own text (each move one token), and the warm start that teaches it the move format;
-- :mod:`.report`: the per-step console line, ``log.jsonl``, ``metrics.json``, the reward curve and Ctrl-C.
+- :mod:`.report`: the per-step console line, ``log.jsonl``, ``metrics.json``, the reward curve, Ctrl-C, the run's
+  hold on its ``--out`` and the command's exit codes.
 
 Nothing here imports torch, transformers or TRL at import time.
 """
@@ -25,8 +26,11 @@ from gem_adapters.trl.recipe.options import (
     task_sampler,
 )
 from gem_adapters.trl.recipe.report import (
+    OUT_LOCK_FILE,
     ReportNotWritten,
     StepLog,
+    exit_code,
+    own_output_folder,
     plot_reward_curve,
     random_move_return,
     run_metrics,
@@ -43,6 +47,7 @@ __all__ = [
     "DEFAULT_ENV",
     "DEFAULT_ENV_KWARGS",
     "MAX_MOVE_TOKENS",
+    "OUT_LOCK_FILE",
     "REPORT_TO",
     "TINY_VOCAB_SIZE",
     "InvalidRecipeArgument",
@@ -53,7 +58,9 @@ __all__ = [
     "dataclass_parser",
     "env_kwargs_for",
     "env_mixture",
+    "exit_code",
     "format_warm_start",
+    "own_output_folder",
     "plot_reward_curve",
     "random_episodes",
     "random_move_return",

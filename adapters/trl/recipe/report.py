@@ -11,23 +11,67 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 import gem_core
+from gem_adapters.trl.recipe.options import InvalidRecipeArgument
 from gem_core.curriculum import Task, TaskSampler
 from gem_core.errors import GemError
 from gem_core.transport.atomic_file import atomic_path
+from gem_core.transport.folder_lock import lock_folder
 
-__all__ = ["ReportNotWritten", "StepLog", "plot_reward_curve", "random_move_return", "run_metrics", "save_model",
-           "step_log_callback", "stop_signals", "train_until_stopped", "write_report"]
+__all__ = ["OUT_LOCK_FILE", "ReportNotWritten", "StepLog", "exit_code", "own_output_folder", "plot_reward_curve",
+           "random_move_return", "run_metrics", "save_model", "step_log_callback", "stop_signals", "train_until_stopped",
+           "write_report"]
+
+OUT_LOCK_FILE = ".train_trl.lock"
+"""The file in a run's ``--out`` that the run holds an exclusive lock on (and writes its pid into)."""
 
 
 class ReportNotWritten(GemError, OSError):
     """A run's report or model could not be written (a full disk, a quota, a folder removed under the run). Its
     figures were printed first, and no file was left half written."""
+
+
+@contextlib.contextmanager
+def own_output_folder(out: str) -> Iterator[None]:
+    """Hold ``out`` for one run while open: a second run given the same folder (a seed sweep launched with one
+    ``--out``, a job restarted while the first still runs) mixed its log lines into the first one's, and whichever
+    ended last wrote its metrics beside the other's curve.
+
+    Raises:
+        InvalidRecipeArgument: if another run holds ``out`` (naming its pid), or ``out`` is a file.
+    """
+    fd = lock_folder(Path(out), OUT_LOCK_FILE, what="--out", error=InvalidRecipeArgument,
+                     why="two runs writing into one folder mix their logs, metrics and curves")
+    try:
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def exit_code(run: Callable[[], dict], program: str) -> int:
+    """Run the example's ``main`` and turn how it ended into the command's exit code: 0 when trained; 2 on a bad
+    argument or an ``--out`` another run holds (one line, nothing written); 1 when the report or the model could not
+    be written (one line; the figures were printed); 128 + the signal's number when Ctrl-C (130) or SIGTERM (143)
+    stopped it."""
+    try:
+        metrics = run()
+    except InvalidRecipeArgument as error:
+        print(f"{program}: error: {error}", file=sys.stderr)
+        return 2
+    except ReportNotWritten as error:
+        print(f"{program}: error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:  # before training started: nothing to save
+        print("\nInterrupted before the first step; nothing written.", file=sys.stderr)
+        return 130
+    return 128 + signal.Signals[metrics["interrupted_by"]] if metrics["interrupted"] else 0
 
 
 def random_move_return(env_id: str, env_kwargs: dict, episodes: int = 2000) -> float:

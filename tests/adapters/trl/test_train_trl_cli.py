@@ -19,6 +19,7 @@ from example_usage import RUN_AND_REPORT_TORCH
 from test_learning import EXAMPLE, load_example
 
 import gem_core
+from gem_adapters.trl.recipe import own_output_folder
 
 
 
@@ -51,6 +52,23 @@ def test_bad_arguments_fail_before_torch_loads_with_one_line_and_nothing_written
     assert done.stderr.count("\n") == 1, done.stderr
     assert done.stdout.strip() == "torch not imported"
     assert not out.exists()
+
+
+def test_a_second_run_into_a_held_out_folder_is_refused_before_torch_loads(tmp_path):
+    """A seed sweep launched with one --out ran side by side in it: each run emptied log.jsonl at its start and
+    appended to the other's, and whichever ended last wrote its metrics beside the other's curve."""
+    out = tmp_path / "run"
+    with own_output_folder(str(out)):
+        (out / "log.jsonl").write_text("the first run's line\n")
+        done = subprocess.run([sys.executable, "-c", RUN_AND_REPORT_TORCH, str(EXAMPLE), "--seed", "1", "--out", str(out)],
+                              capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert f"--out {out} is in use by another process (pid {os.getpid()})" in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert done.stdout.strip() == "torch not imported"
+    assert (out / "log.jsonl").read_text() == "the first run's line\n"
+    with own_output_folder(str(out)):  # released with the first run: the folder is free again
+        pass
 
 
 @pytest.mark.parametrize("env_id", gem_core.list_envs("game:*"))

@@ -10,6 +10,7 @@ import pytest
 from test_learning import load_example
 
 import gem_core
+from gem_adapters.trl.recipe import InvalidRecipeArgument
 from gem_core.curriculum import SAMPLER_STATE_FILE, Task
 
 GUESS, EASY, HARD = "game:GuessTheNumber-v0", "game:GuessTheNumber-v0-easy", "game:GuessTheNumber-v0-hard"
@@ -75,7 +76,7 @@ def test_tasks_given_from_python_keep_their_own_kwargs():
     example = load_example()
     tasks = [Task(GUESS, example.DEFAULT_ENV_KWARGS), Task(HARD, {}, weight=2.0)]
     assert example.check_tasks(example.Args(env=tasks)) == tasks
-    with pytest.raises(example.InvalidRecipeArgument, match="do not fit"):
+    with pytest.raises(InvalidRecipeArgument, match="do not fit"):
         example.check_tasks(example.Args(env=[Task(GUESS, {"bogus": 1})]))
 
 

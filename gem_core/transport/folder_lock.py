@@ -1,0 +1,84 @@
+"""One process at a time in a folder: an exclusive ``flock`` on a lock file in it, which holds the owner's pid.
+
+Two runs given one folder (a seed sweep launched with one output folder, a restarted job while the first
+still runs) overwrite each other's files: a curriculum's sampler state, a training run's log, metrics and
+curve. The second is refused instead, and told who holds the folder. The lock file is never opened through
+a symbolic link nor written when it is not this user's own regular file: another user who plants one in
+a folder they own must not get a root run to truncate and write the link's target.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+from gem_core.errors import GemError
+
+__all__ = ["lock_folder"]
+
+
+def lock_folder(folder: Path, lock_name: str, *, what: str, why: str, error: type[GemError]) -> int | None:
+    """Create ``folder`` if missing and take the exclusive lock on its ``lock_name`` file; the lock's descriptor
+    (None where the platform has no ``fcntl``). Closing the descriptor, or the process's end, releases it.
+
+    ``what`` names the folder in messages (``"state_dir"``, ``"--out"``) and ``why`` says what sharing it breaks.
+
+    Raises:
+        GemError: ``error``, when ``folder`` is a file, or another process (or another owner in this one) holds
+            it, or its lock file is a symbolic link or not this user's own regular file.
+    """
+    if folder.exists() and not folder.is_dir():
+        raise error(f"{what} {folder} is a file, not a folder: give a folder (created if missing).")
+    try:
+        import fcntl
+    except ImportError:  # no flock on this platform: unlocked
+        fcntl = None  # type: ignore[assignment]  # the module or None: typeshed has no optional-module type
+    folder.mkdir(parents=True, exist_ok=True)
+    if fcntl is None:
+        return None
+    fd = _open_lock_file(folder / lock_name, what, error)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        owner = os.read(fd, 32).decode("ascii", "replace").strip() or "unknown"
+        os.close(fd)
+        who = ("another owner in this process" if owner == str(os.getpid()) else "another process") + f" (pid {owner})"
+        raise error(f"{what} {folder} is in use by {who}: {why}; give each run its own {what}.") from None
+    except BaseException:
+        os.close(fd)
+        raise
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+    except OSError:  # a full disk: the lock holds all the same, and a refused run is told "pid unknown"
+        pass
+    return fd
+
+
+def _open_lock_file(path: Path, what: str, error: type[GemError]) -> int:
+    """A descriptor of the lock file at ``path``, never through a symbolic link and never another user's file:
+    a link, a file that is not a regular file of this user, or one with other hard links is refused before
+    anything is written, naming the fix."""
+    fix = f"remove it (rm {path}) if no run uses this {what}, or give a {what} of your own"
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+                     | getattr(os, "O_NONBLOCK", 0), 0o644)
+    except OSError as problem:
+        if problem.errno == errno.ELOOP:
+            raise error(f"The lock file {path} is a symbolic link: a run would write its pid into the link's target; "
+                        f"refused. {fix[0].upper()}{fix[1:]}.") from None
+        raise
+    info = os.fstat(fd)
+    why = None
+    if not stat.S_ISREG(info.st_mode):
+        why = "is not a regular file"
+    elif hasattr(os, "geteuid") and info.st_uid != os.geteuid():
+        why = f"belongs to uid {info.st_uid}, not to this run's user (uid {os.geteuid()}): it is not overwritten"
+    elif info.st_nlink > 1:
+        why = f"has {info.st_nlink} hard links: writing it would change another file too"
+    if why is not None:
+        os.close(fd)
+        raise error(f"The lock file {path} {why}; refused. {fix[0].upper()}{fix[1:]}.")
+    return fd
