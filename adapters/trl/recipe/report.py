@@ -5,6 +5,7 @@ run after the step under way and still writes all of it."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
@@ -133,12 +134,13 @@ class StepLog:
     def _append(self, line: str, step: int) -> None:
         """A step's line, whole or not at all: a full disk costs the log its lines, not the run its training
         (it crashed at the first line). Said once; ``metrics.json`` counts the lines lost, where it can be written."""
+        data = line.encode()
         try:
-            with open(self.log_path, "a") as f:
+            with open(self.log_path, "ab", buffering=0) as f:  # unbuffered: nothing left to flush at close
                 start = f.tell()
                 try:
-                    f.write(line)
-                    f.flush()
+                    if f.write(data) != len(data):
+                        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
                 except OSError:
                     f.truncate(start)  # no half line for a JSON-lines reader to choke on
                     raise
