@@ -15,11 +15,15 @@ from pathlib import Path
 from gem_core.errors import GemError
 from gem_core.eval.report import EpisodeRecord
 from gem_core.transport.atomic_file import atomic_path
+from gem_core.transport.folder_lock import release_folder
 
-__all__ = ["EPISODES_FILENAME", "EpisodeLog", "ReportWriteError", "read_episodes"]
+__all__ = ["EPISODES_FILENAME", "LOCK_FILENAME", "EpisodeLog", "ReportWriteError", "read_episodes"]
 
 EPISODES_FILENAME = "episodes.jsonl"
 """The file in an eval's output folder that holds one JSON line per finished episode (what ``--resume`` reads)."""
+
+LOCK_FILENAME = ".gem_eval.lock"
+"""The file in an eval's output folder that its running run holds an exclusive lock on (and writes its pid into)."""
 
 
 class ReportWriteError(GemError, OSError):
@@ -31,12 +35,16 @@ class EpisodeLog:
     file of an interrupted run, cleaned of a cut-short last line and of repeated episodes (``records``
     holds what it kept).
 
+    ``held``: the descriptor of the folder's lock (:func:`~gem_core.transport.folder_lock.lock_folder`), released
+    by :meth:`close`.
+
     Raises:
         ReportWriteError: if the file cannot be opened.
     """
 
-    def __init__(self, out_dir: str | Path, *, resume: bool = False):
+    def __init__(self, out_dir: str | Path, *, resume: bool = False, held: int | None = None):
         self.path = Path(out_dir) / EPISODES_FILENAME
+        self._held = held
         self.written = 0
         self.records: list[EpisodeRecord] = []
         #: Line numbers of the resumed file that held no valid record (dropped; their episodes play again).
@@ -72,11 +80,13 @@ class EpisodeLog:
         self.written += 1
 
     def close(self) -> None:
-        """Close the file; what was written is already on disk (each record is fsync'd)."""
+        """Close the file and give up the folder; what was written is already on disk (each record is fsync'd)."""
         try:
             self._file.close()
         except OSError:  # the data that could be written was fsync'd already
             pass
+        held, self._held = self._held, None
+        release_folder(self.path.parent, LOCK_FILENAME, held)
 
 
 def _unique(records: list[EpisodeRecord]) -> list[EpisodeRecord]:

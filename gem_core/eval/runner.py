@@ -29,12 +29,13 @@ from gem_core.env import Env
 from gem_core.errors import InvalidArgument
 from gem_core.eval.bounds import base_url_problem, check_backend_settings
 from gem_core.eval.config import EvalConfig
-from gem_core.eval.episode_log import EpisodeLog, ReportWriteError, read_episodes
+from gem_core.eval.episode_log import LOCK_FILENAME, EpisodeLog, ReportWriteError, read_episodes
 from gem_core.eval.progress import EvalProgress
 from gem_core.eval.report import REPORT_FILENAME, EpisodeRecord, EvalReport
 from gem_core.eval.resume import check_resume, check_resumed_episodes, read_run_header, write_run_header
 from gem_core.protocols import Tokenizer
 from gem_core.registry import spec
+from gem_core.transport.folder_lock import lock_folder, release_folder
 
 __all__ = ["EvalConfig", "EpisodeBackend", "Interrupted", "evaluate", "evaluate_async", "make_backend", "write_outputs"]
 
@@ -155,19 +156,32 @@ async def evaluate_async(
 
 
 def _open_run(config: EvalConfig, report: EvalReport) -> EpisodeLog:
-    """Write the run's ``run.json`` and open its episode log; with ``config.resume``, first check that the
-    run in ``out_dir`` asked for the same episodes, and take its start time and finished episodes."""
+    """Take ``out_dir`` for this run, write its ``run.json`` and open its episode log; with ``config.resume``, first
+    check that the run in ``out_dir`` asked for the same episodes, and take its start time and finished episodes.
+
+    The folder is held (:func:`~gem_core.transport.folder_lock.lock_folder`) until the log is closed: two runs
+    started together, or a resume while the run still played, both found no finished episode there, and their
+    ``episodes.jsonl`` lines interleaved mid-record."""
     assert config.out_dir is not None
-    config.check_out_dir()
-    if config.resume:
-        header = read_run_header(config.out_dir)
-        check_resume(header, model=report.model, backend=report.backend, env_ids=report.env_ids, settings=report.config)
-        report.started_at, report.resumed_at = header.started_at, [*header.resumed_at, report.started_at or _now()]
     try:
-        write_run_header(config.out_dir, report)
+        held = lock_folder(Path(config.out_dir), LOCK_FILENAME, what="output folder", error=InvalidArgument,
+                           why="two runs writing into one folder interleave their episodes.jsonl lines")
     except OSError as exc:
-        raise ReportWriteError(f"cannot write the run's settings to {config.out_dir}: {exc.strerror or exc}") from exc
-    log = EpisodeLog(config.out_dir, resume=config.resume)
+        raise ReportWriteError(f"cannot take {config.out_dir} for the run: {exc.strerror or exc}") from exc
+    try:
+        config.check_out_dir()
+        if config.resume:
+            header = read_run_header(config.out_dir)
+            check_resume(header, model=report.model, backend=report.backend, env_ids=report.env_ids, settings=report.config)
+            report.started_at, report.resumed_at = header.started_at, [*header.resumed_at, report.started_at or _now()]
+        try:
+            write_run_header(config.out_dir, report)
+        except OSError as exc:
+            raise ReportWriteError(f"cannot write the run's settings to {config.out_dir}: {exc.strerror or exc}") from exc
+        log = EpisodeLog(config.out_dir, resume=config.resume, held=held)
+    except BaseException:
+        release_folder(Path(config.out_dir), LOCK_FILENAME, held)
+        raise
     unknown = next((r.key for r in log.records if not config.plans(r.key)), None)
     if unknown is not None:
         log.close()

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from gem_core.errors import GemError
 
-__all__ = ["lock_folder"]
+__all__ = ["lock_folder", "release_folder"]
 
 
 def lock_folder(folder: Path, lock_name: str, *, what: str, why: str, error: type[GemError]) -> int | None:
@@ -38,23 +38,54 @@ def lock_folder(folder: Path, lock_name: str, *, what: str, why: str, error: typ
     folder.mkdir(parents=True, exist_ok=True)
     if fcntl is None:
         return None
-    fd = _open_lock_file(folder / lock_name, what, error)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        owner = os.read(fd, 32).decode("ascii", "replace").strip() or "unknown"
-        os.close(fd)
-        who = ("another owner in this process" if owner == str(os.getpid()) else "another process") + f" (pid {owner})"
-        raise error(f"{what} {folder} is in use by {who}: {why}; give each run its own {what}.") from None
-    except BaseException:
-        os.close(fd)
-        raise
+    path = folder / lock_name
+    while True:
+        fd = _open_lock_file(path, what, error)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = os.read(fd, 32).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
+            who = ("another owner in this process" if owner == str(os.getpid()) else "another process") + f" (pid {owner})"
+            raise error(f"{what} {folder} is in use by {who}: {why}; wait for it to end, or give each run its own {what}.") from None
+        except BaseException:
+            os.close(fd)
+            raise
+        if _is_at(fd, path):
+            break
+        os.close(fd)  # its holder removed it (release_folder) after this open: lock the file now at the path
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
     except OSError:  # a full disk: the lock holds all the same, and a refused run is told "pid unknown"
         pass
     return fd
+
+
+def release_folder(folder: Path, lock_name: str, fd: int | None) -> None:
+    """Give up a folder taken by :func:`lock_folder` (``fd``, its descriptor) and remove the lock file, so that a
+    run's output folder holds its outputs only. The file goes while still locked, and a run that opened it just
+    before takes the next one (:func:`lock_folder` checks that the file it locked is still the one at the path)."""
+    if fd is None:
+        return
+    try:
+        path = folder / lock_name
+        if _is_at(fd, path):
+            path.unlink()
+    except OSError:  # gone already, or a read-only folder: the lock is released all the same
+        pass
+    finally:
+        os.close(fd)
+
+
+def _is_at(fd: int, path: Path) -> bool:
+    """Whether ``fd`` is the file at ``path`` (not one removed or replaced since it was opened)."""
+    try:
+        at_path = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return False
+    opened = os.fstat(fd)
+    return (opened.st_dev, opened.st_ino) == (at_path.st_dev, at_path.st_ino)
 
 
 def _open_lock_file(path: Path, what: str, error: type[GemError]) -> int:

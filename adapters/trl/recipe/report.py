@@ -23,14 +23,14 @@ from gem_adapters.trl.recipe.options import InvalidRecipeArgument
 from gem_core.curriculum import Task, TaskSampler
 from gem_core.errors import GemError
 from gem_core.transport.atomic_file import atomic_path
-from gem_core.transport.folder_lock import lock_folder
+from gem_core.transport.folder_lock import lock_folder, release_folder
 
 __all__ = ["OUT_LOCK_FILE", "ReportNotWritten", "StepLog", "exit_code", "own_output_folder", "plot_reward_curve",
            "random_move_return", "run_metrics", "save_model", "step_log_callback", "stop_signals", "train_until_stopped",
            "write_report"]
 
 OUT_LOCK_FILE = ".train_trl.lock"
-"""The file in a run's ``--out`` that the run holds an exclusive lock on (and writes its pid into)."""
+"""The file in a run's ``--out`` that the run holds an exclusive lock on (and writes its pid into) while it runs."""
 
 
 class ReportNotWritten(GemError, OSError):
@@ -52,8 +52,7 @@ def own_output_folder(out: str) -> Iterator[None]:
     try:
         yield
     finally:
-        if fd is not None:
-            os.close(fd)
+        release_folder(Path(out), OUT_LOCK_FILE, fd)
 
 
 def exit_code(run: Callable[[], dict], program: str) -> int:

@@ -19,8 +19,7 @@ from example_usage import RUN_AND_REPORT_TORCH
 from test_learning import EXAMPLE, load_example
 
 import gem_core
-from gem_adapters.trl.recipe import own_output_folder
-
+from gem_adapters.trl.recipe import OUT_LOCK_FILE, own_output_folder
 
 
 @pytest.mark.parametrize(
@@ -67,7 +66,8 @@ def test_a_second_run_into_a_held_out_folder_is_refused_before_torch_loads(tmp_p
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert done.stdout.strip() == "torch not imported"
     assert (out / "log.jsonl").read_text() == "the first run's line\n"
-    with own_output_folder(str(out)):  # released with the first run: the folder is free again
+    assert not (out / OUT_LOCK_FILE).exists()  # the first run's outputs only, once it ended
+    with own_output_folder(str(out)):  # and the folder is free again
         pass
 
 
