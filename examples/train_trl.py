@@ -190,7 +190,7 @@ def train(args: Args, tasks: list[Task]) -> dict:
             print(f"Warm start: {args.warm_start_steps} supervised steps on random-move episodes (the move format, "
                   f"no strategy) in {warm_start_seconds:.1f} s, loss {loss:.3f}", flush=True)
         if args.beta > 0:  # TRL loads the KL reference model from a path: keep the initial weights on disk
-            model.save_pretrained(os.path.join(args.out, "initial_model"))
+            save_model(model.save_pretrained, os.path.join(args.out, "initial_model"))
             model = os.path.join(args.out, "initial_model")
     else:
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -234,7 +234,7 @@ def train(args: Args, tasks: list[Task]) -> dict:
                               max_new_tokens=max_new_tokens, max_completion_length=max_completion_length)
         write_report(metrics, args.out, sampler)
         if args.save_model and not interrupted:
-            save_model(trainer, os.path.join(args.out, "model"))
+            save_model(trainer.save_model, os.path.join(args.out, "model"))
     return metrics
 
 

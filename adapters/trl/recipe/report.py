@@ -268,8 +268,9 @@ def write_report(metrics: dict, out: str, sampler: TaskSampler | None = None) ->
         print(f"{summary}; curve: {out}/reward_curve.png")
 
 
-def save_model(trainer: Any, folder: str) -> None:
-    """``trainer.save_model(folder)``, whole or not at all: written beside it, then renamed over it.
+def save_model(save: Callable[[str], Any], folder: str) -> None:
+    """``save(folder)`` (``trainer.save_model``, ``model.save_pretrained``), whole or not at all: written beside
+    ``folder``, then renamed over it.
 
     Raises:
         ReportNotWritten: if the model could not be written (a full disk); ``folder`` is left as it was.
@@ -278,7 +279,7 @@ def save_model(trainer: Any, folder: str) -> None:
 
     partial = f"{folder}.{os.getpid()}.partial"
     try:
-        trainer.save_model(partial)
+        save(partial)
         if os.path.isdir(folder):
             shutil.rmtree(folder)
         os.replace(partial, folder)

@@ -194,3 +194,19 @@ def test_a_full_disk_costs_the_files_it_cannot_hold_not_the_run(small_disk, room
         assert (out / "reward_curve.png").exists() == (room_kib == 96)
         assert ("could not save the model" in error[0]) == (room_kib == 96)
     assert not (out / "model").exists()
+
+
+def test_a_disk_too_full_for_the_initial_weights_stops_the_run_in_one_line(small_disk):
+    """With ``--beta`` above 0 the initial weights go to ``OUT/initial_model`` before training (TRL loads the KL
+    reference model from a path): on a full disk that ended in a safetensors traceback."""
+    free = os.statvfs(small_disk)
+    with open(small_disk / "filler", "wb") as filler:
+        filler.write(b"\0" * (free.f_bavail * free.f_frsize))
+    out = small_disk / "run"
+    done = subprocess.run([sys.executable, str(EXAMPLE), "--steps", "3", "--beta", "0.1", "--out", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert f"train_trl.py: error: could not save the model in {out}/initial_model" in done.stderr
+    assert not [line for line in done.stdout.splitlines() if line.startswith("step ")]
+    assert sorted(path.name for path in out.iterdir()) == []  # no half-written weights, and the lock file gone
