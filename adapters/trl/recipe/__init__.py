@@ -27,7 +27,6 @@ from gem_adapters.trl.recipe.options import (
 )
 from gem_adapters.trl.recipe.report import (
     OUT_LOCK_FILE,
-    ReportNotWritten,
     StepLog,
     exit_code,
     own_output_folder,
@@ -51,7 +50,6 @@ __all__ = [
     "REPORT_TO",
     "TINY_VOCAB_SIZE",
     "InvalidRecipeArgument",
-    "ReportNotWritten",
     "StepLog",
     "check_args",
     "check_tasks",

@@ -21,21 +21,16 @@ import numpy as np
 import gem_core
 from gem_adapters.trl.recipe.options import InvalidRecipeArgument
 from gem_core.curriculum import Task, TaskSampler
-from gem_core.errors import GemError
+from gem_core.eval.episode_log import ReportWriteError
 from gem_core.transport.atomic_file import atomic_path
 from gem_core.transport.folder_lock import lock_folder, release_folder
 
-__all__ = ["OUT_LOCK_FILE", "ReportNotWritten", "StepLog", "exit_code", "own_output_folder", "plot_reward_curve",
+__all__ = ["OUT_LOCK_FILE", "StepLog", "exit_code", "own_output_folder", "plot_reward_curve",
            "random_move_return", "run_metrics", "save_model", "step_log_callback", "stop_signals", "train_until_stopped",
            "write_report"]
 
 OUT_LOCK_FILE = ".train_trl.lock"
 """The file in a run's ``--out`` that the run holds an exclusive lock on (and writes its pid into) while it runs."""
-
-
-class ReportNotWritten(GemError, OSError):
-    """A run's report or model could not be written (a full disk, a quota, a folder removed under the run). Its
-    figures were printed first, and no file was left half written."""
 
 
 @contextlib.contextmanager
@@ -65,7 +60,7 @@ def exit_code(run: Callable[[], dict], program: str) -> int:
     except InvalidRecipeArgument as error:
         print(f"{program}: error: {error}", file=sys.stderr)
         return 2
-    except ReportNotWritten as error:
+    except ReportWriteError as error:
         print(f"{program}: error: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:  # before training started: nothing to save
@@ -244,7 +239,7 @@ def write_report(metrics: dict, out: str, sampler: TaskSampler | None = None) ->
     """``out/metrics.json`` (and a mixture's sampler state), ``out/reward_curve.png``, and the summary line.
 
     Raises:
-        ReportNotWritten: if a file could not be written (a full disk); the summary line was printed, and each
+        ReportWriteError: if a file could not be written (a full disk); the summary line was printed, and each
             file is whole or absent.
     """
     summary = (f"\nreward: first 20% {metrics['first_20pct_reward']:.3f} -> last 20% {metrics['last_20pct_reward']:.3f} "
@@ -263,7 +258,7 @@ def write_report(metrics: dict, out: str, sampler: TaskSampler | None = None) ->
     except OSError as error:
         if summary:
             print(summary, flush=True)  # the run's figures, where its files cannot hold them
-        raise ReportNotWritten(f"could not write the run's report in {out}: {error.strerror or error}") from error
+        raise ReportWriteError(f"could not write the run's report in {out}: {error.strerror or error}") from error
     if summary:
         print(f"{summary}; curve: {out}/reward_curve.png")
 
@@ -273,7 +268,7 @@ def save_model(save: Callable[[str], Any], folder: str) -> None:
     ``folder``, then renamed over it.
 
     Raises:
-        ReportNotWritten: if the model could not be written (a full disk); ``folder`` is left as it was.
+        ReportWriteError: if the model could not be written (a full disk); ``folder`` is left as it was.
     """
     from safetensors import SafetensorError  # the weights' writer: its I/O errors (a full disk) are no OSError
 
@@ -285,7 +280,7 @@ def save_model(save: Callable[[str], Any], folder: str) -> None:
         os.replace(partial, folder)
     except (OSError, SafetensorError) as error:
         reason = error.strerror if isinstance(error, OSError) and error.strerror else error
-        raise ReportNotWritten(f"could not save the model in {folder}: {reason}") from error
+        raise ReportWriteError(f"could not save the model in {folder}: {reason}") from error
     finally:
         shutil.rmtree(partial, ignore_errors=True)
 
