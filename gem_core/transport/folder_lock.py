@@ -1,8 +1,8 @@
 """One process at a time in a folder: an exclusive ``flock`` on a lock file in it, which holds the owner's pid.
 
 Two runs given one folder (a seed sweep launched with one output folder, a restarted job while the first
-still runs) overwrite each other's files: a curriculum's sampler state, a training run's log, metrics and
-curve. The second is refused instead, and told who holds the folder. The lock file is never opened through
+still runs) overwrite each other's files: a curriculum's sampler state, an eval's episode log, a training run's
+log, metrics and curve. The second is refused instead, and told who holds the folder. The lock file is never opened through
 a symbolic link nor written when it is not this user's own regular file: another user who plants one in
 a folder they own must not get a root run to truncate and write the link's target.
 """
