@@ -50,6 +50,9 @@ class SandboxPool:
         self._closed = False
         self._pid = os.getpid()
         self._refillers: list[threading.Thread] = []
+        # Start workers in parallel where there are cores for it (one at a time on a small machine). Counted once:
+        # usable_cpus reads the cgroup's files (~0.1 ms), and a call without a zygote comes through acquire each time.
+        self._refillers_wanted = max(1, min(self.config.pool_size, usable_cpus() // 2))
         self._starting = 0  # workers being started by the refill threads
         self._zygote: Zygote | None = None
         self._zygote_failure: str | None = None
@@ -84,9 +87,7 @@ class SandboxPool:
             return
         with self._lock:
             self._refillers = [t for t in self._refillers if t.is_alive()]
-            # Start workers in parallel where there are cores for it (one at a time on a small machine).
-            wanted = max(1, min(self.config.pool_size, usable_cpus() // 2))
-            while len(self._refillers) < wanted:
+            while len(self._refillers) < self._refillers_wanted:
                 thread = threading.Thread(target=self._refill_loop, name="gem-sandbox-pool", daemon=True)
                 thread.start()
                 self._refillers.append(thread)
