@@ -31,6 +31,7 @@ from typing import Any
 from gem_core.agent.endpoint import AgentEndpoint, AgentEndpointConfig
 from gem_core.agent.episode import AgentEpisode
 from gem_core.agent.program import AgentProgram, AgentRun
+from gem_core.errors import GemError
 from gem_core.protocols import Tokenizer
 from gem_core.rollout.policy import Policy
 from gem_core.rollout.trajectory import TokenTrajectory
@@ -60,6 +61,9 @@ async def run_agent_programs(
 
     Raises:
         Exception: the first error a run raised (its setup or grader failed), once every run has ended.
+
+    Cancelled (Ctrl-C under ``asyncio.run``), it ends every open episode first: each run's program and the processes
+    it started are killed within a poll, and no grader runs; the interpreter does not wait out the time limits.
     """
     if max_response_tokens is not None:
         own = program.max_response_tokens
@@ -68,6 +72,7 @@ async def run_agent_programs(
     release = getattr(policy, "release_context", None)
     endpoint = AgentEndpoint(policy, tokenizer, config or AgentEndpointConfig())
     await asyncio.to_thread(endpoint.start)
+    cancelled = threading.Event()
 
     def play(task: Any) -> AgentRun:
         told = threading.Event()
@@ -86,15 +91,28 @@ async def run_agent_programs(
 
             endpoint._on_loop(on_loop)
 
+        def exited(episode: AgentEpisode) -> None:
+            tell_policy(episode)
+            if cancelled.is_set():  # nobody waits for this run's grade
+                raise GemError(f"the run of task {task!r} was cancelled")
+
         try:
-            return program.run(endpoint, task, on_exit=tell_policy)
+            return program.run(endpoint, task, on_exit=exited)
         finally:
             tell_policy()
+
+    def end_open_episodes() -> None:  # on the endpoint's loop; each run's _wait sees its episode ended and kills the program
+        for episode in list(endpoint.episodes.values()):
+            episode.end("the run was cancelled", truncated=True)
 
     loop = asyncio.get_running_loop()
     pool = ThreadPoolExecutor(max_workers=max(1, len(tasks)), thread_name_prefix="gem-agent-run")
     try:
         results = await asyncio.gather(*(loop.run_in_executor(pool, play, task) for task in tasks), return_exceptions=True)
+    except BaseException:
+        cancelled.set()
+        await asyncio.to_thread(endpoint._on_loop, end_open_episodes)
+        raise
     finally:
         pool.shutdown(wait=False)
         await asyncio.to_thread(endpoint.stop)

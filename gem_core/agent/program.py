@@ -18,8 +18,8 @@ task's tests run in :attr:`AgentRun.workdir`); without a grader, from the number
 
 A task that needs its working directory filled first (a repository to fix) gives ``setup(task, workdir)``,
 run before the program starts; the :class:`TaskSetup` it returns carries the task's text for the agent
-(``$GEM_TASK_PROMPT``, and the file ``$GEM_TASK_PROMPT_FILE``) and whatever the grader needs
-(:attr:`AgentRun.setup`).
+(the UTF-8 file ``$GEM_TASK_PROMPT_FILE``, and ``$GEM_TASK_PROMPT`` where a variable can hold it) and
+whatever the grader needs (:attr:`AgentRun.setup`).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import asyncio
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import tempfile
@@ -65,6 +66,7 @@ TaskSetupFn = Callable[[Any, Path], TaskSetup | None]
 """Fills a fresh working directory for a task before the program starts (e.g. copies a repository into it)."""
 
 _TAIL_BYTES = 8192
+_SURROGATE = re.compile("[\ud800-\udfff]")  # no UTF-8 for these: a str that holds one was cut mid-pair
 _POLL_SECONDS = 0.05
 
 
@@ -154,7 +156,8 @@ class AgentProgram:
                 policy is told there that this episode asks for nothing more, so a slow grader holds no round).
 
         Raises:
-            GemError: if the program's command is empty.
+            GemError: if the program's command is empty, or cannot be started (not found, not executable).
+            KeyboardInterrupt: as it came; the program's process group is killed and its episode closed first.
         """
         argv = [str(a) for a in (self.command(task) if callable(self.command) else self.command)]
         if not argv:
@@ -169,27 +172,31 @@ class AgentProgram:
         self, workdir: Path, argv: list[str], endpoint: Any, task: Any, on_exit: Callable[[AgentEpisode], None] | None
     ) -> AgentRun:
         setup = (self.setup(task, workdir) if self.setup is not None else None) or TaskSetup()
-        episode = endpoint.open_episode(max_turns=self.max_turns, max_response_tokens=self.max_response_tokens)
         with tempfile.TemporaryDirectory(prefix="gem-agent-io-") as io_dir:
             io = Path(io_dir)
             reward_file = io / "reward"
-            environment = {**os.environ, **self.env, "OPENAI_BASE_URL": endpoint.base_url, "OPENAI_API_BASE": endpoint.base_url,
-                           "OPENAI_API_KEY": episode.key, "GEM_EPISODE_KEY": episode.key, "GEM_REWARD_FILE": str(reward_file)}
-            if setup.prompt is not None:
-                (io / "prompt").write_text(setup.prompt)
-                environment["GEM_TASK_PROMPT_FILE"] = str(io / "prompt")
-                if len(setup.prompt) < 100_000:  # one variable may hold 128 KiB at most (Linux's MAX_ARG_STRLEN)
-                    environment["GEM_TASK_PROMPT"] = setup.prompt
+            episode = endpoint.open_episode(max_turns=self.max_turns, max_response_tokens=self.max_response_tokens)
             try:
-                environment["GEM_TASK"] = json.dumps(task)
-            except (TypeError, ValueError):
-                pass
-            started = time.monotonic()
-            with open(io / "stdout", "wb") as out, open(io / "stderr", "wb") as err:
-                # A session of its own, so a limit kills the agent and every process it started.
-                process = subprocess.Popen(argv, cwd=workdir, env=environment, stdin=subprocess.DEVNULL, stdout=out,
-                                           stderr=err, start_new_session=True)
-                exit_code, ended, truncated = self._wait(process, episode, started)
+                environment = {**os.environ, **self.env, "OPENAI_BASE_URL": endpoint.base_url, "OPENAI_API_BASE": endpoint.base_url,
+                               "OPENAI_API_KEY": episode.key, "GEM_EPISODE_KEY": episode.key, "GEM_REWARD_FILE": str(reward_file)}
+                if setup.prompt is not None:
+                    _give_prompt(setup.prompt, io / "prompt", environment)
+                try:
+                    environment["GEM_TASK"] = json.dumps(task)
+                except (TypeError, ValueError):
+                    pass
+                started = time.monotonic()
+                with open(io / "stdout", "wb") as out, open(io / "stderr", "wb") as err:
+                    process = _start(argv, workdir, environment, out, err)
+                    try:
+                        exit_code, ended, truncated = self._wait(process, episode, started)
+                    except BaseException:  # Ctrl-C: the agent's session is its own, so the signal never reached it
+                        _kill(process)
+                        raise
+            except BaseException as exc:  # the program never ran, or was cut off: no call may come for its episode
+                if episode.key in endpoint.episodes:
+                    endpoint.close_episode(episode.key, f"the run failed: {type(exc).__name__}", truncated=True)
+                raise
             seconds = time.monotonic() - started
             endpoint.close_episode(episode.key, ended, truncated=truncated)
             if on_exit is not None:
@@ -223,6 +230,37 @@ class AgentProgram:
                 _kill(process)
                 return None, f"time limit of {self.time_limit:g} s reached", True
             time.sleep(_POLL_SECONDS)
+
+
+def _give_prompt(prompt: str, path: Path, environment: dict[str, str]) -> None:
+    """Hand the task's text over: always as a UTF-8 file, and as ``$GEM_TASK_PROMPT`` where a variable can hold it.
+
+    Task text comes from datasets: a lone surrogate (a string cut mid-pair) is written as U+FFFD, as a JSON reader
+    would give it; a text that a variable cannot hold (128 KiB at most on Linux, no NUL, encodable in the
+    locale's file system encoding) is in the file only."""
+    text = _SURROGATE.sub("\ufffd", prompt)
+    path.write_text(text, encoding="utf-8")
+    environment["GEM_TASK_PROMPT_FILE"] = str(path)
+    if len(text) < 100_000 and "\x00" not in text:
+        try:
+            os.fsencode(text)
+        except UnicodeEncodeError:
+            return
+        environment["GEM_TASK_PROMPT"] = text
+
+
+def _start(argv: list[str], workdir: Path, environment: dict[str, str], out: Any, err: Any) -> subprocess.Popen:
+    """Start the program in a session of its own, so a limit kills the agent and every process it started.
+
+    Raises:
+        GemError: the program cannot be started (not found, not executable, a bad working directory).
+    """
+    try:
+        return subprocess.Popen(argv, cwd=workdir, env=environment, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                start_new_session=True)
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in an argument or in one of AgentProgram.env's values
+        raise GemError(f"AgentProgram could not start {argv!r}: {exc}. Give a command that exists here (an absolute "
+                       "path, or a program on PATH) and arguments and env values without NUL characters.") from None
 
 
 def _kill(process: subprocess.Popen) -> None:

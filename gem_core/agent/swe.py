@@ -90,7 +90,8 @@ def swe_agent_program(
     """An :class:`~gem_core.agent.program.AgentProgram` whose tasks are SWE episode labels (see the module docstring).
 
     Args:
-        command: the agent program (it reads its task from ``$GEM_TASK_PROMPT`` and works in its current directory).
+        command: the agent program (it reads its task from ``$GEM_TASK_PROMPT``, or the file ``$GEM_TASK_PROMPT_FILE``,
+            and works in its current directory).
         time_limit: seconds the program may run before it is killed and its episode truncated.
         max_turns: calls the program may make (None: no limit).
         env: extra environment variables for the program.

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import subprocess
 import sys
 import textwrap
 import time
@@ -13,7 +16,8 @@ pytest.importorskip("openai")
 pytest.importorskip("uvicorn")
 
 from gem_core.agent.endpoint import AgentEndpoint  # noqa: E402
-from gem_core.agent.program import AgentProgram  # noqa: E402
+from gem_core.agent.program import AgentProgram, TaskSetup  # noqa: E402
+from gem_core.errors import GemError  # noqa: E402
 from gem_core.testing import ScriptedPolicy  # noqa: E402
 
 # An agent written the way users write one: the OpenAI client, configured from the environment.
@@ -131,7 +135,7 @@ def test_a_fresh_workdir_is_removed_once_graded_however_the_episode_ends(endpoin
     timed_out = AgentProgram(command=agent("hang"), setup=setup, time_limit=2).run(endpoint)
     with pytest.raises(ZeroDivisionError):
         AgentProgram(command=agent("exit_early"), setup=setup, grader=broken, time_limit=60).run(endpoint)
-    with pytest.raises(FileNotFoundError):  # the program cannot even start
+    with pytest.raises(GemError, match="could not start"):  # the program cannot even start
         AgentProgram(command=["/nonexistent/agent"], setup=setup, time_limit=60).run(endpoint)
     assert solved.reward == 1.0 and failed.exit_code == 3 and timed_out.truncated
     assert len(made) == 5 and [path for path in made if path.exists()] == []
@@ -140,3 +144,116 @@ def test_a_fresh_workdir_is_removed_once_graded_however_the_episode_ends(endpoin
 def test_a_callers_workdir_is_kept(endpoint, agent, tmp_path):
     AgentProgram(command=agent("solve"), grader=answer_is_42, time_limit=60).run(endpoint, workdir=tmp_path)
     assert (tmp_path / "answer.txt").read_text() == "42"
+
+
+# Prints what the agent got of the task's text: the prompt file as bytes, and the variable.
+READ_PROMPT = (
+    "import json, os, sys; sys.stdout.write(json.dumps([open(os.environ['GEM_TASK_PROMPT_FILE'], 'rb').read().decode('utf-8'),"
+    " os.environ.get('GEM_TASK_PROMPT')]))"
+)
+
+
+@pytest.mark.parametrize(
+    ("prompt", "as_file", "in_variable"),
+    [
+        ("fix\x00this", "fix\x00this", False),  # a variable cannot hold a NUL: Popen raised "embedded null byte"
+        ("fix \ud800 this", "fix \ufffd this", True),  # a string cut mid-pair: the UTF-8 write raised
+        ("r\u00e9parer \u2264 \U0001f642", "r\u00e9parer \u2264 \U0001f642", True),
+    ],
+    ids=["nul", "lone-surrogate", "non-ascii"],
+)
+def test_any_task_text_reaches_the_agent_in_its_prompt_file(endpoint, tmp_path, prompt, as_file, in_variable):
+    """A task's text from a dataset may hold what no variable can: the run raised before the agent started and left
+    its episode open in the endpoint. The file holds every text (UTF-8); the variable holds what it can."""
+    program = AgentProgram(command=[sys.executable, "-c", READ_PROMPT], setup=lambda task, workdir: TaskSetup(prompt=prompt),
+                           time_limit=60)
+    run = program.run(endpoint, workdir=tmp_path)
+    assert run.exit_code == 0, run.stderr_tail
+    assert json.loads(run.stdout_tail) == [as_file, as_file if in_variable else None]
+    assert endpoint.episodes == {}
+
+
+def test_a_program_that_cannot_start_raises_one_error_and_leaves_no_episode_open(endpoint, tmp_path):
+    """It raised FileNotFoundError (or ValueError for a NUL in an argument) and its episode stayed open for good:
+    one per task of a run whose command was mistyped."""
+    for command in (["/nonexistent/agent"], [sys.executable, "-c", "pass", "a\x00b"], [str(tmp_path)]):
+        with pytest.raises(GemError, match="could not start"):
+            AgentProgram(command=command, time_limit=60).run(endpoint, workdir=tmp_path)
+    assert endpoint.episodes == {}
+
+
+def test_a_prompt_the_locale_cannot_encode_still_reaches_the_agent(tmp_path):
+    """Under a locale whose encoding is ASCII, the prompt file was written in it and a non-ASCII task raised."""
+    script = tmp_path / "run.py"
+    script.write_text(textwrap.dedent(f"""
+        import json, sys
+        from gem_core.agent.endpoint import AgentEndpoint
+        from gem_core.agent.program import AgentProgram, TaskSetup
+        from gem_core.testing import ScriptedPolicy, make_tokenizer
+        assert sys.getfilesystemencoding() == "ascii" and not sys.flags.utf8_mode
+        tokenizer = make_tokenizer("chatml")
+        with AgentEndpoint(ScriptedPolicy(tokenizer, ["x"]), tokenizer) as endpoint:
+            program = AgentProgram(command=[sys.executable, "-c", {READ_PROMPT!r}],
+                                   setup=lambda task, workdir: TaskSetup(prompt="r\\u00e9parer"), time_limit=60)
+            run = program.run(endpoint)
+        print(run.stdout_tail)
+    """))
+    environment = {**os.environ, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+    result = subprocess.run([sys.executable, str(script)], env=environment, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout) == ["r\u00e9parer", None]  # ASCII variables cannot hold it: the file does
+
+
+# A run of two agents that hang; Ctrl-C comes once both have written their pids.
+CTRL_C = textwrap.dedent(
+    """
+    import asyncio, signal, sys
+    from gem_core.agent.episodes import run_agent_programs
+    from gem_core.agent.program import AgentProgram
+    from gem_core.testing import ScriptedPolicy, make_tokenizer
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # a background job may start with it ignored
+    way, folder = sys.argv[1], sys.argv[2]
+    hang = "import os, subprocess, sys, time; c = subprocess.Popen(['sleep', '1000']); "
+    hang += "open(os.path.join(sys.argv[1], str(os.getpid())), 'w').write(str(c.pid)); time.sleep(1000)"
+    program = AgentProgram(command=[sys.executable, "-c", hang, folder], time_limit=600)
+    tokenizer = make_tokenizer("chatml")
+    if way == "run_agent_programs":
+        asyncio.run(run_agent_programs(program, ScriptedPolicy(tokenizer, ["x"]), tokenizer, ["a", "b"]))
+    else:
+        from gem_core.agent.endpoint import AgentEndpoint
+        with AgentEndpoint(ScriptedPolicy(tokenizer, ["x"]), tokenizer) as endpoint:
+            program.run(endpoint)
+    """
+)
+
+
+@pytest.mark.parametrize("way", ["run_agent_programs", "AgentProgram.run"])
+def test_ctrl_c_kills_the_agents_and_ends_the_run(tmp_path, way):
+    """Ctrl-C reaches the trainer, not the agents (each runs in a session of its own, so a limit can kill its
+    processes). The run went on until the time limit (600 s by default) with every agent running, and Python's exit
+    waited for it; now the agents and what they started are killed and the run ends at once."""
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    script = tmp_path / "run.py"
+    script.write_text(CTRL_C)
+    process = subprocess.Popen([sys.executable, str(script), way, str(pids)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    wanted = 2 if way == "run_agent_programs" else 1
+    deadline = time.monotonic() + 60
+    while len([p for p in pids.iterdir() if p.read_text()]) < wanted and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.1)
+    agents = [(int(p.name), int(p.read_text())) for p in pids.iterdir() if p.read_text()]
+    assert len(agents) == wanted, process.communicate(timeout=10)[0][-2000:]
+    process.send_signal(signal.SIGINT)
+    try:
+        output = process.communicate(timeout=30)[0].decode(errors="replace")
+    except subprocess.TimeoutExpired:
+        process.kill()
+        output = process.communicate()[0].decode(errors="replace")
+        pytest.fail(f"the run did not end within 30 s of Ctrl-C (its time limit is 600 s):\n{output[-2000:]}")
+    assert "KeyboardInterrupt" in output, output[-2000:]
+    for pid in (pid for pair in agents for pid in pair):  # each agent and the process it started
+        deadline = time.monotonic() + 5
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(pid), f"process {pid} outlived the run"
