@@ -12,7 +12,8 @@ left as it is), under two limits:
   samples at most what is left).
 
 An agent that exits on its own, early or not, ends the episode (terminated, its exit code in
-:attr:`AgentRun.exit_code`). The reward comes from ``grader(run)`` once the process is gone (e.g. a
+:attr:`AgentRun.exit_code`), and what it left running in its process group is killed with it. Of its output
+the run keeps the last 8 KiB of each stream (:attr:`AgentRun.stdout_tail`, :attr:`AgentRun.stderr_tail`). The reward comes from ``grader(run)`` once the process is gone (e.g. a
 task's tests run in :attr:`AgentRun.workdir`); without a grader, from the number the agent wrote to
 ``$GEM_REWARD_FILE`` (0.0 when it wrote none or not a finite number).
 
@@ -29,6 +30,7 @@ import json
 import math
 import os
 import re
+import select
 import signal
 import subprocess
 import tempfile
@@ -97,10 +99,43 @@ class AgentRun:
     """One per branch (see :class:`~gem_core.agent.episode.AgentEpisode`); the reward is on the last call's branch."""
 
 
-def _tail(path: Path) -> str:
-    with open(path, "rb") as handle:
-        handle.seek(max(0, path.stat().st_size - _TAIL_BYTES))
-        return handle.read().decode("utf-8", "replace")
+class _OutputTails:
+    """The last ``_TAIL_BYTES`` of the program's stdout and stderr, read from their pipes as they come: all a run keeps
+    of them. Written to files whole, an agent that printed without end filled the disk (2.7 GB in 5 s, against the
+    600 s time limit); through a pipe it can write no faster than this reads."""
+
+    def __init__(self, process: subprocess.Popen):
+        pipes = [process.stdout, process.stderr]
+        self._open = {pipe.fileno(): pipe for pipe in pipes if pipe is not None}
+        self._tails = {fd: bytearray() for fd in self._open}
+        self._order = list(self._open)
+
+    def drain(self, timeout: float) -> None:
+        """Read what the pipes hold, waiting up to ``timeout`` seconds for some."""
+        if not self._open:
+            time.sleep(timeout)
+            return
+        ready, _, _ = select.select(list(self._open), [], [], timeout)
+        for fd in ready:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:  # every writer is gone
+                self._open.pop(fd).close()
+                continue
+            tail = self._tails[fd]
+            tail += chunk
+            del tail[:-_TAIL_BYTES]
+
+    def finish(self, within: float = 1.0) -> tuple[str, str]:
+        """Read to the end (for at most ``within`` seconds: a process that left the group may hold a pipe open),
+        close the pipes, and return the tails as text ``(stdout, stderr)``."""
+        deadline = time.monotonic() + within
+        while self._open and time.monotonic() < deadline:
+            self.drain(max(0.0, deadline - time.monotonic()))
+        for pipe in self._open.values():
+            pipe.close()
+        self._open.clear()
+        stdout, stderr = (bytes(self._tails[fd]).decode("utf-8", "replace") for fd in self._order)
+        return stdout, stderr
 
 
 def _reward_from_file(path: Path) -> float:
@@ -186,13 +221,15 @@ class AgentProgram:
                 except (TypeError, ValueError):
                     pass
                 started = time.monotonic()
-                with open(io / "stdout", "wb") as out, open(io / "stderr", "wb") as err:
-                    process = _start(argv, workdir, environment, out, err)
-                    try:
-                        exit_code, ended, truncated = self._wait(process, episode, started)
-                    except BaseException:  # Ctrl-C: the agent's session is its own, so the signal never reached it
-                        _kill(process)
-                        raise
+                process = _start(argv, workdir, environment)
+                output = _OutputTails(process)
+                try:
+                    exit_code, ended, truncated = self._wait(process, episode, started, output)
+                except BaseException:  # Ctrl-C: the agent's session is its own, so the signal never reached it
+                    _kill(process)
+                    raise
+                finally:
+                    stdout_tail, stderr_tail = output.finish()
             except BaseException as exc:  # the program never ran, or was cut off: no call may come for its episode
                 if episode.key in endpoint.episodes:
                     endpoint.close_episode(episode.key, f"the run failed: {type(exc).__name__}", truncated=True)
@@ -204,7 +241,7 @@ class AgentProgram:
             run = AgentRun(
                 key=episode.key, task=task, workdir=workdir, episode=episode, exit_code=exit_code,
                 ended=episode.ended or ended, truncated=episode.truncated, seconds=seconds,
-                stdout_tail=_tail(io / "stdout"), stderr_tail=_tail(io / "stderr"), setup=setup,
+                stdout_tail=stdout_tail, stderr_tail=stderr_tail, setup=setup,
             )
             run.reward = float(self.grader(run)) if self.grader is not None else _reward_from_file(reward_file)
         if not math.isfinite(run.reward):
@@ -217,19 +254,20 @@ class AgentProgram:
         bounds how many; :func:`~gem_core.agent.episodes.run_agent_episodes` gives every run a thread)."""
         return await asyncio.to_thread(self.run, endpoint, task, workdir=workdir)
 
-    def _wait(self, process: subprocess.Popen, episode: AgentEpisode, started: float) -> tuple[int | None, str, bool]:
-        """(exit code, why the episode ended, truncated), killing the process group at a limit."""
+    def _wait(self, process: subprocess.Popen, episode: AgentEpisode, started: float, output: _OutputTails) -> tuple[int | None, str, bool]:
+        """(exit code, why the episode ended, truncated), killing the process group at a limit, and once the agent
+        exits: what it left running (a server, a shell) ends with its episode."""
         while True:
-            code = process.poll()
-            if code is not None:
-                return code, f"the agent exited with status {code}", False
+            if os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                _kill(process)  # not reaped till then: the group's id cannot have gone to another process
+                return process.returncode, f"the agent exited with status {process.returncode}", False
             if episode.ended is not None:  # the turn limit (the endpoint refused a call)
                 _kill(process)
                 return None, episode.ended, True
             if time.monotonic() - started > self.time_limit:
                 _kill(process)
                 return None, f"time limit of {self.time_limit:g} s reached", True
-            time.sleep(_POLL_SECONDS)
+            output.drain(_POLL_SECONDS)
 
 
 def _give_prompt(prompt: str, path: Path, environment: dict[str, str]) -> None:
@@ -249,15 +287,16 @@ def _give_prompt(prompt: str, path: Path, environment: dict[str, str]) -> None:
         environment["GEM_TASK_PROMPT"] = text
 
 
-def _start(argv: list[str], workdir: Path, environment: dict[str, str], out: Any, err: Any) -> subprocess.Popen:
-    """Start the program in a session of its own, so a limit kills the agent and every process it started.
+def _start(argv: list[str], workdir: Path, environment: dict[str, str]) -> subprocess.Popen:
+    """Start the program in a session of its own, so a limit kills the agent and every process it started; its
+    output goes to pipes (:class:`_OutputTails`).
 
     Raises:
         GemError: the program cannot be started (not found, not executable, a bad working directory).
     """
     try:
-        return subprocess.Popen(argv, cwd=workdir, env=environment, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                start_new_session=True)
+        return subprocess.Popen(argv, cwd=workdir, env=environment, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
     except (OSError, ValueError) as exc:  # ValueError: a NUL in an argument or in one of AgentProgram.env's values
         raise GemError(f"AgentProgram could not start {argv!r}: {exc}. Give a command that exists here (an absolute "
                        "path, or a program on PATH) and arguments and env values without NUL characters.") from None

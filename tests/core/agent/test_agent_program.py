@@ -257,3 +257,33 @@ def test_ctrl_c_kills_the_agents_and_ends_the_run(tmp_path, way):
         while _alive(pid) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not _alive(pid), f"process {pid} outlived the run"
+
+
+def test_an_agent_that_prints_without_end_costs_no_disk_and_its_tail_is_kept(endpoint, tmp_path):
+    """The program's output went to files in full, of which the run reads the last 8 KiB: an agent that printed
+    without end wrote 2.7 GB in 5 s (the time limit is 600 s). Here it writes 64 MiB, then reports what its run's
+    folder holds (``$GEM_REWARD_FILE``'s): nothing of its output."""
+    flood = (
+        "import os, sys\n"
+        "for _ in range(1024): sys.stdout.write('x' * 65535 + '\\n')\n"
+        "sys.stdout.write('the end'); sys.stdout.flush()\n"
+        "folder = os.path.dirname(os.environ['GEM_REWARD_FILE'])\n"
+        "sys.stderr.write(str(sum(os.path.getsize(os.path.join(folder, name)) for name in os.listdir(folder))))\n"
+    )
+    run = AgentProgram(command=[sys.executable, "-c", flood], time_limit=120).run(endpoint, workdir=tmp_path)
+    assert run.exit_code == 0, run.stderr_tail
+    assert run.stderr_tail == "0"  # bytes in the run's folder once 64 MiB were printed (67,108,864 before)
+    assert run.stdout_tail.endswith("x\nthe end") and len(run.stdout_tail) == 8192
+
+
+def test_what_an_agent_left_running_ends_with_its_episode(endpoint, tmp_path):
+    """An agent that exited on its own left its background processes running (a server, a shell), one set per
+    episode of a run."""
+    leave = "import subprocess, sys; print(subprocess.Popen(['sleep', '1000']).pid)"
+    run = AgentProgram(command=[sys.executable, "-c", leave], time_limit=60).run(endpoint, workdir=tmp_path)
+    assert run.exit_code == 0 and not run.truncated, run.stderr_tail
+    left = int(run.stdout_tail)
+    deadline = time.monotonic() + 5
+    while _alive(left) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(left)
