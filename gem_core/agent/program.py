@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import numbers
 import os
 import re
 import select
@@ -35,13 +36,14 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gem_core.agent.episode import AgentEpisode
-from gem_core.errors import GemError
+from gem_core.errors import GemError, InvalidArgument
+from gem_core.rollout.options import check_episode_options
 from gem_core.rollout.trajectory import TokenTrajectory
 
 __all__ = ["AgentCommand", "AgentProgram", "AgentRun", "Grader", "TaskSetup", "TaskSetupFn"]
@@ -168,12 +170,26 @@ class AgentProgram:
     (None: the program starts in an empty directory, with no ``$GEM_TASK_PROMPT``)."""
 
     def __post_init__(self) -> None:
-        if not self.time_limit > 0:
-            raise GemError(f"AgentProgram time_limit must be positive seconds, got {self.time_limit!r}")
-        if self.max_turns is not None and self.max_turns < 1:
-            raise GemError(f"AgentProgram max_turns must be at least 1 (or None), got {self.max_turns!r}")
-        if self.max_response_tokens is not None and self.max_response_tokens < 1:
-            raise GemError(f"AgentProgram max_response_tokens must be at least 1 (or None), got {self.max_response_tokens!r}")
+        """Check the fields here, not at each run: a run of many tasks raised one TypeError per task, or took a
+        command string for its characters (``"python agent.py"`` ran ``['p', 'y', ...]``).
+
+        Raises:
+            InvalidArgument: a field breaks its rule; the message names it and what to give.
+        """
+        if isinstance(self.command, (str, bytes)) or not (callable(self.command) or isinstance(self.command, Sequence)):
+            raise InvalidArgument(
+                f"AgentProgram command={self.command!r} must be the program and its arguments as a list, e.g. "
+                "['python', 'agent.py'] (or shlex.split of a command line), or a function of the task returning one."
+            )
+        if isinstance(self.time_limit, bool) or not isinstance(self.time_limit, numbers.Real) or not 0 < self.time_limit < math.inf:
+            raise InvalidArgument(f"AgentProgram time_limit={self.time_limit!r} must be a positive number of seconds.")
+        check_episode_options("AgentProgram", max_turns=self.max_turns, max_response_tokens=self.max_response_tokens)
+        for name, value in (self.env.items() if isinstance(self.env, Mapping) else [(None, self.env)]):
+            if not isinstance(name, str) or not name or "=" in name or not isinstance(value, str):
+                raise InvalidArgument(
+                    f"AgentProgram env: {name!r}: {value!r} is not an environment variable; env must map names (no '=', "
+                    "not empty) to str values, e.g. {'DEBUG': '1'}."
+                )
 
     def run(
         self, endpoint: Any, task: Any = None, *, workdir: str | Path | None = None,
@@ -192,9 +208,14 @@ class AgentProgram:
 
         Raises:
             GemError: if the program's command is empty, or cannot be started (not found, not executable).
+            InvalidArgument: if a callable ``command`` returned a string, not a list of arguments.
             KeyboardInterrupt: as it came; the program's process group is killed and its episode closed first.
         """
-        argv = [str(a) for a in (self.command(task) if callable(self.command) else self.command)]
+        argv = self.command(task) if callable(self.command) else self.command
+        if isinstance(argv, (str, bytes)):  # its characters are not its arguments
+            raise InvalidArgument(f"AgentProgram command returned {argv!r} for task {task!r}; return a list of arguments, e.g. "
+                                  "['python', 'agent.py'] (or shlex.split of a command line).")
+        argv = [str(a) for a in argv]
         if not argv:
             raise GemError("AgentProgram command is empty; give the program and its arguments, e.g. ['python', 'agent.py']")
         if workdir is not None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -17,7 +19,7 @@ pytest.importorskip("uvicorn")
 
 from gem_core.agent.endpoint import AgentEndpoint  # noqa: E402
 from gem_core.agent.program import AgentProgram, TaskSetup  # noqa: E402
-from gem_core.errors import GemError  # noqa: E402
+from gem_core.errors import GemError, InvalidArgument  # noqa: E402
 from gem_core.testing import ScriptedPolicy  # noqa: E402
 
 # An agent written the way users write one: the OpenAI client, configured from the environment.
@@ -287,3 +289,32 @@ def test_what_an_agent_left_running_ends_with_its_episode(endpoint, tmp_path):
     while _alive(left) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(left)
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"command": "python agent.py"}, "command='python agent.py' must be the program and its arguments as a list"),
+        ({"command": 5}, "command=5"),
+        ({"time_limit": "60"}, "time_limit='60'"),  # TypeError: '>' not supported between 'str' and 'int'
+        ({"time_limit": math.inf}, "time_limit=inf"),
+        ({"max_turns": 2.5}, "max_turns=2.5"),  # accepted
+        ({"max_turns": True}, "max_turns=True"),  # accepted as 1
+        ({"max_response_tokens": 0}, "max_response_tokens=0"),
+        ({"env": {"DEBUG": 1}}, "'DEBUG': 1"),  # TypeError at every run: expected str, bytes or os.PathLike, not int
+        ({"env": {"A=B": "x"}}, "'A=B'"),  # at every run, an error that blamed the command
+        ({"env": "DEBUG=1"}, "'DEBUG=1'"),
+    ],
+    ids=lambda value: repr(value)[:40],
+)
+def test_a_bad_field_is_one_error_naming_it_when_the_program_is_made(fields, named):
+    """Unchecked, each was a TypeError at every run of a batch, an accepted nonsense limit, or (a command string) a
+    run of its characters: ``['p', 'y', 't', ...]``."""
+    with pytest.raises(InvalidArgument, match=re.escape(named)):
+        AgentProgram(**{"command": ["python", "agent.py"], **fields})
+
+
+def test_a_command_function_that_returns_a_string_is_refused_before_anything_runs(endpoint, tmp_path):
+    with pytest.raises(InvalidArgument, match="return a list of arguments"):
+        AgentProgram(command=lambda task: f"python agent.py {task}").run(endpoint, "t1", workdir=tmp_path)
+    assert endpoint.episodes == {}
