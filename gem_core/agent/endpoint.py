@@ -9,9 +9,9 @@ any :class:`~gem_core.rollout.policy.Policy`, and recorded in the episode's
 with an earlier call's prompt and completion.
 
 Errors are OpenAI-shaped (``{"error": {"message", "type", "code"}}``) so clients raise them as such:
-400 malformed request, 401 missing or unknown key, 404 unknown episode path, 409 the episode is over,
-413 body over ``max_body_bytes``, 408 a body too slow to arrive, 502 the policy failed or overran
-``call_timeout``. ``stream=true`` is answered as server-sent events holding the whole answer in one chunk. Every request is bounded (body size, body time, headers and connections through
+400 malformed request (or one the policy cannot honour: ``n`` other than 1, ``stop`` sequences), 401 missing
+or unknown key, 404 unknown episode path, 409 the episode is over, 413 body over ``max_body_bytes``, 408 a body
+too slow to arrive, 502 the policy failed or overran ``call_timeout``. ``stream=true`` is answered as server-sent events holding the whole answer in one chunk. Every request is bounded (body size, body time, headers and connections through
 :class:`~gem_core.serve.connections.ConnectionGuard`), and the server listens on 127.0.0.1 only.
 
 Calls of one episode are served one at a time in arrival order (its lock); calls of different episodes
@@ -274,6 +274,12 @@ class AgentEndpoint:
     def _sampling(self, body: dict) -> SamplingParams:
         if body.get("n", 1) != 1:
             raise RequestError(400, "'n' must be 1: each call samples one answer")
+        if body.get("stop") not in (None, "", []):  # ignored, the answer ran on past it (a ReAct agent's "Observation:")
+            raise RequestError(
+                400, "'stop' sequences are not supported: each call samples until the chat template's end-of-turn token, "
+                "and an answer cut at a sequence would be trained on as sampled, past what the agent read; leave 'stop' out "
+                "and cut the answer in the agent",
+            )
         limit = body.get("max_completion_tokens", body.get("max_tokens"))
         if limit is None:
             limit = self.config.default_max_tokens

@@ -235,6 +235,9 @@ def test_bad_requests_get_clear_openai_shaped_errors_and_the_episode_goes_on(tin
         assert status == 400 and "messages[0]" in error["message"]
         status, error = post({**good, "n": 2})
         assert status == 400 and "'n'" in error["message"]
+        for stop in ("\nObservation:", ["\nObservation:"]):  # was ignored: the answer ran on past it, and was trained on
+            status, error = post({**good, "stop": stop})
+            assert status == 400 and "'stop' sequences are not supported" in error["message"]
         status, error = post(good, headers={})
         assert status == 401 and "no API key" in error["message"]
         status, error = post(good, headers={"Authorization": "Bearer nobody"})
@@ -244,7 +247,7 @@ def test_bad_requests_get_clear_openai_shaped_errors_and_the_episode_goes_on(tin
         status, error = post({"model": "any", "messages": [{"role": "user", "content": "x" * 5000}]})
         assert status == 413 and "4096" in error["message"]
         assert episode.calls == []  # nothing above reached the episode
-        assert post(good)[0] == 200 and post(good)[0] == 200
+        assert post({**good, "stop": None})[0] == 200 and post({**good, "stop": []})[0] == 200  # none given
         status, error = post(good)  # the third call is over max_turns=2: refused, episode truncated
         assert status == 409 and "turn limit" in error["message"]
         assert episode.truncated
