@@ -37,6 +37,7 @@ from typing import Any
 from gem_core.errors import GemError, MalformedFile, UsageError
 from gem_core.rollout.trajectory import TokenTrajectory
 from gem_core.rollout.vision import TrajectoryImage
+from gem_core.transport.atomic_file import atomic_path
 
 __all__ = [
     "TRAJECTORY_FORMAT",
@@ -307,16 +308,39 @@ def write_trajectories(
     env_kwargs: Mapping[str, Any] | None = None,
     append: bool = False,
 ) -> int:
-    """Write (or append) one JSON line per trajectory, flushed to disk; returns how many were written."""
+    """Write (or append) one JSON line per trajectory, flushed to disk; returns how many were written.
+
+    All or nothing: if writing fails (a full disk, Ctrl-C, a trajectory that cannot be recorded), the file is as it
+    was. Written in place, a failed write had emptied the file it replaced, or left a half line at the end of the
+    one it appended to, which made every later read of the file stop there (:class:`MalformedFile`).
+    """
     path = Path(path)
+    if not append:
+        if path.is_symlink() or (path.exists() and not path.is_file()):  # a link, /dev/stdout, a FIFO: written through
+            return _write_records(path, "w", trajectories, env_kwargs)
+        with atomic_path(path) as partial:
+            return _write_records(partial, "w", trajectories, env_kwargs)
     path.parent.mkdir(parents=True, exist_ok=True)
+    size = path.stat().st_size if path.is_file() else None
+    try:
+        return _write_records(path, "a", trajectories, env_kwargs)
+    except BaseException:
+        if size is not None:
+            os.truncate(path, size)
+        elif path.is_file() and not path.is_symlink():  # made by this call
+            path.unlink()
+        raise
+
+
+def _write_records(path: Path, mode: str, trajectories: Iterable[TokenTrajectory], env_kwargs: Mapping[str, Any] | None) -> int:
     count = 0
-    with path.open("a" if append else "w", encoding="utf-8") as out:
+    with path.open(mode, encoding="utf-8") as out:
         for trajectory in trajectories:
             out.write(json.dumps(trajectory_to_record(trajectory, env_kwargs=env_kwargs), ensure_ascii=False) + "\n")
             count += 1
         out.flush()
-        os.fsync(out.fileno())
+        if stat.S_ISREG(os.fstat(out.fileno()).st_mode):  # a pipe or /dev/null has nothing to sync (EINVAL)
+            os.fsync(out.fileno())
     return count
 
 

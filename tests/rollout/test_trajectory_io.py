@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
+import os
 import subprocess
 import sys
 
@@ -202,3 +204,54 @@ def test_recording_env_states_of_an_env_without_get_state_is_refused_up_front(ti
 
     with pytest.raises(ValueError, match="record_env_states=True needs an env with get_state"):
         EpisodeSession(Stateless(), tiny_tokenizer, record_env_states=True)
+
+
+def _then_fail(trajectories, after):
+    """The trajectories, then an error after ``after`` of them (a caller's generator that raises, a Ctrl-C)."""
+    yield from trajectories[:after]
+    raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("append", [False, True], ids=["write", "append"])
+def test_a_write_that_fails_leaves_the_file_as_it_was(tmp_path, trajectories, append):
+    """Written in place, a failed write emptied the file it replaced (its episodes lost) and kept the half it wrote."""
+    path = tmp_path / "episodes.jsonl"
+    write_trajectories(path, trajectories[:3])
+    before = path.read_bytes()
+    with pytest.raises(KeyboardInterrupt):
+        write_trajectories(path, _then_fail(trajectories, 2), append=append)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["episodes.jsonl"]  # no temporary left beside it
+    fresh = tmp_path / "new.jsonl"
+    with pytest.raises(KeyboardInterrupt):
+        write_trajectories(fresh, _then_fail(trajectories, 2), append=append)
+    assert not fresh.exists()
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 64 KiB file system to fill: a tmpfs, which only root may mount (CI runs as root)."""
+    from ci_guard import skip_unless_ci
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = os.geteuid() == 0 and subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)],
+                                                   capture_output=True).returncode == 0
+    if not mounted:
+        skip_unless_ci("a disk to fill is a small tmpfs, and only root may mount one")
+    yield disk
+    subprocess.run(["umount", "--lazy", str(disk)], check=True)
+
+
+@pytest.mark.parametrize("append", [False, True], ids=["write", "append"])
+def test_a_full_disk_leaves_the_file_whole_and_readable(small_disk, trajectories, append):
+    """On a full disk an append left a half line at the file's end, and every later read stopped there
+    (MalformedFile); an overwrite left the file empty or cut."""
+    path = small_disk / "episodes.jsonl"
+    write_trajectories(path, trajectories[:2])
+    before = path.read_bytes()
+    with pytest.raises(OSError) as raised:
+        write_trajectories(path, trajectories * 20, append=append)  # far more than 64 KiB
+    assert raised.value.errno == errno.ENOSPC
+    assert path.read_bytes() == before and read_trajectories(path) == trajectories[:2]
+    assert [p.name for p in small_disk.iterdir()] == ["episodes.jsonl"]
