@@ -13,9 +13,10 @@ left as it is), under two limits:
 
 An agent that exits on its own, early or not, ends the episode (terminated, its exit code in
 :attr:`AgentRun.exit_code`), and what it left running in its process group is killed with it. Of its output
-the run keeps the last 8 KiB of each stream (:attr:`AgentRun.stdout_tail`, :attr:`AgentRun.stderr_tail`). The reward comes from ``grader(run)`` once the process is gone (e.g. a
-task's tests run in :attr:`AgentRun.workdir`); without a grader, from the number the agent wrote to
-``$GEM_REWARD_FILE`` (0.0 when it wrote none or not a finite number).
+the run keeps the last 8 KiB of each stream (:attr:`AgentRun.stdout_tail`, :attr:`AgentRun.stderr_tail`).
+The reward comes from ``grader(run)`` once the process is gone (e.g. a task's tests run in
+:attr:`AgentRun.workdir`); without a grader, from the number the agent wrote to ``$GEM_REWARD_FILE`` (0.0
+when it wrote none or not a finite number).
 
 A task that needs its working directory filled first (a repository to fix) gives ``setup(task, workdir)``,
 run before the program starts; the :class:`TaskSetup` it returns carries the task's text for the agent
