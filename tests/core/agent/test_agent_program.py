@@ -318,3 +318,31 @@ def test_a_command_function_that_returns_a_string_is_refused_before_anything_run
     with pytest.raises(InvalidArgument, match="return a list of arguments"):
         AgentProgram(command=lambda task: f"python agent.py {task}").run(endpoint, "t1", workdir=tmp_path)
     assert endpoint.episodes == {}
+
+
+@pytest.mark.parametrize("way", ["run_agent_programs", "AgentProgram.run"])
+def test_agents_end_with_a_trainer_that_is_killed(tmp_path, way):
+    """A trainer killed outright (the OOM killer, SIGKILL, a lost node) runs no cleanup, and each agent runs in a
+    session of its own: every agent of the batch and the processes it started ran on (here, for 1000 s). The orphan
+    guard between them ends an agent's session once the trainer is gone."""
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    script = tmp_path / "run.py"
+    script.write_text(CTRL_C)
+    process = subprocess.Popen([sys.executable, str(script), way, str(pids)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    wanted = 2 if way == "run_agent_programs" else 1
+    deadline = time.monotonic() + 60
+    while len([p for p in pids.iterdir() if p.read_text()]) < wanted and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.1)
+    agents = [(int(p.name), int(p.read_text())) for p in pids.iterdir() if p.read_text()]
+    assert len(agents) == wanted, process.communicate(timeout=10)[0][-2000:]
+    process.kill()
+    process.wait()
+    everyone = [pid for pair in agents for pid in pair]  # each agent and the process it started
+    deadline = time.monotonic() + 10
+    while any(map(_alive, everyone)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    survivors = [pid for pid in everyone if _alive(pid)]
+    for pid in survivors:  # not left running by a failed test
+        os.kill(pid, signal.SIGKILL)
+    assert not survivors, f"processes {survivors} outlived their killed trainer"
