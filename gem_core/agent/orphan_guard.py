@@ -35,7 +35,10 @@ def main(argv: list[str]) -> None:
         _end_group()
     child = os.fork()
     if child == 0:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        # Python ignores SIGPIPE and SIGXFSZ, and an ignored signal stays ignored across exec: the program gets
+        # them as subprocess gives them (``restore_signals``), so `yes | head` in its shell ends as it should.
+        for number in (signal.SIGTERM, signal.SIGPIPE, signal.SIGXFSZ):
+            signal.signal(number, signal.SIG_DFL)
         try:
             os.execvp(program[0], program)
         except OSError as exc:

@@ -346,3 +346,11 @@ def test_agents_end_with_a_trainer_that_is_killed(tmp_path, way):
     for pid in survivors:  # not left running by a failed test
         os.kill(pid, signal.SIGKILL)
     assert not survivors, f"processes {survivors} outlived their killed trainer"
+
+
+def test_the_program_starts_with_the_signal_dispositions_subprocess_gives(endpoint, tmp_path):
+    """The orphan guard is a Python process, and Python ignores SIGPIPE and SIGXFSZ: passed on through exec, the
+    agent's `yes | head` got EPIPE errors instead of ending."""
+    run = AgentProgram(command=["grep", "SigIgn", "/proc/self/status"], time_limit=60).run(endpoint, workdir=tmp_path)
+    ignored = int(run.stdout_tail.split()[1], 16)
+    assert not ignored & (1 << (signal.SIGPIPE - 1) | 1 << (signal.SIGXFSZ - 1)), hex(ignored)
