@@ -1,56 +1,76 @@
-"""Runs an agent program, and ends its whole process group once the process that started it is gone.
+"""Ends the agents' process groups when the process that started them is gone, however it went.
 
 An agent runs in a session of its own (so a limit kills it with every process it started), which also puts it out
-of reach of what ends its trainer: a trainer killed by the OOM killer, SIGKILL or a lost node left every agent of its
-batch running, and the tests and shells those had started. This guard sits between the two: Linux's parent-death
-signal (``PR_SET_PDEATHSIG``) tells it when the thread that started it has gone, and it kills its group.
+of reach of what ends its trainer: a trainer killed by the OOM killer, SIGKILL or a lost node runs no cleanup, and
+left every agent of its batch running, with the tests and shells those had started.
 
-Run as ``python -I -S orphan_guard.py PARENT_PID PROGRAM [ARGS...]``, it imports nothing but the standard library
-(the agent's environment may point ``PYTHONPATH`` anywhere). It exits as the program did: with its status, or by
-the same signal. Elsewhere than Linux it only runs the program.
+One guard process per trainer process watches them: the trainer tells it each group it starts and each it has ended,
+over a pipe only the trainer holds. When the trainer is gone the pipe reads end-of-file, and the guard kills every
+group still listed. A group is struck off before its leader is reaped, so its id cannot have passed to another
+process when the guard uses it. Run as ``python -I -S orphan_guard.py``, the guard imports nothing but the standard
+library; its own session keeps it out of reach of the trainer's Ctrl-C.
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
+import subprocess
 import sys
+import threading
 
-_PR_SET_PDEATHSIG = 1
-
-
-def _end_group(*_: object) -> None:
-    os.killpg(0, signal.SIGKILL)
+__all__ = ["OrphanGuard"]
 
 
-def main(argv: list[str]) -> None:
-    parent, program = int(argv[0]), argv[1:]
-    signal.signal(signal.SIGTERM, _end_group)
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (AttributeError, OSError):  # no prctl: not Linux
-        pass
-    if os.getppid() != parent:  # gone before the signal was set up
-        _end_group()
-    child = os.fork()
-    if child == 0:
-        # Python ignores SIGPIPE and SIGXFSZ, and an ignored signal stays ignored across exec: the program gets
-        # them as subprocess gives them (``restore_signals``), so `yes | head` in its shell ends as it should.
-        for number in (signal.SIGTERM, signal.SIGPIPE, signal.SIGXFSZ):
-            signal.signal(number, signal.SIG_DFL)
+class OrphanGuard:
+    """The trainer's side: starts the guard on first use (again in a forked child, which needs its own)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._process: subprocess.Popen | None = None
+        self._pid = 0
+
+    def watch(self, group: int) -> None:
+        """List process group ``group``: killed if this process dies before :meth:`release`."""
+        self._send(f"+{group}\n")
+
+    def release(self, group: int) -> None:
+        """Strike ``group`` off (call it before its leader is reaped)."""
+        self._send(f"-{group}\n")
+
+    def _send(self, line: str) -> None:
+        with self._lock:
+            try:
+                if self._process is not None and self._pid != os.getpid() and self._process.stdin is not None:
+                    self._process.stdin.close()  # a forked child's copy: its parent's guard must still see its end
+                    self._process = None
+                if self._process is None or self._process.poll() is not None:
+                    self._process = subprocess.Popen(
+                        [sys.executable, "-I", "-S", __file__], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL, start_new_session=True,
+                    )
+                    self._pid = os.getpid()
+                assert self._process.stdin is not None
+                self._process.stdin.write(line.encode())
+                self._process.stdin.flush()
+            except OSError:  # no guard (it was killed, or cannot start): the agents still end at their limits
+                self._process = None
+
+
+def _guard() -> None:
+    groups: set[int] = set()
+    for line in sys.stdin.buffer:  # until end-of-file: the trainer is gone
+        group = int(line[1:])
+        if line.startswith(b"+"):
+            groups.add(group)
+        else:
+            groups.discard(group)
+    for group in groups:
         try:
-            os.execvp(program[0], program)
-        except OSError as exc:
-            os.write(2, f"gem agent: cannot run {program[0]!r}: {exc}\n".encode(errors="replace"))
-        os._exit(127)
-    _, status = os.waitpid(child, 0)
-    code = os.waitstatus_to_exitcode(status)
-    if code < 0:  # killed by a signal: so is the guard, so the trainer reads the same status
-        signal.signal(-code, signal.SIG_DFL)
-        os.kill(os.getpid(), -code)
-    sys.exit(code)
+            os.killpg(group, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    _guard()

@@ -6,8 +6,8 @@ variables: ``OPENAI_BASE_URL`` (also ``OPENAI_API_BASE`` for older clients) poin
 in a fresh temporary working directory, removed once the run is graded (or in the one given, which is
 left as it is), under two limits:
 
-- ``time_limit``: past it the process group is killed and the episode is truncated (a hung agent), as it is
-  when the trainer dies (:mod:`~gem_core.agent.orphan_guard`);
+- ``time_limit``: past it the process group is killed and the episode is truncated (a hung agent); the
+  group is killed too if the trainer dies first, however it dies (:mod:`~gem_core.agent.orphan_guard`);
 - ``max_turns``: the call after the last allowed one is refused (409), the process group is killed and
   the episode is truncated; ``max_response_tokens`` likewise once a branch's response is full (each call
   samples at most what is left).
@@ -34,10 +34,8 @@ import numbers
 import os
 import re
 import select
-import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -46,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from gem_core.agent.episode import AgentEpisode
+from gem_core.agent.orphan_guard import OrphanGuard
 from gem_core.errors import GemError, InvalidArgument
 from gem_core.rollout.options import check_episode_options
 from gem_core.rollout.trajectory import TokenTrajectory
@@ -74,7 +73,7 @@ TaskSetupFn = Callable[[Any, Path], TaskSetup | None]
 """Fills a fresh working directory for a task before the program starts (e.g. copies a repository into it)."""
 
 _TAIL_BYTES = 8192
-_ORPHAN_GUARD = str(Path(__file__).with_name("orphan_guard.py"))
+_ORPHAN_GUARD = OrphanGuard()  # one guard process for every run of this process
 _SURROGATE = re.compile("[\ud800-\udfff]")  # no UTF-8 for these: a str that holds one was cut mid-pair
 _POLL_SECONDS = 0.05
 
@@ -314,35 +313,21 @@ def _give_prompt(prompt: str, path: Path, environment: dict[str, str]) -> None:
 
 
 def _start(argv: list[str], workdir: Path, environment: dict[str, str]) -> subprocess.Popen:
-    """Start the program in a session of its own, so a limit kills the agent and every process it started, under
-    :mod:`~gem_core.agent.orphan_guard`, which ends that session if this process dies first; its output goes to
-    pipes (:class:`_OutputTails`).
+    """Start the program in a session of its own, so a limit kills the agent and every process it started, and
+    tell the orphan guard, which kills that session if this process dies first; its output goes to pipes
+    (:class:`_OutputTails`).
 
     Raises:
         GemError: the program cannot be started (not found, not executable, a bad working directory).
     """
-    problem = _why_not_runnable(argv[0], workdir, environment)
-    if problem is None:
-        guarded = [sys.executable, "-I", "-S", _ORPHAN_GUARD, str(os.getpid()), *argv]
-        try:
-            return subprocess.Popen(guarded, cwd=workdir, env=environment, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, start_new_session=True)
-        except (OSError, ValueError) as exc:  # ValueError: a NUL in an argument or in one of AgentProgram.env's values
-            problem = str(exc)
-    raise GemError(f"AgentProgram could not start {argv!r}: {problem}. Give a command that exists here (an absolute "
-                   "path, or a program on PATH) and arguments and env values without NUL characters.")
-
-
-def _why_not_runnable(program: str, workdir: Path, environment: dict[str, str]) -> str | None:
-    """Why the child could not run ``program`` (None: it can), found as the child finds it: on the environment's
-    PATH, or relative to the working directory. The guard starts it, and could only exit 127."""
-    if os.sep not in program:
-        found = shutil.which(program, path=environment.get("PATH", os.defpath)) is not None
-        return None if found else f"{program!r} is not on the PATH it runs with"
-    path = os.path.join(workdir, program)
-    if not os.path.isfile(path):
-        return f"no file {path!r}"
-    return None if os.access(path, os.X_OK) else f"{path!r} is not executable"
+    try:
+        process = subprocess.Popen(argv, cwd=workdir, env=environment, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, start_new_session=True)
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in an argument or in one of AgentProgram.env's values
+        raise GemError(f"AgentProgram could not start {argv!r}: {exc}. Give a command that exists here (an absolute "
+                       "path, or a program on PATH) and arguments and env values without NUL characters.") from None
+    _ORPHAN_GUARD.watch(process.pid)
+    return process
 
 
 def _kill(process: subprocess.Popen) -> None:
@@ -350,4 +335,5 @@ def _kill(process: subprocess.Popen) -> None:
         os.killpg(process.pid, signal.SIGKILL)  # the group this run started (start_new_session)
     except ProcessLookupError:
         pass
+    _ORPHAN_GUARD.release(process.pid)  # before the leader is reaped: till then its group id is not reused
     process.wait()

@@ -354,3 +354,38 @@ def test_the_program_starts_with_the_signal_dispositions_subprocess_gives(endpoi
     run = AgentProgram(command=["grep", "SigIgn", "/proc/self/status"], time_limit=60).run(endpoint, workdir=tmp_path)
     ignored = int(run.stdout_tail.split()[1], 16)
     assert not ignored & (1 << (signal.SIGPIPE - 1) | 1 << (signal.SIGXFSZ - 1)), hex(ignored)
+
+
+GUARDED = textwrap.dedent(
+    """
+    import os, signal, subprocess, sys
+    from gem_core.agent.orphan_guard import OrphanGuard
+
+    guard = OrphanGuard()
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}  # the caller reads this script's output to its end
+    kept, released = (subprocess.Popen(["sleep", "1000"], start_new_session=True, **quiet) for _ in range(2))
+    guard.watch(kept.pid)
+    guard.watch(released.pid)
+    guard.release(released.pid)
+    print(kept.pid, released.pid, flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)  # no cleanup runs
+    """
+)
+
+
+def test_the_orphan_guard_kills_the_groups_still_listed_once_its_trainer_is_gone_and_no_other(tmp_path):
+    script = tmp_path / "trainer.py"
+    script.write_text(GUARDED)
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == -signal.SIGKILL, result.stderr[-2000:]
+    kept, released = map(int, result.stdout.split())
+    try:
+        deadline = time.monotonic() + 10
+        while _alive(kept) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(kept)
+        assert _alive(released)  # struck off: not the guard's to kill
+    finally:
+        for pid in (kept, released):
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
