@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import pytest
 
@@ -31,6 +32,24 @@ def retrieval_server():
     server = RetrievalServerProcess()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A folder on a 400 KiB file system, to fill: a tmpfs, which only root may mount (CI runs as root; elsewhere the
+    test is skipped, and in CI failed)."""
+    import subprocess
+
+    from ci_guard import skip_unless_ci
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = os.geteuid() == 0 and subprocess.run(["mount", "-t", "tmpfs", "-o", "size=400k", "tmpfs", str(disk)],
+                                                   capture_output=True).returncode == 0
+    if not mounted:
+        skip_unless_ci("a disk to fill is a small tmpfs, and only root may mount one")
+    yield disk
+    subprocess.run(["umount", "--lazy", str(disk)], check=True)
 
 
 @pytest.fixture

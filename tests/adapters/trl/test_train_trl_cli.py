@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from ci_guard import skip_unless_ci
 from example_usage import RUN_AND_REPORT_TORCH
 from test_learning import EXAMPLE, load_example
 
@@ -150,19 +149,6 @@ def test_ctrl_c_keeps_the_metrics_and_the_curve_of_the_steps_done(tmp_path, stop
     assert len(step_lines) == metrics["steps"] and all("return" in line and "success" in line for line in step_lines)
     assert "{'loss'" not in stdout  # TRL's per-step dict goes to log.jsonl, not the console
     assert Path(out / "metrics.json").exists()
-
-
-@pytest.fixture
-def small_disk(tmp_path):
-    """A 400 KiB file system to fill: a tmpfs, which only root may mount (CI runs as root)."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    mounted = os.geteuid() == 0 and subprocess.run(["mount", "-t", "tmpfs", "-o", "size=400k", "tmpfs", str(disk)],
-                                                   capture_output=True).returncode == 0
-    if not mounted:
-        skip_unless_ci("a disk to fill is a small tmpfs, and only root may mount one")
-    yield disk
-    subprocess.run(["umount", "--lazy", str(disk)], check=True)
 
 
 @pytest.mark.parametrize("room_kib", [0, 24, 96], ids=["full-while-training", "full-at-the-report", "full-at-the-model"])

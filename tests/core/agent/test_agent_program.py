@@ -206,8 +206,8 @@ def test_a_prompt_the_locale_cannot_encode_still_reaches_the_agent(tmp_path):
     assert json.loads(result.stdout) == ["r\u00e9parer", None]  # ASCII variables cannot hold it: the file does
 
 
-# A run of two agents that hang; Ctrl-C comes once both have written their pids.
-CTRL_C = textwrap.dedent(
+# A run of agents that hang (two, or one through AgentProgram.run), each once it has written its pid and its child's.
+HANGING_RUN = textwrap.dedent(
     """
     import asyncio, signal, sys
     from gem_core.agent.episodes import run_agent_programs
@@ -230,15 +230,12 @@ CTRL_C = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("way", ["run_agent_programs", "AgentProgram.run"])
-def test_ctrl_c_kills_the_agents_and_ends_the_run(tmp_path, way):
-    """Ctrl-C reaches the trainer, not the agents (each runs in a session of its own, so a limit can kill its
-    processes). The run went on until the time limit (600 s by default) with every agent running, and Python's exit
-    waited for it; now the agents and what they started are killed and the run ends at once."""
+def _start_hanging_run(tmp_path, way):
+    """The run in a process of its own, once its agents hang: ``(process, the pids of the agents and their children)``."""
     pids = tmp_path / "pids"
     pids.mkdir()
     script = tmp_path / "run.py"
-    script.write_text(CTRL_C)
+    script.write_text(HANGING_RUN)
     process = subprocess.Popen([sys.executable, str(script), way, str(pids)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     wanted = 2 if way == "run_agent_programs" else 1
     deadline = time.monotonic() + 60
@@ -246,6 +243,26 @@ def test_ctrl_c_kills_the_agents_and_ends_the_run(tmp_path, way):
         time.sleep(0.1)
     agents = [(int(p.name), int(p.read_text())) for p in pids.iterdir() if p.read_text()]
     assert len(agents) == wanted, process.communicate(timeout=10)[0][-2000:]
+    return process, [pid for pair in agents for pid in pair]
+
+
+def _survivors(pids, within=10.0):
+    """Those of ``pids`` still alive after ``within`` seconds, killed (a failed test leaves nothing running)."""
+    deadline = time.monotonic() + within
+    while any(map(_alive, pids)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    survivors = [pid for pid in pids if _alive(pid)]
+    for pid in survivors:
+        os.kill(pid, signal.SIGKILL)
+    return survivors
+
+
+@pytest.mark.parametrize("way", ["run_agent_programs", "AgentProgram.run"])
+def test_ctrl_c_kills_the_agents_and_ends_the_run(tmp_path, way):
+    """Ctrl-C reaches the trainer, not the agents (each runs in a session of its own, so a limit can kill its
+    processes). The run went on until the time limit (600 s by default) with every agent running, and Python's exit
+    waited for it; now the agents and what they started are killed and the run ends at once."""
+    process, agents = _start_hanging_run(tmp_path, way)
     process.send_signal(signal.SIGINT)
     try:
         output = process.communicate(timeout=30)[0].decode(errors="replace")
@@ -254,11 +271,7 @@ def test_ctrl_c_kills_the_agents_and_ends_the_run(tmp_path, way):
         output = process.communicate()[0].decode(errors="replace")
         pytest.fail(f"the run did not end within 30 s of Ctrl-C (its time limit is 600 s):\n{output[-2000:]}")
     assert "KeyboardInterrupt" in output, output[-2000:]
-    for pid in (pid for pair in agents for pid in pair):  # each agent and the process it started
-        deadline = time.monotonic() + 5
-        while _alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not _alive(pid), f"process {pid} outlived the run"
+    assert _survivors(agents) == [], "processes outlived the run"
 
 
 def test_an_agent_that_prints_without_end_costs_no_disk_and_its_tail_is_kept(endpoint, tmp_path):
@@ -324,28 +337,11 @@ def test_a_command_function_that_returns_a_string_is_refused_before_anything_run
 def test_agents_end_with_a_trainer_that_is_killed(tmp_path, way):
     """A trainer killed outright (the OOM killer, SIGKILL, a lost node) runs no cleanup, and each agent runs in a
     session of its own: every agent of the batch and the processes it started ran on (here, for 1000 s). The orphan
-    guard between them ends an agent's session once the trainer is gone."""
-    pids = tmp_path / "pids"
-    pids.mkdir()
-    script = tmp_path / "run.py"
-    script.write_text(CTRL_C)
-    process = subprocess.Popen([sys.executable, str(script), way, str(pids)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    wanted = 2 if way == "run_agent_programs" else 1
-    deadline = time.monotonic() + 60
-    while len([p for p in pids.iterdir() if p.read_text()]) < wanted and time.monotonic() < deadline and process.poll() is None:
-        time.sleep(0.1)
-    agents = [(int(p.name), int(p.read_text())) for p in pids.iterdir() if p.read_text()]
-    assert len(agents) == wanted, process.communicate(timeout=10)[0][-2000:]
+    guard kills their sessions once the trainer is gone."""
+    process, agents = _start_hanging_run(tmp_path, way)
     process.kill()
     process.wait()
-    everyone = [pid for pair in agents for pid in pair]  # each agent and the process it started
-    deadline = time.monotonic() + 10
-    while any(map(_alive, everyone)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    survivors = [pid for pid in everyone if _alive(pid)]
-    for pid in survivors:  # not left running by a failed test
-        os.kill(pid, signal.SIGKILL)
-    assert not survivors, f"processes {survivors} outlived their killed trainer"
+    assert _survivors(agents) == [], "processes outlived their killed trainer"
 
 
 def test_the_program_starts_with_the_signal_dispositions_subprocess_gives(endpoint, tmp_path):
