@@ -108,23 +108,27 @@ class AgentRun:
 class _OutputTails:
     """The last ``_TAIL_BYTES`` of the program's stdout and stderr, read from their pipes as they come: all a run keeps
     of them. Written to files whole, an agent that printed without end filled the disk (2.7 GB in 5 s, against the
-    600 s time limit); through a pipe it can write no faster than this reads."""
+    600 s time limit); through a pipe it can write no faster than this reads. Waited on with ``poll``, not ``select``,
+    which refuses descriptors past 1023 (hundreds of runs in one trainer reach them)."""
 
     def __init__(self, process: subprocess.Popen):
         pipes = [process.stdout, process.stderr]
         self._open = {pipe.fileno(): pipe for pipe in pipes if pipe is not None}
         self._tails = {fd: bytearray() for fd in self._open}
         self._order = list(self._open)
+        self._poll = select.poll()
+        for fd in self._open:
+            self._poll.register(fd, select.POLLIN)
 
     def drain(self, timeout: float) -> None:
         """Read what the pipes hold, waiting up to ``timeout`` seconds for some."""
         if not self._open:
             time.sleep(timeout)
             return
-        ready, _, _ = select.select(list(self._open), [], [], timeout)
-        for fd in ready:
+        for fd, _ in self._poll.poll(timeout * 1000):
             chunk = os.read(fd, 1 << 16)
             if not chunk:  # every writer is gone
+                self._poll.unregister(fd)
                 self._open.pop(fd).close()
                 continue
             tail = self._tails[fd]

@@ -69,6 +69,14 @@ def report_scoring(env: Any, info: dict[str, Any], answer: str, error: str | Non
         info["scorer_setup_seconds"] = setup_seconds
 
 
+
+def _readable(fd: int, timeout: float) -> bool:
+    """Whether ``fd`` has something to read within ``timeout`` seconds. ``poll``, not ``select``: a trainer with many
+    connections and files open holds descriptors past 1023, which ``select`` refuses (ValueError)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(timeout * 1000))
+
 @dataclass(frozen=True)
 class CallResult:
     """What a bounded call returned: ``value`` on success; ``timed_out`` or ``error`` otherwise."""
@@ -140,7 +148,7 @@ class _Worker:
         fd = self.proc.stdout.fileno()
         while len(self._buffer) < n:
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+            if remaining <= 0 or not _readable(fd, remaining):
                 return None
             chunk = os.read(fd, max(n - len(self._buffer), 65536))
             if not chunk:

@@ -385,3 +385,19 @@ def test_the_orphan_guard_kills_the_groups_still_listed_once_its_trainer_is_gone
         for pid in (kept, released):
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_a_run_whose_pipes_are_past_descriptor_1023_reads_them(endpoint, tmp_path):
+    """A trainer with hundreds of runs at once holds descriptors past 1023, which ``select`` refuses (ValueError:
+    filedescriptor out of range), so the run's output was waited on with a call that could not take them."""
+    from connection_flood import allow_open_files
+
+    if not allow_open_files(1200):
+        pytest.skip("the hard open-file limit is under 1200")
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]  # the next descriptors are past 1023
+    try:
+        run = AgentProgram(command=[sys.executable, "-c", "print('ok')"], time_limit=60).run(endpoint, workdir=tmp_path)
+    finally:
+        for fd in held:
+            os.close(fd)
+    assert run.exit_code == 0 and run.stdout_tail == "ok\n", run.stderr_tail

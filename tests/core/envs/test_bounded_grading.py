@@ -5,6 +5,7 @@ next step still working. The hostile answers are the issue's reproducers."""
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -230,3 +231,21 @@ def test_hostile_answers_score_zero_within_the_declared_limit_and_the_next_episo
         assert info.get("error") in (None, "timeout"), (name, info)  # a clean 0, or the timeout said so
     env.reset(seed=0)
     assert env.step(correct(env.unwrapped))[1] == 1.0
+
+
+def test_a_trainer_with_descriptors_past_1023_gets_its_grades():
+    """A trainer with many connections and files open hands the worker's pipe a descriptor past 1023, and the wait on
+    it used ``select``, which refuses those: every grade raised ValueError (filedescriptor out of range)."""
+    from connection_flood import allow_open_files
+
+    if not allow_open_files(1200):
+        pytest.skip("the hard open-file limit is under 1200")
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    scoring = ScoringPool(max_workers=1)  # its worker starts while the low descriptors are taken
+    try:
+        assert scoring.call("math:factorial", 5, timeout=30).value == 120
+        assert scoring.call("time:sleep", 30, timeout=0.5).timed_out  # the wait with a deadline, on a high descriptor
+    finally:
+        scoring.close()
+        for fd in held:
+            os.close(fd)
