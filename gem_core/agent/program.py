@@ -114,8 +114,7 @@ class _OutputTails:
     def __init__(self, process: subprocess.Popen):
         pipes = [process.stdout, process.stderr]
         self._open = {pipe.fileno(): pipe for pipe in pipes if pipe is not None}
-        self._tails = {fd: bytearray() for fd in self._open}
-        self._order = list(self._open)
+        self._tails = {fd: bytearray() for fd in self._open}  # stdout's, then stderr's
         self._poll = select.poll()
         for fd in self._open:
             self._poll.register(fd, select.POLLIN)
@@ -144,7 +143,7 @@ class _OutputTails:
         for pipe in self._open.values():
             pipe.close()
         self._open.clear()
-        stdout, stderr = (bytes(self._tails[fd]).decode("utf-8", "replace") for fd in self._order)
+        stdout, stderr = (bytes(tail).decode("utf-8", "replace") for tail in self._tails.values())
         return stdout, stderr
 
 

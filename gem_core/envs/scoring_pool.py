@@ -69,13 +69,13 @@ def report_scoring(env: Any, info: dict[str, Any], answer: str, error: str | Non
         info["scorer_setup_seconds"] = setup_seconds
 
 
-
 def _readable(fd: int, timeout: float) -> bool:
     """Whether ``fd`` has something to read within ``timeout`` seconds. ``poll``, not ``select``: a trainer with many
     connections and files open holds descriptors past 1023, which ``select`` refuses (ValueError)."""
     poller = select.poll()
     poller.register(fd, select.POLLIN)
     return bool(poller.poll(timeout * 1000))
+
 
 @dataclass(frozen=True)
 class CallResult:
