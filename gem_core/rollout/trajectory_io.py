@@ -316,7 +316,7 @@ def write_trajectories(
     """
     path = Path(path)
     if not append:
-        if path.is_symlink() or (path.exists() and not path.is_file()):  # a link, /dev/stdout, a FIFO: written through
+        if path.exists() and not path.is_file():  # /dev/stdout, a FIFO: written through (a link to a file is followed)
             return _write_records(path, "w", trajectories, env_kwargs)
         with atomic_path(path) as partial:
             return _write_records(partial, "w", trajectories, env_kwargs)

@@ -7,6 +7,10 @@ temporary path in the target's folder (so the rename stays on one file system an
 target's suffix (so writers that pick their format by it, pandas and ``datasets``, keep working), named with
 the process id so two processes writing the same target never share a temporary: the last rename wins and
 each file read is whole.
+
+The new file takes the place of the one it replaces as that one was: with its permissions (a trajectory file made
+private stays private), and at the end of a symbolic link, which stays (a dataset kept on another disk and linked
+into the run's folder is written there, not replaced by a file beside the link).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import contextlib
 import errno
 import os
 import secrets
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,8 +30,9 @@ __all__ = ["atomic_path"]
 def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path to write; when the block ends without an error it is flushed to disk and
     renamed to ``target``. On any exception (``KeyboardInterrupt`` included) the temporary is removed and
-    ``target`` is left as it was. Creates ``target``'s folder."""
-    target = Path(target)
+    ``target`` is left as it was. Creates ``target``'s folder; a link is followed (the file it names is the
+    target), and the permissions of a file replaced are kept."""
+    target = Path(os.path.realpath(target))
     if target.is_dir():  # else the rename fails after the whole write, naming the temporary file
         raise IsADirectoryError(errno.EISDIR, "is a folder: give the path of the file to write", str(target))
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -34,6 +40,8 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
     try:
         yield partial
         with open(partial, "rb") as written:  # on disk before it takes the target's name
+            with contextlib.suppress(FileNotFoundError):
+                os.fchmod(written.fileno(), stat.S_IMODE(os.stat(target).st_mode))
             os.fsync(written.fileno())
         os.replace(partial, target)
     finally:

@@ -77,3 +77,40 @@ def test_a_folder_as_the_target_is_refused_before_writing_naming_the_folder(tmp_
             writes.append(partial)
     assert caught.value.filename == str(tmp_path) and "give the path of the file" in str(caught.value)
     assert writes == [] and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("mode", [0o600, 0o640, 0o755], ids=oct)
+def test_a_replaced_file_keeps_its_permissions(tmp_path, mode):
+    """A file a user made private (``chmod 600``: trajectories and reports hold prompts and answers) stays private
+    when it is written again: the new file took the umask's mode (0644) with its name."""
+    target = tmp_path / "trajectories.jsonl"
+    target.write_text("previous\n")
+    target.chmod(mode)
+    with atomic_path(target) as partial:
+        partial.write_text("new\n")
+    assert target.read_text() == "new\n" and (target.stat().st_mode & 0o7777) == mode
+
+
+def test_a_link_as_the_target_replaces_the_file_it_names_and_stays_a_link(tmp_path):
+    """A target that is a symbolic link (a dataset kept on a bigger disk, linked into the run's folder) is written
+    where it points, whole: the rename had replaced the link itself with a regular file, in the link's folder."""
+    elsewhere = tmp_path / "big_disk" / "train.jsonl"
+    elsewhere.parent.mkdir()
+    elsewhere.write_text("previous\n")
+    link = tmp_path / "run" / "train.jsonl"
+    link.parent.mkdir()
+    link.symlink_to(elsewhere)
+    with atomic_path(link) as partial:
+        assert partial.parent == elsewhere.parent  # the rename stays on the file system of the file it replaces
+        partial.write_text("new\n")
+    assert link.is_symlink() and elsewhere.read_text() == "new\n"
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["big_disk", "run", "train.jsonl", "train.jsonl"]
+
+
+def test_a_link_to_nothing_yet_makes_the_file_it_names(tmp_path):
+    target = tmp_path / "out" / "report.json"
+    link = tmp_path / "report.json"
+    link.symlink_to(target)
+    with atomic_path(link) as partial:
+        partial.write_text("{}")
+    assert link.is_symlink() and target.read_text() == "{}"

@@ -239,3 +239,23 @@ def test_a_full_disk_leaves_the_file_whole_and_readable(small_disk, trajectories
     assert raised.value.errno == errno.ENOSPC
     assert path.read_bytes() == before and read_trajectories(path) == trajectories[:2]
     assert [p.name for p in small_disk.iterdir()] == ["episodes.jsonl"]
+
+
+def test_a_failed_write_through_a_link_leaves_the_file_it_names_as_it_was(tmp_path, trajectories):
+    """A link to the episodes file (kept on a bigger disk) is followed: the write is all or nothing there too, where
+    it was written in place through the link, and the link stays."""
+    elsewhere = tmp_path / "disk" / "episodes.jsonl"
+    elsewhere.parent.mkdir()
+    write_trajectories(elsewhere, trajectories[:3])
+    before = elsewhere.read_bytes()
+    link = tmp_path / "episodes.jsonl"
+    link.symlink_to(elsewhere)
+    with pytest.raises(KeyboardInterrupt):
+        write_trajectories(link, _then_fail(trajectories, 2))
+    assert link.is_symlink() and elsewhere.read_bytes() == before
+    assert write_trajectories(link, trajectories[:2]) == 2
+    assert link.is_symlink() and read_trajectories(elsewhere) == trajectories[:2]
+
+
+def test_trajectories_written_to_a_device_go_through_it(trajectories):
+    assert write_trajectories("/dev/null", trajectories[:2]) == 2
