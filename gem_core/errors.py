@@ -33,6 +33,7 @@ its own beside the code that raises it (its docstring says when). The whole tree
     │                                              envs.dataset.DatasetUnavailableError, tools.sandbox.config.SandboxUnavailableError,
     │                                              eval.openai_client.EndpointError, agent.episode.EpisodeOver,
     │                                              rollout.policy_version.UpdateInProgress, rollout.async_engine.AsyncRolloutOrderError,
+    │                                              rollout.async_engine.EnvStartError,
     │                                              serve.sessions.SessionLimitError, serve.weight_stream.WeightStreamError,
     │                                              interop.skyrl.SkyRLEnvUnavailable, interop.verifiers.VerifiersUnavailable,
     │                                              interop.verifiers_relay.RelayError

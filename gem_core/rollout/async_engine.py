@@ -45,12 +45,14 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from gem_core.env import warn_once
 from gem_core.errors import GemError
 from gem_core.protocols import Tokenizer
 from gem_core.rollout.chat_template import ChatTemplate
@@ -60,7 +62,12 @@ from gem_core.rollout.runner import EnvFactory, _play, _with_stop_tokens
 from gem_core.rollout.session import EpisodeSession
 from gem_core.rollout.trajectory import TokenTrajectory
 
-__all__ = ["AsyncEpisodeEngine", "AsyncRolloutConfig", "AsyncRolloutConfigError", "AsyncRolloutOrderError", "OnStale", "OnUpdate"]
+__all__ = [
+    "AsyncEpisodeEngine", "AsyncRolloutConfig", "AsyncRolloutConfigError", "AsyncRolloutOrderError", "EnvStartError", "OnStale",
+    "OnUpdate",
+]
+
+logger = logging.getLogger("gem.rollout")
 
 
 class AsyncRolloutConfigError(GemError, ValueError):
@@ -69,6 +76,11 @@ class AsyncRolloutConfigError(GemError, ValueError):
 
 class AsyncRolloutOrderError(GemError, RuntimeError):
     """:class:`AsyncEpisodeEngine` was used out of order (a batch before ``start``, too many batches per update)."""
+
+
+class EnvStartError(GemError, RuntimeError):
+    """Every episode's env failed to start (to be made, or reset) for a whole batch of episodes in a row: a broken env
+    or config, not a bad row. The first error is the cause (``__cause__``)."""
 
 
 class OnStale(str, Enum):
@@ -201,6 +213,7 @@ class AsyncEpisodeEngine:
         self._changed: _Signal | None = None
         self._error: BaseException | None = None
         self._exhausted = False  # the seeds ran out
+        self._failed_starts = 0  # episodes in a row whose env could not start
         self._base_version = self.policy.version
         self._running = 0
         self._kept = 0  # finished and not dropped: waiting in _ready or handed to the trainer
@@ -208,7 +221,7 @@ class AsyncEpisodeEngine:
         self._last_staleness: list[int] = []
         self.counts = {
             "episodes_started": 0, "episodes_finished": 0, "episodes_handed": 0,
-            "dropped_stale": 0, "regenerated_stale": 0, "stopped_stale_in_flight": 0,
+            "dropped_stale": 0, "regenerated_stale": 0, "stopped_stale_in_flight": 0, "env_start_errors": 0,
         }
         """Running totals; :meth:`metrics` reports them with the version and the last batch's staleness."""
 
@@ -363,6 +376,9 @@ class AsyncEpisodeEngine:
         except StopIteration:
             self._exhausted = True
             return False, None
+        except Exception as error:  # noqa: BLE001 - a seed source that fails (a dataset reader): next_batch raises it
+            self._error = error
+            return False, None
 
     async def _produce(self) -> None:
         assert self._changed is not None
@@ -383,12 +399,13 @@ class AsyncEpisodeEngine:
         trajectory: TokenTrajectory | None = None
         stale = False
         try:
-            env = self._make_env()
-            try:
-                trajectory = await self._play(env, seed)
-                stale = trajectory is None
-            finally:
-                env.close()
+            session = await self._start_session(seed)
+            if session is not None:
+                try:
+                    trajectory = await self._play(session)
+                    stale = trajectory is None
+                finally:
+                    await session.aclose()
         except asyncio.CancelledError:
             raise
         except Exception as error:  # noqa: BLE001 - a policy error: the trainer hears it at next_batch
@@ -405,11 +422,43 @@ class AsyncEpisodeEngine:
                 self.counts["episodes_finished"] += 1
             self._changed.notify()
 
-    async def _play(self, env: Any, seed: int | None) -> TokenTrajectory | None:
+    async def _start_session(self, seed: int | None) -> EpisodeSession | None:
+        """The episode's session, started; None when its env could not be made or reset.
+
+        Such an episode is a bad row (a file it names is gone): it is counted (``env_start_errors``), logged once,
+        and dropped, and the run goes on, as an env that raises in a step ends only its episode. When a whole batch
+        of episodes in a row fails so, the env itself is broken, and the run ends with :class:`EnvStartError`.
+        """
+        try:
+            env = self._make_env()
+        except Exception as error:  # noqa: BLE001 - counted, and the run stopped if every env fails
+            self._failed_start(seed, error)
+            return None
+        session = EpisodeSession(env, self.tokenizer, **self._session_kwargs)  # bad options: the run's error, at once
+        try:
+            await session.start(seed=seed)
+        except Exception as error:  # noqa: BLE001 - counted, and the run stopped if every env fails
+            await session.aclose()
+            self._failed_start(seed, error)
+            return None
+        self._failed_starts = 0
+        return session
+
+    def _failed_start(self, seed: int | None, error: Exception) -> None:
+        """Count an episode whose env failed to start; raises :class:`EnvStartError` once a batch's worth failed in a row."""
+        self.counts["env_start_errors"] += 1
+        self._failed_starts += 1
+        if self._failed_starts >= self.config.batch_size:
+            raise EnvStartError(
+                f"The env failed to start {self._failed_starts} episodes in a row (a whole batch), the last with seed {seed!r}: "
+                f"{type(error).__name__}: {error}. Check the env and its config; a single bad row is skipped."
+            ) from error
+        warn_once(logger, ("env-start-error", type(error)), "An episode's env failed to start (seed %r); the episode is dropped and "
+                  "counted in metrics()['gem/async/env_start_errors'] (later ones are not logged): %s: %s", seed, type(error).__name__, error)
+
+    async def _play(self, session: EpisodeSession) -> TokenTrajectory | None:
         """One episode, one turn at a time; None when it stopped early, its oldest token past the bound."""
-        session = EpisodeSession(env, self.tokenizer, **self._session_kwargs)
         sampling = _with_stop_tokens(session, self._sampling)
-        await session.start(seed=seed)
         while not session.done:
             oldest = session.oldest_version
             if oldest is not None and self._handout_version - oldest > self.config.max_staleness:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 from gem_core.errors import DependencyNotInstalled, GemError, InvalidArgument
 from gem_core.protocols import Tokenizer
@@ -155,11 +155,12 @@ async def run_branched_episode(
     if session.done:
         return [session.trajectory()]
     branches = session.fork(num_branches)
-    await asyncio.gather(*(_play(branch, policy, sampling) for branch in branches))
-    trajectories = [branch.trajectory() for branch in branches]
-    for branch in branches:
-        await branch.aclose()
-    return trajectories
+    try:
+        await _all_or_none(_play(branch, policy, sampling) for branch in branches)
+        return [branch.trajectory() for branch in branches]
+    finally:  # each branch's env is its own spawn: closed however the branches ended
+        for branch in branches:
+            await branch.aclose()
 
 
 async def run_labels(
@@ -204,7 +205,7 @@ async def run_labels(
                 finished()
 
     prompts = system_prompts if system_prompts is not None else [None] * len(labels)
-    return list(await asyncio.gather(*(play(label, prompt) for label, prompt in zip(labels, prompts, strict=True))))
+    return await _all_or_none(play(label, prompt) for label, prompt in zip(labels, prompts, strict=True))
 
 
 async def run_episodes(
@@ -256,25 +257,49 @@ async def run_episodes(
         )
     bar = _progress_bar(len(seeds)) if progress else None
     limit = asyncio.Semaphore(concurrency)
+    finished = getattr(policy, "episode_finished", None)
 
     async def one(seed: int) -> TokenTrajectory:
-        async with limit:
-            env = factory()
-            try:
-                return await run_episode(env, policy, tokenizer, seed=seed, **run_episode_kwargs)
-            finally:
-                env.close()
-                if bar is not None:
-                    bar.update(1)
+        try:
+            async with limit:
+                env = factory()
+                try:
+                    return await run_episode(env, policy, tokenizer, seed=seed, **run_episode_kwargs)
+                finally:
+                    env.close()
+                    if bar is not None:
+                        bar.update(1)
+        finally:  # a batching policy's rounds must not wait for an episode that asks for nothing more
+            if finished is not None:
+                finished()
 
     try:
-        return list(await asyncio.gather(*(one(s) for s in seeds)))
+        return await _all_or_none(one(s) for s in seeds)
     finally:
         if bar is not None:
             bar.close()
 
 
 _OPTION_FIELDS = tuple(f.name for f in dataclasses.fields(EpisodeOptions))
+
+_T = TypeVar("_T")
+
+
+async def _all_or_none(coroutines: Iterable[Awaitable[_T]]) -> list[_T]:
+    """Await the coroutines together, results in order; the first to raise (or a cancel) ends the others first.
+
+    ``asyncio.gather`` raises the first error and leaves the rest running: after a batch of episodes raised, its
+    other episodes went on calling the policy with their envs open. (``asyncio.TaskGroup`` does this from
+    Python 3.11; the package supports 3.10.)
+    """
+    tasks = [asyncio.ensure_future(c) for c in coroutines]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 class EpisodeArgumentError(GemError, TypeError):

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 import pytest
 
 from gem_core.rollout import ChatTemplate, Generation, SamplingParams, run_episode
-from gem_core.rollout.async_engine import AsyncEpisodeEngine, AsyncRolloutConfig, AsyncRolloutConfigError, AsyncRolloutOrderError
+from gem_core.rollout.async_engine import (
+    AsyncEpisodeEngine, AsyncRolloutConfig, AsyncRolloutConfigError, AsyncRolloutOrderError, EnvStartError,
+)
 from gem_core.rollout.policy_version import VersionedPolicy
 from gem_core.rollout.trajectory_io import trajectory_from_record, trajectory_to_record
 from gem_core.testing import ScriptedPolicy
@@ -283,3 +286,56 @@ async def test_engine_drives_a_transformers_policy_through_weight_updates(tiny_t
             assert step - 1 <= trajectory.oldest_version <= trajectory.newest_version <= step
             sampled = [lp for lp, m in zip(trajectory.logprobs, trajectory.loss_mask) if m]
             assert sampled and all(lp < 0.0 for lp in sampled)  # the backend's behaviour log-probs
+
+
+def _seeds_then_error(count):
+    """A seed source (a dataset reader) that fails after ``count`` seeds."""
+    yield from range(count)
+    raise ValueError("the dataset shard is unreadable")
+
+
+async def test_a_seed_source_that_raises_is_raised_by_next_batch(tiny_tokenizer, scripted_env):
+    """The producer task died with the error and nothing woke the trainer: next_batch waited for ever."""
+    config = AsyncRolloutConfig(batch_size=4, max_in_flight=4)
+    policy = VersionedPolicy(ScriptedPolicy(tiny_tokenizer, ["go"]))
+    async with AsyncEpisodeEngine(lambda: scripted_env(rewards=[1.0]), policy, tiny_tokenizer, _seeds_then_error(2), config) as engine:
+        with pytest.raises(ValueError, match="unreadable"):
+            await asyncio.wait_for(engine.next_batch(), timeout=30)
+
+
+def _env_failing_at_reset(scripted_env, bad_seeds):
+    class FailingAtReset(scripted_env):
+        def reset(self, *, seed=None, options=None):
+            if bad_seeds is all or seed in bad_seeds:
+                raise RuntimeError(f"row {seed} names a file that is gone")
+            return super().reset(seed=seed, options=options)
+
+    return FailingAtReset
+
+
+async def test_an_env_that_cannot_start_loses_its_episode_not_the_run(tiny_tokenizer, scripted_env):
+    """One bad row (its env raises at reset) was stored as the engine's error: every later next_batch raised it and
+    no episode started again, for a run of thousands of rows."""
+    env_class = _env_failing_at_reset(scripted_env, {3})
+    config = AsyncRolloutConfig(batch_size=4, max_staleness=0, max_in_flight=4)
+    policy = VersionedPolicy(ScriptedPolicy(tiny_tokenizer, ["go"]))
+    handed = []
+    async with AsyncEpisodeEngine(lambda: env_class(rewards=[1.0]), policy, tiny_tokenizer, range(9), config) as engine:
+        for _ in range(2):
+            handed += [t.seed for t in await asyncio.wait_for(engine.next_batch(), timeout=30)]
+            await engine.update_policy()
+        metrics = engine.metrics()
+    assert sorted(handed) == [0, 1, 2, 4, 5, 6, 7, 8]
+    assert metrics["gem/async/env_start_errors"] == 1
+
+
+async def test_an_env_that_never_starts_ends_the_run_with_its_error(tiny_tokenizer, scripted_env):
+    """An env that fails every reset (a broken config, not a bad row) stops the run with its error rather than
+    dropping episodes for ever."""
+    env_class = _env_failing_at_reset(scripted_env, all)
+    config = AsyncRolloutConfig(batch_size=4, max_in_flight=2)
+    policy = VersionedPolicy(ScriptedPolicy(tiny_tokenizer, ["go"]))
+    async with AsyncEpisodeEngine(lambda: env_class(rewards=[1.0]), policy, tiny_tokenizer, itertools.count(), config) as engine:
+        with pytest.raises(EnvStartError, match="4 episodes in a row") as raised:
+            await asyncio.wait_for(engine.next_batch(), timeout=30)
+    assert "names a file that is gone" in str(raised.value)

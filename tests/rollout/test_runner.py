@@ -239,3 +239,57 @@ async def test_a_versioned_policy_lends_as_its_backend_does(tiny_tokenizer, tiny
 
     assert VersionedPolicy(TransformersPolicy(tiny_model, tiny_tokenizer)).borrows_prompt_ids is True
     assert getattr(VersionedPolicy(ScriptedPolicy(tiny_tokenizer, ["x"])), "borrows_prompt_ids", False) is False
+
+
+async def test_run_episodes_tells_a_batching_policy_when_each_episode_ends(tiny_tokenizer, scripted_env):
+    """With ``num_episodes``, a round waits for every live episode: run_episodes never said an episode had ended,
+    so once the short episode was over the long one's next turn waited for it for ever."""
+    import asyncio
+
+    from gem_core.rollout.policy import BatchingPolicy
+
+    class Answering(BatchingPolicy):
+        def sample_batch(self, prompts, sampling, max_new_tokens):
+            ids = tiny_tokenizer.encode("go", add_special_tokens=False) + self.stop_token_ids(sampling)[:1]
+            return [(ids, None) for _ in prompts]
+
+    lengths = iter([[1.0], [0.0, 0.0, 1.0]])
+    trajectories = await asyncio.wait_for(
+        run_episodes(lambda: scripted_env(rewards=next(lengths)), Answering(tiny_tokenizer, num_episodes=2), tiny_tokenizer, [0, 1]),
+        timeout=30,
+    )
+    assert [t.num_turns for t in trajectories] == [1, 3]
+
+
+async def test_an_episode_that_raises_stops_the_others_before_run_episodes_raises(tiny_tokenizer, scripted_env):
+    """asyncio.gather raised the first error and left the other episodes playing: they went on calling the policy
+    (a GPU batch no one would read) with their envs open, after run_episodes had returned the error."""
+    import asyncio
+
+    opened, closed = [], []
+
+    class FailingAtSeed13(scripted_env):
+        def reset(self, *, seed=None, options=None):
+            opened.append(seed)
+            if seed == 13:
+                raise RuntimeError("reset of seed 13 failed")
+            return super().reset(seed=seed, options=options)
+
+        def close(self):
+            closed.append(self)
+
+    class Slow(ScriptedPolicy):
+        calls = 0
+
+        async def generate(self, prompt_ids, sampling):
+            Slow.calls += 1
+            await asyncio.sleep(0.02)
+            return await super().generate(prompt_ids, sampling)
+
+    with pytest.raises(RuntimeError, match="seed 13"):
+        await run_episodes(lambda: FailingAtSeed13(rewards=[0.0] * 50), Slow(tiny_tokenizer, ["a"]), tiny_tokenizer, [1, 2, 3, 13])
+    calls = Slow.calls
+    await asyncio.sleep(0.2)
+    assert Slow.calls == calls, "episodes went on playing after run_episodes raised"
+    assert len(closed) == len(opened) == 4
+    assert [t for t in asyncio.all_tasks() if t is not asyncio.current_task()] == []
