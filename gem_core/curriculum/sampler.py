@@ -196,7 +196,13 @@ class TaskSampler:
         return starts
 
     def update(self, episode: Task | EpisodeLabel | str, success: bool, episode_return: float = 0.0) -> None:
-        """Record one finished episode of ``episode``'s task (call it for every episode, each copy of a group too)."""
+        """Record one finished episode of ``episode``'s task (call it for every episode, each copy of a group too).
+
+        Raises:
+            TaskError: the episode belongs to none of this sampler's tasks (:meth:`task_of`).
+            InvalidArgument: ``success`` is not a bool (or 0/1), or ``episode_return`` not a finite number; nothing is
+                recorded then (:meth:`TaskStats.record`).
+        """
         task = self.task_of(episode)
         self._stats[task.name].record(success, episode_return)
         if self.unlock_at is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 from collections.abc import Hashable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -99,10 +100,17 @@ def shared_group_starts(spec: Mapping[str, Any] | str | None, copies: int) -> Gr
     named actor per (spec, copies), created by the first caller, so ``state_dir`` must be a folder that
     actor's node sees (a shared filesystem on a multi-node cluster). Elsewhere it is one object per
     process. Either way calls with the same arguments get the same one.
+
+    Raises:
+        TaskError: a bad spec (:func:`sampler_from_spec`), or a ``state_dir`` that is not a path.
     """
     if not spec:
         return _ROW_STARTS
     spec = sampler_spec(spec)
+    if "state_dir" in spec:  # a folder: its text goes into the key and to a Ray actor
+        if not isinstance(spec["state_dir"], (str, os.PathLike)):
+            raise TaskError(f"'state_dir' must be a folder path, got {spec['state_dir']!r}.")
+        spec["state_dir"] = os.fspath(spec["state_dir"])
     key = json.dumps({"spec": spec, "copies": copies}, sort_keys=True)
     starts = _SHARED.get(key)
     if starts is None:

@@ -7,6 +7,8 @@ Everything here is plain numbers and lists, so it round-trips through JSON with 
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -36,12 +38,23 @@ class TaskStats:
         self.recent_return = deque((float(r) for r in self.recent_return), maxlen=self.window)
 
     def record(self, success: bool, episode_return: float = 0.0) -> None:
-        """Add one finished episode."""
-        self.recent_success.append(bool(success))
-        self.recent_return.append(float(episode_return))
+        """Add one finished episode; both values are checked before anything changes.
+
+        Raises:
+            InvalidArgument: ``success`` is not a bool (or 0/1), or ``episode_return`` not a finite number. A bad
+                value once added half an episode (the window's outcomes and returns then differed in length, and
+                the sampler's checkpoint could not be loaded), and a NaN success counted as a success.
+        """
+        if not _is_outcome(success):
+            raise InvalidArgument(f"success must be a bool (or 0 or 1), got {success!r}.")
+        if isinstance(episode_return, bool) or not isinstance(episode_return, numbers.Real) or not math.isfinite(episode_return):
+            raise InvalidArgument(f"episode_return must be a finite number, got {episode_return!r}.")
+        success, episode_return = bool(success), float(episode_return)
+        self.recent_success.append(success)
+        self.recent_return.append(episode_return)
         self.episodes += 1
-        self.successes += int(bool(success))
-        self.return_sum += float(episode_return)
+        self.successes += int(success)
+        self.return_sum += episode_return
 
     @property
     def seen(self) -> int:
@@ -90,3 +103,11 @@ class TaskStats:
             successes=int(data.get("successes", 0)),
             return_sum=float(data.get("return_sum", 0.0)),
         )
+
+
+def _is_outcome(value: Any) -> bool:
+    """A success flag: a bool, numpy's bool, or a number equal to 0 or 1 (NaN is neither)."""
+    try:
+        return bool(value in (0, 1))
+    except (TypeError, ValueError):  # an array: not one outcome
+        return False

@@ -107,8 +107,11 @@ class Task:
             raise TaskError(f"{err} Fix the task's env_id in the curriculum's tasks.") from None
         if isinstance(self.weight, bool) or not isinstance(self.weight, (int, float)) or not math.isfinite(self.weight) or self.weight <= 0:
             raise TaskError(f"Task {self.env_id!r} has weight {self.weight!r}: give a finite number above zero (weights are relative).")
-        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
-            raise TaskError(f"Task {self.env_id!r} has seed {self.seed!r}: give an integer or None.")
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0):
+            # gymnasium refuses a negative seed: found here, not at every episode of the task in the trainer
+            raise TaskError(f"Task {self.env_id!r} has seed {self.seed!r}: give an integer of at least 0, or None.")
+        if not isinstance(self.name, str):
+            raise TaskError(f"Task {self.env_id!r} has name {self.name!r}: give text (the key of its statistics and metrics), or none.")
         if not self.name:
             name = task_name(self.env_id, self.env_kwargs) + ("" if self.seed is None else f"#{self.seed}")
             object.__setattr__(self, "name", name)

@@ -169,6 +169,15 @@ class TokenTrajectory:
             previous_end = end
         if self.env_states and len(self.env_states) != len(self.turn_spans):
             raise InvalidArgument(f"{len(self.env_states)} env states but {len(self.turn_spans)} turns; need one per turn (or none).")
+        # The texts go to SFT and DPO rows (trajectory_io): an action paired with the wrong observation is wrong data.
+        turns = len(self.turn_spans)
+        if self.actions and len(self.actions) != turns:
+            raise InvalidArgument(f"{len(self.actions)} actions but {turns} turns; need one per turn (or none).")
+        if self.observations and not turns <= len(self.observations) <= turns + 1:
+            raise InvalidArgument(
+                f"{len(self.observations)} observations for {turns} turns; need one before each turn, and the one after the "
+                "last while the episode goes on (or none)."
+            )
         if self.history == "as_rendered" and (
             self.rendered_ids is None or len(self.rendered_context_ends) != len(self.turn_spans)
         ):

@@ -405,13 +405,13 @@ def preference_pairs(trajectories: Iterable[TokenTrajectory]) -> list[dict[str, 
     and the worst return make one pair at their first differing action (the shared turns are the
     prompt). So pairs need **several episodes of each seed** (``run_episodes(..., seeds=[s, s, s, s])``,
     or one run per policy over the same seeds), played with different actions: a group of one episode,
-    or whose returns are all equal, gives no pair, and episodes without a seed are skipped. When no pair
+    or whose returns are all equal, gives no pair, and episodes without a seed or without observation texts are skipped. When no pair
     comes out of a non-empty input, a ``UserWarning`` says which of these is why.
     """
     trajectories = list(trajectories)
     groups: dict[tuple[Any, Any], list[TokenTrajectory]] = defaultdict(list)
     for t in trajectories:
-        if t.actions and t.seed is not None:
+        if t.actions and t.observations and t.seed is not None:  # an agent program's episode keeps no observation texts
             groups[(t.env_id, t.seed)].append(t)
     pairs = _pairs(groups)
     if not pairs and trajectories:
@@ -422,8 +422,9 @@ def preference_pairs(trajectories: Iterable[TokenTrajectory]) -> list[dict[str, 
 def _why_no_pairs(trajectories: list[TokenTrajectory], groups: Mapping[tuple[Any, Any], list[TokenTrajectory]]) -> str:
     if not groups:
         return (
-            f"none of the {len(trajectories)} episodes has a seed (and at least one action); pairs compare "
-            "episodes of the same seed, so play them with run_episodes(..., seeds=[...])."
+            f"none of the {len(trajectories)} episodes has a seed and at least one action with its observation texts (an "
+            "agent program's episode keeps none); pairs compare episodes of the same seed, so play them with "
+            "run_episodes(..., seeds=[...])."
         )
     if all(len(group) == 1 for group in groups.values()):
         return (

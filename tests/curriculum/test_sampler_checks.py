@@ -103,3 +103,54 @@ def test_weights_whose_sum_is_not_finite_are_refused(weighting):
         TaskSampler([Task(MID, weight=1e308), Task(EASY, weight=1e308)], weighting=weighting)
     sampler = TaskSampler([Task(MID, weight=1e307), Task(EASY, weight=1e307)], weighting=weighting)
     assert all(math.isclose(p, 0.5) for p in sampler.probabilities().values())
+
+
+@pytest.mark.parametrize("success, episode_return", [(True, None), (True, "abc"), (True, math.nan), (False, math.inf), (math.nan, 1.0),
+                                                     ("yes", 1.0), (0.5, 1.0)])
+def test_a_bad_outcome_is_refused_and_leaves_the_statistics_as_they_were(tmp_path, success, episode_return):
+    """The success was recorded before the return was converted: a return of None or "abc" raised a bare error and
+    left the window's successes one longer than its returns, which the sampler's own checkpoint then refused to
+    load; a NaN success counted as a success (bool(nan)), a NaN return went into the checkpoint as NaN (not JSON)."""
+    from gem_core.curriculum.checkpoint import load_sampler_state, save_sampler_state
+    from gem_core.errors import InvalidArgument
+
+    sampler = TaskSampler(["game:GuessTheNumber-v0"], seed=0)
+    start = sampler.draw(1)[0]
+    sampler.update(start, success=True, episode_return=1.0)
+    before = sampler.stats(start).to_json()
+    with pytest.raises(InvalidArgument, match="success|episode_return"):
+        sampler.update(start, success=success, episode_return=episode_return)
+    assert sampler.stats(start).to_json() == before
+    save_sampler_state(sampler, tmp_path)
+    assert load_sampler_state(TaskSampler(["game:GuessTheNumber-v0"], seed=0), tmp_path)
+
+
+@pytest.mark.parametrize("success", [True, False, 1, 0, 1.0])
+def test_an_outcome_given_as_a_number_is_taken(success):
+    import numpy as np
+
+    sampler = TaskSampler(["game:GuessTheNumber-v0"], seed=0)
+    start = sampler.draw(1)[0]
+    sampler.update(start, success=success, episode_return=np.float32(0.5))
+    sampler.update(start, success=np.bool_(success), episode_return=np.float64(0.5))
+    assert sampler.stats(start).successes == 2 * int(success)
+
+
+def test_a_task_pinned_to_a_negative_seed_is_refused_when_the_sampler_is_made():
+    """It was accepted, and every episode of it failed later in the trainer (gymnasium refuses negative seeds)."""
+    with pytest.raises(TaskError, match="seed -4"):
+        sampler_from_spec({"tasks": [{"env_id": "game:GuessTheNumber-v0", "seed": -4}]})
+
+
+def test_a_task_name_that_is_not_text_is_a_task_error_naming_it():
+    """It was reported as "Bad task sampler spec []" with a regex error: neither the key nor the fix."""
+    with pytest.raises(TaskError, match="name"):
+        sampler_from_spec({"tasks": [{"env_id": "game:GuessTheNumber-v0", "name": 7}]})
+
+
+def test_a_state_dir_given_as_a_path_is_taken(tmp_path):
+    """A Path (GroupStarts takes one) raised a bare TypeError from json.dumps of the spec."""
+    from gem_core.curriculum.shared import shared_group_starts
+
+    starts = shared_group_starts({"tasks": ["game:GuessTheNumber-v0"], "state_dir": tmp_path / "state"}, 2)
+    assert starts is shared_group_starts({"tasks": ["game:GuessTheNumber-v0"], "state_dir": str(tmp_path / "state")}, 2)

@@ -13,11 +13,14 @@ import pytest
 import gem_core
 from changed_graders import OneOffGuessTheNumber
 from gem_core.rollout import run_episodes
+from gem_core.errors import InvalidArgument
 from gem_core.rollout.trajectory_io import (
+    TRAJECTORY_FORMAT,
     decode_env_state,
     preference_pairs,
     read_trajectories,
     sft_records,
+    trajectory_from_record,
     trajectory_to_record,
     write_trajectories,
 )
@@ -259,3 +262,27 @@ def test_a_failed_write_through_a_link_leaves_the_file_it_names_as_it_was(tmp_pa
 
 def test_trajectories_written_to_a_device_go_through_it(trajectories):
     assert write_trajectories("/dev/null", trajectories[:2]) == 2
+
+
+def _record(**fields):
+    record = {"format": TRAJECTORY_FORMAT, "env_kwargs": {}, "prompt_ids": [1], "response_ids": [2], "loss_mask": [1], "logprobs": [0.0],
+              "turn_spans": [[0, 1]], "rewards": [1.0], "terminated": True, "truncated": False, "env_id": "game:GuessTheNumber-v0",
+              "seed": 0, "observations": ["start"], "actions": ["a"]}
+    return {**record, **fields}
+
+
+@pytest.mark.parametrize("fields", [{"actions": ["a", "b", "c"]}, {"observations": ["start", "after a", "after b"]}], ids=["actions", "observations"])
+def test_a_record_whose_texts_do_not_match_its_turns_is_refused(tmp_path, fields):
+    """Such a file was read, and its SFT and DPO rows paired actions with the wrong observations."""
+    path = tmp_path / "episodes.jsonl"
+    path.write_text(json.dumps(_record(**fields)) + "\n")
+    with pytest.raises(InvalidArgument, match="per turn|before each turn"):
+        read_trajectories(path)
+
+
+def test_preference_pairs_skip_episodes_that_keep_no_observation_texts():
+    """An agent program's episode keeps its actions but no observations: preference_pairs raised a bare IndexError
+    on a group of them."""
+    chosen, rejected = (trajectory_from_record(_record(observations=[], actions=[a], rewards=[r])) for a, r in (("a", 1.0), ("b", 0.0)))
+    with pytest.warns(UserWarning, match="no pair"):
+        assert preference_pairs([chosen, rejected]) == []
