@@ -139,7 +139,7 @@ class GemRolloutFunc:
             max_new_tokens=self.max_new_tokens,
             temperature=args.temperature,
             top_p=args.top_p,
-            top_k=args.top_k or 0,
+            top_k=max(args.top_k or 0, 0),  # None, 0 and vLLM's -1 all mean off
         )
         episodes = [episode_label(p) for p in prompts]
         sampler = self.task_sampler if self.task_sampler is not None and trainer.model.training else None  # the curriculum trains only

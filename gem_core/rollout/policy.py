@@ -12,6 +12,8 @@ and budget, so every batching backend flushes and cuts the same way.
 from __future__ import annotations
 
 import asyncio
+import math
+import numbers
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -39,6 +41,32 @@ class SamplingParams:
     stop_token_ids: list[int] | None = None
     """Ids that end the turn (included in the output when sampled). None: the tokenizer's eos and the
     chat template's end-of-turn ids (the runner fills these in)."""
+
+    def __post_init__(self) -> None:
+        """Refuse what no backend can sample with, here rather than mid-run: ``max_new_tokens=-3`` and
+        ``temperature=-1`` were played, and 1.5 tokens failed deep in a slice. Numpy numbers (from a config)
+        become Python ones.
+
+        Raises:
+            InvalidArgument: a field out of its range (the message names it).
+        """
+        if _whole(self.max_new_tokens) is None or self.max_new_tokens < 0:
+            raise InvalidArgument(f"SamplingParams.max_new_tokens={self.max_new_tokens!r} must be a whole number of at least 0.")
+        if _whole(self.top_k) is None or self.top_k < 0:
+            raise InvalidArgument(f"SamplingParams.top_k={self.top_k!r} must be a whole number of at least 0 (0: off).")
+        self.max_new_tokens, self.top_k = int(self.max_new_tokens), int(self.top_k)
+        if not _real(self.temperature) or not 0 <= self.temperature < math.inf:
+            raise InvalidArgument(f"SamplingParams.temperature={self.temperature!r} must be a finite number of at least 0 (0: greedy).")
+        if not _real(self.top_p) or not 0 <= self.top_p <= 1:
+            raise InvalidArgument(f"SamplingParams.top_p={self.top_p!r} must be a number in [0, 1] (1: off).")
+
+
+def _whole(value: Any) -> int | None:
+    return int(value) if isinstance(value, numbers.Integral) and not isinstance(value, bool) else None
+
+
+def _real(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
+import numbers
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -230,10 +231,16 @@ async def run_episodes(
         run_episode_kwargs: passed to :func:`run_episode` (``max_turns``, ``sampling``, ...).
 
     Raises:
-        InvalidArgument: if ``concurrency`` is below 1.
+        InvalidArgument: if ``concurrency`` is not a positive whole number, or a seed is one gymnasium refuses
+            (not None or a whole number of at least 0): found before any episode starts, not at its reset.
     """
-    if concurrency < 1:
-        raise InvalidArgument(f"concurrency must be at least 1, got {concurrency}.")
+    if isinstance(concurrency, bool) or not isinstance(concurrency, numbers.Integral) or concurrency < 1:
+        raise InvalidArgument(f"run_episodes: concurrency={concurrency!r} must be a positive whole number (episodes in flight).")
+    seeds = list(seeds)
+    for index, seed in enumerate(seeds):
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0):
+            raise InvalidArgument(f"run_episodes: seeds[{index}]={seed!r} must be a whole number of at least 0, or None.")
+        seeds[index] = None if seed is None else int(seed)  # gymnasium takes no numpy int
     _check_run_episode_kwargs(run_episode_kwargs)
     # The episode options are checked once here, before any env is built, and passed down as one object.
     keywords = {name: run_episode_kwargs.pop(name) for name in _OPTION_FIELDS if name in run_episode_kwargs}
