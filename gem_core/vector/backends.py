@@ -22,14 +22,17 @@ that is safe during a batch.
 
 from __future__ import annotations
 
+import difflib
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+from gem_core.errors import InvalidArgumentType
 from gem_core.vector.calls import EnvBuilder, EnvCall
 from gem_core.vector.in_process import AsyncBackend, SyncBackend, ThreadBackend
 from gem_core.vector.process import ProcessBackend
 
-__all__ = ["Backend", "SyncBackend", "ThreadBackend", "ProcessBackend", "AsyncBackend", "BACKENDS"]
+__all__ = ["Backend", "SyncBackend", "ThreadBackend", "ProcessBackend", "AsyncBackend", "BACKENDS", "check_backend_options"]
 
 
 class Backend(Protocol):
@@ -53,10 +56,29 @@ class Backend(Protocol):
         ...
 
 
+def check_backend_options(name: str, backend_class: Callable[..., Backend], options: Mapping[str, Any]) -> None:
+    """Refuse an option ``backend_class`` does not take before anything is built, naming it and the options
+    it takes (Python's own TypeError names neither the backend nor what it takes).
+
+    Raises:
+        InvalidArgumentType: if an option is not one of the backend's keywords.
+    """
+    parameters = inspect.signature(backend_class).parameters.values()
+    takes = [p.name for p in parameters if p.name != "env_fns" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if any(p.kind is p.VAR_KEYWORD for p in parameters):
+        return  # it forwards them: the class it builds checks them
+    for key in options:
+        if key not in takes:
+            close = difflib.get_close_matches(str(key), takes, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise InvalidArgumentType(f"backend_kwargs: the {name!r} backend takes no option {key!r}{hint}; it takes {', '.join(takes)}.")
+
+
 def _ray_backend(env_fns: Sequence[EnvBuilder], **kwargs: Any) -> Backend:
     # Imported on use: Ray is an optional dependency and slow to import.
     from gem_core.vector.ray_backend import RayBackend
 
+    check_backend_options("ray", RayBackend, kwargs)
     return RayBackend(env_fns, **kwargs)
 
 

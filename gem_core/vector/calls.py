@@ -9,6 +9,8 @@ same episodes.
 from __future__ import annotations
 
 import asyncio
+import math
+import numbers
 import pickle
 import threading
 import traceback
@@ -41,6 +43,8 @@ __all__ = [
     "arun_call",
     "never_blocks",
     "check_step_timeout",
+    "check_count",
+    "check_amount",
 ]
 
 EnvBuilder = Callable[[], gym.Env]
@@ -201,15 +205,49 @@ def never_blocks(env: gym.Env) -> bool:
     return getattr(env, "blocking", True) is False
 
 
-def check_step_timeout(step_timeout: float | None) -> float | None:
+def check_step_timeout(step_timeout: Any) -> float | None:
     """``step_timeout``, checked: a positive number of seconds, or None for no limit.
 
     Raises:
-        InvalidArgument: if it is zero, negative or not a number.
+        InvalidArgument: if it is zero, negative, infinite or not a number.
     """
-    if step_timeout is not None and not step_timeout > 0:
-        raise InvalidArgument(f"step_timeout must be a positive number of seconds or None, got {step_timeout!r}.")
-    return step_timeout
+    return None if step_timeout is None else check_amount("step_timeout", step_timeout, "seconds", none_means="no limit")
+
+
+def check_count(name: str, value: Any, *, most: int | None = None, none_means: str | None = None) -> int:
+    """Option ``name``, a count of workers, threads or steps, checked when the backend is made: a whole
+    number from 1 (to ``most``). A bool, a float or a text is refused, where ``value or default`` would
+    have read 0 as the default and a range check raised a bare TypeError. ``none_means`` says, in the
+    message, what None would mean where the caller takes it.
+
+    Raises:
+        InvalidArgument: if it is not a whole number in range.
+    """
+    count = int(value) if isinstance(value, numbers.Integral) and not isinstance(value, bool) else 0
+    if count < 1 or (most is not None and count > most):
+        span = "at least 1" if most is None else f"between 1 and {most}"
+        also = f", or None for {none_means}" if none_means is not None else ""
+        raise InvalidArgument(f"{name}={value!r:.80} must be a whole number {span}{also}.")
+    return count
+
+
+def check_amount(name: str, value: Any, unit: str, *, zero_allowed: bool = False, none_means: str | None = None) -> float:
+    """Option ``name``, an amount of ``unit`` (seconds, MB), checked when the backend is made: a finite
+    number above 0 (or 0 with ``zero_allowed``). A negative cap would act on every batch, and a text would
+    fail only at the first step. ``none_means`` says, in the message, what None would mean where the
+    caller takes it.
+
+    Raises:
+        InvalidArgument: if it is out of range or not a number.
+    """
+    if (
+        isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value)
+        or value < 0 or (value == 0 and not zero_allowed)
+    ):
+        least = "0 or more" if zero_allowed else "above 0"
+        also = f", or None for {none_means}" if none_means is not None else ""
+        raise InvalidArgument(f"{name}={value!r:.80} must be a finite number of {unit} {least}{also}.")
+    return float(value)
 
 
 class OneBatchAtATime:

@@ -7,6 +7,12 @@ stuck past its deadline, killed with its node) fails that worker's calls, replac
 other envs as *stale*: their episodes ended with the worker, so their next step answers the loss
 (``truncated`` with ``info["error"]``) instead of stepping an env that was rebuilt from scratch.
 
+A worker that cannot be rebuilt (its builder raised, it did not start in time) stays *broken*: its envs'
+calls fail (``info["error"]`` starting with ``WorkerNotRebuilt``) and the next batch that calls one of
+them tries again. A batch interrupted in the parent (Ctrl-C) leaves the workers that had not answered
+broken too, stopped at once where the backend can: their answers, still on the way, must not be read as
+the next batch's, and their envs' episodes end as with a lost worker.
+
 A backend says how a message travels (:meth:`HostedBackend._exchange`) and how a worker is replaced
 (:meth:`HostedBackend._replace`); :mod:`gem_core.vector.process` and :mod:`gem_core.vector.ray_backend`
 are the two.
@@ -116,6 +122,7 @@ class HostedBackend(OneBatchAtATime):
         count = max(owner, default=-1) + 1
         self._hosted = [[i for i in range(len(owner)) if owner[i] == w] for w in range(count)]
         self._stale: dict[int, str] = {}  # env index -> why its episode was lost since its last call
+        self._broken: set[int] = set()  # workers to rebuild before their next batch
 
     def _run(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]:
         results: dict[int, Any] = {}
@@ -126,18 +133,60 @@ class HostedBackend(OneBatchAtATime):
                 results[i] = Failure(lost, env_replaced=True)
             else:
                 per_worker.setdefault(self._owner[i], []).append((i, call))
-        sent, lost_workers = self._exchange(per_worker, results)
+        for w in sorted(self._broken & per_worker.keys()):
+            error = self._rebuild(w)
+            if error is not None:
+                for i, _ in per_worker.pop(w):
+                    results[i] = Failure(error, env_replaced=True)
+        try:
+            sent, lost_workers = self._exchange(per_worker, results)
+        except BaseException as exc:  # Ctrl-C: the workers still at this batch would answer the next with it
+            self._abandon_unanswered(per_worker, results, exc)
+            raise
         for w, error in lost_workers.items():
             for i, _ in sent[w]:
                 results.setdefault(i, Failure(error, env_replaced=not self._closed))
             if not self._closed:
-                self._replace(w)
-                self._end_episodes(w, error, skip=calls)
+                self._lose(w, error, skip=calls)
         if not self._closed:
             for w, batch in sent.items():
                 if w not in lost_workers:
                     self._after_batch(w, batch)
         return {i: results[i] for i in calls}
+
+    def _lose(self, w: int, why: str, skip: Container[int] = ()) -> None:
+        """Worker ``w`` and its envs' episodes are gone (``why``): rebuild it, or leave it broken for the
+        next batch to try again; either way the episodes end (see :meth:`_end_episodes`)."""
+        self._end_episodes(w, why, skip)
+        self._rebuild(w)
+
+    def _rebuild(self, w: int) -> str | None:
+        """Replace worker ``w``; None when it started, else the error its envs' calls answer meanwhile (it
+        stays broken, so the next batch that calls one of its envs tries again). A builder's failure may
+        be passing (a port in use, a full disk): it fails these calls, not the batch."""
+        self._broken.add(w)  # until it has started: an interrupt in the middle leaves it broken too
+        try:
+            self._replace(w)
+        except Exception as exc:  # noqa: BLE001 - reported in its envs' results
+            return f"WorkerNotRebuilt: the worker of envs {self._hosted[w]} could not be rebuilt ({describe_exception(exc)}); the next call to one of them tries again."
+        self._broken.discard(w)
+        return None
+
+    def _abandon_unanswered(self, per_worker: Mapping[int, Batch], results: Mapping[int, Any], exc: BaseException) -> None:
+        """The batch was interrupted (``exc``) before every worker answered: those that had not are
+        stopped and left broken, and their envs' episodes end."""
+        for w, batch in per_worker.items():
+            if any(i not in results for i, _ in batch):
+                self._broken.add(w)
+                self._end_episodes(
+                    w, f"WorkerInterrupted: a batch was interrupted ({type(exc).__name__}) while the worker of envs "
+                    f"{self._hosted[w]} ran it; the worker was stopped and the episode in progress ended."
+                )
+                self._stop(w)
+
+    def _stop(self, w: int) -> None:
+        """Stop worker ``w`` now, whatever it is running (a hook: by default it runs on until it is
+        replaced before its next batch)."""
 
     def _end_episodes(self, w: int, why: str, skip: Container[int] = ()) -> None:
         """The episodes of worker ``w``'s envs (but those in ``skip``, answered already) ended: say ``why``

@@ -34,8 +34,10 @@ from gem_core.vector.calls import (
     EnvBuilder,
     EnvCall,
     Failure,
+    Step,
     arun_call,
     build_envs,
+    check_count,
     check_step_timeout,
     describe_exception,
     never_blocks,
@@ -274,14 +276,18 @@ class ThreadBackend(_InProcessBackend):
         env_fns: one function per env that builds it.
         max_workers: threads in the pool (default one per env).
         step_timeout: seconds a call may take before its result is a timeout error (None: no limit).
+
+    Raises:
+        InvalidArgument: if ``max_workers`` is not a whole number from 1, or None.
     """
 
     def __init__(self, env_fns: Sequence[EnvBuilder], max_workers: int | None = None, step_timeout: float | None = None):
+        # Checked before the envs are built: the pool, made at the first step, would refuse it only then.
+        self._max_workers = None if max_workers is None else check_count("max_workers", max_workers, none_means="one thread per env")
         super().__init__(env_fns, step_timeout=step_timeout)
-        self._max_workers = max_workers
 
     def _max_threads(self) -> int:
-        return self._max_workers or self.num_envs
+        return self.num_envs if self._max_workers is None else self._max_workers
 
     def _run(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]:
         inline = {i: c for i, c in calls.items() if not self._timed(c) and (self._inline[i] or isinstance(c, Call))}
@@ -302,6 +308,11 @@ class AsyncBackend(_InProcessBackend):
     :meth:`run` (used by ``VectorEnv.step``) runs the batch on a private event loop that lives as long
     as the backend; from inside a running loop use ``await vec.astep(...)`` instead.
 
+    A batch cut short (Ctrl-C in :meth:`run`, a cancelled ``astep``) drops the envs whose calls had not
+    returned: a call running in a thread cannot be stopped, so the env is rebuilt before its next call
+    rather than called twice at once, and its next step ends the episode (``truncated``, ``info["error"]``
+    starting with ``Interrupted``).
+
     Args:
         env_fns: one function per env that builds it.
         step_timeout: seconds a call may take before its result is a timeout error (None: no limit).
@@ -311,8 +322,12 @@ class AsyncBackend(_InProcessBackend):
         super().__init__(env_fns, step_timeout=step_timeout)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: list[asyncio.Task] = []
+        self._interrupted: dict[int, str] = {}  # env index -> why its episode ended with a cut-off call
 
     async def _arun_one(self, index: int, call: EnvCall) -> Any:
+        lost = self._interrupted.pop(index, None)
+        if lost is not None and isinstance(call, Step):
+            return Failure(lost, env_replaced=True)
         if not self._claim(index):
             return Failure(CLOSED)
         try:
@@ -326,9 +341,13 @@ class AsyncBackend(_InProcessBackend):
             task.cancel()  # a native astep stops here; a step in a thread finishes on its own
             self.envs[index] = None  # rebuilt before its next call
             return Failure(TIMEOUT, env_replaced=True)
-        except asyncio.CancelledError:
-            if self._closing:
+        except (asyncio.CancelledError, KeyboardInterrupt) as exc:
+            if self._closing and isinstance(exc, asyncio.CancelledError):
                 return Failure(CLOSED)
+            self.envs[index] = None  # its call may run on in a thread: the next one goes to a fresh env
+            self._interrupted[index] = (
+                f"Interrupted: the env's call was interrupted ({type(exc).__name__}); the env was rebuilt and the episode in progress ended."
+            )
             raise
         except BaseException as exc:
             return _as_failure(exc)
@@ -370,7 +389,19 @@ class AsyncBackend(_InProcessBackend):
             )
         if self._loop is None:
             self._loop = asyncio.new_event_loop()
-        return self._loop.run_until_complete(self._arun(calls))
+        batch = self._loop.create_task(self._arun(calls))
+        try:
+            return self._loop.run_until_complete(batch)
+        except BaseException:  # Ctrl-C: the batch's tasks would resume at the next run, beside its calls
+            self._cancel(self._loop, [batch, *self._tasks])
+            raise
+
+    @staticmethod
+    def _cancel(loop: asyncio.AbstractEventLoop, tasks: list[asyncio.Task]) -> None:
+        """Cancel ``tasks`` and run ``loop`` until they have ended (each drops its env, see ``_arun_one``)."""
+        for task in tasks:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
 
     def _abort_batch(self) -> None:
         loop = self._loop

@@ -104,8 +104,6 @@ def make_vec(
     """
     if num_envs is not None and (isinstance(num_envs, bool) or not isinstance(num_envs, numbers.Integral)):
         raise InvalidArgument(f"num_envs must be a whole number of envs (or None), got {num_envs!r}.")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0):
-        raise InvalidArgument(f"seed={seed!r}: env i is seeded with seed + i, so seed must be a whole number >= 0 (or None).")
     if isinstance(env_id_or_ids, str) or callable(env_id_or_ids):
         count = 1 if num_envs is None else num_envs
         if count < 1:

@@ -39,7 +39,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from gem_core.errors import InvalidArgument, StartFailed
-from gem_core.vector.calls import CLOSED, TIMEOUT, Call, EnvBuilder, Failure, Step, check_step_timeout, describe_exception, raise_portable_error
+from gem_core.vector.calls import (
+    CLOSED,
+    TIMEOUT,
+    Call,
+    EnvBuilder,
+    Failure,
+    Step,
+    check_amount,
+    check_count,
+    check_step_timeout,
+    describe_exception,
+    raise_portable_error,
+)
 from gem_core.vector.hosted import Batch, CallTimedOut, HostedBackend, HostedEnvs
 from gem_core.vector.in_process import CLOSE_TIMEOUT
 
@@ -216,8 +228,10 @@ class ProcessBackend(HostedBackend):
             envs that declare ``blocking = False``.
 
     Raises:
-        InvalidArgument: if ``num_workers`` is not between 1 and the number of envs, ``spin_seconds`` is negative,
-            or ``recycle_after_steps`` is not positive.
+        InvalidArgument: if ``num_workers`` is not a whole number between 1 and the number of envs,
+            ``recycle_after_steps`` not a whole number from 1, ``context`` not a start method of this platform,
+            a timeout or the memory cap not a number above 0, or ``spin_seconds`` negative (each may be None
+            where its default is None).
     """
 
     def __init__(
@@ -233,20 +247,23 @@ class ProcessBackend(HostedBackend):
     ):
         self._builders = list(env_fns)
         self.num_envs = len(self._builders)
-        count = num_workers or self.num_envs
-        if not 1 <= count <= self.num_envs:
-            raise InvalidArgument(f"num_workers must be between 1 and the number of envs ({self.num_envs}), got {num_workers}.")
-        if recycle_after_steps is not None and recycle_after_steps < 1:
-            raise InvalidArgument(f"recycle_after_steps must be a positive number of steps or None, got {recycle_after_steps!r}.")
+        count = self.num_envs if num_workers is None else check_count("num_workers", num_workers, most=self.num_envs, none_means="one per env")
+        self._recycle_after_steps = (
+            None if recycle_after_steps is None else check_count("recycle_after_steps", recycle_after_steps, none_means="no recycling by steps")
+        )
+        self._max_memory_mb = (
+            None if max_worker_memory_mb is None else check_amount("max_worker_memory_mb", max_worker_memory_mb, "MB", none_means="no cap")
+        )
         self.step_timeout = check_step_timeout(step_timeout)
-        self._recycle_after_steps = recycle_after_steps
-        self._max_memory_mb = max_worker_memory_mb
+        self._start_timeout = check_amount("start_timeout", start_timeout, "seconds")
+        self._spin_seconds = check_amount("spin_seconds", spin_seconds, "seconds", zero_allowed=True)
+        if context is not None and context not in mp.get_all_start_methods():
+            raise InvalidArgument(
+                f"context={context!r:.80} is not a multiprocessing start method here; use one of "
+                f"{mp.get_all_start_methods()}, or None for {default_start_method()!r}."
+            )
         self._ctx = mp.get_context(context or default_start_method())
-        self._start_timeout = start_timeout
-        if spin_seconds < 0:
-            raise InvalidArgument(f"spin_seconds must be 0 (no polling) or positive, got {spin_seconds!r}.")
-        self._spin_seconds = spin_seconds
-        self._spinner = Spinner(spin_seconds)
+        self._spinner = Spinner(self._spin_seconds)
         self._place([i % count for i in range(self.num_envs)])
         self._lock = threading.Lock()  # one batch at a time: the pipes carry one message each way
         self._closed = False
@@ -308,6 +325,13 @@ class ProcessBackend(HostedBackend):
             old.conn.close()
         self.workers[w] = self._start(w)
         self._await_ready(w)
+
+    def _stop(self, w: int) -> None:
+        """Kill worker ``w`` now: it ignores SIGINT, so a step the user interrupted would run on to its end."""
+        worker = self.workers[w]
+        if worker is not None and worker.process.is_alive():
+            worker.process.kill()
+            worker.process.join()  # reap: no zombie
 
     # --- batches ------------------------------------------------------------------------------------
 
@@ -407,8 +431,7 @@ class ProcessBackend(HostedBackend):
             if resident is not None and resident > self._max_memory_mb:
                 reason = f"its resident memory {resident:.0f} MB is over max_worker_memory_mb={self._max_memory_mb:g}"
         if reason is not None:
-            self._replace(w)
-            self._end_episodes(w, f"WorkerRecycled: the worker process of envs {self._hosted[w]} was recycled {reason}; the episode in progress ended.")
+            self._lose(w, f"WorkerRecycled: the worker process of envs {self._hosted[w]} was recycled {reason}; the episode in progress ended.")
 
     # --- inspection and closing ---------------------------------------------------------------------
 

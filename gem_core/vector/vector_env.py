@@ -6,6 +6,8 @@ runs calls (see :mod:`gem_core.vector.calls`). The semantics are described in :m
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -15,7 +17,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
 from gem_core.errors import InvalidArgument, InvalidArgumentType, ResetNeeded, UnknownKey, UsageError
-from gem_core.vector.backends import BACKENDS, Backend
+from gem_core.vector.backends import BACKENDS, Backend, check_backend_options
 from gem_core.vector.calls import Call, EnvBuilder, EnvCall, Failure, Reset, Step, check_step_timeout
 
 __all__ = ["VectorEnv", "Actions"]
@@ -59,8 +61,9 @@ class VectorEnv(gym.vector.VectorEnv):
         step_timeout: seconds a call may take before its result is a timeout error (None: no limit).
 
     Raises:
-        InvalidArgument: if there are no envs, the backend or ``autoreset_mode`` is unknown, or ``step_timeout``
-            is not positive.
+        InvalidArgument: if there are no envs, the backend or ``autoreset_mode`` is unknown, ``seed`` is not a
+            whole number >= 0 or None, or ``step_timeout`` is not positive.
+        InvalidArgumentType: if ``backend_kwargs`` has an option the backend does not take.
     """
 
     def __init__(
@@ -74,16 +77,17 @@ class VectorEnv(gym.vector.VectorEnv):
     ):
         if not env_fns:
             raise InvalidArgument("A VectorEnv needs at least one env; pass num_envs >= 1 or a non-empty list of ids.")
-        if backend not in BACKENDS:
+        if not isinstance(backend, str) or backend not in BACKENDS:
             raise InvalidArgument(f"Unknown backend {backend!r}; choose one of {sorted(BACKENDS)}.")
         self.autoreset_mode = _parse_autoreset_mode(autoreset_mode)
+        self.seed = _checked_seed(seed)
         self.backend_name = backend
         kwargs = dict(backend_kwargs or {})
         if step_timeout is not None:
             kwargs["step_timeout"] = check_step_timeout(step_timeout)
+        check_backend_options(backend, BACKENDS[backend], kwargs)
         self.backend: Backend = BACKENDS[backend](list(env_fns), **kwargs)
         self.num_envs = len(env_fns)
-        self.seed = seed
         try:
             self._set_spaces()
         except BaseException:
@@ -92,7 +96,7 @@ class VectorEnv(gym.vector.VectorEnv):
 
         self._obs: list[Any] = [None] * self.num_envs
         self._needs_reset = np.zeros(self.num_envs, dtype=np.bool_)
-        self._next_seeds: list[int | None] = [None if seed is None else seed + i for i in range(self.num_envs)]
+        self._next_seeds: list[int | None] = [None if self.seed is None else self.seed + i for i in range(self.num_envs)]
         self._replacements = [0] * self.num_envs
         self._was_reset = False
 
@@ -173,8 +177,8 @@ class VectorEnv(gym.vector.VectorEnv):
     def _record_reset(self, calls: Mapping[int, Reset], outcomes: Mapping[int, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
         infos: dict[str, Any] = {}
         errors = []
-        for i in calls:
-            outcome = outcomes[i]
+        for i, call in calls.items():
+            outcome = _checked(call, outcomes[i])
             if isinstance(outcome, Failure):
                 self._note_failure(i, outcome)
                 self._needs_reset[i] = True
@@ -219,7 +223,7 @@ class VectorEnv(gym.vector.VectorEnv):
         if isinstance(actions, Mapping):
             chosen = {}
             for key, action in actions.items():
-                if not isinstance(key, (int, np.integer)) or not 0 <= key < self.num_envs:
+                if isinstance(key, bool) or not isinstance(key, (int, np.integer)) or not 0 <= key < self.num_envs:
                     raise UnknownKey(f"Action key {key!r} is not an env index in [0, {self.num_envs}).")
                 chosen[int(key)] = action
             return chosen
@@ -256,7 +260,7 @@ class VectorEnv(gym.vector.VectorEnv):
         """Fold the step outcomes into ``batch``; return the resets SAME_STEP mode must run now."""
         resets: dict[int, Reset] = {}
         for i, call in calls.items():
-            outcome = outcomes[i]
+            outcome = _checked(call, outcomes[i])
             if isinstance(call, Reset):  # a next-step autoreset
                 if isinstance(outcome, Failure):
                     self._note_failure(i, outcome)
@@ -284,8 +288,8 @@ class VectorEnv(gym.vector.VectorEnv):
         return resets
 
     def _record_same_step_resets(self, resets: Mapping[int, Reset], outcomes: Mapping[int, Any], batch: _StepBatch) -> None:
-        for i in resets:
-            outcome = outcomes[i]
+        for i, reset in resets.items():
+            outcome = _checked(reset, outcomes[i])
             if isinstance(outcome, Failure):
                 # The final obs stays the obs; the next step of this env retries the reset.
                 self._note_failure(i, outcome)
@@ -352,6 +356,52 @@ class VectorEnv(gym.vector.VectorEnv):
 
     def __repr__(self) -> str:
         return f"VectorEnv(num_envs={self.num_envs}, backend={self.backend_name!r}, autoreset_mode={self.autoreset_mode.name})"
+
+
+def _checked_seed(seed: Any) -> int | None:
+    """``seed`` as a Python int (gymnasium refuses numpy's integers as seeds), or None.
+
+    Raises:
+        InvalidArgument: if it is not a whole number >= 0 or None.
+    """
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0):
+        raise InvalidArgument(f"seed={seed!r}: env i is seeded with seed + i, so seed must be a whole number >= 0 (or None).")
+    return None if seed is None else int(seed)
+
+
+def _checked(call: EnvCall, outcome: Any) -> Any:
+    """``outcome`` if the batch can hold it, else a :class:`Failure` naming what is wrong: one env's malformed
+    answer ends that env's episode, as an exception would, instead of costing every env its result."""
+    if isinstance(outcome, Failure) or isinstance(call, Call):
+        return outcome
+    problem = _step_problem(outcome) if isinstance(call, Step) else _reset_problem(outcome)
+    return outcome if problem is None else Failure(f"InvalidArgument: {problem}")
+
+
+def _step_problem(outcome: Any) -> str | None:
+    if not (isinstance(outcome, (tuple, list)) and len(outcome) == 5):
+        return f"the env's step returned {_shape(outcome)}; a step returns (observation, reward, terminated, truncated, info)"
+    _, reward, terminated, truncated, info = outcome
+    if not (isinstance(reward, numbers.Real) and math.isfinite(reward)):
+        # One NaN normalized with the batch's returns makes every advantage NaN.
+        return f"the env's reward is {reward!r:.80}; rewards must be finite numbers"
+    if not all(isinstance(flag, (bool, np.bool_, numbers.Integral)) for flag in (terminated, truncated)):
+        return f"the env's terminated and truncated are {terminated!r:.40} and {truncated!r:.40}; they must be bools"
+    return _info_problem(info)
+
+
+def _reset_problem(outcome: Any) -> str | None:
+    if not (isinstance(outcome, (tuple, list)) and len(outcome) == 2):
+        return f"the env's reset returned {_shape(outcome)}; a reset returns (observation, info)"
+    return _info_problem(outcome[1])
+
+
+def _info_problem(info: Any) -> str | None:
+    return None if isinstance(info, Mapping) else f"the env's info is a {type(info).__name__}; infos must be dicts"
+
+
+def _shape(outcome: Any) -> str:
+    return f"a {type(outcome).__name__} of {len(outcome)}" if isinstance(outcome, (tuple, list)) else f"a {type(outcome).__name__}"
 
 
 class _StepBatch:

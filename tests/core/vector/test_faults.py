@@ -5,6 +5,10 @@ env's episode is truncated with ``info["error"]`` and the other envs' results ar
 
 from __future__ import annotations
 
+import contextlib
+import math
+import os
+import signal
 import threading
 import time
 from typing import Any
@@ -19,6 +23,8 @@ BACKENDS = ["sync", "thread", "process", "async"]
 
 #: Released at the end of every test, so a step left hanging in a thread of this process returns.
 RELEASE = threading.Event()
+#: The test process: an env's ``interrupt`` step sends it SIGINT from a forked worker or a thread alike.
+TEST_PID = os.getpid()
 
 
 @pytest.fixture(autouse=True)
@@ -34,7 +40,8 @@ class CustomAbort(BaseException):
 
 class FaultyEnv(Env):
     """A counter whose action chooses a fault: ``exit`` (SystemExit), ``abort`` (a BaseException),
-    ``hang`` (blocks until the test ends, at most 30 s), ``leak`` (keeps 40 MB more per step);
+    ``hang`` (blocks until the test ends, at most 30 s), ``leak`` (keeps 40 MB more per step),
+    ``interrupt`` (after 0.2 s Ctrl-C reaches the test process, then 0.5 s pass), ``slow`` (1 s passes);
     anything else counts a step."""
 
     def __init__(self):
@@ -54,12 +61,16 @@ class FaultyEnv(Env):
         if action == "hang":
             RELEASE.wait(30)
         if action == "deaf":  # a hang no signal reaches, as inside a C extension
-            import signal
-
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
             RELEASE.wait(30)
         if action == "leak":
             self.kept.append(bytearray(40 * 2**20))
+        if action == "interrupt":  # Ctrl-C at the terminal while this step runs (and the batch's others)
+            RELEASE.wait(0.2)
+            os.kill(TEST_PID, signal.SIGINT)
+            RELEASE.wait(0.5)
+        if action == "slow":
+            RELEASE.wait(1.0)
         self.count += 1
         return f"count {self.count}", 1.0, False, False, {}
 
@@ -275,5 +286,145 @@ def test_a_step_that_signals_cannot_interrupt_is_ended_by_killing_its_worker():
     assert truncated.tolist() == [True, False] and infos["error"][0] == "timeout" and obs[1] == "count 1"
     assert vec.backend.worker_pids()[0] != pids[0] and vec.backend.worker_pids()[1] == pids[1]
     obs, _, _, truncated, _ = vec.step(["a", "a"])
+    assert obs == ("start", "count 2") and not truncated.any()
+    vec.close()
+
+
+# --------------------------------------------------------------------------------------------------
+# Ctrl-C during a step (a KeyboardInterrupt the user catches, as in a notebook)
+
+
+@contextlib.contextmanager
+def ctrl_c_at_a_terminal():
+    """SIGINT raises KeyboardInterrupt in the test process, as at a terminal (a shell's ``&`` job ignores it);
+    one that escapes the test's own ``pytest.raises`` fails the test instead of stopping the whole run."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    except KeyboardInterrupt:
+        pytest.fail("the KeyboardInterrupt of the interrupted step surfaced again in a later call")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.parametrize("backend", ["process", "async"])
+def test_after_a_step_interrupted_by_ctrl_c_the_next_step_answers_for_itself(backend):
+    vec = faulty_vec(backend, num_envs=2)
+    try:
+        with ctrl_c_at_a_terminal():
+            vec.reset()
+            with pytest.raises(KeyboardInterrupt):
+                vec.step(["interrupt", "slow"])
+            # The interrupted steps' episodes ended, and no answer of theirs is taken for this step's.
+            obs, _, _, truncated, infos = vec.step(["a", "a"])
+            assert truncated.tolist() == [True, True] and all("interrupted" in error for error in infos["error"])
+            obs, _, _, truncated, _ = vec.step(["a", "a"])  # autoreset
+            assert obs == ("start", "start") and not truncated.any()
+            obs, _, _, truncated, _ = vec.step(["a", "a"])
+            assert obs == ("count 1", "count 1") and not truncated.any()
+    finally:
+        vec.close()
+
+
+class OverlapDetector(FaultyEnv):
+    """Fails a step that starts while another step of the same env is running."""
+
+    def __init__(self):
+        super().__init__()
+        self.running = 0
+
+    def step(self, action: str):
+        self.running += 1
+        try:
+            if self.running > 1:
+                raise AssertionError("two steps of one env ran at once")
+            return super().step(action)
+        finally:
+            self.running -= 1
+
+
+def test_an_async_step_interrupted_by_ctrl_c_leaves_no_env_to_two_calls_at_once():
+    vec = make_vec(OverlapDetector, num_envs=2, backend="async")
+    try:
+        with ctrl_c_at_a_terminal():
+            vec.reset()
+            with pytest.raises(KeyboardInterrupt):
+                vec.step(["interrupt", "slow"])
+            for _ in range(3):  # the interrupted steps run on in their threads meanwhile
+                _, _, _, _, infos = vec.step(["a", "a"])
+                assert "AssertionError" not in str(infos.get("error"))
+    finally:
+        vec.close()
+
+
+# --------------------------------------------------------------------------------------------------
+# a worker that cannot be rebuilt
+
+#: Set in the test process: a process worker forked now builds no env.
+BUILDS_FAIL = threading.Event()
+
+
+def env_unless_builds_fail() -> FaultyEnv:
+    if BUILDS_FAIL.is_set():
+        raise ConnectionError("the tool server's port is busy")
+    return FaultyEnv()
+
+
+def test_a_worker_that_cannot_be_rebuilt_fails_only_its_envs_and_is_rebuilt_at_a_later_batch():
+    BUILDS_FAIL.clear()
+    vec = make_vec(env_unless_builds_fail, num_envs=2, backend="process", backend_kwargs={"num_workers": 2})
+    try:
+        vec.reset()
+        vec.step(["a", "a"])
+        BUILDS_FAIL.set()
+        os.kill(vec.backend.worker_pids()[0], signal.SIGKILL)
+        obs, _, _, truncated, infos = vec.step(["a", "a"])  # the worker dies; its rebuild fails
+        assert truncated.tolist() == [True, False] and infos["error"][0].startswith("WorkerDied")
+        assert obs[1] == "count 2"
+        obs, _, _, truncated, infos = vec.step(["a", "a"])  # env 0's autoreset: the rebuild fails again
+        assert truncated.tolist() == [True, False] and "ConnectionError" in infos["error"][0]
+        assert obs[1] == "count 3"
+        BUILDS_FAIL.clear()
+        obs, _, _, truncated, _ = vec.step(["a", "a"])  # the rebuild succeeds: env 0 resets
+        assert obs == ("start", "count 4") and not truncated.any()
+        obs, _, _, truncated, _ = vec.step(["a", "a"])
+        assert obs == ("count 1", "count 5") and not truncated.any()
+    finally:
+        BUILDS_FAIL.clear()
+        vec.close()
+
+
+# --------------------------------------------------------------------------------------------------
+# a malformed step result
+
+
+class MalformedEnv(FaultyEnv):
+    """Answers an action named in :data:`MALFORMED` with that malformed step result."""
+
+    def step(self, action: str):
+        if action in MALFORMED:
+            return MALFORMED[action]
+        return super().step(action)
+
+
+MALFORMED: dict[str, Any] = {
+    "str reward": ("x", "abc", False, False, {}),
+    "None reward": ("x", None, False, False, {}),
+    "NaN reward": ("x", math.nan, False, False, {}),
+    "inf reward": ("x", math.inf, False, False, {}),
+    "list info": ("x", 1.0, False, False, ["not", "a", "dict"]),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("action", sorted(MALFORMED))
+def test_a_malformed_step_result_truncates_only_that_env(backend, action):
+    vec = make_vec(MalformedEnv, num_envs=2, backend=backend)
+    vec.reset()
+    obs, rewards, _, truncated, infos = vec.step([action, "a"])
+    assert truncated.tolist() == [True, False] and rewards.tolist() == [0.0, 1.0]
+    assert obs == ("start", "count 1")
+    assert ("reward" if "reward" in action else "info") in infos["error"][0]
+    obs, _, _, truncated, _ = vec.step(["a", "a"])  # autoreset; the other env goes on
     assert obs == ("start", "count 2") and not truncated.any()
     vec.close()
