@@ -52,6 +52,9 @@ Module paths are under ``gem_core`` unless they start with ``adapters`` (``gem_a
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 __all__ = [
     "GemError",
     "DependencyNotInstalled",
@@ -64,6 +67,7 @@ __all__ = [
     "ResetNeeded",
     "StartFailed",
     "causes",
+    "did_you_mean",
 ]
 
 
@@ -127,3 +131,10 @@ def causes(exc: BaseException) -> list[BaseException]:
         found.append(current)
         stack.extend(e for e in (*getattr(current, "exceptions", ()), current.__context__, current.__cause__) if e is not None)
     return found
+
+
+def did_you_mean(name: object, choices: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the one of ``choices`` closest to a misspelt ``name``, or ``""``: what an error for
+    an unknown key or option adds before listing every choice."""
+    close = difflib.get_close_matches(str(name), list(choices), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import re
 import shlex
 import signal
@@ -289,8 +290,8 @@ def _start(args: argparse.Namespace) -> int | None:
         return 2
     header = None
     given = {dest for dest in RUN_FLAG_DEFAULTS if hasattr(args, dest)}
-    if args.overwrite and (args.resume or args.rescore or args.compare):
-        _fail("--overwrite starts a new run in --out; it cannot be combined with --resume, --rescore or --compare.")
+    if args.overwrite and (args.resume or args.compare):
+        _fail("--overwrite replaces the run in --out with a new run (or a --rescore); it cannot be combined with --resume or --compare.")
         return 2
     if args.resume:
         if args.out and Path(args.out).resolve() != Path(args.resume).resolve():
@@ -474,7 +475,7 @@ def _run_eval_command(args: argparse.Namespace) -> int:
         if judge is not None:
             judge.close()
     console.print(summary_table(report))
-    console.print(f"Report and plots written to {out_dir}/")
+    console.print(f"Report and plots written to {out_dir}/", markup=False, highlight=False)
     failed = report.failed_episodes()
     if failed:
         _fail(f"{len(failed)} of {report.episodes_finished} episodes failed; the first ({failed[0].env_id}, seed "
@@ -495,13 +496,51 @@ def _interrupted_before_start(args: argparse.Namespace, out_dir: Path | None) ->
     return 128 + signal.SIGINT
 
 
+def _out_taken(args: argparse.Namespace, out_dir: Path, source: Path) -> bool:
+    """Whether ``--rescore`` must refuse ``out_dir`` (said on stderr): it holds a run, and --overwrite was not given.
+    An earlier re-scored report of the same run (``DIR/rescored`` after the last grader fix) is this command's own
+    output, and is replaced."""
+    existing = None if args.overwrite else existing_run(out_dir)
+    if existing and not _rescore_of(out_dir, source):
+        _fail(f"--rescore: --out {out_dir} already holds a run ({existing}); replace it with --overwrite, or choose "
+              "another --out.")
+        return True
+    return False
+
+
+def _rescore_of(out_dir: Path, source: Path) -> bool:
+    """Whether ``out_dir`` holds only a re-scored report of the run at ``source`` (no episode log of its own)."""
+    from gem_core.eval.episode_log import EPISODES_FILENAME
+    from gem_core.eval.report import REPORT_FILENAME
+
+    try:
+        if (out_dir / EPISODES_FILENAME).exists():
+            return False
+        rescore = json.loads((out_dir / REPORT_FILENAME).read_text(encoding="utf-8")).get("rescore")
+        return isinstance(rescore, dict) and Path(str(rescore.get("from"))).resolve() == source.resolve()
+    except (OSError, ValueError, AttributeError, RecursionError):  # not a report this command wrote
+        return False
+
+
 def _rescore(args: argparse.Namespace, console: Any) -> int:
     """``--rescore DIR``: re-grade the run's transcripts, write the new report, list what changed."""
+    from gem_core.errors import InvalidArgument
+    from gem_core.eval.episode_log import LOCK_FILENAME
+    from gem_core.eval.report import REPORT_FILENAME
     from gem_core.eval.rescore import load_run, rescore_report
-    from gem_core.eval.runner import write_outputs
+    from gem_core.eval.runner import remove_outputs, write_outputs
     from gem_core.eval.tables import summary_table
+    from gem_core.transport.folder_lock import lock_folder, release_folder
 
     source = Path(args.rescore)
+    folder = source if source.is_dir() else source.parent
+    out_dir = Path(args.out) if args.out else folder / "rescored"
+    if out_dir.resolve() == folder.resolve():
+        _fail(f"--rescore: --out {out_dir} is the run's own folder, whose {REPORT_FILENAME} is the original that the "
+              f"re-scored report is compared with; give another --out (default: {folder / 'rescored'}).")
+        return 2
+    if _out_taken(args, out_dir, source):
+        return 2
     try:
         report = load_run(source)
         remote = next((e for e in report.env_ids if e.startswith("remote:") and e not in args.env_ids), None)
@@ -513,12 +552,22 @@ def _rescore(args: argparse.Namespace, console: Any) -> int:
     except (OSError, ValueError, KeyError) as exc:  # no run there, a bad file, an env id no longer registered
         _fail(f"--rescore: {exc}")
         return 2
-    out_dir = Path(args.out) if args.out else (source if source.is_dir() else source.parent) / "rescored"
+    try:  # held while written, and checked again once held: a run may have started there meanwhile
+        held = lock_folder(out_dir, LOCK_FILENAME, what="output folder", error=InvalidArgument,
+                           why="a run or a rescore writing into it would mix their files")
+    except (ValueError, OSError) as exc:
+        _fail(f"--rescore: {exc}")
+        return 2
     try:
+        if _out_taken(args, out_dir, source):
+            return 2
+        remove_outputs(out_dir, with_run=True)
         write_outputs(rescored, out_dir, plots=not args.no_plots)
     except OSError as exc:
         _fail(f"cannot write the re-scored report to {out_dir}: {exc.strerror or exc}")
         return 1
+    finally:
+        release_folder(out_dir, LOCK_FILENAME, held)
     console.print(summary_table(rescored))
     assert rescored.rescore is not None  # rescore_report fills it
     changed = rescored.rescore["changed"]

@@ -4,12 +4,13 @@ backends (its own module, so the backends need not import the runner that import
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gem_core.errors import InvalidArgument
+from gem_core.errors import InvalidArgument, InvalidArgumentType
 from gem_core.eval.bounds import check_settings
 
 __all__ = ["EvalConfig", "existing_run"]
@@ -17,7 +18,12 @@ __all__ = ["EvalConfig", "existing_run"]
 
 @dataclass
 class EvalConfig:
-    """What to evaluate and how. Every field has a default but ``env_ids``."""
+    """What to evaluate and how. Every field has a default but ``env_ids``.
+
+    Raises:
+        InvalidArgument: if a setting is out of bounds, or ``resume`` is set without ``out_dir`` or with ``overwrite``.
+        InvalidArgumentType: if ``env_ids`` is not a list of ids, ``out_dir`` not a path, or a switch not a bool.
+    """
 
     env_ids: list[str] = field(default_factory=list, metadata={"help": "Env ids to evaluate, e.g. game:Wordle-v0."})
     episodes: int = field(default=10, metadata={"help": "Episodes (seeds) per env."})
@@ -39,6 +45,16 @@ class EvalConfig:
     def __post_init__(self) -> None:
         if isinstance(self.env_ids, str):
             self.env_ids = [self.env_ids]
+        elif not isinstance(self.env_ids, Iterable):
+            raise InvalidArgumentType(f"env_ids: {self.env_ids!r:.60} is not a list of env ids; give e.g. env_ids=['game:Wordle-v0'].")
+        if isinstance(self.out_dir, os.PathLike):
+            self.out_dir = os.fspath(self.out_dir)
+        if self.out_dir is not None and not isinstance(self.out_dir, str):
+            raise InvalidArgumentType(f"out_dir: {self.out_dir!r:.60} is not a folder path; give a str or a pathlib.Path "
+                                      "(the folder is created), or None to write nothing.")
+        for name in ("plots", "progress", "resume", "overwrite"):  # a truthy 'no' would turn the switch on
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidArgumentType(f"{name}: {getattr(self, name)!r:.60} is not True or False.")
         self.env_ids = list(dict.fromkeys(self.env_ids))  # a repeated id would be evaluated once
         # The bounds first: they name a setting of the wrong type ("episodes: '3' is not a whole number.")
         # where a comparison would raise a bare TypeError.

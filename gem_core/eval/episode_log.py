@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
-from gem_core.errors import GemError
+from gem_core.errors import GemError, InvalidArgument
 from gem_core.eval.report import EpisodeRecord
 from gem_core.transport.atomic_file import atomic_path
 from gem_core.transport.folder_lock import release_folder
@@ -36,13 +37,16 @@ class EpisodeLog:
     holds what it kept).
 
     ``held``: the descriptor of the folder's lock (:func:`~gem_core.transport.folder_lock.lock_folder`), released
-    by :meth:`close`.
+    by :meth:`close`. ``plans``: whether the run asks for an episode ``(env_id, seed, sample)``; a resumed file
+    holding one it does not ask for is refused before the file is changed (it belongs to another run).
 
     Raises:
+        InvalidArgument: if the resumed file holds an episode that ``plans`` refuses; the file is left as it was.
         ReportWriteError: if the file cannot be opened.
     """
 
-    def __init__(self, out_dir: str | Path, *, resume: bool = False, held: int | None = None):
+    def __init__(self, out_dir: str | Path, *, resume: bool = False, held: int | None = None,
+                 plans: Callable[[tuple[str, int, int]], bool] | None = None):
         self.path = Path(out_dir) / EPISODES_FILENAME
         self._held = held
         self.written = 0
@@ -53,6 +57,9 @@ class EpisodeLog:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             if resume and self.path.exists():
                 self.records = _unique(read_episodes(self.path, skipped=self.skipped_lines))
+                unknown = next((r.key for r in self.records if plans is not None and not plans(r.key)), None)
+                if unknown is not None:
+                    raise InvalidArgument(f"{self.path} holds episodes this run does not ask for, e.g. (env, seed, sample) = {unknown}.")
                 self._rewrite(self.records)
             self._file = open(self.path, "a" if resume else "w", encoding="utf-8")
         except OSError as exc:
@@ -66,10 +73,19 @@ class EpisodeLog:
         """Write one record and force it to disk; raises :class:`ReportWriteError` on failure.
 
         Raises:
+            InvalidArgument: if the record holds a value JSON cannot (a NaN or infinite reward, an object); nothing
+                is written.
             ReportWriteError: if the record cannot be written (a full disk, a removed folder).
         """
         try:
-            self._file.write(json.dumps(record.to_dict(), allow_nan=False) + "\n")
+            line = json.dumps(record.to_dict(), allow_nan=False) + "\n"
+        except (ValueError, TypeError) as exc:  # caught before the write: the file stays a list of whole records
+            raise InvalidArgument(
+                f"cannot write the episode ({record.env_id}, seed {record.seed}, sample {record.sample}) to {self.path}: "
+                f"{exc} (rewards {record.rewards!r:.200}); an episode's values must be JSON numbers and texts"
+            ) from None
+        try:
+            self._file.write(line)
             self._file.flush()
             os.fsync(self._file.fileno())
         except OSError as exc:

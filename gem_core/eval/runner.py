@@ -17,27 +17,30 @@ plays only the episodes missing from ``episodes.jsonl`` (:mod:`gem_core.eval.res
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import inspect
+import math
 import signal
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
 from gem_core import placement
 from gem_core.env import Env
-from gem_core.errors import InvalidArgument
+from gem_core.errors import InvalidArgument, InvalidArgumentType, did_you_mean
 from gem_core.eval.bounds import base_url_problem, check_backend_settings
 from gem_core.eval.config import EvalConfig
-from gem_core.eval.episode_log import LOCK_FILENAME, EpisodeLog, ReportWriteError, read_episodes
+from gem_core.eval.episode_log import EPISODES_FILENAME, LOCK_FILENAME, EpisodeLog, ReportWriteError, read_episodes
 from gem_core.eval.progress import EvalProgress
 from gem_core.eval.report import REPORT_FILENAME, EpisodeRecord, EvalReport
-from gem_core.eval.resume import check_resume, check_resumed_episodes, read_run_header, write_run_header
+from gem_core.eval.resume import RUN_FILENAME, check_resume, check_resumed_episodes, read_run_header, write_run_header
 from gem_core.protocols import Tokenizer
 from gem_core.registry import spec
 from gem_core.transport.folder_lock import lock_folder, release_folder
 
-__all__ = ["EvalConfig", "EpisodeBackend", "Interrupted", "evaluate", "evaluate_async", "make_backend", "write_outputs"]
+__all__ = ["EvalConfig", "EpisodeBackend", "Interrupted", "evaluate", "evaluate_async", "make_backend", "remove_outputs", "write_outputs"]
 
 
 class EpisodeBackend(Protocol):
@@ -111,6 +114,7 @@ async def evaluate_async(
         finally:
             if env is not None:
                 env.close()
+        _fail_non_finite(record)
         if log is not None:
             log.append(record)  # a write error (full disk) stops the run: see below
         records[env_id].append(record)
@@ -155,16 +159,39 @@ async def evaluate_async(
     return report
 
 
+def _fail_non_finite(record: EpisodeRecord) -> None:
+    """Fail an episode whose rewards are not all finite (NaN, inf, or a sum that overflows), keeping the turns
+    before: JSON holds no such number, so the episode could not be logged, and one of them poisons every mean.
+    Checked here, where every backend's record ends (the HTTP backend passes the env's reward on as it is)."""
+    total = 0.0
+    for turn, reward in enumerate(record.rewards, 1):
+        try:
+            value = float(reward)
+        except (TypeError, ValueError):
+            value = math.nan
+        total += value
+        if math.isfinite(total):
+            continue
+        what = f"the reward of turn {turn} is {reward!r:.60}" if not math.isfinite(value) else f"the rewards up to turn {turn} sum to {total}"
+        problem = f"{record.env_id} seed {record.seed}: {what}, which is not finite; rewards must be finite numbers"
+        record.error = problem if record.error is None else f"{problem}; then {record.error}"
+        del record.rewards[turn - 1 :]
+        return
+
+
 def _open_run(config: EvalConfig, report: EvalReport) -> EpisodeLog:
     """Take ``out_dir`` for this run, write its ``run.json`` and open its episode log; with ``config.resume``, first
     check that the run in ``out_dir`` asked for the same episodes, and take its start time and finished episodes.
 
     The folder is held (:func:`~gem_core.transport.folder_lock.lock_folder`) until the log is closed: two runs
     started together, or a resume while the run still played, both found no finished episode there, and their
-    ``episodes.jsonl`` lines interleaved mid-record."""
+    ``episodes.jsonl`` lines interleaved mid-record. Everything is read and checked before anything is written, so
+    a refused resume leaves the folder as it was; a new run removes the replaced run's report and plots first, so
+    a kill never leaves them beside its own episodes."""
     assert config.out_dir is not None
+    out_dir = Path(config.out_dir)
     try:
-        held = lock_folder(Path(config.out_dir), LOCK_FILENAME, what="output folder", error=InvalidArgument,
+        held = lock_folder(out_dir, LOCK_FILENAME, what="output folder", error=InvalidArgument,
                            why="two runs writing into one folder interleave their episodes.jsonl lines")
     except OSError as exc:
         raise ReportWriteError(f"cannot take {config.out_dir} for the run: {exc.strerror or exc}") from exc
@@ -174,19 +201,39 @@ def _open_run(config: EvalConfig, report: EvalReport) -> EpisodeLog:
             header = read_run_header(config.out_dir)
             check_resume(header, model=report.model, backend=report.backend, env_ids=report.env_ids, settings=report.config)
             report.started_at, report.resumed_at = header.started_at, [*header.resumed_at, report.started_at or _now()]
-        try:
-            write_run_header(config.out_dir, report)
-        except OSError as exc:
-            raise ReportWriteError(f"cannot write the run's settings to {config.out_dir}: {exc.strerror or exc}") from exc
-        log = EpisodeLog(config.out_dir, resume=config.resume, held=held)
+        else:
+            remove_outputs(out_dir)
+        log = EpisodeLog(config.out_dir, resume=config.resume, held=held, plans=config.plans)
     except BaseException:
-        release_folder(Path(config.out_dir), LOCK_FILENAME, held)
+        release_folder(out_dir, LOCK_FILENAME, held)
         raise
-    unknown = next((r.key for r in log.records if not config.plans(r.key)), None)
-    if unknown is not None:
+    try:
+        write_run_header(config.out_dir, report)
+    except BaseException as exc:
         log.close()
-        raise InvalidArgument(f"{log.path} holds episodes this run does not ask for, e.g. (env, seed, sample) = {unknown}.")
+        if isinstance(exc, OSError):
+            raise ReportWriteError(f"cannot write the run's settings to {config.out_dir}: {exc.strerror or exc}") from exc
+        raise
     return log
+
+
+def remove_outputs(out_dir: str | Path, *, with_run: bool = False) -> None:
+    """Remove the ``report.json`` and plots of the run ``out_dir`` held, before a new run (or report) replaces it:
+    a new run stopped mid-way must not leave the old run's numbers beside its own episodes. ``with_run``: its
+    ``run.json`` and ``episodes.jsonl`` too, for a report that brings no episode log (a re-scored one), since
+    readers of the folder take the log over the report.
+
+    Raises:
+        ReportWriteError: if one of them cannot be removed (a read-only folder).
+    """
+    from gem_core.eval.plots import DISTRIBUTION_PLOT, SUMMARY_PLOT
+
+    run_files = (RUN_FILENAME, EPISODES_FILENAME) if with_run else ()
+    for name in (*run_files, REPORT_FILENAME, SUMMARY_PLOT, DISTRIBUTION_PLOT):
+        try:
+            (Path(out_dir) / name).unlink(missing_ok=True)
+        except OSError as exc:
+            raise ReportWriteError(f"cannot remove the replaced run's {Path(out_dir) / name}: {exc.strerror or exc}") from exc
 
 
 def write_outputs(report: EvalReport, out_dir: str | Path, *, plots: bool = True) -> list[Path]:
@@ -301,8 +348,15 @@ def evaluate(
     Raises:
         InvalidArgument: if an argument is out of bounds or the model is named twice (see above), before any
             model loads.
+        InvalidArgumentType: if a keyword is none of the settings (a misspelt ``episode=``, a ``backend_options``
+            key :func:`make_backend` does not take) or an argument is of the wrong kind (``env_ids=None``,
+            ``out_dir=5``); the message lists the accepted ones.
     """
-    eval_config = EvalConfig(env_ids=[env_ids] if isinstance(env_ids, str) else list(env_ids), **config)
+    _check_keywords("evaluate got an unexpected keyword {!r}", config, _SETTINGS,
+                    "its other keywords are EvalConfig's fields: {}; the model is model=, policy=, tokenizer=, base_url=, "
+                    "backend= or backend_options=.")
+    ids: Any = list(env_ids) if isinstance(env_ids, Iterable) and not isinstance(env_ids, str) else env_ids
+    eval_config = EvalConfig(env_ids=ids, **config)  # which refuses env_ids of another kind, naming it
     for env_id in eval_config.env_ids:
         spec(env_id)  # an unknown id fails before a model loads (or a hub is asked for one)
     if backend is not None:
@@ -312,6 +366,11 @@ def evaluate(
         if other:
             raise InvalidArgument(f"evaluate: backend= is the model; drop {'=, '.join(other)}= (they would build another one).")
     else:  # the backend's options fail here, named as the caller gave them, not once per episode
+        if backend_options is not None and not isinstance(backend_options, Mapping):
+            raise InvalidArgumentType(f"backend_options: {backend_options!r:.60} is not a dict; give e.g. "
+                                      "backend_options={'timeout': 30.0}.")
+        _check_keywords("backend_options[{!r}] is not an option of the model's backend", backend_options or {},
+                        _BACKEND_OPTIONS, "the options are {}.")
         if base_url is not None:
             problem = base_url_problem(base_url)
             if problem:
@@ -351,6 +410,21 @@ def evaluate(
         if received:
             raise Interrupted(received[0]) from None
         raise
+
+
+#: The keywords of :func:`evaluate` that are :class:`EvalConfig` settings.
+_SETTINGS = [f.name for f in dataclasses.fields(EvalConfig) if f.name != "env_ids"]
+#: The keywords ``backend_options`` may give :func:`make_backend` (the ways to name the model are evaluate's own).
+_BACKEND_OPTIONS = [name for name in inspect.signature(make_backend).parameters
+                    if name not in ("model", "policy", "tokenizer", "base_url")]
+
+
+def _check_keywords(what: str, given: Mapping[str, Any], accepted: list[str], listed: str) -> None:
+    """Refuse a keyword Python would refuse later as a bare TypeError naming neither the fix nor the choices:
+    ``what`` names it (``{!r}`` is the keyword), ``listed`` the accepted ones (``{}``)."""
+    for name in given:
+        if name not in accepted:
+            raise InvalidArgumentType(f"{what.format(name)}{did_you_mean(name, accepted)}; {listed.format(', '.join(accepted))}")
 
 
 class Interrupted(KeyboardInterrupt):

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from gem_core.eval.report import CI_LEVEL, EnvSummary, EvalReport
@@ -60,7 +61,8 @@ def _delta(a: float | None, b: float | None, fmt: str, higher_is_better: bool | 
 
 def summary_table(report: EvalReport) -> Table:
     """One row per env with the numbers of its summary."""
-    title = f"{report.model} ({report.backend})" + (" - INTERRUPTED, partial" if report.interrupted else "")
+    # Names are any text (a served model's name, an env id): escaped, so '[/v2]' is printed, not read as markup.
+    title = escape(f"{report.model} ({report.backend})") + (" - INTERRUPTED, partial" if report.interrupted else "")
     table = Table(title=title, box=box.SIMPLE_HEAD)
     table.add_column("env", style="bold", no_wrap=True)
     table.add_column("ok/failed", justify="right", no_wrap=True)
@@ -70,24 +72,24 @@ def summary_table(report: EvalReport) -> Table:
     for env_id, s in report.summaries.items():
         failed = f"[red]{s.episodes_failed}[/]" if s.episodes_failed else "0"
         cells = [_cell(s, metric(s), fmt, title == "mean return") for title, metric, fmt, _ in metrics]
-        table.add_row(env_id, f"{s.episodes_completed}/{failed}", *cells)
+        table.add_row(escape(env_id), f"{s.episodes_completed}/{failed}", *cells)
     return table
 
 
 def comparison_table(a: EvalReport, b: EvalReport, *, label_a: str = "A", label_b: str = "B") -> Table:
     """One section per env (those of ``a``, then the rest of ``b``), one row per metric: A, B and B - A."""
-    table = Table(title=f"{label_a}: {a.model} ({a.backend})   vs   {label_b}: {b.model} ({b.backend})")
+    table = Table(title=escape(f"{label_a}: {a.model} ({a.backend})   vs   {label_b}: {b.model} ({b.backend})"))
     table.add_column("env", style="bold", no_wrap=True)
     table.add_column("metric", no_wrap=True)
-    table.add_column(label_a, justify="right", no_wrap=True)
-    table.add_column(label_b, justify="right", no_wrap=True)
-    table.add_column(f"Δ ({label_b} - {label_a})", justify="right", no_wrap=True)
+    table.add_column(escape(label_a), justify="right", no_wrap=True)
+    table.add_column(escape(label_b), justify="right", no_wrap=True)
+    table.add_column(escape(f"Δ ({label_b} - {label_a})"), justify="right", no_wrap=True)
     summaries_a, summaries_b = a.summaries, b.summaries
     metrics = _metrics(a.samples if a.samples == b.samples else 1)  # pass@k of different k do not compare
     for env_id in dict.fromkeys([*a.env_ids, *b.env_ids]):
         sa, sb = summaries_a.get(env_id), summaries_b.get(env_id)
         table.add_row(
-            env_id,
+            escape(env_id),
             "episodes",
             *(f"{s.episodes_completed} ok, {s.episodes_failed} failed" if s is not None else "-" for s in (sa, sb)),
             "",
@@ -106,7 +108,7 @@ def print_comparison(path_a: str | Path, path_b: str | Path, *, console: Console
     a, b = EvalReport.load(path_a), EvalReport.load(path_b)
     console = console or Console()
     console.print(comparison_table(a, b))
-    console.print(f"A = {path_a}\nB = {path_b}")
+    console.print(f"A = {path_a}\nB = {path_b}", markup=False, highlight=False)
     for label, report in (("A", a), ("B", b)):
         if report.interrupted:
             console.print(f"[yellow]{label} is a partial report: its run was interrupted.[/]")

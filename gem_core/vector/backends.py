@@ -22,12 +22,11 @@ that is safe during a batch.
 
 from __future__ import annotations
 
-import difflib
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from gem_core.errors import InvalidArgumentType
+from gem_core.errors import InvalidArgumentType, did_you_mean
 from gem_core.vector.calls import EnvBuilder, EnvCall
 from gem_core.vector.in_process import AsyncBackend, SyncBackend, ThreadBackend
 from gem_core.vector.process import ProcessBackend
@@ -69,9 +68,9 @@ def check_backend_options(name: str, backend_class: Callable[..., Backend], opti
         return  # it forwards them: the class it builds checks them
     for key in options:
         if key not in takes:
-            close = difflib.get_close_matches(str(key), takes, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise InvalidArgumentType(f"backend_kwargs: the {name!r} backend takes no option {key!r}{hint}; it takes {', '.join(takes)}.")
+            raise InvalidArgumentType(
+                f"backend_kwargs: the {name!r} backend takes no option {key!r}{did_you_mean(key, takes)}; it takes {', '.join(takes)}."
+            )
 
 
 def _ray_backend(env_fns: Sequence[EnvBuilder], **kwargs: Any) -> Backend:

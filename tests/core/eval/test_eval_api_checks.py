@@ -109,3 +109,42 @@ def test_a_setting_of_the_wrong_type_is_refused_naming_it(setting, expected):
     with pytest.raises(ValueError) as caught:
         EvalConfig(env_ids=["game:Wordle-v0"], **setting)
     assert str(caught.value) == expected
+
+
+# -- 6. a misspelt keyword, an argument of the wrong kind ------------------------------------------------
+
+
+def test_a_misspelt_setting_is_refused_naming_it_and_the_settings():
+    from gem_core.errors import InvalidArgumentType
+
+    backend = OneStepBackend()
+    with pytest.raises(InvalidArgumentType, match=r"^evaluate got an unexpected keyword 'episode' \(did you mean 'episodes'\?\); .*out_dir"):
+        evaluate([EASY], backend=backend, episode=3, progress=False)
+    assert backend.episodes == 0
+
+
+def test_a_misspelt_backend_option_is_refused_naming_it_and_the_options():
+    from gem_core.errors import InvalidArgumentType
+
+    with pytest.raises(InvalidArgumentType, match=r"^backend_options\['timeot'\] is not an option .*did you mean 'timeout'.*max_retries"):
+        evaluate([EASY], model="m", base_url=DEAD_URL, backend_options={"timeot": 1}, episodes=1, progress=False)
+
+
+@pytest.mark.parametrize(
+    "arguments, named",
+    [
+        ({"env_ids": None}, r"^env_ids: None is not a list of env ids"),
+        ({"env_ids": [EASY], "out_dir": 5}, r"^out_dir: 5 is not a folder path"),
+        ({"env_ids": [EASY], "plots": "no"}, r"^plots: 'no' is not True or False"),
+    ],
+)
+def test_an_argument_of_the_wrong_kind_is_refused_naming_it(arguments, named):
+    from gem_core.errors import InvalidArgumentType
+
+    env_ids = arguments.pop("env_ids")
+    backend = OneStepBackend()
+    with pytest.raises(InvalidArgumentType, match=named):
+        evaluate(env_ids, backend=backend, episodes=1, progress=False, **arguments)
+    assert backend.episodes == 0
+    with pytest.raises(InvalidArgumentType, match=named):
+        EvalConfig(env_ids=env_ids, **arguments)

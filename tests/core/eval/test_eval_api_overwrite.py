@@ -67,3 +67,23 @@ def test_a_report_alone_counts_as_a_run_and_an_empty_log_does_not(tmp_path):
 def test_resume_and_overwrite_together_are_refused():
     with pytest.raises(ValueError, match=r"^resume=True continues the run in out_dir and overwrite=True replaces it; give one"):
         EvalConfig(env_ids=[EASY], out_dir="x", resume=True, overwrite=True)
+
+
+def test_overwrite_removes_the_old_report_and_plots_before_the_first_episode(tmp_path):
+    """A run killed mid-way must not leave the replaced run's report.json (or plots) beside its own episodes:
+    --compare and --rescore would read the old model's numbers as this run's."""
+    from gem_core.eval.plots import DISTRIBUTION_PLOT, SUMMARY_PLOT
+
+    out = tmp_path / "run"
+    _run(out, episodes=3)
+    for name in (SUMMARY_PLOT, DISTRIBUTION_PLOT):
+        (out / name).write_bytes(b"old plot")
+    seen = []
+
+    class Looking(OneStepBackend):
+        async def run_episode(self, env, env_id, seed, config, record):
+            seen.append(sorted(p.name for p in out.iterdir() if not p.name.startswith(".")))
+            await super().run_episode(env, env_id, seed, config, record)
+
+    evaluate([EASY], backend=Looking(), episodes=1, out_dir=str(out), plots=False, progress=False, overwrite=True)
+    assert seen == [["episodes.jsonl", "run.json"]]

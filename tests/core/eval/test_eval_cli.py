@@ -169,3 +169,18 @@ def test_gem_eval_samples_reports_pass_at_k_in_the_json_and_the_table(tmp_path, 
     assert summary["mean_at_k"] == pytest.approx(0.5) and summary["episodes_requested"] == 6
     out = capsys.readouterr().out
     assert "pass@2" in out and "mean@2" in out and "100.0%" in out
+
+
+def test_names_with_brackets_are_printed_as_given_not_read_as_markup(tmp_path, capsys):
+    """A served model name is any text (vLLM --served-model-name), and so is a path: '[/v2]' closes no style."""
+    model, out = "team/model[/v2]", tmp_path / "runs[/x]"
+    with OpenAITestServer(respond=lambda messages: "no idea") as server:
+        code = main(["--model", model, "--base-url", server.base_url, "--env", "game:GuessTheNumber-v0-easy",
+                     "--episodes", "2", "--max-turns", "1", "--timeout", "10", "--no-progress", "--no-plots",
+                     "--out", str(out)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert model in captured.out and f"{out}/" in captured.out
+    assert main(["--compare", str(out), str(out)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.count(model) == 2 and f"A = {out}" in captured.out, captured.err

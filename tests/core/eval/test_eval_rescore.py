@@ -82,7 +82,7 @@ def test_rescore_of_a_killed_run_reads_its_episode_log(run_dir, tmp_path, capsys
     import shutil
 
     killed = tmp_path / "killed"
-    shutil.copytree(run_dir, killed)
+    shutil.copytree(run_dir, killed, ignore=shutil.ignore_patterns("rescored"))  # another test's rescore of run_dir
     (killed / "report.json").unlink()  # what a SIGKILL leaves: run.json and episodes.jsonl
     lines = (killed / "episodes.jsonl").read_text().splitlines(keepends=True)
     (killed / "episodes.jsonl").write_text("".join(lines[:5]))
@@ -121,3 +121,49 @@ def test_a_replayed_step_that_fails_fails_the_rescored_episode_instead_of_scorin
     rescored, turns = rescore_record(record, JudgeDown())
     assert rescored.failed and rescored.error == "env step failed: judge: cannot connect"
     assert turns and turns[0]["stored_reward"] == 0.775
+
+
+def test_rescore_never_replaces_another_run_unasked(run_dir, tmp_path, capsys):
+    """--out naming a folder that holds a run is refused as for a new run (--overwrite replaces it), and --out
+    naming the run's own folder is refused: its report.json is the original the rescore is compared with."""
+    import shutil
+
+    other = tmp_path / "other"
+    shutil.copytree(run_dir, other, ignore=shutil.ignore_patterns("rescored"))
+    (other / "report.json").write_text(json.dumps({**json.loads((run_dir / "report.json").read_text()), "model": "other"}))
+    before = {p.name: p.read_bytes() for p in other.iterdir()}
+    assert main(["--rescore", str(run_dir), "--out", str(other), "--no-plots"]) == 2
+    err = capsys.readouterr().err
+    assert "already holds a run" in err and "--overwrite" in err and err.count("\n") == 1, err
+    assert {p.name: p.read_bytes() for p in other.iterdir()} == before
+
+    assert main(["--rescore", str(run_dir), "--out", str(other), "--no-plots", "--overwrite"]) == 0
+    assert json.loads((other / "report.json").read_text())["rescore"]["from"] == str(run_dir)
+    assert main(["--rescore", str(run_dir), "--out", str(other), "--no-plots"]) == 0  # its own earlier rescore: replaced
+    capsys.readouterr()
+
+    assert not (other / "episodes.jsonl").exists() and not (other / "run.json").exists()  # no other run's log shadows it
+
+    original = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
+    for source in (run_dir, run_dir / "report.json"):
+        assert main(["--rescore", str(source), "--out", str(run_dir), "--no-plots", "--overwrite"]) == 2
+        err = capsys.readouterr().err
+        assert "the run's own folder" in err and err.count("\n") == 1, err
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()} == original
+
+
+def test_rescore_takes_the_folder_lock_of_its_out(run_dir, tmp_path, capsys):
+    from gem_core.errors import InvalidArgument
+    from gem_core.eval.episode_log import LOCK_FILENAME
+    from gem_core.transport.folder_lock import lock_folder, release_folder
+
+    out = tmp_path / "busy"
+    held = lock_folder(out, LOCK_FILENAME, what="output folder", why="a run is writing", error=InvalidArgument)
+    try:
+        assert main(["--rescore", str(run_dir), "--out", str(out), "--no-plots"]) == 2
+        assert "in use by" in capsys.readouterr().err
+        assert not (out / "report.json").exists()
+    finally:
+        release_folder(out, LOCK_FILENAME, held)
+    assert main(["--rescore", str(run_dir), "--out", str(out), "--no-plots"]) == 0
+    assert not (out / LOCK_FILENAME).exists()

@@ -207,3 +207,23 @@ def test_a_resume_that_asks_for_other_episodes_is_refused_before_the_model_loads
     assert main(["--resume", str(run), "--base-url", server.base_url, "--no-progress", "--no-plots", "--episodes", "7"]) == 2
     err = capsys.readouterr().err
     assert "--episodes is 7 but the run there used 5" in err and err.count("\n") == 1, err
+
+
+def test_a_refused_resume_leaves_the_folder_as_it_was(tmp_path):
+    """The episodes log is checked before anything is written: a refused resume adds no resumed_at to run.json
+    and keeps the log's unparsable line (the user may want to look at it, or resume the right run)."""
+    from scripted_backend import OneStepBackend
+
+    from gem_core.eval import evaluate
+
+    out = tmp_path / "run"
+    evaluate([EASY], backend=OneStepBackend(), episodes=3, out_dir=str(out), plots=False, progress=False)
+    first = (out / "episodes.jsonl").read_text().splitlines(keepends=True)[0]
+    foreign = {**json.loads(first), "seed": 100}  # an episode this run does not ask for
+    (out / "episodes.jsonl").write_text(first + '{"env_id": "cut short\n' + json.dumps(foreign) + "\n")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    backend = OneStepBackend()
+    with pytest.raises(ValueError, match=r"holds episodes this run does not ask for, e\.g\. .*100"):
+        evaluate([EASY], backend=backend, episodes=3, out_dir=str(out), resume=True, plots=False, progress=False)
+    assert backend.episodes == 0
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before

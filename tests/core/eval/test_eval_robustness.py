@@ -252,3 +252,81 @@ def test_without_the_eval_extra_gem_eval_is_listed_and_names_the_extra(monkeypat
     err = capsys.readouterr().err
     # The constraints file keeps the CPU torch the README installed (an unconstrained install may pull a CUDA build).
     assert 'pip install -c constraints-cpu.txt -e ".[eval]"' in err and "openai" in err and err.count("\n") == 1
+
+
+class RewardsBySeed:
+    """A scripted backend whose episode of seed ``s`` records ``rewards[s]`` (default ``[1.0]``)."""
+
+    kind, model_name, settings = "scripted", "scripted", {}
+
+    def __init__(self, rewards):
+        self.rewards = rewards
+
+    async def run_episode(self, env, env_id, seed, config, record):
+        observation, _ = await env.areset(seed=seed)
+        record.transcript = [{"role": "user", "content": observation}]
+        record.rewards.extend(self.rewards.get(seed, [1.0]))
+
+    async def aclose(self):
+        pass
+
+
+def test_a_reward_that_is_not_finite_fails_its_episode_and_the_run_goes_on(tmp_path):
+    """NaN, inf, or finite rewards whose sum overflows: JSON has no such number, so the episode could not be
+    written; it is recorded as failed (naming env and seed) and the other episodes still play and count."""
+    backend = RewardsBySeed({1: [0.5, float("nan")], 2: [1e308, 1e308], 3: [float("-inf")]})
+    report = evaluate(EASY, backend=backend, episodes=5, concurrency=1, progress=False, plots=False, out_dir=str(tmp_path))
+    assert report.interrupted is False
+    lines = {line["seed"]: line for line in _lines(tmp_path / EPISODES_FILENAME)}
+    assert sorted(lines) == [0, 1, 2, 3, 4]
+    for seed in (1, 2, 3):
+        error = lines[seed]["error"]
+        assert "not finite" in error and EASY in error and f"seed {seed}" in error, error
+    assert lines[1]["rewards"] == [0.5]  # the finite part of the episode is kept
+    assert not any(lines[seed]["error"] for seed in (0, 4))
+    saved = json.loads((tmp_path / "report.json").read_text())
+    assert saved["interrupted"] is False
+    assert saved["envs"][EASY]["summary"]["episodes_failed"] == 3
+
+
+def test_a_reward_that_is_not_finite_over_http_fails_its_episode(monkeypatch, tmp_path):
+    """The chat backend takes the env's reward as it comes; the runner checks it, as for every backend."""
+    from gem_core import registry
+    from gem_core.env import Env
+
+    class NanOnSeed1(Env):
+        def reset(self, seed=None, options=None):
+            super().reset(seed=seed)
+            self.seed_ = seed
+            return "say anything", {}
+
+        def step(self, action):
+            return "done", float("nan") if self.seed_ == 1 else 1.0, True, False, {}
+
+        def sample_random_action(self):
+            return "x"
+
+    env_id = "test:NanOnSeed1-v0"
+    monkeypatch.setitem(registry._REGISTRY, env_id, registry.EnvSpec(env_id, NanOnSeed1))
+    with OpenAITestServer(respond=lambda messages: "anything") as server:
+        report = evaluate(env_id, model="m", base_url=server.base_url, backend_options={"timeout": 10.0}, episodes=3,
+                          concurrency=1, progress=False, plots=False, out_dir=str(tmp_path))
+    assert not report.interrupted
+    assert [line["seed"] for line in _lines(tmp_path / EPISODES_FILENAME)] == [0, 1, 2]
+    failed = report.failed_episodes()
+    assert [r.seed for r in failed] == [1] and "not finite" in failed[0].error
+
+
+def test_the_episode_log_refuses_a_record_json_cannot_hold_with_a_gem_error(tmp_path):
+    from gem_core.errors import GemError
+    from gem_core.eval.episode_log import EpisodeLog
+    from gem_core.eval.report import EpisodeRecord
+
+    log = EpisodeLog(tmp_path)
+    try:
+        with pytest.raises(GemError, match=r"seed 7.*nan"):
+            log.append(EpisodeRecord(env_id=EASY, seed=7, rewards=[float("nan")]))
+        log.append(EpisodeRecord(env_id=EASY, seed=8, rewards=[1.0]))
+    finally:
+        log.close()
+    assert [line["seed"] for line in _lines(tmp_path / EPISODES_FILENAME)] == [8]  # nothing half-written
