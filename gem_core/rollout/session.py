@@ -382,11 +382,20 @@ class EpisodeSession:
 
         If the prompt alone leaves no room for one sampled token within ``max_total_tokens``, the
         session is done at once (truncated, zero turns).
+
+        Raises:
+            InvalidArgument: the env's reset returned an observation that is not text, or an info that is not a dict.
+            Exception: what the env's reset raised (no episode starts: there is no prompt to record).
         """
         if seed is None and self.label is not None:
             seed = self.label.seed
         self._reset_books(seed)
         observation, info = await self.env.areset(seed=seed, options=options)
+        if not isinstance(observation, str) or not isinstance(info, Mapping):  # else a template error far from the cause
+            raise InvalidArgument(
+                f"the env's reset returned a {type(observation).__name__} observation and a {type(info).__name__} info; "
+                "an episode's observations are text and its info a dict"
+            )
         info = dict(info)
         encoded = self._encode_images(info.pop("images", None), info)
         prompt_ids = self.chat_template.initial_ids(observation, images=len(encoded))
@@ -556,6 +565,8 @@ class EpisodeSession:
             if not ((type(reward) is float or isinstance(reward, numbers.Real)) and math.isfinite(reward)):
                 # One NaN normalized with the batch's returns makes every advantage NaN.
                 raise InvalidArgument(f"the env's reward is {reward!r}; rewards must be finite numbers")
+            if not isinstance(observation, str):  # else a template error far from the cause
+                raise InvalidArgument(f"the env's observation is a {type(observation).__name__}; an episode's observations are text")
             info = dict(info)
             return observation, float(reward), bool(terminated), bool(truncated), info, info.pop("images", None)
         except Exception as exc:  # noqa: BLE001 - a broken env step ends this episode, not the run

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from gem_core.errors import InvalidArgument
 from gem_core.rollout import ChatTemplate, EpisodeSession, SamplingParams
 from gem_core.testing import ScriptedPolicy
 
@@ -480,3 +481,27 @@ async def test_a_start_whose_reset_raises_leaves_the_session_not_started(tiny_to
         session.fork(2)
     await session.start(seed=3)  # the env resets again: the session plays on
     assert (await session.step(action)).reward == 1.0 and session.trajectory().seed == 3
+
+
+@pytest.mark.parametrize("bad", [None, {"text": "hi"}, 7])
+async def test_an_observation_that_is_not_text_is_named_as_the_env_s(tiny_tokenizer, scripted_env, bad):
+    """A step's None observation ended the episode with the chat template's "'dict object' has no attribute
+    'content'", and a reset's with the same error out of start(): neither named the env's answer."""
+    ct = ChatTemplate.for_tokenizer(tiny_tokenizer)
+
+    class BadStep(scripted_env):
+        def step(self, action):
+            _, reward, terminated, truncated, info = super().step(action)
+            return bad, reward, terminated, truncated, info
+
+    session = EpisodeSession(BadStep(rewards=[0.0, 1.0]), tiny_tokenizer, chat_template=ct)
+    await session.start(seed=1)
+    step = await session.step(encode(tiny_tokenizer, "a") + ct.end_of_turn_ids)
+    assert step.truncated and "the env's observation is a" in step.info["error"]
+
+    class BadReset(scripted_env):
+        def reset(self, *, seed=None, options=None):
+            return bad, {}
+
+    with pytest.raises(InvalidArgument, match="the env's reset returned"):
+        await EpisodeSession(BadReset(), tiny_tokenizer, chat_template=ct).start(seed=1)
