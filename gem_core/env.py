@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
+import contextvars
 import copy
 import functools
 import inspect
 import logging
 import threading
 import time
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, SupportsFloat, TypeVar
 
 import gymnasium as gym
@@ -63,6 +65,9 @@ class EnvThreadPool:
         self._lock = threading.Lock()
         #: When each call now running in a pool thread started (``time.monotonic``), by call.
         self._running: dict[object, float] = {}
+        self._watchers: contextvars.ContextVar[list[concurrent.futures.Future[Any]] | None] = contextvars.ContextVar(
+            f"{thread_name_prefix}-watchers", default=None
+        )
 
     @property
     def executor(self) -> concurrent.futures.ThreadPoolExecutor:
@@ -86,6 +91,14 @@ class EnvThreadPool:
         Cancelling the caller does not stop the thread (nothing can): the call stays in
         :meth:`running_longer_than` until it returns.
         """
+        return await asyncio.wrap_future(self.submit(fn, *args, **kwargs))
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
+        """Start a blocking call in a pool thread; its future is done when the thread is free again.
+
+        A caller that stopped waiting (a server's step timeout) can act on that future when the call
+        at last returns, e.g. close the env only then. Watchers (:meth:`watching`) see it too.
+        """
         key = object()
 
         def timed() -> Any:
@@ -95,7 +108,25 @@ class EnvThreadPool:
             finally:
                 del self._running[key]
 
-        return await asyncio.get_running_loop().run_in_executor(self.executor, timed)
+        future = self.executor.submit(timed)
+        watchers = self._watchers.get()
+        if watchers is not None:
+            watchers.append(future)
+        return future
+
+    @contextlib.contextmanager
+    def watching(self) -> Iterator[list[concurrent.futures.Future[Any]]]:
+        """Collect the futures of the calls started in this context (and in tasks created within it).
+
+        An env's ``astep`` starts its thread out of the caller's sight; a server that gave up on a step
+        still has to know when that thread is done with the env before it may close it.
+        """
+        started: list[concurrent.futures.Future[Any]] = []
+        token = self._watchers.set(started)
+        try:
+            yield started
+        finally:
+            self._watchers.reset(token)
 
     def running_longer_than(self, seconds: float) -> int:
         """How many calls have held their pool thread for over ``seconds`` (hung steps a server must report)."""

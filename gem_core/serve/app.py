@@ -3,13 +3,18 @@
 Every request is bounded: its body size and arrival time, the env's step time, and what comes back
 is plain JSON (the connection itself, headers included, is bounded by :mod:`gem_core.serve.connections`).
 A bad request is a 4xx with ``{"detail": ...}`` (a step or sample before the first reset is a 409); an
-env that raises is a 500 for that request only, and a step that overruns ``step_timeout`` ends its
-session (the env is in an unknown state) with a 504.
+env that raises, or answers what JSON cannot hold (a circular or absurdly deep info), is a 500 for that
+request only. Every env call (building, reset, step, sample, close) runs in the env threads under
+``step_timeout``: one that overruns it is a 504 and counts in ``/health``'s ``stuck_steps`` until it
+returns, and a reset, step or sample that overruns it ends its session (the env is in an unknown
+state). An ended session's env is closed only once no call of it runs, and a request that was waiting
+for the session gets a 404, never the closed env. A float that is not finite (NaN, infinity) is sent
+as ``null``: JSON has no such numbers.
 
 An action is model output, and a malformed one is part of the game: a step whose action is over
-``max_action_bytes`` is answered like any action the env cannot use, with the env's own
-:meth:`gem_core.Env.invalid_action` (its format penalty, the episode goes on), not with a 413 that
-the client would have to turn into a truncation.
+``max_action_bytes`` (unread) steps the env with an empty action instead, so that the env's own rules
+apply (its format penalty, the turn it costs, the truncation at the last one), and its info says
+``"action_too_large": true``; not a 413 that the client would have to turn into a truncation.
 """
 
 from __future__ import annotations
@@ -17,10 +22,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gem_core.env import ENV_THREADS, episode_over_result
+from gem_core.env import ENV_THREADS
 from gem_core.serve.asgi import RequestError, json_bytes, parse_json, read_json
 from gem_core.serve.sessions import Session, SessionLimitError, SessionStore
 
@@ -44,7 +50,7 @@ class ServeConfig:
     max_action_bytes: int = 4 << 20
     #: Seconds a client has to send a request body.
     body_timeout: float = 10.0
-    #: Seconds one reset or step may take.
+    #: Seconds one env call (building, reset, step, sample, close) may take.
     step_timeout: float = 60.0
     #: When set, every request needs ``Authorization: Bearer <token>``.
     token: str | None = None
@@ -113,35 +119,49 @@ class _Operations:
             return await self.store.create()
         except SessionLimitError as error:
             raise RequestError(429, str(error)) from None
+        except TimeoutError as error:
+            raise RequestError(504, f"{error} (--step-timeout); the session was not created") from None
 
     def session(self, session_id: str) -> Session:
         session = self.store.get(session_id)
         if session is None:
-            raise RequestError(404, f"no session {session_id!r} (ended, reaped after {self.config.idle_timeout:g} s idle, or the server restarted); create one with POST /sessions")
+            raise RequestError(404, self._gone(session_id))
         return session
+
+    def _gone(self, session_id: str) -> str:
+        return f"no session {session_id!r} (ended, reaped after {self.config.idle_timeout:g} s idle, or the server restarted); create one with POST /sessions"
 
     def _started(self, session: Session) -> None:
         if not session.started:
             raise RequestError(409, "the session has no episode yet: reset it first (POST /sessions/ID/reset, or {\"op\": \"reset\"} on /ws)")
 
-    async def _run(self, session: Session, call: Any) -> Any:
+    async def _run(self, session: Session, call: Callable[[], Awaitable[Any]]) -> Any:
         self._refuse_if_stuck()
         async with session.lock:
+            if session.ended:  # while this request waited: the env is closed, or in a call given up on
+                raise RequestError(404, self._gone(session.id))
+            with ENV_THREADS.watching() as threads:
+                task = asyncio.ensure_future(call())
+            timed_out = True
             try:
-                # On a timeout a native async call is cancelled; a call in an env thread goes on (a thread
-                # cannot be stopped) and counts in stuck_steps() until it returns.
-                result = await asyncio.wait_for(call, self.config.step_timeout)
-            except asyncio.TimeoutError:
-                await self.store.end(session.id)
-                raise RequestError(504, f"the env took over {self.config.step_timeout:g} s; the session was ended") from None
+                timed_out = not (await asyncio.wait({task}, timeout=self.config.step_timeout))[0]
             finally:
                 session.touch()
-        return result
+                # On a timeout a native async call is cancelled; a call in an env thread goes on (a thread
+                # cannot be stopped) and counts in stuck_steps() until it returns: the session ends, and
+                # its env is closed once the call is over.
+                if not task.done():
+                    task.cancel()
+                parts: list[Any] = [task, *threads]
+                await self.store.after_call(session, [part for part in parts if not part.done()])
+            if timed_out:
+                raise RequestError(504, f"the env took over {self.config.step_timeout:g} s; the session was ended")
+            return task.result()
 
     async def reset(self, session: Session, body: Any) -> dict[str, Any]:
         args = _reset_args(body)
         try:
-            observation, info = await self._run(session, session.env.areset(**args))
+            observation, info = await self._run(session, lambda: session.env.areset(**args))
         except RequestError:
             raise
         except (ValueError, TypeError) as error:  # the env refuses these arguments: retrying cannot help
@@ -152,33 +172,31 @@ class _Operations:
     async def step(self, session: Session, body: Any) -> dict[str, Any]:
         action = _step_action(body)  # a malformed request is a 422 whatever the session's state
         self._started(session)
-        return _step_answer(await self._run(session, session.env.astep(action)))
+        return _step_answer(await self._run(session, lambda: session.env.astep(action)))
 
     async def oversized_step(self, session: Session) -> dict[str, Any]:
-        """The env's answer to an action it cannot use, for a step body over ``max_action_bytes`` (unread)."""
+        """The env's answer to a step body over ``max_action_bytes`` (unread): the env stepped with an empty
+        action, which it answers as any action it cannot use, by its own rules (the turn it costs included)."""
         self._started(session)
-        env = session.env
-        invalid_action = getattr(env.unwrapped, "invalid_action", None)
-        if invalid_action is None:
-            raise RequestError(413, f"the action is over {self.config.max_action_bytes} bytes (the server's --max-action-bytes)")
-
-        async def answer() -> Any:
-            if getattr(env, "_gem_episode_over", False):
-                return episode_over_result()
-            result = invalid_action(
-                f"Your action is over this server's limit of {self.config.max_action_bytes} bytes and was not read. "
-                "Write a shorter action.",
-                action_too_large=True,
-            )
-            if result[2] or result[3]:
-                env._gem_episode_over = True  # as the env's own step guard would after this answer
-            return result
-
-        return _step_answer(await self._run(session, answer()))
+        answer = _step_answer(await self._run(session, lambda: session.env.astep("")))
+        if isinstance(answer["info"], dict):
+            answer["info"] = {**answer["info"], "action_too_large": True, "max_action_bytes": self.config.max_action_bytes}
+        return answer
 
     async def sample(self, session: Session) -> dict[str, Any]:
         self._started(session)
-        return {"action": await self._run(session, asyncio.to_thread(session.env.sample_random_action))}
+        return {"action": await self._run(session, lambda: ENV_THREADS.run(session.env.sample_random_action))}
+
+
+def _encoded(payload: Any) -> bytes:
+    """``payload`` as JSON, or a 500 that names the env's answer: an info JSON cannot hold must fail its
+    own request with a reason, not the connection with a traceback."""
+    try:
+        return json_bytes(payload)
+    except (ValueError, TypeError, RecursionError) as error:
+        raise RequestError(
+            500, f"the env's answer cannot be sent as JSON ({type(error).__name__}: {error}); its info must be plain data, not circular nor nested hundreds of levels deep"
+        ) from None
 
 
 def _step_answer(result: Any) -> dict[str, Any]:
@@ -202,11 +220,11 @@ def create_app(env_id: str, config: ServeConfig = ServeConfig(), *, make_env: An
         def make_env() -> Any:
             return make(env_id)
 
-    store = SessionStore(make_env, max_sessions=config.max_sessions, idle_timeout=config.idle_timeout)
+    store = SessionStore(make_env, max_sessions=config.max_sessions, idle_timeout=config.idle_timeout, call_timeout=config.step_timeout)
     ops = _Operations(env_id, store, config)
 
     def reply(status: int, payload: Any) -> Response:
-        return Response(json_bytes(payload), status, media_type="application/json")
+        return Response(_encoded(payload), status, media_type="application/json")
 
     def handler(work: Any, max_bytes: int = config.max_body_bytes, oversized: Any = None) -> Any:
         """An endpoint running ``work(request, body)``; ``oversized(request)`` answers a body over ``max_bytes``."""
@@ -220,14 +238,13 @@ def create_app(env_id: str, config: ServeConfig = ServeConfig(), *, make_env: An
                     except RequestError as error:
                         if error.status != 413 or oversized is None:
                             raise
-                        status, payload = 200, await oversized(request)
-                        return reply(status, payload)
+                        return reply(200, await oversized(request))
                 status, payload = await work(request, body)
+                return reply(status, payload)
             except RequestError as error:
                 return reply(error.status, {"detail": str(error)})
             except Exception as error:  # the env raised: this request fails, the server and session live on
                 return reply(500, {"detail": f"the env raised {type(error).__name__}: {error}"})
-            return reply(status, payload)
 
         return endpoint
 
@@ -313,11 +330,12 @@ def create_app(env_id: str, config: ServeConfig = ServeConfig(), *, make_env: An
                         answer = await ops.sample(session)
                     else:
                         raise RequestError(422, 'expected {"op": "reset" | "step" | "sample", ...}')
+                    text = _encoded(answer)
                 except RequestError as error:
-                    answer = {"error": str(error), "status": error.status}
+                    text = json_bytes({"error": str(error), "status": error.status})
                 except Exception as error:
-                    answer = {"error": f"the env raised {type(error).__name__}: {error}", "status": 500}
-                await send(answer)
+                    text = json_bytes({"error": f"the env raised {type(error).__name__}: {error}", "status": 500})
+                await websocket.send_text(text.decode("ascii"))
         except WebSocketDisconnect:
             pass
         finally:

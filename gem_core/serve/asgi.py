@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import json
+import math
 import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -115,9 +116,37 @@ def _jsonable(value: Any) -> Any:
     return repr(value)
 
 
+def _finite(value: Any) -> Any:
+    """``value`` with every float that is not finite replaced by None (numpy values converted first)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if value is None or isinstance(value, (str, int)):
+        return value
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    converted = _jsonable(value)
+    return converted if isinstance(converted, str) else _finite(converted)
+
+
 def json_bytes(payload: Any) -> bytes:
-    """``payload`` as ASCII JSON: numpy values become numbers, anything else unknown its ``repr``."""
-    return json.dumps(payload, ensure_ascii=True, default=_jsonable).encode("ascii")
+    """``payload`` as ASCII JSON: numpy values become numbers, anything else unknown its ``repr``, and a float
+    that is not finite (NaN, infinity) ``null``: JSON has no such numbers, and the ``NaN`` Python writes is
+    refused by strict parsers (JavaScript's, Go's).
+
+    Raises:
+        ValueError: if ``payload`` is circular.
+        RecursionError: if it is nested too deeply to encode.
+    """
+    try:
+        return json.dumps(payload, ensure_ascii=True, default=_jsonable, allow_nan=False).encode("ascii")
+    except ValueError as refused:  # a float that is not finite, or a circular payload
+        try:
+            finite = _finite(payload)
+        except RecursionError:
+            raise refused from None  # circular: json's own words say it best
+    return json.dumps(finite, ensure_ascii=True, default=_jsonable, allow_nan=False).encode("ascii")
 
 
 def listening_socket(host: str, port: int, backlog: int = 2048) -> socket.socket:

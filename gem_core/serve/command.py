@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from gem_core.serve.app import ServeConfig
@@ -58,7 +59,22 @@ def _serve(args: argparse.Namespace) -> int:
     # The guard bounds what uvicorn does not: header and body deadlines, connections in total (under the
     # open-file limit) and per client. A WebSocket step message may be up to twice --max-action-bytes.
     guard.serve(app, sock, timeout_keep_alive=30, ws_max_size=max(args.max_body_bytes, 2 * args.max_action_bytes))
+    _exit_past_stuck_calls()
     return 0
+
+
+def _exit_past_stuck_calls() -> None:
+    """Exit now if env calls still run once the server has stopped: the env threads cannot be stopped, and
+    Python's exit would wait for them (for ever, for a hung one), so Ctrl-C would not stop the server."""
+    from gem_core.env import ENV_THREADS
+
+    running = ENV_THREADS.running_longer_than(0)
+    if not running:
+        return
+    calls = "1 env call is" if running == 1 else f"{running} env calls are"
+    print(f"gem serve: stopped; {calls} still running (past --step-timeout) and left behind", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(0)
 
 
 def add_serve_parser(commands: argparse._SubParsersAction) -> None:
