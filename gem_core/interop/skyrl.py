@@ -40,7 +40,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from gem_core.env import Env, StepResult, log_error_once
-from gem_core.errors import DependencyNotInstalled, GemError, causes
+from gem_core.errors import DependencyNotInstalled, GemError, InvalidArgumentType, causes
 
 try:
     import skyrl_gym
@@ -102,14 +102,28 @@ def _load_rows(data_file: str | Path) -> list[dict[str, Any]]:
         import pyarrow.parquet as pq  # the datasets extra brings it; SkyRL's prepared datasets are parquet
 
         return pq.read_table(path).to_pylist()
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise SkyRLTaskError(
+            f"skyrl: {path} is not UTF-8 text (byte {error.start} cannot be decoded); a data_file is a .jsonl, .json or .parquet file of task rows."
+        ) from None
     if path.suffix == ".json":
-        rows = json.loads(text)
-    else:
-        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+        rows = _json(path, text, 0)
+    else:  # "\n" only: a JSON string may hold the other characters str.splitlines() breaks at
+        rows = [_json(path, line, number) for number, line in enumerate(text.split("\n"), 1) if line.strip()]
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
         raise SkyRLTaskError(f"skyrl: {path} must hold a list of task rows (JSON objects); {_ROW_HELP}.")
     return rows
+
+
+def _json(path: Path, text: str, line: int) -> Any:
+    """``text`` (line ``line`` of ``path``, or the whole file when 0) parsed, or an error naming the file and line."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        where = line or error.lineno
+        raise SkyRLTaskError(f"skyrl: {path}:{where}: not JSON ({error.msg}, column {error.colno}); {_ROW_HELP}.") from None
 
 
 def _text(messages: Any) -> str:
@@ -161,7 +175,8 @@ class SkyRLEnv(Env):
 
     Raises:
         UnknownEnvError: SkyRL-Gym has no such env.
-        SkyRLTaskError: no task was given, or ``env_config`` names a field the env does not have.
+        SkyRLTaskError: no task was given, a row is not a mapping, a ``data_file`` line is not JSON (its file and
+            line named), or ``env_config`` names a field the env does not have.
     """
 
     max_step_seconds = 30.0  # lcb runs the model's code against its tests; search calls a server
@@ -183,6 +198,10 @@ class SkyRLEnv(Env):
                 f"{self.name}: pass exactly one task source, row={{...}}, rows=[...] or data_file='tasks.jsonl' "
                 f"(got {', '.join(given) or 'none'}); {_ROW_HELP}."
             )
+        if rows is not None:
+            for number, r in enumerate(rows):
+                if not isinstance(r, Mapping):
+                    raise SkyRLTaskError(f"{self.name}: rows[{number}] is a {type(r).__name__}, not a task row; {_ROW_HELP}.")
         self.rows = ([dict(row)] if row is not None else [dict(r) for r in rows] if rows is not None
                      else _load_rows(data_file) if data_file is not None else [])  # exactly one is given (checked above)
         if not self.rows:
@@ -225,12 +244,24 @@ class SkyRLEnv(Env):
             raise
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        """Build the SkyRL env for one task (``options={"index": i}``, or drawn with ``seed``) and ``init`` it."""
+        """Build the SkyRL env for one task (``options={"index": i}``, or drawn with ``seed``) and ``init`` it.
+
+        Raises:
+            InvalidArgumentType: ``options["index"]`` is not an integer.
+            SkyRLTaskError: the task row lacks what the env reads.
+            SkyRLEnvUnavailable: the env needs a server, file or network this machine lacks.
+        """
         super().reset(seed=seed)
         self.close_episode()
         options = options or {}
         if "index" in options:
-            index = int(options["index"]) % len(self.rows)
+            try:
+                index = int(options["index"]) % len(self.rows)
+            except (TypeError, ValueError, OverflowError):
+                raise InvalidArgumentType(
+                    f"{self.name}: options['index'] must be an integer (the task row's position, 0 to {len(self.rows) - 1}), "
+                    f"got {options['index']!r}"
+                ) from None
         else:
             index = int(self.np_random.integers(len(self.rows))) if len(self.rows) > 1 else 0
         self.row = self.rows[index]
@@ -299,6 +330,9 @@ class GemSkyRLEnv(BaseTextEnv):
         env_config: SkyRL's env config; may hold ``make_kwargs`` for GEM's ``make``.
         extras: the dataset row's fields; may hold ``seed``, ``options`` and ``max_turns``.
         gem_env_id: the GEM id to build (bound by :func:`register_gem_envs`).
+
+    Raises:
+        SkyRLTaskError: the row's ``max_turns`` is not an integer.
     """
 
     def __init__(self, env_config: Any = None, extras: Mapping[str, Any] | None = None, *, gem_env_id: str):
@@ -310,8 +344,13 @@ class GemSkyRLEnv(BaseTextEnv):
         self.gem_env_id = gem_env_id
         self.seed, self.options = extras.get("seed"), extras.get("options")
         limit = extras.get("max_turns")
-        self.env = make(gem_env_id, max_turns=None if limit is None else int(limit), **dict(config.get("make_kwargs") or {}))
-        self.max_turns = int(limit) if limit is not None else 1_000_000  # GEM's turn limit, when set, ends it first
+        if limit is not None:
+            try:
+                limit = int(limit)
+            except (TypeError, ValueError, OverflowError):
+                raise SkyRLTaskError(f"{gem_env_id}: the row's max_turns must be an integer, got {limit!r}; leave it out for no turn limit.") from None
+        self.env = make(gem_env_id, max_turns=limit, **dict(config.get("make_kwargs") or {}))
+        self.max_turns = limit if limit is not None else 1_000_000  # GEM's turn limit, when set, ends it first
         self.episode_return = 0.0
         self.truncated = False
 

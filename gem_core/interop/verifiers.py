@@ -32,7 +32,7 @@ import itertools
 from typing import Any
 
 from gem_core.env import Env, StepResult, log_error_once
-from gem_core.errors import DependencyNotInstalled, GemError
+from gem_core.errors import DependencyNotInstalled, GemError, InvalidArgumentType
 
 try:
     import verifiers.v1 as vf
@@ -108,6 +108,16 @@ def _read_tasks(name: str, taskset: Any, max_tasks: int) -> list[Any]:
         raise
 
 
+def _task_index(name: str, value: Any, count: int) -> int:
+    """``options["index"]`` as a task position (wrapping around ``count``), or an error naming the option."""
+    try:
+        return int(value) % count
+    except (TypeError, ValueError, OverflowError):
+        raise InvalidArgumentType(
+            f"{name}: options['index'] must be an integer (the task's position, 0 to {count - 1}), got {value!r}"
+        ) from None
+
+
 def _needs_harness(task: Any, name: str) -> str | None:
     """Why ``task`` cannot be played by this bridge, or None."""
     import inspect
@@ -155,25 +165,26 @@ class VerifiersEnv(Env):
         self.module, self.name = module, PREFIX + module
         self.taskset = _load_taskset(module, dict(taskset_config or {}))
         self.relay = None
-        if harness is not None:
-            from gem_core.interop.verifiers_relay import HarnessRelay
-
-            self.relay = HarnessRelay(module, dict(taskset_config or {}), harness, call_format=call_format, timeout=relay_timeout)
         self._ended: Any = None
         self.tasks = _read_tasks(self.name, self.taskset, max_tasks)
         if not self.tasks:
             raise UnknownVerifiersModule(f"{self.name}: the taskset yields no tasks; check taskset_config.")
         self.task: Any = None
         self.messages: list[Any] = []
+        if harness is not None:  # last: a server and thread of its own, which a later failure here would leak
+            from gem_core.interop.verifiers_relay import HarnessRelay
+
+            self.relay = HarnessRelay(module, dict(taskset_config or {}), harness, call_format=call_format, timeout=relay_timeout)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         options = options or {}
-        index = int(options["index"]) % len(self.tasks) if "index" in options else int(self.np_random.integers(len(self.tasks)))
+        index = _task_index(self.name, options["index"], len(self.tasks)) if "index" in options else int(self.np_random.integers(len(self.tasks)))
         task = self.tasks[index]
         if self.relay is not None:
-            self.task, self._ended = task, None
-            observation, self._ended = self.relay.begin(task)
+            self.task = self._ended = None  # until the rollout has begun: a step after a failed begin asks for a reset
+            observation, ended = self.relay.begin(task)
+            self.task, self._ended = task, ended
             return observation, {"task_index": index, "task_key": task.key}
         reason = _needs_harness(task, self.name)
         if reason is not None:

@@ -158,7 +158,8 @@ class HarnessRelay:
         """Answer the pending model request with ``action``: the next request's new messages, or ("", episode)."""
 
         async def reply() -> tuple[str, Any]:
-            assert self._pending is not None
+            if self._pending is None:  # no rollout begun, or it ended: nothing waits for an answer
+                raise RelayError(f"{self.name}: no model call of the harness is waiting for an answer; call reset() first.")
             self._pending.set_result(action)
             self._pending = None
             return await self._next()

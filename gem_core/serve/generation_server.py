@@ -74,6 +74,25 @@ class GenerationServerConfig:
     """Seconds to join the trainer's weight stream, and to receive one update."""
 
 
+def _manifest_problem(info: dict, targets: dict[str, Any]) -> str | None:
+    """What in a weight manifest the model's parameters cannot take (an unknown name, another shape, a dtype
+    that does not cast to the parameter's), checked before any byte is read; None if it fits."""
+    import torch
+
+    unknown = [name for name in info["names"] if name not in targets]
+    if unknown:
+        return f"the model has no parameter {unknown[0]!r} ({len(unknown)} unknown names in the manifest)"
+    for name, dtype_name, shape in zip(info["names"], info["dtype_names"], info["shapes"], strict=True):
+        target = targets[name]
+        if not isinstance(shape, list) or shape != list(target.shape) or any(isinstance(d, bool) for d in shape):
+            return f"{name!r} has shape {list(target.shape)}; the manifest says {shape!r}"
+        dtype = getattr(torch, dtype_name.removeprefix("torch."), None) if isinstance(dtype_name, str) else None
+        # A float parameter takes any float dtype (cast on copy, as vLLM loads weights); nothing else casts safely.
+        if not isinstance(dtype, torch.dtype) or (dtype != target.dtype and not (dtype.is_floating_point and target.dtype.is_floating_point)):
+            return f"{name!r} is {target.dtype}; the manifest says {dtype_name!r}"
+    return None
+
+
 def _error(status: int, message: str) -> Any:
     from starlette.responses import Response
 
@@ -274,16 +293,19 @@ class GenerationServer:
         if self._gates()[0].is_set() or not self._gates()[1].is_set():
             raise RequestError(409, "call /start_weight_update (or /pause) before /update_weights")
         targets = dict(self.model.named_parameters())
-        unknown = [name for name in info["names"] if name not in targets]
-        if unknown:
-            raise RequestError(400, f"the model has no parameter {unknown[0]!r} ({len(unknown)} unknown names in the manifest)")
         try:
+            problem = _manifest_problem(info, targets)
+            if problem is not None:
+                raise WeightStreamError(problem)
             await asyncio.to_thread(self._receive_into_model, self._receiver, info, targets)
-        except WeightStreamError as error:
-            # The stream's position is unknown after a bad frame: the trainer must join again.
+        except Exception as error:
+            # The stream's position is unknown after a refused manifest (the trainer sends beside its request)
+            # or a bad frame: the trainer must join again, or its next update would read this one's leftovers.
             self._receiver.close()
             self._receiver = None
-            raise RequestError(400, f"{error}; the weight stream is closed, call /init_weight_transfer_engine again") from None
+            if isinstance(error, WeightStreamError):
+                raise RequestError(400, f"{error}; the weight stream is closed, call /init_weight_transfer_engine again") from None
+            raise
         return {}
 
     def _receive_into_model(self, receiver: WeightReceiver, info: dict, targets: dict[str, Any]) -> None:

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from gem_core.env import Env, StepResult
-from gem_core.errors import DependencyNotInstalled, GemError
+from gem_core.errors import DependencyNotInstalled, GemError, InvalidArgumentType
 from gem_core.registry import REMOTE_PREFIX, parse_remote_id
 from gem_core.transport.http_call import CallFailed, arequest, async_client
 from gem_core.transport.sync_bridge import LoopThread, run_sync
@@ -87,23 +87,31 @@ class RemoteEnv(Env):
         self.retries = retries
         self.backoff = backoff
         self.max_response_bytes = max_response_bytes
-        self._session_id: str | None = None
+        self._session = _Session()
         self._init_transport()
 
     def _init_transport(self) -> None:
         self._pid = os.getpid()
         self._loop_thread: LoopThread | None = None
+        self._finalizer: weakref.finalize | None = None
         self._clients: dict[int, tuple[asyncio.AbstractEventLoop, Any]] = {}
         self._transport_lock = threading.Lock()
 
-    # Connections and the private loop stay in this process; a copy (process backends) opens its own.
+    @property
+    def _session_id(self) -> str | None:
+        return self._session.id
+
+    @_session_id.setter
+    def _session_id(self, session_id: str | None) -> None:
+        self._session.id = session_id
+
+    # Connections, the session and the private loop stay in this process; a copy (process backends) opens its own.
     def __getstate__(self) -> dict[str, Any]:
-        state = {k: v for k, v in self.__dict__.items() if not k.startswith("_") or k == "_session_id"}
-        state["_session_id"] = None
-        return state
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self._session = _Session()
         self._init_transport()
 
     def __repr__(self) -> str:
@@ -128,6 +136,11 @@ class RemoteEnv(Env):
         with self._transport_lock:
             if self._loop_thread is None:
                 self._loop_thread = LoopThread("gem-remote-env")
+                # An env dropped without close() would hold its thread, loop, connections and server session
+                # for the life of the process; the finalizer (no reference to the env) lets them go.
+                self._finalizer = weakref.finalize(self, _release, self._loop_thread, self._session, self._clients,
+                                                   self.url, self.token, self._pid)
+                self._finalizer.atexit = False  # at exit, _end_open_sessions ends the sessions left open
         return self._loop_thread.run(make_coroutine)
 
     async def _request(self, method: str, path: str, payload: Any = None, *, idempotent: bool = True) -> dict[str, Any]:
@@ -173,11 +186,7 @@ class RemoteEnv(Env):
 
     async def _end_session(self, session_id: str) -> None:
         """DELETE a session this client lets go of (best effort, :data:`END_SESSION_TIMEOUT` at most)."""
-        try:
-            await arequest("DELETE", f"{self.url}/sessions/{session_id}", timeout=min(self.timeout, END_SESSION_TIMEOUT), retries=0,
-                           headers={"authorization": f"Bearer {self.token}"} if self.token else {}, client=self._client())
-        except CallFailed:
-            pass
+        await _delete_session(self.url, self.token, session_id, self._client(), min(self.timeout, END_SESSION_TIMEOUT))
 
     # --- the env API -----------------------------------------------------------------------------
 
@@ -186,8 +195,10 @@ class RemoteEnv(Env):
 
         Raises:
             RemoteEnvError: the server cannot be reached or refuses (a reset has no result to fall back on).
+            InvalidArgumentType: ``options`` holds a value JSON cannot carry to the server (a set, a numpy number).
         """
         super().reset(seed=seed)
+        _check_json("options", options)
         for attempt in range(2):
             if self._session_id is None:
                 self._session_id = await self._open_session()
@@ -207,11 +218,18 @@ class RemoteEnv(Env):
     async def astep(self, action: str) -> StepResult:
         """One step on the server; a failure is a truncation with ``info["error"]``, never an exception."""
         if self._session_id is None:
-            return "", 0.0, False, True, {"error": "no remote session: call reset() first (or the last one ended in an error)"}
+            return "", 0.0, False, True, {"error": "no remote session: call reset() first (or the last one ended in an error or was interrupted)"}
         if not isinstance(action, str):
             return "", 0.0, False, True, {"error": f"actions are text; got {type(action).__name__}"}
         try:
             data = await self._request("POST", f"/sessions/{self._session_id}/step", {"action": action}, idempotent=False)
+        except asyncio.CancelledError:
+            # Ctrl-C or a caller's timeout: the server may still apply the step, so this client no longer knows
+            # where the episode stands. End the session: the next step asks for a reset instead of going on out of step.
+            session_id, self._session_id = self._session_id, None
+            if session_id is not None:
+                await self._end_session(session_id)
+            raise
         except RemoteEnvError as error:
             if error.status is None or error.status == 404 or error.status >= 500:
                 # The session is gone or its env in an unknown state: let it go, and end it on the server
@@ -278,9 +296,80 @@ class RemoteEnv(Env):
                 pass
             self._loop_thread.stop()
             self._loop_thread = None
+            if self._finalizer is not None:
+                self._finalizer.detach()
+                self._finalizer = None
         elif self._session_id is not None:
             run_sync(self.aclose)
         super().close()
+
+
+class _Session:
+    """The server session a RemoteEnv holds, kept apart from the env so that its finalizer can end it."""
+
+    __slots__ = ("id",)
+
+    def __init__(self) -> None:
+        self.id: str | None = None
+
+
+async def _delete_session(url: str, token: str | None, session_id: str, client: Any, timeout: float) -> None:
+    """DELETE ``session_id`` (best effort). Retried once: a pooled connection the server dropped (after a 5xx,
+    say) fails the first attempt, and a DELETE is safe to repeat."""
+    try:
+        await arequest("DELETE", f"{url}/sessions/{session_id}", timeout=timeout, retries=1,
+                       headers={"authorization": f"Bearer {token}"} if token else {}, client=client)
+    except CallFailed:
+        pass
+
+
+def _release(loop_thread: LoopThread, session: _Session, clients: dict[int, tuple[asyncio.AbstractEventLoop, Any]],
+             url: str, token: str | None, pid: int) -> None:
+    """What a RemoteEnv collected without close() held: end its session, close its loop's connections, stop its
+    loop thread. Its finalizer, so it takes the env's parts, never the env."""
+    if os.getpid() != pid:  # a forked copy: the parent's session and thread are not its own
+        return
+
+    async def release() -> None:
+        session_id, session.id = session.id, None
+        entry = clients.pop(id(asyncio.get_running_loop()), None)
+        client = entry[1] if entry is not None else None
+        if session_id is not None:
+            await _delete_session(url, token, session_id, client, END_SESSION_TIMEOUT)
+        if client is not None:
+            await client.aclose()
+
+    if threading.current_thread() is loop_thread.thread:  # collected on its own loop: it cannot wait on itself
+        loop_thread.loop.create_task(release()).add_done_callback(lambda _: loop_thread.stop())
+        return
+    try:
+        loop_thread.run(release, timeout=END_SESSION_TIMEOUT + 1)
+    except Exception:  # best effort: the server reaps what is left after --idle-timeout
+        pass
+    loop_thread.stop()
+
+
+def _check_json(where: str, value: Any) -> None:
+    """Refuse what JSON cannot carry to the server, naming where it is: ``json`` would say only its type."""
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, (str, int, float, bool)) and key is not None:
+                raise InvalidArgumentType(
+                    f"RemoteEnv.reset: {where} has a key {key!r} of type {type(key).__name__}, which is not JSON; "
+                    "gem serve receives the options as JSON, whose keys are strings: use str keys."
+                )
+            _check_json(f"{where}[{key!r}]", item)
+        return
+    if isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            _check_json(f"{where}[{index}]", item)
+        return
+    raise InvalidArgumentType(
+        f"RemoteEnv.reset: {where} is of type {type(value).__name__}, which is not JSON; gem serve receives the options as "
+        "JSON: pass dicts, lists, str, int, float, bool or None (list(...) for a set, float(...) or int(...) for a numpy number)."
+    )
 
 
 #: RemoteEnvs that opened a session and were not closed: their sessions are ended at interpreter exit.

@@ -21,6 +21,9 @@ __all__ = ["run_sync", "LoopThread"]
 
 T = TypeVar("T")
 
+#: Seconds an interrupted :meth:`LoopThread.run` waits for its cancelled coroutine's cleanup.
+CANCEL_GRACE = 5.0
+
 
 def run_sync(make_coroutine: Callable[[], Coroutine[Any, Any, T] | Awaitable[T]]) -> T:
     """Run the coroutine ``make_coroutine()`` to completion, also when this thread already runs an event loop."""
@@ -49,12 +52,28 @@ class LoopThread:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
 
     def run(self, make_coroutine: Callable[[], Awaitable[T]], timeout: float | None = None) -> T:
-        """Run ``make_coroutine()`` on the loop and wait for its result (at most ``timeout`` seconds)."""
+        """Run ``make_coroutine()`` on the loop and wait for its result (at most ``timeout`` seconds).
+
+        A wait ended early (Ctrl-C, the timeout) cancels the coroutine: left running, it would finish unseen
+        (a remote step applied after the caller gave up on it). Its cleanup gets :data:`CANCEL_GRACE`
+        seconds to finish before the interruption reaches the caller.
+        """
+        started, finished = threading.Event(), threading.Event()
 
         async def call() -> T:
-            return await make_coroutine()
+            started.set()
+            try:
+                return await make_coroutine()
+            finally:
+                finished.set()
 
-        return self.submit(call()).result(timeout)
+        future = self.submit(call())
+        try:
+            return future.result(timeout)
+        except BaseException:
+            if future.cancel() and started.is_set():  # a coroutine cancelled before it started has nothing to clean up
+                finished.wait(CANCEL_GRACE)
+            raise
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the loop and close it once its thread has ended; safe to call twice. A thread still busy

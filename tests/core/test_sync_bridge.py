@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import threading
+
+import pytest
 
 from gem_core.transport.sync_bridge import LoopThread, run_sync
 
@@ -35,3 +39,30 @@ def test_a_loop_thread_keeps_one_loop_for_every_caller_and_stop_ends_it():
 
 async def _await(loops: LoopThread, make):
     return await asyncio.wrap_future(loops.submit(make()))
+
+
+def test_a_run_interrupted_by_ctrl_c_cancels_its_coroutine_and_lets_its_cleanup_finish():
+    loops = LoopThread("gem-test-loop")
+    events: list[str] = []
+
+    async def slow() -> None:
+        try:
+            await asyncio.sleep(5)
+            events.append("finished")
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.2)  # cleanup that awaits, as a remote env ending its session does
+            events.append("cleaned up")
+            raise
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # a shell's `&` job ignores SIGINT
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    try:
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            loops.run(slow)
+    finally:
+        timer.join()
+        signal.signal(signal.SIGINT, previous)
+    assert events == ["cleaned up"]  # not left running on the loop thread, to finish unseen later
+    loops.stop()
+    assert not loops.thread.is_alive()

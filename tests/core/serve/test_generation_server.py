@@ -114,6 +114,11 @@ def test_a_stream_sending_what_the_manifest_does_not_name_is_refused_and_must_re
     client.post("/start_weight_update", json={})
     unknown = client.post("/update_weights", json={"update_info": {**manifest, "names": ["nope"] + manifest["names"][1:]}})
     assert unknown.status_code == 400 and "'nope'" in unknown.json()["error"]["message"]
+    # A refused manifest closes the stream too (what the trainer sent beside it must not be read as the next update).
+    assert client.post("/update_weights", json={"update_info": manifest}).status_code == 409
+    sender.close()
+    sender = WeightSender()
+    join(client, sender)
     refused = []
 
     def send_a_stray_tensor():
@@ -129,6 +134,53 @@ def test_a_stream_sending_what_the_manifest_does_not_name_is_refused_and_must_re
     assert answer.status_code == 400 and "does not name" in answer.json()["error"]["message"]
     assert client.post("/update_weights", json={"update_info": manifest}).status_code == 409  # the stream is closed
     assert all(torch.equal(p, q) for p, q in zip(server.model.parameters(), before))
+    sender.close()
+
+
+def send_quietly(sender, named):
+    """Send in a thread, as a trainer does beside its HTTP call; a server that hung up just ends it."""
+
+    def send():
+        try:
+            sender.send(named)
+        except OSError:
+            pass
+
+    sending = threading.Thread(target=send)
+    sending.start()
+    return sending
+
+
+def test_a_manifest_whose_shape_or_dtype_differs_from_the_parameter_is_a_400_naming_it_and_the_stream_must_rejoin(served, tiny_tokenizer):
+    server, client = served
+    before = [p.clone() for p in server.model.parameters()]
+    new = make_model(tiny_tokenizer, seed=1)
+    named, manifest = weight_manifest(new)
+    name, shape = named[0][0], list(named[0][1].shape)
+    assert client.post("/pause").status_code == 200
+    for field, value, tensor, words in (
+        ("shapes", [3], torch.zeros(3), f"{name!r} has shape {shape}; the manifest says [3]"),
+        ("shapes", ["a"], named[0][1], f"{name!r} has shape {shape}; the manifest says ['a']"),
+        ("dtype_names", "int64", torch.zeros(shape, dtype=torch.int64), f"{name!r} is torch.float32; the manifest says 'int64'"),
+    ):
+        sender = WeightSender(timeout=30)
+        join(client, sender)
+        assert client.post("/start_weight_update", json={}).status_code == 200
+        sending = send_quietly(sender, [(name, tensor)])
+        answer = client.post("/update_weights", json={"update_info": {**manifest, field: [value] + manifest[field][1:]}})
+        sending.join(30)
+        message = answer.json()["error"]["message"]
+        assert answer.status_code == 400 and words in message and "call /init_weight_transfer_engine again" in message, answer.text
+        # Closed: what the trainer sent for the refused update is never read as the next one.
+        assert client.post("/update_weights", json={"update_info": manifest}).status_code == 409
+        sender.close()
+    assert all(torch.equal(p, q) for p, q in zip(server.model.parameters(), before, strict=True))
+    sender = WeightSender(timeout=30)
+    join(client, sender)
+    sending = send_quietly(sender, named)
+    assert client.post("/update_weights", json={"update_info": manifest}).status_code == 200
+    sending.join(30)
+    assert all(torch.equal(p, q) for p, q in zip(server.model.parameters(), new.parameters(), strict=True))
     sender.close()
 
 

@@ -199,6 +199,42 @@ def test_bad_input_names_the_env_and_the_fix(monkeypatch):
         skyrl_gym.envs.registration.deregister("test_needs_network")
 
 
+ROW = {"prompt": QUESTION, "reward_spec": {"ground_truth": "72"}}
+
+
+def test_a_malformed_task_file_is_refused_naming_the_file_and_line(tmp_path):
+    jsonl = tmp_path / "tasks.jsonl"
+    jsonl.write_text(json.dumps(ROW) + "\n\n{\"prompt\": oops}\n")
+    with pytest.raises(SkyRLTaskError, match=rf"skyrl: {jsonl}:3: not JSON \(Expecting value, column 12\)"):
+        make("skyrl:gsm8k", data_file=str(jsonl))
+    listed = tmp_path / "tasks.json"
+    listed.write_text("[\n" + json.dumps(ROW) + ",\n]\n")
+    with pytest.raises(SkyRLTaskError, match=rf"skyrl: {listed}:3: not JSON"):
+        make("skyrl:gsm8k", data_file=str(listed))
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff")
+    with pytest.raises(SkyRLTaskError, match=rf"skyrl: {binary} is not UTF-8 text"):
+        make("skyrl:gsm8k", data_file=str(binary))
+
+
+def test_task_rows_and_options_of_the_wrong_type_are_refused_naming_them():
+    from gem_core.errors import InvalidArgumentType
+
+    with pytest.raises(SkyRLTaskError, match=r"skyrl:gsm8k: rows\[1\] is a str, not a task row"):
+        make("skyrl:gsm8k", rows=[ROW, "a"])
+    env = make("skyrl:gsm8k", rows=[ROW, ROW])
+    with pytest.raises(InvalidArgumentType, match=r"skyrl:gsm8k: options\['index'\] must be an integer.*got 'x'"):
+        env.reset(options={"index": "x"})
+    assert env.reset(options={"index": 3})[1]["task_index"] == 1  # wraps around, as before
+
+
+def test_a_gem_env_whose_row_gives_a_max_turns_that_is_not_an_integer_is_refused_naming_it():
+    register_gem_envs("game:GuessTheNumber-v0")
+    with pytest.raises(SkyRLTaskError, match=r"game:GuessTheNumber-v0: the row's max_turns must be an integer, got 'abc'"):
+        skyrl_gym.make("game:GuessTheNumber-v0", env_config={}, extras={"max_turns": "abc"})
+    assert skyrl_gym.make("game:GuessTheNumber-v0", env_config={}, extras={"max_turns": 3}).max_turns == 3
+
+
 def test_an_env_that_raises_mid_step_ends_its_episode_only():
     from skyrl_gym.envs.gsm8k.env import GSM8kEnv
 

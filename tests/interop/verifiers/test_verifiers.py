@@ -413,3 +413,47 @@ def test_a_multi_turn_gem_env_plays_in_verifiers_own_rollout_through_gem_s_harne
         # The model saw GEM's observations as its user turns.
         seen = [r["messages"][-1]["content"] for r in scripted_openai_server["requests"][before + 1:]]
         assert seen == observations
+
+
+EMPTY = 'import verifiers.v1 as vf\n\n\nclass EmptyTaskset(vf.Taskset[vf.Task]):\n    def load(self):\n        return iter(())\n\n\n__all__ = ["EmptyTaskset"]\n'
+SILENT_HARNESS = '"""A harness that never calls the model (a hung agent)."""\nimport asyncio\n\nfrom verifiers.v1.configs.harness import HarnessConfig\nfrom verifiers.v1.harness import Harness\n\n\nclass SilentConfig(HarnessConfig):\n    pass\n\n\nclass SilentHarness(Harness[SilentConfig]):\n    APPENDS_SYSTEM_PROMPT = True\n    EXECUTES_CODE = False\n    NEEDS_CONTAINER = False\n\n    async def launch(self, ctx, trace, runtime, endpoint, secret, mcp_urls, data, tool_interception_url=None):\n        await asyncio.sleep(3600)\n\n\n__all__ = ["SilentHarness"]\n'
+
+
+def relay_threads():
+    import threading
+
+    return [t for t in threading.enumerate() if t.name == "gem-verifiers-relay"]
+
+
+def test_a_harness_env_whose_construction_fails_leaves_no_relay_server_behind(multi_turn_modules):
+    (multi_turn_modules / "gem_test_empty.py").write_text(EMPTY)
+    before = len(relay_threads())
+    for _ in range(2):
+        with pytest.raises(UnknownVerifiersModule, match="yields no tasks"):
+            make("verifiers:gem_test_empty", harness="gem_test_retry_harness")
+    assert len(relay_threads()) == before
+
+
+def test_a_step_after_a_failed_harness_reset_is_a_truncation_that_says_to_reset(multi_turn_modules):
+    from gem_core.interop.verifiers_relay import RelayError
+
+    (multi_turn_modules / "gem_test_silent_harness.py").write_text(SILENT_HARNESS)
+    env = make("verifiers:gem_test_quiz", harness="gem_test_silent_harness", relay_timeout=0.5)
+    try:
+        with pytest.raises(RelayError, match="made no model call"):
+            env.reset(seed=0)
+        observation, reward, terminated, truncated, info = env.step("42")
+        assert (observation, reward, terminated, truncated) == ("", 0.0, False, True)
+        assert "call reset() first" in info["error"], info
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("index", ["x", None, [1], float("nan")])
+def test_a_task_index_that_is_not_an_integer_is_refused_naming_the_option(modules, index):
+    from gem_core.errors import InvalidArgumentType
+
+    env = make("verifiers:gem_test_sum")
+    with pytest.raises(InvalidArgumentType, match=r"verifiers:gem_test_sum: options\['index'\] must be an integer"):
+        env.reset(options={"index": index})
+    assert env.reset(options={"index": 4})[1]["task_index"] == 1  # wraps around the 3 tasks, as before
