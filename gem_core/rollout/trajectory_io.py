@@ -316,9 +316,7 @@ def write_trajectories(
     """
     path = Path(path)
     if not append:
-        if path.exists() and not path.is_file():  # /dev/stdout, a FIFO: written through (a link to a file is followed)
-            return _write_records(path, "w", trajectories, env_kwargs)
-        with atomic_path(path) as partial:
+        with atomic_path(path) as partial:  # /dev/stdout or a FIFO is written through
             return _write_records(partial, "w", trajectories, env_kwargs)
     path.parent.mkdir(parents=True, exist_ok=True)
     size = path.stat().st_size if path.is_file() else None

@@ -114,3 +114,28 @@ def test_a_link_to_nothing_yet_makes_the_file_it_names(tmp_path):
     with atomic_path(link) as partial:
         partial.write_text("{}")
     assert link.is_symlink() and target.read_text() == "{}"
+
+
+def test_a_device_or_fifo_as_the_target_is_written_through_not_replaced(tmp_path):
+    """The rename replaced a device with a regular file: as root, ``--out /dev/null`` broke /dev/null for the whole
+    machine. A private device node and a FIFO stand in for it here."""
+    import stat
+    import threading
+
+    if os.geteuid() != 0:
+        pytest.skip("making a device node needs root")
+    null = tmp_path / "null"
+    os.mknod(null, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    with atomic_path(null) as partial:
+        partial.write_text("rows\n")
+    assert stat.S_ISCHR(null.stat().st_mode)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    read = []
+    reader = threading.Thread(target=lambda: read.append(fifo.read_text()), daemon=True)  # a replaced FIFO has no writer
+    reader.start()
+    with atomic_path(fifo) as partial:
+        partial.write_text("rows\n")
+    reader.join(timeout=30)
+    assert read == ["rows\n"] and stat.S_ISFIFO(fifo.stat().st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo", "null"]
