@@ -158,6 +158,8 @@ _FIELD_RULES = {
     "record_env_states": _flag,
 }
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(EpisodeOptions)}
+#: Frozen, so shared: each session read its own copy every turn, a cache line more per turn with hundreds in flight.
+_DEFAULT_OPTIONS = EpisodeOptions()
 
 
 def episode_options(options: EpisodeOptions | None, owner: str, **keywords: Any) -> EpisodeOptions:
@@ -174,6 +176,8 @@ def episode_options(options: EpisodeOptions | None, owner: str, **keywords: Any)
         raise InvalidArgumentType(f"{owner}: {', '.join(sorted(unknown))} is not an episode option; the options are {', '.join(_DEFAULTS)}.")
     given = {name: value for name, value in keywords.items() if value is not _DEFAULTS[name] and value != _DEFAULTS[name]}
     if options is None:
+        if not given:  # one object for every episode with the defaults, as when a driver passes its options down
+            return _DEFAULT_OPTIONS
         try:
             return EpisodeOptions(**given)
         except InvalidArgument as exc:  # the same rule, named after the call the user made
