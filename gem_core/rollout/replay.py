@@ -165,10 +165,11 @@ def _env_for(path: str, episode: int, record: dict[str, Any], env_id: str, env_i
     file's when a file may choose them; ValueError naming the field otherwise."""
     if env_id_override is not None:
         env_id = env_id_override
-    elif env_id.startswith("remote:"):
+    elif env_id.startswith(("remote:", "verifiers:")):  # a server to connect to, a module to import
         raise InvalidArgument(
-            f"{path}: episode {episode} has env_id {env_id!r}: a file never chooses where the replay connects; "
-            "if you trust that server, give the id yourself with --env-id (or a local id to replay here)."
+            f"{path}: episode {episode} has env_id {env_id!r}: a file never chooses where the replay connects or what "
+            "it imports; if you trust that server or module, give the id yourself with --env-id (or a local id to "
+            "replay here)."
         )
     if env_kwargs_override is not None:
         return env_id, env_kwargs_override

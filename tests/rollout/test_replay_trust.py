@@ -63,6 +63,18 @@ def test_gem_replay_refuses_a_remote_env_id_from_the_file_and_sends_nothing(tmp_
     assert "Traceback" not in done.stderr
 
 
+def test_gem_replay_refuses_a_verifiers_env_id_from_the_file_and_imports_nothing(tmp_path):
+    """``verifiers:<module>`` imports the module it names, and ``python -m`` puts the working folder first on the
+    path: a shared folder holding the file and an ``evil.py`` ran that code (where verifiers is installed)."""
+    marker = tmp_path / "MARKER"
+    (tmp_path / "evil.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    stored = _write(tmp_path / "shared.jsonl", env_id="verifiers:evil", actions=["\\boxed{5}"])
+    done = _gem("replay", str(stored), cwd=tmp_path)
+    assert not marker.exists(), "the module the file named was imported"
+    assert done.returncode == 2 and "env_id" in done.stderr and "--env-id" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
 @pytest.mark.parametrize(
     ("env_kwargs", "field"),
     [
