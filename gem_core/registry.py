@@ -27,7 +27,8 @@ from typing import Any
 from gem_core.env import Env
 from gem_core.errors import DependencyNotInstalled, GemError, InvalidArgument, InvalidArgumentType
 
-__all__ = ["EnvSpec", "register", "aliases", "make", "spec", "list_envs", "UnknownEnvError", "EnvUnavailableError", "ENV_ID_PATTERN", "REMOTE_PREFIX", "parse_remote_id"]
+__all__ = ["EnvSpec", "register", "aliases", "make", "spec", "list_envs", "UnknownEnvError", "EnvUnavailableError", "ENV_ID_PATTERN", "REMOTE_PREFIX", "parse_remote_id",
+           "needs_trust"]
 
 REMOTE_PREFIX = "remote:"
 """Ids of envs served by ``gem serve`` elsewhere: ``remote:http://HOST:PORT/category:Name`` (:func:`parse_remote_id`)."""
@@ -323,6 +324,16 @@ INTEROP_PREFIXES: dict[str, tuple[str, str, str]] = {
     "skyrl:": ("gem_core.interop.skyrl:SkyRLEnv", "skyrl_id", "skyrl"),
     "verifiers:": ("gem_core.interop.verifiers:VerifiersEnv", "module", "verifiers"),
 }
+
+
+def needs_trust(id: str) -> bool:
+    """Whether ``id`` makes GEM connect to a server (``remote:``) or import the module it names (``verifiers:``).
+
+    A file (a trajectory to replay, a run's settings to resume or re-score) never chooses such an id: the user
+    gives it. ``python -m`` puts the working folder first on the path, so a shared folder holding a file that named
+    ``verifiers:evil`` and an ``evil.py`` ran that code.
+    """
+    return id.startswith((REMOTE_PREFIX, "verifiers:"))
 
 
 def _interop_spec(id: str) -> EnvSpec | None:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from gem_core.cli.options import folder_problem, run_until_pipe_closes
 from gem_core.eval.bounds import BACKEND_BOUNDS, MAX_PLANNED_EPISODES, SETTING_BOUNDS, base_url_problem, setting_problem
 from gem_core.eval.config import existing_run
+from gem_core.registry import needs_trust
 from gem_core.settings import environment_value
 from gem_core.transport.url_secrets import redact_user_info
 
@@ -173,10 +174,11 @@ def file_choice_refused(args: argparse.Namespace, header: RunHeader) -> str | No
         return (f"--resume: that run loaded the model {header.model!r:.200} in-process ({header.path}); loading a model "
                 "can run code, so its path is never taken from a run file: give --model yourself.")
     if not args.env_ids:
-        remote = next((env_id for env_id in header.env_ids if env_id.startswith("remote:")), None)
-        if remote is not None:
-            return (f"--resume: {header.path} lists the env {remote!r:.200}; a remote: env id sends the run's traffic "
-                    "to a server, so it is never taken from a run file: give each --env of the run yourself.")
+        trusted = next((env_id for env_id in header.env_ids if needs_trust(env_id)), None)
+        if trusted is not None:
+            return (f"--resume: {header.path} lists the env {trusted!r:.200}; a remote: or verifiers: env id sends the run's "
+                    "traffic to a server or imports a module, so it is never taken from a run file: give each --env of the "
+                    "run yourself.")
     return None
 
 
@@ -262,7 +264,7 @@ def resume_command(args: argparse.Namespace, out_dir: Path) -> str:
         argv += ["--base-url", str(args.base_url)]
     else:
         argv += ["--model", str(args.model)]
-    if any(env_id.startswith("remote:") for env_id in args.env_ids):
+    if any(needs_trust(env_id) for env_id in args.env_ids):
         for env_id in args.env_ids:
             argv += ["--env", env_id]
     for flag in ("judge_url", "judge_model", "judge_rubric"):
@@ -543,10 +545,10 @@ def _rescore(args: argparse.Namespace, console: Any) -> int:
         return 2
     try:
         report = load_run(source)
-        remote = next((e for e in report.env_ids if e.startswith("remote:") and e not in args.env_ids), None)
-        if remote is not None:
-            _fail(f"--rescore: the run lists the env {remote!r:.200}; a remote: env id sends traffic to a server, so it "
-                  "is never taken from a run file: give it with --env yourself if you trust it.")
+        trusted = next((e for e in report.env_ids if needs_trust(e) and e not in args.env_ids), None)
+        if trusted is not None:
+            _fail(f"--rescore: the run lists the env {trusted!r:.200}; a remote: or verifiers: env id sends traffic to a "
+                  "server or imports a module, so it is never taken from a run file: give it with --env yourself if you trust it.")
             return 2
         rescored = rescore_report(report, source=source)
     except (OSError, ValueError, KeyError) as exc:  # no run there, a bad file, an env id no longer registered

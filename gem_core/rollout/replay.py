@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gem_core.errors import InvalidArgument
+from gem_core.registry import needs_trust
 from gem_core.rollout.trajectory import TokenTrajectory
 from gem_core.rollout.trajectory_io import read_records, trajectory_from_record
 
@@ -165,7 +166,7 @@ def _env_for(path: str, episode: int, record: dict[str, Any], env_id: str, env_i
     file's when a file may choose them; ValueError naming the field otherwise."""
     if env_id_override is not None:
         env_id = env_id_override
-    elif env_id.startswith(("remote:", "verifiers:")):  # a server to connect to, a module to import
+    elif needs_trust(env_id):
         raise InvalidArgument(
             f"{path}: episode {episode} has env_id {env_id!r}: a file never chooses where the replay connects or what "
             "it imports; if you trust that server or module, give the id yourself with --env-id (or a local id to "

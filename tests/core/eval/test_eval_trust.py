@@ -76,6 +76,33 @@ def test_resume_refuses_a_remote_env_id_from_run_json(tmp_path, binary_search):
     assert done.returncode == 2 and "--env" in done.stderr and "remote:" in done.stderr, done.stderr
 
 
+def _planted_module(folder):
+    """An ``evil.py`` in the folder the command runs in (``python -m`` puts it first on the path) and its marker."""
+    marker = folder / "MARKER"
+    (folder / "evil.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    return marker
+
+
+def test_resume_refuses_a_verifiers_env_id_from_run_json(tmp_path):
+    """verifiers:<module> imports the module it names: a run file naming verifiers:evil beside an evil.py ran it."""
+    marker = _planted_module(tmp_path)
+    run = _run_json(tmp_path / "run", base_url="http://127.0.0.1:1/v1", env_ids=["verifiers:evil"])
+    done = _gem_eval("--resume", str(run), "--base-url", "http://127.0.0.1:1/v1", *QUIET, cwd=tmp_path)
+    assert not marker.exists()
+    assert done.returncode == 2 and "--env" in done.stderr and "verifiers:" in done.stderr, done.stderr
+
+
+def test_rescore_refuses_a_verifiers_env_id_from_the_run(tmp_path):
+    marker = _planted_module(tmp_path)
+    run = _run_json(tmp_path / "run", env_ids=["verifiers:evil"], base_url="http://127.0.0.1:1/v1")
+    record = {"env_id": "verifiers:evil", "seed": 0, "sample": 0, "rewards": [0.0], "transcript": [
+        {"role": "user", "content": "guess"}, {"role": "assistant", "content": "\\boxed{5}"}]}
+    (run / "episodes.jsonl").write_text(json.dumps(record) + "\n")
+    done = _gem_eval("--rescore", str(run), *QUIET, cwd=tmp_path)
+    assert not marker.exists()
+    assert done.returncode == 2 and "verifiers:" in done.stderr and "--env" in done.stderr, done.stderr
+
+
 def test_resume_of_an_in_process_run_loads_no_model_path_from_run_json(tmp_path):
     marker_dir = tmp_path / "planted-model"  # what a tampered file would point at
     run = _run_json(tmp_path / "run", backend="transformers", model=str(marker_dir))
