@@ -254,6 +254,8 @@ class EpisodeSession:
         # episode ends, a tuple of numbers is untracked by the garbage collector at its first pass, where a list is moved on
         # to the oldest generation, and each object there brings the next full collection nearer (issue 46).
         self._turn_logprobs: list[tuple[float, ...] | None] = []
+        # Up to the last turn a versioned policy sampled: the unversioned turns after it are not appended (None), so an
+        # episode no versioned policy plays never touches this list, one cold cache line less per turn (issue 46).
         self._turn_versions: list[tuple[int, ...] | None] = []
         self._rewards: list[float] = []
         self._observations: list[str] = []
@@ -534,7 +536,9 @@ class EpisodeSession:
         self._ids += ids
         self._turn_spans.append((start, start + len(ids)))
         self._turn_logprobs.append(lps)
-        self._turn_versions.append(versions)
+        if versions is not None:  # see _new_books: an unversioned turn's None is left out at the end
+            self._turn_versions += [None] * (len(self._turn_spans) - 1 - len(self._turn_versions))
+            self._turn_versions.append(versions)
         if not closed:
             self._ids += self.chat_template.close_turn_ids()
         self._actions.append(action_text)
@@ -684,7 +688,7 @@ class EpisodeSession:
         versions: list[int] = []
         if any(self._turn_versions) and any(tags and max(tags) >= 0 for tags in self._turn_versions):
             versions = [-1] * n
-            for (start, end), tags in zip(self._turn_spans, self._turn_versions, strict=True):
+            for (start, end), tags in zip(self._turn_spans, self._turn_versions, strict=False):  # shorter: the rest are None
                 if tags is not None:
                     versions[start:end] = tags
         return loss_mask, logprobs, versions, num_sampled

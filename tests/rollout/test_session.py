@@ -250,6 +250,7 @@ async def test_per_token_columns_of_turns_with_and_without_logprobs_and_versions
     first = await session.step(action, logprobs=[-0.5] * len(action), versions=3)
     assert session.trajectory().token_versions == [3] * len(action) + [-1] * len(first.observation_ids)
     second = await session.step(action)
+    assert session.trajectory().token_versions == [3] * len(action) + [-1] * (len(first.observation_ids) + len(action) + len(second.observation_ids))
     third = await session.step(cut, logprobs=[-0.25] * len(cut), finish_reason="length", versions=list(range(len(cut))))
     assert third.done
     traj = session.trajectory()
