@@ -120,6 +120,9 @@ def env_kwargs_option(text: str, option: str = "--env-kwargs") -> dict[str, Any]
         env_kwargs = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InvalidArgument(f"{option} is not JSON ({exc}): it must be a JSON object, {example}") from None
+    except (ValueError, RecursionError) as exc:  # a number past Python's 4300-digit int limit, or nesting past the stack
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).partition(":")[0]
+        raise InvalidArgument(f"{option} is not JSON ({reason}): it must be a JSON object, {example}") from None
     if not isinstance(env_kwargs, dict):
         raise InvalidArgument(f"{option} must be a JSON object, got {text!r}; {example}")
     return env_kwargs

@@ -14,16 +14,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import sqlite3
 import threading
 from collections import OrderedDict
 from pathlib import Path
 
+from gem_core.env import warn_once
 from gem_core.errors import GemError
 from gem_core.judge.verdict import MAX_VERDICT_CHARS
 
 __all__ = ["CacheUnusable", "VerdictCache", "verdict_key"]
+
+logger = logging.getLogger("gem.judge")
 
 
 def verdict_key(model: str, rubric_digest: str, prompt_version: str, task: str, reference: str | None, answer: str) -> str:
@@ -33,8 +37,8 @@ def verdict_key(model: str, rubric_digest: str, prompt_version: str, task: str, 
 
 
 class CacheUnusable(GemError, OSError):
-    """The ``--judge-cache`` path cannot hold the verdict cache (a folder, not SQLite, its folder missing,
-    not writable); the message names the path and the fix."""
+    """The ``--judge-cache`` path cannot hold the verdict cache (a folder, not SQLite, another table named
+    ``verdicts``, corrupt, its folder missing, not writable); the message names the path and the fix."""
 
 
 class VerdictCache:
@@ -74,8 +78,8 @@ class VerdictCache:
         nothing is held across a fork.
 
         Raises:
-            CacheUnusable: (an ``OSError``, naming the path and the fix) the path is a folder, not SQLite, or in a
-                folder that does not exist.
+            CacheUnusable: (an ``OSError``, naming the path and the fix) the path is a folder, not SQLite, a
+                database whose ``verdicts`` table is not this cache's, a corrupt one, or in a folder that does not exist.
         """
         if self.path is None:
             return
@@ -87,21 +91,41 @@ class VerdictCache:
             if self._db is not None:
                 return
             try:
-                self._connection()
+                self._readable(self._connection())
             finally:
                 if self._db is not None:
                     self._db.close()
                     self._db = None
 
+    def _readable(self, db: sqlite3.Connection) -> None:
+        """A file that opens as SQLite may still fail every lookup (another program's ``verdicts`` table, damaged
+        pages): each judgement would then be a reward of 0 and the judge never asked, so it is refused here."""
+        try:
+            db.execute("SELECT key, model, reply FROM verdicts LIMIT 1").fetchall()
+            problems = [row[0] for row in db.execute("PRAGMA quick_check").fetchall()]
+        except sqlite3.Error as exc:
+            raise CacheUnusable(self._unusable(exc)) from None
+        if problems != ["ok"]:
+            raise CacheUnusable(self._unusable(sqlite3.DatabaseError(f"database disk image is malformed: {problems[0]}")))
+
+    def _failed(self, exc: BaseException) -> None:
+        # A cache is a saving, never a source of rewards: a file that breaks mid-run costs judge calls instead.
+        warn_once(logger, ("judge-cache", self.path), "--judge-cache %s: %s; every verdict it cannot read or store is asked of the "
+                  "judge (further errors of this cache are not logged)", self.path, exc)
+
     def get(self, key: str) -> str | None:
-        """The raw reply stored under ``key``, or None."""
+        """The raw reply stored under ``key``, or None (also when the file fails mid-run: the judge is asked instead)."""
         with self._lock:
             if self.path is None:
                 reply = self._memory.get(key)
                 if reply is not None:
                     self._memory.move_to_end(key)
             else:
-                row = self._connection().execute("SELECT reply FROM verdicts WHERE key = ?", (key,)).fetchone()
+                try:
+                    row = self._connection().execute("SELECT reply FROM verdicts WHERE key = ?", (key,)).fetchone()
+                except (sqlite3.Error, CacheUnusable) as exc:
+                    self._failed(exc)
+                    row = None
                 reply = row[0] if row and isinstance(row[0], str) and len(row[0]) <= MAX_VERDICT_CHARS else None
             if reply is None:
                 self.misses += 1
@@ -110,7 +134,7 @@ class VerdictCache:
             return reply
 
     def put(self, key: str, model: str, reply: str) -> None:
-        """Store ``reply`` (a reply that parsed as a verdict) under ``key``."""
+        """Store ``reply`` (a reply that parsed as a verdict) under ``key``; a file that fails mid-run skips it (logged once)."""
         if len(reply) > MAX_VERDICT_CHARS:
             return
         with self._lock:
@@ -120,7 +144,10 @@ class VerdictCache:
                 while len(self._memory) > self.max_entries:
                     self._memory.popitem(last=False)
             else:
-                self._connection().execute("INSERT OR REPLACE INTO verdicts (key, model, reply) VALUES (?, ?, ?)", (key, model, reply))
+                try:
+                    self._connection().execute("INSERT OR REPLACE INTO verdicts (key, model, reply) VALUES (?, ?, ?)", (key, model, reply))
+                except (sqlite3.Error, CacheUnusable) as exc:
+                    self._failed(exc)
 
     def __len__(self) -> int:
         with self._lock:

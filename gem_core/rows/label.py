@@ -16,9 +16,32 @@ from typing import Any
 from gem_core.errors import GemError
 from gem_core.registry import spec as env_spec
 
-__all__ = ["EnvKwargsError", "EpisodeLabel", "LabelError", "make_label_env", "parse_label"]
+__all__ = ["MAX_SEED", "EnvKwargsError", "EpisodeLabel", "LabelError", "make_label_env", "parse_label"]
 
 _DATASET_HINT = "Build the dataset with your framework adapter's make_dataset (see the README)."
+
+MAX_SEED = 2**63 - 1
+"""The largest seed a label (and a row built by :func:`gem_core.rows.rows.episode_rows`) may carry: parquet and
+Arrow store the seed column as a signed 64-bit integer."""
+
+
+def _not_json(err: ValueError | RecursionError) -> str:
+    """Why ``json.loads`` refused text, in words that fit a dataset row: a number past Python's 4300-digit
+    limit on int conversion, or nesting past the interpreter's stack."""
+    if isinstance(err, json.JSONDecodeError):
+        return str(err)
+    if isinstance(err, RecursionError):
+        return "nested too deeply"
+    return str(err).partition(":")[0]
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)`` cut short; an int over 4300 digits has no repr at all (Python refuses to convert it)."""
+    try:
+        text = repr(value)
+    except ValueError:
+        return "a value holding a number over 4300 digits"
+    return text if len(text) <= 200 else text[:200] + "..."
 
 
 class LabelError(GemError, ValueError):
@@ -44,31 +67,37 @@ def parse_label(label: str | Mapping[str, Any], *, fix_hint: str = _DATASET_HINT
     ``fix_hint`` ends every error message: the adapter's own instruction for building the dataset.
 
     Raises:
-        LabelError: the label is not JSON, lacks ``env_id`` or ``seed``, or names an unknown env.
+        LabelError: the label is not JSON, lacks ``env_id`` or ``seed``, has a seed outside 0 to :data:`MAX_SEED`,
+            or names an unknown env.
     """
     if isinstance(label, str):
+        text = label
         try:
-            label = json.loads(label)
-        except json.JSONDecodeError as err:
-            raise LabelError(f"Dataset label {err.doc[:80]!r} is not JSON ({err}). {fix_hint}") from None
+            label = json.loads(text)
+        except (ValueError, RecursionError) as err:
+            raise LabelError(f"Dataset label {text[:80]!r} is not JSON ({_not_json(err)}). {fix_hint}") from None
     if not isinstance(label, Mapping):
         raise LabelError(f"Dataset label must be a JSON object, got {type(label).__name__}. {fix_hint}")
     missing = [key for key in ("env_id", "seed") if key not in label]
     if missing:
         raise LabelError(
-            f"Dataset label {dict(label)!r} has no {' or '.join(repr(k) for k in missing)}: every row needs the env id "
+            f"Dataset label {_shown(dict(label))} has no {' or '.join(repr(k) for k in missing)}: every row needs the env id "
             f"and the seed that fixes its episode. {fix_hint}"
         )
     env_id, seed, env_kwargs = label["env_id"], label["seed"], label.get("env_kwargs") or {}
     if isinstance(env_kwargs, str):  # a column that stores them as JSON text (their keys vary by env)
         try:
             env_kwargs = json.loads(env_kwargs)
-        except json.JSONDecodeError as err:
-            raise LabelError(f"Dataset label env_kwargs {env_kwargs[:80]!r} is not JSON ({err}). {fix_hint}") from None
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise LabelError(f"Dataset label seed must be an integer, got {seed!r}. {fix_hint}")
+        except (ValueError, RecursionError) as err:
+            raise LabelError(f"Dataset label env_kwargs {env_kwargs[:80]!r} is not JSON ({_not_json(err)}). {fix_hint}") from None
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= MAX_SEED:  # gymnasium refuses a negative seed at reset
+        raise LabelError(
+            f"Dataset label seed must be an integer from 0 to {MAX_SEED} (a dataset column holds 64-bit seeds), got {_shown(seed)}. {fix_hint}"
+        )
+    if not isinstance(env_id, str):  # the registry's own error would not say how to fix the dataset
+        raise LabelError(f"Dataset label env_id must be a registered env id such as 'game:Wordle-v0', got {_shown(env_id)}. {fix_hint}")
     if not isinstance(env_kwargs, Mapping):
-        raise LabelError(f"Dataset label env_kwargs must be a JSON object, got {env_kwargs!r}.")
+        raise LabelError(f"Dataset label env_kwargs must be a JSON object, got {_shown(env_kwargs)}.")
     try:
         env_spec(env_id)
     except KeyError as err:  # UnknownEnvError names the closest ids

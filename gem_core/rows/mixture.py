@@ -132,6 +132,8 @@ def mixture_draws(weights: Mapping[str, float], n: int, seed: int) -> Iterator[s
     """
     ids = list(weights)
     p = np.array([weights[i] for i in ids], dtype=float)
+    if not math.isfinite(sum(p.tolist())):  # finite weights whose sum overflows (1e308 twice): the same ratio, scaled down
+        p = p / p.max()
     rng = np.random.default_rng(np.random.SeedSequence(_seed_entropy(seed), spawn_key=(0x6D6978,)))
     for index in rng.choice(len(ids), size=n, p=p / p.sum()):
         yield ids[int(index)]

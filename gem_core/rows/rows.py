@@ -17,13 +17,10 @@ from typing import Any
 
 from gem_core.errors import InvalidArgument
 from gem_core.rollout.options import check_episode_options
-from gem_core.rows.label import EpisodeLabel, LabelError, make_label_env, parse_label
+from gem_core.rows.label import MAX_SEED, EpisodeLabel, LabelError, make_label_env, parse_label
 from gem_core.rows.mixture import env_weights, mixture_draws
 
 __all__ = ["EpisodeRow", "episode_rows", "refuse_system_prompt"]
-
-#: The largest seed a row may carry: parquet and Arrow store the seed column as a signed 64-bit integer.
-MAX_SEED = 2**63 - 1
 
 
 @dataclass(frozen=True)

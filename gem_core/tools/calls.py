@@ -64,6 +64,12 @@ def _depth_error(what: str = "tool call") -> str:
     return f"{what} is nested more than {MAX_CALL_DEPTH} levels deep"
 
 
+def _json_problem(exc: BaseException) -> str:
+    """The part of a parse error the model can act on: Python's int-limit message goes on to name a
+    ``sys`` setting, which is no advice to a model."""
+    return str(exc).partition(":")[0] or type(exc).__name__
+
+
 def _load_call(text: str, span: tuple[int, int], arguments_key: str = "arguments") -> NativeCall:
     if nests_deeper_than(text, MAX_CALL_DEPTH):
         return NativeCall("", {}, span, _depth_error())
@@ -71,6 +77,8 @@ def _load_call(text: str, span: tuple[int, int], arguments_key: str = "arguments
         payload = json.loads(text)
     except json.JSONDecodeError as exc:
         return NativeCall("", {}, span, f"tool call is not valid JSON ({exc.msg} at char {exc.pos})")
+    except (ValueError, RecursionError) as exc:  # a number past Python's int digit limit; the depth cap stops recursion
+        return NativeCall("", {}, span, f"tool call is not valid JSON ({_json_problem(exc)})")
     if not isinstance(payload, dict) or not isinstance(payload.get("name"), str):
         return NativeCall("", {}, span, 'tool call must be a JSON object with a "name" string')
     arguments = payload.get(arguments_key, payload.get("arguments", payload.get("parameters", {})))
@@ -81,6 +89,8 @@ def _load_call(text: str, span: tuple[int, int], arguments_key: str = "arguments
             arguments = json.loads(arguments)
         except json.JSONDecodeError:
             pass
+        except (ValueError, RecursionError) as exc:
+            return NativeCall(payload["name"], {}, span, f'"{arguments_key}" is not valid JSON ({_json_problem(exc)})')
     if not isinstance(arguments, dict):
         return NativeCall(payload["name"], {}, span, f'"{arguments_key}" must be a JSON object')
     return NativeCall(payload["name"], arguments, span)
@@ -140,6 +150,8 @@ def _parse_mistral(action: str) -> list[NativeCall]:
         payload = json.loads(stripped)
     except json.JSONDecodeError as exc:
         return [NativeCall("", {}, span, f"tool call list is not valid JSON ({exc.msg})")] if start >= 0 else []
+    except (ValueError, RecursionError) as exc:
+        return [NativeCall("", {}, span, f"tool call list is not valid JSON ({_json_problem(exc)})")] if start >= 0 else []
     if not isinstance(payload, list) or not all(isinstance(c, dict) and "name" in c for c in payload):
         return [NativeCall("", {}, span, 'expected a JSON list of {"name", "arguments"} objects')] if start >= 0 else []
     return [_load_call(json.dumps(c), span) for c in payload]

@@ -9,6 +9,7 @@ checked, and the observation cut to ``max_chars``.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from gem_core.errors import InvalidArgument
@@ -45,6 +46,24 @@ def _clean_query(query: str) -> str:
     return query.encode("utf-8", "replace").decode("utf-8")
 
 
+def _check_url(url: object) -> None:
+    """A URL the HTTP client cannot use raises from every search (not the failed-search observation network
+    trouble gets), so it is refused when the tool is made."""
+    import httpx
+
+    example = "e.g. http://127.0.0.1:8000/retrieve"
+    if not isinstance(url, str):
+        raise InvalidArgument(f"SearchTool(url={url!r}): expected an http:// or https:// URL with a host, {example}.")
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise InvalidArgument(f"SearchTool(url={url!r}): not a URL ({exc}); {example}.") from None
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise InvalidArgument(f"SearchTool(url={url!r}): expected an http:// or https:// URL with a host, {example}.")
+    if parsed.port is not None and not 1 <= parsed.port <= 65535:
+        raise InvalidArgument(f"SearchTool(url={url!r}): the port must be 1 to 65535, got {parsed.port}; {example}.")
+
+
 class SearchTool:
     """Queries a retrieval server for every ``<search>...</search>`` block of an action.
 
@@ -58,7 +77,8 @@ class SearchTool:
         max_response_bytes: the largest server answer read; a larger one is a failed search.
 
     Raises:
-        InvalidArgument: if ``topk`` or ``max_chars`` is below 1.
+        InvalidArgument: if ``url`` is not an http(s) URL with a host (and a port from 1 to 65535), ``timeout``
+            is not a finite number of seconds above 0, or ``topk`` or ``max_chars`` is below 1.
     """
 
     name = "search"
@@ -76,6 +96,10 @@ class SearchTool:
     ):
         import httpx  # noqa: F401  (fail at setup, not at the first call, when the extra is missing)
 
+        _check_url(url)
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) or timeout <= 0:
+            # nan or inf would raise from every search, and 0 or less fail each one without an attempt
+            raise InvalidArgument(f"SearchTool(timeout={timeout!r}): expected a finite number of seconds above 0, e.g. timeout=5.")
         if topk < 1:
             raise InvalidArgument(f"SearchTool(topk={topk}): expected at least 1 passage per query.")
         if max_chars < 1:

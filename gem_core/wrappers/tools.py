@@ -134,7 +134,11 @@ class ToolUse(Wrapper):
     def find_calls(self, action: str) -> list[ToolCall]:
         """All tool calls in ``action`` in order of appearance; a call overlapping an earlier one is dropped."""
         if self.call_format is not None:
-            return [self._from_native(call) for call in parse_native_calls(self.call_format, action)]
+            try:
+                native = parse_native_calls(self.call_format, action)
+            except Exception as error:  # a parser that chokes on model text must not end a training run either
+                return [ToolCall("tool", None, (0, len(action)), error=f"the tool call could not be parsed ({type(error).__name__}: {error})")]
+            return [self._from_native(call) for call in native]
         calls = sorted((call for tool in self.tools.values() for call in tool.parse(action)), key=lambda c: c.span)
         kept: list[ToolCall] = []
         for call in calls:

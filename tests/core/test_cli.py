@@ -153,7 +153,7 @@ def test_play_names_the_seats_of_a_self_play_game(capsys):
     assert "choose one of x, o" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("env_kwargs", ["[1]", "{not json"])
+@pytest.mark.parametrize("env_kwargs", ["[1]", "{not json", "[" * 100_000, "{\"a\": " + "9" * 5000 + "}"])
 def test_replay_with_env_kwargs_that_are_no_json_object_exits_2_naming_the_option(tmp_path, capsys, env_kwargs):
     stored = tmp_path / "episodes.jsonl"
     stored.write_text("")

@@ -39,6 +39,14 @@ def test_a_mixture_is_an_interleaved_stream_not_blocks_and_is_the_same_for_the_s
     assert any(env_id == WORDLE for env_id in ids[:20]) and any(env_id == GUESS for env_id in ids[:20])
 
 
+def test_weights_whose_sum_overflows_draw_like_the_same_ratio_in_small_numbers():
+    """Each weight is finite, so each passes; only their sum is inf. Weights are relative: 1e308 and 1e308 are 1 and 1."""
+    huge = [r.label for r in episode_rows(parse_env_options([f"{GUESS}:1e308", f"{HANGMAN}:1e308"]), 200, with_messages=False)]
+    assert huge == [r.label for r in episode_rows({GUESS: 1, HANGMAN: 1}, 200, with_messages=False)]
+    skewed = Counter(r.label.env_id for r in episode_rows({GUESS: 1.5e308, WORDLE: 1.5e308, HANGMAN: 1e306}, 2000, with_messages=False))
+    assert skewed[HANGMAN] < 40 < min(skewed[GUESS], skewed[WORDLE])  # about 7 in 2000
+
+
 def test_each_env_ids_seeds_count_up_from_seed_start_within_the_rows_range():
     rows = list(episode_rows({GUESS: 2, WORDLE: 1}, 50, seed_start=1000, with_messages=False))
     assert [row.index for row in rows] == list(range(50))

@@ -1,4 +1,4 @@
-"""gem_core.cli.options' shared checks: folder_problem and the OneLineErrors parser the examples use."""
+"""gem_core.cli.options' shared checks: folder_problem, env_kwargs_option and the OneLineErrors parser the examples use."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gem_core.cli.options import OneLineErrors, folder_problem
+from gem_core.cli.options import OneLineErrors, env_kwargs_option, folder_problem
+from gem_core.errors import InvalidArgument
 
 
 class Parser(OneLineErrors, argparse.ArgumentParser):
@@ -97,3 +98,17 @@ def test_folder_problem_names_a_folder_the_user_cannot_write_in():
         assert _folder_problem_as_another_user(closed / "run" / "deeper") is None
     finally:
         shutil.rmtree(base)
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [("[" * 100_000, "nested too deeply"), ('{"max_turns": ' + "9" * 5000 + "}", "Exceeds the limit (4300 digits)")],
+    ids=["nested 100000 deep", "5000-digit number"],
+)
+def test_env_kwargs_python_cannot_read_are_refused_naming_the_option(text, reason):
+    """json.loads raises RecursionError or a bare ValueError for these, not its JSONDecodeError."""
+    with pytest.raises(InvalidArgument) as caught:
+        env_kwargs_option(text, "--env_kwargs")
+    message = str(caught.value)
+    assert message.startswith(f"--env_kwargs is not JSON ({reason}") and "e.g. --env_kwargs '{\"max_turns\": 8}'" in message
+    assert len(message) < 300

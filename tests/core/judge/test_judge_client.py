@@ -110,6 +110,28 @@ def test_a_tampered_cache_entry_is_judged_again(judge_server, tmp_path):
     assert not again.cached and again.reward == pytest.approx(0.2)
 
 
+def test_a_cache_spoiled_after_the_start_is_a_miss_and_the_judge_is_asked(judge_server, tmp_path, caplog):
+    """A cache file another process replaces mid-run costs judge calls, never rewards."""
+    import sqlite3
+
+    server = judge_server([{"kind": "rule"}])
+    path = tmp_path / "v.sqlite"
+    judge = make_judge(server, cache=str(path))
+    try:
+        first = judge.judge(TASK, "Canberra", rubric=RUBRIC, reference=REFERENCE)
+        with sqlite3.connect(path) as db:
+            db.execute("DROP TABLE verdicts")
+            db.execute("CREATE TABLE verdicts (key TEXT PRIMARY KEY, foo TEXT)")
+        db.close()
+        again = [judge.judge(TASK, "Canberra", rubric=RUBRIC, reference=REFERENCE) for _ in range(2)]
+    finally:
+        judge.close()
+    assert first.error is None and all(v.error is None and not v.cached and v.reward == first.reward for v in again)
+    assert server.stats()["requests"] == 3
+    warnings = [r.getMessage() for r in caplog.records if "no such column" in r.getMessage()]
+    assert len(warnings) == 1 and str(path) in warnings[0]
+
+
 def test_an_unreachable_judge_gives_zero_with_an_error(judge_server):
     server = judge_server([{"kind": "rule"}])
     url = server.url

@@ -144,6 +144,37 @@ def test_a_cache_that_cannot_work_is_refused_at_construction(tmp_path, which):
     assert not (tmp_path / "nope").exists()
 
 
+def _cache_of_another_schema(path) -> None:
+    import sqlite3
+
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE verdicts (key TEXT PRIMARY KEY, foo TEXT)")
+    db.close()
+
+
+def _cache_with_corrupt_pages(path) -> None:
+    import sqlite3
+
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE verdicts (key TEXT PRIMARY KEY, model TEXT NOT NULL, reply TEXT NOT NULL)")
+        db.executemany("INSERT INTO verdicts VALUES (?, ?, ?)", [(str(i), "m", "x" * 500) for i in range(200)])
+    db.close()
+    data = path.read_bytes()
+    path.write_bytes(data[:4096] + b"\xaa" * (len(data) - 4096))  # the header page stays, the pages after it do not
+
+
+@pytest.mark.parametrize(("spoil", "reason"), [(_cache_of_another_schema, "no such column"), (_cache_with_corrupt_pages, "malformed")],
+                         ids=["another verdicts table", "corrupt pages"])
+def test_a_sqlite_cache_that_is_no_verdict_cache_is_refused_at_construction(tmp_path, spoil, reason):
+    """Such a file opens as SQLite, but every lookup would fail: each judgement a reward of 0, the judge never asked."""
+    path = tmp_path / "v.sqlite"
+    spoil(path)
+    with pytest.raises(OSError) as caught:
+        Judge(DEAD, "j", cache=str(path))
+    message = str(caught.value)
+    assert f"--judge-cache {path}: cannot use it as the judge's verdict cache" in message and reason in message
+
+
 def test_gem_eval_refuses_a_bad_judge_cache_and_an_infinite_timeout_at_start(tmp_path, capsys):
     from gem_core.eval.cli import main as eval_main
 

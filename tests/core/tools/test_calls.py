@@ -1,5 +1,6 @@
-"""Native tool-call parsing (gem_core/tools/calls.py) on nested JSON: a call nested past the interpreter's
-stack is a malformed call (an error observation, the episode goes on), never a ``RecursionError``."""
+"""Native tool-call parsing (gem_core/tools/calls.py) on JSON Python cannot read: a call nested past the
+interpreter's stack, or holding a number over 4300 digits, is a malformed call (an error observation, the
+episode goes on), never a ``RecursionError`` or ``ValueError``."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from gem_core.tools.calls import MAX_CALL_DEPTH, parse_native_calls, response_template_parser
 from gem_core.tools.tool import SyncTool, ToolCall, ToolResult
-from gem_core.wrappers.tools import ToolUse
+from gem_core.wrappers.tools import ToolRewards, ToolUse
 
 from toy_env import AnswerEnv
 
@@ -95,3 +96,40 @@ def test_in_an_episode_a_deep_call_is_an_error_observation_and_the_episode_goes_
     observation, reward, terminated, truncated, info = env.step(call_in(call_format, '{"x": ' + nested(1000) + "}"))
     assert "call error" in observation and "nested" in observation and not (terminated or truncated)
     assert env.step("42")[1:3] == (1.0, True)
+
+
+# -- numbers past Python's 4300-digit limit on int(str) ------------------------------------------------
+
+HUGE = "9" * 5000  # json.loads refuses it with a ValueError that is not a JSONDecodeError
+
+
+@pytest.mark.parametrize("call_format", FORMATS)
+def test_a_number_over_4300_digits_is_a_malformed_call(call_format):
+    [call] = parse_native_calls(call_format, call_in(call_format, '{"x": ' + HUGE + "}"))
+    assert call.error and "not valid JSON" in call.error and "4300" in call.error and not call.arguments
+
+
+def test_arguments_sent_as_a_json_string_with_a_huge_number_are_a_malformed_call():
+    [call] = parse_native_calls("hermes", call_in("hermes", json.dumps('{"x": ' + HUGE + "}")))
+    assert call.name == "echo" and call.error and "4300" in call.error and not call.arguments
+
+
+@pytest.mark.parametrize("call_format", FORMATS)
+def test_in_an_episode_a_huge_number_is_an_error_observation_and_the_episode_goes_on(call_format):
+    env = ToolUse(AnswerEnv(), [EchoTool()], call_format=call_format, rewards=ToolRewards(per_error=-0.5))
+    env.reset(seed=0)
+    observation, reward, terminated, truncated, info = env.step(call_in(call_format, '{"x": ' + HUGE + "}"))
+    assert "call error" in observation and reward == -0.5 and not (terminated or truncated)
+    assert info["tool_calls"][0]["info"] == {"format_error": True}
+    assert env.step("42")[1:3] == (1.0, True)
+
+
+def test_a_custom_parser_that_raises_is_a_malformed_call_not_a_crash():
+    def parser(action: str):
+        raise ValueError("cannot read this")
+
+    env = ToolUse(AnswerEnv(), [EchoTool()], call_format=parser)
+    env.reset(seed=0)
+    observation, reward, terminated, truncated, info = env.step("<tool_call>...</tool_call>")
+    assert "call error" in observation and "cannot read this" in observation and not (terminated or truncated)
+    assert info["tool_calls"][0]["info"] == {"format_error": True}

@@ -9,6 +9,7 @@ import pytest
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("bm25s")
 
+from gem_core.errors import InvalidArgument  # noqa: E402
 from gem_core.tools.retrieval_server import BM25Index, load_corpus, shipped_corpus_path  # noqa: E402
 from gem_core.tools.retrieval_server.server import parse_request  # noqa: E402
 from gem_core.tools.search import SearchTool, format_passages  # noqa: E402
@@ -111,6 +112,36 @@ async def test_search_tool_async(retrieval_server):
 def test_empty_query_is_a_malformed_call():
     (call,) = SearchTool().parse("<search>  </search>")
     assert call.error and "empty" in call.error
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fragment"),
+    [
+        (dict(url="http://127.0.0.1:99999/retrieve"), "SearchTool(url='http://127.0.0.1:99999/retrieve'): the port must be 1 to 65535"),
+        (dict(url="http://127.0.0.1:0/retrieve"), "the port must be 1 to 65535"),
+        (dict(url="http://[::1/retrieve"), "SearchTool(url='http://[::1/retrieve'): not a URL (Invalid port"),
+        (dict(url="not a url"), "SearchTool(url='not a url'): expected an http:// or https:// URL with a host"),
+        (dict(url="file:///etc/passwd"), "expected an http:// or https:// URL with a host"),
+        (dict(url="http:///retrieve"), "expected an http:// or https:// URL with a host"),
+        (dict(url=8000), "SearchTool(url=8000): expected an http:// or https:// URL"),
+        (dict(timeout=-1.0), "SearchTool(timeout=-1.0): expected a finite number of seconds above 0"),
+        (dict(timeout=0), "SearchTool(timeout=0)"),
+        (dict(timeout=float("nan")), "SearchTool(timeout=nan)"),
+        (dict(timeout=float("inf")), "SearchTool(timeout=inf)"),
+        (dict(timeout="5"), "SearchTool(timeout='5')"),
+        (dict(timeout=True), "SearchTool(timeout=True)"),
+    ],
+)
+def test_a_search_tool_that_could_never_search_is_refused_when_made(kwargs, fragment):
+    """Otherwise every search raises from execute (an ExceptionGroup, InvalidURL, ValueError) or fails without trying."""
+    with pytest.raises(InvalidArgument) as caught:
+        SearchTool(**kwargs)
+    assert fragment in str(caught.value)
+
+
+def test_search_urls_with_ipv6_hosts_https_and_ports_are_accepted():
+    for url in ("http://[::1]:8000/retrieve", "https://search.example.org/retrieve", "http://localhost:65535/retrieve"):
+        assert SearchTool(url, timeout=0.5).url == url
 
 
 def test_format_passages_accepts_both_result_shapes():
