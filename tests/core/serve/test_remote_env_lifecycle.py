@@ -10,7 +10,6 @@ import signal
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,26 +17,11 @@ import pytest
 pytest.importorskip("httpx")
 pytest.importorskip("uvicorn")
 
-import httpx
+
+from serve_waits import SLOW_ENV, sessions, wait_for
 
 from gem_core.errors import GemError
 from gem_core.serve.remote import RemoteEnv
-
-SLOW_ENV = str(Path(__file__).with_name("slow_env.py"))
-
-
-def wait_for(predicate, seconds: float = 10.0):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    return predicate()
-
-
-def sessions(url: str) -> int:
-    return httpx.get(url + "/health", timeout=5).json()["sessions"]
 
 
 def loop_threads() -> list[threading.Thread]:

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -16,21 +15,10 @@ pytest.importorskip("httpx")
 pytest.importorskip("uvicorn")
 
 import httpx
+from serve_waits import SLOW_ENV, wait_for
 
 from gem_core import make
 from gem_core.serve.remote import RemoteEnv
-
-SLOW_ENV = str(Path(__file__).with_name("slow_env.py"))
-
-
-def wait_for(predicate, seconds: float = 10.0):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    return predicate()
 
 
 def counts(client: httpx.Client) -> dict:

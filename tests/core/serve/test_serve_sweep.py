@@ -8,9 +8,7 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 
@@ -18,26 +16,12 @@ pytest.importorskip("httpx")
 pytest.importorskip("uvicorn")
 
 import httpx  # noqa: E402
+from serve_waits import SLOW_ENV, sessions, wait_for  # noqa: E402
 
 from gem_core.serve.app import ServeConfig  # noqa: E402
 from gem_core.serve.remote import RemoteEnv, RemoteEnvError  # noqa: E402
 
-SLOW_ENV = str(Path(__file__).with_name("slow_env.py"))
 STUCK = "env threads are stuck in steps that never returned; restart the server"
-
-
-def wait_for(predicate, seconds: float = 20.0):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    return predicate()
-
-
-def sessions(url: str) -> int:
-    return httpx.get(url + "/health", timeout=5).json()["sessions"]
 
 
 # --- 1. --max-sessions under concurrent creation ---------------------------------------------------
