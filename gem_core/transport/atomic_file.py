@@ -34,12 +34,13 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
     target), and the permissions of a file replaced are kept. A target that is neither a file nor a folder
     (``/dev/null``, ``/dev/stdout``, a FIFO) is yielded itself, to be written through: the rename replaced the
     device with a file (as root, ``--out /dev/null`` broke ``/dev/null`` for the whole machine)."""
-    target = Path(os.path.realpath(target))
+    target = Path(target)
     if target.is_dir():  # else the rename fails after the whole write, naming the temporary file
         raise IsADirectoryError(errno.EISDIR, "is a folder: give the path of the file to write", str(target))
-    if target.exists() and not target.is_file():
+    if target.exists() and not target.is_file():  # asked before the link is resolved: /dev/stdout may name a pipe
         yield target
         return
+    target = Path(os.path.realpath(target))
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.stem}.{os.getpid()}.{secrets.token_hex(3)}.partial{target.suffix}")
     try:

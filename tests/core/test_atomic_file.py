@@ -139,3 +139,16 @@ def test_a_device_or_fifo_as_the_target_is_written_through_not_replaced(tmp_path
     reader.join(timeout=30)
     assert read == ["rows\n"] and stat.S_ISFIFO(fifo.stat().st_mode)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo", "null"]
+
+
+def test_dev_stdout_piped_to_another_program_is_written_through(tmp_path):
+    """``--out /dev/stdout | head``: /dev/stdout is a link to a pipe, which has no folder to write a temporary in;
+    resolved first, the link named /proc/PID/fd/pipe:[N] and the write failed."""
+    import subprocess
+    import sys
+
+    code = ("from gem_core.transport.atomic_file import atomic_path\n"
+            "with atomic_path('/dev/stdout') as partial:\n"
+            "    partial.write_text('rows\\n')\n")
+    done = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout == "rows\n", done.stderr
