@@ -67,8 +67,9 @@ class GemRolloutFunc:
 
     max_turns: int | None = None
     """Turn cap on top of the env's own limit (the episode is truncated there)."""
-    max_new_tokens: int = 256
-    """Most tokens sampled in one turn (the core's name, :attr:`gem_core.rollout.SamplingParams.max_new_tokens`)."""
+    max_new_tokens: int | None = 256
+    """Most tokens sampled in one turn (the core's name, :attr:`gem_core.rollout.SamplingParams.max_new_tokens`);
+    None: what is left of ``max_completion_length``."""
     last_trajectories: list[TokenTrajectory] = field(default_factory=list, repr=False)
     """The trajectories of the most recent call, for logging and inspection."""
     logprobs: bool | None = None
@@ -136,7 +137,8 @@ class GemRolloutFunc:
         tokenizer = text_tokenizer(processing_class)
         args = trainer.args
         sampling = SamplingParams(
-            max_new_tokens=self.max_new_tokens,
+            # None: a turn may use what is left of the completion budget (the episode's max_response_tokens)
+            max_new_tokens=self.max_new_tokens if self.max_new_tokens is not None else int(args.max_completion_length),
             temperature=args.temperature,
             top_p=args.top_p,
             top_k=max(args.top_k or 0, 0),  # None, 0 and vLLM's -1 all mean off

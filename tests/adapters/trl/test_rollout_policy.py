@@ -97,3 +97,20 @@ def test_logprobs_are_recorded_where_trl_uses_them_or_when_asked(tiny_tokenizer,
         assert len(logprobs) == len(completion) == len(mask)
         assert all(lp < 0.0 for lp, m in zip(logprobs, mask) if m == 1)  # a sampled token's log-prob
         assert all(lp == 0.0 for lp, m in zip(logprobs, mask) if m == 0)
+
+
+@pytest.mark.parametrize("top_k", [None, 0, -1])
+def test_max_new_tokens_none_samples_up_to_the_completion_budget_and_vllm_s_top_k_is_off(monkeypatch, tiny_tokenizer, tiny_model, top_k):
+    """The config takes max_new_tokens=None and TRL's top_k=-1 (vLLM's "off"); SamplingParams now refuses None and a
+    negative top_k, so the rollout maps them: the first turn may sample what the completion budget allows."""
+    seen: list[tuple[int, int]] = []
+    real = TransformersPolicy.sample_batch
+
+    def spy(self, prompts, sampling, max_new_tokens, *args, **kwargs):
+        seen.append((max_new_tokens, sampling.top_k))
+        return real(self, prompts, sampling, max_new_tokens, *args, **kwargs)
+
+    monkeypatch.setattr(TransformersPolicy, "sample_batch", spy)
+    prompts = [row["prompt"] for row in make_dataset(ENV_ID, 1)]
+    GemRolloutFunc(max_turns=1, max_new_tokens=None)(prompts, fake_trainer(tiny_model, tiny_tokenizer, max_completion_length=6, top_k=top_k))
+    assert seen and seen[0][1] == 0 and 0 < seen[0][0] <= 6
