@@ -69,6 +69,10 @@ __all__ = [
 
 logger = logging.getLogger("gem.rollout")
 
+#: The fewest episodes in a row whose env failed to start that end the run (:class:`EnvStartError`): with a batch of
+#: one, a single bad row would.
+MIN_FAILED_STARTS = 8
+
 
 class AsyncRolloutConfigError(GemError, ValueError):
     """An :class:`AsyncRolloutConfig` field holds a value the engine cannot run with."""
@@ -79,8 +83,9 @@ class AsyncRolloutOrderError(GemError, RuntimeError):
 
 
 class EnvStartError(GemError, RuntimeError):
-    """Every episode's env failed to start (to be made, or reset) for a whole batch of episodes in a row: a broken env
-    or config, not a bad row. The first error is the cause (``__cause__``)."""
+    """Every episode's env failed to start (to be made, or reset) for a whole batch of episodes in a row (at least
+    :data:`MIN_FAILED_STARTS`): a broken env or config, not a bad row. The last one's error is the cause
+    (``__cause__``)."""
 
 
 class OnStale(str, Enum):
@@ -427,7 +432,8 @@ class AsyncEpisodeEngine:
 
         Such an episode is a bad row (a file it names is gone): it is counted (``env_start_errors``), logged once,
         and dropped, and the run goes on, as an env that raises in a step ends only its episode. When a whole batch
-        of episodes in a row fails so, the env itself is broken, and the run ends with :class:`EnvStartError`.
+        of episodes in a row (at least :data:`MIN_FAILED_STARTS`) fails so, the env itself is broken, and the run
+        ends with :class:`EnvStartError`.
         """
         try:
             env = self._make_env()
@@ -448,9 +454,9 @@ class AsyncEpisodeEngine:
         """Count an episode whose env failed to start; raises :class:`EnvStartError` once a batch's worth failed in a row."""
         self.counts["env_start_errors"] += 1
         self._failed_starts += 1
-        if self._failed_starts >= self.config.batch_size:
+        if self._failed_starts >= max(self.config.batch_size, MIN_FAILED_STARTS):
             raise EnvStartError(
-                f"The env failed to start {self._failed_starts} episodes in a row (a whole batch), the last with seed {seed!r}: "
+                f"The env failed to start {self._failed_starts} episodes in a row (a whole batch, or {MIN_FAILED_STARTS}), the last with seed {seed!r}: "
                 f"{type(error).__name__}: {error}. Check the env and its config; a single bad row is skipped."
             ) from error
         warn_once(logger, ("env-start-error", type(error)), "An episode's env failed to start (seed %r); the episode is dropped and "

@@ -336,6 +336,6 @@ async def test_an_env_that_never_starts_ends_the_run_with_its_error(tiny_tokeniz
     config = AsyncRolloutConfig(batch_size=4, max_in_flight=2)
     policy = VersionedPolicy(ScriptedPolicy(tiny_tokenizer, ["go"]))
     async with AsyncEpisodeEngine(lambda: env_class(rewards=[1.0]), policy, tiny_tokenizer, itertools.count(), config) as engine:
-        with pytest.raises(EnvStartError, match="4 episodes in a row") as raised:
+        with pytest.raises(EnvStartError, match="8 episodes in a row") as raised:  # a batch of 4, but at least 8
             await asyncio.wait_for(engine.next_batch(), timeout=30)
     assert "names a file that is gone" in str(raised.value)
