@@ -349,10 +349,13 @@ def _release(loop_thread: LoopThread, session: _Session, clients: dict[int, tupl
     loop_thread.stop()
 
 
-def _check_json(where: str, value: Any) -> None:
+def _check_json(where: str, value: Any, depth: int = 0) -> None:
     """Refuse what JSON cannot carry to the server, naming where it is: ``json`` would say only its type."""
     if value is None or isinstance(value, (str, bool, int, float)):
         return
+    if depth > _MAX_OPTION_DEPTH:  # circular, or deeper than any env's options
+        raise InvalidArgumentType(f"RemoteEnv.reset: {where[:200]} is nested over {_MAX_OPTION_DEPTH} levels deep (circular?), "
+                                  "which is not JSON gem serve can take: pass plain, shallow data.")
     if isinstance(value, dict):
         for key, item in value.items():
             if not isinstance(key, (str, int, float, bool)) and key is not None:
@@ -360,17 +363,20 @@ def _check_json(where: str, value: Any) -> None:
                     f"RemoteEnv.reset: {where} has a key {key!r} of type {type(key).__name__}, which is not JSON; "
                     "gem serve receives the options as JSON, whose keys are strings: use str keys."
                 )
-            _check_json(f"{where}[{key!r}]", item)
+            _check_json(f"{where}[{key!r}]", item, depth + 1)
         return
     if isinstance(value, (list, tuple)):
         for index, item in enumerate(value):
-            _check_json(f"{where}[{index}]", item)
+            _check_json(f"{where}[{index}]", item, depth + 1)
         return
     raise InvalidArgumentType(
         f"RemoteEnv.reset: {where} is of type {type(value).__name__}, which is not JSON; gem serve receives the options as "
         "JSON: pass dicts, lists, str, int, float, bool or None (list(...) for a set, float(...) or int(...) for a numpy number)."
     )
 
+
+#: How deep reset options may nest (a circular dict would recurse until Python's own limit).
+_MAX_OPTION_DEPTH = 100
 
 #: RemoteEnvs that opened a session and were not closed: their sessions are ended at interpreter exit.
 _OPEN: weakref.WeakSet[RemoteEnv] = weakref.WeakSet()

@@ -136,11 +136,18 @@ def test_the_delete_that_ends_an_abandoned_session_is_retried_once_after_a_dropp
         serving.join(5)
 
 
+def _circular() -> dict:
+    options: dict = {}
+    options["self"] = options  # a raw RecursionError from the check itself (json's own "Circular reference" before it)
+    return options
+
+
 @pytest.mark.parametrize("options, words", [
     ({"k": {1, 2}}, "options['k'] is of type set"),
     ({"k": np.float32(1.5)}, "options['k'] is of type float32"),
     ({"outer": {"inner": [1, object()]}}, "options['outer']['inner'][1] is of type object"),
     ({(1, 2): "a"}, "options has a key (1, 2) of type tuple"),
+    (_circular(), "nested over 100 levels deep"),
 ])
 def test_reset_options_that_json_cannot_carry_are_a_gem_error_naming_the_key(guess_server, options, words):
     env = RemoteEnv(guess_server.url, "game:GuessTheNumber-v0", timeout=10)
