@@ -27,9 +27,11 @@ from gem_adapters.trl.make_dataset import GEM_KEY, episode_label
 from gem_core import placement
 from gem_core.errors import InvalidArgument, InvalidArgumentType, ResetNeeded
 from gem_core.protocols import TextEnv
-from gem_core.rows import EpisodeLabel, make_label_env
+from gem_core.rows import EpisodeLabel, LabelError, make_label_env, parse_label
 
 __all__ = ["environment_factory", "environment_factories", "GemToolEnvironment", "with_environment_column"]
+
+_SEED_FIX = "Give the dataset a 'seed' column of such integers, or build it with gem_adapters.trl.make_dataset."
 
 
 class _EnvironmentClass(type):
@@ -69,7 +71,8 @@ class GemToolEnvironment(metaclass=_EnvironmentClass):
 
         Raises:
             InvalidArgument: The row's label names another env than the class's ``env_id``, or the row has no
-                label and there is no default ``env_id`` or no ``seed`` column.
+                label and there is no default ``env_id`` or no ``seed`` column, or that column's seed is not an
+                integer from 0 to :data:`~gem_core.rows.label.MAX_SEED`.
             LabelError: The row's label is malformed or names an unknown env.
         """
         prompt = row.get("prompt")
@@ -83,6 +86,11 @@ class GemToolEnvironment(metaclass=_EnvironmentClass):
         elif env_id is None or seed is None:  # seed=None: every copy of a GRPO group would draw its own game
             raise InvalidArgument(f"environment_factory({env_id!r}) cannot tell which episode to reset: the dataset row has no GEM label, so it needs "
                              "a default env_id and a 'seed' column; give the dataset a 'seed' column, or build it with gem_adapters.trl.make_dataset.")
+        else:  # a label's seed rule: gymnasium's own error names neither the column nor the fix, and lets True or 2**70 through
+            try:
+                parse_label({"env_id": env_id, "seed": seed}, fix_hint=_SEED_FIX)
+            except LabelError as err:
+                raise InvalidArgument(f"environment_factory({env_id!r}) cannot reset to the dataset row's 'seed' column: {err}") from None
         if self.env is not None:
             self.env.close()
         self.env = placement.make_env(env_id, **env_kwargs)
@@ -163,12 +171,15 @@ def environment_factories(env_ids: Sequence[str] | Mapping[str, float], **env_kw
     row's label: give it ``with_environment_column(make_dataset(env_ids, n))``.
 
     Raises:
-        InvalidArgumentType: ``env_ids`` is one id (a str); use :func:`environment_factory` for one env.
+        InvalidArgumentType: ``env_ids`` is one id (a str), for which :func:`environment_factory` is the call, or
+            neither a list nor a mixture.
         UnknownEnvError: An id is not registered (naming the closest ids).
         EnvKwargsError: ``env_kwargs`` holds a keyword an env does not take.
     """
     if isinstance(env_ids, str):
         raise InvalidArgumentType(f"environment_factories takes several env ids (a list or a {{env_id: weight}} mixture); for one, use environment_factory({env_ids!r}).")
+    if not isinstance(env_ids, (Sequence, Mapping)):  # iterating it would fail with a bare TypeError
+        raise InvalidArgumentType(f"environment_factories: env_ids must be a list of env ids or a mixture {{env_id: weight}}, got {type(env_ids).__name__} {env_ids!r}.")
     return {env_id: environment_factory(env_id, **env_kwargs) for env_id in env_ids}
 
 

@@ -11,6 +11,7 @@ prompt resets its env to the same state, so a GRPO group compares like with like
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +47,7 @@ def make_dataset(
         InvalidArgument: ``n`` is not positive, ``seed_start`` is negative, or an env id is given twice.
         MixtureError: A mixture weight is not a positive number.
         LabelError: An env id is not registered.
-        EnvKwargsError: ``env_kwargs`` holds a keyword an env does not take.
+        EnvKwargsError: ``env_kwargs`` is not a mapping, or holds a keyword an env does not take.
     """
     rows = episode_rows(env_ids, n, seed_start=seed_start, env_kwargs=env_kwargs, system_prompt=system_prompt)
     return prompt_dataset(list(rows))
@@ -75,8 +76,8 @@ def episode_label(prompt: Any) -> tuple[EpisodeLabel, str | None]:
         The episode's label, and the text of the prompt's system message (None without one).
 
     Raises:
-        InvalidArgument: The prompt is not a list of messages, or its last message has no ``gem`` key (the
-            dataset was not made by :func:`make_dataset`); the message says how to build it.
+        InvalidArgument: The prompt is not a list of message dicts, a system message has no text, or its last message
+            has no ``gem`` key (the dataset was not made by :func:`make_dataset`); the message says how to build it.
         gem_core.rows.label.LabelError: The ``gem`` label is not JSON, lacks ``env_id`` or ``seed``, or names an
             unknown env.
     """
@@ -85,6 +86,11 @@ def episode_label(prompt: Any) -> tuple[EpisodeLabel, str | None]:
             "GEM's rollout_func expects conversational prompts built by gem_adapters.trl.make_dataset "
             f"(a list of messages); got {type(prompt).__name__}."
         )
+    for index, message in enumerate(prompt):  # a raw AttributeError or KeyError from here would name neither the row nor the fix
+        if not isinstance(message, dict):
+            raise InvalidArgument(f"The prompt's message {index} ({reprlib.repr(message)}) is not a chat message {{'role': ..., 'content': ...}}. {_FIX}")
+        if message.get("role") == "system" and not isinstance(message.get("content"), (str, list)):
+            raise InvalidArgument(f"The prompt's system message {index} ({reprlib.repr(message)}) has no text in its 'content'. {_FIX}")
     tag = prompt[-1].get(GEM_KEY)
     if not tag:
         raise InvalidArgument(f"The prompt's last message has no 'gem' key, so the env and seed are unknown. {_FIX}")

@@ -28,8 +28,8 @@ branch of the program's last call, the grader's reward on its last sampled token
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from gem_adapters.framework_version import check_trl_version
@@ -37,7 +37,7 @@ from gem_adapters.trl.make_dataset import episode_label
 from gem_adapters.trl.policy import trainer_policy
 from gem_adapters.trl.sampled_head import score_sampled_tokens_only
 from gem_core.curriculum import TaskSampler, episode_outcome, group_starts, record_outcomes, tag_task, task_metrics
-from gem_core.errors import InvalidArgument, InvalidArgumentType
+from gem_core.errors import InvalidArgument, InvalidArgumentType, did_you_mean
 from gem_core.rollout import EpisodeOptions, SamplingParams, TokenTrajectory, run_labels
 from gem_core.rollout.metrics import trajectory_metrics
 from gem_core.rollout.options import check_episode_options
@@ -61,8 +61,10 @@ class GemRolloutFunc:
 
     Raises:
         TRLVersionError: The installed TRL is not a supported version (the message gives the install line).
-        InvalidArgument: ``max_turns`` or ``max_new_tokens`` is out of range, or ``task_sampler`` has vision tasks.
-        InvalidArgumentType: ``task_sampler`` is not a ``TaskSampler`` or ``agent`` not an ``AgentProgram``.
+        InvalidArgument: ``max_turns`` or ``max_new_tokens`` is out of range, ``logprobs`` or ``score_env_tokens`` is
+            not a bool, or ``task_sampler`` has vision tasks.
+        InvalidArgumentType: ``task_sampler`` is not a ``TaskSampler``, ``agent`` not an ``AgentProgram``, or a keyword is
+            not an option (naming the closest).
     """
 
     max_turns: int | None = None
@@ -92,9 +94,20 @@ class GemRolloutFunc:
     program's own ``max_turns`` and ``time_limit`` bound it (``max_turns`` here and the system prompt are the
     env loop's); with the endpoint's ``serve`` extra (starlette, uvicorn). None: the env loop."""
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> GemRolloutFunc:
+        # The dataclass's own refusal of a misspelt keyword is a bare TypeError naming neither the fix nor the options.
+        takes = [f.name for f in fields(cls)]
+        for name in kwargs:
+            if name not in takes:
+                raise InvalidArgumentType(f"GemRolloutFunc got an unexpected keyword {name!r}{did_you_mean(name, takes)}; it takes {', '.join(takes)}.")
+        return super().__new__(cls)
+
     def __post_init__(self) -> None:
         check_trl_version()  # a wrong TRL install fails here with the install line (reads metadata only; no import of trl)
         check_episode_options("GemRolloutFunc", max_turns=self.max_turns, max_new_tokens=self.max_new_tokens)
+        for name, value, none in (("logprobs", self.logprobs, ", or None"), ("score_env_tokens", self.score_env_tokens, "")):
+            if not isinstance(value, bool) and not (none and value is None):  # "no" or "False" would read as True
+                raise InvalidArgument(f"GemRolloutFunc: {name}={value!r} must be True or False{none}.")
         if not isinstance(self.task_sampler, (TaskSampler, type(None))):
             raise InvalidArgumentType(f"GemRolloutFunc: task_sampler must be a gem_core.curriculum.TaskSampler (or None), got {type(self.task_sampler).__name__}.")
         if self.agent is not None:
@@ -186,7 +199,11 @@ class GemRolloutFunc:
                 outcomes = gather_object(outcomes)
             record_outcomes(sampler, outcomes)
         newline = tokenizer.encode("\n", add_special_tokens=False)
-        rollout = trajectories_to_rollout(self.last_trajectories, eos_token_id=tokenizer.eos_token_id, filler_token_id=newline[0] if newline else None)
+        eos_ids = getattr(trainer, "eos_token_ids", None)  # TRL's: the tokenizer's eos and every eos of the model's generation_config
+        rollout = trajectories_to_rollout(
+            self.last_trajectories, eos_token_id=tokenizer.eos_token_id, filler_token_id=newline[0] if newline else None,
+            end_token_ids=None if eos_ids is None else [*eos_ids, tokenizer.pad_token_id],
+        )
         head = None if self.score_env_tokens else score_sampled_tokens_only(trainer)
         if head is not None:
             head.register(rollout["completion_ids"], rollout["env_mask"])
@@ -204,32 +221,40 @@ def _process_slot(trainer: Any) -> tuple[int, int]:
 
 
 def trajectories_to_rollout(
-    trajectories: list[TokenTrajectory], *, eos_token_id: int | None, filler_token_id: int | None = None
+    trajectories: list[TokenTrajectory], *, eos_token_id: int | None, filler_token_id: int | None = None,
+    end_token_ids: Collection[int | None] | None = None,
 ) -> dict[str, Any]:
     """TRL's rollout dict from core trajectories (the translation, and nothing else).
 
     TRL counts a completion as truncated (``mask_truncated_completions``, ``completions/clipped_ratio``)
-    exactly when its last id is not EOS or pad. So an episode that ended normally gets a masked EOS if
-    its last id is not one, and an episode GEM truncated (turn limit, token budget, env truncation)
-    that happens to end in EOS gets one masked ``filler_token_id`` (a plain-text id) after it.
+    exactly when its last id is not one of ``end_token_ids`` (the trainer's ``eos_token_ids`` and the pad id;
+    None: ``eos_token_id`` alone). So an episode that ended normally gets a masked EOS if its last id is not
+    one, and an episode GEM truncated (turn limit, token budget, env truncation) that happens to end in one
+    gets one masked ``filler_token_id`` (a plain-text id) after it. An empty completion (an agent run killed
+    before its first call) always gets its masked EOS or filler (the other, or 0, where that one is None),
+    as TRL's step reads every completion's last id.
     ``logprobs`` is None when no trajectory has them (a policy that does not record them), as in TRL's
     own generation without vLLM; zeros in their place would read as probability-one samples.
 
     Raises:
         InvalidArgument: An episode showed an image after its first turn (TRL takes images only with the prompt).
     """
+    ends = {eos_token_id} if end_token_ids is None else set(end_token_ids)
     out: dict[str, Any] = {k: [] for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask")}  # TRL's rollout dict
     for trajectory in trajectories:
         require_prompt_images_only(trajectory, "TRL's rollout_func path")
         completion = list(trajectory.response_ids)
         mask = list(trajectory.loss_mask)
         logprobs = list(trajectory.logprobs)
-        ends_in_eos = bool(completion) and completion[-1] == eos_token_id
-        extra = None if trajectory.truncated != ends_in_eos else filler_token_id if trajectory.truncated else eos_token_id
-        if extra is not None:
-            completion.append(extra)
-            mask.append(0)
-            logprobs.append(0.0)
+        ends_in_eos = bool(completion) and completion[-1] in ends
+        if not completion or trajectory.truncated == ends_in_eos:
+            extra = filler_token_id if trajectory.truncated else eos_token_id
+            if extra is None and not completion:  # TRL's step reads every completion's last id
+                extra = next((t for t in (eos_token_id, filler_token_id) if t is not None), 0)
+            if extra is not None:
+                completion.append(extra)
+                mask.append(0)
+                logprobs.append(0.0)
         out["prompt_ids"].append(list(trajectory.prompt_ids))
         out["completion_ids"].append(completion)
         out["logprobs"].append(logprobs)

@@ -11,13 +11,14 @@ OpenRLHF's and RL2's JSON lines). The shared command line of every adapter's
 from __future__ import annotations
 
 import numbers
+import reprlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gem_core.errors import InvalidArgument
 from gem_core.rollout.options import check_episode_options
-from gem_core.rows.label import MAX_SEED, EpisodeLabel, LabelError, make_label_env, parse_label
+from gem_core.rows.label import MAX_SEED, EnvKwargsError, EpisodeLabel, LabelError, make_label_env, parse_label
 from gem_core.rows.mixture import env_weights, mixture_draws
 
 __all__ = ["EpisodeRow", "episode_rows", "refuse_system_prompt"]
@@ -64,8 +65,8 @@ def episode_rows(
         gem_core.rows.mixture.MixtureError: a weight that is not a positive number (a ``ValueError``).
         ValueError: ``seed_start`` is negative (gymnasium refuses negative seeds).
         gem_core.rows.label.LabelError: an unknown env id.
-        EnvKwargsError: ``env_kwargs`` an env refuses (each env id is built once to check, rows with
-            messages or not, so a dataset whose episodes cannot start is refused before it is written).
+        EnvKwargsError: ``env_kwargs`` is not a mapping, or an env refuses them (each env id is built once to check,
+            rows with messages or not, so a dataset whose episodes cannot start is refused before it is written).
     """
     if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
         what = "rows of the mixture" if isinstance(env_ids, Mapping) else "episodes per env id"
@@ -91,6 +92,8 @@ def episode_rows(
     if repeated:  # its rows would repeat the same seeds, so the same episodes
         raise InvalidArgument(f"env id(s) {', '.join(repeated)} given more than once would repeat the same episodes: give each "
                          "once (n rows each), or a mixture {env_id: weight} for unequal shares.")
+    if env_kwargs is not None and not isinstance(env_kwargs, Mapping):  # dict() of a list fails naming neither env_kwargs nor the fix
+        raise EnvKwargsError(f"env_kwargs must be a mapping of the env's constructor keywords (e.g. {{'max_turns': 3}}), got {reprlib.repr(env_kwargs)}.")
     labels = {env_id: parse_label({"env_id": env_id, "seed": seed_start, "env_kwargs": dict(env_kwargs or {})}) for env_id in ids}
     if not with_messages:  # nothing below builds the envs: build each once, so bad kwargs fail now
         for label in labels.values():

@@ -110,3 +110,13 @@ def test_an_env_id_given_twice_or_no_ids_at_all_are_refused_naming_the_fix():
         list(episode_rows(["game:GuessTheNumber-v0", "game:GuessTheNumber-v0"], 2, with_messages=False))
     with pytest.raises(ValueError, match=r"env_ids is an env id, a list of env ids or a mixture"):
         list(episode_rows(None, 2, with_messages=False))
+
+
+@pytest.mark.parametrize("env_kwargs", [[1], "max_turns=3", 5])
+def test_env_kwargs_that_are_not_a_mapping_are_refused_naming_them(env_kwargs):
+    """[1] failed in dict() with "cannot convert dictionary update sequence", naming neither env_kwargs nor the fix."""
+    from gem_core.rows import EnvKwargsError
+
+    with pytest.raises(EnvKwargsError) as err:
+        list(episode_rows("game:GuessTheNumber-v0", 2, env_kwargs=env_kwargs, with_messages=False))
+    assert str(err.value).startswith(f"env_kwargs must be a mapping of the env's constructor keywords (e.g. {{'max_turns': 3}}), got {env_kwargs!r}")

@@ -174,3 +174,50 @@ def test_max_completion_length_is_the_agent_runs_response_budget(grpo_config, fr
     trainer.train()
     for trajectory in rollout.last_trajectories:
         assert trajectory.truncated and trajectory.num_turns == 1 and len(trajectory.response_ids) <= 8
+
+
+# Exits at once for an even seed, sleeps past its time limit for an odd one: no call either way.
+SILENT_AGENT = "import os, sys, time\nif int(os.environ['GEM_TASK_PROMPT']) % 2:\n    time.sleep(60)\n"
+
+
+def test_a_run_that_made_no_call_reaches_trls_step_as_one_masked_token(grpo_config, fresh_model, tiny_tokenizer, tmp_path):
+    """A run killed at its time limit before its first call (or that exits without one) has an empty completion;
+    TRL's step read its last id and failed with IndexError. It reaches TRL as one token out of the loss, truncated
+    exactly when the run was, its reward kept."""
+    import torch
+    from trl import GRPOTrainer
+
+    from gem_core.agent import AgentProgram, TaskSetup
+
+    class Recorder(GRPOTrainer):
+        seen: list[dict] = []
+
+        def _compute_loss(self, model, inputs):
+            Recorder.seen.append({k: v.clone() for k, v in inputs.items() if torch.is_tensor(v)})
+            return super()._compute_loss(model, inputs)
+
+    agent = tmp_path / "agent.py"
+    agent.write_text(SILENT_AGENT)
+    program = AgentProgram(command=[sys.executable, str(agent)], setup=lambda label, workdir: TaskSetup(prompt=str(label.seed)), time_limit=1.0)
+    received: list[dict] = []
+
+    def reward(completions, env_return, completion_ids, **kwargs):
+        received.append({"env_return": list(env_return), "completion_ids": [list(ids) for ids in completion_ids], **kwargs})
+        return env_return_reward(completions, env_return)
+
+    rollout = GemRolloutFunc(max_new_tokens=6, agent=program)
+    trainer = Recorder(
+        model=fresh_model, reward_funcs=reward, args=grpo_config(max_steps=1), processing_class=tiny_tokenizer,
+        train_dataset=make_dataset("game:GuessTheNumber-v0", n=2, seed_start=0), rollout_func=rollout,
+    )
+    trainer.train()
+    trajectories = rollout.last_trajectories
+    assert all(not t.response_ids for t in trajectories) and sorted(t.truncated for t in trajectories) == [False, False, True, True]
+    batch = received[-1]
+    assert batch["env_return"] == [t.episode_return for t in trajectories] and batch["truncated"] == [t.truncated for t in trajectories]
+    ends = [*trainer.eos_token_ids, tiny_tokenizer.pad_token_id]
+    assert [len(ids) for ids in batch["completion_ids"]] == [1] * 4
+    assert [ids[-1] not in ends for ids in batch["completion_ids"]] == [t.truncated for t in trajectories]
+    assert Recorder.seen[-1]["tool_mask"][:, :1].tolist() == [[0]] * 4  # the token is not the model's: out of the loss
+    logged = next(entry for entry in trainer.state.log_history if "completions/clipped_ratio" in entry)
+    assert logged["completions/clipped_ratio"] == 0.5

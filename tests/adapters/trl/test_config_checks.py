@@ -132,3 +132,48 @@ def test_turn_credit_trainer_refuses_a_gamma_that_is_not_a_discount(gamma):
     with pytest.raises(ValueError) as err:
         TurnCreditGRPOTrainer(model=None, gamma=gamma)
     assert str(err.value) == f"TurnCreditGRPOTrainer: gamma={gamma!r} must be a number in [0, 1] (a discount over turns)."
+
+
+@pytest.mark.parametrize(("options", "shown"), [({"logprobs": "no"}, "logprobs='no'"), ({"logprobs": 1}, "logprobs=1"),
+                                                ({"score_env_tokens": "False"}, "score_env_tokens='False'"),
+                                                ({"score_env_tokens": None}, "score_env_tokens=None")])
+def test_rollout_func_refuses_a_switch_that_is_not_a_bool(options, shown):
+    """A non-empty str such as "no" or "False" read as True, silently switching the option on."""
+    from gem_core.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument) as err:
+        GemRolloutFunc(**options)
+    assert str(err.value).startswith(f"GemRolloutFunc: {shown} must be True or False")
+    assert GemRolloutFunc(logprobs=None, score_env_tokens=True).logprobs is None  # None still means "where TRL uses them"
+
+
+def test_rollout_func_names_a_misspelt_keyword_and_the_closest_one():
+    from gem_core.errors import GemError
+
+    with pytest.raises(GemError) as err:
+        GemRolloutFunc(max_turn=3)
+    assert isinstance(err.value, TypeError)  # code catching the dataclass's TypeError still does
+    assert str(err.value).startswith("GemRolloutFunc got an unexpected keyword 'max_turn' (did you mean 'max_turns'?); it takes max_turns, ")
+
+
+@pytest.mark.parametrize("seed", ["3", -1, True, 1.5, 2**63, [1]])
+def test_factory_refuses_a_seed_column_that_is_not_a_seed_naming_the_column(seed):
+    """The rule of a label's seed (gem_core.rows.parse_label): gymnasium's own error named neither the column nor the
+    fix, and True or a seed past 64 bits was played."""
+    from gem_core.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument) as err:
+        environment_factory(ENV_ID)().reset(seed=seed, prompt=[{"role": "user", "content": "hi"}])
+    message = str(err.value)
+    assert message.startswith(f"environment_factory({ENV_ID!r}) cannot reset to the dataset row's 'seed' column: ")
+    assert "seed must be an integer from 0 to 9223372036854775807" in message and message.endswith(
+        "Give the dataset a 'seed' column of such integers, or build it with gem_adapters.trl.make_dataset.")
+
+
+def test_factories_refuse_env_ids_that_are_neither_a_list_nor_a_mixture():
+    from gem_adapters.trl import environment_factories
+    from gem_core.errors import InvalidArgumentType
+
+    with pytest.raises(InvalidArgumentType) as err:
+        environment_factories(5)
+    assert str(err.value).startswith("environment_factories: env_ids must be a list of env ids or a mixture {env_id: weight}, got int")

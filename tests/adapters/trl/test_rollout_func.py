@@ -157,6 +157,46 @@ def test_prompt_without_gem_tag_is_rejected_with_the_fix(tiny_tokenizer):
         episode_label([{"role": "user", "content": "Guess", "gem": '{"env_id": "game:GuessTheNumber-v0"}'}])
 
 
+LABEL = '{"env_id": "game:GuessTheNumber-v0-easy", "seed": 1}'
+
+
+@pytest.mark.parametrize(
+    ("prompt", "message"),
+    [
+        (["hello", {"role": "user", "content": "x", "gem": LABEL}], "The prompt's message 0 ('hello') is not a chat message"),
+        ([{"role": "system"}, {"role": "user", "content": "x", "gem": LABEL}], "The prompt's system message 0 ({'role': 'system'}) has no text"),
+        ([{"role": "system", "content": 5}, {"role": "user", "content": "x", "gem": LABEL}], "The prompt's system message 0 ({'content': 5, 'role': 'system'}) has no text"),
+    ],
+)
+def test_a_malformed_message_in_a_prompt_is_named_with_the_fix(prompt, message):
+    """A raw AttributeError or KeyError from deep in the rollout named neither the row nor the fix."""
+    from gem_adapters.trl.make_dataset import episode_label
+    from gem_core.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument) as err:
+        episode_label(prompt)
+    assert str(err.value).startswith(message) and str(err.value).endswith("Build the training dataset with gem_adapters.trl.make_dataset(env_ids, n) "
+                                                                          "(TRL passes only the prompt column to rollout_func).")
+
+
+def test_a_system_message_without_content_stops_the_trainer_naming_the_row(grpo_config, fresh_model, tiny_tokenizer):
+    from gem_core.errors import InvalidArgument
+
+    inner = GemRolloutFunc(max_new_tokens=8)
+
+    def rollout(prompts, trainer):  # Arrow keeps every message's keys, so the damage is done on the way in
+        for prompt in prompts:
+            del prompt[0]["content"]
+        return inner(prompts, trainer)
+
+    trainer = GRPOTrainer(
+        model=fresh_model, reward_funcs=env_return_reward, args=grpo_config(max_steps=1), processing_class=tiny_tokenizer,
+        train_dataset=make_dataset(ENV_ID, n=2, system_prompt="Be brief."), rollout_func=rollout,
+    )
+    with pytest.raises(InvalidArgument, match=r"The prompt's system message 0 \(\{'gem': None, 'role': 'system'\}\) has no text"):
+        trainer.train()
+
+
 def test_make_dataset_rejects_unknown_env():
     with pytest.raises(ValueError, match="game:GuessTheNumber-v0"):
         make_dataset("game:GuessTheNumbr-v0", n=2)
@@ -204,6 +244,56 @@ def test_episode_that_ended_normally_gets_eos_and_a_truncated_one_never_ends_in_
     assert out["completion_ids"] == [[5, 6, 9], [5, 6], [5, 9, 3], [5, 9]]
     assert out["env_mask"] == [[1, 1, 0], [1, 1], [1, 1, 0], [1, 1]]
     assert out["truncated"] == [False, True, True, False]
+
+
+def test_a_truncated_episode_never_ends_in_an_id_trl_takes_as_eos(grpo_config, fresh_model, tiny_tokenizer, monkeypatch):
+    """Phi-3 style: the tokenizer's eos is not the chat template's end of turn, which the model's generation_config
+    lists as an eos. TRL ends a completion at any of those ids (or pad), so a GEM-truncated episode ending in the
+    end of turn read as finished: mask_truncated_completions trained on it and clipped_ratio read 0."""
+    import copy
+
+    from gem_core.testing import ScriptedPolicy
+
+    tokenizer = copy.deepcopy(tiny_tokenizer)
+    tokenizer.eos_token = "<|endoftext|>"
+    end_of_turn = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    assert tokenizer.eos_token_id != end_of_turn
+    fresh_model.generation_config.eos_token_id = [tokenizer.eos_token_id, end_of_turn]
+    monkeypatch.setattr(rollout_module, "trainer_policy", lambda trainer, n, **kwargs: ScriptedPolicy(tokenizer, ["\\boxed{1}"]))
+    rollout = GemRolloutFunc(max_turns=1, max_new_tokens=16)
+    Trainer = loss_inputs_recorder(GRPOTrainer)
+    trainer = Trainer(
+        model=fresh_model, reward_funcs=env_return_reward, args=grpo_config(max_steps=1, mask_truncated_completions=True),
+        processing_class=tokenizer, train_dataset=make_dataset("game:GuessTheNumber-v0-hard", n=2), rollout_func=rollout,
+    )
+    assert end_of_turn in trainer.eos_token_ids
+    trainer.train()
+
+    trajectories = rollout.last_trajectories
+    assert all(t.truncated and t.response_ids[-1] == end_of_turn for t in trajectories)
+    batch = Trainer.seen[-1]
+    assert (batch["completion_mask"] * batch["tool_mask"]).sum(1).tolist() == [0] * len(trajectories)
+    logged = next(entry for entry in trainer.state.log_history if "gem/truncated" in entry)
+    assert logged["gem/truncated"] == 1 and logged["completions/clipped_ratio"] == 1
+
+
+def test_an_empty_completion_gets_one_masked_id_even_without_a_filler_or_eos():
+    from gem_adapters.trl import trajectories_to_rollout
+    from gem_core.rollout import TokenTrajectory
+
+    def empty(truncated):
+        return TokenTrajectory(prompt_ids=[1], response_ids=[], loss_mask=[], logprobs=[], turn_spans=[], rewards=[],
+                               terminated=not truncated, truncated=truncated)
+
+    cases = {(9, 3): [[3], [9]], (9, None): [[9], [9]], (None, 3): [[3], [3]], (None, None): [[0], [0]]}
+    for (eos, filler), completions in cases.items():
+        out = trajectories_to_rollout([empty(True), empty(False)], eos_token_id=eos, filler_token_id=filler, end_token_ids=[9, 4])
+        assert out["completion_ids"] == completions and out["env_mask"] == [[0], [0]] and out["logprobs"] == [[0.0], [0.0]]
+    # The trainer's end ids, not the tokenizer's eos alone: a truncated episode ending in any of them gets the filler.
+    truncated = TokenTrajectory(prompt_ids=[1], response_ids=[5, 4], loss_mask=[1, 1], logprobs=[0.0, 0.0], turn_spans=[(0, 2)],
+                                rewards=[0.0], terminated=False, truncated=True)
+    assert trajectories_to_rollout([truncated], eos_token_id=9, filler_token_id=3)["completion_ids"] == [[5, 4]]
+    assert trajectories_to_rollout([truncated], eos_token_id=9, filler_token_id=3, end_token_ids=[9, 4])["completion_ids"] == [[5, 4, 3]]
 
 
 def test_turn_credit_trainer_logs_the_advantages_it_trains_on(grpo_config, fresh_model, tiny_tokenizer):
