@@ -8,10 +8,10 @@ fastmcp's client is async and a session belongs to one event loop, so the tool k
 on a private event-loop thread: sync callers wait on it, async callers await it, and the server process
 (for stdio) starts once, not per call.
 
-A server that cannot start or that dies is the model's observation, never an exception: a failed start
-is torn down completely (loop thread stopped, server process ended) before the call answers with a tool
-error, and a call whose session broke (the connection closed or was refused) reconnects a bounded
-number of times. A tool may have side effects, so a call that timed out or that the server answered
+A server that cannot start or that dies is the model's observation, never an exception (the instruction
+read at reset names it and says why it could not be reached): a failed start is torn down completely
+(loop thread stopped, server process ended) before the call answers with a tool error, and a call whose
+session broke (the connection closed or was refused) reconnects a bounded number of times. A tool may have side effects, so a call that timed out or that the server answered
 (an error, an HTTP 500) is never sent again: it answers once, saying what happened.
 """
 
@@ -25,10 +25,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from gem_core.errors import causes
+from gem_core.errors import InvalidArgument, causes
+from gem_core.tools.calls import CallParser, format_instruction
 from gem_core.tools.tags import tag_spans
-from gem_core.tools.tool import ToolCall, ToolResult
+from gem_core.tools.tool import ToolCall, ToolResult, check_count_from_zero, without_lone_surrogates
 from gem_core.transport.sync_bridge import LoopThread, run_sync
+from gem_core.vector.calls import check_amount, check_count
 
 __all__ = ["MCPTool", "parse_tool_calls"]
 
@@ -123,7 +125,24 @@ def _result_text(result: Any) -> str:
         parts.append(text if isinstance(text, str) else f"[{getattr(item, 'type', 'non-text')} content]")
     if not parts and getattr(result, "structured_content", None) is not None:
         parts.append(json.dumps(result.structured_content, default=str))
-    return "\n".join(parts)
+    return without_lone_surrogates("\n".join(parts))
+
+
+def _check_server(server: Any) -> None:
+    """A server ``fastmcp.Client`` cannot use fails every call, so it is refused when the tool is made. A path or
+    URL passes unchecked: a script that is missing or dies is a server that cannot be reached, which the model
+    is told in its observation."""
+    if isinstance(server, (str, os.PathLike)):
+        return
+    from fastmcp.client.transports import infer_transport
+
+    try:
+        infer_transport(server)
+    except Exception as error:
+        raise InvalidArgument(
+            f"MCPTool(server={server!r:.80}): expected a server script's path, an http(s):// URL, an MCP config dict or "
+            f"a FastMCP server ({type(error).__name__}: {error})."
+        ) from None
 
 
 class MCPTool:
@@ -139,6 +158,14 @@ class MCPTool:
         max_response_bytes: the largest HTTP answer read from an ``http(s)://`` server, counted decoded
             (a compression bomb stops there; stacked ``Content-Encoding``s are refused). Event streams
             are not capped in total, only in what is held at once.
+
+    Under ``ToolUse(call_format=...)`` (the model's native calls) the server's tools are called by their own
+    names (:attr:`tool_names`, :meth:`native_instruction`).
+
+    Raises:
+        InvalidArgument: if ``server`` is none of the above, ``timeout`` or ``connect_timeout`` is not a finite
+            number of seconds above 0, ``reconnects`` not a whole number of at least 0, or ``max_chars`` or
+            ``max_response_bytes`` not a whole number of at least 1.
     """
 
     name = "mcp"
@@ -155,12 +182,14 @@ class MCPTool:
     ):
         import fastmcp  # noqa: F401  (fail at setup, not mid-episode, when the extra is missing)
 
+        # Checked here: a text or a negative number would otherwise fail every call during training.
+        _check_server(server)
         self.server = server
-        self.timeout = timeout
-        self.connect_timeout = connect_timeout
-        self.max_chars = max_chars
-        self.reconnects = reconnects
-        self.max_response_bytes = max_response_bytes
+        self.timeout = check_amount("MCPTool: timeout", timeout, "seconds")
+        self.connect_timeout = check_amount("MCPTool: connect_timeout", connect_timeout, "seconds")
+        self.max_chars = check_count("MCPTool: max_chars", max_chars)
+        self.reconnects = check_count_from_zero("MCPTool: reconnects", reconnects)
+        self.max_response_bytes = check_count("MCPTool: max_response_bytes", max_response_bytes)
         #: The last answer the HTTP transport refused (too large, bad encoding): the MCP client logs such
         #: errors and waits, so the tool names this cause instead of a bare timeout.
         self._refusal: Exception | None = None
@@ -223,7 +252,7 @@ class MCPTool:
             if _is_timeout(error) and _mcp_code(error) is None:
                 raise TimeoutError(f"the MCP server did not start and list its tools within {self.connect_timeout:g} s") from None
             raise
-        tools = [
+        tools = without_lone_surrogates([
             {
                 "name": tool.name,
                 "description": tool.description or "",
@@ -231,7 +260,7 @@ class MCPTool:
                 "parameters": getattr(tool, "input_schema", None) or getattr(tool, "inputSchema", None) or {},
             }
             for tool in listed
-        ]
+        ])
         return client, tools
 
     def _note_refusal(self, error: Exception) -> None:
@@ -248,8 +277,8 @@ class MCPTool:
         if _is_timeout(error) and (_mcp_code(error) is not None or not str(error)):
             return f"timed out after {self.timeout:g} s"  # the call's deadline (a start names its own)
         if status is not None and _mcp_code(error) is not None:
-            return f"the MCP server at {self.server} answered HTTP {status} ({error})"
-        return _reason(error)
+            return without_lone_surrogates(f"the MCP server at {self.server} answered HTTP {status} ({error})")
+        return without_lone_surrogates(_reason(error))
 
     @property
     def tools(self) -> list[dict[str, Any]]:
@@ -258,15 +287,49 @@ class MCPTool:
         return list(self._tools)
 
     @property
+    def tool_names(self) -> list[str] | None:
+        """The server's tool names, which native calls (``ToolUse(call_format=...)``) use as their own; None
+        until the server has listed them (not reached yet, or unreachable): a native call naming no other
+        tool then comes here, and its answer says what the server did."""
+        return [tool["name"] for tool in self._tools] if self._tools else None
+
+    @property
     def instruction(self) -> str:
         """The call format and each of the server's tools with its description and JSON schema, for the task prompt."""
-        lines = [
+        return self._instruction(
             f"You can call tools: write {_CALL_FORMAT} with one of these tools "
             "(arguments follow the JSON schema shown). The result comes back inside <tool_response>...</tool_response>."
-        ]
-        for tool in self.tools:
-            lines.append(f"- {tool['name']}: {tool['description'].strip()} Parameters: {json.dumps(tool['parameters'])}")
-        return "\n".join(lines)
+        )
+
+    def native_instruction(self, call_format: str | CallParser) -> str:
+        """:attr:`instruction` for ``ToolUse(call_format=...)``: the server's tools are called in the model's own
+        format, each by its own name, so that is the example (not a call of a tool named ``mcp``)."""
+        example = format_instruction(call_format, "TOOL", "ARGUMENT")
+        return self._instruction(f"- a tool of the MCP server, by its own name (TOOL), with arguments following its JSON schema: {example}", "  ")
+
+    def _instruction(self, header: str, indent: str = "") -> str:
+        """``header`` and the server's tools. It is read at reset, and a server that cannot be reached must not
+        end the episode (each call then says so again), so the instruction names the server and the error."""
+        try:
+            tools = self.tools
+        except Exception as error:
+            where = self.server if isinstance(self.server, (str, os.PathLike)) else type(self.server).__name__
+            return f"{header}\n{indent}The MCP server {where} could not be reached, so its tools are not listed: {self._reason(error)}."
+        lines = (f"{indent}- {tool['name']}: {tool['description'].strip()} Parameters: {json.dumps(tool['parameters'])}" for tool in tools)
+        return "\n".join([header, *lines])
+
+    def content_from_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The MCP call of a native call named after this tool itself, whose arguments are ``{"name", "arguments"}``
+        (the instruction asks for calls by the server tool's own name; this form is read too).
+
+        Raises:
+            InvalidArgument: if ``arguments`` name no server tool; the model reads why in its observation.
+        """
+        name, inner = arguments.get("name"), arguments.get("arguments", {})
+        if not isinstance(name, str) or not isinstance(inner, dict):
+            names = ", ".join(self.tool_names or []) or "the server's tools"
+            raise InvalidArgument(f"call a tool of the MCP server by its own name ({names}), with its arguments")
+        return {"name": name, "arguments": inner}
 
     def parse(self, action: str) -> list[ToolCall]:
         """The ``<tool_call>`` calls in ``action``, in order (empty if none)."""
@@ -284,7 +347,8 @@ class MCPTool:
 
     def _submit(self, call: ToolCall) -> concurrent.futures.Future:
         assert self._loop_thread is not None
-        return self._loop_thread.submit(self._call(call.content["name"], call.content["arguments"]))
+        # A lone surrogate cannot be encoded: over stdio the session's writer died with it (a restart, the state lost).
+        return self._loop_thread.submit(self._call(call.content["name"], without_lone_surrogates(call.content["arguments"])))
 
     def _answer(self, call: ToolCall, result: Any = None, error: BaseException | None = None) -> ToolResult:
         info: dict[str, Any] = {"tool_name": call.content["name"]}

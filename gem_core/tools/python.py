@@ -13,6 +13,7 @@ from gem_core.tools.sandbox import SandboxResult, arun_python, resolve_mode, run
 from gem_core.tools.sandbox.config import mode_from_environment, resolve_backend
 from gem_core.tools.tags import tag_spans
 from gem_core.tools.tool import ToolCall, ToolResult
+from gem_core.vector.calls import check_amount, check_count
 
 __all__ = ["PythonTool", "find_python_block", "format_sandbox_result"]
 
@@ -93,6 +94,11 @@ class PythonTool:
         max_chars: observation length kept from stdout (start and end).
         sandbox_backend: ``"local"`` or ``"ray"`` (programs run on Ray nodes labelled ``gem_sandbox``,
             :mod:`gem_core.tools.sandbox.ray_pool`); None reads ``$GEM_SANDBOX_BACKEND`` (default local).
+
+    Raises:
+        InvalidArgument: if ``timeout`` is not a finite number of seconds above 0, ``memory_mb`` or ``max_chars``
+            not a whole number of at least 1, or ``mode`` or ``sandbox_backend`` is unknown.
+        SandboxUnavailableError: if ``mode`` cannot run on this machine (local backend).
     """
 
     name = "python"
@@ -103,12 +109,13 @@ class PythonTool:
         self, *, timeout: float = 5.0, memory_mb: int = 512, mode: str | None = None, max_chars: int = 4000,
         sandbox_backend: str | None = None,
     ):
-        self.timeout = timeout
-        self.memory_mb = memory_mb
+        # Checked here: a text or a negative limit would otherwise fail every program during training.
+        self.timeout = check_amount("PythonTool: timeout", timeout, "seconds")
+        self.memory_mb = check_count("PythonTool: memory_mb", memory_mb)
+        self.max_chars = check_count("PythonTool: max_chars", max_chars)
         self.backend = resolve_backend(sandbox_backend)
         # On Ray the sandbox nodes check the mode; this machine (a GPU node) need not have bubblewrap.
         self.mode = resolve_mode(mode) if self.backend == "local" else (mode or mode_from_environment())
-        self.max_chars = max_chars
 
     @property
     def max_call_seconds(self) -> float:

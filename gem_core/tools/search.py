@@ -14,9 +14,10 @@ from typing import Any
 
 from gem_core.errors import InvalidArgument
 from gem_core.tools.tags import tag_spans
-from gem_core.tools.tool import ToolCall, ToolResult
+from gem_core.tools.tool import ToolCall, ToolResult, check_count_from_zero, without_lone_surrogates
 from gem_core.transport.http_call import CallFailed, Reply, arequest
 from gem_core.transport.sync_bridge import run_sync
+from gem_core.vector.calls import check_amount, check_count
 
 __all__ = ["SearchTool", "format_passages"]
 
@@ -25,7 +26,7 @@ def _contents(item: Any) -> str | None:
     """The passage text of one hit (``{"document": {...}, "score": s}`` or a bare document), or None."""
     document = item.get("document", item) if isinstance(item, dict) else None
     if isinstance(document, dict) and isinstance(document.get("contents"), str):
-        return document["contents"]
+        return without_lone_surrogates(document["contents"])
     return None
 
 
@@ -39,11 +40,6 @@ def format_passages(documents: list[Any]) -> str:
         title, _, text = contents.partition("\n")
         lines.append(f"Doc {len(lines) + 1}(Title: {title.strip().strip(chr(34))}) {text.strip()}")
     return "\n".join(lines)
-
-
-def _clean_query(query: str) -> str:
-    # A lone surrogate (possible in decoded model output) cannot be encoded as UTF-8 by the server either.
-    return query.encode("utf-8", "replace").decode("utf-8")
 
 
 def _check_url(url: object) -> None:
@@ -78,7 +74,9 @@ class SearchTool:
 
     Raises:
         InvalidArgument: if ``url`` is not an http(s) URL with a host (and a port from 1 to 65535), ``timeout``
-            is not a finite number of seconds above 0, or ``topk`` or ``max_chars`` is below 1.
+            is not a finite number of seconds above 0, ``backoff`` not a finite number of seconds of 0 or more,
+            ``retries`` not a whole number of at least 0, or ``topk``, ``max_chars`` or ``max_response_bytes``
+            not a whole number of at least 1.
     """
 
     name = "search"
@@ -100,17 +98,14 @@ class SearchTool:
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) or timeout <= 0:
             # nan or inf would raise from every search, and 0 or less fail each one without an attempt
             raise InvalidArgument(f"SearchTool(timeout={timeout!r}): expected a finite number of seconds above 0, e.g. timeout=5.")
-        if topk < 1:
-            raise InvalidArgument(f"SearchTool(topk={topk}): expected at least 1 passage per query.")
-        if max_chars < 1:
-            raise InvalidArgument(f"SearchTool(max_chars={max_chars}): expected a positive observation length.")
+        # Checked here: a text or a negative number would otherwise fail (or raise from) every search.
         self.url = url
-        self.topk = topk
+        self.topk = check_count("SearchTool: topk", topk)
         self.timeout = timeout
-        self.retries = retries
-        self.backoff = backoff
-        self.max_chars = max_chars
-        self.max_response_bytes = max_response_bytes
+        self.retries = check_count_from_zero("SearchTool: retries", retries)
+        self.backoff = check_amount("SearchTool: backoff", backoff, "seconds", zero_allowed=True)
+        self.max_chars = check_count("SearchTool: max_chars", max_chars)
+        self.max_response_bytes = check_count("SearchTool: max_response_bytes", max_response_bytes)
 
     @property
     def max_call_seconds(self) -> float:
@@ -130,7 +125,7 @@ class SearchTool:
         """The ``<search>`` queries in ``action``, in order; an empty query is a call with an error the agent sees."""
         calls = []
         for found in tag_spans(action, "<search>", "</search>"):
-            query = _clean_query(found.body(action).strip())
+            query = without_lone_surrogates(found.body(action).strip())
             error = None if query else "the query is empty: write <search>what to look up</search>"
             calls.append(ToolCall(tool=self.name, content=query, span=(found.start, found.end), error=error))
         return calls
@@ -160,7 +155,7 @@ class SearchTool:
 
     async def aexecute(self, call: ToolCall) -> ToolResult:
         """Send the query to the retrieval server; its passages (or the failure, never raised) are the observation."""
-        query = _clean_query(call.content)
+        query = without_lone_surrogates(call.content)
         try:
             reply = await arequest(
                 "POST",

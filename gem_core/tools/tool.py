@@ -10,10 +10,13 @@ model's sake: a bad call, a failing program or an unreachable server is an obser
 from __future__ import annotations
 
 import asyncio
+import numbers
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Tool", "ToolCall", "ToolResult", "SyncTool"]
+from gem_core.errors import InvalidArgument
+
+__all__ = ["Tool", "ToolCall", "ToolResult", "SyncTool", "check_count_from_zero", "without_lone_surrogates"]
 
 
 @dataclass(frozen=True)
@@ -97,3 +100,33 @@ class SyncTool:
 
     def close(self) -> None:
         """Nothing to release by default."""
+
+
+def without_lone_surrogates(value: Any) -> Any:
+    """``value`` with each lone surrogate in its strings (dict keys, lists and dicts followed) replaced by ``?``.
+
+    A model's tool call can hold one (a JSON escape like ``"\\ud800"``), and so can a server's answer.
+    Neither UTF-8 nor a tokenizer can encode it: sent to an MCP server's stdio it kills the session, and in
+    an observation it ends the episode.
+    """
+    if isinstance(value, str):
+        return value.encode("utf-8", "replace").decode("utf-8")
+    if isinstance(value, dict):
+        return {without_lone_surrogates(key): without_lone_surrogates(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [without_lone_surrogates(item) for item in value]
+    return value
+
+
+def check_count_from_zero(name: str, value: Any) -> int:
+    """Option ``name``, a count that may be 0 (retries, reconnects, tool calls), checked when the tool (or
+    :class:`~gem_core.wrappers.tools.ToolUse`) is made: a text, a float or None would otherwise fail every
+    call, and a negative count allow none at all.
+    (:func:`gem_core.vector.calls.check_count` is its sibling for counts from 1.)
+
+    Raises:
+        InvalidArgument: if it is not a whole number of at least 0.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise InvalidArgument(f"{name}={value!r:.80} must be a whole number of at least 0.")
+    return int(value)

@@ -8,8 +8,9 @@ without a tool call goes to the env unchanged: that is the agent's answer or mov
 Calls are GEM's tags by default (each tool parses its own, e.g. ``<python>...</python>``). With
 ``call_format=`` (see :mod:`gem_core.tools.calls`, or ``call_format_for(tokenizer)``) they are the model
 family's native calls instead (``<tool_call>{"name": "python", "arguments": {"code": ...}}</tool_call>``),
-matched to tools by name, and tool results are marked ``info["observation_role"] = "tool"`` so that
-:class:`~gem_core.rollout.session.EpisodeSession` renders them in the template's own tool role.
+matched to tools by name (an MCP server's tools by their own names), and tool results are marked
+``info["observation_role"] = "tool"`` so that :class:`~gem_core.rollout.session.EpisodeSession` renders them
+in the template's own tool role.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 from gem_core.env import Env, StepResult
 from gem_core.errors import InvalidArgument
 from gem_core.tools.calls import CALL_FORMATS, CallParser, format_instruction, parse_native_calls
-from gem_core.tools.tool import Tool, ToolCall, ToolResult
+from gem_core.tools.tool import Tool, ToolCall, ToolResult, check_count_from_zero, without_lone_surrogates
 from gem_core.wrappers.core import Wrapper
 
 __all__ = ["ToolUse", "ToolRewards"]
@@ -51,6 +52,16 @@ def _argument_name(tool: Tool) -> str:
     return getattr(tool, "argument_name", None) or {"python": "code", "search": "query"}.get(tool.name, "input")
 
 
+def _content(tool: Tool, arguments: dict[str, Any]) -> Any:
+    """What ``tool`` runs for a native call's ``arguments``: its own conversion, else the one argument, else them all."""
+    convert = getattr(tool, "content_from_arguments", None)
+    if convert is not None:
+        return convert(arguments)
+    if len(arguments) == 1:
+        return next(iter(arguments.values()))  # python's code, search's query
+    return dict(arguments)
+
+
 class ToolUse(Wrapper):
     """Wraps an env with tools.
 
@@ -66,12 +77,17 @@ class ToolUse(Wrapper):
             ``"mistral"``) or a parser (:func:`gem_core.tools.calls.response_template_parser`); pick it from
             the tokenizer with :func:`gem_core.tools.calls.call_format_for`.
 
+    A tool may shape its native calls: ``argument_name`` (the argument the instruction shows),
+    ``content_from_arguments(arguments)`` (what it runs; if that raises on the model's arguments, the call is
+    malformed), or, for a server of tools (:class:`~gem_core.tools.mcp.MCPTool`), ``tool_names`` and
+    ``native_instruction(call_format)``: its tools are then called by their own names.
+
     ``info`` of a tool step holds ``tool_calls`` (one record per call: tool, ok, info) and every step
     holds ``tool_call_count``, the calls made so far in the episode.
 
     Raises:
-        InvalidArgument: if there is no tool, two tools share a name, ``max_tool_calls`` is negative or
-            ``call_format`` is unknown.
+        InvalidArgument: if there is no tool, two tools share a name, ``max_tool_calls`` is not a whole number
+            of at least 0 or ``call_format`` is unknown.
     """
 
     blocking = True  # tool calls wait on subprocesses and servers
@@ -92,15 +108,13 @@ class ToolUse(Wrapper):
         names = [tool.name for tool in tools]
         if len(set(names)) != len(names):
             raise InvalidArgument(f"ToolUse: tool names must be distinct, got {names}.")
-        if max_tool_calls < 0:
-            raise InvalidArgument(f"ToolUse(max_tool_calls={max_tool_calls}): expected a number of calls >= 0.")
         if call_format is not None and not callable(call_format) and call_format not in CALL_FORMATS:
             raise InvalidArgument(
                 f"ToolUse(call_format={call_format!r}): expected one of {sorted(CALL_FORMATS)}, or None for GEM tags."
             )
         self.call_format = call_format
         self.tools = {tool.name: tool for tool in tools}
-        self.max_tool_calls = max_tool_calls
+        self.max_tool_calls = check_count_from_zero("ToolUse: max_tool_calls", max_tool_calls)
         self.rewards = rewards or ToolRewards()
         self.add_instructions = add_instructions
         self.tool_call_count = 0
@@ -111,7 +125,10 @@ class ToolUse(Wrapper):
         text.
         """
         if self.call_format is not None:
-            lines = [f"- {name}: " + format_instruction(self.call_format, name, _argument_name(tool)) for name, tool in self.tools.items()]
+            lines = []
+            for name, tool in self.tools.items():
+                own = getattr(tool, "native_instruction", None)  # an MCP server's tools, each called by its name
+                lines.append(own(self.call_format) if own is not None else f"- {name}: " + format_instruction(self.call_format, name, _argument_name(tool)))
             return "You can call these tools; to call one, write:\n" + "\n".join(lines)
         return "\n\n".join(text for text in (tool.instruction for tool in self.tools.values()) if text)
 
@@ -139,27 +156,52 @@ class ToolUse(Wrapper):
             except Exception as error:  # a parser that chokes on model text must not end a training run either
                 return [ToolCall("tool", None, (0, len(action)), error=f"the tool call could not be parsed ({type(error).__name__}: {error})")]
             return [self._from_native(call) for call in native]
-        calls = sorted((call for tool in self.tools.values() for call in tool.parse(action)), key=lambda c: c.span)
+        calls = sorted((call for tool in self.tools.values() for call in self._parse(tool, action)), key=lambda c: c.span)
         kept: list[ToolCall] = []
         for call in calls:
             if not kept or call.span[0] >= kept[-1].span[1]:
                 kept.append(call)
         return kept
 
+    @staticmethod
+    def _parse(tool: Tool, action: str) -> list[ToolCall]:
+        try:
+            return tool.parse(action)
+        except Exception as error:  # a tool's parser that chokes on model text must not end a training run
+            return [ToolCall(tool.name, None, (0, len(action)), error=f"the call could not be parsed ({type(error).__name__}: {error})")]
+
     def _from_native(self, call: Any) -> ToolCall:
         if call.error:
             return ToolCall(call.name or "tool", None, call.span, error=call.error)
         tool = self.tools.get(call.name)
+        served = tool is None  # a tool of a server, called by its own name
         if tool is None:
-            return ToolCall(call.name, None, call.span, error=f"unknown tool {call.name!r}; available: {sorted(self.tools)}")
-        convert = getattr(tool, "content_from_arguments", None)
-        if convert is not None:
-            content = convert(call.arguments)
-        elif len(call.arguments) == 1:
-            content = next(iter(call.arguments.values()))  # python's code, search's query
-        else:
-            content = dict(call.arguments)
+            tool = self._server_of(call.name)
+            if tool is None:
+                return ToolCall(call.name, None, call.span, error=f"unknown tool {call.name!r}; available: {self._native_names()}")
+        try:
+            # A lone surrogate (a JSON escape in the call) cannot be encoded as UTF-8: no server or tokenizer takes it.
+            arguments = without_lone_surrogates(call.arguments)
+            content = {"name": call.name, "arguments": arguments} if served else _content(tool, arguments)
+        except Exception as error:  # as for a raising parser: the model's arguments are the call's fault
+            return ToolCall(call.name, None, call.span, error=f"the arguments could not be read ({type(error).__name__}: {error})")
         return ToolCall(tool.name, content, call.span)
+
+    def _server_of(self, name: str) -> Tool | None:
+        """The tool (an MCP server) that serves ``name`` as one of its own tools, for a native call naming it.
+
+        A tool that serves others lists them in ``tool_names``, or None while it does not know them (its
+        server not reached yet, or unreachable): it then takes the call, and its answer says what happened.
+        """
+        for tool in self.tools.values():
+            names = getattr(tool, "tool_names", ())
+            if names is None or name in names:
+                return tool
+        return None
+
+    def _native_names(self) -> list[str]:
+        """The names a native call may use: each tool's, or the tools a server serves in its place."""
+        return sorted(name for key, tool in self.tools.items() for name in (getattr(tool, "tool_names", None) or [key]))
 
     def _plan(self, action: str) -> tuple[list[ToolCall], bool] | None:
         """The calls to run now and whether some were dropped for the limit; None to pass the action on."""

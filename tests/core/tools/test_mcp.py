@@ -331,3 +331,96 @@ def test_an_http_500_at_start_names_the_server_and_status():
     finally:
         tool.close()
         server.close()
+
+
+# --- a dead server at reset, surrogates, native calls, settings (attack_trl mcp2-4, cfg) -----------------
+
+
+@pytest.mark.parametrize("call_format", [None, "hermes"])
+def test_a_dead_server_is_named_in_the_instruction_and_the_episode_goes_on(tmp_path, call_format):
+    """The instruction lists the server's tools, so reset reached the server: a dead one raised MCPError out of reset."""
+    crash = tmp_path / "crash_server.py"
+    crash.write_text("import sys\nsys.exit(3)\n")
+    env = ToolUse(AnswerEnv(), [MCPTool(str(crash), connect_timeout=10, timeout=5)], call_format=call_format)
+    try:
+        observation, _ = env.reset(seed=0)
+        assert f"The MCP server {crash} could not be reached" in observation and "Connection closed" in observation
+        observation, _, terminated, truncated, info = env.step('<tool_call>{"name": "add", "arguments": {"a": 1, "b": 2}}</tool_call>')
+        assert "could not be reached" in observation and not (terminated or truncated) and info["tool_calls"][0]["ok"] is False
+        assert env.step("42")[:3] == ("Correct.", 1.0, True)
+    finally:
+        env.close()
+
+
+def test_a_lone_surrogate_in_the_arguments_is_replaced_and_the_session_survives(stdio_tool):
+    """The stdio writer cannot encode a lone surrogate: the session died (8-17 s, the server restarted)."""
+    assert stdio_tool.tools  # connected: the server process below is the session's
+    before = set(_children())
+    (call,) = parse_tool_calls('<tool_call>{"name": "reverse", "arguments": {"text": "a\\ud800b", "\\udfff": ["\\ud800"]}}</tool_call>')
+    answer = stdio_tool.execute(call)
+    assert answer.observation.startswith("<tool_response>") and "Connection closed" not in answer.observation, answer.observation
+    (call,) = parse_tool_calls('<tool_call>{"name": "reverse", "arguments": {"text": "a\\ud800b"}}</tool_call>')
+    assert stdio_tool.execute(call).observation == "<tool_response>b?a</tool_response>"
+    assert set(_children()) == before  # the same server process: no restart
+
+
+def test_a_lone_surrogate_in_a_result_is_replaced():
+    """A tokenizer raises on a lone surrogate (TypeError: TextInputSequence must be str), ending the episode."""
+    from fastmcp import FastMCP
+    from mcp.types import TextContent
+
+    server = FastMCP("surrogates")
+
+    @server.tool
+    def lone():  # unannotated: this module's annotations are strings and TextContent is a local name
+        """A result with a lone surrogate."""
+        return [TextContent(type="text", text="a\ud800b")]
+
+    tool = MCPTool(server, timeout=10, connect_timeout=30)
+    try:
+        answer = tool.execute(parse_tool_calls('<tool_call>{"name": "lone", "arguments": {}}</tool_call>')[0])
+        assert answer.ok and answer.observation == "<tool_response>a?b</tool_response>"
+    finally:
+        tool.close()
+
+
+def test_native_calls_name_the_server_s_tools(stdio_tool):
+    """With call_format= the instruction showed {"name": "mcp", "arguments": {"input": ...}}, which failed with a
+    TypeError, and a call by the server's tool name was an unknown tool."""
+    env = ToolUse(AnswerEnv(), [stdio_tool], call_format="hermes", max_tool_calls=10)
+    observation, _ = env.reset(seed=0)
+    assert '"name": "mcp"' not in observation and "- add: Add two integers." in observation and '"required": ["a", "b"]' in observation
+    observation, _, _, _, info = env.step('<tool_call>\n{"name": "add", "arguments": {"a": 40, "b": 2}}\n</tool_call>')
+    assert observation == "<tool_response>42</tool_response>" and info["tool_calls"][0]["ok"] and info["observation_role"] == "tool"
+    observation, *_ = env.step('<tool_call>{"name": "reverse", "arguments": {"text": "a\\ud800b"}}</tool_call>')
+    assert observation == "<tool_response>b?a</tool_response>"
+    observation, *_ = env.step('<tool_call>{"name": "multiply", "arguments": {}}</tool_call>')
+    assert "unknown tool 'multiply'" in observation and "'add'" in observation and "'reverse'" in observation
+    observation, _, _, _, info = env.step('<tool_call>{"name": "mcp", "arguments": {"input": "add"}}</tool_call>')
+    assert "call error" in observation and "TypeError" not in observation and info["tool_calls"][0]["info"] == {"format_error": True}
+    observation, *_ = env.step('<tool_call>{"name": "mcp", "arguments": {"name": "add", "arguments": {"a": 1, "b": 2}}}</tool_call>')
+    assert observation == "<tool_response>3</tool_response>"
+    assert env.step("42")[:3] == ("Correct.", 1.0, True)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fragment"),
+    [
+        (dict(reconnects=-1), "reconnects=-1"),
+        (dict(reconnects=1.5), "reconnects=1.5"),
+        (dict(timeout="30"), "timeout='30'"),
+        (dict(timeout=-1), "timeout=-1"),
+        (dict(connect_timeout=0), "connect_timeout=0"),
+        (dict(max_chars=0), "max_chars=0"),
+        (dict(max_response_bytes="big"), "max_response_bytes='big'"),
+        (dict(server=42), "server=42"),
+        (dict(server=None), "server=None"),
+    ],
+)
+def test_settings_that_would_fail_every_call_are_refused_when_made(kwargs, fragment):
+    from gem_core.errors import InvalidArgument
+
+    server = kwargs.pop("server", str(SERVER))
+    with pytest.raises(InvalidArgument) as caught:
+        MCPTool(server, **kwargs)
+    assert fragment in str(caught.value) and "MCPTool" in str(caught.value)

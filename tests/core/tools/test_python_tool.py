@@ -68,3 +68,23 @@ def test_tool_runs_code_and_reports_the_mode(bwrap_mode):
 def test_tool_in_process_mode_says_so():
     answer = PythonTool(mode="process").execute(find_python_block("<python>print(1)</python>"))
     assert answer.info["sandbox_mode"] == "process"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fragment"),
+    [
+        (dict(timeout=-5), "timeout=-5"),
+        (dict(timeout="5"), "timeout='5'"),
+        (dict(timeout=0), "timeout=0"),
+        (dict(memory_mb=0), "memory_mb=0"),
+        (dict(memory_mb=2.5), "memory_mb=2.5"),
+        (dict(max_chars=-1), "max_chars=-1"),
+    ],
+)
+def test_settings_of_the_wrong_type_or_range_are_refused_when_made(kwargs, fragment):
+    """They were accepted, then every program failed (a bare TypeError from the sandbox, or an instant timeout)."""
+    from gem_core.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument) as caught:
+        PythonTool(mode="process", **kwargs)
+    assert fragment in str(caught.value) and "PythonTool" in str(caught.value)

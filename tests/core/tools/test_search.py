@@ -384,3 +384,42 @@ def test_a_compression_bomb_is_a_failed_search_without_inflating_it(fake_server,
     assert not answer.ok and len(answer.observation) < 1000
     assert ("stacks 2 encodings" if "," in encoding else "cap of 1048576 bytes decoded") in answer.observation
     assert peak[0] < 32 << 20, peak
+
+
+def test_a_lone_surrogate_in_a_passage_is_replaced(fake_server):
+    """A tokenizer raises on a lone surrogate (TypeError: TextInputSequence must be str), ending the episode."""
+    passages = [{"document": {"contents": '"T\\ud800"\nbody \ud800 \udfff end'}, "score": 1.0}]
+    url = fake_server(lambda request, sock: sock.sendall(_http_answer(json.dumps({"result": [passages]}).encode())))
+    answer = SearchTool(url, retries=0, timeout=5).execute(ToolCallFor("x"))
+    assert answer.ok and answer.observation == "<information>Doc 1(Title: T\\ud800) body ? ? end</information>"
+    assert format_passages(passages) == "Doc 1(Title: T\\ud800) body ? ? end"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fragment"),
+    [
+        (dict(retries="2"), "retries='2'"),
+        (dict(retries=-1), "retries=-1"),
+        (dict(retries=None), "retries=None"),
+        (dict(max_response_bytes="big"), "max_response_bytes='big'"),
+        (dict(max_response_bytes=0), "max_response_bytes=0"),
+        (dict(backoff="x"), "backoff='x'"),
+        (dict(backoff=-1), "backoff=-1"),
+        (dict(topk="3"), "topk='3'"),
+        (dict(topk=None), "topk=None"),
+        (dict(topk=2.5), "topk=2.5"),
+        (dict(topk=0), "topk=0"),
+        (dict(max_chars="10"), "max_chars='10'"),
+        (dict(max_chars=True), "max_chars=True"),
+    ],
+)
+def test_settings_of_the_wrong_type_or_range_are_refused_when_made(kwargs, fragment):
+    """They were accepted, then failed every search (raised from execute, or a failed search each time)."""
+    with pytest.raises(InvalidArgument) as caught:
+        SearchTool("http://127.0.0.1:9/retrieve", **kwargs)
+    assert fragment in str(caught.value) and "SearchTool" in str(caught.value)
+
+
+def test_settings_at_the_edge_of_their_range_are_accepted():
+    tool = SearchTool("http://127.0.0.1:9/retrieve", retries=0, backoff=0, topk=1, max_chars=1, max_response_bytes=1)
+    assert (tool.retries, tool.backoff, tool.topk, tool.max_chars, tool.max_response_bytes) == (0, 0, 1, 1, 1)

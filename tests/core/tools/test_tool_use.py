@@ -265,3 +265,50 @@ def test_importing_the_tools_package_stays_light():
 
     code = "import sys, gem_core.tools, gem_core.wrappers.tools; print(sorted(m for m in ('httpx', 'fastmcp', 'bm25s') if m in sys.modules))"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "[]\n"
+
+
+@pytest.mark.parametrize("max_tool_calls", ["5", None, 2.5, -1, True])
+def test_max_tool_calls_of_the_wrong_type_is_refused_when_made(max_tool_calls):
+    from gem_core.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument) as caught:
+        ToolUse(AnswerEnv(), [EchoTool()], max_tool_calls=max_tool_calls)
+    assert f"max_tool_calls={max_tool_calls!r}" in str(caught.value) and "ToolUse" in str(caught.value)
+
+
+class RaisingParseTool(SyncTool):
+    """``<calc>21</calc>`` doubles a number; its parsers raise on anything else, as a tool's own code may."""
+
+    name = "calc"
+    argument_name = "expression"
+
+    def parse(self, action: str) -> list[ToolCall]:
+        from gem_core.tools.tags import tag_spans
+
+        return [ToolCall(self.name, int(t.body(action)), (t.start, t.end)) for t in tag_spans(action, "<calc>", "</calc>")]
+
+    def content_from_arguments(self, arguments: dict) -> int:
+        return int(arguments["expression"])
+
+    def execute(self, call: ToolCall) -> ToolResult:
+        return ToolResult(str(call.content * 2), True)
+
+
+@pytest.mark.parametrize(
+    ("call_format", "action", "error"),
+    [
+        (None, "<calc>twenty</calc>", "ValueError"),
+        ("hermes", '<tool_call>{"name": "calc", "arguments": {"expression": "twenty"}}</tool_call>', "ValueError"),
+        ("hermes", '<tool_call>{"name": "calc", "arguments": {}}</tool_call>', "KeyError"),
+    ],
+)
+def test_a_tool_whose_parser_raises_on_model_text_is_a_malformed_call(call_format, action, error):
+    """A tool's parse (tags) or content_from_arguments (native calls) raising escaped env.step and ended the run."""
+    env = ToolUse(AnswerEnv(), [RaisingParseTool()], call_format=call_format, rewards=ToolRewards(per_error=-0.5))
+    env.reset(seed=0)
+    observation, reward, terminated, truncated, info = env.step(action)
+    assert observation.startswith("[calc call error]") and error in observation, observation
+    assert reward == -0.5 and not (terminated or truncated) and info["tool_calls"][0]["info"] == {"format_error": True}
+    good = "<calc>21</calc>" if call_format is None else '<tool_call>{"name": "calc", "arguments": {"expression": "21"}}</tool_call>'
+    assert env.step(good)[0] == "42"
+    assert env.step("42")[1:3] == (1.0, True)
