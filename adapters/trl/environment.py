@@ -171,6 +171,7 @@ def environment_factories(env_ids: Sequence[str] | Mapping[str, float], **env_kw
     row's label: give it ``with_environment_column(make_dataset(env_ids, n))``.
 
     Raises:
+        InvalidArgument: ``env_ids`` is empty (TRL would fail on an empty dict of factories, naming neither).
         InvalidArgumentType: ``env_ids`` is one id (a str), for which :func:`environment_factory` is the call, or
             neither a list nor a mixture.
         UnknownEnvError: An id is not registered (naming the closest ids).
@@ -180,10 +181,31 @@ def environment_factories(env_ids: Sequence[str] | Mapping[str, float], **env_kw
         raise InvalidArgumentType(f"environment_factories takes several env ids (a list or a {{env_id: weight}} mixture); for one, use environment_factory({env_ids!r}).")
     if not isinstance(env_ids, (Sequence, Mapping)):  # iterating it would fail with a bare TypeError
         raise InvalidArgumentType(f"environment_factories: env_ids must be a list of env ids or a mixture {{env_id: weight}}, got {type(env_ids).__name__} {env_ids!r}.")
+    if not env_ids:
+        raise InvalidArgument(f"environment_factories: env_ids={env_ids!r} names no env; give at least one env id, e.g. "
+                              "environment_factories(['game:Wordle-v0']) or a mixture {env_id: weight}.")
     return {env_id: environment_factory(env_id, **env_kwargs) for env_id in env_ids}
 
 
 def with_environment_column(dataset: Any) -> Any:
     """``dataset`` (from :func:`~gem_adapters.trl.make_dataset`) with an ``environment`` column holding each
-    row's env id: the column by which TRL's dict-form ``environment_factory`` picks a row's env."""
+    row's env id: the column by which TRL's dict-form ``environment_factory`` picks a row's env.
+
+    Raises:
+        InvalidArgumentType: ``dataset`` is not a ``datasets.Dataset`` (a ``DatasetDict`` is given per split).
+        InvalidArgument: ``dataset`` has no ``prompt`` column or already has an ``environment`` column (datasets'
+            own errors named neither fix), or a prompt has no GEM label (it was not made by ``make_dataset``).
+        LabelError: A prompt's label is malformed or names an unknown env.
+    """
+    from datasets import Dataset  # the caller's dataset already loaded it
+
+    if not isinstance(dataset, Dataset):
+        raise InvalidArgumentType(f"with_environment_column takes a datasets.Dataset (from make_dataset), got {type(dataset).__name__}; "
+                                  "for a DatasetDict, give each split.")
+    if "prompt" not in dataset.column_names:
+        raise InvalidArgument(f"with_environment_column: the dataset has no 'prompt' column (its columns: {dataset.column_names}); "
+                              "build it with gem_adapters.trl.make_dataset, whose prompts name each row's env.")
+    if "environment" in dataset.column_names:
+        raise InvalidArgument("with_environment_column: the dataset already has an 'environment' column; give the dataset without it "
+                              "(dataset.remove_columns('environment')), or use it as it is if it holds each row's env id.")
     return dataset.add_column("environment", [episode_label(prompt)[0].env_id for prompt in dataset["prompt"]])

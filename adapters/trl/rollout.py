@@ -64,7 +64,7 @@ class GemRolloutFunc:
         InvalidArgument: ``max_turns`` or ``max_new_tokens`` is out of range, ``logprobs`` or ``score_env_tokens`` is
             not a bool, or ``task_sampler`` has vision tasks.
         InvalidArgumentType: ``task_sampler`` is not a ``TaskSampler``, ``agent`` not an ``AgentProgram``, or a keyword is
-            not an option (naming the closest).
+            not an option (naming the closest), such as the output ``last_trajectories``.
     """
 
     max_turns: int | None = None
@@ -72,8 +72,8 @@ class GemRolloutFunc:
     max_new_tokens: int | None = 256
     """Most tokens sampled in one turn (the core's name, :attr:`gem_core.rollout.SamplingParams.max_new_tokens`);
     None: what is left of ``max_completion_length``."""
-    last_trajectories: list[TokenTrajectory] = field(default_factory=list, repr=False)
-    """The trajectories of the most recent call, for logging and inspection."""
+    last_trajectories: list[TokenTrajectory] = field(default_factory=list, init=False, repr=False)
+    """The trajectories of the most recent call, for logging and inspection (an output: not an option)."""
     logprobs: bool | None = None
     """Record the sampled tokens' log-probabilities (``logprobs`` of the rollout dict, the trajectories'
     ``logprobs``). None: only where TRL uses them, i.e. with ``GRPOConfig.off_policy_mask_threshold`` (with
@@ -96,10 +96,11 @@ class GemRolloutFunc:
 
     def __new__(cls, *args: Any, **kwargs: Any) -> GemRolloutFunc:
         # The dataclass's own refusal of a misspelt keyword is a bare TypeError naming neither the fix nor the options.
-        takes = [f.name for f in fields(cls)]
+        takes = [f.name for f in fields(cls) if f.init]
         for name in kwargs:
-            if name not in takes:
-                raise InvalidArgumentType(f"GemRolloutFunc got an unexpected keyword {name!r}{did_you_mean(name, takes)}; it takes {', '.join(takes)}.")
+            if name not in takes:  # an output such as last_trajectories would be overwritten by the next call
+                why = " (an output: each call sets it)" if name in {f.name for f in fields(cls)} else did_you_mean(name, takes)
+                raise InvalidArgumentType(f"GemRolloutFunc got an unexpected keyword {name!r}{why}; it takes {', '.join(takes)}.")
         return super().__new__(cls)
 
     def __post_init__(self) -> None:

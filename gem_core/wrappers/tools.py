@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gem_core.env import Env, StepResult
-from gem_core.errors import InvalidArgument
+from gem_core.errors import InvalidArgument, InvalidArgumentType, ResetNeeded
 from gem_core.tools.calls import CALL_FORMATS, CallParser, format_instruction, parse_native_calls
 from gem_core.tools.tool import Tool, ToolCall, ToolResult, check_count_from_zero, without_lone_surrogates
 from gem_core.wrappers.core import Wrapper
@@ -62,6 +62,26 @@ def _content(tool: Tool, arguments: dict[str, Any]) -> Any:
     return dict(arguments)
 
 
+def _check_tools(tools: Any) -> None:
+    """Refuse what is not a list of tools when the wrapper is made: a tool alone, or a tool's name, failed later
+    with a bare TypeError or AttributeError that named neither the argument nor the fix.
+
+    Raises:
+        InvalidArgument: if there is no tool.
+        InvalidArgumentType: if ``tools`` is not a list, or an item lacks a tool's ``name``, ``parse`` and ``execute``.
+    """
+    if isinstance(tools, (str, bytes)) or not isinstance(tools, Sequence):
+        raise InvalidArgumentType(f"ToolUse: tools must be a list of tools, got {type(tools).__name__}; for one tool, give ToolUse(env, [tool]).")
+    for index, tool in enumerate(tools):
+        if not (isinstance(getattr(tool, "name", None), str) and callable(getattr(tool, "parse", None)) and callable(getattr(tool, "execute", None))):
+            raise InvalidArgumentType(
+                f"ToolUse: tools[{index}]={tool!r:.60} is not a tool (a name, parse and execute): give tool objects, "
+                "e.g. ToolUse(env, [PythonTool()])."
+            )
+    if not tools:
+        raise InvalidArgument("ToolUse needs at least one tool, e.g. ToolUse(env, [PythonTool()]).")
+
+
 class ToolUse(Wrapper):
     """Wraps an env with tools.
 
@@ -87,7 +107,9 @@ class ToolUse(Wrapper):
 
     Raises:
         InvalidArgument: if there is no tool, two tools share a name, ``max_tool_calls`` is not a whole number
-            of at least 0 or ``call_format`` is unknown.
+            of at least 0 or ``call_format`` names no known format.
+        InvalidArgumentType: if ``tools`` is not a list of tools (one tool alone, a tool's name) or ``call_format``
+            is neither a name, a parser nor None.
     """
 
     blocking = True  # tool calls wait on subprocesses and servers
@@ -103,14 +125,15 @@ class ToolUse(Wrapper):
         call_format: str | CallParser | None = None,
     ):
         super().__init__(env)
-        if not tools:
-            raise InvalidArgument("ToolUse needs at least one tool, e.g. ToolUse(env, [PythonTool()]).")
+        _check_tools(tools)
         names = [tool.name for tool in tools]
         if len(set(names)) != len(names):
             raise InvalidArgument(f"ToolUse: tool names must be distinct, got {names}.")
-        if call_format is not None and not callable(call_format) and call_format not in CALL_FORMATS:
-            raise InvalidArgument(
-                f"ToolUse(call_format={call_format!r}): expected one of {sorted(CALL_FORMATS)}, or None for GEM tags."
+        if call_format is not None and not callable(call_format) and not (isinstance(call_format, str) and call_format in CALL_FORMATS):
+            error = InvalidArgument if isinstance(call_format, str) else InvalidArgumentType  # a list of names is unhashable
+            raise error(
+                f"ToolUse(call_format={call_format!r:.80}): expected one of {sorted(CALL_FORMATS)}, a parser "
+                "(gem_core.tools.calls.response_template_parser), or None for GEM tags."
             )
         self.call_format = call_format
         self.tools = {tool.name: tool for tool in tools}
@@ -204,7 +227,15 @@ class ToolUse(Wrapper):
         return sorted(name for key, tool in self.tools.items() for name in (getattr(tool, "tool_names", None) or [key]))
 
     def _plan(self, action: str) -> tuple[list[ToolCall], bool] | None:
-        """The calls to run now and whether some were dropped for the limit; None to pass the action on."""
+        """The calls to run now and whether some were dropped for the limit; None to pass the action on.
+
+        Raises:
+            ResetNeeded: before the first reset.
+        """
+        # reset() sets the episode-end guard's flag (gem_core.env.guard_episode_end) on this wrapper, so it is absent
+        # only before the first reset: a call there would run outside any episode (code run, a search server asked).
+        if getattr(self, "_gem_episode_over", None) is None:
+            raise ResetNeeded("Call reset() before step().")
         calls = self.find_calls(action)
         if not calls:
             return None
@@ -275,7 +306,11 @@ class ToolUse(Wrapper):
             super().close()
 
     def step(self, action: str) -> StepResult:
-        """Run the tool calls in ``action`` and answer with their results, or, if it holds none, pass it to the env."""
+        """Run the tool calls in ``action`` and answer with their results, or, if it holds none, pass it to the env.
+
+        Raises:
+            ResetNeeded: before the first reset (a tool call would run outside any episode).
+        """
         plan = self._plan(action)
         if plan is None:
             return self._passed_on(action, self.env.step(action))
@@ -284,7 +319,11 @@ class ToolUse(Wrapper):
         return self._answer(calls, results, cut)
 
     async def astep(self, action: str) -> StepResult:
-        """:meth:`step` with the tools' and the env's async calls."""
+        """:meth:`step` with the tools' and the env's async calls.
+
+        Raises:
+            ResetNeeded: before the first reset.
+        """
         plan = self._plan(action)
         if plan is None:
             return self._passed_on(action, await self.env.astep(action))

@@ -177,3 +177,47 @@ def test_factories_refuse_env_ids_that_are_neither_a_list_nor_a_mixture():
     with pytest.raises(InvalidArgumentType) as err:
         environment_factories(5)
     assert str(err.value).startswith("environment_factories: env_ids must be a list of env ids or a mixture {env_id: weight}, got int")
+
+
+def test_rollout_func_refuses_last_trajectories_its_output_as_an_option():
+    """GemRolloutFunc(last_trajectories=5) was taken, and the next call overwrote it."""
+    from gem_core.errors import InvalidArgumentType
+
+    with pytest.raises(InvalidArgumentType) as err:
+        GemRolloutFunc(last_trajectories=5)
+    assert str(err.value).startswith("GemRolloutFunc got an unexpected keyword 'last_trajectories' (an output: each call sets it); it takes max_turns, ")
+    assert "last_trajectories" not in str(err.value).split("it takes")[1]
+    assert GemRolloutFunc().last_trajectories == []
+
+
+@pytest.mark.parametrize("env_ids", [[], {}, ()])
+def test_factories_refuse_no_env_ids(env_ids):
+    """An empty dict of factories was returned, which TRL fails on later without naming env_ids."""
+    from gem_adapters.trl import environment_factories
+    from gem_core.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument) as err:
+        environment_factories(env_ids)
+    assert str(err.value).startswith(f"environment_factories: env_ids={env_ids!r} names no env; give at least one")
+
+
+def test_environment_column_refuses_a_dataset_without_prompts_or_with_the_column_naming_it():
+    """Bad input failed with datasets' own ValueError (no 'prompt' column, a duplicate 'environment' column)."""
+    from datasets import Dataset
+
+    from gem_adapters.trl import with_environment_column
+    from gem_core.errors import InvalidArgument, InvalidArgumentType
+
+    with pytest.raises(InvalidArgument) as err:
+        with_environment_column(Dataset.from_list([{"x": 1}]))
+    assert str(err.value).startswith("with_environment_column: the dataset has no 'prompt' column (its columns: ['x']); ")
+    assert "make_dataset" in str(err.value)
+    with_column = with_environment_column(make_dataset(ENV_ID, 2))
+    assert with_column["environment"] == [ENV_ID, ENV_ID]
+    with pytest.raises(InvalidArgument) as err:
+        with_environment_column(with_column)
+    assert str(err.value).startswith("with_environment_column: the dataset already has an 'environment' column; ")
+    assert "remove_columns('environment')" in str(err.value)
+    with pytest.raises(InvalidArgumentType) as err:
+        with_environment_column([{"prompt": []}])
+    assert str(err.value).startswith("with_environment_column takes a datasets.Dataset (from make_dataset), got list")

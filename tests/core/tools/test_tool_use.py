@@ -312,3 +312,47 @@ def test_a_tool_whose_parser_raises_on_model_text_is_a_malformed_call(call_forma
     good = "<calc>21</calc>" if call_format is None else '<tool_call>{"name": "calc", "arguments": {"expression": "21"}}</tool_call>'
     assert env.step(good)[0] == "42"
     assert env.step("42")[1:3] == (1.0, True)
+
+
+@pytest.mark.parametrize("action", ["<echo>hi</echo>", "42"])
+async def test_a_step_before_the_first_reset_is_refused_and_runs_no_tool(action):
+    """A tool call before reset() was run (math:*-python ran the code, qa:*-search called the server)."""
+    from gem_core.errors import ResetNeeded
+
+    tool, env = EchoTool(), AnswerEnv()
+    wrapped = ToolUse(env, [tool])
+    with pytest.raises(ResetNeeded, match=r"reset\(\)"):
+        wrapped.step(action)
+    with pytest.raises(ResetNeeded, match=r"reset\(\)"):
+        await wrapped.astep(action)
+    assert tool.executed == [] and env.received == []
+    wrapped.reset(seed=0)
+    assert wrapped.step("<echo>hi</echo>")[0] == "echo: hi" and tool.executed == ["hi"]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "shown"),
+    [
+        ({"tools": EchoTool()}, "ToolUse: tools must be a list of tools, got EchoTool; for one tool, give ToolUse(env, [tool])."),
+        ({"tools": ["python"]}, "ToolUse: tools[0]='python' is not a tool"),
+        ({"tools": [EchoTool(), None]}, "ToolUse: tools[1]=None is not a tool"),
+        ({"tools": [EchoTool()], "call_format": ["hermes"]}, "ToolUse(call_format=['hermes']): expected one of ['deepseek_v3', 'hermes', "),
+    ],
+    ids=["one_tool", "tool_name", "none", "call_format_list"],
+)
+def test_tools_and_call_format_of_the_wrong_type_are_refused_when_made(arguments, shown):
+    """A single tool, a tool's name or a list of formats failed with a bare TypeError or AttributeError."""
+    from gem_core.errors import InvalidArgumentType
+
+    tools = arguments.pop("tools")
+    with pytest.raises(InvalidArgumentType) as caught:
+        ToolUse(AnswerEnv(), tools, **arguments)
+    assert str(caught.value).startswith(shown), str(caught.value)
+
+
+def test_an_unknown_call_format_name_is_still_an_invalid_argument():
+    from gem_core.errors import InvalidArgument, InvalidArgumentType
+
+    with pytest.raises(InvalidArgument, match=r"call_format='hermes2'") as caught:
+        ToolUse(AnswerEnv(), [EchoTool()], call_format="hermes2")
+    assert not isinstance(caught.value, InvalidArgumentType)
