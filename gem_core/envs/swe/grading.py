@@ -8,6 +8,13 @@ only the agent's regular ``.py`` files under the package's source paths, never a
 ``pyproject.toml``, ``pytest.ini``, ``tox.ini``) or a symbolic link. So edited or deleted tests, a
 ``conftest.py`` that skips everything, a ``.pth`` hook and pytest settings change nothing.
 
+The grader reads the agent's tree on the host (as root when the host is), so it follows no link at any level:
+every folder is opened from the one above it with ``O_NOFOLLOW`` and every file likewise, so a source folder
+replaced by a link (``ln -s /some/host/dir gemstats``, or ``ln -s / gemstats``) or one below a linked folder
+counts as deleted, and no host file reaches the graded tree. What it walks and reads is bounded
+(:data:`MAX_SOURCE_ENTRIES`, :data:`MAX_SOURCE_BYTES`, :data:`MAX_SOURCE_DEPTH`); past a bound the submission
+is graded as failed, the grade's error naming it.
+
 The tree is then graded by :mod:`.pytest_runner` in a sandbox of its own (no network, the usual limits):
 the interpreter starts with ``-I -S``, pytest ignores every configuration file, ``conftest.py`` and
 plugin entry point, and the per-test outcomes come back through the sandbox's function-call channel,
@@ -30,13 +37,18 @@ import os
 import secrets
 import shutil
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import BinaryIO
 
-from gem_core.envs.swe.pack import Package, SweTask
+from gem_core.envs.swe.pack import Package, SweError, SweTask
 from gem_core.tools.sandbox import FunctionCall, SandboxConfig, SandboxPool, WorkDir, resolve_mode
 
-__all__ = ["Grade", "run_tests", "grade_tree", "overlay_source", "copy_tree", "is_test_path", "RUNNER"]
+__all__ = [
+    "Grade", "run_tests", "grade_tree", "overlay_source", "copy_tree", "is_test_path", "RUNNER",
+    "MAX_SOURCE_ENTRIES", "MAX_SOURCE_BYTES", "MAX_SOURCE_DEPTH",
+]
 
 RUNNER = Path(__file__).with_name("pytest_runner.py").read_text(encoding="utf-8")
 """Source of the program the grading sandbox runs: it runs pytest on the graded tree and prints each test's outcome."""
@@ -46,6 +58,16 @@ _TEST_DIRS = frozenset({"tests", "test", "testing"})
 _NEVER_COPIED = frozenset({"conftest.py", "sitecustomize.py", "usercustomize.py"})
 #: Most bytes of the JSON verdict accepted back (outcomes of a few hundred test ids).
 _MAX_VERDICT = 1 << 20
+MAX_SOURCE_ENTRIES = 20_000
+"""Most entries (files, folders, links) of the agent's source folders the grader looks at: past it the
+submission is graded as failed, since the host walks a tree the agent may have filled with anything."""
+MAX_SOURCE_BYTES = 64 << 20
+"""Most bytes of the agent's ``.py`` files the grader reads (a package's source is a few MiB): past it the
+submission is graded as failed."""
+MAX_SOURCE_DEPTH = 64
+"""Most levels of folders the grader walks (it holds a descriptor of each open level): past it the
+submission is graded as failed."""
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def is_test_path(relative: str) -> bool:
@@ -59,83 +81,192 @@ def is_test_path(relative: str) -> bool:
     )
 
 
-def _walk_files(root: str) -> dict[str, str]:
-    """Regular files under ``root`` (relative path -> absolute path), symbolic links never followed; walked
-    with a list of folders to visit, not recursion (a tree of any depth is fine)."""
-    found: dict[str, str] = {}
-    pending = [""]
-    while pending:
-        relative = pending.pop()
+def _open_folder(root: str, relative: str = "") -> int | None:
+    """A descriptor of the folder ``relative`` below ``root``, opened one part at a time from the one above with
+    ``O_NOFOLLOW``: a link anywhere on the way (``ln -s /some/host/dir gemstats``) gives None, as does a missing
+    folder, so the grader never reads through one. ``root`` itself is the host's own path and is taken as given."""
+    try:
+        folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    for part in Path(relative).parts:
         try:
-            entries = list(os.scandir(os.path.join(root, relative)))
+            child = os.open(part, _FOLDER, dir_fd=folder)
         except OSError:
-            continue
-        for entry in entries:
-            key = os.path.join(relative, entry.name)
+            return None
+        finally:
+            os.close(folder)
+        folder = child
+    return folder
+
+
+def _walk_files(top: int, budget: _Budget | None = None) -> Iterator[tuple[str, int, str]]:
+    """Each regular file below the folder open at ``top``: its path relative to it, a descriptor of its folder
+    (valid until the next item) and its name. Each folder is opened from its parent's descriptor with
+    ``O_NOFOLLOW``, so a link is followed at no level, even one swapped in while the walk runs. Depth first, with
+    a stack of open folders instead of recursion: one descriptor per level, :data:`MAX_SOURCE_DEPTH` at most.
+
+    Raises:
+        SweError: the folders nest deeper than :data:`MAX_SOURCE_DEPTH`, or ``budget`` ran out of entries.
+    """
+    stack = [("", os.dup(top), sorted(os.scandir(top), key=lambda entry: entry.name, reverse=True))]
+    try:
+        while stack:
+            relative, folder, entries = stack[-1]
+            if not entries:
+                os.close(folder)
+                stack.pop()
+                continue
+            entry = entries.pop()
+            if budget is not None:
+                budget.spend(entries=1)
+            key = f"{relative}/{entry.name}" if relative else entry.name
             if entry.is_dir(follow_symlinks=False):
-                pending.append(key)
+                if len(stack) > MAX_SOURCE_DEPTH:
+                    raise SweError(f"the tree nests folders more than {MAX_SOURCE_DEPTH} deep, past the grader's limit (at {key[:200]})")
+                try:
+                    child = os.open(entry.name, _FOLDER, dir_fd=folder)
+                except OSError:
+                    continue
+                try:
+                    listing = sorted(os.scandir(child), key=lambda entry: entry.name, reverse=True)
+                except OSError:
+                    os.close(child)
+                    continue
+                stack.append((key, child, listing))
             elif entry.is_file(follow_symlinks=False):
-                found[key] = entry.path
-    return found
+                yield key, folder, entry.name
+    finally:
+        for _, folder, _ in stack:
+            os.close(folder)
+
+
+def _open_file(folder: int, name: str) -> BinaryIO | None:
+    """``name`` in the folder open at ``folder``, if it is a regular file: not a link (``O_NOFOLLOW``), not a FIFO
+    (opened without blocking, then checked on the descriptor, so a swap after the walk saw it changes nothing)."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
+    except OSError:
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return os.fdopen(fd, "rb")
 
 
 def copy_tree(source: str | Path, destination: str | Path) -> None:
     """Copy the folders and regular files of ``source`` into ``destination`` (made if missing), modes
-    0755/0644; links and special files are left out."""
+    0755/0644; links and special files are left out.
+
+    Raises:
+        SweError: ``source`` nests folders deeper than :data:`MAX_SOURCE_DEPTH`.
+    """
     destination = Path(destination)
     destination.mkdir(parents=True, exist_ok=True)
-    for relative, path in sorted(_walk_files(str(source)).items()):
-        target = destination / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, target)
-        os.chmod(target, 0o644)
+    top = _open_folder(str(source))
+    if top is not None:
+        try:
+            for relative, folder, name in _walk_files(top):
+                original = _open_file(folder, name)
+                if original is None:
+                    continue
+                target = destination / relative
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with original, open(target, "wb") as copy:
+                    shutil.copyfileobj(original, copy)
+                os.chmod(target, 0o644)
+        finally:
+            os.close(top)
     for directory in [destination, *[p for p in destination.rglob("*") if p.is_dir()]]:
         os.chmod(directory, 0o755)
 
 
-def _regular_file(path: str, limit: int) -> bytes | None:
-    """The bytes of ``path`` if it is a regular file (not a link, not a FIFO) of at most ``limit`` bytes."""
+class _Budget:
+    """What the grader may still read of the agent's tree: the tree is the agent's to fill, and the host reads
+    it (as root), so past :data:`MAX_SOURCE_ENTRIES` or :data:`MAX_SOURCE_BYTES` the submission fails instead."""
+
+    def __init__(self) -> None:
+        self.entries, self.bytes = MAX_SOURCE_ENTRIES, MAX_SOURCE_BYTES
+
+    def spend(self, entries: int = 0, data: int = 0) -> None:
+        """Count ``entries`` looked at and ``data`` bytes read.
+
+        Raises:
+            SweError: a limit is passed; the message names it.
+        """
+        self.entries, self.bytes = self.entries - entries, self.bytes - data
+        if self.entries < 0:
+            raise SweError(f"the source folders hold more than {MAX_SOURCE_ENTRIES} entries, past the grader's limit")
+        if self.bytes < 0:
+            raise SweError(f"the library source holds more than {MAX_SOURCE_BYTES} bytes, past the grader's limit")
+
+
+def _agent_source(agent_root: str, source: str, budget: _Budget, max_file_bytes: int) -> dict[str, bytes]:
+    """The agent's library files under one source path (relative path -> bytes): regular ``.py`` files that are
+    not test code, of at most ``max_file_bytes`` each, read through no link at any level (:func:`_open_folder`,
+    :func:`_walk_files`). A source path that is a link, or passes one, holds nothing."""
+    single = source.endswith(".py")
+    top = _open_folder(agent_root, os.path.dirname(source) if single else source)
+    if top is None:
+        return {}
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as file:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        data = file.read(limit + 1)
-    return data if len(data) <= limit else None
+        listed = [(source, top, os.path.basename(source))] if single else (
+            (f"{source}/{relative}", folder, name) for relative, folder, name in _walk_files(top, budget)
+        )
+        found = {}
+        for relative, folder, name in listed:
+            if not relative.endswith(".py") or is_test_path(relative):
+                continue
+            file = _open_file(folder, name)
+            if file is None:
+                continue
+            with file:
+                data = file.read(max_file_bytes + 1)
+            budget.spend(data=len(data))
+            if len(data) <= max_file_bytes:
+                found[relative] = data
+        return found
+    finally:
+        os.close(top)
 
 
 def overlay_source(agent_root: str | Path, tree: str | Path, package: Package, *, max_file_bytes: int = 4 << 20) -> list[str]:
     """Make ``tree`` (a copy of the pristine starting tree) hold the agent's library source: its ``.py``
     files under ``package.source`` that are not test code replace, add to or (when the agent deleted
-    them) remove the tree's; the changed paths, sorted."""
+    them) remove the tree's; the changed paths, sorted. A source path the agent replaced by a link, or one
+    below a link, counts as deleted: the grader reads the agent's tree through no link.
+
+    Raises:
+        SweError: the agent's source folders pass :data:`MAX_SOURCE_ENTRIES`, :data:`MAX_SOURCE_BYTES` or
+            :data:`MAX_SOURCE_DEPTH` (nothing of ``tree`` has changed yet).
+    """
     agent_root, tree = str(agent_root), Path(tree)
-    changed = []
+    budget, agent_files = _Budget(), {}
     for source in package.source:
-        agent_files = {}
+        agent_files.update(_agent_source(agent_root, source, budget, max_file_bytes))
+    changed = set()
+    for source in package.source:
         if source.endswith(".py"):
-            candidates = {source: os.path.join(agent_root, source)}
+            pristine = [source]
         else:
-            candidates = {os.path.join(source, k): v for k, v in _walk_files(os.path.join(agent_root, source)).items()}
-        for relative, path in candidates.items():
-            if relative.endswith(".py") and not is_test_path(relative):
-                data = _regular_file(path, max_file_bytes)
-                if data is not None:
-                    agent_files[relative] = data
-        pristine = [source] if source.endswith(".py") else [os.path.join(source, k) for k in _walk_files(str(tree / source))]
+            top, pristine = _open_folder(str(tree), source), []
+            if top is not None:
+                try:
+                    pristine = [f"{source}/{relative}" for relative, _, _ in _walk_files(top)]
+                finally:
+                    os.close(top)
         for relative in pristine:
             if relative.endswith(".py") and not is_test_path(relative) and relative not in agent_files and (tree / relative).is_file():
                 (tree / relative).unlink()
-                changed.append(relative)
-        for relative, data in agent_files.items():
-            target = tree / relative
-            if target.is_file() and target.read_bytes() == data:
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-            os.chmod(target, 0o644)
-            changed.append(relative)
+                changed.add(relative)
+    for relative, data in agent_files.items():
+        target = tree / relative
+        if target.is_file() and target.read_bytes() == data:
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        os.chmod(target, 0o644)
+        changed.add(relative)
     return sorted(changed)
 
 
@@ -219,12 +350,17 @@ def run_tests(
 def grade_tree(
     agent_root: str | Path, pristine: str | Path, task: SweTask, *, mode: str | None = None, memory_mb: int = 1024,
 ) -> Grade:
-    """Grade the agent's tree for ``task``: its library source over the pristine tree, then the task's tests."""
+    """Grade the agent's tree for ``task``: its library source over the pristine tree, then the task's tests.
+    A tree past the grader's limits (:data:`MAX_SOURCE_ENTRIES`, :data:`MAX_SOURCE_BYTES`,
+    :data:`MAX_SOURCE_DEPTH`) is graded as failed, with :attr:`Grade.error` naming the limit."""
     work = WorkDir(prefix="gem-swe-grade-")
     try:
         tree = os.path.join(work.path, _TREE)
         copy_tree(pristine, tree)
-        changed = overlay_source(agent_root, tree, task.package)
+        try:
+            changed = overlay_source(agent_root, tree, task.package)
+        except SweError as error:  # a limit on reading the agent's tree: a failed grade, named
+            return Grade({}, task.fail_to_pass, task.pass_to_pass, error=str(error))
         canaries = _plant_canaries(Path(tree), task.fail_to_pass)
         grade = _run_in_sandbox(
             work.path, task.package, task.tests + canaries, timeout=task.test_timeout, mode=mode, memory_mb=memory_mb

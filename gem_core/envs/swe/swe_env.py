@@ -256,6 +256,8 @@ class SweEnv(TerminalEnv):
             "success": grade.resolved, "tests_passed": grade.passed, "tests_total": len(grade.tests),
             "changed": list(grade.changed), "grade_seconds": round(grade.duration, 3), **info,
         }
+        if grade.error:
+            details["grade_error"] = grade.error  # e.g. a limit on reading the tree, named
         return f"{observation}\nGraded: {verdict}.", float(reward), not truncated, truncated, details
 
     # ------------------------------------------------------------------ tools

@@ -380,3 +380,78 @@ def test_the_sample_pack_is_built_outside_a_tmpdir_the_sandbox_shows(monkeypatch
         env.close()
     finally:
         swe_env._sample_home.cache_clear()
+
+
+# ----------------------------------------------------------------------------------- links and limits in the agent's tree
+# The grader runs on the host (as root): what it reads of the agent's tree must never lead out of it. A link
+# planted at the source folder itself (``mv gemstats x && ln -s /some/host/dir gemstats``) or at any folder on
+# the way to it once made the grader copy host files into the graded tree (with ``ln -s / gemstats`` the walk
+# read the whole host file system).
+
+
+def _package(*source: str):
+    from gem_core.envs.swe.pack import Package
+
+    return Package(name="p", version="1", sdist="p.tar.gz", sha256="", license="MIT", license_files=(), source=source)
+
+
+def _host_tree(root: Path) -> Path:
+    """A small private folder standing for a host folder a link points at (never ``/``)."""
+    (root / "pkg").mkdir(parents=True)
+    (root / "secret_module.py").write_text("API_KEY = 'HOSTSECRET'\n")
+    (root / "pkg" / "secret_module.py").write_text("API_KEY = 'HOSTSECRET'\n")
+    (root / "mod.py").write_text("API_KEY = 'HOSTSECRET'\n")
+    return root
+
+
+def test_a_source_folder_made_a_link_takes_no_host_file(tmp_path):
+    host = _host_tree(tmp_path / "host")
+    env = SweEnv(sample=True)
+    env.reset(seed=0)
+    observation = env.step(call("bash", command=f"mv gemstats gemstats.orig && ln -s '{host}' gemstats && echo linked"))[0]
+    assert "linked" in observation, observation
+    reward, info = submit(env)
+    assert reward == 0.0 and not any("secret" in path for path in info["changed"]), info["changed"]
+    assert "gemstats/__init__.py" in info["changed"]  # graded as a tree whose source is gone
+    env.close()
+
+
+def test_no_link_is_followed_at_any_level_of_a_source_path(tmp_path):
+    from gem_core.envs.swe.grading import overlay_source
+
+    host = _host_tree(tmp_path / "host")
+    agent, tree = tmp_path / "agent", tmp_path / "tree"
+    for root in (agent, tree):
+        (root / "lib").mkdir(parents=True)
+        (root / "lib" / "mod.py").write_text("VALUE = 1\n")
+    (tree / "src" / "pkg").mkdir(parents=True)
+    (tree / "src" / "pkg" / "__init__.py").write_text("")
+    (agent / "src").symlink_to(host)  # a folder on the way to the source folder src/pkg
+    (agent / "top").symlink_to(host / "pkg")  # the source folder itself
+    (agent / "lib" / "mod.py").unlink()
+    (agent / "lib" / "mod.py").symlink_to(host / "mod.py")  # a single-file source
+    changed = overlay_source(agent, tree, _package("src/pkg", "top", "lib/mod.py"))
+    assert changed == ["lib/mod.py", "src/pkg/__init__.py"]  # both deleted: neither is a file of the agent's tree
+    assert not any("HOSTSECRET" in path.read_text() for path in tree.rglob("*.py"))
+    (agent / "lib").rename(agent / "lib.orig")
+    (agent / "lib").symlink_to(host)  # the folder holding a single-file source
+    (tree / "lib" / "mod.py").write_text("VALUE = 1\n")
+    assert overlay_source(agent, tree, _package("lib/mod.py")) == ["lib/mod.py"]
+    assert not (tree / "lib" / "mod.py").exists()
+
+
+@pytest.mark.parametrize(("limit", "value", "name"), [("MAX_SOURCE_ENTRIES", 5, "entries"), ("MAX_SOURCE_BYTES", 100, "bytes")])
+def test_a_source_tree_past_the_grader_limits_is_graded_as_failed(monkeypatch, limit, value, name):
+    from gem_core.envs.swe import grading
+
+    monkeypatch.setattr(grading, limit, value)
+    env = SweEnv(sample=True)
+    env.reset(seed=0)
+    mutation = env.task.mutation
+    env.step(call("replace", path=mutation.file, old=mutation.new, new=mutation.old))  # the gold patch
+    made = env.step(call("bash", command="for i in $(seq 1 10); do echo 'X = 1  # padding padding' > gemstats/m$i.py; done; echo ok"))
+    assert "ok" in made[0]
+    observation, reward, terminated, _, info = env.step(call("submit"))
+    assert (reward, terminated, info["success"]) == (0.0, True, False)
+    assert f"{value} {name}" in info["grade_error"] and f"{value} {name}" in observation, observation
+    env.close()
