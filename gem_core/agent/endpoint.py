@@ -10,9 +10,16 @@ with an earlier call's prompt and completion.
 
 Errors are OpenAI-shaped (``{"error": {"message", "type", "code"}}``) so clients raise them as such:
 400 malformed request (or one the policy cannot honour: ``n`` other than 1, ``stop`` sequences), 401 missing
-or unknown key, 404 unknown episode path, 409 the episode is over, 413 body over ``max_body_bytes``, 408 a body
-too slow to arrive, 502 the policy failed or overran ``call_timeout``. ``stream=true`` is answered as server-sent events holding the whole answer in one chunk. Every request is bounded (body size, body time, headers and connections through
+or unknown key, 404 unknown episode path or route, 405 a method a route does not take, 409 the episode is over,
+413 body over ``max_body_bytes``, 408 a body too slow to arrive, 429 an episode over ``max_open_requests``,
+502 the policy failed or overran ``call_timeout``, 503 all agents together over ``max_connections``.
+``stream=true`` is answered as server-sent events holding the whole answer in one chunk. Every request is
+bounded (body size, body time, headers and connections through
 :class:`~gem_core.serve.connections.ConnectionGuard`), and the server listens on 127.0.0.1 only.
+
+Every agent connects from 127.0.0.1, so a cap per client address would let one agent's flood refuse all the
+others: each episode's open requests are capped instead (its excess answered 429 at once, its connection
+closed), and the guard's total cap is the last resort.
 
 Calls of one episode are served one at a time in arrival order (its lock); calls of different episodes
 run concurrently, on the endpoint's own event loop thread, so one policy object serves them all (a
@@ -22,25 +29,35 @@ run concurrently, on the endpoint's own event loop thread, so one policy object 
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import secrets
 import time
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from gem_core.agent.episode import AgentCall, AgentEpisode, EpisodeOver, MessageError, normalize_messages
+from gem_core.errors import InvalidArgument, InvalidArgumentType, did_you_mean
 from gem_core.protocols import Tokenizer
 from gem_core.rollout.policy import Generation, Policy, SamplingParams, default_stop_token_ids
 from gem_core.serve.asgi import RequestError, json_bytes, json_route
 from gem_core.serve.loopback import LoopbackServer
 from gem_core.tools.calls import call_format_for, parse_native_calls
+from gem_core.tools.tool import check_count_from_zero
+from gem_core.vector.calls import check_amount, check_count
 
 __all__ = ["AgentEndpoint", "AgentEndpointConfig"]
 
 
 @dataclass(frozen=True)
 class AgentEndpointConfig:
-    """Limits and defaults of an :class:`AgentEndpoint`."""
+    """Limits and defaults of an :class:`AgentEndpoint`.
+
+    Raises:
+        InvalidArgument: a value is out of range (a count below 1, a time not above 0, an empty model name).
+        InvalidArgumentType: a keyword it does not take, or a value of the wrong kind.
+    """
 
     max_body_bytes: int = 8 << 20
     """Largest request body in bytes (an agent resends its whole history each call); larger is a 413."""
@@ -58,23 +75,67 @@ class AgentEndpointConfig:
     """The model name reported in answers and ``/v1/models`` (requests may name any model)."""
     max_closed_keys: int = 4096
     """Ended episodes remembered, so their late calls get 409 "over" rather than 401 "unknown"."""
+    max_open_requests: int = 16
+    """Requests one episode may have open at once (its calls are answered one at a time, the rest wait); more are
+    answered 429 at once and their connections closed, so one agent cannot hold the connections all agents share."""
+    max_connections: int = 1024
+    """Connections all agents together may hold (lowered to fit the open-file limit); more are answered 503. The
+    last resort: ``max_open_requests`` bounds each episode first."""
     sampling: SamplingParams | None = None
     """The trainer's sampling, which then wins over the agent's: its temperature, top-p and top-k replace the
     request's (the samples stay on-policy whatever the agent asks for), and its ``max_new_tokens`` caps the
     request's ``max_tokens``. None: each request's own (an agent evaluated, not trained)."""
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> AgentEndpointConfig:
+        # The dataclass's own refusal of a misspelt keyword is a bare TypeError naming neither the fix nor the options.
+        takes = [f.name for f in fields(cls)]
+        for name in kwargs:
+            if name not in takes:
+                raise InvalidArgumentType(f"AgentEndpointConfig got an unexpected keyword {name!r}{did_you_mean(name, takes)}; it takes {', '.join(takes)}.")
+        return super().__new__(cls)
 
-def _error(status: int, message: str, code: str) -> Any:
-    from starlette.responses import Response
+    def __post_init__(self) -> None:
+        # A bad value would otherwise surface only when an agent calls: a 500, or a 502 on every call.
+        owner = "AgentEndpointConfig: "
+        for name in ("max_body_bytes", "default_max_tokens", "max_tokens_cap", "max_open_requests", "max_connections"):
+            check_count(owner + name, getattr(self, name))
+        for name in ("body_timeout", "call_timeout"):
+            check_amount(owner + name, getattr(self, name), "seconds")
+        check_count_from_zero(owner + "max_closed_keys", self.max_closed_keys)
+        kwargs = self.chat_template_kwargs
+        if not isinstance(kwargs, Mapping) or not all(isinstance(key, str) for key in kwargs):
+            raise InvalidArgumentType(f"{owner}chat_template_kwargs={kwargs!r:.80} must be a dict of template variable names to values.")
+        if not isinstance(self.model_name, str) or not self.model_name:
+            raise InvalidArgument(f"{owner}model_name={self.model_name!r:.80} must be a non-empty string.")
+        if not isinstance(self.sampling, (SamplingParams, type(None))):
+            raise InvalidArgumentType(f"{owner}sampling={self.sampling!r:.80} must be a gem_core.rollout.SamplingParams, or None.")
 
-    kind = {401: "authentication_error", 404: "not_found_error", 409: "conflict_error"}.get(status, "invalid_request_error")
+
+def _error_body(status: int, message: str, code: str) -> bytes:
+    kind = {401: "authentication_error", 404: "not_found_error", 409: "conflict_error", 429: "rate_limit_error"}.get(status, "invalid_request_error")
     if status >= 500:
         kind = "server_error"
-    return Response(json_bytes({"error": {"message": message, "type": kind, "code": code}}), status, media_type="application/json")
+    return json_bytes({"error": {"message": message, "type": kind, "code": code}})
+
+
+def _error(status: int, message: str, code: str, headers: dict[str, str] | None = None) -> Any:
+    from starlette.responses import Response
+
+    return Response(_error_body(status, message, code), status, headers=headers, media_type="application/json")
+
+
+def _guard_error_body(status: int, detail: str) -> bytes:
+    """The connection guard's own 503 and 408, OpenAI-shaped like every other answer (clients raise them as such)."""
+    return _error_body(status, detail, {503: "too_many_connections", 408: "header_timeout"}.get(status, "error"))
 
 
 _REQUEST_ERROR_CODES = {400: "invalid_request", 401: "invalid_api_key", 404: "unknown_episode", 408: "body_timeout",
                         413: "request_too_large", 502: "policy_error"}
+
+
+def _bearer(request: Any) -> str:
+    header = request.headers.get("authorization", "")
+    return header[7:].strip() if header[:7].lower() == "bearer " else ""
 
 
 def _error_response(error: Exception) -> Any:
@@ -95,6 +156,27 @@ def _number(body: dict, name: str, default: float, low: float, high: float) -> f
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
         raise RequestError(400, f"'{name}' must be a number from {low:g} to {high:g}")
     return float(value)
+
+
+def _flag(value: Any, name: str) -> None:
+    if value is not None and not isinstance(value, bool):
+        raise RequestError(400, f"{name} must be true, false or null")
+
+
+def _check_answer_options(body: dict, *, logprobs_count: bool) -> None:
+    """Check the options read only once the call is sampled (how its answer is sent): one found bad after would
+    fail the request with the call already recorded, costing the episode a turn. ``logprobs_count``: ``logprobs``
+    is /v1/completions' count of alternatives per token (0 to 5), not chat's true or false."""
+    _flag(body.get("stream"), "'stream'")
+    options = body.get("stream_options")
+    if options is not None and not isinstance(options, dict):
+        raise RequestError(400, "'stream_options' must be an object like {\"include_usage\": true}, or null")
+    _flag((options or {}).get("include_usage"), "'include_usage' in 'stream_options'")
+    logprobs = body.get("logprobs")
+    if not logprobs_count:
+        _flag(logprobs, "'logprobs'")
+    elif logprobs is not None and not (isinstance(logprobs, int) and 0 <= logprobs <= 5):
+        raise RequestError(400, "'logprobs' must be a whole number from 0 to 5, or null")
 
 
 def _within(sampling: SamplingParams, call: AgentCall) -> SamplingParams:
@@ -153,6 +235,7 @@ class AgentEndpoint:
         self._closed: dict[str, str] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._sampling_now: dict[str, asyncio.Future] = {}
+        self._open_requests: collections.Counter[str] = collections.Counter()
         self._stop_ids = default_stop_token_ids(tokenizer)
         self._call_format = call_format_for(tokenizer)
         self._http: LoopbackServer | None = None
@@ -232,7 +315,10 @@ class AgentEndpoint:
             StartFailed: the server did not listen within 30 s.
         """
         if self._http is None:
-            http = LoopbackServer("gem-agent-endpoint", self.app(), port=self.port, body_timeout=self.config.body_timeout)
+            http = LoopbackServer(
+                "gem-agent-endpoint", self.app(), port=self.port, body_timeout=self.config.body_timeout,
+                max_connections=self.config.max_connections, error_body=_guard_error_body,
+            )
             self.port = http.start()
             self._http = http
         return self
@@ -253,8 +339,7 @@ class AgentEndpoint:
 
     def _episode(self, request: Any) -> AgentEpisode:
         path_key = request.path_params.get("key")
-        header = request.headers.get("authorization", "")
-        bearer = header[7:].strip() if header[:7].lower() == "bearer " else ""
+        bearer = _bearer(request)
         if path_key is not None:
             if path_key in self._closed:
                 raise EpisodeOver(f"episode {path_key!r} is over ({self._closed[path_key]}); start a new episode")
@@ -280,11 +365,12 @@ class AgentEndpoint:
                 "and an answer cut at a sequence would be trained on as sampled, past what the agent read; leave 'stop' out "
                 "and cut the answer in the agent",
             )
-        limit = body.get("max_completion_tokens", body.get("max_tokens"))
+        name = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"  # a null is not given
+        limit = body.get(name)
         if limit is None:
             limit = self.config.default_max_tokens
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise RequestError(400, "'max_tokens' must be a positive integer")
+            raise RequestError(400, f"'{name}' must be a positive integer")
         temperature, top_p = _number(body, "temperature", 1.0, 0.0, 100.0), _number(body, "top_p", 1.0, 0.0, 1.0)
         trainer = self.config.sampling
         if trainer is not None:
@@ -357,6 +443,7 @@ class AgentEndpoint:
         tools = body.get("tools") or None
         if tools is not None and not isinstance(tools, list):
             raise RequestError(400, "'tools' must be a list of tool definitions")
+        _check_answer_options(body, logprobs_count=False)
         sampling = self._sampling(body)
         episode = self._episode(request)
         async with self._locks[episode.key]:
@@ -392,6 +479,7 @@ class AgentEndpoint:
             pass
         elif not (isinstance(prompt, str) and prompt):
             raise RequestError(400, "'prompt' must be a non-empty string or a list of token ids of this model")
+        _check_answer_options(body, logprobs_count=True)
         sampling = self._sampling(body)
         episode = self._episode(request)
         async with self._locks[episode.key]:
@@ -414,19 +502,58 @@ class AgentEndpoint:
                       "total_tokens": len(call.prompt_ids) + len(generation.token_ids)},
         }
 
+    def _per_episode(self, handle: Any) -> Any:
+        """``handle``, with the request's episode found before its body is read and its open requests capped.
+
+        An unknown key is answered at once (a flood of made-up keys holds no connection for its body), and an
+        episode's requests past ``max_open_requests`` get 429 with their connections closed, freeing the slots
+        every agent shares. Only ``/v1/models`` asked without a key names no episode.
+        """
+        limit = self.config.max_open_requests
+
+        async def bounded(request: Any) -> Any:
+            if request.method == "GET" and request.path_params.get("key") is None and not request.headers.get("authorization"):
+                return await handle(request)
+            try:
+                key = self._episode(request).key
+            except Exception as error:  # noqa: BLE001 - answered as the route would answer it
+                return _error_response(error)
+            if self._open_requests[key] >= limit:
+                return _error(
+                    429, f"this episode already has {limit} requests open (AgentEndpointConfig.max_open_requests); its calls "
+                    "are answered one at a time, so send the next one when an answer comes", "rate_limit_exceeded",
+                    headers={"Connection": "close"},
+                )
+            self._open_requests[key] += 1
+            try:
+                return await handle(request)
+            finally:
+                self._open_requests[key] -= 1
+                if not self._open_requests[key]:
+                    del self._open_requests[key]
+
+        return bounded
+
     def app(self) -> Any:
         """The Starlette app (built once per :meth:`start`)."""
         from starlette.applications import Starlette
+        from starlette.exceptions import HTTPException
         from starlette.routing import Route
 
         def endpoint(work: Any) -> Any:
-            return json_route(work, max_bytes=self.config.max_body_bytes, timeout=self.config.body_timeout,
-                              error_response=_error_response, stream=_event_stream)
+            return self._per_episode(json_route(work, max_bytes=self.config.max_body_bytes, timeout=self.config.body_timeout,
+                                                error_response=_error_response, stream=_event_stream))
 
         async def models(request: Any, body: Any) -> dict[str, Any]:
-            if request.path_params.get("key") is not None or request.headers.get("authorization"):
-                self._episode(request)
             return {"object": "list", "data": [{"id": self.config.model_name, "object": "model", "owned_by": "gem"}]}
+
+        async def no_route(request: Any, error: HTTPException) -> Any:
+            # Starlette's own 404 and 405 are plain text, which OpenAI clients report as an unreadable answer.
+            if error.status_code == 405:
+                allowed = (error.headers or {}).get("Allow", "")
+                return _error(405, f"{request.method} is not allowed here; this route takes {allowed}", "method_not_allowed", error.headers)
+            return _error(error.status_code, "no such route: the OpenAI API is at /v1 (chat/completions, completions, models), "
+                          "or at /episodes/KEY/v1", "unknown_route" if error.status_code == 404 else "error", error.headers)
 
         routes = []
         for prefix in ("", "/episodes/{key}"):
@@ -435,5 +562,5 @@ class AgentEndpoint:
                 Route(prefix + "/v1/completions", endpoint(self._completion), methods=["POST"]),
                 Route(prefix + "/v1/models", endpoint(models), methods=["GET"]),
             ]
-        return Starlette(routes=routes)
+        return Starlette(routes=routes, exception_handlers={HTTPException: no_route})
 

@@ -7,7 +7,9 @@ and nobody is served, ``/health`` included; the token check never runs because t
 :class:`ConnectionGuard` adds what is missing:
 
 - **connection caps**, total and per client address, checked in the listening socket's ``accept``: a
-  connection over either cap is answered 503 (naming the flag to raise) and closed at once. The total
+  connection over either cap is answered 503 (naming the flag to raise) and closed at once. A server whose
+  clients all share one address (a loopback server's agents) has no cap per address: it would be a lower
+  total that one client fills for all, so such a server bounds each client's requests itself. The total
   is held under the process's open-file limit (whose soft value is raised to the hard one), so
   ``accept`` does not run out of files. A WebSocket keeps its slot until it closes;
 - a **header deadline**: a request's headers must be complete ``header_timeout`` seconds after its first
@@ -24,6 +26,7 @@ import collections
 import json
 import resource
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,8 +50,8 @@ class ConnectionLimits:
     body_timeout: float = 10.0
     #: Connections held at once, WebSockets included (lowered to fit the open-file limit).
     max_connections: int = 1024
-    #: Connections held at once from one client address.
-    max_connections_per_client: int = 512
+    #: Connections held at once from one client address; None: no cap per address (see the module docstring).
+    max_connections_per_client: int | None = 512
 
 
 def open_file_budget(requested: int) -> int:
@@ -106,9 +109,16 @@ def connection_limits_from(args: argparse.Namespace) -> ConnectionLimits:
     )
 
 
-def _raw_answer(status: str, detail: str) -> bytes:
-    body = json.dumps({"detail": detail}).encode()
-    head = f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+def _detail_body(status: int, detail: str) -> bytes:
+    """The JSON body of an answer the guard sends itself, as ``gem serve``'s app words its own errors."""
+    return json.dumps({"detail": detail}).encode()
+
+
+_REASONS = {408: "Request Timeout", 503: "Service Unavailable"}
+
+
+def _raw_answer(status: int, body: bytes) -> bytes:
+    head = f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
     return head.encode() + body
 
 
@@ -122,10 +132,14 @@ class ConnectionGuard:
     Use: ``sock = guard.listen(listening_socket(host, port))`` and
     ``uvicorn.Config(app, http=guard.protocol_class(), loop="asyncio")`` (uvloop accepts in C, past
     the gate), then ``uvicorn.Server(config).run(sockets=[sock])``.
+
+    ``error_body(status, detail)`` words the 503 and 408 the guard answers itself, so that they read like the
+    app's own errors (an OpenAI client raises only on an OpenAI-shaped body); None: ``{"detail": ...}``, as ``gem serve``'s.
     """
 
-    def __init__(self, limits: ConnectionLimits = ConnectionLimits()):
+    def __init__(self, limits: ConnectionLimits = ConnectionLimits(), *, error_body: Callable[[int, str], bytes] | None = None):
         self.limits = limits
+        self.error_body = error_body or _detail_body
         _raise_open_file_limit()
         #: The total cap in force: ``limits.max_connections`` under the open-file limit.
         self.max_connections = open_file_budget(limits.max_connections)
@@ -136,8 +150,9 @@ class ConnectionGuard:
     # --- accounting --------------------------------------------------------------------------------
 
     def _refusal(self, client: str) -> str | None:
-        if self.by_client[client] >= self.limits.max_connections_per_client:
-            return (f"this client already holds {self.limits.max_connections_per_client} connections to the server "
+        per_client = self.limits.max_connections_per_client
+        if per_client is not None and self.by_client[client] >= per_client:
+            return (f"this client already holds {per_client} connections to the server "
                     "(--max-connections-per-client); close some, or raise the limit")
         if self.total >= self.max_connections:
             return f"the server holds its maximum of {self.max_connections} connections (--max-connections, open-file limit); retry later"
@@ -158,7 +173,7 @@ class ConnectionGuard:
         """Answer 503 and close; linger briefly (a few at a time) so that the answer is read, not reset."""
         try:
             conn.setblocking(False)
-            conn.send(_raw_answer("503 Service Unavailable", detail))
+            conn.send(_raw_answer(503, self.error_body(503, detail)))
         except OSError:
             pass
         try:
@@ -303,7 +318,7 @@ class ConnectionGuard:
                     return
                 if phase == "headers" and self.conn.their_state is h11.IDLE:
                     detail = f"the request headers did not arrive within {limits.header_timeout:g} s (--header-timeout)"
-                    self.transport.write(_raw_answer("408 Request Timeout", detail))
+                    self.transport.write(_raw_answer(408, guard.error_body(408, detail)))
                     self.transport.close()
                 elif phase == "body" and self.conn.their_state is h11.SEND_BODY:
                     self.transport.close()  # the app answered 408 already, or never reads this body

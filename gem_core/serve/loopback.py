@@ -3,7 +3,9 @@
 The agent endpoint (an agent's OpenAI calls answered by the policy being trained) and the generation server (a stand-in
 for ``vllm serve``) both live inside a trainer's process and must not block it: each gets one of these. The connection
 guard is ``gem serve``'s (:class:`~gem_core.serve.connections.ConnectionGuard`), so a slow or flooding client is cut off
-the same way everywhere.
+the same way everywhere, with one difference: no cap per client address. Every client of a loopback server connects
+from 127.0.0.1, so such a cap would be a lower total cap that one client (one agent flooding its episode) fills for all;
+the app bounds each client's requests itself (the agent endpoint, per episode) and the total cap is the last resort.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from gem_core.errors import StartFailed, UsageError
+from gem_core.serve.connections import ConnectionGuard, ConnectionLimits
 from gem_core.transport.sync_bridge import LoopThread
 
 __all__ = ["LoopbackServer"]
@@ -32,10 +35,18 @@ class LoopbackServer:
         app: the ASGI app (built once by the caller).
         port: the port to listen on; 0 for any free port (read :attr:`port` after :meth:`start`).
         body_timeout: seconds a client may take to send a request body before the guard cuts it off.
+        max_connections: connections held at once by all clients together (lowered to fit the open-file limit).
+        error_body: ``(status, detail)`` to the JSON body of the 503 and 408 the guard answers itself, worded
+            like the app's own errors (None: ``{"detail": ...}``).
     """
 
-    def __init__(self, name: str, app: Any, *, port: int = 0, body_timeout: float) -> None:
+    def __init__(
+        self, name: str, app: Any, *, port: int = 0, body_timeout: float, max_connections: int = ConnectionLimits.max_connections,
+        error_body: Callable[[int, str], bytes] | None = None,
+    ) -> None:
         self.name, self.app, self.port, self.body_timeout = name, app, port, body_timeout
+        self.limits = ConnectionLimits(body_timeout=body_timeout, max_connections=max_connections, max_connections_per_client=None)
+        self.error_body = error_body
         self.loop: LoopThread | None = None
         self._server: Any = None
         self._serving: Any = None
@@ -51,11 +62,10 @@ class LoopbackServer:
         import uvicorn
 
         from gem_core.serve.asgi import listening_socket
-        from gem_core.serve.connections import ConnectionGuard, ConnectionLimits
 
         if self.loop is not None:
             return self.port
-        guard = ConnectionGuard(ConnectionLimits(body_timeout=self.body_timeout))
+        guard = ConnectionGuard(self.limits, error_body=self.error_body)
         sock = guard.listen(listening_socket("127.0.0.1", self.port))
         self.port = sock.getsockname()[1]
         self._server = uvicorn.Server(uvicorn.Config(

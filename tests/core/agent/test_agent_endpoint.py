@@ -336,3 +336,147 @@ def test_a_streaming_client_reads_the_whole_answer_and_the_calls_still_extend(ti
         (trajectory,) = endpoint.close_episode(episode.key).trajectories()
     assert [m["content"] for m in messages if m["role"] == "assistant"] == ["the quick brown fox", "jumps over the lazy dog"]
     assert_calls_match_rendering(tiny_tokenizer, trajectory, sent)
+
+
+def _post(endpoint, body, key, path="/chat/completions"):
+    """(status, the answer's JSON) of one call to ``endpoint`` with API key ``key``."""
+    response = httpx.post(endpoint.base_url + path, json=body, headers={"Authorization": f"Bearer {key}"}, timeout=20)
+    return response.status_code, response.json()
+
+
+HI = {"model": "any", "messages": [{"role": "user", "content": "hi"}]}
+
+
+@pytest.mark.parametrize("field", [
+    {"stream": True, "stream_options": 5}, {"stream": True, "stream_options": "x"}, {"stream": True, "stream_options": [1]},
+    {"stream": True, "stream_options": {"include_usage": "yes"}}, {"stream": "yes"}, {"logprobs": "yes"},
+])
+def test_output_options_are_checked_before_sampling_and_a_bad_one_costs_no_turn(tiny_tokenizer, field):
+    """They are read after sampling: a bad one was a 500 after the call had been sampled and recorded."""
+    policy = ScriptedPolicy(tiny_tokenizer, ["ok"])
+    with AgentEndpoint(policy, tiny_tokenizer) as endpoint:
+        episode = endpoint.open_episode()
+        status, answer = _post(endpoint, {**HI, **field}, episode.key)
+        assert status == 400 and answer["error"]["type"] == "invalid_request_error", answer
+        assert repr(next(iter(field)) if len(field) == 1 else "stream_options") in answer["error"]["message"]
+        assert policy.calls == 0 and episode.calls == []
+
+
+def test_completion_logprobs_are_checked_before_sampling(tiny_tokenizer):
+    policy = ScriptedPolicy(tiny_tokenizer, ["ok"])
+    with AgentEndpoint(policy, tiny_tokenizer) as endpoint:
+        episode = endpoint.open_episode()
+        status, answer = _post(endpoint, {"model": "any", "prompt": "hi", "logprobs": "yes"}, episode.key, "/completions")
+        assert status == 400 and "'logprobs'" in answer["error"]["message"]
+        assert _post(endpoint, {"model": "any", "prompt": "hi", "logprobs": 2}, episode.key, "/completions")[0] == 200
+        assert policy.calls == 1
+
+
+def test_a_null_max_completion_tokens_falls_back_to_max_tokens(tiny_tokenizer):
+    policy = ScriptedPolicy(tiny_tokenizer, ["one two three four five six seven eight nine ten " * 5])
+    with AgentEndpoint(policy, tiny_tokenizer) as endpoint:
+        key = endpoint.open_episode().key
+        status, answer = _post(endpoint, {**HI, "max_tokens": 3, "max_completion_tokens": None}, key)
+        assert status == 200 and answer["usage"]["completion_tokens"] == 3
+        status, answer = _post(endpoint, {**HI, "max_tokens": 0, "max_completion_tokens": None}, key)
+        assert status == 400 and "'max_tokens'" in answer["error"]["message"]
+        status, answer = _post(endpoint, {**HI, "max_tokens": 3, "max_completion_tokens": 0}, key)
+        assert status == 400 and "'max_completion_tokens'" in answer["error"]["message"]
+        assert policy.calls == 1
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("call_timeout", -1), ("call_timeout", "600"), ("body_timeout", 0), ("max_body_bytes", "8MB"), ("max_body_bytes", 0),
+    ("default_max_tokens", 0), ("max_tokens_cap", -3), ("max_tokens_cap", 2.5), ("chat_template_kwargs", [1]),
+    ("chat_template_kwargs", {1: True}), ("max_closed_keys", -1), ("max_closed_keys", True), ("model_name", None),
+    ("model_name", ""), ("sampling", {"temperature": 1.0}), ("max_connections", 0), ("max_open_requests", 0),
+])
+def test_a_bad_config_value_is_refused_when_the_config_is_made(name, value):
+    from gem_core.errors import InvalidArgument, InvalidArgumentType
+
+    with pytest.raises((InvalidArgument, InvalidArgumentType), match=f"AgentEndpointConfig: {name}="):
+        AgentEndpointConfig(**{name: value})
+
+
+def test_a_misspelt_config_keyword_is_named_with_the_closest_one():
+    from gem_core.errors import GemError
+
+    with pytest.raises(GemError, match=r"'call_timout' \(did you mean 'call_timeout'\?\)"):
+        AgentEndpointConfig(call_timout=5)
+
+
+def test_max_closed_keys_zero_remembers_no_ended_episode(tiny_tokenizer):
+    with AgentEndpoint(ScriptedPolicy(tiny_tokenizer, ["ok"]), tiny_tokenizer, AgentEndpointConfig(max_closed_keys=0)) as endpoint:
+        key = endpoint.open_episode().key
+        endpoint.close_episode(key)
+        assert _post(endpoint, HI, key)[0] == 401
+
+
+def test_unknown_routes_and_methods_get_openai_shaped_json(tiny_tokenizer):
+    with AgentEndpoint(ScriptedPolicy(tiny_tokenizer, ["ok"]), tiny_tokenizer) as endpoint:
+        root = f"http://127.0.0.1:{endpoint.port}"
+        response = httpx.get(root + "/nope", timeout=10)
+        assert response.status_code == 404 and response.headers["content-type"] == "application/json"
+        assert response.json()["error"]["code"] == "unknown_route" and "/v1" in response.json()["error"]["message"]
+        for method, path in (("PUT", "/v1/chat/completions"), ("GET", "/episodes/abc/v1/completions"), ("POST", "/v1/models")):
+            response = httpx.request(method, root + path, timeout=10)
+            assert response.status_code == 405 and response.headers["content-type"] == "application/json", (method, path)
+            assert response.json()["error"]["code"] == "method_not_allowed" and response.headers["allow"]
+
+
+# -- one agent cannot starve the others ----------------------------------------------------------------
+
+class _Slow(ScriptedPolicy):
+    async def generate(self, prompt_ids, sampling):
+        await asyncio.sleep(0.05)
+        return await super().generate(prompt_ids, sampling)
+
+
+def test_an_episode_flooding_the_endpoint_gets_429s_and_other_episodes_are_still_served(tiny_tokenizer):
+    """Every agent connects from 127.0.0.1: a cap per address let one agent's 512 waiting calls refuse all others."""
+    import http.client
+    import socket
+
+    with AgentEndpoint(_Slow(tiny_tokenizer, ["ok"]), tiny_tokenizer) as endpoint:
+        flooder, other = endpoint.open_episode(), endpoint.open_episode()
+        body = json.dumps(HI).encode()
+        request = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {flooder.key}\r\n"
+                   f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+        sockets = []
+        try:
+            for _ in range(600):  # more than the 512 connections a client address could hold
+                sock = socket.create_connection(("127.0.0.1", endpoint.port), timeout=20)
+                sock.sendall(request)
+                sockets.append(sock)
+            status, answer = _post(endpoint, HI, other.key)
+            assert status == 200, answer
+            statuses = []
+            for sock in sockets:
+                response = http.client.HTTPResponse(sock)
+                response.begin()
+                payload = json.loads(response.read())
+                statuses.append(response.status)
+                if response.status == 429:  # an excess call's connection is closed, freeing its slot
+                    assert payload["error"]["code"] == "rate_limit_exceeded" and "max_open_requests" in payload["error"]["message"]
+                    assert response.getheader("connection") == "close" and sock.recv(1) == b""
+        finally:
+            for sock in sockets:
+                sock.close()
+        assert statuses.count(429) > 0 and statuses.count(200) + statuses.count(429) == 600
+        endpoint.close_episode(flooder.key)
+        endpoint.close_episode(other.key)
+
+
+def test_connections_past_the_endpoints_cap_get_an_openai_shaped_503(tiny_tokenizer):
+    import socket
+
+    with AgentEndpoint(ScriptedPolicy(tiny_tokenizer, ["ok"]), tiny_tokenizer, AgentEndpointConfig(max_connections=3)) as endpoint:
+        key = endpoint.open_episode().key
+        idle = [socket.create_connection(("127.0.0.1", endpoint.port), timeout=10) for _ in range(3)]
+        try:
+            status, answer = _post(endpoint, HI, key)
+        finally:
+            for sock in idle:
+                sock.close()
+        assert status == 503 and answer["error"]["type"] == "server_error" and answer["error"]["code"] == "too_many_connections"
+        assert "3 connections" in answer["error"]["message"]
