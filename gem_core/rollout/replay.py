@@ -117,6 +117,11 @@ _DIMENSIONS = frozenset(
 #: past a minute; reasoning-gym's acre takes ~10 s at its default size of 10,000, the bound).
 _WORK = frozenset({"scramble_moves", "reverse_steps", "placement_attempts"})
 _WORK_BOUND = 10_000
+#: Kwargs whose game builds its board by a search or by random redraws that grow steeply with them (a Sudoku's
+#: boxes, the words a word search or a crossword lays out, a Sokoban room, its walls and boxes): a file's value
+#: stays where the largest reset takes a second or so (tests/rollout/test_replay_work_bounds.py). Past these, a
+#: 5x5-box Sudoku, 100 words in a word search, 1,000 in a crossword or 100 walls in a 15x15 room never reset.
+_BOARD_BOUNDS = {"box_rows": 4, "box_cols": 4, "words": 64, "height": 20, "width": 20, "inner_walls": 80, "boxes": 6}
 _DIMENSION_BOUND, _NUMBER_BOUND, _TEXT_BOUND, _ITEMS_BOUND = 100, 10**7, 10_000, 100_000
 #: The kwargs whose value may be a list or an object (of plain values): a word list, a task config.
 _CONTAINERS = frozenset({"words", "config"})
@@ -148,7 +153,9 @@ def file_env_kwargs_problem(env_id: str, env_kwargs: dict[str, Any]) -> str | No
     for key, value in env_kwargs.items():
         if key not in FILE_ENV_KWARGS:
             return f"env_kwargs[{key!r}] is not a plain setting a file may choose (a sandbox mode, URL, path, module or limit)"
-        if key in _DIMENSIONS and not env_id.startswith("rg:"):
+        if key in _BOARD_BOUNDS and not env_id.startswith("rg:"):
+            bound = _BOARD_BOUNDS[key]
+        elif key in _DIMENSIONS and not env_id.startswith("rg:"):
             bound = _DIMENSION_BOUND
         elif key in _WORK or key == "size":  # an rg: dataset's size (a board's size is a dimension, above)
             bound = _WORK_BOUND

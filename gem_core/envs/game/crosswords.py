@@ -29,6 +29,7 @@ from gem_core.env import StepResult
 from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
 from gem_core.envs.game.turn_based import TurnBasedGame
 from gem_core.errors import InvalidArgument
+from gem_core.vector.calls import check_count
 
 _MOVE = re.compile(r"^(\d{1,6})\s*-?\s*(across|down|a|d)\s*[:=\-]?\s*([a-z]+)$", re.IGNORECASE)
 ACROSS, DOWN = (0, 1), (1, 0)
@@ -76,9 +77,20 @@ def _fits(word: str, row: int, col: int, direction: tuple[int, int], letters: di
     return 0 < crossings < len(word)
 
 
+#: The share of the clue list one puzzle may use: each word must cross those already laid, and past it a
+#: layout seldom takes them all (with 140 of the 160 clues a few draws do, all 160 never fit).
+MAX_SHARE = 0.75
+#: Fresh layouts a reset draws before it gives up on the settings.
+LAYOUT_ATTEMPTS = 50
+
+
 def generate_layout(rng: np.random.Generator, count: int, clues: tuple[tuple[str, str], ...]) -> list[Entry]:
-    """``count`` crossing entries, numbered, coordinates from (0, 0)."""
-    while True:
+    """``count`` crossing entries, numbered, coordinates from (0, 0).
+
+    Raises:
+        InvalidArgument: if none of :data:`LAYOUT_ATTEMPTS` layouts crosses ``count`` of the clues' words.
+    """
+    for _ in range(LAYOUT_ATTEMPTS):
         entries: list[Entry] = []
         letters: dict[tuple[int, int], str] = {}
         directions: dict[tuple[int, int], set] = {}
@@ -109,6 +121,8 @@ def generate_layout(rng: np.random.Generator, count: int, clues: tuple[tuple[str
                 break
         if len(entries) == count:
             break
+    else:
+        raise InvalidArgument(f"No crossword crossed words={count} of {len(clues)} clues in {LAYOUT_ATTEMPTS} layouts; use fewer words.")
     top, left = min(e.row for e in entries), min(e.col for e in entries)
     starts = sorted({(e.row - top, e.col - left) for e in entries})
     for e in entries:
@@ -119,9 +133,19 @@ def generate_layout(rng: np.random.Generator, count: int, clues: tuple[tuple[str
 
 class Crosswords(TurnBasedGame):
     def __init__(self, words: int = 5, max_turns: int = 10):
-        if words < 1 or max_turns < 1:
-            raise InvalidArgument(f"words and max_turns must be at least 1, got {words} and {max_turns}.")
-        self.num_words, self.max_turns = words, max_turns
+        """Each puzzle lays out ``words`` words of the shipped clue list.
+
+        Raises:
+            InvalidArgument: if ``words`` or ``max_turns`` is not a whole number from 1, or ``words`` is past
+                :data:`MAX_SHARE` of the clue list.
+        """
+        most = int(len(load_clues()) * MAX_SHARE)
+        if check_count("words", words) > most:
+            raise InvalidArgument(
+                f"words={words} must be at most {most}: each word must cross those already laid, and a layout "
+                f"seldom takes more than {MAX_SHARE:.0%} of the {len(load_clues())} clues."
+            )
+        self.num_words, self.max_turns = words, check_count("max_turns", max_turns)
         self.entries: list[Entry] = []
         self.solved: set[str] = set()
 

@@ -20,9 +20,10 @@ from typing import Any
 import numpy as np
 
 from gem_core.env import StepResult
-from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
+from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed, read_number
 from gem_core.envs.game.turn_based import TurnBasedGame
 from gem_core.errors import InvalidArgument
+from gem_core.vector.calls import check_count
 
 
 def manhattan(board: np.ndarray) -> int:
@@ -37,10 +38,25 @@ def solved_board(size: int) -> np.ndarray:
     return np.append(np.arange(1, size * size), 0).reshape(size, size)
 
 
+#: The most slides a scramble makes: a reset of this many takes under half a second (10**7 ran past a minute,
+#: 10**9 for hours).
+MAX_SCRAMBLE = 10_000
+#: The largest board side (a step renders every tile).
+MAX_SIZE = 30
+
+
 class FifteenPuzzle(TurnBasedGame):
     def __init__(self, size: int = 3, scramble_moves: int = 30, max_turns: int = 60):
-        if size < 2 or scramble_moves < 1 or max_turns < 1:
-            raise InvalidArgument(f"size must be at least 2 and scramble_moves, max_turns at least 1, got {size}, {scramble_moves}, {max_turns}.")
+        """A ``size`` x ``size`` board scrambled by ``scramble_moves`` random slides.
+
+        Raises:
+            InvalidArgument: if a setting is not a whole number in range: ``size`` 2 to :data:`MAX_SIZE`,
+                ``scramble_moves`` 1 to :data:`MAX_SCRAMBLE`, ``max_turns`` from 1.
+        """
+        if not 2 <= check_count("size", size) <= MAX_SIZE:
+            raise InvalidArgument(f"size={size} must be between 2 (a 1x1 board has no tile to slide) and {MAX_SIZE}.")
+        check_count("scramble_moves", scramble_moves, most=MAX_SCRAMBLE)
+        check_count("max_turns", max_turns)
         self.size, self.scramble_moves, self.max_turns = size, scramble_moves, max_turns
         self.board = solved_board(size)
         self.start_distance = 1
@@ -98,15 +114,15 @@ class FifteenPuzzle(TurnBasedGame):
 
     def step(self, action: str) -> StepResult:
         out_of_turns = self.take_turn()
-        move = extract_boxed(action) or ""
+        tile = read_number(extract_boxed(action))
         movable = self.movable_tiles()
-        if not (move.isascii() and move.isdigit() and len(move) <= 6 and int(move) in movable):
+        if tile is None or tile not in movable:
             return self.invalid_action(
                 f"Invalid move: expected one tile next to the gap inside \\boxed{{}}; movable tiles: "
                 f"{', '.join(map(str, movable))}. Turns left: {self.max_turns - self.turn}.\n{self.render()}",
                 truncated=out_of_turns,
             )
-        self._slide(int(move))
+        self._slide(tile)
         distance = self._distance
         progress = 1.0 - distance / self.start_distance
         reward = max(0.0, progress - self.best_progress)

@@ -31,6 +31,7 @@ from gem_core.env import StepResult
 from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
 from gem_core.envs.game.turn_based import TurnBasedGame
 from gem_core.errors import InvalidArgument
+from gem_core.vector.calls import check_count
 
 DIRECTIONS = ("up", "down", "left", "right")
 
@@ -79,10 +80,25 @@ def slide(board: np.ndarray, direction: str) -> tuple[np.ndarray, int]:
     return np.array(rows, dtype=board.dtype), points
 
 
+#: The largest board side: a step slides and renders every tile.
+MAX_SIZE = 20
+
+
 class Game2048(TurnBasedGame):
     def __init__(self, size: int = 4, target: int = 256, max_turns: int = 350):
-        if size < 2 or target < 8 or target & (target - 1):
-            raise InvalidArgument(f"size must be at least 2 and target a power of two of at least 8, got {size} and {target}.")
+        """A ``size`` x ``size`` board played until a tile reaches ``target``.
+
+        Raises:
+            InvalidArgument: if ``size`` is not a whole number from 2 to :data:`MAX_SIZE`, ``target`` not a power
+                of two from 8 to the largest tile the board can hold, or ``max_turns`` not a whole number from 1.
+        """
+        if not 2 <= check_count("size", size) <= MAX_SIZE:
+            raise InvalidArgument(f"size={size} must be between 2 and {MAX_SIZE} (a step slides and renders every tile).")
+        # Each cell can hold at most twice the tile the cell before it holds: 2**(cells + 1) is the largest tile.
+        most = 2 ** (size * size + 1)
+        if not 8 <= check_count("target", target, most=most) or target & (target - 1):
+            raise InvalidArgument(f"target={target} must be a power of two from 8 to {most} (the largest tile a {size}x{size} board holds).")
+        check_count("max_turns", max_turns)
         self.size, self.target, self.max_turns = size, target, max_turns
         self.board = np.zeros((size, size), dtype=int)
         self.score = 0

@@ -7,21 +7,33 @@ an episode can return is 1.0. A binary search wins within ``ceil(log2(max - min 
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 from gem_core.env import StepResult
-from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
+from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed, read_number
 from gem_core.envs.game.turn_based import TurnBasedGame
 from gem_core.errors import InvalidArgument
+from gem_core.vector.calls import check_count
+
+#: The widest range: the target is drawn as a 64-bit integer.
+NUMBER_BOUND = 10**18
 
 
 class GuessTheNumber(TurnBasedGame):
     def __init__(self, min_number: int = 1, max_number: int = 20, max_turns: int = 8):
+        """The target is drawn from ``min_number`` to ``max_number``, both included.
+
+        Raises:
+            InvalidArgument: if a bound is not a whole number within +-:data:`NUMBER_BOUND`, ``min_number`` is not
+                below ``max_number``, or ``max_turns`` is not a whole number from 1.
+        """
+        for name, value in (("min_number", min_number), ("max_number", max_number)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or abs(value) > NUMBER_BOUND:
+                raise InvalidArgument(f"{name}={value!r:.80} must be a whole number between -{NUMBER_BOUND} and {NUMBER_BOUND}.")
         if min_number >= max_number:
             raise InvalidArgument(f"min_number ({min_number}) must be below max_number ({max_number}).")
-        if max_turns < 1:
-            raise InvalidArgument(f"max_turns must be at least 1, got {max_turns}.")
-        self.min_number, self.max_number, self.max_turns = min_number, max_number, max_turns
+        self.min_number, self.max_number, self.max_turns = int(min_number), int(max_number), check_count("max_turns", max_turns)
         self.target = 0  # drawn by reset(); step() before it is refused
         self.guesses: list[int] = []
 
@@ -38,11 +50,7 @@ class GuessTheNumber(TurnBasedGame):
 
     def step(self, action: str) -> StepResult:
         out_of_turns = self.take_turn()
-        move = extract_boxed(action)
-        try:
-            guess = int(move) if move is not None else None
-        except ValueError:
-            guess = None
+        guess = read_number(extract_boxed(action), signed=True)
         if guess is None:
             return self.invalid_action(
                 f"Invalid move: expected one integer inside \\boxed{{}}, e.g. \\boxed{{{self.min_number}}}. "

@@ -22,20 +22,16 @@ from typing import Any
 from gem_core.env import StepResult
 from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
 from gem_core.envs.game.turn_based import TurnBasedGame
-from gem_core.envs.game.wordle import load_words
-from gem_core.errors import InvalidArgument
+from gem_core.envs.game.wordle import word_list
+from gem_core.vector.calls import check_count
 
 ALPHABET = "abcdefghijklmnopqrstuvwxyz"
 
 
 class Hangman(TurnBasedGame):
     def __init__(self, lives: int = 6, max_turns: int = 26, word_length: int = 5, words: tuple[str, ...] | None = None):
-        self.words = words or load_words(word_length)
-        if not self.words:
-            raise InvalidArgument(f"No {word_length}-letter words in the word list; use word_length=5 or pass words=.")
-        if lives < 1 or max_turns < 1:
-            raise InvalidArgument(f"lives and max_turns must be at least 1, got {lives} and {max_turns}.")
-        self.lives, self.max_turns = lives, max_turns
+        self.words = word_list(words, check_count("word_length", word_length), any_length=True)
+        self.lives, self.max_turns = check_count("lives", lives), check_count("max_turns", max_turns)
         self.word = ""  # drawn by reset()
         self.lives_left = lives
         self.guessed: list[str] = []

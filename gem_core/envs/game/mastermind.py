@@ -22,7 +22,7 @@ from typing import Any
 from gem_core.env import StepResult
 from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
 from gem_core.envs.game.turn_based import TurnBasedGame
-from gem_core.errors import InvalidArgument
+from gem_core.vector.calls import check_count
 
 
 def score_code(guess: tuple[int, ...], code: tuple[int, ...]) -> tuple[int, int]:
@@ -45,12 +45,21 @@ def _rules(code_length: int, num_colors: int, max_turns: int) -> str:
     )
 
 
+#: The longest code: every guess and every line of the history shows all its digits.
+MAX_CODE_LENGTH = 100
+
+
 class Mastermind(TurnBasedGame):
     def __init__(self, code_length: int = 4, num_colors: int = 6, max_turns: int = 10):
-        if not 1 <= num_colors <= 9:
-            raise InvalidArgument(f"num_colors must be between 1 and 9 (one digit per colour), got {num_colors}.")
-        if code_length < 1 or max_turns < 1:
-            raise InvalidArgument(f"code_length and max_turns must be at least 1, got {code_length} and {max_turns}.")
+        """A code of ``code_length`` digits, each one of ``num_colors`` colours.
+
+        Raises:
+            InvalidArgument: if ``num_colors`` is not a whole number from 1 to 9 (one digit per colour),
+                ``code_length`` not one from 1 to :data:`MAX_CODE_LENGTH`, or ``max_turns`` not one from 1.
+        """
+        check_count("num_colors", num_colors, most=9)  # one digit per colour
+        check_count("code_length", code_length, most=MAX_CODE_LENGTH)
+        check_count("max_turns", max_turns)
         self.code_length, self.num_colors, self.max_turns = code_length, num_colors, max_turns
         self.code: tuple[int, ...] = ()  # drawn by reset()
         self.best_black = 0

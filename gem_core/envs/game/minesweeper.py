@@ -32,6 +32,7 @@ from gem_core.env import StepResult
 from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
 from gem_core.envs.game.turn_based import TurnBasedGame
 from gem_core.errors import InvalidArgument
+from gem_core.vector.calls import check_count
 
 _MOVE = re.compile(r"^(?:(reveal|flag|r|f)\s+)?(\d{1,6})\s*[ ,]\s*(\d{1,6})$", re.IGNORECASE)
 
@@ -280,9 +281,24 @@ def _rules(rows: int, cols: int, mines: int, max_turns: int) -> str:
     )
 
 
+#: The longest side: the first reveal checks each drawn board for a clearable start, which took 7 s at 99x99.
+MAX_SIDE = 50
+
+
 class Minesweeper(TurnBasedGame):
     def __init__(self, rows: int = 8, cols: int = 8, mines: int = 10, max_turns: int = 80, placement_attempts: int = 300):
-        if not 0 < mines <= rows * cols - 9:
+        """A ``rows`` x ``cols`` board with ``mines`` mines, placed at the first reveal (up to
+        ``placement_attempts`` draws, for a board that can be cleared without guessing).
+
+        Raises:
+            InvalidArgument: if a setting is not a whole number from 1 (the sides at most :data:`MAX_SIDE`), or
+                ``mines`` leaves no room for the first reveal's free 3x3.
+        """
+        check_count("rows", rows, most=MAX_SIDE)
+        check_count("cols", cols, most=MAX_SIDE)
+        check_count("max_turns", max_turns)
+        check_count("placement_attempts", placement_attempts)
+        if not 0 < check_count("mines", mines) <= rows * cols - 9:
             raise InvalidArgument(f"mines must be between 1 and rows*cols-9 = {rows * cols - 9} (the first reveal's 3x3 is kept free), got {mines}.")
         self.rows, self.cols, self.num_mines, self.max_turns = rows, cols, mines, max_turns
         self.placement_attempts = placement_attempts

@@ -10,7 +10,7 @@ drawn game's; :attr:`current_game` is that game.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gem_core.env import Env, StepResult
@@ -22,9 +22,14 @@ class RandomDifficulty(Env):
 
     def __init__(self, game: str, levels: Sequence[dict[str, Any]], max_turns: int | None = None):
         """``game`` is ``"package.module:Class"``; ``levels`` are constructor kwargs, one dict per level;
-        ``max_turns`` (from ``make(id, max_turns=N)``) replaces every level's own limit."""
-        if not levels:
-            raise InvalidArgument("RandomDifficulty needs at least one level (a dict of the game's constructor kwargs).")
+        ``max_turns`` (from ``make(id, max_turns=N)``) replaces every level's own limit.
+
+        Raises:
+            InvalidArgument: if ``levels`` is not a non-empty list of dicts.
+        """
+        listed = isinstance(levels, Sequence) and not isinstance(levels, (str, bytes))
+        if not listed or not levels or not all(isinstance(level, Mapping) for level in levels):
+            raise InvalidArgument(f"levels={levels!r:.80} must be a non-empty list of dicts, each the game's constructor kwargs for one level.")
         module_name, _, class_name = game.partition(":")
         self.game_class = getattr(importlib.import_module(module_name), class_name)
         self.levels = [dict(level) if max_turns is None else {**level, "max_turns": max_turns} for level in levels]

@@ -33,9 +33,22 @@ from gem_core.env import StepResult
 from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
 from gem_core.envs.game.turn_based import TurnBasedGame
 from gem_core.errors import InvalidArgument
+from gem_core.tools.tool import check_count_from_zero
+from gem_core.vector.calls import check_count
 
 MOVES = {"up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1)}
 Cell = tuple[int, int]
+#: The share of the room's squares that may be inner walls: the walls are drawn at random until the floor is
+#: connected, which at a fifth of a 20x20 room takes three or four draws and at 100 walls in 15x15 never happens.
+MAX_WALL_SHARE = 0.2
+#: Wall layouts a reset draws before it gives up on the settings (a one-square-wide room seldom stays connected).
+FLOOR_ATTEMPTS = 1000
+#: The longest side of the room and the most boxes. A reset redraws the room up to 100 times until its boxes sit
+#: far enough from the goals, and each step of its walk measures every box against every goal: at these bounds
+#: a reset takes up to 1.5 s; a 30x30 room took 5 s, 10 boxes 3 s, 100 boxes over a minute.
+MAX_SIDE, MAX_BOXES = 20, 6
+#: The longest walk back from the solved room (each of the up to 100 rooms a reset draws walks it).
+MAX_REVERSE_STEPS = 10_000
 
 
 def _connected(floor: np.ndarray) -> bool:
@@ -53,7 +66,24 @@ def _connected(floor: np.ndarray) -> bool:
 
 class Sokoban(TurnBasedGame):
     def __init__(self, height: int = 6, width: int = 6, boxes: int = 2, inner_walls: int = 3, reverse_steps: int = 25, max_turns: int = 60):
-        if height * width < 2 * boxes + inner_walls + 2:
+        """A ``height`` x ``width`` room (inside its outer walls) with ``boxes`` boxes and ``inner_walls`` walls.
+
+        Raises:
+            InvalidArgument: if a setting is not a whole number in range (``inner_walls`` from 0, the others from
+                1, the sides up to :data:`MAX_SIDE`, ``boxes`` up to :data:`MAX_BOXES`, ``reverse_steps`` up to
+                :data:`MAX_REVERSE_STEPS`), the inner walls are past :data:`MAX_WALL_SHARE` of the room,
+                the room has no space for the boxes, or ``reverse_steps`` is past ``max_turns``.
+        """
+        cells = check_count("height", height, most=MAX_SIDE) * check_count("width", width, most=MAX_SIDE)
+        check_count("boxes", boxes, most=MAX_BOXES)
+        check_count("reverse_steps", reverse_steps, most=MAX_REVERSE_STEPS)
+        check_count("max_turns", max_turns)
+        if check_count_from_zero("inner_walls", inner_walls) > cells * MAX_WALL_SHARE:
+            raise InvalidArgument(
+                f"inner_walls={inner_walls} must be at most {int(cells * MAX_WALL_SHARE)} in a {height}x{width} room: "
+                f"walls are drawn at random until the floor is connected, which past {MAX_WALL_SHARE:.0%} of it seldom is."
+            )
+        if cells < 2 * boxes + inner_walls + 2:
             raise InvalidArgument(f"A {height}x{width} room is too small for {boxes} boxes and {inner_walls} inner walls.")
         if reverse_steps > max_turns:
             raise InvalidArgument(f"max_turns ({max_turns}) must be at least reverse_steps ({reverse_steps}) so the room is solvable in time.")
@@ -68,7 +98,7 @@ class Sokoban(TurnBasedGame):
         self.started = False
 
     def _random_floor(self) -> np.ndarray:
-        while True:
+        for _ in range(FLOOR_ATTEMPTS):
             floor = np.zeros((self.height + 2, self.width + 2), dtype=bool)
             floor[1:-1, 1:-1] = True
             inner = self.np_random.choice(self.height * self.width, size=self.inner_walls, replace=False)
@@ -76,6 +106,10 @@ class Sokoban(TurnBasedGame):
                 floor[1 + int(i) // self.width, 1 + int(i) % self.width] = False
             if _connected(floor):
                 return floor
+        raise InvalidArgument(
+            f"No connected floor in {FLOOR_ATTEMPTS} draws of inner_walls={self.inner_walls} in a height={self.height} x "
+            f"width={self.width} room; use fewer inner walls or a wider room."
+        )
 
     def _reverse_play(self) -> None:
         """Start solved, walk and pull boxes at random, and keep the walk's state whose boxes sit farthest

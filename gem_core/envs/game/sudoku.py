@@ -24,6 +24,7 @@ from gem_core.env import StepResult
 from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
 from gem_core.envs.game.turn_based import TurnBasedGame
 from gem_core.errors import InvalidArgument
+from gem_core.vector.calls import check_count
 
 _MOVE = re.compile(r"^(\d{1,6})\s*[ ,]\s*(\d{1,6})\s*[ ,]\s*(\d{1,6})$")
 
@@ -35,11 +36,15 @@ def _candidates(grid: np.ndarray, r: int, c: int, box_rows: int, box_cols: int) 
     return set(range(1, size + 1)) - used
 
 
-def count_solutions(grid: np.ndarray, box_rows: int, box_cols: int, limit: int = 2) -> int:
+def count_solutions(grid: np.ndarray, box_rows: int, box_cols: int, limit: int = 2, steps: int | None = None) -> int:
     """Solutions of ``grid`` (0 = empty), counted up to ``limit`` (most-constrained cell first); ``grid`` is left as it was.
 
     The digits used in each row, column and box are bit masks, the empty cells a list: a reset counts solutions
     once per blank it tries, and this search on numpy items and sets took most of a 9x9 reset.
+
+    ``steps`` caps the cells the search fills: past it the answer is ``limit``, so a reset asking whether a
+    blank keeps the solution unique hears "no" and keeps the cell, never a wrong "yes". Without it, a 12x12
+    grid with most cells blank took half a minute, a 16x16 one hours.
     """
     size = grid.shape[0]
     boxes_across = size // box_cols
@@ -56,10 +61,15 @@ def count_solutions(grid: np.ndarray, box_rows: int, box_cols: int, limit: int =
             else:
                 empty.append((r, c, b))
     digits = (1 << (size + 1)) - 2  # bits 1..size
+    steps_left = -1 if steps is None else steps  # below zero: no cap
 
     def search(unfilled: int, limit: int) -> int:  # empty[:unfilled] are still empty
+        nonlocal steps_left
         if unfilled == 0:
             return 1
+        if steps_left == 0:
+            return limit
+        steps_left -= 1
         best, best_free, best_count = 0, 0, size + 1
         for i in range(unfilled):
             r, c, b = empty[i]
@@ -91,14 +101,35 @@ def count_solutions(grid: np.ndarray, box_rows: int, box_cols: int, limit: int =
     return search(len(empty), limit)
 
 
+#: Steps (cells tried) one attempt at a full grid may take before it starts over from fresh draws, and the
+#: attempts made before giving up. The backtracking's time has a heavy tail that fresh starts cut (a 12x12 grid
+#: took up to 350,000 steps, over ten seconds, on 1,000 seeds); a 9x9 grid needs at most ~700 steps (20,000
+#: seeds), so no seed of the shipped sizes starts over and each still deals the grid it always dealt.
+FILL_STEPS, FILL_ATTEMPTS = 2_000, 200
+#: Cells one uniqueness check may fill before the blank it tests is kept (see :func:`count_solutions`).
+SEARCH_STEPS = 2_000
+#: The largest grid side (``box_rows * box_cols``): a 12x12 reset takes under a second whatever the blanks,
+#: a 16x16 one up to 3 s, and a 25x25 grid was never completed in minutes.
+MAX_SIZE = 12
+
+
 def random_full_grid(rng: np.random.Generator, box_rows: int, box_cols: int) -> np.ndarray:
-    """A complete valid grid by randomized backtracking."""
+    """A complete valid grid by randomized backtracking, started over after :data:`FILL_STEPS` steps.
+
+    Raises:
+        InvalidArgument: if none of :data:`FILL_ATTEMPTS` attempts completes a grid (the message names the boxes).
+    """
     size = box_rows * box_cols
     grid = np.zeros((size, size), dtype=int)
+    steps_left = 0
 
     def fill(i: int) -> bool:
+        nonlocal steps_left
         if i == size * size:
             return True
+        if steps_left == 0:  # this attempt is over: unwind without drawing again
+            return False
+        steps_left -= 1
         r, c = divmod(i, size)
         # The cell's candidates once per visit: a digit tried and undone here stays out of them, and the
         # permutation never offers it again, so membership is what a fresh look per digit would give.
@@ -111,15 +142,33 @@ def random_full_grid(rng: np.random.Generator, box_rows: int, box_cols: int) -> 
         grid[r, c] = 0
         return False
 
-    fill(0)
-    return grid
+    for _ in range(FILL_ATTEMPTS):
+        grid[:] = 0
+        steps_left = FILL_STEPS
+        if fill(0):
+            return grid
+    raise InvalidArgument(
+        f"No full {size}x{size} grid (box_rows={box_rows}, box_cols={box_cols}) in {FILL_ATTEMPTS} attempts of "
+        f"{FILL_STEPS} steps; use smaller boxes."
+    )
 
 
 class Sudoku(TurnBasedGame):
     def __init__(self, box_rows: int = 3, box_cols: int = 3, blanks: int = 30, max_turns: int = 45):
-        size = box_rows * box_cols
-        if not 1 <= blanks < size * size:
+        """Boxes of ``box_rows`` x ``box_cols`` cells make a grid of side ``box_rows * box_cols``.
+
+        Raises:
+            InvalidArgument: if a setting is not a whole number in range: the side past :data:`MAX_SIZE`, or
+                ``blanks`` not below the number of cells.
+        """
+        size = check_count("box_rows", box_rows, most=MAX_SIZE) * check_count("box_cols", box_cols, most=MAX_SIZE)
+        if size > MAX_SIZE:
+            raise InvalidArgument(
+                f"box_rows * box_cols = {size} must be at most {MAX_SIZE}: a larger grid takes seconds to minutes to generate."
+            )
+        if check_count("blanks", blanks) >= size * size:
             raise InvalidArgument(f"blanks must be between 1 and {size * size - 1} for a {size}x{size} grid, got {blanks}.")
+        check_count("max_turns", max_turns)
         self.box_rows, self.box_cols, self.size = box_rows, box_cols, size
         self.blanks, self.max_turns = blanks, max_turns
         self.solution = np.zeros((size, size), dtype=int)
@@ -138,7 +187,7 @@ class Sudoku(TurnBasedGame):
                 break
             r, c = divmod(int(i), self.size)
             puzzle[r, c] = 0
-            if count_solutions(puzzle.copy(), self.box_rows, self.box_cols) == 1:
+            if count_solutions(puzzle.copy(), self.box_rows, self.box_cols, steps=SEARCH_STEPS) == 1:
                 removed += 1
             else:
                 puzzle[r, c] = self.solution[r, c]

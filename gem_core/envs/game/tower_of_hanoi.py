@@ -22,17 +22,24 @@ from typing import Any
 from gem_core.env import StepResult
 from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
 from gem_core.envs.game.turn_based import TurnBasedGame
-from gem_core.errors import InvalidArgument
+from gem_core.vector.calls import check_count
 
 PEGS = "ABC"
 _MOVE = re.compile(r"^([ABC])\s*(?:->|to|,|\s)\s*([ABC])$", re.IGNORECASE)
 
 
+#: The most disks: ``2**64 - 1`` moves already outlast any turn limit, and every step renders each disk.
+MAX_DISKS = 64
+
+
 class TowerOfHanoi(TurnBasedGame):
     def __init__(self, disks: int = 4, max_turns: int = 20):
-        if disks < 1 or max_turns < 1:
-            raise InvalidArgument(f"disks and max_turns must be at least 1, got {disks} and {max_turns}.")
-        self.disks, self.max_turns = disks, max_turns
+        """A stack of ``disks`` disks on peg A.
+
+        Raises:
+            InvalidArgument: if ``disks`` is not a whole number from 1 to :data:`MAX_DISKS`, or ``max_turns`` not one from 1.
+        """
+        self.disks, self.max_turns = check_count("disks", disks, most=MAX_DISKS), check_count("max_turns", max_turns)
         self.pegs: dict[str, list[int]] = {}
         self.best_settled = 0
         # The pegs as a hashable tuple, rebuilt once per move: the cached helpers below key on it, and a

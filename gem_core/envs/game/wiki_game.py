@@ -23,6 +23,7 @@ from gem_core.env import StepResult
 from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
 from gem_core.envs.game.turn_based import TurnBasedGame
 from gem_core.errors import InvalidArgument
+from gem_core.vector.calls import check_count
 
 __all__ = ["LinkGraph", "WikiGame", "load_link_graph"]
 
@@ -98,14 +99,14 @@ class WikiGame(TurnBasedGame):
         graph_file: a link graph in the shipped format (default: the shipped graph).
 
     Raises:
-        InvalidArgument: if the distance range is empty or inverted, no page pair of the graph lies in it, or
-            ``max_turns`` is shorter than ``max_distance``.
+        InvalidArgument: if a distance or ``max_turns`` is not a whole number from 1, the distance range is
+            inverted, no page pair of the graph lies in it, or ``max_turns`` is shorter than ``max_distance``.
     """
 
     def __init__(self, min_distance: int = 2, max_distance: int = 3, max_turns: int = 8, graph_file: str | None = None):
-        if not 1 <= min_distance <= max_distance:
+        if check_count("min_distance", min_distance) > check_count("max_distance", max_distance):
             raise InvalidArgument(f"Need 1 <= min_distance <= max_distance, got {min_distance} and {max_distance}.")
-        if max_turns < max_distance:
+        if check_count("max_turns", max_turns) < max_distance:
             raise InvalidArgument(f"max_turns ({max_turns}) must allow the longest shortest path ({max_distance} clicks).")
         self.min_distance, self.max_distance, self.max_turns = min_distance, max_distance, max_turns
         self.graph = load_link_graph(graph_file or DEFAULT_GRAPH)

@@ -27,7 +27,16 @@ from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
 from gem_core.envs.game.turn_based import TurnBasedGame
 from gem_core.envs.game.wordle import load_words
 from gem_core.errors import InvalidArgument
+from gem_core.vector.calls import check_count
 
+#: The largest grid side: past it a reset's search for free lines grows with its fourth power (0.2 s at 20x20
+#: with the most words, 2 s at 30x30).
+MAX_SIZE = 20
+#: The share of the squares the words' letters may fill: past it a random placement seldom fits them all (an 8x8
+#: grid took hundreds of draws for 12 words, never found 13); within it a few draws do.
+MAX_FILL = 0.8
+#: Fresh draws of words and places a reset makes before it gives up on the settings.
+PLACE_ATTEMPTS = 100
 _MOVE = re.compile(r"^(\d{1,6})[\s,]+(\d{1,6})[\s,]+(\d{1,6})[\s,]+(\d{1,6})$")
 ALL_DIRECTIONS = ((0, 1), (1, 0), (1, 1), (-1, 1), (0, -1), (-1, 0), (-1, -1), (1, -1))
 
@@ -35,12 +44,26 @@ ALL_DIRECTIONS = ((0, 1), (1, 0), (1, 1), (-1, 1), (0, -1), (-1, 0), (-1, -1), (
 class WordSearch(TurnBasedGame):
     def __init__(self, size: int = 8, words: int = 5, directions: int = 3, max_turns: int = 10):
         """``directions`` is how many of :data:`ALL_DIRECTIONS` are used: 2 (right, down), 3 (+ down-right
-        diagonal), 4 (+ up-right diagonal) ... 8 (every direction, backwards too)."""
-        if not 2 <= directions <= 8 or size < 5 or words < 1:
-            raise InvalidArgument(f"Need 2 <= directions <= 8, size >= 5 (words have 5 letters) and words >= 1; got {directions}, {size}, {words}.")
-        self.size, self.num_words, self.max_turns = size, words, max_turns
-        self.directions = ALL_DIRECTIONS[:directions]
+        diagonal), 4 (+ up-right diagonal) ... 8 (every direction, backwards too).
+
+        Raises:
+            InvalidArgument: if a setting is not a whole number in range: ``directions`` 2 to 8, ``size`` 5 (words
+                have 5 letters) to :data:`MAX_SIZE`, ``words`` from 1 until their letters fill :data:`MAX_FILL` of
+                the grid (or the word list runs out).
+        """
+        if not 2 <= check_count("directions", directions) <= 8:
+            raise InvalidArgument(f"directions={directions} must be between 2 and 8.")
+        if not 5 <= check_count("size", size) <= MAX_SIZE:
+            raise InvalidArgument(f"size={size} must be between 5 (words have 5 letters) and {MAX_SIZE} (a larger grid is slow to fill).")
         self.vocabulary = load_words(5)
+        most = min(int(size * size * MAX_FILL) // 5, len(self.vocabulary))
+        if check_count("words", words) > most:
+            raise InvalidArgument(
+                f"words={words} must be at most {most} on the {size}x{size} grid: more words than fill {MAX_FILL:.0%} of "
+                "its squares seldom all fit, so a reset could not place them."
+            )
+        self.size, self.num_words, self.max_turns = size, words, check_count("max_turns", max_turns)
+        self.directions = ALL_DIRECTIONS[:directions]
         self.grid = np.full((size, size), "", dtype="<U1")
         self.words: list[str] = []
         self.found: set[str] = set()
@@ -72,13 +95,23 @@ class WordSearch(TurnBasedGame):
         return True
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """A new grid: words drawn and placed, redrawn while they do not all fit.
+
+        Raises:
+            InvalidArgument: if none of :data:`PLACE_ATTEMPTS` draws fits the words (the message names the settings).
+        """
         super().reset(seed=seed)
-        while True:
+        for _ in range(PLACE_ATTEMPTS):
             grid = np.full((self.size, self.size), "", dtype="<U1")
             picks = self.np_random.choice(len(self.vocabulary), size=self.num_words, replace=False)
             words = [self.vocabulary[int(i)] for i in picks]
             if all(self._place(w, grid) for w in words):
                 break
+        else:
+            raise InvalidArgument(
+                f"No grid held words={self.num_words} on size={self.size} with directions={len(self.directions)} in "
+                f"{PLACE_ATTEMPTS} draws; use fewer words or a larger size."
+            )
         empty = grid == ""
         grid[empty] = [chr(97 + int(i)) for i in self.np_random.integers(26, size=int(empty.sum()))]
         self.grid, self.words, self.found = grid, sorted(words), set()

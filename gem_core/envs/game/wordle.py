@@ -12,6 +12,8 @@ turn that made it. A malformed guess earns the format penalty and costs the turn
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -19,7 +21,10 @@ from typing import Any
 from gem_core.env import StepResult
 from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
 from gem_core.envs.game.turn_based import TurnBasedGame
-from gem_core.errors import InvalidArgument
+from gem_core.errors import InvalidArgument, InvalidArgumentType
+from gem_core.vector.calls import check_count
+
+_WORD = re.compile(r"[a-z]+")
 
 
 @cache
@@ -27,6 +32,35 @@ def load_words(word_length: int = 5) -> tuple[str, ...]:
     """The shipped word list (read once per process)."""
     text = resources.files("gem_core.envs.game").joinpath("data/wordle_words.txt").read_text(encoding="utf-8")
     return tuple(sorted({w.lower() for w in text.split() if len(w) == word_length and w.isalpha()}))
+
+
+def word_list(words: Iterable[str] | None, word_length: int, *, any_length: bool = False) -> tuple[str, ...]:
+    """The words a game draws from: ``words`` in lower case, in the order given, or the shipped
+    ``word_length``-letter words when it is None. Guesses are read in lower case, so a capitalised word
+    could never be guessed; an empty list is refused rather than read as "the shipped list".
+
+    Raises:
+        InvalidArgumentType: if ``words`` is a single str or not a list of str.
+        InvalidArgument: if ``words`` is empty or holds a word that is not ASCII letters (of
+            ``word_length`` letters unless ``any_length``), or the shipped list has no such words.
+    """
+    if words is None:
+        shipped = load_words(word_length)
+        if not shipped:
+            raise InvalidArgument(f"No {word_length}-letter words in the word list; use word_length=5 or pass words=.")
+        return shipped
+    if isinstance(words, (str, bytes)) or not isinstance(words, Iterable):
+        raise InvalidArgumentType(f"words={words!r:.80} must be a list of words, e.g. words=['crane', 'slate'].")
+    chosen = tuple(words)
+    if not chosen:
+        raise InvalidArgument("words=[] holds no word: pass at least one, or leave words out for the shipped list.")
+    for word in chosen:
+        if not isinstance(word, str):
+            raise InvalidArgumentType(f"words holds {word!r:.80}, not a str.")
+        if not (word.isascii() and _WORD.fullmatch(word.lower()) and (any_length or len(word) == word_length)):
+            size = "one or more" if any_length else str(word_length)
+            raise InvalidArgument(f"words holds {word!r:.80}: each word must be {size} ASCII letters a-z.")
+    return tuple(word.lower() for word in chosen)
 
 
 def score_guess(guess: str, target: str) -> str:
@@ -47,10 +81,8 @@ def score_guess(guess: str, target: str) -> str:
 
 class Wordle(TurnBasedGame):
     def __init__(self, word_length: int = 5, max_turns: int = 6, words: tuple[str, ...] | None = None):
-        self.words = words or load_words(word_length)
-        if not self.words:
-            raise InvalidArgument(f"No {word_length}-letter words in the word list; use word_length=5 or pass words=.")
-        self.word_length, self.max_turns = word_length, max_turns
+        self.words = word_list(words, check_count("word_length", word_length))
+        self.word_length, self.max_turns = word_length, check_count("max_turns", max_turns)
         self.target = ""  # drawn by reset()
         self.history: list[tuple[str, str]] = []
         self.greens: set[int] = set()

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from gem_core.envs.game.action_format import extract_boxed
-from gem_core.errors import InvalidArgument, ResetNeeded
+from gem_core.errors import ResetNeeded
 from gem_core.multi_agent import MultiAgentEnv, MultiStepResult
+from gem_core.vector.calls import check_count
 
 __all__ = ["Password", "load_words"]
 
@@ -44,14 +45,12 @@ class Password(MultiAgentEnv):
         words_file: a ``word<TAB>clue; clue`` file of secret words (default: the shipped list).
 
     Raises:
-        InvalidArgument: if ``max_rounds`` or ``max_invalid`` is below 1.
+        InvalidArgument: if ``max_rounds`` or ``max_invalid`` is not a whole number from 1.
     """
     agents = ("clue_giver", "guesser")
 
     def __init__(self, max_rounds: int = 3, max_invalid: int = 3, words_file: str | None = None):
-        if max_rounds < 1 or max_invalid < 1:
-            raise InvalidArgument(f"max_rounds and max_invalid must be at least 1, got {max_rounds} and {max_invalid}.")
-        self.max_rounds, self.max_invalid = max_rounds, max_invalid
+        self.max_rounds, self.max_invalid = check_count("max_rounds", max_rounds), check_count("max_invalid", max_invalid)
         self.words = sorted(load_words(words_file or WORDS_FILE))
         self.secret = ""
         self.clues: list[str] = []

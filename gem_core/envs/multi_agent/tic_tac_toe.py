@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gem_core.envs.game.action_format import extract_boxed
-from gem_core.errors import InvalidArgument, ResetNeeded
+from gem_core.envs.game.action_format import extract_boxed, read_number
+from gem_core.errors import ResetNeeded
 from gem_core.multi_agent import MultiAgentEnv, MultiStepResult
+from gem_core.vector.calls import check_count
 
 __all__ = ["TicTacToe", "LINES"]
 
@@ -28,14 +29,12 @@ class TicTacToe(MultiAgentEnv):
         max_invalid: malformed or illegal moves in a row that forfeit the game.
 
     Raises:
-        InvalidArgument: if ``max_invalid`` is below 1.
+        InvalidArgument: if ``max_invalid`` is not a whole number from 1.
     """
     agents = ("x", "o")
 
     def __init__(self, max_invalid: int = 3):
-        if max_invalid < 1:
-            raise InvalidArgument(f"max_invalid must be at least 1, got {max_invalid}.")
-        self.max_invalid = max_invalid
+        self.max_invalid = check_count("max_invalid", max_invalid)
         self.board = [" "] * 9
         self.to_move: str | None = None
         self.invalid = {agent: 0 for agent in self.agents}
@@ -91,8 +90,8 @@ class TicTacToe(MultiAgentEnv):
         agent = self.to_move
         other = "o" if agent == "x" else "x"
         self.check_actions(actions)
-        move = extract_boxed(actions[agent])
-        cell = int(move) - 1 if move is not None and move.isdigit() and 1 <= int(move) <= 9 else None
+        number = read_number(extract_boxed(actions[agent]))
+        cell = number - 1 if number is not None and 1 <= number <= 9 else None
         if cell is None or self.board[cell] != " ":
             self.invalid[agent] += 1
             if self.invalid[agent] >= self.max_invalid:

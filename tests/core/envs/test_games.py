@@ -4,17 +4,26 @@ string makes an env raise."""
 
 from __future__ import annotations
 
+import contextlib
+import signal
+
 import numpy as np
 import pytest
 
+from gem_core.envs.game import crosswords, sokoban, sudoku
 from gem_core.envs.game.crosswords import Crosswords, load_clues
+from gem_core.envs.game.fifteen_puzzle import FifteenPuzzle
 from gem_core.envs.game.game_2048 import Game2048, slide_row_left
+from gem_core.envs.game.hangman import Hangman
 from gem_core.envs.game.mastermind import score_code
 from gem_core.envs.game.minesweeper import Minesweeper
+from gem_core.envs.game.sokoban import Sokoban
 from gem_core.envs.game.sudoku import Sudoku, count_solutions
 from gem_core.envs.game.turn_based import TurnBasedGame
 from gem_core.envs.game.word_search import WordSearch
-from gem_core.registry import list_envs, make
+from gem_core.envs.game.wordle import Wordle
+from gem_core.errors import GemError, InvalidArgument
+from gem_core.registry import list_envs, make, spec
 
 from .solvers import game_name, make_solver, play
 
@@ -41,6 +50,9 @@ HOSTILE_ACTIONS = [
     "\\boxed{\n}",
     "\\boxed{1.5}",
     "x" * 10_000,
+    "\\boxed{\u00b2}",  # str.isdigit() takes superscripts and circled digits, int() does not
+    "\\boxed{\u2460}",
+    "\\boxed{" + "1" * 5000 + "}",  # past int()'s 4300 digits
 ]
 
 
@@ -152,6 +164,41 @@ def test_render_shows_state_each_turn(env_id):
 # --- game rules ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("number", ["\u00b2", "\u2460", "\u0663", "1" * 5000, "1_0", "1 0"])
+@pytest.mark.parametrize("env_id", ["game:GuessTheNumber-v0", "game:FifteenPuzzle-v0"])
+def test_a_number_move_is_plain_ascii_digits(env_id, number):
+    """int() reads other scripts' digits and underscores, str.isdigit() takes superscripts: the games that
+    take a number read ASCII digits only, so every spelling of a number is one move and none raises."""
+    env = make(env_id)
+    env.reset(seed=0)
+    _, reward, _, _, info = env.step(f"\\boxed{{{number}}}")
+    assert info.get("format_error") and reward == env.format_penalty
+
+
+@pytest.mark.parametrize("game", [Hangman, Wordle])
+def test_capitalised_words_are_played_in_lower_case(game):
+    """Guesses are read in lower case, so a word kept as given ("Crane") could never be guessed."""
+    env = game(words=["Crane", "SLATE"])
+    env.reset(seed=0)
+    secret = env.word if game is Hangman else env.target
+    assert secret in ("crane", "slate")
+    _, reward, terminated, _, info = env.step(f"\\boxed{{{secret}}}")
+    assert terminated and info["success"] and reward == 1.0
+
+
+@pytest.mark.parametrize("words", [[], [""], ["a b"], ["x-y"], ["caf\u00e9"], ["crane", "ab1de"], "crane", [5]])
+@pytest.mark.parametrize("game", [Hangman, Wordle])
+def test_an_empty_word_list_or_an_unplayable_word_is_refused_naming_words(game, words):
+    """An empty list used to stand for the shipped one, and an empty word made Hangman divide by zero."""
+    with pytest.raises(GemError, match="words"):
+        game(words=words)
+
+
+def test_wordle_refuses_a_word_of_another_length_than_word_length():
+    with pytest.raises(InvalidArgument, match="words.*5"):
+        Wordle(words=["crane", "apple", "kitchen"])
+
+
 def test_mastermind_pegs_count_repeats_once():
     assert score_code((1, 1, 2, 2), (1, 2, 1, 3)) == (1, 2)
     assert score_code((4, 4, 4, 4), (1, 2, 3, 4)) == (1, 0)
@@ -237,6 +284,126 @@ def test_tower_of_hanoi_refuses_a_larger_disk_on_a_smaller_one():
     _, reward, _, _, info = env.step("\\boxed{A B}")
     assert info.get("format_error") and reward == env.format_penalty
     assert env.pegs["B"] == [1]
+
+
+# --- settings no board fits ---------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def within(seconds: float):
+    """Fail a call that is still running after ``seconds`` (the loops these tests guard used to run for ever)."""
+    def stop(*_):
+        raise TimeoutError(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize(
+    ("game", "kwargs", "key"),
+    [
+        (Sudoku, dict(box_rows=5, box_cols=5), "box_rows"),  # backtracking a 25x25 grid runs for hours
+        (WordSearch, dict(words=100), "words"),  # 100 five-letter words on 64 squares
+        (WordSearch, dict(words=10**6), "words"),  # more words than the list holds
+        (Crosswords, dict(words=1000), "words"),  # more words than there are clues
+        (Sokoban, dict(height=15, width=15, inner_walls=100), "inner_walls"),  # a connected floor is never drawn
+        (Sokoban, dict(height=1, width=20, boxes=1, inner_walls=15), "inner_walls"),
+        (FifteenPuzzle, dict(scramble_moves=10**9), "scramble_moves"),
+    ],
+)
+def test_settings_no_reset_could_finish_are_refused_when_the_game_is_made(game, kwargs, key):
+    with within(10), pytest.raises(InvalidArgument, match=key):
+        game(**kwargs)
+
+
+def _disconnected(floor):
+    return False
+
+
+def _unplaceable(self, word, grid):
+    return False
+
+
+@pytest.mark.parametrize(
+    ("make_game", "patch", "named"),
+    [
+        (Sokoban, (sokoban, "_connected", _disconnected), "inner_walls=3"),
+        (WordSearch, (WordSearch, "_place", _unplaceable), "words=5"),
+        (lambda: Crosswords(words=2), (crosswords, "load_clues", lambda: (("abc", "x"), ("def", "y"), ("ghi", "z"))), "words=2"),
+        (Sudoku, (sudoku, "_candidates", lambda *args: set()), "box_rows=3"),
+    ],
+)
+def test_a_reset_that_finds_no_board_gives_up_naming_the_settings(monkeypatch, make_game, patch, named):
+    """Each random retry has an attempt limit: settings the constructor let through that still fit no board
+    (here: a generator made to fail every time) end in an error that names them, never in a reset that runs
+    for ever."""
+    env = make_game()
+    monkeypatch.setattr(*patch)
+    with within(20), pytest.raises(InvalidArgument, match=named):
+        env.reset(seed=0)
+
+
+# A text, a float, a bool or a number past what a board can hold used to fail with a bare TypeError, a
+# numpy ValueError or a MemoryError, or to run: each is now refused when the game is made, naming the key.
+BAD_SETTINGS = [
+    ("game:2048-v0", dict(size="4"), "size"),
+    ("game:2048-v0", dict(size=2.5), "size"),
+    ("game:2048-v0", dict(size=True), "size"),
+    ("game:2048-v0", dict(size=10**6), "size"),
+    ("game:2048-v0", dict(target=256.0), "target"),
+    ("game:2048-v0", dict(target=2**40), "target"),  # more than a 4x4 board can ever hold
+    ("game:GuessTheNumber-v0", dict(min_number="1"), "min_number"),
+    ("game:GuessTheNumber-v0", dict(max_number=float("nan")), "max_number"),
+    ("game:GuessTheNumber-v0", dict(max_number=20.5), "max_number"),
+    ("game:GuessTheNumber-v0", dict(min_number=True), "min_number"),
+    ("game:GuessTheNumber-v0", dict(max_number=10**30), "max_number"),
+    ("game:WordSearch-v0", dict(size="8"), "size"),
+    ("game:WordSearch-v0", dict(size=10**6), "size"),
+    ("game:WordSearch-v0", dict(directions=2.5), "directions"),
+    ("game:Crosswords-v0", dict(words=[]), "words"),
+    ("game:Crosswords-v0", dict(words="5"), "words"),
+    ("game:Sokoban-v0", dict(height="6"), "height"),
+    ("game:Sokoban-v0", dict(boxes=-1), "boxes"),
+    ("game:Sokoban-v0", dict(inner_walls=-1), "inner_walls"),
+    ("game:Sokoban-v0", dict(reverse_steps=0), "reverse_steps"),
+    ("game:Sokoban-v0", dict(height=10**6, width=10**6), "height"),
+    ("game:Sudoku-v0", dict(box_rows="3"), "box_rows"),
+    ("game:Sudoku-v0", dict(blanks=2.5), "blanks"),
+    ("game:Mastermind-v0", dict(code_length="4"), "code_length"),
+    ("game:Mastermind-v0", dict(code_length=10**9), "code_length"),
+    ("game:Mastermind-v0", dict(num_colors=True), "num_colors"),
+    ("game:Minesweeper-v0", dict(rows="8"), "rows"),
+    ("game:Minesweeper-v0", dict(rows=10**6), "rows"),
+    ("game:Minesweeper-v0", dict(mines=True), "mines"),
+    ("game:Minesweeper-v0", dict(placement_attempts=0), "placement_attempts"),
+    ("game:TowerOfHanoi-v0", dict(disks="4"), "disks"),
+    ("game:TowerOfHanoi-v0", dict(disks=10**9), "disks"),
+    ("game:FifteenPuzzle-v0", dict(size="3"), "size"),
+    ("game:FifteenPuzzle-v0", dict(scramble_moves=2.5), "scramble_moves"),
+    ("game:Hangman-v0", dict(lives="6"), "lives"),
+    ("game:Hangman-v0", dict(lives=True), "lives"),
+    ("game:Wordle-v0", dict(word_length=2.5), "word_length"),
+    ("game:WikiGame-v0", dict(min_distance="1"), "min_distance"),
+    ("game:Sudoku-v0-random", dict(levels=5), "levels"),
+]
+
+
+@pytest.mark.parametrize(("env_id", "kwargs", "key"), BAD_SETTINGS)
+def test_a_setting_of_the_wrong_type_or_out_of_range_is_refused_naming_it(env_id, kwargs, key):
+    with within(10), pytest.raises(InvalidArgument, match=key):
+        make(env_id, **kwargs)
+
+
+@pytest.mark.parametrize(("env_id", "key"), [("game:Mastermind-v0", "max_turns"), ("game:Sudoku-v0", "max_turns")])
+def test_a_game_made_directly_checks_max_turns_as_make_does(env_id, key):
+    """make() checks max_turns itself; the class, called directly, refuses the same values."""
+    with pytest.raises(InvalidArgument, match=key):
+        spec(env_id).load()(max_turns="5")
 
 
 def test_sokoban_refuses_walking_into_a_wall():

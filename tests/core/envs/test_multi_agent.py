@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 import gem_core
 from gem_core.envs.multi_agent.password import Password, load_words
 from gem_core.envs.multi_agent.tic_tac_toe import LINES, TicTacToe
+from gem_core.errors import InvalidArgument
 from gem_core.multi_agent import MultiAgentEnv
 from gem_core.rollout.self_play import run_self_play
 from gem_core.testing import ScriptedPolicy
@@ -163,6 +164,30 @@ def test_three_invalid_moves_in_a_row_forfeit():
         assert rewards == {agent: env.format_penalty} and not terminations
     _, rewards, terminations, _, infos = env.step({agent: "\\boxed{10}"})
     assert rewards[agent] == -1.0 and sum(rewards.values()) == 0.0 and all(terminations.values()) and infos[agent]["forfeit"]
+
+
+@pytest.mark.parametrize(
+    ("game", "kwargs", "key"),
+    [(TicTacToe, dict(max_invalid="3"), "max_invalid"), (TicTacToe, dict(max_invalid=True), "max_invalid"),
+     (TicTacToe, dict(max_invalid=2.5), "max_invalid"), (Password, dict(max_rounds="3"), "max_rounds"),
+     (Password, dict(max_invalid=0.5), "max_invalid")],
+)
+def test_a_setting_of_the_wrong_type_is_refused_naming_it(game, kwargs, key):
+    """A text used to fail with a bare TypeError at the range check, a bool or a float to be played."""
+    with pytest.raises(InvalidArgument, match=key):
+        game(**kwargs)
+
+
+# str.isdigit() takes superscripts and circled digits that int() refuses, int() takes other scripts' digits
+# and refuses a run past 4300 digits: each is a malformed move, never an exception nor a cell.
+@pytest.mark.parametrize("number", ["\u00b2", "\u2460", "\u0663", "1" * 5000, "1_0", "+5"])
+def test_a_cell_that_is_not_plain_ascii_digits_is_a_malformed_move(number):
+    env = TicTacToe()
+    env.reset(seed=0)
+    (agent,) = env.acting_agents()
+    observations, rewards, _, _, infos = env.step({agent: f"\\boxed{{{number}}}"})
+    assert rewards == {agent: env.format_penalty} and infos[agent]["format_error"]
+    assert "expected one cell number 1-9" in observations[agent] and env.board == [" "] * 9
 
 
 # -- password: scripted partners with shared conventions -----------------------------------------------
