@@ -53,6 +53,7 @@ from gem_core.errors import InvalidArgument, ResetNeeded
 from gem_core.tools.sandbox import SandboxConfig, SandboxResult, resolve_mode
 from gem_core.tools.sandbox.config import MIB
 from gem_core.tools.sandbox.shell import WorkDir, run_shell
+from gem_core.vector.calls import check_amount, check_count
 
 __all__ = ["TerminalTask", "TerminalEnv", "load_tasks", "extract_command", "SUBMIT"]
 
@@ -137,8 +138,8 @@ class TerminalEnv(Env):
         data_dir: a directory of tasks in the shipped layout (default: the shipped tasks).
 
     Raises:
-        InvalidArgument: if a limit is out of range (``max_turns`` < 1, ``command_timeout`` <= 0,
-            ``max_output_chars`` < 100, ``max_work_mb`` < 1) or ``tasks`` names no known task.
+        InvalidArgument: if a limit is not a number in range (``command_timeout`` finite seconds above 0; the others
+            whole numbers, ``max_output_chars`` from 100, the rest from 1) or ``tasks`` is not a list of known tasks.
     """
 
     max_return = 1.0
@@ -160,16 +161,19 @@ class TerminalEnv(Env):
     ):
         shipped = load_tasks(data_dir or DATA_DIR)
         if tasks is not None:
+            if not isinstance(tasks, (list, tuple)):
+                raise InvalidArgument(f"tasks={tasks!r:.80} must be a list of task names, e.g. tasks=[{shipped[0].name!r}].")
             by_name = {task.name: task for task in shipped}
             unknown = sorted(set(tasks) - set(by_name))
             if unknown or not tasks:
                 raise InvalidArgument(f"tasks={list(tasks)!r}: unknown or empty; choose from {sorted(by_name)}.")
             shipped = tuple(by_name[name] for name in tasks)
-        if max_turns < 1 or command_timeout <= 0 or max_output_chars < 100 or max_work_mb < 1:
-            raise InvalidArgument("Need max_turns >= 1, command_timeout > 0, max_output_chars >= 100 and max_work_mb >= 1.")
+        if check_count("max_output_chars", max_output_chars) < 100:
+            raise InvalidArgument(f"max_output_chars={max_output_chars} must be at least 100.")
         self.tasks = shipped
-        self.max_turns, self.command_timeout, self.memory_mb = max_turns, float(command_timeout), memory_mb
-        self.max_output_chars = max_output_chars
+        self.max_turns, self.command_timeout = check_count("max_turns", max_turns), check_amount("command_timeout", command_timeout, "seconds")
+        self.memory_mb, self.max_output_chars = check_count("memory_mb", memory_mb), max_output_chars
+        check_count("max_work_mb", max_work_mb)
         self.sandbox = resolve_mode(sandbox)  # refuses to run without bubblewrap unless process mode is chosen
         self.sandbox_config = SandboxConfig(max_work_mb=max_work_mb)
         #: A command and the checker each take at most their timeout, plus a sandbox's start-up.
@@ -224,8 +228,9 @@ class TerminalEnv(Env):
         """Run the checker on a copy of the working directory that holds no link (:mod:`.checker_view`)."""
         task, work_dir = self._episode()
         try:
-            files = checker_files(_read_tree(work_dir.path), self.sandbox_config.max_work_mb * MIB)
-        except (OSError, ValueError) as error:  # a path too long to copy, or a file the host cannot read
+            cap = self.sandbox_config.max_work_mb * MIB
+            files = checker_files(_read_tree(work_dir.path, cap), cap)
+        except (OSError, ValueError) as error:  # a path too long to copy, files past the cap, a file the host cannot read
             return f"Submitted: the working directory cannot be checked ({error}).", 0.0, True, False, {"success": False}
         checked = _work_dir_with(files)
         try:
@@ -310,7 +315,7 @@ class TerminalEnv(Env):
         runs while it is read, so nothing changes underneath."""
         if self.work_dir is None or self.work_dir.closed:
             return None
-        return _read_tree(self.work_dir.path)
+        return _read_tree(self.work_dir.path, self.sandbox_config.max_work_mb * MIB)
 
     def get_state(self) -> dict[str, Any]:
         """The episode so far, with a copy of the working directory's files (modes and links kept;
@@ -318,7 +323,8 @@ class TerminalEnv(Env):
 
         Raises:
             ValueError: a path in the working directory is longer than :data:`MAX_SNAPSHOT_PATH` characters
-                (a copy could not recreate it); the episode itself goes on.
+                (a copy could not recreate it), or its files hold more than ``max_work_mb`` counted at their
+                size (sparse files too); the episode itself goes on.
         """
         state = super().get_state()
         state["work_files"] = self._snapshot_files()
@@ -363,16 +369,20 @@ def _work_dir_with(files: Mapping[str, tuple[int, bytes | str | None]]) -> WorkD
     return work
 
 
-def _read_tree(root: str) -> dict[str, tuple[int, bytes | str | None]]:
+def _read_tree(root: str, max_bytes: int) -> dict[str, tuple[int, bytes | str | None]]:
     """What lies under ``root``: relative path -> (mode, content), walked with a list of directories to
     visit rather than recursion, so a tree of any depth is read (or refused, see below) without
     exhausting the interpreter's stack. What a command made unreadable to its owner (``chmod 000``) is
-    read with the owner's permission added for the walk, then set back.
+    read with the owner's permission added for the walk, then set back. Files are read up to ``max_bytes``
+    together (the working directory's cap), counted at their size: a sparse file holds no block, so the
+    sampled cap can miss it, and read whole (then written out whole for the checker) it cost the host its size.
 
     Raises:
-        ValueError: a path longer than :data:`MAX_SNAPSHOT_PATH` characters.
+        ValueError: a path longer than :data:`MAX_SNAPSHOT_PATH` characters, or files of more than
+            ``max_bytes`` together.
     """
     found: dict[str, tuple[int, bytes | str | None]] = {}
+    left = max_bytes  # bytes the files read may still hold
     opened: list[tuple[str, int]] = []  # directories given u+rx for the walk, with their modes
     pending = [""]
     try:
@@ -399,15 +409,28 @@ def _read_tree(root: str) -> dict[str, tuple[int, bytes | str | None]]:
                     found[key] = (mode, None)
                     pending.append(key)
                 elif stat.S_ISREG(info.st_mode):
+                    if info.st_size > left:
+                        raise _too_large(max_bytes)
                     with _owner_may(path, 0o400):
                         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
                     with os.fdopen(fd, "rb") as file:
-                        found[key] = (mode, file.read())
+                        data = file.read(left + 1)
+                    left -= len(data)
+                    if left < 0:
+                        raise _too_large(max_bytes)
+                    found[key] = (mode, data)
                 # anything else (a FIFO, a socket) is not kept
     finally:
         for directory, mode in reversed(opened):  # deepest first: its parents are still passable
             os.chmod(directory, mode)
     return found
+
+
+def _too_large(max_bytes: int) -> InvalidArgument:
+    return InvalidArgument(
+        f"The working directory's files hold more than its cap of {max_bytes / MIB:g} MiB (counted at their size: a "
+        "sparse file counts whole), too large to copy for the checker or a snapshot."
+    )
 
 
 @contextlib.contextmanager

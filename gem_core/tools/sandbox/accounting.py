@@ -42,7 +42,8 @@ v2 memory controller), so the host samples instead, every ``SandboxConfig.sample
 - files: inodes in use on the sandbox's ``/tmp`` and ``/dev/shm``, from ``statvfs`` through
   ``/proc/PID/root``;
 - the working directory (``SandboxConfig.work_dir``, a host directory): bytes and entries under it,
-  walked every tenth sample (a ``statvfs`` would measure the host's whole file system).
+  walked every tenth sample (a ``statvfs`` would measure the host's whole file system); a file counts at
+  its size or its blocks, whichever is more, since a sparse one is copied whole by the host.
 
 Past a cap the host kills the sandbox and reports ``limit="memory"`` or ``"disk"``. What sampling cannot
 do: stop a burst between two samples (a snippet can touch memory at a few GiB/s, so it may overshoot by
@@ -443,8 +444,13 @@ class SandboxMonitor:
 
 
 def work_dir_over(path: str, max_bytes: int, max_files: int) -> bool:
-    """Whether the tree under ``path`` takes more than ``max_bytes`` (allocated blocks) or holds more than
-    ``max_files`` entries; the walk stops as soon as it knows, and never follows a symbolic link."""
+    """Whether the tree under ``path`` takes more than ``max_bytes`` or holds more than ``max_files`` entries;
+    the walk stops as soon as it knows, and never follows a symbolic link.
+
+    Each entry counts at its size or its allocated blocks, whichever is more: a sparse file (``truncate -s``)
+    holds no block, but the host reads and writes it whole when it copies the tree (a submit, a snapshot), so
+    forty files of 16 MiB costing 8 KB of disk had the host copy 640 MiB past a 64 MiB cap.
+    """
     used, count, pending = 0, 0, [path]
     while pending:
         try:
@@ -460,7 +466,7 @@ def work_dir_over(path: str, max_bytes: int, max_files: int) -> bool:
                         pending.append(entry.path)
                 except OSError:
                     continue
-                used += stats.st_blocks * 512
+                used += max(stats.st_size, stats.st_blocks * 512)
                 if used > max_bytes or count > max_files:
                     return True
     return False

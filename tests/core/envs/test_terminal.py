@@ -19,6 +19,7 @@ from ci_guard import skip_unless_ci
 
 import gem_core
 from gem_core.envs.terminal.terminal_env import SUBMIT, TerminalEnv, extract_command, load_tasks
+from gem_core.errors import InvalidArgument
 from gem_core.tools import sandbox
 from gem_core.tools.sandbox import SandboxConfig, SandboxUnavailableError, isolation
 from gem_core.tools.sandbox.shell import WorkDir, run_shell
@@ -105,6 +106,19 @@ def test_out_of_turns_truncates_with_no_reward():
     _, reward, terminated, truncated, info = env.step(bash("true"))
     assert (reward, terminated, truncated, info["success"]) == (0.0, False, True, False)
     env.close()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "key"),
+    [(dict(command_timeout="x"), "command_timeout"), (dict(command_timeout=float("nan")), "command_timeout"),
+     (dict(command_timeout=float("inf")), "command_timeout"), (dict(command_timeout=True), "command_timeout"),
+     (dict(memory_mb="512"), "memory_mb"), (dict(max_output_chars=99), "max_output_chars"),
+     (dict(max_work_mb=2.5), "max_work_mb"), (dict(max_turns="2"), "max_turns"), (dict(tasks=5), "tasks")],
+)
+def test_a_limit_of_the_wrong_type_or_out_of_range_is_refused_naming_it(kwargs, key):
+    """A text used to fail with a bare TypeError, and nan or inf to reach the sandbox as a time limit."""
+    with pytest.raises(InvalidArgument, match=key):
+        TerminalEnv(**kwargs)
 
 
 def test_observation_has_exit_code_and_shortened_output():
@@ -246,6 +260,34 @@ def test_a_full_working_directory_stops_the_command_and_ends_the_episode():
     env.reset(seed=0)
     obs, reward, terminated, _, info = env.step(bash("head -c 8000000 /dev/zero > big; sleep 4"))
     assert (reward, terminated, info["limit"]) == (0.0, True, "disk") and "disk" in obs
+    env.close()
+
+
+def _sparse_files(folder: str, count: int, size: int) -> None:
+    """``count`` files of ``size`` bytes holding no block (``truncate -s``): a du of a few KB."""
+    for i in range(count):
+        with open(os.path.join(folder, f"sparse{i}"), "wb") as file:
+            file.truncate(size)
+
+
+def test_sparse_files_count_at_their_size_against_the_work_dir_cap(tmp_path):
+    from gem_core.tools.sandbox.accounting import work_dir_over
+
+    _sparse_files(str(tmp_path), 3, 1 << 20)
+    assert work_dir_over(str(tmp_path), 2 << 20, 100)  # 3 MiB to read and copy, whatever du says
+    assert not work_dir_over(str(tmp_path), 4 << 20, 100)
+
+
+def test_sparse_files_past_the_cap_are_refused_at_submit_and_in_a_snapshot():
+    """Made between two samples of the cap, sparse files are still not read whole by the host: the submit and
+    a snapshot name the cap instead (they were read into memory and written out in full for the checker)."""
+    env = TerminalEnv(max_work_mb=2, command_timeout=5.0)
+    env.reset(seed=0)
+    _sparse_files(env.work_dir.path, 3, 1 << 20)
+    with pytest.raises(ValueError, match="2 MiB"):
+        env.get_state()
+    observation, reward, terminated, _, info = env.step(bash(SUBMIT))
+    assert (reward, terminated, info["success"]) == (0.0, True, False) and "2 MiB" in observation, observation
     env.close()
 
 
