@@ -6,46 +6,69 @@ variables: ``OPENAI_BASE_URL`` (also ``OPENAI_API_BASE`` for older clients) poin
 in a fresh temporary working directory, removed once the run is graded (or in the one given, which is
 left as it is), under two limits:
 
-- ``time_limit``: past it the process group is killed and the episode is truncated (a hung agent); the
-  group is killed too if the trainer dies first, however it dies (:mod:`~gem_core.agent.orphan_guard`);
-- ``max_turns``: the call after the last allowed one is refused (409), the process group is killed and
-  the episode is truncated; ``max_response_tokens`` likewise once a branch's response is full (each call
-  samples at most what is left).
+- ``time_limit``: past it the agent is killed with every process it started (below) and the episode is
+  truncated (a hung agent); they are killed too if the trainer dies first, however it dies, and the run's
+  temporary folders removed (:mod:`~gem_core.agent.orphan_guard`);
+- ``max_turns``: the call after the last allowed one is refused (409), the agent is killed and the episode
+  is truncated; ``max_response_tokens`` likewise once a branch's response is full (each call samples at most
+  what is left).
 
 An agent that exits on its own, early or not, ends the episode (terminated, its exit code in
-:attr:`AgentRun.exit_code`), and what it left running in its process group is killed with it. Of its output
-the run keeps the last 8 KiB of each stream (:attr:`AgentRun.stdout_tail`, :attr:`AgentRun.stderr_tail`).
-The reward comes from ``grader(run)`` once the process is gone (e.g. a task's tests run in
-:attr:`AgentRun.workdir`); without a grader, from the number the agent wrote to ``$GEM_REWARD_FILE`` (0.0
-when it wrote none or not a finite number).
+:attr:`AgentRun.exit_code`), and what it left running is killed with it. Of its output the run keeps the
+last 8 KiB of each stream (:attr:`AgentRun.stdout_tail`, :attr:`AgentRun.stderr_tail`).
 
-A task that needs its working directory filled first (a repository to fix) gives ``setup(task, workdir)``,
-run before the program starts; the :class:`TaskSetup` it returns carries the task's text for the agent
-(the UTF-8 file ``$GEM_TASK_PROMPT_FILE``, and ``$GEM_TASK_PROMPT`` where a variable can hold it) and
+What "every process it started" holds depends on the machine. Where bubblewrap can make a PID namespace (as
+root, or with unprivileged user namespaces; tried once per process), the agent runs in one of its own, under a
+``bwrap`` process that is its process group's leader: whatever it starts, in a session of its own (setsid) or
+not, its parent gone or not, ends with the namespace's init, which ends with the group. Inside it sees its own
+processes only (a ``/proc`` of its own; pids are the namespace's), its files as they are (``/`` is bound whole),
+and no program gains privileges (bubblewrap sets no_new_privs: ``sudo`` and setuid programs cannot), and an
+agent killed by signal N exits with status 128+N. Elsewhere the agent runs in a session of its own, and at its
+end the run kills that process group and every process descended from the agent or from a member of its group
+(through ``/proc``): a process that left the group (setsid) and whose parent ended before the agent's end is
+out of reach.
+
+The reward comes from ``grader(run)`` once the process is gone (e.g. a task's tests run in
+:attr:`AgentRun.workdir`); without a grader, from the number the agent wrote to ``$GEM_REWARD_FILE``: at most
+100 bytes of a regular file, read through no link and without waiting (the agent owns the file and its folder,
+and may have made it a FIFO or a link to ``/dev/zero``). Anything else is 0.0, and ``info["reward_file"]``
+says why (none written, not a regular file, not a finite number).
+
+The task reaches the agent as JSON, when it serializes: always as the file ``$GEM_TASK_FILE``, and as
+``$GEM_TASK`` where a variable can hold it (Linux holds 128 KiB in one; here at most 120 KiB once encoded). A
+task that needs its working directory filled first (a repository to fix) gives ``setup(task, workdir)``, run
+before the program starts; the :class:`TaskSetup` it returns carries the task's text for the agent (the UTF-8
+file ``$GEM_TASK_PROMPT_FILE``, and ``$GEM_TASK_PROMPT`` where a variable can hold it, as for the task) and
 whatever the grader needs (:attr:`AgentRun.setup`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
+import functools
 import json
 import math
 import numbers
 import os
 import re
 import select
-import signal
+import shutil
+import stat
 import subprocess
+import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from gem_core.agent.episode import AgentEpisode
-from gem_core.agent.orphan_guard import OrphanGuard
-from gem_core.errors import GemError, InvalidArgument
+from gem_core.agent.orphan_guard import OrphanGuard, end_process_tree, remove_path
+from gem_core.errors import GemError, InvalidArgument, InvalidArgumentType, did_you_mean
 from gem_core.rollout.options import check_episode_options
 from gem_core.rollout.trajectory import TokenTrajectory
 
@@ -76,6 +99,11 @@ _TAIL_BYTES = 8192
 _ORPHAN_GUARD = OrphanGuard()  # one guard process for every run of this process
 _SURROGATE = re.compile("[\ud800-\udfff]")  # no UTF-8 for these: a str that holds one was cut mid-pair
 _POLL_SECONDS = 0.05
+_REWARD_BYTES = 100  # of $GEM_REWARD_FILE: a number, and room for whitespace
+_VARIABLE_BYTES = 120 * 1024  # Linux holds 128 KiB in one variable (MAX_ARG_STRLEN, with its name): some room left
+# bwrap's arguments for a PID namespace of the agent's own, its files as they are (the run adds its io folder).
+_PID_NAMESPACE = ("--dev-bind", "/", "/", "--unshare-pid", "--proc", "/proc", "--die-with-parent")
+_PROBE_LOCK = threading.Lock()
 
 
 @dataclass
@@ -100,7 +128,8 @@ class AgentRun:
     setup: TaskSetup = field(default_factory=TaskSetup)
     """What the program's ``setup`` returned for this task (empty without one)."""
     info: dict[str, Any] = field(default_factory=dict)
-    """The grader's verdict beside the reward (e.g. ``success``); merged into the trajectory's last info."""
+    """The grader's verdict beside the reward (e.g. ``success``); without a grader, ``reward_file`` says why the agent's
+    file gave no reward, if it gave none. Merged into the trajectory's last info."""
     trajectories: list[TokenTrajectory] = field(default_factory=list)
     """One per branch (see :class:`~gem_core.agent.episode.AgentEpisode`); the reward is on the last call's branch."""
 
@@ -147,17 +176,47 @@ class _OutputTails:
         return stdout, stderr
 
 
-def _reward_from_file(path: Path) -> float:
+def _reward_from_file(folder: Path) -> tuple[float, str | None]:
+    """The number the agent wrote to ``$GEM_REWARD_FILE`` (``reward`` in ``folder``) and None, or 0.0 and why there is
+    none. The agent owns the file and its folder: a FIFO there held the trainer's thread for good, and a link to
+    /dev/zero was read until memory ran out. So: a regular file, reached through no link, opened without waiting,
+    and at most ``_REWARD_BYTES`` of it."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
-        value = float(path.read_text()[:100].strip())
-    except (OSError, ValueError):
-        return 0.0
-    return value if math.isfinite(value) else 0.0
+        directory = os.open(folder, flags | os.O_DIRECTORY)
+        try:
+            fd = os.open("reward", flags, dir_fd=directory)
+        finally:
+            os.close(directory)
+    except FileNotFoundError:
+        return 0.0, "the agent wrote none"
+    except OSError as error:
+        return 0.0, "a symbolic link, not followed" if error.errno == errno.ELOOP else f"unreadable: {error.strerror}"
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return 0.0, "not a regular file (a FIFO, a device or a folder)"
+        data = os.read(fd, _REWARD_BYTES + 1)
+    except OSError as error:
+        return 0.0, f"unreadable: {error.strerror}"
+    finally:
+        os.close(fd)
+    if len(data) > _REWARD_BYTES:
+        return 0.0, f"over {_REWARD_BYTES} bytes: not one number"
+    try:
+        value = float(data)
+    except ValueError:
+        return 0.0, f"{data.decode(errors='replace')[:40]!r} is not a number"
+    return (value, None) if math.isfinite(value) else (0.0, f"{value} is not a finite number")
 
 
 @dataclass
 class AgentProgram:
-    """How to run an agent program for one task (see the module docstring)."""
+    """How to run an agent program for one task (see the module docstring).
+
+    Raises:
+        InvalidArgument: a field breaks its rule; the message names it and what to give.
+        InvalidArgumentType: ``grader`` or ``setup`` is not callable, or a keyword is not a field (naming the closest).
+    """
 
     command: AgentCommand
     """The program and its arguments, or a function of the task returning them."""
@@ -176,13 +235,26 @@ class AgentProgram:
     """Fills the working directory for a task before the program starts and returns its :class:`TaskSetup`
     (None: the program starts in an empty directory, with no ``$GEM_TASK_PROMPT``)."""
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> AgentProgram:
+        # The dataclass's own refusal of a misspelt keyword is a bare TypeError naming neither the fix nor the fields.
+        takes = [f.name for f in fields(cls)]
+        for name in kwargs:
+            if name not in takes:
+                raise InvalidArgumentType(f"AgentProgram got an unexpected keyword {name!r}{did_you_mean(name, takes)}; it takes {', '.join(takes)}.")
+        return super().__new__(cls)
+
     def __post_init__(self) -> None:
-        """Check the fields here, not at each run: a run of many tasks raised one TypeError per task, or took a
-        command string for its characters (``"python agent.py"`` ran ``['p', 'y', ...]``).
+        """Check the fields here, not at each run: a run of many tasks raised one TypeError per task (a grader that is
+        not a function, once each agent had run), or took a command string for its characters (``"python agent.py"``
+        ran ``['p', 'y', ...]``).
 
         Raises:
             InvalidArgument: a field breaks its rule; the message names it and what to give.
+            InvalidArgumentType: ``grader`` or ``setup`` is not callable.
         """
+        for name, what in (("grader", "of the finished run returning its reward"), ("setup", "of the task and the working directory")):
+            if getattr(self, name) is not None and not callable(getattr(self, name)):
+                raise InvalidArgumentType(f"AgentProgram {name}={getattr(self, name)!r} must be a function {what}, or None.")
         if isinstance(self.command, (str, bytes)) or not (callable(self.command) or isinstance(self.command, Sequence)):
             raise InvalidArgument(
                 f"AgentProgram command={self.command!r} must be the program and its arguments as a list, e.g. "
@@ -214,7 +286,8 @@ class AgentProgram:
                 policy is told there that this episode asks for nothing more, so a slow grader holds no round).
 
         Raises:
-            GemError: if the program's command is empty, or cannot be started (not found, not executable).
+            GemError: if the program's command is empty, or cannot be started (not found, not executable, its
+                arguments and environment over the system's limit).
             InvalidArgument: if a callable ``command`` returned a string, not a list of arguments.
             KeyboardInterrupt: as it came; the program's process group is killed and its episode closed first.
         """
@@ -227,29 +300,26 @@ class AgentProgram:
             raise GemError("AgentProgram command is empty; give the program and its arguments, e.g. ['python', 'agent.py']")
         if workdir is not None:
             return self._run_in(Path(workdir), argv, endpoint, task, on_exit)
-        # Nobody else knows of it: a run that leaves it behind leaves it forever.
-        with tempfile.TemporaryDirectory(prefix="gem-agent-", ignore_cleanup_errors=True) as temporary:
-            return self._run_in(Path(temporary), argv, endpoint, task, on_exit)
+        with _temporary_folder("gem-agent-") as temporary:
+            return self._run_in(temporary, argv, endpoint, task, on_exit)
 
     def _run_in(
         self, workdir: Path, argv: list[str], endpoint: Any, task: Any, on_exit: Callable[[AgentEpisode], None] | None
     ) -> AgentRun:
         setup = (self.setup(task, workdir) if self.setup is not None else None) or TaskSetup()
-        with tempfile.TemporaryDirectory(prefix="gem-agent-io-") as io_dir:
-            io = Path(io_dir)
-            reward_file = io / "reward"
+        with _temporary_folder("gem-agent-io-") as io:
             episode = endpoint.open_episode(max_turns=self.max_turns, max_response_tokens=self.max_response_tokens)
             try:
                 environment = {**os.environ, **self.env, "OPENAI_BASE_URL": endpoint.base_url, "OPENAI_API_BASE": endpoint.base_url,
-                               "OPENAI_API_KEY": episode.key, "GEM_EPISODE_KEY": episode.key, "GEM_REWARD_FILE": str(reward_file)}
+                               "OPENAI_API_KEY": episode.key, "GEM_EPISODE_KEY": episode.key, "GEM_REWARD_FILE": str(io / "reward")}
                 if setup.prompt is not None:
-                    _give_prompt(setup.prompt, io / "prompt", environment)
+                    _hand_over(setup.prompt, io / "prompt", "GEM_TASK_PROMPT", environment)
                 try:
-                    environment["GEM_TASK"] = json.dumps(task)
+                    _hand_over(json.dumps(task), io / "task.json", "GEM_TASK", environment)
                 except (TypeError, ValueError):
                     pass
                 started = time.monotonic()
-                process = _start(argv, workdir, environment)
+                process = _start(argv, workdir, environment, io)
                 output = _OutputTails(process)
                 try:
                     exit_code, ended, truncated = self._wait(process, episode, started, output)
@@ -271,7 +341,12 @@ class AgentProgram:
                 ended=episode.ended or ended, truncated=episode.truncated, seconds=seconds,
                 stdout_tail=stdout_tail, stderr_tail=stderr_tail, setup=setup,
             )
-            run.reward = float(self.grader(run)) if self.grader is not None else _reward_from_file(reward_file)
+            if self.grader is not None:
+                run.reward = float(self.grader(run))
+            else:
+                run.reward, why = _reward_from_file(io)
+                if why is not None:
+                    run.info["reward_file"] = why
         if not math.isfinite(run.reward):
             raise GemError(f"the grader returned {run.reward!r} for episode {run.key!r}; a reward must be a finite number")
         run.trajectories = episode.trajectories(run.reward)
@@ -298,45 +373,105 @@ class AgentProgram:
             output.drain(_POLL_SECONDS)
 
 
-def _give_prompt(prompt: str, path: Path, environment: dict[str, str]) -> None:
-    """Hand the task's text over: always as a UTF-8 file, and as ``$GEM_TASK_PROMPT`` where a variable can hold it.
+@contextlib.contextmanager
+def _temporary_folder(prefix: str) -> Iterator[Path]:
+    """A fresh folder for a run, removed after it however it ended, and by the orphan guard if this process dies
+    first: nobody else knows of it, so a run that leaves it behind leaves it forever. The agent may have replaced it
+    by a link or a file: the removal follows no link and raises nothing, and the run's result never waits on it."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    _ORPHAN_GUARD.watch_path(path)
+    try:
+        yield Path(path)
+    finally:
+        remove_path(path)
+        _ORPHAN_GUARD.release_path(path)
+
+
+def _hand_over(text: str, path: Path, name: str, environment: dict[str, str]) -> None:
+    """Hand ``text`` over to the agent: always as the UTF-8 file ``${name}_FILE``, and as ``$name`` where a variable can
+    hold it: at most ``_VARIABLE_BYTES`` once encoded (Linux's limit is bytes: 50,000 CJK characters are 150 KB, and
+    a task over it made the run unstartable), no NUL, encodable in the locale's file system encoding.
 
     Task text comes from datasets: a lone surrogate (a string cut mid-pair) is written as U+FFFD, as a JSON reader
-    would give it; a text that a variable cannot hold (128 KiB at most on Linux, no NUL, encodable in the
-    locale's file system encoding) is in the file only."""
-    text = _SURROGATE.sub("\ufffd", prompt)
+    would give it."""
+    text = _SURROGATE.sub("\ufffd", text)
     path.write_text(text, encoding="utf-8")
-    environment["GEM_TASK_PROMPT_FILE"] = str(path)
-    if len(text) < 100_000 and "\x00" not in text:
-        try:
-            os.fsencode(text)
-        except UnicodeEncodeError:
-            return
-        environment["GEM_TASK_PROMPT"] = text
+    environment[f"{name}_FILE"] = str(path)
+    environment.pop(name, None)  # not this process's own, if it has one
+    try:
+        encoded = os.fsencode(text)
+    except UnicodeEncodeError:
+        return
+    if len(encoded) <= _VARIABLE_BYTES and b"\x00" not in encoded:
+        environment[name] = text
 
 
-def _start(argv: list[str], workdir: Path, environment: dict[str, str]) -> subprocess.Popen:
-    """Start the program in a session of its own, so a limit kills the agent and every process it started, and
-    tell the orphan guard, which kills that session if this process dies first; its output goes to pipes
-    (:class:`_OutputTails`).
+def _pid_namespace_bwrap() -> str | None:
+    """bubblewrap's path, where it can run a program in a PID namespace of its own here, else None. Tried once per
+    process (under a lock: a batch's runs all start at once), with the arguments a run gives it: a container may
+    forbid the namespaces or a fresh ``/proc``."""
+    with _PROBE_LOCK:
+        return _try_pid_namespace()
+
+
+@functools.cache
+def _try_pid_namespace() -> str | None:
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return None
+    folder = tempfile.gettempdir()
+    try:
+        tried = subprocess.run([bwrap, *_PID_NAMESPACE, "--bind", folder, folder, "--", sys.executable, "-S", "-c", ""],
+                               stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return bwrap if tried.returncode == 0 else None
+
+
+def _executable(program: str, workdir: Path, environment: dict[str, str]) -> bool:
+    """Whether ``program`` is a file that can be executed, looked for as the kernel would from ``workdir`` (on the
+    environment's ``PATH`` unless it names a folder)."""
+    candidates = [program] if os.path.dirname(program) else [os.path.join(d, program) for d in os.get_exec_path(environment)]
+    return any(os.path.isfile(path) and os.access(path, os.X_OK) for path in (os.path.join(workdir, c) for c in candidates))
+
+
+def _start(argv: list[str], workdir: Path, environment: dict[str, str], io: Path) -> subprocess.Popen:
+    """Start the program in a session of its own (in a PID namespace of its own where there can be one, see the module
+    docstring), so that a limit kills the agent and every process it started, and tell the orphan guard, which kills
+    them if this process dies first; its output goes to pipes (:class:`_OutputTails`). In the namespace its io folder
+    is a mount point, which the agent cannot rename or remove (short of unmounting it, as root).
 
     Raises:
-        GemError: the program cannot be started (not found, not executable, a bad working directory).
+        GemError: the program cannot be started (not found, not executable, a bad working directory, its arguments
+            and environment over the system's limit).
     """
+    command = argv
+    bwrap = _pid_namespace_bwrap()
+    if bwrap is not None:
+        # bubblewrap tells a program it cannot run only by its own exit status 1: checked here, as exec would
+        if not _executable(argv[0], workdir, environment):
+            raise GemError(f"AgentProgram could not start {argv!r}: {argv[0]!r} is not an executable file here. Give a "
+                           "command that exists here (an absolute path, or a program on PATH).")
+        command = [bwrap, *_PID_NAMESPACE, "--bind", str(io), str(io), "--", *argv]
     try:
-        process = subprocess.Popen(argv, cwd=workdir, env=environment, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        process = subprocess.Popen(command, cwd=workdir, env=environment, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, start_new_session=True)
-    except (OSError, ValueError) as exc:  # ValueError: a NUL in an argument or in one of AgentProgram.env's values
+    except OSError as exc:
+        if exc.errno == errno.E2BIG:
+            raise GemError(
+                f"AgentProgram could not start {argv[0][:200]!r}: its arguments and environment are over the system's limit "
+                f"({exc.strerror}: Linux holds 128 KiB in one argument or variable, {os.sysconf('SC_ARG_MAX')} bytes in "
+                "all). Pass what is large in a file (the task and its text are in $GEM_TASK_FILE and $GEM_TASK_PROMPT_FILE)."
+            ) from None
         raise GemError(f"AgentProgram could not start {argv!r}: {exc}. Give a command that exists here (an absolute "
-                       "path, or a program on PATH) and arguments and env values without NUL characters.") from None
+                       "path, or a program on PATH).") from None
+    except ValueError as exc:  # a NUL in an argument or in one of AgentProgram.env's values
+        raise GemError(f"AgentProgram could not start {argv!r}: {exc}. Give arguments and env values without NUL characters.") from None
     _ORPHAN_GUARD.watch(process.pid)
     return process
 
 
 def _kill(process: subprocess.Popen) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)  # the group this run started (start_new_session)
-    except ProcessLookupError:
-        pass
-    _ORPHAN_GUARD.release(process.pid)  # before the leader is reaped: till then its group id is not reused
+    end_process_tree(process.pid)  # not reaped till then: its pid and group id cannot have gone to another process
+    _ORPHAN_GUARD.release(process.pid)
     process.wait()
