@@ -284,9 +284,19 @@ class ChatTemplate:
             ChatTemplateError: the template rendered earlier turns differently this time (a
                 nondeterministic global); this template is evicted from the shared cache.
         """
+        return list(self.observation_delta(observation, role, images))
+
+    def observation_delta(self, observation: str, role: str = "user", images: int = 0) -> tuple[int, ...]:
+        """:meth:`observation_ids` as an immutable tuple, for a caller that keeps the ids as they are: a repeated
+        observation's is the template's own cached tuple, shared and not copied (each episode's books hold its turns'
+        deltas, issue 46).
+
+        Raises:
+            ChatTemplateError: as :meth:`observation_ids`.
+        """
         cached = self._deltas.get((role, observation, images))
         if cached is not None:  # envs repeat observations ("Invalid move ..."); a delta depends on nothing else
-            return list(cached)
+            return cached
         glue_parts = self._glue_parts if role == "user" else self._role_glue(role)
         history = [*self._base(), _user(_USER_A), _assistant(_ASSISTANT_X)]
         if images:
@@ -304,11 +314,13 @@ class ChatTemplate:
                 "history. The template was dropped from the cache and is probed again for the next episode."
             )
         ids = self._encode_env_text(text[len(self._through_first_turn) :], observation, glue_parts)
-        if len(observation) <= _CACHED_TEXT_LIMIT:
-            self._deltas.put((role, observation, images), self._interned(ids))
-        return ids
+        if len(observation) > _CACHED_TEXT_LIMIT:
+            return tuple(ids)
+        delta = self._interned(ids)
+        self._deltas.put((role, observation, images), delta)
+        return delta
 
-    def decode_action(self, content_ids: list[int]) -> str:
+    def decode_action(self, content_ids: Sequence[int]) -> str:
         """The text of an assistant turn's ids (its end-of-turn ids left out): ``tokenizer.decode(...,
         skip_special_tokens=True)``, what the env is given; short actions are remembered."""
         if len(content_ids) > _DECODE_CACHE_MAX_IDS:

@@ -147,8 +147,9 @@ class EpisodeSession:
     # among all sessions and keeps each session's values inline. Past 29 names (fewer once sessions exist, or after a
     # constructor raised), or with a name first set later, each of hundreds of sessions in flight had a dict of its own,
     # slower to read and scattered in memory (38 names did, issue 46; tests/rollout/test_session.py holds the rule). So
-    # the options are read through properties, "started" is "holds an observation", the as_rendered books are one
-    # attribute, and only fork() branches, made as copies with dicts of their own, set one more.
+    # the options are read through properties, "started" is "holds an observation", "done" is "terminated or truncated",
+    # the last observation ends the list of observations, the as_rendered books are one attribute, and only fork()
+    # branches, made as copies with dicts of their own, set one more.
     fork_turn: int | None = None
     """On a branch made by :meth:`fork`: the turns it shares with the session it was forked from."""
 
@@ -176,6 +177,11 @@ class EpisodeSession:
     def record_env_states(self) -> bool:
         """Whether each turn's env state is kept in the trajectory (the options')."""
         return self.options.record_env_states
+
+    @property
+    def done(self) -> bool:
+        """Whether the episode is over (terminated or truncated): the next one begins with :meth:`start`."""
+        return self._terminated or self._truncated
 
     @property
     def processor(self) -> Any:
@@ -245,35 +251,40 @@ class EpisodeSession:
         Each episode clears them in place (:meth:`_reset_books`): :meth:`trajectory` copies out of them, and lists
         that live as long as the session sit in the garbage collector's oldest generation, where a fresh set per
         episode was traversed, every id of the sequence included, by the young collections (issue 46)."""
-        self._ids: list[int] = []  # prompt + response
+        # The sequence (prompt + response) is the prompt and what was flushed into it, then the pieces not flushed yet: each
+        # turn's action ids, closing ids and observation delta (the template's own shared tuple), as tuples. A turn adds
+        # pieces; the one list grows only when the context is read (borrow_context_ids, a policy in drive mode) or at the
+        # trajectory. A driven episode (the framework keeps the context) never grows it: at 512 episodes in flight its
+        # growth by reallocation and copy was a fifth of a turn's last-level cache misses (issue 46).
+        self._ids: list[int] = []
+        self._pending: list[Sequence[int]] = []
         # Per turn, not per token: the loss mask is 1 exactly on the turn spans, and log-probs and versions
         # are the defaults (0.0, -1) outside them, so trajectory() assembles the per-token lists once per
         # episode instead of every turn extending four lists (the step stays O(turn), not O(tokens) twice).
         self._turn_spans: list[tuple[int, int]] = []
         # None: the framework gave none (all 0.0); versions None: no version known (all -1). Tuples, not lists: kept till the
         # episode ends, a tuple of numbers is untracked by the garbage collector at its first pass, where a list is moved on
-        # to the oldest generation, and each object there brings the next full collection nearer (issue 46).
+        # to the oldest generation, and each object there brings the next full collection nearer (issue 46). Separate
+        # lists: a span that held its log-probs' tuple would stay tracked (the collector reaches the inner tuple later).
         self._turn_logprobs: list[tuple[float, ...] | None] = []
         # Up to the last turn a versioned policy sampled: the unversioned turns after it are not appended (None), so an
         # episode no versioned policy plays never touches this list, one cold cache line less per turn (issue 46).
         self._turn_versions: list[tuple[int, ...] | None] = []
         self._rewards: list[float] = []
-        self._observations: list[str] = []
+        self._observations: list[str] = []  # the first, one per turn that continued, then the last (see _end)
         self._actions: list[str] = []
         self._infos: list[dict[str, Any]] = []
         self._env_states: list[str] = []
 
     def _reset_books(self, seed: int | None) -> None:
         self.seed = seed
-        self.done = False
-        for books in (self._ids, self._turn_spans, self._turn_logprobs, self._turn_versions, self._rewards, self._observations,
+        for books in (self._ids, self._pending, self._turn_spans, self._turn_logprobs, self._turn_versions, self._rewards, self._observations,
                       self._actions, self._infos, self._env_states):
             books.clear()
-        self._prompt_len = 0
+        self._prompt_len = self._num_tokens = 0
         self._terminated = False
         self._truncated = False
         self._truncated_by: str | None = None
-        self._final_observation: str | None = None
         self._rendered: _RenderedBooks | None = None  # "as_rendered" only, made by start()
         self._images: list[TrajectoryImage] = []  # made anew, not cleared: _end replaces it with a filtered copy
         self.reset_info: dict[str, Any] = {}  # the env's reset info, set by start()
@@ -288,12 +299,17 @@ class EpisodeSession:
         return list(ids) if ids is self._ids else ids
 
     def borrow_context_ids(self) -> list[int]:
-        """:attr:`context_ids` without the copy: the session's own list, which its next :meth:`step` extends in place
-        (with ``history="as_rendered"``, a new list). For a policy that reads the context only until its turn
+        """:attr:`context_ids` without the copy: the session's own list, which the next call after a :meth:`step`
+        extends in place with that turn's ids (with ``history="as_rendered"``, a new list). For a policy that reads the context only until its turn
         is sampled (``borrows_prompt_ids``): a copy per turn is the whole context again, and at 2,000-id contexts
         it and the garbage collector's traversals of it were a quarter of drive mode's instructions (issue 46)."""
         if self._rendered is not None:
             return self._rendered.ids + self.chat_template.generation_prompt_ids
+        if self._pending:
+            ids = self._ids
+            for piece in self._pending:
+                ids += piece
+            self._pending.clear()
         return self._ids
 
     @property
@@ -304,7 +320,7 @@ class EpisodeSession:
     @property
     def num_tokens(self) -> int:
         """Tokens in the episode so far, prompt and responses together."""
-        return len(self._ids)
+        return self._num_tokens
 
     @property
     def num_turns(self) -> int:
@@ -321,7 +337,7 @@ class EpisodeSession:
         with a closing end-of-turn if the turn is cut, stays within the token bounds."""
         if self._token_limit is None:
             return max_new_tokens
-        room = self._token_limit - len(self._ids) - len(self.chat_template.close_turn_ids())
+        room = self._token_limit - self._num_tokens - len(self.chat_template.close_turn_ids())
         return max(0, min(max_new_tokens, room))
 
     # -- episode --------------------------------------------------------------------------------
@@ -406,7 +422,7 @@ class EpisodeSession:
         self._ids += prompt_ids  # the books' own list, cleared by _reset_books
         if self.history == "as_rendered":
             self._rendered = _RenderedBooks(self.chat_template.rendered_prompt_ids(observation))
-        self._prompt_len = len(self._ids)
+        self._prompt_len = self._num_tokens = len(self._ids)
         limits = [] if self.max_total_tokens is None else [self.max_total_tokens]
         if self.max_response_tokens is not None:
             limits.append(self._prompt_len + self.max_response_tokens)
@@ -446,7 +462,7 @@ class EpisodeSession:
         """
         if not self._observations:  # start() appends the first one
             raise ResetNeeded("Call `await session.start(seed)` before `step`.")
-        if self.done:
+        if self._terminated or self._truncated:  # self.done, without a call every turn
             raise ResetNeeded("The episode is over (session.done is True); start a new one with `await session.start(seed)`.")
         if action_ids is None and action_text is None:
             raise InvalidArgument("step() needs the sampled action_ids (preferred) or the action_text.")
@@ -454,7 +470,7 @@ class EpisodeSession:
             ids = self._encode_action(action_text or "", finish_reason)
         else:
             try:  # numpy or torch ids become ints; operator.index takes half int()'s time and refuses floats and text
-                ids = list(map(operator.index, action_ids))
+                ids = tuple(map(operator.index, action_ids))  # a tuple: the books keep it (see _new_books)
             except TypeError:
                 raise InvalidArgument(f"step() needs integer action_ids; got {_types_in(action_ids)}.") from None
         lps = None if logprobs is None else tuple(map(float, logprobs))  # a tuple: see _new_books
@@ -467,23 +483,24 @@ class EpisodeSession:
             info["action_clipped"] = True
         self._rewards.append(reward)
         self._infos.append(info)
-        observation_ids: list[int]
+        observation_ids: tuple[int, ...] = ()
         if terminated or truncated:
-            continues, observation_ids = False, []
+            continues = False
         else:
             continues, truncated, observation_ids, rendered_turn = self._observation_turn(observation, action_text, images, info)
         if continues:
-            self._ids += observation_ids  # env tokens: loss mask 0, log-prob 0.0, version -1 (trajectory())
+            self._pending.append(observation_ids)  # env tokens: loss mask 0, log-prob 0.0, version -1 (trajectory())
+            self._num_tokens += len(observation_ids)
             self._observations.append(observation)
             if self._rendered is not None:
                 self._rendered.ids += rendered_turn
         else:
             self._end(observation, terminated, truncated)
-        # observation_ids: a fresh list (the template's copy); the books were extended by it. Positional: half the
-        # time of keywords, and this runs every turn.
-        return SessionStep(observation_ids, observation, reward, terminated, truncated, self.done, info)
+        # The caller gets a list of its own (the books keep the template's shared tuple). Positional: half the time of
+        # keywords, and this runs every turn.
+        return SessionStep(list(observation_ids), observation, reward, terminated, truncated, not continues, info)
 
-    def _action_logprobs(self, ids: list[int], logprobs: tuple[float, ...] | None, *, text_mode: bool, finish_reason: str) -> tuple[float, ...] | None:
+    def _action_logprobs(self, ids: tuple[int, ...], logprobs: tuple[float, ...] | None, *, text_mode: bool, finish_reason: str) -> tuple[float, ...] | None:
         """One log-prob per action id, 0.0 for the end-of-turn ids added to an action given as text; None
         where the framework gave none (recorded as 0.0; ``metrics["has_logprobs"]`` says so)."""
         if logprobs is None:
@@ -495,7 +512,7 @@ class EpisodeSession:
             raise InvalidArgument(f"Got {len(ids)} action ids but {len(lps)} logprobs; need one per id.")
         return lps
 
-    def _action_versions(self, ids: list[int], versions: int | Sequence[int] | None) -> tuple[int, ...] | None:
+    def _action_versions(self, ids: tuple[int, ...], versions: int | Sequence[int] | None) -> tuple[int, ...] | None:
         """One version per action id (None: unknown); the end-of-turn ids added to a text action take the
         turn's last version."""
         if versions is None:
@@ -510,7 +527,7 @@ class EpisodeSession:
         return tags
 
     def _record_action(
-        self, ids: list[int], lps: tuple[float, ...] | None, action_text: str | None, versions: tuple[int, ...] | None
+        self, ids: tuple[int, ...], lps: tuple[float, ...] | None, action_text: str | None, versions: tuple[int, ...] | None
     ) -> tuple[str, bool]:
         """Append the sampled ids verbatim (clipped to the budget, the turn closed if it was cut) and the
         action's text; returns the text the env gets and whether the ids were clipped."""
@@ -523,24 +540,28 @@ class EpisodeSession:
                 lps = None if lps is None else lps[:budget]
                 versions = None if versions is None else versions[:budget]
         eot = self.chat_template.end_of_turn_ids
-        closed = len(ids) >= len(eot) and ids[-len(eot) :] == eot  # ChatTemplate.ends_turn, without its copy
+        n = len(eot)  # ChatTemplate.ends_turn, without copies for the usual single end-of-turn token
+        closed = len(ids) >= n and (ids[-1] == eot[0] if n == 1 else list(ids[-n:]) == eot)
         if action_text is None or clipped:
             content = ids[: len(ids) - len(eot)] if closed else ids
             if self.chat_template.tokenizer is self.tokenizer:  # the template remembers short actions' texts
                 action_text = self.chat_template.decode_action(content)
             else:
-                action_text = self.tokenizer.decode(content, skip_special_tokens=True)
-        start = len(self._ids) - self._prompt_len
+                action_text = self.tokenizer.decode(list(content), skip_special_tokens=True)
+        start = self._num_tokens - self._prompt_len
         if self._rendered is not None:
             self._rendered.context_ends.append(len(self._rendered.ids))
-        self._ids += ids
+        self._pending.append(ids)
         self._turn_spans.append((start, start + len(ids)))
         self._turn_logprobs.append(lps)
         if versions is not None:  # see _new_books: an unversioned turn's None is left out at the end
             self._turn_versions += [None] * (len(self._turn_spans) - 1 - len(self._turn_versions))
             self._turn_versions.append(versions)
+        self._num_tokens += len(ids)
         if not closed:
-            self._ids += self.chat_template.close_turn_ids()
+            close = tuple(self.chat_template.close_turn_ids())
+            self._pending.append(close)
+            self._num_tokens += len(close)
         self._actions.append(action_text)
         return action_text, clipped
 
@@ -579,38 +600,39 @@ class EpisodeSession:
             _warn_once(self.env_id, info["error"])
             return "", 0.0, False, True, info, None
 
-    def _observation_turn(self, observation: str, action_text: str, images: Any, info: dict[str, Any]) -> tuple[bool, bool, list[int], list[int]]:
+    def _observation_turn(self, observation: str, action_text: str, images: Any, info: dict[str, Any]) -> tuple[bool, bool, tuple[int, ...], list[int]]:
         """The next user (or tool) turn's tokens: ``(continues, truncated, observation_ids, rendered_turn)``;
         the turn limit, a template that cannot render the turn, or the token limit end the episode."""
         max_turns = self.options.max_turns
         if max_turns is not None and len(self._turn_spans) >= max_turns:
-            return False, self._truncate("max_turns", info), [], []
+            return False, self._truncate("max_turns", info), (), []
         role = str(info["observation_role"]) if "observation_role" in info else "user"  # "tool": ToolUse answered native calls
         rendered_turn: list[int] = []
         try:
             encoded = self._encode_images(images, info) if images else []
-            observation_ids = self.chat_template.observation_ids(observation, role, images=len(encoded))
+            observation_ids = self.chat_template.observation_delta(observation, role, images=len(encoded))
             if encoded:
-                observation_ids = self._place_images(observation_ids, encoded, turn=self.num_turns, offset=len(self._ids))
+                observation_ids = tuple(self._place_images(list(observation_ids), encoded, turn=self.num_turns, offset=self._num_tokens))
             if self._rendered is not None:
                 rendered_turn = self.chat_template.rendered_turn_ids(action_text, observation, role, self._rendered.window)
         except Exception as exc:  # noqa: BLE001 - a template that cannot render this turn ends the episode
             info["error"] = f"{type(exc).__name__}: {exc}"
             _warn_once(self.env_id, info["error"])
-            return False, self._truncate("error", info), [], []
+            return False, self._truncate("error", info), (), []
         if self._token_limit is not None and (
-            len(self._ids) + len(observation_ids) + 1 + len(self.chat_template.close_turn_ids()) > self._token_limit
+            self._num_tokens + len(observation_ids) + 1 + len(self.chat_template.close_turn_ids()) > self._token_limit
         ):
-            return False, self._truncate("max_total_tokens", info), [], []
+            return False, self._truncate("max_total_tokens", info), (), []
         return True, False, observation_ids, rendered_turn
 
     def _end(self, observation: str, terminated: bool, truncated: bool) -> None:
-        """Close the episode on its last observation (it is not appended: no turn follows)."""
-        self._images = [i for i in self._images if i.start < len(self._ids)]  # a turn's images go with its ids
-        self._final_observation = observation
+        """Close the episode on its last observation (its ids are not appended: no turn follows). The observation is
+        kept last in ``_observations``, where :meth:`trajectory` takes it apart again: an episode that a step ended
+        always has one (one attribute less a session, see the class's note)."""
+        self._images = [i for i in self._images if i.start < self._num_tokens]  # a turn's images go with its ids
+        self._observations.append(observation)
         self._terminated = self._terminated or terminated
         self._truncated = self._truncated or truncated
-        self.done = True
 
     def _record_env_state(self) -> str | None:
         """Snapshot the env before this turn's action; the error text if it cannot be snapshotted.
@@ -627,6 +649,10 @@ class EpisodeSession:
     def trajectory(self) -> TokenTrajectory:
         """The episode so far (or finished) as a :class:`TokenTrajectory` (copies, safe to keep)."""
         loss_mask, logprobs, versions, num_sampled = self._token_columns()
+        response = self._ids[self._prompt_len :]  # the pieces not flushed into the books' list follow it
+        for piece in self._pending:
+            response += piece
+        ended = self.done and bool(self._turn_spans)  # then _end kept the last observation last (see there)
         episode_return = sum(self._rewards)
         format_errors = env_error_turns = 0
         for info in self._infos:  # one pass for both counts (this runs once per episode, for every episode)
@@ -634,7 +660,7 @@ class EpisodeSession:
             env_error_turns += "error" in info
         metrics = {
             "num_turns": len(self._turn_spans),
-            "num_tokens": len(self._ids),
+            "num_tokens": self._num_tokens,
             "num_sampled_tokens": num_sampled,
             "format_errors": format_errors,
             "success": episode_success(self._infos, episode_return, self._terminated),
@@ -649,7 +675,7 @@ class EpisodeSession:
         # The books hold the trajectory's invariants turn by turn (tests/conftest.py checks each one a test builds).
         return TokenTrajectory._from_checked_parts({  # a fresh dict: it becomes the trajectory's __dict__
             "prompt_ids": self._ids[: self._prompt_len],
-            "response_ids": self._ids[self._prompt_len :],
+            "response_ids": response,
             "loss_mask": loss_mask,
             "logprobs": logprobs,
             "turn_spans": list(self._turn_spans),
@@ -658,11 +684,11 @@ class EpisodeSession:
             "truncated": self._truncated,
             "env_id": self.env_id,
             "seed": self.seed,
-            "observations": list(self._observations),
+            "observations": self._observations[:-1] if ended else list(self._observations),
             "actions": list(self._actions),
             "infos": [dict(i) for i in self._infos],
             "metrics": metrics,
-            "final_observation": self._final_observation,
+            "final_observation": self._observations[-1] if ended else None,
             "history": self.history,
             "rendered_ids": None if self._rendered is None else list(self._rendered.ids),
             "rendered_context_ends": [] if self._rendered is None else list(self._rendered.context_ends),
@@ -677,7 +703,7 @@ class EpisodeSession:
         """``(loss_mask, logprobs, token_versions, num_sampled)`` aligned to the response, from the per-turn books:
         1, the turn's log-probs and versions on each turn's span; 0, 0.0 and -1 on env and template tokens.
         ``token_versions`` is [] unless some sampled token carries a version; ``num_sampled`` counts the span tokens."""
-        n = len(self._ids) - self._prompt_len
+        n = self._num_tokens - self._prompt_len
         loss_mask, logprobs = [0] * n, [0.0] * n
         num_sampled = 0
         for (start, end), lps in zip(self._turn_spans, self._turn_logprobs, strict=True):
@@ -709,11 +735,11 @@ class EpisodeSession:
 
     # -- helpers --------------------------------------------------------------------------------
 
-    def _encode_action(self, action_text: str, finish_reason: str) -> list[int]:
+    def _encode_action(self, action_text: str, finish_reason: str) -> tuple[int, ...]:
         """The ids of an action given as text (a framework without ids): the end-of-turn ids added after a stop."""
-        ids = list(self.tokenizer.encode(action_text, add_special_tokens=False))
+        ids = tuple(self.tokenizer.encode(action_text, add_special_tokens=False))
         if finish_reason == "stop":
-            ids += self.chat_template.end_of_turn_ids
+            ids += tuple(self.chat_template.end_of_turn_ids)
         return ids
 
     def _encode_images(self, images: Sequence[Any] | None, info: dict[str, Any]) -> list[tuple[Any, tuple[int, int, int], int]]:
@@ -742,7 +768,6 @@ class EpisodeSession:
 
     def _truncate(self, reason: str, info: dict[str, Any] | None = None) -> bool:
         self._truncated = True
-        self.done = True
         self._truncated_by = self._truncated_by or reason
         if info is not None:
             info["truncated_by"] = reason

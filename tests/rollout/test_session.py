@@ -376,6 +376,40 @@ async def test_a_trajectory_is_unchanged_by_the_sessions_next_episodes(tiny_toke
     assert len({id(t.response_ids) for _, _, t in kept}) == 3
 
 
+async def test_the_context_read_every_turn_or_never_is_the_same_and_a_step_s_ids_are_the_callers(tiny_tokenizer):
+    """A turn adds its ids as pieces that the books' one list takes in only when the context is read (issue 46: a
+    driven episode, whose framework keeps the context, never grows that list turn by turn). Read after every turn (drive
+    mode) or never before the trajectory, the sequence is the same; and a step's observation_ids are the caller's to
+    change: the books keep the template's shared tuple, which no caller's change may reach."""
+    import gem_core
+
+    ct = ChatTemplate.for_tokenizer(tiny_tokenizer)
+    moves = [("\\boxed{5}", "stop"), ("the quick", "length"), ("\\boxed{2}", "stop"), ("\\boxed{8}", "stop")]
+
+    async def play(read_every_turn: bool):
+        session = EpisodeSession(gem_core.make("game:GuessTheNumber-v0"), tiny_tokenizer, chat_template=ct)
+        contexts = [list(session.borrow_context_ids()) for _ in [await session.start(seed=4)]]
+        for text, finish in moves:
+            if session.done:
+                break
+            ids = encode(tiny_tokenizer, text) + (ct.end_of_turn_ids if finish == "stop" else [])
+            step = await session.step(ids, logprobs=[-0.5] * len(ids), finish_reason=finish)
+            step.observation_ids.append(999_999)  # the caller's list
+            if read_every_turn:
+                contexts.append(list(session.borrow_context_ids()))
+        return session, contexts
+
+    every, contexts = await play(read_every_turn=True)
+    never, _ = await play(read_every_turn=False)
+    first, last = every.trajectory(), never.trajectory()
+    assert first == last and 999_999 not in first.response_ids
+    # Before each turn the policy read the sequence up to that turn's start; after the last, all of it.
+    reads = [0] + [start for start, _ in first.turn_spans[1:]] + [len(first.response_ids)]
+    assert contexts == [first.prompt_ids + first.response_ids[:n] for n in reads]
+    assert never.context_ids == last.prompt_ids + last.response_ids and never.num_tokens == len(never.context_ids)
+    assert 999_999 not in ct.observation_ids(first.observations[1])  # the template's cached delta is untouched
+
+
 async def test_a_turn_leaves_the_garbage_collector_no_object_to_track(tiny_tokenizer, scripted_env):
     """What the books keep of a turn until the episode ends is not tracked by the garbage collector (issue 46): with
     hundreds of sessions in flight each tracked object a turn keeps reaches the oldest generation, and the full
