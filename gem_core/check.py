@@ -28,7 +28,11 @@ import numpy as np
 
 from gem_core.errors import InvalidArgument
 
-__all__ = ["CheckResult", "check_env", "HOSTILE_ACTIONS", "add_check_parser", "random_play_transcript"]
+__all__ = ["CheckResult", "check_env", "HOSTILE_ACTIONS", "add_check_parser", "random_play_transcript", "MAX_STEP_LIMIT"]
+
+MAX_STEP_LIMIT = 86400.0
+"""The longest a step may be given (one day), as ``step_limit`` and as twice an env's ``max_step_seconds``: a
+longer wait is no check, and past ``threading.TIMEOUT_MAX`` waiting for the step's thread raises OverflowError."""
 
 HOSTILE_ACTIONS: dict[str, str] = {
     "empty": "",
@@ -183,8 +187,11 @@ def _hostile_check(make_env: Callable[[], Any], step_limit: float) -> CheckResul
         declared = None
     limit, why = step_limit, f"step_limit {step_limit:g} s"
     if isinstance(declared, (int, float)) and math.isfinite(declared) and 2 * declared > step_limit:
-        # An env that grades under a timeout declares it; allow a loaded machine twice that.
-        limit, why = 2 * declared, f"step_limit {step_limit:g} s, raised to twice the env's max_step_seconds of {declared:g} s"
+        # An env that grades under a timeout declares it; allow a loaded machine twice that (at most a day).
+        limit = min(2 * declared, MAX_STEP_LIMIT)
+        why = f"step_limit {step_limit:g} s, raised to twice the env's max_step_seconds of {declared:g} s"
+        if limit < 2 * declared:
+            why += f" (at most {MAX_STEP_LIMIT:g} s)"
     slowest = 0.0
     for name, action in HOSTILE_ACTIONS.items():
         env.reset(seed=0)
@@ -214,13 +221,14 @@ def check_env(make_env: Callable[[], Any], *, step_limit: float = 10.0, seeds: t
     """Run every contract check on envs built by ``make_env()``; one result per check.
 
     ``seeds``: the episodes replayed twice for determinism (each costs two env builds).
-    ``step_limit``: seconds a hostile step may take (at least twice the env's ``max_step_seconds``).
+    ``step_limit``: seconds a hostile step may take (at least twice the env's ``max_step_seconds``, at most
+    :data:`MAX_STEP_LIMIT` either way).
 
     Raises:
-        InvalidArgument: if ``step_limit`` is not a positive number of seconds.
+        InvalidArgument: if ``step_limit`` is not a positive number of seconds, at most :data:`MAX_STEP_LIMIT`.
     """
-    if not (isinstance(step_limit, (int, float)) and math.isfinite(step_limit) and step_limit > 0):
-        raise InvalidArgument(f"step_limit must be a positive number of seconds, got {step_limit!r}.")
+    if not (isinstance(step_limit, (int, float)) and math.isfinite(step_limit) and 0 < step_limit <= MAX_STEP_LIMIT):
+        raise InvalidArgument(f"step_limit must be a positive number of seconds, at most {MAX_STEP_LIMIT:g} (one day), got {step_limit!r}.")
     results = []
     for check in (_gymnasium_check, lambda m: _determinism_check(m, seeds), lambda m: _hostile_check(m, step_limit)):
         try:
@@ -272,6 +280,8 @@ def _seconds(text: str) -> float:
         value = math.nan
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    if value > MAX_STEP_LIMIT:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_STEP_LIMIT:g} seconds (one day), got {text!r}")
     return value
 
 

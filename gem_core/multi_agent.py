@@ -23,7 +23,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from gem_core.env import Env, StateSnapshots, StepResult, TextSpace
+from gem_core.env import Env, StateSnapshots, StepResult, TextSpace, check_seed
 from gem_core.errors import InvalidArgument, InvalidArgumentType, UsageError
 
 __all__ = ["MultiAgentEnv", "MultiStepResult", "SeatEnv", "seat_envs"]
@@ -48,8 +48,12 @@ class MultiAgentEnv(StateSnapshots, gym.Env):
     format_penalty: float = -0.1
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
-        """Start a game; returns the first observations (of the agents that act first, at least)."""
-        super().reset(seed=seed, options=options)
+        """Start a game; returns the first observations (of the agents that act first, at least).
+
+        Raises:
+            InvalidArgument: if ``seed`` is not None or a whole number from 0 to :data:`~gem_core.env.MAX_SEED`.
+        """
+        super().reset(seed=check_seed(seed), options=options)
         return {}, {}
 
     def acting_agents(self) -> tuple[str, ...]:

@@ -22,13 +22,13 @@ import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from gem_core.env import Env
 from gem_core.errors import DependencyNotInstalled, GemError, InvalidArgument, InvalidArgumentType
 
 __all__ = ["EnvSpec", "register", "aliases", "make", "spec", "list_envs", "UnknownEnvError", "EnvUnavailableError", "ENV_ID_PATTERN", "REMOTE_PREFIX", "parse_remote_id",
-           "needs_trust"]
+           "needs_trust", "forwards_kwargs"]
 
 REMOTE_PREFIX = "remote:"
 """Ids of envs served by ``gem serve`` elsewhere: ``remote:http://HOST:PORT/category:Name`` (:func:`parse_remote_id`)."""
@@ -99,7 +99,7 @@ class EnvSpec:
         counts_own = limit is not None and _takes_max_turns(signature)
         if counts_own:
             kwargs["max_turns"] = limit
-        _check_kwargs(self.id, signature, kwargs)
+        _check_kwargs(self.id, factory, signature, kwargs)
         env = factory(**kwargs)
         env.unwrapped.env_id = self.id  # names the env in logged warnings (see gem_core.env.log_error_once)
         if limit is not None and not counts_own:
@@ -121,16 +121,44 @@ def _takes_max_turns(signature: inspect.Signature | None) -> bool:
     return parameter is not None and parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
 
 
-def _check_kwargs(id: str, signature: inspect.Signature | None, kwargs: dict[str, Any]) -> None:
+def _check_kwargs(id: str, factory: Callable[..., Any], signature: inspect.Signature | None, kwargs: dict[str, Any]) -> None:
     """Refuse ``kwargs`` the factory's ``signature`` cannot take before calling it, so the error is a GemError
-    naming the env id and the keywords it takes (Python's own TypeError names neither)."""
-    if signature is None:  # a builtin or C callable without a signature: let the call decide
-        return
-    try:
-        signature.bind(**kwargs)
-    except TypeError as exc:
-        takes = [name for name, p in signature.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-        raise InvalidArgumentType(f"make({id!r}): {exc}; it takes {', '.join(takes) or 'no keywords'}.") from None
+    naming the env id and the keywords it takes (Python's own TypeError names neither). What a factory passes on
+    through ``**kwargs`` to the callable it declares (:func:`forwards_kwargs`) is checked against that one's
+    signature in turn: there a misspelt keyword would otherwise surface as a TypeError from inside the factory."""
+    takes: dict[str, None] = {}
+    partial = False  # a target may get its required arguments from the factory itself: only unknown keywords fail there
+    while signature is not None:
+        takes.update((name, None) for name, p in signature.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+        try:
+            bound = signature.bind_partial(**kwargs) if partial else signature.bind(**kwargs)
+        except TypeError as exc:
+            raise InvalidArgumentType(f"make({id!r}): {exc}; it takes {', '.join(takes) or 'no keywords'}.") from None
+        rest = next((name for name, p in signature.parameters.items() if p.kind is p.VAR_KEYWORD), None)
+        target = getattr(factory, "__dict__", {}).get(_FORWARDS_KWARGS_TO)  # its own declaration, not a base class's
+        if rest is None or target is None:
+            return
+        factory, kwargs, signature, partial = target, bound.arguments.get(rest, {}), _signature(target), True
+
+
+_FORWARDS_KWARGS_TO = "_gem_forwards_kwargs_to"
+
+_Factory = TypeVar("_Factory", bound=Callable[..., Any])
+
+
+def forwards_kwargs(target: Callable[..., Any]) -> Callable[[_Factory], _Factory]:
+    """Declare that a factory (a function or an env class) passes its ``**kwargs`` on to ``target``, so
+    :func:`make` checks them against ``target``'s signature and refuses a misspelt one by name.
+
+    A class's declaration is its own: a subclass that takes ``**kwargs`` passes them to the class, not to
+    ``target``, so it is not checked unless it declares as well.
+    """
+
+    def declare(factory: _Factory) -> _Factory:
+        setattr(factory, _FORWARDS_KWARGS_TO, target)
+        return factory
+
+    return declare
 
 
 def _signature(factory: Callable[..., Any]) -> inspect.Signature | None:

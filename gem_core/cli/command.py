@@ -231,10 +231,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(argv: Sequence[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    command = ""
     try:
+        args = build_parser().parse_args(argv)  # imports every command's module: about a second
+        command = f" {args.command}"
         return args.run(args)
-    except KeyboardInterrupt:  # Ctrl-C in any command that does not handle it itself: no traceback
-        print(f"\ngem {args.command}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt:  # Ctrl-C while the commands load, or in one that does not handle it itself: no traceback
+        print(f"\ngem{command}: interrupted", file=sys.stderr)
         return 130
 

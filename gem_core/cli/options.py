@@ -4,6 +4,7 @@ the one-line usage error the examples' parsers share, and the end of output a cl
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -18,14 +19,20 @@ __all__ = ["OneLineErrors", "env_kwargs_option", "folder_problem", "run_until_pi
 #: Python's own exit status when its stdout is a closed pipe (the docs' SIGPIPE note uses it too).
 BROKEN_PIPE_EXIT = 1
 
+#: What a write to an open stdout fails with when the output cannot take it: a full disk or quota (``> /dev/full``),
+#: a file past its size limit, a terminal that hung up. An OSError that names a file is another file's.
+_OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
 
-def run_until_pipe_closes(command: Callable[[], int]) -> int:
-    """``command()``'s exit code; a reader that closes stdout early (``gem list | head``) ends it quietly.
+
+def run_until_pipe_closes(command: Callable[[], int], prog: str = "gem") -> int:
+    """``command()``'s exit code; a reader that closes stdout early (``gem list | head``) ends it quietly, and
+    an output that cannot be written (``gem list > /dev/full``) ends it with one line on stderr, exit status 1.
 
     Python ignores SIGPIPE, so a write to a closed pipe raises BrokenPipeError, here or in the flush at
     interpreter exit. As the Python docs' note on SIGPIPE advises, the output is flushed here and, if the
     pipe is closed, stdout is pointed at devnull so the flush at exit has nowhere to fail: no traceback, no
-    "Exception ignored" line, exit status 1.
+    "Exception ignored" line, exit status 1. A full disk is the same story with ENOSPC, except that the
+    user must be told: nothing was written.
     """
     try:
         try:
@@ -33,11 +40,22 @@ def run_until_pipe_closes(command: Callable[[], int]) -> int:
         finally:  # also after argparse's SystemExit (--help): a short output fails only when flushed
             sys.stdout.flush()
     except BrokenPipeError:
-        try:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        except (OSError, ValueError):  # stdout without a file descriptor (a test's capture): nothing to redirect
-            pass
+        _discard_stdout()
         return BROKEN_PIPE_EXIT
+    except OSError as error:
+        if error.errno not in _OUTPUT_ERRNOS or error.filename is not None:
+            raise
+        _discard_stdout()
+        print(f"{prog}: cannot write output: {error.strerror or error}", file=sys.stderr)
+        return BROKEN_PIPE_EXIT
+
+
+def _discard_stdout() -> None:
+    """Point stdout at devnull, so what is still buffered has somewhere to go at interpreter exit."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout without a file descriptor (a test's capture): nothing to redirect
+        pass
 
 
 class OneLineErrors:

@@ -9,6 +9,7 @@ decides the rows (source, config, split, data files), so two ids that read the s
 
 from __future__ import annotations
 
+import numbers
 import os
 import socket
 import threading
@@ -19,12 +20,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gem_core.env import Env
-from gem_core.errors import DependencyNotInstalled, GemError, InvalidArgument, MissingFile
+from gem_core.errors import DependencyNotInstalled, GemError, InvalidArgument, InvalidArgumentType, MissingFile
 
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
 
-__all__ = ["load_rows", "DatasetEnv", "DatasetUnavailableError", "clear_cache", "DataFiles", "register_hub_datasets"]
+__all__ = ["load_rows", "DatasetEnv", "DatasetUnavailableError", "clear_cache", "DataFiles", "register_hub_datasets", "check_index",
+           "check_text"]
 
 DataFiles = str | os.PathLike | Sequence[str | os.PathLike] | dict[str, Any]
 """One local file, several files, or a ``datasets``-style ``{split: files}`` mapping."""
@@ -40,6 +42,47 @@ HUB_PROBE_SECONDS = 3.0
 
 class DatasetUnavailableError(GemError, RuntimeError):
     """The dataset could not be loaded (typically: no network and no local copy)."""
+
+
+def _check_data_files(data_files: Any) -> None:
+    """Refuse ``data_files`` that name no file, before the loader takes them apart (``next(iter(123))``
+    raised a bare TypeError from inside it)."""
+    def is_path(value: Any) -> bool:
+        return isinstance(value, (str, os.PathLike))
+
+    def is_files(value: Any) -> bool:
+        return is_path(value) or (isinstance(value, Sequence) and bool(value) and all(is_path(v) for v in value))
+
+    files = data_files.values() if isinstance(data_files, dict) else [data_files]
+    if not files or not all(is_files(value) for value in files):
+        raise InvalidArgumentType(
+            f"data_files={data_files!r:.80} names no file: give a path, a list of paths or a {{split: path(s)}} dict, "
+            "e.g. data_files='rows.jsonl'."
+        )
+
+
+def check_text(name: str, value: Any) -> str:
+    """A constructor's text argument ``name`` (a prompt suffix), checked when the env is made, not at the first
+    reset where ``question + None`` fails.
+
+    Raises:
+        InvalidArgumentType: if it is not a str.
+    """
+    if not isinstance(value, str):
+        raise InvalidArgumentType(f"{name} must be a str, got {type(value).__name__} {value!r:.80}.")
+    return value
+
+
+def check_index(index: Any, count: int) -> int:
+    """A reset's ``options["index"]``, checked against the ``count`` rows: a text or nan failed with a bare
+    error, and ``int(index) % count`` read -1, 10**9 or 2.7 as another row than the one asked for.
+
+    Raises:
+        InvalidArgument: if it is not a whole number from 0 to ``count - 1``.
+    """
+    if isinstance(index, numbers.Integral) and not isinstance(index, bool) and 0 <= int(index) < count:
+        return int(index)
+    raise InvalidArgument(f"options['index']={index!r:.40} names no row: give a whole number from 0 to {count - 1} (the dataset has {count} rows).")
 
 
 def _freeze(data_files: DataFiles | None) -> Any:
@@ -93,7 +136,10 @@ def load_rows(
         DatasetUnavailableError: the hub could not be reached (or the id/split is wrong) and no local file
             was given; the message says how to point the env at a local copy.
         MissingFile: (a FileNotFoundError) a local file does not exist.
+        InvalidArgumentType: ``data_files`` is not a path, a list of paths or a ``{split: path(s)}`` dict.
     """
+    if data_files is not None:
+        _check_data_files(data_files)
     key = (path if data_files is None else None, name, split, _freeze(data_files))
     cached = _cache.get(key)
     if cached is not None:
@@ -250,7 +296,7 @@ class DatasetEnv(Env):
         """Seed :attr:`np_random` and pick this episode's row; ``options={"index": i}`` picks row ``i``."""
         super().reset(seed=seed)
         if options and "index" in options:
-            self.index = int(options["index"]) % len(self.rows)
+            self.index = check_index(options["index"], len(self.rows))
         else:
             self.index = int(self.np_random.integers(len(self.rows)))
         return self.rows[self.index]

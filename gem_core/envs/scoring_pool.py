@@ -44,8 +44,9 @@ from pathlib import Path
 from typing import Any
 
 from gem_core.cpus import usable_cpus
+from gem_core.errors import InvalidArgument
 
-__all__ = ["ScoringPool", "CallResult", "scoring_pool", "SETUP_REPORTED", "report_scoring"]
+__all__ = ["ScoringPool", "CallResult", "scoring_pool", "SETUP_REPORTED", "report_scoring", "MAX_CALL_SECONDS", "check_time_limit"]
 
 logger = logging.getLogger("gem.envs.scoring_pool")
 
@@ -55,6 +56,28 @@ SETUP_REPORTED = 0.05
 """Envs put ``info["scorer_setup_seconds"]`` on a step whose scoring first waited this long for a
 worker to start or a dataset to be built there: time outside the step's declared limit, made visible.
 """
+
+
+MAX_CALL_SECONDS = 24 * 3600.0
+"""The longest time limit a grade, a score or an item's data program may have (one day). More is no limit
+but a hang, and past ~24.8 days the wait itself fails (``poll`` takes its milliseconds as a C int)."""
+
+
+def check_time_limit(name: str, value: Any, *, none_means: str | None = None) -> float:
+    """An env's time limit ``name`` on untrusted work, checked when the env is made: a finite number of
+    seconds above 0, at most :data:`MAX_CALL_SECONDS`. Otherwise 0 or nan paid 0 for every correct answer,
+    and inf or a text made each step raise. ``none_means`` says, in the message, what None does where the
+    env takes it (the env passes None on without calling this).
+
+    Raises:
+        InvalidArgument: if it is out of range or not a number.
+    """
+    from gem_core.vector.calls import check_amount
+
+    seconds = check_amount(name, value, "seconds", none_means=none_means)
+    if seconds > MAX_CALL_SECONDS:
+        raise InvalidArgument(f"{name}={value!r:.80} is more than the {MAX_CALL_SECONDS:g} s (one day) a call may be given.")
+    return seconds
 
 
 def report_scoring(env: Any, info: dict[str, Any], answer: str, error: str | None, setup_seconds: float) -> None:
@@ -122,6 +145,9 @@ class _Worker:
         # the worker imports gem_core the way this process did, installed or from a checkout
         package_root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+        # What a worker computes is the same in every run: reasoning-gym iterates sets of strings to make some
+        # items (see gem_core.envs.reasoning_gym.env.DEPENDS_ON_HASH_SEED), and a set's order follows the hash seed.
+        env["PYTHONHASHSEED"] = "0"
         command = [sys.executable, "-m", "gem_core.envs.scoring_pool"]
         if memory_mb:
             command += ["--memory-mb", str(memory_mb)]

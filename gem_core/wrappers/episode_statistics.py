@@ -18,6 +18,7 @@ from gymnasium.wrappers import RecordEpisodeStatistics
 
 from gem_core.env import StepResult, episode_success
 from gem_core.errors import InvalidArgument
+from gem_core.vector.calls import check_count
 from gem_core.wrappers.core import Wrapper
 
 __all__ = ["EpisodeStatistics"]
@@ -51,10 +52,12 @@ class EpisodeStatistics(RecordEpisodeStatistics, _Replay):
         buffer_length: episodes kept in ``return_queue``/``length_queue``/``time_queue``.
 
     Raises:
-        InvalidArgument: if ``env`` already records episode statistics.
+        InvalidArgument: if ``env`` already records episode statistics, or ``buffer_length`` is not a whole number
+            from 1 (gymnasium's own ValueError or a deque's TypeError named neither).
     """
 
     def __init__(self, env: gym.Env, buffer_length: int = 100):
+        check_count("buffer_length", buffer_length)
         inner = env
         while isinstance(inner, gym.Wrapper):  # a second recorder would fail at the first episode's end
             if isinstance(inner, RecordEpisodeStatistics):

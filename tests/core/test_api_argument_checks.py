@@ -3,6 +3,8 @@ AttributeError or a bare AssertionError somewhere later (found by a library user
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import gem_core
@@ -85,3 +87,140 @@ def test_multi_agent_messages_read_as_english():
     with pytest.raises(ValueError) as out_of_turn:
         env.step({waiting: "\\boxed{1}"})
     assert f"'{mover}''s" not in str(out_of_turn.value) and f"move of '{mover}'" in str(out_of_turn.value)
+
+
+#: Every env constructor argument that bounds a grader, a scorer or a data program in seconds, and whether None
+#: (no limit, in-process) is one of its values.
+TIME_LIMITS = [
+    ("math:Sample", "grade_timeout", True),
+    ("qa:Sample", "score_timeout", True),
+    ("rg:ab", "score_timeout", True),
+    ("rg:ab", "generate_timeout", False),
+    ("code:Sample", "timeout", False),
+]
+
+
+@pytest.mark.parametrize("env_id, key, none_allowed", TIME_LIMITS)
+@pytest.mark.parametrize("bad", [0, -1, float("nan"), float("inf"), "5", True, 10**9])
+def test_a_time_limit_that_is_not_a_sane_number_of_seconds_is_refused_at_make(env_id, key, none_allowed, bad):
+    """A bad limit was accepted, then paid 0 for every correct answer (0, -1, nan) or made step() raise
+    OverflowError (inf, a huge number) or TypeError (a text)."""
+    from gem_core.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match=f"{key}="):
+        make(env_id, **spec(env_id).sample_kwargs, **{key: bad})
+
+
+@pytest.mark.parametrize("env_id, key, none_allowed", TIME_LIMITS)
+def test_a_time_limit_of_none_means_no_limit_only_where_the_env_documents_it(env_id, key, none_allowed):
+    from gem_core.errors import InvalidArgument
+
+    if none_allowed:
+        env = make(env_id, **spec(env_id).sample_kwargs, **{key: None})
+        assert getattr(env.unwrapped, key) is None
+    else:
+        with pytest.raises(InvalidArgument, match=f"{key}=None"):
+            make(env_id, **spec(env_id).sample_kwargs, **{key: None})
+    assert getattr(make(env_id, **spec(env_id).sample_kwargs, **{key: 2}).unwrapped, key) == 2.0
+
+
+ROW_ENVS = ["math:Sample", "qa:Sample", "code:Sample", "judge:Sample", "math:Geometry3K", "rg:ab"]
+
+
+@pytest.mark.parametrize("env_id", ROW_ENVS)
+@pytest.mark.parametrize("bad", ["abc", float("nan"), float("inf"), None, -1, 10**9, 2.7, True, "1"])
+def test_a_reset_index_that_names_no_row_is_refused_with_the_row_count(env_id, bad):
+    """``options={"index": ...}`` went through ``int(i) % n``: a text or nan raised a bare error, and -1, 10**9
+    or 2.7 silently picked another row than the one asked for."""
+    from gem_core.errors import InvalidArgument
+
+    env = make(env_id, **spec(env_id).sample_kwargs)
+    count = len(env.unwrapped.rows) if hasattr(env.unwrapped, "rows") else env.unwrapped.size
+    with pytest.raises(InvalidArgument, match=rf"\['index'\]={re.escape(repr(bad))} .*{count} rows"):
+        env.reset(seed=0, options={"index": bad})
+
+
+@pytest.mark.parametrize("env_id", ROW_ENVS)
+def test_a_reset_index_of_any_integer_type_picks_that_row(env_id):
+    import numpy as np
+
+    env = make(env_id, **spec(env_id).sample_kwargs)
+    last = (len(env.unwrapped.rows) if hasattr(env.unwrapped, "rows") else env.unwrapped.size) - 1
+    for index in (0, np.int64(1), last):
+        assert env.reset(seed=0, options={"index": index})[1]["index"] == index
+
+
+SEEDED = ["game:Wordle-v0", "math:Sample", "multi:TicTacToe-v0"]
+
+
+@pytest.mark.parametrize("env_id", SEEDED)
+def test_a_numpy_integer_seed_is_the_same_seed(env_id):
+    """gymnasium refused numpy's integers (a seed drawn with numpy, a column of seeds) with its own error."""
+    import numpy as np
+
+    env = make(env_id, **spec(env_id).sample_kwargs)
+    expected = env.reset(seed=3)[0]
+    for seed in (np.int64(3), np.uint32(3), np.int8(3)):
+        assert env.reset(seed=seed)[0] == expected
+
+
+@pytest.mark.parametrize("env_id", SEEDED)
+@pytest.mark.parametrize("bad", [-1, 2**63, 3.0, "3", True])
+def test_a_seed_that_is_not_a_whole_number_in_range_is_refused_naming_it(env_id, bad):
+    from gem_core.errors import InvalidArgument
+
+    env = make(env_id, **spec(env_id).sample_kwargs)
+    with pytest.raises(InvalidArgument, match=rf"seed={re.escape(repr(bad))} "):
+        env.reset(seed=bad)
+
+
+@pytest.mark.parametrize(
+    "env_id, kwargs, key",
+    [
+        ("math:Sample", {"prompt_suffix": None}, "prompt_suffix"),
+        ("qa:Sample", {"prompt_suffix": 3}, "prompt_suffix"),
+        ("judge:Sample", {"prompt_suffix": None}, "prompt_suffix"),
+        ("math:Sample", {"data_files": 123}, "data_files"),
+        ("math:Sample", {"data_files": [123]}, "data_files"),
+        ("qa:Sample", {"data_files": {"train": None}}, "data_files"),
+    ],
+)
+def test_a_constructor_argument_of_the_wrong_type_is_refused_at_make_naming_it(env_id, kwargs, key):
+    """These failed later, or deep inside: a None prompt_suffix at the first reset (str + None), data_files=123
+    in the dataset loader (``next(iter(123))``)."""
+    from gem_core.errors import GemError
+
+    with pytest.raises(GemError, match=key):
+        make(env_id, **{**spec(env_id).sample_kwargs, **kwargs})
+
+
+@pytest.mark.parametrize("bad", [-1, 0, "x", 2.5, True])
+def test_episode_statistics_buffer_length_is_a_positive_whole_number(bad):
+    from gem_core.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="buffer_length"):
+        EpisodeStatistics(make(GUESS), buffer_length=bad)
+
+
+@pytest.mark.parametrize(
+    "name, size, config",
+    [("ab", -1, None), ("ab", 0, None), ("basic_arithmetic", 10, {"min_terms": 5, "max_terms": 1}), ("basic_arithmetic", 10, {"colour": 1}),
+     ("ab", "10", None), ("ab", 10, "min_terms=2")],
+)
+def test_a_reasoning_gym_config_the_library_refuses_is_refused_at_make_naming_the_dataset(name, size, config):
+    """reasoning-gym checks its config with ``assert``: the AssertionError came from inside the library."""
+    pytest.importorskip("reasoning_gym")
+    from gem_core.errors import GemError
+
+    with pytest.raises(GemError, match=f"rg:{name}"):
+        make(f"rg:{name}", size=size, config=config)
+
+
+@pytest.mark.parametrize("seed", ["x", None, 1.5])
+def test_a_reasoning_gym_seed_that_is_not_a_whole_number_is_refused_at_make(seed):
+    """reasoning-gym took seed="x" and failed at the first reset, adding it to an int deep inside."""
+    pytest.importorskip("reasoning_gym")
+    from gem_core.errors import GemError
+
+    with pytest.raises(GemError, match=f"rg:ab: seed={re.escape(repr(seed))}"):
+        make("rg:ab", seed=seed)

@@ -302,3 +302,27 @@ def test_an_import_that_names_a_folder_says_to_name_its_file(tmp_path, capsys, m
     monkeypatch.syspath_prepend(str(tmp_path))
     main(["check", "user:Pkg-v0", "--import", "my_gem_check_envs"])  # a package folder is a module name: imported, its env registered
     assert "No env registered" not in capsys.readouterr().err and "user:Pkg-v0" in list_envs()
+
+
+def test_gem_check_refuses_a_step_limit_past_a_day_instead_of_failing_a_healthy_env():
+    """``--step-limit 1e10`` was accepted, then thread.join(1e10) raised OverflowError (past threading.TIMEOUT_MAX)
+    and the healthy env failed the hostile-actions check."""
+    done = subprocess.run([sys.executable, "-m", "gem_core.cli", "check", "game:GuessTheNumber-v0", "--step-limit", "1e10"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stdout + done.stderr
+    assert "--step-limit" in done.stderr and "at most 86400" in done.stderr
+    from gem_core.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="at most 86400"):
+        check_env(Coin, step_limit=1e10)
+
+
+class SlowlyDeclaredCoin(Coin):
+    """Declares more time per step than a thread may be waited for."""
+
+    max_step_seconds = 1e10
+
+
+def test_a_step_limit_raised_to_twice_a_huge_declared_step_time_is_capped_not_an_overflow():
+    found = {r.name: (r.ok, r.message) for r in check_env(SlowlyDeclaredCoin)}
+    assert found["hostile actions"][0], found["hostile actions"][1]

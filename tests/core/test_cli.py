@@ -159,3 +159,16 @@ def test_replay_with_env_kwargs_that_are_no_json_object_exits_2_naming_the_optio
     stored.write_text("")
     assert main(["replay", str(stored), "--env-kwargs", env_kwargs]) == 2
     assert "--env-kwargs" in capsys.readouterr().err
+
+
+def test_ctrl_c_while_the_commands_load_exits_130_with_one_line(monkeypatch, capsys):
+    """Building the parser imports every command's module (about a second): a Ctrl-C then printed a
+    KeyboardInterrupt traceback and the process died of SIGINT, where one a moment later exited 130 quietly."""
+    import gem_core.cli.command as command
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(command, "build_parser", interrupted)
+    assert main(["list"]) == 130
+    assert capsys.readouterr().err.strip() == "gem: interrupted"

@@ -177,3 +177,40 @@ def test_an_unhashable_factory_is_still_checked_and_made():
     assert make("test:Unhashable-v0", size=4).size == 4
     with pytest.raises(InvalidArgumentType, match="it takes size"):
         make("test:Unhashable-v0", colour="red")
+
+
+@pytest.mark.parametrize("env_id", ["math:Sample-python", "qa:Sample-search", "math:Geometry3K", "judge:Sample"])
+def test_a_misspelt_keyword_is_refused_by_name_where_the_factory_passes_its_kwargs_on(env_id):
+    """These ids' factories take ``**kwargs`` and build the env from them; a misspelt keyword was a bare
+    TypeError from inside the factory, not the InvalidArgumentType ``math:Sample`` gives."""
+    from gem_core.errors import InvalidArgumentType
+
+    with pytest.raises(InvalidArgumentType, match=r"got an unexpected keyword argument 'grade_timout'; it takes .*data_files"):
+        make(env_id, **spec(env_id).sample_kwargs, grade_timout=5)
+
+
+def test_a_factory_declares_where_its_kwargs_go_and_make_lists_both_signatures():
+    from gem_core.errors import InvalidArgumentType
+    from gem_core.registry import forwards_kwargs
+
+    @forwards_kwargs(Dummy)
+    def wrapped(*, colour: str = "red", **kwargs):
+        return Dummy(**kwargs)
+
+    register("test:Forwards-v0", wrapped)
+    assert make("test:Forwards-v0", size=3).size == 3
+    with pytest.raises(InvalidArgumentType, match="unexpected keyword argument 'sise'; it takes colour, size"):
+        make("test:Forwards-v0", sise=3)
+
+    @forwards_kwargs(Dummy)
+    class Tinted(Dummy):
+        def __init__(self, *, tint: int = 0, **kwargs):
+            super().__init__(**kwargs)
+            self.tint = tint
+
+    class Shaded(Tinted):  # the declaration is Tinted's own: a subclass's **kwargs may hold Tinted's keywords
+        def __init__(self, *, shade: int = 0, **kwargs):
+            super().__init__(**kwargs)
+
+    register("test:Shaded-v0", Shaded)
+    assert make("test:Shaded-v0", tint=2, size=3).tint == 2

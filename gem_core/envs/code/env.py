@@ -15,6 +15,7 @@ from gem_core.env import StepResult
 from gem_core.envs.code.judge import judge
 from gem_core.envs.code.test_cases import TestCase, parse_test_cases
 from gem_core.envs.dataset import DataFiles, DatasetEnv
+from gem_core.envs.scoring_pool import check_time_limit
 from gem_core.errors import InvalidArgument, ResetNeeded
 
 __all__ = ["CodeEnv", "extract_program"]
@@ -57,7 +58,8 @@ class CodeEnv(DatasetEnv):
             :mod:`gem_core.tools.sandbox.ray_pool`); None reads ``$GEM_SANDBOX_BACKEND`` (default local).
 
     Raises:
-        InvalidArgument: if ``max_tests`` is below 1 or ``reward`` is not ``"all"`` or ``"fraction"``.
+        InvalidArgument: if ``max_tests`` is below 1, ``reward`` is not ``"all"`` or ``"fraction"``, or ``timeout`` is
+            not a number of seconds above 0 (at most :data:`~gem_core.envs.scoring_pool.MAX_CALL_SECONDS`).
     """
 
     def __init__(
@@ -81,6 +83,7 @@ class CodeEnv(DatasetEnv):
             raise InvalidArgument(f"reward must be 'all' (every test passes) or 'fraction', got {reward!r}.")
         if max_tests < 1:
             raise InvalidArgument(f"max_tests must be at least 1, got {max_tests}.")
+        self.timeout = check_time_limit("timeout", timeout)
         super().__init__(
             dataset_path, dataset_name=dataset_name, split=split, data_files=data_files,
             fields={"question_field": question_field, "tests_field": tests_field},
@@ -92,7 +95,7 @@ class CodeEnv(DatasetEnv):
         # On Ray the sandbox nodes check the mode; this machine need not have bubblewrap.
         self.sandbox_mode = resolve_mode(sandbox_mode) if self.sandbox_backend == "local" else (sandbox_mode or mode_from_environment())
         self.question_field, self.tests_field, self.fn_name_field = question_field, tests_field, fn_name_field
-        self.reward, self.max_tests, self.timeout, self.memory_mb = reward, max_tests, timeout, memory_mb
+        self.reward, self.max_tests, self.memory_mb = reward, max_tests, memory_mb
         self.problem = ""
         self.tests: list[TestCase] = []
 

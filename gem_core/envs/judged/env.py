@@ -12,10 +12,11 @@ import os
 from typing import Any
 
 from gem_core.env import StepResult
-from gem_core.envs.dataset import DataFiles, DatasetEnv
+from gem_core.envs.dataset import DataFiles, DatasetEnv, check_text
 from gem_core.errors import InvalidArgument, ResetNeeded
 from gem_core.judge.client import Judge
 from gem_core.judge.rubric import Rubric
+from gem_core.registry import forwards_kwargs
 from gem_core.wrappers.judged import Judged
 
 __all__ = ["OpenTaskEnv", "make_judged_task"]
@@ -32,6 +33,9 @@ class OpenTaskEnv(DatasetEnv):
         task_field: the column holding the task.
         reference_field: the column holding the reference answer (None: no reference).
         prompt_suffix: appended to every task.
+
+    Raises:
+        InvalidArgumentType: if ``prompt_suffix`` is not a str.
     """
 
     format_penalty = 0.0  # an empty answer is simply not judged: the reward stays 0
@@ -47,9 +51,10 @@ class OpenTaskEnv(DatasetEnv):
         reference_field: str | None = "reference",
         prompt_suffix: str = "",
     ):
+        self.prompt_suffix = check_text("prompt_suffix", prompt_suffix)
         fields = {"task_field": task_field, **({"reference_field": reference_field} if reference_field else {})}
         super().__init__(dataset_path, dataset_name=dataset_name, split=split, data_files=data_files, fields=fields)
-        self.task_field, self.reference_field, self.prompt_suffix = task_field, reference_field, prompt_suffix
+        self.task_field, self.reference_field = task_field, reference_field
         self.task = ""
         self.judge_reference: str | None = None
 
@@ -77,6 +82,7 @@ class OpenTaskEnv(DatasetEnv):
         return f"OpenTaskEnv row={self.index}\n{self.task}"
 
 
+@forwards_kwargs(OpenTaskEnv)
 def make_judged_task(
     dataset_path: str | None = None,
     *,

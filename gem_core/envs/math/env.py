@@ -11,10 +11,10 @@ import re
 from typing import Any
 
 from gem_core.env import StepResult
-from gem_core.envs.dataset import DataFiles, DatasetEnv
+from gem_core.envs.dataset import DataFiles, DatasetEnv, check_text
 from gem_core.envs.math.answer import BOXED_HINT, extract_boxed
 from gem_core.envs.math.grading import grade
-from gem_core.envs.scoring_pool import report_scoring
+from gem_core.envs.scoring_pool import check_time_limit, report_scoring
 from gem_core.errors import InvalidArgument, ResetNeeded
 
 __all__ = ["MathEnv", "gold_from_field"]
@@ -57,6 +57,11 @@ class MathEnv(DatasetEnv):
         grade_timeout: seconds a grade may take before it counts as wrong; ``None`` grades in-process with
             no limit (only for trusted answers).
         prompt_suffix: appended to every question (the answer-format instruction).
+
+    Raises:
+        InvalidArgument: if ``answer_format`` is unknown or ``grade_timeout`` is not None or a number of seconds
+            above 0 (at most :data:`~gem_core.envs.scoring_pool.MAX_CALL_SECONDS`).
+        InvalidArgumentType: if ``prompt_suffix`` is not a str.
     """
 
     def __init__(
@@ -72,14 +77,16 @@ class MathEnv(DatasetEnv):
         grade_timeout: float | None = 5.0,
         prompt_suffix: str = "\n\nReason step by step. " + BOXED_HINT,
     ):
+        gold_from_field("", answer_format)  # validate the format name now, not at the first reset
+        if grade_timeout is not None:
+            grade_timeout = check_time_limit("grade_timeout", grade_timeout, none_means="grading in-process with no limit")
+        self.grade_timeout = grade_timeout
+        self.prompt_suffix = check_text("prompt_suffix", prompt_suffix)
         super().__init__(
             dataset_path, dataset_name=dataset_name, split=split, data_files=data_files,
             fields={"question_field": question_field, "answer_field": answer_field},
         )
-        gold_from_field("", answer_format)  # validate the format name now, not at the first reset
         self.question_field, self.answer_field, self.answer_format = question_field, answer_field, answer_format
-        self.grade_timeout = grade_timeout
-        self.prompt_suffix = prompt_suffix
         self.question = ""
         self.gold = ""
 

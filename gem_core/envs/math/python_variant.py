@@ -9,10 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from gem_core.envs.math.env import MathEnv
+from gem_core.registry import forwards_kwargs
 
 __all__ = ["make_math_with_python"]
 
 
+@forwards_kwargs(MathEnv)
 def make_math_with_python(
     *,
     max_tool_calls: int = 5,

@@ -19,6 +19,7 @@ from typing import Any
 from gem_core.envs.dataset import DataFiles
 from gem_core.envs.math.env import MathEnv
 from gem_core.errors import DependencyNotInstalled, InvalidArgument
+from gem_core.registry import forwards_kwargs
 
 __all__ = ["MathVisualEnv", "load_images"]
 
@@ -77,6 +78,7 @@ def load_images(cell: Any, folder: Path | None) -> list[Any]:
     return images
 
 
+@forwards_kwargs(MathEnv)
 class MathVisualEnv(MathEnv):
     """A :class:`MathEnv` whose rows carry figures in ``image_field``; see the module docstring.
 

@@ -15,10 +15,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from gem_core.env import StepResult
-from gem_core.envs.dataset import DataFiles, DatasetEnv
+from gem_core.envs.dataset import DataFiles, DatasetEnv, check_text
 from gem_core.envs.math.answer import extract_final_answer
 from gem_core.envs.qa.scoring import score_answer
-from gem_core.envs.scoring_pool import report_scoring, scoring_pool
+from gem_core.envs.scoring_pool import check_time_limit, report_scoring, scoring_pool
 from gem_core.errors import InvalidArgument, ResetNeeded
 
 __all__ = ["QAEnv", "gold_answers"]
@@ -70,7 +70,9 @@ class QAEnv(DatasetEnv):
             in-process with no limit (only for trusted answers).
 
     Raises:
-        InvalidArgument: if ``reward`` is not ``"em"`` or ``"f1"``.
+        InvalidArgument: if ``reward`` is not ``"em"`` or ``"f1"``, or ``score_timeout`` is not None or a number of
+            seconds above 0 (at most :data:`~gem_core.envs.scoring_pool.MAX_CALL_SECONDS`).
+        InvalidArgumentType: if ``prompt_suffix`` is not a str.
     """
 
     def __init__(
@@ -88,13 +90,15 @@ class QAEnv(DatasetEnv):
     ):
         if reward not in ("em", "f1"):
             raise InvalidArgument(f"reward must be 'em' (exact match) or 'f1', got {reward!r}.")
+        self.prompt_suffix = check_text("prompt_suffix", prompt_suffix)
+        if score_timeout is not None:
+            score_timeout = check_time_limit("score_timeout", score_timeout, none_means="scoring in-process with no limit")
+        self.score_timeout = score_timeout
         super().__init__(
             dataset_path, dataset_name=dataset_name, split=split, data_files=data_files,
             fields={"question_field": question_field, "answer_field": answer_field},
         )
         self.question_field, self.answer_field, self.reward = question_field, answer_field, reward
-        self.prompt_suffix = prompt_suffix
-        self.score_timeout = score_timeout
         self._setup_seconds = 0.0
         self.question = ""
         self.golds: list[str] = []

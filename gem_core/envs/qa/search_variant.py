@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from gem_core.envs.qa.env import QAEnv
+from gem_core.registry import forwards_kwargs
 from gem_core.settings import environment_value
 
 __all__ = ["make_qa_with_search", "DEFAULT_SEARCH_URL"]
@@ -18,6 +19,7 @@ DEFAULT_SEARCH_URL = "http://127.0.0.1:8000/retrieve"
 """Where the retrieval server listens unless ``search_url=`` or ``$GEM_SEARCH_URL`` says otherwise."""
 
 
+@forwards_kwargs(QAEnv)
 def make_qa_with_search(
     *,
     search_url: str | None = None,

@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import functools
 import json
+import numbers
 import threading
 from collections.abc import Callable
 from typing import Any
 
 from gem_core.env import Env, StepResult
+from gem_core.envs.dataset import check_index
 from gem_core.envs.math.answer import extract_final_answer
-from gem_core.envs.scoring_pool import report_scoring, scoring_pool
-from gem_core.errors import DependencyNotInstalled, ResetNeeded
+from gem_core.envs.scoring_pool import MAX_CALL_SECONDS, check_time_limit, report_scoring, scoring_pool
+from gem_core.errors import DependencyNotInstalled, InvalidArgument, InvalidArgumentType, ResetNeeded
 
 __all__ = ["ReasoningGymEnv", "load_procedural_dataset"]
 
@@ -40,14 +42,14 @@ ENTRY_CACHE_SIZE = 1024
 
 def _composite_specs(datasets: list[Any] | None) -> list[Any]:
     """``rg:composite``'s parts as reasoning-gym's ``DatasetSpec``s (a JSON config gives dicts). With none
-    given it mixes every other dataset with equal weight, but those that run programs from their data (a
-    composite naming one makes its items in a worker)."""
+    given it mixes every other dataset with equal weight, but those whose items are made in a worker
+    (:data:`MADE_IN_WORKER`; a composite naming one makes all its items there, each a round trip)."""
     from reasoning_gym.composite import DatasetSpec
     from reasoning_gym.factory import DATASETS
 
     if datasets:
         return [DatasetSpec(**spec) if isinstance(spec, dict) else spec for spec in datasets]
-    skipped = {"composite", *RUNS_DATA_PROGRAMS}
+    skipped = {"composite", *MADE_IN_WORKER}
     return [DatasetSpec(name=name, weight=1.0, config={}) for name in sorted(DATASETS) if name not in skipped]
 
 
@@ -56,6 +58,8 @@ def load_procedural_dataset(name: str, *, seed: int, size: int, config: dict[str
 
     Raises:
         DependencyNotInstalled: if reasoning-gym is not installed.
+        InvalidArgument: if reasoning-gym refuses the name, the seed, the size or the config (its own checks are
+            ``assert`` statements and a dataclass's TypeError; the message is theirs, naming the env id).
     """
     key = json.dumps([name, seed, size, config or {}], sort_keys=True, default=str)
     with _datasets_lock:
@@ -64,10 +68,16 @@ def load_procedural_dataset(name: str, *, seed: int, size: int, config: dict[str
                 import reasoning_gym
             except ImportError as exc:  # pragma: no cover - depends on the install
                 raise DependencyNotInstalled('rg: envs need reasoning-gym: pip install -e ".[rg]" in the GEM checkout (or pip install reasoning-gym==0.1.25).') from exc
-            kwargs = dict(config or {})
-            if name == "composite":
-                kwargs["datasets"] = _composite_specs(kwargs.get("datasets"))
-            dataset = reasoning_gym.create_dataset(name, seed=seed, size=size, **kwargs)
+            try:
+                kwargs = dict(config or {})
+                if name == "composite":
+                    kwargs["datasets"] = _composite_specs(kwargs.get("datasets"))
+                dataset = reasoning_gym.create_dataset(name, seed=seed, size=size, **kwargs)
+            except (AssertionError, TypeError, ValueError) as exc:
+                raise InvalidArgument(
+                    f"rg:{name}: reasoning-gym refused seed={seed!r}, size={size!r}, config={config!r:.200}: "
+                    f"{type(exc).__name__}: {str(exc) or 'a check of its config failed'}"
+                ) from exc
             _datasets[key] = dataset
             _entry_getters[id(dataset)] = functools.lru_cache(maxsize=ENTRY_CACHE_SIZE)(dataset.__getitem__)
         return _datasets[key]
@@ -82,6 +92,17 @@ def _entry(dataset: Any, index: int) -> dict[str, Any]:
 #: sample's code and its input generator (one writes ``temp_parameters.txt`` into the working directory;
 #: none is bounded in time). Their items are made in a scoring worker: a scratch directory, a time limit.
 RUNS_DATA_PROGRAMS = frozenset({"codeio"})
+
+#: Datasets whose items depend on the process's hash seed: reasoning-gym iterates a set of strings (or SymPy
+#: orders an expression's terms) to make them, so the same seed gave another question or gold answer in each
+#: run. Their items are made in a scoring worker, whose hash seed is fixed. Found by making every dataset's
+#: items under several ``PYTHONHASHSEED`` values.
+DEPENDS_ON_HASH_SEED = frozenset(
+    {"intermediate_integration", "isomorphic_strings", "knight_swap", "polynomial_multiplication", "ransom_note", "word_ladder"}
+)
+
+#: Every dataset whose items are made in a scoring worker rather than in this process.
+MADE_IN_WORKER = RUNS_DATA_PROGRAMS | DEPENDS_ON_HASH_SEED
 
 
 def entry_in_worker(name: str, seed: int, size: int, config: dict[str, Any] | None, index: int) -> dict[str, Any]:
@@ -117,6 +138,12 @@ class ReasoningGymEnv(Env):
             in-process with no limit (only for trusted answers).
         generate_timeout: seconds a dataset that runs programs from its data (:data:`RUNS_DATA_PROGRAMS`)
             may take to make an item, in a scoring worker.
+
+    Raises:
+        InvalidArgument: if reasoning-gym refuses the dataset's arguments, or a time limit is not a number of
+            seconds above 0 (at most :data:`~gem_core.envs.scoring_pool.MAX_CALL_SECONDS`; ``score_timeout``
+            may be None).
+        InvalidArgumentType: if ``seed`` is not a whole number.
     """
 
     terminate_on_format_error = True
@@ -135,11 +162,16 @@ class ReasoningGymEnv(Env):
     ):
         self.name = name
         self.env_id = f"rg:{name}"  # also when built without make(): warnings name the dataset
+        if score_timeout is not None:
+            score_timeout = check_time_limit("score_timeout", score_timeout, none_means="scoring in-process with no limit")
+        self.score_timeout = score_timeout
+        self.generate_timeout = check_time_limit("generate_timeout", generate_timeout)
+        if isinstance(seed, bool) or not isinstance(seed, (int, numbers.Integral)):  # reasoning-gym fails on it only per item
+            raise InvalidArgumentType(f"rg:{name}: seed={seed!r:.80} must be a whole number (it fixes which puzzles the dataset holds).")
+        seed = int(seed)
         self.dataset_args = (name, seed, size, config)
         self.dataset = load_procedural_dataset(name, seed=seed, size=size, config=config)
         self.size = len(self.dataset)
-        self.score_timeout = score_timeout
-        self.generate_timeout = generate_timeout
         self.index: int | None = None
         self.entry: dict[str, Any] = {}
         self._setup_seconds = 0.0
@@ -153,7 +185,7 @@ class ReasoningGymEnv(Env):
         """Draw a puzzle; ``options={"index": i}`` picks puzzle ``i`` instead."""
         super().reset(seed=seed)
         if options and "index" in options:
-            self.index = int(options["index"]) % self.size
+            self.index = check_index(options["index"], self.size)
         else:
             self.index = int(self.np_random.integers(self.size))
         self.entry = self._make_entry(self.index)
@@ -161,15 +193,19 @@ class ReasoningGymEnv(Env):
 
     def _make_entry(self, index: int) -> dict[str, Any]:
         parts = [spec.name for spec in self.dataset.config.datasets] if self.name == "composite" else [self.name]
-        if RUNS_DATA_PROGRAMS.isdisjoint(parts):
+        if MADE_IN_WORKER.isdisjoint(parts):
             return _entry(self.dataset, index)
+        # Only a program from the data is bounded: reasoning-gym's own search (knight_swap: up to ~10 s an item)
+        # takes as long in the worker as it did in this process.
+        runs_programs = not RUNS_DATA_PROGRAMS.isdisjoint(parts)
         result = self._scoring_pool().call(
             "gem_core.envs.reasoning_gym.env:entry_in_worker", *self.dataset_args, index,
-            timeout=self.generate_timeout, prepare=("gem_core.envs.reasoning_gym.env:_prepare_worker", self.dataset_args),
+            timeout=self.generate_timeout if runs_programs else MAX_CALL_SECONDS,
+            prepare=("gem_core.envs.reasoning_gym.env:_prepare_worker", self.dataset_args),
         )
         if not result.ok:
-            raise RuntimeError(f"rg:{self.name} item {index} could not be made: {result.scoring_error} "
-                               f"(its program ran past generate_timeout={self.generate_timeout} s or failed); reset with another seed.")
+            why = f"its program ran past generate_timeout={self.generate_timeout} s or failed" if runs_programs else "reasoning-gym failed"
+            raise RuntimeError(f"rg:{self.name} item {index} could not be made: {result.scoring_error} ({why}); reset with another seed.")
         return result.value
 
     @staticmethod

@@ -172,3 +172,55 @@ def test_a_composite_makes_items_in_a_worker_only_when_it_mixes_codeio(monkeypat
     assert mixed.entry["metadata"]["source_dataset"] == "codeio" and mixed.entry["question"] in obs
     default = make("rg:composite")
     assert "codeio" not in {spec.name for spec in default.dataset.config.datasets}
+
+
+#: Datasets whose items reasoning-gym made by iterating a set (of strings, or SymPy's terms): the same seed gave
+#: another question or gold answer under another PYTHONHASHSEED (found by making every dataset's items under
+#: several), with the items where it showed.
+HASH_SEEDED_ITEMS = {
+    "rg:intermediate_integration": [21, 22],
+    **{env_id: [0, 1, 2] for env_id in ("rg:isomorphic_strings", "rg:knight_swap", "rg:polynomial_multiplication", "rg:ransom_note", "rg:word_ladder")},
+}
+
+_EPISODES_BY_HASH_SEED = r"""
+import json, sys
+from gem_core import make
+out = {}
+for env_id, indexes in json.loads(sys.argv[1]).items():
+    env = make(env_id)
+    for index in indexes:
+        observation, _ = env.reset(options={"index": index})
+        out[f"{env_id} item {index}"] = [observation, repr(env.unwrapped.entry["answer"])]
+    env.close()
+print(json.dumps(out))
+"""
+
+
+def test_an_episode_is_the_same_under_every_hash_seed():
+    """Processes with different PYTHONHASHSEED give the same first observation and gold for each item."""
+    import os
+
+    runs = []
+    for hash_seed in ("1", "2", "3"):
+        child = subprocess.run(
+            [sys.executable, "-c", _EPISODES_BY_HASH_SEED, json.dumps(HASH_SEEDED_ITEMS)],
+            capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONHASHSEED": hash_seed},
+        )
+        assert child.returncode == 0, child.stderr[-2000:]
+        runs.append(json.loads(child.stdout.splitlines()[-1]))
+    differ = sorted(key for key in runs[0] if not runs[0][key] == runs[1][key] == runs[2][key])
+    assert differ == []
+
+
+def test_the_hash_seeded_datasets_make_their_items_in_a_worker():
+    from gem_core.envs.reasoning_gym.env import MADE_IN_WORKER
+
+    assert {env_id.removeprefix("rg:") for env_id in HASH_SEEDED_ITEMS} <= MADE_IN_WORKER
+
+
+def test_the_default_composite_mixes_only_datasets_made_in_this_process():
+    """A composite naming a dataset made in a worker makes every item there; the default mix names none."""
+    from gem_core.envs.reasoning_gym.env import MADE_IN_WORKER
+
+    default = make("rg:composite")
+    assert MADE_IN_WORKER.isdisjoint(spec.name for spec in default.dataset.config.datasets)
