@@ -15,6 +15,7 @@ import copy
 import functools
 import inspect
 import logging
+import numbers
 import threading
 import time
 from collections.abc import Hashable, Iterator, Mapping, Sequence
@@ -29,7 +30,7 @@ from gem_core.errors import InvalidArgument, InvalidArgumentType
 __all__ = [
     "Env", "TextSpace", "StepResult", "MAX_TEXT_LENGTH", "EnvThreadPool", "ENV_THREADS", "run_in_env_thread",
     "EPISODE_OVER", "episode_over_result", "guard_episode_end", "log_error_once", "warn_once", "episode_success",
-    "STATE_FORMAT", "StateSnapshots",
+    "STATE_FORMAT", "StateSnapshots", "MAX_SEED", "check_seed",
 ]
 
 MAX_TEXT_LENGTH = 1_000_000
@@ -39,6 +40,25 @@ format penalty), never rejected with an exception: a model's output is untrusted
 
 StepResult = tuple[str, SupportsFloat, bool, bool, dict[str, Any]]
 """What :meth:`Env.step` returns: ``(observation, reward, terminated, truncated, info)``, gymnasium's order."""
+
+MAX_SEED = 2**63 - 1
+"""The largest seed :meth:`Env.reset` takes, and a dataset label carries (:mod:`gem_core.rows.label`): parquet and
+Arrow store the seed column as a signed 64-bit integer."""
+
+
+def check_seed(seed: Any) -> int | None:
+    """A reset's ``seed`` as gymnasium takes it: a Python int (numpy's integers, a seed drawn with numpy or read
+    from a column, are converted; gymnasium refused them with its own error, as it did a negative seed).
+
+    Raises:
+        InvalidArgument: if it is not None or a whole number from 0 to :data:`MAX_SEED`.
+    """
+    if seed is None or (type(seed) is int and 0 <= seed <= MAX_SEED):  # the common case, once per episode
+        return seed
+    if isinstance(seed, numbers.Integral) and not isinstance(seed, bool) and 0 <= int(seed) <= MAX_SEED:
+        return int(seed)
+    raise InvalidArgument(f"seed={seed!r:.40} must be a whole number from 0 to {MAX_SEED}, or None for a fresh random seed.")
+
 
 STATE_FORMAT = "gem.env_state/1"
 """Version tag of :meth:`Env.get_state` snapshots; :meth:`Env.set_state` refuses any other."""
@@ -422,8 +442,11 @@ class Env(StateSnapshots, gym.Env[str, str]):
 
         Returns:
             ``(observation, info)``: the first observation states the task and the action format.
+
+        Raises:
+            InvalidArgument: if ``seed`` is not None or a whole number from 0 to :data:`MAX_SEED`.
         """
-        super().reset(seed=seed, options=options)
+        super().reset(seed=check_seed(seed), options=options)
         return "", {}
 
     def step(self, action: str) -> StepResult:

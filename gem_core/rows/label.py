@@ -13,16 +13,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gem_core.env import MAX_SEED
 from gem_core.errors import GemError
 from gem_core.registry import spec as env_spec
 
 __all__ = ["MAX_SEED", "EnvKwargsError", "EpisodeLabel", "LabelError", "make_label_env", "parse_label"]
 
 _DATASET_HINT = "Build the dataset with your framework adapter's make_dataset (see the README)."
-
-MAX_SEED = 2**63 - 1
-"""The largest seed a label (and a row built by :func:`gem_core.rows.rows.episode_rows`) may carry: parquet and
-Arrow store the seed column as a signed 64-bit integer."""
 
 
 def _not_json(err: ValueError | RecursionError) -> str:
