@@ -52,6 +52,7 @@ Module paths are under ``gem_core`` unless they start with ``adapters`` (``gem_a
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from collections.abc import Iterable
 
@@ -68,6 +69,7 @@ __all__ = [
     "StartFailed",
     "causes",
     "did_you_mean",
+    "refuse_unknown_keywords",
 ]
 
 
@@ -131,6 +133,23 @@ def causes(exc: BaseException) -> list[BaseException]:
         found.append(current)
         stack.extend(e for e in (*getattr(current, "exceptions", ()), current.__context__, current.__cause__) if e is not None)
     return found
+
+
+def refuse_unknown_keywords(cls: type, keywords: Iterable[str]) -> None:
+    """Refuse a keyword that is not an option of dataclass ``cls``, naming the closest option and every one.
+
+    Called from the dataclass's ``__new__``: its own ``__init__`` refuses a misspelt keyword before
+    ``__post_init__`` runs, with a bare TypeError that names neither the fix nor the options.
+
+    Raises:
+        InvalidArgumentType: a keyword names no field of ``cls``, or a field set by ``cls`` itself (an output).
+    """
+    fields = dataclasses.fields(cls)
+    takes = [f.name for f in fields if f.init]
+    for name in keywords:
+        if name not in takes:
+            why = " (an output, not an option)" if any(f.name == name for f in fields) else did_you_mean(name, takes)
+            raise InvalidArgumentType(f"{cls.__name__} got an unexpected keyword {name!r}{why}; it takes {', '.join(takes)}.")
 
 
 def did_you_mean(name: object, choices: Iterable[str]) -> str:

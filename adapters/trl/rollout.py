@@ -29,7 +29,7 @@ branch of the program's last call, the grader's reward on its last sampled token
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gem_adapters.framework_version import check_trl_version
@@ -37,7 +37,7 @@ from gem_adapters.trl.make_dataset import episode_label
 from gem_adapters.trl.policy import trainer_policy
 from gem_adapters.trl.sampled_head import score_sampled_tokens_only
 from gem_core.curriculum import TaskSampler, episode_outcome, group_starts, record_outcomes, tag_task, task_metrics
-from gem_core.errors import InvalidArgument, InvalidArgumentType, did_you_mean
+from gem_core.errors import InvalidArgument, InvalidArgumentType, refuse_unknown_keywords
 from gem_core.rollout import EpisodeOptions, SamplingParams, TokenTrajectory, run_labels
 from gem_core.rollout.metrics import trajectory_metrics
 from gem_core.rollout.options import check_episode_options
@@ -95,12 +95,7 @@ class GemRolloutFunc:
     env loop's); with the endpoint's ``serve`` extra (starlette, uvicorn). None: the env loop."""
 
     def __new__(cls, *args: Any, **kwargs: Any) -> GemRolloutFunc:
-        # The dataclass's own refusal of a misspelt keyword is a bare TypeError naming neither the fix nor the options.
-        takes = [f.name for f in fields(cls) if f.init]
-        for name in kwargs:
-            if name not in takes:  # an output such as last_trajectories would be overwritten by the next call
-                why = " (an output: each call sets it)" if name in {f.name for f in fields(cls)} else did_you_mean(name, takes)
-                raise InvalidArgumentType(f"GemRolloutFunc got an unexpected keyword {name!r}{why}; it takes {', '.join(takes)}.")
+        refuse_unknown_keywords(cls, kwargs)
         return super().__new__(cls)
 
     def __post_init__(self) -> None:

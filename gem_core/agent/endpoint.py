@@ -34,11 +34,11 @@ import dataclasses
 import secrets
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 from gem_core.agent.episode import AgentCall, AgentEpisode, EpisodeOver, MessageError, normalize_messages
-from gem_core.errors import InvalidArgument, InvalidArgumentType, did_you_mean
+from gem_core.errors import InvalidArgument, InvalidArgumentType, refuse_unknown_keywords
 from gem_core.protocols import Tokenizer
 from gem_core.rollout.policy import Generation, Policy, SamplingParams, default_stop_token_ids
 from gem_core.serve.asgi import RequestError, json_bytes, json_route
@@ -87,11 +87,7 @@ class AgentEndpointConfig:
     request's ``max_tokens``. None: each request's own (an agent evaluated, not trained)."""
 
     def __new__(cls, *args: Any, **kwargs: Any) -> AgentEndpointConfig:
-        # The dataclass's own refusal of a misspelt keyword is a bare TypeError naming neither the fix nor the options.
-        takes = [f.name for f in fields(cls)]
-        for name in kwargs:
-            if name not in takes:
-                raise InvalidArgumentType(f"AgentEndpointConfig got an unexpected keyword {name!r}{did_you_mean(name, takes)}; it takes {', '.join(takes)}.")
+        refuse_unknown_keywords(cls, kwargs)
         return super().__new__(cls)
 
     def __post_init__(self) -> None:

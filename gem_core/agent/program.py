@@ -62,13 +62,13 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gem_core.agent.episode import AgentEpisode
 from gem_core.agent.orphan_guard import OrphanGuard, end_process_tree, remove_path
-from gem_core.errors import GemError, InvalidArgument, InvalidArgumentType, did_you_mean
+from gem_core.errors import GemError, InvalidArgument, InvalidArgumentType, refuse_unknown_keywords
 from gem_core.rollout.options import check_episode_options
 from gem_core.rollout.trajectory import TokenTrajectory
 
@@ -236,11 +236,7 @@ class AgentProgram:
     (None: the program starts in an empty directory, with no ``$GEM_TASK_PROMPT``)."""
 
     def __new__(cls, *args: Any, **kwargs: Any) -> AgentProgram:
-        # The dataclass's own refusal of a misspelt keyword is a bare TypeError naming neither the fix nor the fields.
-        takes = [f.name for f in fields(cls)]
-        for name in kwargs:
-            if name not in takes:
-                raise InvalidArgumentType(f"AgentProgram got an unexpected keyword {name!r}{did_you_mean(name, takes)}; it takes {', '.join(takes)}.")
+        refuse_unknown_keywords(cls, kwargs)
         return super().__new__(cls)
 
     def __post_init__(self) -> None:

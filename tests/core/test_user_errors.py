@@ -93,7 +93,7 @@ def test_the_scan_sees_raises_and_every_allowed_entry_still_exists():
     assert stale == []
 
 
-@pytest.mark.parametrize("name", [n for n in errors.__all__ if n not in ("GemError", "causes", "did_you_mean")])
+@pytest.mark.parametrize("name", [n for n in errors.__all__ if isinstance(getattr(errors, n), type) and n != "GemError"])
 def test_every_error_in_the_tree_is_a_gem_error_with_a_docstring(name):
     error = getattr(errors, name)
     assert issubclass(error, GemError) and error.__doc__ and error.__doc__.strip()

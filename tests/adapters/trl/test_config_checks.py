@@ -185,7 +185,7 @@ def test_rollout_func_refuses_last_trajectories_its_output_as_an_option():
 
     with pytest.raises(InvalidArgumentType) as err:
         GemRolloutFunc(last_trajectories=5)
-    assert str(err.value).startswith("GemRolloutFunc got an unexpected keyword 'last_trajectories' (an output: each call sets it); it takes max_turns, ")
+    assert str(err.value).startswith("GemRolloutFunc got an unexpected keyword 'last_trajectories' (an output, not an option); it takes max_turns, ")
     assert "last_trajectories" not in str(err.value).split("it takes")[1]
     assert GemRolloutFunc().last_trajectories == []
 
