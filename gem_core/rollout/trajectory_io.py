@@ -34,7 +34,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from gem_core.errors import GemError, MalformedFile, UsageError
+from gem_core.errors import GemError, InvalidArgument, MalformedFile, UsageError
 from gem_core.rollout.trajectory import TokenTrajectory
 from gem_core.rollout.vision import TrajectoryImage
 from gem_core.transport.atomic_file import atomic_path
@@ -268,13 +268,16 @@ def _check_record(record: Mapping[str, Any]) -> None:
         value = record.get(name, [])
         if not isinstance(value, list):
             raise MalformedFile(f"field {name!r} is {type(value).__name__}, expected a list.")
-        bad = next((v for v in value if not isinstance(v, item) or (item is int and isinstance(v, bool))), None)
+        bad = next((v for v in value if not isinstance(v, item) or isinstance(v, bool)), None)
         if bad is not None:
             raise MalformedFile(f"field {name!r} holds a {type(bad).__name__}; expected {getattr(item, '__name__', 'number')} items.")
-    if any(len(span) != 2 or not all(isinstance(x, int) for x in span) for span in record.get("turn_spans", [])):
+    # JSON true is a Python int: a bool in a number field would load as 1 (type() is exact, so bools fail).
+    if any(len(span) != 2 or not all(type(x) is int for x in span) for span in record.get("turn_spans", [])):
         raise MalformedFile("field 'turn_spans' must hold [start, end] pairs of token indices.")
-    if not all(isinstance(x, int) for x in record.get("rendered_ids") or []):
+    if not all(type(x) is int for x in record.get("rendered_ids") or []):
         raise MalformedFile("field 'rendered_ids' must hold token ids.")
+    if not set(record.get("loss_mask", [])) <= {0, 1}:  # a mask of 2 would weight a token twice in the loss
+        raise MalformedFile("field 'loss_mask' must hold 0 or 1 per token.")
     if not isinstance(record.get("env_kwargs", {}), dict):
         raise MalformedFile(f"field 'env_kwargs' is {type(record.get('env_kwargs')).__name__}, expected an object.")
 
@@ -283,7 +286,8 @@ def trajectory_from_record(record: Mapping[str, Any]) -> TokenTrajectory:
     """The trajectory a :func:`trajectory_to_record` dict holds.
 
     Raises:
-        ValueError: not a trajectory record of this format version, or a field of the wrong type.
+        MalformedFile: not a trajectory record of this format version, or a field of the wrong type.
+        InvalidArgument: fields that do not agree (spans past the tokens, texts not one per turn).
     """
     if not isinstance(record, Mapping) or record.get("format") != TRAJECTORY_FORMAT:
         found = record.get("format") if isinstance(record, Mapping) else type(record).__name__
@@ -334,7 +338,13 @@ def _write_records(path: Path, mode: str, trajectories: Iterable[TokenTrajectory
     count = 0
     with path.open(mode, encoding="utf-8") as out:
         for trajectory in trajectories:
-            out.write(json.dumps(trajectory_to_record(trajectory, env_kwargs=env_kwargs), ensure_ascii=False) + "\n")
+            record = trajectory_to_record(trajectory, env_kwargs=env_kwargs)
+            line = json.dumps(record, ensure_ascii=False)
+            try:
+                line.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate (read from a \ud800 escape) that UTF-8 cannot hold
+                line = json.dumps(record)  # escaped as it was read, so the file reads back the same
+            out.write(line + "\n")
             count += 1
         out.flush()
         if stat.S_ISREG(os.fstat(out.fileno()).st_mode):  # a pipe or /dev/null has nothing to sync (EINVAL)
@@ -349,7 +359,15 @@ MAX_LINE_BYTES = 128 * 1024 * 1024
 
 def read_records(path: str | os.PathLike, *, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[dict[str, Any]]:
     """The raw records of a trajectory file (blank lines skipped); a bad line (not JSON, not an object,
-    nested too deeply, longer than ``max_line_bytes``) raises ValueError naming its number."""
+    nested too deeply, longer than ``max_line_bytes``) is refused naming its number.
+
+    Raises:
+        MalformedFile: a line that is not a JSON object this reader loads; the message names the file and line.
+    """
+    return (record for _, record in _numbered_records(path, max_line_bytes))
+
+
+def _numbered_records(path: str | os.PathLike, max_line_bytes: int) -> Iterator[tuple[int, dict[str, Any]]]:
     with Path(path).open("rb") as lines:
         for number in itertools.count(1):
             line = lines.readline(max_line_bytes + 1)
@@ -361,18 +379,29 @@ def read_records(path: str | os.PathLike, *, max_line_bytes: int = MAX_LINE_BYTE
                 continue
             try:
                 record = json.loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            except ValueError as exc:  # bad JSON, bad UTF-8, an int past Python's 4300-digit limit
                 raise MalformedFile(f"{path}:{number} is not a JSON line ({exc}).") from None
             except RecursionError:
                 raise MalformedFile(f"{path}:{number} is nested too deeply to be a trajectory record.") from None
             if not isinstance(record, dict):
                 raise MalformedFile(f"{path}:{number} is a JSON {type(record).__name__}, not a trajectory record.")
-            yield record
+            yield number, record
 
 
 def read_trajectories(path: str | os.PathLike) -> list[TokenTrajectory]:
-    """Every trajectory in a file written by :func:`write_trajectories`."""
-    return [trajectory_from_record(record) for record in read_records(path)]
+    """Every trajectory in a file written by :func:`write_trajectories`.
+
+    Raises:
+        MalformedFile: a line is not a trajectory record (bad JSON, another format, a field of the wrong type,
+            turns that do not add up); the message names the file and line, so the bad record can be found.
+    """
+    trajectories = []
+    for number, record in _numbered_records(path, MAX_LINE_BYTES):
+        try:
+            trajectories.append(trajectory_from_record(record))
+        except InvalidArgument as exc:
+            raise MalformedFile(f"{path}:{number}: {exc}") from None
+    return trajectories
 
 
 def _messages(trajectory: TokenTrajectory, turns: int | None = None) -> list[dict[str, str]]:

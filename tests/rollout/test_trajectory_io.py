@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import errno
 import json
+import re
 import subprocess
 import sys
 
@@ -13,7 +14,7 @@ import pytest
 import gem_core
 from changed_graders import OneOffGuessTheNumber
 from gem_core.rollout import run_episodes
-from gem_core.errors import InvalidArgument
+from gem_core.errors import InvalidArgument, MalformedFile
 from gem_core.rollout.trajectory_io import (
     TRAJECTORY_FORMAT,
     decode_env_state,
@@ -286,3 +287,44 @@ def test_preference_pairs_skip_episodes_that_keep_no_observation_texts():
     chosen, rejected = (trajectory_from_record(_record(observations=[], actions=[a], rewards=[r])) for a, r in (("a", 1.0), ("b", 0.0)))
     with pytest.warns(UserWarning, match="no pair"):
         assert preference_pairs([chosen, rejected]) == []
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [json.dumps(_record(infos=[1])), json.dumps({"format": TRAJECTORY_FORMAT}), json.dumps(_record(seed=0)).replace('"seed": 0', '"seed": ' + "9" * 5000)],
+    ids=["field", "missing-fields", "int-past-the-digit-limit"],
+)
+def test_a_bad_record_is_refused_naming_its_file_and_line(tmp_path, bad):
+    """A field of the wrong type said only "field 'infos' holds a int", with no file or line to look at; an int
+    literal past Python's 4300-digit limit escaped as a bare ValueError."""
+    path = tmp_path / "episodes.jsonl"
+    path.write_text("\n".join([json.dumps(_record()), json.dumps(_record()), bad]) + "\n")
+    with pytest.raises(MalformedFile, match=re.escape(f"{path}:3")):
+        read_trajectories(path)
+
+
+def test_a_file_with_a_lone_surrogate_writes_back_as_it_was_read(tmp_path):
+    """The reader took a JSON-escaped lone surrogate, and writing the trajectory back raised UnicodeEncodeError."""
+    source, again = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    source.write_text(json.dumps(_record(observations=["h\ud800i"], actions=["café"])) + "\n")
+    loaded = read_trajectories(source)
+    assert write_trajectories(again, loaded) == 1
+    assert read_trajectories(again) == loaded
+    assert loaded[0].observations == ["h\ud800i"]
+    ordinary = tmp_path / "ordinary.jsonl"
+    write_trajectories(ordinary, [trajectory_from_record(_record(actions=["café"]))])
+    assert "café" in ordinary.read_text(encoding="utf-8")  # text UTF-8 can hold stays readable
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("loss_mask", [True]), ("loss_mask", [2]), ("rewards", [True]), ("logprobs", [False]), ("turn_spans", [[False, True]]),
+     ("rendered_ids", [True])],
+)
+def test_a_bool_or_a_mask_value_other_than_0_or_1_is_refused(tmp_path, field, value):
+    """JSON true read as 1: a file with loss_mask [true] or rewards [true] loaded as if it held numbers, and a mask of 2
+    weighted a token twice."""
+    path = tmp_path / "episodes.jsonl"
+    path.write_text(json.dumps(_record(**{field: value})) + "\n")
+    with pytest.raises(MalformedFile, match=field):
+        read_trajectories(path)
