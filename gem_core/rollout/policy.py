@@ -12,6 +12,8 @@ and budget, so every batching backend flushes and cuts the same way.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import math
 import numbers
 import threading
@@ -303,6 +305,25 @@ class BatchingPolicy:
         size = self.max_batch_size or len(requests)
         return [group[i : i + size] for group in groups.values() for i in range(0, len(group), size)]
 
+    async def _sample_in_thread(
+        self, batch: list[_Request], prompts: list[list[int]], sampling: SamplingParams, budget: int, extra: dict
+    ) -> list[tuple[list[int], list[float] | None]]:
+        """:meth:`sample_batch` in a worker thread. Cancelled (the run was, or its loop is closing), it still waits
+        for the thread, which samples on and then keeps the round's states, to free those: no caller continues them."""
+        # A bare future, not a task (as asyncio.to_thread makes): a closing loop cancels its tasks, not the thread.
+        call = functools.partial(contextvars.copy_context().run, self.sample_batch, prompts, sampling, budget, **extra)
+        round_ = asyncio.get_running_loop().run_in_executor(None, call)
+        try:
+            return await asyncio.shield(round_)
+        except asyncio.CancelledError:
+            try:
+                results = await round_
+            except Exception:  # noqa: BLE001 - the round failed: it kept nothing; the cancel is what the caller hears
+                raise asyncio.CancelledError from None
+            for request, (ids, _) in zip(batch, results, strict=False):
+                self.release_context(list(request.prompt_ids) + list(ids[:1]))
+            raise
+
     async def _serve(self, batch: list[_Request]) -> None:
         sampling = batch[0].sampling
         budget = max(r.sampling.max_new_tokens for r in batch)
@@ -311,7 +332,7 @@ class BatchingPolicy:
         extra = {"images": [r.images or [] for r in batch]} if any(r.images for r in batch) else {}
         try:
             if self.sample_in_thread:
-                results = await asyncio.to_thread(self.sample_batch, prompts, sampling, budget, **extra)
+                results = await self._sample_in_thread(batch, prompts, sampling, budget, extra)
             else:
                 results = self.sample_batch(prompts, sampling, budget, **extra)
             if len(results) != len(batch):
@@ -323,9 +344,13 @@ class BatchingPolicy:
                 if not request.future.done():
                     request.future.set_exception(error)
             return
-        for request, generation in zip(batch, generations, strict=True):
+        for request, (ids, _), generation in zip(batch, results, generations, strict=True):
             if not request.future.done():
                 request.future.set_result(generation)
+            elif request.future.cancelled():
+                # Its episode was cancelled mid-round and released what it held before this turn's states were
+                # kept: nobody will continue them, so free them now (the same key the episode loop releases with).
+                self.release_context(list(request.prompt_ids) + list(ids[:1]))
 
 
 class TransformersPolicy(BatchingPolicy):
@@ -649,10 +674,27 @@ def _plain_kv_layout(model: Any) -> bool:
 
 
 def _weights_fingerprint(model: Any) -> tuple:
-    """Changes whenever a parameter or buffer is written in place (torch bumps a tensor's version counter
-    on every in-place op: an optimizer step, ``load_state_dict``) or replaced (another storage)."""
+    """Changes when the weights do, so states computed by old weights are not reused.
+
+    Detected: a tensor written in place through autograd's view of it (torch bumps its version counter: an
+    optimizer step, ``load_state_dict``), replaced (another storage), or written where the counter does not see it
+    (``p.data.copy_(new)``, a weight sync), which changes the sum of a few strided elements. That probe is
+    ``_PROBES`` elements per tensor, read by one small kernel each and synced once, not a pass over the weights:
+    any realistic update changes nearly every element, so it changes the probe. Not detected: a write through
+    ``.data`` that leaves every probed element as it was (say, a single element edited by hand).
+    :meth:`TransformersPolicy.invalidate_caches` is the sure way after an update.
+    """
+    import torch
+
     tensors = [*model.parameters(), *model.buffers()]
-    return tuple((t.data_ptr(), t._version) for t in tensors)
+    with torch.no_grad():
+        probes = [t.detach().reshape(-1)[:: max(1, t.numel() // _PROBES)].double().sum() for t in tensors if t.numel()]
+        sums = torch.stack([p.to(probes[0].device) for p in probes]).tolist() if probes else []  # one sync
+    return (tuple((t.data_ptr(), t._version) for t in tensors), tuple(sums))
+
+
+#: Elements per weight tensor whose sum is part of the fingerprint (see :func:`_weights_fingerprint`).
+_PROBES = 8
 
 
 def _cache_kwarg(cache: Any) -> dict[str, Any]:

@@ -104,25 +104,41 @@ async def _play(session: EpisodeSession, policy: Policy, sampling: SamplingParam
     """
     # A policy that reads the prompt only until its turn is sampled is lent the session's own list, not a copy per turn.
     borrows = getattr(policy, "borrows_prompt_ids", False) is True
-    while not session.done and (until_turn is None or session.num_turns < until_turn):
-        turn_sampling = dataclasses.replace(sampling, max_new_tokens=session.generation_budget(sampling.max_new_tokens))
-        # A policy that declares `accepts_images` gets the context's images beside the ids; others play blind.
-        images = session.images if getattr(policy, "accepts_images", False) else None
-        context = session.borrow_context_ids() if borrows else session.context_ids
-        try:
-            if images and isinstance(policy, ImagePolicy):  # images are only drawn for such a policy
-                generation = await policy.generate(context, turn_sampling, images=images)
-            else:
-                generation = await policy.generate(context, turn_sampling)
-        except GenerationInterrupted:
-            continue
-        await session.step(
-            generation.token_ids, logprobs=generation.logprobs, finish_reason=generation.finish_reason,
-            versions=generation.versions,
-        )
+    # The last turn's prompt, its length then and its first sampled id: what the policy keeps states under. Not the
+    # session's context: with history="as_rendered" that is the re-rendered conversation, which the kept states never saw.
+    last: tuple[list[int], int, list[int]] | None = None
+    try:
+        while not session.done and (until_turn is None or session.num_turns < until_turn):
+            turn_sampling = dataclasses.replace(sampling, max_new_tokens=session.generation_budget(sampling.max_new_tokens))
+            # A policy that declares `accepts_images` gets the context's images beside the ids; others play blind.
+            images = session.images if getattr(policy, "accepts_images", False) else None
+            context = session.borrow_context_ids() if borrows else session.context_ids
+            try:
+                if images and isinstance(policy, ImagePolicy):  # images are only drawn for such a policy
+                    generation = await policy.generate(context, turn_sampling, images=images)
+                else:
+                    generation = await policy.generate(context, turn_sampling)
+            except GenerationInterrupted:
+                continue
+            # Before the step: a borrowed list is extended in place by it (a copy now would be one per turn).
+            last = (context, len(context), list(generation.token_ids[:1]))
+            await session.step(
+                generation.token_ids, logprobs=generation.logprobs, finish_reason=generation.finish_reason,
+                versions=generation.versions,
+            )
+    except BaseException:
+        _release(policy, last)  # a failed or cancelled episode ends here too: its states would be held for good
+        raise
+    if session.done:  # not before a fork (run_branched_episode): the branches continue from these states
+        _release(policy, last)
+
+
+def _release(policy: Policy, last: tuple[list[int], int, list[int]] | None) -> None:
+    """Let a backend that kept an episode's states free them, given the episode's last prompt and sampled id."""
     release = getattr(policy, "release_context", None)
-    if session.done and callable(release):  # a backend that kept this episode's states frees them
-        release(session.context_ids)
+    if last is not None and callable(release):
+        context, length, first_sampled = last
+        release(context[:length] + first_sampled)
 
 
 async def run_branched_episode(

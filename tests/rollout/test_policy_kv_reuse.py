@@ -130,6 +130,72 @@ def test_an_ended_episode_frees_its_states(tiny_tokenizer, tiny_model, scripted_
     assert len(policy.kv_cache) == 0 and policy.kv_cache.tokens == 0
 
 
+def test_weights_loaded_through_data_drop_every_kept_state(tiny_tokenizer, tiny_model):
+    # A write through `.data` (a weight sync, `p.data.copy_(new)`) bumps neither the version counter nor the storage.
+    from gem_core.testing import make_model
+
+    model = copy.deepcopy(tiny_model)
+    new = make_model(tiny_tokenizer, seed=1)
+    prompts = first_prompts(tiny_tokenizer)
+    policy = TransformersPolicy(model, tiny_tokenizer)
+    turn = play(policy, tiny_tokenizer, prompts, turns=1)[0]
+    template = ChatTemplate.for_tokenizer(tiny_tokenizer)
+    nexts = [p + ids + template.close_turn_ids() + template.observation_ids("again") for p, (ids, _) in zip(prompts, turn)]
+    for parameter, loaded in zip(model.parameters(), new.parameters(), strict=True):
+        parameter.data.copy_(loaded.data)
+    want = TransformersPolicy(model, tiny_tokenizer, kv_cache_tokens=0).sample_batch(nexts, GREEDY, 6)
+    hits = policy.kv_cache.hits
+    got = policy.sample_batch(nexts, GREEDY, 6)
+    assert policy.kv_cache.hits == hits, "states computed by the old weights were reused"
+    assert [ids for ids, _ in got] == [ids for ids, _ in want]
+
+
+@pytest.mark.parametrize("history", ["as_sampled", "as_rendered"])
+def test_an_ended_episode_frees_its_states_in_either_history_mode(tiny_tokenizer, tiny_model, scripted_env, history):
+    policy = TransformersPolicy(tiny_model, tiny_tokenizer)
+    sampling = SamplingParams(max_new_tokens=4, temperature=0.0)
+    trajectories = asyncio.run(run_episodes(lambda: scripted_env(rewards=[0.0, 0.0, 1.0]), policy, tiny_tokenizer,
+                                            [0, 1, 2], sampling=sampling, history=history))
+    assert all(t.num_turns == 3 for t in trajectories)
+    assert len(policy.kv_cache) == 0 and policy.kv_cache.tokens == 0
+
+
+def test_a_failed_episode_frees_its_states(tiny_tokenizer, tiny_model, scripted_env, monkeypatch):
+    policy = TransformersPolicy(tiny_model, tiny_tokenizer)
+    sampling = SamplingParams(max_new_tokens=4, temperature=0.0)
+    rounds = []
+    sample_batch = policy.sample_batch
+
+    def fail_on_the_second_round(*args, **kwargs):  # the backend fails once the first turn's states are kept
+        rounds.append(None)
+        if len(rounds) == 2:
+            raise RuntimeError("backend crashed")
+        return sample_batch(*args, **kwargs)
+
+    monkeypatch.setattr(policy, "sample_batch", fail_on_the_second_round)
+    with pytest.raises(RuntimeError, match="backend crashed"):
+        asyncio.run(run_episodes(lambda: scripted_env(rewards=[0.0, 0.0, 1.0]), policy, tiny_tokenizer, [0, 1],
+                                 sampling=sampling))
+    assert len(policy.kv_cache) == 0 and policy.kv_cache.tokens == 0
+
+
+def test_a_cancelled_episode_frees_its_states(tiny_tokenizer, tiny_model, scripted_env):
+    policy = TransformersPolicy(tiny_model, tiny_tokenizer)
+    sampling = SamplingParams(max_new_tokens=4, temperature=0.0)
+
+    async def cancel_after_a_few_turns():
+        task = asyncio.ensure_future(run_episodes(lambda: scripted_env(rewards=[0.0] * 50, step_delay=0.01), policy,
+                                                  tiny_tokenizer, [0, 1], sampling=sampling))
+        while policy.kv_cache.hits < 2:  # both episodes are past their first turn: states are held
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancel_after_a_few_turns())
+    assert len(policy.kv_cache) == 0 and policy.kv_cache.tokens == 0
+
+
 def test_the_store_keeps_its_bounds_least_recently_used_out_first():
     layers = lambda n: [(torch.zeros(1, 1, n, 2), torch.zeros(1, 1, n, 2))]  # noqa: E731
     store = PrefixKVCache(max_sequences=2, max_tokens=10)
