@@ -33,6 +33,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import math
 import socket
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -72,7 +73,8 @@ _ROW_HELP = ("a task row reads like SkyRL-train's dataset rows: {'prompt': [{'ro
 
 
 class SkyRLTaskError(GemError, ValueError):
-    """A ``skyrl:`` env got no task, or a task row without the fields the SkyRL-Gym env reads."""
+    """A ``skyrl:`` env got no task, or a task row without the fields the SkyRL-Gym env reads, or the SkyRL-Gym
+    env's ``init`` gave back something other than ``(observations, metadata)``."""
 
 
 class SkyRLEnvUnavailable(GemError, RuntimeError):
@@ -248,7 +250,8 @@ class SkyRLEnv(Env):
 
         Raises:
             InvalidArgumentType: ``options["index"]`` is not an integer.
-            SkyRLTaskError: the task row lacks what the env reads.
+            SkyRLTaskError: the task row lacks what the env reads, or the env's ``init`` gives back a malformed
+                ``(observations, metadata)``.
             SkyRLEnvUnavailable: the env needs a server, file or network this machine lacks.
         """
         super().reset(seed=seed)
@@ -267,7 +270,16 @@ class SkyRLEnv(Env):
         self.row = self.rows[index]
         self.env = self._build(self.row)
         prompt = self.row["prompt"]
-        observations, metadata = self.env.init(prompt)
+        result = self.env.init(prompt)
+        pair = isinstance(result, tuple | list) and len(result) == 2
+        observations, metadata = result if pair else (None, None)
+        if not pair or not isinstance(metadata, Mapping | None) or not isinstance(observations, str | Mapping | Sequence | None):
+            # a broken env's init: refused naming it here, not as a bare TypeError where the result is read
+            self.close_episode()
+            raise SkyRLTaskError(
+                f"{self.name}: its init(prompt) must give back (observations, metadata dict), "
+                f"got {type(result).__name__} {str(result)[:120]!r}"
+            )
         info = {"task_index": index, **dict(metadata or {})}
         groups = getattr(self.env, "tool_groups", None) or []
         if groups:  # the env runs its tools itself; the policy's prompt may need to name them
@@ -277,21 +289,32 @@ class SkyRLEnv(Env):
     def step(self, action: str) -> StepResult:
         if self.env is None:
             return "", 0.0, False, True, {"error": f"{self.name}: no episode; call reset() first"}
+        # The whole reading of the env's output is guarded too: a reward of the wrong type, a non-finite reward,
+        # an output that is not a dict or a get_metrics that raises is that env's bug, and ends its episode only.
+        message = None
         try:
             output = self.env.step(action)
+            if not isinstance(output, Mapping):
+                message = f"{self.name}: step gave back a {type(output).__name__}, not a dict"
+            else:
+                reward = float(output.get("reward") or 0.0)
+                if not math.isfinite(reward):
+                    message = f"{self.name}: step gave reward {reward}, not a finite number"
+                info = dict(output.get("metadata") or {})
+                if output.get("postprocessed_action") is not None:
+                    info["postprocessed_action"] = output["postprocessed_action"]
+                done = bool(output.get("done", False))
+                if done and message is None:
+                    get_metrics = getattr(self.env, "get_metrics", None)
+                    info["skyrl_metrics"] = dict(get_metrics() or {}) if callable(get_metrics) else {}
+                observation = _text(output.get("observations"))
         except Exception as error:  # one env's bug ends its episode, not the batch it plays in
             message = f"{self.name}: step raised {type(error).__name__}: {error}"
+        if message is not None:
             log_error_once(self, message)
             self.close_episode()
             return "", 0.0, False, True, {"error": message}
-        info = dict(output.get("metadata") or {})
-        if output.get("postprocessed_action") is not None:
-            info["postprocessed_action"] = output["postprocessed_action"]
-        done = bool(output.get("done", False))
-        if done:
-            get_metrics = getattr(self.env, "get_metrics", None)
-            info["skyrl_metrics"] = dict(get_metrics() or {}) if callable(get_metrics) else {}
-        return _text(output.get("observations")), float(output.get("reward") or 0.0), done, False, info
+        return observation, reward, done, False, info
 
     def sample_random_action(self) -> str:
         raise NotImplementedError(f"{self.name}: SkyRL-Gym envs have no random action; a policy writes the text.")

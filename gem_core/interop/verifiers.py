@@ -28,7 +28,9 @@ with a :class:`VerifiersUnsupported` error that says so.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import math
 from typing import Any
 
 from gem_core.env import Env, StepResult, log_error_once
@@ -221,14 +223,21 @@ class VerifiersEnv(Env):
             return self._relayed_step(action)
         task, self.task = self.task, None  # one reply per task: the next step is past the end
         trace = self._trace(task, action)
-        try:
-            run_sync(lambda: task.score(trace))
+        message: str | None
+        try:  # a reward that hangs (a judge that never answers) would hold the whole batch: bounded here
+            run_sync(lambda: asyncio.wait_for(task.score(trace), self.max_step_seconds))
+            reward = float(trace.reward)
+        except TimeoutError:
+            message = f"{self.name}: scoring took longer than max_step_seconds={self.max_step_seconds}s; it was cancelled"
         except Exception as error:  # a reward function's bug ends this episode, not the batch
             message = f"{self.name}: scoring raised {type(error).__name__}: {error}"
+        else:
+            message = None if math.isfinite(reward) else f"{self.name}: the reward is {reward}, not a finite number"
+        if message is not None:  # one episode ends with the error; a NaN would poison the batch's advantages
             log_error_once(self, message)
             return "", 0.0, False, True, {"error": message}
         rewards = {k: (None if r is None else r.value) for k, r in trace.rewards.items()}
-        return "", float(trace.reward), True, False, {"rewards": rewards, "metrics": dict(trace.metrics)}
+        return "", reward, True, False, {"rewards": rewards, "metrics": dict(trace.metrics)}
 
     def _relayed_step(self, action: str) -> StepResult:
         """The harness's model call answered with ``action``; the reward comes when its rollout ends."""
@@ -251,6 +260,8 @@ class VerifiersEnv(Env):
         info: dict[str, Any] = {}
         if trace is not None:
             info = {"rewards": {k: (None if r is None else r.value) for k, r in trace.rewards.items()}, "metrics": dict(trace.metrics)}
+        if trace is not None and not errors and not math.isfinite(float(trace.reward)):
+            errors = [f"the reward is {trace.reward}, not a finite number"]
         if errors or trace is None:
             info["error"] = f"{self.name}: the rollout failed: " + "; ".join(errors or ["it recorded no trace"])
             return "", 0.0, False, True, info

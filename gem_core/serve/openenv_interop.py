@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -295,6 +296,8 @@ class OpenEnvEnv(Env):
             self._disconnect()
             return "", 0.0, False, True, {"error": f"{self._describe(error)}: check that it is running; the next reset() reconnects"}
         observation, reward, done, metadata = self._unpack(result)
+        if not math.isfinite(reward):  # a NaN would poison the batch's advantages: this episode ends instead
+            return "", 0.0, False, True, {"error": f"the OpenEnv env's step gave reward {reward}, not a finite number"}
         return self._text(observation), reward, done, False, metadata
 
     def sample_random_action(self) -> str:

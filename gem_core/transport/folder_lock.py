@@ -27,7 +27,8 @@ def lock_folder(folder: Path, lock_name: str, *, what: str, why: str, error: typ
 
     Raises:
         GemError: ``error``, when ``folder`` is a file, or another process (or another owner in this one) holds
-            it, or its lock file is a symbolic link or not this user's own regular file.
+            it, or its lock file is a symbolic link or not this user's own regular file, or the folder or its lock
+            file cannot be made (a read-only folder, a full disk).
     """
     if folder.exists() and not folder.is_dir():
         raise error(f"{what} {folder} is a file, not a folder: give a folder (created if missing).")
@@ -35,7 +36,10 @@ def lock_folder(folder: Path, lock_name: str, *, what: str, why: str, error: typ
         import fcntl
     except ImportError:  # no flock on this platform: unlocked
         fcntl = None  # type: ignore[assignment]  # the module or None: typeshed has no optional-module type
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as problem:  # a read-only parent, a full disk: the run is refused naming the folder and why
+        raise error(f"{what} {folder} cannot be made ({problem.strerror or problem}): give a folder this run can write.") from None
     if fcntl is None:
         return None
     path = folder / lock_name
@@ -100,7 +104,11 @@ def _open_lock_file(path: Path, what: str, error: type[GemError]) -> int:
         if problem.errno == errno.ELOOP:
             raise error(f"The lock file {path} is a symbolic link: a run would write its pid into the link's target; "
                         f"refused. {fix[0].upper()}{fix[1:]}.") from None
-        raise
+        if problem.errno == errno.EISDIR:  # a directory cannot be opened for writing: refused as a FIFO is
+            raise error(f"The lock file {path} is not a regular file; refused. {fix[0].upper()}{fix[1:]}.") from None
+        # a read-only folder, a full disk: the run could not lock its folder, so it is refused saying why
+        raise error(f"{what} {path.parent}: its lock file {path} cannot be made ({problem.strerror or problem}); "
+                    f"give a {what} this run can write.") from None
     info = os.fstat(fd)
     why = None
     if not stat.S_ISREG(info.st_mode):

@@ -38,6 +38,7 @@ from gem_core.env import Env, StepResult
 from gem_core.errors import DependencyNotInstalled, InvalidArgument, ResetNeeded, StartFailed, UsageError
 from gem_core.placement import make_env
 from gem_core.settings import environment_value
+from gem_core.vector.calls import check_amount, check_count
 
 # make_env is the placement entry point (gem_core.placement), named here too where the README points.
 __all__ = ["RayEnv", "RayEnvPool", "connect_ray", "default_env_pool", "make_in_default_pool", "make_env", "pool_options_from_environment"]
@@ -374,16 +375,20 @@ def pool_options_from_environment() -> dict[str, Any]:
     ``{"gem_env": 1}``); the one place that reads them.
 
     Raises:
-        InvalidArgument: if a variable is not a number, or ``$GEM_RAY_ENV_RESOURCES`` not a JSON object.
+        InvalidArgument: if a variable is not a number, or ``$GEM_RAY_ENV_RESOURCES`` not a JSON object, or one
+            is out of range (actors from 1; CPUs and resource amounts finite, from 0), naming the variable:
+            Ray would otherwise fail on it only when the pool starts, far from the typo.
     """
     options: dict[str, Any] = {}
     for variable, key, kind in (("GEM_RAY_ENV_ACTORS", "num_actors", int), ("GEM_RAY_ENV_CPUS", "num_cpus", float)):
         value = environment_value(variable)
         if value:
             try:
-                options[key] = kind(value)
+                number = kind(value)
             except ValueError:
                 raise InvalidArgument(f"{variable} must be a number ({key}), got {value!r}.") from None
+            options[key] = (check_count(variable, number) if kind is int
+                            else check_amount(variable, number, "CPUs per actor", zero_allowed=True))
     value = environment_value("GEM_RAY_ENV_RESOURCES")
     if value:
         try:
@@ -392,7 +397,8 @@ def pool_options_from_environment() -> dict[str, Any]:
             resources = None
         if not isinstance(resources, dict):
             raise InvalidArgument(f'GEM_RAY_ENV_RESOURCES must be a JSON object such as {{"gem_env": 1}}, got {value!r}.')
-        options["resources"] = resources
+        options["resources"] = {name: check_amount(f"GEM_RAY_ENV_RESOURCES[{name!r}]", amount, "units", zero_allowed=True)
+                                for name, amount in resources.items()}
     options.setdefault("num_actors", 2)
     return options
 

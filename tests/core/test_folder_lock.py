@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 
 import pytest
@@ -49,3 +50,28 @@ def test_a_lock_file_removed_by_its_holder_after_it_was_opened_is_not_the_one_ta
     with pytest.raises(InvalidArgument, match="is in use by"):
         take(tmp_path)
     release_folder(tmp_path, LOCK, second)
+
+
+def test_a_lock_file_that_is_a_directory_is_refused_naming_it(tmp_path):
+    (tmp_path / LOCK).mkdir()
+    with pytest.raises(InvalidArgument, match=f"The lock file {tmp_path / LOCK} is not a regular file; refused. Remove it"):
+        take(tmp_path)
+
+
+@pytest.mark.parametrize("number", [errno.EACCES, errno.ENOSPC, errno.EROFS])
+def test_a_lock_file_that_cannot_be_made_is_refused_naming_the_folder_and_the_reason(tmp_path, monkeypatch, number):
+    def refuse(*args, **kwargs):
+        raise OSError(number, os.strerror(number))
+
+    monkeypatch.setattr(folder_lock.os, "open", refuse)
+    with pytest.raises(InvalidArgument, match=f"folder {tmp_path}: its lock file {tmp_path / LOCK} cannot be made .*{os.strerror(number)}"):
+        take(tmp_path)
+
+
+def test_a_folder_that_cannot_be_made_is_refused_naming_it_and_the_reason(tmp_path, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+
+    monkeypatch.setattr(folder_lock.Path, "mkdir", refuse)
+    with pytest.raises(InvalidArgument, match=f"folder {tmp_path / 'out'} cannot be made .*{os.strerror(errno.EACCES)}"):
+        take(tmp_path / "out")

@@ -88,6 +88,20 @@ register(
 )
 
 
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_a_step_whose_reward_is_not_finite_ends_the_episode_with_the_error(bad):
+    class NotFinite(Double):
+        def step(self, action, timeout_s=None, **kwargs):
+            return DoubleObservation(prompt="?", done=True, reward=bad)
+
+    env = OpenEnvEnv(NotFinite, DoubleAction, action_field="answer", observation_field="prompt")
+    env.reset(seed=0)
+    observation, reward, terminated, truncated, info = env.step("2")
+    assert (observation, reward, terminated, truncated) == ("", 0.0, False, True)
+    assert f"reward {bad}" in info["error"] and "not a finite number" in info["error"]
+    env.close()
+
+
 def test_an_openenv_env_through_make():
     env = make("openenv:Double-v0")
     observation, _ = env.reset(seed=3)

@@ -86,15 +86,19 @@ def pool_size_from_environment(default: int = 4) -> int:
     """``$GEM_SANDBOX_POOL``: warm workers kept per pool (``default`` if unset).
 
     Raises:
-        InvalidArgument: if ``$GEM_SANDBOX_POOL`` is not a whole number.
+        InvalidArgument: if ``$GEM_SANDBOX_POOL`` is not a whole number from 0 (a negative one is a typo, not
+            a request for none: it is refused, not clamped).
     """
     value = environment_value("GEM_SANDBOX_POOL")
     if value is None:
         return default
     try:
-        return max(0, int(value))
+        size = int(value)
     except ValueError:
-        raise InvalidArgument(f"GEM_SANDBOX_POOL must be a whole number of workers, got {value!r}.") from None
+        size = -1
+    if size < 0:
+        raise InvalidArgument(f"GEM_SANDBOX_POOL must be a whole number of workers (0 or more), got {value!r}.")
+    return size
 
 
 @dataclass(frozen=True)

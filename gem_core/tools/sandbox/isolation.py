@@ -295,13 +295,14 @@ def resolve_mode(mode: str | None = None, python: str = sys.executable) -> str:
     """The mode to run in: ``mode``, else ``$GEM_SANDBOX``, else ``"bwrap"``; checked to work here.
 
     Raises:
-        ValueError: for an unknown mode.
+        InvalidArgument: for an unknown mode (naming ``$GEM_SANDBOX`` when it came from there).
         SandboxUnavailableError: if the mode cannot run on this machine. Nothing falls back silently
             to a weaker mode: the caller must ask for it.
     """
     chosen = mode or mode_from_environment() or "bwrap"
-    if chosen not in MODES:
-        raise InvalidArgument(f"Unknown sandbox mode {chosen!r}: expected one of {', '.join(MODES)}.")
+    if chosen not in MODES:  # a typo in the environment is fixed there: the message says where it came from
+        source = "" if mode else " (from $GEM_SANDBOX)"
+        raise InvalidArgument(f"Unknown sandbox mode {chosen!r}{source}: expected one of {', '.join(MODES)}.")
     reason = probe_cached(chosen, python)
     if reason is not None:
         raise SandboxUnavailableError(

@@ -311,3 +311,71 @@ def test_a_skyrl_task_as_an_adapter_dataset_label_plays_through_episode_session_
     expected, _ = skyrl_rewards("gsm8k_multi_turn", row, None, actions)
     assert trajectory.rewards == expected and expected[-1] == 1.0 and 0 < expected[0] < 1
     assert sum(trajectory.token_rewards) == pytest.approx(sum(expected))  # per-turn rewards on the turns' last tokens
+
+
+METRICS_RAISE = {"observations": [], "reward": 1.0, "done": True, "metadata": {}}  # its env's get_metrics raises
+
+
+@pytest.mark.parametrize("output", [
+    {"observations": [], "reward": "high", "done": True, "metadata": {}},
+    {"observations": [], "reward": [1.0, 2.0], "done": True, "metadata": {}},
+    {"observations": [], "reward": float("nan"), "done": True, "metadata": {}},
+    {"observations": [], "reward": 1.0, "done": False, "metadata": [1, 2]},
+    METRICS_RAISE,
+    ("obs", 1.0, True, {}),
+    None,
+])
+def test_a_broken_env_s_step_output_ends_its_episode_with_the_error(output):
+    from skyrl_gym.envs.base_text_env import BaseTextEnv
+
+    closed = []
+
+    class Broken(BaseTextEnv):
+        def __init__(self, env_config=None, extras=None):
+            super().__init__()
+
+        def init(self, prompt):
+            return prompt, {}
+
+        def step(self, action):
+            return output
+
+        def get_metrics(self):
+            if output is METRICS_RAISE:
+                raise ZeroDivisionError("metrics bug")
+            return {}
+
+        def close(self):
+            closed.append(True)
+
+    skyrl_gym.register(id="test_broken_output", entry_point=Broken)
+    try:
+        env = make("skyrl:test_broken_output", row={"prompt": QUESTION})
+        env.reset(seed=0)
+        observation, reward, terminated, truncated, info = env.step("answer")
+        assert (observation, reward, terminated, truncated) == ("", 0.0, False, True)
+        assert info["error"].startswith("skyrl:test_broken_output: step ") and closed == [True]
+        env.close()
+    finally:
+        skyrl_gym.envs.registration.deregister("test_broken_output")
+
+
+@pytest.mark.parametrize("result", [("hi", ["not", "a", "dict"]), (12345, {}), None])
+def test_a_broken_env_s_init_output_is_refused_naming_the_env(result):
+    from skyrl_gym.envs.base_text_env import BaseTextEnv
+
+    class Broken(BaseTextEnv):
+        def __init__(self, env_config=None, extras=None):
+            super().__init__()
+
+        def init(self, prompt):
+            return result
+
+    skyrl_gym.register(id="test_broken_init", entry_point=Broken)
+    try:
+        env = make("skyrl:test_broken_init", row={"prompt": QUESTION})
+        with pytest.raises(SkyRLTaskError, match=r"skyrl:test_broken_init: its init\(prompt\) must give back"):
+            env.reset(seed=0)
+        env.close()
+    finally:
+        skyrl_gym.envs.registration.deregister("test_broken_init")

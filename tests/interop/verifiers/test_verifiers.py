@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -19,6 +20,8 @@ from gem_core.rollout import run_episode  # noqa: E402
 from gem_core.testing import ScriptedPolicy, make_tokenizer  # noqa: E402
 
 SINGLE_TURN = '''
+import asyncio
+
 import verifiers.v1 as vf
 
 
@@ -33,6 +36,10 @@ class SumTask(vf.Task[SumData, vf.State, vf.TaskConfig]):
 
     @vf.reward(weight=0.5)
     async def brief(self, trace) -> float:
+        if trace.last_reply == "hang":  # a judge that never answers
+            await asyncio.sleep(60)
+        if trace.last_reply in ("nan", "inf"):
+            return float(trace.last_reply)
         return 1.0 if len(trace.last_reply) <= 3 else 0.0
 
     @vf.metric
@@ -154,6 +161,26 @@ def test_a_task_whose_scoring_raises_ends_that_episode_only(modules):
     assert "verifiers:gem_test_sum: scoring raised TaskError" in info["error"] and "grader crashed" in info["error"]
     env.reset(options={"index": 0})
     assert env.step("3")[1:3] == (1.5, True)  # the next episode plays
+
+
+def test_a_task_whose_scoring_hangs_ends_that_episode_after_max_step_seconds(modules):
+    env = make("verifiers:gem_test_sum")
+    env.max_step_seconds = 0.2
+    env.reset(seed=0)
+    started = time.monotonic()
+    observation, reward, terminated, truncated, info = env.step("hang")
+    assert time.monotonic() - started < 10
+    assert (reward, terminated, truncated) == (0.0, False, True)
+    assert "verifiers:gem_test_sum: scoring took longer than max_step_seconds=0.2" in info["error"]
+
+
+@pytest.mark.parametrize("reply", ["nan", "inf"])
+def test_a_task_whose_reward_is_not_finite_ends_that_episode_with_the_error(modules, reply):
+    env = make("verifiers:gem_test_sum")
+    env.reset(seed=0)
+    observation, reward, terminated, truncated, info = env.step(reply)
+    assert (reward, terminated, truncated) == (0.0, False, True)
+    assert "verifiers:gem_test_sum: the reward is" in info["error"] and "not a finite number" in info["error"]
 
 
 def gem_first_step_reward(env_id: str, seed: int, reply: str) -> float:
