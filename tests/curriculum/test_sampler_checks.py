@@ -23,7 +23,7 @@ def test_seed_start_must_be_a_whole_number_of_at_least_zero(seed_start):
 
 @pytest.mark.parametrize("kwargs,message", [
     ({"nope": 1}, "unexpected keyword argument 'nope'"),
-    ({"max_number": "abc"}, "not supported between instances"),
+    ({"max_number": "abc"}, "max_number='abc' must be a whole number"),
     ({"min_number": 5, "max_number": 2}, "must be below max_number"),
 ])
 def test_kwargs_the_env_refuses_fail_when_the_sampler_is_made_naming_the_task_and_the_registered_kwargs(kwargs, message):

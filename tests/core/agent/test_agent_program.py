@@ -18,6 +18,7 @@ import pytest
 pytest.importorskip("openai")
 pytest.importorskip("uvicorn")
 
+from ci_guard import needs, skip_unless_ci  # noqa: E402
 from gem_core.agent.endpoint import AgentEndpoint  # noqa: E402
 from gem_core.agent.program import AgentProgram, TaskSetup  # noqa: E402
 from gem_core.errors import GemError, InvalidArgument, InvalidArgumentType  # noqa: E402
@@ -564,7 +565,7 @@ def _pid_namespace_available():
     return getattr(program, "_pid_namespace_bwrap", lambda: True)() is not None
 
 
-@pytest.mark.skipif(not _pid_namespace_available(), reason="bubblewrap cannot make a PID namespace here")
+@needs(_pid_namespace_available(), "bubblewrap cannot make a PID namespace here")
 def test_a_process_that_left_the_agents_session_ends_with_the_run(endpoint, tmp_path):
     """A child that called setsid left the agent's process group, which was all a run killed; once the agent exited it
     was init's, out of any tree: it ran on after the run (here for 1000 s). In a PID namespace of its own, everything
@@ -581,7 +582,7 @@ def test_a_process_that_left_the_agents_session_ends_at_the_time_limit(endpoint,
     """Without a PID namespace the run walks the agent's process tree (by parent pid) and its group, stopping each
     process before it looks for its children: a child in a session of its own, and its own children, end too."""
     if namespace and not _pid_namespace_available():
-        pytest.skip("bubblewrap cannot make a PID namespace here")
+        skip_unless_ci("bubblewrap cannot make a PID namespace here")
     if not namespace:
         from gem_core.agent import program
 
