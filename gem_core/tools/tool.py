@@ -10,11 +10,10 @@ model's sake: a bad call, a failing program or an unreachable server is an obser
 from __future__ import annotations
 
 import asyncio
-import numbers
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from gem_core.errors import InvalidArgument
+from gem_core.vector.calls import check_count
 
 __all__ = ["Tool", "ToolCall", "ToolResult", "SyncTool", "check_count_from_zero", "without_lone_surrogates"]
 
@@ -122,11 +121,9 @@ def check_count_from_zero(name: str, value: Any) -> int:
     """Option ``name``, a count that may be 0 (retries, reconnects, tool calls), checked when the tool (or
     :class:`~gem_core.wrappers.tools.ToolUse`) is made: a text, a float or None would otherwise fail every
     call, and a negative count allow none at all.
-    (:func:`gem_core.vector.calls.check_count` is its sibling for counts from 1.)
+    (:func:`gem_core.vector.calls.check_count` with ``least=0``.)
 
     Raises:
         InvalidArgument: if it is not a whole number of at least 0.
     """
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-        raise InvalidArgument(f"{name}={value!r:.80} must be a whole number of at least 0.")
-    return int(value)
+    return check_count(name, value, least=0)

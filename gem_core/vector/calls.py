@@ -214,18 +214,18 @@ def check_step_timeout(step_timeout: Any) -> float | None:
     return None if step_timeout is None else check_amount("step_timeout", step_timeout, "seconds", none_means="no limit")
 
 
-def check_count(name: str, value: Any, *, most: int | None = None, none_means: str | None = None) -> int:
+def check_count(name: str, value: Any, *, least: int = 1, most: int | None = None, none_means: str | None = None) -> int:
     """Option ``name``, a count of workers, threads or steps, checked when the backend is made: a whole
-    number from 1 (to ``most``). A bool, a float or a text is refused, where ``value or default`` would
-    have read 0 as the default and a range check raised a bare TypeError. ``none_means`` says, in the
-    message, what None would mean where the caller takes it.
+    number from ``least`` (1; 0 for retries, reconnects, tool calls) to ``most``. A bool, a float or a text
+    is refused, where ``value or default`` would have read 0 as the default and a range check raised a bare
+    TypeError. ``none_means`` says, in the message, what None would mean where the caller takes it.
 
     Raises:
         InvalidArgument: if it is not a whole number in range.
     """
-    count = int(value) if isinstance(value, numbers.Integral) and not isinstance(value, bool) else 0
-    if count < 1 or (most is not None and count > most):
-        span = "at least 1" if most is None else f"between 1 and {most}"
+    count = int(value) if isinstance(value, numbers.Integral) and not isinstance(value, bool) else None
+    if count is None or count < least or (most is not None and count > most):
+        span = f"at least {least}" if most is None else f"between {least} and {most}"
         also = f", or None for {none_means}" if none_means is not None else ""
         raise InvalidArgument(f"{name}={value!r:.80} must be a whole number {span}{also}.")
     return count
