@@ -16,7 +16,9 @@ import contextvars
 import functools
 import math
 import numbers
+import operator
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -35,7 +37,7 @@ class SamplingParams:
     max_new_tokens: int = 256
     """Most tokens to sample in one turn (the runner may lower it to respect ``max_total_tokens``)."""
     temperature: float = 1.0
-    """Softmax temperature; 0 means greedy decoding."""
+    """Softmax temperature; 0 means greedy decoding (a positive one is at least 1e-5)."""
     top_p: float = 1.0
     """Nucleus sampling mass; 1.0 turns it off."""
     top_k: int = 0
@@ -46,21 +48,58 @@ class SamplingParams:
 
     def __post_init__(self) -> None:
         """Refuse what no backend can sample with, here rather than mid-run: ``max_new_tokens=-3`` and
-        ``temperature=-1`` were played, and 1.5 tokens failed deep in a slice. Numpy numbers (from a config)
-        become Python ones.
+        ``temperature=-1`` were played, and 1.5 tokens failed deep in a slice; ``temperature=1e-300`` overflowed
+        the logits divided by it (a raw error from torch's sampler), stop id ``"x"`` failed inside ``generate``
+        and stop id -1 never stopped; counts past 32 bits overflow the integers backends keep them in. Numpy
+        numbers (from a config) become Python ones, and the stop ids a list of its own.
 
         Raises:
             InvalidArgument: a field out of its range (the message names it).
         """
-        if _whole(self.max_new_tokens) is None or self.max_new_tokens < 0:
-            raise InvalidArgument(f"SamplingParams.max_new_tokens={self.max_new_tokens!r} must be a whole number of at least 0.")
-        if _whole(self.top_k) is None or self.top_k < 0:
-            raise InvalidArgument(f"SamplingParams.top_k={self.top_k!r} must be a whole number of at least 0 (0: off).")
+        if _whole(self.max_new_tokens) is None or not 0 <= self.max_new_tokens <= _MAX_COUNT:
+            raise InvalidArgument(f"SamplingParams.max_new_tokens={self.max_new_tokens!r} must be a whole number from 0 to {_MAX_COUNT}.")
+        if _whole(self.top_k) is None or not 0 <= self.top_k <= _MAX_COUNT:
+            raise InvalidArgument(
+                f"SamplingParams.top_k={self.top_k!r} must be a whole number from 0 to {_MAX_COUNT} (0: off; a k past the "
+                "vocabulary keeps every token, as 0 does)."
+            )
         self.max_new_tokens, self.top_k = int(self.max_new_tokens), int(self.top_k)
         if not _real(self.temperature) or not 0 <= self.temperature < math.inf:
             raise InvalidArgument(f"SamplingParams.temperature={self.temperature!r} must be a finite number of at least 0 (0: greedy).")
+        if 0 < self.temperature < _MIN_TEMPERATURE:
+            raise InvalidArgument(
+                f"SamplingParams.temperature={self.temperature!r} is too small to sample with (the logits divided by it "
+                f"overflow); use 0 for greedy decoding, or a temperature of at least {_MIN_TEMPERATURE:g}."
+            )
         if not _real(self.top_p) or not 0 <= self.top_p <= 1:
             raise InvalidArgument(f"SamplingParams.top_p={self.top_p!r} must be a number in [0, 1] (1: off).")
+        if self.stop_token_ids is not None:
+            self.stop_token_ids = _stop_ids(self.stop_token_ids)
+
+
+_MAX_COUNT = 2**31 - 1
+"""The largest ``max_new_tokens`` and ``top_k`` :class:`SamplingParams` takes: vLLM and SGLang keep them in 32-bit integers."""
+
+_MIN_TEMPERATURE = 1e-5
+"""The smallest positive sampling temperature (vLLM's: below it vLLM samples greedily); 0 is greedy decoding.
+Logits divided by ``1e-300`` overflow to infinities, which torch's sampler refuses."""
+
+
+def _stop_ids(value: Any) -> list[int]:
+    """``stop_token_ids`` as a list of Python ints of at least 0, or the error that names the field."""
+    fix = "give a list of token ids (whole numbers of at least 0), e.g. [tokenizer.eos_token_id], or None for the defaults"
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise InvalidArgument(f"SamplingParams.stop_token_ids={value!r:.60} is not a list of ids; {fix}.")
+    ids = list(value)
+    try:
+        if any(isinstance(t, bool) for t in ids):  # operator.index takes True as 1: a mask passed for ids
+            raise TypeError
+        ids = list(map(operator.index, ids))  # numpy or torch ids become ints; floats and text are refused
+    except TypeError:
+        raise InvalidArgument(f"SamplingParams.stop_token_ids={ids!r:.60} holds something other than whole numbers; {fix}.") from None
+    if ids and min(ids) < 0:
+        raise InvalidArgument(f"SamplingParams.stop_token_ids={ids!r:.60} holds a negative id, which no token has (it never stops a turn); {fix}.")
+    return ids
 
 
 def _whole(value: Any) -> int | None:
@@ -104,9 +143,11 @@ class Generation:
 class Policy(Protocol):
     """Anything that samples one assistant turn from a prompt of token ids.
 
-    The runner also reads two optional attributes: ``accepts_images`` (:class:`ImagePolicy`) and
+    The runner also reads three optional attributes: ``accepts_images`` (:class:`ImagePolicy`),
     ``borrows_prompt_ids`` (True: the policy is done with ``prompt_ids`` when ``generate`` returns and keeps no
-    reference, so it is lent the episode's own context list, not a copy per turn; see :class:`BatchingPolicy`).
+    reference, so it is lent the episode's own context list, not a copy per turn; see :class:`BatchingPolicy`) and
+    ``vocab_size`` (the model's ids are below it: a sampled id at or above it is refused; without it only negative
+    ids are, since a model may have more rows than its tokenizer and samplers draw them).
     """
 
     async def generate(self, prompt_ids: list[int], sampling: SamplingParams) -> Generation:
@@ -239,6 +280,14 @@ class BatchingPolicy:
     #: Whether :meth:`sample_batch` takes ``images=`` (the runner then passes a vision context's images).
     accepts_images = False
 
+    #: The backend's token ids are those below it (the model's embedding rows, which may be more than the tokenizer's
+    #: length: Qwen's have padding rows a sampler can draw); None: unknown. :meth:`generate` refuses a prompt holding
+    #: an id below 0 or at or above it, and the runner a sampled one; set it where the backend knows its model.
+    vocab_size: int | None = None
+
+    #: The longest prompt the backend takes (the model's positions); None: unknown, unchecked.
+    max_prompt_tokens: int | None = None
+
     #: Whether :meth:`sample_batch` is done with its prompts when it returns (it keeps no reference to them). The
     #: runner then lends each episode's own context list rather than a copy per turn, and extends that list once
     #: the turn is sampled. Off here, so a backend written to keep its prompts (say, to log them) stays correct;
@@ -253,17 +302,50 @@ class BatchingPolicy:
         returns. A second copy of the whole context per turn, held until the round is served, cost drive mode 16%
         of its instructions at 2,000-id contexts (issue 46).
 
+        A malformed prompt (empty, an id outside :attr:`vocab_size`, longer than :attr:`max_prompt_tokens`) is refused
+        here, before it joins a round: in the round's one backend call it failed every request batched with it.
+
         Raises:
-            InvalidArgument: if ``images`` are given to a backend that does not take them.
+            InvalidArgument: if ``images`` are given to a backend that does not take them, or the prompt is malformed.
         """
         if sampling.max_new_tokens <= 0:
             return Generation(token_ids=[], logprobs=[], finish_reason="length")
         if images and not self.accepts_images:
             raise InvalidArgument(f"{type(self).__name__} cannot take image inputs; use a backend with accepts_images=True.")
+        self._check_prompt(prompt_ids)
         request = _Request(prompt_ids, sampling, asyncio.get_running_loop().create_future(), list(images or []) or None)
         self._pending.append(request)
         self._schedule()
         return await request.future
+
+    def _check_prompt(self, prompt_ids: list[int]) -> None:
+        """Refuse a prompt the backend cannot sample after. Its ids are read (min and max, ~30 ns an id: 1,000 times
+        what the other checks cost at a 2,000-id context) only for a backend that declares :attr:`vocab_size`, as a
+        model's does: the runner already refuses a negative sampled id, and the rest of a context is the tokenizer's."""
+        name = type(self).__name__
+        if len(prompt_ids) == 0:
+            raise InvalidArgument(
+                f"{name}.generate got an empty prompt: a turn is sampled after at least the chat template's generation "
+                "prompt; pass the episode's context ids (EpisodeSession.context_ids)."
+            )
+        limit = self.max_prompt_tokens
+        if limit is not None and len(prompt_ids) > limit:
+            raise InvalidArgument(
+                f"{name}.generate got a prompt of {len(prompt_ids)} ids, past the model's {limit} positions; bound the "
+                f"episode with max_total_tokens={limit} (or less) so its context fits."
+            )
+        vocab = self.vocab_size
+        if vocab is None:
+            return
+        try:
+            low, high = min(prompt_ids), max(prompt_ids)
+        except TypeError:
+            raise InvalidArgument(f"{name}.generate got a prompt holding something other than token ids; pass a list of ints.") from None
+        if low < 0 or high >= vocab:
+            raise InvalidArgument(
+                f"{name}.generate got a prompt holding id {low if low < 0 else high!r}, outside the model's vocabulary (ids "
+                f"from 0 to {vocab - 1}); encode the prompt with this model's tokenizer."
+            )
 
     def episode_finished(self) -> None:
         """One of ``num_episodes`` will ask for no more turns (a no-op without ``num_episodes``)."""
@@ -427,6 +509,7 @@ class TransformersPolicy(BatchingPolicy):
         self._lock = threading.Lock()
         self.kv_cache = PrefixKVCache(kv_cache_sequences, kv_cache_tokens)
         """The attention states kept between turns (see the class docstring)."""
+        self.vocab_size, self.max_prompt_tokens = _model_limits(model)
         self._kv_supported: bool | None = None  # decided on first use, from the model's cache layout
         self._weights_seen: tuple | None = None
 
@@ -652,6 +735,24 @@ class SampledLogprobs:
         if not picked:
             return torch.zeros(new_ids.shape, dtype=torch.float32)
         return torch.stack(picked, dim=1).cpu()
+
+
+def _model_limits(model: Any) -> tuple[int | None, int | None]:
+    """``(embedding rows, positions)`` of a ``transformers`` model, each None where the model does not say (a stand-in
+    model in a test): the bounds :meth:`BatchingPolicy.generate` checks a prompt against."""
+    config = getattr(model, "config", None)
+    text_config = getattr(config, "get_text_config", None)
+    if callable(text_config):  # a vision-language model's limits are its language model's
+        config = text_config()
+    vocab = None
+    try:
+        vocab = model.get_input_embeddings().num_embeddings  # the rows, which a resize_token_embeddings may have changed
+    except Exception:  # noqa: BLE001 - no embedding module to ask: the config says
+        pass
+    if type(vocab) is not int:
+        vocab = getattr(config, "vocab_size", None)
+    positions = getattr(config, "max_position_embeddings", None)
+    return (vocab if type(vocab) is int and vocab > 0 else None), (positions if type(positions) is int and positions > 0 else None)
 
 
 def _plain_kv_layout(model: Any) -> bool:

@@ -9,17 +9,23 @@ or its policy call, the others proceed; ``concurrency`` bounds how many are in f
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
 import inspect
+import logging
+import math
 import numbers
+import operator
+import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
-from gem_core.errors import DependencyNotInstalled, GemError, InvalidArgument
+from gem_core.env import ENV_THREADS
+from gem_core.errors import DependencyNotInstalled, GemError, InvalidArgument, InvalidArgumentType
 from gem_core.protocols import Tokenizer
 from gem_core.rollout.chat_template import ChatTemplate
 from gem_core.rollout.options import EpisodeOptions, episode_options
-from gem_core.rollout.policy import ImagePolicy, Policy, SamplingParams, default_stop_token_ids
+from gem_core.rollout.policy import Generation, ImagePolicy, Policy, SamplingParams, default_stop_token_ids
 from gem_core.rollout.policy_version import GenerationInterrupted
 from gem_core.rollout.session import EpisodeSession
 from gem_core.rollout.trajectory import TokenTrajectory
@@ -28,6 +34,8 @@ __all__ = ["EnvFactory", "EpisodeArgumentError", "run_episode", "run_episodes", 
 
 EnvFactory = str | Callable[[], Any]
 """What :func:`run_episodes` builds envs from: a registered env id, or a function returning a new env."""
+
+logger = logging.getLogger("gem.rollout")
 
 
 async def run_episode(
@@ -100,10 +108,12 @@ async def _play(session: EpisodeSession, policy: Policy, sampling: SamplingParam
 
     A turn whose generation a weight update aborted (:class:`GenerationInterrupted`) is asked for again
     from the same context: the env was not stepped for it, so it is stepped once, with what the new
-    weights sampled.
+    weights sampled. A malformed generation raises, naming the policy (:func:`_sampled_ids`).
     """
     # A policy that reads the prompt only until its turn is sampled is lent the session's own list, not a copy per turn.
     borrows = getattr(policy, "borrows_prompt_ids", False) is True
+    vocab = getattr(policy, "vocab_size", None)
+    vocab = vocab if type(vocab) is int and vocab > 0 else None
     # The last turn's prompt, its length then and its first sampled id: what the policy keeps states under. Not the
     # session's context: with history="as_rendered" that is the re-rendered conversation, which the kept states never saw.
     last: tuple[list[int], int, list[int]] | None = None
@@ -120,17 +130,79 @@ async def _play(session: EpisodeSession, policy: Policy, sampling: SamplingParam
                     generation = await policy.generate(context, turn_sampling)
             except GenerationInterrupted:
                 continue
+            ids = _sampled_ids(generation, policy, vocab, turn_sampling.max_new_tokens)
             # Before the step: a borrowed list is extended in place by it (a copy now would be one per turn).
-            last = (context, len(context), list(generation.token_ids[:1]))
-            await session.step(
-                generation.token_ids, logprobs=generation.logprobs, finish_reason=generation.finish_reason,
-                versions=generation.versions,
-            )
+            last = (context, len(context), list(ids[:1]))
+            await session.step(ids, logprobs=generation.logprobs, finish_reason=generation.finish_reason, versions=generation.versions)
     except BaseException:
         _release(policy, last)  # a failed or cancelled episode ends here too: its states would be held for good
         raise
     if session.done:  # not before a fork (run_branched_episode): the branches continue from these states
         _release(policy, last)
+
+
+_INTS = frozenset({int})
+
+
+def _sampled_ids(generation: Any, policy: Policy, vocab: int | None, budget: int) -> list[int]:
+    """The sampled ids of a well-formed generation (Python ints), or the error that names the policy.
+
+    The policy's fault is raised, as the policy's own errors are: None or a tuple crashed far from the cause (a
+    raw AttributeError), a negative id with a raw OverflowError, and bool ids, an id past the model's vocabulary,
+    a NaN log-prob or a turn past its ``max_new_tokens`` were recorded for a trainer to choke on. An env's fault ends
+    only its episode (``info["error"]``, counted as an env error); a policy's would repeat on every episode.
+    ``vocab`` is the policy's declared ``vocab_size`` (None: ids are only checked to be at least 0; a model may
+    have more rows than its tokenizer, and samplers draw them). A few passes over the turn's ids in C.
+    """
+    if not isinstance(generation, Generation):
+        raise InvalidArgumentType(
+            f"{type(policy).__name__}.generate returned a {type(generation).__name__}, not a Generation; return "
+            "Generation(token_ids=..., logprobs=..., finish_reason=...)."
+        )
+    ids = generation.token_ids
+    try:
+        kinds = set(map(type, ids))
+    except TypeError:
+        raise InvalidArgumentType(
+            f"{type(policy).__name__}.generate returned token_ids of type {type(ids).__name__}; return a list of ints."
+        ) from None
+    if not kinds <= _INTS:  # numpy or torch ints become ints; bools (operator.index takes True as 1), floats and text do not
+        try:
+            if bool in kinds:
+                raise TypeError
+            ids = list(map(operator.index, ids))
+        except TypeError:
+            raise InvalidArgumentType(
+                f"{type(policy).__name__}.generate returned token ids of type {', '.join(sorted(k.__name__ for k in kinds))}; "
+                "return the sampled ids as ints."
+            ) from None
+    if len(ids) > budget:
+        raise InvalidArgument(
+            f"{type(policy).__name__}.generate returned {len(ids)} token ids for a turn of max_new_tokens={budget}; a policy "
+            "samples at most sampling.max_new_tokens ids."
+        )
+    if ids:
+        low = min(ids)
+        if low < 0 or (vocab is not None and max(ids) >= vocab):
+            bound = "at least 0" if vocab is None else f"from 0 to {vocab - 1} (its vocab_size)"
+            raise InvalidArgument(
+                f"{type(policy).__name__}.generate returned token id {low if low < 0 else max(ids)}; the policy's ids are {bound}."
+            )
+    logprobs = generation.logprobs
+    if logprobs is not None:
+        try:
+            total = sum(logprobs)  # a NaN or an infinity reaches the sum
+        except TypeError:
+            raise InvalidArgumentType(
+                f"{type(policy).__name__}.generate returned log-probs that are not all numbers; return one float per token id."
+            ) from None
+        if not math.isfinite(total):
+            first = next((x for x in logprobs if not math.isfinite(x)), total)
+            raise InvalidArgument(
+                f"{type(policy).__name__}.generate returned a log-prob of {first}; log-probs are finite (one NaN or "
+                "infinity makes the importance ratios of the whole batch NaN)."
+            )
+    return ids
 
 
 def _release(policy: Policy, last: tuple[list[int], int, list[int]] | None) -> None:
@@ -286,12 +358,15 @@ async def run_episodes(
         try:
             async with limit:
                 env = factory()
-                try:
-                    return await run_episode(env, policy, tokenizer, seed=seed, **run_episode_kwargs)
-                finally:
-                    env.close()
-                    if bar is not None:
-                        bar.update(1)
+                with ENV_THREADS.watching() as threads:  # the env's calls in pool threads, which a cancel leaves running
+                    try:
+                        return await run_episode(env, policy, tokenizer, seed=seed, **run_episode_kwargs)
+                    finally:
+                        try:
+                            await _close_when_idle(env, threads)
+                        finally:
+                            if bar is not None:
+                                bar.update(1)
         finally:  # a batching policy's rounds must not wait for an episode that asks for nothing more
             if finished is not None:
                 finished()
@@ -304,6 +379,67 @@ async def run_episodes(
 
 
 _OPTION_FIELDS = tuple(f.name for f in dataclasses.fields(EpisodeOptions))
+
+#: The longest a cancelled episode waits for its env's call still running in a pool thread (or the env's own
+#: ``max_step_seconds``, if less) before it lets the cancel through and leaves the close to that call's end.
+_CANCEL_WAIT_SECONDS = 30.0
+
+
+async def _close_when_idle(env: Any, threads: list[concurrent.futures.Future[Any]]) -> None:
+    """Close ``env`` once no pool thread runs a call on it.
+
+    A cancel stops the episode's await, not the thread running the env's step (nothing can): the env was closed
+    under that step, which then ran on a closed env, and run_episodes returned with the thread still busy. So the
+    close waits for such a call, up to the env's ``max_step_seconds`` (the longest it declares a step takes, at most
+    :data:`_CANCEL_WAIT_SECONDS`); a call still running then, or a second cancel, ends the wait, and the call closes
+    the env itself when it returns, never before.
+    """
+    running = [future for future in threads if not future.done()]
+    if running:
+        waits = [asyncio.wrap_future(future) for future in running]
+        try:
+            await asyncio.wait(waits, timeout=_wait_bound(env))
+        except BaseException:  # cancelled again while waiting: the close is left to the calls' end
+            _close_after(env, [future for future in running if not future.done()])
+            raise
+        finally:
+            for wait in waits:  # a call that returns later must not post to this loop, which may be closed by then
+                wait.cancel()
+        running = [future for future in running if not future.done()]
+        if running:
+            _close_after(env, running)
+            return
+    env.close()
+
+
+def _wait_bound(env: Any) -> float:
+    declared = getattr(env, "max_step_seconds", None)
+    if isinstance(declared, numbers.Real) and not isinstance(declared, bool) and 0 <= float(declared) < math.inf:
+        return min(float(declared), _CANCEL_WAIT_SECONDS)
+    return 1.0  # Env's default max_step_seconds
+
+
+def _close_after(env: Any, running: list[concurrent.futures.Future[Any]]) -> None:
+    """Close ``env`` in the thread of the last of ``running`` to return (at once if none runs)."""
+    if not running:
+        env.close()
+        return
+    left = [len(running)]
+    lock = threading.Lock()
+
+    def returned(_: concurrent.futures.Future[Any]) -> None:
+        with lock:
+            left[0] -= 1
+            if left[0]:
+                return
+        try:
+            env.close()
+        except Exception as exc:  # noqa: BLE001 - no caller is left to hear it
+            logger.warning("Closing %s after its call in an env thread returned failed: %s: %s", type(env).__name__, type(exc).__name__, exc)
+
+    for future in running:
+        future.add_done_callback(returned)
+
 
 _T = TypeVar("_T")
 
