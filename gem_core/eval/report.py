@@ -182,10 +182,29 @@ def bootstrap_mean_ci(
     if data.size == 1 or np.all(data == data[0]):
         return float(data[0]), float(data[0])
     rng = np.random.default_rng(seed)
-    means = rng.choice(data, size=(resamples, data.size), replace=True).mean(axis=1)
+    scale = _sum_scale(data)  # the draws depend on the size alone: scaled or not, the same resamples
+    means = rng.choice(data * scale, size=(resamples, data.size), replace=True).mean(axis=1)
     alpha = (1.0 - level) / 2.0
-    low, high = np.quantile(means, [alpha, 1.0 - alpha])
+    with np.errstate(over="ignore"):  # a bound scaled back past the largest float is clipped to the data
+        low, high = np.quantile(means, [alpha, 1.0 - alpha]) / scale
+    if scale != 1.0:
+        low, high = np.clip([low, high], data.min(), data.max())
     return float(low), float(high)
+
+
+def _sum_scale(data: np.ndarray) -> float:
+    """1.0, or the power of two that brings every value of ``data`` below 1 when their sum could pass the
+    largest float.
+
+    Finite returns of 1e308 sum to inf, though their mean is finite: a report with an infinite mean or interval
+    could not be saved (JSON has no inf) after all its episodes had run. Scaling by a power of two is exact, so
+    the mean and interval of the scaled values, scaled back, are what they would be without the overflow;
+    values that cannot overflow are not scaled, and keep the very numbers they had.
+    """
+    peak = float(np.max(np.abs(data)))
+    if math.isfinite(peak * data.size):
+        return 1.0
+    return math.ldexp(1.0, -math.frexp(peak)[1])
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -257,8 +276,16 @@ class EnvSummary:
 
 
 def _mean(values: Iterable[float]) -> float | None:
-    values = list(values)
-    return float(np.mean(values)) if values else None
+    data = np.asarray(list(values), dtype=float)
+    if data.size == 0:
+        return None
+    scale = _sum_scale(data)
+    if scale == 1.0:
+        return float(np.mean(data))
+    # Scaled back, a mean that rounded up to the largest float's next power of two would be inf: the mean
+    # of the values lies between the least and the greatest of them, where it is finite.
+    with np.errstate(over="ignore"):
+        return float(np.clip(np.mean(data * scale) / scale, data.min(), data.max()))
 
 
 def summarize_env(env_id: str, records: Sequence[EpisodeRecord], episodes_requested: int, samples: int = 1) -> EnvSummary:

@@ -29,6 +29,13 @@ __all__ = ["CacheUnusable", "VerdictCache", "verdict_key"]
 
 logger = logging.getLogger("gem.judge")
 
+#: The cache files this process has found sound, by (device, inode, size, modification and change times):
+#: ``PRAGMA quick_check`` reads every page, seconds for a large cache, and ran for each Judge made on the file.
+#: A file replaced or written since (another inode, size or time; a reset mtime still moves the ctime) is
+#: checked again; a refused one is never kept here. A forked worker inherits what its parent checked.
+_CHECKED: set[tuple[int, ...]] = set()
+_CHECKED_LOCK = threading.Lock()
+
 
 def verdict_key(model: str, rubric_digest: str, prompt_version: str, task: str, reference: str | None, answer: str) -> str:
     """The cache key of one judgement (a SHA-256 hex digest of its inputs)."""
@@ -75,7 +82,7 @@ class VerdictCache:
 
     def check(self) -> None:
         """Refuse a cache file that cannot be used, before any judging starts. Opens and closes a connection, so
-        nothing is held across a fork.
+        nothing is held across a fork. The full read of its pages is done once per file (as it is now) and process.
 
         Raises:
             CacheUnusable: (an ``OSError``, naming the path and the fix) the path is a folder, not SQLite, a
@@ -100,13 +107,30 @@ class VerdictCache:
     def _readable(self, db: sqlite3.Connection) -> None:
         """A file that opens as SQLite may still fail every lookup (another program's ``verdicts`` table, damaged
         pages): each judgement would then be a reward of 0 and the judge never asked, so it is refused here."""
+        identity = self._identity()  # taken before the check: a change made during it is checked next time
         try:
             db.execute("SELECT key, model, reply FROM verdicts LIMIT 1").fetchall()
+            with _CHECKED_LOCK:
+                if identity is not None and identity in _CHECKED:
+                    return
             problems = [row[0] for row in db.execute("PRAGMA quick_check").fetchall()]
         except sqlite3.Error as exc:
             raise CacheUnusable(self._unusable(exc)) from None
         if problems != ["ok"]:
             raise CacheUnusable(self._unusable(sqlite3.DatabaseError(f"database disk image is malformed: {problems[0]}")))
+        if identity is not None:
+            with _CHECKED_LOCK:
+                _CHECKED.add(identity)
+
+    def _identity(self) -> tuple[int, ...] | None:
+        """Which file, in which state, the path names now (None when it cannot be told: then it is checked)."""
+        if self.path is None:
+            return None
+        try:
+            info = os.stat(self.path)
+        except (OSError, ValueError):
+            return None
+        return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns
 
     def _failed(self, exc: BaseException) -> None:
         # A cache is a saving, never a source of rewards: a file that breaks mid-run costs judge calls instead.
