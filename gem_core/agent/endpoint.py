@@ -314,6 +314,7 @@ class AgentEndpoint:
             http = LoopbackServer(
                 "gem-agent-endpoint", self.app(), port=self.port, body_timeout=self.config.body_timeout,
                 max_connections=self.config.max_connections, error_body=_guard_error_body,
+                max_connections_setting="AgentEndpointConfig.max_connections",
             )
             self.port = http.start()
             self._http = http

@@ -2,6 +2,6 @@
 
 import sys
 
-from gem_core.cli.command import main
+from gem_core.cli import main
 
 sys.exit(main())

@@ -7,7 +7,7 @@ and nobody is served, ``/health`` included; the token check never runs because t
 :class:`ConnectionGuard` adds what is missing:
 
 - **connection caps**, total and per client address, checked in the listening socket's ``accept``: a
-  connection over either cap is answered 503 (naming the flag to raise) and closed at once. A server whose
+  connection over either cap is answered 503 (naming the setting to raise) and closed at once. A server whose
   clients all share one address (a loopback server's agents) has no cap per address: it would be a lower
   total that one client fills for all, so such a server bounds each client's requests itself. The total
   is held under the process's open-file limit (whose soft value is raised to the hard one), so
@@ -135,11 +135,15 @@ class ConnectionGuard:
 
     ``error_body(status, detail)`` words the 503 and 408 the guard answers itself, so that they read like the
     app's own errors (an OpenAI client raises only on an OpenAI-shaped body); None: ``{"detail": ...}``, as ``gem serve``'s.
+    ``max_connections_setting`` is what the 503 past the total cap names as the way to raise it, as the server's
+    user sets it (a flag of a command, a config field of a server started in code); None names no setting.
     """
 
-    def __init__(self, limits: ConnectionLimits = ConnectionLimits(), *, error_body: Callable[[int, str], bytes] | None = None):
+    def __init__(self, limits: ConnectionLimits = ConnectionLimits(), *, error_body: Callable[[int, str], bytes] | None = None,
+                 max_connections_setting: str | None = "--max-connections"):
         self.limits = limits
         self.error_body = error_body or _detail_body
+        self.max_connections_setting = max_connections_setting
         _raise_open_file_limit()
         #: The total cap in force: ``limits.max_connections`` under the open-file limit.
         self.max_connections = open_file_budget(limits.max_connections)
@@ -155,7 +159,8 @@ class ConnectionGuard:
             return (f"this client already holds {per_client} connections to the server "
                     "(--max-connections-per-client); close some, or raise the limit")
         if self.total >= self.max_connections:
-            return f"the server holds its maximum of {self.max_connections} connections (--max-connections, open-file limit); retry later"
+            why = "open-file limit" if self.max_connections_setting is None else f"{self.max_connections_setting}, open-file limit"
+            return f"the server holds its maximum of {self.max_connections} connections ({why}); retry later"
         return None
 
     def _take(self, client: str) -> None:

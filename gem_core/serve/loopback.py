@@ -38,15 +38,19 @@ class LoopbackServer:
         max_connections: connections held at once by all clients together (lowered to fit the open-file limit).
         error_body: ``(status, detail)`` to the JSON body of the 503 and 408 the guard answers itself, worded
             like the app's own errors (None: ``{"detail": ...}``).
+        max_connections_setting: what the 503 past ``max_connections`` names as the way to raise it, as the owner's
+            users set it (e.g. ``"AgentEndpointConfig.max_connections"``); None: no setting (the owner has none to offer).
+            Not ``gem serve``'s flag: nobody starting a server in code can pass that.
     """
 
     def __init__(
         self, name: str, app: Any, *, port: int = 0, body_timeout: float, max_connections: int = ConnectionLimits.max_connections,
-        error_body: Callable[[int, str], bytes] | None = None,
+        error_body: Callable[[int, str], bytes] | None = None, max_connections_setting: str | None = None,
     ) -> None:
         self.name, self.app, self.port, self.body_timeout = name, app, port, body_timeout
         self.limits = ConnectionLimits(body_timeout=body_timeout, max_connections=max_connections, max_connections_per_client=None)
         self.error_body = error_body
+        self.max_connections_setting = max_connections_setting
         self.loop: LoopThread | None = None
         self._server: Any = None
         self._serving: Any = None
@@ -65,7 +69,7 @@ class LoopbackServer:
 
         if self.loop is not None:
             return self.port
-        guard = ConnectionGuard(self.limits, error_body=self.error_body)
+        guard = ConnectionGuard(self.limits, error_body=self.error_body, max_connections_setting=self.max_connections_setting)
         sock = guard.listen(listening_socket("127.0.0.1", self.port))
         self.port = sock.getsockname()[1]
         self._server = uvicorn.Server(uvicorn.Config(

@@ -94,6 +94,8 @@ class RemoteEnv(Env):
         self._pid = os.getpid()
         self._loop_thread: LoopThread | None = None
         self._finalizer: weakref.finalize | None = None
+        #: The finalizer of a session opened through the async API alone (no loop thread, so no ``_finalizer``).
+        self._session_finalizer: weakref.finalize | None = None
         self._clients: dict[int, tuple[asyncio.AbstractEventLoop, Any]] = {}
         self._transport_lock = threading.Lock()
 
@@ -182,6 +184,12 @@ class RemoteEnv(Env):
         if not isinstance(data.get("session_id"), str):
             raise RemoteEnvError(f"gem serve at {self.url} answered without a session id: {data!r}")
         _OPEN.add(self)  # ended at interpreter exit if still open then
+        if self._finalizer is None and self._session_finalizer is None:
+            # Used through areset/astep alone, the env has no loop thread and so no _release: dropped without
+            # close(), it held its session until the server reaped it (_OPEN, being weak, forgets it at once).
+            self._session_finalizer = weakref.finalize(self, _end_dropped_session, self._session, self._clients,
+                                                       self.url, self.token, self._pid)
+            self._session_finalizer.atexit = False  # at exit, _end_open_sessions ends the sessions left open
         return data["session_id"]
 
     async def _end_session(self, session_id: str) -> None:
@@ -278,6 +286,7 @@ class RemoteEnv(Env):
         """End the server session (best effort) and close this loop's connections."""
         session_id, self._session_id = self._session_id, None
         _OPEN.discard(self)
+        self._detach_session_finalizer()
         if session_id is not None:
             await self._end_session(session_id)
         loop = asyncio.get_running_loop()
@@ -301,7 +310,13 @@ class RemoteEnv(Env):
                 self._finalizer = None
         elif self._session_id is not None:
             run_sync(self.aclose)
+        self._detach_session_finalizer()
         super().close()
+
+    def _detach_session_finalizer(self) -> None:
+        if self._session_finalizer is not None:
+            self._session_finalizer.detach()
+            self._session_finalizer = None
 
 
 class _Session:
@@ -347,6 +362,51 @@ def _release(loop_thread: LoopThread, session: _Session, clients: dict[int, tupl
     except Exception:  # best effort: the server reaps what is left after --idle-timeout
         pass
     loop_thread.stop()
+
+
+#: Tasks ending the sessions of envs collected on a running loop (a loop holds its tasks only weakly).
+_ENDING: set[asyncio.Task[None]] = set()
+
+
+def _end_dropped_session(session: _Session, clients: dict[int, tuple[asyncio.AbstractEventLoop, Any]], url: str,
+                         token: str | None, pid: int) -> None:
+    """What a RemoteEnv used only through its async API held when collected without close(): end its session and
+    close its connections on the loop it was collected on. Its finalizer, so it takes the env's parts, never the env."""
+    if os.getpid() != pid:  # a forked copy: the parent's session is not its own
+        return
+    session_id, session.id = session.id, None
+    try:
+        loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+    if loop is not None:
+        # Collected inside a coroutine: waiting on the DELETE here would block the very loop that must carry it.
+        entry = clients.pop(id(loop), None)
+        client = entry[1] if entry is not None and entry[0] is loop else None
+        if session_id is None and client is None:
+            return
+
+        async def release() -> None:
+            if session_id is not None:
+                await _delete_session(url, token, session_id, client, END_SESSION_TIMEOUT)
+            if client is not None:
+                await client.aclose()
+
+        task = loop.create_task(release())
+        _ENDING.add(task)
+        task.add_done_callback(_ENDING.discard)
+        return
+    if session_id is None:
+        return
+    # No loop runs here (the env's own has ended, as after asyncio.run): a plain blocking DELETE, as at exit.
+    try:
+        import httpx
+
+        with httpx.Client() as client:
+            client.delete(f"{url}/sessions/{session_id}", headers={"authorization": f"Bearer {token}"} if token else {},
+                          timeout=END_SESSION_TIMEOUT)
+    except Exception:  # best effort: the server reaps what is left after --idle-timeout
+        pass
 
 
 def _check_json(where: str, value: Any, depth: int = 0) -> None:

@@ -1,0 +1,86 @@
+"""Ctrl-C in the first moments of ``gem``: while Python imports the console script's module and GEM itself.
+
+A later Ctrl-C (a command's own work, the commands loading) already exited 130 with one line; one during
+``import gem_core``, the first 0.2-0.9 s of every ``gem`` run, printed a KeyboardInterrupt traceback. The
+console script is run as pip writes it (``from MODULE import FUNC; sys.exit(FUNC())``), from the entry
+point the installed metadata names.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from importlib.metadata import entry_points
+
+import pytest
+
+_ENTRY = next(iter(entry_points(group="console_scripts", name="gem")))
+#: What pip's generated ``gem`` script runs.
+CONSOLE_SCRIPT = f"import sys\nfrom {_ENTRY.module} import {_ENTRY.attr}\nsys.exit({_ENTRY.attr}())\n"
+
+#: Sends this process SIGINT as the named module starts importing: the interrupt lands inside that import, exactly.
+_SIGINT_AT_IMPORT = """
+import os, signal, sys
+class _CtrlC:
+    def find_spec(self, name, path=None, target=None):
+        if name == {module!r}:
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+sys.meta_path.insert(0, _CtrlC())
+"""
+
+
+def _outcome(proc: subprocess.Popen) -> tuple[int, str]:
+    try:
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    return proc.returncode, err
+
+
+def _assert_quiet_130(returncode: int, err: str, when: str) -> None:
+    own = [line for line in err.splitlines() if line.strip() and not line.startswith("import time:")]
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, f"{when}:\n{err[-3000:]}"
+    assert returncode == 130, f"{when}: exit {returncode}\n{err[-3000:]}"
+    assert len(own) <= 1, f"{when}: {own}"
+
+
+@pytest.mark.parametrize("module", ["gem_core.cli.command", "gem_core.env", "numpy", "gymnasium", "gem_core.registry", "gem_core.serve.command"])
+def test_ctrl_c_while_gem_imports_itself_exits_130_with_at_most_one_line(module, tmp_path):
+    code = _SIGINT_AT_IMPORT.format(module=module) + CONSOLE_SCRIPT
+    proc = subprocess.Popen([sys.executable, "-c", code, "list", "--ids"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    _assert_quiet_130(*_outcome(proc), f"SIGINT while importing {module}")
+
+
+@pytest.mark.parametrize("delay", [0.05, 0.1, 0.2, 0.4])
+def test_ctrl_c_in_the_first_moments_of_gem_exits_130_with_at_most_one_line(delay, tmp_path):
+    """A real SIGINT at several moments after Python's own start-up (``site``, which GEM cannot guard:
+    ``-X importtime`` says when it is over) has finished."""
+    proc = subprocess.Popen([sys.executable, "-X", "importtime", "-c", CONSOLE_SCRIPT, "list", "--ids"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    err = ""
+    try:
+        while not err.rstrip().endswith("| site"):
+            line = proc.stderr.readline()
+            assert line, f"no start-up seen:\n{err[-3000:]}"
+            err += line
+        time.sleep(delay)
+        finished = proc.poll() is not None  # a fast machine: gem list was over before the moment came
+        if not finished:
+            os.kill(proc.pid, signal.SIGINT)
+    except BaseException:
+        proc.kill()
+        proc.wait(10)
+        raise
+    returncode, rest = _outcome(proc)
+    if finished:
+        assert returncode == 0 and "Traceback" not in err + rest, (returncode, (err + rest)[-3000:])
+        return
+    _assert_quiet_130(returncode, err + rest, f"SIGINT {delay} s after start-up")
