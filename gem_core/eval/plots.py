@@ -6,6 +6,7 @@ Figures are built with matplotlib's object API and rendered by the Agg canvas, n
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -49,17 +50,20 @@ def plot_report(report: EvalReport, out_dir: str | Path) -> list[Path]:
 
     means = [summaries[e].mean_return for e in env_ids]
     cis = [summaries[e].return_ci for e in env_ids]
+    scale, unit = _return_scale([*(m for m in means if m is not None), *(x for ci in cis if ci is not None for x in ci)])
+    labels = [_format_return(m) if m is not None else "n/a" for m in means]
+    means = [m / scale if m is not None else None for m in means]
+    cis = [(ci[0] / scale, ci[1] / scale) if ci is not None else None for ci in cis]
     heights = np.array([m if m is not None else 0.0 for m in means])
     # Clipped at 0: a constant sample's mean can differ from its CI bounds by a rounding error.
     lower = np.array([max(m - ci[0], 0.0) if ci is not None and m is not None else 0.0 for m, ci in zip(means, cis, strict=True)])
     upper = np.array([max(ci[1] - m, 0.0) if ci is not None and m is not None else 0.0 for m, ci in zip(means, cis, strict=True)])
     return_bars = ax_return.bar(positions, heights, yerr=np.vstack([lower, upper]), width=0.6, capsize=6, color="tab:blue")
-    for bar, mean, high in zip(return_bars, means, heights + upper, strict=True):
-        label = f"{mean:.2f}" if mean is not None else "n/a"
+    for bar, label, high in zip(return_bars, labels, heights + upper, strict=True):
         ax_return.annotate(label, (bar.get_x() + bar.get_width() / 2, max(high, 0.0)), ha="center", va="bottom", fontsize=8)
     ax_return.axhline(0.0, color="black", linewidth=0.8)
     ax_return.set_ylim(*_padded_limits([*(heights - lower), *(heights + upper)]))
-    ax_return.set_ylabel("mean return")
+    ax_return.set_ylabel("mean return" + unit)
     ax_return.set_title(f"Mean return per env ({CI_LEVEL:.0%} bootstrap CI)")
     if sampled:
         _plot_pass_at_k(axes[2], report, env_ids, positions)
@@ -72,6 +76,8 @@ def plot_report(report: EvalReport, out_dir: str | Path) -> list[Path]:
     fig = Figure(figsize=(width, 4.5), layout="constrained")
     ax = fig.subplots()
     returns = [[r.episode_return for r in report.episodes.get(e, []) if not r.failed] for e in env_ids]
+    scale, unit = _return_scale([v for values in returns for v in values])
+    returns = [[v / scale for v in values] for values in returns]
     filled = [i for i, values in enumerate(returns) if values]
     if filled:
         ax.boxplot([returns[i] for i in filled], positions=positions[filled], widths=0.5, showmeans=True, showfliers=False)
@@ -86,7 +92,7 @@ def plot_report(report: EvalReport, out_dir: str | Path) -> list[Path]:
     ax.set_xticks(positions, env_ids, rotation=15, ha="right")
     ax.set_xlim(-0.7, len(env_ids) - 0.3)
     ax.axhline(0.0, color="black", linewidth=0.8, alpha=0.4)
-    ax.set_ylabel("episode return")
+    ax.set_ylabel("episode return" + unit)
     ax.set_title("Episode returns per env")
     ax.set_xlabel("box: quartiles, line: median, triangle: mean, dots: episodes", fontsize=8)
     fig.suptitle(title)
@@ -119,3 +125,28 @@ def _padded_limits(values: list[float]) -> tuple[float, float]:
     low, high = min([0.0, *values]), max([0.0, *values])
     margin = max(0.1 * (high - low), 0.1)
     return low - margin, high + 1.5 * margin
+
+
+#: Returns up to this size are plotted as they are. The plots' arithmetic (a range ``high - low``, its margins, tick
+#: steps up to 100 times the range's power of ten, the box plot's mean of the returns) stays finite up to it, but
+#: not near the largest float (1.8e308): -1e308 and 1e308 span an infinite range, and the axis limits were refused.
+_LARGEST_PLAIN_RETURN = 1e300
+
+
+def _return_scale(values: list[float]) -> tuple[float, str]:
+    """The power of ten the returns are plotted in units of, and the axis label's note of it.
+
+    1 (no note) for returns matplotlib and numpy handle as they are; past :data:`_LARGEST_PLAIN_RETURN`, the power
+    of ten of the largest, so every plotted value is at most 10 in size and no sum or difference can overflow.
+    """
+    largest = max((abs(v) for v in values if math.isfinite(v)), default=0.0)
+    if largest <= _LARGEST_PLAIN_RETURN:
+        return 1.0, ""
+    exponent = math.floor(math.log10(largest))
+    return 10.0**exponent, f" ($\\times 10^{{{exponent}}}$)"
+
+
+def _format_return(value: float) -> str:
+    """Two decimals, or three significant digits for a large return (1e308 with two decimals is 312 characters,
+    a label that collapsed the figure's layout)."""
+    return f"{value:.2f}" if abs(value) < 1e6 else f"{value:.3g}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import dataclasses
 import inspect
 import logging
@@ -17,7 +18,7 @@ import math
 import numbers
 import operator
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from gem_core.env import ENV_THREADS
@@ -244,11 +245,19 @@ async def run_branched_episode(
     if session.done:
         return [session.trajectory()]
     branches = session.fork(num_branches)
+    # A branch's task that a cancel ends before its first step never reaches its own close; these are closed here.
+    unstarted = {id(branch): branch for branch in branches}
+
+    async def play(branch: EpisodeSession) -> TokenTrajectory:
+        del unstarted[id(branch)]
+        async with _closed_when_idle(branch.env):  # each branch's env is its own spawn: closed however its play ended
+            await _play(branch, policy, sampling)
+            return branch.trajectory()
+
     try:
-        await _all_or_none(_play(branch, policy, sampling) for branch in branches)
-        return [branch.trajectory() for branch in branches]
-    finally:  # each branch's env is its own spawn: closed however the branches ended
-        for branch in branches:
+        return await _all_or_none(play(branch) for branch in branches)
+    finally:
+        for branch in unstarted.values():
             await branch.aclose()
 
 
@@ -285,10 +294,8 @@ async def run_labels(
             extra = {} if system_prompt is None else {"system_prompt": system_prompt}
         try:
             session = EpisodeSession.from_label(label, tokenizer, **extra, **session_kwargs)
-            try:
+            async with _closed_when_idle(session.env):
                 return await run_session(session, policy, sampling=sampling)
-            finally:
-                await session.aclose()
         finally:  # a bad label too: the policy's rounds must not wait for an episode that never starts
             if finished is not None:
                 finished()
@@ -358,15 +365,12 @@ async def run_episodes(
         try:
             async with limit:
                 env = factory()
-                with ENV_THREADS.watching() as threads:  # the env's calls in pool threads, which a cancel leaves running
-                    try:
+                try:
+                    async with _closed_when_idle(env):
                         return await run_episode(env, policy, tokenizer, seed=seed, **run_episode_kwargs)
-                    finally:
-                        try:
-                            await _close_when_idle(env, threads)
-                        finally:
-                            if bar is not None:
-                                bar.update(1)
+                finally:
+                    if bar is not None:
+                        bar.update(1)
         finally:  # a batching policy's rounds must not wait for an episode that asks for nothing more
             if finished is not None:
                 finished()
@@ -385,11 +389,27 @@ _OPTION_FIELDS = tuple(f.name for f in dataclasses.fields(EpisodeOptions))
 _CANCEL_WAIT_SECONDS = 30.0
 
 
+@contextlib.asynccontextmanager
+async def _closed_when_idle(env: Any) -> AsyncIterator[None]:
+    """Close ``env`` when the block ends, however it ends, but never under a call of the block's that a pool thread
+    still runs (:func:`_close_when_idle`): run_episodes, run_labels and each branch of run_branched_episode close
+    their envs this one way.
+
+    The calls are those started in the block and in tasks it creates; an env's call started elsewhere (its
+    caller's) is not waited for.
+    """
+    with ENV_THREADS.watching() as threads:  # the env's calls in pool threads, which a cancel leaves running
+        try:
+            yield
+        finally:
+            await _close_when_idle(env, threads)
+
+
 async def _close_when_idle(env: Any, threads: list[concurrent.futures.Future[Any]]) -> None:
     """Close ``env`` once no pool thread runs a call on it.
 
     A cancel stops the episode's await, not the thread running the env's step (nothing can): the env was closed
-    under that step, which then ran on a closed env, and run_episodes returned with the thread still busy. So the
+    under that step, which then ran on a closed env, and the runner returned with the thread still busy. So the
     close waits for such a call, up to the env's ``max_step_seconds`` (the longest it declares a step takes, at most
     :data:`_CANCEL_WAIT_SECONDS`); a call still running then, or a second cancel, ends the wait, and the call closes
     the env itself when it returns, never before.
