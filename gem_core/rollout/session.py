@@ -359,7 +359,12 @@ class EpisodeSession:
         """
         if not isinstance(label, EpisodeLabel):
             label = parse_label(label, **({} if fix_hint is None else {"fix_hint": fix_hint}))
-        session = cls(make_label_env(label), tokenizer, env_id=label.env_id, **session_kwargs)  # here, or in a Ray actor (GEM_ENV_BACKEND=ray)
+        env = make_label_env(label)  # here, or in a Ray actor (GEM_ENV_BACKEND=ray)
+        try:
+            session = cls(env, tokenizer, env_id=label.env_id, **session_kwargs)
+        except BaseException:  # a refused session keyword: the env (its tools, servers, actor) has no other owner
+            env.close()
+            raise
         session.label = label
         return session
 
@@ -373,7 +378,10 @@ class EpisodeSession:
         trajectory says how many turns were shared.
 
         Raises:
-            RuntimeError: the session has not started, or its env cannot spawn.
+            ResetNeeded: the session has not started.
+            InvalidArgument: ``n`` is not a positive int.
+            UsageError: the env cannot spawn (it has no ``spawn``).
+            Exception: what the env's ``spawn`` raised (the branches spawned before it are closed).
         """
         if not self._observations:  # start() appends the first one
             raise ResetNeeded("Call `await session.start(seed)` before `fork`.")
@@ -384,13 +392,18 @@ class EpisodeSession:
             raise UsageError(f"{type(self.env).__name__} has no spawn(); only envs with state snapshots can be forked.")
         shared = {"env", "tokenizer", "image_encoder", "chat_template", "label"}
         books = {name: value for name, value in vars(self).items() if name not in shared}
-        branches = []
-        for _ in range(n):
-            branch = copy.copy(self)
-            branch.__dict__.update(copy.deepcopy(books))
-            branch.env = spawn(same_state=True)
-            branch.fork_turn = self.num_turns
-            branches.append(branch)
+        branches: list[EpisodeSession] = []
+        try:
+            for _ in range(n):
+                branch = copy.copy(self)
+                branch.__dict__.update(copy.deepcopy(books))
+                branch.env = spawn(same_state=True)
+                branch.fork_turn = self.num_turns
+                branches.append(branch)
+        except BaseException:  # the branches made so far have no other owner: their envs would stay open
+            for made in branches:
+                made.env.close()
+            raise
         return branches
 
     async def start(self, seed: int | None = None, options: dict | None = None) -> list[int]:

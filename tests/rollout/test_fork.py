@@ -106,3 +106,49 @@ async def test_an_episode_that_ends_before_the_branch_turn_is_one_trajectory(tin
     policy = ScriptedPolicy(tiny_tokenizer, [f"\\boxed{{{env.target}}}"])
     group = await run_branched_episode(gem_core.make("game:GuessTheNumber-v0"), policy, tiny_tokenizer, branch_turn=3, num_branches=4, seed=1)
     assert len(group) == 1 and group[0].terminated and group[0].episode_return == 1.0
+
+
+async def test_a_spawn_that_fails_closes_the_branches_already_spawned(tiny_tokenizer):
+    """fork(n) spawns n envs; when spawn k raises, the k-1 spawned before it were left open (their tools, servers
+    and processes held until exit)."""
+    closed: list[int] = []
+    env = gem_core.make("game:GuessTheNumber-v0")
+    real_spawn = env.spawn
+    spawned = 0
+
+    def spawn(**kwargs):
+        nonlocal spawned
+        spawned += 1
+        if spawned == 3:
+            raise OSError("no room for a third env")
+        child = real_spawn(**kwargs)
+        number = spawned
+        child.close = lambda: closed.append(number)
+        return child
+
+    env.spawn = spawn
+    session = EpisodeSession(env, tiny_tokenizer)
+    await session.start(seed=0)
+    with pytest.raises(OSError, match="third env"):
+        session.fork(4)
+    assert sorted(closed) == [1, 2]
+
+
+async def test_a_session_that_cannot_be_made_from_a_label_closes_the_env_it_made(tiny_tokenizer, monkeypatch):
+    """from_label makes the label's env, then the session; a session keyword refused after the env was made left
+    that env open."""
+    from gem_core.errors import InvalidArgument
+    from gem_core.rollout import session as session_module
+
+    closed: list[str] = []
+    real_make = session_module.make_label_env
+
+    def make_and_watch(label):
+        env = real_make(label)
+        env.close = lambda: closed.append(label.env_id)
+        return env
+
+    monkeypatch.setattr(session_module, "make_label_env", make_and_watch)
+    with pytest.raises(InvalidArgument):
+        EpisodeSession.from_label({"env_id": "game:GuessTheNumber-v0", "seed": 3}, tiny_tokenizer, max_turns=-1)
+    assert closed == ["game:GuessTheNumber-v0"]
