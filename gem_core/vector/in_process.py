@@ -96,6 +96,7 @@ class _InProcessBackend:
         self._in_use: set[int] = set()  # envs with a call running (maybe abandoned after a timeout)
         self._env_lock = threading.Lock()
         self._waiter: _BatchWaiter | None = None
+        self._interrupted: dict[int, str] = {}  # env index -> why its episode ended with a cut-off call
         # The previous env objects whose timed-out calls are still running, closed when they return.
         self._pool: ThreadPoolExecutor | None = None
         # A builder's exception propagates as itself, the envs built before it closed.
@@ -142,6 +143,9 @@ class _InProcessBackend:
             return True
 
     def _run_one(self, index: int, call: EnvCall) -> Any:
+        lost = self._interrupted.pop(index, None)
+        if lost is not None and isinstance(call, Step):
+            return Failure(lost, env_replaced=True)
         if not self._claim(index):
             return Failure(CLOSED)
         try:
@@ -175,7 +179,12 @@ class _InProcessBackend:
             futures[i].add_done_callback(waiter.one_done)
         timed = any(self._timed(call) for call in calls.values())
         deadline = time.monotonic() + self.step_timeout if timed and self.step_timeout else None
-        waiter.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        try:
+            waiter.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        except BaseException:  # Ctrl-C while the calls run
+            self._waiter = None
+            self._cut_off(futures, pool)
+            raise
         self._waiter = None
         results: dict[int, Any] = {}
         abandoned = False
@@ -194,6 +203,24 @@ class _InProcessBackend:
             self._pool = None
             pool.shutdown(wait=False)
         return results
+
+    def _cut_off(self, futures: Mapping[int, Future], pool: ThreadPoolExecutor) -> None:
+        """End the episodes of a batch the caller gave up on (Ctrl-C). A call running in a thread cannot be stopped:
+        its env is dropped, closed when the call returns and rebuilt before its next call, so no env ever runs two
+        calls at once (the next batch's call for it was started beside the running one). The batch's results are
+        lost with it, so each of its envs' next step ends the episode (``truncated``, ``info["error"]`` starting
+        with ``Interrupted``), as the async backend's do."""
+        abandoned = False
+        for i, future in futures.items():
+            if not future.cancel() and not future.done():
+                self._drop_env(i, future)
+                abandoned = True
+            self._interrupted[i] = (
+                "Interrupted: the env's call was interrupted (KeyboardInterrupt); the env was rebuilt and the episode in progress ended."
+            )
+        if abandoned:  # the running calls hold pool threads: later batches get a fresh pool of full size
+            self._pool = None
+            pool.shutdown(wait=False)
 
     def run(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]:
         with self._batch_lock:
@@ -272,6 +299,9 @@ class ThreadBackend(_InProcessBackend):
     """Calls the envs concurrently from a thread pool (``max_workers`` threads, default one per env);
     envs declaring ``blocking = False`` are called inline instead.
 
+    A batch cut short by Ctrl-C ends its envs' episodes, and an env whose call runs on in its thread is rebuilt
+    before its next call rather than called twice at once (as :class:`AsyncBackend` does).
+
     Args:
         env_fns: one function per env that builds it.
         max_workers: threads in the pool (default one per env).
@@ -322,7 +352,6 @@ class AsyncBackend(_InProcessBackend):
         super().__init__(env_fns, step_timeout=step_timeout)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: list[asyncio.Task] = []
-        self._interrupted: dict[int, str] = {}  # env index -> why its episode ended with a cut-off call
 
     async def _arun_one(self, index: int, call: EnvCall) -> Any:
         lost = self._interrupted.pop(index, None)

@@ -307,7 +307,7 @@ def ctrl_c_at_a_terminal():
         signal.signal(signal.SIGINT, previous)
 
 
-@pytest.mark.parametrize("backend", ["process", "async"])
+@pytest.mark.parametrize("backend", ["process", "async", "thread"])
 def test_after_a_step_interrupted_by_ctrl_c_the_next_step_answers_for_itself(backend):
     vec = faulty_vec(backend, num_envs=2)
     try:
@@ -343,8 +343,9 @@ class OverlapDetector(FaultyEnv):
             self.running -= 1
 
 
-def test_an_async_step_interrupted_by_ctrl_c_leaves_no_env_to_two_calls_at_once():
-    vec = make_vec(OverlapDetector, num_envs=2, backend="async")
+@pytest.mark.parametrize("backend", ["async", "thread"])
+def test_a_step_interrupted_by_ctrl_c_leaves_no_env_to_two_calls_at_once(backend):
+    vec = make_vec(OverlapDetector, num_envs=2, backend=backend)
     try:
         with ctrl_c_at_a_terminal():
             vec.reset()
