@@ -356,10 +356,16 @@ def _write_records(path: Path, mode: str, trajectories: Iterable[TokenTrajectory
 #: few megabytes; a line past this is refused before it is held in memory or parsed.
 MAX_LINE_BYTES = 128 * 1024 * 1024
 
-#: The most JSON arrays and objects one line may hold. Each costs 60 to 200 bytes once parsed for the 2 or 3 it
-#: takes in the file, so a line of ``[]`` items weighed 23 times its size (3 GiB at :data:`MAX_LINE_BYTES`); a
-#: real record holds a few per turn (spans, infos), thousands at most. A million caps them near 200 MiB.
+#: The JSON arrays and objects one line may hold however short it is. Each costs 60 to 200 bytes once parsed for the
+#: 2 or 3 it takes in the file, so a line of ``[]`` items weighed 23 times its size (3 GiB at :data:`MAX_LINE_BYTES`);
+#: a real record holds a few per turn (spans, infos). A million caps them near 200 MiB.
 MAX_LINE_CONTAINERS = 1_000_000
+
+#: Past :data:`MAX_LINE_CONTAINERS`, a line may still hold one container per this many bytes: the density of an
+#: env's info holding a numpy array (one list per row, ``[0, 0], `` is 8 bytes), which the writer writes and the
+#: reader must read back. A container per 6 bytes weighs about what texts and numbers do once parsed (12 times
+#: their size), so only denser lines (``[]`` items, deep nesting) are refused.
+BYTES_PER_CONTAINER = 6
 
 #: Bytes of a line counted at a time once its brackets are counted exactly (a few small arrays of this size).
 _COUNT_CHUNK = 1 << 22
@@ -369,8 +375,8 @@ def read_records(
     path: str | os.PathLike, *, max_line_bytes: int = MAX_LINE_BYTES, max_containers: int = MAX_LINE_CONTAINERS
 ) -> Iterator[dict[str, Any]]:
     """The raw records of a trajectory file (blank lines skipped); a bad line (not JSON, not an object,
-    nested too deeply, longer than ``max_line_bytes``, more than ``max_containers`` arrays and objects)
-    is refused naming its number.
+    not UTF-8, nested too deeply, longer than ``max_line_bytes``, more arrays and objects than ``max_containers``
+    and than one per :data:`BYTES_PER_CONTAINER` bytes) is refused naming its number.
 
     Raises:
         MalformedFile: a line that is not a JSON object this reader loads; the message names the file and line.
@@ -413,15 +419,21 @@ def _numbered_records(path: str | os.PathLike, max_line_bytes: int, max_containe
                 raise MalformedFile(f"{path}:{number} is longer than {max_line_bytes} bytes; not a trajectory this reader loads.")
             if not line.strip():
                 continue
+            try:  # json.loads of bytes would also take UTF-16, whose quote bytes inside characters fool the count below
+                text = line.decode("utf-8-sig")
+            except UnicodeDecodeError as exc:
+                raise MalformedFile(f"{path}:{number} is not UTF-8 ({exc}); trajectory files are written in UTF-8.") from None
             # Refused before parsing: json.loads would build every container first (the memory is the harm).
-            containers = _containers(line, max_containers)
-            if containers > max_containers:
+            limit = max(max_containers, len(line) // BYTES_PER_CONTAINER)
+            containers = _containers(line, limit)
+            if containers > limit:
                 raise MalformedFile(
-                    f"{path}:{number} holds {containers} JSON arrays and objects, more than the {max_containers} a "
-                    "trajectory record may have; not a trajectory this reader loads."
+                    f"{path}:{number} holds {containers} JSON arrays and objects, more than the {limit} a trajectory record "
+                    f"of its length may have ({max_containers}, or one per {BYTES_PER_CONTAINER} bytes); not a trajectory "
+                    "this reader loads."
                 )
             try:
-                record = json.loads(line)
+                record = json.loads(text)
             except ValueError as exc:  # bad JSON, bad UTF-8, an int past Python's 4300-digit limit
                 raise MalformedFile(f"{path}:{number} is not a JSON line ({exc}).") from None
             except RecursionError:

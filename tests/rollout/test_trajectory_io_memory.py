@@ -39,10 +39,36 @@ def test_a_line_of_millions_of_empty_containers_is_refused_naming_its_line_and_t
 
 def test_a_smaller_container_limit_can_be_asked_of_read_records(tmp_path):
     path = tmp_path / "episodes.jsonl"
-    path.write_text(json.dumps(_record(infos=[{"board": [[0] * 3] * 3}])) + "\n")
+    path.write_text('{"a": [[], [], [], [], [], [], []]}\n')  # 8 containers in 35 bytes: denser than one per 6 bytes
     assert len(list(read_records(path, max_containers=20))) == 1
     with pytest.raises(MalformedFile, match=re.escape(f"{path}:1") + r".*\b5\b"):
         list(read_records(path, max_containers=5))
+
+
+def test_a_record_the_writer_wrote_reads_back_however_many_arrays_its_infos_hold(tmp_path):
+    """An env's info holding a 2-D numpy array per turn is written as nested lists, one per row: 1.1 million of
+    them at 8 bytes each were refused by the count alone, so the library wrote a file it could not read back.
+    Only lines denser than one container per 6 bytes (``[]`` items: 3) weigh more parsed than texts do."""
+    from gem_core.rollout.trajectory_io import trajectory_from_record, write_trajectories
+
+    rows = [[0, 0]] * MANY
+    path = tmp_path / "episodes.jsonl"
+    write_trajectories(path, [trajectory_from_record(_record(infos=[{"topk": rows}]))])
+    (trajectory,) = read_trajectories(path)
+    assert trajectory.infos[0]["topk"] == rows
+
+
+def test_a_line_that_is_not_utf8_is_refused_naming_its_line(tmp_path):
+    """``json.loads`` of bytes also reads UTF-16, where a character such as U+0122 holds a quote byte that flipped
+    the count's in-or-out-of-text parity: 3 million arrays were taken as text and parsed (228 MiB). The writer writes
+    UTF-8 only."""
+    path = tmp_path / "episodes.jsonl"
+    path.write_bytes(('{"a": "\u0122", "b": [' + ",".join(["[]"] * MANY) + "]}").encode("utf-16-le"))
+    with pytest.raises(MalformedFile, match=re.escape(f"{path}:1")):  # read as UTF-8 (its NULs are): not JSON
+        list(read_records(path))
+    path.write_bytes(json.dumps(_record()).encode("utf-16"))
+    with pytest.raises(MalformedFile, match=re.escape(f"{path}:1") + ".*UTF-8"):
+        read_trajectories(path)
 
 
 def test_brackets_inside_texts_are_not_containers(tmp_path):
