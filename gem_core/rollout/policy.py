@@ -285,7 +285,9 @@ class BatchingPolicy:
     #: an id below 0 or at or above it, and the runner a sampled one; set it where the backend knows its model.
     vocab_size: int | None = None
 
-    #: The longest prompt the backend takes (the model's positions); None: unknown, unchecked.
+    #: The most positions a sequence may take, prompt and new tokens together, where the model has a hard bound (a
+    #: learned table of positions, as GPT-2's); None: no bound known (rotary positions run on past their configured
+    #: length), unchecked.
     max_prompt_tokens: int | None = None
 
     #: Whether :meth:`sample_batch` is done with its prompts when it returns (it keeps no reference to them). The
@@ -302,7 +304,7 @@ class BatchingPolicy:
         returns. A second copy of the whole context per turn, held until the round is served, cost drive mode 16%
         of its instructions at 2,000-id contexts (issue 46).
 
-        A malformed prompt (empty, an id outside :attr:`vocab_size`, longer than :attr:`max_prompt_tokens`) is refused
+        A malformed prompt (empty, an id outside :attr:`vocab_size`, with its new tokens past :attr:`max_prompt_tokens`) is refused
         here, before it joins a round: in the round's one backend call it failed every request batched with it.
 
         Raises:
@@ -312,13 +314,13 @@ class BatchingPolicy:
             return Generation(token_ids=[], logprobs=[], finish_reason="length")
         if images and not self.accepts_images:
             raise InvalidArgument(f"{type(self).__name__} cannot take image inputs; use a backend with accepts_images=True.")
-        self._check_prompt(prompt_ids)
+        self._check_prompt(prompt_ids, sampling.max_new_tokens)
         request = _Request(prompt_ids, sampling, asyncio.get_running_loop().create_future(), list(images or []) or None)
         self._pending.append(request)
         self._schedule()
         return await request.future
 
-    def _check_prompt(self, prompt_ids: list[int]) -> None:
+    def _check_prompt(self, prompt_ids: list[int], max_new_tokens: int) -> None:
         """Refuse a prompt the backend cannot sample after. Its ids are read (min and max, ~30 ns an id: 1,000 times
         what the other checks cost at a 2,000-id context) only for a backend that declares :attr:`vocab_size`, as a
         model's does: the runner already refuses a negative sampled id, and the rest of a context is the tokenizer's."""
@@ -329,10 +331,10 @@ class BatchingPolicy:
                 "prompt; pass the episode's context ids (EpisodeSession.context_ids)."
             )
         limit = self.max_prompt_tokens
-        if limit is not None and len(prompt_ids) > limit:
+        if limit is not None and len(prompt_ids) + max_new_tokens > limit:
             raise InvalidArgument(
-                f"{name}.generate got a prompt of {len(prompt_ids)} ids, past the model's {limit} positions; bound the "
-                f"episode with max_total_tokens={limit} (or less) so its context fits."
+                f"{name}.generate got a prompt of {len(prompt_ids)} ids asking {max_new_tokens} new tokens, past the model's "
+                f"{limit} positions; bound the episode with max_total_tokens={limit} (or less) so its context fits."
             )
         vocab = self.vocab_size
         if vocab is None:
@@ -737,9 +739,20 @@ class SampledLogprobs:
         return torch.stack(picked, dim=1).cpu()
 
 
+#: What ``transformers`` models name a learned table of positions (GPT-2's ``wpe``; OPT's, BART's, Whisper's; BERT's).
+_POSITION_TABLES = frozenset({"wpe", "embed_positions", "position_embeddings"})
+
+#: Parts of a vision-language model whose position tables are the image encoder's, not the language model's.
+_VISION_PARTS = frozenset({"vision_model", "vision_tower", "visual", "vision_encoder", "qformer", "image_encoder"})
+
+
 def _model_limits(model: Any) -> tuple[int | None, int | None]:
     """``(embedding rows, positions)`` of a ``transformers`` model, each None where the model does not say (a stand-in
-    model in a test): the bounds :meth:`BatchingPolicy.generate` checks a prompt against."""
+    model in a test): the bounds :meth:`BatchingPolicy.generate` checks a prompt against.
+
+    Positions bound a sequence only where they are a learned table (past its last row, the round's ``generate``
+    fails with IndexError for every request in it); rotary positions run on past ``max_position_embeddings`` (YaRN
+    and other scalings are configured for it), so a rotary model's prompts are not bounded here."""
     config = getattr(model, "config", None)
     text_config = getattr(config, "get_text_config", None)
     if callable(text_config):  # a vision-language model's limits are its language model's
@@ -751,8 +764,15 @@ def _model_limits(model: Any) -> tuple[int | None, int | None]:
         pass
     if type(vocab) is not int:
         vocab = getattr(config, "vocab_size", None)
-    positions = getattr(config, "max_position_embeddings", None)
-    return (vocab if type(vocab) is int and vocab > 0 else None), (positions if type(positions) is int and positions > 0 else None)
+    positions = None
+    named_modules = getattr(model, "named_modules", None)
+    for name, module in named_modules() if callable(named_modules) else ():
+        rows = getattr(module, "num_embeddings", None)
+        if name.rpartition(".")[2] in _POSITION_TABLES and type(rows) is int and not _VISION_PARTS.intersection(name.split(".")):
+            configured = getattr(config, "max_position_embeddings", None)  # OPT's table has 2 rows more than it takes
+            positions = min(rows, configured) if type(configured) is int and configured > 0 else rows
+            break
+    return (vocab if type(vocab) is int and vocab > 0 else None), (positions if positions is not None and positions > 0 else None)
 
 
 def _plain_kv_layout(model: Any) -> bool:

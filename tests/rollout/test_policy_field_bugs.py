@@ -10,6 +10,7 @@ import threading
 
 import numpy as np
 import pytest
+import torch
 
 from gem_core.env import Env
 from gem_core.errors import GemError, InvalidArgument
@@ -147,7 +148,6 @@ BAD_PROMPTS = {
     "empty": (lambda good: [], "empty"),
     "an id out of the vocabulary": (lambda good: good[:-1] + [10**6], "vocabulary"),
     "a negative id": (lambda good: [-1] + good, "vocabulary"),
-    "longer than the model's positions": (lambda good: good * (5000 // len(good) + 1), "positions"),
 }
 
 
@@ -169,6 +169,39 @@ async def test_one_malformed_prompt_fails_only_its_own_request(tiny_tokenizer, t
     assert named in str(bad) and "TransformersPolicy" in str(bad)
     assert isinstance(first, Generation) and isinstance(last, Generation)
     assert first.token_ids == last.token_ids and len(first.token_ids) >= 1
+
+
+async def test_a_prompt_with_its_new_tokens_past_learned_positions_fails_only_its_own_request(tiny_tokenizer):
+    """GPT-2's positions are a learned table of n_positions rows: a 62-id prompt asking 8 new tokens of a 64-row table
+    was admitted (the check left out the new tokens), and its round's generate failed every request with IndexError."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tiny_tokenizer), n_positions=64, n_embd=32, n_layer=1, n_head=2)).eval()
+    policy = TransformersPolicy(model, tiny_tokenizer, device="cpu")
+    long_prompt = (good_prompt(tiny_tokenizer) * 64)[:62]
+    sampling = SamplingParams(max_new_tokens=8, temperature=0.0)
+    long, short = await asyncio.wait_for(
+        asyncio.gather(policy.generate(long_prompt, sampling), policy.generate(good_prompt(tiny_tokenizer), sampling), return_exceptions=True),
+        WAIT,
+    )
+    assert isinstance(long, InvalidArgument) and "64 positions" in str(long) and "max_total_tokens" in str(long), repr(long)
+    assert isinstance(short, Generation) and len(short.token_ids) >= 1
+
+
+async def test_a_rope_model_samples_after_a_prompt_longer_than_its_configured_positions(tiny_tokenizer):
+    """Rotary positions have no table to run past (Qwen2.5 documents YaRN scaling for contexts 4x its configured
+    positions): a 100-id prompt on a model configured for 64 was refused, though it samples as before."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    config = Qwen2Config(vocab_size=len(tiny_tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64)
+    policy = TransformersPolicy(Qwen2ForCausalLM(config).eval(), tiny_tokenizer, device="cpu")
+    generation = await asyncio.wait_for(
+        policy.generate((good_prompt(tiny_tokenizer) * 100)[:100], SamplingParams(max_new_tokens=4, temperature=0.0)), WAIT
+    )
+    assert isinstance(generation, Generation) and len(generation.token_ids) >= 1
 
 
 async def test_a_batching_backend_that_declares_its_vocabulary_gets_only_valid_prompts(tiny_tokenizer):
