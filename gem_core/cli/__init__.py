@@ -16,7 +16,8 @@ import sys
 
 TYPE_CHECKING = False  # typing's constant, without loading typing (type checkers read the name alone)
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
+    from types import FrameType
 
     from gem_core.cli.command import build_parser
 
@@ -29,12 +30,54 @@ def main(argv: "Sequence[str] | None" = None) -> int:
     A Ctrl-C at any moment, GEM's first imports included, ends it with exit code 130 and one line on stderr.
     """
     try:
-        from gem_core.cli.command import main as run
-
+        run = _load_commands()
         return run(argv)
     except KeyboardInterrupt:  # while GEM loads, or between a command's own handlers; those print their own line
         print("\ngem: interrupted", file=sys.stderr)
         return 130
+
+
+def _load_commands() -> "Callable[[Sequence[str] | None], int]":
+    """Import ``gem``'s commands (most of a second: gymnasium, numpy, every command's module) and return its main.
+
+    A Ctrl-C during these imports does not always arrive as a KeyboardInterrupt: C code that imports a module
+    (numpy's ``PyCapsule_Import("datetime")``) turns the interrupt into an ImportError, and numpy wraps that in
+    an ImportError of its own, a page of advice on a broken install. So while they run, SIGINT's handler also
+    records that the signal came, and any failure (or a success: some C code drops the error) after it is the
+    Ctrl-C the user pressed, raised again as one.
+
+    Raises:
+        KeyboardInterrupt: a Ctrl-C came while the commands loaded, whatever the imports made of it.
+    """
+    import signal
+
+    interrupts: list[int] = []
+
+    def record_and_interrupt(signum: int, frame: "FrameType | None") -> None:
+        interrupts.append(signum)
+        signal.default_int_handler(signum, frame)  # raises KeyboardInterrupt, as Python's own handler does
+
+    installed = False
+    # Only over Python's own handler (a host that calls main may have its own, which stays) and only in the
+    # main thread (signal.signal raises ValueError in any other; there no SIGINT handler runs anyway).
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        try:
+            signal.signal(signal.SIGINT, record_and_interrupt)
+            installed = True
+        except ValueError:
+            pass
+    try:
+        from gem_core.cli.command import main as run
+    except Exception as error:
+        if not interrupts:
+            raise
+        raise KeyboardInterrupt from error
+    finally:
+        if installed and signal.getsignal(signal.SIGINT) is record_and_interrupt:  # not one an import set since
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+    if interrupts:
+        raise KeyboardInterrupt
+    return run
 
 
 def __getattr__(name: str):

@@ -33,6 +33,20 @@ class _CtrlC:
 sys.meta_path.insert(0, _CtrlC())
 """
 
+#: Sends this process SIGINT as numpy's C code imports ``datetime`` (``PyCapsule_Import``): that code turns the
+#: KeyboardInterrupt into ``ImportError: PyCapsule_Import could not import module "datetime"``, and numpy
+#: wraps that in its own ImportError, so no KeyboardInterrupt reaches ``gem``'s main.
+_SIGINT_IN_NUMPY_C_IMPORT = """
+import os, signal, sys
+class _CtrlC:
+    def find_spec(self, name, path=None, target=None):
+        if name == "datetime" and "numpy" in sys.modules:
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+sys.meta_path.insert(0, _CtrlC())
+"""
+
 
 def _outcome(proc: subprocess.Popen) -> tuple[int, str]:
     try:
@@ -57,6 +71,21 @@ def test_ctrl_c_while_gem_imports_itself_exits_130_with_at_most_one_line(module,
     proc = subprocess.Popen([sys.executable, "-c", code, "list", "--ids"], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     _assert_quiet_130(*_outcome(proc), f"SIGINT while importing {module}")
+
+
+def test_ctrl_c_that_numpy_turns_into_an_import_error_exits_130_with_at_most_one_line(tmp_path):
+    code = _SIGINT_IN_NUMPY_C_IMPORT + CONSOLE_SCRIPT
+    proc = subprocess.Popen([sys.executable, "-c", code, "list", "--ids"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    _assert_quiet_130(*_outcome(proc), "SIGINT while numpy's C code imports datetime")
+
+
+def test_an_import_error_without_a_ctrl_c_is_still_reported(tmp_path):
+    # Only an import failure that follows a Ctrl-C is taken for one: a broken install still says what broke.
+    code = "import sys\nsys.modules['numpy'] = None\n" + CONSOLE_SCRIPT
+    result = subprocess.run([sys.executable, "-c", code, "list", "--ids"], capture_output=True, text=True,
+                            cwd=tmp_path, timeout=60)
+    assert result.returncode == 1 and "ModuleNotFoundError" in result.stderr, (result.returncode, result.stderr[-3000:])
 
 
 @pytest.mark.parametrize("delay", [0.05, 0.1, 0.2, 0.4])
