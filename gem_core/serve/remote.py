@@ -366,6 +366,9 @@ def _release(loop_thread: LoopThread, session: _Session, clients: dict[int, tupl
 
 #: Tasks ending the sessions of envs collected on a running loop (a loop holds its tasks only weakly).
 _ENDING: set[asyncio.Task[None]] = set()
+#: The sessions those tasks are ending, by (url, session id): (token, pid). An entry goes once its DELETE is done;
+#: what a task could not end (its loop shut down first) :func:`_end_open_sessions` ends at interpreter exit.
+_DROPPED: dict[tuple[str, str], tuple[str | None, int]] = {}
 
 
 def _end_dropped_session(session: _Session, clients: dict[int, tuple[asyncio.AbstractEventLoop, Any]], url: str,
@@ -386,12 +389,27 @@ def _end_dropped_session(session: _Session, clients: dict[int, tuple[asyncio.Abs
         if session_id is None and client is None:
             return
 
+        async def end(session_id: str) -> None:
+            await _delete_session(url, token, session_id, client, END_SESSION_TIMEOUT)
+            _DROPPED.pop((url, session_id), None)
+
         async def release() -> None:
             if session_id is not None:
-                await _delete_session(url, token, session_id, client, END_SESSION_TIMEOUT)
+                try:
+                    await end(session_id)
+                except asyncio.CancelledError:
+                    # The loop is shutting down: asyncio.run cancels the tasks left once its coroutine returns, and
+                    # that return is what dropped an env kept in the coroutine's locals. It still runs the loop until
+                    # they finish: end the session (END_SESSION_TIMEOUT at most), close the client, then be cancelled.
+                    await end(session_id)
+                    if client is not None:
+                        await client.aclose()
+                    raise
             if client is not None:
                 await client.aclose()
 
+        if session_id is not None:
+            _DROPPED[url, session_id] = (token, pid)
         task = loop.create_task(release())
         _ENDING.add(task)
         task.add_done_callback(_ENDING.discard)
@@ -452,21 +470,30 @@ def _end_open_sessions() -> None:
     outright (SIGKILL) runs no hook: the server reaps its sessions after ``--idle-timeout``.
     """
     pending = [env for env in list(_OPEN) if env._session_id is not None and env._pid == os.getpid()]
-    if not pending:
+    dropped = [key for key, (_, pid) in list(_DROPPED.items()) if pid == os.getpid()]
+    if not pending and not dropped:
         return
     try:
         import httpx
     except ImportError:
         return
     deadline = time.monotonic() + EXIT_BUDGET
+    ends: list[tuple[str, str | None, str]] = []
+    for env in pending:
+        session_id, env._session_id = env._session_id, None
+        if session_id is not None:
+            ends.append((env.url, env.token, session_id))
+    for url, session_id in dropped:  # dropped envs whose release task did not finish its DELETE (its loop closed first)
+        entry = _DROPPED.pop((url, session_id), None)
+        if entry is not None:
+            ends.append((url, entry[0], session_id))
     with httpx.Client() as client:
-        for env in pending:
+        for url, token, session_id in ends:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            session_id, env._session_id = env._session_id, None
-            headers = {"authorization": f"Bearer {env.token}"} if env.token else {}
+            headers = {"authorization": f"Bearer {token}"} if token else {}
             try:
-                client.delete(f"{env.url}/sessions/{session_id}", headers=headers, timeout=min(END_SESSION_TIMEOUT, remaining))
+                client.delete(f"{url}/sessions/{session_id}", headers=headers, timeout=min(END_SESSION_TIMEOUT, remaining))
             except Exception:  # best effort: the server reaps what is left after --idle-timeout
                 pass
