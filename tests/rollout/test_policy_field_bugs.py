@@ -6,138 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import math
-import threading
 
 import numpy as np
 import pytest
 import torch
 
-from gem_core.env import Env
 from gem_core.errors import GemError, InvalidArgument
 from gem_core.rollout import ChatTemplate, Generation, SamplingParams, TransformersPolicy, run_episodes
 from gem_core.rollout.policy import BatchingPolicy
-from gem_core.testing import ScriptedPolicy
 
 WAIT = 20  # seconds: the bound of every wait below (none is expected to come near it)
 
 
-# -- 1. cancelling run_episodes while an env's step runs in a pool thread ------------------------------------
-
-
-class BlockingStepEnv(Env):
-    """A blocking env (its step runs in an EnvThreadPool thread) whose step waits until the test releases it."""
-
-    max_step_seconds = 5.0
-
-    def __init__(self, events: list[str], started: threading.Event, release: threading.Event, closed: threading.Event):
-        self.events, self.started, self.release, self.closed = events, started, release, closed
-        self.stepping = False
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        return "start", {}
-
-    def step(self, action):
-        self.stepping = True
-        self.events.append("step start")
-        self.started.set()
-        self.release.wait(WAIT)
-        self.events.append("step end")
-        self.stepping = False
-        return "next", 0.0, False, False, {}
-
-    def close(self):
-        self.events.append("close while stepping" if self.stepping else "close")
-        self.closed.set()
-
-    def sample_random_action(self):
-        return "a"
-
-
-def blocking_env_factory(max_step_seconds: float | None = None):
-    events: list[str] = []
-    started, release, closed = threading.Event(), threading.Event(), threading.Event()
-
-    def make():
-        env = BlockingStepEnv(events, started, release, closed)
-        if max_step_seconds is not None:
-            env.max_step_seconds = max_step_seconds
-        return env
-
-    return make, events, started, release, closed
-
-
-async def test_cancelling_run_episodes_closes_the_env_only_after_its_step_thread_returns(tiny_tokenizer):
-    """The runner closed the env as soon as the cancel arrived, while the step still ran in its pool thread (the step
-    then finished on a closed env), and run_episodes returned with the thread still busy."""
-    make, events, started, release, closed = blocking_env_factory()
-    task = asyncio.ensure_future(
-        run_episodes(make, ScriptedPolicy(tiny_tokenizer, ["a"]), tiny_tokenizer, [0], sampling=SamplingParams(max_new_tokens=8))
-    )
-    task.add_done_callback(lambda _: events.append("run_episodes returned"))
-    assert await asyncio.get_running_loop().run_in_executor(None, started.wait, WAIT), "the step never started"
-    task.cancel()
-    for _ in range(20):  # the cancel is delivered and the runner's cleanup runs within a few loop ticks
-        await asyncio.sleep(0)
-    release.set()
-    with pytest.raises(asyncio.CancelledError):
-        await asyncio.wait_for(task, WAIT)
-    assert events == ["step start", "step end", "close", "run_episodes returned"]
-
-
-async def test_a_step_past_its_bound_does_not_hold_the_cancel_and_the_env_is_closed_when_it_returns(tiny_tokenizer):
-    """The cancel waits for an in-flight step only up to the env's max_step_seconds; a step still running then is
-    left to finish, and its env is closed when it returns, never under it."""
-    make, events, started, release, closed = blocking_env_factory(max_step_seconds=0.05)
-    task = asyncio.ensure_future(
-        run_episodes(make, ScriptedPolicy(tiny_tokenizer, ["a"]), tiny_tokenizer, [0], sampling=SamplingParams(max_new_tokens=8))
-    )
-    task.add_done_callback(lambda _: events.append("run_episodes returned"))
-    try:
-        assert await asyncio.get_running_loop().run_in_executor(None, started.wait, WAIT), "the step never started"
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await asyncio.wait_for(task, WAIT)
-    finally:
-        release.set()
-    assert await asyncio.get_running_loop().run_in_executor(None, closed.wait, WAIT), "the env was never closed"
-    assert events == ["step start", "run_episodes returned", "step end", "close"]
-
-
-async def test_a_second_cancel_ends_the_wait_and_the_env_is_still_closed_only_when_its_step_returns(tiny_tokenizer):
-    make, events, started, release, closed = blocking_env_factory()
-    task = asyncio.ensure_future(
-        run_episodes(make, ScriptedPolicy(tiny_tokenizer, ["a"]), tiny_tokenizer, [0], sampling=SamplingParams(max_new_tokens=8))
-    )
-    task.add_done_callback(lambda _: events.append("run_episodes returned"))
-    try:
-        assert await asyncio.get_running_loop().run_in_executor(None, started.wait, WAIT), "the step never started"
-        task.cancel()
-        for _ in range(20):
-            await asyncio.sleep(0)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await asyncio.wait_for(task, WAIT)
-    finally:
-        release.set()
-    assert await asyncio.get_running_loop().run_in_executor(None, closed.wait, WAIT), "the env was never closed"
-    assert events == ["step start", "run_episodes returned", "step end", "close"]
-
-
-async def test_an_episode_that_ends_normally_still_closes_its_env_at_once(tiny_tokenizer, scripted_env):
-    closed = []
-
-    class Counted(scripted_env):
-        def close(self):
-            closed.append(self)
-
-    trajectories = await asyncio.wait_for(
-        run_episodes(lambda: Counted(rewards=[0.0, 1.0]), ScriptedPolicy(tiny_tokenizer, ["a"]), tiny_tokenizer, [0, 1]), WAIT
-    )
-    assert [t.num_turns for t in trajectories] == [2, 2] and len(closed) == 2
-
-
-# -- 2. one malformed prompt in a batching round ----------------------------------------------------------------
+# -- 1. one malformed prompt in a batching round ----------------------------------------------------------------
 
 
 def good_prompt(tokenizer):
@@ -225,7 +106,7 @@ async def test_a_batching_backend_that_declares_its_vocabulary_gets_only_valid_p
     assert seen == [[1, 2]]
 
 
-# -- 3. sampling settings that crashed sampling later -----------------------------------------------------------
+# -- 2. sampling settings that crashed sampling later -----------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -265,7 +146,7 @@ async def test_the_smallest_temperature_samples_with_finite_logprobs(tiny_tokeni
     assert len(generation.token_ids) == 3 and all(math.isfinite(x) for x in generation.logprobs)
 
 
-# -- 4. a policy whose output is malformed ----------------------------------------------------------------------
+# -- 3. a policy whose output is malformed ----------------------------------------------------------------------
 
 
 class BadPolicy:

@@ -1,6 +1,6 @@
-"""run_labels and run_branched_episode, cancelled while an env's step runs in a pool thread, close that env only
-after the step returns: they closed it through ``session.aclose()`` as soon as the cancel arrived, under the
-running step (run_episodes had the same race; see test_policy_field_bugs.py, whose env these tests reuse)."""
+"""run_episodes, run_labels and run_branched_episode, cancelled while an env's step runs in a pool thread, close that
+env only after the step returns: they closed it as soon as the cancel arrived, under the running step (which then
+finished on a closed env), and returned with the thread still busy."""
 
 from __future__ import annotations
 
@@ -8,15 +8,46 @@ import asyncio
 import threading
 
 import pytest
-from test_policy_field_bugs import WAIT, BlockingStepEnv  # this folder is on sys.path, as for conftest
 
 from gem_core import placement
-from gem_core.rollout import SamplingParams, run_branched_episode, run_labels
+from gem_core.env import Env
+from gem_core.rollout import SamplingParams, run_branched_episode, run_episodes, run_labels
 from gem_core.rows import EpisodeLabel
 from gem_core.testing import ScriptedPolicy
 
-RUNNERS = ["run_labels", "run_branched_episode"]
+RUNNERS = ["run_episodes", "run_labels", "run_branched_episode"]
 BRANCHES = 2
+WAIT = 20  # seconds: the bound of every wait below (none is expected to come near it)
+
+
+class BlockingStepEnv(Env):
+    """A blocking env (its step runs in an EnvThreadPool thread) whose step waits until the test releases it."""
+
+    max_step_seconds = 5.0
+
+    def __init__(self, events: list[str], started: threading.Event, release: threading.Event, closed: threading.Event):
+        self.events, self.started, self.release, self.closed = events, started, release, closed
+        self.stepping = False
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return "start", {}
+
+    def step(self, action):
+        self.stepping = True
+        self.events.append("step start")
+        self.started.set()
+        self.release.wait(WAIT)
+        self.events.append("step end")
+        self.stepping = False
+        return "next", 0.0, False, False, {}
+
+    def close(self):
+        self.events.append("close while stepping" if self.stepping else "close")
+        self.closed.set()
+
+    def sample_random_action(self):
+        return "a"
 
 
 class Countdown:
@@ -63,10 +94,18 @@ def start(runner: str, tokenizer, monkeypatch, max_step_seconds: float = 5.0):
     """Start ``runner`` on envs whose steps block until released; the log gets ``(env number, event)`` and
     ``("task", "returned")``. Each episode is one turn (the env never ends it)."""
     log: list = []
-    n = 1 if runner == "run_labels" else BRANCHES
+    n = BRANCHES if runner == "run_branched_episode" else 1
     started, release, closed = Countdown(n), threading.Event(), Countdown(n)
     policy, sampling = ScriptedPolicy(tokenizer, ["a"]), SamplingParams(max_new_tokens=8)
-    if runner == "run_labels":
+    if runner == "run_episodes":
+
+        def make():
+            env = BlockingStepEnv(Tagged(log, 0), started, release, closed)
+            env.max_step_seconds = max_step_seconds
+            return env
+
+        coroutine = run_episodes(make, policy, tokenizer, [0], sampling=sampling, max_turns=1)
+    elif runner == "run_labels":
 
         def make_env(env_id, **kwargs):
             env = BlockingStepEnv(Tagged(log, 0), started, release, closed)
@@ -166,7 +205,7 @@ async def test_branches_cancelled_before_their_first_step_still_close_their_envs
     assert sorted(log) == [(env, "close") for env in range(BRANCHES)]
 
 
-async def test_labels_and_branches_that_end_normally_close_their_envs_at_once(tiny_tokenizer, monkeypatch):
+async def test_episodes_that_end_normally_close_their_envs_at_once(tiny_tokenizer, monkeypatch):
     for runner in RUNNERS:
         task, log, n, started, release, closed = start(runner, tiny_tokenizer, monkeypatch)
         release.set()
