@@ -26,6 +26,9 @@ Robustness, the same on every backend:
   running is reported the same way (``truncated``, ``info["error"]`` starting with ``WorkerDied``).
 - ``step_timeout=``: a step or reset that runs longer ends the env's episode the same way, with
   ``info["error"] == "timeout"``; the env is rebuilt, so its next call starts a new episode.
+- A Ctrl-C during a step propagates; the interrupted step's envs end their episodes at their next step
+  (``truncated``, ``info["error"]`` starting with ``Interrupted``), and an env whose call runs on in a thread is rebuilt
+  rather than called twice at once (the ``thread`` and ``async`` backends).
 - ``close()`` is safe at any time and from any thread, including during a step: the step returns,
   with the envs it could not finish truncated (``info["error"]`` starting with ``closed``).
 - The process backend can recycle its workers by step count or memory (``recycle_after_steps``,
