@@ -39,7 +39,7 @@ class GenerationInterrupted(GemError):
     The episode loop catches it and resamples the turn; only code that calls ``generate`` itself sees it.
 
     Args:
-        version: the policy version the update installed.
+        version: the policy version the aborted generation ran under (the update installed a later one).
     """
 
     def __init__(self, version: int):

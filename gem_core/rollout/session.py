@@ -530,9 +530,17 @@ class EpisodeSession:
         turn's last version."""
         if versions is None:
             return None
+        if isinstance(versions, bool) or isinstance(versions, (str, bytes)):  # True is an int, "77" iterates to 7s
+            raise InvalidArgument(f"step() got versions={versions!r}; give one int for the turn or one int per action id.")
         if isinstance(versions, (int, numbers.Integral)):
             return (int(versions),) * len(ids)
-        tags = tuple(map(int, versions))
+        try:  # operator.index, as for the ids: int() truncated floats (2.9 -> 2) and parsed text
+            values = versions if isinstance(versions, (list, tuple)) else tuple(versions)
+            if bool in set(map(type, values)):  # operator.index takes True as 1
+                raise TypeError
+            tags = tuple(map(operator.index, values))
+        except TypeError:
+            raise InvalidArgument(f"step() needs integer versions (one for the turn or one per action id); got {_types_in(versions)}.") from None
         if tags and len(tags) < len(ids) and len(ids) - len(tags) == len(self.chat_template.end_of_turn_ids):
             tags += (tags[-1],) * (len(ids) - len(tags))  # text mode: end-of-turn ids added here
         if len(tags) != len(ids):

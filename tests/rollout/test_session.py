@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from gem_core.errors import InvalidArgument
@@ -261,6 +262,22 @@ async def test_per_token_columns_of_turns_with_and_without_logprobs_and_versions
     assert traj.token_versions == [3] * n + [-1] * (o1 + n + o2) + list(range(c)) + [-1] * e
     assert traj.metrics["has_logprobs"] is False and traj.metrics["num_sampled_tokens"] == 2 * n + c
     assert session.oldest_version == 0 and traj.oldest_version == 0
+
+
+@pytest.mark.parametrize("versions", [True, 2.9, [2.9, 2.9], "77", np.array([1.5, 1.5]), [False, True]],
+                         ids=["bool", "float", "floats", "text", "float array", "bools"])
+async def test_versions_that_are_not_whole_numbers_are_refused_naming_the_argument(tiny_tokenizer, scripted_env, versions):
+    """``versions`` is one int for the turn or one per id: bools, floats and text were truncated or parsed into versions
+    (2.9 -> 2, "77" -> [7, 7]) and a float for the turn raised a bare TypeError; action ids refuse all of them."""
+    ct = ChatTemplate.for_tokenizer(tiny_tokenizer)
+    session = EpisodeSession(scripted_env(rewards=[0.0, 1.0]), tiny_tokenizer)
+    await session.start(seed=1)
+    action = (encode(tiny_tokenizer, "x") + ct.end_of_turn_ids)[:2]
+    assert len(action) == 2
+    with pytest.raises(InvalidArgument, match="versions"):
+        await session.step(action, versions=versions)
+    await session.step(action, versions=np.array([4, 5]))  # numpy ints are ints
+    assert session.oldest_version == 4
 
 
 async def test_a_non_blocking_env_steps_inline_but_an_env_with_its_own_astep_is_awaited(tiny_tokenizer):
