@@ -58,7 +58,7 @@ from gem_core.protocols import Tokenizer
 from gem_core.rollout.chat_template import ChatTemplate
 from gem_core.rollout.policy import Policy, SamplingParams
 from gem_core.rollout.policy_version import VersionedPolicy, WeightUpdate
-from gem_core.rollout.runner import EnvFactory, _play, _with_stop_tokens
+from gem_core.rollout.runner import EnvFactory, _play, _TurnState, _with_stop_tokens
 from gem_core.rollout.session import EpisodeSession
 from gem_core.rollout.trajectory import TokenTrajectory
 
@@ -79,7 +79,8 @@ class AsyncRolloutConfigError(GemError, ValueError):
 
 
 class AsyncRolloutOrderError(GemError, RuntimeError):
-    """:class:`AsyncEpisodeEngine` was used out of order (a batch before ``start``, too many batches per update)."""
+    """:class:`AsyncEpisodeEngine` was used out of order (a batch before ``start`` or after ``aclose``, too many
+    batches per update)."""
 
 
 class EnvStartError(GemError, RuntimeError):
@@ -217,6 +218,7 @@ class AsyncEpisodeEngine:
         self._producer: asyncio.Task | None = None
         self._changed: _Signal | None = None
         self._error: BaseException | None = None
+        self._closed = False  # aclose() ran: a batch asked for then (or waiting then) would never come
         self._exhausted = False  # the seeds ran out
         self._failed_starts = 0  # episodes in a row whose env could not start
         self._base_version = self.policy.version
@@ -235,12 +237,17 @@ class AsyncEpisodeEngine:
     async def start(self) -> AsyncEpisodeEngine:
         """Start playing episodes (on the running event loop)."""
         if self._producer is None:
+            self._closed = False
             self._changed = _Signal()
             self._producer = asyncio.create_task(self._produce())
         return self
 
     async def aclose(self) -> None:
-        """Stop every episode (their envs are closed) and the producer."""
+        """Stop every episode (their envs are closed) and the producer; a :meth:`next_batch` waiting now, or
+        called later, raises :class:`AsyncRolloutOrderError` rather than waiting for episodes that will not come."""
+        self._closed = True
+        if self._changed is not None:
+            self._changed.notify()
         tasks = [t for t in (self._producer, *self._tasks) if t is not None]
         for task in tasks:
             task.cancel()
@@ -271,41 +278,52 @@ class AsyncEpisodeEngine:
 
         Fewer (possibly none) only when the seeds have run out.
 
+        Each episode is checked against the bound when the batch is handed over: an update while the batch
+        fills (a trainer that asks for it before its training step ends) can make an episode taken earlier too old,
+        and it is then dropped or regenerated, and another taken in its place.
+
         Raises:
-            AsyncRolloutOrderError: the engine was not started, or more batches were taken than the bound
-                allows without an update in between (call :meth:`update_policy` after each training step).
+            AsyncRolloutOrderError: the engine was not started, was closed (:meth:`aclose`, also while this
+                waited), or more batches were taken than the bound allows without an update in between (call
+                :meth:`update_policy` after each training step).
             Exception: what an episode raised (a policy error), re-raised here.
         """
         if self._changed is None:
             raise AsyncRolloutOrderError("Start the engine first: `async with AsyncEpisodeEngine(...) as engine:` or `await engine.start()`.")
+        self._check_open()
         size, bound = self.config.batch_size, self.config.max_staleness
         if self._batches >= self._updates + bound + 1:
             raise AsyncRolloutOrderError(
                 f"next_batch() called {self._batches + 1} times with {self._updates} policy updates: max_staleness={bound} "
                 "lets the trainer run at most that many batches ahead. Call update_policy() after each training step."
             )
-        batch: list[TokenTrajectory] = []
-        staleness: list[int] = []
-        while len(batch) < size:
-            await self._changed.wait_until(lambda: bool(self._ready) or self._error is not None or self._finished_all)
+        taken: list[tuple[int, TokenTrajectory]] = []
+        while True:
+            # Against the version now, not when taken: an update while the batch filled may have made some too old.
+            taken = self._within_bound(taken, self.version)
+            if len(taken) >= size:
+                break
+            await self._changed.wait_until(lambda: bool(self._ready) or self._error is not None or self._finished_all or self._closed)
             if self._error is not None:
                 raise self._error
-            if not self._ready:
-                break  # the seeds ran out
-            fresh = self._drop_stale_ready(self.version)
+            self._check_open()
+            if not self._ready:  # the seeds ran out, unless one taken is now too old and regenerated
+                taken = self._within_bound(taken, self.version)
+                if self._finished_all:
+                    break
+                continue
+            fresh = self._within_bound(self._ready, self.version)
             # Oldest first (a stable sort keeps finishing order among equals): the episodes nearest the
             # bound are handed now rather than dropped at the next batch.
             fresh.sort(key=lambda item: item[0])
-            taken, self._ready = fresh[: size - len(batch)], fresh[size - len(batch) :]
-            batch += [trajectory for _, trajectory in taken]
-            staleness += [self.version - oldest for oldest, _ in taken]
+            taken, self._ready = taken + fresh[: size - len(taken)], fresh[size - len(taken) :]
         self._batches += 1
         # The next batch is handed under a newer version: what is too old for it goes now, so its
         # replacement plays while the trainer trains instead of after the update.
-        self._ready = self._drop_stale_ready(self._handout_version)
-        self.counts["episodes_handed"] += len(batch)
-        self._last_staleness = staleness
-        return batch
+        self._ready = self._within_bound(self._ready, self._handout_version)
+        self.counts["episodes_handed"] += len(taken)
+        self._last_staleness = [self.version - oldest for oldest, _ in taken]  # as handed
+        return [trajectory for _, trajectory in taken]
 
     async def update_policy(self, apply: WeightUpdate | None = None) -> int:
         """Load new weights (``apply``, see :meth:`VersionedPolicy.update`) and move to the next version.
@@ -341,10 +359,19 @@ class AsyncEpisodeEngine:
         the last update, the usual cadence of one batch per update) at least the next."""
         return self.version + (1 if self._batches > self._updates else 0)
 
-    def _drop_stale_ready(self, at_version: int) -> list[tuple[int, TokenTrajectory]]:
-        """The finished episodes still within the bound at ``at_version``; the others are dropped or regenerated."""
+    def _check_open(self) -> None:
+        """Raise if :meth:`aclose` ran: its episodes were cancelled, so a batch would be waited for for ever."""
+        if self._closed:
+            raise AsyncRolloutOrderError(
+                "The engine is closed (aclose() ran, or its `async with` block ended): its episodes were stopped, so no batch "
+                "will come. Ask for batches inside the `async with AsyncEpisodeEngine(...)` block, or call start() again."
+            )
+
+    def _within_bound(self, episodes: list[tuple[int, TokenTrajectory]], at_version: int) -> list[tuple[int, TokenTrajectory]]:
+        """The finished ``episodes`` (oldest version, episode) still within the bound at ``at_version``; the others
+        are dropped or regenerated."""
         fresh = []
-        for oldest, trajectory in self._ready:
+        for oldest, trajectory in episodes:
             if at_version - oldest > self.config.max_staleness:
                 self._kept -= 1
                 self._discard(trajectory.seed)
@@ -440,13 +467,22 @@ class AsyncEpisodeEngine:
         except Exception as error:  # noqa: BLE001 - counted, and the run stopped if every env fails
             self._failed_start(seed, error)
             return None
-        session = EpisodeSession(env, self.tokenizer, **self._session_kwargs)  # bad options: the run's error, at once
+        # The env is closed whatever ends its start: a bad option (the run's error, at once), a failed reset, or a cancel
+        # (aclose() while it resets: a sandbox booting was left running).
+        try:
+            session = EpisodeSession(env, self.tokenizer, **self._session_kwargs)
+        except BaseException:
+            env.close()
+            raise
         try:
             await session.start(seed=seed)
         except Exception as error:  # noqa: BLE001 - counted, and the run stopped if every env fails
             await session.aclose()
             self._failed_start(seed, error)
             return None
+        except BaseException:
+            await session.aclose()
+            raise
         self._failed_starts = 0
         return session
 
@@ -463,11 +499,21 @@ class AsyncEpisodeEngine:
                   "counted in metrics()['gem/async/env_start_errors'] (later ones are not logged): %s: %s", seed, type(error).__name__, error)
 
     async def _play(self, session: EpisodeSession) -> TokenTrajectory | None:
-        """One episode, one turn at a time; None when it stopped early, its oldest token past the bound."""
+        """One episode, one turn at a time; None when it stopped early, its oldest token past the bound.
+
+        The bound is checked before every turn, an interrupted one too (``_play`` returns at a weight update rather
+        than asking again itself), so an episode the update made too old is never stepped again (a tool call's side
+        effects). The states a backend kept for the episode are released however it ends: finished, stopped, failed
+        or cancelled (``_TurnState`` carries their key from one turn's call to the next).
+        """
         sampling = _with_stop_tokens(session, self._sampling)
-        while not session.done:
-            oldest = session.oldest_version
-            if oldest is not None and self._handout_version - oldest > self.config.max_staleness:
-                return None
-            await _play(session, self.policy, sampling, until_turn=session.num_turns + 1)
-        return session.trajectory()
+        state = _TurnState()
+        try:
+            while not session.done:
+                oldest = session.oldest_version
+                if oldest is not None and self._handout_version - oldest > self.config.max_staleness:
+                    return None
+                await _play(session, self.policy, sampling, until_turn=session.num_turns + 1, state=state)
+            return session.trajectory()
+        finally:
+            state.release(self.policy)  # a no-op once _play released them (the episode finished, or its turn raised)

@@ -104,42 +104,102 @@ def _with_stop_tokens(session: EpisodeSession, sampling: SamplingParams | None) 
     return sampling
 
 
-async def _play(session: EpisodeSession, policy: Policy, sampling: SamplingParams, *, until_turn: int | None = None) -> None:
+@dataclasses.dataclass
+class _TurnState:
+    """What a caller that plays one turn per :func:`_play` call (:class:`~gem_core.rollout.async_engine.AsyncEpisodeEngine`)
+    keeps between the calls, so the episode's kept states are released however it ends and an interrupt that no
+    update caused is still recognised."""
+
+    last: tuple[list[int], int, list[int]] | None = None
+    """The last turn's prompt, its length then and its first sampled id (see :func:`_play`); None once released."""
+    interrupted_at: int | None = None
+    """The version the turn's last aborted generation ran under (:class:`GenerationInterrupted`); None after a turn."""
+
+    def release(self, policy: Policy) -> None:
+        """Free the states a backend kept for the episode (once: a second call does nothing)."""
+        last, self.last = self.last, None
+        _release(policy, last)
+
+
+def _update_marks(policy: Policy) -> tuple[Any, Any]:
+    """What a weight update of a :class:`~gem_core.rollout.policy_version.VersionedPolicy` moves: its version, and
+    its count of aborted generations (which moves first: the new weights may still be loading when the aborted
+    turn hears of it). ``(None, None)`` for a policy that shows neither."""
+    return getattr(policy, "version", None), getattr(policy, "interrupted", None)
+
+
+def _caused_by_update(policy: Policy, marks: tuple[Any, Any], error: GenerationInterrupted, state: _TurnState) -> bool:
+    """Whether a weight update aborted the attempt begun at ``marks``, so the turn is asked for again.
+
+    A policy that raises :class:`GenerationInterrupted` with no update (a backend's own bug) was asked again and
+    again without the loop ever running anything else. An update shows in the policy's marks
+    (:func:`_update_marks`); a policy that counts its aborted generations and shows no change had none aborted. For
+    one that does not count them, the interrupt's own version must differ from the previous interrupt's of this
+    turn (each update moves it), so a turn's first interrupt is asked again, and a repeated one is not.
+    """
+    now = _update_marks(policy)
+    if now != marks:
+        return True
+    if type(now[1]) is int:
+        return False
+    version = getattr(error, "version", None)
+    return state.interrupted_at is None or version != state.interrupted_at
+
+
+async def _play(
+    session: EpisodeSession, policy: Policy, sampling: SamplingParams, *, until_turn: int | None = None, state: _TurnState | None = None
+) -> None:
     """Sample and step turns until the episode is done (or ``until_turn`` turns have been played).
 
     A turn whose generation a weight update aborted (:class:`GenerationInterrupted`) is asked for again
     from the same context: the env was not stepped for it, so it is stepped once, with what the new
-    weights sampled. A malformed generation raises, naming the policy (:func:`_sampled_ids`).
+    weights sampled. A :class:`GenerationInterrupted` that no update caused is the policy's error and is raised
+    (asked again, it repeats for ever). A malformed generation raises, naming the policy (:func:`_sampled_ids`).
+
+    ``state`` is given by a caller that plays one turn per call (the async engine): the episode's last prompt is kept
+    in it between calls (so the kept states are released when the episode ends, :meth:`_TurnState.release`,
+    however it ends), and an interrupted turn returns instead of being asked for again here, so the caller checks
+    first whether the episode may still play (its staleness bound) before it asks for the same turn again.
     """
     # A policy that reads the prompt only until its turn is sampled is lent the session's own list, not a copy per turn.
     borrows = getattr(policy, "borrows_prompt_ids", False) is True
     vocab = getattr(policy, "vocab_size", None)
     vocab = vocab if type(vocab) is int and vocab > 0 else None
-    # The last turn's prompt, its length then and its first sampled id: what the policy keeps states under. Not the
-    # session's context: with history="as_rendered" that is the re-rendered conversation, which the kept states never saw.
-    last: tuple[list[int], int, list[int]] | None = None
+    per_turn = state is not None
+    state = state if state is not None else _TurnState()
+    # state.last: the last turn's prompt, its length then and its first sampled id: what the policy keeps states
+    # under. Not the session's context: with history="as_rendered" that is the re-rendered conversation, which the
+    # kept states never saw.
     try:
         while not session.done and (until_turn is None or session.num_turns < until_turn):
             turn_sampling = dataclasses.replace(sampling, max_new_tokens=session.generation_budget(sampling.max_new_tokens))
             # A policy that declares `accepts_images` gets the context's images beside the ids; others play blind.
             images = session.images if getattr(policy, "accepts_images", False) else None
             context = session.borrow_context_ids() if borrows else session.context_ids
+            marks = _update_marks(policy)
             try:
                 if images and isinstance(policy, ImagePolicy):  # images are only drawn for such a policy
                     generation = await policy.generate(context, turn_sampling, images=images)
                 else:
                     generation = await policy.generate(context, turn_sampling)
-            except GenerationInterrupted:
+            except GenerationInterrupted as error:
+                if not _caused_by_update(policy, marks, error, state):
+                    raise
+                state.interrupted_at = getattr(error, "version", None)
+                await asyncio.sleep(0)  # the update (and every other episode) runs before the turn is asked again
+                if per_turn:
+                    return
                 continue
+            state.interrupted_at = None
             ids = _sampled_ids(generation, policy, vocab, turn_sampling.max_new_tokens)
             # Before the step: a borrowed list is extended in place by it (a copy now would be one per turn).
-            last = (context, len(context), list(ids[:1]))
+            state.last = (context, len(context), list(ids[:1]))
             await session.step(ids, logprobs=generation.logprobs, finish_reason=generation.finish_reason, versions=generation.versions)
     except BaseException:
-        _release(policy, last)  # a failed or cancelled episode ends here too: its states would be held for good
+        state.release(policy)  # a failed or cancelled episode ends here too: its states would be held for good
         raise
     if session.done:  # not before a fork (run_branched_episode): the branches continue from these states
-        _release(policy, last)
+        state.release(policy)
 
 
 _INTS = frozenset({int})
