@@ -536,7 +536,11 @@ async def _all_or_none(coroutines: Iterable[Awaitable[_T]]) -> list[_T]:
         return list(await asyncio.gather(*tasks))
     except BaseException:
         for task in tasks:
-            task.cancel()
+            # Not a task cancelled already: a cancel of this one reached them all, and gather raised at the first to
+            # end, while the others still waited for their envs' steps (_close_when_idle); a second cancel cut that
+            # wait short, and the envs were closed only after this returned. (Task.cancelling is Python 3.11's.)
+            if not task.done() and not getattr(task, "cancelling", lambda: 0)():
+                task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
 

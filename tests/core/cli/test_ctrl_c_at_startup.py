@@ -48,6 +48,13 @@ sys.meta_path.insert(0, _CtrlC())
 """
 
 
+def _as_at_a_terminal() -> None:
+    """In the child before it runs: SIGINT's default action, as under a terminal. A job a shell started in the
+    background without job control (CI's runner) ignores SIGINT, its children inherit that, and Python then installs
+    no handler: the interrupt these tests send would be ignored, not caught."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _outcome(proc: subprocess.Popen) -> tuple[int, str]:
     try:
         _, err = proc.communicate(timeout=60)
@@ -68,23 +75,23 @@ def _assert_quiet_130(returncode: int, err: str, when: str) -> None:
 @pytest.mark.parametrize("module", ["gem_core.cli.command", "gem_core.env", "numpy", "gymnasium", "gem_core.registry", "gem_core.serve.command"])
 def test_ctrl_c_while_gem_imports_itself_exits_130_with_at_most_one_line(module, tmp_path):
     code = _SIGINT_AT_IMPORT.format(module=module) + CONSOLE_SCRIPT
-    proc = subprocess.Popen([sys.executable, "-c", code, "list", "--ids"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    proc = subprocess.Popen([sys.executable, "-c", code, "list", "--ids"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, cwd=tmp_path, preexec_fn=_as_at_a_terminal)
     _assert_quiet_130(*_outcome(proc), f"SIGINT while importing {module}")
 
 
 def test_ctrl_c_that_numpy_turns_into_an_import_error_exits_130_with_at_most_one_line(tmp_path):
     code = _SIGINT_IN_NUMPY_C_IMPORT + CONSOLE_SCRIPT
-    proc = subprocess.Popen([sys.executable, "-c", code, "list", "--ids"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    proc = subprocess.Popen([sys.executable, "-c", code, "list", "--ids"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, cwd=tmp_path, preexec_fn=_as_at_a_terminal)
     _assert_quiet_130(*_outcome(proc), "SIGINT while numpy's C code imports datetime")
 
 
 def test_an_import_error_without_a_ctrl_c_is_still_reported(tmp_path):
     # Only an import failure that follows a Ctrl-C is taken for one: a broken install still says what broke.
     code = "import sys\nsys.modules['numpy'] = None\n" + CONSOLE_SCRIPT
-    result = subprocess.run([sys.executable, "-c", code, "list", "--ids"], capture_output=True, text=True,
-                            cwd=tmp_path, timeout=60)
+    result = subprocess.run([sys.executable, "-c", code, "list", "--ids"], capture_output=True, text=True, cwd=tmp_path,
+                            timeout=60, preexec_fn=_as_at_a_terminal)
     assert result.returncode == 1 and "ModuleNotFoundError" in result.stderr, (result.returncode, result.stderr[-3000:])
 
 
@@ -93,7 +100,7 @@ def test_ctrl_c_in_the_first_moments_of_gem_exits_130_with_at_most_one_line(dela
     """A real SIGINT at several moments after Python's own start-up (``site``, which GEM cannot guard:
     ``-X importtime`` says when it is over) has finished."""
     proc = subprocess.Popen([sys.executable, "-X", "importtime", "-c", CONSOLE_SCRIPT, "list", "--ids"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tmp_path, preexec_fn=_as_at_a_terminal)
     err = ""
     try:
         while not err.rstrip().endswith("| site"):
