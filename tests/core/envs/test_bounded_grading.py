@@ -223,7 +223,11 @@ def test_hostile_answers_score_zero_within_the_declared_limit_and_the_next_episo
     for name, answer in HOSTILE_ANSWERS.items():
         env.reset(seed=0)
         (_, reward, terminated, _, info), seconds = timed(env.step, answer)
-        assert seconds <= env.max_step_seconds, f"{env_id} {name}: {seconds:.1f} s"
+        # A worker replaced after the previous answer's timeout starts (and builds the dataset) before this one is
+        # scored: time outside the declared limit, reported apart (scoring_pool.SETUP_REPORTED); 2.3 s here alone,
+        # over 3 s with the machine loaded.
+        scoring = seconds - info.get("scorer_setup_seconds", 0.0)
+        assert scoring <= env.max_step_seconds, f"{env_id} {name}: {seconds:.1f} s, {scoring:.1f} s past the worker's start-up"
         # Not paid as correct (reasoning-gym's own scorers give some tasks' wrong numbers partial credit,
         # 0.1-0.125 on basic_arithmetic; every other grader gives 0).
         assert not info.get("correct") and terminated, (name, reward, info)
