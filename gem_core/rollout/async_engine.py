@@ -441,7 +441,8 @@ class AsyncEpisodeEngine:
         except asyncio.CancelledError:
             raise
         except Exception as error:  # noqa: BLE001 - a policy error: the trainer hears it at next_batch
-            self._error = error
+            if self._error is None:  # the first: an episode starting beside it may fail the same way a moment later
+                self._error = error
         finally:
             self._running -= 1
             if stale:
