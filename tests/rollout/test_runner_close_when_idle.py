@@ -148,6 +148,14 @@ async def test_a_cancel_closes_each_env_only_after_its_step_thread_returns(tiny_
     assert log[-1] == ("task", "returned") and of_env(log, -1) == []  # run_branched_episode's own env is the caller's
 
 
+async def assert_each_env_closed_after_its_step_and_the_runner_returned_first(log: list, n: int, closed) -> None:
+    """The cancel went through before the steps ended, and each env was closed only once its step returned."""
+    assert await wait_in_thread(closed), "the envs were never closed"
+    for env in range(n):
+        assert of_env(log, env) == ["step start", "step end", "close"]
+    assert log.index(("task", "returned")) < min(log.index((env, "step end")) for env in range(n))
+
+
 @pytest.mark.parametrize("runner", RUNNERS)
 async def test_a_step_past_its_bound_does_not_hold_the_cancel_and_its_env_is_closed_when_it_returns(tiny_tokenizer, monkeypatch, runner):
     task, log, n, started, release, closed = start(runner, tiny_tokenizer, monkeypatch, max_step_seconds=0.05)
@@ -158,10 +166,7 @@ async def test_a_step_past_its_bound_does_not_hold_the_cancel_and_its_env_is_clo
             await asyncio.wait_for(task, WAIT)
     finally:
         release.set()
-    assert await wait_in_thread(closed), "the envs were never closed"
-    for env in range(n):
-        assert of_env(log, env) == ["step start", "step end", "close"]
-    assert log.index(("task", "returned")) < min(log.index((env, "step end")) for env in range(n))
+    await assert_each_env_closed_after_its_step_and_the_runner_returned_first(log, n, closed)
 
 
 @pytest.mark.parametrize("runner", RUNNERS)
@@ -177,10 +182,7 @@ async def test_a_second_cancel_ends_the_wait_and_each_env_is_still_closed_only_w
             await asyncio.wait_for(task, WAIT)
     finally:
         release.set()
-    assert await wait_in_thread(closed), "the envs were never closed"
-    for env in range(n):
-        assert of_env(log, env) == ["step start", "step end", "close"]
-    assert log.index(("task", "returned")) < min(log.index((env, "step end")) for env in range(n))
+    await assert_each_env_closed_after_its_step_and_the_runner_returned_first(log, n, closed)
 
 
 async def test_branches_cancelled_before_their_first_step_still_close_their_envs(tiny_tokenizer):
