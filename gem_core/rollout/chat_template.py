@@ -65,7 +65,7 @@ __all__ = ["HISTORY_MODES", "ChatTemplate", "ChatTemplateError", "RenderedWindow
 HISTORY_MODES = ("as_sampled", "as_rendered")
 """What the policy sees of earlier turns: the sampled ids ("as_sampled") or the template's rendering ("as_rendered")."""
 
-#: Observation deltas kept per template, least recently used out first: repeated env messages ("Invalid
+#: Observation deltas kept per template, those used least lately out first (``_LRU``): repeated env messages ("Invalid
 #: move", "The number is lower than 52.") cost a lookup instead of an encode (65 us for 43 characters with
 #: DeepSeek's 128k BPE, three times a GuessTheNumber step).
 _DELTA_CACHE_SIZE = 4096
@@ -116,46 +116,47 @@ class _IdObjects(dict):
 
 
 class _LRU:
-    """A bounded map, least recently used out first, shared by every episode of a run (thread-safe: sessions
-    step in worker threads too). A copy or a pickle starts empty: it is a cache, never state.
+    """A bounded map that keeps what was used lately, shared by every episode of a run (thread-safe: sessions step
+    in worker threads too). A copy or a pickle starts empty: it is a cache, never state.
 
-    A plain dict keeps insertion order, so a hit is moved to the end by taking it out and putting it back: two
-    dict operations on the entry itself. (An ``OrderedDict``'s ``move_to_end`` also rewrites the neighbours in its
-    linked list, scattered in memory: with hundreds of episodes in flight each turn's two lookups were ~5% of
-    the session's time per turn, issue 46.)
+    Two generations of at most ``size // 2`` entries each: a hit in the current one is one dict lookup; a hit in the
+    previous one is put in the current one; a put into a full current generation makes it the previous one and drops
+    the old previous one. So at most ``size`` entries are kept, and a key used since the last ``size // 2`` puts
+    (misses and moves) is always kept. An exact LRU moved every hit to the end (a pop and a re-insert, the key hashed
+    twice): ~2% of a session turn with hundreds of episodes in flight, where the hot entries are hit every turn
+    (issue 46).
     """
 
     def __init__(self, size: int):
         self.size = size
-        self._items: dict[Any, Any] = {}
+        self._generation = max(1, size // 2)
+        self._current: dict[Any, Any] = {}
+        self._previous: dict[Any, Any] = {}
         self._lock = threading.Lock()
 
     def get(self, key: Any) -> Any:
-        # No lock on a read: each dict call is atomic under the GIL; a key another thread takes out between the
-        # two calls is a miss for that thread (it recomputes the same value), never a wrong value.
-        items = self._items
-        value = items.pop(key, None)
-        if value is not None:
-            items[key] = value  # now the most recent
+        # No lock on a read: each dict call is atomic under the GIL; a key that a put moves between generations
+        # meanwhile may be a miss for this reader (it recomputes the same value), never a wrong value.
+        value = self._current.get(key)
+        if value is None:
+            value = self._previous.get(key)
+            if value is not None:
+                self.put(key, value)
         return value
 
     def put(self, key: Any, value: Any) -> None:
         with self._lock:
-            items = self._items
-            items.pop(key, None)
-            items[key] = value
-            while len(items) > self.size:  # the least recently used go: first in insertion order
-                try:
-                    items.pop(next(iter(items)), None)
-                except (RuntimeError, StopIteration):  # a lock-free get moved an entry meanwhile: look again
-                    continue
+            if key not in self._current and len(self._current) >= self._generation:
+                self._previous, self._current = self._current, {}
+            self._current[key] = value
 
     def clear(self) -> None:
         with self._lock:
-            self._items.clear()
+            self._current, self._previous = {}, {}
 
     def __len__(self) -> int:
-        return len(self._items)
+        """Distinct keys kept."""
+        return len(self._current.keys() | self._previous.keys())
 
     def __reduce__(self) -> tuple:
         return (_LRU, (self.size,))

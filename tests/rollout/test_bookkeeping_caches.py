@@ -101,22 +101,26 @@ def test_a_template_copy_starts_with_empty_caches(tiny_tokenizer):
     assert len(pickle.loads(pickle.dumps(template._deltas))) == 0
 
 
-def test_the_cache_map_keeps_the_most_recently_used_and_stays_bounded_under_threads():
-    """_LRU is a plain dict whose hits are taken out and put back (issue 46): a hit makes a key the most recent, the
-    oldest goes first, a pickle starts empty, and readers and writers on threads never exceed the bound or raise."""
+def test_the_cache_map_keeps_what_was_used_lately_and_stays_bounded_under_threads():
+    """_LRU keeps two generations of half the bound (issue 46): a hit in the older one moves the key to the newer, a
+    put into a full newer one drops the older one, so a key used since the last size // 2 puts is always kept and no
+    more than size are; a pickle starts empty, and readers and writers on threads never exceed the bound or raise."""
     import pickle
     import random
     import threading
 
-    cache = chat_template_module._LRU(3)
-    for key in "abc":
+    cache = chat_template_module._LRU(4)
+    for key in "ab":
         cache.put(key, key.upper())
-    assert cache.get("a") == "A"  # a is now the most recent: b is the oldest
-    cache.put("d", "D")
-    assert cache.get("b") is None and [cache.get(k) for k in "acd"] == ["A", "C", "D"] and len(cache) == 3
-    cache.put("c", "C2")  # a put of a known key refreshes it too
-    cache.put("e", "E")
-    assert cache.get("a") is None and cache.get("c") == "C2" and len(cache) == 3
+    cache.put("c", "C")  # the newer generation (a, b) was full: it is the older one now
+    assert cache.get("a") == "A" and len(cache) == 3  # a hit in the older generation moves the key to the newer (c, a)
+    cache.put("d", "D")  # newer (c, a) full: it becomes the older one, and the older (a, b) is dropped: b was not used since
+    assert cache.get("b") is None and [cache.get(k) for k in "acd"] == ["A", "C", "D"] and len(cache) <= 4
+    cache.put("a", "A2")  # a put of a known key replaces its value
+    assert cache.get("a") == "A2"
+    for key in "efghij":  # keys never used again go within two generations
+        cache.put(key, key)
+    assert [cache.get(k) for k in "acd"] == [None, None, None] and len(cache) <= 4
     assert len(pickle.loads(pickle.dumps(cache))) == 0
 
     shared = chat_template_module._LRU(50)
