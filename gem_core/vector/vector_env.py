@@ -16,6 +16,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
+from gem_core.env import MAX_SEED, check_seed
 from gem_core.errors import InvalidArgument, InvalidArgumentType, ResetNeeded, UnknownKey, UsageError
 from gem_core.vector.backends import BACKENDS, Backend, check_backend_options
 from gem_core.vector.calls import Call, EnvBuilder, EnvCall, Failure, Reset, Step, check_step_timeout
@@ -61,8 +62,8 @@ class VectorEnv(gym.vector.VectorEnv):
         step_timeout: seconds a call may take before its result is a timeout error (None: no limit).
 
     Raises:
-        InvalidArgument: if there are no envs, the backend or ``autoreset_mode`` is unknown, ``seed`` is not a
-            whole number >= 0 or None, or ``step_timeout`` is not positive.
+        InvalidArgument: if there are no envs, the backend or ``autoreset_mode`` is unknown, ``seed`` is not None or a
+            whole number from 0 to ``MAX_SEED - num_envs + 1``, or ``step_timeout`` is not positive.
         InvalidArgumentType: if ``backend_kwargs`` has an option the backend does not take.
     """
 
@@ -80,7 +81,7 @@ class VectorEnv(gym.vector.VectorEnv):
         if not isinstance(backend, str) or backend not in BACKENDS:
             raise InvalidArgument(f"Unknown backend {backend!r}; choose one of {sorted(BACKENDS)}.")
         self.autoreset_mode = _parse_autoreset_mode(autoreset_mode)
-        self.seed = _checked_seed(seed)
+        self.seed = _checked_base_seed(seed, len(env_fns))
         self.backend_name = backend
         kwargs = dict(backend_kwargs or {})
         if step_timeout is not None:
@@ -139,6 +140,8 @@ class VectorEnv(gym.vector.VectorEnv):
             their current obs) and the batched infos of the envs that were reset.
 
         Raises:
+            InvalidArgument: a seed that is not None or a whole number, or whose env's seed (``s + i``) would pass
+                :data:`~gem_core.env.MAX_SEED` (checked before any env resets).
             RuntimeError: if an env's reset raises (naming the env and the error).
         """
         calls = self._plan_reset(seed, options)
@@ -153,7 +156,16 @@ class VectorEnv(gym.vector.VectorEnv):
 
     def _plan_reset(self, seed: int | Sequence[int | None] | None, options: dict[str, Any] | None) -> dict[int, Reset]:
         self._check_open()
-        super().reset(seed=seed if isinstance(seed, int) else None)
+        base: int | None = None  # checked before any env resets: env i's reset would refuse seed + i past MAX_SEED
+        seeds: list[int | None]
+        if isinstance(seed, (Sequence, np.ndarray)) and not isinstance(seed, (str, bytes)):
+            seeds = [_checked_list_seed(i, entry) for i, entry in enumerate(seed)]
+            if len(seeds) != self.num_envs:
+                raise InvalidArgument(f"seed as a list needs one entry per env ({self.num_envs}), got {len(seeds)}.")
+        else:
+            base = _checked_base_seed(seed, self.num_envs)
+            seeds = [None if base is None else base + i for i in range(self.num_envs)]
+        super().reset(seed=base)
         options = dict(options) if options else None
         mask = np.ones(self.num_envs, dtype=np.bool_)
         if options is not None and "reset_mask" in options:
@@ -165,13 +177,7 @@ class VectorEnv(gym.vector.VectorEnv):
                 )
             options = options or None
         if seed is None:
-            seeds: list[int | None] = [self._take_seed(i) if mask[i] else None for i in range(self.num_envs)]
-        elif isinstance(seed, (int, np.integer)):
-            seeds = [int(seed) + i for i in range(self.num_envs)]
-        else:
-            seeds = list(seed)
-            if len(seeds) != self.num_envs:
-                raise InvalidArgument(f"seed as a list needs one entry per env ({self.num_envs}), got {len(seeds)}.")
+            seeds = [self._take_seed(i) if mask[i] else None for i in range(self.num_envs)]
         return {i: Reset(seed=seeds[i], options=options) for i in range(self.num_envs) if mask[i]}
 
     def _record_reset(self, calls: Mapping[int, Reset], outcomes: Mapping[int, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -358,15 +364,31 @@ class VectorEnv(gym.vector.VectorEnv):
         return f"VectorEnv(num_envs={self.num_envs}, backend={self.backend_name!r}, autoreset_mode={self.autoreset_mode.name})"
 
 
-def _checked_seed(seed: Any) -> int | None:
-    """``seed`` as a Python int (gymnasium refuses numpy's integers as seeds), or None.
+def _checked_base_seed(seed: Any, num_envs: int) -> int | None:
+    """``seed`` as a Python int (or None) such that every env's seed, ``seed + i``, is one :func:`check_seed` takes.
 
     Raises:
-        InvalidArgument: if it is not a whole number >= 0 or None.
+        InvalidArgument: if it is not None or a whole number from 0 to ``MAX_SEED - num_envs + 1``.
     """
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0):
-        raise InvalidArgument(f"seed={seed!r}: env i is seeded with seed + i, so seed must be a whole number >= 0 (or None).")
-    return None if seed is None else int(seed)
+    largest = MAX_SEED - num_envs + 1
+    if seed is None or (isinstance(seed, numbers.Integral) and not isinstance(seed, bool) and 0 <= int(seed) <= largest):
+        return None if seed is None else int(seed)
+    raise InvalidArgument(
+        f"seed={seed!r:.40}: env i is seeded with seed + i, so with {num_envs} envs seed must be a whole number from 0 to "
+        f"{largest} (or None)."
+    )
+
+
+def _checked_list_seed(index: int, seed: Any) -> int | None:
+    """Entry ``index`` of a list of seeds, as :func:`check_seed` takes it.
+
+    Raises:
+        InvalidArgument: naming the entry, if :func:`check_seed` refuses it.
+    """
+    try:
+        return check_seed(seed)
+    except InvalidArgument:
+        raise InvalidArgument(f"seed[{index}]={seed!r:.40} must be a whole number from 0 to {MAX_SEED}, or None.") from None
 
 
 def _checked(call: EnvCall, outcome: Any) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
 import gem_core
@@ -67,6 +68,28 @@ def test_make_vec_num_envs_must_be_a_whole_number(bad):
 def test_make_vec_refuses_a_negative_seed_before_building_anything():
     with pytest.raises(ValueError, match="seed=-1"):
         make_vec(GUESS, 2, seed=-1)
+
+
+def test_make_vec_and_reset_refuse_seeds_whose_per_env_seeds_pass_the_largest_seed_before_any_env_resets():
+    """Env i is seeded with seed + i: a base seed in range whose last env's seed is not (MAX_SEED with two envs) was
+    accepted, then every reset failed at env 1 with a RuntimeError; reset(seed=-1) got gymnasium's own error, and a
+    seed list's bad entry a RuntimeError after the other envs had reset."""
+    from gem_core.env import MAX_SEED
+    from gem_core.errors import GemError
+
+    with pytest.raises(GemError, match=r"seed=9223372036854775807.*2 envs.*9223372036854775806"):
+        make_vec(GUESS, 2, seed=MAX_SEED)
+    vec = make_vec(GUESS, 2, seed=MAX_SEED - 1)
+    try:
+        vec.reset()  # the largest base seed that fits
+        for bad, message in [(MAX_SEED, "2 envs"), (-1, "seed=-1"), (2.0, "seed=2.0"), ([0, -5], r"seed\[1\]=-5"),
+                             ([0, "7"], r"seed\[1\]='7'")]:
+            with pytest.raises(GemError, match=message):
+                vec.reset(seed=bad)
+        obs, _ = vec.reset(seed=[np.int64(3), None])  # numpy ints are seeds too
+        assert len(obs) == 2
+    finally:
+        vec.close()
 
 
 def test_a_true_false_env_asks_for_true_or_false_when_no_answer_is_found():
