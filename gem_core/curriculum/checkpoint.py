@@ -11,7 +11,8 @@ import json
 import os
 from pathlib import Path
 
-from gem_core.curriculum.sampler import SamplerStateError, TaskSampler
+from gem_core.curriculum.sampler import SamplerStateError, TaskSampler, _not_a_state
+from gem_core.rows.label import _not_json
 from gem_core.transport.atomic_file import atomic_path
 from gem_core.transport.json_depth import nests_deeper_than
 
@@ -27,7 +28,7 @@ MAX_STATE_DEPTH = 32
 def save_sampler_state(sampler: TaskSampler, folder: str | os.PathLike[str]) -> Path:
     """Write ``sampler.state_dict()`` to ``folder/gem_task_sampler.json`` (whole or not at all); returns the path."""
     path = Path(folder) / SAMPLER_STATE_FILE
-    text = json.dumps(sampler.state_dict(), indent=1)
+    text = json.dumps(sampler.state_dict(), indent=1, allow_nan=False)  # NaN/Infinity are no JSON another reader takes
     with atomic_path(path) as partial:  # a run killed mid-save leaves the previous file, never half of one
         partial.write_text(text, encoding="utf-8")
     return path
@@ -39,28 +40,34 @@ def load_sampler_state(sampler: TaskSampler, folder: str | os.PathLike[str]) -> 
 
     Raises:
         gem_core.curriculum.task.TaskError: the file holds another sampler's state (other tasks).
-        SamplerStateError: (a TaskError, a ValueError) the file is not UTF-8 JSON, is damaged (the message names
-            the entry) or is a folder; the sampler is left untouched and the message names the file.
+        SamplerStateError: (a TaskError, a ValueError) the file is not UTF-8 JSON, holds no sampler state (another
+            format), is damaged (the message names the entry), or is a folder or no regular file; the sampler is left
+            untouched and the message names the file.
     """
     path = Path(folder) / SAMPLER_STATE_FILE
     if not path.exists():
         return False
     if not path.is_file():  # a folder by that name is no state: starting the curriculum over would hide the mistake
-        raise SamplerStateError(f"{path} is a folder, not the sampler's state file: remove it (or give another folder) to start "
+        what = "a folder" if path.is_dir() else "not a regular file (a FIFO, socket or device)"
+        raise SamplerStateError(f"{path} is {what}, not the sampler's state file: remove it (or give another folder) to start "
                                 "the curriculum afresh.")
     try:
         text = path.read_text(encoding="utf-8")
-        if nests_deeper_than(text, MAX_STATE_DEPTH):
-            raise SamplerStateError(f"{path} nests deeper than {MAX_STATE_DEPTH} levels, which no sampler state does; {_AFRESH}")
-        state = json.loads(text)
     except UnicodeDecodeError as error:
         raise SamplerStateError(f"{path} is not UTF-8 JSON ({error}); {_AFRESH}") from None
-    except json.JSONDecodeError as error:
-        raise SamplerStateError(f"{path} is not JSON ({error}); {_AFRESH}") from None
+    if nests_deeper_than(text, MAX_STATE_DEPTH):
+        raise SamplerStateError(f"{path} nests deeper than {MAX_STATE_DEPTH} levels, which no sampler state does; {_AFRESH}")
+    try:
+        state = json.loads(text)
+    except ValueError as error:  # a JSONDecodeError, or a plain ValueError for an int past Python's 4300 digits
+        raise SamplerStateError(f"{path} is not JSON Python reads ({_not_json(error)}); {_AFRESH}") from None
+    problem = _not_a_state(state)
+    if problem:  # the fix is the file's, not "pass what state_dict() returned"
+        raise SamplerStateError(f"{path}: {problem}. Restore it from a backup, or {_AFRESH}")
     try:
         sampler.load_state_dict(state)
     except SamplerStateError as error:
-        raise SamplerStateError(f"{path}: {error} Restore it from a backup, or delete it to start the curriculum afresh.") from None
+        raise SamplerStateError(f"{path}: {error} Restore it from a backup, or {_AFRESH}") from None
     return True
 
 

@@ -68,11 +68,15 @@ def group_starts(sampler: TaskSampler, rows: Sequence[Any], group: int, *, rank:
     the gathered outcomes, in global order).
 
     Raises:
-        ValueError: the global batch is not whole groups, or two rows of one group differ (the trainer
-            does not hand over its copies consecutively).
+        InvalidArgument: (a ValueError) ``group``, ``rank`` or ``world`` is not a whole number in range, the global
+            batch is not whole groups, or two rows of one group differ (the trainer does not hand over its copies
+            consecutively).
     """
     if isinstance(group, bool) or not isinstance(group, int) or group < 1:
         raise InvalidArgument(f"group must be a positive number of copies per prompt, got {group!r}.")
+    for name, value, least in (("rank", rank, 0), ("world", world, 1)):  # a rank read from the environment is text
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise InvalidArgument(f"{name} must be a whole number of at least {least}, got {value!r}.")
     if not 0 <= rank < world:
         raise InvalidArgument(f"rank {rank} is not one of the {world} processes.")
     local = len(rows)

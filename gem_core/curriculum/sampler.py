@@ -28,12 +28,16 @@ from gem_core.curriculum.stats import TaskStats
 from gem_core.curriculum.task import Task, TaskError, check_task_envs, metric_name, task_name
 from gem_core.curriculum.weighting import WEIGHTINGS, Weighting, informative_group_probability, with_floor
 from gem_core.errors import InvalidArgument
-from gem_core.rows.label import EpisodeLabel
+from gem_core.rows.label import MAX_SEED, EpisodeLabel, _shown
 
-__all__ = ["STATE_FORMAT", "SamplerStateError", "TaskSampler"]
+__all__ = ["MAX_GROUP_SIZE", "MAX_WINDOW", "STATE_FORMAT", "SamplerStateError", "TaskSampler"]
 
 STATE_FORMAT = "gem_core.curriculum.TaskSampler/1"
 """Version tag of :meth:`TaskSampler.state_dict`; :meth:`TaskSampler.load_state_dict` refuses any other."""
+MAX_WINDOW = 100_000
+"""The largest ``window``: every task keeps that many outcomes in memory and in the saved state."""
+MAX_GROUP_SIZE = 100_000
+"""The largest ``group_size``: far above any trainer's group, and ``p ** group_size`` stays a float."""
 
 
 class TaskSampler:
@@ -43,27 +47,31 @@ class TaskSampler:
         tasks: :class:`Task` objects, env ids, or a mixture ``{env_id: weight}``. Each distinct env (id and
             kwargs) is built once here (:func:`~gem_core.curriculum.task.check_task_envs`), so kwargs it refuses
             fail now rather than mid-run; the weights must have a finite sum, and the tasks' metric names
-            (:func:`~gem_core.curriculum.task.metric_name`) must differ.
+            (:func:`~gem_core.curriculum.task.metric_name`) must differ. Two tasks of one env (id and kwargs)
+            must both be pinned, to different seeds: an outcome finds its task by its episode start alone.
         weighting: ``"band"`` (default): in proportion to the chance a group of ``group_size`` episodes is
             informative, ``1 - p^G - (1-p)^G`` with ``p`` the task's recent success rate; ``"progress"``: in
             proportion to how fast the success rate changes; ``"uniform"``: the tasks' weights only (a static
             mixture; no floor, no statistics used). See :mod:`gem_core.curriculum.weighting`.
         seed: fixes every draw (with the statistics).
-        seed_start: each task's episode seeds count up from here, a whole number >= 0 (gymnasium refuses
-            negative seeds; a pinned task keeps its own seed).
+        seed_start: each task's episode seeds count up from here, a whole number from 0 (gymnasium refuses
+            negative seeds) to :data:`~gem_core.env.MAX_SEED` (a dataset column holds 64-bit seeds); a pinned
+            task keeps its own seed.
         floor: the least probability of every task under adaptive weighting, so none starves and its
             statistics stay current; default ``0.25 / len(tasks)`` (a quarter of the draws spread evenly).
-        window: episodes per task that the statistics look at (the most recent).
+        window: episodes per task that the statistics look at (the most recent), at most :data:`MAX_WINDOW`.
         min_episodes: until a task has this many episodes in its window it is treated as the most
             promising (drawn at the highest adaptive weight), so every task is measured before it is judged.
-        group_size: episodes per draw that the trainer compares (GRPO's ``num_generations``), for ``"band"``.
+        group_size: episodes per draw that the trainer compares (GRPO's ``num_generations``), for ``"band"``;
+            at most :data:`MAX_GROUP_SIZE`.
         unlock_at: treat ``tasks`` as a ladder in the order given: a task beyond the first gets only the floor
             until the one before it reaches this success rate over ``min_episodes`` or more episodes
             (then it stays unlocked). None (default): every task competes from the start.
 
     Raises:
         TaskError: if an argument is out of range: an unknown ``weighting``, a ``floor`` above ``1/len(tasks)``,
-            ``unlock_at`` outside (0, 1], ``min_episodes`` above ``window``, or a count that is not an integer.
+            ``unlock_at`` outside (0, 1], ``min_episodes`` above ``window``, a count that is not an integer or is
+            past its upper bound, or two tasks whose episode starts could not be told apart.
     """
 
     def __init__(
@@ -88,10 +96,12 @@ class TaskSampler:
             raise TaskError(
                 f"floor {floor!r} is no probability every one of the {k} tasks can get: give a number from 0 to 1/{k} = {1 / k:.4g}."
             )
-        for name, value, least in (("seed", seed, 0), ("seed_start", seed_start, 0), ("window", window, 2),
-                                   ("min_episodes", min_episodes, 1), ("group_size", group_size, 2)):
-            if isinstance(value, bool) or not isinstance(value, int) or (least is not None and value < least):
-                raise TaskError(f"{name} must be an integer{'' if least is None else f' of at least {least}'}, got {value!r}.")
+        for name, value, least, most in (("seed", seed, 0, None), ("seed_start", seed_start, 0, MAX_SEED), ("window", window, 2, MAX_WINDOW),
+                                         ("min_episodes", min_episodes, 1, None), ("group_size", group_size, 2, MAX_GROUP_SIZE)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise TaskError(f"{name} must be an integer of at least {least}, got {value!r}.")
+            if most is not None and value > most:  # found here, not as an overflow (or a dataset's seed error) mid-run
+                raise TaskError(f"{name} must be an integer of at least {least} and at most {most}, got {_shown(value)}.")
         if min_episodes > window:
             raise TaskError(f"min_episodes ({min_episodes}) must not exceed window ({window}): the window could never hold them.")
         if unlock_at is not None and (isinstance(unlock_at, bool) or not isinstance(unlock_at, (int, float)) or not 0 < unlock_at <= 1):
@@ -101,6 +111,7 @@ class TaskSampler:
         self.seed, self.seed_start, self.floor = seed, seed_start, float(floor)
         self.window, self.min_episodes, self.group_size, self.unlock_at = window, min_episodes, group_size, unlock_at
         self._by_name = {task.name: task for task in self._tasks}
+        self._by_start = {(task_name(task.env_id, task.env_kwargs), task.seed): task for task in self._tasks}
         self._stats = {task.name: TaskStats(window=window) for task in self._tasks}
         self._next_seed = {task.name: seed_start for task in self._tasks}
         self._draws = 0
@@ -129,9 +140,12 @@ class TaskSampler:
         """
         if isinstance(episode, Task):
             name = episode.name
-        elif isinstance(episode, EpisodeLabel):
-            base = task_name(episode.env_id, episode.env_kwargs)
-            name = f"{base}#{episode.seed}" if f"{base}#{episode.seed}" in self._by_name else base
+        elif isinstance(episode, EpisodeLabel):  # by env and seed, not by name: a task may have a name of its own
+            env = task_name(episode.env_id, episode.env_kwargs)
+            task = self._by_start.get((env, episode.seed)) or self._by_start.get((env, None))
+            if task is not None:
+                return task
+            name = f"{env}#{episode.seed}"
         else:
             name = episode
         try:
@@ -180,19 +194,27 @@ class TaskSampler:
 
         Raises:
             InvalidArgument: if ``k`` is negative.
+            TaskError: a task drawn has used every seed up to :data:`~gem_core.env.MAX_SEED`. Nothing is drawn then
+                (the draw count and the next seeds stay), so the starts of a run stay one stream.
         """
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
             raise InvalidArgument(f"draw(k) needs a number of episode starts >= 0, got {k!r}.")
         cumulative = list(itertools.accumulate(self.probabilities().values()))
-        starts = []
+        starts, draws = [], self._draws
+        advanced: dict[str, int] = {}  # next seeds, kept only once every start is drawn
         for _ in range(k):
-            u = np.random.default_rng([self.seed, self._draws]).random() * cumulative[-1]
+            u = np.random.default_rng([self.seed, draws]).random() * cumulative[-1]
             task = self._tasks[min(bisect.bisect_right(cumulative, u), len(self._tasks) - 1)]
-            self._draws += 1
-            seed = self._next_seed[task.name]
+            draws += 1
+            seed = task.seed if task.seed is not None else advanced.get(task.name, self._next_seed[task.name])
+            if seed > MAX_SEED:
+                raise TaskError(f"Task {task.name!r} has used every seed up to {MAX_SEED} (the largest a dataset column holds): "
+                                "start a new run of it with a lower seed_start.")
             if task.seed is None:
-                self._next_seed[task.name] = seed + 1
+                advanced[task.name] = seed + 1
             starts.append(task.label(seed))
+        self._draws = draws
+        self._next_seed.update(advanced)
         return starts
 
     def update(self, episode: Task | EpisodeLabel | str, success: bool, episode_return: float = 0.0) -> None:
@@ -200,8 +222,8 @@ class TaskSampler:
 
         Raises:
             TaskError: the episode belongs to none of this sampler's tasks (:meth:`task_of`).
-            InvalidArgument: ``success`` is not a bool (or 0/1), or ``episode_return`` not a finite number; nothing is
-                recorded then (:meth:`TaskStats.record`).
+            InvalidArgument: ``success`` is not a bool (or 0/1), or ``episode_return`` not a finite number (or one that
+                would take the task's return sum past the largest float); nothing is recorded then (:meth:`TaskStats.record`).
         """
         task = self.task_of(episode)
         self._stats[task.name].record(success, episode_return)
@@ -236,13 +258,15 @@ class TaskSampler:
         checked whole before anything is assigned, so a refused state leaves the sampler as it was.
 
         Raises:
-            TaskError: not a sampler state, or one saved with other tasks (the message names the difference).
-            SamplerStateError: a damaged state (a TaskError: a missing entry, a negative count, an unlocked
-                count outside the ladder, outcomes that are not 0/1, ...; the message names the entry).
+            TaskError: not a sampler state, or one saved with other tasks or by a ladder (``unlock_at``) into a
+                sampler without one (the message names the difference).
+            SamplerStateError: a damaged state (a TaskError: a missing entry, a negative count, a next seed past
+                :data:`~gem_core.env.MAX_SEED` + 1, an unlocked count outside the ladder, outcomes that are not 0/1,
+                returns that are not finite floats, ...; the message names the entry).
         """
-        if not isinstance(state, Mapping) or state.get("format") != STATE_FORMAT:
-            found = state.get("format") if isinstance(state, Mapping) else type(state).__name__
-            raise TaskError(f"Not a TaskSampler state (format {found!r}, expected {STATE_FORMAT!r}); pass what state_dict() returned.")
+        problem = _not_a_state(state)
+        if problem:
+            raise TaskError(f"{problem}; pass what state_dict() returned.")
         saved = _entry(state, "tasks", Mapping, "an object of task names")
         if set(saved) != set(self._by_name):
             missing, extra = sorted(set(self._by_name) - set(saved)), sorted(set(saved) - set(self._by_name))
@@ -255,11 +279,15 @@ class TaskSampler:
         unlocked = state.get("unlocked", k)
         if isinstance(unlocked, bool) or not isinstance(unlocked, int) or not 1 <= unlocked <= k:
             raise SamplerStateError(f"Damaged TaskSampler state: 'unlocked' is {unlocked!r}, not a number of tasks from 1 to {k}.")
+        if unlocked < k and self.unlock_at is None:  # without unlock_at nothing would ever unlock the rest: starved
+            raise TaskError(f"The saved sampler state is a ladder's ({unlocked} of {k} tasks unlocked), but this sampler has no "
+                            "unlock_at: build the TaskSampler with the unlock_at of the run that saved it.")
         next_seed, stats = {}, {}
         for name, data in saved.items():
             if not isinstance(data, Mapping):
                 raise SamplerStateError(f"Damaged TaskSampler state: task {name!r} is {data!r}, not an object.")
-            next_seed[name] = _count(data, "next_seed", f"task {name!r}: ")
+            # MAX_SEED + 1: a task that has drawn the largest seed (its next draw is refused)
+            next_seed[name] = _count(data, "next_seed", f"task {name!r}: ", most=MAX_SEED + 1)
             stats[name] = _stats_from_json(_entry(data, "stats", Mapping, "an object", f"task {name!r}: "), self.window, name)
         self.seed, self._draws, self._unlocked = seed, draws, unlocked
         self._next_seed.update(next_seed)
@@ -278,12 +306,33 @@ def _entry(data: Mapping[str, Any], key: str, kind: type, what: str, where: str 
     return data[key]
 
 
-def _count(data: Mapping[str, Any], key: str, where: str = "") -> int:
+def _not_a_state(state: Any) -> str | None:
+    """Why ``state`` is no :meth:`TaskSampler.state_dict` at all (not an object, another format), or None: said
+    apart from damage, so an in-memory state and a state file each get their own fix."""
+    if isinstance(state, Mapping) and state.get("format") == STATE_FORMAT:
+        return None
+    found = state.get("format") if isinstance(state, Mapping) else type(state).__name__
+    return f"Not a TaskSampler state (format {_shown(found)}, expected {STATE_FORMAT!r})"
+
+
+def _count(data: Mapping[str, Any], key: str, where: str = "", most: int | None = None) -> int:
     value = data.get(key)
-    if key not in data or isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise SamplerStateError(f"Damaged TaskSampler state: {where}{key!r} is {value!r}, not a whole number >= 0."
-                                if key in data else f"Damaged TaskSampler state: {where}no {key!r}.")
+    if key not in data:
+        raise SamplerStateError(f"Damaged TaskSampler state: {where}no {key!r}.")
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0 or (most is not None and value > most):
+        bound = ">= 0" if most is None else f"from 0 to {most}"
+        raise SamplerStateError(f"Damaged TaskSampler state: {where}{key!r} is {_shown(value)}, not a whole number {bound}.")
     return value
+
+
+def _finite(value: Any) -> bool:
+    """A number a float holds (JSON's NaN and Infinity, and ints past a float's range, are not: they are no return)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _stats_from_json(data: Mapping[str, Any], window: int, name: str) -> TaskStats:
@@ -293,16 +342,16 @@ def _stats_from_json(data: Mapping[str, Any], window: int, name: str) -> TaskSta
     if not isinstance(successes, list) or any(isinstance(s, bool) or s not in (0, 1) for s in successes):
         raise SamplerStateError(f"Damaged TaskSampler state: {where}'recent_success' is {successes!r}, not a list of 0 and 1.")
     returns = data.get("recent_return", [])
-    if not isinstance(returns, list) or any(isinstance(r, bool) or not isinstance(r, (int, float)) for r in returns):
-        raise SamplerStateError(f"Damaged TaskSampler state: {where}'recent_return' is {returns!r}, not a list of numbers.")
+    if not isinstance(returns, list) or not all(_finite(r) for r in returns):
+        raise SamplerStateError(f"Damaged TaskSampler state: {where}'recent_return' is {_shown(returns)}, not a list of finite numbers.")
     if len(returns) != len(successes):
         raise SamplerStateError(f"Damaged TaskSampler state: {where}'recent_success' and 'recent_return' differ in length.")
     counts = {key: _count(data, key, where) if key in data else 0 for key in ("episodes", "successes")}
     if counts["successes"] > counts["episodes"]:
         raise SamplerStateError(f"Damaged TaskSampler state: {where}'successes' ({counts['successes']}) exceed 'episodes' ({counts['episodes']}).")
     return_sum = data.get("return_sum", 0.0)
-    if isinstance(return_sum, bool) or not isinstance(return_sum, (int, float)):
-        raise SamplerStateError(f"Damaged TaskSampler state: {where}'return_sum' is {return_sum!r}, not a number.")
+    if not _finite(return_sum):
+        raise SamplerStateError(f"Damaged TaskSampler state: {where}'return_sum' is {_shown(return_sum)}, not a finite number.")
     return TaskStats.from_json(data, window)
 
 
@@ -328,7 +377,26 @@ def _as_tasks(tasks: Sequence[Task | str] | Mapping[str, float]) -> tuple[Task, 
         if other != name:
             raise TaskError(f"Tasks {other!r} and {name!r} share the metric name {metric_name(name)!r} ('/', whitespace and "
                             "quotes are replaced in metric keys): rename one (Task(..., name=...)).")
+    _check_starts_differ(out)
     total = sum(task.weight for task in out)
     if not math.isfinite(total):
         raise TaskError(f"The tasks' weights sum to {total}: scale them down (weights are relative, e.g. 1 and 3).")
     return out
+
+
+def _check_starts_differ(tasks: Sequence[Task]) -> None:
+    """Refuse two tasks one episode start could belong to: an outcome finds its task by its start (env id,
+    kwargs, seed) alone, so it would be credited to one of them whichever drew it."""
+    by_start: dict[tuple[str, int | None], Task] = {}
+    first: dict[str, Task] = {}
+    for task in tasks:
+        env = task_name(task.env_id, task.env_kwargs)
+        other = by_start.get((env, task.seed)) or (first.get(env) if task.seed is None else by_start.get((env, None)))
+        if other is not None:
+            why = (f"both replay seed {task.seed}" if task.seed is not None and other.seed == task.seed
+                   else "both draw every seed" if task.seed is None and other.seed is None
+                   else f"the unpinned one draws seed {task.seed if task.seed is not None else other.seed} too")
+            raise TaskError(f"Tasks {other.name!r} and {task.name!r} could not be told apart by their episode starts ({env}: {why}): "
+                            "give them different env_kwargs, or keep one.")
+        by_start[(env, task.seed)] = task
+        first.setdefault(env, task)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gem_core.errors import InvalidArgument
+from gem_core.rows.label import _shown
 
 __all__ = ["TaskStats"]
 
@@ -41,15 +42,21 @@ class TaskStats:
         """Add one finished episode; both values are checked before anything changes.
 
         Raises:
-            InvalidArgument: ``success`` is not a bool (or 0/1), or ``episode_return`` not a finite number. A bad
-                value once added half an episode (the window's outcomes and returns then differed in length, and
-                the sampler's checkpoint could not be loaded), and a NaN success counted as a success.
+            InvalidArgument: ``success`` is not a bool (or 0/1), or ``episode_return`` not a finite number, or one
+                that would take :attr:`return_sum` past the largest float. A bad value once added half an episode
+                (the window's outcomes and returns then differed in length, and the sampler's checkpoint could not
+                be loaded), a NaN success counted as a success, and an infinite sum was saved as ``Infinity``
+                (not JSON). Refused rather than clamped: a sum held at the largest float would be silently wrong.
         """
         if not _is_outcome(success):
             raise InvalidArgument(f"success must be a bool (or 0 or 1), got {success!r}.")
-        if isinstance(episode_return, bool) or not isinstance(episode_return, numbers.Real) or not math.isfinite(episode_return):
-            raise InvalidArgument(f"episode_return must be a finite number, got {episode_return!r}.")
-        success, episode_return = bool(success), float(episode_return)
+        value = _as_float(episode_return)
+        if value is None:
+            raise InvalidArgument(f"episode_return must be a finite number, got {_shown(episode_return)}.")
+        if not math.isfinite(self.return_sum + value):
+            raise InvalidArgument(f"episode_return {value!r} would take the task's return sum ({self.return_sum!r}) past the largest "
+                                  "float: give returns on a reward's scale.")
+        success, episode_return = bool(success), value
         self.recent_success.append(success)
         self.recent_return.append(episode_return)
         self.episodes += 1
@@ -103,6 +110,17 @@ class TaskStats:
             successes=int(data.get("successes", 0)),
             return_sum=float(data.get("return_sum", 0.0)),
         )
+
+
+def _as_float(value: Any) -> float | None:
+    """``value`` as a finite float, or None (not a real number, NaN, infinite, or an int past a float's range)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _is_outcome(value: Any) -> bool:

@@ -16,7 +16,7 @@ from typing import Any
 
 from gem_core.errors import GemError
 from gem_core.registry import spec as env_spec
-from gem_core.rows.label import EnvKwargsError, EpisodeLabel, make_label_env, parse_label
+from gem_core.rows.label import MAX_SEED, EnvKwargsError, EpisodeLabel, make_label_env, parse_label
 
 __all__ = ["Task", "TaskError", "check_task_envs", "metric_name", "task_name"]
 
@@ -107,9 +107,9 @@ class Task:
             raise TaskError(f"{err} Fix the task's env_id in the curriculum's tasks.") from None
         if isinstance(self.weight, bool) or not isinstance(self.weight, (int, float)) or not math.isfinite(self.weight) or self.weight <= 0:
             raise TaskError(f"Task {self.env_id!r} has weight {self.weight!r}: give a finite number above zero (weights are relative).")
-        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0):
-            # gymnasium refuses a negative seed: found here, not at every episode of the task in the trainer
-            raise TaskError(f"Task {self.env_id!r} has seed {self.seed!r}: give an integer of at least 0, or None.")
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_SEED):
+            # gymnasium refuses a negative seed, a dataset column a seed past 64 bits: found here, not at every episode
+            raise TaskError(f"Task {self.env_id!r} has seed {self.seed!r}: give an integer from 0 to {MAX_SEED}, or None.")
         if not isinstance(self.name, str):
             raise TaskError(f"Task {self.env_id!r} has name {self.name!r}: give text (the key of its statistics and metrics), or none.")
         if not self.name:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import copy
 import json
+import math
+import os
 
 import pytest
 
-from gem_core.curriculum import SAMPLER_STATE_FILE, TaskError, TaskSampler, load_sampler_state, save_sampler_state
+from gem_core.curriculum import SAMPLER_STATE_FILE, SamplerStateError, TaskError, TaskSampler, load_sampler_state, save_sampler_state
 
 EASY, MID, HARD = "game:GuessTheNumber-v0-easy", "game:GuessTheNumber-v0", "game:GuessTheNumber-v0-hard"
 AFRESH = "delete it to start the curriculum afresh"
@@ -37,6 +39,14 @@ def set_(path, value):
     return change
 
 
+def returns_(value):
+    """A function that sets every return in the window of MID to ``value``."""
+    def change(state):
+        stats = state["tasks"][MID]["stats"]
+        stats["recent_return"] = [value] * len(stats["recent_return"])
+    return change
+
+
 DAMAGE = [
     ("draws -5", set_(["draws"], -5), "draws"),
     ("draws 3.7", set_(["draws"], 3.7), "draws"),
@@ -62,6 +72,14 @@ DAMAGE = [
     ("episodes -1", set_(["tasks", MID, "stats", "episodes"], -1), "episodes"),
     ("successes above episodes", set_(["tasks", MID, "stats", "successes"], 10**6), "successes"),
     ("return_sum text", set_(["tasks", MID, "stats", "return_sum"], "x"), "return_sum"),
+    # numbers JSON holds but a float does not (an OverflowError), and NaN/Infinity (which json.loads takes)
+    ("recent_return 10**400", returns_(10**400), "recent_return"),
+    ("recent_return NaN", returns_(math.nan), "recent_return"),
+    ("recent_return Infinity", returns_(-math.inf), "recent_return"),
+    ("return_sum 10**400", set_(["tasks", MID, "stats", "return_sum"], 10**400), "return_sum"),
+    ("return_sum NaN", set_(["tasks", MID, "stats", "return_sum"], math.nan), "return_sum"),
+    ("return_sum Infinity", set_(["tasks", MID, "stats", "return_sum"], math.inf), "return_sum"),
+    ("next_seed past the largest seed", set_(["tasks", MID, "next_seed"], 2**63 + 1), "next_seed"),
 ]
 
 
@@ -126,3 +144,29 @@ def test_a_deeply_nested_state_file_is_a_damaged_state_not_a_recursion_error(tmp
         load_sampler_state(s, tmp_path)
     assert str(tmp_path / SAMPLER_STATE_FILE) in str(caught.value) and AFRESH in str(caught.value)
     assert s.state_dict() == before
+
+
+def test_a_number_too_long_for_python_is_a_damaged_state_naming_the_file(tmp_path):
+    """json.loads refuses an int of over 4300 digits with a plain ValueError, which escaped as it was."""
+    (tmp_path / SAMPLER_STATE_FILE).write_text('{"format": "gem_core.curriculum.TaskSampler/1", "seed": %s}' % ("1" * 5000))
+    with pytest.raises(SamplerStateError) as refused:
+        load_sampler_state(sampler(), tmp_path)
+    assert str(tmp_path / SAMPLER_STATE_FILE) in str(refused.value) and AFRESH in str(refused.value)
+
+
+@pytest.mark.parametrize("text", ["{}", "[]", "null", '{"format": "gem_core.curriculum.TaskSampler/0"}'])
+def test_a_file_that_holds_no_sampler_state_is_a_damaged_state_naming_the_file(tmp_path, text):
+    """It was a plain TaskError that named no file and said to pass what state_dict() returned."""
+    (tmp_path / SAMPLER_STATE_FILE).write_text(text)
+    with pytest.raises(SamplerStateError) as refused:
+        load_sampler_state(sampler(), tmp_path)
+    message = str(refused.value)
+    assert str(tmp_path / SAMPLER_STATE_FILE) in message and AFRESH in message and "state_dict()" not in message, message
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_state_file_that_is_a_fifo_is_not_called_a_folder(tmp_path):
+    os.mkfifo(tmp_path / SAMPLER_STATE_FILE)
+    with pytest.raises(SamplerStateError, match="not a regular file") as refused:
+        load_sampler_state(sampler(), tmp_path)
+    assert "is a folder" not in str(refused.value)

@@ -154,3 +154,12 @@ def test_shared_group_starts_take_mappings_and_sequences_that_are_not_dicts_and_
     shared = shared_group_starts(node, 2)
     assert shared.sampler.tasks == (Task(EASY), Task(MID, {"max_turns": 3}))
     assert shared_group_starts({"tasks": [EASY, {"env_id": MID, "env_kwargs": {"max_turns": 3}}], "seed": 13}, 2) is shared
+
+
+@pytest.mark.parametrize("rank,world", [("0", 1), (0, "2"), (0, 0), (1.0, 2), (True, 2)])
+def test_group_starts_refuse_a_rank_or_world_that_is_not_a_count(rank, world):
+    """A rank given as text raised a bare TypeError from the comparison."""
+    from gem_core.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="rank|world"):
+        group_starts(sampler(), ["a", "a"], 2, rank=rank, world=world)

@@ -217,3 +217,40 @@ def test_a_curriculum_that_is_not_json_is_a_task_error_wherever_it_is_read():
         with pytest.raises(TaskError, match=r"The task sampler spec '\{bad' is not JSON"):
             read(*args)
     assert sampler_spec('{"tasks": ["game:GuessTheNumber-v0"]}') == {"tasks": ["game:GuessTheNumber-v0"]}
+
+
+# -- an episode start names its task exactly ------------------------------------------------------------
+def test_a_task_with_its_own_name_is_updated_with_the_starts_it_hands_out():
+    """task_of rebuilt the default name from the start's env id and kwargs, so a named task refused its own starts."""
+    from gem_core.curriculum import sampler_from_spec
+
+    sampler = TaskSampler([Task(MID, name="easy"), Task(MID, {"max_number": 4}, seed=3, name="row3")], weighting="uniform")
+    for start in sampler.draw(10):
+        sampler.update(start, True, 1.0)
+    assert sampler.stats("easy").episodes + sampler.stats("row3").episodes == 10
+    assert sampler.task_of(EpisodeLabel(MID, 3, {"max_number": 4})).name == "row3"
+    spec = sampler_from_spec({"tasks": [{"env_id": MID, "name": "guess"}]})
+    spec.update(spec.draw(1)[0], False)
+    assert spec.stats("guess").episodes == 1
+
+
+@pytest.mark.parametrize("tasks", [
+    [Task(MID, name="a"), Task(MID, name="b")],                          # two names for one env: whose is a start?
+    [Task(MID), Task(MID, seed=2)],                                     # the unpinned task draws seed 2 too
+    [Task(MID, seed=2, name="x"), Task(MID, seed=2, name="y")],         # one episode under two names
+])
+def test_tasks_whose_episode_starts_could_not_be_told_apart_are_refused(tasks):
+    """Outcomes went to the wrong task (or to none): an unpinned draw that got a pinned task's seed was credited to it."""
+    with pytest.raises(TaskError, match="could not be told apart"):
+        TaskSampler(tasks)
+
+
+def test_a_ladder_state_is_refused_by_a_sampler_without_a_ladder():
+    """Its 'unlocked' was taken, and with no unlock_at nothing ever unlocked the later tasks again: starved forever."""
+    ladder = TaskSampler([EASY, MID, HARD], unlock_at=0.5)
+    flat = TaskSampler([EASY, MID, HARD])
+    before = flat.state_dict()
+    with pytest.raises(TaskError, match="unlock_at"):
+        flat.load_state_dict(ladder.state_dict())
+    assert flat.state_dict() == before
+    TaskSampler([EASY, MID, HARD], unlock_at=0.5).load_state_dict(flat.state_dict())  # all unlocked: a ladder may be there too

@@ -154,3 +154,53 @@ def test_a_state_dir_given_as_a_path_is_taken(tmp_path):
 
     starts = shared_group_starts({"tasks": ["game:GuessTheNumber-v0"], "state_dir": tmp_path / "state"}, 2)
     assert starts is shared_group_starts({"tasks": ["game:GuessTheNumber-v0"], "state_dir": str(tmp_path / "state")}, 2)
+
+
+# -- 8: upper bounds ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("seed_start", [2**63, 2**64])
+def test_seed_start_past_the_largest_seed_is_refused_at_construction(seed_start):
+    with pytest.raises(TaskError, match="seed_start"):
+        TaskSampler([MID], seed_start=seed_start)
+
+
+def test_a_task_pinned_past_the_largest_seed_is_refused():
+    with pytest.raises(TaskError, match="seed 9223372036854775808"):
+        Task(MID, seed=2**63)
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_a_draw_past_the_largest_seed_is_a_task_error_and_changes_nothing(k):
+    """It raised a dataset LabelError after the draw count and the task's next seed had moved on."""
+    from gem_core.env import MAX_SEED
+
+    sampler = TaskSampler([MID], seed_start=MAX_SEED - 1)
+    assert sampler.draw(1)[0].seed == MAX_SEED - 1
+    before = sampler.state_dict()
+    with pytest.raises(TaskError, match="every seed"):
+        sampler.draw(k + 1)
+    assert sampler.state_dict() == before
+    assert sampler.draw(1)[0].seed == MAX_SEED
+
+
+@pytest.mark.parametrize("setting,value", [("window", 10**19), ("group_size", 10**400), ("window", 10**7)],
+                         ids=["window 10**19", "group_size 10**400", "window 10**7"])
+def test_counts_past_their_upper_bound_are_refused_at_construction(setting, value):
+    """They were accepted, then failed deep inside with a bare OverflowError."""
+    with pytest.raises(TaskError, match=f"{setting} must be an integer of at least 2 and at most"):
+        TaskSampler([MID], **{setting: value})
+
+
+def test_returns_whose_sum_would_not_be_finite_are_refused_and_the_state_stays_json(tmp_path):
+    """Two returns of 1e308 made return_sum inf, and the saved file held Infinity (not JSON)."""
+    import json
+
+    from gem_core.curriculum.checkpoint import save_sampler_state
+    from gem_core.errors import InvalidArgument
+
+    sampler = TaskSampler([MID])
+    sampler.update(MID, True, 1e308)
+    before = sampler.stats(MID).to_json()
+    with pytest.raises(InvalidArgument, match="return sum"):
+        sampler.update(MID, True, 1e308)
+    assert sampler.stats(MID).to_json() == before
+    json.loads(save_sampler_state(sampler, tmp_path).read_text(), parse_constant=lambda c: pytest.fail(f"{c} in the file"))
