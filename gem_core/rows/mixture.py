@@ -107,9 +107,16 @@ def parse_env_options(values: Iterable[str], option: str = "--env") -> str | lis
     whole option set a mixture, where a bare id weighs 1.
 
     Raises:
-        MixtureError: a bad weight, no value, or an id given twice in a weighted mixture.
+        MixtureError: ``values`` not a list of texts, a bad weight, no value, or an id given twice in a weighted
+            mixture.
         gem_core.registry.UnknownEnvError: an unknown id.
     """
+    if isinstance(values, (str, bytes)):  # iterated, it would be one option per character
+        raise MixtureError(f"parse_env_options takes a list of {option} values, got one {type(values).__name__}: wrap it, [{values!r:.80}].")
+    values = list(values)  # an iterator is read once
+    for number, value in enumerate(values, start=1):
+        if not isinstance(value, str):
+            raise MixtureError(f"{option} value {number} is {value!r:.80}, not text: give each as ID or ID:WEIGHT.")
     parsed = [parse_env_option(value, option) for value in values]
     if not parsed:
         raise MixtureError(f"Give at least one {option} ID (or {option} ID:WEIGHT for a weighted mixture).")

@@ -135,3 +135,14 @@ def test_bare_env_options_keep_todays_list_and_any_weight_makes_a_mixture_where_
         parse_env_options([f"{GUESS}:3", GUESS])
     with pytest.raises(MixtureError, match="at least one --env"):
         parse_env_options([])
+
+
+@pytest.mark.parametrize(("values", "message"), [
+    ("game:GuessTheNumber-v0", r"a list of --env values.*got one str"),
+    ([None], r"--env value 1 is None, not text"),
+    (["game:GuessTheNumber-v0", 3], r"--env value 2 is 3, not text"),
+])
+def test_env_options_that_are_not_a_list_of_texts_are_refused_naming_the_value(values, message):
+    """A string for the list iterated its characters ("No env registered as 'g'"); a None entry raised AttributeError."""
+    with pytest.raises(MixtureError, match=message):
+        parse_env_options(values)
