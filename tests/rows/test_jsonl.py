@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from gem_core.errors import InvalidArgument
 from gem_core.rows import write_jsonl
 
 
@@ -33,8 +34,11 @@ def test_a_disk_that_fills_midway_keeps_the_previous_dataset_whole(tmp_path, mon
     assert out.read_text() == '{"label": "old"}\n' and list(tmp_path.iterdir()) == [out]
 
 
-def test_a_row_that_is_not_json_writes_nothing(tmp_path):
+@pytest.mark.parametrize("bad", [object(), float("nan"), float("inf")])
+def test_a_row_that_is_not_json_writes_nothing_and_is_named(tmp_path, bad):
+    """NaN and Infinity were written as bare words, which are not JSON (Arrow and datasets refuse the file); an object
+    raised the json module's TypeError, naming no row."""
     out = tmp_path / "train.jsonl"
-    with pytest.raises(TypeError):
-        write_jsonl([{"ok": 1}, {"bad": object()}], out)
+    with pytest.raises(InvalidArgument, match=r"row 2 .*not JSON"):
+        write_jsonl([{"ok": 1}, {"bad": bad}], out)
     assert list(tmp_path.iterdir()) == []
