@@ -11,12 +11,13 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from gem_core.errors import InvalidArgument
+from gem_core.errors import InvalidArgument, InvalidArgumentType
 
 __all__ = [
     "MAX_PLANNED_EPISODES",
     "SETTING_BOUNDS",
     "BACKEND_BOUNDS",
+    "BACKEND_KINDS",
     "setting_problem",
     "check_settings",
     "check_backend_settings",
@@ -90,18 +91,34 @@ def check_settings(settings: Mapping[str, Any], *, where: str, env_count: int = 
         )
 
 
+BACKEND_KINDS: dict[str, tuple[tuple[type, ...], str]] = {
+    "api_key": ((str,), "a text"),
+    "extra_body": ((Mapping,), "a dict"),
+}
+"""``make_backend``'s options that have a kind but no bound (``name: (kinds, said as)``; None is allowed): the
+client uses them only when it builds a request, so a wrong one would fail every episode instead of the call."""
+
+
 def check_backend_settings(settings: Mapping[str, Any], *, label: str = "{name}") -> None:
-    """Raise ValueError naming the first HTTP backend setting out of :data:`BACKEND_BOUNDS`; ``label``
-    formats the name as the caller knows it (e.g. ``"backend_options[{name!r}]"``).
+    """Raise naming the first HTTP backend setting out of :data:`BACKEND_BOUNDS` or not of its
+    :data:`BACKEND_KINDS`; ``label`` formats the name as the caller knows it (e.g. ``"backend_options[{name!r}]"``).
+    These are ``make_backend``'s keywords, where ``max_in_flight=None`` has no meaning (the command line's
+    None, "as --concurrency", is resolved before it gets here).
 
     Raises:
-        InvalidArgument: if a setting is out of :data:`BACKEND_BOUNDS`.
+        InvalidArgument: if a setting is out of :data:`BACKEND_BOUNDS`, or None.
+        InvalidArgumentType: if ``api_key`` or ``extra_body`` is neither None nor of its kind.
     """
     for name in BACKEND_BOUNDS:
         if name in settings:
-            problem = setting_problem(name, settings[name], BACKEND_BOUNDS)
+            value = settings[name]
+            problem = "missing (None)" if value is None else setting_problem(name, value, BACKEND_BOUNDS)
             if problem:
                 raise InvalidArgument(f"{label.format(name=name)}: {problem}.")
+    for name, (kinds, kind) in BACKEND_KINDS.items():
+        value = settings.get(name)
+        if value is not None and not isinstance(value, kinds):
+            raise InvalidArgumentType(f"{label.format(name=name)}: {value!r:.40} is not {kind}; give {kind} or None.")
 
 
 def base_url_problem(base_url: Any) -> str | None:

@@ -83,7 +83,8 @@ def configure_eval_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentP
                        "missing from DIR/episodes.jsonl. Settings not given are the run's; given ones must match it. "
                        "--model (in-process), --base-url and remote: --env ids are never taken from the run's files: give them.")
     other.add_argument("--rescore", metavar="DIR", help="Re-grade the transcripts of the run in DIR against the current envs (no "
-                       "model calls); writes the updated report to --out (default: DIR/rescored) and lists the changed episodes.")
+                       "model calls; a judged env asks the --judge-url judge); writes the updated report to --out (default: "
+                       "DIR/rescored) and lists the changed episodes.")
     other.add_argument("--compare", nargs=2, metavar=("A", "B"), help="Print two reports side by side.")
 
     episode = parser.add_argument_group("episodes and sampling")
@@ -413,12 +414,11 @@ def _run_eval_command(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as exc:
         _fail(str(exc))
         return 2
-    judged = [env_id for env_id in args.env_ids if takes_judge(env_id)]
-    if judge is None and judged:
-        _fail(f"{judged[0]} is a judged env: give --judge-url URL and --judge-model NAME (the judge that scores its answers).")
-        return 2
-    if judge is not None and not judged:
-        _fail("--judge-url is given but no --env is a judged env (judge:*); drop the --judge-* flags.")
+    problem = _judge_problem(judge, [env_id for env_id in args.env_ids if takes_judge(env_id)])
+    if problem:
+        if judge is not None:
+            judge.close()
+        _fail(problem)
         return 2
     try:
         report = evaluate(
@@ -532,6 +532,7 @@ def _rescore(args: argparse.Namespace, console: Any) -> int:
     from gem_core.eval.rescore import load_run, rescore_report
     from gem_core.eval.runner import remove_outputs, write_outputs
     from gem_core.eval.tables import summary_table
+    from gem_core.judge.options import judge_env_kwargs, judge_from_args, takes_judge
     from gem_core.transport.folder_lock import lock_folder, release_folder
 
     source = Path(args.rescore)
@@ -543,6 +544,7 @@ def _rescore(args: argparse.Namespace, console: Any) -> int:
         return 2
     if _out_taken(args, out_dir, source):
         return 2
+    judge = None
     try:
         report = load_run(source)
         trusted = next((e for e in report.env_ids if needs_trust(e) and e not in args.env_ids), None)
@@ -550,10 +552,18 @@ def _rescore(args: argparse.Namespace, console: Any) -> int:
             _fail(f"--rescore: the run lists the env {trusted!r:.200}; a remote: or verifiers: env id sends traffic to a "
                   "server or imports a module, so it is never taken from a run file: give it with --env yourself if you trust it.")
             return 2
-        rescored = rescore_report(report, source=source)
+        judge, rubric = judge_from_args(args)
+        problem = _judge_problem(judge, [env_id for env_id in report.env_ids if takes_judge(env_id)])
+        if problem:
+            _fail(problem)
+            return 2
+        rescored = rescore_report(report, source=source, env_overrides=lambda env_id: judge_env_kwargs(env_id, judge, rubric))
     except (OSError, ValueError, KeyError) as exc:  # no run there, a bad file, an env id no longer registered
         _fail(f"--rescore: {exc}")
         return 2
+    finally:
+        if judge is not None:
+            judge.close()
     try:  # held while written, and checked again once held: a run may have started there meanwhile
         held = lock_folder(out_dir, LOCK_FILENAME, what="output folder", error=InvalidArgument,
                            why="a run or a rescore writing into it would mix their files")
@@ -584,7 +594,23 @@ def _rescore(args: argparse.Namespace, console: Any) -> int:
                           markup=False, highlight=False)
     console.print(f"{rescored.rescore['episodes_rescored']} episodes re-scored, {len(changed)} changed; "
                   f"report written to {out_dir}/", markup=False, highlight=False)
+    # As a live run: an episode the re-grading failed (a judge with no verdict) is no score, and the exit code says so.
+    failed_before = {(r.env_id, r.seed, r.sample) for records in report.episodes.values() for r in records if r.failed}
+    failed = [r for r in rescored.failed_episodes() if (r.env_id, r.seed, r.sample) not in failed_before]
+    if failed:
+        _fail(f"{len(failed)} of {report.episodes_finished - len(failed_before)} episodes failed when re-scored; the first "
+              f"({failed[0].env_id}, seed {failed[0].seed}): {failed[0].error}")
+        return 1
     return 0
+
+
+def _judge_problem(judge: Any, judged: list[str]) -> str | None:
+    """Why the judge flags do not fit the judged envs among the run's (None when they do), said as a live run says it."""
+    if judge is None and judged:
+        return f"{judged[0]} is a judged env: give --judge-url URL and --judge-model NAME (the judge that scores its answers)."
+    if judge is not None and not judged:
+        return "--judge-url is given but no --env is a judged env (judge:*); drop the --judge-* flags."
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,8 +21,9 @@ class EvalConfig:
     """What to evaluate and how. Every field has a default but ``env_ids``.
 
     Raises:
-        InvalidArgument: if a setting is out of bounds, or ``resume`` is set without ``out_dir`` or with ``overwrite``.
-        InvalidArgumentType: if ``env_ids`` is not a list of ids, ``out_dir`` not a path, or a switch not a bool.
+        InvalidArgument: if a setting is out of bounds, ``out_dir`` is ``""``, or ``resume`` is set without
+            ``out_dir`` or with ``overwrite``.
+        InvalidArgumentType: if ``env_ids`` is not a list of ids (str), ``out_dir`` not a path, or a switch not a bool.
     """
 
     env_ids: list[str] = field(default_factory=list, metadata={"help": "Env ids to evaluate, e.g. game:Wordle-v0."})
@@ -36,7 +37,7 @@ class EvalConfig:
     top_p: float = field(default=1.0, metadata={"help": "Nucleus sampling threshold."})
     top_k: int = field(default=0, metadata={"help": "Top-k sampling (0: off)."})
     system_prompt: str | None = field(default=None, metadata={"help": "System message placed before the first observation."})
-    out_dir: str | None = field(default=None, metadata={"help": "Where report.json and the plots go (None: nothing is written)."})
+    out_dir: str | None = field(default=None, metadata={"help": "Where report.json and the plots go (None: nothing is written; '' is refused, '.' is the current folder)."})
     plots: bool = field(default=True, metadata={"help": "Write PNG plots next to the report."})
     progress: bool = field(default=True, metadata={"help": "Show a live progress bar on stderr."})
     resume: bool = field(default=False, metadata={"help": "Continue the interrupted run in out_dir: play only its missing episodes."})
@@ -47,11 +48,20 @@ class EvalConfig:
             self.env_ids = [self.env_ids]
         elif not isinstance(self.env_ids, Iterable):
             raise InvalidArgumentType(f"env_ids: {self.env_ids!r:.60} is not a list of env ids; give e.g. env_ids=['game:Wordle-v0'].")
+        else:  # items checked before dict.fromkeys below hashes them
+            self.env_ids = list(self.env_ids)
+            for index, env_id in enumerate(self.env_ids):
+                if not isinstance(env_id, str):
+                    raise InvalidArgumentType(f"env_ids[{index}]: {env_id!r:.60} is not an env id; give each id as a str, "
+                                              "e.g. env_ids=['game:Wordle-v0'].")
         if isinstance(self.out_dir, os.PathLike):
             self.out_dir = os.fspath(self.out_dir)
         if self.out_dir is not None and not isinstance(self.out_dir, str):
             raise InvalidArgumentType(f"out_dir: {self.out_dir!r:.60} is not a folder path; give a str or a pathlib.Path "
                                       "(the folder is created), or None to write nothing.")
+        if self.out_dir == "":  # Path("") is the current folder: a run would be spread among whatever is there
+            raise InvalidArgument("out_dir: '' is no folder; give the path of a folder for the run's files (it is "
+                                  "created; '.' if you mean the current one), or None to write nothing.")
         for name in ("plots", "progress", "resume", "overwrite"):  # a truthy 'no' would turn the switch on
             if not isinstance(getattr(self, name), bool):
                 raise InvalidArgumentType(f"{name}: {getattr(self, name)!r:.60} is not True or False.")

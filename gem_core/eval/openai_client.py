@@ -254,7 +254,7 @@ def parse_reply(text: str, url: str) -> ChatReply:
 
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # a body nested deeper than the interpreter's stack is no completion either
         raise bad("not JSON") from None
     if not isinstance(data, Mapping):
         raise bad("not a JSON object")

@@ -11,7 +11,7 @@ were: they have no verdict to re-check.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -109,8 +109,12 @@ def rescore_record(record: EpisodeRecord, env: Any, *, max_turns: int | None = N
     return rescored, changes
 
 
-def rescore_report(report: EvalReport, *, source: str | Path | None = None) -> EvalReport:
-    """A copy of ``report`` re-graded by the current envs; ``rescore`` in it lists every changed episode."""
+def rescore_report(
+    report: EvalReport, *, source: str | Path | None = None, env_overrides: Callable[[str], dict[str, Any]] | None = None
+) -> EvalReport:
+    """A copy of ``report`` re-graded by the current envs; ``rescore`` in it lists every changed episode.
+    ``env_overrides`` (``env_id -> make() overrides``) is :func:`~gem_core.eval.runner.evaluate_async`'s: a
+    judged env is re-graded by the judge the caller gives, since a run's files never name one."""
     max_turns = report.config.get("max_turns")
     envs: dict[str, Any] = {}
     changed: list[dict[str, Any]] = []
@@ -120,7 +124,7 @@ def rescore_report(report: EvalReport, *, source: str | Path | None = None) -> E
             episodes[env_id] = []
             for record in report.episodes.get(env_id, []):
                 if not record.failed and env_id not in envs:
-                    envs[env_id] = placement.make_env(env_id)
+                    envs[env_id] = placement.make_env(env_id, **(env_overrides(env_id) if env_overrides is not None else {}))
                 rescored, turns = rescore_record(record, envs.get(env_id), max_turns=max_turns)
                 episodes[env_id].append(rescored)
                 if turns or rescored.success != record.success or rescored.terminated != record.terminated:

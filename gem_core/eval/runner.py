@@ -275,6 +275,7 @@ def make_backend(
 
     Raises:
         InvalidArgument: if no way or more than one way names the model, or a setting is out of bounds.
+        InvalidArgumentType: if ``api_key`` is not a str or ``extra_body`` not a dict (see :func:`check_backend_settings`).
     """
     if base_url is not None and (policy is not None or tokenizer is not None):
         raise InvalidArgument("make_backend: policy=/tokenizer= (a model in memory) and base_url= (a model served over HTTP) "
@@ -286,7 +287,8 @@ def make_backend(
         problem = base_url_problem(base_url)
         if problem:
             raise InvalidArgument(problem)
-        check_backend_settings({"timeout": timeout, "max_retries": max_retries, "max_in_flight": max_in_flight})
+        check_backend_settings({"timeout": timeout, "max_retries": max_retries, "max_in_flight": max_in_flight,
+                                "api_key": api_key, "extra_body": extra_body})
     if policy is not None:
         if tokenizer is None:
             raise InvalidArgument("A policy needs its tokenizer: pass tokenizer= (the one whose chat template it uses).")
@@ -350,7 +352,7 @@ def evaluate(
             model loads.
         InvalidArgumentType: if a keyword is none of the settings (a misspelt ``episode=``, a ``backend_options``
             key :func:`make_backend` does not take) or an argument is of the wrong kind (``env_ids=None``,
-            ``out_dir=5``); the message lists the accepted ones.
+            ``out_dir=5``, ``backend_options={'api_key': 5}``); the message lists the accepted ones.
     """
     _check_keywords("evaluate got an unexpected keyword {!r}", config, _SETTINGS,
                     "its other keywords are EvalConfig's fields: {}; the model is model=, policy=, tokenizer=, base_url=, "

@@ -22,7 +22,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 from gem_core.env import warn_once
-from gem_core.errors import GemError
+from gem_core.errors import GemError, InvalidArgument, InvalidArgumentType
 from gem_core.judge.verdict import MAX_VERDICT_CHARS
 
 __all__ = ["CacheUnusable", "VerdictCache", "verdict_key"]
@@ -53,10 +53,19 @@ class VerdictCache:
 
     Args:
         path: a SQLite file, created if absent; None keeps verdicts in this process only.
-        max_entries: the in-memory cache's bound (oldest dropped first); ignored with a path.
+        max_entries: the in-memory cache's bound (oldest dropped first; 0 keeps none); ignored with a path.
+
+    Raises:
+        InvalidArgument: if ``max_entries`` is negative.
+        InvalidArgumentType: if ``max_entries`` is not a whole number.
     """
 
     def __init__(self, path: str | os.PathLike | None = None, *, max_entries: int = 100_000):
+        # checked here: a bad bound fails only when a verdict is stored, and a judge turns that into reward 0
+        if isinstance(max_entries, bool) or not isinstance(max_entries, int):
+            raise InvalidArgumentType(f"VerdictCache max_entries={max_entries!r:.40}: must be a whole number >= 0.")
+        if max_entries < 0:
+            raise InvalidArgument(f"VerdictCache max_entries={max_entries}: must be a whole number >= 0 (0 keeps no verdict).")
         self.path = None if path is None else str(Path(path).expanduser())
         self.max_entries = max_entries
         self._lock = threading.Lock()

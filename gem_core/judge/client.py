@@ -75,11 +75,11 @@ class Judge:
             command line): files and trajectories never do.
         model: the judge model's served name (part of the cache key).
         api_key: bearer token; local servers ignore it.
-        timeout: seconds for one request, first byte to last.
-        max_retries: retries per judgement on timeouts, connection errors, 429 and 5xx.
-        max_in_flight: judge requests open at once, over every env sharing this judge.
+        timeout: seconds for one request, first byte to last (at most a day, :data:`MAX_TIMEOUT`).
+        max_retries: retries per judgement on timeouts, connection errors, 429 and 5xx (at most :data:`MAX_RETRIES`).
+        max_in_flight: judge requests open at once, over every env sharing this judge (at most :data:`MAX_IN_FLIGHT`).
         deadline: seconds one whole judgement may take, retries and backoff included (default:
-            ``timeout * (max_retries + 1) + 10``); past it the verdict is an error.
+            ``timeout * (max_retries + 1) + 10``, at most a week, :data:`MAX_DEADLINE`); past it the verdict is an error.
         cache: a :class:`VerdictCache`, a SQLite file path for one, or None for an in-memory cache.
         temperature: sampling temperature of the judge's reply.
         max_tokens: the most tokens the judge's reply may take.
@@ -89,7 +89,8 @@ class Judge:
 
     Raises:
         DependencyNotInstalled: if ``openai`` is not installed (the ``judge`` extra).
-        InvalidArgument: if ``model`` is empty or ``base_url`` is not an http(s) URL.
+        InvalidArgument: if ``model`` is empty, ``base_url`` is not an http(s) URL, or an option is of the wrong
+            kind or out of its bounds (the message names it and its ``--judge-*`` flag).
     """
 
     def __init__(
@@ -121,7 +122,7 @@ class Judge:
             raise DependencyNotInstalled('The judge needs the `openai` package: pip install -e ".[judge]" in the GEM checkout (or pip install openai httpx).') from exc
         self.base_url, self.model = base_url.rstrip("/"), model
         self.api_key, self.timeout, self.max_retries, self.max_in_flight = api_key, float(timeout), int(max_retries), int(max_in_flight)
-        self.deadline = float(deadline) if deadline is not None else self.timeout * (self.max_retries + 1) + 10.0
+        self.deadline = float(deadline) if deadline is not None else min(self.timeout * (self.max_retries + 1) + 10.0, MAX_DEADLINE)
         self.cache = cache if isinstance(cache, VerdictCache) else VerdictCache(cache)
         self.cache.check()  # a cache that can never work is refused now, not paid as 0 on every step
         self.temperature, self.max_tokens, self.max_text_chars = float(temperature), int(max_tokens), int(max_text_chars)
@@ -269,6 +270,14 @@ class Judge:
 
 
 _NUMBER = (int, float)
+#: The bounds of the judge's waits and counts, as ``gem eval``'s own ``--timeout``, ``--retries`` and
+#: ``--max-in-flight``: a blocking :meth:`Judge.judge` waits about ``deadline``, and past what the clock
+#: can hold that wait raises (OverflowError) instead of giving a verdict.
+MAX_TIMEOUT = 86_400.0
+MAX_RETRIES = 100
+MAX_IN_FLIGHT = 10_000
+#: The longest whole judgement (a week); the default deadline is cut to it.
+MAX_DEADLINE = 604_800.0
 #: The largest judge answer read (a verdict is a few hundred characters).
 _MAX_ANSWER_BYTES = 1 << 20
 
@@ -284,14 +293,15 @@ def _check_options(**given: Any) -> None:
     def real(value: Any) -> bool:
         return isinstance(value, _NUMBER) and not isinstance(value, bool) and math.isfinite(value)
 
-    if not (real(given["timeout"]) and given["timeout"] > 0):
-        refuse("timeout", "a finite number of seconds > 0")
-    if given["deadline"] is not None and not (real(given["deadline"]) and given["deadline"] > 0):
-        refuse("deadline", "None or a finite number of seconds > 0")
+    if not (real(given["timeout"]) and 0 < given["timeout"] <= MAX_TIMEOUT):
+        refuse("timeout", f"a finite number of seconds > 0, at most {MAX_TIMEOUT:g}")
+    if given["deadline"] is not None and not (real(given["deadline"]) and 0 < given["deadline"] <= MAX_DEADLINE):
+        refuse("deadline", f"None or a finite number of seconds > 0, at most {MAX_DEADLINE:g}")
+    highs = {"max_retries": MAX_RETRIES, "max_in_flight": MAX_IN_FLIGHT}
     for name, low in (("max_retries", 0), ("max_in_flight", 1), ("max_tokens", 1), ("max_text_chars", 1)):
-        value = given[name]
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            refuse(name, f"a whole number >= {low}")
+        value, high = given[name], highs.get(name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+            refuse(name, f"a whole number >= {low}" + (f", at most {high}" if high is not None else ""))
     if not (real(given["temperature"]) and given["temperature"] >= 0):
         refuse("temperature", "a finite number >= 0")
     if not callable(given["prompt"]):

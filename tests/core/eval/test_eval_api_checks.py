@@ -35,6 +35,26 @@ def test_backend_options_out_of_bounds_are_refused_before_any_episode(tmp_path, 
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    "options, error, named",
+    [
+        ({"max_in_flight": None}, ValueError, r"^backend_options\['max_in_flight'\]: missing \(None\)"),
+        ({"api_key": 5}, TypeError, r"^backend_options\['api_key'\]: 5 is not a text"),
+        ({"extra_body": "top_k=20"}, TypeError, r"^backend_options\['extra_body'\]: 'top_k=20' is not a dict"),
+    ],
+)
+def test_backend_options_of_the_wrong_type_are_refused_before_any_episode(tmp_path, options, error, named):
+    from gem_core.errors import GemError
+
+    out = tmp_path / "run"
+    with pytest.raises(error, match=named) as caught:
+        evaluate(["game:GuessTheNumber-v0"], model="m", base_url=DEAD_URL, backend_options=options, episodes=2,
+                 progress=False, out_dir=str(out))
+    assert isinstance(caught.value, GemError) and not out.exists()
+    with pytest.raises(error, match=named.replace(r"backend_options\['", "").replace(r"'\]", "")):
+        make_backend("m", base_url=DEAD_URL, **options)
+
+
 @pytest.mark.parametrize("url", ["ftp://x", "127.0.0.1:8000/v1", "http://", "", "file:///etc/passwd"])
 def test_a_base_url_that_is_not_http_is_refused_naming_base_url(tmp_path, url):
     out = tmp_path / "run"
@@ -136,6 +156,9 @@ def test_a_misspelt_backend_option_is_refused_naming_it_and_the_options():
         ({"env_ids": None}, r"^env_ids: None is not a list of env ids"),
         ({"env_ids": [EASY], "out_dir": 5}, r"^out_dir: 5 is not a folder path"),
         ({"env_ids": [EASY], "plots": "no"}, r"^plots: 'no' is not True or False"),
+        ({"env_ids": [["game:Wordle-v0"]]}, r"^env_ids\[0\]: \['game:Wordle-v0'\] is not an env id"),
+        ({"env_ids": [EASY, {"id": EASY}]}, r"^env_ids\[1\]: \{'id': .* is not an env id"),
+        ({"env_ids": [1]}, r"^env_ids\[0\]: 1 is not an env id"),
     ],
 )
 def test_an_argument_of_the_wrong_kind_is_refused_naming_it(arguments, named):
@@ -148,3 +171,15 @@ def test_an_argument_of_the_wrong_kind_is_refused_naming_it(arguments, named):
     assert backend.episodes == 0
     with pytest.raises(InvalidArgumentType, match=named):
         EvalConfig(env_ids=env_ids, **arguments)
+
+
+def test_an_empty_out_dir_is_refused_instead_of_writing_into_the_current_folder(tmp_path, monkeypatch):
+    from gem_core.errors import InvalidArgument
+
+    monkeypatch.chdir(tmp_path)
+    backend = OneStepBackend()
+    with pytest.raises(InvalidArgument, match=r"^out_dir: '' is no folder"):
+        evaluate([EASY], backend=backend, episodes=1, progress=False, out_dir="")
+    assert backend.episodes == 0 and list(tmp_path.iterdir()) == []
+    with pytest.raises(InvalidArgument, match=r"^out_dir: '' is no folder"):
+        EvalConfig(env_ids=[EASY], out_dir="")

@@ -121,6 +121,13 @@ async def test_a_body_that_is_not_a_completion_raises_endpoint_error():
             await ep.chat([{"role": "user", "content": "go"}], max_tokens=4)
 
 
+async def test_a_deeply_nested_body_raises_endpoint_error_not_recursion_error():
+    body = "[" * 100_000 + "]" * 100_000  # json.loads recurses once per bracket
+    async with _endpoint(lambda request: httpx.Response(200, text=body)) as ep:
+        with pytest.raises(EndpointError, match=r"^POST http://testserver/v1/chat/completions answered .*not a chat completion"):
+            await ep.chat([{"role": "user", "content": "go"}], max_tokens=4)
+
+
 async def test_requests_in_flight_never_exceed_the_bound():
     in_flight = peak = 0
 

@@ -85,3 +85,18 @@ def test_another_file_at_the_same_path_is_checked_again(tmp_path, quick_checks):
     os.replace(tmp_path / "other.sqlite", path)
     Judge(DEAD, "j", cache=str(path)).close()
     assert len(quick_checks) == 2
+
+
+@pytest.mark.parametrize("max_entries, error", [(-1, ValueError), ("5", TypeError), (True, TypeError), (2.5, TypeError)])
+def test_a_bad_max_entries_is_refused_naming_it(max_entries, error):
+    from gem_core.errors import GemError
+
+    with pytest.raises(error, match=r"^VerdictCache max_entries=") as caught:
+        VerdictCache(max_entries=max_entries)
+    assert isinstance(caught.value, GemError)
+
+
+def test_max_entries_0_keeps_no_verdict():
+    cache = VerdictCache(max_entries=0)
+    cache.put("k", "m", "reply")
+    assert cache.get("k") is None and len(cache) == 0

@@ -190,6 +190,7 @@ def test_a_long_retry_after_is_cut_by_the_deadline(judge_server):
         ({"kind": "reply", "content": "{" * 5000 + "}" * 5000}, "nests deeper"),
         ({"kind": "reply", "content": '{"scores": {"correctness": 5, "clarity": 5}, "reward": 1.0}'}, "unknown key"),
         ({"kind": "body", "body": "<html>busy</html>"}, "not a chat completion"),
+        ({"kind": "body", "body": "[" * 100_000 + "]" * 100_000}, "not a chat completion"),
     ],
 )
 def test_garbage_from_the_judge_gives_zero_with_an_error(judge_server, step, expected):

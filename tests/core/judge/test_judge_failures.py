@@ -124,12 +124,25 @@ def test_a_key_in_the_url_user_info_is_never_printed(capsys):
         (dict(temperature="hot"), "Judge temperature='hot': must be a finite number >= 0"),
         (dict(prompt="x"), "Judge prompt='x': must be a callable (rubric, task, answer, reference, nonce) -> messages"),
         (dict(cache=123), "Judge cache=123 (--judge-cache): must be a VerdictCache, a SQLite file path or None"),
+        # past the bounds a blocking wait overflows the clock ("timestamp out of range") instead of giving a verdict
+        (dict(deadline=1e10), "Judge deadline=10000000000.0: must be None or a finite number of seconds > 0, at most 604800"),
+        (dict(timeout=1e8), "Judge timeout=100000000.0 (--judge-timeout): must be a finite number of seconds > 0, at most 86400"),
+        (dict(max_retries=1000), "Judge max_retries=1000 (--judge-retries): must be a whole number >= 0, at most 100"),
+        (dict(max_in_flight=10**6), "Judge max_in_flight=1000000 (--judge-max-in-flight): must be a whole number >= 1, at most 10000"),
     ],
 )
 def test_bad_judge_options_are_refused_naming_the_argument(kwargs, fragment):
     with pytest.raises(ValueError) as caught:
         Judge(DEAD, "j", **kwargs)
     assert fragment in str(caught.value)
+
+
+def test_the_longest_timeouts_and_retries_give_a_deadline_within_its_bound():
+    judge = Judge(DEAD, "j", timeout=86_400.0, max_retries=100)
+    try:
+        assert judge.deadline == 604_800.0
+    finally:
+        judge.close()
 
 
 @pytest.mark.parametrize("which", ["directory", "not sqlite", "missing folder"])
