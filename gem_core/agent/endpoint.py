@@ -42,7 +42,7 @@ from gem_core.errors import InvalidArgument, InvalidArgumentType, refuse_unknown
 from gem_core.protocols import Tokenizer
 from gem_core.rollout.policy import Generation, Policy, SamplingParams, default_stop_token_ids
 from gem_core.serve.asgi import RequestError, json_bytes, json_route
-from gem_core.serve.loopback import LoopbackServer
+from gem_core.serve.loopback import LoopbackServer, check_port
 from gem_core.tools.calls import call_format_for, parse_native_calls
 from gem_core.tools.tool import check_count_from_zero
 from gem_core.vector.calls import check_amount, check_count
@@ -220,13 +220,16 @@ class AgentEndpoint:
             episode = endpoint.open_episode(max_turns=20)
             # run the agent with OPENAI_BASE_URL=endpoint.base_url, OPENAI_API_KEY=episode.key
             trajectories = endpoint.close_episode(episode.key).trajectories(reward)
+
+    Raises:
+        InvalidArgument: ``port`` is not a whole number from 0 to 65535.
     """
 
     def __init__(self, policy: Policy, tokenizer: Tokenizer, config: AgentEndpointConfig = AgentEndpointConfig(), *, port: int = 0):
         self.policy = policy
         self.tokenizer = tokenizer
         self.config = config
-        self.port = port
+        self.port = check_port(port, "AgentEndpoint")
         self.episodes: dict[str, AgentEpisode] = {}
         self._closed: dict[str, str] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -254,6 +257,7 @@ class AgentEndpoint:
 
         Raises:
             ValueError: ``key`` is in use, or is not URL-safe.
+            InvalidArgument: ``max_turns`` or ``max_response_tokens`` is not a positive whole number or None.
         """
         key = key or secrets.token_urlsafe(18)
         if not key.replace("-", "").replace("_", "").isalnum():
@@ -308,7 +312,7 @@ class AgentEndpoint:
         """Listen on 127.0.0.1 and serve on a thread of the endpoint's own; returns self.
 
         Raises:
-            StartFailed: the server did not listen within 30 s.
+            StartFailed: the port is in use (the message suggests ``port=0``), or the server did not listen within 30 s.
         """
         if self._http is None:
             http = LoopbackServer(

@@ -16,18 +16,24 @@ got back):
 
 Each branch becomes one :class:`~gem_core.rollout.trajectory.TokenTrajectory` (loss mask 1 exactly on
 sampled tokens). Message contents are data: a special token spelled in a tool result or user message is
-encoded as plain text, as :class:`~gem_core.rollout.chat_template.ChatTemplate` does for env text.
+encoded as plain text, as :class:`~gem_core.rollout.chat_template.ChatTemplate` does for env text. A lone
+surrogate (valid JSON, ``"\\ud800"``: text an agent cut mid-pair or decoded with ``surrogateescape``) has no UTF-8
+and no tokenizer encodes it: it is encoded as U+FFFD, as :mod:`gem_core.agent.program` hands task text over, rather
+than refused, since every later call of the agent repeats it in its history. The recorded messages keep it, so the
+agent's next call still matches them.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from gem_core.errors import GemError
 from gem_core.protocols import Tokenizer
 from gem_core.rollout.chat_template import ChatTemplate, ChatTemplateError
+from gem_core.rollout.options import check_episode_options
 from gem_core.rollout.policy import Generation
 from gem_core.rollout.trajectory import TokenTrajectory
 
@@ -36,6 +42,7 @@ __all__ = ["AgentCall", "AgentEpisode", "Branch", "EpisodeOver", "MessageError",
 #: The ``tools`` of a ``/v1/completions`` branch (chat calls never extend it).
 _COMPLETION = ("completions",)
 _ROLES = ("system", "developer", "user", "assistant", "tool")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class MessageError(GemError, ValueError):
@@ -177,7 +184,7 @@ class AgentEpisode:
             sample is refused and ends the episode truncated (None: no limit).
 
     Raises:
-        GemError: if ``max_response_tokens`` is below 1.
+        InvalidArgument: if ``max_turns`` or ``max_response_tokens`` is not a positive whole number or None.
     """
 
     def __init__(
@@ -188,9 +195,9 @@ class AgentEpisode:
         self.tokenizer = tokenizer
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self.template = ChatTemplate.for_tokenizer(tokenizer, chat_template_kwargs=chat_template_kwargs)
+        # Checked here, not at the first call: there a text or a float was an HTTP 500 for every call of the episode.
+        check_episode_options("AgentEpisode", max_turns=max_turns, max_response_tokens=max_response_tokens)
         self.max_turns = max_turns
-        if max_response_tokens is not None and max_response_tokens < 1:
-            raise GemError(f"max_response_tokens must be at least 1 (or None), got {max_response_tokens!r}")
         self.max_response_tokens = max_response_tokens
         self.calls: list[AgentCall] = []
         self.branches: list[Branch] = []
@@ -212,6 +219,9 @@ class AgentEpisode:
 
     def _encode(self, text: str, messages: list[dict[str, Any]]) -> list[int]:
         """``text`` (a rendering that holds ``messages``' contents in order) encoded with the contents as data."""
+        if _SURROGATE.search(text):  # see the module docstring
+            text = _SURROGATE.sub("\ufffd", text)
+            messages = [{**message, "content": _SURROGATE.sub("\ufffd", message["content"])} for message in messages]
         try:
             return self.template.encode_rendering(text, messages)
         except ChatTemplateError as error:
@@ -314,7 +324,7 @@ class AgentEpisode:
                 delta = prompt[len(ids) :] if len(prompt) > len(ids) and prompt[: len(ids)] == ids else None
             else:
                 text = branch.text
-                delta = self.template.encode_rendering(prompt[len(text) :]) if text and len(prompt) > len(text) and prompt.startswith(text) else None
+                delta = self._encode(prompt[len(text) :], []) if text and len(prompt) > len(text) and prompt.startswith(text) else None
             if delta is not None:
                 left = self._budget(len(branch.response_ids) + len(delta))
                 call = AgentCall(len(self.calls), index, [], branch.ids() + delta, rollback=len(branch.response_ids), max_new_tokens=left)
@@ -324,7 +334,7 @@ class AgentEpisode:
                 self.calls.append(call)
                 self.pending.append(call)
                 return call
-        ids = list(prompt) if isinstance(prompt, list) else self.template.encode_rendering(prompt)
+        ids = list(prompt) if isinstance(prompt, list) else self._encode(prompt, [])
         reason = "the prompt does not start with an earlier prompt and its completion" if self.calls else None
         self.branches.append(
             Branch(prompt_ids=ids, tools=_COMPLETION, forked_at_call=len(self.calls) if self.calls else None,

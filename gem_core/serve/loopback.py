@@ -10,21 +10,35 @@ the app bounds each client's requests itself (the agent endpoint, per episode) a
 
 from __future__ import annotations
 
+import errno
+import numbers
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from gem_core.errors import StartFailed, UsageError
+from gem_core.errors import InvalidArgument, StartFailed, UsageError
 from gem_core.serve.connections import ConnectionGuard, ConnectionLimits
 from gem_core.transport.sync_bridge import LoopThread
 
-__all__ = ["LoopbackServer"]
+__all__ = ["LoopbackServer", "check_port"]
 
 T = TypeVar("T")
 
 #: Seconds ``start`` waits for uvicorn to listen, and ``stop`` for it to finish open requests.
 START_SECONDS = 30.0
 STOP_SECONDS = 15.0
+
+
+def check_port(port: Any, owner: str) -> int:
+    """``port`` as an int, checked where its owner is made: socket's bind would refuse it only at start, with a bare
+    TypeError or OverflowError.
+
+    Raises:
+        InvalidArgument: ``port`` is not a whole number from 0 to 65535; the message names ``owner``.
+    """
+    if isinstance(port, bool) or not isinstance(port, numbers.Integral) or not 0 <= int(port) <= 65535:
+        raise InvalidArgument(f"{owner}: port={port!r} must be a whole number from 0 to 65535 (0 picks a free port).")
+    return int(port)
 
 
 class LoopbackServer:
@@ -41,13 +55,16 @@ class LoopbackServer:
         max_connections_setting: what the 503 past ``max_connections`` names as the way to raise it, as the owner's
             users set it (e.g. ``"AgentEndpointConfig.max_connections"``); None: no setting (the owner has none to offer).
             Not ``gem serve``'s flag: nobody starting a server in code can pass that.
+
+    Raises:
+        InvalidArgument: ``port`` is not a whole number from 0 to 65535.
     """
 
     def __init__(
         self, name: str, app: Any, *, port: int = 0, body_timeout: float, max_connections: int = ConnectionLimits.max_connections,
         error_body: Callable[[int, str], bytes] | None = None, max_connections_setting: str | None = None,
     ) -> None:
-        self.name, self.app, self.port, self.body_timeout = name, app, port, body_timeout
+        self.name, self.app, self.port, self.body_timeout = name, app, check_port(port, name), body_timeout
         self.limits = ConnectionLimits(body_timeout=body_timeout, max_connections=max_connections, max_connections_per_client=None)
         self.error_body = error_body
         self.max_connections_setting = max_connections_setting
@@ -61,7 +78,8 @@ class LoopbackServer:
         error propagates.
 
         Raises:
-            StartFailed: uvicorn did not listen within 30 s (the server is stopped again).
+            StartFailed: the port could not be listened on (in use: the message suggests ``port=0``), or uvicorn
+                did not listen within 30 s (the server is stopped again).
         """
         import uvicorn
 
@@ -70,7 +88,11 @@ class LoopbackServer:
         if self.loop is not None:
             return self.port
         guard = ConnectionGuard(self.limits, error_body=self.error_body, max_connections_setting=self.max_connections_setting)
-        sock = guard.listen(listening_socket("127.0.0.1", self.port))
+        try:
+            sock = guard.listen(listening_socket("127.0.0.1", self.port))
+        except OSError as error:
+            fix = "; pass another port, or port=0 for a free one" if error.errno == errno.EADDRINUSE else ""
+            raise StartFailed(f"{self.name} cannot listen on 127.0.0.1:{self.port}: {error.strerror or error}{fix}.") from None
         self.port = sock.getsockname()[1]
         self._server = uvicorn.Server(uvicorn.Config(
             self.app, http=guard.protocol_class(), loop="asyncio", log_level="warning", access_log=False,

@@ -291,6 +291,11 @@ class SweEnv(TerminalEnv):
         """The host path of ``path`` inside the working directory; refuses paths that leave it or pass a link."""
         if not isinstance(path, str) or not path or "\x00" in path:
             raise SweError("path must be a non-empty string, relative to /workspace.")
+        if not path.isascii():
+            try:
+                path.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate: valid JSON, but no file name (os raises on it)
+                raise SweError(f"{path!r} is not UTF-8 text; name files with bash if they need other bytes.") from None
         relative = path[len("/workspace"):].lstrip("/") if path == "/workspace" or path.startswith("/workspace/") else path
         if os.path.isabs(relative) or ".." in Path(relative).parts:
             raise SweError(f"{path!r} is outside the repository: give a path relative to /workspace.")
@@ -303,8 +308,12 @@ class SweEnv(TerminalEnv):
     def _tool_view(self, path: str, start: int | None = None, end: int | None = None) -> str:
         full = self._resolve(path)
         if os.path.isdir(full):
-            entries = sorted(os.listdir(full))
-            return "\n".join(name + ("/" if os.path.isdir(os.path.join(full, name)) else "") for name in entries) or "(empty folder)"
+            try:
+                entries = sorted(os.listdir(full))
+            except OSError as error:  # e.g. a folder the agent made unreadable with bash
+                raise SweError(f"cannot list {path!r}: {error.strerror}.") from None
+            listing = "\n".join(name + ("/" if os.path.isdir(os.path.join(full, name)) else "") for name in entries)
+            return self._shorten(listing or "(empty folder)")
         text = _read_regular(full, _MAX_VIEW_BYTES).decode("utf-8", errors="replace")
         lines = text.splitlines()
         if start is not None or end is not None:
@@ -318,15 +327,25 @@ class SweEnv(TerminalEnv):
         if not isinstance(old, str) or not isinstance(new, str) or not old:
             raise SweError("replace needs old (non-empty text) and new (text).")
         full = self._resolve(path)
-        text = _read_regular(full, _MAX_VIEW_BYTES).decode("utf-8", errors="strict") if os.path.isfile(full) else None
-        if text is None:
+        if not os.path.isfile(full):
             raise SweError(f"{path!r} is not a file.")
+        try:
+            text = _read_regular(full, _MAX_VIEW_BYTES).decode("utf-8")
+        except UnicodeDecodeError:  # e.g. written by bash: replacing in decoded-with-losses text would corrupt it
+            raise SweError(f"{path!r} is not UTF-8 text; edit it with bash.") from None
         count = text.count(old)
         if count != 1:
             raise SweError(f"old occurs {count} times in {path}; give text that occurs exactly once (add surrounding lines).")
-        fd = os.open(full, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW)
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            file.write(text.replace(old, new))
+        try:
+            data = text.replace(old, new).encode("utf-8")
+        except UnicodeEncodeError:  # checked before the file is truncated, so a refused edit loses nothing
+            raise SweError("new is not UTF-8 text (it holds a lone surrogate).") from None
+        try:
+            fd = os.open(full, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW)
+        except OSError as error:  # e.g. a file the agent made read-only with bash
+            raise SweError(f"cannot write {path!r}: {error.strerror}.") from None
+        with os.fdopen(fd, "wb") as file:
+            file.write(data)
         return f"Replaced 1 occurrence in {path}."
 
     def sample_random_action(self) -> str:

@@ -86,28 +86,47 @@ def load_tasks(data_dir: str | Path = DATA_DIR) -> tuple[TerminalTask, ...]:
     """Every task under ``data_dir`` (one directory each), sorted by name; read once per process.
 
     Raises:
-        InvalidArgument: if ``data_dir`` holds no task.
+        InvalidArgument: if ``data_dir`` cannot be listed or holds no task, or a task folder lacks a file of
+            the layout, cannot read one, or its ``task.json`` is not an object with ``instructions``.
     """
-    tasks = []
-    for directory in sorted(Path(data_dir).iterdir()):
-        if not (directory / "task.json").is_file():
-            continue
-        meta = json.loads((directory / "task.json").read_text(encoding="utf-8"))
-        root = directory / "files"
+    try:
+        directories = sorted(Path(data_dir).iterdir())
+    except OSError as error:
+        raise InvalidArgument(f"Cannot list the terminal tasks' folder {data_dir}: {error.strerror}.") from None
+    tasks = [_load_task(directory) for directory in directories if (directory / "task.json").is_file()]
+    if not tasks:
+        raise InvalidArgument(f"No terminal task under {data_dir} (expected <name>/task.json, files/, check.sh).")
+    return tuple(tasks)
+
+
+def _load_task(directory: Path) -> TerminalTask:
+    """One task folder; a user's ``data_dir`` may hold a broken one, so each failure names the folder and file."""
+    layout = "a task folder holds task.json ({\"instructions\": ...}), files/, check.sh and solution.sh"
+
+    def read(name: str) -> str:
+        try:
+            return (directory / name).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise InvalidArgument(f"Terminal task {directory}: cannot read {name} as UTF-8 text ({error}); {layout}.") from None
+
+    try:
+        meta = json.loads(read("task.json"))
+    except json.JSONDecodeError as error:
+        raise InvalidArgument(f"Terminal task {directory}: task.json is not JSON ({error}); {layout}.") from None
+    if not isinstance(meta, dict) or "instructions" not in meta:
+        raise InvalidArgument(f"Terminal task {directory}: task.json has no 'instructions' key; {layout}.")
+    root = directory / "files"
+    try:
         files = {
             path.relative_to(root).as_posix(): path.read_bytes()
             for path in sorted(root.rglob("*")) if path.is_file()
         } if root.is_dir() else {}
-        tasks.append(TerminalTask(
-            name=directory.name,
-            instructions=str(meta["instructions"]),
-            files=files,
-            check=(directory / "check.sh").read_text(encoding="utf-8"),
-            solution=(directory / "solution.sh").read_text(encoding="utf-8"),
-        ))
-    if not tasks:
-        raise InvalidArgument(f"No terminal task under {data_dir} (expected <name>/task.json, files/, check.sh).")
-    return tuple(tasks)
+    except OSError as error:
+        raise InvalidArgument(f"Terminal task {directory}: cannot read files/ ({error}).") from None
+    return TerminalTask(
+        name=directory.name, instructions=str(meta["instructions"]), files=files,
+        check=read("check.sh"), solution=read("solution.sh"),
+    )
 
 
 def extract_command(action: str) -> str | None:
@@ -139,7 +158,8 @@ class TerminalEnv(Env):
 
     Raises:
         InvalidArgument: if a limit is not a number in range (``command_timeout`` finite seconds above 0; the others
-            whole numbers, ``max_output_chars`` from 100, the rest from 1) or ``tasks`` is not a list of known tasks.
+            whole numbers, ``max_output_chars`` from 100, the rest from 1), ``tasks`` is not a list of known tasks,
+            or ``data_dir`` is not a folder of tasks in the shipped layout (:func:`load_tasks`).
     """
 
     max_return = 1.0

@@ -480,3 +480,60 @@ def test_connections_past_the_endpoints_cap_get_an_openai_shaped_503(tiny_tokeni
                 sock.close()
         assert status == 503 and answer["error"]["type"] == "server_error" and answer["error"]["code"] == "too_many_connections"
         assert "3 connections" in answer["error"]["message"]
+
+
+def test_a_lone_surrogate_in_a_message_or_a_prompt_is_encoded_as_u_fffd(tiny_tokenizer):
+    """Valid JSON ("\\ud800") that no tokenizer encodes, e.g. text an agent decoded with surrogateescape: it was a
+    500 internal_error, and every later call repeats it in its history."""
+    user = '{"role": "user", "content": "a\\ud800b"}'
+    reply = '{"role": "assistant", "content": "ok"}'
+    more = '{"role": "user", "content": "c\\udfffd"}'
+    bodies = [
+        ("/chat/completions", f'{{"model": "any", "messages": [{user}]}}'),
+        ("/chat/completions", f'{{"model": "any", "messages": [{user}, {reply}, {more}]}}'),  # extends: the delta path
+        ("/completions", '{"model": "any", "prompt": "a\\udfffb"}'),
+        ("/completions", '{"model": "any", "prompt": "a\\udfffbok<|im_end|> more\\ud800"}'),  # extends the completion branch
+    ]
+    with AgentEndpoint(ScriptedPolicy(tiny_tokenizer, ["ok"] * 4), tiny_tokenizer) as endpoint:
+        episode = endpoint.open_episode()
+        for path, body in bodies:
+            response = httpx.post(endpoint.base_url + path, content=body.encode(), timeout=20,
+                                  headers={"Authorization": f"Bearer {episode.key}", "Content-Type": "application/json"})
+            assert response.status_code == 200, response.text
+        chat, completion = endpoint.close_episode(episode.key).trajectories()
+    assert chat.num_turns == 2 and completion.num_turns == 2
+    sent = [[{"role": "user", "content": "a\ufffdb"}],
+            [{"role": "user", "content": "a\ufffdb"}, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "c\ufffdd"}]]
+    assert_calls_match_rendering(tiny_tokenizer, chat, sent)
+    ids = completion.prompt_ids + completion.response_ids
+    assert completion.prompt_ids == tiny_tokenizer.encode("a\ufffdb", add_special_tokens=False)
+    delta = tiny_tokenizer.encode(" more\ufffd", add_special_tokens=False)
+    assert ids[: len(completion.prompt_ids) + completion.turn_spans[1][0]][-len(delta):] == delta
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("max_turns", "3"), ("max_turns", 0), ("max_turns", -1), ("max_turns", 2.5), ("max_turns", True),
+    ("max_response_tokens", "3"), ("max_response_tokens", 0),
+])
+def test_open_episode_refuses_a_bound_that_is_not_a_count_naming_it(tiny_tokenizer, name, value):
+    """They were stored unchecked: "3" made every call of the episode a 500, -1 a 409 "turn limit of -1"."""
+    from gem_core.errors import InvalidArgument
+
+    endpoint = AgentEndpoint(ScriptedPolicy(tiny_tokenizer, ["ok"]), tiny_tokenizer)
+    with pytest.raises(InvalidArgument, match=f"{name}={value!r}"):
+        endpoint.open_episode(**{name: value})
+    assert endpoint.episodes == {}
+
+
+def test_a_bad_port_is_refused_when_made_and_a_port_in_use_names_port_0(tiny_tokenizer):
+    from gem_core.errors import InvalidArgument, StartFailed
+
+    policy = ScriptedPolicy(tiny_tokenizer, ["ok"])
+    for bad in ("abc", -1, 70000, 2.5):
+        with pytest.raises(InvalidArgument, match=r"AgentEndpoint: port=.*0 picks a free port"):
+            AgentEndpoint(policy, tiny_tokenizer, port=bad)
+    with AgentEndpoint(policy, tiny_tokenizer) as first:
+        second = AgentEndpoint(policy, tiny_tokenizer, port=first.port)
+        with pytest.raises(StartFailed, match=rf"{first.port}.*port=0 for a free one"):
+            second.start()
+        assert _post(first, HI, first.open_episode().key)[0] == 200

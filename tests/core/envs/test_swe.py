@@ -455,3 +455,32 @@ def test_a_source_tree_past_the_grader_limits_is_graded_as_failed(monkeypatch, l
     assert (reward, terminated, info["success"]) == (0.0, True, False)
     assert f"{value} {name}" in info["grade_error"] and f"{value} {name}" in observation, observation
     env.close()
+
+
+# ----------------------------------------------------------------------------------- the file tools
+
+
+def test_replace_in_a_file_that_is_not_utf8_is_a_tool_error_and_keeps_the_file():
+    env = SweEnv(sample=True)
+    env.reset(seed=0)
+    env.step(call("bash", command="printf 'a\\xffb' > bin.txt"))
+    observation, reward, terminated, truncated, _ = env.step(call("replace", path="bin.txt", old="a", new="b"))
+    assert observation.startswith("Tool error") and "UTF-8" in observation, observation
+    assert (reward, terminated, truncated) == (0.0, False, False)
+    # New text that cannot be written as UTF-8 (a lone surrogate is valid JSON) leaves the file as it was.
+    observation = env.step(call("replace", path="gemstats/__init__.py", old="def mean(", new="\ud800"))[0]
+    assert observation.startswith("Tool error") and "UTF-8" in observation, observation
+    assert "def mean(" in env.step(call("view", path="gemstats/__init__.py"))[0]
+    assert "a\ufffdb" in env.step(call("view", path="bin.txt"))[0]
+    for path in ("\ud800", "gemstats/\udcff"):
+        assert env.step(call("view", path=path))[0].startswith("Tool error")
+    env.close()
+
+
+def test_a_folder_view_is_shortened_like_every_observation():
+    env = SweEnv(sample=True, max_output_chars=1000)
+    env.reset(seed=0)
+    env.step(call("bash", command="mkdir big && cd big && seq 1 2000 | xargs touch"))
+    observation = env.step(call("view", path="big"))[0]
+    assert len(observation) < 1200 and observation.startswith("1\n"), len(observation)
+    env.close()

@@ -505,3 +505,29 @@ def test_every_checker_sees_files_and_directories_only(tmp_path):
         assert reward == 1.0, info
     finally:
         env.close()
+
+
+@pytest.mark.parametrize(
+    ("broken", "named"),
+    [("check.sh", "check.sh"), ("solution.sh", "solution.sh"), ("{bad", "task.json"), ("[]", "instructions"),
+     ('{"nope": 1}', "instructions"), ("not utf-8", "check.sh"), ("no data_dir", "nowhere")],
+)
+def test_a_broken_task_folder_is_refused_naming_the_folder_and_the_file(tmp_path, broken, named):
+    """These used to escape as a bare FileNotFoundError, JSONDecodeError or KeyError from the constructor."""
+    task = tmp_path / "t1"
+    task.mkdir()
+    (task / "task.json").write_text('{"instructions": "x"}')
+    (task / "check.sh").write_text("exit 0")
+    (task / "solution.sh").write_text("true")
+    data_dir = tmp_path
+    if broken in ("check.sh", "solution.sh"):
+        (task / broken).unlink()
+    elif broken == "not utf-8":
+        (task / "check.sh").write_bytes(b"exit \xff")
+    elif broken == "no data_dir":
+        data_dir = tmp_path / "nowhere"
+    else:
+        (task / "task.json").write_text(broken)
+    with pytest.raises(InvalidArgument, match=named) as raised:
+        TerminalEnv(data_dir=str(data_dir), sandbox="process")
+    assert str(data_dir if broken == "no data_dir" else task) in str(raised.value)

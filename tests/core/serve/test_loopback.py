@@ -57,3 +57,21 @@ def test_a_failing_before_serving_stops_the_server_and_raises():
         server.start(before_serving=broken)
     assert server.loop is None
     assert not [t for t in threading.enumerate() if t.name == "gem-test-loopback-failing"]
+
+
+def test_a_port_in_use_or_out_of_range_is_the_projects_error_naming_port_and_0():
+    """bind's bare OSError, TypeError or OverflowError used to escape every in-process server's start."""
+    from gem_core.errors import InvalidArgument, StartFailed
+
+    for bad in ("abc", -1, 70000, True, 2.5, None):
+        with pytest.raises(InvalidArgument, match=r"port=.*0 picks a free port"):
+            LoopbackServer("gem-test-loopback", _app, port=bad, body_timeout=5)
+    first = LoopbackServer("gem-test-loopback", _app, body_timeout=5)
+    port = first.start()
+    try:
+        second = LoopbackServer("gem-test-loopback", _app, port=port, body_timeout=5)
+        with pytest.raises(StartFailed, match=rf"127.0.0.1:{port}.*port=0 for a free one"):
+            second.start()
+        assert second.loop is None  # nothing left running; a later start may try again
+    finally:
+        first.stop()
