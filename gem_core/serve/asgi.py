@@ -155,9 +155,13 @@ def listening_socket(host: str, port: int, backlog: int = 2048) -> socket.socket
     # proto=IPPROTO_TCP, not 0: asyncio disables Nagle's algorithm only on sockets that say they are TCP,
     # and with it on, uvicorn's separate header and body writes wait ~40 ms for a delayed ACK.
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(backlog)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(backlog)
+    except BaseException:  # a port in use: the socket is the caller's only on success (else a ResourceWarning, an fd held)
+        sock.close()
+        raise
     return sock
 
 

@@ -75,3 +75,23 @@ def test_a_port_in_use_or_out_of_range_is_the_projects_error_naming_port_and_0()
         assert second.loop is None  # nothing left running; a later start may try again
     finally:
         first.stop()
+
+
+def test_a_socket_that_cannot_bind_is_closed_not_left_to_the_collector():
+    """listening_socket raised with its socket open when the port was taken: an fd held until collected."""
+    import gc
+    import socket
+    import warnings
+
+    from gem_core.serve.asgi import listening_socket
+
+    taken = listening_socket("127.0.0.1", 0)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ResourceWarning)
+            with pytest.raises(OSError):
+                listening_socket("127.0.0.1", taken.getsockname()[1])
+            gc.collect()
+        assert not [w for w in caught if issubclass(w.category, ResourceWarning) and isinstance(w.source, socket.socket)]
+    finally:
+        taken.close()
