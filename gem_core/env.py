@@ -368,11 +368,18 @@ class StateSnapshots:
     def set_state(self, state: dict[str, Any]) -> None:
         """Continue from a :meth:`get_state` snapshot of an env of the same class.
 
+        The whole snapshot is checked before any attribute changes, so a refused one leaves the env as it was.
+        Only names :meth:`get_state` could have produced are set: an attribute of this env, or a new name that
+        is no method or property of its class (a tampered snapshot could otherwise replace ``step``).
+
         Raises:
-            ValueError: the snapshot has another format version or comes from another env class.
+            InvalidArgument: (a ValueError) the snapshot has another format version, comes from another env
+                class, has no ``attributes`` dict, or names an attribute that is not episode state.
         """
         _check_state(self, state)
-        for name, value in state["attributes"].items():
+        excluded = set().union(*(getattr(cls, "state_excludes", ()) for cls in type(self).__mro__))
+        attributes = _settable_attributes(self, state, excluded)
+        for name, value in attributes.items():
             setattr(self, name, copy.deepcopy(value))
 
     def spawn(self: _Snapshotted, same_state: bool = True, *, seed: int | None = None) -> _Snapshotted:
@@ -502,3 +509,30 @@ def _check_state(owner: Any, state: Any) -> None:
         raise InvalidArgument(f"Not an env state of format {STATE_FORMAT!r} (got {found!r}); take it from get_state().")
     if state.get("env") != _qualified_name(owner):
         raise InvalidArgument(f"This state belongs to {state.get('env')!r}, not {_qualified_name(owner)!r}; restore it into an env of that class.")
+
+
+def _settable_attributes(owner: Any, state: Mapping[str, Any], excluded: set[str] | frozenset[str]) -> dict[str, Any]:
+    """The ``attributes`` of snapshot ``state``, each checked as one :meth:`StateSnapshots.get_state` could have
+    taken from ``owner``: one of its own, or a new name that is no method or property of its class (a tampered
+    snapshot could otherwise replace ``step``), never one in ``excluded``. All are checked before the caller sets
+    any, so a refused snapshot changes nothing.
+
+    Raises:
+        InvalidArgument: no ``attributes`` dict, or a name that is not episode state.
+    """
+    attributes = state.get("attributes")
+    if not isinstance(attributes, dict):
+        raise InvalidArgument(f"This snapshot's 'attributes' must be a dict, got {type(attributes).__name__}; take the snapshot from get_state().")
+    for name in attributes:
+        if isinstance(name, str) and name.isidentifier() and not name.startswith("__") and name not in excluded:
+            if name in vars(owner):
+                continue
+            try:
+                member = inspect.getattr_static(type(owner), name)
+            except AttributeError:
+                continue
+            if not callable(member) and not hasattr(type(member), "__get__"):  # a class-level default value
+                continue
+        raise InvalidArgument(f"This snapshot sets attribute {name!r}, which is not episode state of {type(owner).__name__} "
+                              "(a method, property, inner env or shared resource); take the snapshot from get_state().")
+    return attributes

@@ -20,7 +20,7 @@ import importlib
 import inspect
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -88,7 +88,8 @@ class EnvSpec:
         (None: :attr:`max_turns`), see the module docstring for where the limit is counted.
 
         Raises:
-            InvalidArgument: (a ValueError) ``max_turns`` is not a positive whole number.
+            InvalidArgument: (a ValueError) ``max_turns`` is not a positive whole number, or is given (here or
+                at registration) for a multi-agent env, which no single-agent turn limit can wrap.
             InvalidArgumentType: (a TypeError) a keyword the env's constructor does not take, or a required one
                 missing; the message lists the keywords it takes.
         """
@@ -103,7 +104,15 @@ class EnvSpec:
         env = factory(**kwargs)
         env.unwrapped.env_id = self.id  # names the env in logged warnings (see gem_core.env.log_error_once)
         if limit is not None and not counts_own:
+            from gem_core.multi_agent import MultiAgentEnv
             from gem_core.wrappers.turn_limit import TurnLimit
+
+            if isinstance(env.unwrapped, MultiAgentEnv):  # TurnLimit counts one agent's turns, returns bare values
+                env.close()
+                raise InvalidArgument(
+                    f"make({self.id!r}): max_turns={limit} cannot limit a multi-agent env (its results are per-agent "
+                    "dicts, which the single-agent turn limit would replace); leave max_turns out: the game ends by its own rules."
+                )
 
             env = TurnLimit(env, limit)
         return env
@@ -281,6 +290,8 @@ def register(
     Raises:
         ValueError: if the id is malformed or already taken (shipped ids included), or ``max_turns``
             is not a positive whole number.
+        InvalidArgumentType: (a TypeError) if ``extras`` is not a sequence of names (a str is refused:
+            ``extras=("math",)``) or ``sample_kwargs`` is not a mapping.
     """
     _load_builtin_envs()
     _check_id(id)
@@ -303,6 +314,13 @@ def register(
         raise InvalidArgumentType(f"register({id!r}): the entry point is a 'package.module:Class' string or a callable that "
                         f"returns the env, got {type(entry_point).__name__} {entry_point!r}.")
     _check_max_turns(max_turns, f"register({id!r})")
+    # A str is a sequence of its letters (extras="math" became m,a,t,h) and a list is no mapping: refused here, by name.
+    if isinstance(extras, str) or not isinstance(extras, Sequence) or not all(isinstance(e, str) for e in extras):
+        fix = f"; give extras=({extras!r},)" if isinstance(extras, str) else ""
+        raise InvalidArgumentType(f"register({id!r}): extras must be a tuple of pip extra names, got {type(extras).__name__} {extras!r}{fix}.")
+    if sample_kwargs is not None and not isinstance(sample_kwargs, Mapping):
+        raise InvalidArgumentType(f"register({id!r}): sample_kwargs must be a dict of keyword overrides (or None), "
+                                  f"got {type(sample_kwargs).__name__} {sample_kwargs!r}.")
     env_spec = EnvSpec(
         id=id, entry_point=entry_point, kwargs=dict(kwargs), sample_kwargs=dict(sample_kwargs or {}), max_turns=max_turns,
         extras=tuple(extras),

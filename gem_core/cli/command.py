@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from gem_core.cli.options import run_until_pipe_closes, seed_option
+from gem_core.cli.options import OneLineErrors, run_until_pipe_closes, seed_option
 from gem_core.multi_agent import MultiAgentEnv
 from gem_core.registry import UnknownEnvError, list_envs, make
 
@@ -183,9 +183,14 @@ def _play(args: argparse.Namespace) -> int:
             return 0
 
 
+class _Parser(OneLineErrors, argparse.ArgumentParser):
+    """``gem``'s parser, and each subcommand's (argparse makes them of the same class): a usage error is one
+    line naming the option, exit 2, not the whole usage above it."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``gem`` parser; each subcommand's ``run`` is what :func:`main` calls."""
-    parser = argparse.ArgumentParser(prog="gem", description="GEM: multi-turn environments for LLM agents.")
+    parser = _Parser(prog="gem", description="GEM: multi-turn environments for LLM agents.")
     commands = parser.add_subparsers(dest="command", required=True)
 
     list_parser = commands.add_parser(

@@ -12,8 +12,8 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from gem_core.cli.options import env_kwargs_option
-from gem_core.errors import DependencyNotInstalled
+from gem_core.cli.options import OneLineErrors, env_kwargs_option
+from gem_core.errors import DependencyNotInstalled, InvalidArgument
 from gem_core.rows.jsonl import write_jsonl
 from gem_core.rows.label import EnvKwargsError
 from gem_core.rows.mixture import parse_env_options
@@ -55,22 +55,30 @@ def add_dataset_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentP
 
 
 def rows_from_arguments(args: argparse.Namespace, *, with_messages: bool = True) -> list[EpisodeRow]:
-    """The rows :func:`add_dataset_arguments`' options ask for; a bad option exits with one line naming it."""
+    """The rows :func:`add_dataset_arguments`' options ask for.
+
+    Raises:
+        InvalidArgument: an option that cannot give rows (the message names it); :func:`run_dataset_cli`
+            makes it a one-line usage error, exit 2.
+        SystemExit: (one line, exit 1) the env family's extra is not installed: not a usage error.
+    """
     try:
         env_kwargs = env_kwargs_option(args.env_kwargs)
         env_ids = parse_env_options(args.env)
     except ValueError as exc:  # MixtureError names the option itself
-        raise SystemExit(str(exc)) from None
+        raise InvalidArgument(str(exc)) from None
     except KeyError as exc:  # UnknownEnvError names the closest ids
-        raise SystemExit(f"--env: {exc}") from None
+        raise InvalidArgument(f"--env: {exc}") from None
     if args.seed_start < 0:
-        raise SystemExit(f"--seed-start must be 0 or more (gymnasium seeds are non-negative), got {args.seed_start}.")
+        raise InvalidArgument(f"--seed-start must be 0 or more (gymnasium seeds are non-negative), got {args.seed_start}.")
+    if args.n < 1:
+        raise InvalidArgument(f"--n must be at least 1, got {args.n}.")
     ids = 1 if isinstance(env_ids, (str, Mapping)) else len(env_ids)  # a mixture's --n is rows in all
     total = args.n * ids
     if total > MAX_ROWS:
         each = f" ({args.n} for each of {ids} env ids)" if ids > 1 else ""
-        raise SystemExit(f"--n {args.n} asks for {total} rows{each}, over the {MAX_ROWS} one file holds (the rows are built in "
-                         "memory first); write several files with disjoint --seed-start ranges instead.")
+        raise InvalidArgument(f"--n {args.n} asks for {total} rows{each}, over the {MAX_ROWS} one file holds (the rows are built in "
+                              "memory first); write several files with disjoint --seed-start ranges instead.")
     try:
         return list(
             episode_rows(
@@ -85,9 +93,13 @@ def rows_from_arguments(args: argparse.Namespace, *, with_messages: bool = True)
     except DependencyNotInstalled as exc:  # an env family whose extra is missing: the message has the install line
         raise SystemExit(str(exc)) from None
     except EnvKwargsError as exc:
-        raise SystemExit(f"--env-kwargs {str(exc).removeprefix('env_kwargs ')}") from None
+        raise InvalidArgument(f"--env-kwargs {str(exc).removeprefix('env_kwargs ')}") from None
     except ValueError as exc:  # LabelError is a ValueError
-        raise SystemExit(str(exc)) from None
+        raise InvalidArgument(str(exc)) from None
+
+
+class _Parser(OneLineErrors, argparse.ArgumentParser):
+    """A usage error is one line, exit 2, as for ``gem``'s own commands (a plain parser printed the usage above it)."""
 
 
 def run_dataset_cli(
@@ -101,13 +113,20 @@ def run_dataset_cli(
 ) -> None:
     """Parse the shared options (plus the adapter's own, from ``add_arguments``), build the rows, write them
     with ``write_rows`` and print ``wrote <what> to <out>``. ``with_messages=False`` for formats that hold only
-    the label; a bad option exits with one line naming it, before anything is written."""
-    parser = add_dataset_arguments(argparse.ArgumentParser(prog=prog, description=description))
+    the label; a bad option exits with one line naming it (exit 2), before anything is written.
+
+    Raises:
+        SystemExit: 2 for a bad option, 1 if the rows cannot be built or written, 130 on Ctrl-C.
+    """
+    parser = add_dataset_arguments(_Parser(prog=prog, description=description))
     if add_arguments is not None:
         add_arguments(parser)
     args = parser.parse_args(argv)
     try:
-        rows = rows_from_arguments(args, with_messages=with_messages)
+        try:
+            rows = rows_from_arguments(args, with_messages=with_messages)
+        except InvalidArgument as exc:  # a usage error: exit 2, as an option argparse refuses
+            parser.error(str(exc))
         # Written beside the target with its suffix, renamed when whole: a full disk or a signal leaves no half file.
         with atomic_path(args.out) as partial:
             written = write_rows(rows, argparse.Namespace(**{**vars(args), "out": str(partial)}))

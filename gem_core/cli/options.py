@@ -24,9 +24,14 @@ BROKEN_PIPE_EXIT = 1
 _OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
 
 
-def run_until_pipe_closes(command: Callable[[], int], prog: str = "gem") -> int:
-    """``command()``'s exit code; a reader that closes stdout early (``gem list | head``) ends it quietly, and
-    an output that cannot be written (``gem list > /dev/full``) ends it with one line on stderr, exit status 1.
+def run_until_pipe_closes(
+    command: Callable[[], int], prog: str = "gem", *, closed_pipe_exit: int = BROKEN_PIPE_EXIT,
+    unwritable_exit: int = BROKEN_PIPE_EXIT,
+) -> int:
+    """``command()``'s exit code; a reader that closes stdout early (``gem list | head``) ends it quietly
+    (``closed_pipe_exit``), and an output that cannot be written (``gem list > /dev/full``) ends it with one line
+    on stderr (``unwritable_exit``). Both are 1 unless a command whose codes mean more says otherwise
+    (``gem replay``: 1 is "a reward changed").
 
     Python ignores SIGPIPE, so a write to a closed pipe raises BrokenPipeError, here or in the flush at
     interpreter exit. As the Python docs' note on SIGPIPE advises, the output is flushed here and, if the
@@ -41,13 +46,13 @@ def run_until_pipe_closes(command: Callable[[], int], prog: str = "gem") -> int:
             sys.stdout.flush()
     except BrokenPipeError:
         _discard_stdout()
-        return BROKEN_PIPE_EXIT
+        return closed_pipe_exit
     except OSError as error:
         if error.errno not in _OUTPUT_ERRNOS or error.filename is not None:
             raise
         _discard_stdout()
         print(f"{prog}: cannot write output: {error.strerror or error}", file=sys.stderr)
-        return BROKEN_PIPE_EXIT
+        return unwritable_exit
 
 
 def _discard_stdout() -> None:
@@ -113,16 +118,23 @@ def folder_problem(path: str | os.PathLike[str]) -> str | None:
 
 
 def seed_option(text: str) -> int:
-    """An episode seed from the command line (an argparse ``type``): an integer 0 or more, which is what an
-    env's ``reset(seed=)`` takes; argparse names the option in the one-line error."""
+    """An episode seed from the command line (an argparse ``type``): a whole number from 0 to
+    :data:`gem_core.env.MAX_SEED`, which is what an env's ``reset(seed=)`` takes (past it, the command failed
+    only once the env started); argparse names the option in the one-line error.
+
+    Raises:
+        argparse.ArgumentTypeError: ``text`` is not such a number (argparse turns it into a usage error, exit 2).
+    """
     import argparse
+
+    from gem_core.env import MAX_SEED
 
     try:
         seed = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer (0 or more), got {text!r}") from None
-    if seed < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {seed}")
+        seed = None
+    if seed is None or not 0 <= seed <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 0 to {MAX_SEED}, got {text!r}")
     return seed
 
 

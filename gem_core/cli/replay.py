@@ -4,43 +4,74 @@ FILE is a trajectory JSONL file, or a ``gem eval`` run: its folder, its ``episod
 ``report.json`` (each episode's transcript holds its actions). The command reads the env kwargs, env id and
 judge a replay may use from the command line only; the exit code says whether any stored reward changed
 (0: none, 1: some, 2: the file could not be replayed, 3: some turns could not be scored: the judge gave no
-verdict or the env step failed).
+verdict or the env step failed, 4: the report could not be written: a full disk, ``> /dev/full``). A reader
+that stops early (``gem replay f | head``) leaves the code the replay found.
+
+FILE may be a pipe (``cat f | gem replay /dev/stdin``, ``<(...)``, a FIFO): it is read once, into a temporary
+copy, since telling an eval run from a trajectory file reads its first record; a FIFO that no program writes
+to is refused after a moment (exit 2) instead of waiting forever.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import select
+import stat
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from gem_core.cli.options import env_kwargs_option
+from gem_core.cli.options import env_kwargs_option, run_until_pipe_closes
+from gem_core.errors import InvalidArgument
 from gem_core.rollout import replay as engine
 
 __all__ = ["add_replay_parser"]
+
+
+#: The exit code of a replay whose report could not be written (1 is "some reward changed").
+OUTPUT_NOT_WRITTEN_EXIT = 4
+
+#: How long a FIFO that reads as ended before its first byte is given for its writer to open it.
+_WRITER_GRACE_S = 1.0
 
 
 def _run(args: argparse.Namespace) -> int:
     from gem_core.judge.options import judge_from_args
 
     judge = None
+    path = args.file
     try:
-        overrides = None if args.env_kwargs is None else env_kwargs_option(args.env_kwargs)
-        judge, rubric = judge_from_args(args)
-        left_out: list[str] = []
-        stored = _eval_run_episodes(args.file, left_out) if _is_eval_run(args.file) else engine.trajectory_episodes(args.file)
-        episodes, changes = engine.replay_episodes(args.file, stored, overrides, args.env_id, judge, rubric)
+        with contextlib.ExitStack() as cleanup:
+            overrides = None if args.env_kwargs is None else env_kwargs_option(args.env_kwargs)
+            judge, rubric = judge_from_args(args)
+            path = cleanup.enter_context(_read_once(args.file))
+            left_out: list[str] = []
+            stored = _eval_run_episodes(path, left_out) if _is_eval_run(path) else engine.trajectory_episodes(path)
+            episodes, changes = engine.replay_episodes(args.file, stored, overrides, args.env_id, judge, rubric)
     except (OSError, ValueError, KeyError) as exc:  # unreadable file, bad record, unknown env id
-        print(f"gem replay: {exc}", file=sys.stderr)
+        print(f"gem replay: {str(exc).replace(path, args.file)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         raise
     except Exception as exc:  # noqa: BLE001 - an env that fails to build: one line naming it, no traceback
-        print(f"gem replay: {args.file}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"gem replay: {args.file}: {type(exc).__name__}: {str(exc).replace(path, args.file)}", file=sys.stderr)
         return 2
     finally:
         if judge is not None:
             judge.close()
+    failed = [c for c in changes if c.error]
+    code = 3 if failed else (1 if changes else 0)
+    # Flushed here, so a report that cannot be written ends with a code of its own, not the 1 that means a change.
+    return run_until_pipe_closes(lambda: _report(left_out, episodes, changes, code), prog="gem replay",
+                                 closed_pipe_exit=code, unwritable_exit=OUTPUT_NOT_WRITTEN_EXIT)
+
+
+def _report(left_out: list[str], episodes: int, changes: list[Any], code: int) -> int:
+    """Print what the replay found; returns ``code``."""
     for reason in left_out:
         print(f"not replayed: {reason}")
     failed = [c for c in changes if c.error]
@@ -56,9 +87,62 @@ def _run(args: argparse.Namespace) -> int:
     summary = f"{episodes} episodes replayed, {len(changed)} turns changed"
     if failed:
         print(f"{summary}, {len(failed)} turns failed (judge or env errors; no reward compared).")
-        return 3
-    print(f"{summary}.")
-    return 1 if changed else 0
+    else:
+        print(f"{summary}.")
+    return code
+
+
+@contextlib.contextmanager
+def _read_once(path: str) -> Iterator[str]:
+    """``path`` itself if it is a regular file or a folder (or missing: the reader says so), else a temporary
+    copy of what it holds: a pipe can be read only once, and telling an eval run from a trajectory file reads
+    the first record (the second open found the pipe drained: 0 episodes, exit 0, "nothing changed").
+
+    The FIFO is opened without waiting (a FIFO that no program writes to blocks ``open`` forever); one that
+    reads as ended before its first byte gets :data:`_WRITER_GRACE_S` for its writer to open it.
+
+    Raises:
+        InvalidArgument: the input ended before its first byte (a FIFO nothing writes to).
+        OSError: it cannot be read.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        mode = 0
+    if not mode or stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="gem-replay-") as folder:
+        copy = os.path.join(folder, "input.jsonl")
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            with open(copy, "wb") as out:
+                copied = _copy_all(descriptor, out)
+        finally:
+            os.close(descriptor)
+        if not copied:
+            raise InvalidArgument(f"{path}: no input (a pipe or FIFO that no program writes to?); start the writer first, "
+                                  "or give the file itself.")
+        yield copy
+
+
+def _copy_all(descriptor: int, out: Any) -> int:
+    """Copy what a non-blocking ``descriptor`` holds to ``out`` until its writer closes it; the bytes copied."""
+    copied, waited = 0, False
+    while True:
+        try:
+            chunk = os.read(descriptor, 1 << 16)
+        except BlockingIOError:  # a writer is there, its next bytes are not yet
+            select.select([descriptor], [], [])
+            continue
+        if chunk:
+            out.write(chunk)
+            copied += len(chunk)
+        elif copied or waited:
+            return copied
+        else:  # ended before any byte: a FIFO whose writer has not opened it yet reads so too
+            waited = True
+            select.select([descriptor], [], [], _WRITER_GRACE_S)
 
 
 def _is_eval_run(path: str) -> bool:
@@ -87,7 +171,8 @@ def add_replay_parser(commands: Any) -> None:
     """Add ``gem replay`` to the CLI's subcommands."""
     parser = commands.add_parser(
         "replay",
-        help="re-score stored trajectories against the current env (exit 1 if any reward changed, 3 if a judge or env step failed)",
+        help="re-score stored trajectories against the current env (exit 1 if any reward changed, 2 if the file could "
+        "not be replayed, 3 if a judge or env step failed, 4 if the report could not be written)",
         description=(engine.__doc__ or "").split("\n\n")[0],
     )
     parser.add_argument(

@@ -13,7 +13,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from gem_core.env import STATE_FORMAT, Env, StepResult, _check_state, _qualified_name, guard_episode_end
+from gem_core.env import STATE_FORMAT, Env, StepResult, _check_state, _qualified_name, _settable_attributes, guard_episode_end
 
 __all__ = ["Wrapper"]
 
@@ -82,13 +82,19 @@ class Wrapper(gym.Wrapper[str, str, str, str]):
     def set_state(self, state: dict[str, Any]) -> None:
         """Restore a :meth:`get_state` snapshot of this wrapper stack: the wrapper's attributes, then the inner env's.
 
+        Nothing changes unless the whole snapshot fits: the wrapper's attributes are checked first, the inner
+        env checks (and restores) its own, and only then are the wrapper's set.
+
         Raises:
-            InvalidArgument: if ``state`` is not a snapshot of this wrapper (another wrapper's, or another format).
+            InvalidArgument: if ``state`` is not a snapshot of this wrapper (another wrapper's, or another format),
+                or is malformed (no ``attributes`` dict, an attribute that is not the wrapper's episode state).
         """
         _check_state(self, state)
-        for name, value in state["attributes"].items():
+        excluded = self._gym_attributes | set().union(*(getattr(c, "state_excludes", ()) for c in type(self).__mro__))
+        attributes = _settable_attributes(self, state, excluded)
+        self.env.set_state(state.get("inner"))  # type: ignore[arg-type]  # checked by the inner env
+        for name, value in attributes.items():
             setattr(self, name, copy.deepcopy(value))
-        self.env.set_state(state["inner"])
 
     def spawn(self, same_state: bool = True, *, seed: int | None = None) -> Wrapper:
         """A copy of the whole wrapper stack (see :meth:`Env.spawn`)."""

@@ -172,3 +172,54 @@ def test_ctrl_c_while_the_commands_load_exits_130_with_one_line(monkeypatch, cap
     monkeypatch.setattr(command, "build_parser", interrupted)
     assert main(["list"]) == 130
     assert capsys.readouterr().err.strip() == "gem: interrupted"
+
+
+def _changed_trajectory_file(path):
+    """A trajectory file of two episodes whose first stored reward the env no longer gives (replay: exit 1)."""
+    from gem_core import make
+    from gem_core.rollout.trajectory import TokenTrajectory
+    from gem_core.rollout.trajectory_io import write_trajectories
+
+    env = make("game:GuessTheNumber-v0")
+    env.reset(seed=3)
+    actions = ["\\boxed{5}", "\\boxed{7}"]
+    rewards = [float(env.step(a)[1]) for a in actions]
+    rewards[0] += 0.5
+    trajectory = TokenTrajectory(prompt_ids=[1], response_ids=[5, 6], loss_mask=[1, 1], logprobs=[0.0] * 2,
+                                 turn_spans=[(0, 1), (1, 2)], rewards=rewards, terminated=False, truncated=False,
+                                 env_id="game:GuessTheNumber-v0", seed=3, actions=actions)
+    write_trajectories(str(path), [trajectory, trajectory])
+
+
+def test_replay_of_a_pipe_reads_it_once_and_a_fifo_without_a_writer_is_refused(tmp_path):
+    """`cat f | gem replay /dev/stdin`: the first record was read to tell an eval run from a trajectory file,
+    then the path opened again found the pipe drained: 0 episodes, exit 0 ("nothing changed")."""
+    import os
+
+    stored = tmp_path / "traj.jsonl"
+    _changed_trajectory_file(stored)
+    command = [sys.executable, "-m", "gem_core.cli", "replay"]
+    done = subprocess.run([*command, "/dev/stdin"], input=stored.read_text(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.splitlines()[-1] == "2 episodes replayed, 2 turns changed."
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    done = subprocess.run([*command, str(fifo)], capture_output=True, text=True, timeout=60)  # no writer: no hang
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "no input" in done.stderr, done.stderr
+
+
+def test_replay_whose_output_cannot_be_written_exits_4_not_the_code_for_a_changed_reward(tmp_path):
+    stored = tmp_path / "traj.jsonl"
+    _changed_trajectory_file(stored)
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "gem_core.cli", "replay", str(stored)], stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    assert done.returncode == 4, done.stderr
+    assert done.stderr == "gem replay: cannot write output: No space left on device\n"
+
+
+@pytest.mark.parametrize("seed", ["9223372036854775808", "-1", "x"])
+def test_a_seed_out_of_range_is_a_one_line_usage_error(seed, tmp_path):
+    done = _gem("play", "game:Wordle-v0", "--seed", seed, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "--seed" in done.stderr and "usage:" not in done.stderr, done.stderr

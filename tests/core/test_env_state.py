@@ -111,3 +111,50 @@ def test_an_uncopyable_attribute_names_itself_and_the_fix():
     env.lock = threading.Lock()
     with pytest.raises(TypeError, match="'lock'.*state_excludes"):
         env.get_state()
+
+
+def test_a_refused_wrapper_state_changes_nothing():
+    """The inner env's refusal came after the wrapper had set its own attributes: the next step truncated."""
+    from gem_core.errors import InvalidArgument
+
+    source = TurnLimit(make_sample("game:GuessTheNumber-v0"), 2)
+    source.reset(seed=0)
+    source.step("\\boxed{1}")
+    target = TurnLimit(make_sample("game:Mastermind-v0"), 50)
+    target.reset(seed=0)
+    before = target.get_state()
+    with pytest.raises(InvalidArgument, match="restore it into an env of that class"):
+        target.set_state(source.get_state())
+    assert (target.max_turns, target.turn) == (50, 0) and target.get_state().keys() == before.keys()
+    assert target.get_state()["attributes"] == before["attributes"]
+
+
+@pytest.mark.parametrize("wrapped", [False, True])
+@pytest.mark.parametrize(("label", "tamper"), [
+    ("no attributes", lambda s: {k: v for k, v in s.items() if k != "attributes"}),
+    ("attributes None", lambda s: {**s, "attributes": None}),
+    ("a method", lambda s: {**s, "attributes": {**s["attributes"], "step": None}}),
+    ("a property", lambda s: {**s, "attributes": {**s["attributes"], "unwrapped": None}}),
+    ("a dunder", lambda s: {**s, "attributes": {**s["attributes"], "__class__": None}}),
+    ("a non-name", lambda s: {**s, "attributes": {**s["attributes"], 3: None}}),
+])
+def test_a_malformed_snapshot_is_refused_before_anything_changes(label, tamper, wrapped):
+    """set_state promises InvalidArgument for a snapshot that is not get_state's: it was a bare KeyError or
+    AttributeError, and any name was set, methods included (a later step() raised TypeError)."""
+    from gem_core.errors import InvalidArgument
+
+    def build():
+        env = make_sample("game:Wordle-v0")
+        return TurnLimit(env, 9) if wrapped else env
+
+    env = build()
+    env.reset(seed=1)
+    state = env.get_state()
+    bad = {**state, "inner": tamper(state["inner"])} if wrapped and label != "a property" else tamper(state)
+    target = build()
+    target.reset(seed=2)
+    before = target.get_state()
+    with pytest.raises(InvalidArgument, match="snapshot|attribute"):
+        target.set_state(bad)
+    assert pickle.dumps(target.get_state()) == pickle.dumps(before)
+    target.step("\\boxed{crane}")  # still a working env

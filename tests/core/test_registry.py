@@ -214,3 +214,30 @@ def test_a_factory_declares_where_its_kwargs_go_and_make_lists_both_signatures()
 
     register("test:Shaded-v0", Shaded)
     assert make("test:Shaded-v0", tint=2, size=3).tint == 2
+
+
+def test_max_turns_on_a_multi_agent_env_is_refused_naming_the_fix():
+    """TurnLimit is single-agent: around a multi-agent game its results stopped being per-agent dicts."""
+    from gem_core.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match=r"multi:TicTacToe-v0.*max_turns=2.*multi-agent.*leave max_turns out"):
+        make("multi:TicTacToe-v0", max_turns=2)
+    register("test:MultiLimited-v0", "gem_core.envs.multi_agent.tic_tac_toe:TicTacToe", max_turns=4)
+    with pytest.raises(InvalidArgument, match="max_turns"):
+        make("test:MultiLimited-v0")
+    assert type(make("multi:TicTacToe-v0")).__name__ == "TicTacToe"
+
+
+@pytest.mark.parametrize(("keywords", "message"), [
+    ({"extras": "math"}, r"extras.*extras=\('math',\)"),
+    ({"extras": None}, r"extras.*tuple of pip extra names.*None"),
+    ({"extras": ("math", 3)}, r"extras.*tuple of pip extra names"),
+    ({"sample_kwargs": [1, 2]}, r"sample_kwargs.*dict.*list"),
+])
+def test_register_refuses_extras_and_sample_kwargs_of_the_wrong_type_naming_them(keywords, message):
+    from gem_core.errors import GemError
+
+    with pytest.raises(GemError, match=message):
+        register("test:BadTypes-v0", "gem_core.envs.game.wordle:Wordle", **keywords)
+    assert "test:BadTypes-v0" not in list_envs()
+    assert register("test:GoodTypes-v0", "gem_core.envs.game.wordle:Wordle", extras=["math"], sample_kwargs=None).extras == ("math",)

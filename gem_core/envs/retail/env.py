@@ -28,6 +28,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import numbers
 from pathlib import Path
 from typing import Any
 
@@ -189,7 +190,7 @@ class RetailService(Env):
     def __init__(self, max_turns: int = 20, call_format: str = "hermes"):
         if max_turns < 1:
             raise InvalidArgument(f"max_turns must be at least 1, got {max_turns}.")
-        if call_format not in CALL_FORMATS:
+        if not isinstance(call_format, str) or call_format not in CALL_FORMATS:  # a list is unhashable
             raise InvalidArgument(f"call_format must be one of {sorted(CALL_FORMATS)}, got {call_format!r}.")
         self.max_turns, self.call_format = max_turns, call_format
         self.tasks = load_tasks()
@@ -204,9 +205,14 @@ class RetailService(Env):
     state_excludes = frozenset({"tasks"})
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """A new conversation: ``options["task"]`` picks the task by index (default: one drawn from ``seed``).
+
+        Raises:
+            InvalidArgument: if ``options["task"]`` is not a whole number from 0 to the number of tasks minus 1.
+        """
         super().reset(seed=seed)
-        index = int(options["task"]) if options and "task" in options else int(self.np_random.integers(len(self.tasks)))
-        self.task = self.tasks[index % len(self.tasks)]
+        index = self._task_index(options["task"]) if options and "task" in options else int(self.np_random.integers(len(self.tasks)))
+        self.task = self.tasks[index]
         self.db = load_store()
         self.expected = load_store()
         for action in self.task["actions"]:
@@ -220,7 +226,18 @@ class RetailService(Env):
             "or write a message to the customer. Identify the customer first: ask for their email and look it up "
             "(find_user_id_by_email); account details and changes are for that customer only.\n"
             f"Customer: Hi! {self.task['request']}"
-        ), {"task": index % len(self.tasks)}
+        ), {"task": index}
+
+    def _task_index(self, task: Any) -> int:
+        """``options["task"]`` checked: an index into the tasks, never wrapped (-1 was the last task) or
+        truncated (1.9 and True were task 1), so the episode is the task the caller named.
+
+        Raises:
+            InvalidArgument: if ``task`` is not a whole number from 0 to the number of tasks minus 1.
+        """
+        if isinstance(task, numbers.Integral) and not isinstance(task, bool) and 0 <= int(task) < len(self.tasks):
+            return int(task)
+        raise InvalidArgument(f"options['task'] must be a whole number from 0 to {len(self.tasks) - 1} (the task's index), got {task!r}.")
 
     def _customer_reply(self, message: str) -> str:
         text = message.lower()

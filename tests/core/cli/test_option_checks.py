@@ -112,3 +112,13 @@ def test_env_kwargs_python_cannot_read_are_refused_naming_the_option(text, reaso
     message = str(caught.value)
     assert message.startswith(f"--env_kwargs is not JSON ({reason}") and "e.g. --env_kwargs '{\"max_turns\": 8}'" in message
     assert len(message) < 300
+
+
+@pytest.mark.parametrize("text", ["-1", "9223372036854775808", "1.5"])
+def test_seed_option_refuses_what_reset_refuses(text):
+    from gem_core.cli.options import seed_option
+    from gem_core.env import MAX_SEED
+
+    with pytest.raises(argparse.ArgumentTypeError, match=f"0 to {MAX_SEED}"):
+        seed_option(text)
+    assert seed_option(str(MAX_SEED)) == MAX_SEED

@@ -259,3 +259,25 @@ def test_an_argument_of_the_wrong_type_is_a_malformed_action_not_an_exception(na
     assert observation.startswith("Invalid tool call") and message in observation, observation
     assert reward == env.format_penalty and info["format_error"] and not (terminated or truncated)
     assert env.db == load_store()
+
+
+@pytest.mark.parametrize("task", ["abc", None, float("nan"), -1, 12, 10**30, 1.9, True, "1"])
+def test_a_task_option_outside_the_tasks_is_refused_naming_the_range(task):
+    """A task index that is not a whole number from 0 to N-1 is refused, not wrapped (-1 was task 11,
+    10**30 task 4) or truncated (1.9 and True were task 1), nor a bare ValueError/TypeError."""
+    from gem_core.errors import InvalidArgument
+
+    env = RetailService()
+    last = len(env.tasks) - 1
+    if task == 12 and last >= 12:
+        pytest.skip("more tasks shipped")
+    with pytest.raises(InvalidArgument, match=rf"options\['task'\] must be a whole number from 0 to {last}"):
+        env.reset(seed=0, options={"task": task})
+    assert env.reset(seed=0, options={"task": last})[1] == {"task": last}
+
+
+def test_a_call_format_that_is_not_a_name_is_refused_naming_the_choices():
+    from gem_core.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match=r"call_format must be one of .*'hermes'.*got \['hermes'\]"):
+        gem_core.make("agent:Retail-v0", call_format=["hermes"])
