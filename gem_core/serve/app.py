@@ -27,15 +27,43 @@ from dataclasses import dataclass
 from typing import Any
 
 from gem_core.env import ENV_THREADS
+from gem_core.errors import InvalidArgument
 from gem_core.serve.asgi import RequestError, json_bytes, parse_json, read_json
 from gem_core.serve.sessions import Session, SessionLimitError, SessionStore
 
-__all__ = ["ServeConfig", "create_app"]
+__all__ = ["ServeConfig", "check_token", "create_app"]
+
+
+def check_token(token: str | None, name: str = "token") -> str | None:
+    """``token``, checked: None (no authentication) or printable ASCII text to send as ``Authorization: Bearer``.
+
+    An empty token is refused, not read as "no token": ``--token "$GEM_TOKEN"`` with the variable unset served
+    without any authentication, and a client given one sent no header at all. A non-ASCII or control character
+    cannot travel in an HTTP header (httpx raised a bare UnicodeEncodeError at the first request).
+
+    Raises:
+        InvalidArgument: if ``token`` is empty, not text, or not printable ASCII.
+    """
+    if token is None:
+        return None
+    if not isinstance(token, str) or not token:
+        raise InvalidArgument(f"{name} is {'empty' if token == '' else type(token).__name__}: an empty token would turn "
+                              "authentication off; give the token's text, or none at all (None) for no authentication.")
+    if not (token.isascii() and token.isprintable()):
+        raise InvalidArgument(f"{name} holds a character that is not printable ASCII (a non-English letter, a newline): "
+                              "it is sent in an HTTP header, which carries only those; choose an ASCII token.")
+    return token
 
 
 @dataclass(frozen=True)
 class ServeConfig:
-    """Limits and access of a ``gem serve`` server."""
+    """Limits and access of a ``gem serve`` server; checked when made (the flags of ``gem serve`` are checked the
+    same way), so a nonsense limit fails here, naming the field, not every request afterwards with a misleading answer.
+
+    Raises:
+        InvalidArgument: if a limit is not a positive finite number (a count: a whole one), or ``token`` is empty
+            or not printable ASCII.
+    """
 
     #: Sessions held at once.
     max_sessions: int = 256
@@ -54,6 +82,15 @@ class ServeConfig:
     step_timeout: float = 60.0
     #: When set, every request needs ``Authorization: Bearer <token>``.
     token: str | None = None
+
+    def __post_init__(self) -> None:
+        from gem_core.vector.calls import check_amount, check_count
+
+        for name in ("max_sessions", "max_body_bytes", "max_action_bytes"):
+            check_count(name, getattr(self, name))
+        for name in ("idle_timeout", "reap_interval", "body_timeout", "step_timeout"):
+            check_amount(name, getattr(self, name), "seconds")
+        check_token(self.token, "token (--token)")
 
 
 def _reset_args(body: Any) -> dict[str, Any]:
@@ -205,7 +242,11 @@ def _step_answer(result: Any) -> dict[str, Any]:
 
 
 def create_app(env_id: str, config: ServeConfig = ServeConfig(), *, make_env: Any = None) -> Any:
-    """The Starlette app serving ``env_id`` (built with :func:`gem_core.make`, or ``make_env()``)."""
+    """The Starlette app serving ``env_id`` (built with :func:`gem_core.make`, or ``make_env()``).
+
+    Raises:
+        UnknownEnvError: if ``env_id`` is not registered (and no ``make_env`` is given).
+    """
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import Response
@@ -382,7 +423,7 @@ def create_app(env_id: str, config: ServeConfig = ServeConfig(), *, make_env: An
     ]
     app = Starlette(routes=routes, exception_handlers={404: not_found, 405: wrong_method}, lifespan=lifespan)
     app.state.sessions = store
-    return _BearerToken(app, config.token) if config.token else app
+    return _BearerToken(app, config.token) if config.token is not None else app
 
 
 class _BearerToken:

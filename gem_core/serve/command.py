@@ -11,6 +11,10 @@ from gem_core.serve.connections import ConnectionLimits, add_connection_argument
 
 __all__ = ["add_serve_parser"]
 
+#: Seconds that Ctrl-C or SIGTERM leaves requests in flight to finish before they are cancelled. Without a bound,
+#: uvicorn waited for them all: a hung step held the stopping server for the whole --step-timeout (60 s).
+GRACEFUL_SHUTDOWN = 3.0
+
 
 def _serve(args: argparse.Namespace) -> int:
     if port_error(args.port):
@@ -23,6 +27,7 @@ def _serve(args: argparse.Namespace) -> int:
     except ImportError as error:
         print(f'gem serve needs the serve extra ({error.name} is missing): pip install -e ".[serve]"', file=sys.stderr)
         return 2
+    from gem_core.errors import InvalidArgument
     from gem_core.registry import UnknownEnvError, import_env_modules
     from gem_core.serve.asgi import listen_error, listening_socket
     from gem_core.serve.connections import ConnectionGuard
@@ -32,15 +37,19 @@ def _serve(args: argparse.Namespace) -> int:
     except Exception as error:
         print(f"gem serve: importing {args.imports} failed: {type(error).__name__}: {error}", file=sys.stderr)
         return 2
-    config = ServeConfig(
-        max_sessions=args.max_sessions,
-        idle_timeout=args.idle_timeout,
-        max_body_bytes=args.max_body_bytes,
-        max_action_bytes=args.max_action_bytes,
-        body_timeout=args.body_timeout,
-        step_timeout=args.step_timeout,
-        token=args.token,
-    )
+    try:
+        config = ServeConfig(
+            max_sessions=args.max_sessions,
+            idle_timeout=args.idle_timeout,
+            max_body_bytes=args.max_body_bytes,
+            max_action_bytes=args.max_action_bytes,
+            body_timeout=args.body_timeout,
+            step_timeout=args.step_timeout,
+            token=args.token,
+        )
+    except InvalidArgument as error:  # an empty --token (an unset $GEM_TOKEN) must not serve without authentication
+        print(f"gem serve: {error}", file=sys.stderr)
+        return 2
     try:
         app = create_app(args.env_id, config)
     except UnknownEnvError as error:
@@ -58,7 +67,9 @@ def _serve(args: argparse.Namespace) -> int:
     print(f"gem serve: {args.env_id} at http://{host}:{port} (WebSocket ws://{host}:{port}/ws)", flush=True)
     # The guard bounds what uvicorn does not: header and body deadlines, connections in total (under the
     # open-file limit) and per client. A WebSocket step message may be up to twice --max-action-bytes.
-    guard.serve(app, sock, timeout_keep_alive=30, ws_max_size=max(args.max_body_bytes, 2 * args.max_action_bytes))
+    # Stopping, requests in flight get GRACEFUL_SHUTDOWN seconds; env calls still running after that are left behind.
+    guard.serve(app, sock, timeout_keep_alive=30, ws_max_size=max(args.max_body_bytes, 2 * args.max_action_bytes),
+                timeout_graceful_shutdown=GRACEFUL_SHUTDOWN)
     _exit_past_stuck_calls()
     return 0
 

@@ -179,6 +179,11 @@ def _unreachable(error: BaseException) -> bool:
     return isinstance(error, kinds)
 
 
+def _detail(error: BaseException) -> str:
+    """``error``'s type and message, cut short (the message may quote a whole answer)."""
+    return f"{type(error).__name__}: {str(error)[:300]}" if str(error) else type(error).__name__
+
+
 class OpenEnvEnv(Env):
     """An OpenEnv env as a GEM env, in this process or behind OpenEnv's server.
 
@@ -219,8 +224,7 @@ class OpenEnvEnv(Env):
         self._broken = False
 
     def _describe(self, error: BaseException) -> str:
-        detail = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-        return f"the OpenEnv server at {self._url} is unreachable ({detail})"
+        return f"the OpenEnv server at {self._url} is unreachable ({_detail(error)})"
 
     def _disconnect(self) -> None:
         """Drop a broken connection so the next call opens a new one (best effort: the server may be gone)."""
@@ -252,27 +256,33 @@ class OpenEnvEnv(Env):
         return observation, 0.0 if reward is None else float(reward), done, dict(metadata or {})
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """Start an episode; a remote env's step that fails is a truncation, but a reset has nothing to fall back on.
+
+        Raises:
+            RemoteEnvError: a remote env's server cannot be reached (after one reconnect), fails the reset, or
+                answers it with what the client cannot read.
+        """
         super().reset(seed=seed)
         kwargs = {**(options or {}), **({} if seed is None else {"seed": seed})}
         if self._url is None:
-            result = self.environment.reset(**_accepted(self.environment.reset, kwargs))
+            observation, _, _, metadata = self._unpack(self.environment.reset(**_accepted(self.environment.reset, kwargs)))
         else:
-            result = self._remote_reset(kwargs)
-        observation, _, _, metadata = self._unpack(result)
+            observation, _, _, metadata = self._remote_reset(kwargs)
         return self._text(observation), metadata
 
-    def _remote_reset(self, kwargs: dict[str, Any]) -> Any:
-        """A reset through the client; a lost connection is reopened once (the server may have restarted),
-        then raised as one error naming the server (a reset has no result to fall back on)."""
+    def _remote_reset(self, kwargs: dict[str, Any]) -> tuple[Any, float, bool, dict[str, Any]]:
+        """A reset through the client, unpacked; a lost connection is reopened once (the server may have restarted),
+        then raised as one error naming the server (a reset has no result to fall back on), as is an answer the
+        client cannot read (not JSON, not an observation), as RemoteEnv raises for a bad reset answer."""
         for attempt in range(2):
             if self._broken or attempt:
                 self._disconnect()
             try:
-                result = self.environment.reset(**_accepted(self.environment.reset, kwargs))
+                result = self._unpack(self.environment.reset(**_accepted(self.environment.reset, kwargs)))
             except Exception as error:
-                if not _unreachable(error):
-                    raise
                 self._broken = True
+                if not _unreachable(error):
+                    raise RemoteEnvError(f"the OpenEnv server at {self._url} failed the reset or answered it malformed ({_detail(error)})") from None
                 if attempt:
                     raise RemoteEnvError(f"{self._describe(error)}: check that it is running and that the URL is right") from None
                 continue
@@ -288,14 +298,17 @@ class OpenEnvEnv(Env):
         if self._broken:
             return "", 0.0, False, True, {"error": "no OpenEnv session: call reset() first (or the last one ended in an error)"}
         try:
-            result = self.environment.step(typed)
+            observation, reward, done, metadata = self._unpack(self.environment.step(typed))
         except Exception as error:
-            if self._url is None or not _unreachable(error):
+            if self._url is None:
                 raise
-            self._broken = True  # the server-side episode is gone (or in an unknown state)
+            # The server-side episode is gone or in an unknown state. An answer the client cannot read (not JSON, a
+            # reward "lots") ends the episode too, as in RemoteEnv: a step never raises for what a server sent.
+            self._broken = True
             self._disconnect()
+            if not _unreachable(error):
+                return "", 0.0, False, True, {"error": f"the OpenEnv server at {self._url} failed the step or answered it malformed ({_detail(error)}); the next reset() reconnects"}
             return "", 0.0, False, True, {"error": f"{self._describe(error)}: check that it is running; the next reset() reconnects"}
-        observation, reward, done, metadata = self._unpack(result)
         if not math.isfinite(reward):  # a NaN would poison the batch's advantages: this episode ends instead
             return "", 0.0, False, True, {"error": f"the OpenEnv env's step gave reward {reward}, not a finite number"}
         return self._text(observation), reward, done, False, metadata

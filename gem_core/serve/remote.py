@@ -13,14 +13,16 @@ import asyncio
 import atexit
 import math
 import os
+import re
 import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from gem_core.env import Env, StepResult
-from gem_core.errors import DependencyNotInstalled, GemError, InvalidArgumentType
+from gem_core.errors import DependencyNotInstalled, GemError, InvalidArgument, InvalidArgumentType
 from gem_core.registry import REMOTE_PREFIX, parse_remote_id
 from gem_core.transport.http_call import CallFailed, arequest, async_client
 from gem_core.transport.sync_bridge import LoopThread, run_sync
@@ -34,6 +36,9 @@ END_SESSION_TIMEOUT = 2.0
 #: The default ``timeout``: above ``gem serve``'s default ``--step-timeout`` (60 s), so a slow step gets the
 #: server's answer (a 504 that ends the session) instead of the client giving up while the server still works.
 DEFAULT_TIMEOUT = 90.0
+#: What a session id from the server must look like (``gem serve`` gives 32 hex digits). It goes into this
+#: client's request paths, token attached: a hostile server's "../../admin/wipe?x=#" would steer them elsewhere.
+_SESSION_ID = re.compile(r"[0-9A-Za-z_-]{1,128}")
 
 
 class RemoteEnvError(GemError, ConnectionError):
@@ -59,6 +64,9 @@ class RemoteEnv(Env):
 
     Raises:
         DependencyNotInstalled: if ``httpx`` is not installed (the ``serve`` extra).
+        InvalidArgument: if a setting is out of range (checked here, not at the first reset): ``token`` empty
+            or not printable ASCII, ``timeout`` not above 0, ``retries`` not a whole number from 0, the
+            ``url``'s port not 1 to 65535.
     """
 
     def __init__(
@@ -77,6 +85,22 @@ class RemoteEnv(Env):
         except ImportError as exc:
             raise DependencyNotInstalled('remote: envs need httpx: pip install -e ".[serve]" in the GEM checkout (or pip install httpx).') from exc
 
+        from gem_core.serve.app import check_token
+        from gem_core.vector.calls import check_amount, check_count
+
+        # Checked here: a bad one failed only at the first reset, as a raw UnicodeEncodeError, ValueError or
+        # ExceptionGroup, or as "no attempt made" naming no setting.
+        check_token(token)
+        check_amount("timeout", timeout, "seconds")
+        check_count("retries", retries, least=0)
+        check_amount("backoff", backoff, "seconds", zero_allowed=True)
+        check_count("max_response_bytes", max_response_bytes)
+        try:
+            port = urlsplit(url).port
+        except ValueError:
+            port = -1
+        if port is not None and not 1 <= port <= 65535:
+            raise InvalidArgument(f"RemoteEnv: the port of {url[:200]!r} is out of range: expected 1 to 65535.")
         self.url = url.rstrip("/")
         #: The id the server serves (``env_id`` is the registry's name for this env, set by ``make``).
         self.served_id = env_id
@@ -182,7 +206,10 @@ class RemoteEnv(Env):
     async def _open_session(self) -> str:
         data = await self._request("POST", "/sessions", {"env_id": self.served_id})
         if not isinstance(data.get("session_id"), str):
-            raise RemoteEnvError(f"gem serve at {self.url} answered without a session id: {data!r}")
+            raise RemoteEnvError(f"gem serve at {self.url} answered without a session id: {str(data)[:300]}")
+        if not _SESSION_ID.fullmatch(data["session_id"]):
+            raise RemoteEnvError(f"gem serve at {self.url} answered a session id that is not a plain token "
+                                 f"(letters, digits, '_' and '-', at most 128): {data['session_id'][:200]!r}; is it gem serve?")
         _OPEN.add(self)  # ended at interpreter exit if still open then
         if self._finalizer is None and self._session_finalizer is None:
             # Used through areset/astep alone, the env has no loop thread and so no _release: dropped without

@@ -25,6 +25,24 @@ from pathlib import Path
 
 __all__ = ["atomic_path"]
 
+#: The longest file name, in bytes, of the file systems in use (ext4, XFS, btrfs, APFS, tmpfs).
+_NAME_MAX = 255
+
+
+def _partial_name(target: Path) -> str:
+    """The temporary's name: ``.STEM.PID.RANDOM.partial.SUFFIX``, the stem cut short so that the whole stays within
+    :data:`_NAME_MAX` bytes (a valid target name near the limit failed with "File name too long"). The pid and
+    random part keep it unique, ``.partial`` recognisable; a suffix too long to be a format's is not kept."""
+    stem, suffix = target.stem, target.suffix
+    tail = f".{os.getpid()}.{secrets.token_hex(3)}.partial"
+    if len(os.fsencode(f".{tail}{suffix}")) > _NAME_MAX // 2:
+        stem, suffix = target.name, ""
+    room = _NAME_MAX - len(os.fsencode(f".{tail}{suffix}"))
+    stem = stem[:room]  # characters: at least a byte each
+    while len(os.fsencode(stem)) > room:  # whole characters only, never half of a multi-byte one
+        stem = stem[:-1]
+    return f".{stem}{tail}{suffix}"
+
 
 @contextlib.contextmanager
 def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
@@ -42,7 +60,7 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
         return
     target = Path(os.path.realpath(target))
     target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(f".{target.stem}.{os.getpid()}.{secrets.token_hex(3)}.partial{target.suffix}")
+    partial = target.with_name(_partial_name(target))
     try:
         yield partial
         with open(partial, "rb") as written:  # on disk before it takes the target's name

@@ -152,3 +152,15 @@ def test_dev_stdout_piped_to_another_program_is_written_through(tmp_path):
             "    partial.write_text('rows\\n')\n")
     done = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout == "rows\n", done.stderr
+
+
+@pytest.mark.parametrize("name", ["r" * 249 + ".jsonl", "\u00e9" * 122 + ".jsonl", "x" * 255, "a." + "b" * 253])
+def test_a_target_name_at_the_length_limit_gets_a_temporary_that_fits(tmp_path, name):
+    """The temporary's name adds the pid, a random part and ``.partial``: for a long, valid target name
+    it went over the file system's 255 bytes and the write failed with "File name too long"."""
+    target = tmp_path / name
+    target.write_text("old\n")
+    with atomic_path(target) as partial:
+        assert partial.parent == target.parent and ".partial" in partial.name and len(os.fsencode(partial.name)) <= 255
+        partial.write_text("new\n")
+    assert target.read_text() == "new\n" and list(tmp_path.iterdir()) == [target]

@@ -283,3 +283,70 @@ def test_a_dead_openenv_server_is_a_truncation_on_step_and_one_clear_error_on_re
     finally:
         env.close()
         server.stop()
+
+
+@pytest.fixture
+def malformed_openenv_server():
+    """A WebSocket server speaking OpenEnv's protocol badly: ``answers[kind]`` is sent for each message of that kind."""
+    import asyncio
+    import json
+
+    from websockets.asyncio.server import serve
+
+    answers: dict = {}
+    box: dict = {}
+
+    async def handler(ws):
+        async for message in ws:
+            kind = json.loads(message).get("type")
+            if kind in answers:
+                await ws.send(answers[kind])
+
+    async def main():
+        async with serve(handler, "127.0.0.1", 0) as server:
+            box["port"], box["stop"] = server.sockets[0].getsockname()[1], asyncio.Event()
+            box["loop"] = asyncio.get_running_loop()
+            await asyncio.wait_for(box["stop"].wait(), 60)
+
+    thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while "loop" not in box and time.monotonic() < deadline:
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{box['port']}", answers
+    box["loop"].call_soon_threadsafe(box["stop"].set)
+    thread.join(10)
+
+
+_GOOD_RESET = '{"type": "observation", "data": {"observation": {"text": "hi"}, "reward": null, "done": false}}'
+
+
+@pytest.mark.parametrize("step_answer", ["<html>502 Bad Gateway</html>", '{"type": "observation", "data": {"observation": {"text": "o"}, "reward": "lots", "done": false}}'])
+def test_a_malformed_step_answer_from_a_remote_openenv_server_is_a_truncation_naming_the_server(malformed_openenv_server, step_answer):
+    from gem_core.serve.openenv_interop import TextAction
+
+    url, answers = malformed_openenv_server
+    answers.update(reset=_GOOD_RESET, step=step_answer)
+    env = OpenEnvEnv(GenericEnvClient(base_url=url, message_timeout_s=5).sync(), TextAction, observation_field="text")
+    try:
+        assert env.reset(seed=1)[0] == "hi"
+        observation, reward, terminated, truncated, info = env.step("\\boxed{3}")
+        assert (observation, reward, terminated, truncated) == ("", 0.0, False, True)
+        assert "the OpenEnv server at ws://127.0.0.1:" in info["error"], info
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("reset_answer", ["<html>502 Bad Gateway</html>", '["not", "an", "object"]', '{"type": "observation", "data": {"observation": {"text": "o"}, "reward": "lots", "done": false}}'])
+def test_a_malformed_reset_answer_from_a_remote_openenv_server_is_a_remote_env_error_naming_the_server(malformed_openenv_server, reset_answer):
+    from gem_core.serve.openenv_interop import TextAction
+    from gem_core.serve.remote import RemoteEnvError
+
+    url, answers = malformed_openenv_server
+    answers.update(reset=reset_answer)
+    env = OpenEnvEnv(GenericEnvClient(base_url=url, message_timeout_s=5).sync(), TextAction, observation_field="text")
+    try:
+        with pytest.raises(RemoteEnvError, match="the OpenEnv server at ws://127.0.0.1:"):
+            env.reset(seed=1)
+    finally:
+        env.close()

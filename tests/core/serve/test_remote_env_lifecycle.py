@@ -159,3 +159,68 @@ def test_reset_options_that_json_cannot_carry_are_a_gem_error_naming_the_key(gue
     finally:
         env.close()
 
+
+
+class AnswersAPathAsSessionId(DropsFirstDelete):
+    """A hostile fake ``gem serve`` whose session id is a path that would steer the client's next requests."""
+
+    paths: list[str] = []
+
+    def do_POST(self):
+        type(self).paths.append(self.path)
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        if self.path == "/sessions":
+            self.answer(201, b'{"session_id": "../../admin/wipe?x=#", "env_id": "x"}')
+        else:
+            self.answer(200, b'{"observation": "o", "info": {}}')
+
+
+def test_a_session_id_that_is_not_a_plain_token_is_refused_naming_the_server():
+    from gem_core.serve.remote import RemoteEnvError
+
+    AnswersAPathAsSessionId.paths = []
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), AnswersAPathAsSessionId)
+    serving = threading.Thread(target=httpd.serve_forever, daemon=True)
+    serving.start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    env = RemoteEnv(url, "x", token="client-secret", timeout=5, retries=0)
+    try:
+        with pytest.raises(RemoteEnvError, match="session id") as raised:
+            env.reset(seed=1)
+        assert url in str(raised.value)
+        assert AnswersAPathAsSessionId.paths == ["/sessions"]  # nothing sent to the path it named
+    finally:
+        env.close()
+        httpd.shutdown()
+        httpd.server_close()
+        serving.join(5)
+
+
+@pytest.mark.parametrize(
+    "url, settings, named",
+    [
+        ("http://127.0.0.1:8765", {"token": ""}, "token"),
+        ("http://127.0.0.1:8765", {"token": "p\u00e4sswort"}, "token"),
+        ("http://127.0.0.1:8765", {"token": "two\nlines"}, "token"),
+        ("http://127.0.0.1:8765", {"timeout": 0}, "timeout"),
+        ("http://127.0.0.1:8765", {"timeout": -1}, "timeout"),
+        ("http://127.0.0.1:8765", {"timeout": float("nan")}, "timeout"),
+        ("http://127.0.0.1:8765", {"retries": -1}, "retries"),
+        ("http://127.0.0.1:8765", {"retries": 1.5}, "retries"),
+        ("http://127.0.0.1:99999", {}, "port"),
+        ("http://127.0.0.1:0", {}, "port"),
+    ],
+)
+def test_bad_settings_are_refused_at_construction_naming_the_argument(url, settings, named):
+    from gem_core.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match=named):
+        RemoteEnv(url, "game:GuessTheNumber-v0", **settings)
+
+
+def test_a_remote_id_with_a_port_out_of_range_is_refused_by_make_naming_the_port():
+    from gem_core import make
+    from gem_core.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="port"):
+        make("remote:http://127.0.0.1:99999/game:GuessTheNumber-v0")

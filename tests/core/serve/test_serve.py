@@ -214,3 +214,20 @@ def test_a_users_env_served_with_import(start_server):
     for action in ["\\boxed{1}", "oops", local.sample_random_action()]:
         assert _normal(env.step(action)) == _normal(local.step(action))
     env.close()
+
+
+def test_an_empty_token_is_refused_at_startup_not_taken_for_no_token():
+    """``--token "$GEM_TOKEN"`` with the variable unset must not serve without authentication."""
+    import subprocess
+    import sys
+
+    from gem_core.errors import InvalidArgument
+    from gem_core.serve.app import ServeConfig
+
+    with pytest.raises(InvalidArgument, match="token"):
+        ServeConfig(token="")
+    argv = [sys.executable, "-m", "gem_core.cli", "serve", "game:GuessTheNumber-v0", "--port", "0", "--token", ""]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--token" in lines[0] and "Traceback" not in done.stderr, done.stderr

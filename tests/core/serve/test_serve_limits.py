@@ -182,3 +182,25 @@ def test_a_body_over_the_cap_on_other_routes_is_still_413(guess_server):
         response = client.post(f"/sessions/{session}/reset", json={"seed": 0, "options": {"x": "a" * 1_000_000}})
         assert response.status_code == 413 and response.json()["detail"]
         client.delete(f"/sessions/{session}")
+
+
+@pytest.mark.parametrize(
+    "settings, named",
+    [
+        ({"step_timeout": -1}, "step_timeout"),
+        ({"idle_timeout": float("nan")}, "idle_timeout"),
+        ({"body_timeout": 0}, "body_timeout"),
+        ({"reap_interval": float("inf")}, "reap_interval"),
+        ({"max_body_bytes": -5}, "max_body_bytes"),
+        ({"max_action_bytes": 0}, "max_action_bytes"),
+        ({"max_sessions": "10"}, "max_sessions"),
+        ({"max_sessions": 0}, "max_sessions"),
+        ({"max_sessions": True}, "max_sessions"),
+    ],
+)
+def test_a_serve_config_out_of_range_is_refused_at_construction_naming_the_field(settings, named):
+    from gem_core.errors import GemError
+    from gem_core.serve.app import ServeConfig
+
+    with pytest.raises(GemError, match=named):
+        ServeConfig(**settings)

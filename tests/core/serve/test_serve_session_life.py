@@ -171,3 +171,24 @@ def test_info_json_cannot_encode_is_a_json_500_and_non_finite_floats_are_null(st
         assert strict_json(ws.recv(10))["reward"] is None
         ws.send(json.dumps({"op": "step", "action": "ok"}))
         assert json.loads(ws.recv(10))["observation"] == "ok"  # the socket stays open
+
+
+def test_sigterm_while_a_step_is_in_flight_stops_the_server_without_waiting_out_the_step_timeout(start_server):
+    """uvicorn's graceful shutdown waits for requests in flight: a hung step held the server for the whole
+    --step-timeout after Ctrl-C or SIGTERM."""
+    server = start_server("test:Slow-v0", "--import", SLOW_ENV, "--step-timeout", "60")
+    with httpx.Client(base_url=server.url, timeout=20) as client:
+        sid = client.post("/sessions", json={}).json()["session_id"]
+        client.post(f"/sessions/{sid}/reset", json={})
+    hung, _ = in_thread(lambda: httpx.post(f"{server.url}/sessions/{sid}/step", json={"action": "sleep3600"}, timeout=90))
+    time.sleep(1.5)  # the step is in the env's thread by now
+    started = time.monotonic()
+    server.process.send_signal(signal.SIGTERM)
+    try:
+        server.process.wait(20)
+    except subprocess.TimeoutExpired:
+        pytest.fail("gem serve still runs 20 s after SIGTERM while a step is in flight")
+    assert time.monotonic() - started < 20
+    # uvicorn re-raises the SIGTERM it caught once it has stopped: the process ends by it
+    assert server.process.returncode in (0, -signal.SIGTERM), server.process.stderr.read()
+    hung.join(10)
