@@ -36,10 +36,11 @@ def test_the_function_gives_the_rows_the_cli_writes(tmp_path):
     assert parse_label(rows[0]["label"]).env_kwargs == {"max_turns": 3}
 
 
-def test_unknown_env_fails_before_writing(tmp_path):
+def test_unknown_env_fails_before_writing(tmp_path, capsys):
     out = tmp_path / "train.jsonl"
-    with pytest.raises(SystemExit, match="Did you mean"):
+    with pytest.raises(SystemExit) as ended:  # a usage error: exit 2, one line
         main(["--env", "game:NoSuchGame-v0", "--n", "2", "--out", str(out)])
+    assert ended.value.code == 2 and "Did you mean" in capsys.readouterr().err
     assert not out.exists()
     with pytest.raises(LabelError, match="Did you mean"):
         make_dataset(["game:GuessTheNumber-v0", "game:NoSuchGame-v0"], 2)

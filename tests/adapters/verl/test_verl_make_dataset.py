@@ -55,15 +55,18 @@ def test_env_kwargs_reach_the_env(tmp_path, trainer_config, tiny_tokenizer):
     assert row["extra_info"]["env_kwargs"] == '{"max_turns": 2}'
 
 
-def test_unknown_env_id_names_the_closest_ids(tmp_path):
-    with pytest.raises(SystemExit, match="game:Wordle-v0"):  # one line naming the fix, no traceback
+def test_unknown_env_id_names_the_closest_ids(tmp_path, capsys):
+    with pytest.raises(SystemExit) as ended:  # a usage error: exit 2, one line naming the fix, no traceback
         main(["--env", "game:Wordel-v0", "--n", "2", "--out", str(tmp_path / "x.parquet")])
+    err = capsys.readouterr().err
+    assert ended.value.code == 2 and "game:Wordle-v0" in err and err.count("\n") == 1, err
     assert not (tmp_path / "x.parquet").exists()
 
 
-def test_env_kwargs_that_are_not_a_json_object_are_refused(tmp_path):
-    with pytest.raises(SystemExit, match="JSON object"):
+def test_env_kwargs_that_are_not_a_json_object_are_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit) as ended:
         main(["--env", "game:Wordle-v0", "--n", "1", "--env-kwargs", "max_turns=2", "--out", str(tmp_path / "x.parquet")])
+    assert ended.value.code == 2 and "JSON object" in capsys.readouterr().err
 
 
 def test_module_runs_from_the_command_line(tmp_path):
