@@ -61,11 +61,11 @@ class OpenEpisodes:
 
     def get(self, key: str | None) -> OpenEpisode | None:
         """The open episode under ``key``; None for None, an ended or evicted episode, or an unknown key."""
-        return self._open.get(key) if key is not None else None
+        return self._open.get(key) if isinstance(key, str) else None  # a list or dict there is no key (and unhashable)
 
     def ended(self, key: str | None) -> bool:
         """Whether ``key``'s episode ended (closed with ``ended=True``), as opposed to never opened or evicted."""
-        return key in self._ended
+        return isinstance(key, str) and key in self._ended
 
     async def start(self, row: dict[str, Any], tokenizer: Tokenizer, label: EpisodeLabel | None = None) -> tuple[str, OpenEpisode, list[int]]:
         """Start the episode a dataset row names (or ``label``, a curriculum's draw): its key, the open episode and the prompt ids.

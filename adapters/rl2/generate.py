@@ -107,7 +107,8 @@ class GenerateEnv:
             sample: RL2's ``Sample``; a sample already DONE is left as it is.
 
         Raises:
-            InvalidArgument: ``sampling_params.max_new_tokens`` is not set (RL2 defaults it to null).
+            InvalidArgument: ``sampling_params.max_new_tokens`` is not set (RL2 defaults it to null) or not a whole
+                number >= 1.
             LabelError: The row has no GEM label, or it does not name a registered env with a seed.
         """
         status = type(sample).Status
@@ -115,9 +116,10 @@ class GenerateEnv:
             return
         sampling_params = _plain(config.sampling_params)
         max_new_tokens = sampling_params.get("max_new_tokens")
-        if not max_new_tokens:
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+            found = "is not set (RL2 defaults it to null)" if max_new_tokens in (None, 0) else f"is {max_new_tokens!r:.40}, not a whole number >= 1"
             raise InvalidArgument(
-                "rollout.train.sampling_params.max_new_tokens is not set (RL2 defaults it to null); "
+                f"rollout.train.sampling_params.max_new_tokens {found}; "
                 "set it to the per-turn token cap, e.g. rollout.train.sampling_params.max_new_tokens=512."
             )
         if sample.status == status.ABORTED:

@@ -471,7 +471,8 @@ class EpisodeSession:
 
         Raises:
             ResetNeeded: before :meth:`start`, or after the episode ended.
-            InvalidArgument: if neither ``action_ids`` nor ``action_text`` is given.
+            InvalidArgument: if neither ``action_ids`` nor ``action_text`` is given, or the ids are ones the tokenizer
+                cannot decode (negative, or past what it takes); nothing is recorded then.
         """
         if not self._observations:  # start() appends the first one
             raise ResetNeeded("Call `await session.start(seed)` before `step`.")
@@ -565,10 +566,14 @@ class EpisodeSession:
         closed = len(ids) >= n and (ids[-1] == eot[0] if n == 1 else list(ids[-n:]) == eot)
         if action_text is None or clipped:
             content = ids[: len(ids) - len(eot)] if closed else ids
-            if self.chat_template.tokenizer is self.tokenizer:  # the template remembers short actions' texts
-                action_text = self.chat_template.decode_action(content)
-            else:
-                action_text = self.tokenizer.decode(list(content), skip_special_tokens=True)
+            try:  # nothing is recorded yet: a refused turn leaves the episode as it was
+                if self.chat_template.tokenizer is self.tokenizer:  # the template remembers short actions' texts
+                    action_text = self.chat_template.decode_action(content)
+                else:
+                    action_text = self.tokenizer.decode(list(content), skip_special_tokens=True)
+            except (OverflowError, TypeError) as error:  # a negative or huge id from the engine: the tokenizer's own error
+                raise InvalidArgument(f"step() got token ids the tokenizer cannot decode ({error}); ids are whole numbers from 0 "
+                                      "below the vocabulary size, as the engine sampled them.") from None
         start = self._num_tokens - self._prompt_len
         if self._rendered is not None:
             self._rendered.context_ends.append(len(self._rendered.ids))

@@ -204,6 +204,20 @@ async def test_logprobs_must_match_action_ids(tiny_tokenizer, scripted_env):
         await session.step([5, 6, 7], logprobs=[-1.0])
 
 
+@pytest.mark.parametrize("bad", [[-1], [5, -3, 6], [2**70]])
+async def test_ids_the_tokenizer_cannot_decode_are_refused_and_the_episode_goes_on(tiny_tokenizer, scripted_env, bad):
+    """A negative id from an engine raised the tokenizer's OverflowError out of step() (RL2's generate, every episode of
+    the gather): now InvalidArgument naming the ids, with nothing recorded, so a valid turn still follows."""
+    ct = ChatTemplate.for_tokenizer(tiny_tokenizer)
+    session = EpisodeSession(scripted_env(), tiny_tokenizer)
+    await session.start()
+    with pytest.raises(InvalidArgument, match="cannot decode"):
+        await session.step(bad)
+    assert session.num_turns == 0
+    good = await session.step(tiny_tokenizer.encode("\\boxed{1}", add_special_tokens=False) + ct.end_of_turn_ids)
+    assert session.num_turns == 1 and good.observation
+
+
 async def test_system_prompt_is_in_the_prompt(tiny_tokenizer, scripted_env):
     session = EpisodeSession(scripted_env(), tiny_tokenizer, system_prompt="Be brief.")
     prompt = await session.start(seed=1)

@@ -113,10 +113,12 @@ async def test_tiny_model_episode_respects_the_token_budget(tokenizer, fake_rout
     assert sum(1 for r in seq["rewards"] if r != 0) <= sample.turn <= 3
 
 
-async def test_unset_max_new_tokens_names_the_config_key(tokenizer):
+@pytest.mark.parametrize("max_new_tokens", [None, 0, -5, 2.5, "abc", True])
+async def test_unset_or_bad_max_new_tokens_names_the_config_key(tokenizer, max_new_tokens):
+    """-5 ran every turn with one token, 2.5 was sent to the engine, "abc" raised TypeError: refused, naming the key."""
     sample = Sample(sample=dataset_row(EpisodeLabel(ENV_ID, 0)))
     with pytest.raises(ValueError, match="rollout.train.sampling_params.max_new_tokens"):
-        await GenerateEnv().generate(_config(None), tokenizer, "http://127.0.0.1:9", sample)
+        await GenerateEnv().generate(_config(max_new_tokens), tokenizer, "http://127.0.0.1:9", sample)
 
 
 @pytest.mark.parametrize(

@@ -81,6 +81,13 @@ async def test_step_without_reset_says_what_is_missing(tokenizer):
         await ResetStepEnv(tokenizer).step("s", "a", {"label": "{}"})
 
 
+@pytest.mark.parametrize("key", [["list"], {"d": 1}])
+async def test_an_episode_key_that_is_not_text_says_what_is_missing(tokenizer, key):
+    """A list or dict under extra_info's episode key raised TypeError (unhashable) from the episodes' lookup."""
+    with pytest.raises(RuntimeError, match="extra_info returned by reset"):
+        await ResetStepEnv(tokenizer).step("s", "a", {"label": "{}", "gem_episode": key})
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [({"max_turns": 0}, "ResetStepEnv: max_turns=0 must be a positive whole number of turns, or None."),
