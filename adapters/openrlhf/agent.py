@@ -332,7 +332,10 @@ class GemAgentExecutor(MultiTurnAgentExecutor):
                 await episode.session.aclose()
         assert episode.session is not None  # reset() made it before execute() could return
         await episode.starts.finish(episode.start, episode.session.trajectory())  # tags the task, updates a sampler
-        # Only keys every sample has: OpenRLHF averages each extra_logs key over the batch.
+        # Only keys every sample has: OpenRLHF averages each extra_logs key over the batch. The gem/* ones are the
+        # episode's as it ended: a prompt that filled max_length never reached step(), where they are set, and a sample
+        # without them failed the batch's merge.
+        result["extra_logs"].update(GemAgentInstance._logs(episode.session))
         result["extra_logs"].update({k: v for k, v in (await episode.starts.metrics()).items() if not k.endswith("/success")})
         # OpenRLHF flags only a last turn cut by max_tokens; an episode the token budget ended is cut too.
         result["truncated"] = result["truncated"] or episode.session.trajectory().metrics["truncated_by"] == "max_total_tokens"

@@ -232,6 +232,16 @@ async def test_episode_ended_by_the_token_budget_is_truncated_though_its_last_tu
     assert result["extra_logs"]["gem/truncated"] == 1.0
 
 
+async def test_an_episode_whose_prompt_fills_max_length_logs_the_same_keys_as_every_other(tokenizer, engine_for, vllm_sampling_params):
+    """OpenRLHF cuts such a prompt and never calls step(), the only place the gem/* logs were set: its extra_logs were {}
+    and OpenRLHF's batch merge of the samples' infos failed for the whole batch (a key's size != the batch size)."""
+    policy, label = ScriptedPolicy(tokenizer, ACTIONS), EpisodeLabel(ENV_ID, 0).to_json()
+    full, cut = [await GemAgentExecutor().execute("ignored prompt", label, vllm_sampling_params(max_tokens=64), max_length, tokenizer,
+                                                  engine_for(policy)) for max_length in (MAX_LENGTH, 60)]
+    assert cut["action_ranges"] == [] and set(cut["extra_logs"]) == set(full["extra_logs"])
+    assert cut["extra_logs"]["gem/num_turns"] == 0.0 and cut["extra_logs"]["gem/truncated"] == 1.0
+
+
 async def test_every_episode_closes_its_env(tokenizer, execute, open_envs):
     policy = ScriptedPolicy(tokenizer, ACTIONS)
     executor = GemAgentExecutor()
