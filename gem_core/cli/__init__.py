@@ -57,6 +57,13 @@ def _load_commands() -> "Callable[[Sequence[str] | None], int]":
         interrupts.append(signum)
         signal.default_int_handler(signum, frame)  # raises KeyboardInterrupt, as Python's own handler does
 
+    def quiet_ctrl_c(unraisable: "sys.UnraisableHookArgs") -> None:
+        # The KeyboardInterrupt raised where Python cannot deliver it (a finalizer, importlib's module-lock callback)
+        # is printed as "Exception ignored in ..." with a traceback: it is the recorded Ctrl-C, raised again below.
+        if not (interrupts and issubclass(unraisable.exc_type, KeyboardInterrupt)):
+            previous_hook(unraisable)
+
+    previous_hook, sys.unraisablehook = sys.unraisablehook, quiet_ctrl_c
     installed = False
     # Only over Python's own handler (a host that calls main may have its own, which stays) and only in the
     # main thread (signal.signal raises ValueError in any other; there no SIGINT handler runs anyway).
@@ -75,6 +82,8 @@ def _load_commands() -> "Callable[[Sequence[str] | None], int]":
     finally:
         if installed and signal.getsignal(signal.SIGINT) is record_and_interrupt:  # not one an import set since
             signal.signal(signal.SIGINT, signal.default_int_handler)
+        if sys.unraisablehook is quiet_ctrl_c:
+            sys.unraisablehook = previous_hook
     if interrupts:
         raise KeyboardInterrupt
     return run

@@ -66,10 +66,38 @@ def _outcome(proc: subprocess.Popen) -> tuple[int, str]:
 
 
 def _assert_quiet_130(returncode: int, err: str, when: str) -> None:
+    """Exit 130 and at most one line; or killed by the SIGINT itself with nothing said, which a shell reports as 130
+    too: a Ctrl-C while the interpreter shuts down, after ``gem`` is done (Python gives SIGINT back its default action
+    then; CI's loaded machine moved the end of a quick ``gem list`` onto the moment of the signal)."""
     own = [line for line in err.splitlines() if line.strip() and not line.startswith("import time:")]
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, f"{when}:\n{err[-3000:]}"
-    assert returncode == 130, f"{when}: exit {returncode}\n{err[-3000:]}"
+    assert returncode == 130 or (returncode == -signal.SIGINT and not own), f"{when}: exit {returncode}\n{err[-3000:]}"
     assert len(own) <= 1, f"{when}: {own}"
+
+
+#: Sends this process SIGINT from a finalizer that runs while ``gem_core.cli.command`` starts importing: the
+#: KeyboardInterrupt is raised where Python cannot deliver it (it prints "Exception ignored in ..." and goes on), as a
+#: Ctrl-C landing in one of importlib's module-lock callbacks did on CI.
+_SIGINT_IN_A_FINALIZER = """
+import gc, os, signal, sys
+class _Finalized:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGINT)
+class _CtrlC:
+    def find_spec(self, name, path=None, target=None):
+        if name == "gem_core.cli.command":
+            sys.meta_path.remove(self)
+            _Finalized()
+        return None
+sys.meta_path.insert(0, _CtrlC())
+"""
+
+
+def test_ctrl_c_inside_a_finalizer_while_gem_loads_prints_no_traceback(tmp_path):
+    code = _SIGINT_IN_A_FINALIZER + CONSOLE_SCRIPT
+    proc = subprocess.Popen([sys.executable, "-c", code, "list", "--ids"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, cwd=tmp_path, preexec_fn=_as_at_a_terminal)
+    _assert_quiet_130(*_outcome(proc), "SIGINT in a finalizer while gem loads")
 
 
 @pytest.mark.parametrize("module", ["gem_core.cli.command", "gem_core.env", "numpy", "gymnasium", "gem_core.registry", "gem_core.serve.command"])
