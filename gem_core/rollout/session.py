@@ -358,7 +358,7 @@ class EpisodeSession:
                 (:class:`~gem_core.rows.EnvKwargsError`).
         """
         if not isinstance(label, EpisodeLabel):
-            label = parse_label(label, **({} if fix_hint is None else {"fix_hint": fix_hint}))
+            label = parse_label(label) if fix_hint is None else parse_label(label, fix_hint=fix_hint)
         env = make_label_env(label)  # here, or in a Ray actor (GEM_ENV_BACKEND=ray)
         try:
             session = cls(env, tokenizer, env_id=label.env_id, **session_kwargs)

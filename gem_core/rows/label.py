@@ -8,7 +8,9 @@ the fix, because a bad row otherwise surfaces as an opaque error deep inside a f
 
 from __future__ import annotations
 
+import difflib
 import json
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +22,9 @@ from gem_core.registry import spec as env_spec
 __all__ = ["MAX_SEED", "EnvKwargsError", "EpisodeLabel", "LabelError", "make_label_env", "parse_label"]
 
 _DATASET_HINT = "Build the dataset with your framework adapter's make_dataset (see the README)."
+_LABEL_KEYS = ("env_id", "seed", "env_kwargs")
+# verl's extra_info is the label and also holds the row's index, which verl reads (gem_adapters.verl.make_dataset writes it).
+_ROW_KEYS = ("index",)
 
 
 def _not_json(err: ValueError | RecursionError) -> str:
@@ -30,6 +35,22 @@ def _not_json(err: ValueError | RecursionError) -> str:
     if isinstance(err, RecursionError):
         return "nested too deeply"
     return str(err).partition(":")[0]
+
+
+def _unknown_keys(label: Mapping[Any, Any], *, other_keys: bool) -> list[str]:
+    """The label's keys GEM does not read, each shown with the closest key it does; with ``other_keys``, only those
+    close to one of GEM's (a misspelling), the others being the row's own.
+
+    A key whose value is None counts as absent: parquet stores verl's ``extra_info`` as a struct of every row's keys,
+    so a GEM row in a dataset shared with another agent loop reads that loop's keys as None.
+    """
+    known = _LABEL_KEYS + _ROW_KEYS
+    unknown = sorted((str(key) for key, value in label.items() if key not in known and value is not None), key=str.lower)
+    closest = {key: difflib.get_close_matches(key.lower(), known, n=1) for key in unknown}
+    if other_keys:
+        unknown = [key for key in unknown if closest[key]]
+    named = [f"{_shown(key)} (did you mean {closest[key][0]!r}?)" if closest[key] else _shown(key) for key in unknown[:5]]
+    return named + ([f"{len(unknown) - 5} more"] if len(unknown) > 5 else [])  # thousands of stray keys: a short message
 
 
 def _shown(value: Any) -> str:
@@ -58,14 +79,20 @@ class EpisodeLabel:
         return json.dumps({"env_id": self.env_id, "seed": self.seed, "env_kwargs": self.env_kwargs}, sort_keys=True)
 
 
-def parse_label(label: str | Mapping[str, Any], *, fix_hint: str = _DATASET_HINT) -> EpisodeLabel:
+def parse_label(label: str | Mapping[str, Any], *, fix_hint: str = _DATASET_HINT, other_keys: bool = False) -> EpisodeLabel:
     """Read a label (JSON text or an already decoded mapping) and check that its env id is registered.
 
-    ``fix_hint`` ends every error message: the adapter's own instruction for building the dataset.
+    ``fix_hint`` ends every error message: the adapter's own instruction for building the dataset. ``other_keys``: the
+    label is a field the row shares with its framework (verl's ``extra_info``, where datasets also keep ``split``,
+    ``question``...): keys unlike any of GEM's are the row's own and passed over; a near miss is still refused.
+
+    A label holds ``env_id``, ``seed`` (an integer, numpy's included) and optionally ``env_kwargs`` (a mapping, or
+    its JSON text); a verl row's ``extra_info`` also its ``index``. Any other key is refused rather than dropped,
+    since a misspelt ``env_kwargs`` or ``seed`` would otherwise play the episode with the env's defaults.
 
     Raises:
-        LabelError: the label is not JSON, lacks ``env_id`` or ``seed``, has a seed outside 0 to :data:`MAX_SEED`,
-            or names an unknown env.
+        LabelError: the label is not JSON, has a key other than those, lacks ``env_id`` or ``seed``, has a seed
+            outside 0 to :data:`MAX_SEED`, has ``env_kwargs`` that are not an object, or names an unknown env.
     """
     if isinstance(label, str):
         text = label
@@ -75,18 +102,29 @@ def parse_label(label: str | Mapping[str, Any], *, fix_hint: str = _DATASET_HINT
             raise LabelError(f"Dataset label {text[:80]!r} is not JSON ({_not_json(err)}). {fix_hint}") from None
     if not isinstance(label, Mapping):
         raise LabelError(f"Dataset label must be a JSON object, got {type(label).__name__}. {fix_hint}")
+    unknown = _unknown_keys(label, other_keys=other_keys)
+    if unknown:  # before the missing keys: a misspelt 'seed' is reported as itself
+        noun = "keys" if len(unknown) > 1 else "key"
+        raise LabelError(
+            f"Dataset label {_shown(dict(label))} has unknown {noun} {', '.join(unknown)}: a label holds 'env_id', 'seed' and "
+            f"optionally 'env_kwargs' (a verl row's extra_info also its 'index'); rename or drop the {noun}. {fix_hint}"
+        )
     missing = [key for key in ("env_id", "seed") if key not in label]
     if missing:
         raise LabelError(
             f"Dataset label {_shown(dict(label))} has no {' or '.join(repr(k) for k in missing)}: every row needs the env id "
             f"and the seed that fixes its episode. {fix_hint}"
         )
-    env_id, seed, env_kwargs = label["env_id"], label["seed"], label.get("env_kwargs") or {}
+    env_id, seed, env_kwargs = label["env_id"], label["seed"], label.get("env_kwargs")
+    if env_kwargs is None:  # absent (or None, where parquet fills another row's key)
+        env_kwargs = {}
     if isinstance(env_kwargs, str):  # a column that stores them as JSON text (their keys vary by env)
         try:
             env_kwargs = json.loads(env_kwargs)
         except (ValueError, RecursionError) as err:
             raise LabelError(f"Dataset label env_kwargs {env_kwargs[:80]!r} is not JSON ({_not_json(err)}). {fix_hint}") from None
+    if isinstance(seed, numbers.Integral) and not isinstance(seed, bool):  # numpy's integers too: what numpy or pandas code hands over
+        seed = int(seed)
     if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= MAX_SEED:  # gymnasium refuses a negative seed at reset
         raise LabelError(
             f"Dataset label seed must be an integer from 0 to {MAX_SEED} (a dataset column holds 64-bit seeds), got {_shown(seed)}. {fix_hint}"
@@ -94,7 +132,10 @@ def parse_label(label: str | Mapping[str, Any], *, fix_hint: str = _DATASET_HINT
     if not isinstance(env_id, str):  # the registry's own error would not say how to fix the dataset
         raise LabelError(f"Dataset label env_id must be a registered env id such as 'game:Wordle-v0', got {_shown(env_id)}. {fix_hint}")
     if not isinstance(env_kwargs, Mapping):
-        raise LabelError(f"Dataset label env_kwargs must be a JSON object, got {_shown(env_kwargs)}.")
+        raise LabelError(
+            f"Dataset label env_kwargs must be a JSON object of the env's keyword arguments (or its JSON text), got {_shown(env_kwargs)}. "
+            f"Give {{}} or leave env_kwargs out for the env's defaults. {fix_hint}"
+        )
     try:
         env_spec(env_id)
     except KeyError as err:  # UnknownEnvError names the closest ids
