@@ -12,6 +12,13 @@ Registered in verl's own registry (``verl.trainer.ppo.core_algos.register_adv_es
 3. ``G_t = r_t + gamma * G_{t+1}`` per episode, then ReBN over every transition of the batch, then each
    turn's advantage on its tokens, all with :mod:`gem_core.rollout.advantages`.
 
+A turn that sampled no token (the engine returned an empty completion) has no tokens to train and no run of
+1s, so it is no transition here, as it is none for verl's token-level estimators: the agent loop puts its
+reward on the last sampled token before it (:attr:`gem_core.rollout.TokenTrajectory.token_rewards`), and that
+reward counts for the previous sampled turn, undiscounted (GAE and REINFORCE++ also discount per sampled
+token, and an empty turn adds none). With ``gamma < 1`` the returns then differ from those of GEM's own
+``TokenTrajectory.returns(gamma)`` over ``turn_scores``, which counts the empty turn as a step.
+
 verl's registry lives in the process that imports this module, and verl computes advantages in its
 trainer process (a Ray actor), so the module must be imported there: ``gem`` declares it as a
 ``verl.plugins`` entry point, which ``import verl`` loads in every process; with an install that lacks
@@ -50,7 +57,8 @@ def turns_from_mask(response_mask: np.ndarray) -> list[tuple[int, int]]:
 def turn_rewards_from_tokens(token_rewards: np.ndarray, spans: list[tuple[int, int]]) -> np.ndarray:
     """Each turn's reward: the token rewards from its start up to the next turn's start.
 
-    Rewards before the first turn count for the first turn, so the turn rewards always sum to the row.
+    Rewards before the first turn count for the first turn, so the turn rewards always sum to the row. An empty
+    turn's reward, on the previous turn's last sampled token (module docstring), counts for that turn.
     """
     bounds = [0] + [start for start, _ in spans[1:]] + [len(token_rewards)]
     return np.array([token_rewards[bounds[i] : bounds[i + 1]].sum() for i in range(len(spans))], dtype=np.float64)

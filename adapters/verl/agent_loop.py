@@ -15,7 +15,14 @@ GEM episode:
   episode so the prefix cache is reused);
 - the response never exceeds ``actor_rollout_ref.rollout.response_length`` (the session's
   ``max_response_tokens``): each turn's ``max_tokens`` is what is left, and an observation that would
-  not fit ends the episode as truncated;
+  not fit ends the episode as truncated; a first observation longer than ``rollout.prompt_length`` fails
+  right after the env's reset, before any request;
+- the response verl gets ends on its last sampled token: the closing ids the session appends (mask 0) after a
+  turn cut by length are left out, so a reward verl puts on the last response token lands on a token that
+  GAE and REINFORCE++ read; ``response_logprobs`` is None when the server returned no log-probs for a turn
+  (as verl's ``ToolAgentLoop`` does), never 0.0 standing in for them;
+- vision envs (``vision:*``) are refused: the loop sends verl token ids only (no processor, no
+  ``multi_modal_data``);
 - ``reward_score`` is the episode return, so verl's reward loop is skipped; ``extra_fields`` hold
   ``turn_scores`` (per-turn rewards, verl's own key), ``extras`` (GEM's own: env id, seed, turn spans,
   episode metrics) and ``reward_extra_info`` (see below).
@@ -35,8 +42,9 @@ GEM's metrics then stay in ``extras["metrics"]``. verl's default trainer (``use_
 Per-turn credit (``reward_placement: turn``, the default): verl writes ``reward_score`` on the last
 response token (``AgentLoopOutput.as_dict`` makes ``rm_scores``). The loop returns a
 :class:`GemAgentLoopOutput`, whose ``as_dict`` writes each turn's reward on that turn's last sampled
-token instead. verl's default trainer (``trainer.use_v1=True``) builds ``rm_scores`` from exactly
-this ``as_dict`` in its worker (``AgentLoopWorkerTQ._agent_loop_postprocess``), and ``rm_scores``
+token instead (a turn that sampled no token: on the last sampled token before it,
+:attr:`gem_core.rollout.TokenTrajectory.token_rewards`). verl's default trainer (``trainer.use_v1=True``)
+builds ``rm_scores`` from exactly this ``as_dict`` in its worker (``AgentLoopWorkerTQ._agent_loop_postprocess``), and ``rm_scores``
 becomes ``token_level_scores`` and ``token_level_rewards`` unchanged, so GAE, and the ``gem_rebn``
 estimator of :mod:`gem_adapters.verl.advantage`, see per-turn rewards; GRPO, RLOO and REINFORCE++
 sum the row, which is the episode return either way. This is the least invasive route: no
@@ -70,12 +78,15 @@ the job starts again), and a worker cannot add metrics to verl's training log (e
 from __future__ import annotations
 
 import asyncio
+import math
+import numbers
 import time
 from collections.abc import Mapping
 from typing import Any, Literal
 from uuid import uuid4
 
 from gem_adapters.framework_version import check_verl_version
+from gem_adapters.verl.make_dataset import require_text_env
 from gem_adapters.verl.reward_extra_info import RewardExtraInfo, legacy_reward_extra_keys, reward_extra_info
 from gem_core.curriculum import shared_group_starts
 from gem_core.errors import InvalidArgument
@@ -117,8 +128,9 @@ class ServerManagerPolicy:
 
     ``await server_manager.generate(request_id, prompt_ids=..., sampling_params=...)`` returns a
     ``TokenOutput`` (``token_ids``, ``log_probs``, ``stop_reason``, ``extra_fields``). verl's sampling parameters
-    (temperature, top-p/k, ``logprobs``; greedy during validation) are kept as verl chose them; the
-    policy adds only the per-turn ``max_tokens`` and the ``stop_token_ids`` that end a turn.
+    (temperature, top-p/k, ``logprobs``, ``stop_token_ids``; greedy during validation) are kept as verl chose
+    them; the policy adds only the per-turn ``max_tokens`` and the ``stop_token_ids`` that end a turn (to verl's
+    own, as verl's ``ToolAgentLoop`` merges them).
 
     Asynchronous training (verl's ``fully_async_policy``, ``one_step_off_policy``, v1 ``*_async`` trainers):
 
@@ -175,11 +187,14 @@ class ServerManagerPolicy:
             turn's weight version per token.
 
         Raises:
-            InvalidArgument: The server returned log-probs that are not one per sampled token.
+            InvalidArgument: The server returned log-probs that are not one per sampled token, or a weight
+                version (``extra_fields["global_steps"]``, ``min_global_steps``, ``max_global_steps``) that is
+                not a whole number.
         """
         started = time.perf_counter()
         params = {**self.sampling_params, "max_tokens": int(sampling.max_new_tokens)}
-        stop_ids = list(sampling.stop_token_ids or [])
+        # verl's stop ids first (a stop id it set must still stop the turn), then the turn's own, each once.
+        stop_ids = list(dict.fromkeys([*(self.sampling_params.get("stop_token_ids") or []), *(sampling.stop_token_ids or [])]))
         if stop_ids:
             params["stop_token_ids"] = stop_ids
         aborts = 0
@@ -216,12 +231,56 @@ class ServerManagerPolicy:
 _ABORTED = ("aborted", "abort")
 
 
+def _whole_number(value: Any) -> int | None:
+    """``value`` as an int if it is a whole number (an int, a numpy int, or a float such as 3.0), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real) and math.isfinite(value) and float(value).is_integer():
+        return int(float(value))
+    return None
+
+
 def _version_span(output: Any) -> tuple[int | None, int | None]:
-    """``(min_global_steps, max_global_steps)`` of one verl ``TokenOutput`` (None: the server reports none)."""
+    """``(min_global_steps, max_global_steps)`` of one verl ``TokenOutput`` (None: the server reports none).
+
+    Raises:
+        InvalidArgument: A reported version is not a whole number (a version 2.7 would have been taken for 2).
+    """
     extra = getattr(output, "extra_fields", None) or {}
     version = extra.get("global_steps")
-    oldest, newest = extra.get("min_global_steps", version), extra.get("max_global_steps", version)
-    return (None if oldest is None else int(oldest), None if newest is None else int(newest))
+    span = []
+    for key in ("min_global_steps", "max_global_steps"):
+        value = extra.get(key, version)
+        number = None if value is None else _whole_number(value)
+        if value is not None and number is None:
+            named = key if key in extra else "global_steps"
+            raise InvalidArgument(
+                f"verl's rollout server reported the weight version extra_fields[{named!r}]={value!r}; it must be a whole "
+                "number (the trainer step whose weights sampled the turn) or absent. verl's own servers report ints: "
+                "check the server or LLM client that fills TokenOutput.extra_fields."
+            )
+        span.append(number)
+    return span[0], span[1]
+
+
+def _row_priority(value: Any) -> int:
+    """The vLLM scheduling priority of a dataset row (verl numbers the samples itself when the dataset has no
+    ``priority`` column); None is 0.
+
+    Raises:
+        InvalidArgument: ``value`` is not a whole number.
+    """
+    if value is None:
+        return 0
+    priority = _whole_number(value)
+    if priority is None:
+        raise InvalidArgument(
+            f"The dataset row's priority is {value!r}; verl sends it to vLLM as the request's scheduling priority, a whole "
+            "number. Give the priority column whole numbers, or drop it (verl then numbers the samples itself)."
+        )
+    return priority
 
 
 def _finish_reason(stop_reason: str | None, token_ids: list[int], stop_ids: list[int], max_tokens: int) -> str:
@@ -304,7 +363,7 @@ def episode_label(row: Mapping[str, Any]) -> EpisodeLabel:
     fields = dict(extra_info)
     if isinstance(fields.get("seed"), float) and fields["seed"].is_integer():
         fields["seed"] = int(fields["seed"])  # parquet may hand integers back as floats
-    return parse_label(fields, fix_hint=fix_hint)
+    return parse_label(fields, fix_hint=fix_hint, other_keys=True)  # extra_info is also verl's and the user's
 
 
 class GemAgentLoop(AgentLoopBase):
@@ -337,8 +396,9 @@ class GemAgentLoop(AgentLoopBase):
     Raises:
         InvalidArgument: (a ValueError) a key of the YAML entry the loop does not take (verl's base class would
             drop it, and the loop run with the default), a bad ``max_turns``, ``system_prompt`` or ``max_new_tokens``
-            (:func:`gem_core.rollout.options.check_episode_options`), or a ``reward_placement`` other than
-            ``"turn"``/``"episode"``, named when verl builds the loop.
+            (:func:`gem_core.rollout.options.check_episode_options`), a ``reward_placement`` other than
+            ``"turn"``/``"episode"``, or a ``data.apply_chat_template_kwargs`` that is not a dict with str keys,
+            named when verl builds the loop.
     """
 
     def __init__(
@@ -376,7 +436,7 @@ class GemAgentLoop(AgentLoopBase):
         self.chat_template = ChatTemplate.for_tokenizer(
             self.tokenizer,
             system_prompt=system_prompt,
-            chat_template_kwargs=dict(self.apply_chat_template_kwargs or {}),
+            chat_template_kwargs=_template_kwargs(self.apply_chat_template_kwargs),
         )
         # Sent to the server with every turn, so a turn ends at end-of-turn even where the model's own
         # generation config stops only at its eos token.
@@ -403,21 +463,25 @@ class GemAgentLoop(AgentLoopBase):
             LabelError: The row's ``extra_info`` does not name an episode (no ``env_id`` or ``seed``, or an
                 unknown env).
             InvalidArgument: The env's first observation is longer than ``rollout.prompt_length`` tokens (the
-                message says which setting to raise).
+                message says which setting to raise; raised right after the env's reset, before any request),
+                the env is a vision env (``vision:*``: verl's adapter passes no images), or the row's
+                ``priority`` is not a whole number.
         """
+        # As verl's ToolAgentLoop does: only vLLM's server takes a scheduling priority.
+        priority = _row_priority(row.get("priority"))
         # verl gives the rollout.n copies of a prompt one uid (a row without one is its own group).
         label = await self.task_starts.start(str(row.get("uid") or uuid4().hex), episode_label(row))
-        # As verl's ToolAgentLoop does: only vLLM's server takes a scheduling priority.
-        priority = int(row.get("priority") or 0)
+        require_text_env(label.env_id)  # a curriculum may draw one too
         use_priority = priority != 0 and self.rollout_config.name == "vllm"
         policy = ServerManagerPolicy(
             self.server_manager, sampling_params, request_kwargs={"priority": priority} if use_priority else None
         )
         # Each turn samples at most what is left of response_length; an observation that would not fit
         # ends the episode (truncated).
-        session = EpisodeSession.from_label(
+        session = _VerlEpisodeSession.from_label(
             label, self.tokenizer, chat_template=self.chat_template,
             options=EpisodeOptions(max_turns=self.max_turns, max_response_tokens=self.response_length),
+            prompt_length=self.prompt_length,
         )
         started = time.perf_counter()
         try:
@@ -427,12 +491,6 @@ class GemAgentLoop(AgentLoopBase):
         finally:
             await session.aclose()
         await self.task_starts.finish(label, trajectory)  # tags its task (and updates the sampler)
-        if len(trajectory.prompt_ids) > self.prompt_length:
-            raise InvalidArgument(
-                f"The first observation of {label.env_id!r} (seed {label.seed}) is {len(trajectory.prompt_ids)} tokens with the "
-                f"chat template, more than actor_rollout_ref.rollout.prompt_length={self.prompt_length}; raise "
-                "data.max_prompt_length (rollout.prompt_length follows it) or shorten the system prompt."
-            )
         metrics = AgentLoopMetrics(  # the env's share of the time is what the server did not take
             generate_sequences=policy.generate_seconds, num_preempted=policy.num_preempted,
             tool_calls=time.perf_counter() - started - policy.generate_seconds,
@@ -443,6 +501,18 @@ class GemAgentLoop(AgentLoopBase):
                 policy: ServerManagerPolicy) -> AgentLoopOutput:
         # The session's max_response_tokens keeps the response within response_length.
         metrics = trajectory_metrics([trajectory], prefix="gem_")
+        # The response verl gets ends on its last sampled token. What follows it (the closing ids the session appends
+        # with mask 0 after a turn cut by length) trains nothing and no later turn reads it, and verl puts a reward on
+        # the last response token (reward_placement: episode; the legacy worker always): on a mask-0 token GAE and
+        # REINFORCE++ would drop it. The per-turn rewards already sit on sampled tokens (TokenTrajectory.token_rewards).
+        end = _sampled_end(trajectory.loss_mask)
+        all_token_rewards = trajectory.token_rewards
+        token_rewards = all_token_rewards[:end]
+        if token_rewards:
+            token_rewards[-1] += sum(all_token_rewards[end:])  # nothing, unless a turn's span ends on a mask-0 token
+        # None when a turn came back without log-probs (verl's ToolAgentLoop does the same): 0.0 would read as
+        # probability 1 in verl's rollout_log_probs.
+        with_logprobs = want_logprobs and bool(trajectory.metrics.get("has_logprobs", True))
         # Only keys of verl's fixed set, so a batch mixing GEM rows with other agent loops merges (module docstring).
         extra_fields = {
             "turn_scores": [float(r) for r in trajectory.rewards],
@@ -450,11 +520,11 @@ class GemAgentLoop(AgentLoopBase):
                 "env_id": trajectory.env_id,
                 "env_seed": trajectory.seed,
                 "task": trajectory.metrics["task"],  # env id and level kwargs (gem_core.curriculum.task_name)
-                "turn_spans": [[int(s), int(e)] for s, e in trajectory.turn_spans],
+                "turn_spans": [[min(int(s), end), min(int(e), end)] for s, e in trajectory.turn_spans],
                 "metrics": metrics,
                 # Which weights sampled what (module docstring, asynchronous training): per response token (-1 on env
                 # tokens), per turn [min, max] as verl reports it, and how many aborted turns were sampled again.
-                "token_versions": list(trajectory.token_versions) or [-1] * len(trajectory.response_ids),
+                "token_versions": list(trajectory.token_versions[:end]) or [-1] * end,
                 "turn_versions": policy.turn_versions,
                 "resampled_turns": policy.resampled_turns,
             },
@@ -470,9 +540,9 @@ class GemAgentLoop(AgentLoopBase):
         output_cls = GemAgentLoopOutput if self.reward_placement == "turn" else AgentLoopOutput
         output = output_cls(
             prompt_ids=list(trajectory.prompt_ids),
-            response_ids=list(trajectory.response_ids),
-            response_mask=list(trajectory.loss_mask),
-            response_logprobs=list(trajectory.logprobs) if want_logprobs else None,
+            response_ids=list(trajectory.response_ids[:end]),
+            response_mask=list(trajectory.loss_mask[:end]),
+            response_logprobs=list(trajectory.logprobs[:end]) if with_logprobs else None,
             reward_score=trajectory.episode_return,
             # verl counts chat messages (user and assistant): the first observation, each action, each later observation.
             num_turns=len(trajectory.observations) + trajectory.num_turns,
@@ -480,5 +550,62 @@ class GemAgentLoop(AgentLoopBase):
             extra_fields=extra_fields,
         )
         if isinstance(output, GemAgentLoopOutput):
-            output.with_token_rewards(trajectory.token_rewards)
+            output.with_token_rewards(token_rewards)
         return output
+
+
+def _sampled_end(loss_mask: list[int]) -> int:
+    """One past the last sampled token of a response (the whole response when it has no sampled token: then
+    nothing trains, and verl's return on the last token still reaches GRPO's group statistics)."""
+    for index in range(len(loss_mask) - 1, -1, -1):
+        if loss_mask[index]:
+            return index + 1
+    return len(loss_mask)
+
+
+def _template_kwargs(value: Any) -> dict[str, Any]:
+    """verl's ``data.apply_chat_template_kwargs`` as the template variables of GEM's chat template.
+
+    Raises:
+        InvalidArgument: ``value`` is not a mapping with str keys.
+    """
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(key, str) for key in value):
+        raise InvalidArgument(
+            f"data.apply_chat_template_kwargs={value!r} must be a dict of template variables with str keys, e.g. "
+            "+data.apply_chat_template_kwargs.enable_thinking=false (GEM renders every turn's chat template with them)."
+        )
+    return dict(value)
+
+
+class _VerlEpisodeSession(EpisodeSession):
+    """The session of one verl sample: it refuses a first observation longer than verl's ``rollout.prompt_length``
+    right after the env's reset, before any request reaches verl's servers and before any env step.
+
+    Args:
+        prompt_length: verl's ``actor_rollout_ref.rollout.prompt_length``.
+        *args, **kwargs: :class:`EpisodeSession`'s.
+    """
+
+    def __init__(self, *args: Any, prompt_length: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.prompt_length = prompt_length
+
+    async def start(self, seed: int | None = None, options: dict | None = None) -> list[int]:
+        """:meth:`EpisodeSession.start`, then the prompt-length check.
+
+        Raises:
+            InvalidArgument: The prompt (system prompt, first observation, generation prompt) is longer than
+                :attr:`prompt_length` tokens.
+        """
+        prompt_ids = await super().start(seed, options)
+        if len(prompt_ids) > self.prompt_length:
+            label = self.label
+            where = f"{self.env_id!r}" + (f" (seed {label.seed})" if label is not None else "")
+            raise InvalidArgument(
+                f"The first observation of {where} is {len(prompt_ids)} tokens with the chat template, more than "
+                f"actor_rollout_ref.rollout.prompt_length={self.prompt_length}; raise data.max_prompt_length "
+                "(rollout.prompt_length follows it) or shorten the system prompt."
+            )
+        return prompt_ids

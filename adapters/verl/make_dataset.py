@@ -23,12 +23,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from gem_core.errors import InvalidArgument
 from gem_core.rows import EpisodeRow, episode_rows
 from gem_core.transport.atomic_file import atomic_path
 
-__all__ = ["make_dataset", "verl_rows", "write_dataset"]
+__all__ = ["make_dataset", "require_text_env", "verl_rows", "write_dataset"]
 
 DEFAULT_AGENT_NAME = "gem_env"
+
+VISION_ENV_PREFIX = "vision:"
+"""The namespace of GEM's vision envs (they show images beside their text)."""
 
 
 def make_dataset(
@@ -41,7 +45,8 @@ def make_dataset(
 
     Raises:
         gem_core.rows.label.LabelError: an unknown env id (the message names close ids).
-        InvalidArgument: (a ValueError) ``n`` is not positive, ``seed_start`` is negative, or an env id is given twice.
+        InvalidArgument: (a ValueError) ``n`` is not positive, ``seed_start`` is negative, an env id is given twice,
+            or an env shows images (:func:`require_text_env`).
         MixtureError: a mixture weight is not a positive number.
         EnvKwargsError: ``env_kwargs`` holds a keyword an env does not take.
     """
@@ -50,7 +55,20 @@ def make_dataset(
 
 
 def verl_rows(rows: Iterable[EpisodeRow], agent_name: str) -> list[dict[str, Any]]:
-    """The core's episode rows in verl's columns, run by the agent-loop config entry named ``agent_name``."""
+    """The core's episode rows in verl's columns, run by the agent-loop config entry named ``agent_name``.
+
+    Raises:
+        InvalidArgument: ``agent_name`` is blank (no agent-loop entry can have that name), or a row's env shows
+            images (:func:`require_text_env`).
+    """
+    if not isinstance(agent_name, str) or not agent_name.strip():
+        raise InvalidArgument(
+            f"agent_name={agent_name!r}: the rows need the name of an agent-loop entry in verl's agent_loop_config_path "
+            f"YAML ({DEFAULT_AGENT_NAME!r} in GEM's)."
+        )
+    rows = list(rows)
+    for row in rows:
+        require_text_env(row.label.env_id, shows_images=bool(row.images))
     return [
         {
             "data_source": row.label.env_id,
@@ -66,6 +84,26 @@ def verl_rows(rows: Iterable[EpisodeRow], agent_name: str) -> list[dict[str, Any
         }
         for row in rows
     ]
+
+
+def require_text_env(env_id: str, *, shows_images: bool = False) -> None:
+    """Refuse a vision env: GEM's verl adapter gives verl token ids only (no processor, no ``multi_modal_data``),
+    so every episode of one would fail in training.
+
+    Args:
+        env_id: The env id (the ``vision:*`` envs show images).
+        shows_images: Whether the env showed images (a row's first observation had some).
+
+    Raises:
+        InvalidArgument: ``env_id`` is a vision env, or ``shows_images``; the message names the limitation and
+            the adapter that trains vision envs.
+    """
+    if shows_images or env_id.startswith(VISION_ENV_PREFIX):
+        raise InvalidArgument(
+            f"{env_id} shows images, and GEM's verl adapter cannot pass images to verl (its agent loop sends token ids "
+            "only: no processor, no multi_modal_data); train vision envs with GEM's TRL adapter (gem_adapters.trl), or "
+            "give verl text envs only."
+        )
 
 
 def write_dataset(rows: list[dict[str, Any]], out: str | Path) -> Path:

@@ -214,16 +214,27 @@ class TokenTrajectory:
     def token_rewards(self) -> list[float]:
         """``len(response_ids)`` rewards: each turn's reward on that turn's last sampled token.
 
-        A turn that sampled no token puts its reward on the token right before its span (or the first
-        response token), so the rewards still sum to :attr:`episode_return` whenever the response is
-        non-empty.
+        A turn that sampled no token has no token of its own; its reward goes with the last sampled token
+        before it (the previous sampled turn's last token), or, for empty turns before any sampled token,
+        with the first sampled turn's last token: never on an env or template token, which token-level
+        estimators (GAE, REINFORCE++) skip. An episode that sampled no token at all keeps its return on the
+        last response token. The rewards sum to :attr:`episode_return` whenever the response is non-empty.
         """
         out = [0.0] * len(self.response_ids)
         if not out:
             return out
+        last_sampled = None  # the last token of the latest turn that sampled any
+        waiting = 0.0  # the rewards of empty turns before any sampled token
         for (start, end), reward in zip(self.turn_spans, self.rewards, strict=True):
-            index = end - 1 if end > start else max(start - 1, 0)
-            out[min(index, len(out) - 1)] += float(reward)
+            if end > start:
+                last_sampled = min(end - 1, len(out) - 1)
+                out[last_sampled] += float(reward) + waiting
+                waiting = 0.0
+            elif last_sampled is not None:
+                out[last_sampled] += float(reward)
+            else:
+                waiting += float(reward)
+        out[-1] += waiting  # no turn sampled a token
         return out
 
     def returns(self, gamma: float = 1.0) -> list[float]:

@@ -51,9 +51,20 @@ def test_last_transition_is_not_done_while_the_episode_runs():
     assert [t.done for t in transitions] == [False, False]
 
 
-def test_empty_turn_reward_goes_to_the_token_before_it():
+def test_empty_turn_reward_goes_to_the_last_sampled_token_before_it():
+    # Not on the env token before its span (loss_mask 0): token-level estimators (verl's GAE, REINFORCE++) skip those.
     traj = two_turn_trajectory(turn_spans=[(0, 2), (5, 5)])
-    assert traj.token_rewards[4] == 2.0 and sum(traj.token_rewards) == 2.5
+    assert traj.token_rewards == [0.0, 2.5, 0.0, 0.0, 0.0, 0.0, 0.0]
+
+
+def test_empty_turns_before_any_sampled_token_go_with_the_first_sampled_turn():
+    traj = two_turn_trajectory(turn_spans=[(0, 0), (5, 6)])
+    assert traj.token_rewards == [0.0, 0.0, 0.0, 0.0, 0.0, 2.5, 0.0]
+
+
+def test_an_episode_that_sampled_no_token_keeps_its_return_on_the_last_token():
+    traj = two_turn_trajectory(turn_spans=[(0, 0), (5, 5)])
+    assert traj.token_rewards == [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 2.5]
 
 
 def test_misaligned_fields_are_rejected():

@@ -153,3 +153,63 @@ def test_plugin_module_registers_the_estimator_in_a_fresh_verl_process():
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "gem_adapters.verl.advantage"
+
+
+class _EmptyActionPaysEnv(gem_core.Env):
+    """Pays 1.0 for an empty action and 0.1 for any other; never ends by itself."""
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return "Say something.", {}
+
+    def step(self, action):
+        return "Good, again.", 1.0 if action == "" else 0.1, False, False, {}
+
+    def sample_random_action(self):
+        return "x"
+
+
+_EMPTY_PAYS_ENV_ID = "verltest:EmptyActionPays-v0"
+if _EMPTY_PAYS_ENV_ID not in gem_core.list_envs():
+    gem_core.register(_EMPTY_PAYS_ENV_ID, _EmptyActionPaysEnv)
+
+
+async def test_an_empty_turns_reward_reaches_the_same_tokens_in_gae_reinforce_pp_and_gem_rebn(
+    make_agent_loop, tiny_tokenizer, make_row, sampling_params
+):
+    """A turn that sampled nothing (the engine returned no token) has no token to train; its reward goes with the last
+    sampled token before it, so verl's token-level estimators and gem_rebn all add it to that turn, undiscounted."""
+    from verl.workers.rollout.replica import TokenOutput
+
+    from gem_core.rollout.chat_template import ChatTemplate
+
+    hello = tiny_tokenizer.encode("hello", add_special_tokens=False) + list(ChatTemplate.for_tokenizer(tiny_tokenizer).end_of_turn_ids)
+
+    class Server:
+        turn = 0
+
+        async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
+            ids = [] if self.turn == 1 else hello  # turn 2: an empty completion
+            self.turn += 1
+            return TokenOutput(token_ids=ids, log_probs=[-0.5] * len(ids), stop_reason="completed")
+
+    row = make_row("game:Wordle-v0", 1)
+    row["extra_info"] = {**row["extra_info"], "env_id": _EMPTY_PAYS_ENV_ID}
+    out = await make_agent_loop(Server(), max_turns=3).run(sampling_params, **row)
+    scores = out.extra_fields["turn_scores"]
+    assert scores == pytest.approx([0.1, 1.0, 0.1])
+    spans = out.extra_fields["extras"]["turn_spans"]
+    assert spans[1][0] == spans[1][1]  # the empty turn
+
+    d = out.as_dict()
+    rewards, mask = d["rm_scores"][None].float(), d["response_mask"][None].float()
+    assert torch.all(mask[rewards != 0] == 1)  # every reward sits on a sampled token
+    first, last = spans[0][0], spans[2][0]
+    _, gae = core_algos.compute_gae_advantage_return(rewards, torch.zeros_like(rewards), mask, gamma=torch.tensor(1.0), lam=torch.tensor(1.0))
+    _, rpp = core_algos.compute_reinforce_plus_plus_outcome_advantage(rewards, mask, config=AlgoConfig(gamma=1.0))
+    _, rebn = compute_rebn_advantage(rewards, mask, AlgoConfig(gamma=1.0))
+    for returns in (gae, rpp, rebn):
+        assert float(returns[0, first]) == pytest.approx(sum(scores))
+        assert float(returns[0, last]) == pytest.approx(scores[2])
+    _, rebn_half = compute_rebn_advantage(rewards, mask, AlgoConfig(gamma=0.5))
+    assert float(rebn_half[0, first]) == pytest.approx(scores[0] + scores[1] + 0.5 * scores[2])

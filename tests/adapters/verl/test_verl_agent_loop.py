@@ -8,6 +8,7 @@ import threading
 
 import numpy as np
 import pytest
+import torch
 
 from gem_core.testing import QWEN3_THINKING_SWITCH
 from gem_core.rows.label import LabelError
@@ -15,11 +16,13 @@ from gem_core.rows.label import LabelError
 pytest.importorskip("verl.experimental.agent_loop", reason='the verl adapter tests need `pip install -e ".[verl]"`')
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput
+from verl.trainer.config import AlgoConfig
 from verl.workers.rollout.replica import TokenOutput
 
 import gem_core
 from gem_adapters.verl.agent_loop import GemAgentLoop, GemAgentLoopOutput, ServerManagerPolicy
 from gem_core.env import Env
+from gem_core.errors import InvalidArgument
 from gem_core.registry import register
 from gem_core.rollout.chat_template import ChatTemplate
 from gem_core.rollout.policy import SamplingParams
@@ -264,3 +267,192 @@ async def test_data_apply_chat_template_kwargs_reach_the_prompt_ids(make_row, ti
                             max_new_tokens=4)
     out = await loop.run(verl_sampling_params(config), **make_row("game:Wordle-v0", 3))
     assert tokenizer.decode(out.prompt_ids).endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+
+
+class _ScriptedServer:
+    """verl's ``generate`` answering ``respond(turn, sampling_params)`` (a ``TokenOutput``), recording each call."""
+
+    def __init__(self, respond):
+        self.respond = respond
+        self.calls = []
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
+        self.calls.append({"prompt_ids": list(prompt_ids), "sampling_params": dict(sampling_params), **kwargs})
+        return self.respond(len(self.calls) - 1, sampling_params)
+
+
+def _text_output(tokenizer, text: str, *, logprobs: bool = True) -> TokenOutput:
+    """A turn the server ended at end-of-turn."""
+    ids = tokenizer.encode(text, add_special_tokens=False) + list(ChatTemplate.for_tokenizer(tokenizer).end_of_turn_ids)
+    return TokenOutput(token_ids=ids, log_probs=[-0.5] * len(ids) if logprobs else None, stop_reason="completed")
+
+
+class _PayingEnv(Env):
+    """Pays 1.0 for an empty action and 0.1 for any other; never ends by itself."""
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return "Say something.", {}
+
+    def step(self, action):
+        return "Good, again.", 1.0 if action == "" else 0.1, False, False, {}
+
+    def sample_random_action(self):
+        return "x"
+
+
+class _LongFirstObservationEnv(Env):
+    """A first observation longer than the tests' rollout.prompt_length (256 tokens); records its steps."""
+
+    steps: list[str] = []
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return "word " * 400, {}
+
+    def step(self, action):
+        type(self).steps.append(action)
+        return "again", 0.5, len(type(self).steps) >= 3, False, {}
+
+    def sample_random_action(self):
+        return "x"
+
+
+_PAYING_ENV_ID = "verltest:Paying-v0"
+_LONG_FIRST_OBSERVATION_ENV_ID = "verltest:LongFirstObservation-v0"
+for _env_id, _env_cls in ((_PAYING_ENV_ID, _PayingEnv), (_LONG_FIRST_OBSERVATION_ENV_ID, _LongFirstObservationEnv)):
+    if _env_id not in gem_core.list_envs():
+        register(_env_id, _env_cls)
+
+
+def _row_of(make_row, env_id: str) -> dict:
+    row = make_row("game:Wordle-v0", 1)
+    row["extra_info"] = {**row["extra_info"], "env_id": env_id}
+    return row
+
+
+async def test_a_server_without_logprobs_gives_verl_none_not_zeros(run_loop, make_row, tiny_tokenizer, sampling_params):
+    """verl asked for log-probs (calculate_log_probs) and the server sent none: 0.0 on every sampled token would be
+    stored as rollout_log_probs, probability 1; verl's own ToolAgentLoop returns None then."""
+    assert sampling_params["logprobs"]
+    server = _ScriptedServer(lambda turn, params: _text_output(tiny_tokenizer, "\\boxed{crane}", logprobs=False))
+    out = await run_loop(server, make_row("game:Wordle-v0", 1), max_turns=2)
+    assert len(server.calls) == 2
+    assert out.response_logprobs is None and "rollout_log_probs" not in out.as_dict()
+
+
+def _hello_then_length_cut(tokenizer):
+    """Turn 1 ends at end-of-turn; turn 2 runs to its length limit (no end-of-turn, so the session closes it)."""
+    filler = tokenizer.encode("a", add_special_tokens=False)[0]
+
+    def respond(turn, params):
+        if turn == 0:
+            return _text_output(tokenizer, "hello")
+        n = params["max_tokens"]
+        return TokenOutput(token_ids=[filler] * n, log_probs=[-0.5] * n, stop_reason="completed")
+
+    return respond
+
+
+@pytest.mark.parametrize("placement", ["turn", "episode"])
+async def test_a_response_cut_by_length_ends_on_a_sampled_token_so_verls_estimators_see_the_return(
+    run_loop, make_row, tiny_tokenizer, placement
+):
+    from verl.trainer.ppo.core_algos import compute_gae_advantage_return, compute_reinforce_plus_plus_outcome_advantage
+
+    out = await run_loop(_ScriptedServer(_hello_then_length_cut(tiny_tokenizer)), _row_of(make_row, _PAYING_ENV_ID),
+                         reward_placement=placement)
+    assert out.extra_fields["turn_scores"] == pytest.approx([0.1, 0.1])
+    assert out.extra_fields["reward_extra_info"]["gem_truncated"]
+    assert out.response_mask[-1] == 1  # the closing ids after the cut turn train nothing and no turn reads them
+    n = len(out.response_ids)
+    assert len(out.response_mask) == len(out.response_logprobs) == len(out.extra_fields["extras"]["token_versions"]) == n
+    assert all(0 <= s <= e <= n for s, e in out.extra_fields["extras"]["turn_spans"])
+    d = out.as_dict()
+    rewards, mask = d["rm_scores"][None].float(), d["response_mask"][None].float()
+    assert float(rewards.sum()) == pytest.approx(0.2)
+    first_turn = out.extra_fields["extras"]["turn_spans"][0][0]
+    _, gae_returns = compute_gae_advantage_return(
+        rewards, torch.zeros_like(rewards), mask, gamma=torch.tensor(1.0), lam=torch.tensor(1.0)
+    )
+    _, rpp_returns = compute_reinforce_plus_plus_outcome_advantage(rewards, mask, config=AlgoConfig(gamma=1.0))
+    assert float(gae_returns[0, first_turn]) == pytest.approx(0.2)
+    assert float(rpp_returns[0, first_turn]) == pytest.approx(0.2)
+
+
+async def test_a_first_observation_over_prompt_length_fails_before_any_request(run_loop, make_row, tiny_tokenizer):
+    server = _ScriptedServer(lambda turn, params: _text_output(tiny_tokenizer, "guess"))
+    _LongFirstObservationEnv.steps.clear()
+    with pytest.raises(InvalidArgument, match=r"prompt_length=256.*data\.max_prompt_length"):
+        await run_loop(server, _row_of(make_row, _LONG_FIRST_OBSERVATION_ENV_ID))
+    assert server.calls == [] and _LongFirstObservationEnv.steps == []
+
+
+async def test_a_vision_env_is_refused_naming_the_limitation(run_loop, make_row, tiny_tokenizer):
+    server = _ScriptedServer(lambda turn, params: _text_output(tiny_tokenizer, "42"))
+    with pytest.raises(InvalidArgument, match=r"vision:ChartQA-v0.*images.*verl"):
+        await run_loop(server, _row_of(make_row, "vision:ChartQA-v0"), max_turns=1)
+    assert server.calls == []
+
+
+@pytest.mark.parametrize("override", ["++data.apply_chat_template_kwargs=enable_thinking", "++data.apply_chat_template_kwargs={1: 2}"])
+async def test_bad_apply_chat_template_kwargs_are_named_at_construction(override, tiny_tokenizer):
+    from conftest import AGENT_LOOP_YAML, build_agent_loop, compose_trainer_config
+
+    config = compose_trainer_config([
+        "actor_rollout_ref.rollout.name=vllm",
+        f"actor_rollout_ref.rollout.agent.agent_loop_config_path={AGENT_LOOP_YAML}",
+        override,
+    ])
+    with pytest.raises(Exception, match=r"data\.apply_chat_template_kwargs.*str keys") as raised:
+        build_agent_loop(config, _ScriptedServer(None), tiny_tokenizer)
+    assert isinstance(raised.value.__cause__ or raised.value, InvalidArgument)
+
+
+@pytest.mark.parametrize("priority", ["high", float("nan"), 2.5, True])
+async def test_a_row_priority_that_is_not_a_whole_number_is_named(run_loop, make_row, tiny_tokenizer, priority):
+    server = _ScriptedServer(lambda turn, params: _text_output(tiny_tokenizer, "\\boxed{crane}"))
+    row = {**make_row("game:Wordle-v0", 1), "priority": priority}
+    with pytest.raises(InvalidArgument, match=r"priority"):
+        await run_loop(server, row, max_turns=1)
+    assert server.calls == []
+
+
+async def test_a_whole_number_priority_reaches_the_server(run_loop, make_row, tiny_tokenizer):
+    server = _ScriptedServer(lambda turn, params: _text_output(tiny_tokenizer, "\\boxed{crane}"))
+    await run_loop(server, {**make_row("game:Wordle-v0", 1), "priority": np.float64(3.0)}, max_turns=1)
+    assert server.calls[0]["priority"] == 3 and type(server.calls[0]["priority"]) is int
+
+
+@pytest.mark.parametrize("version", ["v3", 2.7, float("nan")])
+async def test_a_weight_version_that_is_not_a_whole_number_is_named(version):
+    output = TokenOutput(token_ids=[5, 6], log_probs=[-1.0, -1.0], stop_reason="completed", extra_fields={"global_steps": version})
+    with pytest.raises(InvalidArgument, match=r"global_steps"):
+        await ServerManagerPolicy(_FixedServer(output), {}).generate([1], SamplingParams(max_new_tokens=4))
+
+
+async def test_whole_number_weight_versions_are_kept():
+    output = TokenOutput(token_ids=[5, 6], log_probs=[-1.0, -1.0], stop_reason="completed",
+                         extra_fields={"global_steps": np.int64(3), "min_global_steps": 2.0, "max_global_steps": 3})
+    policy = ServerManagerPolicy(_FixedServer(output), {})
+    generation = await policy.generate([1], SamplingParams(max_new_tokens=4))
+    assert generation.versions == [2, 2] and policy.turn_versions == [[2, 3]]
+
+
+async def test_stop_token_ids_in_verls_sampling_params_are_kept_beside_the_turns_own(
+    make_agent_loop, make_row, tiny_tokenizer, sampling_params
+):
+    server = _ScriptedServer(lambda turn, params: _text_output(tiny_tokenizer, "\\boxed{crane}"))
+    loop_sampling = {**sampling_params, "stop_token_ids": [42]}
+    await make_agent_loop(server, max_turns=1).run(loop_sampling, **make_row("game:Wordle-v0", 1))
+    sent = server.calls[0]["sampling_params"]["stop_token_ids"]
+    eot = ChatTemplate.for_tokenizer(tiny_tokenizer).end_of_turn_ids
+    assert 42 in sent and set(eot) <= set(sent) and len(sent) == len(set(sent))
+    assert loop_sampling["stop_token_ids"] == [42]  # verl's dict is not changed
+
+
+async def test_a_stop_id_from_verl_ends_the_turn_as_a_stop():
+    output = TokenOutput(token_ids=[5, 6, 42], log_probs=[-1.0] * 3, stop_reason="completed")
+    policy = ServerManagerPolicy(_FixedServer(output), {"stop_token_ids": [42]})
+    generation = await policy.generate([1], SamplingParams(max_new_tokens=3, stop_token_ids=[99]))
+    assert generation.finish_reason == "stop"

@@ -79,3 +79,29 @@ def test_module_runs_from_the_command_line(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "wrote 3 rows" in done.stdout and out.exists()
+
+
+def test_a_vision_env_is_refused_when_the_dataset_is_built(tmp_path, capsys):
+    """verl's adapter carries no images (no processor, no multi_modal_data): refuse before any training starts."""
+    with pytest.raises(SystemExit) as ended:
+        main(["--env", "vision:ChartQA-v0", "--n", "1", "--out", str(tmp_path / "v.parquet")])
+    err = capsys.readouterr().err
+    assert ended.value.code == 2 and "vision:ChartQA-v0" in err and "images" in err and err.count("\n") == 1, err
+    assert not (tmp_path / "v.parquet").exists()
+
+
+def test_make_dataset_refuses_a_vision_env():
+    from gem_adapters.verl import make_dataset
+    from gem_core.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match=r"vision:ChartQA-v0.*images"):
+        make_dataset("vision:ChartQA-v0", 1)
+
+
+@pytest.mark.parametrize("name", ["", "   "])
+def test_an_empty_agent_name_is_refused(tmp_path, capsys, name):
+    with pytest.raises(SystemExit) as ended:
+        main(["--env", "game:Wordle-v0", "--n", "1", f"--agent-name={name}", "--out", str(tmp_path / "x.parquet")])
+    err = capsys.readouterr().err
+    assert ended.value.code == 2 and "--agent-name" in err and err.count("\n") == 1, err
+    assert not (tmp_path / "x.parquet").exists()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 pytest.importorskip("verl.experimental.agent_loop", reason='the verl adapter tests need `pip install -e ".[verl]"`')
 
@@ -117,3 +118,54 @@ async def test_v1_worker_stores_per_turn_rm_scores_and_v1_advantages_match_core_
         expected = turn_to_token_advantages(normalized[offset : offset + len(g)], spans, width)
         np.testing.assert_allclose(data.batch["advantages"][i].numpy(), expected, rtol=1e-5, atol=1e-6)
         offset += len(g)
+
+
+class _PaysEachTurnEnv(gem_core.Env):
+    """Pays 1.0 every turn; never ends by itself."""
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return "Say something.", {}
+
+    def step(self, action):
+        return "Good, again.", 1.0, False, False, {}
+
+    def sample_random_action(self):
+        return "x"
+
+
+_PAYS_ENV_ID = "verltest:PaysEachTurn-v0"
+if _PAYS_ENV_ID not in gem_core.list_envs():
+    gem_core.register(_PAYS_ENV_ID, _PaysEachTurnEnv)
+
+
+async def test_legacy_worker_puts_the_return_of_a_length_cut_episode_on_a_sampled_token(worker_config, tiny_tokenizer, make_row):
+    """The legacy worker writes the return on the last response token; after a turn cut by length that token must
+    still be a sampled one, or verl's GAE (which skips mask-0 tokens) loses the whole return."""
+    from verl.trainer.ppo.core_algos import compute_gae_advantage_return
+    from verl.workers.rollout.replica import TokenOutput
+
+    from gem_core.rollout.chat_template import ChatTemplate
+
+    hello = tiny_tokenizer.encode("hello", add_special_tokens=False) + list(ChatTemplate.for_tokenizer(tiny_tokenizer).end_of_turn_ids)
+    filler = tiny_tokenizer.encode("a", add_special_tokens=False)[0]
+
+    class Server:  # turn 1 ends at end-of-turn, turn 2 runs to the response budget
+        calls = 0
+
+        async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
+            self.calls += 1
+            ids = hello if self.calls == 1 else [filler] * sampling_params["max_tokens"]
+            return TokenOutput(token_ids=ids, log_probs=[-0.5] * len(ids), stop_reason="completed")
+
+    row = make_row("game:Wordle-v0", 1)
+    row["extra_info"] = {**row["extra_info"], "env_id": _PAYS_ENV_ID}
+    worker = AgentLoopWorker(worker_config, Server())
+    out = await worker.generate_sequences(DataProto.from_single_dict(collate_fn([{**row, "agent_name": "gem_env"}])))
+
+    rewards, mask = out.batch["rm_scores"].float(), out.batch["response_mask"].float()
+    assert list(out.non_tensor_batch["turn_scores"][0]) == [1.0, 1.0]
+    (position,) = torch.nonzero(rewards[0]).flatten().tolist()
+    assert float(rewards[0, position]) == pytest.approx(2.0) and int(mask[0, position]) == 1
+    _, returns = compute_gae_advantage_return(rewards, torch.zeros_like(rewards), mask, gamma=torch.tensor(1.0), lam=torch.tensor(1.0))
+    assert returns[0][mask[0] > 0].tolist() == pytest.approx([2.0] * int(mask[0].sum()))
