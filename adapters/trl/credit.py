@@ -36,6 +36,12 @@ TurnCredit = Literal["episode", "rebn", "reinforce", "baseline"]
 class TurnCreditGRPOTrainer(GRPOTrainer):
     """``trl.GRPOTrainer`` whose advantages are per turn (see the module docstring).
 
+    The per-turn credits come from the env's turn rewards alone, so with a per-turn ``turn_credit`` the trainer takes
+    one reward function (:func:`~gem_adapters.trl.env_return_reward`, whose episode return TRL logs as ``reward``) and
+    no ``reward_weights`` other than 1: another reward function or a weight would have no effect on what is trained.
+    To add a reward to the env's, make it part of the env's turn rewards (a wrapper), or use ``turn_credit="episode"``,
+    which is stock GRPO over all reward functions and weights.
+
     Args:
         turn_credit: ``"rebn"`` (per-turn ReBN), ``"reinforce"`` (per-turn returns, no baseline),
             ``"baseline"`` (per-turn returns minus the batch mean) or ``"episode"`` (stock GRPO on the
@@ -46,8 +52,9 @@ class TurnCreditGRPOTrainer(GRPOTrainer):
             :class:`~gem_adapters.trl.GemRolloutFunc` (it provides ``turn_rewards`` and ``turn_spans``).
 
     Raises:
-        InvalidArgument: ``turn_credit`` is not one of the four, or ``gamma`` is outside ``[0, 1]``; in training,
-            a per-turn ``turn_credit`` without ``GemRolloutFunc``'s ``turn_rewards`` and ``turn_spans``.
+        InvalidArgument: ``turn_credit`` is not one of the four, or ``gamma`` is outside ``[0, 1]``; a per-turn
+            ``turn_credit`` with more than one reward function or a reward weight other than 1; in training, a
+            per-turn ``turn_credit`` without ``GemRolloutFunc``'s ``turn_rewards`` and ``turn_spans``.
     """
 
     def __init__(self, *args: Any, turn_credit: TurnCredit = "rebn", gamma: float = 1.0, **kwargs: Any):
@@ -60,6 +67,25 @@ class TurnCreditGRPOTrainer(GRPOTrainer):
         super().__init__(*args, **kwargs)
         self.turn_credit = turn_credit
         self.gamma = gamma
+        if turn_credit != "episode":
+            self._refuse_ignored_rewards()
+
+    def _refuse_ignored_rewards(self) -> None:
+        """Refuse reward functions and weights the per-turn credits would ignore (TRL has normalized both by now)."""
+        where = f"TurnCreditGRPOTrainer(turn_credit={self.turn_credit!r})"
+        fix = ("pass reward_funcs=env_return_reward alone and no reward_weights (a reward of your own goes in the env's turn "
+               "rewards), or use turn_credit='episode' (stock GRPO over every reward function and weight)")
+        if len(self.reward_funcs) > 1:
+            raise InvalidArgument(
+                f"{where} trains on the env's turn rewards alone, but got {len(self.reward_funcs)} reward functions "
+                f"({', '.join(self.reward_func_names)}), whose rewards would have no effect; {fix}."
+            )
+        weights = self.reward_weights.tolist()
+        if any(weight != 1.0 for weight in weights):
+            raise InvalidArgument(
+                f"{where} trains on the env's turn rewards alone, but got reward_weights={weights}, which would have no "
+                f"effect; {fix}."
+            )
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         output = super()._generate_and_score_completions(inputs)

@@ -18,6 +18,7 @@ from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from gem_core.curriculum import SAMPLER_STATE_FILE, TaskSampler, load_sampler_state, save_sampler_state
+from gem_core.errors import InvalidArgumentType
 
 __all__ = ["TaskSamplerCallback"]
 
@@ -28,9 +29,23 @@ class TaskSamplerCallback(TrainerCallback):
     The folder it restores from: ``resume_from`` if given, else ``TrainingArguments.resume_from_checkpoint``
     if it names a folder, else ``<output_dir>/checkpoint-<step>`` of the resumed step (where
     ``resume_from_checkpoint=True`` and any checkpoint of this run's output folder are).
+
+    Raises:
+        InvalidArgumentType: ``sampler`` is not a ``TaskSampler``, or ``resume_from`` neither a folder path nor None
+            (refused here: they failed at the first checkpoint save, or on resume, naming neither).
     """
 
     def __init__(self, sampler: TaskSampler, resume_from: str | os.PathLike[str] | None = None) -> None:
+        if not isinstance(sampler, TaskSampler):
+            raise InvalidArgumentType(
+                f"TaskSamplerCallback: sampler must be a gem_core.curriculum.TaskSampler, got {type(sampler).__name__}; "
+                "pass the sampler given to GemRolloutFunc(task_sampler=...)."
+            )
+        if not isinstance(resume_from, (str, os.PathLike, type(None))):
+            raise InvalidArgumentType(
+                f"TaskSamplerCallback: resume_from must be a checkpoint folder (a str or path), or None, got "
+                f"{type(resume_from).__name__} {resume_from!r:.60}; None restores from the checkpoint training resumes from."
+            )
         self.sampler = sampler
         self.resume_from = resume_from
 

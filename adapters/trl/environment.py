@@ -19,12 +19,16 @@ so TRL logs one reward column per env), selected per row by the ``environment`` 
 from __future__ import annotations
 
 import copyreg
+import logging
+import math
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from gem_adapters.framework_version import check_trl_version
 from gem_adapters.trl.make_dataset import GEM_KEY, episode_label
 from gem_core import placement
+from gem_core.env import warn_once
 from gem_core.errors import InvalidArgument, InvalidArgumentType, ResetNeeded
 from gem_core.protocols import TextEnv
 from gem_core.rows import EpisodeLabel, LabelError, make_label_env, parse_label
@@ -32,6 +36,8 @@ from gem_core.rows import EpisodeLabel, LabelError, make_label_env, parse_label
 __all__ = ["environment_factory", "environment_factories", "GemToolEnvironment", "with_environment_column"]
 
 _SEED_FIX = "Give the dataset a 'seed' column of such integers, or build it with gem_adapters.trl.make_dataset."
+
+logger = logging.getLogger("gem.rollout")  # the core's: an env error is logged once per env id, whichever route met it
 
 
 class _EnvironmentClass(type):
@@ -49,6 +55,12 @@ class GemToolEnvironment(metaclass=_EnvironmentClass):
     an env other than the class's default is refused), else the row's ``seed`` column with the class's
     default env (a row with neither is refused: every copy of a GRPO group would play a different game).
     The env's first observation is already the prompt, so ``reset`` returns ``None``.
+
+    An env step that raises, or answers with a reward that is not a finite number or an observation that is not
+    text, ends the episode as an env error, by the core's rule (as on the ``rollout_func`` route): that turn scores
+    0, the episode is truncated, ``infos[-1]["error"]`` says why and ``env_error_turns`` counts it (reward functions
+    read both through TRL's ``environments`` keyword), the first such error of each env id is logged, and the tool
+    answers that the game is over.
     """
 
     env_id: str | None = None
@@ -57,7 +69,16 @@ class GemToolEnvironment(metaclass=_EnvironmentClass):
     def __init__(self) -> None:
         self.env: TextEnv | None = None
         self.rewards: list[float] = []
+        self.infos: list[dict[str, Any]] = []
+        """Each move's ``info`` from the env (``"error"`` on a move that ended the episode as an env error)."""
         self.done = False
+        self.truncated = False
+        """Whether the episode was cut short (the env's truncation or an env error), not ended by the game."""
+
+    @property
+    def env_error_turns(self) -> int:
+        """The episode's moves that ended in an env error (0 or 1; the rollout_func route's ``env_error_turns``)."""
+        return sum(1 for info in self.infos if "error" in info)
 
     def reset(self, **row: Any) -> str | None:
         """Start the episode a dataset row names (closing the previous one); TRL calls this before each rollout.
@@ -95,7 +116,7 @@ class GemToolEnvironment(metaclass=_EnvironmentClass):
             self.env.close()
         self.env = placement.make_env(env_id, **env_kwargs)
         self.env.reset(seed=seed)
-        self.rewards, self.done = [], False
+        self.rewards, self.infos, self.done, self.truncated = [], [], False, False
         return None
 
     def act(self, action: str) -> str:
@@ -114,9 +135,25 @@ class GemToolEnvironment(metaclass=_EnvironmentClass):
             raise ResetNeeded("The game has not started yet.")
         if self.done:
             raise ResetNeeded("The game is over; no more moves are accepted.")
-        observation, reward, terminated, truncated, _ = self.env.step(action)
+        try:
+            observation, reward, terminated, truncated, info = self.env.step(action)
+            if not (isinstance(reward, numbers.Real) and math.isfinite(reward)):  # one NaN makes the group's advantages NaN
+                raise InvalidArgument(f"the env's reward is {reward!r}; rewards must be finite numbers")
+            if not isinstance(observation, str):
+                raise InvalidArgument(f"the env's observation is a {type(observation).__name__}; an episode's observations are text")
+        except Exception as exc:  # noqa: BLE001 - a broken env step ends this episode, not the run (the core's rule)
+            error = f"{type(exc).__name__}: {exc}"
+            self.rewards.append(0.0)
+            self.infos.append({"error": error})
+            self.done = self.truncated = True
+            env_id = getattr(self.env, "env_id", None)
+            warn_once(logger, ("episode-error", env_id), "Episode of env %r ended by an error (truncated, reward 0; later errors "
+                      "of this env are not logged, GemToolEnvironment.env_error_turns counts them): %s", env_id, error)
+            return f"The game stopped with an error ({error}); this move scores 0. The game is over."
         self.rewards.append(float(reward))
-        self.done = terminated or truncated
+        self.infos.append(dict(info))
+        self.done = bool(terminated or truncated)
+        self.truncated = bool(truncated)
         suffix = " The game is over." if self.done else ""
         return f"{observation}\n(reward {float(reward):+g}){suffix}"
 
@@ -125,16 +162,22 @@ class GemToolEnvironment(metaclass=_EnvironmentClass):
         return float(sum(self.rewards))
 
 
+_MADE = "_made_by_environment_factory"
+"""The class attribute that marks a class :func:`environment_factory` made (not inherited: read from the class's own namespace)."""
+
+
 def _environment_class(env_id: str | None, env_kwargs: dict[str, Any]) -> type[GemToolEnvironment]:
     name = "GemEnv" if env_id is None else "GemEnv_" + "".join(ch if ch.isalnum() else "_" for ch in env_id)
-    made = _EnvironmentClass(name, (GemToolEnvironment,), {"env_id": env_id, "env_kwargs": dict(env_kwargs), "__module__": __name__})
+    namespace = {"env_id": env_id, "env_kwargs": dict(env_kwargs), "__module__": __name__, _MADE: True}
+    made = _EnvironmentClass(name, (GemToolEnvironment,), namespace)
     return cast("type[GemToolEnvironment]", made)  # the metaclass call makes a GemToolEnvironment subclass
 
 
 def _reduce_environment_class(cls: _EnvironmentClass) -> Any:
     # A class made at run time is not a module attribute, so pickle cannot name it; it is rebuilt instead
-    # (AsyncGRPOTrainer's rollout worker pickles environment_factory into a spawned process).
-    if cls is GemToolEnvironment or "env_id" not in vars(cls):
+    # (AsyncGRPOTrainer's rollout worker pickles environment_factory into a spawned process). Any other class,
+    # a user's subclass with its own env id and tools included, pickles by name as usual.
+    if not vars(cls).get(_MADE, False):
         return cls.__qualname__
     return _environment_class, (cls.env_id, dict(cls.env_kwargs))
 

@@ -37,6 +37,17 @@ PRIVATE_API: tuple[PrivateName, ...] = (
         "trl", CHECKED_TRL, set_in="trl.GRPOTrainer.__init__", source_has=('"advantages"',),
     ),
     PrivateName(
+        "trl.GRPOTrainer._metrics", "adapters/trl/rollout.py", "patches",
+        "GemRolloutFunc puts each episode's statistics into _metrics['train'|'eval'] (one value per episode, one running "
+        "total per count), so a logging window's rates are per episode; TRL's log_metric averages per batch first.",
+        "trl", CHECKED_TRL, set_in="trl.GRPOTrainer.__init__", source_has=('{"train": defaultdict(list), "eval": defaultdict(list)}',),
+    ),
+    PrivateName(
+        "trl.GRPOTrainer.log", "adapters/trl/rollout.py", "relies on",
+        "it reports the mean of each _metrics list and then clears them (the window GemRolloutFunc's episode statistics fill).",
+        "trl", CHECKED_TRL, params=("self", "logs"), source_has=("sum(valid) / len(valid)", "self._metrics[mode].clear()"),
+    ),
+    PrivateName(
         "trl.trainer.utils._use_triton", "adapters/trl/sampled_head.py", "patches",
         "score_sampled_tokens_only wraps it so TRL's fused LM head compacts to labelled positions on CPU too "
         "(a TRL without it keeps scoring every position: correct, slower).",

@@ -6,7 +6,8 @@ episode after the prompt: the sampled action tokens (``env_mask`` 1, so they get
 environment's observation tokens (``env_mask`` 0). Everything else returned reaches TRL's reward
 functions as keyword arguments: ``env_return``, ``turn_rewards``, ``turn_spans``, ``num_turns``,
 ``success``, ``env_error_turns``, ``truncated`` and the trajectories themselves (``gem_trajectory``);
-:func:`env_return_reward` is the reward function to pass (it also logs the episode statistics, per task too).
+:func:`env_return_reward` is the reward function to pass. The rollout logs the episodes' statistics (per task too)
+beside TRL's metrics, weighted by episode over TRL's logging window.
 
 With ``GemRolloutFunc(task_sampler=TaskSampler(...))`` the episode starts of training batches come from a
 :class:`~gem_core.curriculum.TaskSampler` (one draw per GRPO group, shared by all its copies) instead of the
@@ -56,13 +57,22 @@ class GemRolloutFunc:
 
     Pass an instance as ``GRPOTrainer(..., rollout_func=GemRolloutFunc(max_turns=...))`` with a dataset
     from :func:`gem_adapters.trl.make_dataset`. Sampling temperature, top-p and top-k come from the
-    trainer's ``GRPOConfig``; the episode's completion (all turns, env tokens included) is capped at
-    ``GRPOConfig.max_completion_length`` tokens.
+    trainer's ``GRPOConfig``, and without vLLM its ``repetition_penalty``, ``min_p`` and ``generation_kwargs`` too (with
+    vLLM, TRL's vLLM generation applies them); the episode's completion (all turns, env tokens included) is capped at
+    ``GRPOConfig.max_completion_length`` tokens. Options are checked whenever they are set, at construction or after.
+
+    Each call logs the episodes' statistics beside TRL's metrics (``gem/turns``, ``gem/success``, ``gem/truncated``,
+    ``gem/env_error_rate``, ...: the core's :func:`~gem_core.rollout.metrics.trajectory_metrics`; per task, by env id
+    and level kwargs, ``gem/task/<task>/success``, ``/return`` and ``/episodes``: :func:`~gem_core.curriculum.task_metrics`;
+    with a task sampler its next-draw probability and recent success per task, ``gem/curriculum/<task>/...``). Rates
+    and means are over the episodes of TRL's logging window (all processes), however its batches split them;
+    ``gem/episodes``, ``gem/env_error_turns`` and ``/episodes`` are the window's totals. An env that fails shows
+    there instead of training on silent zero rewards.
 
     Raises:
         TRLVersionError: The installed TRL is not a supported version (the message gives the install line).
         InvalidArgument: ``max_turns`` or ``max_new_tokens`` is out of range, ``logprobs`` or ``score_env_tokens`` is
-            not a bool, or ``task_sampler`` has vision tasks.
+            not a bool, or ``task_sampler`` has vision tasks (at construction, or when the option is assigned).
         InvalidArgumentType: ``task_sampler`` is not a ``TaskSampler``, ``agent`` not an ``AgentProgram``, or a keyword is
             not an option (naming the closest), such as the output ``last_trajectories``.
     """
@@ -100,22 +110,14 @@ class GemRolloutFunc:
 
     def __post_init__(self) -> None:
         check_trl_version()  # a wrong TRL install fails here with the install line (reads metadata only; no import of trl)
-        check_episode_options("GemRolloutFunc", max_turns=self.max_turns, max_new_tokens=self.max_new_tokens)
-        for name, value, none in (("logprobs", self.logprobs, ", or None"), ("score_env_tokens", self.score_env_tokens, "")):
-            if not isinstance(value, bool) and not (none and value is None):  # "no" or "False" would read as True
-                raise InvalidArgument(f"GemRolloutFunc: {name}={value!r} must be True or False{none}.")
-        if not isinstance(self.task_sampler, (TaskSampler, type(None))):
-            raise InvalidArgumentType(f"GemRolloutFunc: task_sampler must be a gem_core.curriculum.TaskSampler (or None), got {type(self.task_sampler).__name__}.")
-        if self.agent is not None:
-            from gem_core.agent.program import AgentProgram  # no server import: the endpoint's extra is needed only when it runs
 
-            if not isinstance(self.agent, AgentProgram):
-                raise InvalidArgumentType(f"GemRolloutFunc: agent must be a gem_core.agent.AgentProgram (or None), got {type(self.agent).__name__}.")
-        vision = [task.name for task in (self.task_sampler.tasks if self.task_sampler is not None else ()) if task.env_id.startswith("vision:")]
-        if vision:
-            # TRL takes a prompt's images from its dataset row, which would not be the drawn episode's.
-            raise InvalidArgument(f"task_sampler cannot draw vision tasks ({', '.join(vision)}): TRL shows the dataset row's images, "
-                             "not the drawn episode's; train vision envs from make_dataset's rows (no task_sampler).")
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Each option is checked when set, by the constructor or later: `rollout.max_new_tokens = 0` played empty
+        # moves in silence, and `rollout.logprobs = "no"` read as True.
+        check = _OPTION_CHECKS.get(name)
+        if check is not None:
+            check(value)
+        super().__setattr__(name, value)
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
         """Play one episode per prompt with the trainer's model; TRL calls this once per generation batch.
@@ -137,7 +139,9 @@ class GemRolloutFunc:
 
         Raises:
             InvalidArgument: A prompt is not a message list or its last message has no ``gem`` key (the
-                dataset was not made by ``make_dataset``), or a vision env showed an image after its first turn.
+                dataset was not made by ``make_dataset``), a vision env showed an image after its first turn, the
+                ``task_sampler``'s ``group_size`` (``"band"`` weighting) is not the trainer's ``num_generations``, or
+                without vLLM ``GRPOConfig.generation_kwargs`` sets what the rollout sets per turn (e.g. ``max_new_tokens``).
             LabelError: A prompt's ``gem`` label is not valid JSON, lacks ``env_id`` or ``seed``, or names an
                 unknown env.
         """
@@ -155,6 +159,7 @@ class GemRolloutFunc:
         episodes = [episode_label(p) for p in prompts]
         sampler = self.task_sampler if self.task_sampler is not None and trainer.model.training else None  # the curriculum trains only
         if sampler is not None:  # one draw per GRPO group of the global batch (TRL gives a group's copies consecutively)
+            _check_group_size(sampler, int(trainer.num_generations))
             rank, world = _process_slot(trainer)
             starts = group_starts(sampler, episodes, int(trainer.num_generations), rank=rank, world=world)
             episodes = [(start, system) for start, (_, system) in zip(starts, episodes, strict=True)]
@@ -203,9 +208,91 @@ class GemRolloutFunc:
         head = None if self.score_env_tokens else score_sampled_tokens_only(trainer)
         if head is not None:
             head.register(rollout["completion_ids"], rollout["env_mask"])
+        curriculum = sampler.metrics() if sampler is not None else {}
         if sampler is not None:
-            rollout["gem_curriculum"] = sampler.metrics()  # not a list: TRL gives it to every row
+            rollout["gem_curriculum"] = curriculum  # not a list: TRL gives it to every row
+        _log_episode_metrics(trainer, self.last_trajectories, curriculum)
         return rollout
+
+
+def _check_switch(name: str, none: bool) -> Callable[[Any], None]:
+    def check(value: Any) -> None:
+        if not isinstance(value, bool) and not (none and value is None):  # "no" or "False" would read as True
+            raise InvalidArgument(f"GemRolloutFunc: {name}={value!r} must be True or False{', or None' if none else ''}.")
+
+    return check
+
+
+def _check_task_sampler(value: Any) -> None:
+    if not isinstance(value, (TaskSampler, type(None))):
+        raise InvalidArgumentType(f"GemRolloutFunc: task_sampler must be a gem_core.curriculum.TaskSampler (or None), got {type(value).__name__}.")
+    vision = [task.name for task in (value.tasks if value is not None else ()) if task.env_id.startswith("vision:")]
+    if vision:
+        # TRL takes a prompt's images from its dataset row, which would not be the drawn episode's.
+        raise InvalidArgument(f"task_sampler cannot draw vision tasks ({', '.join(vision)}): TRL shows the dataset row's images, "
+                              "not the drawn episode's; train vision envs from make_dataset's rows (no task_sampler).")
+
+
+def _check_agent(value: Any) -> None:
+    if value is not None:
+        from gem_core.agent.program import AgentProgram  # no server import: the endpoint's extra is needed only when it runs
+
+        if not isinstance(value, AgentProgram):
+            raise InvalidArgumentType(f"GemRolloutFunc: agent must be a gem_core.agent.AgentProgram (or None), got {type(value).__name__}.")
+
+
+_OPTION_CHECKS: dict[str, Callable[[Any], None]] = {
+    "max_turns": lambda value: check_episode_options("GemRolloutFunc", max_turns=value),
+    "max_new_tokens": lambda value: check_episode_options("GemRolloutFunc", max_new_tokens=value),
+    "logprobs": _check_switch("logprobs", none=True),
+    "score_env_tokens": _check_switch("score_env_tokens", none=False),
+    "task_sampler": _check_task_sampler,
+    "agent": _check_agent,
+}
+"""The check of each option of :class:`GemRolloutFunc`, run whenever it is set."""
+
+
+def _check_group_size(sampler: TaskSampler, num_generations: int) -> None:
+    """Refuse a ``"band"`` sampler whose group is not the trainer's: it would weight tasks by the chance that a group
+    of another size is informative (the other weightings do not read ``group_size``)."""
+    if sampler.weighting == "band" and sampler.group_size != num_generations:
+        raise InvalidArgument(
+            f"GemRolloutFunc: task_sampler.group_size={sampler.group_size} but the trainer's GRPOConfig.num_generations="
+            f"{num_generations}: the sampler's 'band' weighting scores a task by the chance that a group of group_size "
+            f"episodes is informative, which must be the trainer's group; build it with TaskSampler(..., group_size={num_generations})."
+        )
+
+
+_WINDOW_TOTALS = frozenset({"episodes", "env_error_turns"})
+"""The statistics (last part of the name) logged as totals over TRL's logging window; the rest are per-episode means."""
+
+
+def _log_episode_metrics(trainer: Any, trajectories: list[TokenTrajectory], curriculum: dict[str, float]) -> None:
+    """Log the batch's episode statistics into the trainer's metrics, weighted by episode over TRL's logging window.
+
+    TRL's ``log_metric`` (what reward functions get) averages a batch's values, then the batches of a logging window
+    unweighted: a task's rate would be the mean of its batch rates (two wins of two and none of four read 0.5, not
+    2/6), a count the mean of batch counts. So each episode's values go into ``GRPOTrainer._metrics``, whose ``log``
+    averages and clears each list once per window: one value per episode for a rate or mean, one running total for
+    a count. Every process's episodes are gathered first. A stand-in trainer without TRL's metrics logs nothing.
+    """
+    store = getattr(trainer, "_metrics", None)
+    if store is None:
+        return
+    episodes = [{**trajectory_metrics([t]), **task_metrics([t])} for t in trajectories]
+    if _process_slot(trainer)[1] > 1:  # every process calls the rollout each batch, so this collective is safe
+        from accelerate.utils import gather_object
+
+        episodes = gather_object(episodes)
+    metrics = store["train" if trainer.model.training else "eval"]
+    for values in episodes:
+        for name, value in values.items():
+            if name.rpartition("/")[2] in _WINDOW_TOTALS:
+                metrics[name][:] = [sum(metrics[name]) + value]
+            else:
+                metrics[name].append(value)
+    for name, value in curriculum.items():  # the sampler's state, the same on every process: one value per batch
+        metrics[name].append(value)
 
 
 def _process_slot(trainer: Any) -> tuple[int, int]:
@@ -230,7 +317,9 @@ def trajectories_to_rollout(
     before its first call) always gets its masked EOS or filler (the other, or 0, where that one is None),
     as TRL's step reads every completion's last id.
     ``logprobs`` is None when no trajectory has them (a policy that does not record them), as in TRL's
-    own generation without vLLM; zeros in their place would read as probability-one samples.
+    own generation without vLLM; zeros in their place would read as probability-one samples. An episode without
+    them among episodes with them (vLLM had no log-prob for a token of one of its turns) gets None for each of
+    its tokens, which TRL reads as NaN and leaves out of its importance-sampling correction, as it does vLLM's own.
 
     Raises:
         InvalidArgument: An episode showed an image after its first turn (TRL takes images only with the prompt).
@@ -255,8 +344,11 @@ def trajectories_to_rollout(
         out["completion_ids"].append(completion)
         out["logprobs"].append(logprobs)
         out["env_mask"].append(mask)
-    if trajectories and not any(t.metrics.get("has_logprobs", True) for t in trajectories):
+    recorded = [t.metrics.get("has_logprobs", True) for t in trajectories]
+    if trajectories and not any(recorded):
         out["logprobs"] = None
+    elif not all(recorded):  # the turn's zeros would read as probability-one samples; TRL takes None as unknown
+        out["logprobs"] = [lps if has else [None] * len(lps) for lps, has in zip(out["logprobs"], recorded, strict=True)]
     out["env_return"] = [t.episode_return for t in trajectories]
     out["turn_rewards"] = [list(t.rewards) for t in trajectories]
     out["turn_spans"] = [[list(span) for span in t.turn_spans] for t in trajectories]
@@ -264,22 +356,14 @@ def trajectories_to_rollout(
     out["success"] = [bool(t.metrics.get("success", False)) for t in trajectories]
     out["truncated"] = [bool(t.truncated) for t in trajectories]
     out["env_error_turns"] = [int(t.metrics.get("env_error_turns", 0)) for t in trajectories]
-    out["gem_trajectory"] = list(trajectories)  # for env_return_reward's metrics
+    out["gem_trajectory"] = list(trajectories)  # for reward functions that read the whole episode
     return out
 
 
-def env_return_reward(
-    completions: list[Any], env_return: list[float] | None = None, log_metric: Callable[[str, float], None] | None = None,
-    gem_trajectory: list[TokenTrajectory] | None = None, gem_curriculum: list[dict[str, float]] | None = None, **kwargs: Any,
-) -> list[float]:
+def env_return_reward(completions: list[Any], env_return: list[float] | None = None, **kwargs: Any) -> list[float]:
     """TRL reward function: the episode return computed by the env (sum of its per-turn rewards).
 
-    It also logs the core's :func:`~gem_core.rollout.metrics.trajectory_metrics` of the batch (``gem/turns``,
-    ``gem/success``, ``gem/truncated``, ``gem/env_error_rate``, ...) through TRL's ``log_metric``, beside TRL's
-    own metrics: an env that fails shows there instead of training on silent zero rewards. Per task (env id
-    and level kwargs) it logs ``gem/task/<task>/success``, ``/return`` and ``/episodes``
-    (:func:`~gem_core.curriculum.task_metrics`), and with a task sampler its next-draw probability and recent
-    success per task (``gem/curriculum/<task>/probability``, ``/success``).
+    The episodes' statistics are logged by :class:`GemRolloutFunc` itself (see there), whatever the reward functions.
 
     Returns:
         One reward per completion: its episode's return.
@@ -291,11 +375,4 @@ def env_return_reward(
     if env_return is None:  # TRL gives reward functions only the rollout's own fields
         raise InvalidArgument("env_return_reward reads the episode returns that GemRolloutFunc returns: pass rollout_func=GemRolloutFunc(...) "
                          "to GRPOTrainer, or, with environment_factory, pass no reward_funcs (TRL then scores each episode with the env's get_reward()).")
-    if log_metric is not None and gem_trajectory:
-        for name, value in {**trajectory_metrics(gem_trajectory), **task_metrics(gem_trajectory)}.items():
-            log_metric(name, value)
-    if log_metric is not None and gem_curriculum:
-        for name, value in gem_curriculum[0].items():
-            log_metric(name, value)
     return [float(r) for r in env_return]
-

@@ -22,15 +22,20 @@ from typing import Any
 
 from gem_core.errors import InvalidArgument, InvalidArgumentType
 from gem_core.rollout.chat_template import HISTORY_MODES
+from gem_core.rollout.policy import _MAX_COUNT
 from gem_core.wrappers.turn_limit import check_max_turns
 
 __all__ = ["EpisodeOptions", "check_episode_options", "episode_options"]
 
 
 def _count(value: Any) -> str | None:
-    if value is None or (isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= 1):
+    if value is None:
         return None
-    return "must be a positive whole number, or None"
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or int(value) < 1:
+        return "must be a positive whole number, or None"
+    if int(value) > _MAX_COUNT:  # SamplingParams refuses it too, but only inside the first rollout, naming itself
+        return f"is past {_MAX_COUNT}, the most a backend takes (vLLM and SGLang keep token counts in 32-bit integers); give a smaller number, or None"
+    return None
 
 
 def _copies(value: Any) -> str | None:
@@ -62,7 +67,7 @@ def check_episode_options(owner: str, **options: Any) -> None:
     """Raise ValueError naming ``owner`` and the key of the first option that breaks its rule.
 
     Keys: ``max_turns`` (:func:`~gem_core.wrappers.turn_limit.check_max_turns`, the registry's rule),
-    ``max_new_tokens``, ``max_total_tokens``, ``max_response_tokens`` (positive whole numbers or None),
+    ``max_new_tokens``, ``max_total_tokens``, ``max_response_tokens`` (positive whole numbers up to ``2**31 - 1``, or None),
     ``system_prompt`` (a str or None), any key ending in ``gamma`` (a number in [0, 1]), and counts of
     episodes, any key ending in ``_per_prompt`` (a GRPO group's size) or starting with ``num_`` (positive
     whole numbers, never None).

@@ -110,7 +110,12 @@ def test_resuming_restores_from_a_named_folder_and_warns_when_the_state_is_missi
     assert fresh.draws == 0
 
 
-def test_the_reward_function_logs_each_tasks_success_and_the_samplers_probabilities():
+def test_the_rollout_logs_each_tasks_success_and_the_samplers_probabilities():
+    from collections import defaultdict
+    from types import SimpleNamespace
+
+    from gem_adapters.trl.rollout import _log_episode_metrics
+
     def episode(env_id: str, kwargs: dict, reward: float) -> TokenTrajectory:
         trajectory = TokenTrajectory(
             prompt_ids=[1], response_ids=[2], loss_mask=[1], logprobs=[0.0], turn_spans=[(0, 1)], rewards=[reward],
@@ -118,15 +123,19 @@ def test_the_reward_function_logs_each_tasks_success_and_the_samplers_probabilit
         )
         return tag_task(trajectory, EpisodeLabel(env_id, 0, kwargs))
 
-    batch = [episode("game:GuessTheNumber-v0", {"max_number": 4}, 1.0), episode("game:GuessTheNumber-v0", {"max_number": 8}, 0.0)]
-    logged: dict[str, float] = {}
-    curriculum = {"gem/curriculum/x/probability": 0.25}
-    rewards = env_return_reward([None, None], [1.0, 0.0], log_metric=logged.__setitem__, gem_trajectory=batch,
-                                gem_curriculum=[curriculum, curriculum])
-    assert rewards == [1.0, 0.0]
+    easy, hard = episode("game:GuessTheNumber-v0", {"max_number": 4}, 1.0), episode("game:GuessTheNumber-v0", {"max_number": 8}, 0.0)
+    trainer = SimpleNamespace(_metrics={"train": defaultdict(list), "eval": defaultdict(list)}, model=SimpleNamespace(training=True))
+    # Two batches of one logging window: GRPOTrainer.log reports each metric list's mean.
+    _log_episode_metrics(trainer, [easy, hard], {"gem/curriculum/x/probability": 0.25})
+    _log_episode_metrics(trainer, [easy], {"gem/curriculum/x/probability": 0.5})
+    logged = {name: sum(values) / len(values) for name, values in trainer._metrics["train"].items()}
     assert logged["gem/task/game:GuessTheNumber-v0[max_number=4]/success"] == 1.0
+    assert logged["gem/task/game:GuessTheNumber-v0[max_number=4]/episodes"] == 2
     assert logged["gem/task/game:GuessTheNumber-v0[max_number=8]/return"] == 0.0
-    assert logged["gem/curriculum/x/probability"] == 0.25 and logged["gem/success"] == 0.5
+    assert logged["gem/success"] == pytest.approx(2 / 3) and logged["gem/episodes"] == 3
+    assert logged["gem/curriculum/x/probability"] == 0.375
+    assert not trainer._metrics["eval"]
+    assert env_return_reward([None, None], [1.0, 0.0]) == [1.0, 0.0]
 
 
 def test_a_sampler_of_vision_tasks_is_refused_because_trl_shows_the_dataset_rows_images():
