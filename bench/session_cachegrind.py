@@ -72,8 +72,11 @@ def counts(way: str, turns: int, episodes: int, d1: str, ll: str) -> dict[str, i
         "valgrind", "--tool=cachegrind", "--cache-sim=yes", f"--D1={d1}", f"--LL={ll}", "--cachegrind-out-file=/dev/null",
         sys.executable, __file__, "--play", way, "--turns", str(turns), "--episodes", str(episodes),
     ]  # fmt: skip
-    # One hash seed: dicts and sets lay out the same way in every run, so the two runs differ only by their turns.
-    result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"}, check=False)
+    # One hash seed: dicts and sets lay out the same way in every run, so the two runs differ only by their turns. One
+    # OpenBLAS thread: its idle workers spin after numpy's start-up for as long as the (simulated) clock lets them, and
+    # their spinning was counted as the session's instructions in some runs only (~10,000 a turn).
+    env = {**os.environ, "PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1"}
+    result = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     if result.returncode != 0:
         raise SystemExit(f"cachegrind run of {way!r} failed (exit {result.returncode}):\n{result.stderr[-2000:]}")
     found = {name: re.search(pattern, result.stderr) for name, pattern in SUMMARY.items()}
