@@ -13,6 +13,11 @@ read at reset names it and says why it could not be reached): a failed start is 
 (loop thread stopped, server process ended) before the call answers with a tool error, and a call whose
 session broke (the connection closed or was refused) reconnects a bounded number of times. A tool may have side effects, so a call that timed out or that the server answered
 (an error, an HTTP 500) is never sent again: it answers once, saying what happened.
+
+The private loop thread itself can die: a tool of an in-process ``FastMCP`` server that calls ``sys.exit()``
+raises ``SystemExit`` on it. Every wait on that loop checks that its thread still runs, so the call in flight
+answers at once that the loop stopped (it is not sent again: it may be what stopped it), the next call opens a
+new session on a new loop, and ``close()`` does not wait for a shutdown that a dead loop cannot run.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import concurrent.futures
 import json
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +41,64 @@ from gem_core.vector.calls import check_amount, check_count
 __all__ = ["MCPTool", "parse_tool_calls"]
 
 _CALL_FORMAT = '<tool_call>{"name": "TOOL", "arguments": {...}}</tool_call>'
+
+#: Seconds between checks, while waiting on the private loop, that its thread still runs.
+_LOOP_CHECK_SECONDS = 0.1
+
+
+class _LoopStopped(Exception):
+    """The private loop's thread ended (e.g. ``SystemExit`` from a tool of an in-process server): nothing on that
+    loop will finish. Never raised to a caller: it becomes the call's observation."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the MCP client's event loop stopped (a tool of an in-process server may have called sys.exit()); "
+            "the next call starts a new session"
+        )
+
+
+def _result_while_running(future: concurrent.futures.Future, loop_thread: LoopThread, timeout: float) -> Any:
+    """``future.result(timeout)`` for a future of ``loop_thread``'s loop, ended at once if its thread dies.
+
+    Raises:
+        _LoopStopped: if the loop's thread ended before the future did.
+        TimeoutError: if ``timeout`` seconds pass first.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return future.result(max(0.0, min(_LOOP_CHECK_SECONDS, deadline - time.monotonic())))
+        except concurrent.futures.TimeoutError:
+            if future.done():  # the coroutine's own timeout
+                raise
+            if not loop_thread.thread.is_alive():
+                future.cancel()
+                raise _LoopStopped() from None
+            if time.monotonic() >= deadline:
+                future.cancel()
+                raise
+
+
+async def _await_while_running(future: concurrent.futures.Future, loop_thread: LoopThread, timeout: float) -> Any:
+    """:func:`_result_while_running` for a caller on an event loop; a cancelled wait cancels the future.
+
+    Raises:
+        _LoopStopped: if the loop's thread ended before the future did.
+        TimeoutError: if ``timeout`` seconds pass first.
+    """
+    waiting = asyncio.wrap_future(future)
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            await asyncio.wait({waiting}, timeout=max(0.0, min(_LOOP_CHECK_SECONDS, deadline - time.monotonic())))
+            if waiting.done():
+                return waiting.result()
+            if not loop_thread.thread.is_alive():
+                raise _LoopStopped()
+            if time.monotonic() >= deadline:
+                raise TimeoutError()
+    finally:
+        waiting.cancel()  # nothing when it finished; else the call on the private loop is cancelled
 
 
 def parse_tool_calls(action: str, tool: str = "mcp") -> list[ToolCall]:
@@ -223,13 +287,16 @@ class MCPTool:
             self._lock, self._pid = threading.Lock(), os.getpid()
             self._loop_thread = self._client = None
         with self._lock:
-            if self._client is not None:
+            if self._client is not None and self._loop_thread is not None and self._loop_thread.thread.is_alive():
                 return
+            if self._loop_thread is not None:  # its thread died: the session on it can neither answer nor end
+                self._loop_thread.stop()
+                self._loop_thread = self._client = None
             loop_thread = LoopThread("gem-mcp-client")
+            future = loop_thread.submit(self._connect())
             try:
                 # _connect bounds itself and cleans up after a failure; the outer wait is a safety margin.
-                future = loop_thread.submit(self._connect())
-                client, tools = future.result(self.connect_timeout + 15)
+                client, tools = _result_while_running(future, loop_thread, self.connect_timeout + 15)
             except BaseException:
                 future.cancel()
                 loop_thread.stop()
@@ -274,6 +341,8 @@ class MCPTool:
         status, self._http_status = self._http_status, None
         if refusal is not None:
             return f"the server's answer was refused: {refusal}"
+        if isinstance(error, _LoopStopped):
+            return str(error)
         if _is_timeout(error) and (_mcp_code(error) is not None or not str(error)):
             return f"timed out after {self.timeout:g} s"  # the call's deadline (a start names its own)
         if status is not None and _mcp_code(error) is not None:
@@ -345,10 +414,12 @@ class MCPTool:
     async def _call(self, name: str, arguments: dict[str, Any]) -> Any:
         return await self._client.call_tool(name, arguments, raise_on_error=False, timeout=self.timeout)
 
-    def _submit(self, call: ToolCall) -> concurrent.futures.Future:
-        assert self._loop_thread is not None
+    def _submit(self, call: ToolCall) -> tuple[concurrent.futures.Future, LoopThread]:
+        loop_thread = self._loop_thread
+        if loop_thread is None:  # closed by another thread since this call's start
+            raise _LoopStopped()
         # A lone surrogate cannot be encoded: over stdio the session's writer died with it (a restart, the state lost).
-        return self._loop_thread.submit(self._call(call.content["name"], without_lone_surrogates(call.content["arguments"])))
+        return loop_thread.submit(self._call(call.content["name"], without_lone_surrogates(call.content["arguments"]))), loop_thread
 
     def _answer(self, call: ToolCall, result: Any = None, error: BaseException | None = None) -> ToolResult:
         info: dict[str, Any] = {"tool_name": call.content["name"]}
@@ -385,7 +456,8 @@ class MCPTool:
             if unknown is not None:
                 return unknown
             try:
-                result = await asyncio.wait_for(asyncio.wrap_future(self._submit(call)), self.timeout + 5)
+                future, loop_thread = self._submit(call)
+                result = await _await_while_running(future, loop_thread, self.timeout + 5)
                 return self._answer(call, result)
             except Exception as error:
                 # Only a broken session is retried: a call that timed out, or that the server answered
@@ -402,9 +474,9 @@ class MCPTool:
                 return
             loop_thread, client = self._loop_thread, self._client
             self._client = self._loop_thread = None
-        if client is not None:
+        if client is not None and loop_thread.thread.is_alive():  # a dead loop runs no shutdown: nothing to wait for
             try:
-                loop_thread.submit(_shutdown_client(client)).result(15)
+                _result_while_running(loop_thread.submit(_shutdown_client(client)), loop_thread, 15)
             except Exception:
                 pass
         loop_thread.stop()
@@ -418,7 +490,7 @@ class MCPTool:
     def _session_broken(self, error: BaseException) -> bool:
         """The call failed because the session is gone (the connection closed or was refused, or the
         server no longer knows the session: HTTP 404), not because the server answered or was slow."""
-        if _is_timeout(error):
+        if _is_timeout(error) or isinstance(error, _LoopStopped):  # the call may have run (and stopped the loop)
             return False
         code = _mcp_code(error)
         if code is not None:

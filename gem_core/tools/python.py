@@ -8,11 +8,12 @@ complete block in an action runs (one program per turn, like a notebook cell). P
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from gem_core.tools.sandbox import SandboxResult, arun_python, resolve_mode, run_python
 from gem_core.tools.sandbox.config import mode_from_environment, resolve_backend
 from gem_core.tools.tags import tag_spans
-from gem_core.tools.tool import ToolCall, ToolResult
+from gem_core.tools.tool import ToolCall, ToolResult, text_argument
 from gem_core.vector.calls import check_amount, check_count
 
 __all__ = ["PythonTool", "find_python_block", "format_sandbox_result"]
@@ -102,8 +103,11 @@ class PythonTool:
     """
 
     name = "python"
-    #: Only the first block of an action runs (:func:`find_python_block`).
+    #: Only the first block of an action runs (:func:`find_python_block`); :class:`~gem_core.wrappers.tools.ToolUse`
+    #: answers a native call beyond it as not run.
     max_calls_per_action = 1
+    #: The argument of a native call that holds the program (:meth:`content_from_arguments`).
+    argument_name = "code"
 
     def __init__(
         self, *, timeout: float = 5.0, memory_mb: int = 512, mode: str | None = None, max_chars: int = 4000,
@@ -136,6 +140,14 @@ class PythonTool:
         """The first ``<python>`` (or fenced ```` ```python ````) block in ``action``, as a one-call list; empty if none."""
         call = find_python_block(action)
         return [] if call is None else [call]
+
+    def content_from_arguments(self, arguments: dict[str, Any]) -> str:
+        """The program of a native call (``ToolUse(call_format=...)``): its ``code`` argument, which must be text.
+
+        Raises:
+            InvalidArgument: as :func:`~gem_core.tools.tool.text_argument`.
+        """
+        return text_argument(arguments, self.argument_name, "the program")
 
     def _result(self, result: SandboxResult) -> ToolResult:
         observation = format_sandbox_result(result, timeout=self.timeout, memory_mb=self.memory_mb, max_chars=self.max_chars)

@@ -14,7 +14,7 @@ from typing import Any
 
 from gem_core.errors import InvalidArgument
 from gem_core.tools.tags import tag_spans
-from gem_core.tools.tool import ToolCall, ToolResult, check_count_from_zero, without_lone_surrogates
+from gem_core.tools.tool import ToolCall, ToolResult, check_count_from_zero, text_argument, without_lone_surrogates
 from gem_core.transport.http_call import CallFailed, Reply, arequest
 from gem_core.transport.sync_bridge import run_sync
 from gem_core.vector.calls import check_amount, check_count
@@ -152,6 +152,16 @@ class SearchTool:
             False,
             {"query": query, "error": reason},
         )
+
+    argument_name = "query"
+
+    def content_from_arguments(self, arguments: dict[str, Any]) -> str:
+        """The query of a native call (``ToolUse(call_format=...)``): its ``query`` argument, which must be text.
+
+        Raises:
+            InvalidArgument: as :func:`~gem_core.tools.tool.text_argument`.
+        """
+        return text_argument(arguments, self.argument_name, "the query")
 
     async def aexecute(self, call: ToolCall) -> ToolResult:
         """Send the query to the retrieval server; its passages (or the failure, never raised) are the observation."""

@@ -13,9 +13,10 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from gem_core.errors import InvalidArgument
 from gem_core.vector.calls import check_count
 
-__all__ = ["Tool", "ToolCall", "ToolResult", "SyncTool", "check_count_from_zero", "without_lone_surrogates"]
+__all__ = ["Tool", "ToolCall", "ToolResult", "SyncTool", "check_count_from_zero", "text_argument", "without_lone_surrogates"]
 
 
 @dataclass(frozen=True)
@@ -127,3 +128,20 @@ def check_count_from_zero(name: str, value: Any) -> int:
         InvalidArgument: if it is not a whole number of at least 0.
     """
     return check_count(name, value, least=0)
+
+
+def text_argument(arguments: dict[str, Any], name: str, what: str) -> str:
+    """The text argument ``name`` of a native tool call (``ToolUse(call_format=...)``), which holds ``what``; the
+    call's other arguments (a model's ``"language": "python"``) are ignored, as
+    :class:`~gem_core.tools.mcp.MCPTool` ignores what its own form does not name.
+
+    Raises:
+        InvalidArgument: if the argument is missing or not a string; the model reads why in its observation (a
+            format error), and nothing runs.
+    """
+    value = arguments.get(name)
+    if value is None:
+        raise InvalidArgument(f"write {what} in the `{name}` argument, as a string; got arguments {list(arguments)}")
+    if not isinstance(value, str):
+        raise InvalidArgument(f"`{name}` must be {what} as text, got {type(value).__name__}")
+    return value

@@ -62,6 +62,11 @@ def _content(tool: Tool, arguments: dict[str, Any]) -> Any:
     return dict(arguments)
 
 
+@dataclass(frozen=True)
+class _NotRun(ToolCall):
+    """A call beyond its tool's ``max_calls_per_action``: answered (``error`` says why) but not run, nor counted."""
+
+
 def _check_tools(tools: Any) -> None:
     """Refuse what is not a list of tools when the wrapper is made: a tool alone, or a tool's name, failed later
     with a bare TypeError or AttributeError that named neither the argument nor the fix.
@@ -101,6 +106,11 @@ class ToolUse(Wrapper):
     ``content_from_arguments(arguments)`` (what it runs; if that raises on the model's arguments, the call is
     malformed), or, for a server of tools (:class:`~gem_core.tools.mcp.MCPTool`), ``tool_names`` and
     ``native_instruction(call_format)``: its tools are then called by their own names.
+
+    A tool that runs at most some calls per action says so with ``max_calls_per_action``
+    (:class:`~gem_core.tools.python.PythonTool`: one), and :attr:`max_step_seconds` counts on it: a call to it
+    beyond that, in tags or native calls, is answered as not run (``info`` ``{"not_run": True}``, no format
+    error) and neither counted nor rewarded, as a second ``<python>`` block is left alone.
 
     ``info`` of a tool step holds ``tool_calls`` (one record per call: tool, ok, info) and every step
     holds ``tool_call_count``, the calls made so far in the episode.
@@ -172,19 +182,39 @@ class ToolUse(Wrapper):
         return observation, {**info, "tools": list(self.tools)}
 
     def find_calls(self, action: str) -> list[ToolCall]:
-        """All tool calls in ``action`` in order of appearance; a call overlapping an earlier one is dropped."""
+        """All tool calls in ``action`` in order of appearance; a call overlapping an earlier one is dropped, and
+        one beyond its tool's ``max_calls_per_action`` is marked to be answered as not run."""
         if self.call_format is not None:
             try:
                 native = parse_native_calls(self.call_format, action)
             except Exception as error:  # a parser that chokes on model text must not end a training run either
                 return [ToolCall("tool", None, (0, len(action)), error=f"the tool call could not be parsed ({type(error).__name__}: {error})")]
-            return [self._from_native(call) for call in native]
+            return self._within_per_action_limits([self._from_native(call) for call in native])
         calls = sorted((call for tool in self.tools.values() for call in self._parse(tool, action)), key=lambda c: c.span)
         kept: list[ToolCall] = []
         for call in calls:
             if not kept or call.span[0] >= kept[-1].span[1]:
                 kept.append(call)
-        return kept
+        return self._within_per_action_limits(kept)
+
+    def _within_per_action_limits(self, calls: list[ToolCall]) -> list[ToolCall]:
+        """``calls``, each beyond its tool's ``max_calls_per_action`` replaced by one answered as not run: the step
+        bound (:attr:`max_step_seconds`) counts on the limit, and a tool's parser is not trusted to keep it."""
+        made: dict[str, int] = {}
+        limited: list[ToolCall] = []
+        for call in calls:
+            tool = self.tools.get(call.tool)
+            if call.error or tool is None:  # a malformed call runs nothing
+                limited.append(call)
+                continue
+            allowed = getattr(tool, "max_calls_per_action", None)
+            made[call.tool] = made.get(call.tool, 0) + 1
+            if allowed is not None and made[call.tool] > allowed:
+                times = "one call" if allowed == 1 else f"{allowed} calls"
+                limited.append(_NotRun(call.tool, None, call.span, error=f"{call.tool} runs {times} per reply; call it again in your next reply"))
+            else:
+                limited.append(call)
+        return limited
 
     @staticmethod
     def _parse(tool: Tool, action: str) -> list[ToolCall]:
@@ -242,17 +272,25 @@ class ToolUse(Wrapper):
         budget = self.max_tool_calls - self.tool_call_count
         if budget <= 0:
             return None
-        return calls[:budget], len(calls) > budget
+        kept: list[ToolCall] = []
+        for call in calls:
+            if not isinstance(call, _NotRun):  # a call not run spends no budget
+                if budget == 0:
+                    return kept, True
+                budget -= 1
+            kept.append(call)
+        return kept, False
 
     def _answer(self, calls: list[ToolCall], results: list[ToolResult], cut: bool) -> StepResult:
-        self.tool_call_count += len(calls)
+        made = [(call, result) for call, result in zip(calls, results, strict=True) if not isinstance(call, _NotRun)]
+        self.tool_call_count += len(made)
         observation = "\n\n".join(result.observation for result in results)
         if cut or self.tool_call_count >= self.max_tool_calls:
             observation += (
                 f"\n\n[Tool call limit reached: {self.max_tool_calls} calls per episode. "
                 "Your next reply must answer without tools.]"
             )
-        reward = sum(self.rewards.for_result(result) for result in results)
+        reward = sum(self.rewards.for_result(result) for _, result in made)
         info = {
             "tool_calls": [
                 {"tool": call.tool, "ok": result.ok, "info": result.info} for call, result in zip(calls, results, strict=True)
@@ -272,6 +310,8 @@ class ToolUse(Wrapper):
 
     @staticmethod
     def _malformed(call: ToolCall) -> ToolResult:
+        if isinstance(call, _NotRun):  # a well-formed call, one too many for its tool
+            return ToolResult(f"[{call.tool} call not run] {call.error}", False, {"not_run": True})
         return ToolResult(f"[{call.tool} call error] {call.error}", False, {"format_error": True})
 
     @staticmethod
