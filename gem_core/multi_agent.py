@@ -17,6 +17,7 @@ of one game concurrently, one :class:`~gem_core.rollout.session.EpisodeSession` 
 from __future__ import annotations
 
 import asyncio
+import heapq
 import reprlib
 from collections.abc import Mapping
 from typing import Any
@@ -91,11 +92,20 @@ class MultiAgentEnv(StateSnapshots, gym.Env):
             raise InvalidArgumentType(f"step() takes a dict of the acting agents' actions, got a {type(actions).__name__} ({shown}); call {example}.")
         if set(actions) != set(acting):
             who = " and ".join(repr(agent) for agent in acting)
-            raise InvalidArgument(f"It is the move of {who}; step() needs exactly {call[5:-1]}, got {sorted(actions, key=repr)}.")
+            raise InvalidArgument(f"It is the move of {who}; step() needs exactly {call[5:-1]}, got {_some_keys(actions)}.")
 
     def render(self) -> str | None:
         """A text view of the game, or None (the default: nothing to show)."""
         return None
+
+
+def _some_keys(actions: Mapping[Any, Any], shown: int = 5) -> str:
+    """The first ``shown`` keys of ``actions`` by repr, each shortened, and a count of the rest: a wrong dict
+    may hold any number of keys of any size, and the error quoting it must stay readable."""
+    keys = heapq.nsmallest(shown, actions, key=reprlib.repr)
+    listed = ", ".join(reprlib.repr(key) for key in keys)
+    more = len(actions) - len(keys)
+    return f"[{listed}]" if more == 0 else f"[{listed}, ... and {more} more keys]"
 
 
 class _Table:

@@ -37,8 +37,10 @@ Robustness, the same on every backend:
   ``info["error"]``, and is retried on the env's next step.
 
 Seeding: env ``i`` is reset with ``seed + i`` on the first :meth:`VectorEnv.reset` (or with
-``reset(seed=s)``: ``s + i``); later resets, including autoresets, pass ``seed=None`` so each env
-continues its own RNG. The same seed therefore gives the same episodes whatever the backend.
+``reset(seed=s)``: ``s + i``, which replaces ``make_vec``'s seeds); later resets, including autoresets,
+pass ``seed=None`` so each env continues its own RNG. A reset that fails keeps its seed for the env's
+next reset, so the seed goes to the first reset that succeeds. The same seed therefore gives the same
+episodes whatever the backend.
 
 Modules: :mod:`~gem_core.vector.vector_env` (episodes, autoreset, seeds), :mod:`~gem_core.vector.make`
 (:func:`make_vec`), :mod:`~gem_core.vector.calls` (the per-env call protocol),

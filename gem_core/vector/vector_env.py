@@ -132,7 +132,8 @@ class VectorEnv(gym.vector.VectorEnv):
         Args:
             seed: ``None`` uses the seeds from :func:`make_vec` on the first reset (``seed + i``) and
                 continues each env's RNG afterwards; an int ``s`` seeds env ``i`` with ``s + i``; a list
-                gives one seed (or None) per env.
+                gives one seed (or None) per env. An explicit seed replaces :func:`make_vec`'s; an env whose
+                reset fails keeps its seed for its next reset.
             options: passed to every env's ``reset`` (without ``reset_mask``).
 
         Returns:
@@ -176,8 +177,8 @@ class VectorEnv(gym.vector.VectorEnv):
                     f"True entry, got {mask!r}."
                 )
             options = options or None
-        if seed is None:
-            seeds = [self._take_seed(i) if mask[i] else None for i in range(self.num_envs)]
+        if seed is None:  # an explicit seed replaces the pending ones once its reset succeeds (_settle_seed)
+            seeds = [self._next_seeds[i] if mask[i] else None for i in range(self.num_envs)]
         return {i: Reset(seed=seeds[i], options=options) for i in range(self.num_envs) if mask[i]}
 
     def _record_reset(self, calls: Mapping[int, Reset], outcomes: Mapping[int, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -185,8 +186,8 @@ class VectorEnv(gym.vector.VectorEnv):
         errors = []
         for i, call in calls.items():
             outcome = _checked(call, outcomes[i])
+            self._settle_seed(i, call, outcome)
             if isinstance(outcome, Failure):
-                self._note_failure(i, outcome)
                 self._needs_reset[i] = True
                 errors.append(f"env {i}: {outcome.error}")
                 continue
@@ -259,7 +260,7 @@ class VectorEnv(gym.vector.VectorEnv):
                     f"vec.reset(options={{'reset_mask': mask}}) where mask[{i}] is True, or leave it out of the actions."
                 )
             else:  # NEXT_STEP autoreset (or a SAME_STEP reset that failed and is retried)
-                calls[i] = Reset(seed=self._take_seed(i))
+                calls[i] = Reset(seed=self._next_seeds[i])
         return calls
 
     def _record_step(self, calls: Mapping[int, EnvCall], outcomes: Mapping[int, Any], batch: _StepBatch) -> dict[int, Reset]:
@@ -268,8 +269,8 @@ class VectorEnv(gym.vector.VectorEnv):
         for i, call in calls.items():
             outcome = _checked(call, outcomes[i])
             if isinstance(call, Reset):  # a next-step autoreset
+                self._settle_seed(i, call, outcome)
                 if isinstance(outcome, Failure):
-                    self._note_failure(i, outcome)
                     batch.truncated[i] = True
                     batch.add_info(self, {"error": outcome.error}, i)
                 else:
@@ -287,7 +288,7 @@ class VectorEnv(gym.vector.VectorEnv):
             ended = bool(terminated or truncated)
             if ended and self.autoreset_mode == AutoresetMode.SAME_STEP:
                 batch.add_info(self, {"final_obs": obs, "final_info": info}, i)
-                resets[i] = Reset(seed=self._take_seed(i))
+                resets[i] = Reset(seed=self._next_seeds[i])
             else:
                 batch.add_info(self, info, i)
                 self._needs_reset[i] = ended
@@ -296,9 +297,9 @@ class VectorEnv(gym.vector.VectorEnv):
     def _record_same_step_resets(self, resets: Mapping[int, Reset], outcomes: Mapping[int, Any], batch: _StepBatch) -> None:
         for i, reset in resets.items():
             outcome = _checked(reset, outcomes[i])
+            self._settle_seed(i, reset, outcome)
             if isinstance(outcome, Failure):
                 # The final obs stays the obs; the next step of this env retries the reset.
-                self._note_failure(i, outcome)
                 self._needs_reset[i] = True
                 batch.add_info(self, {"error": outcome.error}, i)
             else:
@@ -312,9 +313,16 @@ class VectorEnv(gym.vector.VectorEnv):
     # ---------------------------------------------------------------------------------------------
     # seeds, failures, attributes
 
-    def _take_seed(self, index: int) -> int | None:
-        seed, self._next_seeds[index] = self._next_seeds[index], None
-        return seed
+    def _settle_seed(self, index: int, reset: Reset, outcome: Any) -> None:
+        """Env ``index``'s pending seed once ``reset`` has an outcome: a reset that succeeded used it up (the
+        env's later resets continue its RNG); one that failed leaves its own seed pending, so the retry gets it
+        and ``seed + i`` seeds the env's first reset that succeeds."""
+        if not isinstance(outcome, Failure):
+            self._next_seeds[index] = None
+            return
+        self._note_failure(index, outcome)
+        if reset.seed is not None:  # also over a rebuilt env's derived seed: the retry is seeded either way
+            self._next_seeds[index] = reset.seed
 
     def _note_failure(self, index: int, failure: Failure) -> None:
         if failure.env_replaced:
@@ -397,19 +405,39 @@ def _checked(call: EnvCall, outcome: Any) -> Any:
     if isinstance(outcome, Failure) or isinstance(call, Call):
         return outcome
     problem = _step_problem(outcome) if isinstance(call, Step) else _reset_problem(outcome)
-    return outcome if problem is None else Failure(f"InvalidArgument: {problem}")
+    if problem is not None:
+        return Failure(f"InvalidArgument: {problem}")
+    if isinstance(call, Step):  # the reward as the float the batch holds (a 10**400 int was refused above)
+        obs, reward, terminated, truncated, info = outcome
+        return obs, _finite_float(reward), terminated, truncated, info
+    return outcome
 
 
 def _step_problem(outcome: Any) -> str | None:
     if not (isinstance(outcome, (tuple, list)) and len(outcome) == 5):
         return f"the env's step returned {_shape(outcome)}; a step returns (observation, reward, terminated, truncated, info)"
     _, reward, terminated, truncated, info = outcome
-    if not (isinstance(reward, numbers.Real) and math.isfinite(reward)):
+    if _finite_float(reward) is None:
         # One NaN normalized with the batch's returns makes every advantage NaN.
-        return f"the env's reward is {reward!r:.80}; rewards must be finite numbers"
+        try:
+            shown = f"{reward!r:.80}"
+        except Exception:  # noqa: BLE001 - e.g. an int of more digits than Python turns into a string
+            shown = f"a {type(reward).__name__} that cannot be shown"
+        return f"the env's reward is {shown}; rewards must be finite numbers (a float must hold them)"
     if not all(isinstance(flag, (bool, np.bool_, numbers.Integral)) for flag in (terminated, truncated)):
         return f"the env's terminated and truncated are {terminated!r:.40} and {truncated!r:.40}; they must be bools"
     return _info_problem(info)
+
+
+def _finite_float(reward: Any) -> float | None:
+    """``reward`` as a finite float, or None if it is not a real number or a float cannot hold it (``10**400``)."""
+    if not isinstance(reward, numbers.Real):
+        return None
+    try:
+        value = float(reward)
+    except Exception:  # noqa: BLE001 - OverflowError past float's range, or any error of an odd Real's __float__
+        return None
+    return value if math.isfinite(value) else None
 
 
 def _reset_problem(outcome: Any) -> str | None:
