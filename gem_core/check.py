@@ -72,7 +72,7 @@ def _reward_problem(reward: Any) -> str | None:
     try:
         value = float(reward)
     except OverflowError:  # an int past float's range (one past 4300 digits has no repr either)
-        return f"the reward, an int of {reward.bit_length()} bits, is too large for a float; a reward must be a finite number"
+        return f"the reward, an int of {int(reward).bit_length()} bits, is too large for a float; a reward must be a finite number"
     if not math.isfinite(value):
         return f"the reward {value!r} is not finite; a reward must be a finite number"
     return None

@@ -18,8 +18,9 @@ What does not map: OpenEnv has no ``truncated`` (GEM's is sent as an observation
 GEM's ``info``; OpenEnv's server does not send ``metadata``, so a remote env's ``info`` is empty), and no
 ``sample_random_action`` (pass ``sample_action=`` to :class:`OpenEnvEnv`).
 
-A remote env whose server cannot be reached behaves like :class:`gem_core.serve.remote.RemoteEnv`: a step
-ends the episode as a truncation with ``info["error"]`` naming the server, and a reset raises one
+A remote env whose server cannot be reached, or answers with no usable observation (not an object, without
+``observation_field``, a ``done`` that is not a bool), behaves like :class:`gem_core.serve.remote.RemoteEnv`:
+a step ends the episode as a truncation with ``info["error"]`` naming the server, and a reset raises one
 :class:`~gem_core.serve.remote.RemoteEnvError` naming it (after reconnecting once, so a restarted server
 plays again).
 """
@@ -249,11 +250,18 @@ class OpenEnvEnv(Env):
 
     @staticmethod
     def _unpack(result: Any) -> tuple[Any, float, bool, dict[str, Any]]:
-        """(observation, reward, done, metadata) of an ``Environment``'s Observation or a client's StepResult."""
+        """(observation, reward, done, metadata) of an ``Environment``'s Observation or a client's StepResult.
+
+        Raises:
+            InvalidArgumentType: ``done`` is not a bool (a client passes on whatever the server sent: ``"no"``
+                would read as true).
+        """
         observation = result.observation if isinstance(result, OpenEnvStepResult) else result
-        reward, done = getattr(result, "reward", None), bool(getattr(result, "done", False))
+        reward, done = getattr(result, "reward", None), getattr(result, "done", False)
+        if not isinstance(done, (bool, np.bool_)):
+            raise InvalidArgumentType(f"OpenEnvEnv: the env answered done={done!r:.50}, a {type(done).__name__}, not a bool.")
         metadata = getattr(observation, "metadata", None) if isinstance(observation, Observation) else None
-        return observation, 0.0 if reward is None else float(reward), done, dict(metadata or {})
+        return observation, 0.0 if reward is None else float(reward), bool(done), dict(metadata or {})
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         """Start an episode; a remote env's step that fails is a truncation, but a reset has nothing to fall back on.
@@ -266,19 +274,20 @@ class OpenEnvEnv(Env):
         kwargs = {**(options or {}), **({} if seed is None else {"seed": seed})}
         if self._url is None:
             observation, _, _, metadata = self._unpack(self.environment.reset(**_accepted(self.environment.reset, kwargs)))
-        else:
-            observation, _, _, metadata = self._remote_reset(kwargs)
-        return self._text(observation), metadata
+            return self._text(observation), metadata
+        return self._remote_reset(kwargs)
 
-    def _remote_reset(self, kwargs: dict[str, Any]) -> tuple[Any, float, bool, dict[str, Any]]:
-        """A reset through the client, unpacked; a lost connection is reopened once (the server may have restarted),
-        then raised as one error naming the server (a reset has no result to fall back on), as is an answer the
-        client cannot read (not JSON, not an observation), as RemoteEnv raises for a bad reset answer."""
+    def _remote_reset(self, kwargs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """A reset through the client, as (text, metadata); a lost connection is reopened once (the server may have
+        restarted), then raised as one error naming the server (a reset has no result to fall back on), as is an
+        answer the client cannot read (not JSON, not an observation, no ``observation_field``, a ``done`` that is
+        not a bool), as RemoteEnv raises for a bad reset answer."""
         for attempt in range(2):
             if self._broken or attempt:
                 self._disconnect()
             try:
-                result = self._unpack(self.environment.reset(**_accepted(self.environment.reset, kwargs)))
+                observation, _, _, metadata = self._unpack(self.environment.reset(**_accepted(self.environment.reset, kwargs)))
+                result = self._text(observation), metadata
             except Exception as error:
                 self._broken = True
                 if not _unreachable(error):
@@ -299,11 +308,13 @@ class OpenEnvEnv(Env):
             return "", 0.0, False, True, {"error": "no OpenEnv session: call reset() first (or the last one ended in an error)"}
         try:
             observation, reward, done, metadata = self._unpack(self.environment.step(typed))
+            text = self._text(observation)
         except Exception as error:
             if self._url is None:
                 raise
             # The server-side episode is gone or in an unknown state. An answer the client cannot read (not JSON, a
-            # reward "lots") ends the episode too, as in RemoteEnv: a step never raises for what a server sent.
+            # reward "lots", no observation_field, a done "no") ends the episode too, as in RemoteEnv: a step never
+            # raises for what a server sent.
             self._broken = True
             self._disconnect()
             if not _unreachable(error):
@@ -311,7 +322,7 @@ class OpenEnvEnv(Env):
             return "", 0.0, False, True, {"error": f"{self._describe(error)}: check that it is running; the next reset() reconnects"}
         if not math.isfinite(reward):  # a NaN would poison the batch's advantages: this episode ends instead
             return "", 0.0, False, True, {"error": f"the OpenEnv env's step gave reward {reward}, not a finite number"}
-        return self._text(observation), reward, done, False, metadata
+        return text, reward, done, False, metadata
 
     def sample_random_action(self) -> str:
         if self._sample_action is None:

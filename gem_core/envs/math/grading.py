@@ -6,11 +6,18 @@ which works only in the main thread. So grading runs in a :class:`~gem_core.envs
 whose workers have math-verify imported and warm: the caller waits up to ``timeout`` seconds, and on
 expiry the worker is killed and replaced, and the answer scored wrong.
 
-Exact numbers are compared exactly before any of that: two integers are equal only digit for digit
-(a relative tolerance would call ``100000000000000000001`` and ``100000000000000000000`` equal), and a
-repeating decimal (``0.\\overline{3}``, ``0.(3)``, ``0.\\bar{3}``) is the fraction it denotes.
-When math-verify is not installed, or cannot parse either side, a normalized string / number comparison
-decides (:func:`normalized_equal`).
+Exact numbers are compared exactly before any of that, with no tolerance: integers, finite decimals
+(``1.5``, ``2.5e-3``), fractions, mixed numbers (``2 1/2`` and ``2\\frac{1}{2}`` are 5/2, as math-verify
+reads the latter) and repeating decimals (``0.\\overline{3}``, ``0.(3)``, ``0.\\bar{3}``) are the
+fractions they denote, so ``12345678901234567890.5`` is not ``12345678901234567890`` and ``0`` is not
+``0.0000000001``. Only where a side is not such a number (``\\sqrt{2}``, ``\\pi``), or is a decimal rounding a
+number no decimal writes out (``0.3333333333`` for ``\\frac{1}{3}``), does math-verify decide, with its own
+rounding of floats.
+
+Spaces and LaTeX spacing do not count, except that they never join two numbers: ``1 2`` is not ``12``,
+and ``2 1/2`` not ``21/2``; digits grouped by three (``1\\,000``) are one number, as with commas.
+When math-verify is not installed, or cannot parse either side, a normalized string / exact number
+comparison decides (:func:`normalized_equal`).
 """
 
 from __future__ import annotations
@@ -29,7 +36,22 @@ __all__ = ["grade_inline", "normalized_equal", "exact_verdict", "GradeResult", "
 
 
 _TEXT_WRAPPERS = re.compile(r"\\(?:text|textbf|mathrm|mbox|mathbf)\s*\{([^{}]*)\}")
-_SPACES = re.compile(r"\\[,;:! ]|\\quad|\\qquad|\s+")
+_SPACES = re.compile(r"(?:\\[,;:! ]|\\quad|\\qquad|\s)+")
+_DIGIT = frozenset("0123456789")
+
+
+def _drop_spaces(s: str) -> str:
+    """``s`` without spaces, except that a space between two digits stays (one ``" "``): it separates numbers."""
+
+    def replace(match: re.Match[str]) -> str:
+        start, end = match.span()
+        between_digits = start > 0 and end < len(s) and s[start - 1] in _DIGIT and s[end] in _DIGIT
+        return " " if between_digits else ""
+
+    return _SPACES.sub(replace, s)
+
+
+_THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d{1,3}(?: \d{3})+(?:\.\d+)?")
 
 
 def _normalize(answer: str) -> str:
@@ -37,20 +59,24 @@ def _normalize(answer: str) -> str:
     s = _TEXT_WRAPPERS.sub(r"\1", s)
     s = s.replace("\\left", "").replace("\\right", "").replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
     s = s.replace("^\\circ", "").replace("^{\\circ}", "").replace("\\%", "").replace("%", "")
-    s = _SPACES.sub("", s)
+    s = _drop_spaces(s)
     s = s.rstrip(".").lower()
-    if re.fullmatch(r"-?[\d,]+(\.\d+)?", s) and "," in s and re.fullmatch(r"-?\d{1,3}(,\d{3})+(\.\d+)?", s):
-        s = s.replace(",", "")  # thousands separators: 1,000 -> 1000
+    if _THOUSANDS.fullmatch(s):
+        s = s.replace(",", "").replace(" ", "")  # thousands separators: 1,000 -> 1000, 1\,000 -> 1000
     return s
 
 
 _INTEGER = re.compile(r"[+-]?\d+")
 _FINITE_DECIMAL = re.compile(r"(?P<sign>[+-]?)(?P<whole>\d*)\.(?P<fixed>\d+)")
+_SCIENTIFIC = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)e(?P<exponent>[+-]?\d+)")  # _normalize lower-cases the e
 _REPEATING_DECIMAL = re.compile(
     r"(?P<sign>[+-]?)(?P<whole>\d*)\.(?P<fixed>\d*)"
     r"(?:\\overline\{(?P<a>\d+)\}|\\bar\{(?P<b>\d+)\}|\\dot\{(?P<c>\d)\}|\((?P<d>\d+)\))"
 )
 _FRACTION = re.compile(r"(?P<sign>[+-]?)(?:\\frac\{(?P<p>\d+)\}\{(?P<q>\d+)\}|(?P<p2>\d+)/(?P<q2>\d+))")
+#: A whole number then a proper fraction: ``2 1/2``, ``2\frac{1}{2}`` (a space is needed before a ``/``
+#: fraction: ``21/2`` is 21/2).
+_MIXED_NUMBER = re.compile(r"(?P<sign>[+-]?)(?P<whole>\d+)(?:\s?\\frac\{(?P<p>\d+)\}\{(?P<q>\d+)\}|\s(?P<p2>\d+)/(?P<q2>\d+))")
 #: Digits beyond which a number is not turned into a Fraction (Python refuses int() past 4300 digits).
 _MAX_EXACT_DIGITS = 4000
 
@@ -75,37 +101,63 @@ def _repeating_value(s: str) -> Fraction | None:
 
 
 def _exact_value(s: str) -> Fraction | None:
-    """An integer, finite decimal, repeating decimal or integer fraction as a Fraction; else None."""
+    """An integer, finite decimal (also as ``1.5e3``), repeating decimal, integer fraction or mixed number
+    (of a normalized answer) as a Fraction; else None."""
     if len(s) > _MAX_EXACT_DIGITS:
         return None
-    if _INTEGER.fullmatch(s):
-        return Fraction(int(s))
-    if _FINITE_DECIMAL.fullmatch(s):
+    if _INTEGER.fullmatch(s) or _FINITE_DECIMAL.fullmatch(s):
         return Fraction(s)
+    match = _SCIENTIFIC.fullmatch(s)
+    if match is not None:  # 1e999999999 would be a billion digits
+        return Fraction(s) if abs(int(match["exponent"])) <= _MAX_EXACT_DIGITS else None
     match = _FRACTION.fullmatch(s)
     if match is not None:
         p, q = int(match["p"] or match["p2"]), int(match["q"] or match["q2"])
         if q == 0:
             return None
         return -Fraction(p, q) if match["sign"] == "-" else Fraction(p, q)
+    match = _MIXED_NUMBER.fullmatch(s)
+    if match is not None:
+        p, q = int(match["p"] or match["p2"]), int(match["q"] or match["q2"])
+        if not 0 < p < q:  # 2 3/2 is no mixed number: left to math-verify
+            return None
+        value = int(match["whole"]) + Fraction(p, q)
+        return -value if match["sign"] == "-" else value
     return _repeating_value(s)
 
 
-def exact_verdict(prediction: str, gold: str) -> bool | None:
-    """The verdict where exact arithmetic decides it, else None (left to tolerance and math-verify).
+def _rounds(written: str, other: Fraction) -> bool:
+    """Whether ``written`` is a decimal and ``other`` a number no decimal writes out (``\\frac{1}{3}``): then the
+    decimal can only be a rounding of it, which math-verify judges (``0.3333333333`` for 1/3)."""
+    if not (_FINITE_DECIMAL.fullmatch(written) or _SCIENTIFIC.fullmatch(written)):
+        return False
+    denominator = other.denominator
+    for prime in (2, 5):
+        while denominator % prime == 0:
+            denominator //= prime
+    return denominator != 1
 
-    Two integers are compared digit for digit. A repeating decimal on either side is compared exactly
-    with an integer, decimal, fraction or repeating decimal on the other.
+
+def exact_verdict(prediction: str, gold: str) -> bool | None:
+    """The verdict where exact arithmetic decides it, else None (left to math-verify).
+
+    Two integers are compared digit for digit, at any length. Otherwise, when both sides are exact numbers
+    (integer, finite decimal, fraction, mixed number, repeating decimal), they are compared as fractions, with
+    no tolerance; except a decimal against a number no decimal writes out (``0.3333333333`` against
+    ``\\frac{1}{3}``), a rounding left to math-verify (None). A percentage on one side only is either
+    reading: ``50\\%`` is ``50`` and ``0.5`` (as math-verify reads it).
     """
     p, g = _normalize(prediction), _normalize(gold)
+    percent = ("%" in prediction) != ("%" in gold)
     p_int, g_int = _integer_digits(p), _integer_digits(g)
-    if p_int is not None and g_int is not None:
+    if p_int is not None and g_int is not None and (p_int == g_int or not percent):
         return p_int == g_int
-    if _REPEATING_DECIMAL.fullmatch(p) or _REPEATING_DECIMAL.fullmatch(g):
-        p_value, g_value = _exact_value(p), _exact_value(g)
-        if p_value is not None and g_value is not None:
-            return p_value == g_value
-    return None
+    p_value, g_value = _exact_value(p), _exact_value(g)
+    if p_value is None or g_value is None or _rounds(p, g_value) or _rounds(g, p_value):
+        return None
+    if percent:
+        return p_value == g_value or (p_value / 100 == g_value if "%" in prediction else p_value == g_value / 100)
+    return p_value == g_value
 
 
 def _expand_repeating(answer: str) -> str:
@@ -118,20 +170,17 @@ def _expand_repeating(answer: str) -> str:
 
 
 def normalized_equal(prediction: str, gold: str) -> bool:
-    """Equal after light normalization (spaces, ``$``, ``\\text{}``, ``\\dfrac``, thousands commas), or equal
-    as numbers: exactly for integers and repeating decimals, within 1e-9 relative for decimals."""
+    """Equal as exact numbers (:func:`exact_verdict`), or else equal after light normalization (spaces that
+    join no numbers, ``$``, ``\\text{}``, ``\\dfrac``, thousands separators). The one tolerance, 1e-9 relative
+    (absolute below 1), is for a decimal rounding a number no decimal writes out (``0.3333333333`` for 1/3)."""
     verdict = exact_verdict(prediction, gold)
     if verdict is not None:
         return verdict
     p, g = _normalize(prediction), _normalize(gold)
-    if p == g:
-        return True
-    if len(p) > _MAX_EXACT_DIGITS or len(g) > _MAX_EXACT_DIGITS:
-        return False
-    try:
-        return abs(float(p) - float(g)) <= 1e-9 * max(1.0, abs(float(g)))
-    except (ValueError, OverflowError):
-        return False
+    p_value, g_value = _exact_value(p), _exact_value(g)
+    if p_value is not None and g_value is not None:  # a decimal rounding a number no decimal writes out
+        return abs(p_value - g_value) <= Fraction(1, 10**9) * max(Fraction(1), abs(g_value))
+    return p == g
 
 
 _CHOICE_LABEL = re.compile(r"^\s*(?:\\text(?:bf)?\s*\{\s*\(?[A-E]\)\s*\}|\(?[A-E]\))\s*(?:\\[ ,;!]|~|\s)*(?=\S)")

@@ -27,12 +27,13 @@ ANSWER_HINT = "Put your final answer (a short phrase) inside \\boxed{}, for exam
 
 
 def gold_answers(value: Any) -> list[str]:
-    """Every acceptable answer from a dataset cell: a string, a list of strings, a JSON-encoded list, or a
-    TriviaQA-style ``{"value": ..., "aliases": [...]}`` record."""
+    """Every acceptable answer from a dataset cell, as strings: a string, a list of strings, a JSON-encoded list,
+    or a TriviaQA-style ``{"value": ..., "aliases": [...]}`` record; a number anywhere (``{"value": 1945}``) is
+    its text."""
     if value is None:
         return []
     if isinstance(value, Mapping):
-        answers = [value["value"]] if value.get("value") else []
+        answers = gold_answers(value.get("value"))
         for key in ("aliases", "normalized_aliases", "text", "answers", "target"):
             if key in value:
                 answers.extend(gold_answers(value[key]))

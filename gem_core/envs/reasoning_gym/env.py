@@ -9,14 +9,19 @@ gets the format penalty.
 Scorers evaluate what the model wrote (``10**10**10`` as an n-queens answer ran for minutes,
 ``1e999999`` for 40-85 s), so scoring runs in a killable worker of the ``"rg"``
 :func:`~gem_core.envs.scoring_pool.scoring_pool` with a time limit; a timeout or a scorer crash scores 0
-with ``info["error"]`` set and one logged warning per env id.
+with ``info["error"]`` set and one logged warning per env id, as does a score that is not a finite number.
+
+Where a scorer is fooled, GEM decides first (:func:`guarded_verdict`): a gold bool spelled as text is compared
+as text, and an answer spelling NaN scores 0 with ``info["score_note"]`` saying why.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import math
 import numbers
+import re
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -27,7 +32,7 @@ from gem_core.envs.math.answer import extract_final_answer
 from gem_core.envs.scoring_pool import MAX_CALL_SECONDS, check_time_limit, report_scoring, scoring_pool
 from gem_core.errors import DependencyNotInstalled, InvalidArgument, InvalidArgumentType, ResetNeeded
 
-__all__ = ["ReasoningGymEnv", "load_procedural_dataset"]
+__all__ = ["ReasoningGymEnv", "load_procedural_dataset", "guarded_verdict"]
 
 ANSWER_HINT = "Give your final answer inside <answer></answer> tags, for example <answer>42</answer>."
 
@@ -123,6 +128,26 @@ def score_in_worker(name: str, seed: int, size: int, config: dict[str, Any] | No
     """The dataset's score for ``answer`` (runs in a scoring worker, where the dataset is cached)."""
     dataset = load_procedural_dataset(name, seed=seed, size=size, config=config)
     return float(dataset.score_answer(answer=answer, entry=entry))
+
+
+_NAN = re.compile(r"\bnan\b", re.IGNORECASE)
+
+
+def guarded_verdict(answer: str, gold: Any) -> tuple[float, str | None] | None:
+    """``(score, note)`` where reasoning-gym's scorer would be fooled by ``answer``; None: the scorer decides.
+
+    - A gold bool spelled as text (``"True"``, ``"False"``: game_of_life_halting, course_schedule) is compared
+      with the answer's text, stripped and case-folded: game_of_life_halting's scorer compares
+      ``bool(answer) == bool(gold)``, true for any non-empty text, and the default one pays ``"Not True"`` 0.5.
+    - An answer spelling NaN where the gold does not scores 0, with a note: NaN compares false with everything,
+      so complex_arithmetic's ``min(1, exp(-distance))`` paid it 1.
+    """
+    gold_text = "" if gold is None else str(gold).strip()
+    if gold_text.lower() in ("true", "false"):
+        return (1.0 if answer.strip().rstrip(".").strip().lower() == gold_text.lower() else 0.0), None
+    if _NAN.search(answer) and not _NAN.search(gold_text):
+        return 0.0, "the answer spells NaN, which reasoning-gym's scorers can mistake for right: scored 0"
+    return None
 
 
 class ReasoningGymEnv(Env):
@@ -227,22 +252,27 @@ class ReasoningGymEnv(Env):
         return self.dataset_args
 
     def score(self, answer: str) -> tuple[float, str | None]:
-        """``(score, error)``: reasoning-gym's score, or 0 with ``"timeout"`` / the scorer's crash."""
+        """``(score, error)``: reasoning-gym's score, or 0 with ``"timeout"`` / the scorer's crash / a score that
+        is not a finite number (a NaN reward would poison a batch's advantages)."""
         self._setup_seconds = 0.0
         if self.score_timeout is None:
             try:
-                return float(self.dataset.score_answer(answer=answer, entry=self.entry)), None
+                score = float(self.dataset.score_answer(answer=answer, entry=self.entry))
             except Exception as exc:
                 return 0.0, f"scorer crashed: {type(exc).__name__}: {exc}"
-        dataset_args = self._scoring_dataset_args()
-        result = self._scoring_pool().call(
-            "gem_core.envs.reasoning_gym.env:score_in_worker", *dataset_args, self.entry, answer,
-            timeout=self.score_timeout, prepare=("gem_core.envs.reasoning_gym.env:_prepare_worker", dataset_args),
-        )
-        self._setup_seconds = result.setup_seconds
-        if not result.ok:
-            return 0.0, result.scoring_error
-        return float(result.value), None
+        else:
+            dataset_args = self._scoring_dataset_args()
+            result = self._scoring_pool().call(
+                "gem_core.envs.reasoning_gym.env:score_in_worker", *dataset_args, self.entry, answer,
+                timeout=self.score_timeout, prepare=("gem_core.envs.reasoning_gym.env:_prepare_worker", dataset_args),
+            )
+            self._setup_seconds = result.setup_seconds
+            if not result.ok:
+                return 0.0, result.scoring_error
+            score = float(result.value)
+        if not math.isfinite(score):
+            return 0.0, f"the scorer gave {score}, not a finite number"
+        return score, None
 
     def step(self, action: str) -> StepResult:
         if self.index is None:
@@ -250,8 +280,15 @@ class ReasoningGymEnv(Env):
         answer = extract_final_answer(action) if isinstance(action, str) else None
         if answer is None:
             return self.invalid_action("No final answer found. " + ANSWER_HINT)
-        score, error = self.score(answer)
+        verdict = guarded_verdict(answer, self.entry.get("answer"))
+        if verdict is None:
+            (score, error), note = self.score(answer), None
+        else:
+            (score, note), error = verdict, None
+            self._setup_seconds = 0.0
         info: dict[str, Any] = {"correct": score >= 1.0, "score": score, "answer": answer, "gold": self.entry.get("answer")}
+        if note is not None:
+            info["score_note"] = note
         report_scoring(self, info, answer, error, self._setup_seconds)
         return ("Correct." if score >= 1.0 else "Incorrect."), score, True, False, info
 
