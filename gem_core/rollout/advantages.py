@@ -14,6 +14,8 @@ Frameworks that collapse an episode into one scalar lose per-turn credit. These 
 
 from __future__ import annotations
 
+import math
+import numbers
 import reprlib
 from collections.abc import Hashable, Sequence
 
@@ -33,24 +35,41 @@ __all__ = [
 ]
 
 
-def _check_gamma(name: str, value: float) -> None:
-    if not 0.0 <= value <= 1.0:
-        raise InvalidArgument(f"{name} must be in [0, 1], got {value}.")
+def _check_gamma(name: str, value: float) -> float:
+    """``value`` as a float, refused unless it is one real number in [0, 1] (not text, None, a bool or an array)."""
+    try:
+        number = float(check_finite(name, value, ndim=0))
+    except InvalidArgument:
+        number = math.nan
+    if not 0.0 <= number <= 1.0:
+        raise InvalidArgument(f"{name} must be a number in [0, 1], got {reprlib.repr(value)}.")
+    return number
 
 
 _KINDS = {0: "a finite number", 1: "one episode's values (a 1-D sequence of numbers)"}
+#: numpy dtype kinds that are not real numbers, and what to call them. ``np.asarray(..., dtype=float64)`` would parse
+#: text ('1e3' -> 1000.0), drop a complex number's imaginary part and read a bool as 0 or 1.
+_NOT_REAL = {"b": "bool", "c": "complex", "U": "text", "S": "bytes", "M": "datetime", "m": "timedelta", "V": "raw bytes"}
 
 
 def check_finite(name: str, values: ArrayLike, ndim: int | None = None) -> np.ndarray:
     """``values`` as a float64 array, refused with a ValueError naming ``name`` and the first bad position when
     not numbers, not finite (NaN, inf, None), or not ``ndim``-dimensional (0: one number, 1: one episode).
+    Text, complex numbers and bools are refused, not converted ('1e3' is not read as 1000.0).
 
     One NaN would otherwise turn a whole batch's normalized advantages into NaN.
     """
     try:
-        arr = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError):
+        arr = np.asarray(values)
+        kind = arr.dtype.kind
+        not_real = _NOT_REAL.get(kind) or (_not_real_item(arr) if kind == "O" else None)
+        if not_real is None:
+            arr = arr.astype(np.float64, copy=False)  # an object array: None becomes NaN, refused below by position
+    except (TypeError, ValueError, OverflowError):  # ragged, not numbers, an int past the float range
         raise InvalidArgument(f"{name} must be finite numbers, got {reprlib.repr(values)}.") from None
+    if not_real is not None:
+        must = "a finite number" if arr.ndim == 0 else "finite numbers"
+        raise InvalidArgument(f"{name} must be {must}, got {reprlib.repr(values)} ({not_real}); pass ints or floats.")
     if ndim is not None and (arr.ndim != ndim or values is None):
         got = reprlib.repr(values) if arr.ndim == 0 or values is None else f"shape {arr.shape}"
         raise InvalidArgument(f"{name} must be {_KINDS[ndim]}, got {got}.")
@@ -69,9 +88,46 @@ def check_finite(name: str, values: ArrayLike, ndim: int | None = None) -> np.nd
     return arr
 
 
-def _check_eps(eps: float) -> None:
-    if check_finite("eps", eps, ndim=0) < 0:
+def _not_real_item(arr: np.ndarray) -> str | None:
+    """The type name of the first item of object array ``arr`` that is not a real number (None passes: a NaN mark)."""
+    for item in arr.flat:
+        if isinstance(item, (str, bytes, bool, np.bool_)) or (isinstance(item, numbers.Complex) and not isinstance(item, numbers.Real)):
+            return type(item).__name__
+    return None
+
+
+def _check_eps(eps: float) -> float:
+    number = float(check_finite("eps", eps, ndim=0))
+    if number < 0:
         raise InvalidArgument(f"eps must be a finite number >= 0, got {eps}.")
+    return number
+
+
+#: Largest magnitudes of a batch whose mean, squares and std stay normal floats (no overflow to inf, no underflow to
+#: 0): such a batch is normalized as it is; another is divided by its largest magnitude first (:func:`_magnitude`).
+_PLAIN = (1e-100, 1e100)
+
+
+def _magnitude(largest: float) -> float:
+    """What to divide values whose largest magnitude is ``largest`` by before normalizing them: 1 inside :data:`_PLAIN`.
+
+    ``(g - mean(g)) / (std(g) + eps) == (s - mean(s)) / (std(s) + eps / m)`` with ``s = g / m``: with ``m`` the largest
+    magnitude, ``s`` lies in [-1, 1], where the mean and the squares cannot overflow (NaN, or zeros) nor the std of
+    distinct values underflow to 0 (inf with ``eps=0``).
+    """
+    return 1.0 if _PLAIN[0] <= largest <= _PLAIN[1] or largest == 0 else largest
+
+
+def _unscaled(name: str, centered: np.ndarray, magnitude: float | np.ndarray) -> np.ndarray:
+    """``centered * magnitude``: the centered values themselves, refused when they pass the largest float."""
+    with np.errstate(over="ignore"):
+        out = centered * magnitude
+    if not np.isfinite(out).all():
+        raise InvalidArgument(
+            f"{name} overflow float64 once their mean is subtracted (a difference passes {np.finfo(np.float64).max:.4g}); "
+            f"scale the {name} down, or keep scale=True."
+        )
+    return out
 
 
 def discounted_returns(rewards: ArrayLike, gamma: float) -> np.ndarray:
@@ -79,15 +135,24 @@ def discounted_returns(rewards: ArrayLike, gamma: float) -> np.ndarray:
 
     ``gamma = 0`` gives the rewards themselves; ``gamma = 1`` gives reward-to-go sums. ``rewards`` is one
     episode (1-D, finite); a batch of episodes is refused (its returns would leak across episodes).
+
+    Raises:
+        InvalidArgument: ``gamma`` is not a number in [0, 1], ``rewards`` are not one episode of finite real
+            numbers, or a return would pass the largest float.
     """
-    _check_gamma("gamma", gamma)
+    gamma = _check_gamma("gamma", gamma)
     r = check_finite("rewards", rewards, ndim=1)
-    out = np.zeros_like(r)
+    returns = []
     running = 0.0
-    for t in range(len(r) - 1, -1, -1):
-        running = r[t] + gamma * running
-        out[t] = running
-    return out
+    for reward in reversed(r.tolist()):  # Python floats: an overflow gives inf, refused below, without a warning
+        running = reward + gamma * running
+        returns.append(running)
+    if not math.isfinite(running):  # once a return overflows, every earlier one is inf (or NaN) too
+        raise InvalidArgument(
+            f"rewards {reprlib.repr(rewards)} overflow float64: a discounted sum passes {np.finfo(np.float64).max:.4g}; "
+            "scale the rewards down."
+        )
+    return np.array(returns[::-1], dtype=np.float64)
 
 
 def return_batch_normalize(returns: ArrayLike, eps: float = 1e-8, scale: bool = True) -> np.ndarray:
@@ -98,14 +163,24 @@ def return_batch_normalize(returns: ArrayLike, eps: float = 1e-8, scale: bool = 
     equal (std 0), carry no signal about which action was better, so no update. ``scale=False`` keeps
     only the baseline, ``G - mean(G)`` (as ``grpo_advantages``' ``scale``): the ablation that tells the
     baseline's effect from the division's. Returns must be finite and ``eps >= 0`` (0 is safe: the
-    division only happens when ``std > 0``).
+    division only happens when ``std + eps > 0``). Returns of any finite size normalize alike (1e-200 or 1e308);
+    with ``scale=False``, centered returns past the largest float are refused.
+
+    Raises:
+        InvalidArgument: a return is not a finite number, ``eps`` is negative, or (``scale=False``) a centered return
+            overflows float64.
     """
-    _check_eps(eps)
+    eps = _check_eps(eps)
     g = check_finite("returns", returns).reshape(-1)
     if g.size <= 1 or np.all(g == g[0]):
         return np.zeros_like(g)
-    centered = g - g.mean()
-    return centered / (g.std() + eps) if scale else centered
+    m = _magnitude(float(np.abs(g).max()))
+    s = g / m if m != 1.0 else g
+    centered = s - s.mean()
+    if not scale:
+        return centered if m == 1.0 else _unscaled("returns", centered, m)
+    denominator = float(s.std()) + eps / m  # Python floats: eps / m of a tiny m is inf (advantages 0), no warning
+    return centered / denominator if denominator > 0 else np.zeros_like(g)
 
 
 def grpo_advantages(
@@ -116,31 +191,39 @@ def grpo_advantages(
     Groups are rollouts of the same prompt (same ``group_ids`` value; ids may be any hashable and
     need not be contiguous). ``std`` is the sample standard deviation (``ddof=1``, as TRL and verl
     compute it with ``torch.std``). A group of one has advantage 0; a group whose returns are all equal
-    has advantage 0 (centered values are exactly 0). Returns must be finite and ``eps >= 0``.
+    has advantage 0 (centered values are exactly 0). Returns must be finite and ``eps >= 0`` (0 is safe: a
+    group is divided only when ``std + eps > 0``); returns of any finite size normalize alike, as in
+    :func:`return_batch_normalize`.
 
     Raises:
         InvalidArgument: if ``returns`` and ``group_ids`` differ in length, a return is not finite or ``eps`` is
-            negative.
+            negative, or (``scale=False``) a centered return overflows float64.
     """
-    _check_eps(eps)
+    eps = _check_eps(eps)
     r = check_finite("returns", returns).reshape(-1)
     if len(group_ids) != r.size:
         raise InvalidArgument(f"Got {r.size} returns but {len(group_ids)} group ids; need one group id per return.")
-    out = np.zeros_like(r)
-    groups: dict[Hashable, list[int]] = {}
-    for i, g in enumerate(group_ids):
-        groups.setdefault(g, []).append(i)
-    for members in groups.values():
-        idx = np.asarray(members)
-        values = r[idx]
-        if np.all(values == values[0]):
-            continue  # already 0: no signal within the group
-        centered = values - values.mean()
-        if scale:
-            std = values.std(ddof=1) if values.size > 1 else 0.0
-            centered = centered / (std + eps)
-        out[idx] = centered
-    return out
+    if r.size == 0:
+        return np.zeros_like(r)
+    index: dict[Hashable, int] = {}
+    group = np.fromiter((index.setdefault(g, len(index)) for g in group_ids), dtype=np.intp, count=r.size)
+    k = len(index)
+    low, high, largest = np.full(k, np.inf), np.full(k, -np.inf), np.zeros(k)
+    np.minimum.at(low, group, r)
+    np.maximum.at(high, group, r)
+    np.maximum.at(largest, group, np.abs(r))
+    signal = low < high  # a group of one, or whose returns are all equal, has none: its advantages are exactly 0
+    m = np.where(((largest >= _PLAIN[0]) & (largest <= _PLAIN[1])) | (largest == 0), 1.0, largest)  # _magnitude per group
+    s = r / m[group]
+    counts = np.bincount(group, minlength=k)
+    mean = np.bincount(group, weights=s, minlength=k) / counts
+    centered = np.where(signal[group], s - mean[group], 0.0)
+    if not scale:
+        return _unscaled("returns", centered, m[group])
+    std = np.sqrt(np.bincount(group, weights=centered * centered, minlength=k) / np.maximum(counts - 1, 1))
+    with np.errstate(over="ignore"):
+        denominator = std + eps / m  # eps / m of a tiny m is inf: advantages 0
+    return centered / np.where(denominator > 0, denominator, 1.0)[group]  # 0 where no signal: centered is 0 there
 
 
 def same_state_advantages(
@@ -158,10 +241,12 @@ def same_state_advantages(
     it has no ``G_fork`` to compare, and counting it as 0 would bias the baseline.
 
     Raises:
-        InvalidArgument: if ``fork_turn`` is not an int >= 0 or a branch did not play the fork turn.
+        InvalidArgument: if ``fork_turn`` is not an int >= 0, ``gamma`` not a number in [0, 1], or a branch did not
+            play the fork turn.
     """
     if isinstance(fork_turn, bool) or not isinstance(fork_turn, (int, np.integer)) or fork_turn < 0:
         raise InvalidArgument(f"fork_turn must be an int >= 0, got {fork_turn!r}.")
+    gamma = _check_gamma("gamma", gamma)  # checked even when there is no branch to discount
     rewards = [check_finite(f"branch_rewards[{b}]", r, ndim=1) for b, r in enumerate(branch_rewards)]
     for b, r in enumerate(rewards):
         if r.size <= fork_turn:
@@ -191,24 +276,32 @@ def turn_level_gae(
         ``(advantages, returns)`` with ``returns = advantages + values`` (the value targets).
 
     Raises:
-        InvalidArgument: if ``rewards`` and ``values`` differ in length.
+        InvalidArgument: if ``rewards`` and ``values`` differ in length, ``gamma`` or ``lam`` is not a number in
+            [0, 1], or an advantage or return overflows float64.
     """
-    _check_gamma("gamma", gamma)
-    _check_gamma("lam", lam)
+    gamma = _check_gamma("gamma", gamma)
+    lam = _check_gamma("lam", lam)
     r = check_finite("rewards", rewards, ndim=1)
     v = check_finite("values", values, ndim=1)
-    last_value = check_finite("last_value", last_value, ndim=0)
+    next_value = float(check_finite("last_value", last_value, ndim=0))
     if r.shape != v.shape:
         raise InvalidArgument(f"Got {r.size} rewards but {v.size} values; need one value per turn.")
-    adv = np.zeros_like(r)
+    advantages = []
     running = 0.0
-    next_value = float(last_value)
-    for t in range(len(r) - 1, -1, -1):
-        delta = r[t] + gamma * next_value - v[t]
+    for reward, value in zip(reversed(r.tolist()), reversed(v.tolist()), strict=True):  # Python floats: no overflow warning
+        delta = reward + gamma * next_value - value
         running = delta + gamma * lam * running
-        adv[t] = running
-        next_value = v[t]
-    return adv, adv + v
+        advantages.append(running)
+        next_value = value
+    adv = np.array(advantages[::-1], dtype=np.float64)
+    with np.errstate(over="ignore"):
+        targets = adv + v
+    if not (np.isfinite(adv).all() and np.isfinite(targets).all()):
+        raise InvalidArgument(
+            f"rewards and values overflow float64: an advantage or return passes {np.finfo(np.float64).max:.4g}; "
+            "scale the rewards and values down."
+        )
+    return adv, targets
 
 
 def turn_to_token_advantages(

@@ -24,8 +24,11 @@ version (:class:`gem_core.rollout.policy_version.VersionedPolicy`); :attr:`Token
 :attr:`TokenTrajectory.newest_version` summarize it. ``logprobs`` on those tokens are the behaviour policy's.
 
 Checked on construction: ``loss_mask``, ``logprobs`` (and ``token_versions`` when recorded) align with
-``response_ids``; one finite reward per turn; each turn span lies in ``response_ids`` (``0 <= start <= end <= len(response_ids)``, empty spans
-allowed), in turn order and not overlapping (O(turns), no pass over the tokens).
+``response_ids``; one finite reward per turn (an int or float, not text or a bool); each turn span is a pair of ints
+that lies in ``response_ids`` (``0 <= start <= end <= len(response_ids)``, empty spans allowed), in turn order and not
+overlapping; ``history`` is one of :data:`~gem_core.rollout.chat_template.HISTORY_MODES`, the rendered fields are set
+only with ``"as_rendered"``, and then one rendered context end per turn, within ``rendered_ids`` and never going back
+(O(turns), no pass over the tokens).
 """
 
 from __future__ import annotations
@@ -36,8 +39,12 @@ from typing import Any
 
 from gem_core.errors import InvalidArgument
 from gem_core.rollout.advantages import check_finite, discounted_returns
+from gem_core.rollout.chat_template import HISTORY_MODES
 
 __all__ = ["SequenceSample", "TokenTrajectory", "Transition"]
+
+#: The fields only a ``history="as_rendered"`` trajectory sets.
+_RENDERED_FIELDS = ("rendered_ids", "rendered_context_ends", "generation_prompt_ids")
 
 
 @dataclass
@@ -155,10 +162,16 @@ class TokenTrajectory:
         rewards = self.rewards
         # A list of finite floats (every session's) passes without numpy: only floats, and their sum finite (an
         # inf or NaN makes it inf or NaN; a sum that merely overflows is sent to the full check, which passes it).
-        if not (type(rewards) is list and (not rewards or (set(map(type, rewards)) == {float} and math.isfinite(sum(rewards))))):
+        kinds = set(map(type, rewards)) if type(rewards) in (list, tuple) else None
+        if kinds is None or not kinds <= {float} or not math.isfinite(sum(rewards)):
+            if kinds is not None and bool in kinds:  # numpy reads [True, 0.5] as floats; a file keeps true, and is refused
+                i, value = next((i, r) for i, r in enumerate(rewards) if type(r) is bool)
+                raise InvalidArgument(f"rewards[{i}] is {value}: rewards must be numbers, not bools; pass float({value}).")
             check_finite("rewards", rewards, ndim=1)
         previous_end = 0
         for i, (start, end) in enumerate(self.turn_spans):
+            if type(start) is not int or type(end) is not int:  # a float or bool slices nothing (TypeError in each view)
+                raise InvalidArgument(f"turn_spans[{i}] is {(start, end)!r}: span bounds must be int token indices.")
             if not 0 <= start <= end <= n:
                 raise InvalidArgument(f"turn_spans[{i}] is ({start}, {end}): need 0 <= start <= end <= len(response_ids) ({n}).")
             if start < previous_end:
@@ -178,10 +191,42 @@ class TokenTrajectory:
                 f"{len(self.observations)} observations for {turns} turns; need one before each turn, and the one after the "
                 "last while the episode goes on (or none)."
             )
-        if self.history == "as_rendered" and (
-            self.rendered_ids is None or len(self.rendered_context_ends) != len(self.turn_spans)
-        ):
-            raise InvalidArgument("An as_rendered trajectory needs rendered_ids and one rendered context end per turn.")
+        self._check_history(turns)
+
+    def _check_history(self, turns: int) -> None:
+        """``history`` is known and the rendered fields agree with it (O(turns): the context ends, not the ids)."""
+        if not isinstance(self.history, str) or self.history not in HISTORY_MODES:
+            raise InvalidArgument(f"history is {self.history!r}: must be one of {HISTORY_MODES}.")
+        if self.history == "as_sampled":
+            if (self.rendered_ids is None or not len(self.rendered_ids)) and not len(self.rendered_context_ends) and not len(self.generation_prompt_ids):
+                return
+            name = next(name for name in _RENDERED_FIELDS if len(getattr(self, name) or ()))  # None and [] are unset
+            raise InvalidArgument(
+                f"{name} is set but history is 'as_sampled': the rendered fields belong to history='as_rendered' episodes; "
+                "set history='as_rendered' or leave them out."
+            )
+        ends = self.rendered_context_ends
+        if self.rendered_ids is None or len(ends) != turns:
+            raise InvalidArgument(
+                f"An as_rendered trajectory needs rendered_ids and one rendered context end per turn; got "
+                f"{'no' if self.rendered_ids is None else len(self.rendered_ids)} rendered ids and {len(ends)} rendered context "
+                f"ends for {turns} turns."
+            )
+        size = len(self.rendered_ids)
+        if not ends or (set(map(type, ends)) == {int} and 0 <= ends[0] and ends[-1] <= size and ends == sorted(ends)):
+            return  # the usual case, at C speed; the loop below finds what is wrong
+        previous = 0
+        for i, end in enumerate(ends):
+            if type(end) is not int:
+                raise InvalidArgument(f"rendered_context_ends[{i}] is {end!r}: need an int, an index into rendered_ids.")
+            if not 0 <= end <= size:
+                raise InvalidArgument(f"rendered_context_ends[{i}] is {end}: need 0 <= end <= len(rendered_ids) ({size}).")
+            if end < previous:
+                raise InvalidArgument(
+                    f"rendered_context_ends[{i}] is {end}: it goes back before rendered_context_ends[{i - 1}] ({previous}); "
+                    "each turn's context extends the one before."
+                )
+            previous = end
 
     @property
     def num_turns(self) -> int:
@@ -265,10 +310,11 @@ class TokenTrajectory:
         """One sample per turn, each carrying its discounted return ``G_t``."""
         returns = self.returns(gamma)
         ended = self.terminated or self.truncated
+        rendered = self.rendered_ids if self.history == "as_rendered" else None  # by history, as the checks decide
         out = []
         for turn, ((start, end), reward) in enumerate(zip(self.turn_spans, self.rewards, strict=True)):
-            if self.rendered_ids is not None:
-                context = self.rendered_ids[: self.rendered_context_ends[turn]] + self.generation_prompt_ids
+            if rendered is not None:
+                context = rendered[: self.rendered_context_ends[turn]] + self.generation_prompt_ids
             else:
                 context = list(self.prompt_ids) + self.response_ids[:start]
             out.append(

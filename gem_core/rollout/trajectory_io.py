@@ -287,7 +287,8 @@ def trajectory_from_record(record: Mapping[str, Any]) -> TokenTrajectory:
 
     Raises:
         MalformedFile: not a trajectory record of this format version, or a field of the wrong type.
-        InvalidArgument: fields that do not agree (spans past the tokens, texts not one per turn).
+        InvalidArgument: fields that do not agree (spans past the tokens, texts not one per turn, an unknown
+            ``history`` or rendered fields that do not match it).
     """
     if not isinstance(record, Mapping) or record.get("format") != TRAJECTORY_FORMAT:
         found = record.get("format") if isinstance(record, Mapping) else type(record).__name__
