@@ -348,9 +348,11 @@ def turn_returns_to_token_advantages(
     start in it.
 
     Raises:
-        InvalidArgument: if ``turn_returns`` and ``turn_spans`` differ in length, or this batch's turns do not
-            fit at ``offset`` of ``population``.
+        InvalidArgument: if ``turn_returns`` and ``turn_spans`` differ in length, ``offset`` is not a whole number,
+            or this batch's turns do not fit at ``offset`` of ``population``.
     """
+    if isinstance(offset, bool) or not isinstance(offset, numbers.Integral):  # a float slices nothing; True is 1
+        raise InvalidArgument(f"offset={offset!r} must be a whole number: where this batch's turns start in population.")
     returns = [check_finite(f"turn_returns[{i}]", g).reshape(-1) for i, g in enumerate(turn_returns)]
     if len(returns) != len(turn_spans):
         raise InvalidArgument(f"Got {len(returns)} episodes' returns but {len(turn_spans)} episodes' turn spans; need one of each per episode.")

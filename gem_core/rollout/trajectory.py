@@ -169,7 +169,11 @@ class TokenTrajectory:
                 raise InvalidArgument(f"rewards[{i}] is {value}: rewards must be numbers, not bools; pass float({value}).")
             check_finite("rewards", rewards, ndim=1)
         previous_end = 0
-        for i, (start, end) in enumerate(self.turn_spans):
+        for i, span in enumerate(self.turn_spans):
+            try:
+                start, end = span
+            except (TypeError, ValueError):  # (start, end, extra) or a bare number: a builtin error before
+                raise InvalidArgument(f"turn_spans[{i}] is {span!r}: a turn span is a (start, end) pair of token indices.") from None
             if type(start) is not int or type(end) is not int:  # a float or bool slices nothing (TypeError in each view)
                 raise InvalidArgument(f"turn_spans[{i}] is {(start, end)!r}: span bounds must be int token indices.")
             if not 0 <= start <= end <= n:

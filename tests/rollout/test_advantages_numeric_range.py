@@ -110,3 +110,12 @@ def test_a_gamma_or_lam_that_is_not_a_number_in_0_1_is_refused_naming_it(gamma):
 def test_gamma_as_a_numpy_number_still_works():
     np.testing.assert_allclose(discounted_returns([1.0, 1.0], np.float32(0.5)), [1.5, 1.0])
     np.testing.assert_allclose(discounted_returns([1.0, 1.0], np.array(0.5)), [1.5, 1.0])
+
+
+@pytest.mark.parametrize("offset", [1.0, True, "1"], ids=["float", "bool", "text"])
+def test_a_population_offset_that_is_not_a_whole_number_is_refused(offset):
+    """A float offset raised a bare TypeError when slicing; True passed as 1."""
+    from gem_core.rollout.advantages import turn_returns_to_token_advantages
+
+    with pytest.raises(InvalidArgument, match="offset="):
+        turn_returns_to_token_advantages([[1.0]], [[(0, 1)]], 2, population=[0.0, 1.0], offset=offset)

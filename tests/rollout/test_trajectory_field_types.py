@@ -115,3 +115,10 @@ def test_the_loader_refuses_records_whose_history_fields_do_not_agree(tmp_path, 
     path.write_text(json.dumps(_record(**fields)) + "\n")
     with pytest.raises(MalformedFile, match=rf"^{path}:1: (history|rendered)"):
         read_trajectories(path)
+
+
+@pytest.mark.parametrize("span", [(0, 1, 2), 3, (1,)], ids=["three bounds", "a number", "one bound"])
+def test_a_turn_span_that_is_not_a_pair_is_refused_naming_it(span):
+    """A (start, end, extra) span raised a bare ValueError when unpacked; a number, a TypeError."""
+    with pytest.raises(InvalidArgument, match=r"turn_spans\[0\] is .*a \(start, end\) pair"):
+        TokenTrajectory(prompt_ids=[1], response_ids=[2, 3], loss_mask=[1, 1], logprobs=[0.0, 0.0], turn_spans=[span], rewards=[1.0], terminated=True, truncated=False)
