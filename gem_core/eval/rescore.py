@@ -81,7 +81,7 @@ def run_episodes_to_replay(path: str | Path, *, left_out: list[str] | None = Non
             continue
         actions = [m["content"] for m in record.transcript if m.get("role") == "assistant"]
         yield StoredEpisode(record.env_id, record.seed, actions, list(record.rewards),
-                            {} if max_turns is None else {"max_turns": max_turns})
+                            {} if max_turns is None else {"max_turns": max_turns}, record.terminated)
 
 
 def rescore_record(record: EpisodeRecord, env: Any, *, max_turns: int | None = None) -> tuple[EpisodeRecord, list[dict[str, Any]]]:

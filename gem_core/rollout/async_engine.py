@@ -287,6 +287,9 @@ class AsyncEpisodeEngine:
                 waited), or more batches were taken than the bound allows without an update in between (call
                 :meth:`update_policy` after each training step).
             Exception: what an episode raised (a policy error), re-raised here.
+
+        A call that is cancelled (``asyncio.wait_for``) or raises hands nothing and loses nothing: the episodes it
+        had taken are handed by the next call.
         """
         if self._changed is None:
             raise AsyncRolloutOrderError("Start the engine first: `async with AsyncEpisodeEngine(...) as engine:` or `await engine.start()`.")
@@ -298,25 +301,32 @@ class AsyncEpisodeEngine:
                 "lets the trainer run at most that many batches ahead. Call update_policy() after each training step."
             )
         taken: list[tuple[int, TokenTrajectory]] = []
-        while True:
-            # Against the version now, not when taken: an update while the batch filled may have made some too old.
-            taken = self._within_bound(taken, self.version)
-            if len(taken) >= size:
-                break
-            await self._changed.wait_until(lambda: bool(self._ready) or self._error is not None or self._finished_all or self._closed)
-            if self._error is not None:
-                raise self._error
-            self._check_open()
-            if not self._ready:  # the seeds ran out, unless one taken is now too old and regenerated
+        try:
+            while True:
+                # Against the version now, not when taken: an update while the batch filled may have made some too old.
                 taken = self._within_bound(taken, self.version)
-                if self._finished_all:
+                if len(taken) >= size:
                     break
-                continue
-            fresh = self._within_bound(self._ready, self.version)
-            # Oldest first (a stable sort keeps finishing order among equals): the episodes nearest the
-            # bound are handed now rather than dropped at the next batch.
-            fresh.sort(key=lambda item: item[0])
-            taken, self._ready = taken + fresh[: size - len(taken)], fresh[size - len(taken) :]
+                await self._changed.wait_until(lambda: bool(self._ready) or self._error is not None or self._finished_all or self._closed)
+                if self._error is not None:
+                    raise self._error
+                self._check_open()
+                if not self._ready:  # the seeds ran out, unless one taken is now too old and regenerated
+                    taken = self._within_bound(taken, self.version)
+                    if self._finished_all:
+                        break
+                    continue
+                fresh = self._within_bound(self._ready, self.version)
+                # Oldest first (a stable sort keeps finishing order among equals): the episodes nearest the
+                # bound are handed now rather than dropped at the next batch.
+                fresh.sort(key=lambda item: item[0])
+                taken, self._ready = taken + fresh[: size - len(taken)], fresh[size - len(taken) :]
+        except BaseException:
+            # Cancelled (asyncio.wait_for, a task group) or failed while the batch filled: the episodes taken go back,
+            # still counted in _kept, so the next call hands them; lost, they held admission closed for ever.
+            self._ready[:0] = taken
+            self._changed.notify()
+            raise
         self._batches += 1
         # The next batch is handed under a newer version: what is too old for it goes now, so its
         # replacement plays while the trainer trains instead of after the update.

@@ -54,10 +54,17 @@ class Replay:
 
 
 def replay_actions(
-    env: Any, seed: int | None, actions: Sequence[str], stored_rewards: Sequence[float], *, episode: int = 0
+    env: Any, seed: int | None, actions: Sequence[str], stored_rewards: Sequence[float], *, episode: int = 0,
+    stored_terminated: bool | None = None,
 ) -> Replay:
     """Reset ``env`` with ``seed``, step ``actions`` until the episode ends, and compare each turn's reward
-    with ``stored_rewards``. The engine of ``gem replay`` and of ``gem eval --rescore``."""
+    with ``stored_rewards``. The engine of ``gem replay`` and of ``gem eval --rescore``.
+
+    An end is a change too: one that now comes before the last action, and, when ``stored_terminated`` says the env
+    ended the stored episode at its last action, an end that no longer comes there (None: the stored end is unknown,
+    and only the first is checked). A stored truncation is not compared: the session's own cut (``max_turns``, a
+    token limit) is no step of the env, so a replay never repeats it.
+    """
     env.reset(seed=seed)
     replay = Replay(rewards=[], infos=[], terminated=False, truncated=False, changes=[])
     for turn, action in enumerate(actions):
@@ -74,6 +81,8 @@ def replay_actions(
             notes.append("reward")
         if (terminated or truncated) and not last:
             notes.append("the episode now ends here")
+        elif last and stored_terminated and not terminated:
+            notes.append("the episode now ends truncated, not terminated" if truncated else "the episode no longer ends here")
         if notes:
             replay.changes.append(TurnChange(episode, turn, stored, float(reward), ", ".join(notes), str(error) if error else None))
         if terminated or truncated:
@@ -85,7 +94,8 @@ def replay_actions(
 def replay_trajectory(trajectory: TokenTrajectory, env: Any, *, episode: int = 0) -> tuple[list[float], list[TurnChange]]:
     """Reset ``env`` with the trajectory's seed, step its recorded actions; returns the replayed rewards
     and the turns whose reward (or end of episode) changed."""
-    replay = replay_actions(env, trajectory.seed, trajectory.actions, trajectory.rewards, episode=episode)
+    replay = replay_actions(env, trajectory.seed, trajectory.actions, trajectory.rewards, episode=episode,
+                            stored_terminated=trajectory.terminated)
     return replay.rewards, replay.changes
 
 
@@ -202,6 +212,9 @@ class StoredEpisode:
     rewards: list[float]
     #: The env kwargs the file says the episode was played with; replayed only if a file may set them.
     env_kwargs: dict[str, Any]
+    #: Whether the env ended the stored episode at its last action (None: the file does not say); see
+    #: :func:`replay_actions`.
+    terminated: bool | None = None
 
 
 def trajectory_episodes(path: str) -> Iterator[StoredEpisode]:
@@ -219,7 +232,7 @@ def trajectory_episodes(path: str) -> Iterator[StoredEpisode]:
         if trajectory.env_id is None or trajectory.seed is None:
             raise InvalidArgument(f"{path}: episode {index} has no env_id or seed, so it cannot be replayed.")
         yield StoredEpisode(trajectory.env_id, trajectory.seed, list(trajectory.actions), list(trajectory.rewards),
-                            record.get("env_kwargs") or {})
+                            record.get("env_kwargs") or {}, trajectory.terminated)
 
 
 def replay_file(
@@ -264,7 +277,8 @@ def replay_episodes(
                     raise InvalidArgument(
                         f"{path}: episode {episode}: cannot build {env_id} with env_kwargs {sorted(kwargs)}: {exc}"
                     ) from None
-            replay = replay_actions(envs[key], stored.seed, stored.actions, stored.rewards, episode=episode)
+            replay = replay_actions(envs[key], stored.seed, stored.actions, stored.rewards, episode=episode,
+                                    stored_terminated=stored.terminated)
             changes.extend(replay.changes)
     finally:
         for env in envs.values():

@@ -13,7 +13,8 @@ from typing import Any
 
 from gem_core.errors import InvalidArgument
 from gem_core.multi_agent import MultiAgentEnv, seat_envs
-from gem_core.rollout.policy import Policy
+from gem_core.rollout.policy import BatchingPolicy, Policy
+from gem_core.rollout.policy_version import VersionedPolicy
 from gem_core.rollout.runner import run_episode
 from gem_core.rollout.trajectory import TokenTrajectory
 
@@ -26,6 +27,19 @@ def _per_seat(value: Any, agent: str, what: str) -> Any:
             raise InvalidArgument(f"No {what} for seat {agent!r}; give one per agent ({', '.join(map(repr, value))} given) or one for all.")
         return value[agent]
     return value
+
+
+def _refuse_lockstep(agent: str, policy: Any) -> None:
+    """Refuse a batching policy built with ``num_episodes``: its rounds wait until every live episode asks for a turn,
+    but a seat whose turn it is not waits for the other seats' moves, not for the policy, so neither would go on."""
+    batching = policy.policy if isinstance(policy, VersionedPolicy) else policy
+    if isinstance(batching, BatchingPolicy) and batching.live is not None:
+        raise InvalidArgument(
+            f"The policy of seat {agent!r} is a {type(batching).__name__} built with num_episodes={batching.live}: each of its "
+            "rounds waits until every episode asks for a turn, but a seat whose turn it is not waits for the other seats' "
+            "moves, so the game would never go on. Build it with num_episodes=None (a round at every event-loop tick) for "
+            "run_self_play."
+        )
 
 
 async def run_self_play(
@@ -42,9 +56,17 @@ async def run_self_play(
     ``policies``/``tokenizers``: one for every seat, or a mapping agent -> policy/tokenizer.
     ``run_episode_kwargs`` (``max_turns``, ``sampling``, ``system_prompt``, ...) apply to each seat.
     A seat that stops early (its turn or token limit) ends the game for all seats, truncated; a policy
-    that raises abandons the game and the error is raised here.
+    that raises abandons the game and the error is raised here. A policy with ``episode_finished`` is told when
+    each seat's episode ends, as :func:`~gem_core.rollout.runner.run_episodes` tells it.
+
+    Raises:
+        InvalidArgument: a seat has no policy or tokenizer, or its policy is a
+            :class:`~gem_core.rollout.policy.BatchingPolicy` built with ``num_episodes`` (its rounds would wait for
+            a seat that waits for the other seats' moves).
     """
     players = {agent: (_per_seat(policies, agent, "policy"), _per_seat(tokenizers, agent, "tokenizer")) for agent in env.agents}
+    for agent, (policy, _) in players.items():
+        _refuse_lockstep(agent, policy)
     seats = seat_envs(env)
     table = next(iter(seats.values())).table
 
@@ -61,6 +83,9 @@ async def run_self_play(
             await table.fail(exc)
             raise
         finally:
+            finished = getattr(players[agent][0], "episode_finished", None)
+            if finished is not None:  # this seat asks for nothing more (told before an await a cancel could cut short)
+                finished()
             await table.leave(agent)
 
     results = await asyncio.gather(*(play(agent) for agent in seats), return_exceptions=True)

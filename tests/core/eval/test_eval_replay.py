@@ -60,6 +60,27 @@ def test_gem_replay_of_an_eval_run_lists_the_turns_a_grader_change_moves(run_dir
     assert listed == expected, out  # episode i of the run is seed i (episodes 0-7 are seeds 0-7)
 
 
+
+def test_gem_replay_of_an_eval_run_lists_an_end_the_env_no_longer_gives(run_dir, monkeypatch, capsys):
+    """An episode the env ended (the number found) that a changed env plays on is a change at its last turn (the
+    stored end was not passed on for an eval run: 0 turns changed, exit 0)."""
+    from gem_core.envs.game.guess_the_number import GuessTheNumber
+
+    class PlaysOn(GuessTheNumber):
+        def step(self, action):
+            observation, reward, _, truncated, info = super().step(action)
+            return observation, reward, False, truncated, info
+
+    episodes = [json.loads(line) for line in (run_dir / "episodes.jsonl").read_text().splitlines()]
+    ended = [(e["seed"], len(e["rewards"]) - 1) for e in episodes if e["terminated"]]
+    assert ended, "some episode of the run must have found its number for this test to mean anything"
+    kwargs = registry.spec(EASY).kwargs
+    monkeypatch.setitem(registry._REGISTRY, EASY, registry.EnvSpec(EASY, PlaysOn, kwargs=dict(kwargs)))
+    assert gem(["replay", str(run_dir / "episodes.jsonl")]) == 1
+    out = capsys.readouterr().out
+    listed = {(int(m[0]), int(m[1])) for m in re.findall(r"episode (\d+) turn (\d+): .*the episode no longer ends here", out)}
+    assert listed == set(ended), out
+
 def test_a_failed_eval_episode_is_named_and_left_out(run_dir, tmp_path, capsys):
     lines = (run_dir / "episodes.jsonl").read_text().splitlines()
     broken = json.loads(lines[0]) | {"error": "EndpointError: HTTP 500"}
