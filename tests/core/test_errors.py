@@ -21,7 +21,7 @@ BUILTIN_EXCEPTIONS = {
 }
 #: Exceptions that are not errors: control flow inside one module, and a stop by signal (a
 #: KeyboardInterrupt, which ``except Exception`` must not catch, so it cannot derive from GemError).
-NOT_ERRORS = {"CallTimedOut", "_MalformedStep", "Interrupted"}
+NOT_ERRORS = {"CallTimedOut", "_MalformedStep", "_LoopStopped", "Interrupted"}
 
 
 def _exception_classes() -> dict[str, list[str]]:
