@@ -102,6 +102,14 @@ def _stop_ids(value: Any) -> list[int]:
     return ids
 
 
+def _count(name: str, value: Any) -> int:
+    """``value`` as a count of episodes, or the error naming the call."""
+    count = _whole(value)
+    if count is None or count < 0:
+        raise InvalidArgument(f"BatchingPolicy.{name}(count={value!r}): count must be a whole number of at least 0.")
+    return count
+
+
 def _whole(value: Any) -> int | None:
     return int(value) if isinstance(value, numbers.Integral) and not isinstance(value, bool) else None
 
@@ -210,6 +218,10 @@ def cut_at_stop(token_ids: list[int], logprobs: list[float] | None, stop_ids: li
     Batch backends sample past a prompt's own end (padding, or up to a shared token limit); a prefix of a
     sample is still a sample, so cutting it changes nothing about its distribution.
     """
+    if not isinstance(token_ids, list):  # an array row (what model.generate gives): its ids as ints, in one call
+        token_ids = token_ids.tolist() if hasattr(token_ids, "tolist") else list(token_ids)
+    if token_ids and not isinstance(token_ids[0], int):  # 0-d tensors hash by identity: no stop id would match them
+        token_ids = [operator.index(t) for t in token_ids]
     stop = set(stop_ids)
     end = min(next((i + 1 for i, t in enumerate(token_ids) if t in stop), len(token_ids)), budget)
     ids = [int(t) for t in token_ids[:end]]
@@ -231,7 +243,11 @@ class BatchingPolicy:
     Concurrent ``generate`` calls are served in rounds. A round starts once the event loop has let every
     ready episode submit its turn; with ``num_episodes`` it waits until every live episode is waiting
     (call :meth:`episode_finished` when one ends), so the batches of a rollout are the same whatever the
-    envs' timing, which backends with collective calls across processes need. A round's requests go out
+    envs' timing, which backends with collective calls across processes need. Episodes something else holds
+    back are not waited for (:meth:`episodes_held`: :func:`~gem_core.rollout.runner.run_episodes` holds those past
+    its ``concurrency``, :class:`~gem_core.rollout.policy_version.VersionedPolicy` those at its gate while it updates).
+    The policy serves one event loop at a time; kept across loops (an ``asyncio.run`` per eval), it serves the running
+    one and drops the requests an earlier loop left pending, which no one is left to await. A round's requests go out
     grouped by sampling settings (temperature, top-p, top-k, stop ids) in chunks of ``max_batch_size``;
     each sample is cut at its stop id and its own ``max_new_tokens`` by :func:`cut_at_stop`.
 
@@ -258,7 +274,8 @@ class BatchingPolicy:
         self.sample_in_thread = sample_in_thread
         self._default_stop_ids: list[int] | None = None
         self._pending: list[_Request] = []
-        self._serving = False
+        self._server: asyncio.Task | None = None  # the running loop's task serving rounds, if any
+        self._held = 0  # live episodes that something outside holds back from asking (episodes_held)
 
     def sample_batch(self, prompts: list[list[int]], sampling: SamplingParams, max_new_tokens: int) -> list[tuple[list[int], list[float] | None]]:
         """Sample up to ``max_new_tokens`` ids for each prompt (blocking); ``(ids, logprobs or None)`` per prompt.
@@ -315,9 +332,10 @@ class BatchingPolicy:
         if images and not self.accepts_images:
             raise InvalidArgument(f"{type(self).__name__} cannot take image inputs; use a backend with accepts_images=True.")
         self._check_prompt(prompt_ids, sampling.max_new_tokens)
-        request = _Request(prompt_ids, sampling, asyncio.get_running_loop().create_future(), list(images or []) or None)
+        loop = asyncio.get_running_loop()
+        request = _Request(prompt_ids, sampling, loop.create_future(), list(images or []) or None)
         self._pending.append(request)
-        self._schedule()
+        self._schedule(loop)
         return await request.future
 
     def _check_prompt(self, prompt_ids: list[int], max_new_tokens: int) -> None:
@@ -355,6 +373,30 @@ class BatchingPolicy:
             self.live -= 1
             self._schedule()
 
+    def episodes_held(self, count: int = 1) -> None:
+        """``count`` live episodes are held back from asking for a turn by something outside the policy (a runner's
+        ``concurrency`` bound, :class:`~gem_core.rollout.policy_version.VersionedPolicy`'s gate while it updates): rounds
+        stop waiting for them until :meth:`episodes_released`. Without it, a round that waits for every live episode
+        waited for one that waited for the round to end. Counted, and used only with ``num_episodes``.
+
+        Raises:
+            InvalidArgument: if ``count`` is not a whole number of at least 0.
+        """
+        self._held += _count("episodes_held", count)
+        self._schedule()
+
+    def episodes_released(self, count: int = 1) -> None:
+        """``count`` episodes held back (:meth:`episodes_held`) may ask again: rounds wait for them again.
+
+        Raises:
+            InvalidArgument: if ``count`` is not a whole number of at least 0.
+            UsageError: if more episodes are released than are held.
+        """
+        count = _count("episodes_released", count)
+        if count > self._held:
+            raise UsageError(f"{type(self).__name__}.episodes_released({count}) with {self._held} held: release only episodes held.")
+        self._held -= count
+
     def release_context(self, token_ids: list[int]) -> None:
         """An episode ended with context ``token_ids``: drop what the backend kept for its next turn
         (the episode loop calls it; a no-op for backends that keep nothing)."""
@@ -364,23 +406,38 @@ class BatchingPolicy:
         (:meth:`~gem_core.rollout.policy_version.VersionedPolicy.update` calls it; a no-op here)."""
 
     def _round_ready(self) -> bool:
-        return bool(self._pending) and (self.live is None or len(self._pending) >= self.live)
+        return bool(self._pending) and (self.live is None or len(self._pending) >= self.live - self._held)
 
-    def _schedule(self) -> None:
-        if not self._serving and self._pending:
-            self._serving = True
-            asyncio.get_running_loop().create_task(self._serve_rounds())
+    def _schedule(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        if not self._pending:
+            return
+        if loop is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # told outside a loop (an episode count changed): the next generate schedules
+                return
+        server = self._server
+        if server is not None and not server.done() and server.get_loop() is loop:
+            return  # its next round takes the new request
+        if server is not None and server.get_loop() is not loop:
+            # A policy kept across event loops (an asyncio.run per eval): the last loop may have closed with a request
+            # pending and its server cancelled before it ran (its `finally` never did). Its requests have no one to
+            # answer; one of them counted as a waiting episode would start this loop's rounds early.
+            self._pending = [request for request in self._pending if request.future.get_loop() is loop]
+        self._server = loop.create_task(self._serve_rounds())
 
     async def _serve_rounds(self) -> None:
+        me = asyncio.current_task()
         try:
             await asyncio.sleep(0)  # let the other ready episodes submit their turn
-            while self._round_ready():
+            while self._server is me and self._round_ready():  # (a server another loop replaced serves no more)
                 requests, self._pending = self._pending, []
                 for batch in self._batches(requests):
                     await self._serve(batch)
                 await asyncio.sleep(0)
         finally:
-            self._serving = False
+            if self._server is me:
+                self._server = None
 
     def _batches(self, requests: list[_Request]) -> list[list[_Request]]:
         groups: dict[tuple, list[_Request]] = {}
@@ -449,7 +506,12 @@ class TransformersPolicy(BatchingPolicy):
     Log-probabilities are those of the sampled tokens under ``softmax(logits / temperature)`` of the raw
     model logits (temperature 1 when greedy). This is the distribution trainers recompute (TRL and verl
     divide logits by the temperature), so the numbers are directly usable as "old" log-probs; top-k and
-    top-p truncation are not reflected in them. They are taken during sampling, one value per row and
+    top-p truncation are not reflected in them. So the sampling settings are the :class:`SamplingParams` alone:
+    the processors and decoding settings ``model.generation_config`` sets (a ``repetition_penalty``, as
+    Qwen2.5-Instruct ships, ``no_repeat_ngram_size``, ``min_new_tokens``, ``min_p``, beams) are turned off in each
+    ``generate`` call. A keyword a model wrapper adds to ``generate`` itself and names in its ``generate_kwargs`` dict
+    (the TRL adapter's, for ``GRPOConfig.repetition_penalty``) is the caller's choice and kept; the log-probs are then
+    after its processor. They are taken during sampling, one value per row and
     step (:class:`SampledLogprobs`): asking ``generate`` for every step's full-vocabulary logits and
     taking a log-softmax over them afterwards held ``batch x new tokens x vocab`` floats (1 GB for 32
     rows of 48 tokens at Qwen's 151,936 ids) and cost TRL's path about a third of its sampling time.
@@ -540,6 +602,7 @@ class TransformersPolicy(BatchingPolicy):
             pad_id = stop_ids[0] if stop_ids else 0
         greedy = sampling.temperature <= 0
         gen_kwargs: dict[str, Any] = {
+            **_model_defaults_off(self.model),
             "max_new_tokens": max_new_tokens,
             "do_sample": not greedy,
             "eos_token_id": stop_ids or None,
@@ -818,6 +881,42 @@ def _weights_fingerprint(model: Any) -> tuple:
 _PROBES = 8
 
 
+#: ``generate`` settings a model's ``generation_config`` may set that change what is sampled, or the log-probs recorded
+#: (logits processors run before :class:`SampledLogprobs`), or what ``generate`` returns, each with the value that turns
+#: it off. A processor a model ships (Qwen2.5-Instruct's ``repetition_penalty=1.05``) made the log-probs those of
+#: penalized logits (1.7e-2 off at 1.05), not the ``softmax(logits / temperature)`` trainers recompute.
+_NEUTRAL_GENERATION: dict[str, Any] = {
+    # logits processors (before the log-probs are recorded)
+    "repetition_penalty": 1.0, "encoder_repetition_penalty": 1.0, "no_repeat_ngram_size": 0, "encoder_no_repeat_ngram_size": 0,
+    "min_length": 0, "min_new_tokens": 0, "bad_words_ids": None, "sequence_bias": None, "forced_bos_token_id": None,
+    "forced_eos_token_id": None, "exponential_decay_length_penalty": None, "suppress_tokens": None, "begin_suppress_tokens": None,
+    "guidance_scale": None, "renormalize_logits": False, "remove_invalid_values": False, "watermarking_config": None,
+    # warpers (after them: the distribution sampled from is the SamplingParams' alone)
+    "typical_p": 1.0, "epsilon_cutoff": 0.0, "eta_cutoff": 0.0, "min_p": None, "top_h": None,
+    # decoding other than one sample per prompt, and a return value other than the ids
+    "num_beams": 1, "num_beam_groups": 1, "num_return_sequences": 1, "penalty_alpha": None, "dola_layers": None,
+    "prompt_lookup_num_tokens": None, "stop_strings": None, "return_dict_in_generate": False,
+}
+
+
+def _model_defaults_off(model: Any) -> dict[str, Any]:
+    """``generate`` keywords that turn off what ``model.generation_config`` sets among :data:`_NEUTRAL_GENERATION`
+    (passed explicitly, as only keywords override the model's defaults in every ``transformers`` version); none where
+    the model sets nothing there. A keyword the model object adds itself and lists in its ``generate_kwargs`` (the TRL
+    adapter's wrapper, for ``GRPOConfig.repetition_penalty``) is the caller's explicit choice: left to it."""
+    config = getattr(model, "generation_config", None)
+    if config is None:
+        return {}
+    explicit = getattr(model, "generate_kwargs", None)
+    explicit = explicit if isinstance(explicit, dict) else {}
+    off = {}
+    for name, neutral in _NEUTRAL_GENERATION.items():
+        value = getattr(config, name, None)
+        if value is not None and value != neutral and name not in explicit:
+            off[name] = neutral
+    return off
+
+
 def _cache_kwarg(cache: Any) -> dict[str, Any]:
     """``generate``'s keyword for a cache passed in: ``cache`` where transformers renamed ``past_key_values``
     (its output field was renamed with it)."""
@@ -828,4 +927,6 @@ def _cache_kwarg(cache: Any) -> dict[str, Any]:
 
 def _batch_key(sampling: SamplingParams) -> tuple:
     """Requests that can share one ``generate`` call (their budgets may differ: each is cut to its own)."""
-    return (sampling.temperature, sampling.top_p, sampling.top_k, tuple(sampling.stop_token_ids or ()))
+    # None (the defaults) and [] (no stop id) are different stop ids: one batch is sampled and cut with one set.
+    stop = None if sampling.stop_token_ids is None else tuple(sampling.stop_token_ids)
+    return (sampling.temperature, sampling.top_p, sampling.top_k, stop)

@@ -62,8 +62,7 @@ class VersionedPolicy:
 
     Example:
         >>> import asyncio
-        >>> from gem_core.errors import GemError
-from gem_core.rollout.policy import Generation, SamplingParams
+        >>> from gem_core.rollout.policy import Generation, SamplingParams
         >>> class Echo:
         ...     async def generate(self, prompt_ids, sampling):
         ...         return Generation(token_ids=[7, 8], logprobs=None, finish_reason="stop")
@@ -118,10 +117,20 @@ from gem_core.rollout.policy import Generation, SamplingParams
             GenerationInterrupted: an ``update(interrupt=True)`` aborted this generation.
         """
         gate = self._gate()
-        while not gate.is_set():
-            await gate.wait()
+        release = None
+        if not gate.is_set():
+            release = self._held_at_gate()
+            try:
+                while not gate.is_set():
+                    await gate.wait()
+            except BaseException:
+                release()
+                raise
         version = self.version
-        task = asyncio.ensure_future(self.policy.generate(prompt_ids, sampling, **kwargs))
+        if release is None:
+            task = asyncio.ensure_future(self.policy.generate(prompt_ids, sampling, **kwargs))
+        else:
+            task = asyncio.ensure_future(self._released_then_generate(release, prompt_ids, sampling, kwargs))
         self._in_flight.add(task)
         try:
             await asyncio.wait({task})
@@ -130,6 +139,8 @@ from gem_core.rollout.policy import Generation, SamplingParams
             raise
         finally:
             self._in_flight.discard(task)
+            if release is not None:
+                release()  # (done already, unless the task was cancelled before it started)
         aborted = task in self._aborted
         self._aborted.discard(task)
         if aborted and (task.cancelled() or task.result().finish_reason == "abort"):
@@ -143,6 +154,29 @@ from gem_core.rollout.policy import Generation, SamplingParams
             finish_reason=generation.finish_reason,
             versions=[version] * len(generation.token_ids),
         )
+
+    def _held_at_gate(self) -> Callable[[], None]:
+        """Tell a batching backend that waits for every live episode (``num_episodes``) not to wait for this one while
+        the gate holds it: its round counted on this episode, and the update waits for that round (a drain deadlocked).
+        Returns the call that ends the hold, once, however often it is called."""
+        hold, release = getattr(self.policy, "episodes_held", None), getattr(self.policy, "episodes_released", None)
+        if not (callable(hold) and callable(release)):
+            return lambda: None
+        hold(1)
+        held = [True]
+
+        def released() -> None:
+            if held[0]:
+                held[0] = False
+                release(1)
+
+        return released
+
+    async def _released_then_generate(self, release: Callable[[], None], prompt_ids: list[int], sampling: SamplingParams,
+                                      kwargs: dict[str, Any]) -> Generation:
+        # The hold ends in the same step as the request joins the backend's pending ones: no round starts between.
+        release()
+        return await self.policy.generate(prompt_ids, sampling, **kwargs)
 
     async def update(self, apply: WeightUpdate | None = None, *, interrupt: bool = False) -> int:
         """Move to the next version: no generation runs while ``apply`` loads the new weights.

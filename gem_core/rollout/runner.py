@@ -381,7 +381,9 @@ async def run_episodes(
             here, or in a Ray actor with ``GEM_ENV_BACKEND=ray``) or a factory of new envs.
         policy: shared by all episodes (a batching backend sees concurrent ``generate`` calls).
         seeds: one episode per seed.
-        concurrency: most episodes in flight at once.
+        concurrency: most episodes in flight at once. A batching policy built with ``num_episodes`` is told the
+            episodes waiting for a slot are held back (:meth:`~gem_core.rollout.policy.BatchingPolicy.episodes_held`),
+            so its rounds hold ``concurrency`` turns rather than waiting for episodes that cannot start.
         progress: show a progress bar (needs ``tqdm``).
         run_episode_kwargs: passed to :func:`run_episode` (``max_turns``, ``sampling``, ...).
 
@@ -420,6 +422,13 @@ async def run_episodes(
     bar = _progress_bar(len(seeds)) if progress else None
     limit = asyncio.Semaphore(concurrency)
     finished = getattr(policy, "episode_finished", None)
+    # A batching policy told num_episodes waits for every live episode's turn, and the episodes past `concurrency` wait
+    # for a slot: it is told they are held back. As many as the slots leave: one that takes a freed slot counts as
+    # running from the moment the slot is freed, so the next round waits for its first turn as it would without a bound.
+    hold, release = getattr(policy, "episodes_held", None), getattr(policy, "episodes_released", None)
+    held = [max(0, len(seeds) - concurrency) if callable(hold) and callable(release) else 0]
+    if held[0]:
+        hold(held[0])
 
     async def one(seed: int) -> TokenTrajectory:
         try:
@@ -432,12 +441,17 @@ async def run_episodes(
                     if bar is not None:
                         bar.update(1)
         finally:  # a batching policy's rounds must not wait for an episode that asks for nothing more
+            if held[0]:  # held stays the unfinished episodes past `concurrency`: a waiting one takes this slot
+                held[0] -= 1
+                release(1)
             if finished is not None:
                 finished()
 
     try:
         return await _all_or_none(one(s) for s in seeds)
     finally:
+        if held[0]:  # episodes that never started (the run was cancelled first)
+            release(held[0])
         if bar is not None:
             bar.close()
 
