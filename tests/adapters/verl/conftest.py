@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from gem_core import Env, list_envs, register
+
 from gem_core.rollout.policy import Policy, SamplingParams, TransformersPolicy
 
 if TYPE_CHECKING:
@@ -207,3 +209,21 @@ def run_loop(trainer_config, tiny_tokenizer) -> Callable[..., Any]:
 
     return run
 
+
+class EmptyActionPaysEnv(Env):
+    """Pays 1.0 for an empty action and 0.1 for any other; never ends by itself (an empty turn's reward placement)."""
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return "Say something.", {}
+
+    def step(self, action):
+        return "Good, again.", 1.0 if action == "" else 0.1, False, False, {}
+
+    def sample_random_action(self):
+        return "x"
+
+
+EMPTY_ACTION_PAYS_ENV_ID = "verltest:EmptyActionPays-v0"
+if EMPTY_ACTION_PAYS_ENV_ID not in list_envs():
+    register(EMPTY_ACTION_PAYS_ENV_ID, EmptyActionPaysEnv)

@@ -155,23 +155,7 @@ def test_plugin_module_registers_the_estimator_in_a_fresh_verl_process():
     assert done.stdout.strip().splitlines()[-1] == "gem_adapters.verl.advantage"
 
 
-class _EmptyActionPaysEnv(gem_core.Env):
-    """Pays 1.0 for an empty action and 0.1 for any other; never ends by itself."""
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        return "Say something.", {}
-
-    def step(self, action):
-        return "Good, again.", 1.0 if action == "" else 0.1, False, False, {}
-
-    def sample_random_action(self):
-        return "x"
-
-
-_EMPTY_PAYS_ENV_ID = "verltest:EmptyActionPays-v0"
-if _EMPTY_PAYS_ENV_ID not in gem_core.list_envs():
-    gem_core.register(_EMPTY_PAYS_ENV_ID, _EmptyActionPaysEnv)
+from conftest import EMPTY_ACTION_PAYS_ENV_ID as _EMPTY_PAYS_ENV_ID  # noqa: E402 - this folder is on sys.path
 
 
 async def test_an_empty_turns_reward_reaches_the_same_tokens_in_gae_reinforce_pp_and_gem_rebn(

@@ -28,6 +28,8 @@ from gem_core.rollout.chat_template import ChatTemplate
 from gem_core.rollout.policy import SamplingParams
 from gem_core.testing import ScriptedPolicy
 
+from conftest import EMPTY_ACTION_PAYS_ENV_ID  # this folder is on sys.path
+
 
 
 def wordle_script(seed: int) -> tuple[list[str], list[float]]:
@@ -287,20 +289,6 @@ def _text_output(tokenizer, text: str, *, logprobs: bool = True) -> TokenOutput:
     return TokenOutput(token_ids=ids, log_probs=[-0.5] * len(ids) if logprobs else None, stop_reason="completed")
 
 
-class _PayingEnv(Env):
-    """Pays 1.0 for an empty action and 0.1 for any other; never ends by itself."""
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        return "Say something.", {}
-
-    def step(self, action):
-        return "Good, again.", 1.0 if action == "" else 0.1, False, False, {}
-
-    def sample_random_action(self):
-        return "x"
-
-
 class _LongFirstObservationEnv(Env):
     """A first observation longer than the tests' rollout.prompt_length (256 tokens); records its steps."""
 
@@ -318,11 +306,10 @@ class _LongFirstObservationEnv(Env):
         return "x"
 
 
-_PAYING_ENV_ID = "verltest:Paying-v0"
+_PAYING_ENV_ID = EMPTY_ACTION_PAYS_ENV_ID
 _LONG_FIRST_OBSERVATION_ENV_ID = "verltest:LongFirstObservation-v0"
-for _env_id, _env_cls in ((_PAYING_ENV_ID, _PayingEnv), (_LONG_FIRST_OBSERVATION_ENV_ID, _LongFirstObservationEnv)):
-    if _env_id not in gem_core.list_envs():
-        register(_env_id, _env_cls)
+if _LONG_FIRST_OBSERVATION_ENV_ID not in gem_core.list_envs():
+    register(_LONG_FIRST_OBSERVATION_ENV_ID, _LongFirstObservationEnv)
 
 
 def _row_of(make_row, env_id: str) -> dict:
