@@ -17,7 +17,7 @@ import math
 from typing import Any
 
 from gem_core.errors import InvalidArgument
-from gem_core.rollout.policy import BatchingPolicy, Generation, SamplingParams, TransformersPolicy
+from gem_core.rollout.policy import GENERATE_KEYWORDS_SET_PER_CALL, BatchingPolicy, Generation, SamplingParams, TransformersPolicy
 
 __all__ = ["trainer_policy", "VLLMTrainerPolicy"]
 
@@ -36,7 +36,8 @@ _SET_PER_TURN = {
     "use_cache": "nothing: the rollout reuses each episode's attention states between turns",
     "past_key_values": "nothing: the rollout reuses each episode's attention states between turns",
 }
-"""``generate`` keywords the rollout sets for each turn, and what to set instead: refused in ``generation_kwargs``."""
+"""What to set instead of a ``generate`` keyword the rollout sets for each turn (all of
+:data:`~gem_core.rollout.policy.GENERATE_KEYWORDS_SET_PER_CALL` are refused in ``generation_kwargs``)."""
 
 
 def trainer_policy(trainer: Any, num_episodes: int, *, logprobs: bool = True) -> BatchingPolicy:
@@ -63,13 +64,9 @@ def trainer_policy(trainer: Any, num_episodes: int, *, logprobs: bool = True) ->
     # anyway, so a worker thread would overlap nothing, and on a GPU it made each turn 2.3-2.9x slower
     # (H100, Qwen3-0.6B shape, 32 x 48 tokens under accelerate's bf16 autocast wrapper: 3.7 s in a worker
     # thread, 1.6 s on the trainer's thread, 1.5 s for TRL's own generate; bench/trl_rollout_overhead.py).
-    model = trainer.accelerator.unwrap_model(trainer.model)
-    extra = _generate_kwargs(trainer.args)
-    if extra:
-        model = _GenerateWith(model, extra)
     return TransformersPolicy(
-        model, trainer.processing_class, num_episodes=num_episodes, max_batch_size=max(1, num_episodes), logprobs=logprobs,
-        sample_in_thread=False,
+        trainer.accelerator.unwrap_model(trainer.model), trainer.processing_class, num_episodes=num_episodes,
+        max_batch_size=max(1, num_episodes), logprobs=logprobs, sample_in_thread=False, generate_kwargs=_generate_kwargs(trainer.args),
     )
 
 
@@ -82,28 +79,13 @@ def _generate_kwargs(args: Any) -> dict[str, Any]:
     if getattr(args, "min_p", None) is not None:
         extra["min_p"] = args.min_p
     for key, value in (getattr(args, "generation_kwargs", None) or {}).items():
-        if key in _SET_PER_TURN:
+        if key in GENERATE_KEYWORDS_SET_PER_CALL:
             raise InvalidArgument(
                 f"GRPOConfig.generation_kwargs[{key!r}]={value!r}: GemRolloutFunc sets {key} for each turn of an episode; "
-                f"remove it from generation_kwargs and set {_SET_PER_TURN[key]} instead."
+                f"remove it from generation_kwargs{' and set ' + _SET_PER_TURN[key] + ' instead' if key in _SET_PER_TURN else ''}."
             )
         extra[key] = value
     return extra
-
-
-class _GenerateWith:
-    """A model whose ``generate`` also gets ``kwargs`` (the trainer's other sampling settings); everything else is the
-    model's. The core's policy sets the turn's own keywords, which win."""
-
-    def __init__(self, model: Any, kwargs: dict[str, Any]):
-        self.wrapped_model = model
-        self.generate_kwargs = kwargs
-
-    def generate(self, *args: Any, **kwargs: Any) -> Any:
-        return self.wrapped_model.generate(*args, **{**self.generate_kwargs, **kwargs})
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.wrapped_model, name)
 
 
 class VLLMTrainerPolicy(BatchingPolicy):

@@ -18,7 +18,7 @@ import math
 import numbers
 import operator
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -27,7 +27,7 @@ from gem_core.protocols import Tokenizer
 from gem_core.rollout.kv_cache import PrefixKVCache
 from gem_core.rollout.vision import text_tokenizer
 
-__all__ = ["BatchingPolicy", "Generation", "ImagePolicy", "Policy", "SampledLogprobs", "SamplingParams", "TransformersPolicy", "cut_at_stop"]
+__all__ = ["GENERATE_KEYWORDS_SET_PER_CALL", "BatchingPolicy", "Generation", "ImagePolicy", "Policy", "SampledLogprobs", "SamplingParams", "TransformersPolicy", "cut_at_stop"]
 
 
 @dataclass
@@ -509,9 +509,9 @@ class TransformersPolicy(BatchingPolicy):
     top-p truncation are not reflected in them. So the sampling settings are the :class:`SamplingParams` alone:
     the processors and decoding settings ``model.generation_config`` sets (a ``repetition_penalty``, as
     Qwen2.5-Instruct ships, ``no_repeat_ngram_size``, ``min_new_tokens``, ``min_p``, beams) are turned off in each
-    ``generate`` call. A keyword a model wrapper adds to ``generate`` itself and names in its ``generate_kwargs`` dict
-    (the TRL adapter's, for ``GRPOConfig.repetition_penalty``) is the caller's choice and kept; the log-probs are then
-    after its processor. They are taken during sampling, one value per row and
+    ``generate`` call. What the caller passes as ``generate_kwargs`` (the TRL adapter passes ``GRPOConfig``'s
+    ``repetition_penalty``, ``min_p`` and ``generation_kwargs``) is its explicit choice and applies; the log-probs are
+    then after its processors. They are taken during sampling, one value per row and
     step (:class:`SampledLogprobs`): asking ``generate`` for every step's full-vocabulary logits and
     taking a log-softmax over them afterwards held ``batch x new tokens x vocab`` floats (1 GB for 32
     rows of 48 tokens at Qwen's 151,936 ids) and cost TRL's path about a third of its sampling time.
@@ -555,17 +555,24 @@ class TransformersPolicy(BatchingPolicy):
         sample_in_thread: see :class:`BatchingPolicy`.
         kv_cache_sequences: most sequences whose attention states are kept between turns (0: no reuse).
         kv_cache_tokens: most tokens kept, all sequences together (0: no reuse).
+        generate_kwargs: more ``model.generate`` keywords for every call (a ``repetition_penalty``, ``min_p``, a
+            ``no_repeat_ngram_size``): they win over the model's ``generation_config``; the keywords the policy sets
+            for each call (:data:`GENERATE_KEYWORDS_SET_PER_CALL`) are refused.
 
     Raises:
-        InvalidArgument: if ``max_batch_size`` is below 1.
+        InvalidArgument: if ``max_batch_size`` is below 1, or ``generate_kwargs`` is not a dict of keyword names or
+            holds a keyword the policy sets for each call.
     """
 
     def __init__(
         self, model: Any, tokenizer: Tokenizer, *, device: Any = None, max_batch_size: int = 64, num_episodes: int | None = None,
         logprobs: bool = True, sample_in_thread: bool = True, kv_cache_sequences: int = 256, kv_cache_tokens: int = 65_536,
+        generate_kwargs: Mapping[str, Any] | None = None,
     ):
         if max_batch_size < 1:
             raise InvalidArgument(f"max_batch_size must be at least 1, got {max_batch_size}.")
+        self.generate_kwargs = _checked_generate_kwargs(generate_kwargs)
+        """The caller's own ``model.generate`` keywords, passed on every call."""
         super().__init__(tokenizer, max_batch_size=max_batch_size, num_episodes=num_episodes, sample_in_thread=sample_in_thread)
         self.model = model
         self.logprobs = logprobs
@@ -602,7 +609,8 @@ class TransformersPolicy(BatchingPolicy):
             pad_id = stop_ids[0] if stop_ids else 0
         greedy = sampling.temperature <= 0
         gen_kwargs: dict[str, Any] = {
-            **_model_defaults_off(self.model),
+            **_model_defaults_off(self.model, self.generate_kwargs),
+            **self.generate_kwargs,
             "max_new_tokens": max_new_tokens,
             "do_sample": not greedy,
             "eos_token_id": stop_ids or None,
@@ -899,22 +907,51 @@ _NEUTRAL_GENERATION: dict[str, Any] = {
 }
 
 
-def _model_defaults_off(model: Any) -> dict[str, Any]:
+def _model_defaults_off(model: Any, explicit: Mapping[str, Any]) -> dict[str, Any]:
     """``generate`` keywords that turn off what ``model.generation_config`` sets among :data:`_NEUTRAL_GENERATION`
     (passed explicitly, as only keywords override the model's defaults in every ``transformers`` version); none where
-    the model sets nothing there. A keyword the model object adds itself and lists in its ``generate_kwargs`` (the TRL
-    adapter's wrapper, for ``GRPOConfig.repetition_penalty``) is the caller's explicit choice: left to it."""
+    the model sets nothing there. A keyword in ``explicit`` (the policy's ``generate_kwargs``) is the caller's choice:
+    left to it."""
     config = getattr(model, "generation_config", None)
     if config is None:
         return {}
-    explicit = getattr(model, "generate_kwargs", None)
-    explicit = explicit if isinstance(explicit, dict) else {}
     off = {}
     for name, neutral in _NEUTRAL_GENERATION.items():
         value = getattr(config, name, None)
         if value is not None and value != neutral and name not in explicit:
             off[name] = neutral
     return off
+
+
+GENERATE_KEYWORDS_SET_PER_CALL = frozenset({
+    "input_ids", "attention_mask", "max_new_tokens", "max_length", "do_sample", "temperature", "top_p", "top_k",
+    "eos_token_id", "pad_token_id", "logits_processor", "suppress_tokens", "use_cache", "past_key_values", "cache",
+    "pixel_values", "image_grid_thw", "mm_token_type_ids", "num_return_sequences", "num_beams", "num_beam_groups",
+    "return_dict_in_generate", "generation_config",
+})
+"""``model.generate`` keywords :class:`TransformersPolicy` sets for each call, from its :class:`SamplingParams`, its
+inputs and its own bookkeeping (or whose change would break that bookkeeping: one sampled row per prompt, the ids
+returned as a tensor): refused in its ``generate_kwargs``."""
+
+
+def _checked_generate_kwargs(generate_kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A copy of ``TransformersPolicy(generate_kwargs=...)``, or the error naming what it may not hold."""
+    if generate_kwargs is None:
+        return {}
+    if not isinstance(generate_kwargs, Mapping) or not all(isinstance(key, str) for key in generate_kwargs):
+        raise InvalidArgument(
+            f"TransformersPolicy(generate_kwargs=...) got a {type(generate_kwargs).__name__}"
+            f"{'' if not isinstance(generate_kwargs, Mapping) else ' with keys that are not text'}; give a dict of model.generate keyword names to values, "
+            "e.g. {'repetition_penalty': 1.1}."
+        )
+    refused = sorted(GENERATE_KEYWORDS_SET_PER_CALL.intersection(generate_kwargs))
+    if refused:
+        raise InvalidArgument(
+            f"TransformersPolicy(generate_kwargs=...) holds {', '.join(refused)}, which the policy sets for each call; "
+            "give sampling settings as SamplingParams (temperature, top_p, top_k, max_new_tokens, stop_token_ids) and "
+            "remove the rest from generate_kwargs."
+        )
+    return dict(generate_kwargs)
 
 
 def _cache_kwarg(cache: Any) -> dict[str, Any]:

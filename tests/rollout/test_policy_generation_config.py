@@ -8,6 +8,7 @@ import copy
 import pytest
 import torch
 
+from gem_core.errors import InvalidArgument
 from gem_core.rollout import ChatTemplate, SamplingParams, TransformersPolicy
 
 
@@ -33,23 +34,40 @@ async def test_the_models_generation_config_processors_leave_sampling_and_logpro
     assert generation.logprobs == pytest.approx(recomputed_logprobs(model, prompt, generation.token_ids, 0.8), abs=1e-4)
 
 
-async def test_an_explicit_generate_keyword_still_reaches_generate(tiny_tokenizer, tiny_model):
-    """A wrapper that adds keywords (the TRL adapter's, for GRPOConfig.repetition_penalty) keeps them, over the
-    model's own generation_config value."""
+async def test_the_callers_generate_kwargs_reach_generate_over_the_models_own(tiny_tokenizer, tiny_model):
+    """What the caller passes (the TRL adapter passes GRPOConfig.repetition_penalty) applies, over the model's own
+    generation_config value, and the log-probs are those after its processor."""
     model = copy.deepcopy(tiny_model)
     model.generation_config.repetition_penalty = 1.05
     seen = []
+    real = model.generate
 
-    class AddsKeywords:
-        generate_kwargs = {"repetition_penalty": 1.7, "no_repeat_ngram_size": 2}
+    def generate(*args, **kwargs):
+        seen.append(dict(kwargs))
+        return real(*args, **kwargs)
 
-        def generate(self, *args, **kwargs):
-            seen.append(dict(kwargs))
-            return model.generate(*args, **{**self.generate_kwargs, **kwargs})
-
-        def __getattr__(self, name):
-            return getattr(model, name)
-
+    model.generate = generate
     prompt = ChatTemplate.for_tokenizer(tiny_tokenizer).initial_ids("Hi")
-    await TransformersPolicy(AddsKeywords(), tiny_tokenizer).generate(prompt, SamplingParams(max_new_tokens=3, stop_token_ids=[]))
-    assert seen and "repetition_penalty" not in seen[0] and "no_repeat_ngram_size" not in seen[0]
+    policy = TransformersPolicy(model, tiny_tokenizer, generate_kwargs={"repetition_penalty": 1.7, "no_repeat_ngram_size": 2})
+    await policy.generate(prompt, SamplingParams(max_new_tokens=3, stop_token_ids=[]))
+    assert seen and seen[0]["repetition_penalty"] == 1.7 and seen[0]["no_repeat_ngram_size"] == 2
+
+
+@pytest.mark.parametrize("kwargs", [{"temperature": 0.5}, {"max_new_tokens": 3, "num_return_sequences": 2}, {"logits_processor": []}])
+def test_generate_kwargs_the_policy_sets_per_call_are_refused_by_name(tiny_tokenizer, tiny_model, kwargs):
+    with pytest.raises(InvalidArgument) as err:
+        TransformersPolicy(tiny_model, tiny_tokenizer, generate_kwargs=kwargs)
+    assert all(key in str(err.value) for key in kwargs) and "SamplingParams" in str(err.value)
+
+
+@pytest.mark.parametrize("kwargs", [[("repetition_penalty", 1.1)], {1: 2}, "repetition_penalty=1.1"])
+def test_generate_kwargs_that_are_not_a_dict_of_names_are_refused(tiny_tokenizer, tiny_model, kwargs):
+    with pytest.raises(InvalidArgument, match="give a dict of model.generate keyword names"):
+        TransformersPolicy(tiny_model, tiny_tokenizer, generate_kwargs=kwargs)
+
+
+async def test_generate_kwargs_are_copied_when_given(tiny_tokenizer, tiny_model):
+    kwargs = {"repetition_penalty": 1.2}
+    policy = TransformersPolicy(tiny_model, tiny_tokenizer, generate_kwargs=kwargs)
+    kwargs["temperature"] = 0.1  # set afterwards, past the check: the policy never sees it
+    assert policy.generate_kwargs == {"repetition_penalty": 1.2}

@@ -46,7 +46,8 @@ def test_grpo_configs_repetition_penalty_min_p_and_generation_kwargs_reach_gener
     assert calls[0]["max_new_tokens"] == 6  # the turn's budget is still the rollout's (later turns' may be less: the episode's)
 
 
-@pytest.mark.parametrize(("key", "instead"), [("max_new_tokens", "GemRolloutFunc(max_new_tokens=...)"), ("temperature", "GRPOConfig.temperature")])
+@pytest.mark.parametrize(("key", "instead"), [("max_new_tokens", "GemRolloutFunc(max_new_tokens=...)"), ("temperature", "GRPOConfig.temperature"),
+                                              ("num_beams", "remove it from generation_kwargs.")])
 def test_a_generation_kwarg_the_rollout_sets_per_turn_is_refused_naming_the_setting_to_use(grpo_config, fresh_model, tiny_tokenizer, key, instead):
     rollout = GemRolloutFunc(max_new_tokens=6)
     trainer = build_trainer(grpo_config, fresh_model, tiny_tokenizer, rollout, generation_kwargs={key: 5})
