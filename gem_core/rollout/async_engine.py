@@ -53,11 +53,11 @@ from enum import Enum
 from typing import Any
 
 from gem_core.env import warn_once
-from gem_core.errors import GemError
+from gem_core.errors import GemError, InvalidArgument
 from gem_core.protocols import Tokenizer
 from gem_core.rollout.chat_template import ChatTemplate
 from gem_core.rollout.policy import Policy, SamplingParams
-from gem_core.rollout.policy_version import VersionedPolicy, WeightUpdate
+from gem_core.rollout.policy_version import VersionedPolicy, WeightUpdate, episode_counting_batcher
 from gem_core.rollout.runner import EnvFactory, _play, _TurnState, _with_stop_tokens
 from gem_core.rollout.session import EpisodeSession
 from gem_core.rollout.trajectory import TokenTrajectory
@@ -180,6 +180,10 @@ class AsyncEpisodeEngine:
         config: the schedule (:class:`AsyncRolloutConfig`).
         sampling: how each turn is sampled.
         session_kwargs: passed to :class:`EpisodeSession` (``max_turns``, ``max_total_tokens``, ...).
+
+    Raises:
+        InvalidArgument: the policy is (or wraps) a :class:`~gem_core.rollout.policy.BatchingPolicy` built with
+            ``num_episodes``: its rounds wait for a fixed set of live episodes, and the engine's stream.
     """
 
     def __init__(
@@ -193,6 +197,13 @@ class AsyncEpisodeEngine:
         sampling: SamplingParams | None = None,
         **session_kwargs: Any,
     ):
+        batching = episode_counting_batcher(policy)
+        if batching is not None:
+            raise InvalidArgument(
+                f"AsyncEpisodeEngine got a {type(batching).__name__} built with num_episodes={batching.live}: its rounds wait "
+                "for that many live episodes, but the engine streams episodes (max_in_flight at a time, new ones as others "
+                "end), so the first round would wait for ever. Build it with num_episodes=None (a round at every event-loop tick)."
+            )
         self.config = config or AsyncRolloutConfig()
         self.policy = policy if isinstance(policy, VersionedPolicy) else VersionedPolicy(policy)
         self.tokenizer = tokenizer

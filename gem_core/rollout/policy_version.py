@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from gem_core.errors import GemError, InvalidArgument
-from gem_core.rollout.policy import Generation, Policy, SamplingParams
+from gem_core.rollout.policy import BatchingPolicy, Generation, Policy, SamplingParams
 
 __all__ = ["GenerationInterrupted", "UpdateInProgress", "VersionedPolicy", "WeightUpdate"]
 
@@ -223,3 +223,12 @@ class VersionedPolicy:
         finally:
             self._updating = False
             gate.set()
+
+
+def episode_counting_batcher(policy: Any) -> BatchingPolicy | None:
+    """The :class:`BatchingPolicy` under ``policy`` (itself, or what a :class:`VersionedPolicy` wraps) if it was built
+    with ``num_episodes``, else None. Such a policy's rounds wait until each of a fixed set of live episodes asks for a
+    turn, so a caller whose episodes do not all ask (a seat waiting for another's move) or that streams episodes without
+    reporting their ends refuses it."""
+    batching = policy.policy if isinstance(policy, VersionedPolicy) else policy
+    return batching if isinstance(batching, BatchingPolicy) and batching.live is not None else None

@@ -13,8 +13,8 @@ from typing import Any
 
 from gem_core.errors import InvalidArgument
 from gem_core.multi_agent import MultiAgentEnv, seat_envs
-from gem_core.rollout.policy import BatchingPolicy, Policy
-from gem_core.rollout.policy_version import VersionedPolicy
+from gem_core.rollout.policy import Policy
+from gem_core.rollout.policy_version import episode_counting_batcher
 from gem_core.rollout.runner import run_episode
 from gem_core.rollout.trajectory import TokenTrajectory
 
@@ -32,8 +32,8 @@ def _per_seat(value: Any, agent: str, what: str) -> Any:
 def _refuse_lockstep(agent: str, policy: Any) -> None:
     """Refuse a batching policy built with ``num_episodes``: its rounds wait until every live episode asks for a turn,
     but a seat whose turn it is not waits for the other seats' moves, not for the policy, so neither would go on."""
-    batching = policy.policy if isinstance(policy, VersionedPolicy) else policy
-    if isinstance(batching, BatchingPolicy) and batching.live is not None:
+    batching = episode_counting_batcher(policy)
+    if batching is not None:
         raise InvalidArgument(
             f"The policy of seat {agent!r} is a {type(batching).__name__} built with num_episodes={batching.live}: each of its "
             "rounds waits until every episode asks for a turn, but a seat whose turn it is not waits for the other seats' "

@@ -350,3 +350,26 @@ async def test_the_engine_asks_again_for_a_turn_that_two_updates_interrupt(tiny_
         (trajectory,) = await asyncio.wait_for(engine.next_batch(), BOUND)
         await asyncio.wait_for(updates, BOUND)
     assert env.actions_seen == ["go"] and trajectory.oldest_version == 2
+
+
+# -- a batching policy counting a fixed set of episodes under an engine that streams them -----------------------
+
+
+@pytest.mark.parametrize("versioned", [False, True])
+async def test_a_batching_policy_built_with_num_episodes_is_refused_by_the_engine(tiny_tokenizer, scripted_env, versioned):
+    """The engine streams episodes and never says one ended (BatchingPolicy.episode_finished), so a policy counting
+    ``num_episodes`` waited in its first round for episodes that were never coming: next_batch hung for ever."""
+    from gem_core.rollout.policy import BatchingPolicy
+
+    class Scripted(BatchingPolicy):
+        def sample_batch(self, prompts, sampling, max_new_tokens):
+            return [(tiny_tokenizer.encode("go", add_special_tokens=False) + [tiny_tokenizer.eos_token_id], None) for _ in prompts]
+
+    backend = Scripted(tiny_tokenizer, num_episodes=4, sample_in_thread=False)
+    policy = VersionedPolicy(backend) if versioned else backend
+    with pytest.raises(InvalidArgument, match="num_episodes=4") as err:
+        engine = AsyncEpisodeEngine(lambda: scripted_env(rewards=[1.0]), policy, tiny_tokenizer, range(100),
+                                    AsyncRolloutConfig(batch_size=2, max_in_flight=2))
+        async with engine:  # before the fix: the first round waited for 4 episodes, 2 ever ran
+            await asyncio.wait_for(engine.next_batch(), BOUND)
+    assert "num_episodes=None" in str(err.value)
