@@ -238,12 +238,15 @@ class TaskSampler:
     def state_dict(self) -> dict[str, Any]:
         """Everything that changes as it runs, as JSON-serialisable data (the seed, the draw count, each
         task's next seed and statistics, the ladder's progress). The configuration (tasks, weighting, floor)
-        is the constructor's: build the sampler the same way, then :meth:`load_state_dict`."""
+        is the constructor's: build the sampler the same way, then :meth:`load_state_dict`. The ladder's
+        progress is kept by task names too (``unlocked_tasks``), so a sampler given the tasks in another
+        order restores the rungs that were open, not the same number of rungs from its own first."""
         return {
             "format": STATE_FORMAT,
             "seed": self.seed,
             "draws": self._draws,
             "unlocked": self._unlocked,
+            "unlocked_tasks": [task.name for task in self._tasks[: self._unlocked]],
             "tasks": {
                 task.name: {"next_seed": self._next_seed[task.name], "stats": self._stats[task.name].to_json()}
                 for task in self._tasks
@@ -258,11 +261,13 @@ class TaskSampler:
         checked whole before anything is assigned, so a refused state leaves the sampler as it was.
 
         Raises:
-            TaskError: not a sampler state, or one saved with other tasks or by a ladder (``unlock_at``) into a
-                sampler without one (the message names the difference).
+            TaskError: not a sampler state, or one saved with other tasks, by a ladder (``unlock_at``) into a
+                sampler without one, or by a ladder whose open rungs are not this sampler's first tasks (its tasks
+                in another order; the message names the difference and both orders).
             SamplerStateError: a damaged state (a TaskError: a missing entry, a negative count, a next seed past
-                :data:`~gem_core.env.MAX_SEED` + 1, an unlocked count outside the ladder, outcomes that are not 0/1,
-                returns that are not finite floats, ...; the message names the entry).
+                :data:`~gem_core.env.MAX_SEED` + 1, an unlocked count outside the ladder, ``unlocked_tasks`` that
+                are not that many distinct task names, outcomes that are not 0/1, returns that are not finite
+                floats, ...; the message names the entry).
         """
         problem = _not_a_state(state)
         if problem:
@@ -282,6 +287,7 @@ class TaskSampler:
         if unlocked < k and self.unlock_at is None:  # without unlock_at nothing would ever unlock the rest: starved
             raise TaskError(f"The saved sampler state is a ladder's ({unlocked} of {k} tasks unlocked), but this sampler has no "
                             "unlock_at: build the TaskSampler with the unlock_at of the run that saved it.")
+        _check_unlocked_rungs(state, list(saved), list(self._by_name), unlocked)
         next_seed, stats = {}, {}
         for name, data in saved.items():
             if not isinstance(data, Mapping):
@@ -304,6 +310,25 @@ def _entry(data: Mapping[str, Any], key: str, kind: type, what: str, where: str 
     if not isinstance(data[key], kind):
         raise SamplerStateError(f"Damaged TaskSampler state: {where}{key!r} is {data[key]!r}, not {what}.")
     return data[key]
+
+
+def _check_unlocked_rungs(state: Mapping[str, Any], saved_order: list[str], order: list[str], unlocked: int) -> None:
+    """Refuse a ladder state whose open rungs are not the first ``unlocked`` of ``order``: the count alone, applied
+    by position to the tasks in another order, would open other rungs (the hardest, say) and hold the easiest at
+    the floor. A state saved before ``unlocked_tasks`` was kept has only the count; its rungs are read from the
+    order of its saved tasks."""
+    if "unlocked_tasks" in state:
+        names = state["unlocked_tasks"]
+        if (not isinstance(names, list) or len(names) != unlocked or not all(isinstance(n, str) and n in order for n in names)
+                or len(set(names)) != len(names)):
+            raise SamplerStateError(f"Damaged TaskSampler state: 'unlocked_tasks' is {_shown(names)}, not the names of the "
+                                    f"{unlocked} unlocked tasks ('unlocked').")
+    else:
+        names = saved_order[:unlocked]
+    if set(names) != set(order[:unlocked]):
+        raise TaskError(f"The saved sampler state is a ladder whose unlocked tasks {names} are not the first {unlocked} of this "
+                        f"sampler's order: saved order {saved_order}, configured order {order}. Build the TaskSampler with "
+                        "its tasks in the order of the run that saved it.")
 
 
 def _not_a_state(state: Any) -> str | None:

@@ -21,12 +21,17 @@ from gem_core.curriculum.groups import GroupStarts, Outcome, RowStarts, episode_
 from gem_core.curriculum.metrics import tag_task
 from gem_core.curriculum.sampler import TaskSampler
 from gem_core.curriculum.task import Task, TaskError
-from gem_core.rows.label import EpisodeLabel
+from gem_core.rows.label import EpisodeLabel, _not_json
+from gem_core.transport.json_depth import nests_deeper_than
 
 if TYPE_CHECKING:
     from gem_core.rollout.trajectory import TokenTrajectory
 
 __all__ = ["RayGroupStarts", "sampler_from_spec", "shared_group_starts"]
+
+MAX_SPEC_DEPTH = 64
+"""The deepest nesting spec text may hold (tasks with their env_kwargs need a few levels); checked before
+``json.loads`` recurses, so text of nested brackets is a TaskError, not a RecursionError."""
 
 _SHARED: dict[str, Any] = {}
 _ROW_STARTS = RowStarts()
@@ -38,13 +43,18 @@ def sampler_spec(spec: Mapping[str, Any] | str) -> dict[str, Any]:
     at the first read, with a TaskError rather than a bare JSONDecodeError.
 
     Raises:
-        TaskError: if ``spec`` is not JSON or not an object with ``tasks``.
+        TaskError: if ``spec`` is not JSON (Python's ``json`` included: an int past its 4300 digits, nesting past
+            :data:`MAX_SPEC_DEPTH`) or not an object with ``tasks``.
     """
     if isinstance(spec, str):
+        text = spec
+        if nests_deeper_than(text, MAX_SPEC_DEPTH):  # before json.loads recurses into a RecursionError
+            raise TaskError(f"The task sampler spec {text[:80]!r} nests deeper than {MAX_SPEC_DEPTH} levels, which no spec "
+                            "needs: give an object with 'tasks' and TaskSampler's arguments.")
         try:
-            spec = json.loads(spec)
-        except json.JSONDecodeError as error:
-            raise TaskError(f"The task sampler spec {error.doc[:80]!r} is not JSON ({error}).") from None
+            spec = json.loads(text)
+        except ValueError as error:  # a JSONDecodeError, or a plain ValueError for an int past Python's 4300 digits
+            raise TaskError(f"The task sampler spec {text[:80]!r} is not JSON Python reads ({_not_json(error)}).") from None
     spec = _plain(spec)
     if not isinstance(spec, Mapping) or "tasks" not in spec:
         raise TaskError(f"A task sampler spec is an object with 'tasks' (and TaskSampler's arguments), got {spec!r}.")
