@@ -9,10 +9,14 @@ any :class:`~gem_core.rollout.policy.Policy`, and recorded in the episode's
 with an earlier call's prompt and completion.
 
 Errors are OpenAI-shaped (``{"error": {"message", "type", "code"}}``) so clients raise them as such:
-400 malformed request (or one the policy cannot honour: ``n`` other than 1, ``stop`` sequences), 401 missing
+400 malformed request (or one the policy cannot honour: ``n`` other than 1, ``stop`` sequences, a ``seed`` unless the
+trainer's sampling wins, ``/v1/completions``' ``echo`` and ``suffix``), 401 missing
 or unknown key, 404 unknown episode path or route, 405 a method a route does not take, 409 the episode is over,
 413 body over ``max_body_bytes``, 408 a body too slow to arrive, 429 an episode over ``max_open_requests``,
 502 the policy failed or overran ``call_timeout``, 503 all agents together over ``max_connections``.
+A call whose client disconnects before its answer (an HTTP client's timeout, before its retry) is dropped, waiting
+for its turn or mid-sample: nobody reads its answer, so it is neither sampled on nor recorded, and the retry takes
+its place.
 ``stream=true`` is answered as server-sent events holding the whole answer in one chunk. Every request is
 bounded (body size, body time, headers and connections through
 :class:`~gem_core.serve.connections.ConnectionGuard`), and the server listens on 127.0.0.1 only.
@@ -31,14 +35,15 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import json
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from gem_core.agent.episode import AgentCall, AgentEpisode, EpisodeOver, MessageError, normalize_messages
-from gem_core.errors import InvalidArgument, InvalidArgumentType, refuse_unknown_keywords
+from gem_core.errors import InvalidArgument, InvalidArgumentType, UsageError, refuse_unknown_keywords
 from gem_core.protocols import Tokenizer
 from gem_core.rollout.policy import Generation, Policy, SamplingParams, default_stop_token_ids
 from gem_core.serve.asgi import RequestError, json_bytes, json_route
@@ -48,6 +53,8 @@ from gem_core.tools.tool import check_count_from_zero
 from gem_core.vector.calls import check_amount, check_count
 
 __all__ = ["AgentEndpoint", "AgentEndpointConfig"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -83,8 +90,9 @@ class AgentEndpointConfig:
     last resort: ``max_open_requests`` bounds each episode first."""
     sampling: SamplingParams | None = None
     """The trainer's sampling, which then wins over the agent's: its temperature, top-p and top-k replace the
-    request's (the samples stay on-policy whatever the agent asks for), and its ``max_new_tokens`` caps the
-    request's ``max_tokens``. None: each request's own (an agent evaluated, not trained)."""
+    request's (the samples stay on-policy whatever the agent asks for), a request's ``seed`` is ignored like its
+    temperature, and its ``max_new_tokens`` caps the request's ``max_tokens``. None: each request's own (an agent
+    evaluated, not trained; a ``seed`` is then refused, since the policy samples the calls of all episodes together)."""
 
     def __new__(cls, *args: Any, **kwargs: Any) -> AgentEndpointConfig:
         refuse_unknown_keywords(cls, kwargs)
@@ -126,7 +134,7 @@ def _guard_error_body(status: int, detail: str) -> bytes:
 
 
 _REQUEST_ERROR_CODES = {400: "invalid_request", 401: "invalid_api_key", 404: "unknown_episode", 408: "body_timeout",
-                        413: "request_too_large", 502: "policy_error"}
+                        413: "request_too_large", 499: "client_disconnected", 502: "policy_error"}
 
 
 def _bearer(request: Any) -> str:
@@ -173,6 +181,36 @@ def _check_answer_options(body: dict, *, logprobs_count: bool) -> None:
         _flag(logprobs, "'logprobs'")
     elif logprobs is not None and not (isinstance(logprobs, int) and 0 <= logprobs <= 5):
         raise RequestError(400, "'logprobs' must be a whole number from 0 to 5, or null")
+
+
+async def _disconnect(receive: Any) -> None:
+    """Returns once the client is gone (the request's body is read: what comes next is its disconnect)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _while_connected(request: Any, work: Awaitable[T]) -> T:
+    """``work``'s result, or ``work`` cancelled and a 499 if the client disconnects first.
+
+    An HTTP client that gives up on a call (its timeout) and retries never reads the first answer; the server
+    is not told otherwise, so the call went on waiting for its turn and sampling, was recorded as a turn, and
+    the retry waited behind it (then forked as a repeated call, or was refused at the turn limit).
+    """
+    job = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(_disconnect(request.receive))
+    try:
+        await asyncio.wait((job, gone), return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:  # the server is stopping: the call's own cleanup runs in its cancellation
+        job.cancel()
+        raise
+    finally:
+        gone.cancel()
+    disconnected = gone.done() and not gone.cancelled() and gone.exception() is None  # (a receive that failed is no answer)
+    if disconnected and not job.done():
+        job.cancel()
+        await asyncio.wait((job,))  # its call abandoned (not recorded) and its lock released, for the retry
+        raise RequestError(499, "the client disconnected before its answer; the call was dropped, not recorded")
+    return await job
 
 
 def _within(sampling: SamplingParams, call: AgentCall) -> SamplingParams:
@@ -238,6 +276,7 @@ class AgentEndpoint:
         self._stop_ids = default_stop_token_ids(tokenizer)
         self._call_format = call_format_for(tokenizer)
         self._http: LoopbackServer | None = None
+        self._refusing: str | None = None  # why no episode opens (a batch cancelled), till the next start
 
     # -- episodes (thread-safe: each runs on the endpoint's loop) --------------------------------
 
@@ -258,6 +297,8 @@ class AgentEndpoint:
         Raises:
             ValueError: ``key`` is in use, or is not URL-safe.
             InvalidArgument: ``max_turns`` or ``max_response_tokens`` is not a positive whole number or None.
+            UsageError: the endpoint is not serving (never started, or stopped), or a batch that owns it was cancelled:
+                no agent could reach the episode, and a run of one would be an empty episode.
         """
         key = key or secrets.token_urlsafe(18)
         if not key.replace("-", "").replace("_", "").isalnum():
@@ -266,8 +307,13 @@ class AgentEndpoint:
             key, self.tokenizer, chat_template_kwargs=self.config.chat_template_kwargs, max_turns=max_turns,
             max_response_tokens=max_response_tokens,
         )
+        if self._http is None:
+            raise UsageError("AgentEndpoint is not serving, so no agent could reach an episode of it: start the endpoint "
+                             "first: `with AgentEndpoint(...) as endpoint:` (or endpoint.start()).")
 
         def add() -> AgentEpisode:
+            if self._refusing is not None:
+                raise UsageError(f"AgentEndpoint opens no new episode: {self._refusing}")
             if key in self.episodes or key in self._closed:
                 raise MessageError(f"episode key {key!r} is already in use; open each episode with a new key")
             self.episodes[key] = episode
@@ -297,6 +343,17 @@ class AgentEndpoint:
 
         return self._on_loop(remove)
 
+    def _end_every_episode(self, reason: str) -> None:
+        """End every open episode and open no new one until the next :meth:`start` (a cancelled batch: each run's
+        program is killed within a poll, and a run still in its setup finds its episode ended or none to open)."""
+
+        def end() -> None:
+            self._refusing = reason
+            for episode in list(self.episodes.values()):
+                episode.end(reason, truncated=True)
+
+        self._on_loop(end)
+
     @property
     def base_url(self) -> str:
         """The OpenAI base URL (``http://127.0.0.1:PORT/v1``); the API key picks the episode."""
@@ -322,6 +379,7 @@ class AgentEndpoint:
             )
             self.port = http.start()
             self._http = http
+            self._refusing = None
         return self
 
     def stop(self) -> None:
@@ -358,8 +416,14 @@ class AgentEndpoint:
         return self.episodes[bearer]
 
     def _sampling(self, body: dict) -> SamplingParams:
-        if body.get("n", 1) != 1:
-            raise RequestError(400, "'n' must be 1: each call samples one answer")
+        n = body.get("n")  # a null is the default, 1
+        if n is not None and (isinstance(n, bool) or n != 1):
+            raise RequestError(400, "'n' must be 1 (or null): each call samples one answer")
+        if body.get("seed") is not None and self.config.sampling is None:  # the trainer's sampling ignores it, as the temperature
+            raise RequestError(
+                400, "'seed' is not supported: the policy samples the calls of all episodes together, so a seed cannot make "
+                "one call's sample reproducible; leave 'seed' out",
+            )
         if body.get("stop") not in (None, "", []):  # ignored, the answer ran on past it (a ReAct agent's "Observation:")
             raise RequestError(
                 400, "'stop' sequences are not supported: each call samples until the chat template's end-of-turn token, "
@@ -422,13 +486,16 @@ class AgentEndpoint:
         reply: dict[str, Any] = {"role": "assistant", "content": content}
         wire = []
         if calls:
+            # The arguments as sent, not as parsed: JSON has no NaN or infinity (sent as null), and the agent's next
+            # call, echoing its reply, must match the reply recorded, or the episode forks.
+            sent = [json_bytes(c.arguments).decode() for c in calls]
             reply["tool_calls"] = [
-                {"id": f"call_{secrets.token_hex(6)}", "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                for c in calls
+                {"id": f"call_{secrets.token_hex(6)}", "type": "function", "function": {"name": c.name, "arguments": json.loads(arguments)}}
+                for c, arguments in zip(calls, sent, strict=True)
             ]
             wire = [
-                {"id": c["id"], "type": "function", "function": {"name": c["function"]["name"], "arguments": json_bytes(c["function"]["arguments"]).decode()}}
-                for c in reply["tool_calls"]
+                {"id": c["id"], "type": "function", "function": {"name": c["function"]["name"], "arguments": arguments}}
+                for c, arguments in zip(reply["tool_calls"], sent, strict=True)
             ]
         return reply, wire
 
@@ -447,16 +514,22 @@ class AgentEndpoint:
         _check_answer_options(body, logprobs_count=False)
         sampling = self._sampling(body)
         episode = self._episode(request)
-        async with self._locks[episode.key]:
-            call: AgentCall = episode.begin_call(messages, tools)
-            try:
-                generation = await self._generate(episode, call.prompt_ids, _within(sampling, call))
-            except BaseException:
-                episode.abandon_call(call)
-                raise
-            text = self._text(generation)
-            reply, wire_calls = self._reply(text, tools)
-            episode.finish_call(call, generation, reply, text)
+        lock = self._locks[episode.key]
+
+        async def answer() -> tuple[AgentCall, Generation, dict[str, Any], list[dict[str, Any]]]:
+            async with lock:
+                call: AgentCall = episode.begin_call(messages, tools)
+                try:
+                    generation = await self._generate(episode, call.prompt_ids, _within(sampling, call))
+                except BaseException:
+                    episode.abandon_call(call)
+                    raise
+                text = self._text(generation)
+                reply, wire_calls = self._reply(text, tools)
+                episode.finish_call(call, generation, reply, text)
+                return call, generation, reply, wire_calls
+
+        call, generation, reply, wire_calls = await _while_connected(request, answer())
         message: dict[str, Any] = {"role": "assistant", "content": reply["content"] if not wire_calls or reply["content"] else None}
         if wire_calls:
             message["tool_calls"] = wire_calls
@@ -480,18 +553,29 @@ class AgentEndpoint:
             pass
         elif not (isinstance(prompt, str) and prompt):
             raise RequestError(400, "'prompt' must be a non-empty string or a list of token ids of this model")
+        _flag(body.get("echo"), "'echo'")
+        if body.get("echo"):
+            raise RequestError(400, "'echo' is not supported: the answer holds the completion only; prepend the prompt in the agent")
+        if body.get("suffix") not in (None, ""):
+            raise RequestError(400, "'suffix' (fill-in-the-middle) is not supported: each call extends its prompt only; leave 'suffix' out")
         _check_answer_options(body, logprobs_count=True)
         sampling = self._sampling(body)
         episode = self._episode(request)
-        async with self._locks[episode.key]:
-            call = episode.begin_completion(prompt)
-            try:
-                generation = await self._generate(episode, call.prompt_ids, _within(sampling, call))
-            except BaseException:
-                episode.abandon_call(call)
-                raise
-            text = self._text(generation)
-            episode.finish_completion(call, generation, text)
+        lock = self._locks[episode.key]
+
+        async def answer() -> tuple[AgentCall, Generation, str]:
+            async with lock:
+                call = episode.begin_completion(prompt)
+                try:
+                    generation = await self._generate(episode, call.prompt_ids, _within(sampling, call))
+                except BaseException:
+                    episode.abandon_call(call)
+                    raise
+                text = self._text(generation)
+                episode.finish_completion(call, generation, text)
+                return call, generation, text
+
+        call, generation, text = await _while_connected(request, answer())
         choice: dict[str, Any] = {"index": 0, "text": text, "finish_reason": "length" if generation.finish_reason == "length" else "stop"}
         if body.get("logprobs"):
             choice["logprobs"] = {"tokens": self.tokenizer.convert_ids_to_tokens(list(generation.token_ids)),

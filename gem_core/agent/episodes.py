@@ -63,7 +63,8 @@ async def run_agent_programs(
         Exception: the first error a run raised (its setup or grader failed), once every run has ended.
 
     Cancelled (Ctrl-C under ``asyncio.run``), it ends every open episode first: each run's program and the processes
-    it started are killed within a poll, and no grader runs; the interpreter does not wait out the time limits.
+    it started are killed within a poll, a run still in its setup never starts its program, and no grader runs; the
+    interpreter does not wait out the time limits (only a setup still running, in its thread).
     """
     if max_response_tokens is not None:
         own = program.max_response_tokens
@@ -97,13 +98,11 @@ async def run_agent_programs(
                 raise GemError(f"the run of task {task!r} was cancelled")
 
         try:
+            if cancelled.is_set():  # a thread that started after the cancel (the pool had not run it yet)
+                raise GemError(f"the run of task {task!r} was cancelled before it started")
             return program.run(endpoint, task, on_exit=exited)
         finally:
             tell_policy()
-
-    def end_open_episodes() -> None:  # on the endpoint's loop; each run's _wait sees its episode ended and kills the program
-        for episode in list(endpoint.episodes.values()):
-            episode.end("the run was cancelled", truncated=True)
 
     loop = asyncio.get_running_loop()
     pool = ThreadPoolExecutor(max_workers=max(1, len(tasks)), thread_name_prefix="gem-agent-run")
@@ -111,7 +110,9 @@ async def run_agent_programs(
         results = await asyncio.gather(*(loop.run_in_executor(pool, play, task) for task in tasks), return_exceptions=True)
     except BaseException:
         cancelled.set()
-        await asyncio.to_thread(endpoint._on_loop, end_open_episodes)
+        # Each run's _wait sees its episode ended and kills its program; a run still in its setup finds its episode
+        # ended after it, or none to open, and never starts its program (which would run to its time limit).
+        await asyncio.to_thread(endpoint._end_every_episode, "the run was cancelled")
         raise
     finally:
         pool.shutdown(wait=False)

@@ -84,12 +84,37 @@ It may add the task's verdict to ``run.info`` (e.g. ``{"success": True}``), whic
 
 @dataclass
 class TaskSetup:
-    """What :attr:`AgentProgram.setup` made of a task: its text for the agent and its grader's data."""
+    """What :attr:`AgentProgram.setup` made of a task: its text for the agent and its grader's data.
+
+    Raises:
+        InvalidArgumentType: ``prompt`` is not a str or None (it failed only once handed to the agent, unnamed).
+    """
 
     prompt: str | None = None
     """The task as the agent reads it (``$GEM_TASK_PROMPT``, ``$GEM_TASK_PROMPT_FILE``); None: none given."""
     data: Any = None
     """Anything the grader needs (the pristine tree, the tests); the setup and the grader agree on it."""
+
+    def __post_init__(self) -> None:
+        _check_prompt(self.prompt, "TaskSetup")
+
+
+def _check_prompt(prompt: Any, owner: str) -> None:
+    if prompt is not None and not isinstance(prompt, str):
+        raise InvalidArgumentType(f"{owner} prompt={prompt!r:.80} must be the task's text for the agent (a str), or None.")
+
+
+def _arguments(argv: Any, what: str, fix: str = "give") -> list[str]:
+    """``argv`` as the program's arguments, each a str or a path (what ``subprocess`` takes); ``what`` names it.
+
+    Raises:
+        InvalidArgument: ``argv`` is a string (its characters are not its arguments), not a list, or holds
+            something else (None, a number).
+    """
+    if isinstance(argv, (str, bytes)) or not isinstance(argv, Sequence) or not all(isinstance(a, (str, os.PathLike)) for a in argv):
+        raise InvalidArgument(f"{what}, not the program and its arguments; {fix} a list of arguments (str or paths), e.g. "
+                              "['python', 'agent.py'] (or shlex.split of a command line).")
+    return [os.fspath(a) if isinstance(a, os.PathLike) else a for a in argv]
 
 
 TaskSetupFn = Callable[[Any, Path], TaskSetup | None]
@@ -256,6 +281,8 @@ class AgentProgram:
                 f"AgentProgram command={self.command!r} must be the program and its arguments as a list, e.g. "
                 "['python', 'agent.py'] (or shlex.split of a command line), or a function of the task returning one."
             )
+        if not callable(self.command):
+            _arguments(self.command, f"AgentProgram command={self.command!r:.200}")
         if isinstance(self.time_limit, bool) or not isinstance(self.time_limit, numbers.Real) or not 0 < self.time_limit < math.inf:
             raise InvalidArgument(f"AgentProgram time_limit={self.time_limit!r} must be a positive number of seconds.")
         check_episode_options("AgentProgram", max_turns=self.max_turns, max_response_tokens=self.max_response_tokens)
@@ -283,15 +310,20 @@ class AgentProgram:
 
         Raises:
             GemError: if the program's command is empty, or cannot be started (not found, not executable, its
-                arguments and environment over the system's limit).
-            InvalidArgument: if a callable ``command`` returned a string, not a list of arguments.
+                arguments and environment over the system's limit); if the episode ended during the setup (its batch
+                was cancelled: the program is not started); if the grader returned anything but a finite number
+                (None, a bool, text: ``"0.7"`` is not taken as 0.7), naming the grader.
+            InvalidArgument: if a callable ``command`` returned anything but a list of arguments (str or paths).
+            InvalidArgumentType: if ``setup`` returned anything but a :class:`TaskSetup` (with a str or None prompt)
+                or None.
+            UsageError: ``endpoint`` is not serving (never started, or stopped): raised before the setup runs.
             KeyboardInterrupt: as it came; the program's process group is killed and its episode closed first.
         """
-        argv = self.command(task) if callable(self.command) else self.command
-        if isinstance(argv, (str, bytes)):  # its characters are not its arguments
-            raise InvalidArgument(f"AgentProgram command returned {argv!r} for task {task!r}; return a list of arguments, e.g. "
-                                  "['python', 'agent.py'] (or shlex.split of a command line).")
-        argv = [str(a) for a in argv]
+        if callable(self.command):
+            made = self.command(task)
+            argv = _arguments(made, f"AgentProgram command returned {made!r:.200} for task {task!r:.80}", "return")
+        else:
+            argv = _arguments(self.command, f"AgentProgram command={self.command!r:.200}")
         if not argv:
             raise GemError("AgentProgram command is empty; give the program and its arguments, e.g. ['python', 'agent.py']")
         if workdir is not None:
@@ -302,10 +334,14 @@ class AgentProgram:
     def _run_in(
         self, workdir: Path, argv: list[str], endpoint: Any, task: Any, on_exit: Callable[[AgentEpisode], None] | None
     ) -> AgentRun:
-        setup = (self.setup(task, workdir) if self.setup is not None else None) or TaskSetup()
         with _temporary_folder("gem-agent-io-") as io:
+            # Opened before the setup: an endpoint that is not serving is refused before a slow setup runs, and a batch
+            # cancelled during the setup ends the episode, so the program is never started (to run to its time limit).
             episode = endpoint.open_episode(max_turns=self.max_turns, max_response_tokens=self.max_response_tokens)
             try:
+                setup = self._task_setup(task, workdir)
+                if episode.ended is not None:
+                    raise GemError(f"the episode of task {task!r:.80} ended during its setup ({episode.ended}); its program was not started")
                 environment = {**os.environ, **self.env, "OPENAI_BASE_URL": endpoint.base_url, "OPENAI_API_BASE": endpoint.base_url,
                                "OPENAI_API_KEY": episode.key, "GEM_EPISODE_KEY": episode.key, "GEM_REWARD_FILE": str(io / "reward")}
                 if setup.prompt is not None:
@@ -338,15 +374,34 @@ class AgentProgram:
                 stdout_tail=stdout_tail, stderr_tail=stderr_tail, setup=setup,
             )
             if self.grader is not None:
-                run.reward = float(self.grader(run))
+                run.reward = self._grade(run)
             else:
                 run.reward, why = _reward_from_file(io)
                 if why is not None:
                     run.info["reward_file"] = why
-        if not math.isfinite(run.reward):
-            raise GemError(f"the grader returned {run.reward!r} for episode {run.key!r}; a reward must be a finite number")
         run.trajectories = episode.trajectories(run.reward)
         return run
+
+    def _task_setup(self, task: Any, workdir: Path) -> TaskSetup:
+        """What ``setup`` made of ``task``: a :class:`TaskSetup`, or an empty one for None (anything else failed late,
+        as an AttributeError or TypeError naming neither the setup nor its prompt)."""
+        made = self.setup(task, workdir) if self.setup is not None else None
+        if made is None:
+            return TaskSetup()
+        if not isinstance(made, TaskSetup):
+            raise InvalidArgumentType(f"AgentProgram setup {_name(self.setup)} returned {made!r:.80} for task {task!r:.80}; "
+                                      "return a TaskSetup(prompt=..., data=...), or None.")
+        _check_prompt(made.prompt, f"AgentProgram setup {_name(self.setup)} returned a TaskSetup whose")
+        return made
+
+    def _grade(self, run: AgentRun) -> float:
+        """The grader's reward for ``run``: a real number, finite (float() took None or "yes" as a raw error, and the
+        text "0.7" as a reward)."""
+        value = self.grader(run) if self.grader is not None else None
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+            raise GemError(f"AgentProgram grader {_name(self.grader)} returned {value!r:.80} for episode {run.key!r}; a grader "
+                           "returns the reward as a finite number (an int or a float).")
+        return float(value)
 
     async def arun(self, endpoint: Any, task: Any = None, *, workdir: str | Path | None = None) -> AgentRun:
         """:meth:`run` off the event loop, so many agents run at once (on the loop's default executor, which
@@ -381,6 +436,10 @@ def _temporary_folder(prefix: str) -> Iterator[Path]:
     finally:
         remove_path(path)
         _ORPHAN_GUARD.release_path(path)
+
+
+def _name(function: Any) -> str:
+    return getattr(function, "__qualname__", None) or repr(function)
 
 
 def _hand_over(text: str, path: Path, name: str, environment: dict[str, str]) -> None:
