@@ -11,6 +11,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from gem_core.env import MAX_SEED
 from gem_core.errors import InvalidArgument, InvalidArgumentType
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "BACKEND_BOUNDS",
     "BACKEND_KINDS",
     "setting_problem",
+    "seed_range_problem",
     "check_settings",
     "check_backend_settings",
     "base_url_problem",
@@ -31,7 +33,7 @@ SETTING_BOUNDS: dict[str, tuple[type, float, float, bool]] = {
     "episodes": (int, 1, MAX_PLANNED_EPISODES, False),
     # Episode i plays seed `seed + i`, and every env seeds gymnasium's np_random, which refuses a negative
     # seed ("Seed must be greater or equal to zero"): a negative seed would fail every episode of the run.
-    "seed": (int, 0, 2**63 - 1, False),
+    "seed": (int, 0, MAX_SEED, False),
     "samples": (int, 1, 10_000, False),
     "concurrency": (int, 1, 10_000, False),
     "max_turns": (int, 1, 1_000_000, True),
@@ -71,18 +73,35 @@ def setting_problem(name: str, value: Any, bounds: Mapping[str, tuple[type, floa
     return None
 
 
+def seed_range_problem(seed: int, episodes: int, *, seed_name: str = "seed", episodes_name: str = "episodes") -> str | None:
+    """Why episodes ``seed`` .. ``seed + episodes - 1`` cannot all be played (None when they can): the last one
+    would pass :data:`~gem_core.env.MAX_SEED`, which every env's reset refuses, so that episode would fail after
+    the others had run. Both values are whole numbers already (:func:`setting_problem`); the names are as the
+    caller knows them (``--seed``)."""
+    if seed + episodes - 1 <= MAX_SEED:
+        return None
+    return (f"{seed_name} {seed} with {episodes_name} {episodes} plays seeds up to {seed + episodes - 1}, past the largest "
+            f"seed {MAX_SEED}; lower {seed_name} to at most {MAX_SEED - episodes + 1}, or ask for fewer {episodes_name}")
+
+
 def check_settings(settings: Mapping[str, Any], *, where: str, env_count: int = 1) -> None:
-    """Raise ValueError naming the first setting out of bounds (``where`` prefixes the name), and when
-    the episodes asked for, all envs and samples together, exceed :data:`MAX_PLANNED_EPISODES`.
+    """Raise ValueError naming the first setting out of bounds (``where`` prefixes the name), when the last
+    episode's seed (``seed + episodes - 1``) passes the largest seed, and when the episodes asked for, all envs
+    and samples together, exceed :data:`MAX_PLANNED_EPISODES`.
 
     Raises:
-        InvalidArgument: if a setting is out of bounds or the run asks for too many episodes.
+        InvalidArgument: if a setting is out of bounds, the seeds run past the largest one, or the run asks for
+            too many episodes.
     """
     for name in SETTING_BOUNDS:
         if name in settings:
             problem = setting_problem(name, settings[name])
             if problem:
                 raise InvalidArgument(f"{where}{name}: {problem}.")
+    if "seed" in settings and "episodes" in settings:
+        problem = seed_range_problem(settings["seed"], settings["episodes"])
+        if problem:
+            raise InvalidArgument(f"{where.rstrip('.') + ': ' if where else ''}{problem}.")
     episodes, samples = settings.get("episodes", 1), settings.get("samples", 1)
     if episodes * samples * max(env_count, 1) > MAX_PLANNED_EPISODES:
         raise InvalidArgument(

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gem_core.cli.options import folder_problem, run_until_pipe_closes
-from gem_core.eval.bounds import BACKEND_BOUNDS, MAX_PLANNED_EPISODES, SETTING_BOUNDS, base_url_problem, setting_problem
+from gem_core.eval.bounds import BACKEND_BOUNDS, MAX_PLANNED_EPISODES, SETTING_BOUNDS, base_url_problem, seed_range_problem, setting_problem
 from gem_core.eval.config import existing_run
 from gem_core.registry import needs_trust
 from gem_core.settings import environment_value
@@ -139,6 +139,33 @@ def _default_out_dir(model: str) -> Path:
     return Path("gem-eval") / f"{slug}-{stamp}"
 
 
+#: Default output folders tried for one run (``gem-eval/<model>-<time>``, then ``-2``, ``-3``, ...) before it
+#: asks for ``--out``: runs started in the same second (a sweep launched at once) each get their own.
+MAX_DEFAULT_OUT_TRIES = 1000
+
+
+def _new_default_out_dir(model: str) -> Path:
+    """Create and return a new default output folder: made exclusively (no other run can have it), with a suffix
+    when the one of this second is taken.
+
+    Raises:
+        InvalidArgument: if all :data:`MAX_DEFAULT_OUT_TRIES` folders of this second exist.
+        OSError: if ``gem-eval`` cannot be created or written (a read-only folder).
+    """
+    from gem_core.errors import InvalidArgument
+
+    base = _default_out_dir(model)
+    base.parent.mkdir(parents=True, exist_ok=True)
+    for number in range(1, MAX_DEFAULT_OUT_TRIES + 1):
+        candidate = base if number == 1 else base.with_name(f"{base.name}-{number}")
+        try:
+            candidate.mkdir()
+        except FileExistsError:
+            continue
+        return candidate
+    raise InvalidArgument(f"{base} and the next {MAX_DEFAULT_OUT_TRIES - 1} numbered folders all exist; give the run a folder with --out DIR.")
+
+
 #: How to get what ``gem eval`` imports (the distribution on the package index named ``gem`` is another project).
 INSTALL_HINT = 'pip install -c constraints-cpu.txt -e ".[eval]"'
 
@@ -223,6 +250,9 @@ def _flag_problem(args: argparse.Namespace, given: set[str]) -> str | None:
         problem = setting_problem(setting, getattr(args, flag, None), BACKEND_BOUNDS)
         if problem:
             return f"{_flag(flag)}: {problem}."
+    problem = seed_range_problem(args.seed, args.episodes, seed_name="--seed", episodes_name="--episodes")
+    if problem:
+        return f"{problem}."
     planned = args.episodes * args.samples * max(len(set(args.env_ids)), 1)
     if planned > MAX_PLANNED_EPISODES:
         return (f"--episodes {args.episodes} x --samples {args.samples} x {len(set(args.env_ids))} env(s) is more than the "
@@ -396,7 +426,6 @@ def _run_eval_command(args: argparse.Namespace) -> int:
     from gem_core.eval.runner import Interrupted, evaluate
     from gem_core.eval.tables import summary_table
 
-    out_dir = Path(args.out) if args.out else _default_out_dir(args.model)
     backend_options = {}
     if args.base_url:
         backend_options = {
@@ -420,6 +449,16 @@ def _run_eval_command(args: argparse.Namespace) -> int:
             judge.close()
         _fail(problem)
         return 2
+    try:
+        out_dir, made = (Path(args.out), False) if args.out else (_new_default_out_dir(args.model), True)
+    except (ValueError, OSError) as exc:
+        if judge is not None:
+            judge.close()
+        if not isinstance(exc, OSError):
+            _fail(str(exc))
+            return 2
+        _fail(f"cannot create the output folder under gem-eval/: {exc.strerror or exc}; give the run a folder with --out DIR.")
+        return 1
     try:
         report = evaluate(
             args.env_ids,
@@ -463,7 +502,11 @@ def _run_eval_command(args: argparse.Namespace) -> int:
         return 1
     except ResumeMismatch as exc:
         flag = _flag(exc.setting)
-        if exc.setting == "backend":
+        if exc.setting.startswith("judge_"):
+            shown = [_judge_shown(exc.setting, value) for value in (exc.requested, exc.stored)]
+            _fail(f"--resume {out_dir}: {flag} gives {shown[0]}, but the run there was judged with {shown[1]}; give that "
+                  f"run's {flag} again (a judge is never taken from a run file), or start a new run with another --out.")
+        elif exc.setting == "backend":
             _fail(f"--resume {out_dir}: that run used the {exc.stored} backend, this one {exc.requested}; "
                   f"{'drop --base-url' if exc.stored == 'transformers' else 'give its --base-url'} to resume it.")
         else:
@@ -476,6 +519,8 @@ def _run_eval_command(args: argparse.Namespace) -> int:
     finally:
         if judge is not None:
             judge.close()
+        if made:  # a run refused before it wrote anything leaves no empty folder of its own behind
+            _remove_if_empty(out_dir)
     console.print(summary_table(report))
     console.print(f"Report and plots written to {out_dir}/", markup=False, highlight=False)
     failed = report.failed_episodes()
@@ -484,6 +529,20 @@ def _run_eval_command(args: argparse.Namespace) -> int:
               f"{failed[0].seed}): {failed[0].error}")
         return 1
     return 0
+
+
+def _remove_if_empty(folder: Path) -> None:
+    try:
+        folder.rmdir()
+    except OSError:  # it holds the run's files (or is gone): kept as it is
+        pass
+
+
+def _judge_shown(setting: str, value: Any) -> str:
+    """A judge setting as a resume refusal names it: the model's name, or the rubric by its digest."""
+    if setting != "judge_rubric":
+        return "no judge" if value is None else repr(value)
+    return "the env's own rubric" if value is None else f"the rubric of digest {str(value)[:12]}"
 
 
 def _interrupted_before_start(args: argparse.Namespace, out_dir: Path | None) -> int:
@@ -590,7 +649,7 @@ def _rescore(args: argparse.Namespace, console: Any) -> int:
                       f"success {old_success} -> {new_success}", markup=False, highlight=False)
         for turn in episode["turns"]:
             note = f" ({turn['note']})" if turn["note"] != "reward" else ""
-            console.print(f"  turn {turn['turn']}: reward {turn['stored_reward']:+g} -> {turn['replayed_reward']:+g}{note}",
+            console.print(f"  turn {turn['turn']}: reward {_signed(turn['stored_reward'])} -> {_signed(turn['replayed_reward'])}{note}",
                           markup=False, highlight=False)
     console.print(f"{rescored.rescore['episodes_rescored']} episodes re-scored, {len(changed)} changed; "
                   f"report written to {out_dir}/", markup=False, highlight=False)
@@ -602,6 +661,11 @@ def _rescore(args: argparse.Namespace, console: Any) -> int:
               f"({failed[0].env_id}, seed {failed[0].seed}): {failed[0].error}")
         return 1
     return 0
+
+
+def _signed(reward: Any) -> str:
+    """A reward as the change list prints it: a number with its sign, or the text a non-finite one is stored as."""
+    return f"{reward:+g}" if isinstance(reward, (int, float)) else str(reward)
 
 
 def _judge_problem(judge: Any, judged: list[str]) -> str | None:

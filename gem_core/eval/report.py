@@ -41,6 +41,7 @@ from gem_core.transport.atomic_file import atomic_path
 
 __all__ = [
     "EpisodeRecord",
+    "fail_non_finite",
     "step_error",
     "EnvSummary",
     "EvalReport",
@@ -64,7 +65,16 @@ _CI_SEED = 0
 
 
 _COUNT = (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "a count (a whole number >= 0)")
-_NUMBER = (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v), "a finite number")
+_NUMBER = (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and _finite(v), "a finite number")
+
+
+def _finite(value: float) -> bool:
+    """Whether ``value`` is a finite float (a JSON integer past the largest float is not: float() overflows)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
 #: The type each stored field of an episode record must have, and how to say it.
 _RECORD_FIELDS: dict[str, tuple[Any, str]] = {
     "env_id": (lambda v: isinstance(v, str), "an env id"),
@@ -154,11 +164,34 @@ class EpisodeRecord:
         rewards = values.get("rewards", [])
         if not all(_is(r, _NUMBER) for r in rewards):
             raise MalformedFile("episode field 'rewards' holds a value that is not a finite number.")
+        if not math.isfinite(sum(float(r) for r in rewards)):  # the return, which every summary and the JSON need
+            raise MalformedFile("episode field 'rewards' sums past the largest float; each reward must be finite, and so their sum.")
         transcript = values.get("transcript", [])
         if not all(isinstance(m, Mapping) and all(isinstance(v, str) for v in m.values()) for m in transcript):
             raise MalformedFile("episode field 'transcript' holds a message that is not {role: text, content: text}.")
         values["rewards"] = [float(r) for r in rewards]
         return cls(**values)
+
+
+def fail_non_finite(record: EpisodeRecord) -> None:
+    """Fail an episode whose rewards are not all finite (NaN, inf, or a sum that overflows), keeping the turns
+    before: JSON holds no such number, so the episode could not be logged, and one of them poisons every mean.
+    Applied where every episode's record ends: a live run's (whatever the backend; the HTTP backend passes the env's
+    reward on as it is) and a re-scored one's (``gem eval --rescore``)."""
+    total = 0.0
+    for turn, reward in enumerate(record.rewards, 1):
+        try:
+            value = float(reward)
+        except (TypeError, ValueError, OverflowError):
+            value = math.nan
+        total += value
+        if math.isfinite(total):
+            continue
+        what = f"the reward of turn {turn} is {reward!r:.60}" if not math.isfinite(value) else f"the rewards up to turn {turn} sum to {total}"
+        problem = f"{record.env_id} seed {record.seed}: {what}, which is not finite; rewards must be finite numbers"
+        record.error = problem if record.error is None else f"{problem}; then {record.error}"
+        del record.rewards[turn - 1 :]
+        return
 
 
 def step_error(infos: Sequence[dict[str, Any]]) -> str | None:
@@ -415,16 +448,24 @@ class EvalReport:
             raise MalformedFile("A gem eval report whose config is not an object.")
         # The summaries multiply these counts: a report is a file, so they are bounded before use.
         check_settings(data.get("config", {}), where="report config.", env_count=len(envs))
+        resumed_at = data.get("resumed_at", [])
+        if not isinstance(resumed_at, list) or not all(isinstance(t, str) for t in resumed_at):
+            raise MalformedFile(f"A gem eval report whose resumed_at is {resumed_at!r:.60}, not a list of times (texts).")
+        if not isinstance(data.get("interrupted", False), bool):
+            raise MalformedFile(f"A gem eval report whose interrupted is {data.get('interrupted')!r:.60}, not true or false.")
+        for name in ("started_at", "finished_at"):
+            if not isinstance(data.get(name), (str, type(None))):
+                raise MalformedFile(f"A gem eval report whose {name} is {data.get(name)!r:.60}, not a time (a text) or null.")
         return cls(
             model=data.get("model", "?"),
             backend=data.get("backend", "?"),
             config=dict(data.get("config", {})),
             env_ids=list(envs),
             episodes={env_id: [EpisodeRecord.from_dict(r) for r in env["episodes"]] for env_id, env in envs.items()},
-            interrupted=bool(data.get("interrupted", False)),
+            interrupted=data.get("interrupted", False),
             started_at=data.get("started_at"),
             finished_at=data.get("finished_at"),
-            resumed_at=list(data.get("resumed_at", [])),
+            resumed_at=list(resumed_at),
             rescore=data.get("rescore"),
         )
 

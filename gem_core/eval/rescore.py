@@ -11,6 +11,7 @@ were: they have no verdict to re-check.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,10 +21,9 @@ from gem_core import placement
 from gem_core.env import episode_success
 from gem_core.errors import InvalidArgument
 from gem_core.eval.episode_log import EPISODES_FILENAME, read_episodes
-from gem_core.eval.report import REPORT_FILENAME, EpisodeRecord, EvalReport, step_error
+from gem_core.eval.report import REPORT_FILENAME, EpisodeRecord, EvalReport, fail_non_finite, step_error
 from gem_core.eval.resume import RUN_FILENAME, read_run_header
 from gem_core.rollout.replay import StoredEpisode, replay_actions
-from gem_core.wrappers import TurnLimit
 
 __all__ = ["load_run", "rescore_report", "rescore_record", "run_episodes_to_replay"]
 
@@ -84,13 +84,17 @@ def run_episodes_to_replay(path: str | Path, *, left_out: list[str] | None = Non
                             {} if max_turns is None else {"max_turns": max_turns}, record.terminated)
 
 
-def rescore_record(record: EpisodeRecord, env: Any, *, max_turns: int | None = None) -> tuple[EpisodeRecord, list[dict[str, Any]]]:
+def rescore_record(record: EpisodeRecord, env: Any) -> tuple[EpisodeRecord, list[dict[str, Any]]]:
     """``record`` re-graded by ``env`` (reset with its seed, stepped with its transcript's actions), and
-    the turns whose reward or end changed (``{"turn", "stored_reward", "replayed_reward", "note"}``)."""
+    the turns whose reward or end changed (``{"turn", "stored_reward", "replayed_reward", "note"}``).
+
+    ``env`` must be built as the run built it: ``make_env(env_id, max_turns=<the run's --max-turns>)``, which
+    replaces the registered turn limit (a limit wrapped around the registered one would still end the game at the
+    registered one). A reward that is not finite fails the episode as in a live run
+    (:func:`~gem_core.eval.report.fail_non_finite`); a changed turn then shows it as a text (``"nan"``), since JSON
+    holds no such number."""
     if record.failed:
         return record, []
-    if max_turns is not None:
-        env = TurnLimit(env, max_turns)  # the eval's turn cut, as its backends apply it
     actions = [m["content"] for m in record.transcript if m.get("role") == "assistant"]
     replay = replay_actions(env, record.seed, actions, record.rewards)
     rescored = dataclasses.replace(
@@ -102,11 +106,18 @@ def rescore_record(record: EpisodeRecord, env: Any, *, max_turns: int | None = N
         success=episode_success(replay.infos, sum(replay.rewards), replay.terminated),
         error=step_error(replay.infos),  # a judge that gave no verdict now: failed, as in a live run
     )
+    fail_non_finite(rescored)
     changes = [
-        {"turn": c.turn, "stored_reward": c.stored_reward, "replayed_reward": c.replayed_reward, "note": c.note}
+        {"turn": c.turn, "stored_reward": _json_number(c.stored_reward), "replayed_reward": _json_number(c.replayed_reward),
+         "note": c.note}
         for c in replay.changes
     ]
     return rescored, changes
+
+
+def _json_number(value: Any) -> Any:
+    """``value``, or its text when JSON cannot hold it (NaN, inf)."""
+    return value if not isinstance(value, float) or math.isfinite(value) else repr(value)
 
 
 def rescore_report(
@@ -123,9 +134,10 @@ def rescore_report(
         for env_id in report.env_ids:
             episodes[env_id] = []
             for record in report.episodes.get(env_id, []):
-                if not record.failed and env_id not in envs:
-                    envs[env_id] = placement.make_env(env_id, **(env_overrides(env_id) if env_overrides is not None else {}))
-                rescored, turns = rescore_record(record, envs.get(env_id), max_turns=max_turns)
+                if not record.failed and env_id not in envs:  # as the run built it: the one turn limit
+                    overrides = env_overrides(env_id) if env_overrides is not None else {}
+                    envs[env_id] = placement.make_env(env_id, max_turns=max_turns, **overrides)
+                rescored, turns = rescore_record(record, envs.get(env_id))
                 episodes[env_id].append(rescored)
                 if turns or rescored.success != record.success or rescored.terminated != record.terminated:
                     changed.append({

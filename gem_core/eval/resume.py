@@ -25,7 +25,7 @@ from gem_core.eval.bounds import BACKEND_BOUNDS, check_settings, setting_problem
 from gem_core.eval.report import REPORT_FILENAME, EvalReport
 from gem_core.transport.atomic_file import atomic_path
 
-__all__ = ["RUN_FILENAME", "EPISODE_SETTINGS", "RunHeader", "ResumeMismatch", "read_run_header", "write_run_header", "check_header", "check_resume", "check_resumed_episodes"]
+__all__ = ["RUN_FILENAME", "EPISODE_SETTINGS", "JUDGE_SETTINGS", "RunHeader", "ResumeMismatch", "read_run_header", "write_run_header", "check_header", "check_resume", "check_resumed_episodes"]
 
 RUN_FILENAME = "run.json"
 """The file in an eval's output folder that records the run's settings, so ``--resume`` can refuse a changed run."""
@@ -39,6 +39,9 @@ EPISODE_SETTINGS = ("episodes", "seed", "samples", "max_turns", "max_new_tokens"
 """
 #: Defaults of settings that older runs did not record.
 _SETTING_DEFAULTS = {"samples": 1}
+JUDGE_SETTINGS = ("model", "rubric")
+"""What ``config.judges`` records of each judged env's judge (:func:`~gem_core.eval.runner.judges_of`); a resume must
+give the same, as ``judge_model`` and ``judge_rubric`` (``--judge-model``, ``--judge-rubric``)."""
 
 
 class ResumeMismatch(GemError, ValueError):
@@ -170,6 +173,13 @@ def check_header(header: RunHeader) -> None:
     base_url = backend.get("base_url")
     if base_url is not None and not isinstance(base_url, str):
         raise MalformedFile(f"{where}config.backend_settings.base_url is not a URL.")
+    judges = header.config.get("judges", {})
+    if not isinstance(judges, dict) or not all(
+        env_id in env_ids and isinstance(judge, dict) and set(judge) <= set(JUDGE_SETTINGS)
+        and all(value is None or (isinstance(value, str) and len(value) <= 10_000) for value in judge.values())
+        for env_id, judge in judges.items()
+    ):
+        raise MalformedFile(f"{where}config.judges is not {{env id: {{'model': name, 'rubric': digest or null}}}} for the run's envs.")
 
 
 def check_resume(header: RunHeader, *, model: str, backend: str, env_ids: Sequence[str], settings: Mapping[str, Any]) -> None:
@@ -189,8 +199,13 @@ def check_resumed_episodes(header: RunHeader, *, env_ids: Sequence[str], setting
     """The part of :func:`check_resume` that needs no model: the envs and the episode settings (checked
     before a model loads, which can take minutes, so a resume that asks for other episodes fails at once).
 
+    A judged env's judge is an episode setting too (``settings["judges"]``, see :data:`JUDGE_SETTINGS`): another
+    judge model or rubric would score the rest of the run by other standards. A run recorded before judges were
+    (no ``judges`` in its ``config``) has none to compare.
+
     Raises:
-        ResumeMismatch: if the envs or an episode setting differ from the stored run.
+        ResumeMismatch: if the envs, an episode setting or a judge differ from the stored run (a judge's as
+            ``judge_model`` or ``judge_rubric``).
     """
     if list(env_ids) != list(header.env_ids):
         raise ResumeMismatch("env_ids", list(header.env_ids), list(env_ids), header.path)
@@ -198,3 +213,10 @@ def check_resumed_episodes(header: RunHeader, *, env_ids: Sequence[str], setting
         stored = header.config.get(name, _SETTING_DEFAULTS.get(name))
         if settings.get(name) != stored:
             raise ResumeMismatch(name, stored, settings.get(name), header.path)
+    if "judges" in header.config:
+        stored_judges, judges = header.config["judges"], settings.get("judges") or {}
+        for env_id in header.env_ids:
+            for name in JUDGE_SETTINGS:
+                stored, requested = (stored_judges.get(env_id) or {}).get(name), (judges.get(env_id) or {}).get(name)
+                if requested != stored:
+                    raise ResumeMismatch(f"judge_{name}", stored, requested, header.path)

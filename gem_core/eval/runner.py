@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
-import math
 import signal
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -34,13 +33,13 @@ from gem_core.eval.bounds import base_url_problem, check_backend_settings
 from gem_core.eval.config import EvalConfig
 from gem_core.eval.episode_log import EPISODES_FILENAME, LOCK_FILENAME, EpisodeLog, ReportWriteError, read_episodes
 from gem_core.eval.progress import EvalProgress
-from gem_core.eval.report import REPORT_FILENAME, EpisodeRecord, EvalReport
+from gem_core.eval.report import REPORT_FILENAME, EpisodeRecord, EvalReport, fail_non_finite
 from gem_core.eval.resume import RUN_FILENAME, check_resume, check_resumed_episodes, read_run_header, write_run_header
 from gem_core.protocols import Tokenizer
 from gem_core.registry import spec
 from gem_core.transport.folder_lock import lock_folder, release_folder
 
-__all__ = ["EvalConfig", "EpisodeBackend", "Interrupted", "evaluate", "evaluate_async", "make_backend", "remove_outputs", "write_outputs"]
+__all__ = ["EvalConfig", "EpisodeBackend", "Interrupted", "evaluate", "evaluate_async", "judges_of", "make_backend", "remove_outputs", "write_outputs"]
 
 
 class EpisodeBackend(Protocol):
@@ -90,7 +89,8 @@ async def evaluate_async(
     report = EvalReport(
         model=backend.model_name,
         backend=backend.kind,
-        config={**config.run_settings(), "backend_settings": dict(getattr(backend, "settings", {}))},
+        config={**config.run_settings(), "backend_settings": dict(getattr(backend, "settings", {})),
+                "judges": judges_of(config.env_ids, env_overrides)},
         env_ids=list(config.env_ids),
         episodes=records,
         started_at=_now(),
@@ -114,7 +114,7 @@ async def evaluate_async(
         finally:
             if env is not None:
                 env.close()
-        _fail_non_finite(record)
+        fail_non_finite(record)
         if log is not None:
             log.append(record)  # a write error (full disk) stops the run: see below
         records[env_id].append(record)
@@ -159,24 +159,25 @@ async def evaluate_async(
     return report
 
 
-def _fail_non_finite(record: EpisodeRecord) -> None:
-    """Fail an episode whose rewards are not all finite (NaN, inf, or a sum that overflows), keeping the turns
-    before: JSON holds no such number, so the episode could not be logged, and one of them poisons every mean.
-    Checked here, where every backend's record ends (the HTTP backend passes the env's reward on as it is)."""
-    total = 0.0
-    for turn, reward in enumerate(record.rewards, 1):
+def judges_of(env_ids: Sequence[str], env_overrides: Callable[[str], dict[str, Any]] | None) -> dict[str, dict[str, str | None]]:
+    """``{env_id: {"model": the judge's model name, "rubric": the rubric's digest or None (the env's own)}}`` for each
+    env that ``env_overrides`` hands a judge: what ``run.json`` records of the judges (never their URL or key), so a
+    resume with another judge or rubric is refused instead of mixing two judges' verdicts in one report. An env whose
+    overrides cannot be had is left out: each of its episodes fails on them anyway."""
+    from gem_core.judge.rubric import Rubric
+
+    judges: dict[str, dict[str, str | None]] = {}
+    for env_id in env_ids:
         try:
-            value = float(reward)
-        except (TypeError, ValueError):
-            value = math.nan
-        total += value
-        if math.isfinite(total):
+            overrides = env_overrides(env_id) if env_overrides is not None else {}
+            judge, rubric = overrides.get("judge"), overrides.get("rubric")
+            model = getattr(judge, "model", type(judge).__name__) if judge is not None else overrides.get("judge_model")
+            digest = None if rubric is None else Rubric.coerce(rubric).digest
+        except Exception:  # noqa: BLE001 - the episodes report it, as they would without this record
             continue
-        what = f"the reward of turn {turn} is {reward!r:.60}" if not math.isfinite(value) else f"the rewards up to turn {turn} sum to {total}"
-        problem = f"{record.env_id} seed {record.seed}: {what}, which is not finite; rewards must be finite numbers"
-        record.error = problem if record.error is None else f"{problem}; then {record.error}"
-        del record.rewards[turn - 1 :]
-        return
+        if model is not None:
+            judges[env_id] = {"model": str(model), "rubric": digest}
+    return judges
 
 
 def _open_run(config: EvalConfig, report: EvalReport) -> EpisodeLog:
@@ -380,7 +381,8 @@ def evaluate(
         check_backend_settings(backend_options or {}, label="backend_options[{name!r}]")
     eval_config.check_out_dir()  # a run already in out_dir is kept unless asked (before a model loads)
     if eval_config.resume and eval_config.out_dir is not None and backend is None:  # so does a resume asking for other episodes
-        check_resumed_episodes(read_run_header(eval_config.out_dir), env_ids=eval_config.env_ids, settings=eval_config.run_settings())
+        check_resumed_episodes(read_run_header(eval_config.out_dir), env_ids=eval_config.env_ids,
+                               settings={**eval_config.run_settings(), "judges": judges_of(eval_config.env_ids, env_overrides)})
     if backend is None:
         backend = make_backend(model, policy=policy, tokenizer=tokenizer, base_url=base_url, **(backend_options or {}))
     received: list[int] = []

@@ -24,16 +24,26 @@ has not been collected yet (unprivileged, its files are only made read-only).
 
 Library code runs in the process that runs the tests, so it could rewrite pytest's objects in memory
 from its import. Against the blunt form of that (every report made a pass), each graded test file gets
-a canary appended in the grading copy, a test under a fresh random name that must fail: if a canary does
-not come back failed, the grade is 0. Code that singles out the graded tests by name is not covered.
+two to four canaries in the grading copy (:func:`_plant_canaries`), tests that must fail: each sits between
+the file's top-level statements at random, runs at a random place among the graded ids, copies the shape of
+one of the file's graded ids (function or class method, parametrized or not, naming style) and is named
+from the words of the task's own test names mixed with plain words, with no fixed part, so a rule such as
+"pass all but names holding X", "all but each file's last test" or "all but ids of this shape" fails a
+canary too. If a canary does not come back failed, or outcomes come back for ids that were not run, the
+grade is 0. What remains possible: code that singles out the graded tests by their exact names (readable in
+the agent's copy of the tests), or that tells canaries apart by their bodies or objects (their source, line
+numbers, a ``unittest`` class where the file's own is a plain one), can still pass the graded tests alone.
 The issue's hacks (editing tests, conftest, sitecustomize/.pth, plugins, settings, an early exit,
 deleting tests) all score 0.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import os
+import random
+import re
 import secrets
 import shutil
 import stat
@@ -270,20 +280,144 @@ def overlay_source(agent_root: str | Path, tree: str | Path, package: Package, *
     return sorted(changed)
 
 
+#: Plain words of test names: with the words of the task's own test names, what a canary's name is made of.
+_CANARY_WORDS = (
+    "basic", "simple", "empty", "single", "many", "none", "zero", "one", "two", "negative", "large", "small",
+    "long", "short", "unicode", "ascii", "default", "custom", "invalid", "valid", "missing", "extra", "nested",
+    "flat", "order", "reverse", "sorted", "unsorted", "keys", "values", "items", "list", "dict", "tuple", "set",
+    "string", "bytes", "number", "float", "int", "bool", "type", "error", "raises", "returns", "result", "input",
+    "output", "edge", "case", "cases", "round", "trip", "first", "last", "start", "end", "middle", "mixed",
+    "repeated", "unique", "limit", "range", "step", "window", "prefix", "suffix", "split", "join", "match",
+    "format", "parse", "convert", "compare", "equal", "copy", "update", "call", "args", "kwargs", "lazy",
+    "iter", "generator", "index", "count", "length", "size", "width", "fill", "pad", "strip", "lower", "upper",
+)
+_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
+_SAFE_PARAMETER = re.compile(r"[A-Za-z0-9_.-]{1,40}")
+
+
+def _name_words(tests: tuple[str, ...]) -> list[str]:
+    """The words of the functions' and classes' names in ``tests`` (``test_camelize_lower`` -> camelize, lower)."""
+    words = []
+    for test in tests:
+        for part in test.split("[", 1)[0].split("::")[1:]:
+            words += [word.lower() for word in _WORD.findall(part) if word.lower() not in ("test", "tests")]
+    return list(dict.fromkeys(word for word in words if word.isalpha() and 2 <= len(word) <= 20))
+
+
+def _canary_source(template: str, source: str, own_words: list[str], taken: set[str], draw: random.Random) -> tuple[str, str]:
+    """A canary shaped like the real test id ``template`` (a function or a class's method, ``test_snake`` or
+    ``testCamel``, parametrized or not), named with words of the task's test names and plain words: its code and
+    its id below the file. No part of its name is fixed, and each name is new to ``source`` and ``taken``."""
+    parts = template.split("[", 1)[0].split("::")[1:]
+    parameter = template.split("[", 1)[1][:-1] if "[" in template else None
+    if parameter is not None and not _SAFE_PARAMETER.fullmatch(parameter):  # an id pytest would escape
+        parameter = "-".join(draw.choice(_CANARY_WORDS) for _ in range(draw.randint(1, 3)))
+    real_class = parts[0] if len(parts) > 1 else None
+    # pytest collects a plain class only under a Test... name, and a unittest class can hold no parametrized test
+    unittest_class = real_class is not None and (not real_class.startswith("Test") or parameter is None)
+    if unittest_class:
+        parameter = None
+    snake = parts[-1].startswith("test_") or not parts[-1][4:5].isupper()
+    for _ in range(1000):
+        words = [draw.choice(own_words) if own_words and draw.random() < 0.5 else draw.choice(_CANARY_WORDS)
+                 for _ in range(draw.randint(1, 3))]
+        names = ["test_" + "_".join(words) if snake else "test" + "".join(word.capitalize() for word in words)]
+        if real_class is not None:
+            camel = "".join(word.capitalize() for word in (draw.choice(own_words or _CANARY_WORDS), *words[:1]))
+            suffix = "Test" if real_class.endswith("Test") else "Tests"
+            names.insert(0, "Test" + camel if real_class.startswith("Test") else camel + suffix)
+        if not any(name in taken or re.search(rf"\b{name}\b", source) for name in names):
+            break
+    else:  # every draw clashed: unreachable for a real test file, but never plant a name twice
+        names = [name + secrets.token_hex(4) for name in names]
+    taken.update(names)
+    failing = f"assert {draw.choice(_CANARY_WORDS)!r} == {draw.choice(_CANARY_WORDS) + draw.choice(_CANARY_WORDS)!r}"
+    argument = draw.choice(own_words or _CANARY_WORDS) + "_" + draw.choice(_CANARY_WORDS)
+    decorator = "" if parameter is None else f"@__import__('pytest').mark.parametrize({argument!r}, [None], ids=[{parameter!r}])\n"
+    arguments = ([] if real_class is None else ["self"]) + ([] if parameter is None else [argument])
+    code = f"{decorator}def {names[-1]}({', '.join(arguments)}):\n    {failing}\n"
+    if real_class is not None:
+        base = "(__import__('unittest').TestCase)" if unittest_class else ""
+        code = f"class {names[0]}{base}:\n" + "".join(f"    {line}\n" for line in code.splitlines())
+    return code, "::".join(names) + ("" if parameter is None else f"[{parameter}]")
+
+
+def _top_level_gaps(source: str) -> list[int]:
+    """Line indexes between the file's top-level statements (after its ``__future__`` imports) where a new
+    definition may go; just the end if the file does not parse."""
+    lines = source.count("\n") + 1
+    try:
+        body = ast.parse(source).body
+    except (SyntaxError, ValueError):
+        return [lines]
+    futures = [i for i, node in enumerate(body) if isinstance(node, ast.ImportFrom) and node.module == "__future__"]
+    first = futures[-1] if futures else 0
+    gaps = []
+    for i, node in enumerate(body[first:], first):
+        following = body[i + 1] if i + 1 < len(body) else None
+        end = node.end_lineno or node.lineno
+        if following is None or min([following.lineno, *(d.lineno for d in getattr(following, "decorator_list", []))]) > end:
+            gaps.append(end)
+    return gaps or [lines]
+
+
 def _plant_canaries(tree: Path, tests: tuple[str, ...]) -> tuple[str, ...]:
-    """Append a test that must fail, under a fresh random name, to each test file of ``tests`` (in the
-    grading copy); its ids. If one does not come back failed, code in the process rewrote how pytest
-    reports (a patch that passes every test passes these too), and the grade is 0."""
+    """Put tests that must fail into each test file of ``tests`` (in the grading copy): two to four per file,
+    each between the file's top-level statements at random and shaped like one of the file's graded tests,
+    named from the task's test-name words and plain words (:func:`_canary_source`), so that neither a fixed
+    name part, the file's end nor the id's shape tells them from the real tests. Their ids. If one does not
+    come back failed, code in the process rewrote how pytest reports, and the grade is 0."""
+    draw = random.SystemRandom()
+    own_words = _name_words(tests)
     canaries = []
-    for test_file in dict.fromkeys(test.split("::", 1)[0] for test in tests):
+    by_file: dict[str, list[str]] = {}
+    for test in tests:
+        by_file.setdefault(test.split("::", 1)[0], []).append(test)
+    for test_file, templates in by_file.items():
         path = tree / test_file
         if not test_file.endswith(".py") or not path.is_file():
             continue
-        name = f"test_gem_canary_{secrets.token_hex(8)}"
-        with open(path, "a", encoding="utf-8") as file:
-            file.write(f"\n\ndef {name}():\n    raise AssertionError('this test must fail')\n")
-        canaries.append(f"{test_file}::{name}")
+        try:
+            source = path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        lines, taken = source.splitlines(keepends=True), set[str]()
+        if lines and not lines[-1].endswith("\n"):
+            lines[-1] += "\n"
+        planted = []
+        for _ in range(draw.randint(2, 4)):
+            code, test_id = _canary_source(draw.choice(templates), source, own_words, taken, draw)
+            planted.append((draw.choice(_top_level_gaps(source)), code))
+            canaries.append(f"{test_file}::{test_id}")
+        for gap, code in sorted(planted, key=lambda item: item[0], reverse=True):
+            lines.insert(gap, f"\n\n{code}\n\n")
+        path.write_text("".join(lines), encoding="utf-8")
     return tuple(canaries)
+
+
+def _mixed_in(tests: tuple[str, ...], canaries: tuple[str, ...]) -> tuple[str, ...]:
+    """``tests`` with ``canaries`` put at random places (pytest runs given ids in order): a canary is neither
+    the first nor the last to run by rule."""
+    draw, mixed = random.SystemRandom(), list(tests)
+    for canary in canaries:
+        mixed.insert(draw.randint(0, len(mixed)), canary)
+    return tuple(mixed)
+
+
+def _tampering(outcomes: dict[str, str], tests: tuple[str, ...], canaries: tuple[str, ...]) -> str | None:
+    """Why the outcomes show the run was tampered with, or None: outcomes for ids that were not run (pytest,
+    given ids, runs only those, so the outcomes never outnumber them), or a canary that did not fail or is
+    missing while its file's other tests reported. A file none of whose tests reported (its import failed) is
+    no tampering: its tests count as failed."""
+    ran = set(tests) | set(canaries)
+    if not set(outcomes) <= ran:
+        return "outcomes came back for tests that were not run: the test run was tampered with"
+    reported_files = {test.split("::", 1)[0] for test in outcomes}
+    for canary in canaries:
+        outcome = outcomes.get(canary)
+        if outcome not in (None, "failed") or (outcome is None and canary.split("::", 1)[0] in reported_files):
+            return "a test that must fail did not: the test run was tampered with"
+    return None
 
 
 @dataclass(frozen=True)
@@ -361,12 +495,13 @@ def grade_tree(
             changed = overlay_source(agent_root, tree, task.package)
         except SweError as error:  # a limit on reading the agent's tree: a failed grade, named
             return Grade({}, task.fail_to_pass, task.pass_to_pass, error=str(error))
-        canaries = _plant_canaries(Path(tree), task.fail_to_pass)
+        canaries = _plant_canaries(Path(tree), task.tests)
         grade = _run_in_sandbox(
-            work.path, task.package, task.tests + canaries, timeout=task.test_timeout, mode=mode, memory_mb=memory_mb
+            work.path, task.package, _mixed_in(task.tests, canaries), timeout=task.test_timeout, mode=mode, memory_mb=memory_mb
         )
-        if grade.error is None and any(grade.outcomes.get(canary) != "failed" for canary in canaries):
-            grade = replace(grade, outcomes={}, error="a test that must fail did not: the test run was tampered with")
+        tampered = None if grade.error is not None else _tampering(grade.outcomes, task.tests, canaries)
+        if tampered is not None:
+            grade = replace(grade, outcomes={}, error=tampered)
         return replace(grade, fail_to_pass=task.fail_to_pass, pass_to_pass=task.pass_to_pass, changed=tuple(changed))
     finally:
         work.close()

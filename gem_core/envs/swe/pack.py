@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -162,11 +163,19 @@ def _need(entry: dict[str, Any], key: str, kind: type, where: str) -> Any:
     return value
 
 
-def _strings(entry: dict[str, Any], key: str, where: str, *, empty: bool = False) -> tuple[str, ...]:
-    value = entry.get(key, [] if empty else None)
+def _strings(entry: dict[str, Any], key: str, where: str, *, empty: bool = False, default: list[str] | None = None) -> tuple[str, ...]:
+    value = entry.get(key, [] if empty else default)
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value) or (not value and not empty):
         raise SweError(f"{where}: {key!r} must be a list of non-empty strings{'' if empty else ' (at least one)'}, got {value!r}.")
     return tuple(value)
+
+
+def _seconds(limits: dict[str, Any], key: str, where: str) -> float:
+    """A timeout of the spec: a JSON number of seconds, finite and above 0 (a text, NaN or infinity never ends)."""
+    value = limits.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise SweError(f"{where}: limits {key!r} must be a finite number of seconds above 0, got {value!r:.80}.")
+    return float(value)
 
 
 def _relative(path: str, where: str) -> str:
@@ -180,6 +189,8 @@ def _package(name: str, entry: Any, where: str) -> Package:
     if not isinstance(entry, dict):
         raise SweError(f"{where}: a package entry is an object, got {type(entry).__name__}.")
     local = entry.get("local")
+    if local is not None and (not isinstance(local, str) or not local):
+        raise SweError(f"{where}: 'local' must be the name of a folder of package data (a non-empty string), got {local!r:.80}.")
     sha = "" if local else _need(entry, "sha256", str, where)
     if not local and not re.fullmatch(r"[0-9a-f]{64}", sha):
         raise SweError(f"{where}: 'sha256' must be 64 lowercase hex digits, got {sha!r}.")
@@ -192,7 +203,8 @@ def _package(name: str, entry: Any, where: str) -> Package:
         license_files=tuple(_relative(p, where) for p in _strings(entry, "license_files", where)),
         source=tuple(_relative(p, where) for p in _strings(entry, "source", where)),
         tests=tuple(_relative(p, where) for p in _strings(entry, "tests", where)),
-        python_path=tuple(_relative(p, where) if p != "." else p for p in entry.get("python_path", ["."])),
+        # A list, never one string (its characters would be read as folders).
+        python_path=tuple(_relative(p, where) if p != "." else p for p in _strings(entry, "python_path", where, default=["."])),
         local=local,
     )
 
@@ -212,13 +224,14 @@ def _task(entry: Any, packages: dict[str, Package], defaults: dict[str, Any], wh
     if not isinstance(new, str) or not new or new == old:
         # Non-empty, so the gold patch is the reverse replacement (``new`` -> ``old``, see build.apply_mutation).
         raise SweError(f"{where} ({task_id}): the mutation's 'new' must be non-empty text other than 'old' (keep a line of context).")
-    limits = {**defaults, **entry.get("limits", {})}
-    try:
-        max_turns, command_timeout, test_timeout = int(limits["max_turns"]), float(limits["command_timeout"]), float(limits["test_timeout"])
-    except (KeyError, TypeError, ValueError):
-        raise SweError(f"{where} ({task_id}): limits need max_turns, command_timeout and test_timeout, got {limits!r}.") from None
-    if max_turns < 2 or command_timeout <= 0 or test_timeout <= 0:
-        raise SweError(f"{where} ({task_id}): need max_turns >= 2 and positive timeouts, got {limits!r}.")
+    own = entry.get("limits", {})
+    if not isinstance(own, dict):
+        raise SweError(f"{where} ({task_id}): 'limits' must be an object (max_turns, command_timeout, test_timeout), got {own!r:.80}.")
+    limits = {**defaults, **own}
+    max_turns = limits.get("max_turns")
+    if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 2:
+        raise SweError(f"{where} ({task_id}): limits 'max_turns' must be an integer of at least 2 (a look and a submit), got {max_turns!r:.80}.")
+    command_timeout, test_timeout = _seconds(limits, "command_timeout", f"{where} ({task_id})"), _seconds(limits, "test_timeout", f"{where} ({task_id})")
     return SweTask(
         id=task_id,
         package=package,

@@ -30,6 +30,7 @@ from __future__ import annotations
 import atexit
 import functools
 import importlib.util
+import inspect
 import json
 import os
 import shlex
@@ -45,10 +46,11 @@ from gem_core.envs.swe.build import build_pack, check_home_hidden
 from gem_core.envs.swe.grading import grade_tree
 from gem_core.envs.swe.pack import SAMPLE_SPEC_FILE, SPEC_FILE, SweError, SweTask, built_tasks_dir, default_home, load_pack
 from gem_core.envs.terminal.terminal_env import TerminalEnv
-from gem_core.errors import DependencyNotInstalled, ResetNeeded
+from gem_core.errors import DependencyNotInstalled, InvalidArgument, ResetNeeded
 from gem_core.tools.calls import CALL_FORMATS, format_instruction, parse_native_calls
 from gem_core.tools.sandbox import SandboxConfig, SandboxResult, resolve_mode
 from gem_core.tools.sandbox.shell import WorkDir, run_shell
+from gem_core.vector.calls import check_amount, check_count
 
 __all__ = ["SweEnv", "TOOLS", "REWARDS"]
 
@@ -124,6 +126,12 @@ class SweEnv(TerminalEnv):
         sandbox: as for the terminal env.
 
     Raises:
+        InvalidArgument: a limit is not a number in range (``command_timeout`` finite seconds above 0, or None;
+            ``max_turns`` a whole number from 2, or None; ``max_output_chars`` a whole number from 100;
+            ``memory_mb`` and ``max_work_mb`` whole numbers from 1), or ``tasks`` is not a list of task ids or
+            ``package`` not a name.
+        SweError: ``reward`` or ``call_format`` is not one of the choices, or ``tasks``/``package`` name
+            nothing in the pack.
         PackNotBuiltError: the tasks are not built in ``home``; the message gives the command.
         DependencyNotInstalled: pytest is not installed in this interpreter (the grader runs it).
     """
@@ -153,14 +161,21 @@ class SweEnv(TerminalEnv):
     ):
         # TerminalEnv's constructor reads its shipped shell tasks; this sets what its working-directory,
         # snapshot and output methods use (work_dir, sandbox, sandbox_config, limits) itself.
-        if reward not in REWARDS:
-            raise SweError(f"reward={reward!r}: choose one of {REWARDS}.")
-        if call_format not in CALL_FORMATS:
-            raise SweError(f"call_format={call_format!r}: choose one of {sorted(CALL_FORMATS)}.")
-        if (max_turns is not None and max_turns < 2) or (command_timeout is not None and command_timeout <= 0):
-            raise SweError("Need max_turns >= 2 (a look and a submit) and command_timeout > 0 seconds.")
-        if max_output_chars < 100 or max_work_mb < 1:
-            raise SweError("Need max_output_chars >= 100 and max_work_mb >= 1.")
+        if not isinstance(reward, str) or reward not in REWARDS:
+            raise SweError(f"reward={reward!r:.80}: choose one of {REWARDS}.")
+        if not isinstance(call_format, str) or call_format not in CALL_FORMATS:
+            raise SweError(f"call_format={call_format!r:.80}: choose one of {sorted(CALL_FORMATS)}.")
+        if tasks is not None and (not isinstance(tasks, (list, tuple)) or not all(isinstance(t, str) for t in tasks)):
+            raise InvalidArgument(f"tasks={tasks!r:.80} must be a list of task ids (strings), or None for every task.")
+        if package is not None and not isinstance(package, str):
+            raise InvalidArgument(f"package={package!r:.80} must be a package name (a string), or None for every package.")
+        if max_turns is not None:  # a look and a submit at least
+            max_turns = check_count("max_turns", max_turns, least=2, none_means="each task's own")
+        if command_timeout is not None:
+            command_timeout = check_amount("command_timeout", command_timeout, "seconds", none_means="each task's own")
+        check_count("memory_mb", memory_mb)
+        check_count("max_output_chars", max_output_chars, least=100)
+        check_count("max_work_mb", max_work_mb)
         if importlib.util.find_spec("pytest") is None:
             raise DependencyNotInstalled("The SWE envs grade with the packages' own tests: install pytest (`pip install pytest`).")
         spec_path = str(SAMPLE_SPEC_FILE if sample else (spec or SPEC_FILE))
@@ -228,11 +243,16 @@ class SweEnv(TerminalEnv):
             observation = f"Unknown tool {call.name!r}; the tools are {', '.join(TOOLS)}."
         else:
             try:
-                observation = tool(**call.arguments)
+                # Only arguments that do not fit the tool are the model's mistake; a TypeError from inside the
+                # tool is the env's own bug and is raised.
+                inspect.signature(tool).bind(**call.arguments)
             except TypeError:
                 observation = f"Tool {call.name} takes ({TOOLS[call.name][0]}); got {sorted(call.arguments)}."
-            except SweError as error:
-                observation = f"Tool error: {error}"
+            else:
+                try:
+                    observation = tool(**call.arguments)
+                except SweError as error:
+                    observation = f"Tool error: {error}"
         if self.turn >= self.max_turns:
             return self._grade(observation + "\nOut of turns.", truncated=True)
         return observation + f"\n(turns left: {self.max_turns - self.turn})", 0.0, False, False, {"tool": call.name}
