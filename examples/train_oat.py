@@ -36,6 +36,8 @@ def args_class() -> type:
     @dataclass
     class Args(GemArgsMixin, PPOArgs):
         gamma: float = 0.9  # per-turn discount: credit moves to the turns that led to the reward
+        # None: every learner's batch, rollout_batch_size_per_device x gpus x num_groups (oat's learner asserts it divides)
+        rollout_batch_size: int | None = None
         whiten_adv: bool = True  # normalize per-turn advantages over the batch (ReBN-style)
         # Where oat also logs its metrics: wandb sets oat's --use_wb (oat has no TensorBoard logger).
         report_to: Literal["none", "wandb"] = "none"
@@ -51,7 +53,8 @@ def training_args() -> object:
     args.algo = "PPO"
     args.oracle = ""
     args.prompt_data = ""
-    args.rollout_batch_size = args.rollout_batch_size_per_device * args.gpus
+    if args.rollout_batch_size is None:  # an explicit --rollout_batch_size stands
+        args.rollout_batch_size = args.rollout_batch_size_per_device * args.gpus * args.num_groups
     args.use_wb = args.use_wb or args.report_to == "wandb"  # oat's own wandb switch (its --wb_project names the project)
     return default_args_validation(args)
 

@@ -14,14 +14,24 @@ templates of DeepSeek-style tokenizers), the first collection plays episodes wit
 tokenizer whose template writes ``{{ bos_token }}`` first (:func:`tokenizer_writing_bos`), so the bos
 is part of every prompt vLLM samples from and every prompt the loss sees.
 
+Every actor returns the same metric keys on every step, sorted: oat's learner all-reduces them key by key in
+dict order, so a key one actor lacks would average another key's values under it (and put the collectives out
+of step). ``actor/gem/*`` and ``actor/num_episodes`` count every episode played, those with no turns (a first
+prompt that filled ``max_total_tokens``: nothing to train on) too, and ``actor/gem/dropped_episodes`` counts those.
+
 Curriculum (``--curriculum '<sampler spec JSON>'``, :mod:`gem_core.curriculum`): oat's multi-turn actor
 chooses its own episodes (``collect_experience``), so each actor keeps a task sampler: it draws the starts
 of every batch of ``num_env`` episodes, is updated with their outcomes, and its metrics
 (``actor/gem/task/<task>/...``, ``actor/gem/curriculum/<task>/...``) join what ``collect_experience`` returns,
-which oat logs. Actors do not share one: each draws with its own seed and hands out its own seeds (offset
-by the actor id). What oat leaves no hook for: the actor's state is not in oat's checkpoints, so with
-``state_dir`` in the spec each actor writes ``state_dir/actor<id>/gem_task_sampler.json`` after every
-collection and reads it back when it starts.
+which oat logs. They hold every task of the spec on every step: a task the actor did not draw in the batch
+logs 0 episodes and 0.0 for its success and return (NaN would turn the learners' mean into NaN), so a task's
+rate averaged over actors counts those zeros. Actors do not share one: each draws with its own seed and hands
+out its own seeds, offset by its global index (oat numbers actors per node: ``group_rank`` times the node's
+actors, plus ``actor_id``). What oat leaves no hook for: the actor's state is not in oat's checkpoints, so with
+``state_dir`` in the spec each actor writes ``state_dir/actor<index>/gem_task_sampler.json`` after every
+collection and reads it back when it starts. The actor holds that folder's lock from its first collection
+until :meth:`GemCollector.release_state_dir` or its process ends, so a second run given the same
+``state_dir`` is refused naming the owner's pid.
 """
 
 from __future__ import annotations
@@ -32,16 +42,19 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from packaging.specifiers import SpecifierSet
 
 from gem_adapters.framework_version import FrameworkVersionError, SupportedVersions
 from gem_adapters.oat.policy import ActorPolicy
-from gem_adapters.oat.transitions import oat_transitions
+from gem_adapters.oat.transitions import NO_TURNS_MESSAGE, oat_transitions
 from gem_core.curriculum import (
+    TaskError,
     episode_outcome,
     load_sampler_state,
+    metric_name,
     record_outcomes,
     sampler_from_spec,
     sampler_spec,
@@ -49,11 +62,14 @@ from gem_core.curriculum import (
     tag_task,
     task_metrics,
 )
-from gem_core.errors import GemError
+from gem_core.curriculum.groups import LOCK_FILE
+from gem_core.errors import GemError, InvalidArgument
 from gem_core.protocols import Tokenizer
 from gem_core.registry import spec as env_spec
 from gem_core.rollout import ChatTemplate, EpisodeOptions, SamplingParams, run_labels, trajectory_metrics
 from gem_core.rollout.options import check_episode_options
+from gem_core.transport.folder_lock import lock_folder
+from gem_core.vector.calls import check_count
 
 __all__ = [
     "GemArgsMixin", "GemCollector", "OatVersionError", "BosTokenError", "actor_class", "learner_class", "check_oat_version",
@@ -163,40 +179,48 @@ class GemCollector:
     _gem_tokenizer: Any = None
     _gem_sampler: Any = None
     _gem_state_dir: str | None = None
+    _gem_lock: int | None = None
 
     def collect_experience(self) -> tuple[list[list[Any]], dict[str, Any]]:
         """Run episodes until ``rollout_batch_size_per_device`` transitions are collected; all finished.
 
         Returns:
-            ``(episodes, metrics)``: each episode's oat transitions, and the batch's ``actor/gem/*`` metrics (with a
-            curriculum also per task and the sampler's).
+            ``(episodes, metrics)``: each episode's oat transitions (episodes with no turns have none and are left
+            out), and the batch's ``actor/gem/*`` metrics (with a curriculum also per task and the sampler's): the
+            same keys in the same order on every actor and every step.
 
         Raises:
             InvalidArgument: An episode option in oat's args is out of range (``max_turns``, ``max_total_tokens``,
-                ``num_env``, ``system_prompt``); checked on the first call.
+                ``num_env``, ``system_prompt``, ``generate_max_length``), checked on the first call; or every episode
+                of a batch had no turns (``max_total_tokens`` below the env's first prompt), which no batch could fill.
             UnknownEnvError: ``env_id`` is not registered (naming the closest ids).
-            TaskError: The ``curriculum`` spec is malformed.
+            TaskError: The ``curriculum`` spec is malformed (``seed``/``seed_start`` not whole numbers from 0), or
+                its ``state_dir`` cannot be written or is in use by another run (naming the owner's pid); checked
+                before anything is sampled.
             BosTokenError: oat needs the tokenizer's bos in every prompt and the chat template cannot be made to write it.
         """
         args = self.args
         curriculum = getattr(args, "curriculum", None)
+        # oat's --generate_max_length: 0 would play turns that sample nothing, None has no number for the runner
+        max_new_tokens = check_count("--generate_max_length (the actor's sampling_params.max_tokens)",
+                                     self.sampling_params.max_tokens, most=2**31 - 1)
         if self._gem_sampler is None:  # without a curriculum: env_id's seeds in order (a sampler of one task)
             check_episode_options("GemArgsMixin", max_turns=getattr(args, "max_turns", None), system_prompt=getattr(args, "system_prompt", None),
                                   max_total_tokens=getattr(args, "max_total_tokens", None), num_env=getattr(args, "num_env", 16))  # 0: drew nothing, forever
             env_spec(args.env_id)  # unknown ids fail on the first call with the closest ids
             spec = sampler_spec(curriculum) if curriculum else {"tasks": [args.env_id], "weighting": "uniform"}
-            self._gem_sampler = self._actor_sampler(spec, int(getattr(self, "actor_id", 0) or 0))
+            self._gem_sampler = self._actor_sampler(spec, _global_actor_index(args, getattr(self, "actor_id", 0)))
         if self._gem_tokenizer is None:  # start-up: oat's generate asserts the bos is in every prompt
             self._gem_tokenizer = tokenizer_writing_bos(self.tokenizer, getattr(args, "system_prompt", None))
         tokenizer = self._gem_tokenizer
         policy = ActorPolicy(self.generate, self.sampling_params, tokenizer)
         sampling = SamplingParams(
-            max_new_tokens=int(self.sampling_params.max_tokens),
+            max_new_tokens=max_new_tokens,
             temperature=float(self.sampling_params.temperature),
             top_p=float(getattr(self.sampling_params, "top_p", 1.0)),
         )
         episodes: list[list[Any]] = []
-        trajectories = []
+        played = []  # every episode, those with no turns too: the metrics' denominators
         wanted = int(args.rollout_batch_size_per_device)
         template = ChatTemplate.for_tokenizer(tokenizer, system_prompt=getattr(args, "system_prompt", None))  # probed once
         options = EpisodeOptions(max_turns=getattr(args, "max_turns", None), max_total_tokens=getattr(args, "max_total_tokens", None),
@@ -206,30 +230,80 @@ class GemCollector:
         while sum(len(e) for e in episodes) < wanted:
             starts = self._gem_sampler.draw(int(getattr(args, "num_env", 16)))
             batch = asyncio.run(run_labels(starts, policy, tokenizer, sampling=sampling, **session_kwargs))
+            if not any(trajectory.num_turns for trajectory in batch):  # else the next batch would be the same, forever
+                tasks = sorted({self._gem_sampler.task_of(start).name for start in starts})
+                raise InvalidArgument(f"{NO_TURNS_MESSAGE} Every one of the {len(batch)} episodes of a batch had none (max_total_tokens="
+                                      f"{options.max_total_tokens}; tasks: {', '.join(tasks)}), so the actor could never collect its batch.")
             record_outcomes(self._gem_sampler, [episode_outcome(start, t) for start, t in zip(starts, batch, strict=True)])
             for start, trajectory in zip(starts, batch, strict=True):
                 tag_task(trajectory, start, self._gem_sampler.task_of(start).name)
+                played.append(trajectory)
                 if trajectory.num_turns:
-                    trajectories.append(trajectory)
                     episodes.append(oat_transitions(trajectory, tokenizer))
-        # oat's step averages these into every transition's info, which its learner logs.
-        metrics = {"actor/num_episodes": len(episodes), **trajectory_metrics(trajectories, prefix="actor/gem/")}
-        if curriculum:
-            metrics.update({**task_metrics(trajectories, prefix="actor/gem/task/"), **self._gem_sampler.metrics("actor/gem/curriculum/")})
         if self._gem_state_dir:
             save_sampler_state(self._gem_sampler, self._gem_state_dir)
-        return episodes, metrics
+        return episodes, self._batch_metrics(played, len(played) - len(episodes), curriculum=bool(curriculum))
+
+    def release_state_dir(self) -> None:
+        """Give up the curriculum's ``state_dir/actor<index>`` (release its lock) so another run may use it; this
+        actor no longer saves its sampler there. Harmless without ``state_dir`` or when called again."""
+        lock, self._gem_lock, self._gem_state_dir = self._gem_lock, None, None
+        if lock is not None:
+            os.close(lock)  # closing the descriptor releases its flock
+
+    def _batch_metrics(self, played: list[Any], dropped: int, *, curriculum: bool) -> dict[str, Any]:
+        """The batch's metrics, every key on every step in sorted order: oat's learners all-reduce them key by key."""
+        # oat's step averages these into every transition's info, which its learner logs.
+        metrics = {"actor/num_episodes": len(played), "actor/gem/dropped_episodes": float(dropped),
+                   **trajectory_metrics(played, prefix="actor/gem/")}
+        if curriculum:
+            metrics.update({**task_metrics(played, prefix="actor/gem/task/"), **self._gem_sampler.metrics("actor/gem/curriculum/")})
+            for task in self._gem_sampler.tasks:  # a task not drawn (or not yet measured): 0, never NaN, in a mean
+                name = metric_name(task.name)
+                for key in ("task/{}/success", "task/{}/return", "task/{}/episodes", "curriculum/{}/success"):
+                    metrics.setdefault("actor/gem/" + key.format(name), 0.0)
+        return dict(sorted(metrics.items()))
 
     def _actor_sampler(self, spec: dict[str, Any], actor: int) -> Any:
-        """This actor's own sampler: the spec's seed plus the actor id; its episode seeds from ``actor * 10**9``,
-        so actors never replay each other's episodes."""
+        """This actor's own sampler: the spec's seed plus the actor's global index; its episode seeds from
+        ``actor * 10**9``, so actors never replay each other's episodes. With ``state_dir``, its own folder in
+        it, locked, is probed before anything is sampled."""
         state_dir = spec.pop("state_dir", None)
-        spec.update(seed=int(spec.get("seed", 0)) + actor, seed_start=int(spec.get("seed_start", 0)) + actor * 10**9)
+        for key in ("seed", "seed_start"):  # checked before the offset is added (a negative one would pass after it)
+            value = spec.get(key, 0)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise TaskError(f"{key} must be an integer of at least 0, got {value!r:.80}.")
+        spec.update(seed=spec.get("seed", 0) + actor, seed_start=spec.get("seed_start", 0) + actor * 10**9)
         sampler = sampler_from_spec(spec)
         if state_dir:
-            self._gem_state_dir = os.path.join(state_dir, f"actor{actor}")
-            load_sampler_state(sampler, self._gem_state_dir)
+            if not isinstance(state_dir, (str, os.PathLike)):
+                raise TaskError(f"'state_dir' must be a folder path, got {state_dir!r:.80}.")
+            if os.path.exists(state_dir) and not os.path.isdir(state_dir):
+                raise TaskError(f"state_dir {state_dir} is a file, not a folder: give a folder (created if missing).")
+            folder = os.path.join(os.fspath(state_dir), f"actor{actor}")
+            self._gem_lock = lock_folder(Path(folder), LOCK_FILE, what="state_dir", error=TaskError,
+                                         why="two runs sharing it overwrite each other's sampler state")
+            self._gem_state_dir = folder
+            try:
+                load_sampler_state(sampler, folder)
+            except BaseException:
+                self.release_state_dir()
+                raise
         return sampler
+
+
+def _global_actor_index(args: Any, actor_id: int) -> int:
+    """The actor's index among every node's actors: oat numbers them per node (``actor.init(i, ...)`` for the
+    node's ``i``-th), so without the node's place two nodes' actors would play the same seeds and draws.
+
+    A node (``--group_rank`` of ``--num_groups``) runs one actor per ``--num_gpus_per_actor`` of its actor GPUs:
+    all ``--gpus`` with ``--collocate``, else the first half (rounded up), as oat's ``get_program`` lays them out.
+    """
+    actor_id = int(actor_id or 0)
+    gpus = int(getattr(args, "gpus", 1) or 1)
+    actor_gpus = gpus if getattr(args, "collocate", False) else (gpus + 1) // 2
+    per_group = actor_gpus // int(getattr(args, "num_gpus_per_actor", 1) or 1)
+    return int(getattr(args, "group_rank", 0) or 0) * per_group + actor_id
 
 
 def actor_class(base: type | None = None) -> type:

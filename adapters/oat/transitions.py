@@ -17,6 +17,9 @@ from gem_core.rollout import ChatTemplate, TokenTrajectory
 
 __all__ = ["oat_transitions"]
 
+NO_TURNS_MESSAGE = "The episode has no turns (its prompt filled the token budget); raise max_total_tokens."
+"""Why an episode has no turns to train on; the actor says it too when a whole batch has none."""
+
 
 def oat_transitions(trajectory: TokenTrajectory, tokenizer: Tokenizer) -> list[Any]:
     """One ``oat.types.Transition`` per turn; the last has ``done=True`` (oat requires it).
@@ -28,7 +31,7 @@ def oat_transitions(trajectory: TokenTrajectory, tokenizer: Tokenizer) -> list[A
     from oat.types import Transition
 
     if trajectory.num_turns == 0:
-        raise InvalidArgument("The episode has no turns (its prompt filled the token budget); raise max_total_tokens.")
+        raise InvalidArgument(NO_TURNS_MESSAGE)
     if not (trajectory.terminated or trajectory.truncated):
         raise InvalidArgument("oat needs finished episodes (the last transition must have done=True); this one is still running.")
     if not trajectory.metrics.get("has_logprobs", True):

@@ -49,6 +49,7 @@ def test_the_actors_sampler_chooses_its_episodes_learns_from_them_and_is_logged_
     assert all(t.info.keys() == info.keys() for episode in episodes for t in episode), "oat averages infos key by key"
 
     # A restarted actor 0 reads its state back and goes on drawing; actor 1 keeps its own, with its own seeds.
+    actor.release_state_dir()  # the first run's process ended (its lock with it)
     again = curriculum_actor(tokenizer, spec)
     again.step()
     assert json.loads((tmp_path / "actor0" / SAMPLER_STATE_FILE).read_text())["draws"] > state["draws"]
