@@ -329,7 +329,9 @@ class StateSnapshots:
     """Save, restore and branch an env's episode: the state methods of :class:`Env` and of
     :class:`gem_core.multi_agent.MultiAgentEnv` (any env whose state lives in its attributes)."""
 
-    if TYPE_CHECKING:  # the env class this is mixed into provides it (a real method here would shadow gymnasium's)
+    if TYPE_CHECKING:  # the env class this is mixed into provides them (real ones here would shadow gymnasium's)
+        np_random: np.random.Generator
+
         def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any: ...
 
     #: Attributes that are shared resources, not episode state (a dataset every env reads, a tool
@@ -385,9 +387,13 @@ class StateSnapshots:
     def spawn(self: _Snapshotted, same_state: bool = True, *, seed: int | None = None) -> _Snapshotted:
         """A new env with this one's configuration (shared resources shared, see :attr:`state_excludes`).
 
-        With ``same_state`` it continues from this env's current state (a branch); otherwise it is reset
-        with ``seed``.
+        With ``same_state`` it continues from this env's current state (a branch) and leaves this env's RNG
+        alone; otherwise it is reset with ``seed``. Without a seed, one is drawn from this env's
+        :attr:`np_random`: the clone copies that generator and ``reset(seed=None)`` keeps it, so every clone
+        would otherwise deal this env's next episode. Drawn, clones differ, and a seeded env spawns the same ones.
         """
+        if not same_state and seed is None:
+            seed = int(self.np_random.integers(MAX_SEED))
         clone = copy.copy(self)
         clone.set_state(self.get_state())
         if not same_state:

@@ -288,8 +288,8 @@ def register(
     (:attr:`EnvSpec.extras`).
 
     Raises:
-        ValueError: if the id is malformed or already taken (shipped ids included), or ``max_turns``
-            is not a positive whole number.
+        ValueError: if the id is malformed, already taken (shipped ids included) or in a category make() reads
+            otherwise (``remote:``, an interop prefix), or ``max_turns`` is not a positive whole number.
         InvalidArgumentType: (a TypeError) if ``extras`` is not a sequence of names (a str is refused:
             ``extras=("math",)``) or ``sample_kwargs`` is not a mapping.
     """
@@ -302,6 +302,9 @@ def register(
     if _interop_spec(id) is not None:
         raise InvalidArgument(f"Env id {id!r} starts with {id.split(':', 1)[0]!r}:, which names another standard's envs through "
                          "gem_core.interop (make builds them without registering); pick another category.")
+    if id.startswith(REMOTE_PREFIX):
+        raise InvalidArgument(f"Env id {id!r} is in the 'remote' category, which make() reads as a server's address "
+                              "('remote:http://HOST:PORT/category:Name'), so it could never be built; pick another category.")
     if id in _REGISTRY:
         raise InvalidArgument(f"Env id {id!r} is already registered (entry point {_REGISTRY[id].entry_point!r}); pick another id.")
     _register_upstream_aliases()

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gem_core.errors import InvalidArgument
+from gem_core.errors import InvalidArgument, InvalidArgumentType, MissingFile
 
 __all__ = ["Criterion", "Rubric", "DEFAULT_RUBRIC", "MAX_RUBRIC_BYTES"]
 
@@ -141,11 +141,20 @@ class Rubric:
         """A rubric from a JSON file (at most :data:`MAX_RUBRIC_BYTES`).
 
         Raises:
+            InvalidArgumentType: if ``path`` is not a path.
+            MissingFile: if ``path`` names no existing file.
             InvalidArgument: if the file cannot be read, is over :data:`MAX_RUBRIC_BYTES`, or is not a valid rubric.
         """
+        if not isinstance(path, (str, os.PathLike)):
+            raise InvalidArgumentType(f"A rubric file is a path (str), got {type(path).__name__} {path!r:.60}.")
         file = Path(path)
-        with file.open("rb") as handle:
-            text = handle.read(MAX_RUBRIC_BYTES + 1)
+        if not file.is_file():
+            raise MissingFile(f"Rubric file {str(file)!r} does not exist (or is not a file); give the path of a JSON rubric file.")
+        try:
+            with file.open("rb") as handle:
+                text = handle.read(MAX_RUBRIC_BYTES + 1)
+        except OSError as exc:
+            raise InvalidArgument(f"Rubric file {str(file)!r} cannot be read ({exc.strerror or exc}).") from None
         if len(text) > MAX_RUBRIC_BYTES:
             raise InvalidArgument(f"Rubric file {file} is over {MAX_RUBRIC_BYTES} bytes; a rubric is a short JSON object.")
         try:
@@ -159,14 +168,25 @@ class Rubric:
 
     @classmethod
     def coerce(cls, value: Rubric | Mapping[str, Any] | str | os.PathLike | None) -> Rubric:
-        """A rubric from a :class:`Rubric`, plain data, or a JSON file path; None gives :data:`DEFAULT_RUBRIC`."""
+        """A rubric from a :class:`Rubric`, plain data, or a JSON file path; None gives :data:`DEFAULT_RUBRIC`.
+
+        Raises:
+            InvalidArgumentType: if ``value`` is none of these (the message names ``rubric=``).
+            MissingFile: if ``value`` is a path to no existing file (the message names ``rubric=``).
+            InvalidArgument: if the rubric is malformed (see :meth:`from_dict` and :meth:`load`).
+        """
         if value is None:
             return DEFAULT_RUBRIC
         if isinstance(value, Rubric):
             return value
         if isinstance(value, Mapping):
             return cls.from_dict(value)
-        return cls.load(value)
+        if not isinstance(value, (str, os.PathLike)):
+            raise InvalidArgumentType(f"rubric= must be a Rubric, a dict, or a JSON file path, got {type(value).__name__} {value!r:.60}.")
+        try:
+            return cls.load(value)
+        except MissingFile as exc:
+            raise MissingFile(f"rubric={str(value)!r}: {exc}") from None
 
 
 DEFAULT_RUBRIC = Rubric(

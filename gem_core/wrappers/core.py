@@ -13,7 +13,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from gem_core.env import STATE_FORMAT, Env, StepResult, _check_state, _qualified_name, _settable_attributes, guard_episode_end
+from gem_core.env import MAX_SEED, STATE_FORMAT, Env, StepResult, _check_state, _qualified_name, _settable_attributes, guard_episode_end
 
 __all__ = ["Wrapper"]
 
@@ -97,7 +97,10 @@ class Wrapper(gym.Wrapper[str, str, str, str]):
             setattr(self, name, copy.deepcopy(value))
 
     def spawn(self, same_state: bool = True, *, seed: int | None = None) -> Wrapper:
-        """A copy of the whole wrapper stack (see :meth:`Env.spawn`)."""
+        """A copy of the whole wrapper stack (see :meth:`Env.spawn`; without a seed a fresh clone's seed is drawn
+        from the inner env's generator, so clones deal different episodes)."""
+        if not same_state and seed is None:
+            seed = int(self.np_random.integers(MAX_SEED))
         clone = copy.copy(self)
         clone.env = self.env.spawn(same_state=True)
         clone.set_state(self.get_state())

@@ -14,6 +14,7 @@ can return is 1.0.
 from __future__ import annotations
 
 import functools
+import os
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,7 @@ from typing import Any
 from gem_core.env import StepResult
 from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
 from gem_core.envs.game.turn_based import TurnBasedGame
-from gem_core.errors import InvalidArgument
+from gem_core.errors import InvalidArgument, InvalidArgumentType, MissingFile
 from gem_core.vector.calls import check_count
 
 __all__ = ["LinkGraph", "WikiGame", "load_link_graph"]
@@ -101,6 +102,8 @@ class WikiGame(TurnBasedGame):
     Raises:
         InvalidArgument: if a distance or ``max_turns`` is not a whole number from 1, the distance range is
             inverted, no page pair of the graph lies in it, or ``max_turns`` is shorter than ``max_distance``.
+        InvalidArgumentType: if ``graph_file`` is not a path.
+        MissingFile: if ``graph_file`` names no existing file.
     """
 
     def __init__(self, min_distance: int = 2, max_distance: int = 3, max_turns: int = 8, graph_file: str | None = None):
@@ -108,6 +111,11 @@ class WikiGame(TurnBasedGame):
             raise InvalidArgument(f"Need 1 <= min_distance <= max_distance, got {min_distance} and {max_distance}.")
         if check_count("max_turns", max_turns) < max_distance:
             raise InvalidArgument(f"max_turns ({max_turns}) must allow the longest shortest path ({max_distance} clicks).")
+        if graph_file is not None and not isinstance(graph_file, (str, os.PathLike)):
+            raise InvalidArgumentType(f"graph_file must be a file path (str), got {type(graph_file).__name__} {graph_file!r:.60}.")
+        if graph_file is not None and not Path(graph_file).is_file():
+            raise MissingFile(f"graph_file={str(graph_file)!r} is not an existing file; give a 'title<TAB>summary<TAB>links' "
+                              "file, or leave graph_file out for the shipped graph.")
         self.min_distance, self.max_distance, self.max_turns = min_distance, max_distance, max_turns
         self.graph = load_link_graph(graph_file or DEFAULT_GRAPH)
         self.pairs = sorted(

@@ -11,12 +11,14 @@ it tries again (``max_invalid`` such clues in a row end the game, truncated). A 
 from __future__ import annotations
 
 import functools
+import os
+import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from gem_core.envs.game.action_format import extract_boxed
-from gem_core.errors import ResetNeeded
+from gem_core.errors import InvalidArgumentType, MalformedFile, MissingFile, ResetNeeded
 from gem_core.multi_agent import MultiAgentEnv, MultiStepResult
 from gem_core.vector.calls import check_count
 
@@ -27,13 +29,27 @@ WORDS_FILE = Path(__file__).with_name("data") / "password_words.tsv"
 
 @functools.lru_cache(maxsize=4)
 def load_words(path: str | Path = WORDS_FILE) -> dict[str, tuple[str, ...]]:
-    """``{secret word: clues}`` from a ``word<TAB>clue; clue; ...`` file."""
+    """``{secret word: clues}`` from a ``word<TAB>clue; clue; ...`` file.
+
+    Raises:
+        MalformedFile: if a line does not have two tab-separated fields.
+    """
     words = {}
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
         if line.strip() and not line.startswith("#"):
-            word, clues = line.split("\t")
+            fields = line.split("\t")
+            if len(fields) != 2:
+                raise MalformedFile(f"{path}:{number}: expected 'word<TAB>clue; clue; ...', got {len(fields)} tab-separated fields.")
+            word, clues = fields
             words[word.strip().lower()] = tuple(c.strip().lower() for c in clues.split(";") if c.strip())
     return words
+
+
+def _letters(text: str) -> str:
+    """``text`` as the guesser reads it, letters only: NFKC (full-width letters become plain ones), casefolded, and
+    without separators or invisible characters, so a clue cannot hide the secret as ``t-o-m-a-t-o`` or behind a
+    zero-width space."""
+    return "".join(ch for ch in unicodedata.normalize("NFKC", text).casefold() if ch.isalpha())
 
 
 class Password(MultiAgentEnv):
@@ -46,11 +62,19 @@ class Password(MultiAgentEnv):
 
     Raises:
         InvalidArgument: if ``max_rounds`` or ``max_invalid`` is not a whole number from 1.
+        InvalidArgumentType: if ``words_file`` is not a path.
+        MissingFile: if ``words_file`` names no existing file.
+        MalformedFile: if a line of ``words_file`` is not ``word<TAB>clues``.
     """
     agents = ("clue_giver", "guesser")
 
     def __init__(self, max_rounds: int = 3, max_invalid: int = 3, words_file: str | None = None):
         self.max_rounds, self.max_invalid = check_count("max_rounds", max_rounds), check_count("max_invalid", max_invalid)
+        if words_file is not None and not isinstance(words_file, (str, os.PathLike)):
+            raise InvalidArgumentType(f"words_file must be a file path (str), got {type(words_file).__name__} {words_file!r:.60}.")
+        if words_file is not None and not Path(words_file).is_file():
+            raise MissingFile(f"words_file={str(words_file)!r} is not an existing file; give a 'word<TAB>clue; clue' file, "
+                              "or leave words_file out for the shipped list.")
         self.words = sorted(load_words(words_file or WORDS_FILE))
         self.secret = ""
         self.clues: list[str] = []
@@ -114,11 +138,13 @@ class Password(MultiAgentEnv):
         self.check_actions(actions)
         text = (extract_boxed(actions[agent]) or "").strip().lower()
         if agent == "clue_giver":
-            if not text or len(text.split()) != 1 or self.secret in text:
+            secret = _letters(self.secret)
+            leaks = self.secret in text or (bool(secret) and secret in _letters(text))
+            if not text or len(text.split()) != 1 or leaks:
                 self.invalid += 1
                 if self.invalid >= self.max_invalid:
                     return self._end(0.0, f"{self.max_invalid} invalid clues in a row; the word was '{self.secret}'.", truncated=True)
-                why = "the clue contains the secret word" if text and self.secret in text else "expected one word inside \\boxed{}"
+                why = "the clue contains the secret word" if text and leaks else "expected one word inside \\boxed{}"
                 return {agent: self._giver_prompt(f"Invalid clue ({why}). ")}, {agent: self.format_penalty}, {}, {}, {agent: {"format_error": True}}
             self.invalid = 0
             self.clues.append(text)

@@ -29,6 +29,7 @@ import copy
 import functools
 import json
 import numbers
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -303,10 +304,30 @@ class RetailService(Env):
         return f"Customer: {reply}", 0.0, False, False, {}
 
     def sample_random_action(self) -> str:
+        """A message asking for the email, or a tool call on a random order written in :attr:`call_format`
+        (a call in another format would reach the customer as chat, never exercising the tools).
+
+        Raises:
+            ResetNeeded: before the first :meth:`reset` (there is no store to pick an order from).
+        """
+        if not self.db:
+            raise ResetNeeded("No conversation yet: call reset() before sample_random_action().")
         choice = int(self.np_random.integers(3))
         if choice == 0:
             return "Could you give me your email, please?"
-        order = sorted(self.db.get("orders", {"#W1001": None}))[int(self.np_random.integers(10))]
+        orders = sorted(self.db["orders"])
+        order = orders[int(self.np_random.integers(len(orders)))]
         name = ["get_order_details", "cancel_pending_order"][choice - 1]
         arguments = {"order_id": order} if choice == 1 else {"order_id": order, "reason": "no longer needed"}
-        return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
+        return _CALL_WRITERS[self.call_format](name, arguments)
+
+
+_DEEPSEEK_CALL = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>{name}\n```json\n{arguments}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
+_CALL_WRITERS: dict[str, Callable[[str, dict[str, Any]], str]] = {
+    "hermes": lambda name, arguments: f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>",
+    "llama3_json": lambda name, arguments: json.dumps({"name": name, "parameters": arguments}),
+    "deepseek_v3": lambda name, arguments: _DEEPSEEK_CALL.format(name=name, arguments=json.dumps(arguments)),
+    "mistral": lambda name, arguments: f"[TOOL_CALLS] {json.dumps([{'name': name, 'arguments': arguments}])}",
+}
+"""One tool call in each of :data:`gem_core.tools.calls.CALL_FORMATS`, as :func:`~gem_core.tools.calls.parse_native_calls`
+reads it (that module parses calls but writes only instructions)."""

@@ -93,7 +93,7 @@ def test_canaries_are_planted_at_random_places_and_are_collected_tests(tmp_path)
     """Canaries sit between the file's top-level statements at random, not always at its end, and each is a
     test pytest's default rules collect (a name starting with ``test``, not a real test's name)."""
     lasts = set()
-    for i in range(12):
+    for i in range(64):  # each draw ends the file with a canary at ~1 in 4: all 64 alike is ~1e-8
         tree = tmp_path / f"tree{i}"
         shutil.copytree(DATA_DIR / "sample", tree)
         canaries = grading._plant_canaries(tree, TASK.tests)
