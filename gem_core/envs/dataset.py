@@ -265,7 +265,8 @@ class DatasetEnv(Env):
             a missing column is reported under the argument's name, so the fix is obvious.
 
     Raises:
-        InvalidArgument: if the dataset split is empty or lacks a column the env reads.
+        InvalidArgument: if the dataset split is empty or lacks a column the env reads, or a column name is empty.
+        InvalidArgumentType: if a column name is not a str (None included).
     """
 
     terminate_on_format_error = True
@@ -281,8 +282,12 @@ class DatasetEnv(Env):
         data_files: DataFiles | None,
         fields: dict[str, str],
     ):
+        for argument, column in fields.items():  # checked first: '' or None only failed every reset, as a bare KeyError
+            check_text(argument, column)
+            if not column:
+                raise InvalidArgument(f"{argument} is empty: name the dataset column it reads, e.g. {argument}='{argument.removesuffix('_field')}'.")
         self.rows = load_rows(dataset_path, split=split, name=dataset_name, data_files=data_files)
-        missing = {column for column in fields.values() if column} - set(self.rows.column_names)
+        missing = set(fields.values()) - set(self.rows.column_names)
         if missing:
             raise InvalidArgument(
                 f"Dataset {dataset_path or data_files!r} has no column(s) {sorted(missing)}; its columns are "

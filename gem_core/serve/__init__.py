@@ -8,8 +8,8 @@ HTTP protocol (JSON bodies; ``Authorization: Bearer TOKEN`` on every request whe
 
 - ``POST /sessions`` ``{"env_id": ID}`` (or ``{}``) → ``{"session_id": S}``: a new env instance (429 past
   ``max_sessions``; a body that is not a JSON object, or has another field, is a 422)
-- ``POST /sessions/S/reset`` ``{"seed": int|null, "options": {}|null}`` → ``{"observation", "info"}`` (422 when
-  the env refuses the arguments with a ValueError or TypeError)
+- ``POST /sessions/S/reset`` ``{"seed": int|null, "options": {}|null}`` → ``{"observation", "info"}`` (422 for
+  another field, or when the env refuses the arguments with a ValueError or TypeError)
 - ``POST /sessions/S/step`` ``{"action": str}`` → ``{"observation", "reward", "terminated", "truncated", "info"}``
   (409 before the first reset; an action over ``max_action_bytes`` gets the env's malformed-action answer)
 - ``POST /sessions/S/sample`` → ``{"action"}``: the env's random well-formed action (409 before the first reset)

@@ -93,10 +93,20 @@ class ServeConfig:
         check_token(self.token, "token (--token)")
 
 
-def _reset_args(body: Any) -> dict[str, Any]:
+#: The fields of a reset request (a WebSocket one has its "op" too).
+_RESET_FIELDS = ("seed", "options")
+
+
+def _reset_args(body: Any, also: tuple[str, ...] = ()) -> dict[str, Any]:
     body = {} if body is None else body
     if not isinstance(body, dict):
         raise RequestError(422, 'expected a JSON object like {"seed": 0, "options": null}')
+    accepted = (*also, *_RESET_FIELDS)
+    unknown = sorted(str(key) for key in body if key not in accepted)
+    if unknown:  # e.g. "Seed": silently dropping it would play an unseeded episode, not the one the client asked for
+        fields = ", ".join(repr(key[:100]) for key in unknown[:5])
+        raise RequestError(422, f"unknown field{'s' if len(unknown) > 1 else ''} {fields} in the reset request; "
+                                f"the accepted fields are {', '.join(repr(key) for key in accepted)}")
     seed, options = body.get("seed"), body.get("options")
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
         raise RequestError(422, '"seed" must be a non-negative integer or null')
@@ -195,8 +205,9 @@ class _Operations:
                 raise RequestError(504, f"the env took over {self.config.step_timeout:g} s; the session was ended")
             return task.result()
 
-    async def reset(self, session: Session, body: Any) -> dict[str, Any]:
-        args = _reset_args(body)
+    async def reset(self, session: Session, body: Any, also: tuple[str, ...] = ()) -> dict[str, Any]:
+        """Start an episode; ``also``: the request's fields besides the reset's own (a WebSocket message's "op")."""
+        args = _reset_args(body, also)
         try:
             observation, info = await self._run(session, lambda: session.env.areset(**args))
         except RequestError:
@@ -241,11 +252,44 @@ def _step_answer(result: Any) -> dict[str, Any]:
     return {"observation": observation, "reward": float(reward), "terminated": bool(terminated), "truncated": bool(truncated), "info": info}
 
 
+def _check_servable(env_id: str, make_env: Callable[[], Any]) -> None:
+    """Build one env and close it, so that an env the server could never serve is refused at start-up: a
+    multi-agent one (every reset was a 500 "no attribute 'areset'"), or one that cannot be built (an upstream id
+    not shipped, a missing extra or dataset: every ``POST /sessions`` was a 500).
+
+    Raises:
+        StartFailed: if building fails or builds something that is not a single-agent GEM env; one line,
+            naming ``env_id`` and why.
+    """
+    from gem_core.errors import StartFailed
+    from gem_core.multi_agent import MultiAgentEnv
+
+    try:
+        env = make_env()
+    except Exception as error:
+        reason = " ".join(str(error).split())[:500]
+        raise StartFailed(f"gem serve: cannot serve {env_id!r}: building it failed: {type(error).__name__}: {reason}") from error
+    try:
+        if isinstance(getattr(env, "unwrapped", env), MultiAgentEnv):
+            raise StartFailed(f"gem serve: cannot serve {env_id!r}: it is a multi-agent env (its actions and results are "
+                              "per-agent dicts) and a session plays one single-agent env; run it in-process instead")
+        missing = [name for name in ("areset", "astep", "sample_random_action") if not callable(getattr(env, name, None))]
+        if missing:
+            raise StartFailed(f"gem serve: cannot serve {env_id!r}: it builds a {type(env).__name__}, not a gem_core.Env "
+                              f"(it has no {', '.join(missing)})")
+    finally:
+        with contextlib.suppress(Exception):
+            env.close()
+
+
 def create_app(env_id: str, config: ServeConfig = ServeConfig(), *, make_env: Any = None) -> Any:
     """The Starlette app serving ``env_id`` (built with :func:`gem_core.make`, or ``make_env()``).
 
+    One env is built and closed here: an env that can never be served fails now, not every session.
+
     Raises:
         UnknownEnvError: if ``env_id`` is not registered (and no ``make_env`` is given).
+        StartFailed: if the env cannot be built, or is not a single-agent GEM env (a multi-agent one).
     """
     from starlette.applications import Starlette
     from starlette.requests import Request
@@ -261,6 +305,7 @@ def create_app(env_id: str, config: ServeConfig = ServeConfig(), *, make_env: An
         def make_env() -> Any:
             return make(env_id)
 
+    _check_servable(env_id, make_env)
     store = SessionStore(make_env, max_sessions=config.max_sessions, idle_timeout=config.idle_timeout, call_timeout=config.step_timeout)
     ops = _Operations(env_id, store, config)
 
@@ -362,7 +407,7 @@ def create_app(env_id: str, config: ServeConfig = ServeConfig(), *, make_env: An
                     if op != "step" and len(message) > config.max_body_bytes:
                         raise RequestError(413, f"message over {config.max_body_bytes} bytes")
                     if op == "reset":
-                        answer = await ops.reset(session, body)
+                        answer = await ops.reset(session, body, also=("op",))
                     elif op == "step" and len(message) > config.max_action_bytes:
                         answer = await ops.oversized_step(session)
                     elif op == "step":

@@ -27,7 +27,7 @@ def _serve(args: argparse.Namespace) -> int:
     except ImportError as error:
         print(f'gem serve needs the serve extra ({error.name} is missing): pip install -e ".[serve]"', file=sys.stderr)
         return 2
-    from gem_core.errors import InvalidArgument
+    from gem_core.errors import InvalidArgument, StartFailed
     from gem_core.registry import UnknownEnvError, import_env_modules
     from gem_core.serve.asgi import listen_error, listening_socket
     from gem_core.serve.connections import ConnectionGuard
@@ -52,7 +52,7 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     try:
         app = create_app(args.env_id, config)
-    except UnknownEnvError as error:
+    except (UnknownEnvError, StartFailed) as error:  # an unknown id, or one that can never be served
         print(error, file=sys.stderr)
         return 2
     guard = ConnectionGuard(connection_limits_from(args))

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from gem_core.env import Env, StepResult
-from gem_core.errors import DependencyNotInstalled, GemError, InvalidArgument, InvalidArgumentType
+from gem_core.errors import DependencyNotInstalled, GemError, InvalidArgument, InvalidArgumentType, UsageError
 from gem_core.registry import REMOTE_PREFIX, parse_remote_id
 from gem_core.transport.http_call import CallFailed, arequest, async_client
 from gem_core.transport.sync_bridge import LoopThread, run_sync
@@ -142,6 +142,36 @@ class RemoteEnv(Env):
 
     def __repr__(self) -> str:
         return f"RemoteEnv({self.url!r}, {self.served_id!r})"
+
+    # --- snapshots: refused -----------------------------------------------------------------------
+
+    _NO_SNAPSHOTS = ("a remote env keeps its state on its server; it cannot be snapshotted or spawned (gem serve has "
+                     "no snapshot route). Branch from a reset seed instead: make another remote env and reset it with the same seed.")
+
+    def get_state(self) -> dict[str, Any]:
+        """Refused: the episode lives on the server, and copying this client would copy its connections and
+        private event loop, not the episode.
+
+        Raises:
+            UsageError: always.
+        """
+        raise UsageError(f"RemoteEnv.get_state(): {self._NO_SNAPSHOTS}")
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Refused, as :meth:`get_state`.
+
+        Raises:
+            UsageError: always.
+        """
+        raise UsageError(f"RemoteEnv.set_state(): {self._NO_SNAPSHOTS}")
+
+    def spawn(self, same_state: bool = True, *, seed: int | None = None) -> RemoteEnv:
+        """Refused, as :meth:`get_state` (``EpisodeSession.fork`` and branched episodes spawn).
+
+        Raises:
+            UsageError: always.
+        """
+        raise UsageError(f"RemoteEnv.spawn(): {self._NO_SNAPSHOTS}")
 
     # --- transport -------------------------------------------------------------------------------
 

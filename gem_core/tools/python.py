@@ -12,6 +12,7 @@ from typing import Any
 
 from gem_core.tools.sandbox import SandboxResult, arun_python, resolve_mode, run_python
 from gem_core.tools.sandbox.config import mode_from_environment, resolve_backend
+from gem_core.tools.sandbox.pool import check_memory_mb
 from gem_core.tools.tags import tag_spans
 from gem_core.tools.tool import ToolCall, ToolResult, text_argument
 from gem_core.vector.calls import check_amount, check_count
@@ -97,8 +98,9 @@ class PythonTool:
             :mod:`gem_core.tools.sandbox.ray_pool`); None reads ``$GEM_SANDBOX_BACKEND`` (default local).
 
     Raises:
-        InvalidArgument: if ``timeout`` is not a finite number of seconds above 0, ``memory_mb`` or ``max_chars``
-            not a whole number of at least 1, or ``mode`` or ``sandbox_backend`` is unknown.
+        InvalidArgument: if ``timeout`` is not a finite number of seconds above 0, ``memory_mb`` not a whole number
+            of at least the sandbox's :data:`~gem_core.tools.sandbox.pool.MIN_MEMORY_MB`, ``max_chars`` not a whole
+            number of at least 1, or ``mode`` or ``sandbox_backend`` is unknown.
         SandboxUnavailableError: if ``mode`` cannot run on this machine (local backend).
     """
 
@@ -115,7 +117,7 @@ class PythonTool:
     ):
         # Checked here: a text or a negative limit would otherwise fail every program during training.
         self.timeout = check_amount("PythonTool: timeout", timeout, "seconds")
-        self.memory_mb = check_count("PythonTool: memory_mb", memory_mb)
+        self.memory_mb = check_memory_mb("PythonTool: memory_mb", memory_mb)  # the sandbox's own rule (>= 16 MiB)
         self.max_chars = check_count("PythonTool: max_chars", max_chars)
         self.backend = resolve_backend(sandbox_backend)
         # On Ray the sandbox nodes check the mode; this machine (a GPU node) need not have bubblewrap.

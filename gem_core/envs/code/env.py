@@ -58,8 +58,10 @@ class CodeEnv(DatasetEnv):
             :mod:`gem_core.tools.sandbox.ray_pool`); None reads ``$GEM_SANDBOX_BACKEND`` (default local).
 
     Raises:
-        InvalidArgument: if ``max_tests`` is below 1, ``reward`` is not ``"all"`` or ``"fraction"``, or ``timeout`` is
-            not a number of seconds above 0 (at most :data:`~gem_core.envs.scoring_pool.MAX_CALL_SECONDS`).
+        InvalidArgument: if ``max_tests`` is not a whole number of at least 1, ``memory_mb`` not a whole number of
+            MiB of at least the sandbox's :data:`~gem_core.tools.sandbox.pool.MIN_MEMORY_MB`, ``reward`` is not
+            ``"all"`` or ``"fraction"``, or ``timeout`` is not a number of seconds above 0 (at most
+            :data:`~gem_core.envs.scoring_pool.MAX_CALL_SECONDS`).
     """
 
     def __init__(
@@ -81,8 +83,12 @@ class CodeEnv(DatasetEnv):
     ):
         if reward not in ("all", "fraction"):
             raise InvalidArgument(f"reward must be 'all' (every test passes) or 'fraction', got {reward!r}.")
-        if max_tests < 1:
-            raise InvalidArgument(f"max_tests must be at least 1, got {max_tests}.")
+        from gem_core.tools.sandbox.pool import check_memory_mb
+        from gem_core.vector.calls import check_count
+
+        # Checked here, by the sandbox's own rule: a bad limit otherwise built fine and failed every reset or step.
+        max_tests = check_count("max_tests", max_tests)
+        memory_mb = check_memory_mb("memory_mb", memory_mb)
         self.timeout = check_time_limit("timeout", timeout)
         super().__init__(
             dataset_path, dataset_name=dataset_name, split=split, data_files=data_files,

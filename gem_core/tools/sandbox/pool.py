@@ -16,11 +16,13 @@ import concurrent.futures
 import functools
 import logging
 import math
+import numbers
 import os
 import queue
 import sys
 import threading
 import time
+from typing import Any
 
 from gem_core.cpus import usable_cpus
 from gem_core.errors import InvalidArgument, UsageError
@@ -29,9 +31,24 @@ from gem_core.tools.sandbox.isolation import resolve_mode
 from gem_core.tools.sandbox.worker import Worker
 from gem_core.tools.sandbox.zygote import Zygote
 
-__all__ = ["SandboxPool", "SandboxPools", "default_pools", "run_python", "arun_python"]
+__all__ = ["MIN_MEMORY_MB", "SandboxPool", "SandboxPools", "check_memory_mb", "default_pools", "run_python", "arun_python"]
 
 logger = logging.getLogger("gem.tools.sandbox")
+
+MIN_MEMORY_MB = 16
+"""The smallest memory limit of a sandboxed program, in MiB: below it the interpreter cannot even start."""
+
+
+def check_memory_mb(name: str, value: Any) -> int:
+    """A sandbox memory limit ``name`` in MiB, checked by the sandbox's own rule; envs and tools call it when they
+    are made, so a bad limit fails there, not every program of every episode.
+
+    Raises:
+        InvalidArgument: if it is not a whole number of at least :data:`MIN_MEMORY_MB`.
+    """
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= MIN_MEMORY_MB:
+        return int(value)
+    raise InvalidArgument(f"{name}={value!r:.80} must be a whole number of MiB, at least {MIN_MEMORY_MB} (the sandbox's smallest memory limit).")
 
 
 class SandboxPool:
@@ -170,12 +187,12 @@ class SandboxPool:
         """Run ``code`` in a fresh worker of this pool (see :func:`run_python`).
 
         Raises:
-            InvalidArgument: if ``memory_mb`` is below 16 or ``timeout`` is not positive.
+            InvalidArgument: if ``memory_mb`` is not a whole number of at least :data:`MIN_MEMORY_MB`, or ``timeout``
+                is not positive.
         """
         if timeout <= 0:
             raise InvalidArgument(f"timeout must be positive seconds, got {timeout}.")
-        if memory_mb < 16:
-            raise InvalidArgument(f"memory_mb must be at least 16 (MiB), got {memory_mb}.")
+        memory_mb = check_memory_mb("memory_mb", memory_mb)
         request = {
             "code": code,
             "stdin": stdin,
