@@ -38,7 +38,7 @@ import dataclasses
 import json
 import secrets
 import time
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -504,6 +504,25 @@ class AgentEndpoint:
         values = generation.logprobs or [0.0] * len(tokens)
         return {"content": [{"token": t, "logprob": lp, "bytes": None, "top_logprobs": []} for t, lp in zip(tokens, values, strict=True)]}
 
+    async def _answer(
+        self, request: Any, episode: AgentEpisode, begin: Callable[[], AgentCall], sampling: SamplingParams,
+        record: Callable[[AgentCall, Generation, str], T],
+    ) -> tuple[AgentCall, Generation, T]:
+        """One call of ``episode`` under its lock: begun, sampled, recorded (``record``, given the text); abandoned, not
+        recorded, if the sampling fails or the client disconnects first (:func:`_while_connected`)."""
+
+        async def answer() -> tuple[AgentCall, Generation, T]:
+            async with self._locks[episode.key]:
+                call = begin()
+                try:
+                    generation = await self._generate(episode, call.prompt_ids, _within(sampling, call))
+                except BaseException:
+                    episode.abandon_call(call)
+                    raise
+                return call, generation, record(call, generation, self._text(generation))
+
+        return await _while_connected(request, answer())
+
     async def _chat(self, request: Any, body: Any) -> dict[str, Any]:
         if not isinstance(body, dict):
             raise RequestError(400, "expected a JSON object like {'model': ..., 'messages': [...]}")
@@ -514,22 +533,15 @@ class AgentEndpoint:
         _check_answer_options(body, logprobs_count=False)
         sampling = self._sampling(body)
         episode = self._episode(request)
-        lock = self._locks[episode.key]
 
-        async def answer() -> tuple[AgentCall, Generation, dict[str, Any], list[dict[str, Any]]]:
-            async with lock:
-                call: AgentCall = episode.begin_call(messages, tools)
-                try:
-                    generation = await self._generate(episode, call.prompt_ids, _within(sampling, call))
-                except BaseException:
-                    episode.abandon_call(call)
-                    raise
-                text = self._text(generation)
-                reply, wire_calls = self._reply(text, tools)
-                episode.finish_call(call, generation, reply, text)
-                return call, generation, reply, wire_calls
+        def record(call: AgentCall, generation: Generation, text: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+            reply, wire_calls = self._reply(text, tools)
+            episode.finish_call(call, generation, reply, text)
+            return reply, wire_calls
 
-        call, generation, reply, wire_calls = await _while_connected(request, answer())
+        call, generation, (reply, wire_calls) = await self._answer(
+            request, episode, lambda: episode.begin_call(messages, tools), sampling, record
+        )
         message: dict[str, Any] = {"role": "assistant", "content": reply["content"] if not wire_calls or reply["content"] else None}
         if wire_calls:
             message["tool_calls"] = wire_calls
@@ -561,21 +573,12 @@ class AgentEndpoint:
         _check_answer_options(body, logprobs_count=True)
         sampling = self._sampling(body)
         episode = self._episode(request)
-        lock = self._locks[episode.key]
 
-        async def answer() -> tuple[AgentCall, Generation, str]:
-            async with lock:
-                call = episode.begin_completion(prompt)
-                try:
-                    generation = await self._generate(episode, call.prompt_ids, _within(sampling, call))
-                except BaseException:
-                    episode.abandon_call(call)
-                    raise
-                text = self._text(generation)
-                episode.finish_completion(call, generation, text)
-                return call, generation, text
+        def record(call: AgentCall, generation: Generation, text: str) -> str:
+            episode.finish_completion(call, generation, text)
+            return text
 
-        call, generation, text = await _while_connected(request, answer())
+        call, generation, text = await self._answer(request, episode, lambda: episode.begin_completion(prompt), sampling, record)
         choice: dict[str, Any] = {"index": 0, "text": text, "finish_reason": "length" if generation.finish_reason == "length" else "stop"}
         if body.get("logprobs"):
             choice["logprobs"] = {"tokens": self.tokenizer.convert_ids_to_tokens(list(generation.token_ids)),
