@@ -43,6 +43,27 @@ def verdict_key(model: str, rubric_digest: str, prompt_version: str, task: str, 
     return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def _stored(text: str) -> str | bytes:
+    """``text`` as the file keeps it: TEXT when it is valid UTF-8 (as every cache so far holds it), else its
+    UTF-8 bytes with lone surrogates kept (a BLOB). A judge's reply can hold one (a JSON escape) and still parse:
+    SQLite refuses it as TEXT, and the file cache must pay what the in-memory one pays."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
+    return text
+
+
+def _loaded(value: object) -> str | None:
+    """A reply as :func:`_stored` kept it, or None for a value no version of this cache writes."""
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError:
+            return None
+    return value if isinstance(value, str) else None
+
+
 class CacheUnusable(GemError, OSError):
     """The ``--judge-cache`` path cannot hold the verdict cache (a folder, not SQLite, another table named
     ``verdicts``, corrupt, its folder missing, not writable); the message names the path and the fix."""
@@ -159,7 +180,9 @@ class VerdictCache:
                 except (sqlite3.Error, CacheUnusable) as exc:
                     self._failed(exc)
                     row = None
-                reply = row[0] if row and isinstance(row[0], str) and len(row[0]) <= MAX_VERDICT_CHARS else None
+                reply = _loaded(row[0]) if row else None
+                if reply is not None and len(reply) > MAX_VERDICT_CHARS:
+                    reply = None
             if reply is None:
                 self.misses += 1
             else:
@@ -178,7 +201,9 @@ class VerdictCache:
                     self._memory.popitem(last=False)
             else:
                 try:
-                    self._connection().execute("INSERT OR REPLACE INTO verdicts (key, model, reply) VALUES (?, ?, ?)", (key, model, reply))
+                    self._connection().execute(
+                        "INSERT OR REPLACE INTO verdicts (key, model, reply) VALUES (?, ?, ?)", (key, _stored(model), _stored(reply))
+                    )
                 except (sqlite3.Error, CacheUnusable) as exc:
                     self._failed(exc)
 

@@ -52,6 +52,17 @@ def _argument_name(tool: Tool) -> str:
     return getattr(tool, "argument_name", None) or {"python": "code", "search": "query"}.get(tool.name, "input")
 
 
+MAX_SHOWN_NAME = 100
+"""The most characters of a malformed call's tool name shown back to the model (the rest cut)."""
+
+
+def _shown_name(name: Any) -> str:
+    """A native call's ``name`` as a malformed call's answer shows it: a lone surrogate (a JSON escape in the
+    call) would make the observation impossible to tokenize, and a huge name would be copied whole."""
+    name = without_lone_surrogates(name if isinstance(name, str) else str(name or ""))
+    return name if len(name) <= MAX_SHOWN_NAME else name[:MAX_SHOWN_NAME] + "..."
+
+
 def _content(tool: Tool, arguments: dict[str, Any]) -> Any:
     """What ``tool`` runs for a native call's ``arguments``: its own conversion, else the one argument, else them all."""
     convert = getattr(tool, "content_from_arguments", None)
@@ -225,19 +236,20 @@ class ToolUse(Wrapper):
 
     def _from_native(self, call: Any) -> ToolCall:
         if call.error:
-            return ToolCall(call.name or "tool", None, call.span, error=call.error)
+            return ToolCall(_shown_name(call.name) or "tool", None, call.span, error=call.error)
         tool = self.tools.get(call.name)
         served = tool is None  # a tool of a server, called by its own name
         if tool is None:
             tool = self._server_of(call.name)
             if tool is None:
-                return ToolCall(call.name, None, call.span, error=f"unknown tool {call.name!r}; available: {self._native_names()}")
+                shown = _shown_name(call.name)
+                return ToolCall(shown, None, call.span, error=f"unknown tool {shown!r}; available: {self._native_names()}")
         try:
             # A lone surrogate (a JSON escape in the call) cannot be encoded as UTF-8: no server or tokenizer takes it.
             arguments = without_lone_surrogates(call.arguments)
-            content = {"name": call.name, "arguments": arguments} if served else _content(tool, arguments)
+            content = {"name": without_lone_surrogates(call.name), "arguments": arguments} if served else _content(tool, arguments)
         except Exception as error:  # as for a raising parser: the model's arguments are the call's fault
-            return ToolCall(call.name, None, call.span, error=f"the arguments could not be read ({type(error).__name__}: {error})")
+            return ToolCall(_shown_name(call.name), None, call.span, error=f"the arguments could not be read ({type(error).__name__}: {error})")
         return ToolCall(tool.name, content, call.span)
 
     def _server_of(self, name: str) -> Tool | None:

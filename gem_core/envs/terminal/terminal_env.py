@@ -8,7 +8,8 @@ there for the next, and the directory is deleted at the next :meth:`reset` and a
 command runs under the sandbox's limits (wall time, CPU, memory, processes, file size, output, and
 the work directory's size); the observation is its exit code and its (shortened) stdout and stderr.
 
-Actions are one command in a fenced block, ```` ```bash ... ``` ```` (on one line too: ```` ```bash ls``` ````).
+Actions are one command in a fenced block, ```` ```bash ... ``` ```` (on one line too: ```` ```bash ls``` ````;
+```` ```sh ```` and ```` ```shell ```` work too, a longer tag such as ```` ```shellscript ```` does not).
 The command ``submit`` ends the episode: the task's checker script runs in the same kind of sandbox on
 a copy of the directory, and its exit status gives the reward (1.0 for status 0, else 0.0). The copy
 holds the directory's files and directories, no link (a link to a file inside the tree arrives as that
@@ -52,6 +53,7 @@ from gem_core.envs.terminal.checker_view import checker_files
 from gem_core.errors import InvalidArgument, ResetNeeded
 from gem_core.tools.sandbox import SandboxConfig, SandboxResult, resolve_mode
 from gem_core.tools.sandbox.config import MIB
+from gem_core.tools.sandbox.pool import check_memory_mb
 from gem_core.tools.sandbox.shell import WorkDir, run_shell
 from gem_core.vector.calls import check_amount, check_count
 
@@ -63,7 +65,8 @@ SUBMIT = "submit"
 #: The longest path (relative to the working directory) a snapshot keeps: :meth:`TerminalEnv.set_state`
 #: recreates paths below a new working directory, and the whole must stay under ``PATH_MAX`` (4096).
 MAX_SNAPSHOT_PATH = 3072
-_COMMAND_BLOCK = re.compile(r"```(?:bash|sh)[ \t]*\n?(.*?)```", re.DOTALL)
+#: The tag must end the word: ```shell was read as ``sh`` and a command starting "ell".
+_COMMAND_BLOCK = re.compile(r"```(?:bash|shell|sh)(?![\w-])[ \t]*\n?(.*?)```", re.DOTALL)
 ACTION_HINT = (
     "Answer with one shell command in a ```bash ... ``` block (one line works too: ```bash ls```). "
     f"When the task is done, send ```bash {SUBMIT}``` to have it checked."
@@ -130,8 +133,8 @@ def _load_task(directory: Path) -> TerminalTask:
 
 
 def extract_command(action: str) -> str | None:
-    """The command of the last ```` ```bash ``` ```` block in ``action``, stripped; None if there is none
-    (or it is empty, or holds a NUL byte, which no command line can carry, or ``action`` is not a str)."""
+    """The command of the last ```` ```bash ``` ```` (or ``sh``, ``shell``) block in ``action``, stripped; None if
+    there is none (or it is empty, or holds a NUL byte, which no command line can carry, or ``action`` is not a str)."""
     if not isinstance(action, str):
         return None
     blocks = _COMMAND_BLOCK.findall(action)
@@ -158,7 +161,7 @@ class TerminalEnv(Env):
 
     Raises:
         InvalidArgument: if a limit is not a number in range (``command_timeout`` finite seconds above 0; the others
-            whole numbers, ``max_output_chars`` from 100, the rest from 1), ``tasks`` is not a list of known tasks,
+            whole numbers, ``max_output_chars`` from 100, ``memory_mb`` from the sandbox's 16, the rest from 1), ``tasks`` is not a list of known tasks,
             or ``data_dir`` is not a folder of tasks in the shipped layout (:func:`load_tasks`).
     """
 
@@ -192,7 +195,8 @@ class TerminalEnv(Env):
             raise InvalidArgument(f"max_output_chars={max_output_chars} must be at least 100.")
         self.tasks = shipped
         self.max_turns, self.command_timeout = check_count("max_turns", max_turns), check_amount("command_timeout", command_timeout, "seconds")
-        self.memory_mb, self.max_output_chars = check_count("memory_mb", memory_mb), max_output_chars
+        # the sandbox's own rule: a limit below its floor would otherwise fail every command, mid-training
+        self.memory_mb, self.max_output_chars = check_memory_mb("memory_mb", memory_mb), max_output_chars
         check_count("max_work_mb", max_work_mb)
         self.sandbox = resolve_mode(sandbox)  # refuses to run without bubblewrap unless process mode is chosen
         self.sandbox_config = SandboxConfig(max_work_mb=max_work_mb)

@@ -69,7 +69,9 @@ class BM25Index:
         self._lock = threading.Lock()
 
     def search(self, queries: list[str], topk: int) -> list[list[tuple[dict[str, Any], float]]]:
-        """For each query, the ``topk`` best documents and their BM25 scores, best first."""
+        """For each query, up to ``topk`` best documents and their BM25 scores, best first: only documents that
+        match a word of it (as Lucene's BM25 in Search-R1's servers), so a query matching none finds nothing
+        instead of ``bm25s``' padding of zero-score documents shown as the best matches."""
         k = max(1, min(int(topk), len(self.documents)))
         if not queries:
             return []
@@ -77,6 +79,6 @@ class BM25Index:
         with self._lock:
             indices, scores = self._retriever.retrieve(tokens, k=k, show_progress=False, n_threads=1)
         return [
-            [(self.documents[int(i)], float(s)) for i, s in zip(row_indices, row_scores, strict=True)]
+            [(self.documents[int(i)], float(s)) for i, s in zip(row_indices, row_scores, strict=True) if s > 0]
             for row_indices, row_scores in zip(indices, scores, strict=True)
         ]
