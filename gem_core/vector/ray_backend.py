@@ -30,8 +30,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gem_core.errors import InvalidArgument, StartFailed
-from gem_core.vector.calls import CLOSED, TIMEOUT, EnvBuilder, check_step_timeout, describe_exception, raise_portable_error
+from gem_core.errors import StartFailed
+from gem_core.vector.calls import CLOSED, TIMEOUT, EnvBuilder, check_amount, check_count, check_step_timeout, describe_exception, raise_portable_error
 from gem_core.vector.hosted import Batch, HostedBackend, HostedEnvs
 from gem_core.vector.in_process import CLOSE_TIMEOUT
 
@@ -95,7 +95,10 @@ class RayBackend(HostedBackend):
             passes False when every env declares ``blocking = False``, and only the defaults depend on it.
 
     Raises:
-        InvalidArgument: if ``envs_per_actor`` is below 1.
+        InvalidArgument: if ``envs_per_actor`` is not a whole number from 1, ``num_cpus`` or a ``resources`` amount
+            is not a finite number from 0 in Ray's steps of 0.0001, ``resources`` names one of Ray's own resources
+            (CPU, GPU, memory, object_store_memory), or ``step_timeout``/``start_timeout`` is not a finite number of
+            seconds above 0; all checked before Ray is started or joined.
     """
 
     def __init__(
@@ -110,14 +113,20 @@ class RayBackend(HostedBackend):
         start_timeout: float = 120.0,
         blocking: bool = True,
     ):
-        if envs_per_actor is not None and envs_per_actor < 1:
-            raise InvalidArgument(f"envs_per_actor must be at least 1, got {envs_per_actor}.")
-        from gem_core.vector.ray_env import connect_ray
+        from gem_core.vector.ray_env import check_ray_amount, check_ray_resources, connect_ray
 
+        # Checked before Ray starts: Ray refuses these with a raw error naming nothing, and a negative
+        # start_timeout reaches ray.get, whose C++ core aborts the whole process on it.
+        if envs_per_actor is not None:
+            envs_per_actor = check_count("envs_per_actor", envs_per_actor, none_means="the default grouping")
+        if num_cpus is not None:
+            num_cpus = check_ray_amount("num_cpus", num_cpus, "CPUs")
+        resources = check_ray_resources("resources", resources)
+        self.step_timeout = check_step_timeout(step_timeout)
+        start_timeout = check_amount("start_timeout", start_timeout, "seconds")
         self._ray = ray = connect_ray(address)
         self._builders = list(env_fns)
         self.num_envs = len(self._builders)
-        self.step_timeout = check_step_timeout(step_timeout)
         if envs_per_actor is None or num_cpus is None:
             envs_per_actor, default_cpus = default_actor_shape(self.num_envs, blocking, _free_cpus(ray), envs_per_actor)
             num_cpus = default_cpus if num_cpus is None else num_cpus

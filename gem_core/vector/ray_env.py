@@ -41,7 +41,10 @@ from gem_core.settings import environment_value
 from gem_core.vector.calls import check_amount, check_count
 
 # make_env is the placement entry point (gem_core.placement), named here too where the README points.
-__all__ = ["RayEnv", "RayEnvPool", "connect_ray", "default_env_pool", "make_in_default_pool", "make_env", "pool_options_from_environment"]
+__all__ = [
+    "RayEnv", "RayEnvPool", "check_ray_amount", "check_ray_resources", "connect_ray", "default_env_pool",
+    "make_in_default_pool", "make_env", "pool_options_from_environment",
+]
 
 #: What a :class:`RayEnv` builds in its actor: a registered env id or a function returning a new env.
 EnvSpec = str | Callable[[], Any]
@@ -63,6 +66,49 @@ def connect_ray(address: str | None = None) -> Any:
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
     return ray
+
+
+#: Resources Ray reserves for its own keywords (``num_cpus``, ``num_gpus``, ``memory``): refused in ``resources``.
+_RAY_RESERVED_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
+#: Ray keeps resource amounts in units of 0.0001; a nonzero amount below one unit is refused by Ray.
+_RAY_RESOURCE_UNITS = 10_000
+
+
+def check_ray_amount(name: str, value: Any, unit: str) -> float:
+    """``value``, an amount an actor reserves, checked before Ray starts: Ray refuses a negative, nan or
+    too fine amount only when the actor is made, with a ValueError that names neither the option nor the
+    variable it came from.
+
+    Raises:
+        InvalidArgument: if it is not a finite number from 0, or is above 0 but below Ray's 0.0001 granularity.
+    """
+    amount = check_amount(name, value, unit, zero_allowed=True)
+    if amount and int(amount * _RAY_RESOURCE_UNITS) == 0:
+        raise InvalidArgument(f"{name}={value!r:.80} is finer than Ray's granularity of 0.0001 {unit}: use 0 or at least 0.0001.")
+    return amount
+
+
+def check_ray_resources(name: str, resources: Any) -> dict[str, float]:
+    """``resources`` (custom resource name to amount), checked before Ray starts, which would refuse a
+    reserved name or a bad amount only when the actor is made, naming no option or variable.
+
+    Raises:
+        InvalidArgument: if it is not a mapping, names one of Ray's own resources (CPU, GPU, memory,
+            object_store_memory) or a non-text name, or an amount is refused by :func:`check_ray_amount`.
+    """
+    if resources is None:
+        return {}
+    if not isinstance(resources, Mapping):
+        raise InvalidArgument(f'{name} must map custom resource names to amounts, such as {{"gem_env": 1}}, got {resources!r:.80}.')
+    checked: dict[str, float] = {}
+    for key, amount in resources.items():
+        if not isinstance(key, str) or key in _RAY_RESERVED_RESOURCES:
+            raise InvalidArgument(
+                f'{name} may hold only custom resources such as {{"gem_env": 1}}, got {key!r:.80}: ask for CPUs with '
+                "num_cpus (GEM_RAY_ENV_CPUS for the default pool), and for GPUs or memory through actor_options."
+            )
+        checked[key] = check_ray_amount(f"{name}[{key!r}]", amount, "units")
+    return checked
 
 
 def _build(spec: EnvSpec, kwargs: dict[str, Any]) -> Any:
@@ -126,7 +172,10 @@ class RayEnvPool:
         start_timeout: seconds the actors may take to start.
 
     Raises:
-        InvalidArgument: if ``num_actors`` or ``max_envs_per_actor`` is below 1.
+        InvalidArgument: if ``num_actors`` or ``max_envs_per_actor`` is not a whole number from 1, ``num_cpus`` or a
+            ``resources`` amount is not a finite number from 0 in Ray's steps of 0.0001, ``resources`` names one of
+            Ray's own resources (CPU, GPU, memory, object_store_memory), or ``start_timeout`` is not a finite number
+            of seconds above 0; all checked before Ray is started or joined.
     """
 
     def __init__(
@@ -140,10 +189,13 @@ class RayEnvPool:
         address: str | None = None,
         start_timeout: float = 120.0,
     ):
-        if num_actors < 1:
-            raise InvalidArgument(f"num_actors must be at least 1, got {num_actors}.")
-        if max_envs_per_actor < 1:
-            raise InvalidArgument(f"max_envs_per_actor must be at least 1, got {max_envs_per_actor}.")
+        # Checked before Ray starts: Ray refuses these with a raw error naming nothing, and a negative
+        # start_timeout reaches ray.get, whose C++ core aborts the whole process on it.
+        num_actors = check_count("num_actors", num_actors)
+        max_envs_per_actor = check_count("max_envs_per_actor", max_envs_per_actor)
+        num_cpus = check_ray_amount("num_cpus", num_cpus, "CPUs")
+        resources = check_ray_resources("resources", resources)
+        start_timeout = check_amount("start_timeout", start_timeout, "seconds")
         self._ray = connect_ray(address)
         options: dict[str, Any] = {
             "num_cpus": num_cpus,
@@ -376,8 +428,10 @@ def pool_options_from_environment() -> dict[str, Any]:
 
     Raises:
         InvalidArgument: if a variable is not a number, or ``$GEM_RAY_ENV_RESOURCES`` not a JSON object, or one
-            is out of range (actors from 1; CPUs and resource amounts finite, from 0), naming the variable:
-            Ray would otherwise fail on it only when the pool starts, far from the typo.
+            is out of range (actors from 1; CPUs and resource amounts finite, from 0, in Ray's steps of 0.0001),
+            or ``$GEM_RAY_ENV_RESOURCES`` names one of Ray's own resources (CPU, GPU, memory,
+            object_store_memory), naming the variable: Ray would otherwise fail on it only when the pool starts,
+            far from the typo.
     """
     options: dict[str, Any] = {}
     for variable, key, kind in (("GEM_RAY_ENV_ACTORS", "num_actors", int), ("GEM_RAY_ENV_CPUS", "num_cpus", float)):
@@ -387,8 +441,7 @@ def pool_options_from_environment() -> dict[str, Any]:
                 number = kind(value)
             except ValueError:
                 raise InvalidArgument(f"{variable} must be a number ({key}), got {value!r}.") from None
-            options[key] = (check_count(variable, number) if kind is int
-                            else check_amount(variable, number, "CPUs per actor", zero_allowed=True))
+            options[key] = check_count(variable, number) if kind is int else check_ray_amount(variable, number, "CPUs per actor")
     value = environment_value("GEM_RAY_ENV_RESOURCES")
     if value:
         try:
@@ -397,8 +450,7 @@ def pool_options_from_environment() -> dict[str, Any]:
             resources = None
         if not isinstance(resources, dict):
             raise InvalidArgument(f'GEM_RAY_ENV_RESOURCES must be a JSON object such as {{"gem_env": 1}}, got {value!r}.')
-        options["resources"] = {name: check_amount(f"GEM_RAY_ENV_RESOURCES[{name!r}]", amount, "units", zero_allowed=True)
-                                for name, amount in resources.items()}
+        options["resources"] = check_ray_resources("GEM_RAY_ENV_RESOURCES", resources)
     options.setdefault("num_actors", 2)
     return options
 
