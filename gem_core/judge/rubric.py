@@ -100,8 +100,13 @@ class Rubric:
     def reward(self, scores: Mapping[str, int]) -> float:
         """The weighted mean of ``scores`` (one per criterion, on the scale) mapped to [0, 1]."""
         low, high = self.scale
-        total = sum(c.weight for c in self.criteria)
-        return sum(c.weight * (scores[c.name] - low) / (high - low) for c in self.criteria) / total
+        # Weights are relative: scaled by the largest first, so a huge one cannot overflow the products
+        # (or the total) and a subnormal one does not underflow to 0 before the division.
+        largest = max(c.weight for c in self.criteria)
+        shares = [c.weight / largest for c in self.criteria]
+        total = sum(shares)
+        reward = sum(share / total * ((scores[c.name] - low) / (high - low)) for share, c in zip(shares, self.criteria, strict=True))
+        return min(1.0, max(0.0, reward))
 
     def to_dict(self) -> dict[str, Any]:
         """The rubric as plain data (what :meth:`from_dict` reads and a rubric file holds)."""

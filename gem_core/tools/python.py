@@ -60,7 +60,8 @@ def _clip(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     half = limit // 2
-    return f"{text[:half]}\n... [{len(text) - 2 * half} characters cut] ...\n{text[-half:]}"
+    tail = text[len(text) - half:] if half else ""  # text[-0:] would be all of it
+    return f"{text[:half]}\n... [{len(text) - 2 * half} characters cut] ...\n{tail}"
 
 
 def format_sandbox_result(

@@ -153,7 +153,9 @@ class SandboxResult:
 class SandboxConfig:
     """Limits and settings of the sandbox that do not change per call."""
 
-    #: Most processes (and threads) the snippet may have at once, itself included.
+    #: Most processes (and threads) the snippet may have at once, itself included. Run as root, each call's own;
+    #: unprivileged, the calls share one uid and this is counted on top of what it has when the snippet starts
+    #: (concurrent calls share the headroom: see docs/guides/security.md).
     max_processes: int = 32
     #: Largest file the snippet may write, in MiB.
     max_file_mb: int = 16

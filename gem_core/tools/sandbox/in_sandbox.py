@@ -13,7 +13,8 @@ standard library only. Protocol, all over pipes the host created:
    socket of the sandbox's network namespace attached (the host counts socket memory through it), then reads one request from stdin: a line
    with its length in bytes, then that many bytes of JSON:
    ``{"code", "stdin", "memory_mb", "cpu_seconds", "file_mb", "processes", "open_files", "call"?,
-   "max_returned_bytes"}``.
+   "shared_uid"?, "max_returned_bytes"}`` (``shared_uid``: the snippet keeps a uid other sandboxes' processes
+   have, so ``processes`` is counted on top of what it has when the snippet starts, see :func:`_apply_limits`).
 3. It forks the child that runs the snippet. The child never holds the status fd: it is closed in the
    child before any of the snippet's code runs, the supervisor is not dumpable (no ``/proc/PID/mem``,
    no ``/proc/PID/fd``), the seccomp filter forbids ``ptrace``, and as root the child runs as a uid of
@@ -91,7 +92,36 @@ def _address_space_in_use():
         return 0
 
 
-def _apply_limits(request):
+def _tasks_in(proc_fd):
+    """Tasks (processes and threads) the ``/proc`` open at ``proc_fd`` shows, this process not counted.
+
+    Run unprivileged, every process of a sandbox (the zygote, the calls waiting in the pool, every running
+    call and what it started) has the one uid bubblewrap mapped, and ``RLIMIT_NPROC`` counts all of them.
+    """
+    count = -1  # this process
+    for name in os.listdir(proc_fd):
+        if not name.isdigit():
+            continue
+        try:
+            fd = os.open(f"{name}/stat", os.O_RDONLY | os.O_CLOEXEC, dir_fd=proc_fd)
+        except OSError:
+            continue  # ended meanwhile
+        try:
+            stat = os.read(fd, 4096)
+        except OSError:
+            stat = b""
+        finally:
+            os.close(fd)
+        fields = stat[stat.rfind(b")") + 2:].split()  # the name may hold spaces and parentheses
+        count += int(fields[17]) if len(fields) > 17 and fields[17].isdigit() else 1  # num_threads
+    return max(count, 0)
+
+
+def _apply_limits(request, proc_fd=None):
+    """Set the snippet's limits. With ``shared_uid`` the snippet's uid is the one every process of this
+    sandbox has (the host is not root), so its ``processes`` are allowed on top of the tasks the sandbox's
+    ``/proc`` (``proc_fd``, else ``/proc``) shows now: a snippet run alone gets its whole budget and a fork
+    bomb is still bounded, while calls running at once share what each of them has left."""
     mib = 1024 * 1024
     _limit(resource.RLIMIT_CORE, 0)
     _limit(resource.RLIMIT_AS, _address_space_in_use() + int(request["memory_mb"]) * mib)
@@ -99,7 +129,19 @@ def _apply_limits(request):
     _limit(resource.RLIMIT_CPU, cpu, cpu + 1)
     _limit(resource.RLIMIT_FSIZE, int(request["file_mb"]) * mib)
     _limit(resource.RLIMIT_NOFILE, int(request["open_files"]))
-    _limit(resource.RLIMIT_NPROC, int(request["processes"]))
+    processes = int(request["processes"])
+    if request.get("shared_uid"):
+        own_fd = proc_fd is None
+        if own_fd:
+            proc_fd = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            processes += _tasks_in(proc_fd)
+        except (OSError, ValueError):
+            pass  # no count: the plain budget, as root has it
+        finally:
+            if own_fd:
+                os.close(proc_fd)
+    _limit(resource.RLIMIT_NPROC, processes)
     # POSIX message queues are kernel memory no process maps (the seccomp filter also takes mq_open away)
     _limit(resource.RLIMIT_MSGQUEUE, 0)
 
@@ -294,7 +336,7 @@ def _warm_up_snippet_path(scratch_fd):
     json.dumps({"wait_status": 0, "returned": ""}).encode()
 
 
-def _run_snippet(request, report_fd, drop_to_uid, stdin_fd):
+def _run_snippet(request, report_fd, drop_to_uid, stdin_fd, proc_fd=None):
     if drop_to_uid:
         _drop_privileges(drop_to_uid)
     _prctl(_PR_SET_DUMPABLE, 1)  # its own /proc files stay its own (subprocess reads /proc/self/fd)
@@ -303,7 +345,9 @@ def _run_snippet(request, report_fd, drop_to_uid, stdin_fd):
     sys.argv = ["<sandbox>"]
     namespace = {"__name__": "__main__", "__builtins__": __builtins__}
     call = request.get("call")
-    _apply_limits(request)
+    _apply_limits(request, proc_fd)
+    if proc_fd is not None:
+        os.close(proc_fd)  # the sandbox's whole /proc: never the snippet's
     report = {}
     exit_status = 0
     try:
@@ -831,6 +875,9 @@ def _serve_call(kernel, fds, limits, uid):
         kernel.mount(f"/proc/self/fd/{fd}", directory, None, _MS_BIND | _MS_REC, None)
         kernel.mount(None, directory, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV, None)
         os.close(fd)
+    # Unprivileged (no uid of its own), the call counts its process limit on top of what the sandbox's
+    # processes are when its snippet starts: read in the zygote's /proc, which the call's own then covers.
+    sandbox_proc = None if uid else os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     kernel.mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None)
     # The init is PID 1 here: when the host (or the zygote) kills it, the kernel kills everything the
     # snippet left in the namespace.
@@ -841,13 +888,14 @@ def _serve_call(kernel, fds, limits, uid):
     stdin_fd = _stdin_file()
     _warm_up_snippet_path(_stdin_file())
     _say_ready(status_fd, pidfds)
-    _keep_only_fds({0, 1, 2, report_fd, stdin_fd, request_fd})  # the status socket and pidfds too
+    keep = {0, 1, 2, report_fd, stdin_fd, request_fd} | ({sandbox_proc} if sandbox_proc is not None else set())
+    _keep_only_fds(keep)  # the status socket and pidfds too
     kernel.load_seccomp()
     request = _read_request(request_fd)
     if request is None:
         os._exit(0)  # the host closed the pool
     os.close(request_fd)
-    _run_snippet(request, report_fd, 0, stdin_fd)
+    _run_snippet(request, report_fd, 0, stdin_fd, sandbox_proc)
 
 
 if __name__ == "__main__":

@@ -188,10 +188,11 @@ class SandboxPool:
 
         Raises:
             InvalidArgument: if ``memory_mb`` is not a whole number of at least :data:`MIN_MEMORY_MB`, or ``timeout``
-                is not positive.
+                is not a finite number of seconds above 0.
         """
-        if timeout <= 0:
-            raise InvalidArgument(f"timeout must be positive seconds, got {timeout}.")
+        from gem_core.vector.calls import check_amount  # the shared rule; imported when first needed
+
+        timeout = check_amount("timeout", timeout, "seconds")
         memory_mb = check_memory_mb("memory_mb", memory_mb)
         request = {
             "code": code,
@@ -200,6 +201,9 @@ class SandboxPool:
             "cpu_seconds": math.ceil(timeout) + 1,
             "file_mb": self.config.max_file_mb,
             "processes": self._process_limit(),
+            # Unprivileged, every process of a bwrap sandbox has one uid: the call adds what it has when the
+            # snippet starts (as root each call runs as a uid of its own).
+            "shared_uid": self.mode == "bwrap" and os.geteuid() != 0,
             "open_files": self.config.max_open_files,
             "call": None if call is None else {"fn_name": call.fn_name, "args": call.args},
         }
@@ -222,10 +226,15 @@ class SandboxPool:
         logger.warning("The sandbox zygote cannot run here (%s); starting a sandbox per call instead.", error)
 
     def _process_limit(self) -> int:
-        if self.mode == "process" and os.geteuid() != 0:
+        if os.geteuid() == 0:
+            return self.config.max_processes
+        if self.mode == "process":
             # Without a user namespace the limit counts every process of this user, not just the snippet's.
             return _processes_of_current_user() + self.config.max_processes
-        return self.config.max_processes
+        # bwrap: the call adds the sandbox's processes when its snippet starts (in_sandbox._apply_limits); a
+        # zygote forks the pool's waiting calls (an init and a process each, and a short-lived helper that
+        # makes a network namespace) while the snippet runs, so room for a full pool is kept on top.
+        return self.config.max_processes + (2 * self.config.pool_size + 1 if self.uses_zygote else 0)
 
     def close(self) -> None:
         """Stop refilling and kill the waiting workers (and the zygote)."""
@@ -351,6 +360,8 @@ def run_python(
 
     Raises:
         SandboxUnavailableError: the mode cannot run on this machine (see :func:`resolve_mode`).
+        InvalidArgument: ``timeout`` is not a finite number of seconds above 0, or ``memory_mb`` is not a whole
+            number of at least :data:`MIN_MEMORY_MB`.
     """
     if resolve_backend(backend) == "ray":
         from gem_core.tools.sandbox.ray_pool import default_ray_pool
@@ -377,7 +388,12 @@ async def arun_python(
     call: FunctionCall | None = None,
     backend: str | None = None,
 ) -> SandboxResult:
-    """:func:`run_python` for async callers: waits in a thread (or on the Ray actor), never blocks the event loop."""
+    """:func:`run_python` for async callers: waits in a thread (or on the Ray actor), never blocks the event loop.
+
+    Raises:
+        SandboxUnavailableError: as :func:`run_python`.
+        InvalidArgument: as :func:`run_python` (a bad ``timeout`` or ``memory_mb``).
+    """
     if resolve_backend(backend) == "ray":
         from gem_core.tools.sandbox.ray_pool import default_ray_pool
 
