@@ -83,6 +83,29 @@ class EnvSpec:
                 f"{self.id}: cannot load its entry point {self.entry_point!r} ({type(exc).__name__}: {exc}).{fix}"
             ) from exc
 
+    def check_kwargs(self, *, max_turns: int | None = None, **overrides: Any) -> None:
+        """Refuse what :meth:`make` would refuse before calling the constructor, without building the env: for a
+        placement that builds it elsewhere, later (the Ray backend builds it at its first reset, in an actor).
+
+        Raises:
+            InvalidArgument: (a ValueError) ``max_turns`` is not a positive whole number.
+            InvalidArgumentType: (a TypeError) a keyword the env's constructor does not take, or a required one missing.
+            DependencyNotInstalled: the entry point cannot be imported here.
+        """
+        self._checked_call(max_turns, overrides)
+
+    def _checked_call(self, max_turns: int | None, overrides: dict[str, Any]) -> tuple[Callable[..., Env], dict[str, Any], int | None, bool]:
+        """``(factory, kwargs, turn limit, whether the env counts it itself)``, the kwargs checked against the factory."""
+        limit = self.max_turns if max_turns is None else _check_max_turns(max_turns, f"make({self.id!r})")
+        factory = self.load()
+        kwargs = {**self.kwargs, **overrides}
+        signature = _signature(factory)
+        counts_own = limit is not None and _takes_max_turns(signature)
+        if counts_own:
+            kwargs["max_turns"] = limit
+        _check_kwargs(self.id, factory, signature, kwargs)
+        return factory, kwargs, limit, counts_own
+
     def make(self, *, max_turns: int | None = None, **overrides: Any) -> Env:
         """Build the env with ``overrides`` over the registered kwargs, limited to ``max_turns`` turns
         (None: :attr:`max_turns`), see the module docstring for where the limit is counted.
@@ -93,14 +116,7 @@ class EnvSpec:
             InvalidArgumentType: (a TypeError) a keyword the env's constructor does not take, or a required one
                 missing; the message lists the keywords it takes.
         """
-        limit = self.max_turns if max_turns is None else _check_max_turns(max_turns, f"make({self.id!r})")
-        factory = self.load()
-        kwargs = {**self.kwargs, **overrides}
-        signature = _signature(factory)
-        counts_own = limit is not None and _takes_max_turns(signature)
-        if counts_own:
-            kwargs["max_turns"] = limit
-        _check_kwargs(self.id, factory, signature, kwargs)
+        factory, kwargs, limit, counts_own = self._checked_call(max_turns, overrides)
         env = factory(**kwargs)
         env.unwrapped.env_id = self.id  # names the env in logged warnings (see gem_core.env.log_error_once)
         if limit is not None and not counts_own:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from gem_adapters.trl.make_dataset import prompt_dataset
 from gem_core.cli.dataset import run_dataset_cli
@@ -22,7 +23,7 @@ PROG = "python -m gem_adapters.trl"
 
 def write_prompts(rows: list[EpisodeRow], args: argparse.Namespace) -> str:
     dataset = prompt_dataset(rows)
-    if args.out.endswith(".parquet"):
+    if Path(args.out).suffix.lower() == ".parquet":  # train.PARQUET too: JSON lines there fail load_dataset("parquet")
         dataset.to_parquet(args.out)
     elif "images" in dataset.column_names:  # pandas' JSON encoder fails on the images (an OverflowError, 30 lines deep)
         print(f"{PROG}: error: --out: a vision env's rows hold images, which JSON lines cannot; give --out a path ending "

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from gem.tools.base_tool import GemToolMethods
 from gem_core.envs.qa.search_variant import DEFAULT_SEARCH_URL
-from gem_core.settings import environment_value
 from gem_core.tools.search import SearchTool as CoreSearchTool
+from gem_core.tools.search import resolve_search_url
 
 __all__ = ["SearchTool"]
 
@@ -30,5 +30,5 @@ class SearchTool(GemToolMethods, CoreSearchTool):
 
     def __init__(self, num_workers: int = 1, search_url: str | None = None, topk: int = 3, timeout: float = 5):
         del num_workers
-        url = search_url or environment_value("GEM_SEARCH_URL") or DEFAULT_SEARCH_URL
+        url = resolve_search_url(search_url, DEFAULT_SEARCH_URL)  # a bad $GEM_SEARCH_URL is named as the variable
         super().__init__(url, topk=topk, timeout=timeout)

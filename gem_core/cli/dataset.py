@@ -8,12 +8,18 @@ into that call, so a bad option ends the command with one line naming it instead
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import signal
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from types import FrameType
 from typing import Any
 
-from gem_core.cli.options import OneLineErrors, env_kwargs_option
+from gem_core.cli.options import OneLineErrors, env_kwargs_option, folder_problem
 from gem_core.errors import DependencyNotInstalled, InvalidArgument
+from gem_core.eval.cli import STOP_SIGNALS
 from gem_core.rows.jsonl import write_jsonl
 from gem_core.rows.label import EnvKwargsError
 from gem_core.rows.mixture import parse_env_options
@@ -62,6 +68,9 @@ def rows_from_arguments(args: argparse.Namespace, *, with_messages: bool = True)
             makes it a one-line usage error, exit 2.
         SystemExit: (one line, exit 1) the env family's extra is not installed: not a usage error.
     """
+    if not with_messages and args.system_prompt is not None:  # the rows hold no messages: it would be silently lost
+        raise InvalidArgument("--system-prompt: these rows carry only the label (the training framework's agent renders the first "
+                              "observation), so the file cannot hold a system prompt; set it in the agent's config of the training run.")
     try:
         env_kwargs = env_kwargs_option(args.env_kwargs)
         env_ids = parse_env_options(args.env)
@@ -102,6 +111,44 @@ class _Parser(OneLineErrors, argparse.ArgumentParser):
     """A usage error is one line, exit 2, as for ``gem``'s own commands (a plain parser printed the usage above it)."""
 
 
+def _out_problem(out: str) -> str | None:
+    """Why ``--out`` can never be written (a folder, a path under a file, a folder this user may not write in), found
+    before the rows are built, which takes minutes for a large dataset. A device or FIFO is written through."""
+    target = Path(out)
+    if target.is_dir():
+        return f"{out} is a folder: give the path of the file to write"
+    if target.exists() and not target.is_file():  # /dev/null, /dev/stdout, a FIFO: atomic_path writes through it
+        return None
+    return folder_problem(Path(os.path.realpath(target)).parent)
+
+
+@contextlib.contextmanager
+def _stop_signals_interrupt(received: list[int]) -> Iterator[None]:
+    """SIGTERM and SIGHUP (a scheduler's stop, ``timeout``, a closed terminal) raise KeyboardInterrupt for the command's
+    duration, as Ctrl-C does, so the temporary file is removed (atomic_path removes it only on an exception; the default
+    action killed the process and left it behind). Only over the default action: a host's own handler, or nohup's ignored
+    SIGHUP, stays."""
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        raise KeyboardInterrupt
+
+    replaced = []
+    for signum in STOP_SIGNALS:
+        if signum != signal.SIGINT and signal.getsignal(signum) is signal.SIG_DFL:
+            try:
+                signal.signal(signum, interrupt)
+            except ValueError:  # not the main thread: no handler can be set (nor runs) here
+                continue
+            replaced.append(signum)
+    try:
+        yield
+    finally:
+        for signum in replaced:
+            if signal.getsignal(signum) is interrupt:  # not one the command's own code set since
+                signal.signal(signum, signal.SIG_DFL)
+
+
 def run_dataset_cli(
     prog: str,
     description: str,
@@ -116,23 +163,29 @@ def run_dataset_cli(
     the label; a bad option exits with one line naming it (exit 2), before anything is written.
 
     Raises:
-        SystemExit: 2 for a bad option, 1 if the rows cannot be built or written, 130 on Ctrl-C.
+        SystemExit: 2 for a bad option, 1 if the rows cannot be built or written, 130 on Ctrl-C and 128 + N on
+            SIGTERM or SIGHUP (nothing is written then).
     """
     parser = add_dataset_arguments(_Parser(prog=prog, description=description))
     if add_arguments is not None:
         add_arguments(parser)
     args = parser.parse_args(argv)
+    received: list[int] = []
     try:
-        try:
-            rows = rows_from_arguments(args, with_messages=with_messages)
-        except InvalidArgument as exc:  # a usage error: exit 2, as an option argparse refuses
-            parser.error(str(exc))
-        # Written beside the target with its suffix, renamed when whole: a full disk or a signal leaves no half file.
-        with atomic_path(args.out) as partial:
-            written = write_rows(rows, argparse.Namespace(**{**vars(args), "out": str(partial)}))
+        with _stop_signals_interrupt(received):
+            problem = _out_problem(args.out)
+            if problem:
+                parser.error(f"--out: {problem}")
+            try:
+                rows = rows_from_arguments(args, with_messages=with_messages)
+            except InvalidArgument as exc:  # a usage error: exit 2, as an option argparse refuses
+                parser.error(str(exc))
+            # Written beside the target with its suffix, renamed when whole: a full disk or a signal leaves no half file.
+            with atomic_path(args.out) as partial:
+                written = write_rows(rows, argparse.Namespace(**{**vars(args), "out": str(partial)}))
     except OSError as exc:
         raise SystemExit(f"Cannot write {args.out}: {exc.strerror or exc}") from None
     except KeyboardInterrupt:
         print(f"interrupted: nothing written to {args.out}", file=sys.stderr)
-        raise SystemExit(130) from None
+        raise SystemExit(128 + (received[0] if received else signal.SIGINT)) from None
     print(f"wrote {written} to {args.out}")

@@ -136,7 +136,8 @@ def rescore_report(
             for record in report.episodes.get(env_id, []):
                 if not record.failed and env_id not in envs:  # as the run built it: the one turn limit
                     overrides = env_overrides(env_id) if env_overrides is not None else {}
-                    envs[env_id] = placement.make_env(env_id, max_turns=max_turns, **overrides)
+                    limit = {} if max_turns is None else {"max_turns": max_turns}  # None: the registered limit
+                    envs[env_id] = placement.make_env(env_id, **limit, **overrides)
                 rescored, turns = rescore_record(record, envs.get(env_id))
                 episodes[env_id].append(rescored)
                 if turns or rescored.success != record.success or rescored.terminated != record.terminated:

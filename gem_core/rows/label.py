@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gem_core.env import MAX_SEED
-from gem_core.errors import GemError
+from gem_core.errors import DependencyNotInstalled, GemError
 from gem_core.registry import spec as env_spec
 
 __all__ = ["MAX_SEED", "EnvKwargsError", "EpisodeLabel", "LabelError", "make_label_env", "parse_label"]
@@ -147,24 +147,59 @@ class EnvKwargsError(LabelError):
     """``env_kwargs`` that an env id's constructor refuses (an unknown name, a value out of range)."""
 
 
+#: Keywords the way to the env binds itself: :func:`gem_core.placement.make_env`'s ``env_id`` and ``env_backend``, the Ray
+#: placement's ``env``, ``pool`` and ``pool_options``, :func:`gem_core.registry.make`'s ``id``. In a label's env_kwargs they
+#: would never reach the env: a row's ``{"env_backend": "local"}`` overrode the job's ``$GEM_ENV_BACKEND`` at training time.
+_PLACEMENT_KEYWORDS = frozenset({"env_backend", "pool", "pool_options", "env", "env_id", "id"})
+
+
+def _kwargs_error(label: EpisodeLabel, reason: object) -> EnvKwargsError:
+    registered = json.dumps(env_spec(label.env_id).kwargs, default=str, sort_keys=True)
+    return EnvKwargsError(
+        f"env_kwargs {json.dumps(label.env_kwargs, default=str, sort_keys=True)} do not fit {label.env_id} ({reason}); its registered "
+        f"kwargs are {registered}, and max_turns (the turn limit): give only those names, with values the env accepts."
+    )
+
+
+def _check_kwargs_before_placing(label: EpisodeLabel) -> None:
+    """Refuse the label's kwargs here, as :func:`gem_core.registry.make` would before calling the constructor: the Ray
+    placement builds the env only at its first reset, in an actor, so a dataset whose every episode fails in training was
+    otherwise written without a word."""
+    try:
+        env_spec(label.env_id).check_kwargs(**label.env_kwargs)
+    except DependencyNotInstalled:  # not installed here: where the env is built says so
+        return
+    except (TypeError, ValueError) as err:
+        raise _kwargs_error(label, err) from None
+
+
 def make_label_env(label: EpisodeLabel) -> Any:
     """The env of ``label``, built where episodes' envs live (:func:`gem_core.placement.make_env`).
 
+    Where the env is not built at once (``$GEM_ENV_BACKEND=ray``: at its first reset, in an actor), its kwargs are checked
+    here before it is placed, so a bad dataset row is still refused when the dataset is built.
+
     Raises:
-        EnvKwargsError: the env's constructor refused the label's ``env_kwargs`` (a name it does not take,
-            a value out of range), named with the env's registered kwargs; a dataset row, a curriculum task
+        EnvKwargsError: the label's ``env_kwargs`` do not fit the env (a name it does not take, a placement keyword such as
+            ``env_backend``, a value out of range), named with the env's registered kwargs; a dataset row, a curriculum task
             and an adapter's hook all get this message rather than the constructor's bare TypeError.
+        InvalidArgument: ``$GEM_ENV_BACKEND`` is not a placement, or a ``$GEM_RAY_ENV_*`` value is bad (named as the variable).
+        DependencyNotInstalled: the env's extra is not installed (the message has the install line).
     """
     from gem_core import placement
-    from gem_core.registry import spec
 
+    taken = sorted(_PLACEMENT_KEYWORDS.intersection(label.env_kwargs))
+    if taken:
+        raise _kwargs_error(label, f"{', '.join(taken)} would choose the env or its placement, not reach the env: the label's env_id "
+                                   "says which env is built, and the job's $GEM_ENV_BACKEND and $GEM_RAY_ENV_* where")
+    if placement.env_backend_from_environment() != "local":
+        # Nothing is built here (the Ray placement builds the env at its first reset): the kwargs are checked now, and what
+        # fails in make_env is the placement's own setting (an unknown $GEM_ENV_BACKEND, a bad $GEM_RAY_ENV_*), named as such.
+        _check_kwargs_before_placing(label)
+        return placement.make_env(label.env_id, **label.env_kwargs)
     try:
         return placement.make_env(label.env_id, **label.env_kwargs)
-    except (TypeError, ValueError) as err:  # the constructor refused a name or a value
+    except (TypeError, ValueError) as err:  # the constructor refused a value
         if isinstance(err, LabelError):
             raise
-        registered = json.dumps(spec(label.env_id).kwargs, default=str, sort_keys=True)
-        raise EnvKwargsError(
-            f"env_kwargs {json.dumps(label.env_kwargs, sort_keys=True)} do not fit {label.env_id} ({err}); its registered kwargs are "
-            f"{registered}, and max_turns (the turn limit): give only those names, with values the env accepts."
-        ) from None
+        raise _kwargs_error(label, err) from None

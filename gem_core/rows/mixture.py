@@ -35,8 +35,8 @@ def env_weights(mixture: Mapping[str, object]) -> dict[str, float]:
     """The checked weights of a ``{env_id: weight}`` mixture, as floats, in the mapping's order.
 
     Raises:
-        MixtureError: an empty mixture, a key that is not a string, or a weight that is not a finite
-            number above zero (the message names the key and how to fix it).
+        MixtureError: an empty mixture, a key that is not a string, a weight that is not a finite number above
+            zero, or one env under its id and an alias (the message names the key and how to fix it).
         gem_core.registry.UnknownEnvError: a key that is not a registered env id (it names the closest ids).
     """
     if not isinstance(mixture, Mapping):
@@ -44,12 +44,22 @@ def env_weights(mixture: Mapping[str, object]) -> dict[str, float]:
     if not mixture:
         raise MixtureError(f"The mixture is empty: give at least one env id with a weight, {_EXAMPLE}.")
     weights: dict[str, float] = {}
+    given: dict[str, str] = {}  # registered id -> the key that named it: an alias is the same env
     for env_id, weight in mixture.items():
         if not isinstance(env_id, str):
             raise MixtureError(f"Mixture key {env_id!r} is not an env id (a string such as 'game:Wordle-v0'); {_EXAMPLE}.")
         weights[env_id] = _check_weight(env_id, weight)
-        env_spec(env_id)  # UnknownEnvError names the closest registered ids
+        canonical = env_spec(env_id).id  # UnknownEnvError names the closest registered ids
+        if canonical in given:
+            raise MixtureError(_twice(given[canonical], env_id, canonical))
+        given[canonical] = env_id
     return weights
+
+
+def _twice(first: str, second: str, canonical: str) -> str:
+    """Why one env named twice in a mixture is refused: both keys' rows draw the same seeds, so the same episodes."""
+    names = first if first == second else f"{canonical} (as {first} and {second})"
+    return f"{names} is given twice in a weighted mixture, which would repeat its episodes: give it once, with the sum of its weights."
 
 
 def _check_weight(env_id: str, weight: object) -> float:
@@ -107,8 +117,8 @@ def parse_env_options(values: Iterable[str], option: str = "--env") -> str | lis
     whole option set a mixture, where a bare id weighs 1.
 
     Raises:
-        MixtureError: ``values`` not a list of texts, a bad weight, no value, or an id given twice in a weighted
-            mixture.
+        MixtureError: ``values`` not a list of texts, a bad weight, no value, or an env given twice (or under its id
+            and an alias) in a weighted mixture.
         gem_core.registry.UnknownEnvError: an unknown id.
     """
     if isinstance(values, (str, bytes)):  # iterated, it would be one option per character
@@ -124,9 +134,12 @@ def parse_env_options(values: Iterable[str], option: str = "--env") -> str | lis
         ids = [env_id for env_id, _ in parsed]
         return ids[0] if len(ids) == 1 else ids
     mixture: dict[str, float] = {}
+    given: dict[str, str] = {}  # registered id -> the value that named it: an alias is the same env
     for env_id, weight in parsed:
-        if env_id in mixture:
-            raise MixtureError(f"{option} {env_id} is given twice in a weighted mixture: give it once, with the sum of its weights.")
+        canonical = env_spec(env_id).id
+        if canonical in given:
+            raise MixtureError(f"{option} {_twice(given[canonical], env_id, canonical)}")
+        given[canonical] = env_id
         mixture[env_id] = 1.0 if weight is None else weight
     return mixture
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gem_core.errors import InvalidArgument
+from gem_core.registry import spec as env_spec
 from gem_core.rollout.options import check_episode_options
 from gem_core.rows.label import MAX_SEED, EnvKwargsError, EpisodeLabel, LabelError, make_label_env, parse_label
 from gem_core.rows.mixture import env_weights, mixture_draws
@@ -62,8 +63,10 @@ def episode_rows(
 
     Raises:
         ValueError: ``n`` is not positive.
-        gem_core.rows.mixture.MixtureError: a weight that is not a positive number (a ``ValueError``).
-        ValueError: ``seed_start`` is negative (gymnasium refuses negative seeds).
+        gem_core.rows.mixture.MixtureError: a weight that is not a positive number, or one env under its id and an alias
+            (a ``ValueError``).
+        ValueError: ``seed_start`` is negative (gymnasium refuses negative seeds), or an env id is given twice in a list
+            (or as its id and its alias), which would repeat the same episodes.
         gem_core.rows.label.LabelError: an unknown env id.
         EnvKwargsError: ``env_kwargs`` is not a mapping, or an env refuses them (each env id is built once to check,
             rows with messages or not, so a dataset whose episodes cannot start is refused before it is written).
@@ -88,49 +91,49 @@ def episode_rows(
         raise InvalidArgument(f"env_ids is an env id, a list of env ids or a mixture {{env_id: weight}}, got {env_ids!r}.")
     if not ids:
         raise InvalidArgument("episode_rows needs at least one env id.")
-    repeated = sorted({env_id for env_id in ids if ids.count(env_id) > 1})
-    if repeated:  # its rows would repeat the same seeds, so the same episodes
-        raise InvalidArgument(f"env id(s) {', '.join(repeated)} given more than once would repeat the same episodes: give each "
-                         "once (n rows each), or a mixture {env_id: weight} for unequal shares.")
     if env_kwargs is not None and not isinstance(env_kwargs, Mapping):  # dict() of a list fails naming neither env_kwargs nor the fix
         raise EnvKwargsError(f"env_kwargs must be a mapping of the env's constructor keywords (e.g. {{'max_turns': 3}}), got {reprlib.repr(env_kwargs)}.")
     labels = {env_id: parse_label({"env_id": env_id, "seed": seed_start, "env_kwargs": dict(env_kwargs or {})}) for env_id in ids}
-    if not with_messages:  # nothing below builds the envs: build each once, so bad kwargs fail now
-        for label in labels.values():
-            make_label_env(label).close()
-    if isinstance(env_ids, Mapping):
-        yield from _mixture_rows(labels, mixture_draws(weights, n, seed_start), seed_start, system_prompt, with_messages)
-        return
-    index = 0
+    given: dict[str, list[str]] = {}  # an alias names the same env as its id: compared by the registered id
     for env_id in ids:
-        first = labels[env_id]
-        env = make_label_env(first) if with_messages else None
-        try:
-            for seed in range(seed_start, seed_start + n):
-                label = EpisodeLabel(first.env_id, seed, dict(first.env_kwargs))
-                yield _row(label, index, env, system_prompt)
-                index += 1
-        finally:
-            if env is not None:
-                env.close()
-
-
-def _mixture_rows(
-    labels: Mapping[str, EpisodeLabel], order: Iterable[str], seed_start: int, system_prompt: str | None, with_messages: bool
-) -> Iterator[EpisodeRow]:
-    """One row per drawn env id; each id's seeds count up from ``seed_start`` in the order its rows come."""
+        given.setdefault(env_spec(env_id).id, []).append(env_id)
+    repeated = sorted(canonical if set(names) == {canonical} else f"{canonical} (as {', '.join(names)})"
+                      for canonical, names in given.items() if len(names) > 1)
+    if repeated:  # its rows would repeat the same seeds, so the same episodes
+        raise InvalidArgument(f"env id(s) {', '.join(repeated)} given more than once would repeat the same episodes: give each "
+                         "once (n rows each), or a mixture {env_id: weight} for unequal shares.")
     envs: dict[str, Any] = {}
-    next_seed = dict.fromkeys(labels, seed_start)
     try:
-        for index, env_id in enumerate(order):
+        for env_id, label in labels.items():  # every id's env built before the first row, so kwargs that do not fit a later id fail now
+            envs[env_id] = make_label_env(label)
+        if not with_messages:  # built only to check
+            for env in envs.values():
+                env.close()
+            envs = {}
+        if isinstance(env_ids, Mapping):
+            yield from _mixture_rows(labels, envs, mixture_draws(weights, n, seed_start), seed_start, system_prompt)
+            return
+        index = 0
+        for env_id in ids:
             first = labels[env_id]
-            seed, next_seed[env_id] = next_seed[env_id], next_seed[env_id] + 1
-            if with_messages and env_id not in envs:
-                envs[env_id] = make_label_env(first)
-            yield _row(EpisodeLabel(first.env_id, seed, dict(first.env_kwargs)), index, envs.get(env_id), system_prompt)
+            for seed in range(seed_start, seed_start + n):
+                yield _row(EpisodeLabel(first.env_id, seed, dict(first.env_kwargs)), index, envs.get(env_id), system_prompt)
+                index += 1
     finally:
         for env in envs.values():
             env.close()
+
+
+def _mixture_rows(
+    labels: Mapping[str, EpisodeLabel], envs: Mapping[str, Any], order: Iterable[str], seed_start: int, system_prompt: str | None
+) -> Iterator[EpisodeRow]:
+    """One row per drawn env id (with its first observation where ``envs`` has the id's env); each id's seeds count up
+    from ``seed_start`` in the order its rows come."""
+    next_seed = dict.fromkeys(labels, seed_start)
+    for index, env_id in enumerate(order):
+        first = labels[env_id]
+        seed, next_seed[env_id] = next_seed[env_id], next_seed[env_id] + 1
+        yield _row(EpisodeLabel(first.env_id, seed, dict(first.env_kwargs)), index, envs.get(env_id), system_prompt)
 
 
 def _row(label: EpisodeLabel, index: int, env: Any, system_prompt: str | None) -> EpisodeRow:

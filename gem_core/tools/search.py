@@ -13,13 +13,14 @@ import math
 from typing import Any
 
 from gem_core.errors import InvalidArgument
+from gem_core.settings import environment_value
 from gem_core.tools.tags import tag_spans
 from gem_core.tools.tool import ToolCall, ToolResult, check_count_from_zero, text_argument, without_lone_surrogates
 from gem_core.transport.http_call import CallFailed, Reply, arequest
 from gem_core.transport.sync_bridge import run_sync
 from gem_core.vector.calls import check_amount, check_count
 
-__all__ = ["SearchTool", "format_passages"]
+__all__ = ["SearchTool", "format_passages", "resolve_search_url"]
 
 
 def _contents(item: Any) -> str | None:
@@ -42,22 +43,40 @@ def format_passages(documents: list[Any]) -> str:
     return "\n".join(lines)
 
 
-def _check_url(url: object) -> None:
+def _check_url(url: object, source: str | None = None) -> None:
     """A URL the HTTP client cannot use raises from every search (not the failed-search observation network
-    trouble gets), so it is refused when the tool is made."""
+    trouble gets), so it is refused when the tool is made. ``source``: the variable the value came from, named instead
+    of the argument."""
     import httpx
 
+    where = f"SearchTool(url={url!r})" if source is None else f"Search URL {url!r} (from ${source})"
     example = "e.g. http://127.0.0.1:8000/retrieve"
     if not isinstance(url, str):
-        raise InvalidArgument(f"SearchTool(url={url!r}): expected an http:// or https:// URL with a host, {example}.")
+        raise InvalidArgument(f"{where}: expected an http:// or https:// URL with a host, {example}.")
     try:
         parsed = httpx.URL(url)
     except httpx.InvalidURL as exc:
-        raise InvalidArgument(f"SearchTool(url={url!r}): not a URL ({exc}); {example}.") from None
+        raise InvalidArgument(f"{where}: not a URL ({exc}); {example}.") from None
     if parsed.scheme not in ("http", "https") or not parsed.host:
-        raise InvalidArgument(f"SearchTool(url={url!r}): expected an http:// or https:// URL with a host, {example}.")
+        raise InvalidArgument(f"{where}: expected an http:// or https:// URL with a host, {example}.")
     if parsed.port is not None and not 1 <= parsed.port <= 65535:
-        raise InvalidArgument(f"SearchTool(url={url!r}): the port must be 1 to 65535, got {parsed.port}; {example}.")
+        raise InvalidArgument(f"{where}: the port must be 1 to 65535, got {parsed.port}; {example}.")
+
+
+def resolve_search_url(search_url: str | None, default: str) -> str:
+    """``search_url``, else ``$GEM_SEARCH_URL``, else ``default``: the endpoint a search env or tool queries. A value from
+    the variable is checked here, so a malformed one is refused naming the variable, not an argument nobody gave.
+
+    Raises:
+        InvalidArgument: ``$GEM_SEARCH_URL`` is not an http(s) URL with a host (and a port from 1 to 65535).
+    """
+    if search_url:
+        return search_url
+    value = environment_value("GEM_SEARCH_URL")
+    if not value:
+        return default
+    _check_url(value, "GEM_SEARCH_URL")
+    return value
 
 
 class SearchTool:

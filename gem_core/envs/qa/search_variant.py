@@ -11,7 +11,6 @@ from typing import Any
 
 from gem_core.envs.qa.env import QAEnv
 from gem_core.registry import forwards_kwargs
-from gem_core.settings import environment_value
 
 __all__ = ["make_qa_with_search", "DEFAULT_SEARCH_URL"]
 
@@ -36,9 +35,9 @@ def make_qa_with_search(
         max_tool_calls: searches allowed per episode; after that the reply is graded.
         search_timeout: seconds per HTTP attempt.
     """
-    from gem_core.tools.search import SearchTool
+    from gem_core.tools.search import SearchTool, resolve_search_url
     from gem_core.wrappers.tools import ToolUse
 
-    url = search_url or environment_value("GEM_SEARCH_URL") or DEFAULT_SEARCH_URL
+    url = resolve_search_url(search_url, DEFAULT_SEARCH_URL)  # a bad $GEM_SEARCH_URL is named as the variable
     tool = SearchTool(url, topk=topk, timeout=search_timeout)
     return ToolUse(QAEnv(**env_kwargs), [tool], max_tool_calls=max_tool_calls)
