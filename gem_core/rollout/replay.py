@@ -64,11 +64,20 @@ def replay_actions(
     ended the stored episode at its last action, an end that no longer comes there (None: the stored end is unknown,
     and only the first is checked). A stored truncation is not compared: the session's own cut (``max_turns``, a
     token limit) is no step of the env, so a replay never repeats it.
+
+    An env step that raises ends the replayed episode as the session ends a played one (truncated, reward 0): the turn
+    is a failure (:attr:`TurnChange.error`), and the caller goes on with its next episode.
+
+    Raises:
+        Exception: what the env's ``reset`` raised (there is no episode to replay).
     """
     env.reset(seed=seed)
     replay = Replay(rewards=[], infos=[], terminated=False, truncated=False, changes=[])
     for turn, action in enumerate(actions):
-        _, reward, terminated, truncated, info = env.step(action)
+        try:
+            _, reward, terminated, truncated, info = env.step(action)
+        except Exception as exc:  # noqa: BLE001 - one broken step fails this episode's replay, not the whole file's
+            reward, terminated, truncated, info = 0.0, False, True, {"error": f"{type(exc).__name__}: {exc}"}
         replay.rewards.append(float(reward))
         replay.infos.append(dict(info))
         stored = float(stored_rewards[turn]) if turn < len(stored_rewards) else float("nan")

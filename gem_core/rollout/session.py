@@ -47,7 +47,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gem_core.env import Env, episode_success, warn_once
+from gem_core.env import Env, check_seed, episode_success, warn_once
 from gem_core.errors import InvalidArgument, ResetNeeded, UsageError
 from gem_core.protocols import Tokenizer
 from gem_core.rollout.chat_template import ChatTemplate, RenderedWindow
@@ -72,6 +72,12 @@ def _types_in(values: Any) -> str:
     except TypeError:
         types = []
     return "elements of type " + ", ".join(types) if types else f"a value of type {type(values).__name__}"
+
+
+def _ends_turn(ids: tuple[int, ...], end_of_turn_ids: Sequence[int]) -> bool:
+    """Whether an action's ids end with the end-of-turn ids (:meth:`ChatTemplate.ends_turn`, for the books' tuples)."""
+    n = len(end_of_turn_ids)
+    return 0 < n <= len(ids) and ids[-n:] == tuple(end_of_turn_ids)
 
 
 def _warn_once(env_id: str | None, error: str) -> None:
@@ -415,11 +421,14 @@ class EpisodeSession:
         session is done at once (truncated, zero turns).
 
         Raises:
-            InvalidArgument: the env's reset returned an observation that is not text, or an info that is not a dict.
+            InvalidArgument: ``seed`` is not None or a whole number from 0 to :data:`~gem_core.env.MAX_SEED` (the
+                session is left as it was), or the env's reset returned an observation that is not text, or an info
+                that is not a dict.
             Exception: what the env's reset raised (no episode starts: there is no prompt to record).
         """
         if seed is None and self.label is not None:
             seed = self.label.seed
+        seed = check_seed(seed)  # a numpy seed (drawn with numpy, read from a column) is recorded as a Python int
         self._reset_books(seed)
         observation, info = await self.env.areset(seed=seed, options=options)
         if not isinstance(observation, str) or not isinstance(info, Mapping):  # else a template error far from the cause
@@ -461,8 +470,9 @@ class EpisodeSession:
             action_ids: the sampled ids, exactly as sampled (end-of-turn token included if sampled).
                 Prefer ids: the session keeps them verbatim.
             action_text: the action as text, when the framework has no ids (then the text is encoded, and
-                with ``finish_reason="stop"`` the end-of-turn ids are counted as sampled). With ids too,
-                this text goes to the env instead of the decoded ids.
+                with ``finish_reason="stop"`` the end-of-turn ids are counted as sampled; a text that kept its
+                end-of-turn text is closed by it, and the env gets the text without it). With ids too, this text
+                goes to the env instead of the decoded ids.
             logprobs: one per action id (None: recorded as 0.0; ``metrics["has_logprobs"]`` says so).
             finish_reason: ``"stop"``, ``"length"`` or ``"abort"``. An aborted turn is recorded but not
                 sent to the env; the episode ends truncated (``info["truncated_by"] == "abort"``).
@@ -481,7 +491,7 @@ class EpisodeSession:
         if action_ids is None and action_text is None:
             raise InvalidArgument("step() needs the sampled action_ids (preferred) or the action_text.")
         if action_ids is None:
-            ids = self._encode_action(action_text or "", finish_reason)
+            ids, action_text = self._encode_action(action_text or "", finish_reason)
         else:
             try:  # numpy or torch ids become ints; operator.index takes half int()'s time and refuses floats and text
                 ids = tuple(map(operator.index, action_ids))  # a tuple: the books keep it (see _new_books)
@@ -555,8 +565,10 @@ class EpisodeSession:
         action's text; returns the text the env gets and whether the ids were clipped."""
         clipped = False
         if self._token_limit is not None:
-            budget = self.generation_budget(len(ids))
-            clipped = budget < len(ids)
+            budget = self.generation_budget(len(ids))  # it keeps room for a closing id, which a closed turn needs not
+            clipped = budget < len(ids) and not (
+                len(ids) <= self._token_limit - self._num_tokens and _ends_turn(ids, self.chat_template.end_of_turn_ids)
+            )
             if clipped:
                 ids = ids[:budget]
                 lps = None if lps is None else lps[:budget]
@@ -761,12 +773,16 @@ class EpisodeSession:
 
     # -- helpers --------------------------------------------------------------------------------
 
-    def _encode_action(self, action_text: str, finish_reason: str) -> tuple[int, ...]:
-        """The ids of an action given as text (a framework without ids): the end-of-turn ids added after a stop."""
+    def _encode_action(self, action_text: str, finish_reason: str) -> tuple[tuple[int, ...], str]:
+        """The ids of an action given as text (a framework without ids), and the text the env gets: the end-of-turn ids
+        added after a stop, unless the text kept its stop string (vLLM's ``include_stop_str_in_output``, special tokens
+        not skipped): then the turn is closed once, not twice, and the env gets the text without it."""
         ids = tuple(self.tokenizer.encode(action_text, add_special_tokens=False))
+        if _ends_turn(ids, self.chat_template.end_of_turn_ids):
+            return ids, action_text.removesuffix(self.chat_template.end_of_turn_text)
         if finish_reason == "stop":
             ids += tuple(self.chat_template.end_of_turn_ids)
-        return ids
+        return ids, action_text
 
     def _encode_images(self, images: Sequence[Any] | None, info: dict[str, Any]) -> list[tuple[Any, tuple[int, int, int], int]]:
         """Pixel inputs of the images an env put in ``info["images"]`` (taken out of the info by the caller:

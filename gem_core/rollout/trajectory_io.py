@@ -257,8 +257,33 @@ _SCALARS: dict[str, tuple[type, ...]] = {
 }
 
 
+#: The fields that hold token ids, and the largest id a file may hold (no vocabulary comes near it; torch's int32
+#: index tensors and engines' int32 ids hold it).
+_TOKEN_IDS = ("prompt_ids", "response_ids", "generation_prompt_ids", "rendered_ids")
+_MAX_TOKEN_ID = 2**31 - 1
+
+
+def _check_loss_mask(loss_mask: list[int], turn_spans: list[list[int]]) -> None:
+    """Refuse a loss mask that is not 1 exactly on the turn spans (the sampled tokens): ``as_sequence()`` trains on
+    the mask and ``as_transitions()`` on the spans, so the two views of one record would train on different tokens.
+    Spans that do not fit the tokens are left to :class:`TokenTrajectory`, which names them."""
+    expected = [0] * len(loss_mask)
+    for start, end in turn_spans:
+        if not 0 <= start <= end <= len(loss_mask):
+            return
+        expected[start:end] = [1] * (end - start)
+    if expected != loss_mask:
+        at = next(i for i, (m, e) in enumerate(zip(loss_mask, expected, strict=True)) if m != e)
+        raise MalformedFile(
+            f"field 'loss_mask' is {loss_mask[at]} at token {at} of the response, which is "
+            f"{'inside' if expected[at] else 'outside'} the turn_spans; the mask must be 1 exactly on the turn spans "
+            "(the sampled tokens)."
+        )
+
+
 def _check_record(record: Mapping[str, Any]) -> None:
-    """Raise ValueError naming the first field of ``record`` that holds the wrong type."""
+    """Raise MalformedFile naming the first field of ``record`` that holds the wrong type, a token id outside
+    0..2**31-1, or a loss mask that is not 1 exactly on the turn spans."""
     for name, types in _SCALARS.items():
         value = record.get(name)
         if name in record and (not isinstance(value, types) or (name == "seed" and isinstance(value, bool))):
@@ -276,8 +301,14 @@ def _check_record(record: Mapping[str, Any]) -> None:
         raise MalformedFile("field 'turn_spans' must hold [start, end] pairs of token indices.")
     if not all(type(x) is int for x in record.get("rendered_ids") or []):
         raise MalformedFile("field 'rendered_ids' must hold token ids.")
+    for name in _TOKEN_IDS:  # a negative or huge id loads, then crashes in torch.tensor or an embedding lookup
+        ids = record.get(name) or []
+        if ids and (min(ids) < 0 or max(ids) > _MAX_TOKEN_ID):
+            bad = next(i for i in ids if not 0 <= i <= _MAX_TOKEN_ID)
+            raise MalformedFile(f"field {name!r} holds the token id {bad}; token ids are whole numbers from 0 to {_MAX_TOKEN_ID}.")
     if not set(record.get("loss_mask", [])) <= {0, 1}:  # a mask of 2 would weight a token twice in the loss
         raise MalformedFile("field 'loss_mask' must hold 0 or 1 per token.")
+    _check_loss_mask(record.get("loss_mask", []), record.get("turn_spans", []))
     if not isinstance(record.get("env_kwargs", {}), dict):
         raise MalformedFile(f"field 'env_kwargs' is {type(record.get('env_kwargs')).__name__}, expected an object.")
 
@@ -460,13 +491,20 @@ def read_trajectories(path: str | os.PathLike) -> list[TokenTrajectory]:
     return trajectories
 
 
+def _observation_message(trajectory: TokenTrajectory, turn: int) -> dict[str, str]:
+    """The observation before action ``turn`` in the role the session rendered it: a tool result (ToolUse's native
+    calls set ``info["observation_role"]``) stays a tool message, so a row is the conversation the policy saw."""
+    info = trajectory.infos[turn - 1] if 0 < turn <= len(trajectory.infos) else {}
+    return {"role": str(info.get("observation_role", "user")), "content": trajectory.observations[turn]}
+
+
 def _messages(trajectory: TokenTrajectory, turns: int | None = None) -> list[dict[str, str]]:
     """The episode as chat messages: observation, action, observation, ... (``turns`` actions at most)."""
     actions = trajectory.actions if turns is None else trajectory.actions[:turns]
     messages = []
     for turn, action in enumerate(actions):
         if turn < len(trajectory.observations):
-            messages.append({"role": "user", "content": trajectory.observations[turn]})
+            messages.append(_observation_message(trajectory, turn))
         messages.append({"role": "assistant", "content": action})
     return messages
 
@@ -532,7 +570,7 @@ def _pairs(groups: Mapping[tuple[Any, Any], list[TokenTrajectory]]) -> list[dict
             split += 1
         if split >= min(len(best.actions), len(worst.actions)):
             continue  # one episode's actions are a prefix of the other's: no single differing turn
-        prompt = _messages(best, split) + [{"role": "user", "content": best.observations[split]}]
+        prompt = _messages(best, split) + [_observation_message(best, split)]
         pairs.append(
             {
                 "prompt": prompt,
