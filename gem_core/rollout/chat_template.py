@@ -271,7 +271,7 @@ class ChatTemplate:
         parts = self._first_turn_parts
         if images and _found(self._controls, observation):
             parts = _around(self._render_images([*self._base(), _user(_USER_A, images)], generation_prompt=True), _USER_A)
-        return self._encode_env_text(text, observation, parts)
+        return self._encode_env_text(text, observation, parts, mid=False)
 
     def observation_ids(self, observation: str, role: str = "user", images: int = 0) -> list[int]:
         """The ids to append after a finished assistant turn (one that ends with :attr:`end_of_turn_ids`).
@@ -314,7 +314,7 @@ class ChatTemplate:
                 "(a time-dependent or random template global?); the observation cannot be appended without re-rendering "
                 "history. The template was dropped from the cache and is probed again for the next episode."
             )
-        ids = self._encode_env_text(text[len(self._through_first_turn) :], observation, glue_parts)
+        ids = self._encode_env_text(text[len(self._through_first_turn) :], observation, glue_parts, mid=True)
         if len(observation) > _CACHED_TEXT_LIMIT:
             return tuple(ids)
         delta = self._interned(ids)
@@ -334,9 +334,15 @@ class ChatTemplate:
         return text
 
     def rendered_prompt_ids(self, observation: str) -> list[int]:
-        """``"as_rendered"`` history: [system] + user(observation), without the generation prompt."""
+        """``"as_rendered"`` history: [system] + user(observation), without the generation prompt.
+
+        Raises:
+            ChatTemplateError: the template's pieces do not join into its own tokenization (plain-text cuts that BPE
+                merges across, see :meth:`_check_rendered_joins`); the message says to use ``history="as_sampled"``.
+        """
         text = self._render([*self._base(), _user(observation)], generation_prompt=False)
-        return self._encode_env_text(text, observation, self._first_turn_plain_parts)
+        self._check_rendered_joins(self._first_turn_plain_parts[1])
+        return self._encode_env_text(text, observation, self._first_turn_plain_parts, mid=False)
 
     def rendered_turn_ids(
         self, action_text: str, observation: str, role: str = "user", window: RenderedWindow | None = None
@@ -352,8 +358,11 @@ class ChatTemplate:
         Raises:
             ChatTemplateError: the template renders an earlier turn differently once this message
                 follows it (Qwen3 and thinking kept before a tool result), or the turn cannot be cut
-                out of the template's rendering.
+                out of the template's rendering, or its pieces do not join into the template's tokenization
+                (as :meth:`rendered_prompt_ids`).
         """
+        after = (self._glue_parts if role == "user" else self._role_glue(role))[1]
+        self._check_rendered_joins(after[: len(after) - len(self._generation_prompt)] if after.endswith(self._generation_prompt) else after)
         text, ids = self._rendered_turn(action_text, observation, role)
         if window is None:
             return ids
@@ -379,6 +388,43 @@ class ChatTemplate:
             window.messages, window.text = [*window.messages, *messages], window.text + text
         return ids
 
+    def _check_rendered_joins(self, after: str) -> None:
+        """Refuse ``"as_rendered"`` where its separately encoded pieces would not join into the template's tokenization.
+
+        A context is the rendered prompt, the rendered turns and the generation prompt, each encoded on its own
+        (each turn once, see :meth:`rendered_turn_ids`). Where a piece ends in a turn's text plus ``after`` and the next
+        starts with the history header (or is the generation prompt) in plain text, BPE may merge across the cut
+        ("number." + "\\n\\nAssistant:" is '.', 'ĊĊ' apart but '.ĊĊ' joined: Human/Assistant-style templates); a cut
+        at an added token never does. Probed once per ``after`` on sample texts either side of the cut.
+
+        Raises:
+            ChatTemplateError: a sample encodes differently split at the cut than joined.
+        """
+        if after not in self._rendered_joins:
+            self._rendered_joins[after] = self._rendered_join_problem(after)
+        problem = self._rendered_joins[after]
+        if problem is not None:
+            raise ChatTemplateError(problem)
+
+    def _rendered_join_problem(self, after: str) -> str | None:
+        lefts = ("Guess the number.", "Higher.", "5", "ok!", "why?", "a:", "(x)", "end ", "done\n", "x", '"q"', "1.5")
+        rights = [self._history_header + a for a in ("5", "Sure.", " ok", "\nx", "<think>")]
+        rights += [self._generation_prompt] if self._generation_prompt else []
+        for left in lefts:
+            for right in rights:
+                joined = self._encode_mid(left + after + right)
+                split = self._encode_mid(left + after) + self._encode_mid(right)
+                if joined != split:
+                    tokens = self.tokenizer.convert_ids_to_tokens
+                    return (
+                        "history='as_rendered' cannot use this chat template: it encodes the rendered turns and the "
+                        "generation prompt separately, and where they meet in plain text the tokenizer merges across the "
+                        f"cut ({_snippet(left + after + right)}: {tokens(split)[-8:]} split vs {tokens(joined)[-8:]} joined), "
+                        "so the contexts would not be the template's tokenization. Use history='as_sampled' with this "
+                        "template, or a template whose turns and generation prompt start with an added token."
+                    )
+        return None
+
     def _render_after_first_turn(self, messages: list[dict[str, Any]]) -> str:
         """The rendering of ``messages`` after a placeholder first user turn, without the generation prompt."""
         text = self._render([*self._base(), _user(_USER_A), *messages], generation_prompt=False)
@@ -391,7 +437,7 @@ class ChatTemplate:
         """(text, ids) of one turn rendered after a placeholder first turn (see :meth:`rendered_turn_ids`)."""
         text = self._render_after_first_turn([_assistant(action_text), _message(role, observation)])
         if not (_found(self._special_controls, action_text) or _found(self._controls, observation)):
-            return text, self._encode(text)
+            return text, self._encode_mid(text)
         # Forged control tokens in the action or the observation: find both contents and encode them as text.
         with_placeholder = self._render_after_first_turn([_assistant(action_text), _message(role, _USER_B)])
         cut = with_placeholder.find(_USER_B)
@@ -409,8 +455,8 @@ class ChatTemplate:
         head_glue, head_text = self._split_assistant(head, role)
         middle = text[len(head) : len(text) - len(tail)]
         ids = (
-            self._encode(head_glue[0]) + self._encode_plain(head_text, keep_added=True) + self._encode(head_glue[1])
-            + self._encode_plain(middle) + self._encode(tail)
+            self._encode_mid(head_glue[0]) + self._encode_plain(head_text, keep_added=True) + self._encode_mid(head_glue[1])
+            + self._encode_plain(middle) + self._encode_mid(tail)
         )
         return text, ids
 
@@ -432,21 +478,66 @@ class ChatTemplate:
         tokenizing the rendering.
 
         Raises:
-            ChatTemplateError: a content that spells a control token is not in ``text`` after the content before it.
+            ChatTemplateError: a content that spells a control token is not in ``text`` after the content before it, or
+                repeats the template's glue where rendering the messages on their own cannot place it.
         """
         risky = [m for m in messages if _found(self._controls, m["content"])]
         if not risky:
             return self._encode(text)
         ids: list[int] = []
         position = 0
+        for message, at in zip(risky, self._content_offsets(text, messages, risky), strict=True):
+            ids += (self._encode_mid if position else self._encode)(text[position:at])
+            ids += self._encode_plain(message["content"], keep_added=message["role"] == "assistant", mid=at > 0)
+            position = at + len(message["content"])
+        return ids + self._encode_mid(text[position:])
+
+    def _content_offsets(self, text: str, messages: Sequence[dict[str, Any]], risky: list[dict[str, Any]]) -> list[int]:
+        """Where each ``risky`` content starts in ``text``, by structure: a content that repeats the template's glue
+        ("<|im_start|>user\\n" in a tool output) also matches inside the glue, and a wrong match would make the forged
+        token a control id and the template's own one text.
+
+        The earliest and the latest placement in order are found; where they agree for every content the placement is
+        the only one. Otherwise the template renders ``messages`` again with a placeholder per risky content (after a
+        placeholder turn ending in end-of-turn, as ``text`` from an agent call's delta does, or alone, as a full
+        prompt), and the placeholders' places are used if substituting the contents gives ``text`` back.
+        """
+        earliest, position = [], 0
         for message in risky:
             at = text.find(message["content"], position)
             if at < 0:
                 raise ChatTemplateError("could not locate a message's content in the chat template's rendering")
-            ids += self._encode(text[position:at])
-            ids += self._encode_plain(message["content"], keep_added=message["role"] == "assistant")
+            earliest.append(at)
             position = at + len(message["content"])
-        return ids + self._encode(text[position:])
+        latest, end = [], len(text)
+        for message in reversed(risky):
+            at = text.rfind(message["content"], 0, end)
+            latest.append(at)
+            end = at
+        if earliest == latest[::-1]:
+            return earliest
+        placeholders = {id(m): f"GEMPROBECONTENT{i}QQQ" for i, m in enumerate(risky)}
+        marked = [{**m, "content": placeholders[id(m)]} if id(m) in placeholders else m for m in messages]
+        for prefix, cut in (([*self._base(), _user(_USER_A), _assistant(_ASSISTANT_X)], len(self._through_first_turn)), ([], 0)):
+            try:
+                rendered = self._render([*prefix, *marked], generation_prompt=True)[cut:]
+            except Exception:  # noqa: BLE001 - a template that cannot render the messages alone gives no placement
+                continue
+            offsets, shift, rebuilt, position = [], 0, [], 0
+            for message in risky:
+                at = rendered.find(placeholders[id(message)], position)
+                if at < 0:
+                    break
+                rebuilt.append(rendered[position:at] + message["content"])
+                offsets.append(at + shift)
+                shift += len(message["content"]) - len(placeholders[id(message)])
+                position = at + len(placeholders[id(message)])
+            if len(offsets) == len(risky) and "".join(rebuilt) + rendered[position:] == text:
+                return offsets
+        raise ChatTemplateError(
+            "could not tell where a message's content is in the chat template's rendering: the content repeats the "
+            "template's own glue and the template renders the messages differently on their own"
+        )
 
     def ends_turn(self, action_ids: list[int]) -> bool:
         """Whether ``action_ids`` already end with :attr:`end_of_turn_ids`."""
@@ -475,33 +566,59 @@ class ChatTemplate:
             return backend.encode(text, add_special_tokens=False).ids
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
-    def _encode_plain(self, text: str, *, keep_added: bool = False) -> list[int]:
+    def _encode_mid(self, text: str) -> list[int]:
+        """:meth:`_encode` of ``text`` where it sits mid-sequence, after an added token, as every piece but a prompt's
+        first does. A sentencepiece-style tokenizer (Metaspace ``prepend_scheme="first"``: Mistral v0.3, Llama-2
+        non-legacy) marks the document's start ("▁") and an added token with ``rstrip`` eats the whitespace after it,
+        so such a piece encoded alone differs from the template's tokenization; it is encoded behind the end-of-turn
+        token instead, whose id is dropped. Costs one encode (plus the anchor) and only for those tokenizers."""
+        if not self._mid_differs or not text:
+            return self._encode(text)
+        ids = self._encode(self._end_text + text)
+        n = len(self.end_of_turn_ids)
+        return ids[n:] if ids[:n] == self.end_of_turn_ids else self._encode(text)
+
+    def _encode_plain(self, text: str, *, keep_added: bool = False, mid: bool = True) -> list[int]:
         """Env or model text: special tokens spelled in it are encoded as the characters they are
         (``split_special_tokens``); for env text (``keep_added=False``) non-special added tokens too,
-        by encoding the text in pieces cut one character into each occurrence."""
+        by encoding the text in pieces cut one character into each occurrence. ``mid``: the text does not start
+        the document (see :meth:`_encode_mid`)."""
         pieces = [text]
         if not keep_added and self._controls is not None:
             cuts = [m.start() + 1 for m in self._controls.finditer(text)]
             pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
-        return [
-            int(t)
-            for piece in pieces
-            for t in self.tokenizer.encode(piece, add_special_tokens=False, split_special_tokens=True)
-        ]
+        return [t for i, piece in enumerate(pieces) for t in self._encode_plain_piece(piece, mid=mid or i > 0)]
 
-    def _encode_env_text(self, text: str, content: str, parts: tuple[str, str]) -> list[int]:
-        """Encode ``text`` = before + (the template's rendering of ``content``) + after, the content as plain text.
+    def _encode_plain_piece(self, piece: str, *, mid: bool) -> list[int]:
+        def plain(text: str) -> list[int]:
+            return [int(t) for t in self.tokenizer.encode(text, add_special_tokens=False, split_special_tokens=True)]
+
+        if not (mid and piece and self._mid_differs):
+            return plain(piece)
+        # split_special_tokens spells the end-of-turn token out too, so the anchor is plain text here: used where its
+        # ids are a clean prefix of the joined encoding (no token across the cut), else the next one.
+        for anchor in (self._end_text, "\n", "."):
+            anchor_ids, joined = plain(anchor), plain(anchor + piece)
+            if joined[: len(anchor_ids)] == anchor_ids:
+                return joined[len(anchor_ids) :]
+        return plain(piece)
+
+    def _encode_env_text(self, text: str, content: str, parts: tuple[str, str], *, mid: bool) -> list[int]:
+        """Encode ``text`` = before + (the template's rendering of ``content``) + after, the content as plain text;
+        ``mid``: ``text`` follows the end-of-turn token (an observation delta), else it starts the document.
 
         Without a control token spelled in ``content`` (the common case) this is one encode of ``text``,
         identical to encoding the template's rendering; otherwise the glue is encoded with its control
         ids and the content with ``split_special_tokens``.
         """
+        encode = self._encode_mid if mid else self._encode
         if not _found(self._controls, content):
-            return self._encode(text)
+            return encode(text)
         before, after = parts
         if not (text.startswith(before) and text.endswith(after)) or len(before) + len(after) > len(text):
             raise ChatTemplateError(f"Could not locate the env text in the chat template's rendering {_snippet(text)}.")
-        return self._encode(before) + self._encode_plain(text[len(before) : len(text) - len(after)]) + self._encode(after)
+        content_text = text[len(before) : len(text) - len(after)]
+        return encode(before) + self._encode_plain(content_text, mid=mid or bool(before)) + self._encode_mid(after)
 
     def _split_assistant(self, head: str, role: str) -> tuple[tuple[str, str], str]:
         """``head`` = history header + rendered action + end-of-turn glue: ((header, glue), action)."""
@@ -585,7 +702,15 @@ class ChatTemplate:
                 f"{_snippet(expected[len(two_plain):])}."
             )
 
-        self.generation_prompt_ids = self._encode(generation_prompt) if generation_prompt else []
+        # Does a piece encode differently mid-sequence than alone (see _encode_mid)? Probed on the template's own texts.
+        eot_ids = self.end_of_turn_ids
+        self._mid_differs = any(
+            self._encode(end_text + sample) != eot_ids + self._encode(sample)
+            for sample in (generation_prompt, glue_b, self._history_header + _ASSISTANT_X, "Hello world.", " x", "\nx")
+            if sample
+        )
+        self._rendered_joins: dict[str, str | None] = {}  # as_rendered: text after a turn's content -> why refused
+        self.generation_prompt_ids = self._encode_mid(generation_prompt) if generation_prompt else []
         thinking = self._render(
             [*base, _user(_USER_A), _assistant(_THINKING + _ASSISTANT_X), _user(_USER_B)], generation_prompt=True
         )
