@@ -12,15 +12,22 @@ The model sees GEM's text: GEM's instruction and ``Code execution result: <stdou
 
 from __future__ import annotations
 
+import re
+
 from gem.tools.base_tool import GemToolMethods
 from gem_core.errors import InvalidArgument
 from gem_core.tools.python import PythonTool, format_sandbox_result
 from gem_core.tools.sandbox import SandboxResult
-from gem_core.tools.tool import ToolResult
+from gem_core.tools.tags import tag_spans
+from gem_core.tools.tool import ToolCall, ToolResult
 
 __all__ = ["PythonCodeTool"]
 
 _MODES = {"none": None, "bwrap": "bwrap"}
+
+# The opener of GEM's fenced block, ```\n?python(.*?)```: "```", an optional newline, "python" and whatever
+# follows it on the line (```python3 and an inline ```python print(1)``` are code to GEM; ```py is not).
+_GEM_FENCE_OPENER = re.compile(r"```\n?python")
 
 
 GEM_INSTRUCTION = (
@@ -33,7 +40,7 @@ GEM_INSTRUCTION = (
 
 
 class PythonCodeTool(GemToolMethods, PythonTool):
-    """Runs the first ``<python>...</python>`` or fenced Python block of an action in the sandbox.
+    """Runs an action's Python block, found as GEM finds it (:meth:`parse`), in the sandbox.
 
     Args:
         timeout: Seconds a program may run; a program stopped there is answered with GEM's timeout text.
@@ -59,6 +66,31 @@ class PythonCodeTool(GemToolMethods, PythonTool):
             )
         super().__init__(timeout=timeout, mode=_MODES[sandbox_type])
         self.keep_error_last_line = keep_error_last_line
+
+    def parse(self, action: str) -> list[ToolCall]:
+        """GEM's choice of block: of the first ``<python>...</python>`` and the first fenced block opened by
+        ```` ```python ```` (or ```` ```\\npython ````), the one that ends first, its code stripped, so the same
+        replies run as under GEM (the core's :class:`~gem_core.tools.python.PythonTool` keeps its own rules).
+
+        Returns:
+            The block as a one-call list (its span ends where GEM's ``parsed_action`` does), or empty if none.
+        """
+        if not isinstance(action, str):
+            return []
+        found: list[tuple[int, int, str]] = []  # (start, end, code)
+        tagged = next(tag_spans(action, "<python>", "</python>"), None)  # GEM's first <python>(.*?)</python>
+        if tagged is not None:
+            found.append((tagged.start, tagged.end, tagged.body(action)))
+        opener = _GEM_FENCE_OPENER.search(action)
+        if opener is not None:
+            # the first opener with a closer after it is the first one: an opener without one leaves none for a later
+            close = action.find("```", opener.end())
+            if close >= 0:
+                found.append((opener.start(), close + 3, action[opener.end() : close]))
+        if not found:
+            return []
+        start, end, code = min(found, key=lambda block: block[1])  # GEM's earliest end (two blocks never end together)
+        return [ToolCall(tool=self.name, content=code.strip(), span=(start, end))]
 
     def _result(self, result: SandboxResult) -> ToolResult:
         answer = super()._result(result)  # ok and info are the core's

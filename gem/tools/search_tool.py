@@ -13,7 +13,7 @@ __all__ = ["SearchTool"]
 
 
 class SearchTool(GemToolMethods, CoreSearchTool):
-    """Queries the retrieval server for every ``<search>...</search>`` block of an action.
+    """Queries the retrieval server for the first ``<search>...</search>`` block of an action, as GEM does.
 
     ``num_workers`` is accepted for GEM's signature; calls are made one action at a time, and concurrency
     comes from the vector env's backend.
@@ -27,6 +27,9 @@ class SearchTool(GemToolMethods, CoreSearchTool):
     """
 
     tool_type = "search"
+    #: GEM runs one query per action; :class:`~gem_core.wrappers.tools.ToolUse` answers a further one as not
+    #: run, so it neither pays ``tool_reward`` again nor spends the episode's calls (the core's tool runs them all).
+    max_calls_per_action = 1
 
     def __init__(self, num_workers: int = 1, search_url: str | None = None, topk: int = 3, timeout: float = 5):
         del num_workers

@@ -11,19 +11,21 @@ tool), ``tool_use_counter`` and ``tool_success_counter``; a reset's ``info`` als
 
 The text is GEM's: the first observation is the task, a newline and the tools' ``instruction_string()``
 (under "Available tools:" when there are several), and the step that spends the last allowed call ends
-with GEM's "Reached the maximum number of tool use" notice. Parsing, running and rewards are the core's.
+with GEM's "Reached the maximum number of tool use" notice. Which call runs is GEM's too: one per step, the
+first call of the first tool in list order that runs cleanly (see :meth:`ToolEnvWrapper.step`), so rewards and
+the call budget go as under GEM. Each tool's parsing and running are its own.
 """
 
 from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from gem_core.env import StepResult
 from gem_core.errors import InvalidArgument
-from gem_core.tools.tool import Tool
+from gem_core.tools.tool import Tool, ToolCall, ToolResult
 from gem_core.wrappers.tools import ToolRewards, ToolUse
 
 __all__ = ["ToolEnvWrapper"]
@@ -92,36 +94,80 @@ class ToolEnvWrapper(ToolUse):
         observation = f"{observation}\n{instructions}"  # GEM's layout
         return observation, {**info, "use_tool": False, "tool_use_counter": 0, "tool_success_counter": 0, **previous}
 
-    def _with_gem_info(self, action: str, result: StepResult) -> StepResult:
+    def _with_gem_info(self, result: StepResult, action: str = "", call: ToolCall | None = None) -> StepResult:
+        """``result`` with GEM's counters in its ``info``; for a tool step (``call`` of ``action`` ran) also
+        GEM's notice, ``parsed_action`` and ``tool_type``."""
         observation, reward, terminated, truncated, info = result
-        calls = info.get("tool_calls") or []
-        self.tool_success_counter += sum(1 for call in calls if call["ok"])
+        ran = info.get("tool_calls") or []
+        self.tool_success_counter += sum(1 for made in ran if made["ok"])
         info = {
             **info,
-            "use_tool": bool(calls),
+            "use_tool": bool(ran),
             "tool_use_counter": self.tool_call_count,
             "tool_success_counter": self.tool_success_counter,
         }
-        if calls:
+        if call is not None:
             observation = _CORE_LIMIT_NOTICE.sub(lambda _: _GEM_LIMIT_NOTICE, observation)
-            tool = self.tools.get(calls[0]["tool"])
-            found = tool.parse(action) if tool is not None else []
-            if found:
-                info["parsed_action"] = action[: found[0].span[1]]
-            info["tool_type"] = getattr(tool, "tool_type", calls[0]["tool"])
+            info["parsed_action"] = action[: call.span[1]]
+            tool = self.tools.get(call.tool)
+            info["tool_type"] = getattr(tool, "tool_type", call.tool)
         return observation, reward, terminated, truncated, info
 
+    def _gem_tools(self, action: str) -> Iterator[ToolCall | None]:
+        """GEM's order of trying the tools: each in list order, its first call in ``action`` (None if it has
+        none); the caller runs each call and stops after one that ran cleanly. Nothing when GEM would try no
+        tool: ``action`` holds no call, or the episode's calls are spent.
+
+        Raises:
+            ResetNeeded: before the first reset (as the core's wrapper).
+        """
+        if self._plan(action) is None:  # no call at all, or none left
+            return
+        for tool in self.tools.values():
+            calls = self._parse(tool, action)
+            yield calls[0] if calls else None
+
+    def _tool_step(self, action: str, call: ToolCall, result: ToolResult) -> StepResult:
+        return self._with_gem_info(self._answer([call], [result], False), action, call)
+
     def step(self, action: str) -> StepResult:
-        """Run the action's tool calls (or pass the action to the env when it has none).
+        """Run one tool call as GEM does, or pass the action to the env.
+
+        GEM tries its tools in list order, each on its first call in ``action``, and stops at the first
+        call that runs cleanly; the last tool tried decides the step: its call's answer, or, when it found no
+        call, the env's step (even after an earlier tool's call failed). One call is counted and paid per
+        step, whatever the number of calls in the action.
 
         Returns:
-            ``(observation, reward, terminated, truncated, info)``: the tools' answers (with GEM's notice on the
+            ``(observation, reward, terminated, truncated, info)``: the call's answer (with GEM's notice on the
             step that spends the last allowed call) or the env's step, and ``info`` with the core's
             ``tool_calls``/``tool_call_count`` and GEM's ``use_tool``, ``tool_use_counter``,
             ``tool_success_counter`` (on a tool step also ``parsed_action`` and ``tool_type``).
+
+        Raises:
+            ResetNeeded: before the first reset.
         """
-        return self._with_gem_info(action, super().step(action))
+        last: tuple[ToolCall, ToolResult] | None = None
+        for call in self._gem_tools(action):
+            last = None if call is None else (call, self._run(call))
+            if last is not None and last[1].ok:
+                break
+        if last is None:
+            return self._with_gem_info(self._passed_on(action, self.env.step(action)))
+        return self._tool_step(action, *last)
 
     async def astep(self, action: str) -> StepResult:
-        """:meth:`step` with the tools' and the env's async calls: the same results and GEM ``info`` keys."""
-        return self._with_gem_info(action, await super().astep(action))
+        """:meth:`step` with the tools' and the env's async calls: the same choice of call, results and GEM
+        ``info`` keys.
+
+        Raises:
+            ResetNeeded: before the first reset.
+        """
+        last: tuple[ToolCall, ToolResult] | None = None
+        for call in self._gem_tools(action):
+            last = None if call is None else (call, await self._arun(call))
+            if last is not None and last[1].ok:
+                break
+        if last is None:
+            return self._with_gem_info(self._passed_on(action, await self.env.astep(action)))
+        return self._tool_step(action, *last)
