@@ -201,7 +201,7 @@ def gem_upstream(session: nox.Session) -> None:
     episodes must give the same observations, rewards and endings. GEM's package is named `gem` too, so it
     gets a virtualenv of its own, which the tests drive as a subprocess. No torch: neither side imports it."""
     _upgrade_pip(session)
-    session.install(*CONSTRAINTS, "-e", ".[dev]")
+    session.install(*CONSTRAINTS, "-e", ".[dev]", "httpx>=0.27")  # httpx: gem's search tool, parsed side by side
     upstream = os.path.abspath(os.path.join(session.create_tmp(), "gem-llm"))  # the tests run it from another folder
     python = os.path.join(upstream, "bin", "python")
     session.run_install("python", "-m", "venv", "--clear", upstream)

@@ -21,7 +21,7 @@ from gem_core.env import StepResult, run_in_env_thread
 from gem_core.errors import InvalidArgumentType
 from gem_core.wrappers.core import Wrapper
 
-__all__ = ["Env", "EnvWrapper"]
+__all__ = ["Env", "EnvWrapper", "ForwardPublicAttributes"]
 
 
 def _accept_options(cls: type) -> None:
@@ -80,11 +80,27 @@ class Env(CoreEnv):
         return super().reset(seed=seed, options=options)
 
 
-class EnvWrapper(Wrapper):
+class ForwardPublicAttributes:
+    """Mixin for ``import gem``'s wrappers: a public attribute the wrapper lacks is read from the wrapped env, as
+    GEM's ``EnvWrapper`` exposes ``env_id``, ``max_turns`` and a game's settings through any stack of wrappers.
+
+    Read live (GEM copies them when wrapping), so a value the env changes later is seen too; names starting with
+    ``_`` are never forwarded (gymnasium's wrappers rely on their own private attributes being missing).
+    """
+
+    def __getattr__(self, name: str) -> Any:
+        env = self.__dict__.get("env")
+        if name.startswith("_") or env is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return getattr(env, name)
+
+
+class EnvWrapper(ForwardPublicAttributes, Wrapper):
     """GEM's ``gem.core.EnvWrapper``: a core :class:`~gem_core.wrappers.Wrapper` for wrappers written the
     GEM way, overriding ``reset``/``step`` themselves (not the core's ``on_reset``/``on_step`` hooks).
 
     ``areset``/``astep`` run those overrides off the event loop, so an async trainer sees the same results.
+    A public attribute the wrapper lacks is the wrapped env's (see :class:`ForwardPublicAttributes`).
     """
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

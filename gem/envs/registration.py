@@ -25,6 +25,7 @@ What GEM's arguments become:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import sys
@@ -65,15 +66,77 @@ def seed_stream(env: Any, seed: int) -> None:
     base.np_random, _ = seeding.np_random(seed)
 
 
+def _dataset_specs() -> dict[str, registry.EnvSpec]:
+    """GEM 0.1.0's dataset ids (``gem/envs/__init__.py`` of the release), each with GEM's entry point, hub
+    dataset, split and columns: the core maps several of these ids to other datasets (``math:GSM8K`` to
+    ``openai/gsm8k``...) and to its own env classes."""
+    math, qa = "gem.envs.math_env:MathEnv", "gem.envs.qa_env:QaEnv"
+    table: list[tuple[str, str, dict[str, Any]]] = [
+        *((f"math:{name}", math, {"dataset_name": f"axon-rl/{hub}"}) for name, hub in (
+            ("ASDiv2K", "ASDIV-2k"), ("GSM8K", "GSM-8k"), ("Math12K", "MATH-12k"), ("Math8K-3to5", "MATH-lvl3to5-8k"),
+            ("Orz57K", "ORZ-57k"), ("DeepScaleR40K", "DeepScaleR-40K"),
+        )),
+        *((f"logic:RuleTaker-d{depth}", qa, {"dataset_name": f"axon-rl/RuleTaker-d{depth}-70k", "split": "train", "extract_boxed": True,
+                                              "question_key": "question"}) for depth in (0, 1, 2, 3, 5)),
+        *((f"qa:{name}", qa, {"dataset_name": f"axon-rl/{name}", "split": "train", "question_key": "problem"})
+          for name in ("NaturalQuestions", "HotpotQA")),
+        *((f"eval:{name}", math, {"dataset_name": "axon-rl/math-eval", "split": split}) for name, split in (
+            ("MATH500", "math"), ("AMC", "amc"), ("OlympiadBench", "olympiad_bench"), ("Minerva", "minerva"), ("AIME24", "aime24"),
+        )),
+        ("eval:QaOpen", qa, {"dataset_name": "google-research-datasets/nq_open", "split": "validation", "question_key": "question"}),
+        *((f"eval:{name}", qa, {"dataset_name": "axon-rl/search-eval", "split": split, "question_key": "question"}) for split, name in (
+            ("2wiki", "2Wiki"), ("popqa", "PopQA"), ("tq", "TriviaQA"), ("hotpotqa", "HotpotQA"), ("bamboogle", "Bamboogle"),
+            ("nq", "NaturalQuestions"), ("musique", "Musique"),
+        )),
+    ]
+    specs = {}
+    for env_id, entry_point, kwargs in table:
+        defaults = {"question_key": "problem"} if entry_point == math else {}
+        specs[env_id] = registry.EnvSpec(id=env_id, entry_point=entry_point, kwargs={**defaults, **kwargs, "answer_key": "answer"})
+    return specs
+
+
+DATASET_SPECS: dict[str, registry.EnvSpec] = _dataset_specs()
+"""GEM 0.1.0's ``math:``, ``qa:``, ``logic:`` and ``eval:`` dataset ids with GEM's datasets and entry points
+(:mod:`gem.envs.math_env`, :mod:`gem.envs.qa_env`); :func:`spec` looks an id up here before the core registry."""
+
+def _with_sample(gem_spec: registry.EnvSpec) -> registry.EnvSpec:
+    """``gem_spec`` with the core's shipped sample rows for the same id as its ``sample_kwargs`` (in GEM's argument
+    names), so offline tests and demos run GEM's env on them."""
+    try:
+        core = registry.spec(gem_spec.id).sample_kwargs
+    except registry.UnknownEnvError:  # a GEM id the core does not ship: no sample
+        return gem_spec
+    if "data_files" not in core:
+        return gem_spec
+    sample = {"data_files": core["data_files"], "question_key": core.get("question_field", "question"), "answer_key": core.get("answer_field", "answer")}
+    return dataclasses.replace(gem_spec, sample_kwargs=sample)
+
+
+_CORE_REASONING_GYM = "gem_core.envs.reasoning_gym.env:ReasoningGymEnv"
+
+
 def spec(env_id: str) -> registry.EnvSpec:
-    """The spec ``import gem`` builds ``env_id`` from: GEM's game where GEM defines one, else the core's.
+    """The spec ``import gem`` builds ``env_id`` from: GEM's game, dataset env or Reasoning Gym pool where GEM
+    defines one (the core's ``rg:*`` envs become :class:`gem.envs.reasoning_gym.ReasoningGymEnv` with GEM's
+    500 puzzles, seed 42), else the core's.
 
     Raises:
         gem_core.registry.UnknownEnvError: no such id (the message names the closest ones).
     """
     from gem.envs.game_env import GAME_SPECS
 
-    return GAME_SPECS.get(env_id) or registry.spec(env_id)
+    found = GAME_SPECS.get(env_id)
+    if found is not None:
+        return found
+    if env_id in DATASET_SPECS:
+        return _with_sample(DATASET_SPECS[env_id])
+    core = registry.spec(env_id)
+    if env_id.startswith("rg:") and core.entry_point == _CORE_REASONING_GYM and "name" in core.kwargs:
+        return registry.EnvSpec(
+            id=env_id, entry_point="gem.envs.reasoning_gym:ReasoningGymEnv", kwargs={"name": core.kwargs["name"], "size": 500, "seed": 42}
+        )
+    return core
 
 
 def make(env_id: str, **kwargs: Any) -> Env:
@@ -87,8 +150,9 @@ def make(env_id: str, **kwargs: Any) -> Env:
     """
     seed = kwargs.pop("seed", None)
     env_spec = spec(env_id)
-    # GEM's hints about how an env runs, not what it is: datasets' cache, grading in a process pool
-    for hint in ("load_from_cache_file", "use_mp"):
+    # GEM's hints about how an env runs, not what it is (datasets' cache, grading in a process pool), and the
+    # rows in memory GEM's examples pass back to make (`dataset=env.dataset`) whatever the env
+    for hint in ("load_from_cache_file", "use_mp", "dataset"):
         if hint in kwargs and not _takes(env_spec.load(), hint):
             del kwargs[hint]
     if seed is not None and _takes(env_spec.load(), "seed"):
@@ -96,6 +160,7 @@ def make(env_id: str, **kwargs: Any) -> Env:
     env = accept_positional_seed(env_spec.make(**kwargs))
     if seed is not None:
         seed_stream(env, seed)
+    env.entry_point = env.unwrapped.entry_point = env_spec.entry_point  # GEM's make sets it beside env_id
     return env
 
 
@@ -207,14 +272,17 @@ def print_envs() -> None:
     from gem.envs.game_env import GAME_SPECS
 
     print("Detailed Registered Environments:")
-    specs = [*GAME_SPECS.values(), *(registry.spec(env_id) for env_id in registry.list_envs() if env_id not in GAME_SPECS)]
+    specs = [
+        *GAME_SPECS.values(), *DATASET_SPECS.values(),
+        *(spec(env_id) for env_id in registry.list_envs() if env_id not in GAME_SPECS and env_id not in DATASET_SPECS),
+    ]
     for env_spec in specs:
         print(f"  - {env_spec.id}:")
         print(f"      Entry Point: {env_spec.entry_point}")
         print(f"      Kwargs: {env_spec.kwargs}")
     print("Upstream GEM ids that name an env above:")
     for alias, target in registry.aliases().items():
-        if alias not in GAME_SPECS:
+        if alias not in GAME_SPECS and alias not in DATASET_SPECS:
             print(f"  - {alias} -> {target}")
     print("Upstream GEM ids not shipped here:")
     by_reason: dict[str, list[str]] = {}

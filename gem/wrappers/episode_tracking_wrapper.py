@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from gem.core import ForwardPublicAttributes
 from gem_core.env import StepResult
 from gem_core.wrappers.episode_statistics import EpisodeStatistics
 
 __all__ = ["EpisodeTrackingWrapper"]
 
 
-class EpisodeTrackingWrapper(EpisodeStatistics):
+class EpisodeTrackingWrapper(ForwardPublicAttributes, EpisodeStatistics):
     """Counts steps and rewards; use it outermost, as in GEM.
 
     Args:

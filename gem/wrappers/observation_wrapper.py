@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
+from gem.core import ForwardPublicAttributes
 from gem_core.env import StepResult
 from gem_core.errors import InvalidArgument
 from gem_core.protocols import Tokenizer
@@ -36,7 +37,7 @@ def maybe_add_new_line(text: str) -> str:
     return text + "\n" if text and not text.endswith("\n") else text
 
 
-class ObservationWrapper(ObservationFormat):
+class ObservationWrapper(ForwardPublicAttributes, ObservationFormat):
     """GEM's observation history formats (see the module docstring for the text each gives).
 
     Args:

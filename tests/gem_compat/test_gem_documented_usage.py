@@ -27,6 +27,7 @@ from gem.core import Env
 from gem.envs.registration import register
 from gem.utils.constants import TERMINAL_STATE
 from gem.utils.parsing import extract_last_boxed_answer
+from gem.envs.registration import spec as gem_spec  # GEM's ids, GEM's argument names
 from gem_core import registry, spec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -78,7 +79,9 @@ def test_readme_interface_example_runs(capsys):
 
     out = capsys.readouterr().out
     assert "  - game:GuessTheNumber-v0:" in out and "Entry Point:" in out
-    assert "eval:AMC -> math:AMC" in out  # upstream's ids are listed with what they name here
+    # GEM's dataset ids are GEM's envs (gem.envs.math_env), listed with their entry point; other upstream
+    # ids are listed with what they name here
+    assert "  - eval:AMC:\n      Entry Point: gem.envs.math_env:MathEnv" in out
     assert "webshop:train-html" in out and "catalogue" in out
     assert out.count("ACT \\boxed{") >= 1
 
@@ -106,7 +109,7 @@ def test_getting_started_python_tool_example(tiny_tokenizer):
     from gem.tools.tool_env_wrapper import ToolEnvWrapper
     from gem.wrappers.wrapper_factory import WRAPPER_FACTORY
 
-    env = gem.make("math:GSM8K", **spec("math:GSM8K").sample_kwargs)  # changed: the shipped sample, not the hub
+    env = gem.make("math:GSM8K", **gem_spec("math:GSM8K").sample_kwargs)  # changed: the shipped sample, not the hub
     tool = PythonCodeTool()
     wrapped_env = ToolEnvWrapper(env, tools=[tool])
     wrapped_env = WRAPPER_FACTORY["concat_chat"](
@@ -263,7 +266,7 @@ def test_positional_seed_seeds_the_envs_own_generator():
 
 def test_make_with_seed_fixes_the_stream_of_episodes():
     def questions(seed):
-        env = gem.make("math:GSM8K", seed=seed, **spec("math:GSM8K").sample_kwargs)
+        env = gem.make("math:GSM8K", seed=seed, **gem_spec("math:GSM8K").sample_kwargs)
         return [env.reset()[0] for _ in range(4)]
 
     assert questions(5) == questions(5)
@@ -351,7 +354,7 @@ def test_episode_tracking_reports_gems_counters():
 def test_python_tool_wrapper_pays_gems_intermediate_rewards():
     from gem.wrappers.wrapper_factory import WRAPPER_FACTORY
 
-    env = WRAPPER_FACTORY["python_tool"](gem.make("math:GSM8K", **spec("math:GSM8K").sample_kwargs))
+    env = WRAPPER_FACTORY["python_tool"](gem.make("math:GSM8K", **gem_spec("math:GSM8K").sample_kwargs))
     env.reset(seed=0)
     _, clean, *_ = env.step("<python>print(1)</python>")
     _, failing, *_ = env.step("<python>raise SystemExit(3)</python>")
