@@ -56,6 +56,30 @@ def gold_list(answer: Any) -> list[str]:
     raise InvalidArgumentType(f"Unexpected answer type {type(answer).__name__}: the answer column must hold a str, a number or a list.")
 
 
+def next_gem_row(env: Any, seed: int | None, options: dict[str, Any] | None, idx: int | None) -> Any:
+    """The episode's row of a GEM dataset env (``env.dataset``, ``env.idx``, ``env.epoch``, ``env.seed``), picked as
+    GEM 0.1.0 picks it: ``idx`` (or ``options["index"]``); else for a seeded reset ``random.Random(seed).randint``
+    over the shuffled rows; else the next row, the rows shuffled again (seed + epoch) after the last.
+
+    Raises:
+        InvalidArgument: ``seed`` is not None or a whole number from 0 up, or ``idx`` is not a row.
+    """
+    CoreEnv.reset(env, seed=seed)  # checks the seed and seeds np_random, as the core's envs do
+    if idx is None and options and "index" in options:
+        idx = options["index"]
+    if idx is not None:
+        env.idx = check_index(idx, len(env.dataset))
+    elif seed is not None:
+        env.idx = random.Random(seed).randint(0, len(env.dataset) - 1)
+    elif env.idx == len(env.dataset):
+        env.epoch += 1
+        env.dataset = env.dataset.shuffle(seed=env.seed + env.epoch)
+        env.idx = 0
+    env.index = env.idx
+    env.idx += 1
+    return env.dataset[env.index]
+
+
 class MathEnv(CoreMathEnv):
     """One question per episode from ``dataset_name`` (a hub id), ``data_files=`` (a local copy) or ``dataset=``
     (rows in memory), as GEM 0.1.0 serves it (see the module docstring).
@@ -115,22 +139,9 @@ class MathEnv(CoreMathEnv):
         Raises:
             InvalidArgument: ``seed`` is not None or a whole number from 0 up, or ``idx`` is not a row.
         """
-        CoreEnv.reset(self, seed=seed)  # checks the seed and seeds np_random, as the core's envs do
-        if idx is None and options and "index" in options:
-            idx = options["index"]
-        if idx is not None:
-            self.idx = check_index(idx, len(self.dataset))
-        elif seed is not None:
-            self.idx = random.Random(seed).randint(0, len(self.dataset) - 1)
-        elif self.idx == len(self.dataset):
-            self.epoch += 1
-            self.dataset = self.dataset.shuffle(seed=self.seed + self.epoch)
-            self.idx = 0
-        row = self.dataset[self.idx]
-        self.index = self.idx
+        row = next_gem_row(self, seed, options, idx)
         self.first_obs, self.answer = row[self.question_key], row[self.answer_key]
         self.question, self.gold = str(self.first_obs), gold_list(self.answer)[0] if gold_list(self.answer) else ""
-        self.idx += 1
         return self.first_obs, {}
 
     def step(self, action: str) -> StepResult:

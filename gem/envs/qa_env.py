@@ -15,14 +15,11 @@ The rows are read by the core (:class:`gem_core.envs.qa.env.QAEnv`: the hub, ``d
 
 from __future__ import annotations
 
-import random
 import re
 from typing import Any
 
-from gem.envs.math_env import TERMINAL_STATE, gem_rows, gold_list
-from gem_core.env import Env as CoreEnv
+from gem.envs.math_env import TERMINAL_STATE, gem_rows, gold_list, next_gem_row
 from gem_core.env import StepResult
-from gem_core.envs.dataset import check_index
 from gem_core.envs.math.answer import extract_boxed
 from gem_core.envs.qa.env import QAEnv
 from gem_core.envs.qa.scoring import best_exact_match
@@ -110,23 +107,10 @@ class QaEnv(QAEnv):
         Raises:
             InvalidArgument: ``seed`` is not None or a whole number from 0 up, or ``idx`` is not a row.
         """
-        CoreEnv.reset(self, seed=seed)  # checks the seed and seeds np_random, as the core's envs do
-        if idx is None and options and "index" in options:
-            idx = options["index"]
-        if idx is not None:
-            self.idx = check_index(idx, len(self.dataset))
-        elif seed is not None:
-            self.idx = random.Random(seed).randint(0, len(self.dataset) - 1)
-        elif self.idx == len(self.dataset):
-            self.epoch += 1
-            self.dataset = self.dataset.shuffle(seed=self.seed + self.epoch)
-            self.idx = 0
-        row = self.dataset[self.idx]
-        self.index = self.idx
+        row = next_gem_row(self, seed, options, idx)
         self.first_obs = PROMPT_TEMPLATE.format(question=row[self.question_key])
         self.answer = row[self.answer_key]
         self.question, self.golds = str(row[self.question_key]), gold_list(self.answer)
-        self.idx += 1
         return self.first_obs, {}
 
     def step(self, action: str) -> StepResult:
