@@ -201,9 +201,11 @@ def gem_upstream(session: nox.Session) -> None:
     episodes must give the same observations, rewards and endings. GEM's package is named `gem` too, so it
     gets a virtualenv of its own, which the tests drive as a subprocess. No torch: neither side imports it."""
     _upgrade_pip(session)
-    session.install(*CONSTRAINTS, "-e", ".[dev]", "httpx>=0.27")  # httpx: gem's search tool, parsed side by side
+    session.install(*CONSTRAINTS, "-e", ".[dev,rg]", "httpx>=0.27")  # httpx: gem's search tool, parsed side by side
     upstream = os.path.abspath(os.path.join(session.create_tmp(), "gem-llm"))  # the tests run it from another folder
     python = os.path.join(upstream, "bin", "python")
     session.run_install("python", "-m", "venv", "--clear", upstream)
     session.run_install(python, "-m", "pip", "install", "-q", *CONSTRAINTS, "gem-llm==0.1.0", external=True)
+    # GEM's own reasoning-gym pin (its rg: envs import it lazily; the constraints pin this project's newer one)
+    session.run_install(python, "-m", "pip", "install", "-q", "reasoning-gym==0.1.23", external=True)
     session.run(*PYTEST, "tests/gem_upstream", *session.posargs, env={"GEM_UPSTREAM_PYTHON": python})
