@@ -134,11 +134,16 @@ class _Table:
                 self.infos.update(infos)
                 self.changed.notify_all()
 
-    async def wait_for_turn(self, agent: str) -> tuple[str, dict[str, Any]]:
+    async def wait_for_turn(self, agent: str) -> tuple[str, dict[str, Any], StepResult | None]:
+        """``agent``'s first prompt and info, and None; or, when the game ended before that seat's first turn, its
+        final observation and info and what it earned (:meth:`_earned`): it has no turn to play."""
         async with self.lock:
             await self.changed.wait_for(lambda: self.error is not None or self.over or agent in self._acting())
             self._raise_if_failed()
-            return self.observations.pop(agent, ""), self.infos.pop(agent, {})
+            if self.over:
+                earned = self._earned(agent)
+                return earned[0], earned[4], earned
+            return self.observations.pop(agent, ""), self.infos.pop(agent, {}), None
 
     def _acting(self) -> tuple[str, ...]:
         return tuple(a for a in self.env.acting_agents() if a not in self.pending)
@@ -196,7 +201,8 @@ class _Table:
 
     async def fail(self, error: BaseException) -> None:
         async with self.lock:
-            self.error = error
+            if self.error is None:  # the first error is the cause; the seats it woke raise "another seat failed" after it
+                self.error = error
             self.changed.notify_all()
 
 
@@ -216,6 +222,9 @@ class SeatEnv(Env):
     def __init__(self, table: _Table, agent: str):
         self.table = table
         self.agent = agent
+        self.ended_before_turn: StepResult | None = None
+        """Set by :meth:`areset` when the game ended before this seat's first turn: what the seat earned then
+        (observation, reward, terminated, truncated, info). Such a seat has no turn to play."""
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         raise UsageError("A seat of a multi-agent game is played with `await seat.areset(...)` (see run_self_play).")
@@ -224,8 +233,21 @@ class SeatEnv(Env):
         raise UsageError("A seat of a multi-agent game is played with `await seat.astep(...)` (see run_self_play).")
 
     async def areset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """Start the game (once for all seats) and wait for this seat's first turn.
+
+        If the game ends before that turn (the other seat forfeited), the seat has nothing to play: the final
+        observation comes back with ``info["ended_before_turn"]`` True and the seat's ``info["final_reward"]``,
+        ``"terminated"`` and ``"truncated"``, also kept in :attr:`ended_before_turn`; a caller must not step.
+
+        Raises:
+            UsageError: another seat of the game failed (its error is the cause).
+        """
         await self.table.reset(seed, options)
-        return await self.table.wait_for_turn(self.agent)
+        observation, info, earned = await self.table.wait_for_turn(self.agent)
+        self.ended_before_turn = earned
+        if earned is not None:
+            info = {**info, "ended_before_turn": True, "final_reward": earned[1], "terminated": earned[2], "truncated": earned[3]}
+        return observation, info
 
     async def astep(self, action: str) -> StepResult:
         return await self.table.act(self.agent, action)

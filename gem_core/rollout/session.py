@@ -43,6 +43,7 @@ import logging
 import math
 import numbers
 import operator
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -78,6 +79,29 @@ def _ends_turn(ids: tuple[int, ...], end_of_turn_ids: Sequence[int]) -> bool:
     """Whether an action's ids end with the end-of-turn ids (:meth:`ChatTemplate.ends_turn`, for the books' tuples)."""
     n = len(end_of_turn_ids)
     return 0 < n <= len(ids) and ids[-n:] == tuple(end_of_turn_ids)
+
+
+def _is_image(image: Any) -> bool:
+    """Whether ``image`` is a PIL image or an array (what image processors take)."""
+    if hasattr(image, "__array__") and hasattr(image, "shape"):
+        return True
+    pil = sys.modules.get("PIL.Image")  # a PIL image exists only once PIL is imported
+    return pil is not None and isinstance(image, pil.Image)
+
+
+def _image_size(image: Any) -> str:
+    """An image's size for an error: PIL's width x height, or an array's shape."""
+    size = getattr(image, "size", None)
+    return f"{size[0]}x{size[1]}" if isinstance(size, tuple) and len(size) == 2 else f"shape {tuple(getattr(image, 'shape', ()))}"
+
+
+def _encodes(encoder: ImageEncoder, image: Any) -> bool:
+    """Whether the processor encodes ``image`` alone (to name the one image of a list it failed on)."""
+    try:
+        encoder.encode([image])
+    except Exception:  # noqa: BLE001 - any failure names this image
+        return False
+    return True
 
 
 def _warn_once(env_id: str | None, error: str) -> None:
@@ -423,7 +447,8 @@ class EpisodeSession:
         Raises:
             InvalidArgument: ``seed`` is not None or a whole number from 0 to :data:`~gem_core.env.MAX_SEED` (the
                 session is left as it was), or the env's reset returned an observation that is not text, or an info
-                that is not a dict.
+                that is not a dict, or its ``info["images"]`` is not a list of PIL images or arrays the processor
+                encodes, or the session cannot show images (a tokenizer given, or ``history="as_rendered"``).
             Exception: what the env's reset raised (no episode starts: there is no prompt to record).
         """
         if seed is None and self.label is not None:
@@ -482,7 +507,8 @@ class EpisodeSession:
         Raises:
             ResetNeeded: before :meth:`start`, or after the episode ended.
             InvalidArgument: if neither ``action_ids`` nor ``action_text`` is given, or the ids are ones the tokenizer
-                cannot decode (negative, or past what it takes); nothing is recorded then.
+                cannot decode (negative, or past what it takes); nothing is recorded then. Also when the env shows
+                images to a session that cannot show them (a tokenizer given, or ``history="as_rendered"``).
         """
         if not self._observations:  # start() appends the first one
             raise ResetNeeded("Call `await session.start(seed)` before `step`.")
@@ -654,6 +680,8 @@ class EpisodeSession:
             if self._rendered is not None:
                 rendered_turn = self.chat_template.rendered_turn_ids(action_text, observation, role, self._rendered.window)
         except Exception as exc:  # noqa: BLE001 - a template that cannot render this turn ends the episode
+            if images and self._image_config_error() is not None:  # the session's setup, not the env's turn: as start() does
+                raise
             info["error"] = f"{type(exc).__name__}: {exc}"
             _warn_once(self.env_id, info["error"])
             return False, self._truncate("error", info), (), []
@@ -787,18 +815,36 @@ class EpisodeSession:
     def _encode_images(self, images: Sequence[Any] | None, info: dict[str, Any]) -> list[tuple[Any, tuple[int, int, int], int]]:
         """Pixel inputs of the images an env put in ``info["images"]`` (taken out of the info by the caller:
         the trajectory keeps pixels, not PIL objects; ``info["num_images"]`` says how many there were)."""
-        if not images:
+        if images is None or (isinstance(images, (list, tuple)) and not images):
             return []
+        problem = self._image_config_error()
+        if problem is not None:
+            raise InvalidArgument(problem)
+        assert self.image_encoder is not None
+        if not isinstance(images, (list, tuple)):
+            raise InvalidArgument(f"info['images'] is a {type(images).__name__}; an env shows images as a list of PIL images or arrays.")
+        for index, image in enumerate(images):
+            if not _is_image(image):
+                raise InvalidArgument(f"info['images'][{index}] is a {type(image).__name__}; an env shows images as a list of PIL images or arrays.")
+        try:
+            encoded = self.image_encoder.encode(images)
+        except Exception as error:  # noqa: BLE001 - the processor's own error names neither the info key nor the image
+            failed = next((i for i, image in enumerate(images) if not _encodes(self.image_encoder, image)), None)
+            which = "info['images']" if failed is None else f"info['images'][{failed}] (size {_image_size(images[failed])})"
+            raise InvalidArgument(f"The processor cannot encode {which}: {type(error).__name__}: {error}") from None
+        info["num_images"] = len(encoded)
+        return encoded
+
+    def _image_config_error(self) -> str | None:
+        """Why this session cannot show images at all (its tokenizer or history mode), or None."""
         if self.image_encoder is None:
-            raise InvalidArgument(
+            return (
                 f"The env {self.env_id or type(self.env).__name__} shows images, but the session was given a tokenizer; "
                 "pass the vision model's processor (e.g. AutoProcessor.from_pretrained(...)) where the tokenizer goes."
             )
         if self.history == "as_rendered":
-            raise InvalidArgument("history='as_rendered' does not support image observations yet; use history='as_sampled'.")
-        encoded = self.image_encoder.encode(images)
-        info["num_images"] = len(encoded)
-        return encoded
+            return "history='as_rendered' does not support image observations yet; use history='as_sampled'."
+        return None
 
     def _place_images(self, ids: list[int], encoded: list, *, turn: int, offset: int) -> list[int]:
         """Widen the placeholders of a turn's ids and record where each image starts in the episode."""

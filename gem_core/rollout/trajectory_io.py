@@ -281,6 +281,26 @@ def _check_loss_mask(loss_mask: list[int], turn_spans: list[list[int]]) -> None:
         )
 
 
+def _check_images(record: Mapping[str, Any]) -> None:
+    """Raise MalformedFile unless each image entry names whole numbers that fit the record: its turn, and placeholder ids
+    inside ``prompt_ids + response_ids`` (else pixels and placeholders misalign, or multimodal code fails far away)."""
+    size = len(record.get("prompt_ids") or []) + len(record.get("response_ids") or [])
+    for n, image in enumerate(record.get("images") or []):
+        where = f"field 'images' entry {n}"
+        for key in ("turn", "start", "num_tokens"):
+            value = image.get(key)
+            if type(value) is not int or value < 0:
+                raise MalformedFile(f"{where} has {key}={value!r}; expected a whole number from 0.")
+        grid = image.get("grid_thw")
+        if not isinstance(grid, list) or len(grid) != 3 or not all(type(x) is int and x >= 1 for x in grid):
+            raise MalformedFile(f"{where} has grid_thw={grid!r}; expected 3 whole numbers from 1 ([t, h, w]).")
+        if image["start"] + image["num_tokens"] > size:
+            raise MalformedFile(
+                f"{where} spans tokens {image['start']}..{image['start'] + image['num_tokens']}, past the record's {size} "
+                "prompt and response tokens."
+            )
+
+
 def _check_record(record: Mapping[str, Any]) -> None:
     """Raise MalformedFile naming the first field of ``record`` that holds the wrong type, a token id outside
     0..2**31-1, or a loss mask that is not 1 exactly on the turn spans."""
@@ -309,6 +329,7 @@ def _check_record(record: Mapping[str, Any]) -> None:
     if not set(record.get("loss_mask", [])) <= {0, 1}:  # a mask of 2 would weight a token twice in the loss
         raise MalformedFile("field 'loss_mask' must hold 0 or 1 per token.")
     _check_loss_mask(record.get("loss_mask", []), record.get("turn_spans", []))
+    _check_images(record)
     if not isinstance(record.get("env_kwargs", {}), dict):
         raise MalformedFile(f"field 'env_kwargs' is {type(record.get('env_kwargs')).__name__}, expected an object.")
 

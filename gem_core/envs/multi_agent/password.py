@@ -32,16 +32,26 @@ def load_words(path: str | Path = WORDS_FILE) -> dict[str, tuple[str, ...]]:
     """``{secret word: clues}`` from a ``word<TAB>clue; clue; ...`` file.
 
     Raises:
-        MalformedFile: if a line does not have two tab-separated fields.
+        MalformedFile: if the file is not UTF-8 text, a line does not have two tab-separated fields or has no word
+            before the tab, or the file holds no word at all.
     """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise MalformedFile(f"words_file {str(path)!r} is not UTF-8 text ({error}); save it as UTF-8.") from None
     words = {}
-    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+    for number, line in enumerate(text.splitlines(), 1):
         if line.strip() and not line.startswith("#"):
             fields = line.split("\t")
             if len(fields) != 2:
-                raise MalformedFile(f"{path}:{number}: expected 'word<TAB>clue; clue; ...', got {len(fields)} tab-separated fields.")
+                raise MalformedFile(f"words_file {path}:{number}: expected 'word<TAB>clue; clue; ...', got {len(fields)} tab-separated fields.")
             word, clues = fields
+            if not _letters(word):
+                raise MalformedFile(f"words_file {path}:{number}: no secret word before the tab; expected 'word<TAB>clue; clue; ...'.")
             words[word.strip().lower()] = tuple(c.strip().lower() for c in clues.split(";") if c.strip())
+    if not words:
+        raise MalformedFile(f"words_file {str(path)!r} holds no 'word<TAB>clue; clue' line (only blanks or # comments); "
+                            "add secret words, or leave words_file out for the shipped list.")
     return words
 
 
@@ -64,7 +74,7 @@ class Password(MultiAgentEnv):
         InvalidArgument: if ``max_rounds`` or ``max_invalid`` is not a whole number from 1.
         InvalidArgumentType: if ``words_file`` is not a path.
         MissingFile: if ``words_file`` names no existing file.
-        MalformedFile: if a line of ``words_file`` is not ``word<TAB>clues``.
+        MalformedFile: if ``words_file`` is not UTF-8, holds no word, or a line is not ``word<TAB>clues``.
     """
     agents = ("clue_giver", "guesser")
 
@@ -151,7 +161,7 @@ class Password(MultiAgentEnv):
             self.to_move = "guesser"
             return {"guesser": self._guesser_prompt()}, {}, {}, {}, {}
         rewards = {} if text else {"guesser": self.format_penalty}
-        if text == self.secret:
+        if _letters(text) == _letters(self.secret):  # read as the clue check reads: "Violin." and "violin" are the word
             return self._end(1.0, f"Correct: the word was '{self.secret}'.")
         self.round += 1
         if self.round >= self.max_rounds:

@@ -20,7 +20,8 @@ from gem_core.env import StepResult
 from gem_core.envs.game.action_format import extract_boxed
 from gem_core.envs.game.turn_based import TurnBasedGame
 from gem_core.envs.vision.charts import ChartItem
-from gem_core.errors import DependencyNotInstalled, InvalidArgument, ResetNeeded
+from gem_core.errors import DependencyNotInstalled, ResetNeeded
+from gem_core.vector.calls import check_count
 
 __all__ = ["ChartQA", "load_items", "load_image"]
 
@@ -57,13 +58,11 @@ class ChartQA(TurnBasedGame):
         max_turns: answers the agent may give before the episode is truncated.
 
     Raises:
-        InvalidArgument: if ``max_turns`` is below 1.
+        InvalidArgument: if ``max_turns`` is not a whole number from 1.
     """
 
     def __init__(self, max_turns: int = 2):
-        if max_turns < 1:
-            raise InvalidArgument(f"max_turns must be at least 1, got {max_turns}.")
-        self.max_turns = max_turns
+        self.max_turns = check_count("max_turns", max_turns)
         self.turn = 0
         self.index: int | None = None
 
