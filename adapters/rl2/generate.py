@@ -136,23 +136,26 @@ class GenerateEnv:
         stop_ids = sampling_params.pop("stop_token_ids", None) or default_stop_token_ids(tokenizer, session.chat_template)
 
         while True:
-            budget = session.generation_budget(max_new_tokens - len(episode.pending_ids))
-            response = await _post_generate(
-                router_url,
-                {
-                    "input_ids": session.context_ids + episode.pending_ids,
-                    "sampling_params": {**sampling_params, "max_new_tokens": max(budget, 1), "stop_token_ids": stop_ids, "no_stop_trim": True},
-                    "return_logprob": True,
-                },
-            )
-            meta = response["meta_info"]
-            triples = meta.get("output_token_logprobs") or []
-            episode.pending_ids += [int(t[1]) for t in triples]
-            episode.pending_logps += [float(t[0]) for t in triples]
-            finish = meta["finish_reason"]["type"]
-            if finish == "abort":
-                sample.status = status.ABORTED
-                return
+            # The turn's room (its cap and the episode's token bounds) less what an aborted request already sampled.
+            budget = session.generation_budget(max_new_tokens) - len(episode.pending_ids)
+            finish = "length"  # the pending ids fill the room: the turn is cut there, nothing more to ask for
+            if budget > 0:
+                response = await _post_generate(
+                    router_url,
+                    {
+                        "input_ids": session.context_ids + episode.pending_ids,
+                        "sampling_params": {**sampling_params, "max_new_tokens": budget, "stop_token_ids": stop_ids, "no_stop_trim": True},
+                        "return_logprob": True,
+                    },
+                )
+                meta = response["meta_info"]
+                triples = meta.get("output_token_logprobs") or []
+                episode.pending_ids += [int(t[1]) for t in triples]
+                episode.pending_logps += [float(t[0]) for t in triples]
+                finish = meta["finish_reason"]["type"]
+                if finish == "abort":
+                    sample.status = status.ABORTED
+                    return
             ids, logps = episode.pending_ids, episode.pending_logps
             episode.pending_ids, episode.pending_logps = [], []
             context_before = session.context_ids

@@ -165,3 +165,29 @@ async def test_aborted_episodes_rl2_abandons_are_closed_past_the_bound(tokenizer
         assert abandoned.status == Sample.Status.ABORTED and open_envs.open == 1
         await _run(env, tokenizer, url, Sample(sample=dataset_row(EpisodeLabel(ENV_ID, 1))))
     assert open_envs.made == 2 and open_envs.open == 0 and len(env.episodes) == 0
+
+
+async def test_a_resumed_turn_asks_only_for_the_room_its_pending_ids_leave(tokenizer, fake_router):
+    """After a partial-rollout abort, the resumed request asked for ``max_new_tokens - pending`` new tokens without
+    counting the pending ids against ``max_total_tokens``: with a prompt of P ids and room for 39 more, the first
+    request asked for 39, was aborted after 19, and the resume asked for 39 more (58 sampled, 19 thrown away)."""
+    from gem_core.rollout import EpisodeSession
+    from gem_core.rollout.policy import Generation
+
+    filler = tokenizer.encode(" a", add_special_tokens=False)[0]
+
+    class Filler:  # an engine that never stops early: every request is sampled to its budget
+        async def generate(self, prompt_ids, sampling):
+            n = sampling.max_new_tokens
+            return Generation(token_ids=[filler] * n, logprobs=[-0.1] * n, finish_reason="length")
+
+    probe = EpisodeSession.from_label(EpisodeLabel(ENV_ID, 0), tokenizer)
+    total = len(await probe.start()) + 40
+    await probe.aclose()
+    sample = Sample(sample=dataset_row(EpisodeLabel(ENV_ID, 0)))
+    async with fake_router(Filler(), abort_first=True) as (url, requests):
+        await _run(GenerateEnv(max_total_tokens=total, max_turns=1), tokenizer, url, sample)
+    assert len(requests) == 2
+    assert all(len(r["input_ids"]) + r["sampling_params"]["max_new_tokens"] <= total - 1 for r in requests), [
+        (len(r["input_ids"]), r["sampling_params"]["max_new_tokens"]) for r in requests]
+    assert len(sample.state_dicts[0]["states"]) <= total
