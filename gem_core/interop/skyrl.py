@@ -34,6 +34,7 @@ import functools
 import json
 import logging
 import math
+import numbers
 import socket
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -178,7 +179,7 @@ class SkyRLEnv(Env):
     Raises:
         UnknownEnvError: SkyRL-Gym has no such env.
         SkyRLTaskError: no task was given, a row is not a mapping, a ``data_file`` line is not JSON (its file and
-            line named), or ``env_config`` names a field the env does not have.
+            line named), or ``env_config`` is not a mapping or names a field the env does not have.
     """
 
     max_step_seconds = 30.0  # lcb runs the model's code against its tests; search calls a server
@@ -200,6 +201,10 @@ class SkyRLEnv(Env):
                 f"{self.name}: pass exactly one task source, row={{...}}, rows=[...] or data_file='tasks.jsonl' "
                 f"(got {', '.join(given) or 'none'}); {_ROW_HELP}."
             )
+        if row is not None and not isinstance(row, Mapping):
+            raise SkyRLTaskError(f"{self.name}: row is a {type(row).__name__}, not a task row; {_ROW_HELP}.")
+        if env_config is not None and not isinstance(env_config, (Mapping, DictConfig)):
+            raise SkyRLTaskError(f"{self.name}: env_config is a {type(env_config).__name__}, not a mapping of the env's config fields.")
         if rows is not None:
             for number, r in enumerate(rows):
                 if not isinstance(r, Mapping):
@@ -354,26 +359,35 @@ class GemSkyRLEnv(BaseTextEnv):
         extras: the dataset row's fields; may hold ``seed``, ``options`` and ``max_turns``.
         gem_env_id: the GEM id to build (bound by :func:`register_gem_envs`).
 
+    A row's ``max_turns`` (one task's limit) overrides a ``max_turns`` in ``make_kwargs`` (the config's default).
+
     Raises:
-        SkyRLTaskError: the row's ``max_turns`` is not an integer.
+        SkyRLTaskError: the row's ``max_turns`` is not a whole number of at least 1, or ``env_config``,
+            ``extras`` or ``make_kwargs`` is not a mapping.
     """
 
     def __init__(self, env_config: Any = None, extras: Mapping[str, Any] | None = None, *, gem_env_id: str):
         super().__init__()
         from gem_core.registry import make
 
-        extras = dict(extras or {})
-        config = OmegaConf.to_container(env_config, resolve=True) if isinstance(env_config, DictConfig) else dict(env_config or {})
+        config = OmegaConf.to_container(env_config, resolve=True) if isinstance(env_config, DictConfig) else env_config or {}
+        make_kwargs = config.get("make_kwargs") or {} if isinstance(config, Mapping) else None
+        for name, value in (("env_config", config), ("extras", extras or {}), ("env_config['make_kwargs']", make_kwargs)):
+            if not isinstance(value, Mapping):
+                raise SkyRLTaskError(f"{gem_env_id}: {name} must be a mapping, got a {type(value).__name__}.")
+        extras, make_kwargs = dict(extras or {}), dict(make_kwargs or {})
         self.gem_env_id = gem_env_id
         self.seed, self.options = extras.get("seed"), extras.get("options")
         limit = extras.get("max_turns")
         if limit is not None:
-            try:
-                limit = int(limit)
-            except (TypeError, ValueError, OverflowError):
-                raise SkyRLTaskError(f"{gem_env_id}: the row's max_turns must be an integer, got {limit!r}; leave it out for no turn limit.") from None
-        self.env = make(gem_env_id, max_turns=limit, **dict(config.get("make_kwargs") or {}))
-        self.max_turns = limit if limit is not None else 1_000_000  # GEM's turn limit, when set, ends it first
+            # 2.9 is no number of turns (int() read it as 2); 3.0 from a column of floats is 3.
+            whole = isinstance(limit, numbers.Integral) or (isinstance(limit, float) and limit.is_integer())
+            if isinstance(limit, bool) or not whole or limit < 1:
+                raise SkyRLTaskError(f"{gem_env_id}: the row's max_turns must be an integer, got {limit!r}: a whole number of at least 1, or left out for no turn limit.")
+            make_kwargs["max_turns"] = int(limit)  # one task's limit overrides the config's
+        self.env = make(gem_env_id, **make_kwargs)
+        limit = make_kwargs.get("max_turns")
+        self.max_turns = int(limit) if limit is not None else 1_000_000  # GEM's turn limit, when set, ends it first
         self.episode_return = 0.0
         self.truncated = False
 
@@ -402,11 +416,17 @@ class GemSkyRLEnv(BaseTextEnv):
         self.turns += 1
         try:
             observation, reward, terminated, truncated, info = self.env.step(action)
+            reward = float(reward)
         except Exception as error:
             message = f"{self.gem_env_id}: step raised {type(error).__name__}: {error}"
             log_error_once(self.env.unwrapped, message)
             self.truncated = True
             return {"observations": [], "reward": 0.0, "done": True, "metadata": {"error": message, "truncated": True}}
+        if not math.isfinite(reward):  # a NaN would poison SkyRL's batch: the episode ends, as on an exception
+            message = f"{self.gem_env_id}: step gave reward {reward}, not a finite number"
+            log_error_once(self.env.unwrapped, message)
+            self.truncated = True
+            return {"observations": [], "reward": 0.0, "done": True, "metadata": {**dict(info), "error": message, "truncated": True}}
         self.episode_return += float(reward)
         self.truncated = bool(truncated)
         done = bool(terminated or truncated)

@@ -150,6 +150,8 @@ class VerifiersEnv(Env):
 
     Raises:
         UnknownVerifiersModule: no such module, or it exports no taskset.
+        InvalidArgument: ``max_tasks`` is not a whole number of at least 1; in harness mode, ``call_format`` is
+            not a known format or a parser, or ``relay_timeout`` not a finite number of seconds above 0.
     """
 
     max_step_seconds = 30.0  # a reward function may parse, verify math or call a judge
@@ -164,6 +166,10 @@ class VerifiersEnv(Env):
         call_format: str = "hermes",
         relay_timeout: float = 120.0,
     ):
+        from gem_core.vector.calls import check_count
+
+        # Checked first: islice raised a raw ValueError for -1 or "5", and 0 read as an empty taskset.
+        max_tasks = check_count("max_tasks", max_tasks)
         self.module, self.name = module, PREFIX + module
         self.taskset = _load_taskset(module, dict(taskset_config or {}))
         self.relay = None
@@ -413,6 +419,12 @@ def load_environment(env_id: str, *, num_tasks: int = 100, seed_start: int = 0, 
 
     Raises:
         UnknownEnvError: GEM has no env ``env_id`` (when the taskset is iterated).
+        InvalidArgument: ``num_tasks`` is not a whole number of at least 1 (``range(-3)`` was a silently empty
+            taskset), or ``seed_start`` not a whole number of at least 0.
     """
+    from gem_core.vector.calls import check_count
+
+    num_tasks = check_count("load_environment: num_tasks", num_tasks)
+    seed_start = check_count("load_environment: seed_start", seed_start, least=0)
     config = GemTasksetConfig(id=__name__, env_id=env_id, num_tasks=num_tasks, seed_start=seed_start, make_kwargs=make_kwargs)
     return GemTaskset(config)

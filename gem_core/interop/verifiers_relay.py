@@ -54,10 +54,23 @@ class HarnessRelay:
         harness: the harness id (a verifiers built-in or a top-level module exporting a ``Harness``).
         call_format: how actions write tool calls (:data:`gem_core.tools.calls.CALL_FORMATS`).
         timeout: seconds to wait for the harness's next model call or the rollout's end.
+
+    Raises:
+        InvalidArgument: ``call_format`` is not a known format name or a parser, or ``timeout`` is not a finite
+            number of seconds above 0 (checked before the server starts: a bad format otherwise failed the
+            harness's first model call as an HTTP 500).
     """
 
     def __init__(self, module: str, taskset_config: dict[str, Any], harness: str, *, call_format: str = "hermes", timeout: float = 120.0):
         import os
+
+        from gem_core.errors import InvalidArgument
+        from gem_core.tools.calls import CALL_FORMATS
+        from gem_core.vector.calls import check_amount
+
+        if not callable(call_format) and not (isinstance(call_format, str) and call_format in CALL_FORMATS):
+            raise InvalidArgument(f"call_format={call_format!r:.80}: expected one of {sorted(CALL_FORMATS)} or a parser (a callable).")
+        timeout = check_amount("relay_timeout", timeout, "seconds")
 
         from starlette.applications import Starlette
         from starlette.responses import JSONResponse

@@ -81,12 +81,15 @@ class GemEnvironment(Environment[TextAction, TextObservation, State]):
         self._state = State(episode_id=None, step_count=0)
 
     def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> TextObservation:
-        """Reset the GEM env (OpenEnv's reset); ``kwargs`` may hold GEM's reset ``options``.
+        """Reset the GEM env (OpenEnv's reset). GEM's reset ``options`` are the other ``kwargs``: OpenEnv's clients
+        (and :class:`OpenEnvEnv`) send custom reset fields top-level; an ``options`` dict is read too, and wins.
 
         Returns:
             The first observation as OpenEnv's text observation (its ``info`` made JSON-safe).
         """
-        observation, info = self.env.reset(seed=seed, options=kwargs.get("options"))
+        nested = kwargs.pop("options", None)
+        options = {**kwargs, **(nested if isinstance(nested, dict) else {})} or nested
+        observation, info = self.env.reset(seed=seed, options=options)
         self._state = State(episode_id=episode_id or uuid.uuid4().hex, step_count=0)
         return TextObservation(text=observation, info=_jsonable(info), done=False, reward=None)
 
@@ -120,6 +123,13 @@ def openenv_app(env_id: str, *, max_concurrent_envs: int = 64, **make_kwargs: An
     return create_fastapi_app(
         lambda: GemEnvironment(lambda: make(env_id, **make_kwargs)), TextAction, TextObservation, max_concurrent_envs=max_concurrent_envs
     )
+
+
+def _truncated(observation: Any) -> bool:
+    """The observation's ``truncated`` field where it is a bool (GemEnvironment's TextObservation), else False:
+    an OpenEnv env's own field of that name that is not a bool is not read as GEM's truncation."""
+    value = observation.get("truncated") if isinstance(observation, dict) else getattr(observation, "truncated", None)
+    return isinstance(value, (bool, np.bool_)) and bool(value)
 
 
 def _accepted(method: Callable[..., Any], kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -251,6 +261,8 @@ class OpenEnvEnv(Env):
     @staticmethod
     def _unpack(result: Any) -> tuple[Any, float, bool, dict[str, Any]]:
         """(observation, reward, done, metadata) of an ``Environment``'s Observation or a client's StepResult.
+        ``done`` is OpenEnv's one flag; a bool ``truncated`` field (:class:`GemEnvironment` sends one) is read by
+        :func:`_truncated`.
 
         Raises:
             InvalidArgumentType: ``done`` is not a bool (a client passes on whatever the server sent: ``"no"``
@@ -322,7 +334,10 @@ class OpenEnvEnv(Env):
             return "", 0.0, False, True, {"error": f"{self._describe(error)}: check that it is running; the next reset() reconnects"}
         if not math.isfinite(reward):  # a NaN would poison the batch's advantages: this episode ends instead
             return "", 0.0, False, True, {"error": f"the OpenEnv env's step gave reward {reward}, not a finite number"}
-        return text, reward, done, False, metadata
+        # OpenEnv has one ``done``; a GEM env served by GemEnvironment also says whether it was a truncation
+        # (a turn limit: the value is bootstrapped, not taken as zero).
+        truncated = done and _truncated(observation)
+        return text, reward, done and not truncated, truncated, metadata
 
     def sample_random_action(self) -> str:
         if self._sample_action is None:

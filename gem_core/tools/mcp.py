@@ -46,6 +46,11 @@ _CALL_FORMAT = '<tool_call>{"name": "TOOL", "arguments": {...}}</tool_call>'
 _LOOP_CHECK_SECONDS = 0.1
 
 
+#: What a call answers when its session's connection had closed before it was sent (the server died or hung up
+#: between calls): the call never reached the server, so it is sent again on a new session.
+_NOT_SENT = object()
+
+
 class _LoopStopped(Exception):
     """The private loop's thread ended (e.g. ``SystemExit`` from a tool of an in-process server): nothing on that
     loop will finish. Never raised to a caller: it becomes the call's observation."""
@@ -182,11 +187,29 @@ def _capped_client_factory(max_response_bytes: int, on_refused: Any, on_status: 
     return factory
 
 
+def _item_text(item: Any) -> str:
+    """One content item as the model reads it: its text, an embedded resource's text, else a placeholder that
+    names what was left out (a resource or link by its URI, so the model can ask for it)."""
+    text = getattr(item, "text", None)
+    if isinstance(text, str):
+        return text
+    kind = getattr(item, "type", None) or "non-text"
+    resource = getattr(item, "resource", None)
+    if resource is not None:  # an embedded resource: text contents are read, a blob is named
+        text = getattr(resource, "text", None)
+        if isinstance(text, str):
+            return text
+        item, kind = resource, "resource"
+    # ``mime_type`` in MCP SDK v2 (where reading ``mimeType`` warns), ``mimeType`` before.
+    mime = getattr(item, "mime_type" if "mime_type" in getattr(type(item), "model_fields", {}) else "mimeType", None)
+    uri = getattr(item, "uri", None)
+    if uri is None:
+        return f"[{kind} content]"
+    return f"[{kind} {uri}{f' {mime}' if mime else ''}]"
+
+
 def _result_text(result: Any) -> str:
-    parts = []
-    for item in getattr(result, "content", None) or []:
-        text = getattr(item, "text", None)
-        parts.append(text if isinstance(text, str) else f"[{getattr(item, 'type', 'non-text')} content]")
+    parts = [_item_text(item) for item in getattr(result, "content", None) or []]
     if not parts and getattr(result, "structured_content", None) is not None:
         parts.append(json.dumps(result.structured_content, default=str))
     return without_lone_surrogates("\n".join(parts))
@@ -412,6 +435,10 @@ class MCPTool:
         return ToolResult(observation, False, {"tool_name": call.content["name"], "error": "unknown tool"})
 
     async def _call(self, name: str, arguments: dict[str, Any]) -> Any:
+        # A session that already saw its server die is not sent the call: a new one is (a close seen only after
+        # sending may have run the call). A death the loop has not taken in yet costs one error answer.
+        if _session_closed(self._client):
+            return _NOT_SENT
         return await self._client.call_tool(name, arguments, raise_on_error=False, timeout=self.timeout)
 
     def _submit(self, call: ToolCall) -> tuple[concurrent.futures.Future, LoopThread]:
@@ -458,13 +485,21 @@ class MCPTool:
             try:
                 future, loop_thread = self._submit(call)
                 result = await _await_while_running(future, loop_thread, self.timeout + 5)
+                if result is _NOT_SENT:
+                    await asyncio.to_thread(self._drop_session)  # the next attempt (or call) opens a new session
+                    if attempt < self.reconnects:
+                        continue
+                    return self._answer(call, error=ConnectionError("the MCP server died or hung up before the call was sent"))
                 return self._answer(call, result)
             except Exception as error:
-                # Only a broken session is retried: a call that timed out, or that the server answered
-                # (with an error), may have run, and a tool may have side effects.
+                # Only a call that never reached the server is retried: a call that timed out, that the server
+                # answered (with an error), or whose connection closed while it was in flight may have run, and
+                # a tool may have side effects.
                 if attempt == self.reconnects or not self._session_broken(error):
+                    if _mcp_code(error) == _MCP_CODES["CONNECTION_CLOSED"]:
+                        await asyncio.to_thread(self._drop_session)  # answered once; the next call opens a new session
                     return self._answer(call, error=error)
-                await asyncio.to_thread(self._drop_session)  # the server died or hung up: the next attempt opens a new session
+                await asyncio.to_thread(self._drop_session)  # the server refused or forgot the session: a new one
         raise AssertionError("unreachable")
 
     def _drop_session(self) -> None:
@@ -488,14 +523,25 @@ class MCPTool:
         self._drop_session()
 
     def _session_broken(self, error: BaseException) -> bool:
-        """The call failed because the session is gone (the connection closed or was refused, or the
-        server no longer knows the session: HTTP 404), not because the server answered or was slow."""
+        """The call failed before the server could run it (the connection was refused, or the server no longer
+        knows the session: HTTP 404), not because the server answered, was slow, or closed the connection
+        while the call was in flight (CONNECTION_CLOSED: the call may have run; a session that was closed
+        before the call is found by :func:`_session_closed`, and the call not sent)."""
         if _is_timeout(error) or isinstance(error, _LoopStopped):  # the call may have run (and stopped the loop)
             return False
         code = _mcp_code(error)
         if code is not None:
-            return code == _MCP_CODES["CONNECTION_CLOSED"] or (code == _MCP_CODES["INVALID_REQUEST"] and self._http_status == 404)
+            return code == _MCP_CODES["INVALID_REQUEST"] and self._http_status == 404
         return _connection_failed(error)
+
+
+def _session_closed(client: Any) -> bool:
+    """``client``'s session already saw its connection close (the server died or hung up before the next call).
+    Read from the MCP SDK's dispatcher (v2); where that is not readable, False: the call is then sent, and a
+    connection found closed is answered as an error once, the next call reconnecting."""
+    state = getattr(client, "_session_state", None)
+    session = getattr(state, "session", None) if state is not None else getattr(client, "_session", None)
+    return getattr(getattr(session, "_dispatcher", None), "_closed", False) is True
 
 
 def _mcp_constant(name: str, default: int) -> int:

@@ -12,6 +12,7 @@ import pytest
 
 pytest.importorskip("fastmcp")
 
+import gem_core.tools.mcp as mcp_module  # noqa: E402
 from gem_core.tools.mcp import MCPTool, parse_tool_calls  # noqa: E402
 from gem_core.wrappers.tools import ToolRewards, ToolUse  # noqa: E402
 
@@ -203,6 +204,9 @@ def test_reconnects_after_the_server_dies_and_close_ends_everything():
     (server,) = set(_children()) - before
     os.kill(server, signal.SIGKILL)
     assert _settle(lambda: server in _children()) is False
+    # The session's loop takes the close in on its own: the next call then goes to a new server, not the dead one
+    # (a call sent before the close was seen would be answered as an error once, never sent twice).
+    assert _settle(lambda: not mcp_module._session_closed(tool._client)) is False
     answer = tool.execute(call)
     assert answer.ok and answer.observation == "<tool_response>5</tool_response>"
     (restarted,) = set(_children()) - before
