@@ -19,6 +19,11 @@ reward counts for the previous sampled turn, undiscounted (GAE and REINFORCE++ a
 token, and an empty turn adds none). With ``gamma < 1`` the returns then differ from those of GEM's own
 ``TokenTrajectory.returns(gamma)`` over ``turn_scores``, which counts the empty turn as a step.
 
+verl gives an estimator no per-row record of the loop's turns (``extras["turn_spans"]`` stays in
+``non_tensor_batch``), only ``response_mask``. Its decoupled token-level rollout rejection
+(``algorithm.rollout_correction.rollout_rs=token_k*``) zeroes single tokens of that mask first, which would split a
+turn in two, so the estimator refuses that config; sequence-level rejection and ``bypass_mode`` keep turns whole.
+
 verl's registry lives in the process that imports this module, and verl computes advantages in its
 trainer process (a Ray actor), so the module must be imported there: ``gem`` declares it as a
 ``verl.plugins`` entry point, which ``import verl`` loads in every process; with an install that lacks
@@ -32,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from gem_adapters.framework_version import check_verl_version
+from gem_core.errors import InvalidArgument
 from gem_core.rollout.advantages import discounted_returns, turn_returns_to_token_advantages
 
 check_verl_version()  # before verl is imported: a wrong install fails with the install line first
@@ -64,11 +70,39 @@ def turn_rewards_from_tokens(token_rewards: np.ndarray, spans: list[tuple[int, i
     return np.array([token_rewards[bounds[i] : bounds[i + 1]].sum() for i in range(len(spans))], dtype=np.float64)
 
 
-def _gamma(config: Any) -> float:
+def _field(config: Any, key: str) -> Any:
     if config is None:
-        return 1.0
-    gamma = config.get("gamma", 1.0) if hasattr(config, "get") else getattr(config, "gamma", 1.0)
+        return None
+    return config.get(key, None) if hasattr(config, "get") else getattr(config, key, None)
+
+
+def _gamma(config: Any) -> float:
+    gamma = _field(config, "gamma")
     return float(1.0 if gamma is None else gamma)
+
+
+_TOKEN_LEVEL_REJECTION = ("token_k1", "token_k2", "token_k3")  # verl's rollout_corr_helper.TOKEN_LEVEL_ROLLOUT_RS_OPTIONS
+
+
+def _refuse_token_level_rejection(config: Any) -> None:
+    """verl's decoupled rollout correction zeroes rejected tokens of ``response_mask`` before the advantages, and
+    the estimator only gets that mask (verl passes it no per-row turn record), so a rejected token would split its
+    turn into two transitions with different returns. Sequence-level options zero whole rows, and bypass mode
+    rejects in the loss only: neither changes a turn here."""
+    correction = _field(config, "rollout_correction")
+    if correction is None or _field(correction, "bypass_mode"):
+        return
+    options = [part.strip() for part in str(_field(correction, "rollout_rs") or "").split(",")]
+    token_level = [option for option in options if option in _TOKEN_LEVEL_REJECTION]
+    if token_level:
+        raise InvalidArgument(
+            f"algorithm.adv_estimator={ESTIMATOR_NAME} cannot take algorithm.rollout_correction.rollout_rs="
+            f"{_field(correction, 'rollout_rs')!r}: token-level rejection ({', '.join(token_level)}) zeroes single "
+            "tokens of response_mask before the advantages, and gem_rebn reads turns as its runs of 1s, so one "
+            "rejected token would split a turn in two. Use a sequence-level option (seq_mean_k1, seq_mean_k3, "
+            "seq_max_k2, ...), or set algorithm.rollout_correction.bypass_mode=true (rejection then applies in the "
+            "loss only), or drop rollout_rs."
+        )
 
 
 def compute_rebn_advantage(
@@ -88,7 +122,13 @@ def compute_rebn_advantage(
 
     Returns:
         ``(advantages, returns)``, each ``(batch, response_length)`` and 0 outside sampled tokens.
+
+    Raises:
+        InvalidArgument: ``config.rollout_correction.rollout_rs`` holds a token-level option (``token_k1``,
+            ``token_k2``, ``token_k3``) outside bypass mode: verl would have zeroed single tokens of
+            ``response_mask``, which this estimator would read as turn boundaries.
     """
+    _refuse_token_level_rejection(config)
     gamma = _gamma(config)
     rewards = token_level_rewards.detach().to(torch.float64).cpu().numpy()
     masks = response_mask.detach().cpu().numpy()
