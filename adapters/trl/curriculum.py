@@ -10,6 +10,7 @@ from the same folder before the first new rollout.
 
 from __future__ import annotations
 
+import json
 import os
 import warnings
 from typing import Any
@@ -18,17 +19,20 @@ from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from gem_core.curriculum import SAMPLER_STATE_FILE, TaskSampler, load_sampler_state, save_sampler_state
-from gem_core.errors import InvalidArgumentType
+from gem_core.errors import InvalidArgument, InvalidArgumentType
 
 __all__ = ["TaskSamplerCallback"]
+
+TRAINER_STATE_NAME = "trainer_state.json"  # transformers.trainer.TRAINER_STATE_NAME (importing that module loads the whole Trainer)
 
 
 class TaskSamplerCallback(TrainerCallback):
     """Saves ``sampler`` into every checkpoint folder and restores it when training resumes from one.
 
-    The folder it restores from: ``resume_from`` if given, else ``TrainingArguments.resume_from_checkpoint``
-    if it names a folder, else ``<output_dir>/checkpoint-<step>`` of the resumed step (where
-    ``resume_from_checkpoint=True`` and any checkpoint of this run's output folder are).
+    The folder it restores from: ``resume_from`` if given, else ``<output_dir>/checkpoint-<step>`` of the resumed
+    step if it exists (where ``resume_from_checkpoint=True`` and any checkpoint of this run's output folder are),
+    else ``TrainingArguments.resume_from_checkpoint`` if it names a folder (``Trainer`` itself never reads that
+    field, so it may name another checkpoint than the one resumed: the folder's step is checked).
 
     Raises:
         InvalidArgumentType: ``sampler`` is not a ``TaskSampler``, or ``resume_from`` neither a folder path nor None
@@ -60,16 +64,20 @@ class TaskSamplerCallback(TrainerCallback):
         A missing state file is a warning, not an error: the sampler then starts afresh.
 
         Raises:
+            InvalidArgument: The folder's ``trainer_state.json`` is of another step than the one training resumed
+                at (the curriculum would resume behind or ahead of the model).
             TaskError: The checkpoint holds another sampler's state (other tasks).
             SamplerStateError: (a TaskError) The checkpoint's state file is not JSON or is damaged.
         """
         if not state.global_step:  # a fresh run: nothing to restore
             return
+        resumed = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
         folder = self.resume_from
-        if folder is None and isinstance(getattr(args, "resume_from_checkpoint", None), str):
+        if folder is None and not os.path.isdir(resumed) and isinstance(getattr(args, "resume_from_checkpoint", None), str):
             folder = args.resume_from_checkpoint
         if folder is None:
-            folder = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
+            folder = resumed
+        _check_step(folder, state.global_step)
         if not load_sampler_state(self.sampler, folder):
             warnings.warn(
                 f"Training resumes at step {state.global_step} but {os.path.join(folder, SAMPLER_STATE_FILE)} does not exist, "
@@ -77,3 +85,18 @@ class TaskSamplerCallback(TrainerCallback):
                 "resume_from=<checkpoint folder>).",
                 stacklevel=2,
             )
+
+
+def _check_step(folder: str | os.PathLike[str], global_step: int) -> None:
+    """Refuse a checkpoint folder of another step than the resumed one (no ``trainer_state.json``: nothing to check)."""
+    try:
+        with open(os.path.join(folder, TRAINER_STATE_NAME), encoding="utf-8") as handle:
+            saved = json.load(handle).get("global_step")
+    except (OSError, ValueError, AttributeError):  # no readable trainer state: the sampler's own checks still apply
+        return
+    if isinstance(saved, int) and saved != global_step:
+        raise InvalidArgument(
+            f"TaskSamplerCallback: training resumed at step {global_step}, but the checkpoint it would restore the task sampler "
+            f"from, {os.fspath(folder)}, is of step {saved} (its {TRAINER_STATE_NAME}); pass TaskSamplerCallback(sampler, "
+            f"resume_from=<the checkpoint folder of step {global_step}>), or clear a stale TrainingArguments.resume_from_checkpoint."
+        )

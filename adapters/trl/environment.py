@@ -51,10 +51,18 @@ class GemToolEnvironment(metaclass=_EnvironmentClass):
     """Base of the classes :func:`environment_factory` returns (TRL instantiates them without arguments).
 
     The episode is chosen by the row: a prompt built by :func:`gem_adapters.trl.make_dataset` (the env
-    id, seed and kwargs ride in its last message; the class's kwargs apply under the row's, and a row of
-    an env other than the class's default is refused), else the row's ``seed`` column with the class's
-    default env (a row with neither is refused: every copy of a GRPO group would play a different game).
-    The env's first observation is already the prompt, so ``reset`` returns ``None``.
+    id, seed and kwargs ride in its last message; a row of an env other than the class's default is refused,
+    and so is one built without the class's kwargs, whose prompt describes another game than the one played),
+    else the row's ``seed`` column with the class's default env (a row with neither is refused: every copy
+    of a GRPO group would play a different game). A labelled row's prompt already is the env's first
+    observation, so ``reset`` returns ``None``; on the seed route the dataset's prompt is the same for every
+    seed, so ``reset`` returns the first observation, which TRL appends to the prompt's last message.
+
+    An episode still running when TRL asks for the reward (the model answered without calling ``act``, or
+    TRL's ``max_tool_calling_iterations`` cut it) ends there as truncated, like a ``max_turns`` cut on the
+    ``rollout_func`` route: it scores its moves so far, and one that never moved is stepped once with the empty
+    action, so it pays the env's own penalty for a move without one (ignoring the tool must not outscore a
+    malformed move).
 
     An env step that raises, or answers with a reward that is not a finite number or an observation that is not
     text, ends the episode as an env error, by the core's rule (as on the ``rollout_func`` route): that turn scores
@@ -88,22 +96,32 @@ class GemToolEnvironment(metaclass=_EnvironmentClass):
                 names env, seed and kwargs), or else a ``seed`` column for the class's default env.
 
         Returns:
-            Always None: the env's first observation is already the row's prompt.
+            None for a row from ``make_dataset`` (its prompt is the env's first observation); on the seed route,
+            the env's first observation after a blank line, for TRL to append to the prompt's last message.
 
         Raises:
-            InvalidArgument: The row's label names another env than the class's ``env_id``, or the row has no
+            InvalidArgument: The row's label names another env than the class's ``env_id``, or lacks a kwarg of the
+                class's ``env_kwargs`` (its prompt was rendered without it; a row's own value wins), or the row has no
                 label and there is no default ``env_id`` or no ``seed`` column, or that column's seed is not an
                 integer from 0 to :data:`~gem_core.rows.label.MAX_SEED`.
             LabelError: The row's label is malformed or names an unknown env.
         """
         prompt = row.get("prompt")
         env_id, seed, env_kwargs = self.env_id, row.get("seed"), dict(self.env_kwargs)
-        if isinstance(prompt, list) and prompt and isinstance(prompt[-1], dict) and prompt[-1].get(GEM_KEY):
+        labelled = isinstance(prompt, list) and bool(prompt) and isinstance(prompt[-1], dict) and bool(prompt[-1].get(GEM_KEY))
+        if labelled:
             label, _ = episode_label(prompt)
             if env_id not in (None, label.env_id):  # the row's env would be played in silence
                 raise InvalidArgument(f"environment_factory({env_id!r}) got a dataset row of {label.env_id!r}: give environment_factory the rows' "
                                  f"env id ({label.env_id!r}), or no env id (rows from make_dataset name their own env).")
-            env_id, seed, env_kwargs = label.env_id, label.seed, {**env_kwargs, **label.env_kwargs}  # the row's kwargs win
+            # A kwarg the row has was rendered into its prompt and wins; one it lacks was not: its prompt describes the default.
+            unmatched = {key: value for key, value in env_kwargs.items() if key not in label.env_kwargs}
+            if unmatched:  # the prompt, rendered by make_dataset, describes the game without them: the model would play another
+                raise InvalidArgument(
+                    f"environment_factory({env_id!r}, ...) got a make_dataset row built without its env kwargs {unmatched!r} (the row's "
+                    f"env_kwargs: {label.env_kwargs!r}), so the row's prompt describes another game than the one played; pass them to "
+                    f"make_dataset(..., env_kwargs={env_kwargs!r}) so the prompt matches, or leave them out of environment_factory.")
+            env_id, seed, env_kwargs = label.env_id, label.seed, dict(label.env_kwargs)
         elif env_id is None or seed is None:  # seed=None: every copy of a GRPO group would draw its own game
             raise InvalidArgument(f"environment_factory({env_id!r}) cannot tell which episode to reset: the dataset row has no GEM label, so it needs "
                              "a default env_id and a 'seed' column; give the dataset a 'seed' column, or build it with gem_adapters.trl.make_dataset.")
@@ -115,9 +133,11 @@ class GemToolEnvironment(metaclass=_EnvironmentClass):
         if self.env is not None:
             self.env.close()
         self.env = placement.make_env(env_id, **env_kwargs)
-        self.env.reset(seed=seed)
+        observation, _ = self.env.reset(seed=seed)
         self.rewards, self.infos, self.done, self.truncated = [], [], False, False
-        return None
+        if labelled:
+            return None
+        return f"\n\n{observation}"  # TRL appends it to the last message as is: a blank line keeps it off the row's text
 
     def act(self, action: str) -> str:
         """Make your move in the game.
@@ -158,7 +178,16 @@ class GemToolEnvironment(metaclass=_EnvironmentClass):
         return f"{observation}\n(reward {float(reward):+g}){suffix}"
 
     def get_reward(self) -> float:
-        """The episode return so far (TRL calls this once the rollout ends)."""
+        """The episode return; TRL calls this once the rollout ends, so an episode still running ends here, truncated.
+
+        An episode the model never moved in is first stepped with the empty action: it pays the env's penalty for
+        a move without one, as the ``rollout_func`` route pays a reply without a move (else ignoring the tool
+        would outscore any malformed move). One that moved keeps its moves' sum, like a ``max_turns`` cut.
+        """
+        if self.env is not None and not self.done:
+            if not self.rewards:
+                self.act("")  # the env's own answer to no move (an env error here ends it as one, scoring 0)
+            self.done = self.truncated = True
         return float(sum(self.rewards))
 
 
@@ -189,8 +218,9 @@ def environment_factory(env_id: str | None = None, **env_kwargs: Any) -> type[Ge
     """A class for ``GRPOTrainer(environment_factory=...)``; ``env_id`` is the default env for rows that
     do not name one (rows from :func:`~gem_adapters.trl.make_dataset` always do; they must name this one).
 
-    ``env_kwargs`` (e.g. ``max_turns``) apply to every episode, under a row's own kwargs. With an ``env_id``
-    the env is built once here, so a wrong id or kwargs fail now, not in the trainer.
+    ``env_kwargs`` (e.g. ``max_turns``) apply to every episode of the seed route; a ``make_dataset`` row must have
+    been built with each of them (``make_dataset(..., env_kwargs=...)``), since its prompt was rendered with the row's
+    own kwargs, whose values win. With an ``env_id`` the env is built once here, so a wrong id or kwargs fail now, not in the trainer.
 
     Returns:
         A :class:`GemToolEnvironment` subclass for that env id (pickles as this call, for TRL's async trainer).

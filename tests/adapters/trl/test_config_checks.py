@@ -59,12 +59,12 @@ def _wrong_guess(env) -> str:
 
 
 def test_factory_kwargs_apply_to_make_dataset_rows_under_the_rows_own():
-    row = make_dataset(ENV_ID, 1, seed_start=3)[0]
+    row = make_dataset(ENV_ID, 1, seed_start=1, env_kwargs={"max_turns": 1})[0]
     env = environment_factory(ENV_ID, max_turns=1)()
     env.reset(**row)
     reply = env.act(_wrong_guess(env))  # with max_turns=1 the episode ends on it
     assert env.done and reply.endswith("The game is over.")
-    # the row's own kwargs win over the factory's
+    # the row's own kwargs win over the factory's (its prompt was rendered with them)
     row = make_dataset(ENV_ID, 1, seed_start=3, env_kwargs={"max_turns": 3})[0]
     env.reset(**row)
     env.act(_wrong_guess(env))
