@@ -21,6 +21,7 @@ Bounds and eviction (the memory rule):
 
 from __future__ import annotations
 
+import numbers
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -76,15 +77,15 @@ class PrefixKVCache:
         max_tokens: most tokens held, all sequences together.
 
     Raises:
-        InvalidArgument: if a limit is negative.
+        InvalidArgument: if a limit is not a whole number >= 0 (named as TransformersPolicy's keyword).
     """
 
     def __init__(self, max_sequences: int = 256, max_tokens: int = 65_536):
-        if max_sequences < 0 or max_tokens < 0:
-            raise InvalidArgument(
-                f"max_sequences and max_tokens must be >= 0 (0 turns reuse off), got {max_sequences} and {max_tokens}; "
-                "TransformersPolicy takes them as kv_cache_sequences and kv_cache_tokens."
-            )
+        for name, policy_name, value in (("max_sequences", "kv_cache_sequences", max_sequences), ("max_tokens", "kv_cache_tokens", max_tokens)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:  # NaN turned reuse off in silence
+                raise InvalidArgument(
+                    f"{policy_name}={value!r:.40} must be a whole number >= 0 (0 turns reuse off); PrefixKVCache takes it as {name}."
+                )
         self.max_sequences = max_sequences
         self.max_tokens = max_tokens
         self.tokens = 0

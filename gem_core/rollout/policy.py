@@ -557,7 +557,8 @@ class TransformersPolicy(BatchingPolicy):
         kv_cache_tokens: most tokens kept, all sequences together (0: no reuse).
         generate_kwargs: more ``model.generate`` keywords for every call (a ``repetition_penalty``, ``min_p``, a
             ``no_repeat_ngram_size``): they win over the model's ``generation_config``; the keywords the policy sets
-            for each call (:data:`GENERATE_KEYWORDS_SET_PER_CALL`) are refused.
+            for each call (:data:`GENERATE_KEYWORDS_SET_PER_CALL`) are refused. A keyword whose processor may read
+            the ids (all but ``min_p``-style warpers) turns KV reuse off: the reuse layout's pads would be context to it.
 
     Raises:
         InvalidArgument: if ``max_batch_size`` is below 1, or ``generate_kwargs`` is not a dict of keyword names or
@@ -573,6 +574,9 @@ class TransformersPolicy(BatchingPolicy):
             raise InvalidArgument(f"max_batch_size must be at least 1, got {max_batch_size}.")
         self.generate_kwargs = _checked_generate_kwargs(generate_kwargs)
         """The caller's own ``model.generate`` keywords, passed on every call."""
+        self._kwargs_allow_reuse = all(
+            key in _SCORES_ONLY_KEYWORDS or _NEUTRAL_GENERATION.get(key, object()) == value for key, value in self.generate_kwargs.items()
+        )
         super().__init__(tokenizer, max_batch_size=max_batch_size, num_episodes=num_episodes, sample_in_thread=sample_in_thread)
         self.model = model
         self.logprobs = logprobs
@@ -658,7 +662,7 @@ class TransformersPolicy(BatchingPolicy):
 
     def _kv_reusable(self) -> bool:
         """Whether this call may reuse kept states; clears them if the weights changed since the last call."""
-        if not self.kv_cache.enabled:
+        if not self.kv_cache.enabled or not self._kwargs_allow_reuse:
             return False
         if self._kv_supported is None:
             self._kv_supported = _plain_kv_layout(self.model)
@@ -904,7 +908,16 @@ _NEUTRAL_GENERATION: dict[str, Any] = {
     # decoding other than one sample per prompt, and a return value other than the ids
     "num_beams": 1, "num_beam_groups": 1, "num_return_sequences": 1, "penalty_alpha": None, "dola_layers": None,
     "prompt_lookup_num_tokens": None, "stop_strings": None, "return_dict_in_generate": False,
+    # a cache of generate's own making: the policy passes the one it reuses (both at once is transformers' ValueError)
+    "cache_implementation": None,
 }
+
+#: ``generate_kwargs`` whose processors read only each step's scores: KV reuse stays on with them. Any other keyword
+#: (a repetition penalty, ``no_repeat_ngram_size``, bad words, a minimum length) may read the row's ids, and the reuse
+#: layout's pads (between a cached prefix and its new tokens, before rows that need none without reuse) would be
+#: context to it: the policy then prefills in full, whose rows are padded only as a plain batch is.
+_SCORES_ONLY_KEYWORDS = frozenset({"min_p", "typical_p", "epsilon_cutoff", "eta_cutoff", "top_h", "renormalize_logits",
+                                   "remove_invalid_values", "min_new_tokens"})
 
 
 def _model_defaults_off(model: Any, explicit: Mapping[str, Any]) -> dict[str, Any]:
@@ -927,7 +940,7 @@ GENERATE_KEYWORDS_SET_PER_CALL = frozenset({
     "input_ids", "attention_mask", "max_new_tokens", "max_length", "do_sample", "temperature", "top_p", "top_k",
     "eos_token_id", "pad_token_id", "logits_processor", "suppress_tokens", "use_cache", "past_key_values", "cache",
     "pixel_values", "image_grid_thw", "mm_token_type_ids", "num_return_sequences", "num_beams", "num_beam_groups",
-    "return_dict_in_generate", "generation_config",
+    "return_dict_in_generate", "generation_config", "cache_implementation",
 })
 """``model.generate`` keywords :class:`TransformersPolicy` sets for each call, from its :class:`SamplingParams`, its
 inputs and its own bookkeeping (or whose change would break that bookkeeping: one sampled row per prompt, the ids
