@@ -10,10 +10,16 @@ what the task gives ``None``, 0.0 for every shipped task), and one step ending t
 Episodes are drawn as GEM draws them: ``reset()`` walks the pool in order (a finished pool is rebuilt with seed
 ``seed + episodes so far``), ``reset(seed=s)`` takes the item ``random.seed(s); random.choice(pool)`` gives.
 That draw uses a private :class:`random.Random`, so, unlike GEM, the process-wide ``random`` is left alone.
+
+One more difference, on purpose: the core's guards against scorers that pay wrong answers
+(:func:`gem_core.envs.reasoning_gym.env.guarded_verdict`: ``nan`` for a complex number, any text for a ``True``/
+``False`` gold) apply here too, and a crashed or non-finite score is 0. GEM paid those; a reward hack is no
+behaviour to keep.
 """
 
 from __future__ import annotations
 
+import math
 import random
 import warnings
 from typing import Any
@@ -21,6 +27,7 @@ from typing import Any
 from gem.core import Env
 from gem_core.env import StepResult
 from gem_core.envs.math.answer import extract_boxed
+from gem_core.envs.reasoning_gym.env import guarded_verdict
 from gem_core.errors import ResetNeeded
 
 __all__ = ["ReasoningGymEnv", "TERMINAL_STATE"]
@@ -101,8 +108,14 @@ class ReasoningGymEnv(Env):
         if self.data is None:
             raise ResetNeeded("ReasoningGymEnv: call reset() before step().")
         answer = extract_boxed(action) if isinstance(action, str) else None
-        reward = float(self.reward_fn(answer=answer, entry=self.data))
-        return TERMINAL_STATE, reward, True, True, {}
+        guarded = None if answer is None else guarded_verdict(answer, self.data.get("answer"))
+        if guarded is not None:  # a scorer that answers like GEM's would pay this wrong answer
+            return TERMINAL_STATE, guarded[0], True, True, {}
+        try:
+            reward = float(self.reward_fn(answer=answer, entry=self.data))
+        except Exception:  # noqa: BLE001 - a scorer that crashes on the model's answer scores it 0, as the core's env does
+            reward = 0.0
+        return TERMINAL_STATE, reward if math.isfinite(reward) else 0.0, True, True, {}
 
     def sample_random_action(self) -> str:
         """A boxed guess (the puzzle's own answer is never given away)."""
