@@ -484,3 +484,28 @@ def test_a_task_index_that_is_not_an_integer_is_refused_naming_the_option(module
     with pytest.raises(InvalidArgumentType, match=r"verifiers:gem_test_sum: options\['index'\] must be an integer"):
         env.reset(options={"index": index})
     assert env.reset(options={"index": 4})[1]["task_index"] == 1  # wraps around the 3 tasks, as before
+
+
+@pytest.mark.parametrize(("settings", "named"), [
+    (dict(call_format="bogus"), "call_format"),
+    (dict(call_format=3), "call_format"),
+    (dict(relay_timeout=-1), "relay_timeout"),
+    (dict(relay_timeout="20"), "relay_timeout"),
+    (dict(relay_timeout=float("nan")), "relay_timeout"),
+])
+def test_verifiers_harness_settings_are_checked_at_make(modules, settings, named):
+    """call_format="bogus" was accepted: the harness's first model call got an HTTP 500 and the episode failed
+    as "ProviderError: upstream 500"; relay_timeout was not checked at all."""
+    from gem_core.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match=named):
+        make("verifiers:gem_test_sum", harness="no_such_harness_is_needed", **settings)
+
+
+@pytest.mark.parametrize("max_tasks", [-1, "5", 2.5, 0, True])
+def test_verifiers_max_tasks_must_be_a_whole_number_of_at_least_one(modules, max_tasks):
+    """max_tasks=-1/"5"/2.5 raised a raw ValueError out of itertools.islice; 0 said "the taskset yields no tasks"."""
+    from gem_core.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="max_tasks"):
+        make("verifiers:gem_test_sum", max_tasks=max_tasks)
