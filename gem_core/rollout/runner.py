@@ -347,7 +347,10 @@ async def run_labels(
 
     options = session_kwargs.pop("options", None)
 
+    started = [0]  # episodes whose task took its first step (its finally tells the policy; see _tell_unstarted)
+
     async def play(label: Any, system_prompt: str | None) -> TokenTrajectory:
+        started[0] += 1
         if options is not None:  # this label's system prompt goes onto the options
             extra: dict[str, Any] = {"options": options if system_prompt is None else dataclasses.replace(options, system_prompt=system_prompt)}
         else:
@@ -361,7 +364,10 @@ async def run_labels(
                 finished()
 
     prompts = system_prompts if system_prompts is not None else [None] * len(labels)
-    return await _all_or_none(play(label, prompt) for label, prompt in zip(labels, prompts, strict=True))
+    try:
+        return await _all_or_none(play(label, prompt) for label, prompt in zip(labels, prompts, strict=True))
+    finally:
+        _tell_unstarted(finished, len(labels) - started[0])
 
 
 async def run_episodes(
@@ -430,7 +436,10 @@ async def run_episodes(
     if held[0]:
         hold(held[0])
 
+    started = [0]  # episodes whose task took its first step (its finally tells the policy; see _tell_unstarted)
+
     async def one(seed: int) -> TokenTrajectory:
+        started[0] += 1
         try:
             async with limit:
                 env = factory()
@@ -452,6 +461,7 @@ async def run_episodes(
     finally:
         if held[0]:  # episodes that never started (the run was cancelled first)
             release(held[0])
+        _tell_unstarted(finished, len(seeds) - started[0])
         if bar is not None:
             bar.close()
 
@@ -536,6 +546,14 @@ def _close_after(env: Any, running: list[concurrent.futures.Future[Any]]) -> Non
 
 
 _T = TypeVar("_T")
+
+
+def _tell_unstarted(finished: Callable[[], object] | None, count: int) -> None:
+    """Tell a batching policy that ``count`` episodes will ask for nothing: a cancel that reaches a task before its first
+    step ends it without running its ``finally``, and a policy built with ``num_episodes`` would count them live for good."""
+    if finished is not None:
+        for _ in range(count):
+            finished()
 
 
 async def _all_or_none(coroutines: Iterable[Awaitable[_T]]) -> list[_T]:

@@ -196,6 +196,37 @@ async def test_run_labels_with_a_bad_label_raises_it_and_still_tells_the_policy(
     assert policy.finished == 1
 
 
+@pytest.mark.parametrize("concurrency", [2, 6, None])
+async def test_run_episodes_cancelled_before_its_episodes_start_still_tells_the_policy_each_one_finished(tiny_tokenizer, concurrency):
+    """run_episodes and (concurrency None) run_labels. A task that a cancel reaches before its first step never runs its ``finally``: the episodes of a run cancelled
+    at once were never reported finished, so a batching policy built with ``num_episodes`` kept counting them live and
+    its next rounds waited for turns that would never come (the policy counted 0 of 6 finished)."""
+    import asyncio
+
+    from gem_core.rollout import run_episodes, run_labels
+    from gem_core.rows import EpisodeLabel
+
+    class FinishCountingPolicy(ScriptedPolicy):
+        finished = 0
+
+        def episode_finished(self):
+            self.finished += 1
+
+    policy = FinishCountingPolicy(tiny_tokenizer, ["\\boxed{2}"] * 20)
+    if concurrency is None:  # run_labels: every label's episode in flight at once
+        labels = [EpisodeLabel("game:GuessTheNumber-v0", seed, {}) for seed in range(6)]
+        run = asyncio.ensure_future(run_labels(labels, policy, tiny_tokenizer))
+    else:
+        run = asyncio.ensure_future(
+            run_episodes(lambda: make("game:GuessTheNumber-v0"), policy, tiny_tokenizer, list(range(6)), concurrency=concurrency)
+        )
+    await asyncio.sleep(0)  # run_episodes made its episodes' tasks and waits for them; none has taken its first step
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(run, 30)
+    assert policy.finished == 6
+
+
 class RecordingPolicy(ScriptedPolicy):
     """Keeps each prompt it was given (the object, and its ids at the time)."""
 
