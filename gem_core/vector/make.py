@@ -43,6 +43,24 @@ def _build_env(source: str | Callable[..., gym.Env], wrappers: tuple[Wrapper, ..
     return env
 
 
+def _check_wrappers(wrappers: Any) -> tuple[Wrapper, ...]:
+    """The wrappers as a tuple, refused here rather than in each env's build (a worker, for the process backend)."""
+    if callable(wrappers) and not isinstance(wrappers, (list, tuple)):
+        name = _describe(wrappers)
+        raise InvalidArgumentType(f"make_vec(wrappers=...) takes a list of wrappers, got the single wrapper {name}; pass wrappers=[{name}].")
+    if not isinstance(wrappers, (list, tuple)):
+        raise InvalidArgumentType(
+            f"make_vec(wrappers=...) takes a list of wrappers (callables env -> env, e.g. [EpisodeStatistics]), got {wrappers!r:.80}."
+        )
+    for index, wrap in enumerate(wrappers):
+        if not callable(wrap):
+            raise InvalidArgumentType(
+                f"make_vec(wrappers=...): entry {index} ({wrap!r:.80}) is not a wrapper; each is a callable env -> env, "
+                "a wrapper class (EpisodeStatistics) or e.g. lambda env: TurnLimit(env, 10)."
+            )
+    return tuple(wrappers)
+
+
 def _describe(source: Any) -> str:
     return repr(source) if isinstance(source, str) else getattr(source, "__qualname__", None) or repr(source)
 
@@ -98,7 +116,8 @@ def make_vec(
         **env_kwargs: passed to every env's constructor (override the registered defaults).
 
     Raises:
-        InvalidArgumentType: if an entry is neither an env id nor a callable.
+        InvalidArgumentType: if an entry is neither an env id nor a callable, or ``wrappers`` is not a list of
+            callables (one wrapper alone: pass ``[wrapper]``).
         InvalidArgument: if ``num_envs`` is not a whole number >= 1 or contradicts the list's length, or ``seed`` is
             negative (and as :class:`VectorEnv` for the other arguments).
     """
@@ -122,7 +141,7 @@ def make_vec(
             registry.spec(source)  # fail here, with the closest ids, rather than in a worker
         elif not callable(source):
             raise InvalidArgumentType(f"Expected an env id (str) or an env factory (callable), got {source!r}.")
-    wrappers = tuple(wrappers)
+    wrappers = _check_wrappers(wrappers)
     env_fns = [functools.partial(_build_env, source, wrappers, dict(env_kwargs)) for source in sources]
     if backend == "process" and all(_declares_never_blocking(source, wrappers) for source in sources):
         # Envs that never wait (the games) step in microseconds: they are grouped over one worker per CPU

@@ -14,16 +14,41 @@ from typing import Any
 import gymnasium as gym
 
 from gem_core.env import MAX_SEED, STATE_FORMAT, Env, StepResult, _check_state, _qualified_name, _settable_attributes, guard_episode_end
+from gem_core.errors import InvalidArgumentType
 
 __all__ = ["Wrapper"]
 
 
+def check_wrapped_env(wrapper: str, env: Any) -> None:
+    """Refuse a non-env before gymnasium does: its ``TypeError`` names neither the wrapper nor that an env id
+    must be built first.
+
+    Raises:
+        InvalidArgumentType: if ``env`` is not a ``gymnasium.Env`` (an env id, None).
+    """
+    if isinstance(env, gym.Env):
+        return
+    if isinstance(env, str):
+        raise InvalidArgumentType(
+            f"{wrapper} got the env id {env!r:.120}, not an env; build it first: {wrapper}(gem_core.make({env!r:.120}), ...)."
+        )
+    raise InvalidArgumentType(
+        f"{wrapper} wraps an env (a gymnasium.Env), got {env!r:.80}; build one first: "
+        f'{wrapper}(gem_core.make("<env id>"), ...).'
+    )
+
+
 class Wrapper(gym.Wrapper[str, str, str, str]):
-    """Wraps a GEM :class:`~gem_core.env.Env` (or another GEM wrapper)."""
+    """Wraps a GEM :class:`~gem_core.env.Env` (or another GEM wrapper).
+
+    Raises:
+        InvalidArgumentType: if ``env`` is not an env (an env id: pass ``gem_core.make(id)``).
+    """
 
     env: Env | Wrapper  # narrower than gymnasium's: a GEM env, so areset/astep/get_state are there
 
     def __init__(self, env: Env | Wrapper):
+        check_wrapped_env(type(self).__name__, env)
         super().__init__(env)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

@@ -19,7 +19,7 @@ from gymnasium.wrappers import RecordEpisodeStatistics
 from gem_core.env import StepResult, episode_success
 from gem_core.errors import InvalidArgument
 from gem_core.vector.calls import check_count
-from gem_core.wrappers.core import Wrapper
+from gem_core.wrappers.core import Wrapper, check_wrapped_env
 
 __all__ = ["EpisodeStatistics"]
 
@@ -54,9 +54,11 @@ class EpisodeStatistics(RecordEpisodeStatistics, _Replay):
     Raises:
         InvalidArgument: if ``env`` already records episode statistics, or ``buffer_length`` is not a whole number
             from 1 (gymnasium's own ValueError or a deque's TypeError named neither).
+        InvalidArgumentType: if ``env`` is not an env (an env id: pass ``gem_core.make(id)``).
     """
 
     def __init__(self, env: gym.Env, buffer_length: int = 100):
+        check_wrapped_env(type(self).__name__, env)  # RecordEpisodeStatistics calls gymnasium's __init__, not Wrapper's
         check_count("buffer_length", buffer_length)
         inner = env
         while isinstance(inner, gym.Wrapper):  # a second recorder would fail at the first episode's end

@@ -129,8 +129,8 @@ class ToolUse(Wrapper):
     Raises:
         InvalidArgument: if there is no tool, two tools share a name, ``max_tool_calls`` is not a whole number
             of at least 0 or ``call_format`` names no known format.
-        InvalidArgumentType: if ``tools`` is not a list of tools (one tool alone, a tool's name) or ``call_format``
-            is neither a name, a parser nor None.
+        InvalidArgumentType: if ``env`` is not an env (an env id: pass ``gem_core.make(id)``), ``tools`` is not a list
+            of tools (one tool alone, a tool's name) or ``call_format`` is neither a name, a parser nor None.
     """
 
     blocking = True  # tool calls wait on subprocesses and servers
