@@ -26,6 +26,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from gem_core.env import ENV_THREADS
 from gem_core.errors import UsageError
 from gem_core.vector.calls import (
     CLOSED,
@@ -112,22 +113,42 @@ class _InProcessBackend:
             env = self.envs[index] = self._builders[index]()
         return env
 
-    def _drop_env(self, index: int, future: Future | None) -> None:
-        """Forget env ``index`` (its call timed out); close it once that call returns."""
-        old, self.envs[index] = self.envs[index], None
+    def _drop_env(self, index: int, running: Sequence[Future | asyncio.Future] = ()) -> None:
+        """Forget env ``index`` (its call timed out or was cut off): it is rebuilt before its next call, and closed
+        once ``running`` (the call's thread futures, its task) are all done, never under its call."""
+        with self._env_lock:
+            old, self.envs[index] = self.envs[index], None
         if old is not None:
-            if future is None or future.done():
-                _close_quietly(old)
-            else:
-                future.add_done_callback(lambda _: _close_quietly(old))
+            _close_when_done(old, running)
+
+    def _release(self, index: int) -> None:
+        """Env ``index``'s call has returned. ``close()`` leaves a busy env to its call: close it if that ran meanwhile."""
+        with self._env_lock:
+            self._in_use.discard(index)
+            orphan = None
+            if self._closed:
+                orphan, self.envs[index] = self.envs[index], None
+        if orphan is not None:
+            _close_quietly(orphan)
 
     def _close_envs(self) -> None:
-        for i, env in enumerate(self.envs):
+        for i in range(len(self.envs)):
             with self._env_lock:
-                busy = i in self._in_use
-            if env is not None and not busy:
+                if i in self._in_use:
+                    continue  # its call closes it when it returns (see _release)
+                env, self.envs[i] = self.envs[i], None
+            if env is not None:
                 _close_quietly(env)
-                self.envs[i] = None
+
+    def _end_episodes(self, calls: Mapping[int, EnvCall], cause: BaseException) -> None:
+        """The batch ``calls`` was cut short by ``cause`` (Ctrl-C, a cancelled ``astep``): the results of the calls
+        that had returned are lost with it, so each env's next step ends its episode (``truncated``,
+        ``info["error"]`` starting with ``Interrupted``) instead of going on from a state the caller never saw.
+        A more precise reason set already (the env was rebuilt) is kept."""
+        for i in calls:
+            self._interrupted.setdefault(
+                i, f"Interrupted: the batch calling this env was interrupted ({type(cause).__name__}); its result was lost and the episode in progress ended."
+            )
 
     # --- running calls ------------------------------------------------------------------------------
 
@@ -154,12 +175,7 @@ class _InProcessBackend:
         except BaseException as exc:  # an env's bug must not take the other envs down
             return _as_failure(exc)
         finally:
-            with self._env_lock:
-                self._in_use.discard(index)
-                closing_now = self._closed and self.envs[index] is not None
-            if closing_now:  # close() ran while this call was in flight: it left this env to us
-                _close_quietly(self.envs[index])
-                self.envs[index] = None
+            self._release(index)
 
     def _executor(self) -> ThreadPoolExecutor:
         if self._pool is None:
@@ -196,7 +212,7 @@ class _InProcessBackend:
                 results[i] = Failure(CLOSED)
             else:
                 results[i] = Failure(TIMEOUT, env_replaced=True)
-                self._drop_env(i, future)
+                self._drop_env(i, [future])
                 abandoned = True
         if abandoned:
             # The timed-out calls hold pool threads; later batches get a fresh pool of full size.
@@ -213,7 +229,7 @@ class _InProcessBackend:
         abandoned = False
         for i, future in futures.items():
             if not future.cancel() and not future.done():
-                self._drop_env(i, future)
+                self._drop_env(i, [future])
                 abandoned = True
             self._interrupted[i] = (
                 "Interrupted: the env's call was interrupted (KeyboardInterrupt); the env was rebuilt and the episode in progress ended."
@@ -225,7 +241,11 @@ class _InProcessBackend:
     def run(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]:
         with self._batch_lock:
             self._check_open()
-            return self._run(calls)
+            try:
+                return self._run(calls)
+            except KeyboardInterrupt as exc:  # from an env called in this thread, or while the batch's threads ran
+                self._end_episodes(calls, exc)
+                raise
 
     def _run(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]:
         raise NotImplementedError
@@ -276,6 +296,27 @@ def _close_quietly(env: gym.Env) -> None:
         env.close()
     except Exception:  # noqa: BLE001 - closing is best effort; the env is being dropped
         pass
+
+
+def _close_when_done(env: gym.Env, running: Sequence[Future | asyncio.Future]) -> None:
+    """Close ``env`` once every one of ``running`` is done (at once if none runs), in whichever thread ends last."""
+    pending = [part for part in running if not part.done()]
+    if not pending:
+        _close_quietly(env)
+        return
+    left = len(pending)
+    lock = threading.Lock()
+
+    def one_done(_: Any) -> None:
+        nonlocal left
+        with lock:
+            left -= 1
+            last = left == 0
+        if last:
+            _close_quietly(env)
+
+    for part in pending:
+        part.add_done_callback(one_done)
 
 
 class SyncBackend(_InProcessBackend):
@@ -359,30 +400,35 @@ class AsyncBackend(_InProcessBackend):
             return Failure(lost, env_replaced=True)
         if not self._claim(index):
             return Failure(CLOSED)
-        try:
-            env = self._env(index)
-            if not self._timed(call):
-                return await arun_call(env, call)
-            task = asyncio.ensure_future(arun_call(env, call))
-            done, _ = await asyncio.wait({task}, timeout=self.step_timeout)
-            if task in done:
-                return task.result()
-            task.cancel()  # a native astep stops here; a step in a thread finishes on its own
-            self.envs[index] = None  # rebuilt before its next call
-            return Failure(TIMEOUT, env_replaced=True)
-        except (asyncio.CancelledError, KeyboardInterrupt) as exc:
-            if self._closing and isinstance(exc, asyncio.CancelledError):
-                return Failure(CLOSED)
-            self.envs[index] = None  # its call may run on in a thread: the next one goes to a fresh env
-            self._interrupted[index] = (
-                f"Interrupted: the env's call was interrupted ({type(exc).__name__}); the env was rebuilt and the episode in progress ended."
-            )
-            raise
-        except BaseException as exc:
-            return _as_failure(exc)
-        finally:
-            with self._env_lock:
-                self._in_use.discard(index)
+        task: asyncio.Future | None = None
+        # The env's calls in pool threads: a cancel leaves them running, and the env is closed only after them.
+        with ENV_THREADS.watching() as threads:
+            try:
+                env = self._env(index)
+                if not self._timed(call):
+                    return await arun_call(env, call)
+                task = asyncio.ensure_future(arun_call(env, call))
+                done, _ = await asyncio.wait({task}, timeout=self.step_timeout)
+                if task in done:
+                    return task.result()
+                task.cancel()  # a native astep stops here; a step in a thread finishes on its own
+                self._drop_env(index, [task, *threads])  # rebuilt before its next call
+                return Failure(TIMEOUT, env_replaced=True)
+            except (asyncio.CancelledError, KeyboardInterrupt) as exc:
+                if task is not None:
+                    task.cancel()
+                # Its call may run on in a thread: the next one goes to a fresh env.
+                self._drop_env(index, [*([task] if task is not None else []), *threads])
+                if self._closing and isinstance(exc, asyncio.CancelledError):
+                    return Failure(CLOSED)
+                self._interrupted[index] = (
+                    f"Interrupted: the env's call was interrupted ({type(exc).__name__}); the env was rebuilt and the episode in progress ended."
+                )
+                raise
+            except BaseException as exc:
+                return _as_failure(exc)
+            finally:
+                self._release(index)  # close() during the call left the env to it
 
     def _inline_calls(self, calls: Mapping[int, EnvCall]) -> dict[int, EnvCall]:
         return {i: c for i, c in calls.items() if isinstance(c, Call) or (self._inline[i] and not self._timed(c))}
@@ -406,7 +452,11 @@ class AsyncBackend(_InProcessBackend):
             UsageError: if the vector env is closed.
         """
         self._check_open()
-        return await self._arun(calls)
+        try:
+            return await self._arun(calls)
+        except (asyncio.CancelledError, KeyboardInterrupt) as exc:  # the inline calls' results are lost too
+            self._end_episodes(calls, exc)
+            raise
 
     def _run(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]:
         if len(self._inline_calls(calls)) == len(calls):
@@ -440,6 +490,10 @@ class AsyncBackend(_InProcessBackend):
     def _shutdown(self) -> None:
         loop, self._loop = self._loop, None
         if loop is not None and not loop.is_running() and not loop.is_closed():
+            # The calls a step timeout gave up on wait for the loop to end them; then their envs can be closed.
+            leftover = list(asyncio.all_tasks(loop))
+            if leftover:
+                _off_this_loop(lambda: self._cancel(loop, leftover))
             loop.close()
         super()._shutdown()
 
@@ -450,3 +504,14 @@ def _loop_is_running() -> bool:
     except RuntimeError:
         return False
     return True
+
+
+def _off_this_loop(work: Any) -> None:
+    """Run ``work`` (which runs an event loop of its own) here, or in a helper thread when this thread is inside a
+    running event loop, where another loop cannot run."""
+    if not _loop_is_running():
+        work()
+        return
+    helper = threading.Thread(target=work, name="gem-vector-close")
+    helper.start()
+    helper.join()

@@ -6,6 +6,7 @@ runs calls (see :mod:`gem_core.vector.calls`). The semantics are described in :m
 
 from __future__ import annotations
 
+import asyncio
 import math
 import numbers
 from collections.abc import Mapping, Sequence
@@ -64,7 +65,7 @@ class VectorEnv(gym.vector.VectorEnv):
     Raises:
         InvalidArgument: if there are no envs, the backend or ``autoreset_mode`` is unknown, ``seed`` is not None or a
             whole number from 0 to ``MAX_SEED - num_envs + 1``, or ``step_timeout`` is not positive.
-        InvalidArgumentType: if ``backend_kwargs`` has an option the backend does not take.
+        InvalidArgumentType: if ``backend_kwargs`` is not a mapping, or has an option the backend does not take.
     """
 
     def __init__(
@@ -83,6 +84,11 @@ class VectorEnv(gym.vector.VectorEnv):
         self.autoreset_mode = _parse_autoreset_mode(autoreset_mode)
         self.seed = _checked_base_seed(seed, len(env_fns))
         self.backend_name = backend
+        if backend_kwargs is not None and not isinstance(backend_kwargs, Mapping):
+            raise InvalidArgumentType(
+                f"backend_kwargs={backend_kwargs!r:.80} must be a dict of the backend's options, e.g. "
+                "backend_kwargs={'max_workers': 2}, or None."
+            )
         kwargs = dict(backend_kwargs or {})
         if step_timeout is not None:
             kwargs["step_timeout"] = check_step_timeout(step_timeout)
@@ -100,6 +106,8 @@ class VectorEnv(gym.vector.VectorEnv):
         self._next_seeds: list[int | None] = [None if self.seed is None else self.seed + i for i in range(self.num_envs)]
         self._replacements = [0] * self.num_envs
         self._was_reset = False
+        # Env index -> why the answer of its last call never reached the caller (a cancelled astep/areset).
+        self._lost: dict[int, str] = {}
 
     def _set_spaces(self) -> None:
         """Spaces, metadata and render mode, read from the envs (which may live in worker processes)."""
@@ -146,14 +154,18 @@ class VectorEnv(gym.vector.VectorEnv):
             RuntimeError: if an env's reset raises (naming the env and the error).
         """
         calls = self._plan_reset(seed, options)
-        return self._record_reset(calls, self.backend.run(calls))
+        return self._record_reset(calls, self._run(calls))
 
     async def areset(
         self, *, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None
     ) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        """:meth:`reset` for a running event loop."""
+        """:meth:`reset` for a running event loop. If it is cancelled, see :meth:`astep`."""
         calls = self._plan_reset(seed, options)
-        return self._record_reset(calls, await self.backend.arun(calls))
+        try:
+            return self._record_reset(calls, await self._arun(calls))
+        except asyncio.CancelledError:
+            self._lose(calls)
+            raise
 
     def _plan_reset(self, seed: int | Sequence[int | None] | None, options: dict[str, Any] | None) -> dict[int, Reset]:
         self._check_open()
@@ -212,19 +224,59 @@ class VectorEnv(gym.vector.VectorEnv):
         """
         batch = _StepBatch(self.num_envs)
         calls = self._plan_step(actions)
-        resets = self._record_step(calls, self.backend.run(calls), batch)
+        resets = self._record_step(calls, self._run(calls), batch)
         if resets:
-            self._record_same_step_resets(resets, self.backend.run(resets), batch)
+            self._record_same_step_resets(resets, self._run(resets), batch)
         return self._finish(batch)
 
     async def astep(self, actions: Actions) -> tuple[tuple[Any, ...], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """:meth:`step` for a running event loop (the ``async`` backend gathers ``env.astep`` calls)."""
+        """:meth:`step` for a running event loop (the ``async`` backend gathers ``env.astep`` calls).
+
+        Cancelled (``asyncio.wait_for`` timing out), it raises ``CancelledError`` at once, but the envs' calls may
+        run on (a thread cannot be stopped) and their answers are lost: each of its envs' next step ends the
+        episode (``truncated``, ``info["error"]`` starting with ``Interrupted``) instead of going on from a state the
+        caller never saw.
+        """
         batch = _StepBatch(self.num_envs)
         calls = self._plan_step(actions)
-        resets = self._record_step(calls, await self.backend.arun(calls), batch)
-        if resets:
-            self._record_same_step_resets(resets, await self.backend.arun(resets), batch)
+        try:
+            resets = self._record_step(calls, await self._arun(calls), batch)
+            if resets:
+                self._record_same_step_resets(resets, await self._arun(resets), batch)
+        except asyncio.CancelledError:
+            self._lose(calls)
+            raise
         return self._finish(batch)
+
+    def _run(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]:
+        send, lost = self._answer_lost(calls)
+        return {**lost, **(self.backend.run(send) if send else {})}
+
+    async def _arun(self, calls: Mapping[int, EnvCall]) -> dict[int, Any]:
+        send, lost = self._answer_lost(calls)
+        return {**lost, **(await self.backend.arun(send) if send else {})}
+
+    def _answer_lost(self, calls: Mapping[int, EnvCall]) -> tuple[dict[int, EnvCall], dict[int, Failure]]:
+        """The calls to send, and the answers of the steps of envs whose last answer was lost (see :meth:`astep`):
+        those end the episode without calling the env. A reset starts a new episode: nothing is owed."""
+        send: dict[int, EnvCall] = {}
+        lost: dict[int, Failure] = {}
+        for i, call in calls.items():
+            why = self._lost.pop(i, None)
+            if why is not None and isinstance(call, Step):
+                # Replaced as far as anyone knows (the backend may have rebuilt it): its next reset gets a derived seed.
+                lost[i] = Failure(why, env_replaced=True)
+            else:
+                send[i] = call
+        return send, lost
+
+    def _lose(self, calls: Mapping[int, EnvCall]) -> None:
+        """The answers to ``calls`` never reached the caller (a cancelled astep/areset): end those envs' episodes."""
+        for i in calls:
+            self._lost[i] = (
+                "Interrupted: the astep/areset awaiting this env's call was cancelled (CancelledError); its result was lost "
+                "and the episode in progress ended."
+            )
 
     def _select(self, actions: Actions) -> dict[int, Any]:
         if isinstance(actions, Mapping):
