@@ -6,8 +6,11 @@ Three checks, each with a message that says what broke and how to fix it:
 - **determinism**: two instances, the same seed and the same actions give the same transcript.
 - **hostile actions**: empty, huge, binary, unpaired-surrogate, deeply nested and prompt-like actions
   each return a well-formed step (text observation, finite reward, bool flags, dict info) within
-  ``step_limit`` seconds (after one untimed well-formed step, which starts any grading worker);
-  raising is a failure, because a malformed action must be an observation.
+  ``step_limit`` seconds (after one well-formed step allowed :data:`STARTUP_SECONDS`, which starts any
+  grading worker); raising is a failure, because a malformed action must be an observation.
+
+Every step of every check runs within the step limit: a step that never returns fails its check, naming the
+limit, and the checker returns (the step is abandoned in its thread, its env left unclosed).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import threading
 import time
 import traceback
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,11 +31,16 @@ import numpy as np
 
 from gem_core.errors import InvalidArgument
 
-__all__ = ["CheckResult", "check_env", "HOSTILE_ACTIONS", "add_check_parser", "random_play_transcript", "MAX_STEP_LIMIT"]
+__all__ = ["CheckResult", "check_env", "HOSTILE_ACTIONS", "add_check_parser", "random_play_transcript", "MAX_STEP_LIMIT",
+           "STARTUP_SECONDS"]
 
 MAX_STEP_LIMIT = 86400.0
 """The longest a step may be given (one day), as ``step_limit`` and as twice an env's ``max_step_seconds``: a
 longer wait is no check, and past ``threading.TIMEOUT_MAX`` waiting for the step's thread raises OverflowError."""
+
+STARTUP_SECONDS = 120.0
+"""What the hostile check's first, well-formed step may take: a grader's worker starts on first use (the scoring
+pool's own start-up limit). Not granted once another check's step has run past the step limit: that env hangs."""
 
 HOSTILE_ACTIONS: dict[str, str] = {
     "empty": "",
@@ -95,38 +103,83 @@ def _well_formed(result: Any) -> str | None:
     return None
 
 
-def _gymnasium_check(make_env: Callable[[], Any]) -> CheckResult:
+def _gymnasium_check(make_env: Callable[[], Any], step_limit: float, hung_steps: list[bool] | None = None) -> CheckResult:
     from gymnasium.utils.env_checker import check_env as gymnasium_check_env
 
     env = make_env()
+    unwrapped = env.unwrapped
+    limit, why = _limit_for(env, step_limit)
+    step = unwrapped.step
+
+    def bounded_step(action: Any) -> Any:  # gymnasium's checker steps the env itself: each step runs within the limit
+        outcome = _call_within(lambda: step(action), limit)
+        if outcome is None:
+            raise _MalformedStep(f"a step did not return within {limit:g} s ({why})", hung=True)
+        result, error, _ = outcome
+        if error is not None:
+            raise error
+        return result
+
+    own_step = vars(unwrapped).get("step")
+    unwrapped.step = bounded_step  # an instance attribute, over the class's method
+    hung = False
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            gymnasium_check_env(env.unwrapped, skip_render_check=True)
+            gymnasium_check_env(unwrapped, skip_render_check=True)
+    except _MalformedStep as error:
+        hung = error.hung
+        if hung_steps is not None:
+            hung_steps.append(True)
+        return CheckResult("gymnasium", False, f"gymnasium's check_env failed: {error}; bound parsing and grading")
     except Exception as error:
         return CheckResult("gymnasium", False, f"gymnasium's check_env failed: {type(error).__name__}: {error}")
     finally:
-        env.close()
+        if own_step is None:
+            del unwrapped.step
+        else:
+            unwrapped.step = own_step
+        if not hung:  # a hung env is still busy in the abandoned thread: do not touch or close it
+            env.close()
     return CheckResult("gymnasium", True, "gymnasium's check_env passed")
 
 
 class _MalformedStep(Exception):
-    """A step whose answer is not a well-formed step tuple (not a determinism failure: the message says what)."""
+    """A step whose answer is not a well-formed step tuple, or that gave none within its limit (``hung``: its env is
+    still busy in the abandoned thread). Not a determinism failure: the message says what."""
+
+    def __init__(self, message: str, *, hung: bool = False):
+        super().__init__(message)
+        self.hung = hung
 
 
-def random_play_transcript(make_env: Callable[[], Any], seed: int, turns: int) -> list[Any]:
+def random_play_transcript(make_env: Callable[[], Any], seed: int, turns: int, *, step_limit: float | None = None) -> list[Any]:
     """What a fresh env from ``make_env`` shows over at most ``turns`` of its own random actions from
     ``reset(seed=seed)``: the first observation, then ``(action, observation, reward, terminated,
     truncated)`` per turn. Same seed, same transcript is the determinism contract (``gem check`` and the
-    env contract tests compare two). A step that is not a well-formed step tuple raises ``_MalformedStep``.
+    env contract tests compare two). A step that is not a well-formed step tuple raises ``_MalformedStep``, and so
+    does one that runs past ``step_limit`` seconds (None: no limit; raised to twice the env's
+    ``max_step_seconds`` as the hostile check does), whose env is left unclosed, busy in the abandoned thread.
     """
     env = make_env()
+    hung = False
     try:
         observation, info = env.reset(seed=seed)
         transcript: list[Any] = [observation]
+        limit, why = (None, "") if step_limit is None else _limit_for(env, step_limit)
         for turn in range(1, turns + 1):
             action = env.sample_random_action()
-            result = env.step(action)
+            if limit is None:
+                result = env.step(action)
+            else:
+                outcome = _step_within(env, action, limit)
+                if outcome is None:
+                    hung = True
+                    raise _MalformedStep(f"seed {seed}, turn {turn}: the env's step did not return within {limit:g} s ({why}); "
+                                         "bound parsing and grading", hung=True)
+                result, error, _ = outcome
+                if error is not None:
+                    raise error
             problem = _well_formed(result)
             if problem:  # checked here, or a NaN reward (never equal to itself) would read as nondeterminism
                 raise _MalformedStep(f"seed {seed}, turn {turn}, the env's own sample_random_action(): {problem}")
@@ -136,14 +189,19 @@ def random_play_transcript(make_env: Callable[[], Any], seed: int, turns: int) -
                 break
         return transcript
     finally:
-        env.close()
+        if not hung:
+            env.close()
 
 
-def _determinism_check(make_env: Callable[[], Any], seeds: tuple[int, ...] = (0, 1), turns: int = 8) -> CheckResult:
+def _determinism_check(make_env: Callable[[], Any], seeds: Sequence[int] = (0, 1), turns: int = 8, step_limit: float | None = None,
+                       hung_steps: list[bool] | None = None) -> CheckResult:
     for seed in seeds:
         try:
-            first, second = random_play_transcript(make_env, seed, turns), random_play_transcript(make_env, seed, turns)
+            first = random_play_transcript(make_env, seed, turns, step_limit=step_limit)
+            second = random_play_transcript(make_env, seed, turns, step_limit=step_limit)
         except _MalformedStep as error:
+            if error.hung and hung_steps is not None:
+                hung_steps.append(True)
             return CheckResult("determinism", False, str(error))
         except Exception as error:
             return CheckResult("determinism", False, f"playing seed {seed} raised {type(error).__name__}: {error}")
@@ -158,14 +216,14 @@ def _determinism_check(make_env: Callable[[], Any], seeds: tuple[int, ...] = (0,
     return CheckResult("determinism", True, f"seeds {list(seeds)} replay identically over up to {turns} turns")
 
 
-def _step_within(env: Any, action: str, limit: float) -> tuple[Any, BaseException | None, float] | None:
-    """``(result, error, seconds)`` of ``env.step(action)``, or None if it ran past ``limit`` (then abandoned)."""
+def _call_within(call: Callable[[], Any], limit: float) -> tuple[Any, BaseException | None, float] | None:
+    """``(result, error, seconds)`` of ``call()``, or None if it ran past ``limit`` (then abandoned in its thread)."""
     outcome: list[Any] = []
 
     def run() -> None:
         start = time.monotonic()
         try:
-            outcome.append((env.step(action), None, time.monotonic() - start))
+            outcome.append((call(), None, time.monotonic() - start))
         except Exception as error:
             outcome.append((None, error, time.monotonic() - start))
 
@@ -175,12 +233,13 @@ def _step_within(env: Any, action: str, limit: float) -> tuple[Any, BaseExceptio
     return outcome[0] if outcome else None
 
 
-def _hostile_check(make_env: Callable[[], Any], step_limit: float) -> CheckResult:
-    env = make_env()
-    # One well-formed step first, untimed: a grader's worker starts on first use and may take seconds.
-    env.reset(seed=0)
-    if _step_within(env, env.sample_random_action(), max(step_limit, 120.0)) is None:
-        return CheckResult("hostile actions", False, "a well-formed first step did not return within 120 s")
+def _step_within(env: Any, action: str, limit: float) -> tuple[Any, BaseException | None, float] | None:
+    """``(result, error, seconds)`` of ``env.step(action)``, or None if it ran past ``limit`` (then abandoned)."""
+    return _call_within(lambda: env.step(action), limit)
+
+
+def _limit_for(env: Any, step_limit: float) -> tuple[float, str]:
+    """``(seconds, why)``: what a step of ``env`` may take, ``step_limit`` or more for an env that declares more."""
     try:
         declared = env.get_wrapper_attr("max_step_seconds")  # a tool wrapper declares its calls' time
     except AttributeError:
@@ -192,6 +251,19 @@ def _hostile_check(make_env: Callable[[], Any], step_limit: float) -> CheckResul
         why = f"step_limit {step_limit:g} s, raised to twice the env's max_step_seconds of {declared:g} s"
         if limit < 2 * declared:
             why += f" (at most {MAX_STEP_LIMIT:g} s)"
+    return limit, why
+
+
+def _hostile_check(make_env: Callable[[], Any], step_limit: float, startup: bool = True) -> CheckResult:
+    env = make_env()
+    limit, why = _limit_for(env, step_limit)
+    # One well-formed step first, allowed STARTUP_SECONDS: a grader's worker starts on first use and may take
+    # seconds. Not when another check's step hung already: this one would most likely hang as long.
+    env.reset(seed=0)
+    first_limit = max(limit, STARTUP_SECONDS) if startup else limit
+    if _step_within(env, env.sample_random_action(), first_limit) is None:
+        return CheckResult("hostile actions", False, f"a well-formed first step did not return within {first_limit:g} s"
+                           + ("" if startup else f" ({why}; another check's step hung already)"))
     slowest = 0.0
     for name, action in HOSTILE_ACTIONS.items():
         env.reset(seed=0)
@@ -217,20 +289,49 @@ def _hostile_check(make_env: Callable[[], Any], step_limit: float) -> CheckResul
     return CheckResult("hostile actions", True, f"{len(HOSTILE_ACTIONS)} hostile actions answered (slowest {slowest:.2f} s; limit {limit:g} s)")
 
 
-def check_env(make_env: Callable[[], Any], *, step_limit: float = 10.0, seeds: tuple[int, ...] = (0, 1)) -> list[CheckResult]:
+def _check_seeds(seeds: Any) -> tuple[int, ...]:
+    """``seeds`` as a tuple of ints, refused by name when it could replay nothing (empty, not a sequence, a str: a
+    sequence of letters) or holds what ``reset`` refuses (checked here, or the determinism check blames the env)."""
+    from gem_core.env import MAX_SEED, check_seed
+
+    wanted = f"seeds must be a non-empty sequence of whole numbers from 0 to {MAX_SEED}, such as (0, 1)"
+    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Sequence) or not seeds:
+        raise InvalidArgument(f"{wanted}; got {type(seeds).__name__} {reprlib.repr(seeds)}.")
+    checked = []
+    for seed in seeds:
+        try:
+            value = check_seed(seed)
+        except InvalidArgument:
+            value = None
+        if value is None:  # None is a fresh random seed: nothing to replay
+            raise InvalidArgument(f"{wanted}; got {reprlib.repr(seed)} in {reprlib.repr(seeds)}.")
+        checked.append(value)
+    return tuple(checked)
+
+
+def check_env(make_env: Callable[[], Any], *, step_limit: float = 10.0, seeds: Sequence[int] = (0, 1)) -> list[CheckResult]:
     """Run every contract check on envs built by ``make_env()``; one result per check.
 
     ``seeds``: the episodes replayed twice for determinism (each costs two env builds).
-    ``step_limit``: seconds a hostile step may take (at least twice the env's ``max_step_seconds``, at most
-    :data:`MAX_STEP_LIMIT` either way).
+    ``step_limit``: seconds any step may take (at least twice the env's ``max_step_seconds``, at most
+    :data:`MAX_STEP_LIMIT` either way); a step past it fails its check, the hostile check's first step excepted
+    (:data:`STARTUP_SECONDS`).
 
     Raises:
-        InvalidArgument: if ``step_limit`` is not a positive number of seconds, at most :data:`MAX_STEP_LIMIT`.
+        InvalidArgument: if ``step_limit`` is not a positive number of seconds, at most :data:`MAX_STEP_LIMIT`, or
+            ``seeds`` is not a non-empty sequence of whole numbers from 0 to :data:`gem_core.env.MAX_SEED`
+            (no seed replays nothing, and a bad one would fail a correct env).
     """
     if not (isinstance(step_limit, (int, float)) and math.isfinite(step_limit) and 0 < step_limit <= MAX_STEP_LIMIT):
         raise InvalidArgument(f"step_limit must be a positive number of seconds, at most {MAX_STEP_LIMIT:g} (one day), got {step_limit!r}.")
+    seeds = _check_seeds(seeds)
+    hung: list[bool] = []  # a step of an earlier check ran past its limit: the hostile check grants no start-up time
     results = []
-    for check in (_gymnasium_check, lambda m: _determinism_check(m, seeds), lambda m: _hostile_check(m, step_limit)):
+    for check in (
+        lambda m: _gymnasium_check(m, step_limit, hung),
+        lambda m: _determinism_check(m, seeds, step_limit=step_limit, hung_steps=hung),
+        lambda m: _hostile_check(m, step_limit, startup=not hung),
+    ):
         try:
             results.append(check(make_env))
         except Exception as error:  # building or resetting the env failed: that check fails, the others run

@@ -48,13 +48,15 @@ def make_env(env_id: str, env_backend: str | None = None, **env_kwargs: Any) -> 
     """``gem_core.make(env_id, **env_kwargs)`` in the placement ``env_backend`` (see the module docstring).
 
     Raises:
-        ValueError: an unknown placement (the message lists the choices and says where it came from).
+        ValueError: an unknown placement, or one that is not a name (the message lists the choices and says where
+            it came from).
         gem_core.registry.UnknownEnvError: ``env_id`` is not registered.
     """
-    chosen = env_backend or env_backend_from_environment()
-    target = _BUILDERS.get(chosen)
+    given = not (env_backend is None or env_backend == "")  # an empty list is given, and refused below
+    chosen = env_backend if given else env_backend_from_environment()
+    target = _BUILDERS.get(chosen) if isinstance(chosen, str) else None  # a list or dict cannot even be looked up
     if target is None:
-        source = "env_backend" if env_backend else "GEM_ENV_BACKEND"
+        source = "env_backend" if given else "GEM_ENV_BACKEND"
         raise InvalidArgument(f"{source}={chosen!r} is not an env placement; choose one of {ENV_BACKENDS}.")
     module_name, _, function = target.partition(":")
     return getattr(importlib.import_module(module_name), function)(env_id, **env_kwargs)

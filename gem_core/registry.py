@@ -19,10 +19,13 @@ import functools
 import importlib
 import inspect
 import re
+import reprlib
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
+
+import gymnasium as gym
 
 from gem_core.env import Env
 from gem_core.errors import DependencyNotInstalled, GemError, InvalidArgument, InvalidArgumentType
@@ -32,8 +35,9 @@ __all__ = ["EnvSpec", "register", "aliases", "make", "spec", "list_envs", "Unkno
 
 REMOTE_PREFIX = "remote:"
 """Ids of envs served by ``gem serve`` elsewhere: ``remote:http://HOST:PORT/category:Name`` (:func:`parse_remote_id`)."""
-ENV_ID_PATTERN = re.compile(r"^(?P<category>[a-z][a-z0-9_]*):(?P<name>[A-Za-z0-9_.+\-]+)$")
-"""What a registered id looks like: ``category:Name`` (e.g. ``game:GuessTheNumber-v0``); :func:`register` refuses others."""
+ENV_ID_PATTERN = re.compile(r"^(?P<category>[a-z][a-z0-9_]*):(?P<name>[A-Za-z0-9_.+\-]+)\Z")
+"""What a registered id looks like: ``category:Name`` (e.g. ``game:GuessTheNumber-v0``); :func:`register` refuses others.
+It ends in ``\\Z``, not ``$``, which also matches before a final newline (``"game:Wordle-v0\\n"``)."""
 
 EntryPoint = str | Callable[..., Env]
 
@@ -114,10 +118,11 @@ class EnvSpec:
             InvalidArgument: (a ValueError) ``max_turns`` is not a positive whole number, or is given (here or
                 at registration) for a multi-agent env, which no single-agent turn limit can wrap.
             InvalidArgumentType: (a TypeError) a keyword the env's constructor does not take, or a required one
-                missing; the message lists the keywords it takes.
+                missing; the message lists the keywords it takes. Or the entry point built something that is not
+                a GEM env (a factory that returns None).
         """
         factory, kwargs, limit, counts_own = self._checked_call(max_turns, overrides)
-        env = factory(**kwargs)
+        env = _check_built(self, factory(**kwargs))
         env.unwrapped.env_id = self.id  # names the env in logged warnings (see gem_core.env.log_error_once)
         if limit is not None and not counts_own:
             from gem_core.multi_agent import MultiAgentEnv
@@ -132,6 +137,22 @@ class EnvSpec:
 
             env = TurnLimit(env, limit)
         return env
+
+
+def _check_built(env_spec: EnvSpec, env: Any) -> Any:
+    """``env`` if it is a GEM env (a :class:`~gem_core.env.Env` or :class:`~gem_core.multi_agent.MultiAgentEnv`,
+    wrapped or not); otherwise a factory returned something else (None, a misregistered class), which would fail
+    later, far from its cause, with an error naming neither the id nor the entry point."""
+    from gem_core.multi_agent import MultiAgentEnv
+
+    if isinstance(env, gym.Env):
+        if isinstance(env.unwrapped, (Env, MultiAgentEnv)):
+            return env
+        env.close()
+    raise InvalidArgumentType(
+        f"make({env_spec.id!r}): its entry point {env_spec.entry_point!r} returned {type(env).__name__} {reprlib.repr(env)}, "
+        "not a gem_core.Env (or a MultiAgentEnv, or a wrapper of one); register the env class or a factory that returns one."
+    )
 
 
 def _check_max_turns(max_turns: Any, where: str) -> int | None:
@@ -207,10 +228,14 @@ _cached_signature = functools.lru_cache(maxsize=1024)(_read_signature)
 
 
 def _split_entry_point(id: str, entry_point: Any) -> tuple[str, str]:
-    """``("package.module", "Class")`` of a ``"package.module:Class"`` string."""
+    """``("package.module", "Class")`` of a ``"package.module:Class"`` string. A relative module (``".mod"``) is
+    refused here: ``import_module`` needs the package it is relative to, which a registry entry has none of."""
     module_name, _, attr = entry_point.partition(":")
     if not module_name or not attr:
         raise InvalidArgument(f"Entry point {entry_point!r} of {id!r} must read 'package.module:Class'.")
+    if module_name.startswith("."):
+        raise InvalidArgument(f"Entry point {entry_point!r} of {id!r} names a relative module; give its absolute name, "
+                              "'package.module:Class'.")
     return module_name, attr
 
 
@@ -305,13 +330,14 @@ def register(
 
     Raises:
         ValueError: if the id is malformed, already taken (shipped ids included) or in a category make() reads
-            otherwise (``remote:``, an interop prefix), or ``max_turns`` is not a positive whole number.
+            otherwise (``remote:``, an interop prefix), the entry point string is not ``"package.module:Class"``
+            (a relative module included), or ``max_turns`` is not a positive whole number.
         InvalidArgumentType: (a TypeError) if ``extras`` is not a sequence of names (a str is refused:
             ``extras=("math",)``) or ``sample_kwargs`` is not a mapping.
     """
     _load_builtin_envs()
     _check_id(id)
-    if not ENV_ID_PATTERN.match(id):
+    if not ENV_ID_PATTERN.fullmatch(id):
         raise InvalidArgument(
             f"Env id {id!r} is malformed: expected 'category:Name-vN[-variant]', e.g. 'game:GuessTheNumber-v0-hard'."
         )
@@ -369,7 +395,7 @@ def parse_remote_id(remote_id: str) -> tuple[str, str]:
     """
     address = remote_id.removeprefix(REMOTE_PREFIX)
     url, _, env_id = address.rpartition("/")
-    if not url.startswith(("http://", "https://")) or not ENV_ID_PATTERN.match(env_id):
+    if not url.startswith(("http://", "https://")) or not ENV_ID_PATTERN.fullmatch(env_id):
         raise InvalidArgument(
             f"Remote env id {remote_id!r} is malformed: expected 'remote:http://HOST:PORT/category:Name', "
             "e.g. 'remote:http://127.0.0.1:8765/game:Wordle-v0' (the server runs `gem serve game:Wordle-v0`)."
