@@ -31,7 +31,7 @@ from gem_core.envs.game.turn_based import TurnBasedGame
 from gem_core.errors import InvalidArgument
 from gem_core.vector.calls import check_count
 
-_MOVE = re.compile(r"^(\d{1,6})\s*-?\s*(across|down|a|d)\s*[:=\-]?\s*([a-z]+)$", re.IGNORECASE)
+_MOVE = re.compile(r"^([0-9]{1,6})\s*-?\s*(across|down|a|d)\s*[:=\-]?\s*([a-z]+)$", re.IGNORECASE)
 ACROSS, DOWN = (0, 1), (1, 0)
 
 

@@ -34,7 +34,7 @@ from gem_core.envs.game.turn_based import TurnBasedGame
 from gem_core.errors import InvalidArgument
 from gem_core.vector.calls import check_count
 
-_MOVE = re.compile(r"^(?:(reveal|flag|r|f)\s+)?(\d{1,6})\s*[ ,]\s*(\d{1,6})$", re.IGNORECASE)
+_MOVE = re.compile(r"^(?:(reveal|flag|r|f)\s+)?([0-9]{1,6})\s*[ ,]\s*([0-9]{1,6})$", re.IGNORECASE)
 
 Cell = tuple[int, int]
 

@@ -4,8 +4,9 @@ Rooms are generated from the env's RNG by reverse play: a small walled room (a f
 kept connected) gets its boxes on the goals, then the player walks and *pulls* boxes (preferring a pull
 when a box is at hand) for ``reverse_steps`` random steps, and the state on that walk whose boxes are
 farthest from the goals becomes the puzzle (redrawn, up to 100 times, until the boxes are in all at
-least two squares per box from the goals). Walking back is a solution, so every puzzle is solvable in
-at most ``reverse_steps`` moves.
+least two squares per box from the goals). A short walk may pull no box at all: when the last room drawn
+is still solved, one box is pulled a square off its goal instead, so no room is ever dealt solved. Walking
+back is a solution, so every puzzle is solvable in at most ``reverse_steps`` moves.
 
 A move is ``\\boxed{up}``, ``down``, ``left`` or ``right`` (or ``u``/``d``/``l``/``r``). Walking into
 a box pushes it if the square behind it is free; walking into a wall, or pushing into a wall or a
@@ -49,6 +50,14 @@ FLOOR_ATTEMPTS = 1000
 MAX_SIDE, MAX_BOXES = 20, 6
 #: The longest walk back from the solved room (each of the up to 100 rooms a reset draws walks it).
 MAX_REVERSE_STEPS = 10_000
+#: Rooms a reset draws looking for one whose boxes sit two squares each from the goals (the last is kept if
+#: none does).
+SCRAMBLE_DRAWS = 100
+#: Rooms (floor and goals, no walk) a reset draws, when the kept room is solved, until one has a box that
+#: can be pulled off its goal. A short walk seldom pulls a box (reverse_steps=1 left the room solved in nine
+#: draws of ten), and the kept room used to be dealt solved; a room with no three squares in a line never
+#: has a pull.
+PULL_DRAWS = 1000
 
 
 def _connected(floor: np.ndarray) -> bool:
@@ -72,7 +81,8 @@ class Sokoban(TurnBasedGame):
             InvalidArgument: if a setting is not a whole number in range (``inner_walls`` from 0, the others from
                 1, the sides up to :data:`MAX_SIDE`, ``boxes`` up to :data:`MAX_BOXES`, ``reverse_steps`` up to
                 :data:`MAX_REVERSE_STEPS`), the inner walls are past :data:`MAX_WALL_SHARE` of the room,
-                the room has no space for the boxes, or ``reverse_steps`` is past ``max_turns``.
+                the room has no space for the boxes, ``reverse_steps`` is below ``boxes`` (a step pulls at
+                most one box off its goal) or past ``max_turns``.
         """
         cells = check_count("height", height, most=MAX_SIDE) * check_count("width", width, most=MAX_SIDE)
         check_count("boxes", boxes, most=MAX_BOXES)
@@ -85,6 +95,11 @@ class Sokoban(TurnBasedGame):
             )
         if cells < 2 * boxes + inner_walls + 2:
             raise InvalidArgument(f"A {height}x{width} room is too small for {boxes} boxes and {inner_walls} inner walls.")
+        if reverse_steps < boxes:
+            raise InvalidArgument(
+                f"reverse_steps={reverse_steps} must be at least {boxes} (boxes) here: each step of the walk back pulls "
+                f"at most one box off its goal, so fewer steps deal a room with boxes never moved."
+            )
         if reverse_steps > max_turns:
             raise InvalidArgument(f"max_turns ({max_turns}) must be at least reverse_steps ({reverse_steps}) so the room is solvable in time.")
         self.height, self.width, self.num_boxes = height, width, boxes
@@ -111,13 +126,32 @@ class Sokoban(TurnBasedGame):
             f"width={self.width} room; use fewer inner walls or a wider room."
         )
 
-    def _reverse_play(self) -> None:
-        """Start solved, walk and pull boxes at random, and keep the walk's state whose boxes sit farthest
-        from the goals (every state on the walk is solvable by walking it back)."""
+    def _solved_room(self) -> None:
+        """Goals on the floor, a box on each, and the player on another square."""
         cells = [(int(r), int(c)) for r, c in np.argwhere(self.floor)]
         picks = self.np_random.choice(len(cells), size=self.num_boxes + 1, replace=False)
         self.goals = frozenset(cells[int(i)] for i in picks[:-1])
         self.boxes, self.player = set(self.goals), cells[int(picks[-1])]
+
+    def _pull_one_box(self) -> bool:
+        """Pull one box of the solved room a square off its goal, the player a square behind it (one push
+        solves it); False when no box has two free squares in a line beside it."""
+        pulls = []
+        for r, c in sorted(self.goals):
+            for dr, dc in MOVES.values():
+                to, behind = (r + dr, c + dc), (r + 2 * dr, c + 2 * dc)
+                if self.floor[to] and self.floor[behind] and to not in self.goals and behind not in self.goals:
+                    pulls.append(((r, c), to, behind))
+        if not pulls:
+            return False
+        box, to, behind = pulls[int(self.np_random.integers(len(pulls)))]
+        self.boxes, self.player = set(self.goals) - {box} | {to}, behind
+        return True
+
+    def _reverse_play(self) -> None:
+        """Start solved, walk and pull boxes at random, and keep the walk's state whose boxes sit farthest
+        from the goals (every state on the walk is solvable by walking it back)."""
+        self._solved_room()
         best = (self._displacement(), set(self.boxes), self.player)
         for _ in range(self.reverse_steps):
             r, c = self.player
@@ -141,12 +175,32 @@ class Sokoban(TurnBasedGame):
         return sum(min(abs(br - gr) + abs(bc - gc) for gr, gc in self.goals) for br, bc in self.boxes)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """Draw a room by reverse play (see the module docstring); never one already solved.
+
+        Raises:
+            InvalidArgument: if no connected floor is drawn (naming ``inner_walls``), or, the walks having
+                moved no box, none of :data:`PULL_DRAWS` rooms lets a box be pulled off its goal (naming
+                the room's settings).
+        """
         super().reset(seed=seed)
-        for _ in range(100):  # a room whose boxes are at least two squares each from the goals, if one turns up
+        for _ in range(SCRAMBLE_DRAWS):  # a room whose boxes are at least two squares each from the goals, if one turns up
             self.floor = self._random_floor()
             self._reverse_play()
             if self.boxes != self.goals and self._displacement() >= 2 * self.num_boxes:
                 break
+        # Only when the walks left the kept room solved: the rooms of every other seed stay as they were.
+        for _ in range(PULL_DRAWS):
+            if self.boxes != self.goals or self._pull_one_box():
+                break
+            self.floor = self._random_floor()
+            self._solved_room()
+        else:
+            raise InvalidArgument(
+                f"No box could be pulled off its goal in {PULL_DRAWS} rooms of height={self.height} x width={self.width} "
+                f"with boxes={self.num_boxes} and inner_walls={self.inner_walls} (reverse_steps={self.reverse_steps} "
+                f"walks moved none): a pull needs two free squares in a line beside a box; use a larger room or "
+                f"fewer boxes or inner walls."
+            )
         self.start_on_goal = len(self.boxes & self.goals)
         self.best_progress, self.started = 0.0, True
         obs = (

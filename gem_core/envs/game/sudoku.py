@@ -3,8 +3,10 @@
 Puzzles are generated from the env's RNG: a full grid by randomized backtracking, then cells are
 emptied in random order, each only if the puzzle keeps exactly one solution (so a filled, rule-abiding
 grid is always *the* solution). A move writes one digit, ``\\boxed{ROW COL DIGIT}`` (from 1); a cell
-you wrote may be overwritten, a given cell may not. A digit that repeats one in its row, column or
-box is refused with the format penalty, as is anything malformed.
+you wrote may be overwritten, or erased with ``\\boxed{ROW COL 0}`` (two of your digits written swapped
+could not otherwise be fixed: each cell's right digit repeats the other's), a given cell may not. A digit
+that repeats one in its row, column or box is refused with the format penalty, as is anything malformed
+(numbers are ASCII digits only).
 
 Rewards (dense): the first time a cell holds its solution digit the move earns ``1 / blanks``, so a
 solved grid always returns exactly :attr:`Sudoku.max_return` = 1.0.
@@ -15,18 +17,21 @@ Variants: ``-easy`` 4x4 (2x2 boxes) with 8 blanks, 16 turns; ``-v0`` 9x9 with 30
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 
 import numpy as np
 
-from gem_core.env import StepResult
+from gem_core.env import StepResult, warn_once
 from gem_core.envs.game.action_format import BOXED_HINT, extract_boxed
 from gem_core.envs.game.turn_based import TurnBasedGame
 from gem_core.errors import InvalidArgument
 from gem_core.vector.calls import check_count
 
-_MOVE = re.compile(r"^(\d{1,6})\s*[ ,]\s*(\d{1,6})\s*[ ,]\s*(\d{1,6})$")
+logger = logging.getLogger("gem.envs.sudoku")
+
+_MOVE = re.compile(r"^([0-9]{1,6})\s*[ ,]\s*([0-9]{1,6})\s*[ ,]\s*([0-9]{1,6})$")
 
 
 def _candidates(grid: np.ndarray, r: int, c: int, box_rows: int, box_cols: int) -> set[int]:
@@ -178,6 +183,13 @@ class Sudoku(TurnBasedGame):
         self.started = False
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """Deal a puzzle with ``blanks`` blanks and one solution, or as many as the seed's grid can lose and keep one.
+
+        A seed whose grid keeps one solution only with fewer blanks (a ``blanks`` near the grid's limit) deals that
+        many: ``info["blanks"]`` says how many, each cell then earns ``1 / info["blanks"]`` (a solved grid still
+        returns 1.0), and a warning names the setting once per process. Refusing the seed instead would end a
+        training run at whichever rare seed falls short.
+        """
         super().reset(seed=seed)
         self.solution = random_full_grid(self.np_random, self.box_rows, self.box_cols)
         puzzle = self.solution.copy()
@@ -191,31 +203,38 @@ class Sudoku(TurnBasedGame):
                 removed += 1
             else:
                 puzzle[r, c] = self.solution[r, c]
+        if removed < self.blanks:
+            warn_once(
+                logger, ("sudoku-blanks", self.size, self.blanks),
+                "Sudoku blanks=%d: seed %s's %dx%d grid keeps one solution with at most %d blanks; dealt %d "
+                "(info['blanks']; lower blanks to deal the same count every episode).",
+                self.blanks, seed, self.size, self.size, removed, removed,
+            )
         self.grid, self.given = puzzle, puzzle != 0
         self.credited = np.zeros_like(self.given)
         self.started = True
         obs = (
             f"Let's play Sudoku on a {self.size}x{self.size} grid with {self.box_rows}x{self.box_cols} boxes. Fill every "
             f"empty cell (.) so each row, column and box holds each digit 1-{self.size} exactly once. Each turn write one "
-            f"digit as \\boxed{{ROW COL DIGIT}} (rows and columns from 1); you may overwrite your own digits but not the "
-            f"given ones. You have at most {self.max_turns} turns. " + BOXED_HINT % "1 2 3" + f"\n{self.render()}"
+            f"digit as \\boxed{{ROW COL DIGIT}} (rows and columns from 1); you may overwrite your own digits, or erase one "
+            f"with \\boxed{{ROW COL 0}}, but not the given ones. You have at most {self.max_turns} turns. " + BOXED_HINT % "1 2 3" + f"\n{self.render()}"
         )
-        return obs, {"max_turns": self.max_turns}
+        return obs, {"max_turns": self.max_turns, "blanks": removed}
 
     def step(self, action: str) -> StepResult:
         out_of_turns = self.take_turn()
         match = _MOVE.match(extract_boxed(action) or "")
         problem = None
         if match is None:
-            problem = "expected \\boxed{ROW COL DIGIT}, e.g. \\boxed{1 2 3}"
+            problem = "expected \\boxed{ROW COL DIGIT}, e.g. \\boxed{1 2 3} (DIGIT 0 erases a digit you wrote)"
         else:
             r, c, d = (int(x) for x in match.groups())
             r, c = r - 1, c - 1
-            if not (0 <= r < self.size and 0 <= c < self.size and 1 <= d <= self.size):
-                problem = f"rows, columns and digits go from 1 to {self.size}"
+            if not (0 <= r < self.size and 0 <= c < self.size and 0 <= d <= self.size):
+                problem = f"rows, columns and digits go from 1 to {self.size} (digit 0 erases a digit you wrote)"
             elif self.given[r, c]:
-                problem = f"cell {r + 1} {c + 1} is given and cannot change"
-            else:
+                problem = f"cell {r + 1} {c + 1} is given and cannot change (0 erases only digits you wrote)"
+            elif d:
                 previous, self.grid[r, c] = self.grid[r, c], 0
                 if d not in _candidates(self.grid, r, c, self.box_rows, self.box_cols):
                     self.grid[r, c] = previous

@@ -37,7 +37,7 @@ MAX_SIZE = 20
 MAX_FILL = 0.8
 #: Fresh draws of words and places a reset makes before it gives up on the settings.
 PLACE_ATTEMPTS = 100
-_MOVE = re.compile(r"^(\d{1,6})[\s,]+(\d{1,6})[\s,]+(\d{1,6})[\s,]+(\d{1,6})$")
+_MOVE = re.compile(r"^([0-9]{1,6})[\s,]+([0-9]{1,6})[\s,]+([0-9]{1,6})[\s,]+([0-9]{1,6})$")
 ALL_DIRECTIONS = ((0, 1), (1, 0), (1, 1), (-1, 1), (0, -1), (-1, 0), (-1, -1), (1, -1))
 
 
