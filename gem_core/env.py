@@ -261,16 +261,17 @@ def episode_over_result() -> StepResult:
 
 
 def guard_episode_end(cls: type) -> type:
-    """Make the ``step``/``astep``/``reset``/``areset`` that ``cls`` itself defines respect episode ends.
+    """Make the ``step``/``astep``/``reset``/``areset`` of ``cls`` respect episode ends.
 
     Once a step returns ``terminated`` or ``truncated``, further steps return
-    :func:`episode_over_result` until the next reset, whatever the subclass's own ``step`` would do
-    (GuessTheNumber paid 1.0 for the right number after "Out of turns"; math envs re-graded). Applied to
-    every subclass of :class:`Env` and of the GEM wrapper, so no env has to remember it.
+    :func:`episode_over_result` until the next reset that returns, whatever the subclass's own ``step`` would do
+    (GuessTheNumber paid 1.0 for the right number after "Out of turns"; math envs re-graded). A reset that raises
+    (a refused seed) leaves an ended episode ended. Applied to every subclass of :class:`Env` and of the GEM
+    wrapper, so no env has to remember it: the methods ``cls`` defines, and those it inherits unguarded (from a
+    mixin holding the grading logic, a class that is no env); methods already guarded are left as they are.
     """
-    namespace = vars(cls)
-    if "step" in namespace and not getattr(namespace["step"], "_gem_guarded", False):
-        step = namespace["step"]
+    step = _unguarded(cls, "step")
+    if step is not None:
 
         @functools.wraps(step)
         def guarded_step(self: Any, action: str) -> StepResult:
@@ -285,8 +286,8 @@ def guard_episode_end(cls: type) -> type:
 
         guarded_step._gem_guarded = True  # type: ignore[attr-defined]
         cls.step = guarded_step  # type: ignore[attr-defined]
-    if "astep" in namespace and inspect.iscoroutinefunction(namespace["astep"]) and not getattr(namespace["astep"], "_gem_guarded", False):
-        astep = namespace["astep"]
+    astep = _unguarded(cls, "astep")
+    if astep is not None and inspect.iscoroutinefunction(astep):
 
         @functools.wraps(astep)
         async def guarded_astep(self: Any, action: str) -> StepResult:
@@ -300,26 +301,44 @@ def guard_episode_end(cls: type) -> type:
         guarded_astep._gem_guarded = True  # type: ignore[attr-defined]
         cls.astep = guarded_astep  # type: ignore[attr-defined]
     for name in ("reset", "areset"):
-        method = namespace.get(name)
-        if method is None or getattr(method, "_gem_guarded", False):
+        method = _unguarded(cls, name)
+        if method is None:
             continue
+        # The flag clears only once the reset has returned: one that raised started no episode.
         if inspect.iscoroutinefunction(method):
 
             async def guarded_areset(self: Any, *args: Any, _reset: Any = method, **kwargs: Any) -> Any:
+                result = await _reset(self, *args, **kwargs)
                 self._gem_episode_over = False
-                return await _reset(self, *args, **kwargs)
+                return result
 
             guarded = functools.wraps(method)(guarded_areset)
         else:
 
             def guarded_reset(self: Any, *args: Any, _reset: Any = method, **kwargs: Any) -> Any:
+                result = _reset(self, *args, **kwargs)
                 self._gem_episode_over = False
-                return _reset(self, *args, **kwargs)
+                return result
 
             guarded = functools.wraps(method)(guarded_reset)
         guarded._gem_guarded = True  # type: ignore[attr-defined]
         setattr(cls, name, guarded)
     return cls
+
+
+def _unguarded(cls: type, name: str) -> Any:
+    """The method ``name`` that ``cls`` defines or inherits, if it still needs the episode-end guard; else None.
+
+    An inherited one needs it only if it is a plain function not guarded yet: a subclass of a guarded class
+    inherits the guarded method, and wrapping it again would only add a check to every step.
+    """
+    if name in vars(cls):
+        method = vars(cls)[name]
+    else:
+        method = next((vars(base)[name] for base in cls.__mro__[1:] if name in vars(base)), None)
+        if not inspect.isfunction(method):
+            return None
+    return None if getattr(method, "_gem_guarded", False) else method
 
 
 _Snapshotted = TypeVar("_Snapshotted", bound="StateSnapshots")
@@ -371,6 +390,8 @@ class StateSnapshots:
         """Continue from a :meth:`get_state` snapshot of an env of the same class.
 
         The whole snapshot is checked before any attribute changes, so a refused one leaves the env as it was.
+        Attributes the env has and the snapshot lacks (created after it was taken) are removed, except those in
+        :attr:`state_excludes`, which :meth:`get_state` never takes.
         Only names :meth:`get_state` could have produced are set: an attribute of this env, or a new name that
         is no method or property of its class (a tampered snapshot could otherwise replace ``step``).
 
@@ -383,6 +404,9 @@ class StateSnapshots:
         attributes = _settable_attributes(self, state, excluded)
         for name, value in attributes.items():
             setattr(self, name, copy.deepcopy(value))
+        # An attribute the env created after the snapshot (a hint asked for later) is no part of the restored episode.
+        for name in [name for name in vars(self) if name not in attributes and name not in excluded]:
+            delattr(self, name)
 
     def spawn(self: _Snapshotted, same_state: bool = True, *, seed: int | None = None) -> _Snapshotted:
         """A new env with this one's configuration (shared resources shared, see :attr:`state_excludes`).
@@ -503,6 +527,12 @@ class Env(StateSnapshots, gym.Env[str, str]):
     def render(self) -> str | None:
         """The current state as text (``render_mode="ansi"``); envs that keep a board override this."""
         return None
+
+
+# Env's own astep/areset only call step/reset, which every subclass gets guarded (guard_episode_end):
+# a subclass that inherits them needs no second check on every async step.
+Env.astep._gem_guarded = True  # type: ignore[attr-defined]
+Env.areset._gem_guarded = True  # type: ignore[attr-defined]
 
 
 def _qualified_name(obj: Any) -> str:

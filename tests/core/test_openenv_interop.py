@@ -21,6 +21,7 @@ from openenv.core import GenericEnvClient  # noqa: E402
 from openenv.core.env_server import Action, Environment, Observation, State  # noqa: E402
 
 from gem_core import make, register  # noqa: E402
+from gem_core.env import episode_over_result  # noqa: E402
 from gem_core.serve.openenv_interop import OpenEnvEnv, openenv_app  # noqa: E402
 from gem_core.serve.asgi import listening_socket  # noqa: E402
 from server_process import ServerProcess  # noqa: E402
@@ -274,8 +275,8 @@ def test_a_dead_openenv_server_is_a_truncation_on_step_and_one_clear_error_on_re
             env.reset(seed=1)
         assert str(raised.value).startswith(f"the OpenEnv server at {ws_url} is unreachable (")
         assert str(raised.value).endswith("check that it is running and that the URL is right")
-        # no episode after a failed reset: a step says so, it does not open a new server-side session
-        assert env.step("\\boxed{7}") == ("", 0.0, False, True, {"error": "no OpenEnv session: call reset() first (or the last one ended in an error)"})
+        # no episode after a failed reset: the ended one stays ended (GEM's guard), no new server-side session is opened
+        assert env.step("\\boxed{7}") == episode_over_result()
         server.stop()
         server = _openenv_server_process(server.port)  # restarted on the same port
         assert env.reset(seed=1)[0] == make("game:GuessTheNumber-v0").reset(seed=1)[0]
