@@ -127,16 +127,18 @@ def load_rows(
     Args:
         path: a hub id (``"openai/gsm8k"``); ignored when ``data_files`` is given.
         split: the split to read. Local files without a split mapping are all ``"train"``, so any
-            ``split`` reads them.
+            ``split`` reads them; a ``{split: files}`` mapping must have ``split``.
         name: the hub config (``"main"`` for GSM8K).
         data_files: local JSONL / JSON / Parquet / CSV file(s) with the same columns as the hub dataset;
             these are read instead of the hub, which works offline.
 
     Raises:
         DatasetUnavailableError: the hub could not be reached (or the id/split is wrong) and no local file
-            was given; the message says how to point the env at a local copy.
+            was given; the message says how to point the env at a local copy. Also when a local file cannot
+            be read (empty, or a line that is not JSON); the message names the file.
         MissingFile: (a FileNotFoundError) a local file does not exist.
         InvalidArgumentType: ``data_files`` is not a path, a list of paths or a ``{split: path(s)}`` dict.
+        InvalidArgument: a ``{split: path(s)}`` dict has no ``split``, or a file's format cannot be told.
     """
     if data_files is not None:
         _check_data_files(data_files)
@@ -163,12 +165,18 @@ def _load_uncached(path: str | None, *, split: str, name: str | None, data_files
                 raise MissingFile(f"Local data file {file!s} does not exist; give an existing path in data_files.")
         builder = _builder_for(data_files)
         files = _as_paths(data_files)
-        loaded = datasets.load_dataset(builder, data_files=files)
+        try:
+            loaded = datasets.load_dataset(builder, data_files=files)
+        except Exception as exc:  # an empty file: a bare StopIteration; a bad line: DatasetGenerationError
+            raise DatasetUnavailableError(_unreadable(data_files, builder, exc)) from exc
         if split in loaded:
             return loaded[split]
-        if len(loaded) == 1:  # a plain file list is one "train" split; accept any requested split name
+        if not isinstance(data_files, dict) and len(loaded) == 1:  # a plain file list is one "train" split: any split reads it
             return next(iter(loaded.values()))
-        raise InvalidArgument(f"Split {split!r} not in the local files; available: {sorted(loaded)}.")
+        raise InvalidArgument(
+            f"split={split!r} is not in data_files, which gives the split(s) {sorted(loaded)}: pass split= one of "
+            f"them, or add {split!r}: path(s) to the data_files dict."
+        )
     if not path:
         raise InvalidArgument("Give either a hub id (`dataset_path=`) or local files (`data_files=`).")
     unreachable = None if _in_hf_cache(path) else _hub_unreachable()
@@ -182,6 +190,21 @@ def _load_uncached(path: str | None, *, split: str, name: str | None, data_files
             f"{_readers(path)}the hub dataset {path!r} (config={name!r}, split={split!r}), which could not be loaded: "
             f"{type(exc).__name__}: {exc}. {_OFFLINE_FIXES}"
         ) from exc
+
+
+def _unreadable(data_files: DataFiles, builder: str, exc: Exception) -> str:
+    """Why ``datasets`` could not read the local ``data_files`` as ``builder``, naming the files and the fix
+    (its own error names neither: StopIteration has no message, DatasetGenerationError hides the parse error)."""
+    files = [str(file) for file in _iter_files(data_files)]
+    empty = [file for file in files if Path(file).stat().st_size == 0]
+    if empty:
+        return f"Local data file(s) {', '.join(empty)}: an empty file has no rows; give files with at least one row each."
+    cause = exc.__cause__ or exc.__context__ or exc
+    shape = "one JSON object per line" if builder == "json" else f"valid {builder}"
+    return (
+        f"Local data file(s) {', '.join(files)} could not be read as {builder}: {type(cause).__name__}: {str(cause):.300}. "
+        f"Fix the file(s) ({shape}, with the columns the env reads)."
+    )
 
 
 _OFFLINE_FIXES = (

@@ -200,10 +200,18 @@ class _Worker:
         self.ready = True
 
     def call(self, function: str, args: tuple, timeout: float) -> tuple[bool, Any]:
-        """``(answered, (status, value))``; ``answered`` is False if the worker overran ``timeout``."""
+        """``(answered, (status, value))``; ``answered`` is False (and the reply None) if the worker overran
+        ``timeout``. BrokenPipeError (only the request's write raises it) means the worker died before it."""
         assert self.proc.stdin is not None
         _write_frame(self.proc.stdin, (function, args))
         return self._read_frame(timeout)
+
+    def stop(self) -> None:
+        """Kill the process and remove its scratch folder, leaving the pipes to the thread that reads them (closing
+        them under its poll could hand their descriptor numbers to another file)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -214,7 +222,10 @@ class _Worker:
             pass
         for stream in (self.proc.stdin, self.proc.stdout):
             if stream is not None:
-                stream.close()
+                try:  # closing stdin flushes a request the dead worker never read: EPIPE, nothing to do about it
+                    stream.close()
+                except OSError:
+                    pass
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
@@ -230,6 +241,10 @@ class ScoringPool:
         memory_mb: address-space limit of each worker (a blown-up expression fails, not the host).
         startup_timeout: seconds a worker may take to start, and a ``prepare`` call to run.
         warm_up: ``"module:function"`` each worker calls before it says ready (imports, caches).
+
+    Raises:
+        InvalidArgument: if ``max_workers`` is not a whole number above 0, or ``startup_timeout`` not a number
+            of seconds above 0 (at most :data:`MAX_CALL_SECONDS`).
     """
 
     def __init__(
@@ -240,11 +255,15 @@ class ScoringPool:
         startup_timeout: float = 120.0,
         warm_up: str | None = None,
     ):
-        self.max_workers = max_workers or usable_cpus()
+        from gem_core.vector.calls import check_count
+
+        self.max_workers = usable_cpus() if max_workers is None else check_count("max_workers", max_workers, none_means="one per usable CPU")
         self.memory_mb = memory_mb
-        self.startup_timeout = startup_timeout
+        self.startup_timeout = check_time_limit("startup_timeout", startup_timeout)
         self.warm_up_function = warm_up
         self._idle: list[_Worker] = []
+        #: Workers lent to a call now: close() stops them too, so an abandoned call leaves no process running.
+        self._busy: set[_Worker] = set()
         self._lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(self.max_workers)
         self._pid = os.getpid()
@@ -254,16 +273,36 @@ class ScoringPool:
         return _Worker(self.memory_mb, self.warm_up_function)
 
     def _borrow(self) -> _Worker:
-        with self._lock:
-            if self._idle:
-                return self._idle.pop()
-        return self._new_worker()
+        """An idle worker that is still alive (one the OOM killer took while idle is dropped), else a new one."""
+        dead = []
+        try:
+            with self._lock:
+                while self._idle:
+                    worker = self._idle.pop()
+                    if worker.proc.poll() is None:
+                        self._busy.add(worker)
+                        return worker
+                    dead.append(worker)
+            worker = self._new_worker()
+            with self._lock:
+                self._busy.add(worker)
+            return worker
+        finally:
+            for worker in dead:
+                logger.debug("scoring worker %s died while idle (exit status %s)", worker.proc.pid, worker.proc.returncode)
+                worker.kill()
 
     def _give_back(self, worker: _Worker) -> None:
         with self._lock:
+            self._busy.discard(worker)
             if not self._closed:
                 self._idle.append(worker)
                 return
+        worker.kill()
+
+    def _discard(self, worker: _Worker) -> None:
+        with self._lock:
+            self._busy.discard(worker)
         worker.kill()
 
     def call(
@@ -276,27 +315,36 @@ class ScoringPool:
         """Run ``function(*args)`` in a worker with a deadline of ``timeout`` seconds (start-up excluded).
 
         ``prepare`` is ``("module:function", args)`` run first under ``startup_timeout`` (its result
-        is dropped); use it for per-process caches the scorer needs.
+        is dropped); use it for per-process caches the scorer needs. A worker that died while idle is
+        replaced, and a request it could not take is sent once more, to another worker. An exception that interrupts the wait
+        (KeyboardInterrupt, SystemExit) kills the worker before it propagates.
+
+        Raises:
+            InvalidArgument: if ``timeout`` is not a number of seconds above 0, at most :data:`MAX_CALL_SECONDS`
+                (inf failed the wait, and 0 or nan scored every answer as a timeout).
         """
+        timeout = check_time_limit("timeout", timeout)
         with self._slots:
-            worker = self._borrow()
             setup_start = time.monotonic()
-            setup = 0.0
+            worker = self._borrow()
             try:
-                worker.wait_ready(self.startup_timeout)
-                if prepare is not None:
-                    answered, (status, value) = worker.call(prepare[0], tuple(prepare[1]), self.startup_timeout)
-                    if not answered:
-                        raise TimeoutError(f"preparing {prepare[0]} took longer than {self.startup_timeout}s")
-                setup = time.monotonic() - setup_start
-                answered, reply = worker.call(function, args, timeout)
+                try:
+                    answered, reply, setup = self._send(worker, function, args, timeout, prepare, setup_start)
+                except BrokenPipeError as exc:  # died idle, after _borrow looked: the request once more, on another worker
+                    logger.debug("scoring worker for %s lost before the request: %s", function, exc)
+                    self._discard(worker)
+                    worker = self._borrow()
+                    answered, reply, setup = self._send(worker, function, args, timeout, prepare, setup_start)
             except (OSError, EOFError, TimeoutError, ValueError, pickle.PickleError) as exc:  # worker died (e.g. out of memory)
-                worker.kill()
+                self._discard(worker)
                 logger.debug("scoring worker for %s lost: %s: %s", function, type(exc).__name__, exc)
                 return CallResult(error=f"{type(exc).__name__}: {exc}", setup_seconds=time.monotonic() - setup_start)
+            except BaseException:  # interrupted mid-call: the worker would go on computing outside the pool
+                self._discard(worker)
+                raise
             if not answered:
                 logger.debug("%s overran %ss; killing its worker", function, timeout)
-                worker.kill()
+                self._discard(worker)
                 self._give_back(self._new_worker())  # starts importing now, ready for the next call
                 return CallResult(timed_out=True, error="timeout", setup_seconds=setup)
             self._give_back(worker)
@@ -304,6 +352,19 @@ class ScoringPool:
             if status == "ok":
                 return CallResult(value=value, setup_seconds=setup)
             return CallResult(error=value, setup_seconds=setup)
+
+    def _send(
+        self, worker: _Worker, function: str, args: tuple, timeout: float, prepare: tuple[str, tuple] | None, setup_start: float,
+    ) -> tuple[bool, Any, float]:
+        """``(answered, reply, setup seconds)`` of one call on ``worker``, ``prepare`` first."""
+        worker.wait_ready(self.startup_timeout)
+        if prepare is not None:
+            prepared, _ = worker.call(prepare[0], tuple(prepare[1]), self.startup_timeout)
+            if not prepared:
+                raise TimeoutError(f"preparing {prepare[0]} took longer than {self.startup_timeout}s")
+        setup = time.monotonic() - setup_start
+        answered, reply = worker.call(function, args, timeout)
+        return answered, reply, setup
 
     def warm_up(self, n: int = 1) -> None:
         """Start ``n`` workers now (e.g. before a benchmark) so the first calls do not wait for start-up."""
@@ -313,14 +374,17 @@ class ScoringPool:
             self._give_back(worker)
 
     def close(self) -> None:
-        """Stop every idle worker (a worker in use is stopped when its call returns to a closed pool)."""
+        """Stop every worker: the idle ones, and those in use (their calls return an error)."""
         with self._lock:
             workers, self._idle = self._idle, []
+            busy = list(self._busy)
             self._closed = True
         if os.getpid() != self._pid:  # a forked child must not touch the parent's workers
             return
         for worker in workers:
             worker.kill()
+        for worker in busy:  # the calling thread sees the worker exit, and closes its pipes itself
+            worker.stop()
 
 
 _pools: dict[str, ScoringPool] = {}

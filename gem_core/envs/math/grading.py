@@ -27,7 +27,7 @@ import warnings
 from dataclasses import dataclass
 from fractions import Fraction
 
-from gem_core.envs.scoring_pool import ScoringPool, scoring_pool
+from gem_core.envs.scoring_pool import ScoringPool, check_time_limit, scoring_pool
 
 __all__ = ["grade_inline", "normalized_equal", "exact_verdict", "GradeResult", "GraderPool", "default_grader", "grade"]
 
@@ -263,7 +263,13 @@ class GraderPool(ScoringPool):
         )
 
     def grade(self, prediction: str, gold: str, timeout: float = 5.0) -> GradeResult:
-        """Grade with a deadline of ``timeout`` seconds (worker start-up excluded)."""
+        """Grade with a deadline of ``timeout`` seconds (worker start-up excluded).
+
+        Raises:
+            InvalidArgument: if ``timeout`` is not a number of seconds above 0, at most
+                :data:`~gem_core.envs.scoring_pool.MAX_CALL_SECONDS` (0 or nan scored a correct answer wrong).
+        """
+        timeout = check_time_limit("timeout", timeout)
         result = self.call("gem_core.envs.math.grading:grade_inline", prediction, gold, timeout=timeout)
         if not result.ok:
             return GradeResult(False, timed_out=result.timed_out, error=result.scoring_error, setup_seconds=result.setup_seconds)
@@ -281,9 +287,14 @@ def grade(prediction: str, gold: str, timeout: float | None = 5.0, *, backend: s
 
     ``backend="ray"`` (or ``$GEM_SANDBOX_BACKEND=ray``) sends what needs a grading worker to a Ray node
     labelled ``gem_sandbox`` (:mod:`gem_core.tools.sandbox.ray_pool`), where it runs in that node's pool.
+
+    Raises:
+        InvalidArgument: if ``timeout`` is neither None nor a number of seconds above 0, at most
+            :data:`~gem_core.envs.scoring_pool.MAX_CALL_SECONDS` (checked even where exact numbers need no worker).
     """
     if timeout is None:
         return GradeResult(grade_inline(prediction, gold))
+    timeout = check_time_limit("timeout", timeout, none_means="grading in this process without a limit")
     verdict = exact_verdict(_strip_choice_label(prediction, gold), gold)
     if verdict is not None:  # exact numbers need no worker round trip
         return GradeResult(verdict)
