@@ -23,7 +23,7 @@ token, the policy version that sampled it (-1 on env and template tokens), recor
 version (:class:`gem_core.rollout.policy_version.VersionedPolicy`); :attr:`TokenTrajectory.oldest_version` and
 :attr:`TokenTrajectory.newest_version` summarize it. ``logprobs`` on those tokens are the behaviour policy's.
 
-Checked on construction: ``loss_mask``, ``logprobs`` (and ``token_versions`` when recorded) align with
+Checked on construction: ``loss_mask``, ``logprobs`` (and ``token_versions`` when recorded: ints from -1) align with
 ``response_ids``; one finite reward per turn (an int or float, not text or a bool); each turn span is a pair of ints
 that lies in ``response_ids`` (``0 <= start <= end <= len(response_ids)``, empty spans allowed), in turn order and not
 overlapping; ``history`` is one of :data:`~gem_core.rollout.chat_template.HISTORY_MODES`, the rendered fields are set
@@ -157,6 +157,16 @@ class TokenTrajectory:
             raise InvalidArgument(
                 f"token_versions has {len(self.token_versions)} entries for {n} response ids; need one per id (or none)."
             )
+        versions = self.token_versions
+        # None or a bool built, then oldest_version raised TypeError or counted True as version 1; a -7 read as unversioned.
+        if versions and (not set(map(type, versions)) <= {int} or min(versions) < -1):
+            i, value = next((i, v) for i, v in enumerate(versions) if type(v) is not int or v < -1)
+            if type(value) is not int:
+                raise InvalidArgument(
+                    f"token_versions[{i}] is {value!r}: versions must be ints (the policy version from 0, -1 where none is "
+                    f"known), not {type(value).__name__}."
+                )
+            raise InvalidArgument(f"token_versions[{i}] is {value}: a version is the policy version from 0, or -1 where none is known.")
         if len(self.turn_spans) != len(self.rewards):
             raise InvalidArgument(f"{len(self.turn_spans)} turn spans but {len(self.rewards)} rewards; need one per turn.")
         rewards = self.rewards

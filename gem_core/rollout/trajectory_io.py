@@ -23,6 +23,7 @@ import hmac
 import itertools
 import json
 import math
+import operator
 import os
 import pickle
 import secrets
@@ -251,6 +252,9 @@ _LIST_ITEMS: dict[str, type | tuple[type, ...]] = {
     "observations": str, "actions": str, "infos": dict, "env_states": str, "rendered_context_ends": int,
     "generation_prompt_ids": int, "turn_spans": list, "images": dict, "token_versions": int,
 }
+#: The exact item types a JSON file gives each list field (no bool): a field whose items are all of them passes
+#: without a look at each item.
+_EXACT_ITEMS = {name: frozenset(item if isinstance(item, tuple) else (item,)) for name, item in _LIST_ITEMS.items()}
 _SCALARS: dict[str, tuple[type, ...]] = {
     "env_id": (str, type(None)), "seed": (int, type(None)), "terminated": (bool,), "truncated": (bool,),
     "final_observation": (str, type(None)), "history": (str,), "metrics": (dict,), "rendered_ids": (list, type(None)),
@@ -281,6 +285,27 @@ def _check_loss_mask(loss_mask: list[int], turn_spans: list[list[int]]) -> None:
         )
 
 
+def _check_token_versions(versions: list[int], loss_mask: list[int]) -> None:
+    """Refuse a token version the session never writes: on a sampled token (mask 1) a policy version from 0, or -1
+    when its turn's policy carried none; on an env or template token (mask 0) -1. A sampled -7 made a versioned
+    episode read as unversioned (``oldest_version`` None, staleness 0). A length that does not match the mask is
+    left to :class:`TokenTrajectory`, which names it. O(tokens), at C speed unless a version is wrong."""
+    if not versions or len(versions) != len(loss_mask):
+        return
+    if min(versions) >= -1 and set(itertools.compress(versions, map(operator.not_, loss_mask))) <= {-1}:
+        return
+    at = next(i for i, (v, m) in enumerate(zip(versions, loss_mask, strict=True)) if (v < -1 if m else v != -1))
+    if loss_mask[at]:
+        raise MalformedFile(
+            f"field 'token_versions' item {at} is {versions[at]} on a sampled token; a sampled token's version is the "
+            "policy version that sampled it (from 0), or -1 when its policy carried none."
+        )
+    raise MalformedFile(
+        f"field 'token_versions' item {at} is {versions[at]} on an env or template token; those tokens carry -1 (no "
+        "policy sampled them)."
+    )
+
+
 def _check_images(record: Mapping[str, Any]) -> None:
     """Raise MalformedFile unless each image entry names whole numbers that fit the record: its turn, and placeholder ids
     inside ``prompt_ids + response_ids`` (else pixels and placeholders misalign, or multimodal code fails far away)."""
@@ -302,8 +327,8 @@ def _check_images(record: Mapping[str, Any]) -> None:
 
 
 def _check_record(record: Mapping[str, Any]) -> None:
-    """Raise MalformedFile naming the first field of ``record`` that holds the wrong type, a token id outside
-    0..2**31-1, or a loss mask that is not 1 exactly on the turn spans."""
+    """Raise MalformedFile naming the first field of ``record`` that holds the wrong type (and the item, for a list),
+    a token id outside 0..2**31-1, a loss mask that is not 1 exactly on the turn spans, or a token version out of range."""
     for name, types in _SCALARS.items():
         value = record.get(name)
         if name in record and (not isinstance(value, types) or (name == "seed" and isinstance(value, bool))):
@@ -313,9 +338,13 @@ def _check_record(record: Mapping[str, Any]) -> None:
         value = record.get(name, [])
         if not isinstance(value, list):
             raise MalformedFile(f"field {name!r} is {type(value).__name__}, expected a list.")
-        bad = next((v for v in value if not isinstance(v, item) or isinstance(v, bool)), None)
-        if bad is not None:
-            raise MalformedFile(f"field {name!r} holds a {type(bad).__name__}; expected {getattr(item, '__name__', 'number')} items.")
+        if set(map(type, value)) <= _EXACT_ITEMS[name]:  # the usual case, at C speed
+            continue
+        # By index, not by value: a bad item that is None (JSON null) is still found.
+        at = next((i for i, v in enumerate(value) if not isinstance(v, item) or isinstance(v, bool)), None)
+        if at is not None:
+            shown = "null" if value[at] is None else f"a {type(value[at]).__name__}"
+            raise MalformedFile(f"field {name!r} item {at} is {shown}; expected {getattr(item, '__name__', 'number')} items.")
     # JSON true is a Python int: a bool in a number field would load as 1 (type() is exact, so bools fail).
     if any(len(span) != 2 or not all(type(x) is int for x in span) for span in record.get("turn_spans", [])):
         raise MalformedFile("field 'turn_spans' must hold [start, end] pairs of token indices.")
@@ -329,6 +358,7 @@ def _check_record(record: Mapping[str, Any]) -> None:
     if not set(record.get("loss_mask", [])) <= {0, 1}:  # a mask of 2 would weight a token twice in the loss
         raise MalformedFile("field 'loss_mask' must hold 0 or 1 per token.")
     _check_loss_mask(record.get("loss_mask", []), record.get("turn_spans", []))
+    _check_token_versions(record.get("token_versions", []), record.get("loss_mask", []))
     _check_images(record)
     if not isinstance(record.get("env_kwargs", {}), dict):
         raise MalformedFile(f"field 'env_kwargs' is {type(record.get('env_kwargs')).__name__}, expected an object.")
@@ -338,7 +368,8 @@ def trajectory_from_record(record: Mapping[str, Any]) -> TokenTrajectory:
     """The trajectory a :func:`trajectory_to_record` dict holds.
 
     Raises:
-        MalformedFile: not a trajectory record of this format version, or a field of the wrong type.
+        MalformedFile: not a trajectory record of this format version, a field (or a list field's item, null included)
+            of the wrong type, or a token version out of range (below -1, or other than -1 on an env token).
         InvalidArgument: fields that do not agree (spans past the tokens, texts not one per turn, an unknown
             ``history`` or rendered fields that do not match it).
     """
