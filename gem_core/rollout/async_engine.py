@@ -45,9 +45,10 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -58,7 +59,7 @@ from gem_core.protocols import Tokenizer
 from gem_core.rollout.chat_template import ChatTemplate
 from gem_core.rollout.policy import Policy, SamplingParams
 from gem_core.rollout.policy_version import VersionedPolicy, WeightUpdate, episode_counting_batcher
-from gem_core.rollout.runner import EnvFactory, _play, _TurnState, _with_stop_tokens
+from gem_core.rollout.runner import EnvFactory, _closed_when_idle, _play, _TurnState, _with_stop_tokens
 from gem_core.rollout.session import EpisodeSession
 from gem_core.rollout.trajectory import TokenTrajectory
 
@@ -169,7 +170,14 @@ class AsyncEpisodeEngine:
     """Plays episodes continuously with a versioned policy and hands the trainer batches within a staleness bound.
 
     See the module docstring for the schedule. Use it as an async context manager (or call :meth:`start`
-    and :meth:`aclose`).
+    and :meth:`aclose`). An engine closed can be started again: the episodes :meth:`aclose` cancelled before their
+    end (counted in ``episodes_cancelled``) are played first then, their seeds in the order they started, so no seed
+    is lost. Each episode's env is closed when the episode ends, never under a step still running in an env pool
+    thread (as :func:`~gem_core.rollout.runner.run_episodes` does); an env whose ``close`` raises is counted
+    (``env_close_errors``) and logged, and ends neither its episode nor the run.
+
+    The policy's version may change through :meth:`update_policy` or the :class:`VersionedPolicy` itself
+    (:meth:`VersionedPolicy.update`): the engine hears both.
 
     Args:
         env_fn: a registered env id (each episode's env is made by :func:`gem_core.placement.make_env`) or
@@ -225,7 +233,8 @@ class AsyncEpisodeEngine:
         self._seeds = iter(seeds)
         self._retry: deque[int | None] = deque()  # seeds to play again (on_stale="regenerate")
         self._ready: list[tuple[int, TokenTrajectory]] = []  # (oldest version, episode), in finishing order
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: dict[asyncio.Task, int | None] = {}  # running episodes and their seeds, in starting order
+        self._stop_listening: Callable[[], None] | None = None
         self._producer: asyncio.Task | None = None
         self._changed: _Signal | None = None
         self._error: BaseException | None = None
@@ -240,6 +249,7 @@ class AsyncEpisodeEngine:
         self.counts = {
             "episodes_started": 0, "episodes_finished": 0, "episodes_handed": 0,
             "dropped_stale": 0, "regenerated_stale": 0, "stopped_stale_in_flight": 0, "env_start_errors": 0,
+            "episodes_cancelled": 0, "env_close_errors": 0,
         }
         """Running totals; :meth:`metrics` reports them with the version and the last batch's staleness."""
 
@@ -250,20 +260,39 @@ class AsyncEpisodeEngine:
         if self._producer is None:
             self._closed = False
             self._changed = _Signal()
+            # An update made on the policy itself (VersionedPolicy.update) changes admission and the bound too.
+            self._stop_listening = self.policy.on_update(self._changed.notify)
             self._producer = asyncio.create_task(self._produce())
         return self
 
     async def aclose(self) -> None:
         """Stop every episode (their envs are closed) and the producer; a :meth:`next_batch` waiting now, or
-        called later, raises :class:`AsyncRolloutOrderError` rather than waiting for episodes that will not come."""
+        called later, raises :class:`AsyncRolloutOrderError` rather than waiting for episodes that will not come.
+
+        The seeds of the episodes cancelled before their end go back to the front of the retry queue, in the order
+        they started, so a :meth:`start` after this plays them first.
+        """
         self._closed = True
         if self._changed is not None:
             self._changed.notify()
+        if self._stop_listening is not None:
+            self._stop_listening()
+            self._stop_listening = None
         tasks = [t for t in (self._producer, *self._tasks) if t is not None]
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        self._producer = None
+        try:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        finally:
+            self._producer = None
+            # An episode that ended by itself took itself out of _tasks; the ones left were cancelled mid-start,
+            # mid-turn or before they first ran (then their own `finally` never ran).
+            cancelled = [(task, seed) for task, seed in self._tasks.items() if task.done()]
+            for task, _ in cancelled:
+                del self._tasks[task]
+            self._running -= len(cancelled)
+            self.counts["episodes_cancelled"] += len(cancelled)
+            self._retry.extendleft(reversed([seed for _, seed in cancelled]))
 
     async def __aenter__(self) -> AsyncEpisodeEngine:
         return await self.start()
@@ -352,10 +381,7 @@ class AsyncEpisodeEngine:
         In-flight generations are aborted and resampled (``on_update="interrupt"``) or awaited
         (``"drain"``). Returns the new version.
         """
-        version = await self.policy.update(apply, interrupt=self.config.on_update is OnUpdate.INTERRUPT)
-        if self._changed is not None:
-            self._changed.notify()
-        return version
+        return await self.policy.update(apply, interrupt=self.config.on_update is OnUpdate.INTERRUPT)
 
     def metrics(self, prefix: str = "gem/async/") -> dict[str, float]:
         """Counts so far, the version, generations aborted by updates, and the staleness of the last batch."""
@@ -443,68 +469,96 @@ class AsyncEpisodeEngine:
                 continue
             self._running += 1
             self.counts["episodes_started"] += 1
-            task = asyncio.create_task(self._episode(seed))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._tasks[asyncio.create_task(self._episode(seed))] = seed
 
     async def _episode(self, seed: int | None) -> None:
         assert self._changed is not None
         trajectory: TokenTrajectory | None = None
-        stale = False
+        stale = cancelled = False
         try:
-            session = await self._start_session(seed)
-            if session is not None:
-                try:
-                    trajectory = await self._play(session)
-                    stale = trajectory is None
-                finally:
-                    await session.aclose()
+            env = self._new_env(seed)
+            if env is not None:
+                async with self._closing(env, seed):
+                    try:
+                        session = await self._start_session(env, seed)
+                        if session is not None:
+                            trajectory = await self._play(session)
+                            stale = trajectory is None
+                    except asyncio.CancelledError:
+                        cancelled = self._closed  # by aclose: it puts the seed back and counts the episode
+                        raise
         except asyncio.CancelledError:
             raise
         except Exception as error:  # noqa: BLE001 - a policy error: the trainer hears it at next_batch
             if self._error is None:  # the first: an episode starting beside it may fail the same way a moment later
                 self._error = error
         finally:
-            self._running -= 1
-            if stale:
-                self.counts["stopped_stale_in_flight"] += 1
-                self._discard(seed)
-            elif trajectory is not None:
-                oldest = trajectory.oldest_version
-                self._ready.append((self.version if oldest is None else oldest, trajectory))
-                self._kept += 1
-                self.counts["episodes_finished"] += 1
+            if not cancelled:
+                task = asyncio.current_task()
+                if task is not None:
+                    self._tasks.pop(task, None)
+                self._running -= 1
+                if stale:
+                    self.counts["stopped_stale_in_flight"] += 1
+                    self._discard(seed)
+                elif trajectory is not None:
+                    oldest = trajectory.oldest_version
+                    self._ready.append((self.version if oldest is None else oldest, trajectory))
+                    self._kept += 1
+                    self.counts["episodes_finished"] += 1
             self._changed.notify()
 
-    async def _start_session(self, seed: int | None) -> EpisodeSession | None:
-        """The episode's session, started; None when its env could not be made or reset.
+    def _new_env(self, seed: int | None) -> Any:
+        """The episode's env; None when it could not be made (counted as a failed start, see :meth:`_start_session`)."""
+        try:
+            return self._make_env()
+        except Exception as error:  # noqa: BLE001 - counted, and the run stopped if every env fails
+            self._failed_start(seed, error)
+            return None
+
+    @contextlib.asynccontextmanager
+    async def _closing(self, env: Any, seed: int | None) -> AsyncIterator[None]:
+        """Close ``env`` when the block ends, however it ends (a bad option, a failed reset, a cancel by aclose while a
+        sandbox boots), as run_episodes does: never under a call a pool thread still runs.
+
+        A close that raises is one env's teardown gone wrong, not the run's: counted (``env_close_errors``) and logged
+        once, and what the block did (its episode, a start error, a cancel) stands.
+        """
+        raised: BaseException | None = None
+        close_error: Exception | None = None
+        try:
+            async with _closed_when_idle(env):
+                try:
+                    yield
+                except BaseException as error:
+                    raised = error
+                    raise
+        except Exception as error:  # noqa: BLE001 - the close's own error (the block's is re-raised just below)
+            if error is raised:
+                raise
+            close_error = error
+        if close_error is not None:
+            self.counts["env_close_errors"] += 1
+            warn_once(logger, ("env-close-error", type(close_error)), "An episode's env failed to close (seed %r); the episode "
+                      "stands and the error is counted in metrics()['gem/async/env_close_errors'] (later ones are not logged): "
+                      "%s: %s", seed, type(close_error).__name__, close_error)
+        if raised is not None:
+            raise raised
+
+    async def _start_session(self, env: Any, seed: int | None) -> EpisodeSession | None:
+        """The episode's session on ``env``, started; None when its env could not be reset.
 
         Such an episode is a bad row (a file it names is gone): it is counted (``env_start_errors``), logged once,
         and dropped, and the run goes on, as an env that raises in a step ends only its episode. When a whole batch
         of episodes in a row (at least :data:`MIN_FAILED_STARTS`) fails so, the env itself is broken, and the run
-        ends with :class:`EnvStartError`.
+        ends with :class:`EnvStartError`. The caller closes ``env``, whatever ends its start.
         """
-        try:
-            env = self._make_env()
-        except Exception as error:  # noqa: BLE001 - counted, and the run stopped if every env fails
-            self._failed_start(seed, error)
-            return None
-        # The env is closed whatever ends its start: a bad option (the run's error, at once), a failed reset, or a cancel
-        # (aclose() while it resets: a sandbox booting was left running).
-        try:
-            session = EpisodeSession(env, self.tokenizer, **self._session_kwargs)
-        except BaseException:
-            env.close()
-            raise
+        session = EpisodeSession(env, self.tokenizer, **self._session_kwargs)
         try:
             await session.start(seed=seed)
         except Exception as error:  # noqa: BLE001 - counted, and the run stopped if every env fails
-            await session.aclose()
             self._failed_start(seed, error)
             return None
-        except BaseException:
-            await session.aclose()
-            raise
         self._failed_starts = 0
         return session
 

@@ -86,11 +86,24 @@ class VersionedPolicy:
         self._in_flight: set[asyncio.Task] = set()
         self._aborted: set[asyncio.Task] = set()
         self._updating = False
+        self._listeners: list[Callable[[], object]] = []
 
     def __getattr__(self, name: str) -> Any:
         if name == "policy":  # not set yet (copy, unpickling): no recursion
             raise AttributeError(name)
         return getattr(self.policy, name)
+
+    def on_update(self, listener: Callable[[], object]) -> Callable[[], None]:
+        """Call ``listener()`` after each :meth:`update` (on the event loop, once the new version is in), so code that
+        waits for a version (:class:`~gem_core.rollout.async_engine.AsyncEpisodeEngine`) hears of an update whoever
+        makes it. Returns the call that stops it (safe to call twice)."""
+        self._listeners.append(listener)
+
+        def stop() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return stop
 
     @property
     def in_flight(self) -> int:
@@ -219,10 +232,12 @@ class VersionedPolicy:
             if callable(invalidate):  # states a backend kept (KV caches) were computed by the old weights
                 invalidate()
             self.version += 1
-            return self.version
         finally:
             self._updating = False
             gate.set()
+        for listener in list(self._listeners):
+            listener()
+        return self.version
 
 
 def episode_counting_batcher(policy: Any) -> BatchingPolicy | None:
