@@ -101,6 +101,8 @@ def _parse_hermes(action: str) -> list[NativeCall]:
 
 
 def _parse_llama3_json(action: str) -> list[NativeCall]:
+    if not isinstance(action, str):  # not text (None, bytes): no call; the env answers it as malformed
+        return []
     start = action.find("<|python_tag|>")
     start = start + len("<|python_tag|>") if start >= 0 else 0
     body = action[start:].strip()
@@ -113,16 +115,25 @@ def _parse_llama3_json(action: str) -> list[NativeCall]:
 _DEEPSEEK_BEGIN, _DEEPSEEK_SEP, _DEEPSEEK_END = "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>"
 
 
-def _deepseek_name_and_arguments(body: str) -> tuple[str, str] | None:
+_DEEPSEEK_SHAPE = "write NAME on the line after <｜tool▁sep｜>, then the arguments in a ```json fence"
+
+
+def _deepseek_name_and_arguments(body: str) -> tuple[str, str] | str | None:
     """``[function]<sep>NAME\n```json\nARGUMENTS\n````` split with string operations: the regex it
-    replaces backtracked quadratically over long runs of openers or whitespace."""
+    replaces backtracked quadratically over long runs of openers or whitespace. None where the body is not
+    a call at all; the error text where it names a call (``function<sep>`` and a line) but is malformed, so
+    the model is told rather than its call taken for the answer."""
     head, sep, tail = body.partition(_DEEPSEEK_SEP)
     if not sep or head.strip() not in ("", "function"):
         return None
     name, newline, rest = tail.lstrip().partition("\n")
     name, fence = name.rstrip(), rest.strip()
-    if not newline or not name or len(fence) < 6 or not (fence.startswith("```") and fence.endswith("```")):
+    if not newline:
         return None
+    if not name or name.startswith("```"):
+        return f"the tool call has no tool name: {_DEEPSEEK_SHAPE}"
+    if len(fence) < 6 or not (fence.startswith("```") and fence.endswith("```")):
+        return f"the arguments of {name[:100]!r} are not in a ```json fence: {_DEEPSEEK_SHAPE}"
     arguments = fence[3:-3]
     return name, (arguments[4:] if arguments.startswith("json") else arguments).strip()
 
@@ -131,19 +142,27 @@ def _parse_deepseek_v3(action: str) -> list[NativeCall]:
     out = []
     for found in tag_spans(action, _DEEPSEEK_BEGIN, _DEEPSEEK_END):
         parts = _deepseek_name_and_arguments(found.body(action))
-        if parts is not None:
+        if isinstance(parts, str):
+            out.append(NativeCall("", {}, (found.start, found.end), parts))
+        elif parts is not None:
             name, arguments = parts
             out.append(_load_call(json.dumps({"name": name})[:-1] + ', "arguments": ' + arguments + "}", (found.start, found.end)))
     return out
 
 
+_MISTRAL_SHAPE = 'expected a JSON list of {"name", "arguments"} objects after [TOOL_CALLS]'
+
+
 def _parse_mistral(action: str) -> list[NativeCall]:
+    if not isinstance(action, str):  # not text (None, bytes): no call; the env answers it as malformed
+        return []
     start = action.find("[TOOL_CALLS]")
     body = action[start + len("[TOOL_CALLS]") :] if start >= 0 else action
     stripped = body.strip()
-    if not stripped.startswith("[") or (start < 0 and not stripped.endswith("]")):
-        return []
     span = (max(start, 0), len(action))
+    if not stripped.startswith("[") or (start < 0 and not stripped.endswith("]")):
+        # The marker announces calls: what follows it, if not a list, is a malformed call, not the answer.
+        return [NativeCall("", {}, span, _MISTRAL_SHAPE)] if start >= 0 else []
     if nests_deeper_than(stripped, MAX_CALL_DEPTH):
         return [NativeCall("", {}, span, _depth_error("tool call list"))] if start >= 0 else []
     try:
@@ -153,7 +172,7 @@ def _parse_mistral(action: str) -> list[NativeCall]:
     except (ValueError, RecursionError) as exc:
         return [NativeCall("", {}, span, f"tool call list is not valid JSON ({_json_problem(exc)})")] if start >= 0 else []
     if not isinstance(payload, list) or not all(isinstance(c, dict) and "name" in c for c in payload):
-        return [NativeCall("", {}, span, 'expected a JSON list of {"name", "arguments"} objects')] if start >= 0 else []
+        return [NativeCall("", {}, span, _MISTRAL_SHAPE)] if start >= 0 else []
     return [_load_call(json.dumps(c), span) for c in payload]
 
 

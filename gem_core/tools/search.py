@@ -175,12 +175,18 @@ class SearchTool:
     argument_name = "query"
 
     def content_from_arguments(self, arguments: dict[str, Any]) -> str:
-        """The query of a native call (``ToolUse(call_format=...)``): its ``query`` argument, which must be text.
+        """The query of a native call (``ToolUse(call_format=...)``): its ``query`` argument, which must be text,
+        stripped as :meth:`parse` strips a tag's. A blank query is refused here as there: sent, it came back
+        "No passages found." with ok=True, paying ``per_success`` for a call that looked nothing up.
 
         Raises:
-            InvalidArgument: as :func:`~gem_core.tools.tool.text_argument`.
+            InvalidArgument: as :func:`~gem_core.tools.tool.text_argument`, or if the query is blank; the model
+                reads why (a format error), and nothing is sent.
         """
-        return text_argument(arguments, self.argument_name, "the query")
+        query = text_argument(arguments, self.argument_name, "the query").strip()
+        if not query:
+            raise InvalidArgument(f"the query is empty: give the `{self.argument_name}` argument what to look up")
+        return query
 
     async def aexecute(self, call: ToolCall) -> ToolResult:
         """Send the query to the retrieval server; its passages (or the failure, never raised) are the observation."""

@@ -15,8 +15,10 @@ in the template's own tool role.
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from gem_core.env import Env, StepResult
@@ -36,11 +38,21 @@ class ToolRewards:
         per_call: for every call made (negative values price tool use).
         per_success: for every call whose result is ok (the program ran cleanly, the search answered).
         per_error: for every call that failed or was malformed.
+
+    Raises:
+        InvalidArgument: if a field is not a finite real number (a text, a bool, NaN or infinity): it would
+            otherwise raise at the first tool call, mid-training, or pay NaN.
     """
 
     per_call: float = 0.0
     per_success: float = 0.0
     per_error: float = 0.0
+
+    def __post_init__(self) -> None:
+        for field in fields(self):
+            value = getattr(self, field.name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+                raise InvalidArgument(f"ToolRewards({field.name}={value!r:.80}): expected a finite number, e.g. ToolRewards({field.name}=-0.1).")
 
     def for_result(self, result: ToolResult) -> float:
         """The reward for one tool call: ``per_call`` plus ``per_success`` or ``per_error``."""
@@ -84,7 +96,8 @@ def _check_tools(tools: Any) -> None:
 
     Raises:
         InvalidArgument: if there is no tool.
-        InvalidArgumentType: if ``tools`` is not a list, or an item lacks a tool's ``name``, ``parse`` and ``execute``.
+        InvalidArgumentType: if ``tools`` is not a list, or an item lacks a tool's ``name``, ``parse``, ``execute``
+            and ``aexecute`` (the protocol's; without it every call under ``astep`` failed).
     """
     if isinstance(tools, (str, bytes)) or not isinstance(tools, Sequence):
         raise InvalidArgumentType(f"ToolUse: tools must be a list of tools, got {type(tools).__name__}; for one tool, give ToolUse(env, [tool]).")
@@ -93,6 +106,11 @@ def _check_tools(tools: Any) -> None:
             raise InvalidArgumentType(
                 f"ToolUse: tools[{index}]={tool!r:.60} is not a tool (a name, parse and execute): give tool objects, "
                 "e.g. ToolUse(env, [PythonTool()])."
+            )
+        if not callable(getattr(tool, "aexecute", None)):
+            raise InvalidArgumentType(
+                f"ToolUse: tools[{index}]={tool!r:.60} has no aexecute, which astep (async rollouts) calls: subclass "
+                "gem_core.tools.SyncTool, whose aexecute runs execute in a thread, or define async aexecute."
             )
     if not tools:
         raise InvalidArgument("ToolUse needs at least one tool, e.g. ToolUse(env, [PythonTool()]).")
@@ -123,14 +141,16 @@ class ToolUse(Wrapper):
     beyond that, in tags or native calls, is answered as not run (``info`` ``{"not_run": True}``, no format
     error) and neither counted nor rewarded, as a second ``<python>`` block is left alone.
 
-    ``info`` of a tool step holds ``tool_calls`` (one record per call: tool, ok, info) and every step
-    holds ``tool_call_count``, the calls made so far in the episode.
+    ``info`` of a tool step holds ``tool_calls`` (one record per call: tool, ok, info), and ``format_error``
+    when a call was malformed (the key the metrics count); every step holds ``tool_call_count``, the calls
+    made so far in the episode.
 
     Raises:
         InvalidArgument: if there is no tool, two tools share a name, ``max_tool_calls`` is not a whole number
             of at least 0 or ``call_format`` names no known format.
         InvalidArgumentType: if ``env`` is not an env (an env id: pass ``gem_core.make(id)``), ``tools`` is not a list
-            of tools (one tool alone, a tool's name) or ``call_format`` is neither a name, a parser nor None.
+            of tools (one tool alone, a tool's name, a tool without ``aexecute``), ``rewards`` is not a
+            :class:`ToolRewards` or ``call_format`` is neither a name, a parser nor None.
     """
 
     blocking = True  # tool calls wait on subprocesses and servers
@@ -159,7 +179,11 @@ class ToolUse(Wrapper):
         self.call_format = call_format
         self.tools = {tool.name: tool for tool in tools}
         self.max_tool_calls = check_count_from_zero("ToolUse: max_tool_calls", max_tool_calls)
-        self.rewards = rewards or ToolRewards()
+        if rewards is not None and not isinstance(rewards, ToolRewards):  # a dict failed only at the first tool call
+            raise InvalidArgumentType(
+                f"ToolUse(rewards={rewards!r:.80}): expected a ToolRewards, e.g. rewards=ToolRewards(per_call=-0.1), or None for none."
+            )
+        self.rewards = ToolRewards() if rewards is None else rewards
         self.add_instructions = add_instructions
         self.tool_call_count = 0
 
@@ -194,7 +218,10 @@ class ToolUse(Wrapper):
 
     def find_calls(self, action: str) -> list[ToolCall]:
         """All tool calls in ``action`` in order of appearance; a call overlapping an earlier one is dropped, and
-        one beyond its tool's ``max_calls_per_action`` is marked to be answered as not run."""
+        one beyond its tool's ``max_calls_per_action`` is marked to be answered as not run. An action that is not
+        text holds none: it goes to the env, which answers it as malformed, whatever the call format."""
+        if not isinstance(action, str):
+            return []
         if self.call_format is not None:
             try:
                 native = parse_native_calls(self.call_format, action)
@@ -309,6 +336,8 @@ class ToolUse(Wrapper):
             ],
             "tool_call_count": self.tool_call_count,
         }
+        if any(isinstance(result.info, dict) and result.info.get("format_error") for result in results):
+            info["format_error"] = True  # the key every metric counts (EpisodeStatistics, rollouts, eval)
         if self.call_format is not None:
             info["observation_role"] = "tool"
         return observation, reward, False, False, info
