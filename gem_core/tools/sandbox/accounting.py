@@ -42,8 +42,10 @@ v2 memory controller), so the host samples instead, every ``SandboxConfig.sample
 - files: inodes in use on the sandbox's ``/tmp`` and ``/dev/shm``, from ``statvfs`` through
   ``/proc/PID/root``;
 - the working directory (``SandboxConfig.work_dir``, a host directory): bytes and entries under it,
-  walked every tenth sample (a ``statvfs`` would measure the host's whole file system); a file counts at
-  its size or its blocks, whichever is more, since a sparse one is copied whole by the host.
+  walked every tenth sample (a ``statvfs`` would measure the host's whole file system), and once more
+  when the call has ended (:meth:`.worker.Worker.run`: a command that fills it and ends between two walks
+  is reported too); a file counts at its size or its blocks, whichever is more, since a sparse one is
+  copied whole by the host.
 
 Past a cap the host kills the sandbox and reports ``limit="memory"`` or ``"disk"``. What sampling cannot
 do: stop a burst between two samples (a snippet can touch memory at a few GiB/s, so it may overshoot by

@@ -9,7 +9,10 @@ directories only (not the home or working directory, not GEM's checkout or packa
 under the work directory (``limit="disk"``).
 
 The command reaches bash through ``execv`` from the worker's snippet process, after the limits are set
-and the seccomp filter is loaded, so the shell and all it starts stay under them.
+and the seccomp filter is loaded, so the shell and all it starts stay under them. A command too long to
+be one argument (:data:`MAX_ARGUMENT_BYTES`) is written to a script file in the sandbox's ``$HOME`` (its
+private ``/tmp`` under bubblewrap) and run as ``bash FILE`` instead: the same shell, stdin and directory,
+but ``$0`` and its error messages name the file.
 """
 
 from __future__ import annotations
@@ -26,10 +29,15 @@ from gem_core.tools.sandbox.config import SandboxConfig, SandboxResult
 from gem_core.tools.sandbox.isolation import resolve_mode
 from gem_core.tools.sandbox.pool import SandboxPool
 
-__all__ = ["WorkDir", "run_shell", "SHELL"]
+__all__ = ["WorkDir", "run_shell", "SHELL", "MAX_ARGUMENT_BYTES"]
 
 SHELL = "bash"
 """The shell commands run in (``bash``, found on the sandbox's ``PATH``)."""
+MAX_ARGUMENT_BYTES = 128 * 1024
+"""The kernel's limit on one argument of ``execve`` (``MAX_ARG_STRLEN``: 32 pages, 128 KiB with 4 KiB pages),
+its terminating NUL included: a longer ``bash -c`` command failed with ``E2BIG`` ("Argument list too long")."""
+#: Where a command too long for ``bash -c`` is written (``$HOME``: a fresh directory of each sandbox).
+_SCRIPT = ".gem-command.sh"
 _uids = random.SystemRandom()
 
 
@@ -177,7 +185,8 @@ def run_shell(
     mode: str | None = None,
     config: SandboxConfig | None = None,
 ) -> SandboxResult:
-    """Run ``bash -c command`` in a fresh sandbox whose working directory is ``work_dir``.
+    """Run ``bash -c command`` in a fresh sandbox whose working directory is ``work_dir`` (a command of
+    :data:`MAX_ARGUMENT_BYTES` or more runs from a script file: see the module docstring).
 
     Args:
         command: the shell command (untrusted).
@@ -190,11 +199,20 @@ def run_shell(
 
     Raises:
         SandboxUnavailableError: the mode cannot run on this machine (see :func:`resolve_mode`).
+        MissingFile: ``work_dir`` does not exist (closed already).
     """
     path = work_dir.path if isinstance(work_dir, WorkDir) else str(work_dir)
     if not Path(path).is_dir():
         raise MissingFile(f"The work directory {path!r} does not exist (closed already?).")
     resolved = resolve_mode(mode)
     settings = replace(config or SandboxConfig(), work_dir=path, pool_size=0, zygote=False, preload=())
-    code = f"import os\nos.execvp({SHELL!r}, [{SHELL!r}, '-c', {command!r}])\n"
+    script = command.encode("utf-8", "surrogatepass")  # never raises; at least as long as the argument
+    if len(script) < MAX_ARGUMENT_BYTES:
+        code = f"import os\nos.execvp({SHELL!r}, [{SHELL!r}, '-c', {command!r}])\n"
+    else:
+        code = (
+            f"import os\npath = os.path.join(os.environ.get('HOME') or '/tmp', {_SCRIPT!r})\n"
+            f"with open(path, 'xb') as file:\n    file.write({script!r})\n"
+            f"os.execvp({SHELL!r}, [{SHELL!r}, path])\n"
+        )
     return SandboxPool(resolved, settings).run(code, timeout=timeout, memory_mb=memory_mb)

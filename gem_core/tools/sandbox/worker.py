@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Protocol
 
 from gem_core.errors import InvalidArgument
-from gem_core.tools.sandbox.accounting import SandboxMonitor
+from gem_core.tools.sandbox.accounting import SandboxMonitor, work_dir_over
 from gem_core.tools.sandbox.config import MIB, SandboxConfig, SandboxResult, SandboxUnavailableError
 from gem_core.tools.sandbox.isolation import ENV, bwrap_launch, site_dirs
 from gem_core.tools.sandbox.launcher import start_process
@@ -229,6 +229,12 @@ class Worker:
         finally:
             os.close(pidfd)
         self.kill(monitor.snippet_pids() if self.mode == "process" else [])
+        work_dir = self.config.work_dir
+        # Sampled, the directory is walked only every few samples: a command that fills it and ends (or is
+        # stopped) between two walks is caught here, once nothing runs that could write to it.
+        if work_dir is not None and watched.cap != "disk":
+            if work_dir_over(work_dir, self.config.max_work_mb * MIB, self.config.max_work_files):
+                watched.cap = "disk"
 
         def exit_code_without_status() -> int:
             code = process.returncode
@@ -252,12 +258,12 @@ class Watched:
         returned = None
         exit_code: int | None
         limit: str | None
-        if self.timed_out:
+        if self.cap is not None:  # first: a full work dir found after a timeout must still end a terminal episode
+            exit_code, limit = None, self.cap
+        elif self.timed_out:
             exit_code, limit = None, "time"
         elif self.output.over_cap:
             exit_code, limit = None, "output"
-        elif self.cap is not None:
-            exit_code, limit = None, self.cap
         elif self.status is not None:
             exit_code, limit = int(self.status["exit"]), self.status.get("limit")
             if limit not in (None, *_LIMITS):
