@@ -20,22 +20,49 @@ from gem_core.errors import InvalidArgument, ResetNeeded
 
 __all__ = ["CodeEnv", "extract_program"]
 
-_FENCED = re.compile(r"```(?:python3?|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+#: A run of three or more backticks: each is an opening fence, a closing one, or one end of an inline span.
+_FENCE = re.compile(r"`{3,}")
+#: What makes a run an opening fence: an info string (its first word is the language) to the end of the line.
+#: The word and what follows it share no character, so a long line without a newline fails in linear time.
+_INFO = re.compile(r"[ \t]*([^\s`]*)(?:[^\S\n][^\n`]*)?\n")
+_PYTHON_TAGS = frozenset({"python", "python3", "py"})
 
 STDIO_HINT = (
     "Write a complete Python 3 program that reads the input from standard input and prints the answer to "
-    "standard output. Reply with your program in one ```python code block; the last block is judged."
+    "standard output. Reply with your program in one ```python code block; the last such block is judged."
 )
 CALL_HINT = (
     "Write a Python 3 function named `{fn_name}` (a top-level function or a method of class `Solution`) "
-    "that returns the answer. Reply with your code in one ```python code block; the last block is judged."
+    "that returns the answer. Reply with your code in one ```python code block; the last such block is judged."
 )
 
 
+def _fenced_blocks(text: str) -> list[tuple[str, str]]:
+    """``(language, code)`` of each fenced block, fences paired in order: a block's closing fence is never
+    read as the next one's opening fence (so the prose after a ```bash block is not taken for code)."""
+    blocks = []
+    fences = _FENCE.finditer(text)
+    for fence in fences:
+        closing = next(fences, None)
+        if closing is None:  # never closed: no block
+            break
+        info = _INFO.match(text, fence.end())
+        if info is not None:  # else an inline span (```x``` on one line): both ends skipped
+            blocks.append((info.group(1).lower(), text[info.end() : closing.start()]))
+    return blocks
+
+
 def extract_program(text: str) -> str | None:
-    """The last fenced code block (```python ... ```), or ``None`` if there is none."""
-    blocks = _FENCED.findall(text)
-    return blocks[-1] if blocks and blocks[-1].strip() else None
+    """The code to judge: the last block tagged ```python (``py``, ``python3``); only where there is none, the
+    last untagged block (```). A block in another language (```bash, ```text) is never judged, and a tagged
+    block wins over a later untagged one (often the expected output). ``None`` if there is no such block, or
+    it is empty."""
+    blocks = _fenced_blocks(text)
+    for wanted in (_PYTHON_TAGS, {""}):
+        chosen = [code for language, code in blocks if language in wanted]
+        if chosen:
+            return chosen[-1] if chosen[-1].strip() else None
+    return None
 
 
 class CodeEnv(DatasetEnv):
@@ -112,11 +139,23 @@ class CodeEnv(DatasetEnv):
         return self.max_tests * (self.timeout + 2.0)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        """Draw a problem; ``options={"index": i}`` picks row ``i`` instead."""
+        """Draw a problem; ``options={"index": i}`` picks row ``i`` instead.
+
+        Raises:
+            InvalidArgument: ``options["index"]`` names no row, or the row's tests cell holds no test cases
+                (a dataset error, named by row and column: nothing could be judged).
+        """
         row = self.draw_row(seed, options)
         fn_name = row.get(self.fn_name_field) if self.fn_name_field else None
+        try:
+            tests = parse_test_cases(row[self.tests_field], fn_name or None)
+        except InvalidArgument as error:
+            index, self.index, self.problem, self.tests = self.index, None, "", []  # no half-set episode to step
+            raise InvalidArgument(
+                f"Row {index} of the dataset, column {self.tests_field!r} (tests_field): {str(error).rstrip('.')}. Fix or drop the row."
+            ) from error
         self.problem = str(row[self.question_field]).strip()
-        self.tests = parse_test_cases(row[self.tests_field], fn_name or None)[: self.max_tests]
+        self.tests = tests[: self.max_tests]
         call_names = {test.fn_name for test in self.tests if test.is_call}
         hint = CALL_HINT.format(fn_name=call_names.pop()) if call_names else STDIO_HINT
         return f"{self.problem}\n\n{hint}", {"index": self.index, "num_tests": len(self.tests)}

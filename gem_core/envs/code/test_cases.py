@@ -64,15 +64,23 @@ def parse_test_cases(value: Any, fn_name: str | None = None) -> list[TestCase]:
     """The test cases in a dataset cell (see the module docstring for the accepted shapes).
 
     Raises:
-        ValueError: the cell holds no recognizable tests.
+        InvalidArgument: the cell holds no recognizable tests, or no tests at all (an empty list: nothing
+            could be judged, and every answer would pass or fail by accident).
     """
+    tests = _parse(value, fn_name)
+    if not tests:
+        raise InvalidArgument(f"The test cases hold no test: {str(value)[:200]!r}; give at least one input and its output.")
+    return tests
+
+
+def _parse(value: Any, fn_name: str | None) -> list[TestCase]:
     value = _maybe_json(value)
     if hasattr(value, "tolist"):
         value = value.tolist()
     if isinstance(value, Mapping):
         fn_name = value.get("fn_name") or fn_name
         if "test_cases" in value:
-            return parse_test_cases(_maybe_json(value["test_cases"]), fn_name)
+            return _parse(_maybe_json(value["test_cases"]), fn_name)
         for inputs_key, outputs_key in (("inputs", "outputs"), ("input", "output")):
             if inputs_key in value and outputs_key in value:
                 inputs, outputs = list(value[inputs_key]), list(value[outputs_key])
