@@ -53,6 +53,9 @@ if not 0 < args.vllm_memory <= 1:
     parser.error(f"--vllm-memory must be above 0 and at most 1 (a share of GPU memory), got {args.vllm_memory}")
 parser.require_env(args.env)
 parser.require_folder("--out", args.out)
+agent_file = Path(args.agent_file).expanduser().resolve() if args.agent_file else shipped_path("openrlhf-agent")
+if args.agent_file and not (agent_file.suffix == ".py" and agent_file.is_file()):  # OpenRLHF loads it in each vLLM actor
+    parser.error(f"--agent-file {args.agent_file} is not an existing .py file (OpenRLHF imports the agent file as Python)")
 if not args.dry_run:
     logger = () if args.report_to == "none" else (args.report_to,)  # its package, checked with the others
     require_gpu_stack("train_openrlhf.py", packages=("openrlhf", "ray", "vllm", "deepspeed", *logger),
@@ -76,7 +79,7 @@ command = [
     "--vllm.enable_sleep",  # colocated: vLLM and DeepSpeed each sleep (offload) while the other runs
     "--ds.enable_sleep",
     "--train.colocate_all",
-    "--train.agent_func_path", str(args.agent_file or shipped_path("openrlhf-agent")),
+    "--train.agent_func_path", str(agent_file),
     "--data.prompt_dataset", str(dataset),
     "--data.input_key", "prompt",
     "--data.label_key", "label",

@@ -8,7 +8,10 @@ This module keeps the episode in the core's :class:`~gem_core.rollout.EpisodeSes
   logprobs (no decode/re-encode of actions), and hands each per-sample instance the tokenizer and
   length budget through a context variable (OpenRLHF builds instances with no arguments);
 - :class:`GemAgentInstance` resets the env named by the row's label and turns each session step into
-  OpenRLHF's step dict: the env tokens decoded as ``environment_feedback``, the reward as a tensor.
+  OpenRLHF's step dict: the env tokens decoded as ``environment_feedback``, the reward as a tensor;
+- OpenRLHF encodes that text again with the tokenizer the executor hands it, which returns the session's own
+  ids for exactly the text the episode just produced: env text that spells a special token
+  (``<|im_start|>assistant``) stays the plain text the session encoded instead of becoming a turn marker.
 
 OpenRLHF sums the per-turn rewards into one scalar on the last action token. ``reward_gamma < 1``
 emits ``gamma**t * r_t`` at turn ``t`` so that sum is the discounted return.
@@ -43,11 +46,11 @@ from typing import Any
 from packaging.specifiers import SpecifierSet
 
 from gem_adapters.framework_version import FrameworkVersionError, SupportedVersions
-from gem_core.curriculum import shared_group_starts
-from gem_core.errors import ResetNeeded, UsageError
+from gem_core.curriculum import TaskError, sampler_from_spec, sampler_spec, shared_group_starts
+from gem_core.errors import InvalidArgument, ResetNeeded, UsageError
 from gem_core.protocols import Tokenizer
 from gem_core.rollout import ChatTemplate, EpisodeSession, Generation
-from gem_core.rollout.options import EpisodeOptions, check_episode_options
+from gem_core.rollout.options import EpisodeOptions, check_episode_options, episode_options
 from gem_core.rollout.vllm_output import generation_from_vllm
 from gem_core.rows.label import EpisodeLabel, parse_label
 
@@ -55,6 +58,10 @@ DATASET_HINT = (
     "Build the dataset with `python -m gem_adapters.openrlhf --env ENV_ID --n N --out train.jsonl` "
     "and pass `--data.label_key label`."
 )
+
+# apply_chat_template's own arguments, which the chat template sets: as template variables they raise a TypeError
+# (multiple values) or change what it returns.
+_RESERVED_TEMPLATE_KWARGS = ("conversation", "tokenize", "add_generation_prompt", "continue_final_message", "return_dict", "tools")
 
 _EXECUTE_PARAMS = ["self", "prompt", "label", "sampling_params", "max_length", "hf_tokenizer", "llm_engine"]
 
@@ -115,8 +122,10 @@ class AgentConfig:
     """What an agent file sets; OpenRLHF's own flags (lengths, temperature, estimator) stay in the CLI.
 
     Raises:
-        InvalidArgument: An option is out of range (e.g. ``max_new_tokens=0``, ``reward_gamma`` outside [0, 1]),
-            when the agent file is loaded rather than inside OpenRLHF's workers.
+        InvalidArgument: An option is out of range (e.g. ``max_new_tokens=0``, ``reward_gamma`` outside [0, 1]), or
+            ``chat_template_kwargs`` is not a dict or sets an argument of ``apply_chat_template`` itself
+            (``add_generation_prompt``), when the agent file is loaded rather than inside OpenRLHF's workers.
+        TaskError: ``curriculum`` is not a task sampler spec (no ``tasks``, an unknown key, an unknown env).
     """
 
     system_prompt: str | None = None
@@ -124,7 +133,8 @@ class AgentConfig:
     max_turns: int | None = None
     """End episodes after this many turns (None: the env's own limit)."""
     max_new_tokens: int | None = None
-    """Cap on one turn's tokens. OpenRLHF sets ``max_tokens`` to the whole remaining budget every turn."""
+    """Cap on one turn's tokens (``--rollout.max_new_tokens`` caps each turn too; the lower wins). OpenRLHF sets
+    ``max_tokens`` to the whole remaining budget every turn."""
     reward_gamma: float = 1.0
     """Discount of the per-turn rewards OpenRLHF sums: 1.0 gives the episode return, below 1 the discounted return."""
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -140,6 +150,20 @@ class AgentConfig:
         # Here, not at the first episode inside OpenRLHF's workers (where max_new_tokens=0 played 1-token turns).
         check_episode_options("AgentConfig", system_prompt=self.system_prompt, max_turns=self.max_turns, max_new_tokens=self.max_new_tokens,
                               reward_gamma=self.reward_gamma, n_samples_per_prompt=self.n_samples_per_prompt)
+        episode_options(None, "AgentConfig", chat_template_kwargs=self.chat_template_kwargs)  # the core's rule: a dict, str keys
+        reserved = sorted(set(self.chat_template_kwargs or {}) & set(_RESERVED_TEMPLATE_KWARGS))
+        if reserved:
+            raise InvalidArgument(
+                f"AgentConfig: chat_template_kwargs key {reserved[0]!r} is an argument of apply_chat_template that GEM's chat "
+                "template sets itself; remove it (chat_template_kwargs holds the template's own variables, e.g. enable_thinking)."
+            )
+        if self.curriculum:  # read as the first episode reads it (state_dir is the sampler's folder, not its argument)
+            try:
+                spec = sampler_spec(self.curriculum)
+                spec.pop("state_dir", None)
+                sampler_from_spec(spec)
+            except TaskError as error:
+                raise TaskError(f"AgentConfig: curriculum: {error}") from None
 
 
 @dataclass
@@ -154,6 +178,10 @@ class _Episode:
     starts: Any = None
     """Where the episode starts (:func:`gem_core.curriculum.shared_group_starts`) and is reported when it ends."""
     start: EpisodeLabel | None = None
+    turn_cap: int | None = None
+    """The caller's ``max_tokens`` (``--rollout.max_new_tokens``): a cap on each turn."""
+    handed: tuple[str, list[int]] | None = None
+    """The text the instance last handed OpenRLHF (first observation or feedback) and the session's ids for it."""
 
 
 @dataclass
@@ -178,18 +206,41 @@ class _RecordingEngine:
     async def generate(self, prompt_token_ids: list[int], sampling_params: Any, **kwargs: Any) -> Any:
         # OpenRLHF passes a deep copy, so changing it affects this call only.
         budget = sampling_params.max_tokens or self._episode.max_length
-        cap = self._episode.config.max_new_tokens
-        if cap is not None:
-            budget = min(budget, cap)
+        for cap in (self._episode.config.max_new_tokens, self._episode.turn_cap):
+            if cap is not None:
+                budget = min(budget, cap)
         if self._episode.session is not None:  # room for a closing end-of-turn, as the core's runner leaves
             budget = self._episode.session.generation_budget(budget)
-        sampling_params.max_tokens = max(budget, 1)
+        sampling_params.max_tokens = max(budget, 1)  # 0 only for a session ended at reset: execute drops that token
         output = await self._engine.generate(prompt_token_ids, sampling_params, **kwargs)
         self._episode.last_generation = generation_from_vllm(output)
         return output
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._engine, name)
+
+
+class _SessionTokenizer:
+    """The tokenizer OpenRLHF's ``execute`` gets: the session's own ids for the text the episode just handed it.
+
+    OpenRLHF encodes the first observation and each feedback text again (``add_special_tokens=False``), which turns
+    env text that spells a special token into that token; the session encoded it as plain text. Other calls, and text
+    the episode did not just produce (an instance subclass that rewrote it), go to the real tokenizer.
+    """
+
+    def __init__(self, tokenizer: Any, episode: _Episode):
+        self._tokenizer, self._episode = tokenizer, episode
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        handed, self._episode.handed = self._episode.handed, None
+        # OpenRLHF's one form: hf_tokenizer(text=..., add_special_tokens=False, return_tensors="pt")["input_ids"][0]
+        if (handed is not None and not args and kwargs.get("text") == handed[0] and kwargs.get("return_tensors") == "pt"
+                and kwargs.get("add_special_tokens") is False and set(kwargs) == {"text", "add_special_tokens", "return_tensors"}):
+            return {"input_ids": torch.tensor([handed[1]], dtype=torch.long)}
+        return self._tokenizer(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tokenizer, name)
 
 
 class GemAgentInstance(AgentInstanceBase):
@@ -235,7 +286,9 @@ class GemAgentInstance(AgentInstanceBase):
         )
         episode.session = self.session
         prompt_ids = await self.session.start()
-        return {"observation": tokenizer.decode(prompt_ids, skip_special_tokens=False), "label": states["label"]}
+        text = tokenizer.decode(prompt_ids, skip_special_tokens=False)
+        episode.handed = (text, prompt_ids)  # OpenRLHF encodes the text next: it gets these ids (_SessionTokenizer)
+        return {"observation": text, "label": states["label"]}
 
     async def step(self, state_dict: dict, **kwargs: Any) -> dict:
         """Step the env with the turn the engine just sampled (its ids as sampled, not re-tokenized text).
@@ -264,10 +317,12 @@ class GemAgentInstance(AgentInstanceBase):
         feedback_ids = self.session.context_ids[after_action:]
         trajectory = self.session.trajectory()
         shaped = self._episode.config.reward_gamma**turn * float(result.reward)
+        feedback = self._episode.tokenizer.decode(feedback_ids, skip_special_tokens=False)
+        self._episode.handed = (feedback, feedback_ids)  # OpenRLHF encodes the text next: it gets these ids
         return {
             "rewards": torch.tensor(shaped),
             "scores": float(trajectory.episode_return),
-            "environment_feedback": self._episode.tokenizer.decode(feedback_ids, skip_special_tokens=False),
+            "environment_feedback": feedback,
             "done": result.done,
             "extra_logs": self._logs(self.session),
         }
@@ -295,8 +350,11 @@ class GemAgentExecutor(MultiTurnAgentExecutor):
         """Play one GEM episode for a prompt; OpenRLHF's rollout worker calls this per sample.
 
         Runs OpenRLHF's own multi-turn loop with a :class:`GemAgentInstance`, recording each turn's sampled ids
-        so the env is stepped with them, then adds the curriculum's metrics and flags an episode the token
-        budget ended as truncated.
+        so the env is stepped with them and handing OpenRLHF the session's ids for the env's text, then adds the
+        curriculum's metrics and flags an episode the token budget ended as truncated. ``max_tokens`` in
+        ``sampling_params`` (``--rollout.max_new_tokens``) caps each turn; the first observation is never cut to
+        make room for it (``max_length`` alone bounds the episode, as the session's budget), and an episode
+        whose prompt leaves no room for a turn is its prompt alone (``action_ranges`` empty).
 
         Args:
             prompt (str): The dataset's prompt text (replaced by the env's first observation).
@@ -314,16 +372,21 @@ class GemAgentExecutor(MultiTurnAgentExecutor):
         Raises:
             LabelError: The label does not name a GEM episode.
         """
-        episode = _Episode(config=self.config, tokenizer=hf_tokenizer, max_length=max_length)
+        # A copy of its own: OpenRLHF's execute writes this copy's remaining budget into the params every turn, and
+        # reads them to cut the first observation; shared with the prompt's other copies, a copy that was still
+        # resetting its env had its first observation cut to another copy's length.
+        params = copy.deepcopy(sampling_params)
+        # OpenRLHF cuts the first observation to max_length - max_tokens, which the session (whose budget is max_length)
+        # never sees: --rollout.max_new_tokens instead caps each turn (_RecordingEngine), and None leaves the cut to a
+        # prompt that fills max_length, which ends the session at reset.
+        episode = _Episode(config=self.config, tokenizer=hf_tokenizer, max_length=max_length, turn_cap=params.max_tokens)
+        params.max_tokens = None
         group = await self._copy_arrived(sampling_params)
         # Each execute runs in its own task (OpenRLHF gathers them), so the variable is per episode.
         token = _CURRENT_EPISODE.set(episode)
         try:
-            # A copy of its own: OpenRLHF's execute writes this copy's remaining budget into the params every turn, and
-            # reads them to cut the first observation; shared with the prompt's other copies, a copy that was still
-            # resetting its env had its first observation cut to another copy's length.
             result = await super().execute(
-                prompt, label, copy.deepcopy(sampling_params), max_length, hf_tokenizer, _RecordingEngine(llm_engine, episode), images=images
+                prompt, label, params, max_length, _SessionTokenizer(hf_tokenizer, episode), _RecordingEngine(llm_engine, episode), images=images
             )
         finally:
             _CURRENT_EPISODE.reset(token)
@@ -331,6 +394,14 @@ class GemAgentExecutor(MultiTurnAgentExecutor):
             if episode.session is not None:
                 await episode.session.aclose()
         assert episode.session is not None  # reset() made it before execute() could return
+        if episode.session.num_turns == 0:
+            # The prompt left no room for a turn (the session ended at reset), but OpenRLHF samples whenever max_length
+            # is not reached: that token, which the env never saw, would be trained. The prompt alone, as OpenRLHF
+            # returns a prompt that fills max_length (no action span: action_mask all 0).
+            prompt_ids = list(episode.session.trajectory().prompt_ids)
+            result["observation_tokens"], result["action_ranges"] = prompt_ids, []
+            if result["rollout_log_probs"] is not None:
+                result["rollout_log_probs"] = [0.0] * len(prompt_ids)
         await episode.starts.finish(episode.start, episode.session.trajectory())  # tags the task, updates a sampler
         # Only keys every sample has: OpenRLHF averages each extra_logs key over the batch. The gem/* ones are the
         # episode's as it ended: a prompt that filled max_length never reached step(), where they are set, and a sample
