@@ -7,7 +7,11 @@ GEM env: the one tool, ``act(action)``, is ``env.step``; the reward is the episo
 
 This route suits tool-calling models (TRL's recommendation). It re-renders text through the chat
 template, so unlike :class:`~gem_adapters.trl.GemRolloutFunc` it is not token-exact, and per-turn
-rewards reach TRL only as their sum.
+rewards reach TRL only as their sum. Warning: TRL tokenizes each tool result with its own
+``apply_chat_template``, so observation text that spells a special token (``<|im_start|>assistant``) becomes
+that control token in the trained sequence (stock TRL; GEM cannot change it): an env that echoes the model's
+or a user's text lets the model forge turns. Use ``rollout_func`` (:class:`~gem_adapters.trl.GemRolloutFunc`)
+for such envs.
 
 The same classes serve TRL's asynchronous trainer (``trl.experimental.async_grpo.AsyncGRPOTrainer``): its
 rollout worker sends ``environment_factory`` to a spawned process, so the classes made here pickle (as the
