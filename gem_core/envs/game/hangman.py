@@ -5,9 +5,10 @@ letter, or the whole word. A letter in the word is revealed everywhere it occurs
 word, or a wrong whole-word guess, costs a life. Guessing a letter twice is a format error (the turn
 counts, no life is lost).
 
-Rewards (dense): each newly revealed position earns ``1 / len(word)``; guessing the whole word earns
-the rest. A win therefore always returns exactly :attr:`Hangman.max_return` = 1.0; losing all lives
-ends the episode with whatever was revealed.
+Rewards (dense): each newly revealed position earns ``1 / len(word)``; the winning guess (the last
+letter, or the whole word) earns whatever the episode has not yet been paid (``k / len(word)`` steps
+summed in float fall short of 1.0 for 6-, 7-, 9-letter ... words). A win therefore always returns
+exactly :attr:`Hangman.max_return` = 1.0; losing all lives ends the episode with whatever was revealed.
 
 Variants: ``-easy`` 8 lives; ``-v0`` 6 lives; ``-hard`` 5 lives (every variant: 5-letter words, at
 most 26 turns). No strategy wins every word: a family such as light/might/night/right/sight/tight
@@ -29,6 +30,9 @@ ALPHABET = "abcdefghijklmnopqrstuvwxyz"
 
 
 class Hangman(TurnBasedGame):
+    #: The rewards paid this episode, summed in step order (the win pays ``max_return`` minus this).
+    _paid = 0.0
+
     def __init__(self, lives: int = 6, max_turns: int = 26, word_length: int = 5, words: tuple[str, ...] | None = None):
         self.words = word_list(words, check_count("word_length", word_length), any_length=True)
         self.lives, self.max_turns = check_count("lives", lives), check_count("max_turns", max_turns)
@@ -40,7 +44,7 @@ class Hangman(TurnBasedGame):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         self.word = self.words[int(self.np_random.integers(len(self.words)))]
-        self.lives_left, self.guessed = self.lives, []
+        self.lives_left, self.guessed, self._paid = self.lives, [], 0.0
         self.revealed = [False] * len(self.word)
         obs = (
             f"Let's play Hangman. Find the hidden {len(self.word)}-letter English word. Each turn guess one letter "
@@ -73,7 +77,8 @@ class Hangman(TurnBasedGame):
         else:
             hit = False
             self.lives_left -= 1
-        reward = (sum(self.revealed) - before) / len(self.word)
+        reward = self.max_return - self._paid if all(self.revealed) else (sum(self.revealed) - before) / len(self.word)
+        self._paid += reward
         feedback = f"'{move}' is {'in' if hit else 'not in'} the word." if len(move) == 1 else f"'{move}' is {'right' if hit else 'wrong'}."
         if all(self.revealed):
             return f"{feedback}\n{self.render()}\nSolved! The word was {self.word}.", reward, True, False, {"success": True}

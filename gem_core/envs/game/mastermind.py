@@ -5,9 +5,10 @@ guess the env says how many digits are right and in the right place (black pegs)
 are in the code but elsewhere (white pegs), as in the board game.
 
 Rewards (dense): the best black-peg count so far is the progress signal; each turn earns the rise of
-that best count divided by ``code_length``. Cracking the code makes the best count ``code_length``,
-so a win always returns exactly :attr:`Mastermind.max_return` = 1.0. A malformed guess earns the
-format penalty and costs the turn.
+that best count divided by ``code_length``; the winning guess earns whatever the episode has not yet
+been paid (``k / code_length`` steps summed in float fall short of 1.0 for 6, 7, 9, ... positions), so a
+win always returns exactly :attr:`Mastermind.max_return` = 1.0. A malformed guess earns the format
+penalty and costs the turn.
 
 Variants (registered in :mod:`gem_core.envs.game`): ``-easy`` 3 positions x 4 colours, 8 turns;
 ``-v0`` 4 x 6, 10 turns (Knuth's bound is 5); ``-hard`` 5 x 8, 12 turns.
@@ -50,6 +51,9 @@ MAX_CODE_LENGTH = 100
 
 
 class Mastermind(TurnBasedGame):
+    #: The rewards paid this episode, summed in step order (the win pays ``max_return`` minus this).
+    _paid = 0.0
+
     def __init__(self, code_length: int = 4, num_colors: int = 6, max_turns: int = 10):
         """A code of ``code_length`` digits, each one of ``num_colors`` colours.
 
@@ -70,7 +74,7 @@ class Mastermind(TurnBasedGame):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         self.code = tuple(self.np_random.integers(1, self.num_colors + 1, size=self.code_length).tolist())
-        self.best_black, self.history, self._lines = 0, [], []
+        self.best_black, self.history, self._lines, self._paid = 0, [], [], 0.0
         return _rules(self.code_length, self.num_colors, self.max_turns), {"max_turns": self.max_turns}
 
     def _parse(self, move: str | None) -> str | None:
@@ -95,10 +99,12 @@ class Mastermind(TurnBasedGame):
         black, white = score_code(guess, self.code)
         self.history.append((guess, black, white))
         self._lines.append(f"{' '.join(digits)}   black={black} white={white}")
-        reward = max(0, black - self.best_black) / self.code_length
+        won = black == self.code_length
+        reward = self.max_return - self._paid if won else max(0, black - self.best_black) / self.code_length
+        self._paid += reward
         self.best_black = max(self.best_black, black)
         board = self.render()
-        if black == self.code_length:
+        if won:
             return f"{board}\nCracked! The code was {' '.join(map(str, self.code))}.", reward, True, False, {"success": True}
         if out_of_turns:
             return f"{board}\nOut of guesses: the code was {' '.join(map(str, self.code))}.", reward, False, True, {"success": False}

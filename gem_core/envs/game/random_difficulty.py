@@ -53,8 +53,8 @@ class RandomDifficulty(Env):
     @property
     def max_turns(self) -> int:
         """The turn limit of the level being played (of the hardest level before the first reset)."""
-        if self.level is None:
-            return max(level.get("max_turns", 0) for level in self.levels)
+        if self.level is None:  # the built games' own limits: a level may leave max_turns to the game's default
+            return max(game.max_turns for game in self._games.values())
         return self.current_game.max_turns
 
     @property

@@ -6,8 +6,10 @@ Moving from an empty peg or onto a smaller disk is refused with the format penal
 effect on the puzzle (it is always the full stack on A); it only drives :meth:`sample_random_action`.
 
 Rewards (dense): progress is how many of the largest disks already sit in final order at the bottom of
-C, divided by the number of disks; each turn earns the rise of the best progress so far. A solved
-tower always returns exactly :attr:`TowerOfHanoi.max_return` = 1.0.
+C, divided by the number of disks; each turn earns the rise of the best progress so far, and the
+winning move earns whatever the episode has not yet been paid (``k / disks`` steps summed in float fall
+short of 1.0 for 6, 7, 9, ... disks). A solved tower always returns exactly
+:attr:`TowerOfHanoi.max_return` = 1.0.
 
 Variants: ``-easy`` 3 disks, 10 turns; ``-v0`` 4 disks, 20 turns; ``-hard`` 5 disks, 40 turns (the
 optimum is ``2**n - 1`` moves).
@@ -33,6 +35,9 @@ MAX_DISKS = 64
 
 
 class TowerOfHanoi(TurnBasedGame):
+    #: The rewards paid this episode, summed in step order (the win pays ``max_return`` minus this).
+    _paid = 0.0
+
     def __init__(self, disks: int = 4, max_turns: int = 20):
         """A stack of ``disks`` disks on peg A.
 
@@ -53,7 +58,7 @@ class TowerOfHanoi(TurnBasedGame):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         self.pegs = {"A": list(range(self.disks, 0, -1)), "B": [], "C": []}
-        self.best_settled = 0
+        self.best_settled, self._paid = 0, 0.0
         self._pegs_key = self._key()
         return f"{_rules(self.disks, self.max_turns)}\n{self.render()}", {"max_turns": self.max_turns}
 
@@ -78,7 +83,8 @@ class TowerOfHanoi(TurnBasedGame):
         settled = _settled(key[2], self.disks)
         reward = 0.0
         if settled > self.best_settled:
-            reward = (settled - self.best_settled) / self.disks
+            reward = self.max_return - self._paid if settled == self.disks else (settled - self.best_settled) / self.disks
+            self._paid += reward
             self.best_settled = settled
         return self.end_turn(reward, out_of_turns, won=settled == self.disks)
 

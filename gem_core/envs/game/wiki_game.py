@@ -73,11 +73,20 @@ def load_link_graph(path: str | Path = DEFAULT_GRAPH) -> LinkGraph:
     """Read a ``title<TAB>summary<TAB>link; link; ...`` file (``#`` lines are comments), once per process.
 
     Raises:
-        InvalidArgument: if a line does not have three tab-separated fields.
+        InvalidArgument: if the file cannot be read as UTF-8 text, or a line does not have three tab-separated
+            fields.
     """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (UnicodeDecodeError, OSError) as exc:
+        why = f"it is not UTF-8 ({exc.reason} at byte {exc.start})" if isinstance(exc, UnicodeDecodeError) else f"it cannot be read ({exc})"
+        raise InvalidArgument(
+            f"graph_file={str(path)!r}: {why}; give a UTF-8 text file of 'title<TAB>summary<TAB>links' lines "
+            "(links separated by ';'), or leave graph_file out for the shipped graph."
+        ) from exc
     summaries: dict[str, str] = {}
     raw_links: dict[str, list[str]] = {}
-    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+    for number, line in enumerate(text.splitlines(), 1):
         if not line.strip() or line.startswith("#"):
             continue
         parts = line.split("\t")
@@ -101,7 +110,8 @@ class WikiGame(TurnBasedGame):
 
     Raises:
         InvalidArgument: if a distance or ``max_turns`` is not a whole number from 1, the distance range is
-            inverted, no page pair of the graph lies in it, or ``max_turns`` is shorter than ``max_distance``.
+            inverted, no page pair of the graph lies in it, ``max_turns`` is shorter than ``max_distance``, or
+            ``graph_file`` cannot be read as UTF-8 ``title<TAB>summary<TAB>links`` lines.
         InvalidArgumentType: if ``graph_file`` is not a path.
         MissingFile: if ``graph_file`` names no existing file.
     """

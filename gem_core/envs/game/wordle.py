@@ -5,9 +5,11 @@ the word (repeated letters are scored as in the original game: a letter is marke
 times as it remains unmatched in the target). Guesses need not be in the word list (a small list
 cannot hold every English word), but must be ``word_length`` letters.
 
-Rewards (dense): each position that turns green for the first time earns ``1 / word_length``; so
-solving the word always brings the return to exactly 1.0, and partial progress is credited on the
-turn that made it. A malformed guess earns the format penalty and costs the turn.
+Rewards (dense): each position that turns green for the first time earns ``1 / word_length``, and the
+winning guess earns whatever the episode has not yet been paid (``1.0`` minus the earlier rewards, not a
+float ``k / word_length`` that leaves a 6-letter win at 0.9999999999999999); so solving the word always
+brings the return to exactly 1.0, and partial progress is credited on the turn that made it. A
+malformed guess earns the format penalty and costs the turn.
 """
 
 from __future__ import annotations
@@ -80,6 +82,9 @@ def score_guess(guess: str, target: str) -> str:
 
 
 class Wordle(TurnBasedGame):
+    #: The rewards paid this episode, summed in step order (the win pays ``max_return`` minus this).
+    _paid = 0.0
+
     def __init__(self, word_length: int = 5, max_turns: int = 6, words: tuple[str, ...] | None = None):
         self.words = word_list(words, check_count("word_length", word_length))
         self.word_length, self.max_turns = word_length, check_count("max_turns", max_turns)
@@ -87,14 +92,22 @@ class Wordle(TurnBasedGame):
         self.history: list[tuple[str, str]] = []
         self.greens: set[int] = set()
 
+    def _example(self) -> str:
+        """The example guess the prompt shows: a word of the list that is not the answer (the prompt must not
+        leak it), or, for a one-word list, a string of one repeated letter that is not the answer either."""
+        other = next((word for word in self.words if word != self.target), None)
+        if other is not None:
+            return other
+        return next(letter * self.word_length for letter in "xyz" if letter * self.word_length != self.target)
+
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         self.target = self.words[int(self.np_random.integers(len(self.words)))]
-        self.history, self.greens = [], set()
+        self.history, self.greens, self._paid = [], set(), 0.0
         obs = (
             f"Let's play Wordle. Find the hidden {self.word_length}-letter English word in at most {self.max_turns} guesses. "
             "After each guess you get one mark per letter: G = right letter, right place; Y = in the word, wrong place; "
-            "X = not in the word. " + BOXED_HINT % "crane"
+            "X = not in the word. " + BOXED_HINT % self._example()
         )
         return obs, {"max_turns": self.max_turns}
 
@@ -104,7 +117,7 @@ class Wordle(TurnBasedGame):
         guess = move.lower() if move is not None else ""
         if len(guess) != self.word_length or not guess.isascii() or not guess.isalpha():
             return self.invalid_action(
-                f"Invalid guess: expected one {self.word_length}-letter word inside \\boxed{{}}, e.g. \\boxed{{crane}}. "
+                f"Invalid guess: expected one {self.word_length}-letter word inside \\boxed{{}}, e.g. \\boxed{{{self._example()}}}. "
                 f"Guesses left: {self.max_turns - self.turn}.",
                 truncated=out_of_turns,
             )
@@ -112,7 +125,9 @@ class Wordle(TurnBasedGame):
         self.history.append((guess, feedback))
         new_greens = {i for i, f in enumerate(feedback) if f == "G"} - self.greens
         self.greens |= new_greens
-        reward = len(new_greens) / self.word_length
+        # The win pays the rest of max_return: k / n steps summed in float fall short of 1.0 for n = 6, 7, 9, ...
+        reward = self.max_return - self._paid if guess == self.target else len(new_greens) / self.word_length
+        self._paid += reward
         board = "\n".join(f"{' '.join(g.upper())}   {' '.join(f)}" for g, f in self.history)
         if guess == self.target:
             return f"{board}\nSolved! The word was {self.target}.", reward, True, False, {"success": True}
