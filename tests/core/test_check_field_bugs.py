@@ -6,28 +6,10 @@ import threading
 
 import numpy as np
 import pytest
+from test_check import Coin  # the well-behaved one-turn env of the checker's own tests
 
 from gem_core.check import check_env
-from gem_core.env import Env
 from gem_core.errors import InvalidArgument
-
-
-class Coin(Env):
-    """A well-behaved one-turn env: guess the seeded coin."""
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.side = str(self.np_random.choice(["heads", "tails"]))
-        return "Heads or tails? Answer in \\boxed{}.", {}
-
-    def step(self, action):
-        if not isinstance(action, str) or "\\boxed{" not in action:
-            return self.invalid_action("Answer in \\boxed{heads} or \\boxed{tails}.")
-        guess = action.split("\\boxed{", 1)[1].split("}", 1)[0]
-        return f"It was {self.side}.", float(guess == self.side), True, False, {}
-
-    def sample_random_action(self):
-        return "\\boxed{" + str(self.np_random.choice(["heads", "tails"])) + "}"
 
 
 @pytest.mark.parametrize("seeds", [(), (-1,), "01", (None,), (1.5,), 7, None], ids=repr)

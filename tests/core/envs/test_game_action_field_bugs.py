@@ -4,8 +4,6 @@ Wordle's example move was refused by Wordle itself, and a won episode returned 0
 
 from __future__ import annotations
 
-import contextlib
-import signal
 from pathlib import Path
 
 import pytest
@@ -20,23 +18,9 @@ from gem_core.envs.game.tower_of_hanoi import TowerOfHanoi
 from gem_core.envs.game.wordle import Wordle
 from gem_core.errors import InvalidArgument
 
+from .test_games import within  # fails a block that runs past its bound instead of hanging
+
 SIZES = range(3, 14)
-
-
-@contextlib.contextmanager
-def within(seconds: float):
-    """Fail, instead of hanging, if the block runs past ``seconds``."""
-
-    def _timeout(signum, frame):
-        raise TimeoutError(f"still running after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, _timeout)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 # --- 1. the last box is the move, braces and all ---------------------------------------------------------

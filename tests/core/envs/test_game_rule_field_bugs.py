@@ -3,9 +3,6 @@ digit, dealt fewer blanks than asked without a word, and four games read other s
 
 from __future__ import annotations
 
-import contextlib
-import signal
-
 import numpy as np
 import pytest
 
@@ -14,22 +11,7 @@ from gem_core.envs.game.sokoban import MOVES, Sokoban
 from gem_core.envs.game.sudoku import Sudoku
 from gem_core.errors import InvalidArgument
 
-
-@contextlib.contextmanager
-def within(seconds: float):
-    """Fail, instead of hanging, if the block runs past ``seconds``."""
-
-    def _timeout(signum, frame):
-        raise TimeoutError(f"still running after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, _timeout)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
+from .test_games import within  # fails a block that runs past its bound instead of hanging
 
 # -- Sokoban: never a room that is solved before the first move ------------------------------------
 
