@@ -211,7 +211,7 @@ def run_shell(
         code = f"import os\nos.execvp({SHELL!r}, [{SHELL!r}, '-c', {command!r}])\n"
     else:
         code = (
-            f"import os\npath = os.path.join(os.environ.get('HOME') or '/tmp', {_SCRIPT!r})\n"
+            f"import os\npath = os.path.join(os.path.expanduser('~'), {_SCRIPT!r})\n"  # the sandbox's HOME
             f"with open(path, 'xb') as file:\n    file.write({script!r})\n"
             f"os.execvp({SHELL!r}, [{SHELL!r}, path])\n"
         )
