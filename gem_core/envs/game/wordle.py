@@ -91,14 +91,10 @@ class Wordle(TurnBasedGame):
         self.target = ""  # drawn by reset()
         self.history: list[tuple[str, str]] = []
         self.greens: set[int] = set()
-
-    def _example(self) -> str:
-        """The example guess the prompt shows: a word of the list that is not the answer (the prompt must not
-        leak it), or, for a one-word list, a string of one repeated letter that is not the answer either."""
-        other = next((word for word in self.words if word != self.target), None)
-        if other is not None:
-            return other
-        return next(letter * self.word_length for letter in "xyz" if letter * self.word_length != self.target)
+        # The example move the prompt shows: the same every episode (so it tells nothing of the answer) and no word of
+        # the list (so it is never the answer): crane where the list lacks it, as before, else one repeated letter.
+        candidates = (["crane"] if word_length == 5 else []) + [letter * word_length for letter in "xyzq"]
+        self.example_guess = next(guess for guess in candidates if guess not in self.words)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
@@ -107,7 +103,7 @@ class Wordle(TurnBasedGame):
         obs = (
             f"Let's play Wordle. Find the hidden {self.word_length}-letter English word in at most {self.max_turns} guesses. "
             "After each guess you get one mark per letter: G = right letter, right place; Y = in the word, wrong place; "
-            "X = not in the word. " + BOXED_HINT % self._example()
+            "X = not in the word. " + BOXED_HINT % self.example_guess
         )
         return obs, {"max_turns": self.max_turns}
 
@@ -117,7 +113,7 @@ class Wordle(TurnBasedGame):
         guess = move.lower() if move is not None else ""
         if len(guess) != self.word_length or not guess.isascii() or not guess.isalpha():
             return self.invalid_action(
-                f"Invalid guess: expected one {self.word_length}-letter word inside \\boxed{{}}, e.g. \\boxed{{{self._example()}}}. "
+                f"Invalid guess: expected one {self.word_length}-letter word inside \\boxed{{}}, e.g. \\boxed{{{self.example_guess}}}. "
                 f"Guesses left: {self.max_turns - self.turn}.",
                 truncated=out_of_turns,
             )

@@ -111,21 +111,23 @@ def test_random_difficulty_max_turns_before_reset_is_the_hardest_levels_default(
 # --- 4. Wordle's example move --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("words", [["planet", "silver", "orange"], ["crane", "slate"], ["planet"]])
+@pytest.mark.parametrize("words", [["planet", "silver", "orange"], ["crane", "slate"], ["planet"], ["xxxxxx", "yyyyyy"]])
 def test_wordle_example_move_is_a_valid_guess_and_never_the_answer(words):
     """Before the fix the prompt always said ``\\boxed{crane}``: a 6-letter game refused its own example with
-    the format penalty, and a game whose answer was crane showed it in the prompt."""
+    the format penalty, and a game whose answer was crane showed it in the prompt. The example is the same in every
+    episode (one that changed with the answer would tell it) and is no word of the list."""
     env = Wordle(word_length=len(words[0]), words=words)
-    targets = set()
+    targets, examples = set(), set()
     for seed in range(40):
         obs, _ = env.reset(seed=seed)
         targets.add(env.target)
         example = obs.rsplit("\\boxed{", 1)[1].split("}", 1)[0]
-        assert len(example) == env.word_length and example != env.target
+        examples.add(example)
+        assert len(example) == env.word_length and example not in words
         invalid = env.step("no box")[0]
         assert f"\\boxed{{{example}}}" in invalid and f"\\boxed{{{env.target}}}" not in invalid
         assert not env.step(f"\\boxed{{{example}}}")[4].get("format_error")
-    assert targets == set(words)
+    assert targets == set(words) and len(examples) == 1
 
 
 # --- 5. a win returns exactly max_return ------------------------------------------------------------------
