@@ -45,10 +45,19 @@ def extract_boxed(text: object) -> str | None:
     if opener < 0:
         return None
     start = opener + len(_OPENER)
-    end = _closing_brace(text, start)
-    if end is None:
+    end = text.find("}", start)
+    if end < 0:
         return None
-    move = text[start:end].strip()
+    move = text[start:end]
+    if "{" not in move:  # no brace inside: the common move, read without the scan (every game step)
+        move = move.strip()
+        if move[:1] != "\\":
+            return move
+    else:
+        found = _closing_brace(text, start)
+        if found is None:
+            return None
+        move = text[start:found].strip()
     for _ in range(_MAX_WRAPPERS):
         wrapper = _WRAPPER.match(move)
         if wrapper is None or _closing_brace(move, wrapper.end()) != len(move) - 1:
