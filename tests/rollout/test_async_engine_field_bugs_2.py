@@ -151,6 +151,15 @@ async def test_envs_that_never_start_end_the_run_with_their_start_error_not_thei
 # -- 3. aclose() then start(): the episodes aclose cancelled are played first ------------------------------------
 
 
+async def _restarted_batch(engine: AsyncEpisodeEngine) -> list:
+    """Start the closed engine again and take its first batch (closing it after)."""
+    await engine.start()
+    try:
+        return await asyncio.wait_for(engine.next_batch(), BOUND)
+    finally:
+        await engine.aclose()
+
+
 async def test_a_restart_plays_the_seeds_of_the_episodes_aclose_cancelled_mid_turn(tiny_tokenizer, scripted_env):
     """aclose() then start() (what the closed engine's error suggests) lost the seeds of the episodes cancelled
     mid-turn: the first batch after the restart was seeds [2, 3], 0 and 1 were never played, and the counts stopped
@@ -170,11 +179,7 @@ async def test_a_restart_plays_the_seeds_of_the_episodes_aclose_cancelled_mid_tu
     await asyncio.sleep(0.02)  # both mid-turn
     await asyncio.wait_for(engine.aclose(), BOUND)
     hold.set()
-    await engine.start()
-    try:
-        batch = await asyncio.wait_for(engine.next_batch(), BOUND)
-    finally:
-        await engine.aclose()
+    batch = await _restarted_batch(engine)
     assert [t.seed for t in batch] == [0, 1]
     assert engine.counts.get("episodes_cancelled") == 2 and _accounted(engine) == engine.counts["episodes_started"]
 
@@ -199,11 +204,7 @@ async def test_episodes_cancelled_before_their_first_step_are_accounted_and_play
     assert engine.counts["episodes_started"] == 2
     assert engine.metrics()["gem/async/in_flight"] == 0.0
     assert _accounted(engine) == engine.counts["episodes_started"]
-    await engine.start()
-    try:
-        batch = await asyncio.wait_for(engine.next_batch(), BOUND)
-    finally:
-        await engine.aclose()
+    batch = await _restarted_batch(engine)
     assert [t.seed for t in batch] == [0, 1]
 
 
