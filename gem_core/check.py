@@ -9,13 +9,14 @@ Three checks, each with a message that says what broke and how to fix it:
   ``step_limit`` seconds (after one well-formed step allowed :data:`STARTUP_SECONDS`, which starts any
   grading worker); raising is a failure, because a malformed action must be an observation.
 
-Every step of every check runs within the step limit: a step that never returns fails its check, naming the
-limit, and the checker returns (the step is abandoned in its thread, its env left unclosed).
+Every reset and step of every check runs within the step limit: one that never returns fails its check, naming
+the limit, and the checker returns (the call is abandoned in its thread, its env left unclosed).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import reprlib
 import sys
@@ -109,19 +110,24 @@ def _gymnasium_check(make_env: Callable[[], Any], step_limit: float, hung_steps:
     env = make_env()
     unwrapped = env.unwrapped
     limit, why = _limit_for(env, step_limit)
-    step = unwrapped.step
+    step, reset = unwrapped.step, unwrapped.reset
 
     def bounded_step(action: Any) -> Any:  # gymnasium's checker steps the env itself: each step runs within the limit
         outcome = _call_within(lambda: step(action), limit)
         if outcome is None:
-            raise _MalformedStep(f"a step did not return within {limit:g} s ({why})", hung=True)
+            raise _MalformedStep(f"a step did not return within {limit:g} s ({why}); bound parsing and grading", hung=True)
         result, error, _ = outcome
         if error is not None:
             raise error
         return result
 
-    own_step = vars(unwrapped).get("step")
-    unwrapped.step = bounded_step  # an instance attribute, over the class's method
+    @functools.wraps(reset)  # gymnasium reads reset's signature (seed, options): the env's own, through __wrapped__
+    def bounded_reset(*args: Any, **kwargs: Any) -> Any:
+        return _reset_within(lambda: reset(*args, **kwargs), limit, why)
+
+    own = {name: vars(unwrapped).get(name) for name in ("step", "reset")}
+    unwrapped.step = bounded_step  # instance attributes, over the class's methods
+    unwrapped.reset = bounded_reset
     hung = False
     try:
         with warnings.catch_warnings():
@@ -131,17 +137,30 @@ def _gymnasium_check(make_env: Callable[[], Any], step_limit: float, hung_steps:
         hung = error.hung
         if hung_steps is not None:
             hung_steps.append(True)
-        return CheckResult("gymnasium", False, f"gymnasium's check_env failed: {error}; bound parsing and grading")
+        return CheckResult("gymnasium", False, f"gymnasium's check_env failed: {error}")
     except Exception as error:
         return CheckResult("gymnasium", False, f"gymnasium's check_env failed: {type(error).__name__}: {error}")
     finally:
-        if own_step is None:
-            del unwrapped.step
-        else:
-            unwrapped.step = own_step
+        for name, method in own.items():
+            if method is None:
+                delattr(unwrapped, name)
+            else:
+                setattr(unwrapped, name, method)
         if not hung:  # a hung env is still busy in the abandoned thread: do not touch or close it
             env.close()
     return CheckResult("gymnasium", True, "gymnasium's check_env passed")
+
+
+def _reset_within(reset: Callable[[], Any], limit: float, why: str) -> Any:
+    """What ``reset()`` returns or raises, or ``_MalformedStep`` (hung) if it ran past ``limit`` (then abandoned)."""
+    outcome = _call_within(reset, limit)
+    if outcome is None:
+        raise _MalformedStep(f"the env's reset did not return within {limit:g} s ({why}); bound what reset loads or "
+                             "waits for, or raise step_limit (gem check --step-limit)", hung=True)
+    result, error, _ = outcome
+    if error is not None:
+        raise error
+    return result
 
 
 class _MalformedStep(Exception):
@@ -158,15 +177,19 @@ def random_play_transcript(make_env: Callable[[], Any], seed: int, turns: int, *
     ``reset(seed=seed)``: the first observation, then ``(action, observation, reward, terminated,
     truncated)`` per turn. Same seed, same transcript is the determinism contract (``gem check`` and the
     env contract tests compare two). A step that is not a well-formed step tuple raises ``_MalformedStep``, and so
-    does one that runs past ``step_limit`` seconds (None: no limit; raised to twice the env's
+    does a reset or step that runs past ``step_limit`` seconds (None: no limit; raised to twice the env's
     ``max_step_seconds`` as the hostile check does), whose env is left unclosed, busy in the abandoned thread.
     """
     env = make_env()
     hung = False
     try:
-        observation, info = env.reset(seed=seed)
-        transcript: list[Any] = [observation]
         limit, why = (None, "") if step_limit is None else _limit_for(env, step_limit)
+        try:
+            observation, info = env.reset(seed=seed) if limit is None else _reset_within(lambda: env.reset(seed=seed), limit, why)
+        except _MalformedStep as no_reset:
+            hung = True
+            raise _MalformedStep(f"seed {seed}: {no_reset}", hung=True) from None
+        transcript: list[Any] = [observation]
         for turn in range(1, turns + 1):
             action = env.sample_random_action()
             if limit is None:
@@ -259,14 +282,20 @@ def _hostile_check(make_env: Callable[[], Any], step_limit: float, startup: bool
     limit, why = _limit_for(env, step_limit)
     # One well-formed step first, allowed STARTUP_SECONDS: a grader's worker starts on first use and may take
     # seconds. Not when another check's step hung already: this one would most likely hang as long.
-    env.reset(seed=0)
+    try:
+        _reset_within(lambda: env.reset(seed=0), limit, why)
+    except _MalformedStep as no_reset:  # the env is still busy in the abandoned thread: do not touch or close it
+        return CheckResult("hostile actions", False, str(no_reset))
     first_limit = max(limit, STARTUP_SECONDS) if startup else limit
     if _step_within(env, env.sample_random_action(), first_limit) is None:
         return CheckResult("hostile actions", False, f"a well-formed first step did not return within {first_limit:g} s"
                            + ("" if startup else f" ({why}; another check's step hung already)"))
     slowest = 0.0
     for name, action in HOSTILE_ACTIONS.items():
-        env.reset(seed=0)
+        try:
+            _reset_within(lambda: env.reset(seed=0), limit, why)
+        except _MalformedStep as no_reset:
+            return CheckResult("hostile actions", False, f"before the {name} action: {no_reset}")
         outcome = _step_within(env, action, limit)
         if outcome is None:  # the env is still busy in the abandoned thread: do not touch or close it
             return CheckResult("hostile actions", False, f"the {name} action did not return within {limit:g} s ({why}); bound parsing and grading")
@@ -313,8 +342,8 @@ def check_env(make_env: Callable[[], Any], *, step_limit: float = 10.0, seeds: S
     """Run every contract check on envs built by ``make_env()``; one result per check.
 
     ``seeds``: the episodes replayed twice for determinism (each costs two env builds).
-    ``step_limit``: seconds any step may take (at least twice the env's ``max_step_seconds``, at most
-    :data:`MAX_STEP_LIMIT` either way); a step past it fails its check, the hostile check's first step excepted
+    ``step_limit``: seconds any reset or step may take (at least twice the env's ``max_step_seconds``, at most
+    :data:`MAX_STEP_LIMIT` either way); one past it fails its check, the hostile check's first step excepted
     (:data:`STARTUP_SECONDS`).
 
     Raises:
@@ -398,7 +427,7 @@ def add_check_parser(commands: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--step-limit", type=_seconds, default=10.0,
-        help="seconds a hostile step may take (raised to twice the env's max_step_seconds where that is more)",
+        help="seconds any reset or step may take (raised to twice the env's max_step_seconds where that is more)",
     )
     parser.add_argument("--full-data", action="store_true", help="load the env's full dataset instead of its shipped sample")
     parser.set_defaults(run=_check)

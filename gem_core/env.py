@@ -401,12 +401,7 @@ class StateSnapshots:
         """
         _check_state(self, state)
         excluded = set().union(*(getattr(cls, "state_excludes", ()) for cls in type(self).__mro__))
-        attributes = _settable_attributes(self, state, excluded)
-        for name, value in attributes.items():
-            setattr(self, name, copy.deepcopy(value))
-        # An attribute the env created after the snapshot (a hint asked for later) is no part of the restored episode.
-        for name in [name for name in vars(self) if name not in attributes and name not in excluded]:
-            delattr(self, name)
+        _restore_attributes(self, _settable_attributes(self, state, excluded), excluded)
 
     def spawn(self: _Snapshotted, same_state: bool = True, *, seed: int | None = None) -> _Snapshotted:
         """A new env with this one's configuration (shared resources shared, see :attr:`state_excludes`).
@@ -545,6 +540,18 @@ def _check_state(owner: Any, state: Any) -> None:
         raise InvalidArgument(f"Not an env state of format {STATE_FORMAT!r} (got {found!r}); take it from get_state().")
     if state.get("env") != _qualified_name(owner):
         raise InvalidArgument(f"This state belongs to {state.get('env')!r}, not {_qualified_name(owner)!r}; restore it into an env of that class.")
+
+
+def _restore_attributes(owner: Any, attributes: Mapping[str, Any], excluded: set[str] | frozenset[str]) -> None:
+    """Make ``owner``'s own attributes exactly the checked snapshot ``attributes`` (copies), ``excluded`` ones aside.
+
+    An attribute created after the snapshot (a hint asked for later) is no part of the restored episode: it is
+    removed, or the restored env or wrapper would go on differently from the snapshotted one.
+    """
+    for name, value in attributes.items():
+        setattr(owner, name, copy.deepcopy(value))
+    for name in [name for name in vars(owner) if name not in attributes and name not in excluded]:
+        delattr(owner, name)
 
 
 def _settable_attributes(owner: Any, state: Mapping[str, Any], excluded: set[str] | frozenset[str]) -> dict[str, Any]:

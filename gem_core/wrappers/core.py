@@ -13,7 +13,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from gem_core.env import MAX_SEED, STATE_FORMAT, Env, StepResult, _check_state, _qualified_name, _settable_attributes, guard_episode_end
+from gem_core.env import MAX_SEED, STATE_FORMAT, Env, StepResult, _check_state, _qualified_name, _restore_attributes, _settable_attributes, guard_episode_end
 from gem_core.errors import InvalidArgumentType
 
 __all__ = ["Wrapper"]
@@ -108,7 +108,9 @@ class Wrapper(gym.Wrapper[str, str, str, str]):
         """Restore a :meth:`get_state` snapshot of this wrapper stack: the wrapper's attributes, then the inner env's.
 
         Nothing changes unless the whole snapshot fits: the wrapper's attributes are checked first, the inner
-        env checks (and restores) its own, and only then are the wrapper's set.
+        env checks (and restores) its own, and only then are the wrapper's set. As :meth:`Env.set_state` does,
+        attributes the wrapper created after the snapshot are removed (so it goes on as the snapshotted one did),
+        except gymnasium's own and those in :attr:`state_excludes`, which :meth:`get_state` never takes.
 
         Raises:
             InvalidArgument: if ``state`` is not a snapshot of this wrapper (another wrapper's, or another format),
@@ -118,8 +120,7 @@ class Wrapper(gym.Wrapper[str, str, str, str]):
         excluded = self._gym_attributes | set().union(*(getattr(c, "state_excludes", ()) for c in type(self).__mro__))
         attributes = _settable_attributes(self, state, excluded)
         self.env.set_state(state.get("inner"))  # type: ignore[arg-type]  # checked by the inner env
-        for name, value in attributes.items():
-            setattr(self, name, copy.deepcopy(value))
+        _restore_attributes(self, attributes, excluded)
 
     def spawn(self, same_state: bool = True, *, seed: int | None = None) -> Wrapper:
         """A copy of the whole wrapper stack (see :meth:`Env.spawn`; without a seed a fresh clone's seed is drawn
