@@ -62,7 +62,7 @@ __all__ = ["EpisodeSession", "SessionStep"]
 
 logger = logging.getLogger("gem.rollout")
 
-_ENV_ASTEP = Env.astep  # an env that keeps it steps inline when not blocking (see _act)
+_ENV_ASTEP = Env.astep  # an env that keeps it steps inline when not blocking (see EpisodeSession._act)
 
 
 def _types_in(values: Any) -> str:
@@ -114,6 +114,22 @@ def _warn_once(env_id: str | None, error: str) -> None:
         env_id,
         error,
     )
+
+
+#: What the env's step gave a turn: ``(observation, reward, terminated, truncated, info, images)``, checked.
+_Outcome = tuple[str, float, bool, bool, dict[str, Any], Any]
+
+
+def _env_outcome(result: Any) -> _Outcome:
+    """An env step's result, checked and made the session's own (its info copied, the images taken out of it)."""
+    observation, reward, terminated, truncated, info = result
+    if not ((type(reward) is float or isinstance(reward, numbers.Real)) and math.isfinite(reward)):
+        # One NaN normalized with the batch's returns makes every advantage NaN.
+        raise InvalidArgument(f"the env's reward is {reward!r}; rewards must be finite numbers")
+    if not isinstance(observation, str):  # else a template error far from the cause
+        raise InvalidArgument(f"the env's observation is a {type(observation).__name__}; an episode's observations are text")
+    info = dict(info)
+    return observation, float(reward), bool(terminated), bool(truncated), info, info.pop("images", None)
 
 
 @dataclass(slots=True)  # one per turn: no per-instance dict to allocate and for the GC to track
@@ -467,15 +483,15 @@ class EpisodeSession:
         if encoded:
             prompt_ids = self._place_images(prompt_ids, encoded, turn=0, offset=0)
         self._ids += prompt_ids  # the books' own list, cleared by _reset_books
-        if self.history == "as_rendered":
+        if self.options.history == "as_rendered":
             self._rendered = _RenderedBooks(self.chat_template.rendered_prompt_ids(observation))
         self._prompt_len = self._num_tokens = len(self._ids)
-        limits = [] if self.max_total_tokens is None else [self.max_total_tokens]
-        if self.max_response_tokens is not None:
-            limits.append(self._prompt_len + self.max_response_tokens)
-        self._token_limit = min(limits, default=None)
+        limit, response_limit = self.options.max_total_tokens, self.options.max_response_tokens
+        if response_limit is not None:  # the tighter of the two bounds
+            limit = self._prompt_len + response_limit if limit is None else min(limit, self._prompt_len + response_limit)
+        self._token_limit = limit
         self._observations.append(observation)
-        self.reset_info = dict(info)
+        self.reset_info = info  # the session's own copy (made above)
         if self.generation_budget(1) < 1:
             self._truncate("max_total_tokens")
         return list(self._ids)
@@ -528,7 +544,8 @@ class EpisodeSession:
             lps = self._action_logprobs(ids, lps, text_mode=action_ids is None, finish_reason=finish_reason)
         tags = None if versions is None else self._action_versions(ids, versions)
         action_text, clipped = self._record_action(ids, lps, action_text, tags)
-        observation, reward, terminated, truncated, info, images = await self._act(action_text, finish_reason)
+        outcome = self._act(action_text, finish_reason)
+        observation, reward, terminated, truncated, info, images = outcome or await self._act_awaited(action_text)
         if clipped:
             info["action_clipped"] = True
         self._rewards.append(reward)
@@ -599,14 +616,15 @@ class EpisodeSession:
                 ids = ids[:budget]
                 lps = None if lps is None else lps[:budget]
                 versions = None if versions is None else versions[:budget]
-        eot = self.chat_template.end_of_turn_ids
+        template = self.chat_template
+        eot = template.end_of_turn_ids
         n = len(eot)  # ChatTemplate.ends_turn, without copies for the usual single end-of-turn token
         closed = len(ids) >= n and (ids[-1] == eot[0] if n == 1 else list(ids[-n:]) == eot)
         if action_text is None or clipped:
-            content = ids[: len(ids) - len(eot)] if closed else ids
+            content = ids[: len(ids) - n] if closed else ids
             try:  # nothing is recorded yet: a refused turn leaves the episode as it was
-                if self.chat_template.tokenizer is self.tokenizer:  # the template remembers short actions' texts
-                    action_text = self.chat_template.decode_action(content)
+                if template.tokenizer is self.tokenizer:  # the template remembers short actions' texts
+                    action_text = template.decode_action(content)
                 else:
                     action_text = self.tokenizer.decode(list(content), skip_special_tokens=True)
             except (OverflowError, TypeError) as error:  # a negative or huge id from the engine: the tokenizer's own error
@@ -623,15 +641,19 @@ class EpisodeSession:
             self._turn_versions.append(versions)
         self._num_tokens += len(ids)
         if not closed:
-            close = tuple(self.chat_template.close_turn_ids())
+            close = tuple(template.close_turn_ids())
             self._pending.append(close)
             self._num_tokens += len(close)
         self._actions.append(action_text)
         return action_text, clipped
 
-    async def _act(self, action_text: str, finish_reason: str) -> tuple[str, float, bool, bool, dict[str, Any], Any]:
+    def _act(self, action_text: str, finish_reason: str) -> _Outcome | None:
         """Step the env with the action: ``(observation, reward, terminated, truncated, info, images)``. An
-        aborted turn, a state the trajectory cannot hold, or an env that raises ends the episode truncated."""
+        aborted turn, a state the trajectory cannot hold, or an env that raises ends the episode truncated. None: the
+        env steps off the event loop (blocking, or an ``astep`` of its own), :meth:`_act_awaited` steps it.
+
+        Not a coroutine: most envs step inline (what :meth:`Env.astep` does for a non-blocking env), and a coroutine
+        made and awaited every turn cost ~3% of a turn at 512 episodes in flight (issue 46)."""
         snapshot_error = self._record_env_state() if self.options.record_env_states else None
         if snapshot_error is not None:
             # The turn is kept; the env is not stepped from a state the trajectory cannot hold.
@@ -644,51 +666,57 @@ class EpisodeSession:
             info = {}
             self._truncate("abort", info)
             return "", 0.0, False, True, info, None
+        env = self.env
         try:
-            env, astep = self.env, self.env.astep
-            if getattr(astep, "__func__", None) is _ENV_ASTEP and not env.blocking:
-                # What Env.astep does for a non-blocking env, without a coroutine per turn.
-                observation, reward, terminated, truncated, info = env.step(action_text)
-            else:
-                observation, reward, terminated, truncated, info = await astep(action_text)
-            if not ((type(reward) is float or isinstance(reward, numbers.Real)) and math.isfinite(reward)):
-                # One NaN normalized with the batch's returns makes every advantage NaN.
-                raise InvalidArgument(f"the env's reward is {reward!r}; rewards must be finite numbers")
-            if not isinstance(observation, str):  # else a template error far from the cause
-                raise InvalidArgument(f"the env's observation is a {type(observation).__name__}; an episode's observations are text")
-            info = dict(info)
-            return observation, float(reward), bool(terminated), bool(truncated), info, info.pop("images", None)
+            if env.blocking or getattr(env.astep, "__func__", None) is not _ENV_ASTEP:  # its own astep, also on the instance
+                return None
+            return _env_outcome(env.step(action_text))
         except Exception as exc:  # noqa: BLE001 - a broken env step ends this episode, not the run
-            info = {"error": f"{type(exc).__name__}: {exc}"}
-            self._truncate("error", info)
-            _warn_once(self.env_id, info["error"])
-            return "", 0.0, False, True, info, None
+            return self._env_failed(exc)
 
-    def _observation_turn(self, observation: str, action_text: str, images: Any, info: dict[str, Any]) -> tuple[bool, bool, tuple[int, ...], list[int]]:
+    async def _act_awaited(self, action_text: str) -> _Outcome:
+        """:meth:`_act` for an env stepped off the event loop (its ``astep``)."""
+        try:
+            return _env_outcome(await self.env.astep(action_text))
+        except Exception as exc:  # noqa: BLE001 - a broken env step ends this episode, not the run
+            return self._env_failed(exc)
+
+    def _env_failed(self, exc: Exception) -> _Outcome:
+        """A turn whose env step raised (or gave what no turn can hold): the episode ends truncated with the error."""
+        info = {"error": f"{type(exc).__name__}: {exc}"}
+        self._truncate("error", info)
+        _warn_once(self.env_id, info["error"])
+        return "", 0.0, False, True, info, None
+
+    def _observation_turn(self, observation: str, action_text: str, images: Any, info: dict[str, Any]) -> tuple[bool, bool, tuple[int, ...], Sequence[int]]:
         """The next user (or tool) turn's tokens: ``(continues, truncated, observation_ids, rendered_turn)``;
-        the turn limit, a template that cannot render the turn, or the token limit end the episode."""
+        the turn limit, a template that cannot render the turn, or the token limit end the episode. (No list is made
+        for a turn without images or rendered history: each was an allocation a turn, issue 46.)"""
         max_turns = self.options.max_turns
         if max_turns is not None and len(self._turn_spans) >= max_turns:
-            return False, self._truncate("max_turns", info), (), []
+            return False, self._truncate("max_turns", info), (), ()
         role = str(info["observation_role"]) if "observation_role" in info else "user"  # "tool": ToolUse answered native calls
-        rendered_turn: list[int] = []
         try:
-            encoded = self._encode_images(images, info) if images else []
-            observation_ids = self.chat_template.observation_delta(observation, role, images=len(encoded))
-            if encoded:
-                observation_ids = tuple(self._place_images(list(observation_ids), encoded, turn=self.num_turns, offset=self._num_tokens))
-            if self._rendered is not None:
-                rendered_turn = self.chat_template.rendered_turn_ids(action_text, observation, role, self._rendered.window)
+            if images:
+                encoded = self._encode_images(images, info)
+                observation_ids = self.chat_template.observation_delta(observation, role, len(encoded))
+                if encoded:
+                    observation_ids = tuple(self._place_images(list(observation_ids), encoded, turn=self.num_turns, offset=self._num_tokens))
+            else:
+                observation_ids = self.chat_template.observation_delta(observation, role)
+            rendered_turn: Sequence[int] = () if self._rendered is None else self.chat_template.rendered_turn_ids(
+                action_text, observation, role, self._rendered.window
+            )
         except Exception as exc:  # noqa: BLE001 - a template that cannot render this turn ends the episode
             if images and self._image_config_error() is not None:  # the session's setup, not the env's turn: as start() does
                 raise
             info["error"] = f"{type(exc).__name__}: {exc}"
             _warn_once(self.env_id, info["error"])
-            return False, self._truncate("error", info), (), []
+            return False, self._truncate("error", info), (), ()
         if self._token_limit is not None and (
             self._num_tokens + len(observation_ids) + 1 + len(self.chat_template.close_turn_ids()) > self._token_limit
         ):
-            return False, self._truncate("max_total_tokens", info), (), []
+            return False, self._truncate("max_total_tokens", info), (), ()
         return True, False, observation_ids, rendered_turn
 
     def _end(self, observation: str, terminated: bool, truncated: bool) -> None:
