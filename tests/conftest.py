@@ -7,7 +7,18 @@ import os
 
 import pytest
 
+from gem_core import registry
 from gem_core.testing import make_model, make_tokenizer
+
+
+@pytest.fixture(autouse=True)
+def scratch_registry(monkeypatch):
+    """Ids a test registers vanish after it. The registry is process-wide: an id one test registered (the GEM way,
+    ``gem.register("rg:mine", "gem.envs.reasoning_gym:ReasoningGymEnv")``) stayed for every later test, and a test
+    that lists every shipped id failed or passed by the suite's order."""
+    registry.list_envs()  # the shipped ids first (loaded once), so the copy holds them
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    monkeypatch.setattr(registry, "_ALIASES", dict(registry._ALIASES))
 
 
 @pytest.fixture(scope="session")

@@ -72,7 +72,6 @@ def test_gem_check_names_the_option_that_sets_the_limit(monkeypatch, capsys):
     """The command's report says which flag raises the limit a slow reset ran past."""
     from gem_core import registry
 
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
     registry.register("user:ResetHangs-v0", ResetHangs)
     done: list = []
     worker = threading.Thread(target=lambda: done.append(main(["check", "user:ResetHangs-v0", "--step-limit", "0.2"])), daemon=True)

@@ -7,14 +7,6 @@ from gem_core import Env, list_envs, make, register, spec
 from gem_core.registry import UnknownEnvError
 
 
-@pytest.fixture(autouse=True)
-def isolated_registry(monkeypatch):
-    """Ids registered by a test vanish after it, so the suite's other tests see the shipped registry."""
-    from gem_core import registry
-
-    list_envs()  # load the shipped envs first, into the copy below
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
-
 
 class Dummy(Env):
     def __init__(self, size: int = 1):

@@ -17,16 +17,8 @@ def test_register_refuses_the_remote_category():
     assert "remote:Mine-v0" not in gem_core.list_envs()
 
 
-@pytest.fixture
-def isolated_registry(monkeypatch):
-    """Ids registered by a test vanish after it, so the suite's other tests see the shipped registry."""
-    from gem_core import registry
 
-    gem_core.list_envs()  # load the shipped envs first, into the copy below
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
-
-
-def test_an_id_ending_in_a_newline_is_malformed(isolated_registry):
+def test_an_id_ending_in_a_newline_is_malformed():
     """Before the fix ENV_ID_PATTERN ended in '$', which .match lets match before a final newline: register()
     accepted 'mine:Echo-v0\\n' (listed with the newline) and parse_remote_id accepted 'remote:http://h:1/game:Wordle-v0\\n'."""
     from gem_core.registry import ENV_ID_PATTERN, parse_remote_id
@@ -40,7 +32,7 @@ def test_an_id_ending_in_a_newline_is_malformed(isolated_registry):
 
 
 @pytest.mark.parametrize("factory", [lambda **kwargs: None, dict], ids=["returns None", "dict"])
-def test_an_entry_point_that_builds_no_env_is_refused_by_name(isolated_registry, factory):
+def test_an_entry_point_that_builds_no_env_is_refused_by_name(factory):
     """Before the fix make() of an id whose factory returned None (or a class that is no env, dict) raised a raw
     AttributeError: 'NoneType' object has no attribute 'unwrapped', naming neither the id nor the entry point."""
     from gem_core.errors import InvalidArgumentType
@@ -51,7 +43,7 @@ def test_an_entry_point_that_builds_no_env_is_refused_by_name(isolated_registry,
     assert repr(factory) in str(raised.value) and "gem_core.Env" in str(raised.value)
 
 
-def test_an_entry_point_may_return_a_wrapped_or_multi_agent_env(isolated_registry):
+def test_an_entry_point_may_return_a_wrapped_or_multi_agent_env():
     """What make() legitimately builds passes the check above: a wrapped env and a multi-agent env."""
     from gem_core.envs.multi_agent.tic_tac_toe import TicTacToe
     from gem_core.wrappers.turn_limit import TurnLimit
@@ -62,7 +54,7 @@ def test_an_entry_point_may_return_a_wrapped_or_multi_agent_env(isolated_registr
     assert gem_core.make("mine:Multi-v0").unwrapped.env_id == "mine:Multi-v0"
 
 
-def test_a_relative_entry_point_module_is_refused_at_register(isolated_registry):
+def test_a_relative_entry_point_module_is_refused_at_register():
     """Before the fix register('mine:Rel-v0', '.mymodule:MyEnv') succeeded and make() then raised a raw TypeError
     from importlib (a relative import needs a package)."""
     with pytest.raises(InvalidArgument, match="mine:Rel-v0.*absolute"):

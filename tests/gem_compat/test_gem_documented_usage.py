@@ -40,12 +40,6 @@ GEM_WRAPPER_NAMES = {
 }
 
 
-@pytest.fixture
-def scratch_registry(monkeypatch):
-    """Ids a test registers disappear after it (other tests list every registered id)."""
-    registry.list_envs()  # the shipped ids first, so the copy holds them
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
-
 
 def python_sandbox_usable() -> bool:
     from gem_core.tools import sandbox
@@ -187,7 +181,7 @@ class ReverseStringEnv(Env):
         return TERMINAL_STATE, reward, True, True, {}
 
 
-def test_register_new_env_example_case_1_new_math_dataset(scratch_registry):
+def test_register_new_env_example_case_1_new_math_dataset():
     register(
         "math:GSM8K-Example",
         "gem.envs.math_env:MathEnv",
@@ -205,7 +199,7 @@ def test_register_new_env_example_case_1_new_math_dataset(scratch_registry):
     assert reward == 1.0
 
 
-def test_register_new_env_example_case_1_offline_names_the_dataset(scratch_registry):
+def test_register_new_env_example_case_1_offline_names_the_dataset():
     register("math:GSM8K-Example", "gem.envs.math_env:MathEnv", dataset_name="axon-rl/GSM-8k", question_key="problem", answer_key="answer")
     probe = (
         "import gem\n"
@@ -219,7 +213,7 @@ def test_register_new_env_example_case_1_offline_names_the_dataset(scratch_regis
     assert "'axon-rl/GSM-8k'" in done.stdout and "data_files=" in done.stdout
 
 
-def test_register_new_env_example_case_2_new_env(scratch_registry):
+def test_register_new_env_example_case_2_new_env():
     register(
         "game:ReverseString",
         ReverseStringEnv,  # changed: the class itself, since this module is not importable as examples.register_new_env
@@ -234,7 +228,7 @@ def test_register_new_env_example_case_2_new_env(scratch_registry):
     assert (next_obs, reward) == (TERMINAL_STATE, 1.0)
 
 
-def test_gem_env_written_the_gem_way_runs_under_core_wrappers_and_vector_envs(scratch_registry):
+def test_gem_env_written_the_gem_way_runs_under_core_wrappers_and_vector_envs():
     register("game:ReverseString", ReverseStringEnv)
     vec = gem.make_vec(["game:ReverseString"] * 2, async_mode=True)  # the vector env resets with options=None
     observations, _ = vec.reset()
