@@ -126,15 +126,15 @@ class _LRU:
     twice): ~2% of a session turn with hundreds of episodes in flight, where the hot entries are hit every turn
     (issue 46).
 
-    A caller on a hot path reads :attr:`current` first (``cache.current.get(key)``, a dict lookup without a Python
-    call: two calls a turn were ~3% of a session turn at 512 episodes in flight) and :meth:`get` on a miss there.
+    A caller on a hot path reads :attr:`current` first (``cache.current.get(key)``: a dict lookup, no Python call,
+    where a session turn made two calls of :meth:`get`) and :meth:`get` on a miss there.
     """
 
     def __init__(self, size: int):
         self.size = size
         self._generation = max(1, size // 2)
         self.current: dict[Any, Any] = {}
-        """The newer generation (replaced, never changed in place, when a put starts a new one)."""
+        """The newer generation, read without the lock as :meth:`get` reads it (a put adds to it, or starts a new one)."""
         self._previous: dict[Any, Any] = {}
         self._lock = threading.Lock()
 
