@@ -31,7 +31,6 @@ from typing import Any, cast
 
 from gem_adapters.framework_version import check_trl_version
 from gem_adapters.trl.make_dataset import GEM_KEY, episode_label
-from gem_core import placement
 from gem_core.env import warn_once
 from gem_core.errors import InvalidArgument, InvalidArgumentType, ResetNeeded
 from gem_core.protocols import TextEnv
@@ -109,6 +108,8 @@ class GemToolEnvironment(metaclass=_EnvironmentClass):
                 label and there is no default ``env_id`` or no ``seed`` column, or that column's seed is not an
                 integer from 0 to :data:`~gem_core.rows.label.MAX_SEED`.
             LabelError: The row's label is malformed or names an unknown env.
+            EnvKwargsError: The episode's env kwargs do not fit its env, or name a placement keyword (``env_backend``,
+                ``pool``...): a row does not choose where its env runs.
         """
         prompt = row.get("prompt")
         env_id, seed, env_kwargs = self.env_id, row.get("seed"), dict(self.env_kwargs)
@@ -136,7 +137,9 @@ class GemToolEnvironment(metaclass=_EnvironmentClass):
                 raise InvalidArgument(f"environment_factory({env_id!r}) cannot reset to the dataset row's 'seed' column: {err}") from None
         if self.env is not None:
             self.env.close()
-        self.env = placement.make_env(env_id, **env_kwargs)
+        # make_label_env, not placement.make_env: a row's env_kwargs must not choose the placement ({"env_backend": "local"}
+        # overrode the job's $GEM_ENV_BACKEND), and kwargs that do not fit are named with the env's registered ones.
+        self.env = make_label_env(EpisodeLabel(env_id, seed, env_kwargs))
         observation, _ = self.env.reset(seed=seed)
         self.rewards, self.infos, self.done, self.truncated = [], [], False, False
         if labelled:

@@ -18,6 +18,7 @@ from types import FrameType
 from typing import Any
 
 from gem_core.cli.options import OneLineErrors, env_kwargs_option, folder_problem
+from gem_core.env import MAX_SEED
 from gem_core.errors import DependencyNotInstalled, InvalidArgument
 from gem_core.eval.cli import STOP_SIGNALS
 from gem_core.rows.jsonl import write_jsonl
@@ -82,6 +83,9 @@ def rows_from_arguments(args: argparse.Namespace, *, with_messages: bool = True)
         raise InvalidArgument(f"--seed-start must be 0 or more (gymnasium seeds are non-negative), got {args.seed_start}.")
     if args.n < 1:
         raise InvalidArgument(f"--n must be at least 1, got {args.n}.")
+    if args.seed_start + args.n - 1 > MAX_SEED:  # the API's own message names seed_start, not the option
+        raise InvalidArgument(f"--seed-start {args.seed_start} with --n {args.n} goes past the largest seed, {MAX_SEED} (a dataset "
+                              f"column holds 64-bit seeds): give --seed-start {MAX_SEED - args.n + 1} or less, or a smaller --n.")
     ids = 1 if isinstance(env_ids, (str, Mapping)) else len(env_ids)  # a mixture's --n is rows in all
     total = args.n * ids
     if total > MAX_ROWS:
@@ -117,6 +121,8 @@ def _out_problem(out: str) -> str | None:
     target = Path(out)
     if target.is_dir():
         return f"{out} is a folder: give the path of the file to write"
+    if out.endswith(tuple(filter(None, (os.sep, os.altsep)))):  # a folder's path (Path drops the separator): written as a file
+        return f"{out} ends in a path separator, so names a folder: give the path of the file to write (e.g. {out.rstrip(os.sep)}.jsonl)"
     if target.exists() and not target.is_file():  # /dev/null, /dev/stdout, a FIFO: atomic_path writes through it
         return None
     return folder_problem(Path(os.path.realpath(target)).parent)

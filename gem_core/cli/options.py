@@ -143,11 +143,16 @@ def env_kwargs_option(text: str, option: str = "--env-kwargs") -> dict[str, Any]
     ``text`` is not a JSON object (every command that takes env kwargs reads them the same way).
 
     Raises:
-        InvalidArgument: if ``text`` is not JSON or not a JSON object (the message names ``option`` and an example).
+        InvalidArgument: if ``text`` is not JSON, not a JSON object, or gives a key twice (the message names ``option``
+            and an example).
     """
+    from gem_core.rows.label import LabelError, refuse_repeated_keys
+
     example = f"e.g. {option} '{{\"max_turns\": 8}}'"
     try:
-        env_kwargs = json.loads(text)
+        env_kwargs = json.loads(text, object_pairs_hook=refuse_repeated_keys)
+    except LabelError as exc:  # the last of a repeated key would win in silence
+        raise InvalidArgument(f"{option} {exc}, {example}") from None
     except json.JSONDecodeError as exc:
         raise InvalidArgument(f"{option} is not JSON ({exc}): it must be a JSON object, {example}") from None
     except (ValueError, RecursionError) as exc:  # a number past Python's 4300-digit int limit, or nesting past the stack

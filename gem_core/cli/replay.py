@@ -41,9 +41,16 @@ _WRITER_GRACE_S = 1.0
 
 def _run(args: argparse.Namespace) -> int:
     from gem_core.judge.options import judge_from_args
+    from gem_core.registry import spec
 
     judge = None
     path = args.file
+    if args.env_id is not None:  # checked up front: a file with no episode never builds the env, so a typo exited 0
+        try:
+            spec(args.env_id)
+        except (KeyError, ValueError) as exc:  # UnknownEnvError names the closest ids; InvalidArgument a malformed remote: id
+            print(f"gem replay: --env-id: {exc}", file=sys.stderr)
+            return 2
     try:
         with contextlib.ExitStack() as cleanup:
             overrides = None if args.env_kwargs is None else env_kwargs_option(args.env_kwargs)

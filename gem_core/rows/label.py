@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from gem_core.env import MAX_SEED
 from gem_core.errors import DependencyNotInstalled, GemError
 from gem_core.registry import spec as env_spec
 
-__all__ = ["MAX_SEED", "EnvKwargsError", "EpisodeLabel", "LabelError", "make_label_env", "parse_label"]
+__all__ = ["MAX_SEED", "EnvKwargsError", "EpisodeLabel", "LabelError", "make_label_env", "parse_label", "refuse_repeated_keys"]
 
 _DATASET_HINT = "Build the dataset with your framework adapter's make_dataset (see the README)."
 _LABEL_KEYS = ("env_id", "seed", "env_kwargs")
@@ -66,6 +67,41 @@ class LabelError(GemError, ValueError):
     """A dataset label that does not name a GEM episode; the message says how to fix the dataset."""
 
 
+def refuse_repeated_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``' ``object_pairs_hook`` for text a person wrote (a label, its env_kwargs, ``--env-kwargs``): JSON
+    keeps the last of a repeated key, so ``{"seed": 1, "seed": 2}`` played another episode than its author may have meant.
+
+    Raises:
+        LabelError: a key is given twice in one object (the message names it; callers add where and the fix).
+    """
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            raise LabelError(f"gives the key {_shown(key)} twice (JSON would keep only the last); give each key once")
+        data[key] = value
+    return data
+
+
+def _non_finite_key(env_kwargs: Mapping[Any, Any]) -> Any:
+    """The env_kwargs key whose value holds NaN or an infinity at any depth (None: none does): JSON has no such number,
+    so a label holding one is written as text that strict readers refuse."""
+    for key, value in env_kwargs.items():
+        stack, seen = [value], set()
+        while stack:
+            item = stack.pop()
+            if isinstance(item, float) and not math.isfinite(item):
+                return key
+            if isinstance(item, (Mapping, list, tuple)) and id(item) not in seen:  # seen: a mapping built in code may hold itself
+                seen.add(id(item))
+                stack.extend(item.values() if isinstance(item, Mapping) else item)
+    return None
+
+
+def _non_finite_error(key: Any, fix_hint: str) -> LabelError:
+    return LabelError(f"Dataset label env_kwargs {_shown(key)} holds NaN or an infinity, which JSON has no number for: give a "
+                      f"finite number (or leave the key out for the env's default). {fix_hint}".rstrip())
+
+
 @dataclass(frozen=True)
 class EpisodeLabel:
     """One episode: the env id, the seed that fixes it, and constructor overrides for the env."""
@@ -75,8 +111,16 @@ class EpisodeLabel:
     env_kwargs: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:
-        """The label as JSON text with sorted keys (what a dataset row carries; :func:`parse_label` reads it)."""
-        return json.dumps({"env_id": self.env_id, "seed": self.seed, "env_kwargs": self.env_kwargs}, sort_keys=True)
+        """The label as JSON text with sorted keys (what a dataset row carries; :func:`parse_label` reads it), standard
+        JSON only: a bare NaN would make the dataset unreadable to strict readers.
+
+        Raises:
+            LabelError: an env_kwargs value holds NaN or an infinity (named by its key).
+        """
+        key = _non_finite_key(self.env_kwargs)
+        if key is not None:
+            raise _non_finite_error(key, "")
+        return json.dumps({"env_id": self.env_id, "seed": self.seed, "env_kwargs": self.env_kwargs}, sort_keys=True, allow_nan=False)
 
 
 def parse_label(label: str | Mapping[str, Any], *, fix_hint: str = _DATASET_HINT, other_keys: bool = False) -> EpisodeLabel:
@@ -91,13 +135,17 @@ def parse_label(label: str | Mapping[str, Any], *, fix_hint: str = _DATASET_HINT
     since a misspelt ``env_kwargs`` or ``seed`` would otherwise play the episode with the env's defaults.
 
     Raises:
-        LabelError: the label is not JSON, has a key other than those, lacks ``env_id`` or ``seed``, has a seed
-            outside 0 to :data:`MAX_SEED`, has ``env_kwargs`` that are not an object, or names an unknown env.
+        LabelError: the label is not JSON, gives a key twice, has a key other than those, lacks ``env_id`` or ``seed``,
+            has a seed outside 0 to :data:`MAX_SEED`, has ``env_kwargs`` that are not an object (or have a key that is
+            not a string, or a NaN or infinity, which JSON cannot write), or names an unknown env or a malformed
+            ``remote:`` id.
     """
     if isinstance(label, str):
         text = label
         try:
-            label = json.loads(text)
+            label = json.loads(text, object_pairs_hook=refuse_repeated_keys)
+        except LabelError as err:
+            raise LabelError(f"Dataset label {text[:80]!r} {err}. {fix_hint}") from None
         except (ValueError, RecursionError) as err:
             raise LabelError(f"Dataset label {text[:80]!r} is not JSON ({_not_json(err)}). {fix_hint}") from None
     if not isinstance(label, Mapping):
@@ -120,7 +168,9 @@ def parse_label(label: str | Mapping[str, Any], *, fix_hint: str = _DATASET_HINT
         env_kwargs = {}
     if isinstance(env_kwargs, str):  # a column that stores them as JSON text (their keys vary by env)
         try:
-            env_kwargs = json.loads(env_kwargs)
+            env_kwargs = json.loads(env_kwargs, object_pairs_hook=refuse_repeated_keys)
+        except LabelError as err:
+            raise LabelError(f"Dataset label env_kwargs {env_kwargs[:80]!r} {err}. {fix_hint}") from None
         except (ValueError, RecursionError) as err:
             raise LabelError(f"Dataset label env_kwargs {env_kwargs[:80]!r} is not JSON ({_not_json(err)}). {fix_hint}") from None
     if isinstance(seed, numbers.Integral) and not isinstance(seed, bool):  # numpy's integers too: what numpy or pandas code hands over
@@ -136,9 +186,15 @@ def parse_label(label: str | Mapping[str, Any], *, fix_hint: str = _DATASET_HINT
             f"Dataset label env_kwargs must be a JSON object of the env's keyword arguments (or its JSON text), got {_shown(env_kwargs)}. "
             f"Give {{}} or leave env_kwargs out for the env's defaults. {fix_hint}"
         )
+    not_named = [key for key in env_kwargs if not isinstance(key, str)]
+    if not_named:  # keyword arguments are names: the env could never take them (and a mixed-type dict does not even sort)
+        raise LabelError(f"Dataset label env_kwargs keys must be strings (the env's keyword names), got {_shown(not_named[0])}. {fix_hint}")
+    non_finite = _non_finite_key(env_kwargs)
+    if non_finite is not None:
+        raise _non_finite_error(non_finite, fix_hint)
     try:
         env_spec(env_id)
-    except KeyError as err:  # UnknownEnvError names the closest ids
+    except (KeyError, ValueError) as err:  # UnknownEnvError names the closest ids; InvalidArgument a malformed remote: id
         raise LabelError(f"{err} Fix the env_id in the dataset. {fix_hint}") from None
     return EpisodeLabel(env_id=env_id, seed=seed, env_kwargs=dict(env_kwargs))
 
@@ -153,10 +209,19 @@ class EnvKwargsError(LabelError):
 _PLACEMENT_KEYWORDS = frozenset({"env_backend", "pool", "pool_options", "env", "env_id", "id"})
 
 
+def _kwargs_text(kwargs: Mapping[Any, Any]) -> str:
+    """``kwargs`` as JSON for a message, or their repr where JSON cannot hold them (keys of mixed types, which do not
+    sort; an int over 4300 digits): the message must not fail in place of the error it reports."""
+    try:
+        return json.dumps(kwargs, default=str, sort_keys=True)
+    except (TypeError, ValueError, RecursionError):
+        return _shown(kwargs)
+
+
 def _kwargs_error(label: EpisodeLabel, reason: object) -> EnvKwargsError:
-    registered = json.dumps(env_spec(label.env_id).kwargs, default=str, sort_keys=True)
+    registered = _kwargs_text(env_spec(label.env_id).kwargs)
     return EnvKwargsError(
-        f"env_kwargs {json.dumps(label.env_kwargs, default=str, sort_keys=True)} do not fit {label.env_id} ({reason}); its registered "
+        f"env_kwargs {_kwargs_text(label.env_kwargs)} do not fit {label.env_id} ({reason}); its registered "
         f"kwargs are {registered}, and max_turns (the turn limit): give only those names, with values the env accepts."
     )
 

@@ -23,6 +23,8 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from gem_core.errors import InvalidArgument
+
 __all__ = ["atomic_path"]
 
 #: The longest file name, in bytes, of the file systems in use (ext4, XFS, btrfs, APFS, tmpfs).
@@ -51,10 +53,18 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
     ``target`` is left as it was. Creates ``target``'s folder; a link is followed (the file it names is the
     target), and the permissions of a file replaced are kept. A target that is neither a file nor a folder
     (``/dev/null``, ``/dev/stdout``, a FIFO) is yielded itself, to be written through: the rename replaced the
-    device with a file (as root, ``--out /dev/null`` broke ``/dev/null`` for the whole machine)."""
+    device with a file (as root, ``--out /dev/null`` broke ``/dev/null`` for the whole machine).
+
+    Raises:
+        IsADirectoryError: ``target`` is a folder.
+        InvalidArgument: ``target`` ends in a path separator, so names a folder (one that does not exist yet).
+    """
+    given = os.fspath(target)
     target = Path(target)
     if target.is_dir():  # else the rename fails after the whole write, naming the temporary file
         raise IsADirectoryError(errno.EISDIR, "is a folder: give the path of the file to write", str(target))
+    if isinstance(given, str) and given.endswith(tuple(filter(None, (os.sep, os.altsep)))):  # Path drops it: a FILE was written
+        raise InvalidArgument(f"{given!r} ends in a path separator, so names a folder: give the path of the file to write.")
     if target.exists() and not target.is_file():  # asked before the link is resolved: /dev/stdout may name a pipe
         yield target
         return
