@@ -11,11 +11,12 @@ from __future__ import annotations
 import atexit
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from gem_core.envs.code.env import CodeEnv as CoreCodeEnv
-from gem_core.errors import GemError, InvalidArgument
+from gem_core.errors import GemError, InvalidArgument, InvalidArgumentType
 
 __all__ = ["CodeEnv"]
 
@@ -29,9 +30,22 @@ class DatasetSplitError(GemError, ValueError):
 
 
 def _local_copy(dataset: Any, split: str | None) -> str:
-    """A JSONL file holding ``dataset``'s rows (one per dataset fingerprint, deleted at exit)."""
-    from datasets import DatasetDict
+    """A JSONL file holding ``dataset``'s rows (one per dataset fingerprint, deleted at exit); a list of rows
+    (dicts) is read as ``datasets.Dataset.from_list(rows)``, the shape a user has before making a Dataset.
 
+    Raises:
+        InvalidArgumentType: ``dataset`` is not a ``datasets.Dataset``/``DatasetDict`` or a list of dict rows.
+        DatasetSplitError: ``dataset`` has several splits and ``split`` names none of them.
+    """
+    from datasets import Dataset, DatasetDict
+
+    if isinstance(dataset, (list, tuple)) and dataset and all(isinstance(row, Mapping) for row in dataset):
+        dataset = Dataset.from_list([dict(row) for row in dataset])
+    elif not isinstance(dataset, (Dataset, DatasetDict)):
+        raise InvalidArgumentType(
+            f"dataset={dataset!r:.60} is not rows: pass a datasets.Dataset or DatasetDict, a non-empty list of dict "
+            "rows (read as datasets.Dataset.from_list(rows)), or data_files='rows.jsonl'."
+        )
     if isinstance(dataset, DatasetDict):
         splits = list(dataset.keys())
         if split in splits:
@@ -59,7 +73,7 @@ class CodeEnv(CoreCodeEnv):
     Args:
         dataset_name: The hub dataset (empty: none, with ``data_files=`` or ``dataset=``).
         split: The split to read; with a several-split ``dataset=``, the one to take.
-        dataset: Rows in memory (a ``datasets.Dataset`` or ``DatasetDict``), used instead of ``dataset_name``.
+        dataset: Rows in memory (a ``datasets.Dataset``, ``DatasetDict`` or list of dict rows), used instead of ``dataset_name``.
         question_key: The column holding the problem statement.
         test_key: The column holding the problem's tests.
         max_workers: Accepted for GEM's signature; unused.
@@ -69,6 +83,7 @@ class CodeEnv(CoreCodeEnv):
     Raises:
         InvalidArgument: ``sandbox_type`` is not ``"none"`` or ``"bwrap"``.
         DatasetSplitError: ``dataset`` has several splits and ``split`` names none of them.
+        InvalidArgumentType: ``dataset`` is not a ``Dataset``/``DatasetDict`` or a list of dict rows.
     """
 
     def __init__(

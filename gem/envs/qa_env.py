@@ -52,7 +52,7 @@ class QaEnv(QAEnv):
     Args:
         dataset_name: The hub dataset (empty: none, with ``data_files=`` or ``dataset=``).
         split: The split to read (None: ``"train"``, or a ``dataset=``'s only split).
-        dataset: Rows in memory (a ``datasets.Dataset`` or ``DatasetDict``), used instead of ``dataset_name``.
+        dataset: Rows in memory (a ``datasets.Dataset``, ``DatasetDict`` or list of dict rows), used instead of ``dataset_name``.
         question_key: The column holding the question.
         answer_key: The column holding the reference answer(s).
         seed: Seeds the row order (GEM's shuffle seed).
@@ -64,6 +64,7 @@ class QaEnv(QAEnv):
 
     Raises:
         gem.envs.code_env.DatasetSplitError: ``dataset`` has several splits and ``split`` names none of them.
+        InvalidArgumentType: ``dataset`` is not a ``Dataset``/``DatasetDict`` or a list of dict rows.
         InvalidArgument: The rows lack ``question_key`` or ``answer_key``, or are empty.
     """
 

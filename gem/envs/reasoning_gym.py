@@ -25,7 +25,7 @@ import warnings
 from typing import Any
 
 from gem.core import Env
-from gem_core.env import StepResult
+from gem_core.env import StepResult, check_seed
 from gem_core.envs.math.answer import extract_boxed
 from gem_core.envs.reasoning_gym.env import guarded_verdict
 from gem_core.errors import ResetNeeded
@@ -80,6 +80,7 @@ class ReasoningGymEnv(Env):
         Raises:
             InvalidArgument: ``seed`` is not None or a whole number from 0 up.
         """
+        seed = check_seed(seed)  # numpy's ints too: random.Random takes only Python's
         super().reset(seed, options)
         if seed is not None:
             data = random.Random(seed).choice(self.ds)

@@ -35,8 +35,8 @@ from typing import Any
 from gymnasium.utils import seeding
 
 from gem_core import registry
-from gem_core.env import Env
-from gem_core.errors import InvalidArgument
+from gem_core.env import Env, check_seed
+from gem_core.errors import InvalidArgument, InvalidArgumentType
 
 __all__ = ["register", "make", "make_vec", "print_envs", "spec"]
 
@@ -144,11 +144,14 @@ def make(env_id: str, **kwargs: Any) -> Env:
     registered ones; ``seed`` seeds its stream of episodes (see the module docstring).
 
     Raises:
+        InvalidArgument: ``seed`` is not None or a whole number from 0 up.
         gem_core.registry.UnknownEnvError: no such id (the message names the closest ones).
         gem_core.envs.dataset.DatasetUnavailableError: the env's dataset cannot be reached; the message
-            names it and how to pass a local copy (``data_files=``).
+            names ``env_id``, the dataset and how to pass a local copy (``data_files=``).
     """
-    seed = kwargs.pop("seed", None)
+    from gem_core.envs.dataset import DatasetUnavailableError
+
+    seed = check_seed(kwargs.pop("seed", None))
     env_spec = spec(env_id)
     # GEM's hints about how an env runs, not what it is (datasets' cache, grading in a process pool), and the
     # rows in memory GEM's examples pass back to make (`dataset=env.dataset`) whatever the env
@@ -157,7 +160,10 @@ def make(env_id: str, **kwargs: Any) -> Env:
             del kwargs[hint]
     if seed is not None and _takes(env_spec.load(), "seed"):
         kwargs["seed"], seed = seed, None
-    env = accept_positional_seed(env_spec.make(**kwargs))
+    try:
+        env = accept_positional_seed(env_spec.make(**kwargs))
+    except DatasetUnavailableError as exc:  # it names the core's ids that read the dataset, which may not hold GEM's
+        raise DatasetUnavailableError(f"{env_id} cannot be built: {exc}") from None
     if seed is not None:
         seed_stream(env, seed)
     env.entry_point = env.unwrapped.entry_point = env_spec.entry_point  # GEM's make sets it beside env_id
@@ -246,11 +252,22 @@ def make_vec(
     ``use_mp`` runs each env in a worker process (the core's ``process`` backend).
 
     Raises:
-        ValueError: ``vec_kwargs`` does not have one entry per env.
+        InvalidArgument: ``vec_kwargs`` does not have one entry per env, or ``seed`` is not None or a whole number
+            from 0 up.
+        InvalidArgumentType: an entry of ``wrappers`` is not callable (a wrapper's name: pass
+            ``gem.wrappers.wrapper_factory.get_wrapper_fns(name)`` instead).
         gem_core.registry.UnknownEnvError: an id is not registered.
     """
     from gem.vector.vector_env import AutoresetMode, VectorEnv
 
+    seed = check_seed(seed)
+    for wrapper in wrappers or ():
+        if not callable(wrapper):
+            hint = f"get_wrapper_fns({wrapper!r})" if isinstance(wrapper, str) else "get_wrapper_fns('name,...')"
+            raise InvalidArgumentType(
+                f"make_vec(wrappers=...): {wrapper!r:.60} is not a wrapper; pass callables that wrap an env, e.g. "
+                f"wrappers={hint} from gem.wrappers.wrapper_factory."
+            )
     ids = [env_ids] if isinstance(env_ids, str) else list(env_ids)
     if vec_kwargs is not None and len(vec_kwargs) != len(ids):
         raise InvalidArgument(f"make_vec: vec_kwargs has {len(vec_kwargs)} entries for {len(ids)} env ids; give one per env.")

@@ -18,6 +18,8 @@ the call budget go as under GEM. Each tool's parsing and running are its own.
 
 from __future__ import annotations
 
+import math
+import numbers
 import re
 import sys
 from collections.abc import Iterator, Sequence
@@ -47,8 +49,8 @@ class ToolEnvWrapper(ToolUse):
         max_tool_uses: Calls allowed per episode (None: any number).
 
     Raises:
-        InvalidArgument: ``tool_execute_error_reward`` is positive, or non-zero beside a non-zero ``tool_reward``
-            or ``tool_success_reward``.
+        InvalidArgument: A reward is not a finite number, ``tool_execute_error_reward`` is positive, or it is
+            non-zero beside a non-zero ``tool_reward`` or ``tool_success_reward``.
     """
 
     def __init__(
@@ -60,6 +62,11 @@ class ToolEnvWrapper(ToolUse):
         tool_execute_error_reward: float = 0.0,
         max_tool_uses: int | None = 10,
     ):
+        for name, value in (("tool_reward", tool_reward), ("tool_success_reward", tool_success_reward),
+                            ("tool_execute_error_reward", tool_execute_error_reward)):
+            # checked before the comparisons below, which would raise a bare TypeError on a text
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+                raise InvalidArgument(f"ToolEnvWrapper({name}={value!r:.60}): expected a finite number, e.g. {name}=-0.1.")
         if tool_execute_error_reward > 0:
             raise InvalidArgument(f"ToolEnvWrapper(tool_execute_error_reward={tool_execute_error_reward}): an error reward must be negative.")
         if tool_execute_error_reward and (tool_reward or tool_success_reward):

@@ -27,6 +27,7 @@ from gem.core import ForwardPublicAttributes
 from gem_core.env import StepResult
 from gem_core.errors import InvalidArgument
 from gem_core.protocols import Tokenizer
+from gem_core.vector.calls import check_count
 from gem_core.wrappers.observation import ObservationFormat, ObservationMode
 
 __all__ = ["ObservationWrapper"]
@@ -46,12 +47,14 @@ class ObservationWrapper(ForwardPublicAttributes, ObservationFormat):
         include_chat_template: Render the conversation with ``tokenizer``'s chat template (needs ``include_action``).
         apply_chat_template_on_reset: Render only the first observation as a user turn, then append the
             episode as text.
-        max_history_length: Actions kept (and one more observation); None keeps the whole episode.
+        max_history_length: Actions kept (and one more observation); 0 shows only the current observation, None
+            keeps the whole episode.
         tokenizer: A tokenizer with a chat template; needed by either chat template option.
 
     Raises:
         InvalidArgument: Both chat template options are set, either is set without ``tokenizer``, or
-            ``include_chat_template`` is set without ``include_action``.
+            ``include_chat_template`` is set without ``include_action``, or ``max_history_length`` is not None
+            or a whole number from 0.
     """
 
     #: A tokenizer is a resource, not episode state (see gem_core.wrappers.core.Wrapper.get_state).
@@ -70,6 +73,10 @@ class ObservationWrapper(ForwardPublicAttributes, ObservationFormat):
             raise InvalidArgument("ObservationWrapper: include_chat_template and apply_chat_template_on_reset cannot both be True.")
         if (include_chat_template or apply_chat_template_on_reset) and tokenizer is None:
             raise InvalidArgument("ObservationWrapper: a chat template needs tokenizer=, e.g. AutoTokenizer.from_pretrained(...).")
+        if max_history_length is not None:
+            # GEM read 0 as falsy for one queue and as a length for the other, and its first step failed
+            max_history_length = check_count("ObservationWrapper: max_history_length", max_history_length, least=0,
+                                             none_means="the whole episode")
         if include_chat_template and not include_action:
             raise InvalidArgument("ObservationWrapper: include_chat_template needs include_action=True (the actions are the assistant turns).")
         mode: ObservationMode = "chat" if include_chat_template else "history_with_actions" if include_action else "history"
@@ -82,7 +89,7 @@ class ObservationWrapper(ForwardPublicAttributes, ObservationFormat):
         self.apply_chat_template_on_reset = apply_chat_template_on_reset
         self.max_history_length = max_history_length
         # GEM's queues: (observation, came from a tool) and the actions between them
-        self.obs_queue: deque[tuple[str, bool]] = deque(maxlen=max_history_length + 1 if max_history_length else None)
+        self.obs_queue: deque[tuple[str, bool]] = deque(maxlen=None if max_history_length is None else max_history_length + 1)
         self.act_queue: deque[str] = deque(maxlen=max_history_length)
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:

@@ -15,6 +15,7 @@ from typing import Any
 
 from gem.envs.game_env.base import INTERNAL_STEP_REWARD, INVALID_ACTION_REWARD, SUCCESS_REWARD, GameEnv
 from gem_core.errors import GemError
+from gem_core.vector.calls import check_count
 
 Board = list[list[int | None]]
 
@@ -29,7 +30,12 @@ class InitAlgoError(GemError, ValueError):
 
 
 class FifteenPuzzleEnv(GameEnv):
-    """Running out of turns adds the share of tiles in place. 0.1.0's shuffle may draw an unsolvable board."""
+    """Running out of turns adds the share of tiles in place. 0.1.0's shuffle may draw an unsolvable board.
+
+    Raises:
+        InvalidArgument: ``num_rows`` is not a whole number from 1 (None draws the size per episode).
+        InitAlgoError: ``init_algo`` is not one of GEM's board generators, or ``mc_rand_moves`` is not positive.
+    """
 
     VALID_INITIALIZATION_ALGOS = ["monte_carlo", "pure_random"]
 
@@ -54,8 +60,10 @@ class FifteenPuzzleEnv(GameEnv):
         self.init_algo, self.mc_rand_moves = init_algo, mc_rand_moves
         # None anywhere: each episode draws the level (GEM's rule); otherwise reset() takes this one.
         self._level = None if num_rows is None or max_turns is None else (num_rows, max_turns)
-        # GEM fails here too for num_rows=None, its -random id (a TypeError, kept)
-        self.greatest_num = num_rows**2 - 1  # type: ignore[operator]
+        # GEM 0.1.0 fails here for num_rows=None, its own -random id (num_rows**2, a TypeError); reset() draws the
+        # size then, as GEM's reset would
+        if num_rows is not None:
+            self.greatest_num = check_count("num_rows", num_rows) ** 2 - 1
         self.reset()
 
     def _instructions(self) -> str:

@@ -7,6 +7,8 @@ import re
 from typing import Any
 
 from gem.envs.game_env.base import FORMAT_ERROR_REWARD, INTERNAL_STEP_REWARD, INVALID_ACTION_REWARD, SUCCESS_REWARD, GameEnv
+from gem_core.errors import InvalidArgument
+from gem_core.vector.calls import check_count
 
 _GUESS = re.compile(r"\\boxed{(\d+)}")
 
@@ -15,11 +17,20 @@ class GuessTheNumberEnv(GameEnv):
     """``min_number``/``max_number`` None: each episode draws its range and turn limit (GEM's ``-random``).
 
     Running out of turns scores how close the last guess was: ``1 - distance / (max - min)``.
+
+    Raises:
+        InvalidArgument: ``min_number``/``max_number`` is not a whole number from 0, or the range is empty or one
+            number (GEM could not draw the secret, or would divide by zero scoring the last guess).
     """
 
     def __init__(self, min_number: int | None = 1, max_number: int | None = 20, max_turns: int | None = 20,
                  seed: int | None = None, **_: Any) -> None:
         super().__init__(seed)
+        if min_number is not None and max_number is not None:
+            min_number, max_number = check_count("min_number", min_number, least=0), check_count("max_number", max_number, least=0)
+            if min_number >= max_number:
+                raise InvalidArgument(f"min_number={min_number} must be below max_number={max_number}: pass a range of at "
+                                      "least two numbers, e.g. min_number=1, max_number=20.")
         # None anywhere: each episode draws the range and turn limit (GEM's rule; GEM itself fails later on a
         # max_turns=None beside a fixed range, where this draws); otherwise reset() takes this level.
         self._level = None if min_number is None or max_number is None or max_turns is None else (min_number, max_number, max_turns)

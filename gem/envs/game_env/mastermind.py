@@ -6,6 +6,8 @@ import re
 from typing import Any
 
 from gem.envs.game_env.base import INVALID_ACTION_REWARD, GameEnv
+from gem_core.errors import InvalidArgument
+from gem_core.vector.calls import check_count
 
 _GUESS = re.compile(r"\\boxed{(\d+(?:\s+\d+)*)}")
 
@@ -23,11 +25,23 @@ def score_guess(code: list[int], guess: list[int]) -> tuple[int, int]:
 
 
 class MastermindEnv(GameEnv):
-    """Each guess earns the new black pegs beyond the best so far, over ``code_length`` (so a win sums to 1)."""
+    """Each guess earns the new black pegs beyond the best so far, over ``code_length`` (so a win sums to 1).
+
+    Raises:
+        InvalidArgument: ``code_length``/``num_numbers`` is not a whole number from 1, or, without
+            ``duplicate_numbers``, the code is longer than the digits it is drawn from.
+    """
 
     def __init__(self, code_length: int | None = 4, num_numbers: int | None = 6, duplicate_numbers: bool | None = False,
                  max_turns: int | None = 20, seed: int | None = None, **_: Any) -> None:
         super().__init__(seed)
+        if code_length is not None and num_numbers is not None:
+            code_length, num_numbers = check_count("code_length", code_length), check_count("num_numbers", num_numbers)
+            if not duplicate_numbers and code_length > num_numbers:
+                raise InvalidArgument(
+                    f"code_length={code_length} is longer than the num_numbers={num_numbers} digits a code without "
+                    f"duplicates is drawn from: pass code_length=1 to {num_numbers}, more num_numbers, or duplicate_numbers=True."
+                )
         # None anywhere: each episode draws the level (GEM's rule); otherwise reset() takes this one.
         self._level = None if code_length is None or num_numbers is None or max_turns is None else (code_length, num_numbers, max_turns)
         self.duplicate_numbers = duplicate_numbers

@@ -11,6 +11,8 @@ from collections import deque
 from typing import Any
 
 from gem.envs.game_env.base import FAIL_REWARD, INTERNAL_STEP_REWARD, INVALID_ACTION_REWARD, GameEnv
+from gem_core.errors import InvalidArgument
+from gem_core.vector.calls import check_count
 
 _MOVE = re.compile(r"\\boxed{([a-zA-Z]+)\s(\d+)\s(\d+)}")
 _NEIGHBOURS = [(-1, -1), (-1, 0), (-1, 1), (0, -1), (0, 1), (1, -1), (1, 0), (1, 1)]
@@ -18,11 +20,27 @@ MINE = -1
 
 
 class MinesweeperEnv(GameEnv):
-    """``rows``/``cols``/``num_mines``/``max_turns`` None: each episode draws a square board of 5 to 8."""
+    """``rows``/``cols``/``num_mines``/``max_turns`` None: each episode draws a square board of 5 to 8.
+
+    Raises:
+        InvalidArgument: ``rows``/``cols`` is not a whole number from 1, or ``num_mines`` does not fit outside
+            the first reveal's safe zone (the revealed cell and its neighbours, which GEM keeps free of mines).
+    """
 
     def __init__(self, rows: int | None = 8, cols: int | None = 8, num_mines: int | None = 10, max_turns: int | None = 20,
                  seed: int | None = None, **_: Any) -> None:
         super().__init__(seed)
+        if rows is not None and cols is not None and num_mines is not None:
+            rows, cols = check_count("rows", rows), check_count("cols", cols)
+            # mines go outside the first reveal's 3x3 safe zone, or placing them never ends: the largest count
+            # that fits wherever the first reveal is
+            most = rows * cols - min(rows, 3) * min(cols, 3)
+            num_mines = check_count("num_mines", num_mines, least=0)
+            if num_mines > most:
+                raise InvalidArgument(
+                    f"num_mines={num_mines} does not fit on a {rows}x{cols} board: the first reveal keeps its cell and "
+                    f"neighbours free, so at most {most} mines fit; pass num_mines=0 to {most} or a larger board."
+                )
         # None anywhere: each episode draws the level (GEM's rule); otherwise reset() takes this one.
         self._level = None if rows is None or cols is None or num_mines is None or max_turns is None else (rows, cols, num_mines, max_turns)
         self.reset()

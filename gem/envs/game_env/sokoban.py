@@ -10,6 +10,8 @@ import numpy as np
 
 from gem.envs.game_env.base import INTERNAL_STEP_REWARD, INVALID_ACTION_REWARD, SUCCESS_REWARD, GameEnv
 from gem.envs.game_env.sokoban_rooms import BOX, BOX_ON_TARGET, FLOOR, MOVES, PLAYER, TARGET, WALL, generate_room
+from gem_core.errors import InvalidArgument
+from gem_core.vector.calls import check_count
 
 _MOVE = re.compile(r"\\boxed\{(up|down|left|right)\}", re.IGNORECASE)
 _SYMBOLS = {WALL: "#", FLOOR: "_", TARGET: "O", BOX_ON_TARGET: "√", BOX: "X", PLAYER: "P", 6: "S"}
@@ -21,15 +23,27 @@ class SokobanEnv(GameEnv):
 
     A seeded reset builds GEM's room for that seed (its generator takes ``seed``, then ``seed + 1``, ...,
     until a room comes out); an unseeded one draws the room's seed from :attr:`rng`.
+
+    Raises:
+        InvalidArgument: ``dim_room`` is not a ``(rows, cols)`` pair of whole numbers from 4 (a room inside its
+            walls; narrower, every floor cell traps a box), or ``num_boxes`` is not a whole number from 1 that
+            leaves the player a free cell.
+        RuntimeError: From ``reset``: no solvable room came out of GEM's generator in 50 tries (GEM's error).
     """
 
     def __init__(self, dim_room: tuple[int, int] | None = (6, 6), max_turns: int | None = 100, num_boxes: int | None = 3,
                  seed: int | None = None, **_: Any) -> None:
         super().__init__(seed)
+        if not (isinstance(dim_room, (tuple, list)) and len(dim_room) == 2):
+            raise InvalidArgument(f"dim_room={dim_room!r:.60} must be a (rows, cols) pair such as (6, 6); "
+                                  "use the game:Sokoban-v0-random id for a room drawn per episode.")
+        dim_room = (check_count("dim_room[0]", dim_room[0], least=4), check_count("dim_room[1]", dim_room[1], least=4))
+        if num_boxes is not None:
+            inside = (dim_room[0] - 2) * (dim_room[1] - 2)
+            num_boxes = check_count("num_boxes", num_boxes, most=max(1, inside - 2))
         # None anywhere: each episode draws the level (GEM's rule); otherwise reset() takes this one.
-        self._level = None if dim_room is None or max_turns is None or num_boxes is None else (dim_room, num_boxes, max_turns)
-        # GEM fails here too for dim_room=None (a TypeError; its -random id passes a room size, so it is kept)
-        self.num_gen_steps = int(1.7 * (dim_room[0] + dim_room[1]))  # type: ignore[index]
+        self._level = None if max_turns is None or num_boxes is None else (dim_room, num_boxes, max_turns)
+        self.num_gen_steps = int(1.7 * (dim_room[0] + dim_room[1]))
         self.reset()
 
     def _instructions(self) -> str:
@@ -63,7 +77,7 @@ class SokobanEnv(GameEnv):
             self.num_gen_steps = int(1.7 * (self.dim_room[0] + self.dim_room[1]))
         else:
             self.dim_room, self.num_boxes, self.max_turns = self._level
-        base = seed if seed is not None else self.rng.randrange(2**31)
+        base = int(seed) if seed is not None else self.rng.randrange(2**31)  # numpy's ints too (checked by super().reset)
         for attempt in range(_ROOM_RETRIES):
             try:
                 self.room_fixed, self.room_state, self.box_mapping = generate_room(

@@ -7,21 +7,35 @@ number, a filled cell or an out-of-range move earns 0 and costs the turn.
 from __future__ import annotations
 
 import copy
+import math
 import re
 from typing import Any
 
 from gem.envs.game_env.base import INVALID_ACTION_REWARD, GameEnv
+from gem_core.errors import InvalidArgument
+from gem_core.vector.calls import check_count
 
 _MOVE = re.compile(r"\\boxed{(\d+)\s(\d+)\s(\d+)}")
 Grid = list[list[int]]
 
 
 class SudokuEnv(GameEnv):
-    """``scale``/``clues``/``max_turns`` None: each episode draws 4x4 with 10 clues or 9x9 with 50."""
+    """``scale``/``clues``/``max_turns`` None: each episode draws 4x4 with 10 clues or 9x9 with 50.
+
+    Raises:
+        InvalidArgument: ``scale`` is not a square number (the grid is cut into ``sqrt(scale)``-wide boxes), or
+            ``clues`` is not a whole number from 0 to ``scale**2`` (the cells there are).
+    """
 
     def __init__(self, clues: int | None = 30, max_turns: int | None = 100, scale: int | None = 9, seed: int | None = None,
                  **_: Any) -> None:
         super().__init__(seed)
+        if scale is not None and clues is not None:
+            scale = check_count("scale", scale)
+            if math.isqrt(scale) ** 2 != scale:
+                raise InvalidArgument(f"scale={scale} is not a square number, so the grid has no square boxes: pass "
+                                      "scale=4 or 9 (GEM's levels), or another square such as 16.")
+            clues = check_count("clues", clues, least=0, most=scale**2)
         # None anywhere: each episode draws the level (GEM's rule); otherwise reset() takes this one.
         self._level = None if scale is None or clues is None or max_turns is None else (scale, clues, max_turns)
         self.reset()
